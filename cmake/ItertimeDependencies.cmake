@@ -1,0 +1,49 @@
+# Finds every dependency; all come from Debian 12 packages (see cmake/setup-debian.sh).
+find_package(MPI REQUIRED COMPONENTS C)
+find_package(HDF5 REQUIRED COMPONENTS C CXX)
+find_package(Boost REQUIRED COMPONENTS serialization)
+find_package(nlohmann_json 3 REQUIRED)
+find_package(CLI11 REQUIRED)
+find_package(fmt REQUIRED)
+find_package(Threads REQUIRED)
+
+# HDF5 as an imported target (FindHDF5 of CMake 3.25 gives variables only for the C++ part).
+add_library(itertime_hdf5 INTERFACE)
+add_library(itertime::hdf5 ALIAS itertime_hdf5)
+target_include_directories(itertime_hdf5 SYSTEM INTERFACE ${HDF5_INCLUDE_DIRS})
+target_link_libraries(itertime_hdf5 INTERFACE ${HDF5_CXX_LIBRARIES} ${HDF5_LIBRARIES})
+target_compile_definitions(itertime_hdf5 INTERFACE ${HDF5_DEFINITIONS})
+
+# ---- CUDA and NCCL ---------------------------------------------------------------------------
+set(ITERTIME_HAVE_CUDA OFF)
+set(ITERTIME_HAVE_NCCL OFF)
+if(NOT ITERTIME_WITH_CUDA STREQUAL "OFF")
+  include(CheckLanguage)
+  check_language(CUDA)
+  find_package(CUDAToolkit QUIET)
+  find_path(NCCL_INCLUDE_DIR nccl.h HINTS ${CUDAToolkit_INCLUDE_DIRS} $ENV{NCCL_HOME}/include)
+  find_library(NCCL_LIBRARY nccl HINTS ${CUDAToolkit_LIBRARY_DIR} ${CUDAToolkit_LIBRARY_ROOT}/lib $ENV{NCCL_HOME}/lib)
+  if(CMAKE_CUDA_COMPILER AND CUDAToolkit_FOUND AND NCCL_INCLUDE_DIR AND NCCL_LIBRARY)
+    if(NOT DEFINED CMAKE_CUDA_ARCHITECTURES)
+      set(CMAKE_CUDA_ARCHITECTURES 80 90)
+    endif()
+    enable_language(CUDA)
+    set(ITERTIME_HAVE_CUDA ON)
+    set(ITERTIME_HAVE_NCCL ON)
+    add_library(itertime_nccl INTERFACE)
+    add_library(itertime::nccl ALIAS itertime_nccl)
+    target_include_directories(itertime_nccl SYSTEM INTERFACE ${NCCL_INCLUDE_DIR})
+    target_link_libraries(itertime_nccl INTERFACE ${NCCL_LIBRARY} CUDA::cudart)
+  elseif(ITERTIME_WITH_CUDA STREQUAL "ON")
+    message(FATAL_ERROR "ITERTIME_WITH_CUDA=ON but nvcc (${CMAKE_CUDA_COMPILER}), the CUDA toolkit or NCCL "
+                        "(nccl.h: ${NCCL_INCLUDE_DIR}, libnccl: ${NCCL_LIBRARY}) was not found. "
+                        "Set CMAKE_CUDA_COMPILER / NCCL_HOME, or configure with -DITERTIME_WITH_CUDA=OFF.")
+  endif()
+endif()
+
+# ---- LibTorch --------------------------------------------------------------------------------
+set(ITERTIME_HAVE_TORCH OFF)
+if(ITERTIME_WITH_TORCH)
+  find_package(Torch REQUIRED)
+  set(ITERTIME_HAVE_TORCH ON)
+endif()

@@ -1,0 +1,402 @@
+#include "common/h5store.hpp"
+
+#include <filesystem>
+#include <functional>
+
+#include "common/errors.hpp"
+
+namespace itertime::h5 {
+namespace {
+
+constexpr const char* kMetaGroup = "/meta";
+constexpr const char* kSchemaAttribute = "schema_version";
+
+void silence_hdf5() {
+  // HDF5 prints its error stack on every failed call by default; we report errors ourselves.
+  static const bool silenced = [] {
+    H5::Exception::dontPrint();
+    return true;
+  }();
+  (void)silenced;
+}
+
+[[noreturn]] void rethrow_h5(const H5::Exception& error, const std::string& path, const std::string& what, const char* file,
+                             int line) {
+  throw InternalError("HDF5 failed to " + what + " in " + path + ": " + error.getDetailMsg() +
+                          " (" + error.getFuncName() + ")",
+                      file, line);
+}
+
+#define ITERTIME_H5_TRY(path, what, body)                  \
+  try {                                                    \
+    body;                                                  \
+  } catch (const H5::Exception& h5_error_) {               \
+    rethrow_h5(h5_error_, (path), (what), __FILE__, __LINE__); \
+  }
+
+std::vector<std::string> member_names(const H5::CompType& type) {
+  std::vector<std::string> names;
+  for (int i = 0; i < type.getNmembers(); ++i) names.push_back(type.getMemberName(static_cast<unsigned>(i)));
+  return names;
+}
+
+std::string join(const std::vector<std::string>& items) {
+  std::string out;
+  for (std::size_t i = 0; i < items.size(); ++i) out += (i ? "," : "") + items[i];
+  return out;
+}
+
+void write_string_attribute(H5::H5Object& object, const std::string& name, const std::string& value) {
+  if (object.attrExists(name)) object.removeAttr(name);
+  H5::StrType type(H5::PredType::C_S1, value.empty() ? 1 : value.size());
+  type.setStrpad(H5T_STR_NULLTERM);
+  H5::Attribute attribute = object.createAttribute(name, type, H5::DataSpace(H5S_SCALAR));
+  attribute.write(type, value.empty() ? std::string(1, '\0') : value);
+}
+
+void write_int_attribute(H5::H5Object& object, const std::string& name, int64_t value) {
+  if (object.attrExists(name)) object.removeAttr(name);
+  H5::Attribute attribute = object.createAttribute(name, H5::PredType::NATIVE_INT64, H5::DataSpace(H5S_SCALAR));
+  attribute.write(H5::PredType::NATIVE_INT64, &value);
+}
+
+std::string render_attribute(const H5::Attribute& attribute) {
+  const H5T_class_t type_class = attribute.getTypeClass();
+  if (type_class == H5T_STRING) {
+    std::string value;
+    attribute.read(attribute.getStrType(), value);
+    while (!value.empty() && value.back() == '\0') value.pop_back();
+    return value;
+  }
+  if (type_class == H5T_INTEGER) {
+    int64_t value = 0;
+    attribute.read(H5::PredType::NATIVE_INT64, &value);
+    return std::to_string(value);
+  }
+  if (type_class == H5T_FLOAT) {
+    double value = 0;
+    attribute.read(H5::PredType::NATIVE_DOUBLE, &value);
+    return std::to_string(value);
+  }
+  return "<unsupported attribute type>";
+}
+
+int64_t read_schema_version(const H5::H5File& file, const std::string& path) {
+  if (!H5Lexists(file.getId(), kMetaGroup, H5P_DEFAULT)) {
+    throw UserError(path + ": not an itertime store (no /meta group); pass a file written by itertime");
+  }
+  H5::Group meta = file.openGroup(kMetaGroup);
+  if (!meta.attrExists(kSchemaAttribute)) {
+    throw UserError(path + ": not an itertime store (/meta has no schema_version); pass a file written by itertime");
+  }
+  H5::Attribute attribute = meta.openAttribute(kSchemaAttribute);
+  if (attribute.getTypeClass() != H5T_INTEGER) {
+    throw UserError(path + ": /meta schema_version is not an integer; the file was not written by itertime");
+  }
+  int64_t version = 0;
+  attribute.read(H5::PredType::NATIVE_INT64, &version);
+  return version;
+}
+
+void walk(const H5::Group& group, const std::string& prefix, std::vector<DatasetInfo>& out) {
+  const hsize_t count = group.getNumObjs();
+  for (hsize_t i = 0; i < count; ++i) {
+    const std::string name = group.getObjnameByIdx(i);
+    const std::string path = prefix + "/" + name;
+    const H5G_obj_t kind = group.getObjTypeByIdx(i);
+    if (kind == H5G_GROUP) {
+      walk(group.openGroup(name), path, out);
+    } else if (kind == H5G_DATASET) {
+      H5::DataSet dataset = group.openDataSet(name);
+      DatasetInfo info;
+      info.path = path;
+      H5::DataSpace space = dataset.getSpace();
+      hsize_t dims[8] = {};
+      const int rank = space.getSimpleExtentNdims();
+      if (rank >= 1 && rank <= 8) {
+        space.getSimpleExtentDims(dims);
+        info.rows = dims[0];
+      } else {
+        info.rows = rank == 0 ? 1 : 0;
+      }
+      if (dataset.getTypeClass() == H5T_COMPOUND) {
+        info.element = "compound";
+        info.fields = member_names(dataset.getCompType());
+      } else if (dataset.getTypeClass() == H5T_FLOAT) {
+        info.element = "float" + std::to_string(dataset.getFloatType().getSize() * 8);
+      } else if (dataset.getTypeClass() == H5T_INTEGER) {
+        info.element = "int" + std::to_string(dataset.getIntType().getSize() * 8);
+      } else {
+        info.element = "other";
+      }
+      out.push_back(info);
+    }
+  }
+}
+
+}  // namespace
+
+// ---- RowType -----------------------------------------------------------------------------------
+
+RowType::RowType(std::size_t row_bytes) : type_(row_bytes), row_bytes_(row_bytes) { silence_hdf5(); }
+
+void RowType::insert(const std::string& name, std::size_t offset, const H5::DataType& member_type) {
+  type_.insertMember(name, offset, member_type);
+  names_.push_back(name);
+}
+
+// ---- TableHandle -------------------------------------------------------------------------------
+
+TableHandle::TableHandle(H5::H5File file, H5::DataSet dataset, H5::DataType memory_type, std::size_t row_bytes)
+    : file_(std::move(file)), dataset_(std::move(dataset)), memory_type_(std::move(memory_type)), row_bytes_(row_bytes) {}
+
+std::size_t TableHandle::rows() const {
+  H5::DataSpace space = dataset_.getSpace();
+  hsize_t dims[1] = {0};
+  space.getSimpleExtentDims(dims);
+  return static_cast<std::size_t>(dims[0]);
+}
+
+void TableHandle::append(const void* rows_data, std::size_t count) {
+  if (count == 0) return;
+  ITERTIME_H5_TRY(file_.getFileName(), "append rows", {
+    const hsize_t old_rows = rows();
+    const hsize_t new_size[1] = {old_rows + count};
+    dataset_.extend(new_size);
+    H5::DataSpace file_space = dataset_.getSpace();
+    const hsize_t start[1] = {old_rows};
+    const hsize_t block[1] = {count};
+    file_space.selectHyperslab(H5S_SELECT_SET, block, start);
+    H5::DataSpace memory_space(1, block);
+    dataset_.write(rows_data, memory_type_, memory_space, file_space);
+    file_.flush(H5F_SCOPE_GLOBAL);
+  });
+}
+
+void TableHandle::read(void* out, std::size_t first, std::size_t count) const {
+  ITERTIME_CHECK(first + count <= rows(), "read past the end of a table");
+  if (count == 0) return;
+  ITERTIME_H5_TRY(file_.getFileName(), "read rows", {
+    H5::DataSpace file_space = dataset_.getSpace();
+    const hsize_t start[1] = {first};
+    const hsize_t block[1] = {count};
+    file_space.selectHyperslab(H5S_SELECT_SET, block, start);
+    H5::DataSpace memory_space(1, block);
+    dataset_.read(out, memory_type_, memory_space, file_space);
+  });
+}
+
+void TableHandle::truncate(std::size_t count) {
+  ITERTIME_CHECK(count <= rows(), "truncate cannot grow a table");
+  ITERTIME_H5_TRY(file_.getFileName(), "truncate a table", {
+    const hsize_t new_size[1] = {count};
+    dataset_.extend(new_size);
+    file_.flush(H5F_SCOPE_GLOBAL);
+  });
+}
+
+// ---- Store -------------------------------------------------------------------------------------
+
+Store::Store(H5::H5File file, std::string path, bool writable)
+    : file_(std::move(file)), path_(std::move(path)), writable_(writable) {}
+
+Store Store::create(const std::string& path, bool force, const std::map<std::string, std::string>& provenance) {
+  silence_hdf5();
+  std::error_code error;
+  if (std::filesystem::exists(path, error) && !force) {
+    throw UserError(path + ": file exists; pass --force to overwrite it (or --resume to continue it)");
+  }
+  const auto parent = std::filesystem::path(path).parent_path();
+  if (!parent.empty() && !std::filesystem::is_directory(parent, error)) {
+    throw UserError(path + ": folder " + parent.string() + " does not exist; create it first");
+  }
+  H5::H5File file;
+  try {
+    file = H5::H5File(path, H5F_ACC_TRUNC);
+  } catch (const H5::Exception& h5_error) {
+    throw UserError(path + ": cannot create the HDF5 file (" + h5_error.getDetailMsg() + "); check the path and permissions");
+  }
+  ITERTIME_H5_TRY(path, "write /meta", {
+    H5::Group meta = file.createGroup(kMetaGroup);
+    write_int_attribute(meta, kSchemaAttribute, kSchemaVersion);
+    for (const auto& [name, value] : provenance) write_string_attribute(meta, name, value);
+    file.flush(H5F_SCOPE_GLOBAL);
+  });
+  return Store(std::move(file), path, true);
+}
+
+Store Store::open(const std::string& path, bool writable) {
+  silence_hdf5();
+  std::error_code error;
+  if (!std::filesystem::exists(path, error)) {
+    throw UserError(path + ": no such file; pass an HDF5 file written by itertime");
+  }
+  if (std::filesystem::is_directory(path, error)) throw UserError(path + ": is a directory, not an HDF5 file");
+  if (H5Fis_hdf5(path.c_str()) <= 0) {
+    throw UserError(path + ": not an HDF5 file; pass an HDF5 file written by itertime");
+  }
+  int64_t version = 0;
+  {
+    H5::H5File probe;
+    try {
+      probe = H5::H5File(path, H5F_ACC_RDONLY);
+    } catch (const H5::Exception& h5_error) {
+      throw UserError(path + ": cannot open the HDF5 file (" + h5_error.getDetailMsg() + ")");
+    }
+    ITERTIME_H5_TRY(path, "read the schema version", version = read_schema_version(probe, path));
+  }
+  if (version != kSchemaVersion) {
+    throw UserError(path + ": written with itertime schema version " + std::to_string(version) +
+                    ", this itertime reads schema version " + std::to_string(kSchemaVersion) +
+                    "; use the itertime that wrote it, or calibrate again");
+  }
+  H5::H5File file;
+  try {
+    file = H5::H5File(path, writable ? H5F_ACC_RDWR : H5F_ACC_RDONLY);
+  } catch (const H5::Exception& h5_error) {
+    throw UserError(path + ": cannot open for " + (writable ? "writing" : "reading") + " (" +
+                    h5_error.getDetailMsg() + "); check permissions, or whether another process holds it");
+  }
+  return Store(std::move(file), path, writable);
+}
+
+Store Store::create_or_resume(const std::string& path, bool force, bool resume,
+                              const std::map<std::string, std::string>& provenance) {
+  std::error_code error;
+  if (resume && std::filesystem::exists(path, error)) return open(path, true);
+  return create(path, force, provenance);
+}
+
+int64_t Store::schema_version() const {
+  int64_t version = 0;
+  ITERTIME_H5_TRY(path_, "read the schema version", version = read_schema_version(file_, path_));
+  return version;
+}
+
+std::map<std::string, std::string> Store::meta() const {
+  std::map<std::string, std::string> out;
+  ITERTIME_H5_TRY(path_, "read /meta", {
+    H5::Group meta = file_.openGroup(kMetaGroup);
+    const int count = meta.getNumAttrs();
+    for (int i = 0; i < count; ++i) {
+      H5::Attribute attribute = meta.openAttribute(static_cast<unsigned>(i));
+      out[attribute.getName()] = render_attribute(attribute);
+    }
+  });
+  return out;
+}
+
+void Store::set_meta(const std::string& name, const std::string& value) {
+  ITERTIME_CHECK(writable_, "set_meta on a read-only store");
+  ITERTIME_H5_TRY(path_, "write /meta", {
+    H5::Group meta = file_.openGroup(kMetaGroup);
+    write_string_attribute(meta, name, value);
+    file_.flush(H5F_SCOPE_GLOBAL);
+  });
+}
+
+void Store::set_meta(const std::string& name, int64_t value) {
+  ITERTIME_CHECK(writable_, "set_meta on a read-only store");
+  ITERTIME_H5_TRY(path_, "write /meta", {
+    H5::Group meta = file_.openGroup(kMetaGroup);
+    write_int_attribute(meta, name, value);
+    file_.flush(H5F_SCOPE_GLOBAL);
+  });
+}
+
+bool Store::exists(const std::string& object_path) const {
+  // H5Lexists needs every intermediate link to exist: check each prefix in turn.
+  std::string prefix;
+  std::size_t start = 1;
+  while (start <= object_path.size()) {
+    const std::size_t slash = object_path.find('/', start);
+    prefix = object_path.substr(0, slash);
+    if (H5Lexists(file_.getId(), prefix.c_str(), H5P_DEFAULT) <= 0) return false;
+    if (slash == std::string::npos) break;
+    start = slash + 1;
+  }
+  return true;
+}
+
+void Store::ensure_group(const std::string& group_path) {
+  ITERTIME_CHECK(writable_, "ensure_group on a read-only store");
+  std::size_t start = 1;
+  while (start <= group_path.size()) {
+    const std::size_t slash = group_path.find('/', start);
+    const std::string prefix = group_path.substr(0, slash);
+    if (H5Lexists(file_.getId(), prefix.c_str(), H5P_DEFAULT) <= 0) {
+      ITERTIME_H5_TRY(path_, "create group " + prefix, file_.createGroup(prefix));
+    }
+    if (slash == std::string::npos) break;
+    start = slash + 1;
+  }
+}
+
+TableHandle Store::open_table(const std::string& table_path, const RowType& row_type, std::size_t chunk_rows) {
+  if (exists(table_path)) {
+    H5::DataSet dataset;
+    ITERTIME_H5_TRY(path_, "open table " + table_path, dataset = file_.openDataSet(table_path));
+    if (dataset.getTypeClass() != H5T_COMPOUND) {
+      throw UserError(path_ + ": " + table_path + " is not a compound table; the file was not written by this itertime");
+    }
+    const auto stored = member_names(dataset.getCompType());
+    if (stored != row_type.field_names()) {
+      throw UserError(path_ + ": table " + table_path + " has fields [" + join(stored) + "] but this itertime expects [" +
+                      join(row_type.field_names()) + "]; the file was written by another version");
+    }
+    return TableHandle(file_, dataset, row_type.type(), row_type.row_bytes());
+  }
+  if (!writable_) {
+    throw UserError(path_ + ": has no table " + table_path + "; run the calibration step that writes it first");
+  }
+  const auto slash = table_path.find_last_of('/');
+  if (slash != std::string::npos && slash > 0) ensure_group(table_path.substr(0, slash));
+  H5::DataSet dataset;
+  ITERTIME_H5_TRY(path_, "create table " + table_path, {
+    const hsize_t initial[1] = {0};
+    const hsize_t maximum[1] = {H5S_UNLIMITED};
+    H5::DataSpace space(1, initial, maximum);
+    H5::DSetCreatPropList properties;
+    const hsize_t chunk[1] = {chunk_rows};
+    properties.setChunk(1, chunk);
+    dataset = file_.createDataSet(table_path, row_type.type(), space, properties);
+    file_.flush(H5F_SCOPE_GLOBAL);
+  });
+  return TableHandle(file_, dataset, row_type.type(), row_type.row_bytes());
+}
+
+Table<double> Store::samples(const std::string& table_path, std::size_t chunk_rows) {
+  if (exists(table_path)) {
+    H5::DataSet dataset;
+    ITERTIME_H5_TRY(path_, "open array " + table_path, dataset = file_.openDataSet(table_path));
+    if (dataset.getTypeClass() != H5T_FLOAT) {
+      throw UserError(path_ + ": " + table_path + " is not an array of floats; the file was written by another version");
+    }
+    return Table<double>(TableHandle(file_, dataset, H5::PredType::NATIVE_DOUBLE, sizeof(double)));
+  }
+  if (!writable_) throw UserError(path_ + ": has no array " + table_path);
+  const auto slash = table_path.find_last_of('/');
+  if (slash != std::string::npos && slash > 0) ensure_group(table_path.substr(0, slash));
+  H5::DataSet dataset;
+  ITERTIME_H5_TRY(path_, "create array " + table_path, {
+    const hsize_t initial[1] = {0};
+    const hsize_t maximum[1] = {H5S_UNLIMITED};
+    H5::DataSpace space(1, initial, maximum);
+    H5::DSetCreatPropList properties;
+    const hsize_t chunk[1] = {chunk_rows};
+    properties.setChunk(1, chunk);
+    dataset = file_.createDataSet(table_path, H5::PredType::IEEE_F64LE, space, properties);
+    file_.flush(H5F_SCOPE_GLOBAL);
+  });
+  return Table<double>(TableHandle(file_, dataset, H5::PredType::NATIVE_DOUBLE, sizeof(double)));
+}
+
+std::vector<DatasetInfo> Store::list_datasets() const {
+  std::vector<DatasetInfo> out;
+  ITERTIME_H5_TRY(path_, "list datasets", walk(file_.openGroup("/"), "", out));
+  return out;
+}
+
+void Store::flush() { ITERTIME_H5_TRY(path_, "flush", file_.flush(H5F_SCOPE_GLOBAL)); }
+
+}  // namespace itertime::h5

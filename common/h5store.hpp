@@ -1,0 +1,181 @@
+// h5store.hpp: RAII over the HDF5 C++ API for itertime's one-file-per-cluster store.
+// Invariants:
+//  - Every store carries /meta with an integer attribute `schema_version`; opening a file with another
+//    version (or none) is refused with a UserError naming both versions, before anything is written.
+//  - create() never replaces an existing file unless `force` is set; a refused create touches nothing.
+//  - Tables are 1-D, chunked, unlimited datasets of plain HDF5 compound (or native numeric) types, so
+//    h5dump and h5py read them without our code. append() extends, writes and flushes the file, so a
+//    killed job loses at most the rows not yet appended.
+//  - Opening an existing table checks that its field names equal the expected ones (a schema check).
+//  - HDF5's own error stack printing is switched off; HDF5 exceptions surface as InternalError or
+//    UserError with the file name.
+#pragma once
+
+#include <H5Cpp.h>
+
+#include <cstddef>
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <string>
+#include <type_traits>
+#include <vector>
+
+namespace itertime::h5 {
+
+inline constexpr int64_t kSchemaVersion = 1;
+
+// Describes a compound row type field by field. Supported members: int64_t, int32_t, double, float,
+// uint8_t and char[N] (fixed-length, NUL-padded strings).
+class RowType {
+ public:
+  explicit RowType(std::size_t row_bytes);
+  template <typename Member>
+  RowType& add(const std::string& name, std::size_t offset);
+  const H5::CompType& type() const { return type_; }
+  std::size_t row_bytes() const { return row_bytes_; }
+  const std::vector<std::string>& field_names() const { return names_; }
+
+ private:
+  void insert(const std::string& name, std::size_t offset, const H5::DataType& member_type);
+  H5::CompType type_;
+  std::size_t row_bytes_;
+  std::vector<std::string> names_;
+};
+
+// Adds struct member `member` of `Row` to `row_type` under its own name.
+#define ITERTIME_H5_FIELD(row_type, Row, member) \
+  (row_type).add<decltype(Row::member)>(#member, offsetof(Row, member))
+
+// An untyped handle to one extendable table dataset.
+class TableHandle {
+ public:
+  TableHandle(H5::H5File file, H5::DataSet dataset, H5::DataType memory_type, std::size_t row_bytes);
+  std::size_t rows() const;
+  void append(const void* rows, std::size_t count);
+  void read(void* out, std::size_t first, std::size_t count) const;
+  // Shrinks the table to `count` rows (used by --resume to drop a partly written tail).
+  void truncate(std::size_t count);
+
+ private:
+  H5::H5File file_;
+  H5::DataSet dataset_;
+  H5::DataType memory_type_;
+  std::size_t row_bytes_;
+};
+
+// Rows of a plain struct. RowTraits<Row>::row_type() must describe Row (see ITERTIME_H5_FIELD).
+template <typename Row>
+struct RowTraits;
+
+template <typename Row>
+class Table {
+ public:
+  explicit Table(TableHandle handle) : handle_(std::move(handle)) {}
+  std::size_t size() const { return handle_.rows(); }
+  void append(const Row& row) { handle_.append(&row, 1); }
+  void append(const std::vector<Row>& rows) {
+    if (!rows.empty()) handle_.append(rows.data(), rows.size());
+  }
+  std::vector<Row> read_all() const { return read(0, size()); }
+  std::vector<Row> read(std::size_t first, std::size_t count) const {
+    std::vector<Row> rows(count);
+    if (count > 0) handle_.read(rows.data(), first, count);
+    return rows;
+  }
+  void truncate(std::size_t count) { handle_.truncate(count); }
+
+ private:
+  TableHandle handle_;
+};
+
+struct DatasetInfo {
+  std::string path;
+  std::size_t rows = 0;
+  std::vector<std::string> fields;  // empty for numeric arrays
+  std::string element;             // "compound" or the numeric type
+};
+
+class Store {
+ public:
+  // Creates a new store. Refuses (UserError) an existing path unless `force`. Writes /meta with the
+  // schema version and `provenance` as string attributes.
+  static Store create(const std::string& path, bool force, const std::map<std::string, std::string>& provenance);
+  // Opens an existing store for reading, or for appending (--resume). Checks the schema version.
+  static Store open(const std::string& path, bool writable);
+  // Opens `path` for appending when it exists and `resume` is set, creates it otherwise (refusing an
+  // existing file unless `force`). The usual entry point of calibration commands.
+  static Store create_or_resume(const std::string& path, bool force, bool resume,
+                                const std::map<std::string, std::string>& provenance);
+
+  const std::string& path() const { return path_; }
+  int64_t schema_version() const;
+  bool writable() const { return writable_; }
+
+  std::map<std::string, std::string> meta() const;  // every /meta attribute, rendered as text
+  void set_meta(const std::string& name, const std::string& value);
+  void set_meta(const std::string& name, int64_t value);
+
+  bool exists(const std::string& object_path) const;
+  void ensure_group(const std::string& group_path);
+
+  // Opens the table at `path`, creating it when missing (writable stores only).
+  template <typename Row>
+  Table<Row> table(const std::string& path, std::size_t chunk_rows = 256) {
+    return Table<Row>(open_table(path, RowTraits<Row>::row_type(), chunk_rows));
+  }
+  // A plain extendable array of doubles (raw samples), created when missing.
+  Table<double> samples(const std::string& path, std::size_t chunk_rows = 4096);
+
+  // Every dataset in the file, depth first, with row counts and field names.
+  std::vector<DatasetInfo> list_datasets() const;
+  void flush();
+
+ private:
+  Store(H5::H5File file, std::string path, bool writable);
+  TableHandle open_table(const std::string& path, const RowType& row_type, std::size_t chunk_rows);
+
+  H5::H5File file_;
+  std::string path_;
+  bool writable_ = false;
+};
+
+// Fixed-length string helpers for char[N] members.
+template <std::size_t N>
+void set_string(char (&field)[N], const std::string& value) {
+  std::size_t n = value.size() < N - 1 ? value.size() : N - 1;
+  for (std::size_t i = 0; i < N; ++i) field[i] = i < n ? value[i] : '\0';
+}
+template <std::size_t N>
+std::string get_string(const char (&field)[N]) {
+  std::size_t n = 0;
+  while (n < N && field[n] != '\0') ++n;
+  return std::string(field, n);
+}
+
+// ---- implementation of RowType::add -------------------------------------------------------------
+namespace detail {
+template <typename T>
+struct NativeType;
+template <> struct NativeType<int64_t> { static H5::DataType get() { return H5::PredType::NATIVE_INT64; } };
+template <> struct NativeType<int32_t> { static H5::DataType get() { return H5::PredType::NATIVE_INT32; } };
+template <> struct NativeType<uint8_t> { static H5::DataType get() { return H5::PredType::NATIVE_UINT8; } };
+template <> struct NativeType<double> { static H5::DataType get() { return H5::PredType::NATIVE_DOUBLE; } };
+template <> struct NativeType<float> { static H5::DataType get() { return H5::PredType::NATIVE_FLOAT; } };
+template <std::size_t N>
+struct NativeType<char[N]> {
+  static H5::DataType get() {
+    H5::StrType type(H5::PredType::C_S1, N);
+    type.setStrpad(H5T_STR_NULLPAD);
+    return type;
+  }
+};
+}  // namespace detail
+
+template <typename Member>
+RowType& RowType::add(const std::string& name, std::size_t offset) {
+  insert(name, offset, detail::NativeType<std::remove_cv_t<Member>>::get());
+  return *this;
+}
+
+}  // namespace itertime::h5

@@ -1,0 +1,91 @@
+// mpi_session.hpp: RAII over MPI: the session (init/finalize), owned communicators, the DP/TP/PP
+// process groups of a RankLayout, and node detection.
+// Invariants:
+//  - MpiSession finalizes MPI only if it initialized it; it never runs twice in a process.
+//  - MpiComm owns its communicator (freed on destruction) unless it wraps MPI_COMM_WORLD/SELF.
+//  - ProcessGroups' communicators order ranks by their index along the group's dimension, so that
+//    group rank i is the member with tp_idx (dp_idx, pp_idx) == i.
+//  - abort_all() never returns: it aborts every rank of the job with the given exit code.
+#pragma once
+
+#include <mpi.h>
+
+#include <string>
+#include <vector>
+
+#include "common/parallel_config.hpp"
+
+namespace itertime {
+
+class MpiSession {
+ public:
+  MpiSession(int* argc, char*** argv);
+  ~MpiSession();
+  MpiSession(const MpiSession&) = delete;
+  MpiSession& operator=(const MpiSession&) = delete;
+
+  int world_rank() const;
+  int world_size() const;
+  static bool initialized();
+  static std::string library_version();  // MPI_Get_library_version, first line
+  [[noreturn]] static void abort_all(int exit_code);
+
+ private:
+  bool owns_ = false;
+};
+
+class MpiComm {
+ public:
+  MpiComm() = default;
+  explicit MpiComm(MPI_Comm comm, bool owned) : comm_(comm), owned_(owned) {}
+  ~MpiComm();
+  MpiComm(MpiComm&& other) noexcept;
+  MpiComm& operator=(MpiComm&& other) noexcept;
+  MpiComm(const MpiComm&) = delete;
+  MpiComm& operator=(const MpiComm&) = delete;
+
+  static MpiComm world() { return MpiComm(MPI_COMM_WORLD, false); }
+  // Collective over `parent`: ranks with equal color form a communicator, ordered by key.
+  static MpiComm split(MPI_Comm parent, int color, int key);
+
+  MPI_Comm get() const { return comm_; }
+  int rank() const;
+  int size() const;
+  bool valid() const { return comm_ != MPI_COMM_NULL; }
+
+ private:
+  void release();
+  MPI_Comm comm_ = MPI_COMM_NULL;
+  bool owned_ = false;
+};
+
+class ProcessGroups {
+ public:
+  // Collective over MPI_COMM_WORLD; the layout's world size must equal the MPI world size.
+  explicit ProcessGroups(const RankLayout& layout);
+  const RankLayout& layout() const { return layout_; }
+  const RankCoords& coords() const { return coords_; }
+  const MpiComm& tp() const { return tp_; }
+  const MpiComm& dp() const { return dp_; }
+  const MpiComm& pp() const { return pp_; }
+
+ private:
+  RankLayout layout_;
+  RankCoords coords_;
+  MpiComm tp_, dp_, pp_;
+};
+
+struct NodeInfo {
+  int node_index = 0;  // 0 .. num_nodes-1, ordered by the lowest world rank on each node
+  int num_nodes = 1;
+  int local_rank = 0;  // rank within the node
+  int local_size = 1;
+  std::string hostname;
+  std::vector<int> node_of_rank;       // node index of every world rank
+  std::vector<std::string> hostnames;  // one per node, in node order
+};
+
+// Collective over MPI_COMM_WORLD (MPI_Comm_split_type shared memory).
+NodeInfo detect_nodes();
+
+}  // namespace itertime

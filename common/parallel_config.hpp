@@ -1,0 +1,73 @@
+// parallel_config.hpp: a (DP, TP, PP, micro-batch, global batch, sequence length) training layout,
+// the rank layout of docs/method.md (DESIGN.md §5) and the split of layers over pipeline stages.
+// Invariants:
+//  - rank = pp_idx * (dp * tp) + dp_idx * tp + tp_idx: TP fastest, then DP, then PP, so TP groups are
+//    consecutive ranks;
+//  - violations() names every rule broken, not only the first; require_valid() throws them all in
+//    one UserError;
+//  - stage_layers() gives each stage floor(L/pp) layers and the first L % pp stages one more.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "common/model_spec.hpp"
+
+namespace itertime {
+
+struct ParallelConfig {
+  int dp = 1;
+  int tp = 1;
+  int pp = 1;
+  int micro_batch = 1;
+  int global_batch = 1;
+  int seq_len = 128;
+
+  int world_size() const { return dp * tp * pp; }
+  // m = global_batch / (dp * micro_batch); valid only for a valid config.
+  int num_micro_batches() const { return global_batch / (dp * micro_batch); }
+  std::string to_string() const;  // "dp2-tp1-pp2 mbs1 gbs8 seq128"
+  std::string tuple_string() const;  // "(2,1,2)"
+
+  // Every rule broken, each as one phrase. world_size <= 0 skips the world check.
+  std::vector<std::string> violations(const LlamaSpec& model, int world_size) const;
+  void require_valid(const LlamaSpec& model, int world_size) const;
+};
+
+struct RankCoords {
+  int dp_idx = 0;
+  int tp_idx = 0;
+  int pp_idx = 0;
+  bool operator==(const RankCoords& other) const {
+    return dp_idx == other.dp_idx && tp_idx == other.tp_idx && pp_idx == other.pp_idx;
+  }
+};
+
+class RankLayout {
+ public:
+  RankLayout(int dp, int tp, int pp);
+  int dp() const { return dp_; }
+  int tp() const { return tp_; }
+  int pp() const { return pp_; }
+  int world_size() const { return dp_ * tp_ * pp_; }
+  RankCoords coords(int rank) const;
+  int rank_of(const RankCoords& coords) const;
+  // The ranks of `rank`'s groups, in group-rank order (ascending index along that dimension).
+  std::vector<int> tp_group(int rank) const;
+  std::vector<int> dp_group(int rank) const;
+  std::vector<int> pp_group(int rank) const;
+
+ private:
+  int dp_, tp_, pp_;
+};
+
+struct StageLayers {
+  int first_layer = 0;  // index of the stage's first decoder layer
+  int num_layers = 0;
+  bool has_embedding = false;  // first stage
+  bool has_head = false;       // last stage: final norm, LM head, loss
+};
+
+std::vector<StageLayers> stage_layers(int num_layers, int pp);
+
+}  // namespace itertime

@@ -1,0 +1,79 @@
+#include "common/precision.hpp"
+
+#include <array>
+
+#include "common/errors.hpp"
+
+namespace itertime {
+namespace {
+
+constexpr DType f32 = DType::kFloat32;
+constexpr DType f16 = DType::kFloat16;
+constexpr DType b16 = DType::kBFloat16;
+
+// name, params, compute, grads, optimizer, activations, autocast, tf32, loss scaling, cpu, cuda
+const std::array<PrecisionPolicy, 6> kPolicies = {{
+    {PrecisionName::kFp32, f32, f32, f32, f32, f32, false, false, false, true, true},
+    {PrecisionName::kTf32, f32, f32, f32, f32, f32, false, true, false, false, true},
+    {PrecisionName::kBf16, b16, b16, b16, b16, b16, false, false, false, true, true},
+    // CPU LibTorch 1.13 has no fp16 matrix product: fp16 policies are CUDA only.
+    {PrecisionName::kFp16, f16, f16, f16, f16, f16, false, false, true, false, true},
+    {PrecisionName::kAmpBf16, f32, b16, f32, f32, f32, true, false, false, true, true},
+    {PrecisionName::kAmpFp16, f32, f16, f32, f32, f32, true, false, true, false, true},
+}};
+
+}  // namespace
+
+std::string to_string(PrecisionName name) {
+  switch (name) {
+    case PrecisionName::kFp32: return "fp32";
+    case PrecisionName::kTf32: return "tf32";
+    case PrecisionName::kBf16: return "bf16";
+    case PrecisionName::kFp16: return "fp16";
+    case PrecisionName::kAmpBf16: return "amp-bf16";
+    case PrecisionName::kAmpFp16: return "amp-fp16";
+  }
+  throw InternalError("unknown PrecisionName", __FILE__, __LINE__);
+}
+
+const std::vector<PrecisionName>& all_precisions() {
+  static const std::vector<PrecisionName> kAll = {PrecisionName::kFp32, PrecisionName::kTf32,
+                                                  PrecisionName::kBf16, PrecisionName::kFp16,
+                                                  PrecisionName::kAmpBf16, PrecisionName::kAmpFp16};
+  return kAll;
+}
+
+const PrecisionPolicy& precision_policy(PrecisionName name) {
+  for (const auto& policy : kPolicies) {
+    if (policy.name == name) return policy;
+  }
+  throw InternalError("no policy for " + to_string(name), __FILE__, __LINE__);
+}
+
+const PrecisionPolicy& parse_precision(std::string_view text) {
+  for (PrecisionName name : all_precisions()) {
+    if (to_string(name) == text) return precision_policy(name);
+  }
+  // Accept the underscore spelling too (amp_bf16), a common habit in job files.
+  std::string dashed(text);
+  for (char& c : dashed) c = (c == '_') ? '-' : c;
+  for (PrecisionName name : all_precisions()) {
+    if (to_string(name) == dashed) return precision_policy(name);
+  }
+  throw UserError("unknown precision policy '" + std::string(text) +
+                  "': use one of fp32, tf32, bf16, fp16, amp-bf16, amp-fp16");
+}
+
+void require_supported(const PrecisionPolicy& policy, Backend backend) {
+  if (policy.supports(backend)) return;
+  std::string hint = policy.supports_cuda ? "it runs on cuda only" : "it runs on cpu only";
+  if (policy.name == PrecisionName::kFp16 || policy.name == PrecisionName::kAmpFp16) {
+    hint += " (CPU LibTorch has no fp16 matrix product); use bf16 or amp-bf16 on cpu";
+  } else if (policy.name == PrecisionName::kTf32) {
+    hint += " (TF32 is a tensor-core mode); use fp32 on cpu";
+  }
+  throw UserError("precision policy '" + to_string(policy.name) + "' cannot run on backend '" +
+                  to_string(backend) + "': " + hint);
+}
+
+}  // namespace itertime

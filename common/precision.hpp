@@ -1,0 +1,42 @@
+// precision.hpp: the precision policies of docs/method.md (DESIGN.md §4).
+// Invariants: a policy is identified by its canonical name (fp32, tf32, bf16, fp16, amp-bf16, amp-fp16);
+// parse_precision(to_string(p)) == p; the table below is the only place that says which dtype each part
+// of training uses and which backend may run it. A policy a backend cannot run is refused with a
+// UserError (require_supported), never silently replaced.
+#pragma once
+
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "common/dtype.hpp"
+
+namespace itertime {
+
+enum class PrecisionName { kFp32, kTf32, kBf16, kFp16, kAmpBf16, kAmpFp16 };
+
+struct PrecisionPolicy {
+  PrecisionName name;
+  DType param_dtype;        // parameters as stored (master weights under AMP)
+  DType compute_dtype;      // matrix products (tf32 runs fp32 tensors on TF32 tensor cores)
+  DType grad_dtype;         // gradients, and the DP all-reduce
+  DType optimizer_dtype;    // AdamW moments
+  DType activation_dtype;   // residual stream between layers, and pipeline P2P payloads
+  bool autocast = false;    // compute dtype reached through autocast (casts inserted by the framework)
+  bool tf32_math = false;   // fp32 tensors, TF32 tensor-core math
+  bool loss_scaling = false;  // dynamic loss scaling (fp16 gradients underflow without it)
+  bool supports_cpu = false;
+  bool supports_cuda = false;
+
+  bool supports(Backend backend) const { return backend == Backend::kCpu ? supports_cpu : supports_cuda; }
+};
+
+std::string to_string(PrecisionName name);
+const PrecisionPolicy& precision_policy(PrecisionName name);
+// Throws UserError naming the text and the known policies.
+const PrecisionPolicy& parse_precision(std::string_view text);
+const std::vector<PrecisionName>& all_precisions();
+// Throws UserError when `backend` cannot run `policy`, saying which backends can.
+void require_supported(const PrecisionPolicy& policy, Backend backend);
+
+}  // namespace itertime

@@ -1,0 +1,74 @@
+// main.cpp: the `itertime` command. One binary, one subcommand per task; see docs/cli.md.
+// Invariants: exit status 0 on success, 2 on a user's mistake (one line on stderr naming the input and
+// what to do), 1 on an internal failure (file and line on stderr; under MPI every rank is aborted).
+#include <CLI/CLI.hpp>
+
+#include <cstdio>
+#include <iostream>
+
+#include "common/errors.hpp"
+#include "common/mpi_session.hpp"
+#include "launcher/commands.hpp"
+
+namespace {
+
+int run(int argc, char** argv) {
+  using namespace itertime;
+  using namespace itertime::launcher;
+
+  CLI::App app{"itertime: predicts the iteration time of distributed LLaMA training (see docs/cli.md)", "itertime"};
+  app.require_subcommand(1);
+  app.set_version_flag("--version", std::string("itertime ") + ITERTIME_VERSION_STRING);
+
+  std::vector<std::pair<CLI::App*, Action>> actions;
+  register_info(app, actions);
+  register_model(app, actions);
+  register_inspect(app, actions);
+
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::CallForHelp& e) {
+    return app.exit(e);
+  } catch (const CLI::CallForAllHelp& e) {
+    return app.exit(e);
+  } catch (const CLI::CallForVersion& e) {
+    return app.exit(e);
+  } catch (const CLI::ParseError& e) {
+    // One line, exit status 2: a usage mistake is a user's mistake.
+    std::cerr << "itertime: error: " << e.what() << " (run with --help for usage)\n";
+    return kExitUserError;
+  }
+
+  Context context;
+  context.argc = argc;
+  context.argv = argv;
+  for (int i = 0; i < argc; ++i) context.command_line += (i ? " " : "") + std::string(argv[i]);
+
+  for (auto& [command, action] : actions) {
+    if (command->parsed()) return action(context);
+  }
+  std::cerr << "itertime: error: no subcommand chosen (run with --help)\n";
+  return kExitUserError;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  using namespace itertime;
+  try {
+    return run(argc, argv);
+  } catch (const UserError& error) {
+    std::cerr << "itertime: error: " << error.what() << "\n";
+    // Under MPI with several ranks, a user's mistake seen by one rank must not hang the others.
+    int size = 1;
+    if (MpiSession::initialized()) MPI_Comm_size(MPI_COMM_WORLD, &size);
+    if (size > 1) MpiSession::abort_all(kExitUserError);
+    return kExitUserError;
+  } catch (const InternalError& error) {
+    std::cerr << "itertime: internal error: " << error.what() << "\n";
+    MpiSession::abort_all(kExitInternal);
+  } catch (const std::exception& error) {
+    std::cerr << "itertime: internal error: " << error.what() << "\n";
+    MpiSession::abort_all(kExitInternal);
+  }
+}
