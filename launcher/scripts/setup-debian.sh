@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Installs every dependency of itertime on a Debian 12 machine with apt-get.
 # Idempotent and non-interactive: packages already present are skipped by apt.
-# Usage: cmake/setup-debian.sh   (as root, or with sudo available)
+# Usage: launcher/scripts/setup-debian.sh   (as root, or with sudo available)
 set -euo pipefail
 
 PACKAGES=(

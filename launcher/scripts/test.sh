@@ -1,0 +1,11 @@
+#!/usr/bin/env bash
+# The README's test command: installs the dependencies (apt-get), builds, and runs every test
+# (unit, MPI at 2 and 4 ranks, end-to-end). Exit status is ctest's.
+set -euo pipefail
+ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
+"$ROOT/launcher/scripts/setup-debian.sh"
+"$ROOT/launcher/scripts/build.sh"
+BUILD_DIR="${ITERTIME_BUILD_DIR:-$ROOT/build}"
+# Open MPI refuses to run as root unless told; CI and containers run as root.
+export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+ctest --test-dir "$BUILD_DIR" --output-on-failure --timeout 1200 "$@"
