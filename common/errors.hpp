@@ -19,6 +19,13 @@ class UserError : public std::runtime_error {
   explicit UserError(const std::string& message) : std::runtime_error(message) {}
 };
 
+// A user's mistake that every MPI rank detects identically (same inputs, same check): every rank throws
+// it, so the command can finalize MPI and exit with status 2 on all ranks instead of aborting.
+class CollectiveUserError : public UserError {
+ public:
+  explicit CollectiveUserError(const std::string& message) : UserError(message) {}
+};
+
 class InternalError : public std::runtime_error {
  public:
   InternalError(const std::string& message, const char* file, int line)

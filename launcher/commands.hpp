@@ -22,6 +22,7 @@ using Action = std::function<int(Context&)>;
 // Each returns the action bound to its (sub)command; the action runs only if that command was chosen.
 void register_info(CLI::App& app, std::vector<std::pair<CLI::App*, Action>>& actions);
 void register_model(CLI::App& app, std::vector<std::pair<CLI::App*, Action>>& actions);
+void register_calibrate(CLI::App& app, std::vector<std::pair<CLI::App*, Action>>& actions);
 void register_inspect(CLI::App& app, std::vector<std::pair<CLI::App*, Action>>& actions);
 
 }  // namespace itertime::launcher

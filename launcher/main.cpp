@@ -23,6 +23,7 @@ int run(int argc, char** argv) {
   std::vector<std::pair<CLI::App*, Action>> actions;
   register_info(app, actions);
   register_model(app, actions);
+  register_calibrate(app, actions);
   register_inspect(app, actions);
 
   try {

@@ -1,0 +1,59 @@
+// comm.hpp: the communicator interface over raw buffers, with an MPI backend (CPU buffers) and an NCCL
+// backend (CUDA buffers, compiled when CUDA is found; see nccl_communicator.hpp).
+// Invariants:
+//  - Counts are in elements of `dtype`. Buffer sizes follow nccl-tests: all_reduce send = recv = count;
+//    all_gather send = count, recv = count * size; reduce_scatter send = count * size, recv = count;
+//    all_to_all send = recv = count * size (count per peer); broadcast count.
+//  - Reductions are sums. 16-bit floats are summed in float and rounded back (ties to even).
+//  - Calls are blocking from the caller's point of view once synchronize() returns; the MPI backend
+//    completes every call before returning, NCCL enqueues on the communicator's stream.
+//  - Buffers come from allocate(): host memory for MPI, device memory for NCCL; copy_in/copy_out move
+//    host data into and out of them.
+#pragma once
+
+#include <cstddef>
+#include <memory>
+#include <string>
+
+#include "common/dtype.hpp"
+
+namespace itertime {
+
+// An owned buffer in the communicator's memory space (RAII).
+class CommBuffer {
+ public:
+  virtual ~CommBuffer() = default;
+  virtual void* data() = 0;
+  virtual std::size_t bytes() const = 0;
+};
+
+class Communicator {
+ public:
+  virtual ~Communicator() = default;
+  virtual int rank() const = 0;
+  virtual int size() const = 0;
+  virtual Backend backend() const = 0;
+  virtual std::string name() const = 0;  // "mpi" or "nccl"
+
+  virtual std::unique_ptr<CommBuffer> allocate(std::size_t bytes) = 0;
+  virtual void copy_in(CommBuffer& buffer, const void* host, std::size_t bytes) = 0;
+  virtual void copy_out(void* host, const CommBuffer& buffer, std::size_t bytes) = 0;
+
+  virtual void all_reduce_sum(const void* send, void* recv, std::size_t count, DType dtype) = 0;
+  virtual void all_gather(const void* send, void* recv, std::size_t count, DType dtype) = 0;
+  virtual void reduce_scatter_sum(const void* send, void* recv, std::size_t count, DType dtype) = 0;
+  virtual void broadcast(void* buffer, std::size_t count, DType dtype, int root) = 0;
+  virtual void all_to_all(const void* send, void* recv, std::size_t count, DType dtype) = 0;
+  virtual void send(const void* buffer, std::size_t count, DType dtype, int peer) = 0;
+  virtual void recv(void* buffer, std::size_t count, DType dtype, int peer) = 0;
+  // Sends to `send_peer` and receives from `recv_peer` at once (bidirectional exchange).
+  virtual void send_recv(const void* send, int send_peer, void* recv, int recv_peer, std::size_t count,
+                         DType dtype) = 0;
+
+  // Waits until every call issued so far has completed on this rank.
+  virtual void synchronize() = 0;
+  // Host-side barrier over the communicator's ranks.
+  virtual void barrier() = 0;
+};
+
+}  // namespace itertime

@@ -1,0 +1,149 @@
+#include "common/mpi_communicator.hpp"
+
+#include <climits>
+#include <cstdlib>
+#include <cstring>
+#include <vector>
+
+#include "common/errors.hpp"
+#include "common/half.hpp"
+
+#define ITERTIME_MPI_CALL(call)                                                                       \
+  do {                                                                                                \
+    const int mpi_status_ = (call);                                                                   \
+    if (mpi_status_ != MPI_SUCCESS) {                                                                 \
+      char mpi_message_[MPI_MAX_ERROR_STRING];                                                        \
+      int mpi_length_ = 0;                                                                            \
+      MPI_Error_string(mpi_status_, mpi_message_, &mpi_length_);                                      \
+      throw ::itertime::InternalError(std::string(#call) + " failed: " + mpi_message_, __FILE__, __LINE__); \
+    }                                                                                                 \
+  } while (0)
+
+namespace itertime {
+namespace {
+
+class HostBuffer final : public CommBuffer {
+ public:
+  explicit HostBuffer(std::size_t bytes) : storage_(bytes == 0 ? 1 : bytes), bytes_(bytes) {}
+  void* data() override { return storage_.data(); }
+  std::size_t bytes() const override { return bytes_; }
+
+ private:
+  std::vector<unsigned char> storage_;
+  std::size_t bytes_;
+};
+
+// MPI_User_function signatures: sum 16-bit floats element-wise into inout.
+void fp16_sum(void* in, void* inout, int* len, MPI_Datatype*) {
+  const auto* a = static_cast<const uint16_t*>(in);
+  auto* b = static_cast<uint16_t*>(inout);
+  for (int i = 0; i < *len; ++i) b[i] = float_to_fp16(fp16_to_float(a[i]) + fp16_to_float(b[i]));
+}
+
+void bf16_sum(void* in, void* inout, int* len, MPI_Datatype*) {
+  const auto* a = static_cast<const uint16_t*>(in);
+  auto* b = static_cast<uint16_t*>(inout);
+  for (int i = 0; i < *len; ++i) b[i] = float_to_bf16(bf16_to_float(a[i]) + bf16_to_float(b[i]));
+}
+
+int checked_count(std::size_t count) {
+  ITERTIME_CHECK(count <= static_cast<std::size_t>(INT_MAX), "message of more than INT_MAX elements for MPI");
+  return static_cast<int>(count);
+}
+
+}  // namespace
+
+MpiCommunicator::MpiCommunicator(MPI_Comm comm) : comm_(comm) {
+  ITERTIME_MPI_CALL(MPI_Comm_rank(comm_, &rank_));
+  ITERTIME_MPI_CALL(MPI_Comm_size(comm_, &size_));
+  ITERTIME_MPI_CALL(MPI_Type_contiguous(2, MPI_BYTE, &half_type_));
+  ITERTIME_MPI_CALL(MPI_Type_commit(&half_type_));
+  ITERTIME_MPI_CALL(MPI_Type_dup(half_type_, &bf16_type_));
+  ITERTIME_MPI_CALL(MPI_Op_create(&fp16_sum, /*commute=*/1, &fp16_sum_));
+  ITERTIME_MPI_CALL(MPI_Op_create(&bf16_sum, /*commute=*/1, &bf16_sum_));
+}
+
+MpiCommunicator::~MpiCommunicator() {
+  int finalized = 0;
+  MPI_Finalized(&finalized);
+  if (finalized) return;
+  if (fp16_sum_ != MPI_OP_NULL) MPI_Op_free(&fp16_sum_);
+  if (bf16_sum_ != MPI_OP_NULL) MPI_Op_free(&bf16_sum_);
+  if (bf16_type_ != MPI_DATATYPE_NULL) MPI_Type_free(&bf16_type_);
+  if (half_type_ != MPI_DATATYPE_NULL) MPI_Type_free(&half_type_);
+}
+
+MPI_Datatype MpiCommunicator::mpi_type(DType dtype) const {
+  switch (dtype) {
+    case DType::kFloat32: return MPI_FLOAT;
+    case DType::kFloat64: return MPI_DOUBLE;
+    case DType::kFloat16: return half_type_;
+    case DType::kBFloat16: return bf16_type_;
+    case DType::kInt8: return MPI_INT8_T;
+    case DType::kInt32: return MPI_INT32_T;
+    case DType::kInt64: return MPI_INT64_T;
+    case DType::kBool: return MPI_UINT8_T;
+  }
+  throw InternalError("no MPI type for " + to_string(dtype), __FILE__, __LINE__);
+}
+
+MPI_Op MpiCommunicator::sum_op(DType dtype) const {
+  if (dtype == DType::kFloat16) return fp16_sum_;
+  if (dtype == DType::kBFloat16) return bf16_sum_;
+  ITERTIME_CHECK(dtype != DType::kBool, "sum of booleans is not defined");
+  return MPI_SUM;
+}
+
+std::unique_ptr<CommBuffer> MpiCommunicator::allocate(std::size_t bytes) { return std::make_unique<HostBuffer>(bytes); }
+
+void MpiCommunicator::copy_in(CommBuffer& buffer, const void* host, std::size_t bytes) {
+  ITERTIME_CHECK(bytes <= buffer.bytes(), "copy_in past the end of a buffer");
+  if (bytes) std::memcpy(buffer.data(), host, bytes);
+}
+
+void MpiCommunicator::copy_out(void* host, const CommBuffer& buffer, std::size_t bytes) {
+  ITERTIME_CHECK(bytes <= buffer.bytes(), "copy_out past the end of a buffer");
+  if (bytes) std::memcpy(host, const_cast<CommBuffer&>(buffer).data(), bytes);
+}
+
+void MpiCommunicator::all_reduce_sum(const void* send, void* recv, std::size_t count, DType dtype) {
+  ITERTIME_MPI_CALL(MPI_Allreduce(send == recv ? MPI_IN_PLACE : send, recv, checked_count(count), mpi_type(dtype),
+                                  sum_op(dtype), comm_));
+}
+
+void MpiCommunicator::all_gather(const void* send, void* recv, std::size_t count, DType dtype) {
+  const int n = checked_count(count);
+  ITERTIME_MPI_CALL(MPI_Allgather(send, n, mpi_type(dtype), recv, n, mpi_type(dtype), comm_));
+}
+
+void MpiCommunicator::reduce_scatter_sum(const void* send, void* recv, std::size_t count, DType dtype) {
+  ITERTIME_MPI_CALL(MPI_Reduce_scatter_block(send, recv, checked_count(count), mpi_type(dtype), sum_op(dtype), comm_));
+}
+
+void MpiCommunicator::broadcast(void* buffer, std::size_t count, DType dtype, int root) {
+  ITERTIME_MPI_CALL(MPI_Bcast(buffer, checked_count(count), mpi_type(dtype), root, comm_));
+}
+
+void MpiCommunicator::all_to_all(const void* send, void* recv, std::size_t count, DType dtype) {
+  const int n = checked_count(count);
+  ITERTIME_MPI_CALL(MPI_Alltoall(send, n, mpi_type(dtype), recv, n, mpi_type(dtype), comm_));
+}
+
+void MpiCommunicator::send(const void* buffer, std::size_t count, DType dtype, int peer) {
+  ITERTIME_MPI_CALL(MPI_Send(buffer, checked_count(count), mpi_type(dtype), peer, /*tag=*/7, comm_));
+}
+
+void MpiCommunicator::recv(void* buffer, std::size_t count, DType dtype, int peer) {
+  ITERTIME_MPI_CALL(MPI_Recv(buffer, checked_count(count), mpi_type(dtype), peer, /*tag=*/7, comm_, MPI_STATUS_IGNORE));
+}
+
+void MpiCommunicator::send_recv(const void* send, int send_peer, void* recv, int recv_peer, std::size_t count,
+                                DType dtype) {
+  const int n = checked_count(count);
+  ITERTIME_MPI_CALL(MPI_Sendrecv(send, n, mpi_type(dtype), send_peer, /*tag=*/8, recv, n, mpi_type(dtype), recv_peer,
+                                 /*tag=*/8, comm_, MPI_STATUS_IGNORE));
+}
+
+void MpiCommunicator::barrier() { ITERTIME_MPI_CALL(MPI_Barrier(comm_)); }
+
+}  // namespace itertime

@@ -1,0 +1,168 @@
+#include "common/nccl_communicator.hpp"
+
+#include <cuda_runtime.h>
+#include <nccl.h>
+
+#include <string>
+
+#include "common/errors.hpp"
+
+#define ITERTIME_CUDA_CALL(call)                                                                        \
+  do {                                                                                                  \
+    const cudaError_t cuda_status_ = (call);                                                            \
+    if (cuda_status_ != cudaSuccess) {                                                                  \
+      throw ::itertime::InternalError(std::string(#call) + " failed: " + cudaGetErrorString(cuda_status_) + \
+                                          " (check the device binding and CUDA_VISIBLE_DEVICES)",       \
+                                      __FILE__, __LINE__);                                              \
+    }                                                                                                   \
+  } while (0)
+
+#define ITERTIME_NCCL_CALL(call)                                                                        \
+  do {                                                                                                  \
+    const ncclResult_t nccl_status_ = (call);                                                           \
+    if (nccl_status_ != ncclSuccess) {                                                                  \
+      throw ::itertime::InternalError(std::string(#call) + " failed: " + ncclGetErrorString(nccl_status_) + \
+                                          " (rerun with NCCL_DEBUG=WARN for details)",                  \
+                                      __FILE__, __LINE__);                                              \
+    }                                                                                                   \
+  } while (0)
+
+namespace itertime {
+namespace {
+
+ncclDataType_t nccl_type(DType dtype) {
+  switch (dtype) {
+    case DType::kFloat32: return ncclFloat32;
+    case DType::kFloat16: return ncclFloat16;
+    case DType::kBFloat16: return ncclBfloat16;
+    case DType::kFloat64: return ncclFloat64;
+    case DType::kInt8: return ncclInt8;
+    case DType::kInt32: return ncclInt32;
+    case DType::kInt64: return ncclInt64;
+    case DType::kBool: return ncclUint8;
+  }
+  throw InternalError("no NCCL type for " + to_string(dtype), __FILE__, __LINE__);
+}
+
+class DeviceBuffer final : public CommBuffer {
+ public:
+  explicit DeviceBuffer(std::size_t bytes) : bytes_(bytes) {
+    ITERTIME_CUDA_CALL(cudaMalloc(&data_, bytes == 0 ? 1 : bytes));
+  }
+  ~DeviceBuffer() override { cudaFree(data_); }
+  DeviceBuffer(const DeviceBuffer&) = delete;
+  DeviceBuffer& operator=(const DeviceBuffer&) = delete;
+  void* data() override { return data_; }
+  std::size_t bytes() const override { return bytes_; }
+
+ private:
+  void* data_ = nullptr;
+  std::size_t bytes_;
+};
+
+}  // namespace
+
+struct NcclCommunicator::State {
+  ncclComm_t comm = nullptr;
+  cudaStream_t stream = nullptr;
+  ~State() {
+    if (comm) ncclCommDestroy(comm);
+    if (stream) cudaStreamDestroy(stream);
+  }
+};
+
+bool cuda_device_available() {
+  int count = 0;
+  if (cudaGetDeviceCount(&count) != cudaSuccess) {
+    cudaGetLastError();
+    return false;
+  }
+  return count > 0;
+}
+
+int bind_cuda_device(int local_rank) {
+  int count = 0;
+  ITERTIME_CUDA_CALL(cudaGetDeviceCount(&count));
+  ITERTIME_CHECK(count > 0, "no CUDA device visible to this rank");
+  const int device = local_rank % count;
+  ITERTIME_CUDA_CALL(cudaSetDevice(device));
+  return device;
+}
+
+NcclCommunicator::NcclCommunicator(MPI_Comm bootstrap) : state_(std::make_unique<State>()), bootstrap_(bootstrap) {
+  MPI_Comm_rank(bootstrap_, &rank_);
+  MPI_Comm_size(bootstrap_, &size_);
+  ncclUniqueId id{};
+  if (rank_ == 0) ITERTIME_NCCL_CALL(ncclGetUniqueId(&id));
+  MPI_Bcast(&id, sizeof(id), MPI_BYTE, 0, bootstrap_);
+  ITERTIME_CUDA_CALL(cudaStreamCreateWithFlags(&state_->stream, cudaStreamNonBlocking));
+  ITERTIME_NCCL_CALL(ncclCommInitRank(&state_->comm, size_, id, rank_));
+}
+
+NcclCommunicator::~NcclCommunicator() = default;
+
+std::unique_ptr<CommBuffer> NcclCommunicator::allocate(std::size_t bytes) { return std::make_unique<DeviceBuffer>(bytes); }
+
+void NcclCommunicator::copy_in(CommBuffer& buffer, const void* host, std::size_t bytes) {
+  ITERTIME_CHECK(bytes <= buffer.bytes(), "copy_in past the end of a buffer");
+  ITERTIME_CUDA_CALL(cudaMemcpy(buffer.data(), host, bytes, cudaMemcpyHostToDevice));
+}
+
+void NcclCommunicator::copy_out(void* host, const CommBuffer& buffer, std::size_t bytes) {
+  ITERTIME_CHECK(bytes <= buffer.bytes(), "copy_out past the end of a buffer");
+  ITERTIME_CUDA_CALL(cudaMemcpy(host, const_cast<CommBuffer&>(buffer).data(), bytes, cudaMemcpyDeviceToHost));
+}
+
+void NcclCommunicator::all_reduce_sum(const void* send, void* recv, std::size_t count, DType dtype) {
+  ITERTIME_NCCL_CALL(ncclAllReduce(send, recv, count, nccl_type(dtype), ncclSum, state_->comm, state_->stream));
+}
+
+void NcclCommunicator::all_gather(const void* send, void* recv, std::size_t count, DType dtype) {
+  ITERTIME_NCCL_CALL(ncclAllGather(send, recv, count, nccl_type(dtype), state_->comm, state_->stream));
+}
+
+void NcclCommunicator::reduce_scatter_sum(const void* send, void* recv, std::size_t count, DType dtype) {
+  ITERTIME_NCCL_CALL(ncclReduceScatter(send, recv, count, nccl_type(dtype), ncclSum, state_->comm, state_->stream));
+}
+
+void NcclCommunicator::broadcast(void* buffer, std::size_t count, DType dtype, int root) {
+  ITERTIME_NCCL_CALL(ncclBroadcast(buffer, buffer, count, nccl_type(dtype), root, state_->comm, state_->stream));
+}
+
+void NcclCommunicator::all_to_all(const void* send, void* recv, std::size_t count, DType dtype) {
+  // NCCL has no all-to-all primitive: grouped send/recv with every peer, as nccl-tests does.
+  const std::size_t chunk_bytes = count * dtype_bytes(dtype);
+  ITERTIME_NCCL_CALL(ncclGroupStart());
+  for (int peer = 0; peer < size_; ++peer) {
+    ITERTIME_NCCL_CALL(ncclSend(static_cast<const char*>(send) + peer * chunk_bytes, count, nccl_type(dtype), peer,
+                                state_->comm, state_->stream));
+    ITERTIME_NCCL_CALL(ncclRecv(static_cast<char*>(recv) + peer * chunk_bytes, count, nccl_type(dtype), peer,
+                                state_->comm, state_->stream));
+  }
+  ITERTIME_NCCL_CALL(ncclGroupEnd());
+}
+
+void NcclCommunicator::send(const void* buffer, std::size_t count, DType dtype, int peer) {
+  ITERTIME_NCCL_CALL(ncclSend(buffer, count, nccl_type(dtype), peer, state_->comm, state_->stream));
+}
+
+void NcclCommunicator::recv(void* buffer, std::size_t count, DType dtype, int peer) {
+  ITERTIME_NCCL_CALL(ncclRecv(buffer, count, nccl_type(dtype), peer, state_->comm, state_->stream));
+}
+
+void NcclCommunicator::send_recv(const void* send, int send_peer, void* recv, int recv_peer, std::size_t count,
+                                 DType dtype) {
+  ITERTIME_NCCL_CALL(ncclGroupStart());
+  ITERTIME_NCCL_CALL(ncclSend(send, count, nccl_type(dtype), send_peer, state_->comm, state_->stream));
+  ITERTIME_NCCL_CALL(ncclRecv(recv, count, nccl_type(dtype), recv_peer, state_->comm, state_->stream));
+  ITERTIME_NCCL_CALL(ncclGroupEnd());
+}
+
+void NcclCommunicator::synchronize() { ITERTIME_CUDA_CALL(cudaStreamSynchronize(state_->stream)); }
+
+void NcclCommunicator::barrier() {
+  synchronize();
+  MPI_Barrier(bootstrap_);
+}
+
+}  // namespace itertime

@@ -1,0 +1,113 @@
+// cmd_calibrate.cpp: `itertime calibrate comm` (later: ops, groundtruth). Run under mpirun/srun.
+#include <cstdio>
+#include <memory>
+#include <string>
+
+#include "calibrate/comm_bench.hpp"
+#include "common/errors.hpp"
+#include "common/mpi_session.hpp"
+#include "launcher/commands.hpp"
+#include "launcher/provenance.hpp"
+
+namespace itertime::launcher {
+namespace {
+
+struct CommArgs {
+  std::string output;
+  bool force = false;
+  bool resume = false;
+  std::string backend = "cpu";
+  std::string min_bytes = "8";
+  std::string max_bytes = "16M";
+  double step_factor = 4.0;
+  std::vector<std::string> collectives;
+  std::vector<std::string> dtypes;
+  std::vector<int> group_sizes;
+  std::vector<std::string> layouts;
+  int warmup = 5;
+  int iters = 20;
+  std::string mode = "latency";
+};
+
+int run_comm(Context& context, const CommArgs& args) {
+  MpiSession mpi(&context.argc, &context.argv);
+  try {
+    calibrate::CommCalibrationOptions options;
+    try {
+      options.backend = parse_backend(args.backend);
+      options.sweep.min_bytes = calibrate::parse_bytes(args.min_bytes);
+      options.sweep.max_bytes = calibrate::parse_bytes(args.max_bytes);
+      options.sweep.step_factor = args.step_factor;
+      if (!args.collectives.empty()) {
+        options.sweep.collectives.clear();
+        for (const auto& name : args.collectives) options.sweep.collectives.push_back(calibrate::parse_collective(name));
+      }
+      if (!args.dtypes.empty()) {
+        options.sweep.dtypes.clear();
+        for (const auto& name : args.dtypes) options.sweep.dtypes.push_back(parse_dtype(name));
+      }
+      if (!args.layouts.empty()) {
+        options.sweep.layouts.clear();
+        for (const auto& name : args.layouts) options.sweep.layouts.push_back(calibrate::parse_group_layout(name));
+      }
+      options.sweep.group_sizes = args.group_sizes;
+      options.sweep.warmup_iters = args.warmup;
+      options.sweep.iters = args.iters;
+      options.sweep.mode = calibrate::parse_timing_mode(args.mode);
+      if (args.force && args.resume) throw UserError("--force and --resume exclude each other: pick one");
+    } catch (const CollectiveUserError&) {
+      throw;
+    } catch (const UserError& error) {
+      throw CollectiveUserError(error.what());  // every rank parsed the same arguments
+    }
+    options.output_path = args.output;
+    options.force = args.force;
+    options.resume = args.resume;
+    options.provenance = collect_provenance(context.command_line, options.backend == Backend::kCuda ? "cuda" : "cpu");
+    const calibrate::CommCalibrationSummary summary = calibrate::calibrate_comm(options);
+    if (summary.points_failed_check > 0) {
+      if (mpi.world_rank() == 0) {
+        std::fprintf(stderr, "itertime: %zu point(s) failed their correctness check; their rows carry check_errors > 0\n",
+                     summary.points_failed_check);
+      }
+      return kExitInternal;
+    }
+    return kExitSuccess;
+  } catch (const CollectiveUserError& error) {
+    // Every rank raised it: rank 0 reports, all finalize and exit 2.
+    if (mpi.world_rank() == 0) std::fprintf(stderr, "itertime: error: %s\n", error.what());
+    return kExitUserError;
+  }
+}
+
+}  // namespace
+
+void register_calibrate(CLI::App& app, std::vector<std::pair<CLI::App*, Action>>& actions) {
+  CLI::App* calibrate = app.add_subcommand("calibrate", "Measure a cluster: communication (comm); run under mpirun or srun");
+  calibrate->require_subcommand(1);
+
+  CLI::App* comm = calibrate->add_subcommand(
+      "comm", "Sweep collectives and point-to-point transfers over sizes, dtypes, group sizes and rank layouts");
+  auto args = std::make_shared<CommArgs>();
+  comm->add_option("-o,--output", args->output, "HDF5 file to write (refused if it exists, unless --force or --resume)")->required();
+  comm->add_flag("--force", args->force, "Overwrite an existing output file");
+  comm->add_flag("--resume", args->resume, "Continue an existing output file: measure only the missing points");
+  comm->add_option("--backend", args->backend, "cpu (MPI on host buffers) or cuda (NCCL on device buffers)")->capture_default_str();
+  comm->add_option("-b,--min-bytes", args->min_bytes, "Smallest message size (K/M/G suffixes, powers of 1024)")->capture_default_str();
+  comm->add_option("-e,--max-bytes", args->max_bytes, "Largest message size")->capture_default_str();
+  comm->add_option("-f,--step-factor", args->step_factor, "Multiply the size by this factor between points")->capture_default_str();
+  comm->add_option("--collectives", args->collectives,
+                   "Subset of all_reduce, all_gather, reduce_scatter, broadcast, all_to_all, send, sendrecv (default: all)")
+      ->delimiter(',');
+  comm->add_option("--dtypes", args->dtypes, "Element types (default: fp32,fp16,bf16,int8)")->delimiter(',');
+  comm->add_option("--group-sizes", args->group_sizes, "Group sizes (default: 2, 4, 8, ... and the world size)")->delimiter(',');
+  comm->add_option("--layouts", args->layouts, "consecutive and/or strided (default: both)")->delimiter(',');
+  comm->add_option("-w,--warmup", args->warmup, "Untimed warm-up calls per point")->capture_default_str();
+  comm->add_option("-n,--iters", args->iters, "Timed calls per point (each one sample)")->capture_default_str();
+  comm->add_option("--mode", args->mode,
+                   "latency: barrier before every call (what a training step sees); pipelined: back-to-back calls, as nccl-tests")
+      ->capture_default_str();
+  actions.emplace_back(comm, [args](Context& context) { return run_comm(context, *args); });
+}
+
+}  // namespace itertime::launcher

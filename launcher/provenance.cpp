@@ -1,0 +1,41 @@
+#include "launcher/provenance.hpp"
+
+#include "calibrate/torch_info.hpp"
+#include "common/build_info.hpp"
+#include "common/cuda_info.hpp"
+#include "common/mpi_session.hpp"
+
+namespace itertime::launcher {
+
+std::map<std::string, std::string> collect_provenance(const std::string& command_line, const std::string& backend) {
+  const NodeInfo nodes = detect_nodes();
+  const BuildInfo build = build_info();
+  const CudaInfo cuda = query_cuda();
+  const calibrate::TorchInfo torch = calibrate::query_torch();
+  int world_size = 1;
+  MPI_Comm_size(MPI_COMM_WORLD, &world_size);
+
+  std::string hostnames;
+  for (std::size_t i = 0; i < nodes.hostnames.size(); ++i) hostnames += (i ? "," : "") + nodes.hostnames[i];
+  std::string devices;
+  for (std::size_t i = 0; i < cuda.device_names.size(); ++i) devices += (i ? "," : "") + cuda.device_names[i];
+
+  return {
+      {"itertime_version", build.itertime_version},
+      {"git_revision", build.git_revision},
+      {"created_utc", utc_timestamp()},
+      {"argv", command_line},
+      {"hostnames", hostnames},
+      {"world_size", std::to_string(world_size)},
+      {"num_nodes", std::to_string(nodes.num_nodes)},
+      {"backend", backend},
+      {"device_names", devices.empty() ? "cpu" : devices},
+      {"mpi_version", MpiSession::library_version()},
+      {"hdf5_version", build.hdf5_version},
+      {"cuda_version", cuda.runtime_version.empty() ? "none" : cuda.runtime_version},
+      {"nccl_version", cuda.nccl_version.empty() ? "none" : cuda.nccl_version},
+      {"torch_version", torch.compiled ? torch.version : "none"},
+  };
+}
+
+}  // namespace itertime::launcher
