@@ -1,4 +1,4 @@
-# Finds every dependency; all come from Debian 12 packages (see cmake/setup-debian.sh).
+# Finds every dependency; all come from Debian 12 packages (see launcher/scripts/setup-debian.sh).
 find_package(MPI REQUIRED COMPONENTS C)
 find_package(HDF5 REQUIRED COMPONENTS C CXX)
 find_package(Boost REQUIRED COMPONENTS serialization)

@@ -1,5 +1,6 @@
 #include "common/h5store.hpp"
 
+#include <ctime>
 #include <filesystem>
 #include <functional>
 
@@ -85,6 +86,10 @@ int64_t read_schema_version(const H5::H5File& file, const std::string& path) {
   if (!H5Lexists(file.getId(), kMetaGroup, H5P_DEFAULT)) {
     throw UserError(path + ": not an itertime store (no /meta group); pass a file written by itertime");
   }
+  H5O_info_t object_info{};
+  if (H5Oget_info_by_name(file.getId(), kMetaGroup, &object_info, H5P_DEFAULT) < 0 || object_info.type != H5O_TYPE_GROUP) {
+    throw UserError(path + ": /meta is not a group; the file was not written by itertime");
+  }
   H5::Group meta = file.openGroup(kMetaGroup);
   if (!meta.attrExists(kSchemaAttribute)) {
     throw UserError(path + ": not an itertime store (/meta has no schema_version); pass a file written by itertime");
@@ -132,6 +137,15 @@ void walk(const H5::Group& group, const std::string& prefix, std::vector<Dataset
       out.push_back(info);
     }
   }
+}
+
+std::string utc_now_for_meta() {
+  const std::time_t now = std::time(nullptr);
+  std::tm utc{};
+  gmtime_r(&now, &utc);
+  char text[32];
+  std::strftime(text, sizeof(text), "%Y-%m-%dT%H:%M:%SZ", &utc);
+  return text;
 }
 
 }  // namespace
@@ -263,7 +277,14 @@ Store Store::open(const std::string& path, bool writable) {
 Store Store::create_or_resume(const std::string& path, bool force, bool resume,
                               const std::map<std::string, std::string>& provenance) {
   std::error_code error;
-  if (resume && std::filesystem::exists(path, error)) return open(path, true);
+  if (resume && std::filesystem::exists(path, error)) {
+    Store store = open(path, true);
+    // The file keeps the provenance of the run that created it; each resumed run is noted beside it.
+    const auto argv = provenance.find("argv");
+    store.set_meta("resumed_utc", utc_now_for_meta());
+    if (argv != provenance.end()) store.set_meta("resumed_argv", argv->second);
+    return store;
+  }
   return create(path, force, provenance);
 }
 

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cstdio>
 #include <cstdlib>
+#include <exception>
 
 #include "common/errors.hpp"
 
@@ -34,7 +35,15 @@ MpiSession::MpiSession(int* argc, char*** argv) {
 MpiSession::~MpiSession() {
   int finalized = 0;
   MPI_Finalized(&finalized);
-  if (owns_ && !finalized) MPI_Finalize();
+  // While an exception unwinds, MPI stays up so that main() can abort every rank (MPI_Abort) instead of
+  // finalizing one rank while the others wait for it.
+  if (owns_ && !finalized && std::uncaught_exceptions() == 0) MPI_Finalize();
+}
+
+void MpiSession::finalize_if_initialized() {
+  int finalized = 0;
+  MPI_Finalized(&finalized);
+  if (initialized() && !finalized) MPI_Finalize();
 }
 
 bool MpiSession::initialized() {
@@ -118,11 +127,11 @@ int MpiComm::size() const {
   return size;
 }
 
-ProcessGroups::ProcessGroups(const RankLayout& layout) : layout_(layout) {
+ProcessGroups::ProcessGroups(const RankLayout& layout, MPI_Comm parent) : layout_(layout) {
   int world_size = 0;
   int world_rank = 0;
-  MPI_Comm_size(MPI_COMM_WORLD, &world_size);
-  MPI_Comm_rank(MPI_COMM_WORLD, &world_rank);
+  MPI_Comm_size(parent, &world_size);
+  MPI_Comm_rank(parent, &world_rank);
   if (world_size != layout.world_size()) {
     throw UserError("layout dp=" + std::to_string(layout.dp()) + " tp=" + std::to_string(layout.tp()) +
                     " pp=" + std::to_string(layout.pp()) + " needs " + std::to_string(layout.world_size()) +
@@ -131,9 +140,9 @@ ProcessGroups::ProcessGroups(const RankLayout& layout) : layout_(layout) {
   coords_ = layout.coords(world_rank);
   const RankCoords& c = coords_;
   // Color: the coordinates that stay fixed within the group; key: the index that varies.
-  tp_ = MpiComm::split(MPI_COMM_WORLD, c.pp_idx * layout.dp() + c.dp_idx, c.tp_idx);
-  dp_ = MpiComm::split(MPI_COMM_WORLD, c.pp_idx * layout.tp() + c.tp_idx, c.dp_idx);
-  pp_ = MpiComm::split(MPI_COMM_WORLD, c.dp_idx * layout.tp() + c.tp_idx, c.pp_idx);
+  tp_ = MpiComm::split(parent, c.pp_idx * layout.dp() + c.dp_idx, c.tp_idx);
+  dp_ = MpiComm::split(parent, c.pp_idx * layout.tp() + c.tp_idx, c.dp_idx);
+  pp_ = MpiComm::split(parent, c.dp_idx * layout.tp() + c.tp_idx, c.pp_idx);
 }
 
 NodeInfo detect_nodes() {
@@ -175,6 +184,15 @@ NodeInfo detect_nodes() {
     info.hostnames.emplace_back(&all_hosts[static_cast<std::size_t>(leader_rank) * kHostLen]);
   }
   return info;
+}
+
+int node_local_rank(MPI_Comm comm) {
+  int rank = 0;
+  MPI_Comm_rank(comm, &rank);
+  MPI_Comm node_comm = MPI_COMM_NULL;
+  ITERTIME_MPI_CHECK(MPI_Comm_split_type(comm, MPI_COMM_TYPE_SHARED, rank, MPI_INFO_NULL, &node_comm));
+  MpiComm node(node_comm, true);
+  return node.rank();
 }
 
 }  // namespace itertime

@@ -1,7 +1,8 @@
 // mpi_session.hpp: RAII over MPI: the session (init/finalize), owned communicators, the DP/TP/PP
 // process groups of a RankLayout, and node detection.
 // Invariants:
-//  - MpiSession finalizes MPI only if it initialized it; it never runs twice in a process.
+//  - MpiSession finalizes MPI only if it initialized it, and not while an exception unwinds (main()
+//    then aborts all ranks); it never runs twice in a process.
 //  - MpiComm owns its communicator (freed on destruction) unless it wraps MPI_COMM_WORLD/SELF.
 //  - ProcessGroups' communicators order ranks by their index along the group's dimension, so that
 //    group rank i is the member with tp_idx (dp_idx, pp_idx) == i.
@@ -29,6 +30,8 @@ class MpiSession {
   static bool initialized();
   static std::string library_version();  // MPI_Get_library_version, first line
   [[noreturn]] static void abort_all(int exit_code);
+  // Finalizes MPI if a session left it initialized (a single-rank run that stopped with an error).
+  static void finalize_if_initialized();
 
  private:
   bool owns_ = false;
@@ -61,8 +64,9 @@ class MpiComm {
 
 class ProcessGroups {
  public:
-  // Collective over MPI_COMM_WORLD; the layout's world size must equal the MPI world size.
-  explicit ProcessGroups(const RankLayout& layout);
+  // Collective over `parent` (by default MPI_COMM_WORLD); the layout's world size must equal its size,
+  // and ranks are numbered by their rank in `parent`.
+  explicit ProcessGroups(const RankLayout& layout, MPI_Comm parent = MPI_COMM_WORLD);
   const RankLayout& layout() const { return layout_; }
   const RankCoords& coords() const { return coords_; }
   const MpiComm& tp() const { return tp_; }
@@ -87,5 +91,7 @@ struct NodeInfo {
 
 // Collective over MPI_COMM_WORLD (MPI_Comm_split_type shared memory).
 NodeInfo detect_nodes();
+// This rank's index among the ranks of `comm` on the same node (collective over `comm`).
+int node_local_rank(MPI_Comm comm);
 
 }  // namespace itertime

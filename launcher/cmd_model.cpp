@@ -3,6 +3,7 @@
 #include <iostream>
 #include <string>
 
+#include "common/errors.hpp"
 #include "common/model_spec.hpp"
 #include "launcher/commands.hpp"
 
@@ -45,10 +46,13 @@ void register_model(CLI::App& app, std::vector<std::pair<CLI::App*, Action>>& ac
   auto file = std::make_shared<std::string>();
   auto seq_len = std::make_shared<int64_t>(0);
   show->add_option("FILE", *file, "Hugging Face config.json of a LLaMA model (see data/models/)")->required();
-  show->add_option("--seq", *seq_len, "Sequence length for FLOPs per token (default: max_position_embeddings, or 4096)");
+  show->add_option("--seq", *seq_len, "Sequence length for FLOPs per token (default: 4096, or max_position_embeddings when smaller)");
 
-  actions.emplace_back(show, [file, seq_len](Context&) {
+  actions.emplace_back(show, [file, seq_len, show](Context&) {
     const LlamaSpec spec = load_llama_config(*file);
+    if (show->count("--seq") > 0 && *seq_len <= 0) {
+      throw UserError("--seq " + std::to_string(*seq_len) + " must be a positive sequence length");
+    }
     const int64_t seq = *seq_len > 0 ? *seq_len : (spec.max_position_embeddings > 0 ? std::min<int64_t>(spec.max_position_embeddings, 4096) : 4096);
     std::printf("model              %s (%s)\n", spec.name.c_str(), file->c_str());
     std::printf("layers             %lld\n", static_cast<long long>(spec.num_layers));

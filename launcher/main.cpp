@@ -36,7 +36,14 @@ int run(int argc, char** argv) {
     return app.exit(e);
   } catch (const CLI::ParseError& e) {
     // One line, exit status 2: a usage mistake is a user's mistake.
-    std::cerr << "itertime: error: " << e.what() << " (run with --help for usage)\n";
+    std::string message = e.what();
+    // CLI11 checks "a subcommand is required" before it reports arguments it did not understand, so
+    // `itertime frobnicate` would not name the word: name it.
+    const std::vector<std::string> unknown = app.remaining(/*recurse=*/true);
+    if (e.get_name() == "RequiredError" && !unknown.empty()) {
+      message = "unknown subcommand or argument '" + unknown.front() + "'";
+    }
+    std::cerr << "itertime: error: " << message << " (run with --help for usage)\n";
     return kExitUserError;
   }
 
@@ -64,6 +71,7 @@ int main(int argc, char** argv) {
     int size = 1;
     if (MpiSession::initialized()) MPI_Comm_size(MPI_COMM_WORLD, &size);
     if (size > 1) MpiSession::abort_all(kExitUserError);
+    MpiSession::finalize_if_initialized();
     return kExitUserError;
   } catch (const InternalError& error) {
     std::cerr << "itertime: internal error: " << error.what() << "\n";

@@ -1,0 +1,181 @@
+#include "calibrate/llama_model.hpp"
+
+#include <ATen/CPUGeneratorImpl.h>
+
+#include <cmath>
+
+#include "common/errors.hpp"
+
+namespace itertime::calibrate {
+namespace {
+
+enum ParameterId { kQ = 1, kK, kV, kO, kGate, kUp, kDown, kEmbedding, kLmHead };
+constexpr int kGlobalLayer = -1;  // embedding and LM head
+
+torch::nn::Linear make_linear(int64_t in, int64_t out) {
+  return torch::nn::Linear(torch::nn::LinearOptions(in, out).bias(false));
+}
+
+// Copies rows [first, first+count) (dim 0) or columns (dim 1) of a full weight into `linear`.
+void load_shard(torch::nn::Linear& linear, const torch::Tensor& full, int dim, int64_t first, int64_t count) {
+  torch::NoGradGuard no_grad;
+  linear->weight.copy_(full.narrow(dim, first, count));
+}
+
+}  // namespace
+
+torch::Tensor init_full_weight(uint64_t seed, int layer, int parameter_id, torch::IntArrayRef shape) {
+  const uint64_t mixed = seed * 0x9E3779B97F4A7C15ull + static_cast<uint64_t>(layer + 2) * 1000003ull +
+                         static_cast<uint64_t>(parameter_id) * 7919ull;
+  auto generator = at::make_generator<at::CPUGeneratorImpl>(mixed);
+  return at::normal(0.0, 0.02, shape, generator, torch::TensorOptions().dtype(torch::kFloat32));
+}
+
+// ---- RMSNorm -----------------------------------------------------------------------------------
+
+RMSNormImpl::RMSNormImpl(int64_t hidden_size, double eps) : eps_(eps) {
+  weight_ = register_parameter("weight", torch::ones({hidden_size}));
+}
+
+torch::Tensor RMSNormImpl::forward(const torch::Tensor& x) {
+  const auto input_dtype = x.scalar_type();
+  torch::Tensor h = x.to(torch::kFloat32);
+  const torch::Tensor variance = h.pow(2).mean(-1, /*keepdim=*/true);
+  h = h * torch::rsqrt(variance + eps_);
+  return weight_ * h.to(input_dtype);
+}
+
+// ---- Rotary ------------------------------------------------------------------------------------
+
+RotaryImpl::RotaryImpl(int64_t head_dim, int64_t max_seq_len, double theta) {
+  const torch::Tensor exponents = torch::arange(0, head_dim, 2, torch::kFloat64) / static_cast<double>(head_dim);
+  const torch::Tensor inverse_frequency = 1.0 / torch::pow(theta, exponents);
+  const torch::Tensor positions = torch::arange(max_seq_len, torch::kFloat64);
+  const torch::Tensor angles = torch::outer(positions, inverse_frequency);   // [seq, head_dim/2]
+  const torch::Tensor both = torch::cat({angles, angles}, -1);               // [seq, head_dim]
+  cos_ = register_buffer("cos", both.cos().to(torch::kFloat32));
+  sin_ = register_buffer("sin", both.sin().to(torch::kFloat32));
+}
+
+torch::Tensor RotaryImpl::apply(const torch::Tensor& x) const {
+  const int64_t seq = x.size(2);
+  const int64_t half = x.size(3) / 2;
+  const torch::Tensor cos = cos_.narrow(0, 0, seq).to(x.scalar_type());
+  const torch::Tensor sin = sin_.narrow(0, 0, seq).to(x.scalar_type());
+  const torch::Tensor rotated = torch::cat({-x.narrow(-1, half, half), x.narrow(-1, 0, half)}, -1);
+  return x * cos + rotated * sin;
+}
+
+// ---- Attention ---------------------------------------------------------------------------------
+
+AttentionImpl::AttentionImpl(const LlamaSpec& spec, int layer, uint64_t seed, TpContext* tp, int64_t max_seq_len)
+    : tp_(tp) {
+  const int tp_size = tp ? tp->size : 1;
+  const int tp_rank = tp ? tp->rank : 0;
+  ITERTIME_CHECK(spec.num_heads % tp_size == 0 && spec.num_kv_heads % tp_size == 0, "TP must divide heads");
+  local_heads_ = spec.num_heads / tp_size;
+  local_kv_heads_ = spec.num_kv_heads / tp_size;
+  head_dim_ = spec.head_dim;
+  const int64_t hidden = spec.hidden_size;
+  q_ = register_module("q_proj", make_linear(hidden, local_heads_ * head_dim_));
+  k_ = register_module("k_proj", make_linear(hidden, local_kv_heads_ * head_dim_));
+  v_ = register_module("v_proj", make_linear(hidden, local_kv_heads_ * head_dim_));
+  o_ = register_module("o_proj", make_linear(local_heads_ * head_dim_, hidden));
+  rotary_ = register_module("rotary", Rotary(head_dim_, max_seq_len, spec.rope_theta));
+
+  const int64_t q_rows = local_heads_ * head_dim_;
+  const int64_t kv_rows = local_kv_heads_ * head_dim_;
+  load_shard(q_, init_full_weight(seed, layer, kQ, {spec.num_heads * head_dim_, hidden}), 0, tp_rank * q_rows, q_rows);
+  load_shard(k_, init_full_weight(seed, layer, kK, {spec.num_kv_heads * head_dim_, hidden}), 0, tp_rank * kv_rows, kv_rows);
+  load_shard(v_, init_full_weight(seed, layer, kV, {spec.num_kv_heads * head_dim_, hidden}), 0, tp_rank * kv_rows, kv_rows);
+  load_shard(o_, init_full_weight(seed, layer, kO, {hidden, spec.num_heads * head_dim_}), 1, tp_rank * q_rows, q_rows);
+}
+
+torch::Tensor AttentionImpl::forward(const torch::Tensor& x) {
+  const int64_t batch = x.size(0);
+  const int64_t seq = x.size(1);
+  const torch::Tensor input = copy_to_tp(x, tp_);
+  torch::Tensor q = q_(input).view({batch, seq, local_heads_, head_dim_}).transpose(1, 2);
+  torch::Tensor k = k_(input).view({batch, seq, local_kv_heads_, head_dim_}).transpose(1, 2);
+  torch::Tensor v = v_(input).view({batch, seq, local_kv_heads_, head_dim_}).transpose(1, 2);
+  q = rotary_->apply(q);
+  k = rotary_->apply(k);
+  if (local_heads_ != local_kv_heads_) {
+    const int64_t group = local_heads_ / local_kv_heads_;
+    k = k.repeat_interleave(group, 1);
+    v = v.repeat_interleave(group, 1);
+  }
+  torch::Tensor scores = torch::matmul(q, k.transpose(2, 3)) / std::sqrt(static_cast<double>(head_dim_));
+  const torch::Tensor mask = torch::ones({seq, seq}, torch::TensorOptions().dtype(torch::kBool).device(x.device())).triu(1);
+  scores = scores.masked_fill(mask, -std::numeric_limits<float>::infinity());
+  const torch::Tensor probabilities = torch::softmax(scores, -1, torch::kFloat32).to(q.scalar_type());
+  const torch::Tensor context = torch::matmul(probabilities, v).transpose(1, 2).reshape({batch, seq, local_heads_ * head_dim_});
+  return reduce_from_tp(o_(context), tp_);
+}
+
+// ---- MLP ---------------------------------------------------------------------------------------
+
+MlpImpl::MlpImpl(const LlamaSpec& spec, int layer, uint64_t seed, TpContext* tp) : tp_(tp) {
+  const int tp_size = tp ? tp->size : 1;
+  const int tp_rank = tp ? tp->rank : 0;
+  ITERTIME_CHECK(spec.intermediate_size % tp_size == 0, "TP must divide the FFN size");
+  const int64_t local = spec.intermediate_size / tp_size;
+  const int64_t hidden = spec.hidden_size;
+  gate_ = register_module("gate_proj", make_linear(hidden, local));
+  up_ = register_module("up_proj", make_linear(hidden, local));
+  down_ = register_module("down_proj", make_linear(local, hidden));
+  load_shard(gate_, init_full_weight(seed, layer, kGate, {spec.intermediate_size, hidden}), 0, tp_rank * local, local);
+  load_shard(up_, init_full_weight(seed, layer, kUp, {spec.intermediate_size, hidden}), 0, tp_rank * local, local);
+  load_shard(down_, init_full_weight(seed, layer, kDown, {hidden, spec.intermediate_size}), 1, tp_rank * local, local);
+}
+
+torch::Tensor MlpImpl::forward(const torch::Tensor& x) {
+  const torch::Tensor input = copy_to_tp(x, tp_);
+  return reduce_from_tp(down_(torch::silu(gate_(input)) * up_(input)), tp_);
+}
+
+// ---- Decoder layer -----------------------------------------------------------------------------
+
+DecoderLayerImpl::DecoderLayerImpl(const LlamaSpec& spec, int layer, uint64_t seed, TpContext* tp, int64_t max_seq_len) {
+  input_norm_ = register_module("input_layernorm", RMSNorm(spec.hidden_size, spec.rms_norm_eps));
+  attention_ = register_module("self_attn", Attention(spec, layer, seed, tp, max_seq_len));
+  post_attention_norm_ = register_module("post_attention_layernorm", RMSNorm(spec.hidden_size, spec.rms_norm_eps));
+  mlp_ = register_module("mlp", Mlp(spec, layer, seed, tp));
+}
+
+torch::Tensor DecoderLayerImpl::forward(const torch::Tensor& x) {
+  const torch::Tensor h = x + attention_(input_norm_(x));
+  return h + mlp_(post_attention_norm_(h));
+}
+
+// ---- Stage -------------------------------------------------------------------------------------
+
+LlamaStageImpl::LlamaStageImpl(const LlamaSpec& spec, const StageLayers& stage, uint64_t seed, TpContext* tp,
+                               int64_t max_seq_len)
+    : stage_(stage) {
+  if (stage.has_embedding) {
+    embedding_ = register_module("embed_tokens", torch::nn::Embedding(spec.vocab_size, spec.hidden_size));
+    torch::NoGradGuard no_grad;
+    embedding_->weight.copy_(init_full_weight(seed, kGlobalLayer, kEmbedding, {spec.vocab_size, spec.hidden_size}));
+  }
+  layers_ = register_module("layers", torch::nn::ModuleList());
+  for (int i = 0; i < stage.num_layers; ++i) {
+    layers_->push_back(DecoderLayer(spec, stage.first_layer + i, seed, tp, max_seq_len));
+  }
+  if (stage.has_head) {
+    final_norm_ = register_module("norm", RMSNorm(spec.hidden_size, spec.rms_norm_eps));
+    lm_head_ = register_module("lm_head", make_linear(spec.hidden_size, spec.vocab_size));
+    torch::NoGradGuard no_grad;
+    lm_head_->weight.copy_(init_full_weight(seed, kGlobalLayer, kLmHead, {spec.vocab_size, spec.hidden_size}));
+  }
+}
+
+torch::Tensor LlamaStageImpl::forward(const torch::Tensor& input, const torch::Tensor& targets) {
+  torch::Tensor h = stage_.has_embedding ? embedding_(input) : input;
+  for (const auto& layer : *layers_) h = layer->as<DecoderLayer>()->forward(h);
+  if (!stage_.has_head) return h;
+  const torch::Tensor logits = lm_head_(final_norm_(h)).to(torch::kFloat32);
+  return torch::nn::functional::cross_entropy(logits.reshape({-1, logits.size(-1)}), targets.reshape({-1}));
+}
+
+}  // namespace itertime::calibrate

@@ -1,0 +1,111 @@
+// llama_model.hpp: a LLaMA decoder (HF architecture) in the LibTorch C++ frontend, split into one
+// pipeline stage and sharded over tensor parallelism, Megatron style.
+// Invariants:
+//  - Token embedding, RMSNorm (computed in fp32, as HF does), rotary embeddings, grouped-query causal
+//    attention (softmax in fp32, as HF's eager attention), SwiGLU MLP, final norm, LM head and
+//    cross-entropy (on fp32 logits). Linear layers have no bias.
+//  - TP: q/k/v and gate/up are column-parallel (each rank holds heads / KV heads / FFN columns
+//    [rank*n/tp, (rank+1)*n/tp)); o and down are row-parallel; one all-reduce in forward and one in
+//    backward per attention block and per MLP block. The embedding and the LM head are replicated
+//    on every TP rank (docs/method.md says why).
+//  - Initialization does not depend on the layout: every full (unsharded) weight is drawn from its own
+//    generator seeded by (seed, layer, parameter), then sliced, so every (DP,TP,PP) layout starts
+//    from the same model as single-rank training.
+//  - Every submodule is registered; parameters are created in fp32 and cast to the policy's parameter
+//    dtype by the trainer.
+#pragma once
+
+#include <torch/torch.h>
+
+#include <optional>
+
+#include "calibrate/tp_comm.hpp"
+#include "common/model_spec.hpp"
+#include "common/parallel_config.hpp"
+
+namespace itertime::calibrate {
+
+class RMSNormImpl : public torch::nn::Module {
+ public:
+  RMSNormImpl(int64_t hidden_size, double eps);
+  torch::Tensor forward(const torch::Tensor& x);
+
+ private:
+  torch::Tensor weight_;
+  double eps_;
+};
+TORCH_MODULE(RMSNorm);
+
+// Precomputed rotary cos/sin tables (buffers, fp32, not parameters).
+class RotaryImpl : public torch::nn::Module {
+ public:
+  RotaryImpl(int64_t head_dim, int64_t max_seq_len, double theta);
+  // x: [batch, heads, seq, head_dim]
+  torch::Tensor apply(const torch::Tensor& x) const;
+
+ private:
+  torch::Tensor cos_, sin_;
+};
+TORCH_MODULE(Rotary);
+
+class AttentionImpl : public torch::nn::Module {
+ public:
+  AttentionImpl(const LlamaSpec& spec, int layer, uint64_t seed, TpContext* tp, int64_t max_seq_len);
+  torch::Tensor forward(const torch::Tensor& x);
+
+ private:
+  int64_t local_heads_, local_kv_heads_, head_dim_;
+  torch::nn::Linear q_{nullptr}, k_{nullptr}, v_{nullptr}, o_{nullptr};
+  Rotary rotary_{nullptr};
+  TpContext* tp_;
+};
+TORCH_MODULE(Attention);
+
+class MlpImpl : public torch::nn::Module {
+ public:
+  MlpImpl(const LlamaSpec& spec, int layer, uint64_t seed, TpContext* tp);
+  torch::Tensor forward(const torch::Tensor& x);
+
+ private:
+  torch::nn::Linear gate_{nullptr}, up_{nullptr}, down_{nullptr};
+  TpContext* tp_;
+};
+TORCH_MODULE(Mlp);
+
+class DecoderLayerImpl : public torch::nn::Module {
+ public:
+  DecoderLayerImpl(const LlamaSpec& spec, int layer, uint64_t seed, TpContext* tp, int64_t max_seq_len);
+  torch::Tensor forward(const torch::Tensor& x);
+
+ private:
+  RMSNorm input_norm_{nullptr}, post_attention_norm_{nullptr};
+  Attention attention_{nullptr};
+  Mlp mlp_{nullptr};
+};
+TORCH_MODULE(DecoderLayer);
+
+// One pipeline stage: [embedding] + its decoder layers + [final norm, LM head, loss].
+class LlamaStageImpl : public torch::nn::Module {
+ public:
+  LlamaStageImpl(const LlamaSpec& spec, const StageLayers& stage, uint64_t seed, TpContext* tp, int64_t max_seq_len);
+  // First stage: `input` holds token ids [batch, seq] (int64); other stages: hidden states
+  // [batch, seq, hidden]. Returns hidden states, or (last stage) the mean cross-entropy against
+  // `targets` [batch, seq].
+  torch::Tensor forward(const torch::Tensor& input, const torch::Tensor& targets);
+  bool is_first() const { return stage_.has_embedding; }
+  bool is_last() const { return stage_.has_head; }
+
+ private:
+  StageLayers stage_;
+  torch::nn::Embedding embedding_{nullptr};
+  torch::nn::ModuleList layers_;
+  RMSNorm final_norm_{nullptr};
+  torch::nn::Linear lm_head_{nullptr};
+};
+TORCH_MODULE(LlamaStage);
+
+// The deterministic initial value of a full weight: normal(0, 0.02) from a generator seeded by
+// (seed, layer, parameter id).
+torch::Tensor init_full_weight(uint64_t seed, int layer, int parameter_id, torch::IntArrayRef shape);
+
+}  // namespace itertime::calibrate

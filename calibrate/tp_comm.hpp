@@ -1,0 +1,41 @@
+// tp_comm.hpp: Megatron's two tensor-parallel autograd functions over itertime's Communicator.
+// Invariants:
+//  - copy_to_tp (Megatron's "f"): forward identity, backward all-reduce (sum) of the gradient over TP;
+//    reduce_from_tp ("g"): forward all-reduce (sum) over TP, backward identity.
+//  - With tp == 1 (no communicator) both are the identity and record no time.
+//  - Every all-reduce runs on a contiguous tensor in its own dtype (the compute dtype: bf16 under
+//    amp-bf16 for matmul outputs), and its duration is added to the CommTimer given (forward or
+//    backward bucket), so the trainer can report TP communication separately from compute.
+#pragma once
+
+#include <torch/torch.h>
+
+#include "common/comm.hpp"
+
+namespace itertime::calibrate {
+
+struct CommTimer {
+  double forward_us = 0.0;
+  double backward_us = 0.0;
+  int64_t calls = 0;
+  int64_t bytes = 0;
+  void reset() { *this = CommTimer{}; }
+};
+
+// What the model's TP layers need: the TP communicator (null when tp == 1), its size and rank, and where
+// to add communication time. Owned by the trainer; layers hold a plain pointer (it outlives them).
+struct TpContext {
+  Communicator* comm = nullptr;
+  int size = 1;
+  int rank = 0;
+  bool cuda = false;
+  CommTimer* timer = nullptr;
+};
+
+torch::Tensor copy_to_tp(const torch::Tensor& x, TpContext* context);
+torch::Tensor reduce_from_tp(const torch::Tensor& x, TpContext* context);
+
+// In-place all-reduce (sum) of a contiguous tensor; the device work before it is complete when it starts.
+void all_reduce_tensor(Communicator& comm, torch::Tensor& tensor, bool cuda);
+
+}  // namespace itertime::calibrate

@@ -1,0 +1,353 @@
+#include "calibrate/trainer.hpp"
+
+#include <torch/torch.h>
+
+#include <chrono>
+#include <deque>
+
+#include "calibrate/llama_model.hpp"
+#include "calibrate/torch_compat.hpp"
+#include "calibrate/tp_comm.hpp"
+#include "common/errors.hpp"
+#include "common/mpi_communicator.hpp"
+#include "common/mpi_session.hpp"
+#include "common/nccl_communicator.hpp"
+
+namespace itertime::calibrate {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+double since_us(Clock::time_point start) {
+  return std::chrono::duration<double, std::micro>(Clock::now() - start).count();
+}
+
+uint64_t splitmix64(uint64_t x) {
+  x += 0x9E3779B97F4A7C15ull;
+  x = (x ^ (x >> 30)) * 0xBF58476D1CE4E5B9ull;
+  x = (x ^ (x >> 27)) * 0x94D049BB133111EBull;
+  return x ^ (x >> 31);
+}
+
+// Synthetic tokens of samples [first_sample, first_sample + count) of a step: [count, seq + 1].
+// A learnable language: three tokens in four are drawn from the 16 most frequent ids, the rest uniformly
+// from the vocabulary, so the loss falls from ln(vocab) within a few steps, as in real training.
+torch::Tensor synthetic_tokens(uint64_t seed, int64_t step, int64_t first_sample, int64_t count, int64_t seq,
+                               int64_t vocab) {
+  torch::Tensor tokens = torch::empty({count, seq + 1}, torch::kInt64);
+  auto access = tokens.accessor<int64_t, 2>();
+  const auto v = static_cast<uint64_t>(vocab);
+  for (int64_t b = 0; b < count; ++b) {
+    const uint64_t sample_key =
+        splitmix64(seed ^ splitmix64(static_cast<uint64_t>(step) * 1000003ull + static_cast<uint64_t>(first_sample + b)));
+    access[b][0] = static_cast<int64_t>(sample_key % v);
+    for (int64_t t = 1; t <= seq; ++t) {
+      const uint64_t key = splitmix64(sample_key + static_cast<uint64_t>(t));
+      access[b][t] = static_cast<int64_t>((key % 4 != 0) ? (key >> 8) % std::min<uint64_t>(16, v) : (key >> 8) % v);
+    }
+  }
+  return tokens;
+}
+
+std::unique_ptr<Communicator> make_comm(Backend backend, MPI_Comm comm) {
+  if (backend == Backend::kCuda) return std::make_unique<NcclCommunicator>(comm);
+  return std::make_unique<MpiCommunicator>(comm);
+}
+
+}  // namespace
+
+void check_trainable(const TrainerOptions& options, int world_size) {
+  const PrecisionPolicy& policy = precision_policy(options.precision);
+  require_supported(policy, options.backend);
+  if (options.backend == Backend::kCuda && !torch::cuda::is_available()) {
+    throw UserError("backend cuda: this LibTorch has no CUDA support or no device is visible; use backend cpu or a CUDA build of LibTorch");
+  }
+  if (options.model.tie_word_embeddings) {
+    throw UserError("model " + options.model.name + " ties its embeddings; the trainer supports untied LLaMA models only");
+  }
+  options.config.require_valid(options.model, world_size);
+}
+
+struct Trainer::Impl {
+  TrainerOptions options;
+  const PrecisionPolicy* policy = nullptr;
+  MPI_Comm job_comm;
+  std::unique_ptr<ProcessGroups> groups;
+  std::unique_ptr<Communicator> tp_comm, dp_comm, pp_comm;
+  CommTimer tp_timer;
+  TpContext tp_context;
+  torch::Device device{torch::kCPU};
+  LlamaStage stage{nullptr};
+  std::vector<torch::Tensor> parameters;
+  std::unique_ptr<torch::optim::AdamW> optimizer;
+  double loss_scale = 1.0;
+  int64_t good_steps = 0;
+  PhaseTimes phases;
+
+  void sync_device() {
+    if (options.backend == Backend::kCuda) torch::cuda::synchronize();
+  }
+
+  torch::Tensor activation_buffer() const {
+    return torch::empty({options.config.micro_batch, options.config.seq_len, options.model.hidden_size},
+                        torch::TensorOptions().dtype(to_torch(policy->activation_dtype)).device(device));
+  }
+
+  // ---- pipeline P2P (blocking; peers are neighbours in the PP group) ----
+  int pp_rank() const { return groups->coords().pp_idx; }
+  bool first_stage() const { return pp_rank() == 0; }
+  bool last_stage() const { return pp_rank() == options.config.pp - 1; }
+
+  void p2p_send(const torch::Tensor& tensor, int peer) {
+    const auto start = Clock::now();
+    sync_device();
+    const torch::Tensor data = tensor.contiguous();
+    pp_comm->send(data.data_ptr(), static_cast<std::size_t>(data.numel()), from_torch(data.scalar_type()), peer);
+    pp_comm->synchronize();
+    phases.pp_comm_us += since_us(start);
+  }
+  torch::Tensor p2p_recv(int peer) {
+    const auto start = Clock::now();
+    torch::Tensor tensor = activation_buffer();
+    pp_comm->recv(tensor.data_ptr(), static_cast<std::size_t>(tensor.numel()), policy->activation_dtype, peer);
+    pp_comm->synchronize();
+    phases.pp_comm_us += since_us(start);
+    return tensor;
+  }
+  torch::Tensor p2p_exchange(const torch::Tensor& send, int peer) {
+    const auto start = Clock::now();
+    sync_device();
+    const torch::Tensor data = send.contiguous();
+    torch::Tensor received = activation_buffer();
+    pp_comm->send_recv(data.data_ptr(), peer, received.data_ptr(), peer, static_cast<std::size_t>(data.numel()),
+                       policy->activation_dtype);
+    pp_comm->synchronize();
+    phases.pp_comm_us += since_us(start);
+    return received;
+  }
+
+  struct InFlight {
+    torch::Tensor input;   // received activation (requires grad) or undefined on the first stage
+    torch::Tensor output;  // stage output, or the scaled loss on the last stage
+  };
+
+  InFlight forward_micro_batch(int64_t step, int micro_batch, torch::Tensor input, double& loss_sum) {
+    const ParallelConfig& c = options.config;
+    const auto start = Clock::now();
+    const double tp_before = tp_timer.forward_us;
+    InFlight flight;
+    torch::Tensor targets;
+    torch::Tensor stage_input;
+    if (first_stage() || last_stage()) {
+      const int64_t samples_per_dp = c.global_batch / c.dp;
+      const int64_t first = groups->coords().dp_idx * samples_per_dp + static_cast<int64_t>(micro_batch) * c.micro_batch;
+      const torch::Tensor tokens =
+          synthetic_tokens(options.seed, step, first, c.micro_batch, c.seq_len, options.model.vocab_size).to(device);
+      if (first_stage()) stage_input = tokens.narrow(1, 0, c.seq_len);
+      if (last_stage()) targets = tokens.narrow(1, 1, c.seq_len);
+    }
+    if (!first_stage()) {
+      input.requires_grad_(true);
+      flight.input = input;
+      stage_input = input;
+    }
+    {
+      const torch::DeviceType device_type = options.backend == Backend::kCuda ? torch::kCUDA : torch::kCPU;
+      AutocastGuard autocast(device_type, to_torch(policy->compute_dtype), policy->autocast);
+      flight.output = stage->forward(stage_input, targets);
+    }
+    if (last_stage()) {
+      loss_sum += flight.output.item<double>();
+      flight.output = flight.output * (loss_scale / static_cast<double>(c.num_micro_batches()));
+    } else {
+      ITERTIME_CHECK(flight.output.scalar_type() == to_torch(policy->activation_dtype),
+                     "stage output dtype differs from the policy's activation dtype");
+    }
+    sync_device();
+    phases.forward_us += since_us(start) - (tp_timer.forward_us - tp_before);
+    return flight;
+  }
+
+  torch::Tensor backward_micro_batch(InFlight& flight, const torch::Tensor& output_grad) {
+    const auto start = Clock::now();
+    const double tp_before = tp_timer.backward_us;
+    if (last_stage()) {
+      flight.output.backward();
+    } else {
+      torch::autograd::backward({flight.output}, {output_grad});
+    }
+    torch::Tensor input_grad;
+    if (!first_stage()) input_grad = flight.input.grad();
+    flight = InFlight{};
+    sync_device();
+    phases.backward_us += since_us(start) - (tp_timer.backward_us - tp_before);
+    return input_grad;
+  }
+
+  double run_schedule(int64_t step) {
+    const int m = options.config.num_micro_batches();
+    const int stages = options.config.pp;
+    const int prev = pp_rank() - 1;
+    const int next = pp_rank() + 1;
+    const int warmup = std::min(stages - pp_rank() - 1, m);
+    const int remaining = m - warmup;
+    double loss_sum = 0.0;
+    std::deque<InFlight> in_flight;
+    int forward_index = 0;
+
+    auto recv_forward = [&]() { return first_stage() ? torch::Tensor() : p2p_recv(prev); };
+    for (int i = 0; i < warmup; ++i) {
+      torch::Tensor input = recv_forward();
+      in_flight.push_back(forward_micro_batch(step, forward_index++, input, loss_sum));
+      if (!last_stage()) p2p_send(in_flight.back().output.detach(), next);
+    }
+    torch::Tensor input;
+    if (remaining > 0) input = recv_forward();
+    for (int i = 0; i < remaining; ++i) {
+      in_flight.push_back(forward_micro_batch(step, forward_index++, input, loss_sum));
+      torch::Tensor output_grad;
+      if (!last_stage()) output_grad = p2p_exchange(in_flight.back().output.detach(), next);
+      torch::Tensor input_grad = backward_micro_batch(in_flight.front(), output_grad);
+      in_flight.pop_front();
+      const bool last_iteration = (i == remaining - 1);
+      if (last_iteration) {
+        if (!first_stage()) p2p_send(input_grad, prev);
+      } else {
+        input = first_stage() ? torch::Tensor() : p2p_exchange(input_grad, prev);
+      }
+    }
+    for (int i = 0; i < warmup; ++i) {
+      const torch::Tensor output_grad = last_stage() ? torch::Tensor() : p2p_recv(next);
+      torch::Tensor input_grad = backward_micro_batch(in_flight.front(), output_grad);
+      in_flight.pop_front();
+      if (!first_stage()) p2p_send(input_grad, prev);
+    }
+    return loss_sum;
+  }
+
+  void all_reduce_gradients() {
+    const auto start = Clock::now();
+    if (options.config.dp > 1) {
+      std::vector<torch::Tensor> flat_parts;
+      flat_parts.reserve(parameters.size());
+      for (const auto& p : parameters) flat_parts.push_back(p.grad().reshape({-1}));
+      torch::Tensor flat = torch::cat(flat_parts);
+      all_reduce_tensor(*dp_comm, flat, options.backend == Backend::kCuda);
+      flat.div_(static_cast<double>(options.config.dp));
+      int64_t offset = 0;
+      for (auto& p : parameters) {
+        const int64_t n = p.numel();
+        p.grad().copy_(flat.narrow(0, offset, n).view_as(p));
+        offset += n;
+      }
+    }
+    phases.dp_comm_us += since_us(start);
+  }
+
+  bool gradients_finite() {
+    int finite = 1;
+    for (const auto& p : parameters) {
+      if (!torch::isfinite(p.grad()).all().item<bool>()) {
+        finite = 0;
+        break;
+      }
+    }
+    MPI_Allreduce(MPI_IN_PLACE, &finite, 1, MPI_INT, MPI_MIN, job_comm);
+    return finite != 0;
+  }
+};
+
+Trainer::Trainer(const TrainerOptions& options, MPI_Comm job_comm) : impl_(std::make_unique<Impl>()) {
+  int job_size = 0;
+  MPI_Comm_size(job_comm, &job_size);
+  check_trainable(options, job_size);
+  Impl& s = *impl_;
+  s.options = options;
+  s.policy = &precision_policy(options.precision);
+  s.job_comm = job_comm;
+  torch::set_num_threads(options.compute_threads);
+  const ParallelConfig& c = options.config;
+  s.groups = std::make_unique<ProcessGroups>(RankLayout(c.dp, c.tp, c.pp), job_comm);
+  int device_index = 0;
+  if (options.backend == Backend::kCuda) device_index = bind_cuda_device(node_local_rank(job_comm));
+  s.tp_comm = make_comm(options.backend, s.groups->tp().get());
+  s.dp_comm = make_comm(options.backend, s.groups->dp().get());
+  s.pp_comm = make_comm(options.backend, s.groups->pp().get());
+  if (options.backend == Backend::kCuda) {
+    // One rank per GPU: the device was bound from the node-local rank (bind_cuda_device) before the
+    // NCCL communicators were created; LibTorch uses the same current device.
+    s.device = torch::Device(torch::kCUDA, static_cast<c10::DeviceIndex>(device_index));
+    if (s.policy->tf32_math) {
+      at::globalContext().setAllowTF32CuBLAS(true);
+      at::globalContext().setAllowTF32CuDNN(true);
+    }
+  }
+  s.tp_context = TpContext{s.tp_comm.get(), c.tp, s.groups->coords().tp_idx, options.backend == Backend::kCuda, &s.tp_timer};
+
+  const auto stages = stage_layers(static_cast<int>(options.model.num_layers), c.pp);
+  const StageLayers& mine = stages[static_cast<std::size_t>(s.groups->coords().pp_idx)];
+  s.stage = LlamaStage(options.model, mine, options.seed, &s.tp_context, c.seq_len);
+  s.stage->to(s.device, to_torch(s.policy->param_dtype));
+  for (auto& p : s.stage->parameters()) s.parameters.push_back(p);
+  s.optimizer = std::make_unique<torch::optim::AdamW>(
+      s.stage->parameters(), torch::optim::AdamWOptions(options.learning_rate).weight_decay(0.01));
+  if (s.policy->loss_scaling) s.loss_scale = 65536.0;
+}
+
+Trainer::~Trainer() = default;
+
+RankCoords Trainer::coords() const { return impl_->groups->coords(); }
+
+int64_t Trainer::local_parameter_count() const {
+  int64_t count = 0;
+  for (const auto& p : impl_->parameters) count += p.numel();
+  return count;
+}
+
+StepResult Trainer::step(int64_t step_index) {
+  Impl& s = *impl_;
+  s.phases = PhaseTimes{};
+  s.tp_timer.reset();
+  StepResult result;
+  MPI_Barrier(s.job_comm);
+  const auto start = Clock::now();
+
+  for (auto& p : s.parameters) p.mutable_grad() = torch::Tensor();
+  const double local_loss_sum = s.run_schedule(step_index);
+  s.all_reduce_gradients();
+
+  const auto optimizer_start = Clock::now();
+  bool apply = true;
+  if (s.policy->loss_scaling) {
+    apply = s.gradients_finite();
+    if (apply) {
+      torch::NoGradGuard no_grad;
+      for (auto& p : s.parameters) p.grad().mul_(1.0 / s.loss_scale);
+      if (++s.good_steps % 2000 == 0) s.loss_scale *= 2.0;
+    } else {
+      s.loss_scale /= 2.0;
+      s.good_steps = 0;
+    }
+  }
+  if (apply) s.optimizer->step();
+  s.sync_device();
+  s.phases.optimizer_us = since_us(optimizer_start);
+  s.phases.tp_comm_us = s.tp_timer.forward_us + s.tp_timer.backward_us;
+
+  const double local_us = since_us(start);
+  s.phases.total_us = local_us;
+  MPI_Allreduce(&local_us, &result.time_us, 1, MPI_DOUBLE, MPI_MAX, s.job_comm);
+
+  // The loss lives on the last stage's TP-rank-0 ranks, one per DP replica: mean over m and DP.
+  const RankCoords c = s.groups->coords();
+  const int m = s.options.config.num_micro_batches();
+  double contribution = (s.last_stage() && c.tp_idx == 0) ? local_loss_sum / m : 0.0;
+  double total = 0.0;
+  MPI_Allreduce(&contribution, &total, 1, MPI_DOUBLE, MPI_SUM, s.job_comm);
+  result.loss = total / s.options.config.dp;
+  result.phases = s.phases;
+  result.skipped = !apply;
+  return result;
+}
+
+}  // namespace itertime::calibrate

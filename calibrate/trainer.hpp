@@ -1,0 +1,74 @@
+// trainer.hpp: real LLaMA training of one (DP,TP,PP) configuration under one precision policy, for
+// ground truth. Torch-free interface (pimpl) so that includers stay light.
+// Invariants:
+//  - Collective over `job_comm`, whose size equals dp*tp*pp; ranks are laid out as in
+//    common/parallel_config.hpp (TP fastest, then DP, then PP).
+//  - One step = m = gbs/(dp*mbs) micro-batches through the 1F1B schedule (warm-up forwards,
+//    steady one-forward-one-backward, cool-down backwards) with blocking P2P of activations and their
+//    gradients; then the DP all-reduce (sum, then divided by dp) of all gradients in one flat buffer in
+//    the gradient dtype; then the AdamW step. Loss per micro-batch is divided by m, so the gradient is
+//    the mean over the global batch, whatever the layout.
+//  - The data are synthetic tokens that depend only on (seed, step, sample index in the global batch,
+//    position), so every layout trains on the same global batch.
+//  - step() starts with a barrier over job_comm; its wall time is the max over ranks; its loss is the
+//    global-batch mean, known on every rank.
+//  - A policy the backend cannot run, a CUDA backend without CUDA LibTorch, or tied embeddings are
+//    refused with a UserError before any collective.
+#pragma once
+
+#include <mpi.h>
+
+#include <cstdint>
+#include <memory>
+
+#include "common/dtype.hpp"
+#include "common/model_spec.hpp"
+#include "common/parallel_config.hpp"
+#include "common/precision.hpp"
+
+namespace itertime::calibrate {
+
+struct TrainerOptions {
+  LlamaSpec model;
+  ParallelConfig config;
+  PrecisionName precision = PrecisionName::kFp32;
+  Backend backend = Backend::kCpu;
+  uint64_t seed = 1234;
+  double learning_rate = 1e-3;
+  int compute_threads = 1;  // LibTorch intra-op threads per rank (CPU)
+};
+
+// Per-rank time of one step, in microseconds. forward_us / backward_us exclude the TP all-reduces
+// inside them (tp_comm_us); pp_comm_us includes waiting for the neighbour stage.
+struct PhaseTimes {
+  double forward_us = 0, backward_us = 0, tp_comm_us = 0, pp_comm_us = 0, dp_comm_us = 0, optimizer_us = 0, total_us = 0;
+};
+
+struct StepResult {
+  double loss = 0.0;        // global-batch mean cross-entropy
+  double time_us = 0.0;     // wall time of the step, max over ranks
+  PhaseTimes phases;        // this rank's breakdown
+  bool skipped = false;     // fp16 loss scaling found inf/NaN gradients and skipped the update
+};
+
+// Checks what can be checked without MPI or LibTorch state (policy vs backend, tied embeddings,
+// layout legality against the model and `world_size`). Throws UserError.
+void check_trainable(const TrainerOptions& options, int world_size);
+
+class Trainer {
+ public:
+  Trainer(const TrainerOptions& options, MPI_Comm job_comm);
+  ~Trainer();
+  Trainer(const Trainer&) = delete;
+  Trainer& operator=(const Trainer&) = delete;
+
+  StepResult step(int64_t step_index);
+  RankCoords coords() const;
+  int64_t local_parameter_count() const;
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace itertime::calibrate

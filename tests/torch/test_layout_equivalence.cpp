@@ -1,0 +1,110 @@
+// Layout equivalence: with a fixed seed and the same global batch, every (DP,TP,PP) factorization of the
+// MPI world trains to the same loss trajectory as single-rank training, within a tolerance per precision.
+#include <gtest/gtest.h>
+#include <mpi.h>
+
+#include <cmath>
+#include <vector>
+
+#include "calibrate/trainer.hpp"
+#include "common/errors.hpp"
+#include "common/model_spec.hpp"
+
+namespace itertime::calibrate {
+namespace {
+
+constexpr int kSteps = 3;
+
+LlamaSpec test_model() { return load_llama_config(std::string(ITERTIME_SOURCE_DIR) + "/data/models/tiny-llama-gqa.json"); }
+
+TrainerOptions options_for(PrecisionName precision, int dp, int tp, int pp) {
+  TrainerOptions options;
+  options.model = test_model();
+  options.config.dp = dp;
+  options.config.tp = tp;
+  options.config.pp = pp;
+  options.config.micro_batch = 1;
+  options.config.global_batch = 4;
+  options.config.seq_len = 32;
+  options.precision = precision;
+  options.seed = 42;
+  options.learning_rate = 3e-3;
+  return options;
+}
+
+std::vector<double> train(const TrainerOptions& options, MPI_Comm comm) {
+  Trainer trainer(options, comm);
+  std::vector<double> losses;
+  for (int step = 0; step < kSteps; ++step) losses.push_back(trainer.step(step).loss);
+  return losses;
+}
+
+// Single-rank reference, computed on world rank 0 and shared with every rank.
+std::vector<double> reference(PrecisionName precision) {
+  int rank = 0;
+  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+  std::vector<double> losses(kSteps, 0.0);
+  if (rank == 0) losses = train(options_for(precision, 1, 1, 1), MPI_COMM_SELF);
+  MPI_Bcast(losses.data(), kSteps, MPI_DOUBLE, 0, MPI_COMM_WORLD);
+  return losses;
+}
+
+struct Case {
+  PrecisionName precision;
+  double tolerance;  // absolute, on a loss of about ln(512) = 6.24
+};
+
+class LayoutEquivalence : public ::testing::TestWithParam<Case> {};
+
+TEST_P(LayoutEquivalence, EveryFactorizationMatchesSingleRank) {
+  const Case c = GetParam();
+  int world = 1;
+  MPI_Comm_size(MPI_COMM_WORLD, &world);
+  const std::vector<double> expected = reference(c.precision);
+  // The model trains: the loss starts near ln(vocab) and falls.
+  EXPECT_NEAR(expected[0], std::log(512.0), 0.1);
+  EXPECT_LT(expected[kSteps - 1], expected[0] - 0.01);
+
+  for (int tp = 1; tp <= world; ++tp) {
+    for (int pp = 1; pp <= world / tp; ++pp) {
+      if (world % (tp * pp) != 0) continue;
+      const int dp = world / (tp * pp);
+      const std::vector<double> losses = train(options_for(c.precision, dp, tp, pp), MPI_COMM_WORLD);
+      for (int step = 0; step < kSteps; ++step) {
+        EXPECT_NEAR(losses[step], expected[step], c.tolerance)
+            << "precision " << to_string(c.precision) << " layout (dp,tp,pp)=(" << dp << "," << tp << "," << pp
+            << ") step " << step;
+      }
+    }
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Precisions, LayoutEquivalence,
+                         ::testing::Values(Case{PrecisionName::kFp32, 1e-4}, Case{PrecisionName::kBf16, 5e-2},
+                                           Case{PrecisionName::kAmpBf16, 2e-2}),
+                         [](const ::testing::TestParamInfo<Case>& param_info) {
+                           std::string name = to_string(param_info.param.precision);
+                           for (char& ch : name) ch = (ch == '-') ? '_' : ch;
+                           return name;
+                         });
+
+TEST(Trainer, RefusesPoliciesTheBackendCannotRun) {
+  TrainerOptions options = options_for(PrecisionName::kFp16, 1, 1, 1);
+  EXPECT_THROW(check_trainable(options, 1), UserError);
+  options.precision = PrecisionName::kTf32;
+  EXPECT_THROW(check_trainable(options, 1), UserError);
+  options.precision = PrecisionName::kAmpFp16;
+  EXPECT_THROW(check_trainable(options, 1), UserError);
+  options.precision = PrecisionName::kBf16;
+  EXPECT_NO_THROW(check_trainable(options, 1));
+}
+
+TEST(Trainer, RefusesIllegalLayouts) {
+  TrainerOptions options = options_for(PrecisionName::kFp32, 1, 3, 1);  // 3 does not divide 8 heads
+  EXPECT_THROW(check_trainable(options, 3), UserError);
+  options = options_for(PrecisionName::kFp32, 2, 1, 1);
+  EXPECT_THROW(check_trainable(options, 4), UserError);  // world mismatch
+}
+
+}  // namespace
+}  // namespace itertime::calibrate
