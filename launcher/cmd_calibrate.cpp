@@ -4,6 +4,10 @@
 #include <string>
 
 #include "calibrate/comm_bench.hpp"
+#ifdef ITERTIME_HAVE_TORCH
+#include "calibrate/groundtruth.hpp"
+#endif
+#include "common/job.hpp"
 #include "common/errors.hpp"
 #include "common/mpi_session.hpp"
 #include "launcher/commands.hpp"
@@ -80,10 +84,46 @@ int run_comm(Context& context, const CommArgs& args) {
   }
 }
 
+struct GroundTruthArgs {
+  std::string job;
+  std::string output;
+  bool force = false;
+  bool resume = false;
+};
+
+int run_groundtruth(Context& context, const GroundTruthArgs& args) {
+  MpiSession mpi(&context.argc, &context.argv);
+  try {
+#ifdef ITERTIME_HAVE_TORCH
+    calibrate::GroundTruthOptions options;
+    try {
+      if (args.force && args.resume) throw UserError("--force and --resume exclude each other: pick one");
+      options.job = load_job(args.job);
+    } catch (const CollectiveUserError&) {
+      throw;
+    } catch (const UserError& error) {
+      throw CollectiveUserError(error.what());
+    }
+    options.output_path = args.output;
+    options.force = args.force;
+    options.resume = args.resume;
+    options.provenance = collect_provenance(context.command_line, to_string(options.job.backend));
+    calibrate::calibrate_groundtruth(options);
+    return kExitSuccess;
+#else
+    (void)args;
+    throw CollectiveUserError("this itertime was built without LibTorch (ITERTIME_WITH_TORCH=OFF); ground truth needs it");
+#endif
+  } catch (const CollectiveUserError& error) {
+    if (mpi.world_rank() == 0) std::fprintf(stderr, "itertime: error: %s\n", error.what());
+    return kExitUserError;
+  }
+}
+
 }  // namespace
 
 void register_calibrate(CLI::App& app, std::vector<std::pair<CLI::App*, Action>>& actions) {
-  CLI::App* calibrate = app.add_subcommand("calibrate", "Measure a cluster: communication (comm); run under mpirun or srun");
+  CLI::App* calibrate = app.add_subcommand("calibrate", "Measure a cluster: communication (comm), ground truth (groundtruth); run under mpirun or srun");
   calibrate->require_subcommand(1);
 
   CLI::App* comm = calibrate->add_subcommand(
@@ -108,6 +148,15 @@ void register_calibrate(CLI::App& app, std::vector<std::pair<CLI::App*, Action>>
                    "latency: barrier before every call (what a training step sees); pipelined: back-to-back calls, as nccl-tests")
       ->capture_default_str();
   actions.emplace_back(comm, [args](Context& context) { return run_comm(context, *args); });
+
+  CLI::App* groundtruth = calibrate->add_subcommand(
+      "groundtruth", "Train every configuration of a job for real and record its iteration times (LibTorch)");
+  auto gt_args = std::make_shared<GroundTruthArgs>();
+  groundtruth->add_option("--job", gt_args->job, "Job file (JSON; see jobs/ and docs/jobs.md)")->required();
+  groundtruth->add_option("-o,--output", gt_args->output, "HDF5 file to write (refused if it exists, unless --force or --resume)")->required();
+  groundtruth->add_flag("--force", gt_args->force, "Overwrite an existing output file");
+  groundtruth->add_flag("--resume", gt_args->resume, "Continue an existing output file: measure only the missing configurations");
+  actions.emplace_back(groundtruth, [gt_args](Context& context) { return run_groundtruth(context, *gt_args); });
 }
 
 }  // namespace itertime::launcher

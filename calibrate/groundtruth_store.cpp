@@ -1,0 +1,102 @@
+#include "calibrate/groundtruth_store.hpp"
+
+#include <algorithm>
+
+namespace itertime::h5 {
+
+RowType RowTraits<calibrate::GroundTruthRow>::row_type() {
+  using R = calibrate::GroundTruthRow;
+  RowType t(sizeof(R));
+  ITERTIME_H5_FIELD(t, R, key);
+  ITERTIME_H5_FIELD(t, R, model);
+  ITERTIME_H5_FIELD(t, R, dp);
+  ITERTIME_H5_FIELD(t, R, tp);
+  ITERTIME_H5_FIELD(t, R, pp);
+  ITERTIME_H5_FIELD(t, R, micro_batch);
+  ITERTIME_H5_FIELD(t, R, global_batch);
+  ITERTIME_H5_FIELD(t, R, seq_len);
+  ITERTIME_H5_FIELD(t, R, num_micro_batches);
+  ITERTIME_H5_FIELD(t, R, precision);
+  ITERTIME_H5_FIELD(t, R, backend);
+  ITERTIME_H5_FIELD(t, R, status);
+  ITERTIME_H5_FIELD(t, R, reason);
+  ITERTIME_H5_FIELD(t, R, warmup_iters);
+  ITERTIME_H5_FIELD(t, R, timed_iters);
+  ITERTIME_H5_FIELD(t, R, time_us_min);
+  ITERTIME_H5_FIELD(t, R, time_us_median);
+  ITERTIME_H5_FIELD(t, R, time_us_mean);
+  ITERTIME_H5_FIELD(t, R, time_us_p90);
+  ITERTIME_H5_FIELD(t, R, time_us_max);
+  ITERTIME_H5_FIELD(t, R, time_cv);
+  ITERTIME_H5_FIELD(t, R, tokens_per_s);
+  ITERTIME_H5_FIELD(t, R, loss_first);
+  ITERTIME_H5_FIELD(t, R, loss_last);
+  ITERTIME_H5_FIELD(t, R, samples_offset);
+  ITERTIME_H5_FIELD(t, R, samples_count);
+  ITERTIME_H5_FIELD(t, R, ranks_offset);
+  ITERTIME_H5_FIELD(t, R, ranks_count);
+  ITERTIME_H5_FIELD(t, R, measured_utc);
+  return t;
+}
+
+RowType RowTraits<calibrate::GroundTruthRankRow>::row_type() {
+  using R = calibrate::GroundTruthRankRow;
+  RowType t(sizeof(R));
+  ITERTIME_H5_FIELD(t, R, key);
+  ITERTIME_H5_FIELD(t, R, rank);
+  ITERTIME_H5_FIELD(t, R, dp_idx);
+  ITERTIME_H5_FIELD(t, R, tp_idx);
+  ITERTIME_H5_FIELD(t, R, pp_idx);
+  ITERTIME_H5_FIELD(t, R, forward_us);
+  ITERTIME_H5_FIELD(t, R, backward_us);
+  ITERTIME_H5_FIELD(t, R, tp_comm_us);
+  ITERTIME_H5_FIELD(t, R, pp_comm_us);
+  ITERTIME_H5_FIELD(t, R, dp_comm_us);
+  ITERTIME_H5_FIELD(t, R, optimizer_us);
+  ITERTIME_H5_FIELD(t, R, total_us);
+  ITERTIME_H5_FIELD(t, R, peak_rss_bytes);
+  ITERTIME_H5_FIELD(t, R, local_params);
+  return t;
+}
+
+}  // namespace itertime::h5
+
+namespace itertime::calibrate {
+
+void append_groundtruth(h5::Store& store, GroundTruthRow row, const std::vector<double>& samples_us,
+                        const std::vector<GroundTruthRankRow>& ranks) {
+  auto samples = store.samples(kGroundTruthSamples);
+  auto rank_table = store.table<GroundTruthRankRow>(kGroundTruthRanks);
+  row.samples_offset = static_cast<int64_t>(samples.size());
+  row.samples_count = static_cast<int64_t>(samples_us.size());
+  row.ranks_offset = static_cast<int64_t>(rank_table.size());
+  row.ranks_count = static_cast<int64_t>(ranks.size());
+  samples.append(samples_us);
+  rank_table.append(ranks);
+  store.table<GroundTruthRow>(kGroundTruthTable).append(row);
+}
+
+std::set<std::string> existing_groundtruth_keys(h5::Store& store) {
+  std::set<std::string> keys;
+  if (!store.exists(kGroundTruthTable)) return keys;
+  int64_t samples_end = 0;
+  int64_t ranks_end = 0;
+  for (const auto& row : store.table<GroundTruthRow>(kGroundTruthTable).read_all()) {
+    keys.insert(h5::get_string(row.key));
+    samples_end = std::max(samples_end, row.samples_offset + row.samples_count);
+    ranks_end = std::max(ranks_end, row.ranks_offset + row.ranks_count);
+  }
+  if (store.writable()) {
+    if (store.exists(kGroundTruthSamples)) {
+      auto samples = store.samples(kGroundTruthSamples);
+      if (static_cast<int64_t>(samples.size()) > samples_end) samples.truncate(static_cast<std::size_t>(samples_end));
+    }
+    if (store.exists(kGroundTruthRanks)) {
+      auto ranks = store.table<GroundTruthRankRow>(kGroundTruthRanks);
+      if (static_cast<int64_t>(ranks.size()) > ranks_end) ranks.truncate(static_cast<std::size_t>(ranks_end));
+    }
+  }
+  return keys;
+}
+
+}  // namespace itertime::calibrate

@@ -1,0 +1,62 @@
+// groundtruth_store.hpp: the /groundtruth tables (schema in docs/schema.md).
+// Invariants: one GroundTruthRow per configuration of a job (status ok, skipped or failed, with the
+// reason), appended last, after its samples (/groundtruth/samples_us, one per timed iteration: the
+// wall time of the slowest rank) and its per-rank breakdown rows (/groundtruth/ranks); the row's
+// offsets point at them. A configuration is present when its row is.
+#pragma once
+
+#include <cstdint>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "common/h5store.hpp"
+
+namespace itertime::calibrate {
+
+struct GroundTruthRow {
+  char key[96];
+  char model[48];
+  int64_t dp, tp, pp, micro_batch, global_batch, seq_len, num_micro_batches;
+  char precision[12];
+  char backend[8];
+  char status[12];    // ok | skipped | failed
+  char reason[200];   // why skipped or failed; empty when ok
+  int64_t warmup_iters, timed_iters;
+  double time_us_min, time_us_median, time_us_mean, time_us_p90, time_us_max, time_cv;
+  double tokens_per_s;  // global batch tokens / median iteration time
+  double loss_first, loss_last;
+  int64_t samples_offset, samples_count, ranks_offset, ranks_count;
+  char measured_utc[24];
+};
+
+// One rank of one configuration; times are medians over the timed iterations, in microseconds.
+struct GroundTruthRankRow {
+  char key[96];
+  int64_t rank, dp_idx, tp_idx, pp_idx;
+  double forward_us, backward_us, tp_comm_us, pp_comm_us, dp_comm_us, optimizer_us, total_us;
+  int64_t peak_rss_bytes;  // CPU: the process's peak resident set during the configuration (VmHWM)
+  int64_t local_params;
+};
+
+inline constexpr const char* kGroundTruthTable = "/groundtruth/configs";
+inline constexpr const char* kGroundTruthRanks = "/groundtruth/ranks";
+inline constexpr const char* kGroundTruthSamples = "/groundtruth/samples_us";
+
+void append_groundtruth(h5::Store& store, GroundTruthRow row, const std::vector<double>& samples_us,
+                        const std::vector<GroundTruthRankRow>& ranks);
+// Keys present; trims samples and rank rows written after the last complete configuration.
+std::set<std::string> existing_groundtruth_keys(h5::Store& store);
+
+}  // namespace itertime::calibrate
+
+namespace itertime::h5 {
+template <>
+struct RowTraits<calibrate::GroundTruthRow> {
+  static RowType row_type();
+};
+template <>
+struct RowTraits<calibrate::GroundTruthRankRow> {
+  static RowType row_type();
+};
+}  // namespace itertime::h5

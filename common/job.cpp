@@ -1,0 +1,188 @@
+#include "common/job.hpp"
+
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <set>
+#include <sstream>
+
+#include "common/errors.hpp"
+
+namespace itertime {
+namespace {
+
+using nlohmann::json;
+
+int get_int(const json& object, const char* key, int fallback, const std::string& where) {
+  if (!object.contains(key)) return fallback;
+  const json& value = object.at(key);
+  if (!value.is_number_integer() || value.get<int64_t>() < 0 || value.get<int64_t>() > (1ll << 31)) {
+    throw UserError(where + ": field '" + key + "' must be a non-negative integer, got " + value.dump());
+  }
+  return value.get<int>();
+}
+
+int get_required_int(const json& object, const char* key, const std::string& where) {
+  if (!object.contains(key)) throw UserError(where + ": missing field '" + key + "'");
+  return get_int(object, key, 0, where);
+}
+
+std::string get_string(const json& object, const char* key, const std::string& fallback, const std::string& where) {
+  if (!object.contains(key)) return fallback;
+  if (!object.at(key).is_string()) throw UserError(where + ": field '" + key + "' must be a string");
+  return object.at(key).get<std::string>();
+}
+
+void reject_unknown(const json& object, const std::set<std::string>& known, const std::string& where) {
+  for (const auto& item : object.items()) {
+    if (!known.count(item.key())) {
+      std::string list;
+      for (const auto& k : known) list += (list.empty() ? "" : ", ") + k;
+      throw UserError(where + ": unknown field '" + item.key() + "' (known: " + list + ")");
+    }
+  }
+}
+
+}  // namespace
+
+std::string JobConfig::key(const std::string& model_name) const {
+  return model_name + "/dp" + std::to_string(parallel.dp) + "-tp" + std::to_string(parallel.tp) + "-pp" +
+         std::to_string(parallel.pp) + "/mbs" + std::to_string(parallel.micro_batch) + "/gbs" +
+         std::to_string(parallel.global_batch) + "/seq" + std::to_string(parallel.seq_len) + "/" + to_string(precision);
+}
+
+int Job::max_world_size() const {
+  int largest = 1;
+  for (const auto& c : configs) largest = std::max(largest, c.parallel.world_size());
+  return largest;
+}
+
+std::vector<RankLayout> factorizations(int world_size) {
+  std::vector<RankLayout> out;
+  for (int pp = 1; pp <= world_size; ++pp) {
+    if (world_size % pp) continue;
+    for (int tp = 1; tp <= world_size / pp; ++tp) {
+      if ((world_size / pp) % tp) continue;
+      out.emplace_back(world_size / (pp * tp), tp, pp);
+    }
+  }
+  return out;
+}
+
+Job parse_job(const std::string& json_text, const std::string& path) {
+  json root;
+  try {
+    root = json::parse(json_text);
+  } catch (const json::parse_error& error) {
+    throw UserError(path + ": not valid JSON (" + std::string(error.what()) + "); see docs/jobs.md for the job format");
+  }
+  if (!root.is_object()) throw UserError(path + ": a job is a JSON object; see docs/jobs.md");
+  reject_unknown(root, {"name", "model", "backend", "seed", "groundtruth", "configs", "sweep", "comm", "ranks", "compute_threads", "description"}, path);
+
+  Job job;
+  job.path = path;
+  job.name = get_string(root, "name", std::filesystem::path(path).stem().string(), path);
+  const std::string model = get_string(root, "model", "", path);
+  if (model.empty()) throw UserError(path + ": missing field 'model' (a Hugging Face config.json, relative to the job file)");
+  std::filesystem::path model_path(model);
+  if (model_path.is_relative()) model_path = std::filesystem::path(path).parent_path() / model_path;
+  job.model_path = model_path.lexically_normal().string();
+  job.model = load_llama_config(job.model_path);
+  job.backend = parse_backend(get_string(root, "backend", "cpu", path));
+  job.seed = static_cast<uint64_t>(get_int(root, "seed", 1234, path));
+  job.ranks = get_int(root, "ranks", 0, path);
+  job.compute_threads = get_int(root, "compute_threads", 1, path);
+  if (job.compute_threads < 1) throw UserError(path + ": compute_threads must be at least 1");
+
+  if (root.contains("groundtruth")) {
+    const json& gt = root.at("groundtruth");
+    const std::string where = path + " groundtruth";
+    reject_unknown(gt, {"warmup_iters", "timed_iters"}, where);
+    job.warmup_iters = get_int(gt, "warmup_iters", job.warmup_iters, where);
+    job.timed_iters = get_int(gt, "timed_iters", job.timed_iters, where);
+    if (job.timed_iters < 1) throw UserError(where + ": timed_iters must be at least 1");
+  }
+  if (root.contains("comm")) {
+    const json& comm = root.at("comm");
+    const std::string where = path + " comm";
+    reject_unknown(comm, {"min_bytes", "max_bytes", "step_factor", "warmup_iters", "iters"}, where);
+    job.comm.min_bytes = get_string(comm, "min_bytes", job.comm.min_bytes, where);
+    job.comm.max_bytes = get_string(comm, "max_bytes", job.comm.max_bytes, where);
+    if (comm.contains("step_factor")) {
+      if (!comm.at("step_factor").is_number()) throw UserError(where + ": step_factor must be a number");
+      job.comm.step_factor = comm.at("step_factor").get<double>();
+    }
+    job.comm.warmup_iters = get_int(comm, "warmup_iters", job.comm.warmup_iters, where);
+    job.comm.iters = get_int(comm, "iters", job.comm.iters, where);
+  }
+
+  std::set<std::string> seen;
+  auto add = [&](const JobConfig& config) {
+    if (seen.insert(config.key(job.model.name)).second) job.configs.push_back(config);
+  };
+  if (root.contains("configs")) {
+    if (!root.at("configs").is_array()) throw UserError(path + ": 'configs' must be an array");
+    int index = 0;
+    for (const json& item : root.at("configs")) {
+      const std::string where = path + " configs[" + std::to_string(index++) + "]";
+      if (!item.is_object()) throw UserError(where + ": each configuration is an object");
+      reject_unknown(item, {"dp", "tp", "pp", "micro_batch", "global_batch", "seq_len", "precision"}, where);
+      JobConfig config;
+      config.parallel.dp = get_required_int(item, "dp", where);
+      config.parallel.tp = get_required_int(item, "tp", where);
+      config.parallel.pp = get_required_int(item, "pp", where);
+      config.parallel.micro_batch = get_required_int(item, "micro_batch", where);
+      config.parallel.global_batch = get_required_int(item, "global_batch", where);
+      config.parallel.seq_len = get_required_int(item, "seq_len", where);
+      config.precision = parse_precision(get_string(item, "precision", "fp32", where)).name;
+      add(config);
+    }
+  }
+  if (root.contains("sweep")) {
+    const json& sweep = root.at("sweep");
+    const std::string where = path + " sweep";
+    reject_unknown(sweep, {"world_sizes", "precisions", "micro_batch", "global_batch", "seq_len"}, where);
+    if (!sweep.contains("world_sizes") || !sweep.at("world_sizes").is_array()) {
+      throw UserError(where + ": 'world_sizes' must be an array of rank counts, e.g. [1, 2, 4]");
+    }
+    if (!sweep.contains("precisions") || !sweep.at("precisions").is_array()) {
+      throw UserError(where + ": 'precisions' must be an array, e.g. [\"fp32\", \"amp-bf16\"]");
+    }
+    const int micro_batch = get_required_int(sweep, "micro_batch", where);
+    const int global_batch = get_required_int(sweep, "global_batch", where);
+    const int seq_len = get_required_int(sweep, "seq_len", where);
+    for (const json& world : sweep.at("world_sizes")) {
+      if (!world.is_number_integer() || world.get<int>() < 1) throw UserError(where + ": world sizes must be positive integers");
+      for (const RankLayout& layout : factorizations(world.get<int>())) {
+        for (const json& precision : sweep.at("precisions")) {
+          if (!precision.is_string()) throw UserError(where + ": precisions must be strings");
+          JobConfig config;
+          config.parallel = ParallelConfig{layout.dp(), layout.tp(), layout.pp(), micro_batch, global_batch, seq_len};
+          config.precision = parse_precision(precision.get<std::string>()).name;
+          add(config);
+        }
+      }
+    }
+  }
+  if (job.configs.empty()) throw UserError(path + ": the job lists no configuration (give 'configs' or 'sweep')");
+  for (const auto& config : job.configs) {
+    const auto& p = config.parallel;
+    if (p.dp < 1 || p.tp < 1 || p.pp < 1 || p.micro_batch < 1 || p.global_batch < 1 || p.seq_len < 1) {
+      throw UserError(path + ": configuration " + config.key(job.model.name) + " has a zero degree or size");
+    }
+  }
+  return job;
+}
+
+Job load_job(const std::string& path) {
+  std::error_code error;
+  if (!std::filesystem::exists(path, error)) throw UserError(path + ": no such job file; see jobs/ for examples");
+  if (std::filesystem::is_directory(path, error)) throw UserError(path + ": is a directory; pass a job .json file");
+  std::ifstream in(path);
+  if (!in) throw UserError(path + ": cannot be read");
+  std::stringstream buffer;
+  buffer << in.rdbuf();
+  return parse_job(buffer.str(), path);
+}
+
+}  // namespace itertime

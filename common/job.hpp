@@ -1,0 +1,58 @@
+// job.hpp: a job file (JSON): which model, backend and configurations to calibrate, measure and predict.
+// Format in docs/jobs.md. Invariants:
+//  - Relative paths in a job (the model) are resolved against the job file's folder.
+//  - configs() lists the explicit "configs" first, then the "sweep" expansion (for each world size, every
+//    (dp,tp,pp) factorization, for each precision), without duplicates; illegal configurations are kept
+//    (ground truth records them as skipped, with the reason).
+//  - A malformed job is a UserError naming the file and the field.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "common/dtype.hpp"
+#include "common/model_spec.hpp"
+#include "common/parallel_config.hpp"
+#include "common/precision.hpp"
+
+namespace itertime {
+
+struct JobConfig {
+  ParallelConfig parallel;
+  PrecisionName precision = PrecisionName::kFp32;
+  std::string key(const std::string& model_name) const;  // "tiny-llama/dp2-tp1-pp2/mbs1/gbs8/seq64/bf16"
+};
+
+struct CommSweepSpec {
+  std::string min_bytes = "8";
+  std::string max_bytes = "16M";
+  double step_factor = 4.0;
+  int warmup_iters = 5;
+  int iters = 20;
+};
+
+struct Job {
+  std::string name;
+  std::string path;        // the job file
+  std::string model_path;  // resolved
+  LlamaSpec model;
+  Backend backend = Backend::kCpu;
+  uint64_t seed = 1234;
+  int warmup_iters = 2;    // ground truth
+  int timed_iters = 5;
+  int compute_threads = 1;
+  int ranks = 0;           // MPI ranks `itertime run` launches; 0 = the largest configuration
+  CommSweepSpec comm;
+  std::vector<JobConfig> configs;
+
+  int max_world_size() const;
+};
+
+Job load_job(const std::string& path);
+Job parse_job(const std::string& json_text, const std::string& path);
+
+// All (dp, tp, pp) with dp*tp*pp == world_size, ordered by pp, then tp, then dp.
+std::vector<RankLayout> factorizations(int world_size);
+
+}  // namespace itertime
