@@ -8,7 +8,7 @@
 #include <cstdlib>
 #include <memory>
 
-#include "calibrate/comm_store.hpp"
+#include "common/comm_store.hpp"
 #include "common/build_info.hpp"
 #include "common/errors.hpp"
 #include "common/h5store.hpp"
@@ -18,6 +18,8 @@
 #include "common/stats.hpp"
 
 namespace itertime::calibrate {
+using namespace itertime::store;
+
 namespace {
 
 constexpr int kPipelineDepth = 8;

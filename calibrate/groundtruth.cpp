@@ -9,7 +9,7 @@
 #include <memory>
 #include <thread>
 
-#include "calibrate/groundtruth_store.hpp"
+#include "common/groundtruth_store.hpp"
 #include "calibrate/trainer.hpp"
 #include "common/build_info.hpp"
 #include "common/errors.hpp"
@@ -18,6 +18,8 @@
 #include "common/stats.hpp"
 
 namespace itertime::calibrate {
+using namespace itertime::store;
+
 namespace {
 
 using Clock = std::chrono::steady_clock;

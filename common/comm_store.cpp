@@ -1,11 +1,11 @@
-#include "calibrate/comm_store.hpp"
+#include "common/comm_store.hpp"
 
 #include <algorithm>
 
 namespace itertime::h5 {
 
-RowType RowTraits<calibrate::CommRow>::row_type() {
-  using calibrate::CommRow;
+RowType RowTraits<store::CommRow>::row_type() {
+  using store::CommRow;
   RowType type(sizeof(CommRow));
   ITERTIME_H5_FIELD(type, CommRow, collective);
   ITERTIME_H5_FIELD(type, CommRow, dtype);
@@ -35,7 +35,7 @@ RowType RowTraits<calibrate::CommRow>::row_type() {
 
 }  // namespace itertime::h5
 
-namespace itertime::calibrate {
+namespace itertime::store {
 
 std::string comm_row_key(const CommRow& row) {
   return h5::get_string(row.collective) + "/" + h5::get_string(row.dtype) + "/g" + std::to_string(row.group_size) +
@@ -66,4 +66,4 @@ std::set<std::string> existing_comm_keys(h5::Store& store) {
   return keys;
 }
 
-}  // namespace itertime::calibrate
+}  // namespace itertime::store

@@ -12,7 +12,7 @@
 
 #include "common/h5store.hpp"
 
-namespace itertime::calibrate {
+namespace itertime::store {
 
 struct GroundTruthRow {
   char key[96];
@@ -48,15 +48,15 @@ void append_groundtruth(h5::Store& store, GroundTruthRow row, const std::vector<
 // Keys present; trims samples and rank rows written after the last complete configuration.
 std::set<std::string> existing_groundtruth_keys(h5::Store& store);
 
-}  // namespace itertime::calibrate
+}  // namespace itertime::store
 
 namespace itertime::h5 {
 template <>
-struct RowTraits<calibrate::GroundTruthRow> {
+struct RowTraits<store::GroundTruthRow> {
   static RowType row_type();
 };
 template <>
-struct RowTraits<calibrate::GroundTruthRankRow> {
+struct RowTraits<store::GroundTruthRankRow> {
   static RowType row_type();
 };
 }  // namespace itertime::h5

@@ -1,11 +1,11 @@
-#include "calibrate/groundtruth_store.hpp"
+#include "common/groundtruth_store.hpp"
 
 #include <algorithm>
 
 namespace itertime::h5 {
 
-RowType RowTraits<calibrate::GroundTruthRow>::row_type() {
-  using R = calibrate::GroundTruthRow;
+RowType RowTraits<store::GroundTruthRow>::row_type() {
+  using R = store::GroundTruthRow;
   RowType t(sizeof(R));
   ITERTIME_H5_FIELD(t, R, key);
   ITERTIME_H5_FIELD(t, R, model);
@@ -39,8 +39,8 @@ RowType RowTraits<calibrate::GroundTruthRow>::row_type() {
   return t;
 }
 
-RowType RowTraits<calibrate::GroundTruthRankRow>::row_type() {
-  using R = calibrate::GroundTruthRankRow;
+RowType RowTraits<store::GroundTruthRankRow>::row_type() {
+  using R = store::GroundTruthRankRow;
   RowType t(sizeof(R));
   ITERTIME_H5_FIELD(t, R, key);
   ITERTIME_H5_FIELD(t, R, rank);
@@ -61,7 +61,7 @@ RowType RowTraits<calibrate::GroundTruthRankRow>::row_type() {
 
 }  // namespace itertime::h5
 
-namespace itertime::calibrate {
+namespace itertime::store {
 
 void append_groundtruth(h5::Store& store, GroundTruthRow row, const std::vector<double>& samples_us,
                         const std::vector<GroundTruthRankRow>& ranks) {
@@ -99,4 +99,4 @@ std::set<std::string> existing_groundtruth_keys(h5::Store& store) {
   return keys;
 }
 
-}  // namespace itertime::calibrate
+}  // namespace itertime::store

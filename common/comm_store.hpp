@@ -13,7 +13,7 @@
 
 #include "common/h5store.hpp"
 
-namespace itertime::calibrate {
+namespace itertime::store {
 
 struct CommRow {
   char collective[16];
@@ -52,11 +52,11 @@ void append_comm_point(h5::Store& store, CommRow row, const std::vector<double>&
 // killed between the two writes) so that offsets stay consistent.
 std::set<std::string> existing_comm_keys(h5::Store& store);
 
-}  // namespace itertime::calibrate
+}  // namespace itertime::store
 
 namespace itertime::h5 {
 template <>
-struct RowTraits<calibrate::CommRow> {
+struct RowTraits<store::CommRow> {
   static RowType row_type();
 };
 }  // namespace itertime::h5

@@ -1,0 +1,242 @@
+#!/usr/bin/env bash
+# cli_errors.sh: end-to-end tests of the `itertime` command's behaviour on good and bad input.
+#
+#   cli_errors.sh ITERTIME SOURCE_DIR FIXTURE_TOOL [CASE...]
+#
+# ITERTIME is the built binary, SOURCE_DIR the project root (for data/models/), FIXTURE_TOOL the built
+# tests/e2e/make_h5_fixture. Without CASE every case runs. Each case runs in a fresh temporary folder.
+# Rules checked for bad input (launcher/main.cpp, common/errors.hpp): exit status 2, exactly one line on
+# stderr that names the input, nothing on stdout, and no file created or changed in the working folder.
+set -uo pipefail
+
+if [[ $# -lt 3 ]]; then
+  echo "usage: $0 ITERTIME SOURCE_DIR FIXTURE_TOOL [CASE...]" >&2
+  exit 64
+fi
+ITERTIME="$(realpath "$1")"
+SOURCE_DIR="$(realpath "$2")"
+FIXTURE="$(realpath "$3")"
+shift 3
+MODELS="$SOURCE_DIR/data/models"
+
+failures=0
+WORK=""
+OUT=""
+ERR=""
+STATUS=0
+
+fail() {
+  echo "FAIL [$CASE]: $*" >&2
+  if [[ -n "$OUT" && -f "$OUT" ]]; then echo "--- stdout:" >&2; cat "$OUT" >&2; fi
+  if [[ -n "$ERR" && -f "$ERR" ]]; then echo "--- stderr:" >&2; cat "$ERR" >&2; fi
+  failures=$((failures + 1))
+}
+
+# Every regular file in the working folder with its size, mtime and checksum.
+snapshot() {
+  (cd "$WORK" && find . -path ./.cli -prune -o -print0 | sort -z |
+    xargs -0 -r stat --format '%n %F %s %Y.%y' &&
+    find . -path ./.cli -prune -o -type f -print0 | sort -z | xargs -0 -r md5sum)
+}
+
+# run ARGS...: runs itertime in the working folder, capturing stdout, stderr and the exit status.
+run() {
+  (cd "$WORK" && "$ITERTIME" "$@" >"$OUT" 2>"$ERR")
+  STATUS=$?
+}
+
+lines_of() { awk 'END { print NR }' "$1"; }
+
+# expect_user_error NEEDLE ARGS...: a user's mistake: status 2, one stderr line containing NEEDLE,
+# empty stdout, and the working folder unchanged.
+expect_user_error() {
+  local needle="$1"
+  shift
+  local before after
+  before="$(snapshot)"
+  run "$@"
+  after="$(snapshot)"
+  [[ $STATUS -eq 2 ]] || fail "itertime $* exited with $STATUS, expected 2"
+  [[ "$(lines_of "$ERR")" -eq 1 ]] || fail "itertime $* wrote $(lines_of "$ERR") lines on stderr, expected 1"
+  [[ ! -s "$OUT" ]] || fail "itertime $* wrote on stdout on error"
+  grep -q '^itertime: error: ' "$ERR" || fail "itertime $*: stderr does not start with 'itertime: error: '"
+  grep -qF -- "$needle" "$ERR" || fail "itertime $*: stderr does not mention '$needle'"
+  [[ "$before" == "$after" ]] || fail "itertime $* changed the working folder:
+$(diff <(echo "$before") <(echo "$after"))"
+}
+
+expect_success() {
+  run "$@"
+  [[ $STATUS -eq 0 ]] || fail "itertime $* exited with $STATUS, expected 0"
+  [[ ! -s "$ERR" ]] || fail "itertime $* wrote on stderr on success"
+}
+
+expect_stdout() {
+  grep -qF -- "$1" "$OUT" || fail "stdout lacks '$1'"
+}
+
+# ---- cases ------------------------------------------------------------------------------------
+
+case_model_show() {
+  expect_success model show "$MODELS/llama3.1-8b.json"
+  expect_stdout "8030261248"
+  expect_stdout "8.03 billion"
+  expect_stdout "legal TP degrees   1, 2, 4, 8 "
+  expect_stdout "legal PP degrees   1..32"
+  expect_stdout "KV heads 8"
+  # A relative path from another folder works too, and a different model gives different numbers.
+  cp "$MODELS/llama2-7b.json" "$WORK/config.json"
+  expect_success model show config.json
+  expect_stdout "6738415616"
+  expect_stdout "6.74 billion"
+  expect_stdout "1, 2, 4, 8, 16, 32"
+  expect_stdout "meta-llama/Llama-2-7b-hf"
+}
+
+# Subcommand names listed under "Subcommands:" in a --help text.
+subcommands_of() {
+  awk '/^Subcommands:/ { on = 1; next } on && /^  [a-z]/ { print $1 } on && /^$/ { on = 0 }' "$1"
+}
+
+case_help() {
+  expect_success --help
+  expect_stdout "Usage:"
+  local top=()
+  mapfile -t top < <(subcommands_of "$OUT")
+  [[ ${#top[@]} -ge 3 ]] || fail "--help lists ${#top[@]} subcommands, expected at least info, model, inspect"
+  for expected in info model inspect; do
+    [[ " ${top[*]} " == *" $expected "* ]] || fail "--help does not list '$expected'"
+  done
+  local sub nested
+  for sub in "${top[@]}"; do
+    expect_success "$sub" --help
+    expect_stdout "Usage:"
+    local inner=()
+    mapfile -t inner < <(subcommands_of "$OUT")
+    for nested in "${inner[@]}"; do
+      expect_success "$sub" "$nested" --help
+      expect_stdout "Usage:"
+    done
+  done
+  expect_success model show --help
+  expect_stdout "FILE"
+  expect_success inspect --help
+  expect_stdout "--fields"
+}
+
+case_version() {
+  expect_success --version
+  grep -qE '^itertime [0-9]+\.[0-9]+\.[0-9]+' "$OUT" || fail "--version prints no version"
+}
+
+case_missing_field() {
+  grep -v '"num_hidden_layers"' "$MODELS/llama3.1-8b.json" >"$WORK/config.json"
+  expect_user_error "num_hidden_layers" model show config.json
+  grep -qF "config.json" "$ERR" || fail "the error does not name the file"
+}
+
+case_not_json() {
+  printf 'hidden_size = 4096\nthis is not JSON\n' >"$WORK/notes.json"
+  expect_user_error "notes.json" model show notes.json
+  grep -qF "not valid JSON" "$ERR" || fail "the error does not say the file is not JSON"
+}
+
+case_missing_path() {
+  expect_user_error "no-such-config.json" model show no-such-config.json
+  expect_user_error "missing/dir/config.json" model show missing/dir/config.json
+  [[ ! -e "$WORK/missing" ]] || fail "a missing path was created"
+}
+
+case_directory() {
+  mkdir "$WORK/llama"
+  expect_user_error "directory" model show llama
+}
+
+case_not_llama() {
+  sed 's/"model_type": "llama"/"model_type": "mistral"/' "$MODELS/llama3.1-8b.json" >"$WORK/mistral.json"
+  expect_user_error "mistral" model show mistral.json
+  sed 's/"num_key_value_heads": 8/"num_key_value_heads": 6/' "$MODELS/llama3.1-8b.json" >"$WORK/gqa.json"
+  expect_user_error "num_key_value_heads" model show gqa.json
+}
+
+case_inspect_text_file() {
+  printf 'not an HDF5 file, just text\n' >"$WORK/cluster.h5"
+  expect_user_error "not an HDF5 file" inspect cluster.h5
+  grep -qF "cluster.h5" "$ERR" || fail "the error does not name the file"
+  expect_user_error "not an HDF5 file" inspect "$MODELS/tiny-llama.json"
+}
+
+case_inspect_foreign_schema() {
+  "$FIXTURE" foreign "$WORK/future.h5" 99 || { fail "make_h5_fixture foreign failed"; return; }
+  expect_user_error "99" inspect future.h5
+  grep -qF "schema version 1" "$ERR" || fail "the error does not name this itertime's schema version 1"
+  grep -qF "future.h5" "$ERR" || fail "the error does not name the file"
+  expect_user_error "99" inspect --fields future.h5
+}
+
+case_inspect_missing_file() {
+  expect_user_error "absent.h5" inspect absent.h5
+  [[ ! -e "$WORK/absent.h5" ]] || fail "inspect created the file it was asked to read"
+}
+
+case_inspect_store() {
+  "$FIXTURE" store "$WORK/cluster.h5" || { fail "make_h5_fixture store failed"; return; }
+  local before
+  before="$(snapshot)"
+  expect_success inspect --fields cluster.h5
+  [[ "$before" == "$(snapshot)" ]] || fail "inspect changed the file it read"
+  expect_stdout "schema version 1"
+  expect_stdout "make_h5_fixture store"
+  expect_stdout "/comm/points"
+  expect_stdout "/comm/samples"
+  expect_stdout "bytes, time_us, collective"
+  grep -qE '/comm/points +3 rows' "$OUT" || fail "inspect does not report 3 rows in /comm/points"
+  grep -qE '/comm/samples +5 rows +float64' "$OUT" || fail "inspect does not report 5 float64 samples"
+}
+
+case_unknown_subcommand() {
+  expect_user_error "frobnicate" frobnicate
+  expect_user_error "frobnicate" model frobnicate data.json
+}
+
+case_unknown_option() {
+  expect_user_error "--frobnicate" model show --frobnicate "$MODELS/tiny-llama.json"
+  expect_user_error "--bogus" --bogus
+}
+
+case_missing_argument() {
+  expect_user_error "FILE" model show
+  expect_user_error "FILE" inspect
+  expect_user_error "subcommand" model
+  expect_user_error "subcommand"
+}
+
+ALL_CASES=(model_show help version missing_field not_json missing_path directory not_llama inspect_text_file
+           inspect_foreign_schema inspect_missing_file inspect_store unknown_subcommand unknown_option
+           missing_argument)
+
+cleanup() { [[ -n "$WORK" && -d "$WORK" ]] && rm -rf "$WORK"; }
+trap cleanup EXIT
+
+CASES=("$@")
+[[ ${#CASES[@]} -gt 0 ]] || CASES=("${ALL_CASES[@]}")
+
+for CASE in "${CASES[@]}"; do
+  if ! declare -F "case_$CASE" >/dev/null; then
+    echo "unknown case '$CASE'; known: ${ALL_CASES[*]}" >&2
+    exit 64
+  fi
+  WORK="$(mktemp -d "${TMPDIR:-/tmp}/itertime-cli.XXXXXX")"
+  mkdir "$WORK/.cli"
+  OUT="$WORK/.cli/stdout"
+  ERR="$WORK/.cli/stderr"
+  before_failures=$failures
+  "case_$CASE"
+  rm -rf "$WORK"
+  if [[ $failures -eq $before_failures ]]; then echo "ok   $CASE"; else echo "FAIL $CASE"; fi
+done
+
+if [[ $failures -ne 0 ]]; then
+  echo "$failures check(s) failed" >&2
+  exit 1
+fi

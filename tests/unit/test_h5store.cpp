@@ -1,0 +1,521 @@
+// Unit tests of common/h5store: HDF5 round trips in a temporary folder, the refusals that protect
+// existing files (no overwrite without force, schema version, not HDF5, schema of a table), and that
+// standard HDF5 tools (h5dump) read what we write.
+#include <gtest/gtest.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <H5Cpp.h>
+
+#include <array>
+#include <chrono>
+#include <cstdint>
+#include <cstdio>
+#include <cstring>
+#include <filesystem>
+#include <functional>
+#include <map>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "common/errors.hpp"
+#include "common/h5store.hpp"
+#include "temp_dir.hpp"
+
+namespace itertime_test_rows {
+
+struct Row {
+  int64_t id;
+  double time_us;
+  char label[16];
+};
+
+// Same layout as Row, other field names: a table written by "another version".
+struct RenamedRow {
+  int64_t id;
+  double latency_us;
+  char label[16];
+};
+
+struct WideRow {
+  int32_t rank;
+  float ratio;
+  uint8_t ok;
+  int64_t bytes;
+};
+
+}  // namespace itertime_test_rows
+
+namespace itertime::h5 {
+template <>
+struct RowTraits<itertime_test_rows::Row> {
+  static RowType row_type() {
+    using itertime_test_rows::Row;
+    RowType type(sizeof(Row));
+    ITERTIME_H5_FIELD(type, Row, id);
+    ITERTIME_H5_FIELD(type, Row, time_us);
+    ITERTIME_H5_FIELD(type, Row, label);
+    return type;
+  }
+};
+template <>
+struct RowTraits<itertime_test_rows::RenamedRow> {
+  static RowType row_type() {
+    using itertime_test_rows::RenamedRow;
+    RowType type(sizeof(RenamedRow));
+    ITERTIME_H5_FIELD(type, RenamedRow, id);
+    ITERTIME_H5_FIELD(type, RenamedRow, latency_us);
+    ITERTIME_H5_FIELD(type, RenamedRow, label);
+    return type;
+  }
+};
+template <>
+struct RowTraits<itertime_test_rows::WideRow> {
+  static RowType row_type() {
+    using itertime_test_rows::WideRow;
+    RowType type(sizeof(WideRow));
+    ITERTIME_H5_FIELD(type, WideRow, rank);
+    ITERTIME_H5_FIELD(type, WideRow, ratio);
+    ITERTIME_H5_FIELD(type, WideRow, ok);
+    ITERTIME_H5_FIELD(type, WideRow, bytes);
+    return type;
+  }
+};
+}  // namespace itertime::h5
+
+namespace itertime {
+namespace {
+
+using itertime::testing::read_bytes;
+using itertime::testing::TempDir;
+using itertime_test_rows::RenamedRow;
+using itertime_test_rows::Row;
+using itertime_test_rows::WideRow;
+
+const std::map<std::string, std::string> kProvenance = {
+    {"itertime_version", "0.1.0"}, {"argv", "itertime calibrate comm --out x.h5"}, {"backend", "cpu"},
+    {"hostnames", "node-a,node-b"}, {"empty_value", ""}};
+
+Row make_row(int64_t id, double time_us, const std::string& label) {
+  Row row{};
+  row.id = id;
+  row.time_us = time_us;
+  h5::set_string(row.label, label);
+  return row;
+}
+
+struct FileState {
+  std::string bytes;
+  std::filesystem::file_time_type mtime;
+  bool operator==(const FileState& other) const { return bytes == other.bytes && mtime == other.mtime; }
+};
+
+FileState file_state(const std::string& path) { return {read_bytes(path), std::filesystem::last_write_time(path)}; }
+
+std::string user_error_of(const std::function<void()>& action) {
+  try {
+    action();
+  } catch (const UserError& error) {
+    return error.what();
+  }
+  ADD_FAILURE() << "expected a UserError";
+  return "";
+}
+
+// Writes /meta schema_version = `version` with the raw HDF5 C++ API, as another itertime would.
+void write_foreign_store(const std::string& path, int64_t version) {
+  H5::H5File file(path, H5F_ACC_TRUNC);
+  H5::Group meta = file.createGroup("/meta");
+  H5::Attribute attribute = meta.createAttribute("schema_version", H5::PredType::NATIVE_INT64, H5::DataSpace(H5S_SCALAR));
+  attribute.write(H5::PredType::NATIVE_INT64, &version);
+}
+
+std::string run_and_capture(const std::string& command) {
+  std::string output;
+  FILE* pipe = popen(command.c_str(), "r");
+  if (pipe == nullptr) return output;
+  std::array<char, 4096> buffer{};
+  std::size_t n = 0;
+  while ((n = std::fread(buffer.data(), 1, buffer.size(), pipe)) > 0) output.append(buffer.data(), n);
+  const int status = pclose(pipe);
+  EXPECT_EQ(status, 0) << command << "\n" << output;
+  return output;
+}
+
+// ---- create / open / meta ----------------------------------------------------------------------
+
+TEST(H5Store, CreateWritesMetaAndReopensReadOnly) {
+  TempDir dir;
+  const std::string path = dir.file("cluster.h5");
+  {
+    h5::Store store = h5::Store::create(path, /*force=*/false, kProvenance);
+    EXPECT_TRUE(store.writable());
+    EXPECT_EQ(store.path(), path);
+    EXPECT_EQ(store.schema_version(), h5::kSchemaVersion);
+    store.set_meta("world_size", int64_t{8});
+    store.set_meta("backend", "cuda");  // replaces the provenance value
+  }
+  ASSERT_TRUE(std::filesystem::exists(path));
+  EXPECT_GT(H5Fis_hdf5(path.c_str()), 0);
+
+  h5::Store store = h5::Store::open(path, /*writable=*/false);
+  EXPECT_FALSE(store.writable());
+  EXPECT_EQ(store.schema_version(), 1);
+  const auto meta = store.meta();
+  EXPECT_EQ(meta.at("schema_version"), "1");
+  EXPECT_EQ(meta.at("itertime_version"), "0.1.0");
+  EXPECT_EQ(meta.at("argv"), "itertime calibrate comm --out x.h5");
+  EXPECT_EQ(meta.at("hostnames"), "node-a,node-b");
+  EXPECT_EQ(meta.at("empty_value"), "");
+  EXPECT_EQ(meta.at("backend"), "cuda");
+  EXPECT_EQ(meta.at("world_size"), "8");
+  EXPECT_EQ(meta.size(), kProvenance.size() + 2);
+  EXPECT_TRUE(store.exists("/meta"));
+  EXPECT_FALSE(store.exists("/comm"));
+  EXPECT_FALSE(store.exists("/comm/points"));
+  EXPECT_THROW(store.set_meta("x", "y"), InternalError) << "a read-only store must refuse writes";
+}
+
+TEST(H5Store, CreateRefusesAnExistingFileAndLeavesItUntouched) {
+  TempDir dir;
+  const std::string path = dir.file("cluster.h5");
+  {
+    h5::Store store = h5::Store::create(path, false, kProvenance);
+    store.table<Row>("/comm/points").append(make_row(1, 2.5, "alpha"));
+  }
+  const FileState before = file_state(path);
+  std::this_thread::sleep_for(std::chrono::milliseconds(20));  // an mtime change would be visible
+
+  const std::string message = user_error_of([&] { h5::Store::create(path, /*force=*/false, {{"argv", "second"}}); });
+  EXPECT_NE(message.find(path), std::string::npos) << message;
+  EXPECT_NE(message.find("--force"), std::string::npos) << message;
+  EXPECT_TRUE(file_state(path) == before) << "a refused create changed the file";
+
+  // create_or_resume without --resume refuses too.
+  EXPECT_THROW(h5::Store::create_or_resume(path, false, false, {}), UserError);
+  EXPECT_TRUE(file_state(path) == before);
+
+  // The same for a file that is not HDF5 at all.
+  const std::string text = dir.write("notes.txt", "precious notes\n");
+  EXPECT_THROW(h5::Store::create(text, false, {}), UserError);
+  EXPECT_EQ(read_bytes(text), "precious notes\n");
+}
+
+TEST(H5Store, ForceOverwrites) {
+  TempDir dir;
+  const std::string path = dir.file("cluster.h5");
+  {
+    h5::Store store = h5::Store::create(path, false, {{"argv", "first"}});
+    store.table<Row>("/comm/points").append(make_row(1, 2.5, "alpha"));
+  }
+  {
+    h5::Store store = h5::Store::create(path, /*force=*/true, {{"argv", "second"}});
+    EXPECT_FALSE(store.exists("/comm/points")) << "force must start a fresh file";
+  }
+  h5::Store store = h5::Store::open(path, false);
+  EXPECT_EQ(store.meta().at("argv"), "second");
+  EXPECT_TRUE(store.list_datasets().empty());
+}
+
+TEST(H5Store, CreateInAMissingFolderIsAUserError) {
+  TempDir dir;
+  const std::string path = (dir.path() / "no" / "such" / "folder" / "x.h5").string();
+  EXPECT_THROW(h5::Store::create(path, false, {}), UserError);
+  EXPECT_FALSE(std::filesystem::exists(dir.path() / "no"));
+}
+
+// ---- tables ------------------------------------------------------------------------------------
+
+TEST(H5Store, CompoundTableRoundTrip) {
+  TempDir dir;
+  const std::string path = dir.file("cluster.h5");
+  const std::vector<Row> rows = {make_row(1, 2.5, "alpha"), make_row(-7, 1e-9, "beta"),
+                                 make_row(int64_t{1} << 40, 123456.789, "exactly15chars!"),
+                                 make_row(4, -0.0, "this label is longer than sixteen")};
+  {
+    h5::Store store = h5::Store::create(path, false, kProvenance);
+    auto table = store.table<Row>("/comm/points");
+    EXPECT_EQ(table.size(), 0u);
+    table.append(rows[0]);
+    EXPECT_EQ(table.size(), 1u);
+    table.append(std::vector<Row>(rows.begin() + 1, rows.end()));
+    table.append(std::vector<Row>{});
+    EXPECT_EQ(table.size(), 4u);
+  }
+  h5::Store store = h5::Store::open(path, false);
+  auto table = store.table<Row>("/comm/points");
+  const auto read = table.read_all();
+  ASSERT_EQ(read.size(), rows.size());
+  for (std::size_t i = 0; i < rows.size(); ++i) {
+    EXPECT_EQ(read[i].id, rows[i].id) << i;
+    EXPECT_EQ(read[i].time_us, rows[i].time_us) << i;
+    EXPECT_EQ(h5::get_string(read[i].label), h5::get_string(rows[i].label)) << i;
+  }
+  EXPECT_EQ(h5::get_string(read[2].label), "exactly15chars!");
+  EXPECT_EQ(h5::get_string(read[3].label), "this label is l") << "char[16] keeps 15 characters and a NUL";
+  const auto middle = table.read(1, 2);
+  ASSERT_EQ(middle.size(), 2u);
+  EXPECT_EQ(middle[0].id, -7);
+  EXPECT_EQ(middle[1].id, int64_t{1} << 40);
+  EXPECT_THROW(table.read(3, 2), InternalError);
+}
+
+TEST(H5Store, AllSupportedMemberTypesRoundTrip) {
+  TempDir dir;
+  const std::string path = dir.file("wide.h5");
+  {
+    h5::Store store = h5::Store::create(path, false, {});
+    WideRow row{};
+    row.rank = -3;
+    row.ratio = 0.25f;
+    row.ok = 1;
+    row.bytes = int64_t{3} << 33;
+    store.table<WideRow>("/w").append(row);
+  }
+  h5::Store store = h5::Store::open(path, false);
+  const auto rows = store.table<WideRow>("/w").read_all();
+  ASSERT_EQ(rows.size(), 1u);
+  EXPECT_EQ(rows[0].rank, -3);
+  EXPECT_EQ(rows[0].ratio, 0.25f);
+  EXPECT_EQ(rows[0].ok, 1);
+  EXPECT_EQ(rows[0].bytes, int64_t{3} << 33);
+}
+
+TEST(H5Store, ResumeAppendsToAnExistingTable) {
+  TempDir dir;
+  const std::string path = dir.file("cluster.h5");
+  {
+    h5::Store store = h5::Store::create_or_resume(path, false, /*resume=*/true, {{"argv", "first"}});
+    store.table<Row>("/gt/runs").append({make_row(1, 1.0, "a"), make_row(2, 2.0, "b")});
+  }
+  {
+    h5::Store store = h5::Store::create_or_resume(path, false, /*resume=*/true, {{"argv", "second"}});
+    EXPECT_TRUE(store.writable());
+    EXPECT_EQ(store.meta().at("argv"), "first") << "resume must keep the file's provenance";
+    auto table = store.table<Row>("/gt/runs");
+    EXPECT_EQ(table.size(), 2u);
+    table.append(make_row(3, 3.0, "c"));
+  }
+  const auto rows = h5::Store::open(path, false).table<Row>("/gt/runs").read_all();
+  ASSERT_EQ(rows.size(), 3u);
+  EXPECT_EQ(rows[0].id, 1);
+  EXPECT_EQ(rows[2].id, 3);
+  EXPECT_EQ(h5::get_string(rows[2].label), "c");
+}
+
+TEST(H5Store, AppendedRowsSurviveAKilledWriter) {
+  TempDir dir;
+  const std::string path = dir.file("killed.h5");
+  const pid_t child = fork();
+  ASSERT_GE(child, 0);
+  if (child == 0) {
+    // The writer dies without closing the file (no destructors, no H5Fclose).
+    try {
+      auto* store = new h5::Store(h5::Store::create(path, false, {{"argv", "killed"}}));
+      auto table = store->table<Row>("/comm/points");
+      table.append(make_row(1, 1.5, "one"));
+      table.append(make_row(2, 2.5, "two"));
+      auto samples = store->samples("/comm/samples");
+      samples.append(std::vector<double>{1.0, 2.0, 3.0});
+    } catch (...) {
+      std::_Exit(3);
+    }
+    std::_Exit(0);
+  }
+  int status = 0;
+  ASSERT_EQ(waitpid(child, &status, 0), child);
+  ASSERT_TRUE(WIFEXITED(status));
+  ASSERT_EQ(WEXITSTATUS(status), 0);
+  h5::Store store = h5::Store::open(path, false);
+  const auto rows = store.table<Row>("/comm/points").read_all();
+  ASSERT_EQ(rows.size(), 2u);
+  EXPECT_EQ(rows[1].time_us, 2.5);
+  EXPECT_EQ(store.samples("/comm/samples").read_all(), (std::vector<double>{1.0, 2.0, 3.0}));
+}
+
+TEST(H5Store, SamplesArrayRoundTrip) {
+  TempDir dir;
+  const std::string path = dir.file("samples.h5");
+  std::vector<double> values;
+  for (int i = 0; i < 10000; ++i) values.push_back(0.5 * i - 17.25);  // spans several chunks
+  {
+    h5::Store store = h5::Store::create(path, false, {});
+    auto samples = store.samples("/comm/samples/allreduce", /*chunk_rows=*/1024);
+    samples.append(std::vector<double>(values.begin(), values.begin() + 3000));
+    samples.append(values[3000]);
+    samples.append(std::vector<double>(values.begin() + 3001, values.end()));
+    EXPECT_EQ(samples.size(), values.size());
+  }
+  h5::Store store = h5::Store::open(path, false);
+  EXPECT_EQ(store.samples("/comm/samples/allreduce").read_all(), values);
+  const auto infos = store.list_datasets();
+  ASSERT_EQ(infos.size(), 1u);
+  EXPECT_EQ(infos[0].element, "float64");
+  EXPECT_TRUE(infos[0].fields.empty());
+}
+
+TEST(H5Store, Truncate) {
+  TempDir dir;
+  const std::string path = dir.file("truncate.h5");
+  {
+    h5::Store store = h5::Store::create(path, false, {});
+    auto table = store.table<Row>("/t");
+    for (int i = 0; i < 10; ++i) table.append(make_row(i, i * 1.5, "r" + std::to_string(i)));
+    table.truncate(4);
+    EXPECT_EQ(table.size(), 4u);
+    EXPECT_THROW(table.truncate(5), InternalError) << "truncate cannot grow";
+    table.append(make_row(99, 9.9, "after"));
+    auto samples = store.samples("/s");
+    samples.append(std::vector<double>{1, 2, 3, 4, 5});
+    samples.truncate(2);
+    samples.truncate(0);
+    EXPECT_EQ(samples.size(), 0u);
+    samples.append(7.0);
+  }
+  h5::Store store = h5::Store::open(path, false);
+  const auto rows = store.table<Row>("/t").read_all();
+  ASSERT_EQ(rows.size(), 5u);
+  EXPECT_EQ(rows[3].id, 3);
+  EXPECT_EQ(h5::get_string(rows[3].label), "r3");
+  EXPECT_EQ(rows[4].id, 99);
+  EXPECT_EQ(h5::get_string(rows[4].label), "after");
+  EXPECT_EQ(store.samples("/s").read_all(), (std::vector<double>{7.0}));
+}
+
+TEST(H5Store, TableWithOtherFieldNamesIsRefused) {
+  TempDir dir;
+  const std::string path = dir.file("schema.h5");
+  {
+    h5::Store store = h5::Store::create(path, false, {});
+    store.table<Row>("/comm/points").append(make_row(1, 2.0, "x"));
+  }
+  const FileState before = file_state(path);
+  for (bool writable : {false, true}) {
+    h5::Store store = h5::Store::open(path, writable);
+    const std::string message = user_error_of([&] { store.table<RenamedRow>("/comm/points"); });
+    EXPECT_NE(message.find("/comm/points"), std::string::npos) << message;
+    EXPECT_NE(message.find("time_us"), std::string::npos) << "should name the stored fields: " << message;
+    EXPECT_NE(message.find("latency_us"), std::string::npos) << "should name the expected fields: " << message;
+    // A numeric array is not a compound table, and vice versa.
+    EXPECT_THROW(store.samples("/comm/points"), UserError);
+  }
+  EXPECT_EQ(read_bytes(path), before.bytes);
+}
+
+TEST(H5Store, ReadOnlyStoreDoesNotCreateTables) {
+  TempDir dir;
+  const std::string path = dir.file("ro.h5");
+  { h5::Store::create(path, false, {}); }
+  const std::string before = read_bytes(path);
+  h5::Store store = h5::Store::open(path, false);
+  EXPECT_THROW(store.table<Row>("/missing"), UserError);
+  EXPECT_THROW(store.samples("/missing"), UserError);
+  EXPECT_THROW(store.ensure_group("/g"), InternalError);
+  EXPECT_EQ(read_bytes(path), before);
+}
+
+// ---- files that are not ours -------------------------------------------------------------------
+
+TEST(H5Store, OtherSchemaVersionIsRefusedNamingBothVersions) {
+  TempDir dir;
+  const std::string path = dir.file("future.h5");
+  write_foreign_store(path, 99);
+  const FileState before = file_state(path);
+  std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  for (bool writable : {false, true}) {
+    const std::string message = user_error_of([&] { h5::Store::open(path, writable); });
+    EXPECT_NE(message.find("99"), std::string::npos) << message;
+    EXPECT_NE(message.find("schema version 1"), std::string::npos) << message;
+    EXPECT_NE(message.find(path), std::string::npos) << message;
+  }
+  EXPECT_THROW(h5::Store::create_or_resume(path, false, /*resume=*/true, {}), UserError);
+  EXPECT_TRUE(file_state(path) == before) << "a refused open changed the file";
+}
+
+TEST(H5Store, HdfFileWithoutMetaIsRefused) {
+  TempDir dir;
+  const std::string path = dir.file("plain.h5");
+  { H5::H5File file(path, H5F_ACC_TRUNC); }
+  EXPECT_NE(user_error_of([&] { h5::Store::open(path, false); }).find("no /meta"), std::string::npos);
+  const std::string no_version = dir.file("noversion.h5");
+  {
+    H5::H5File file(no_version, H5F_ACC_TRUNC);
+    file.createGroup("/meta");
+  }
+  EXPECT_NE(user_error_of([&] { h5::Store::open(no_version, false); }).find("schema_version"), std::string::npos);
+}
+
+TEST(H5Store, TextFileIsNotAnHdf5File) {
+  TempDir dir;
+  const std::string path = dir.write("notes.h5", "just some text, not HDF5\n");
+  const std::string message = user_error_of([&] { h5::Store::open(path, false); });
+  EXPECT_NE(message.find("not an HDF5 file"), std::string::npos) << message;
+  EXPECT_NE(message.find(path), std::string::npos) << message;
+  EXPECT_EQ(read_bytes(path), "just some text, not HDF5\n");
+  const std::string empty = dir.write("empty.h5", "");
+  EXPECT_NE(user_error_of([&] { h5::Store::open(empty, true); }).find("not an HDF5 file"), std::string::npos);
+}
+
+TEST(H5Store, MissingFileAndDirectoryAreUserErrors) {
+  TempDir dir;
+  const std::string missing = dir.file("missing.h5");
+  EXPECT_NE(user_error_of([&] { h5::Store::open(missing, false); }).find("no such file"), std::string::npos);
+  EXPECT_FALSE(std::filesystem::exists(missing));
+  EXPECT_THROW(h5::Store::open(dir.path().string(), false), UserError);
+}
+
+// ---- listing and external readers --------------------------------------------------------------
+
+TEST(H5Store, ListDatasets) {
+  TempDir dir;
+  const std::string path = dir.file("list.h5");
+  {
+    h5::Store store = h5::Store::create(path, false, kProvenance);
+    store.table<Row>("/comm/points").append({make_row(1, 1, "a"), make_row(2, 2, "b"), make_row(3, 3, "c")});
+    store.samples("/comm/samples").append(std::vector<double>(7, 1.0));
+    store.table<WideRow>("/groundtruth/runs");
+    store.ensure_group("/ops/signatures");
+    EXPECT_TRUE(store.exists("/ops/signatures"));
+  }
+  h5::Store store = h5::Store::open(path, false);
+  std::map<std::string, h5::DatasetInfo> by_path;
+  for (const auto& info : store.list_datasets()) by_path[info.path] = info;
+  ASSERT_EQ(by_path.size(), 3u);
+  ASSERT_TRUE(by_path.count("/comm/points"));
+  ASSERT_TRUE(by_path.count("/comm/samples"));
+  ASSERT_TRUE(by_path.count("/groundtruth/runs"));
+  EXPECT_EQ(by_path["/comm/points"].rows, 3u);
+  EXPECT_EQ(by_path["/comm/points"].element, "compound");
+  EXPECT_EQ(by_path["/comm/points"].fields, (std::vector<std::string>{"id", "time_us", "label"}));
+  EXPECT_EQ(by_path["/comm/samples"].rows, 7u);
+  EXPECT_EQ(by_path["/comm/samples"].element, "float64");
+  EXPECT_EQ(by_path["/groundtruth/runs"].rows, 0u);
+  EXPECT_EQ(by_path["/groundtruth/runs"].fields, (std::vector<std::string>{"rank", "ratio", "ok", "bytes"}));
+}
+
+TEST(H5Store, H5dumpReadsWhatWeWrite) {
+  const std::string h5dump = ITERTIME_H5DUMP;
+  if (h5dump.empty()) GTEST_SKIP() << "h5dump not found at configure time";
+  TempDir dir;
+  const std::string path = dir.file("dump.h5");
+  {
+    h5::Store store = h5::Store::create(path, false, {{"backend", "cpu"}});
+    store.table<Row>("/comm/points").append({make_row(41, 2.5, "alpha"), make_row(42, 1024.75, "bravo")});
+    store.samples("/comm/samples").append(std::vector<double>{3.25, 6.5});
+  }
+  const std::string out = run_and_capture("'" + h5dump + "' '" + path + "' 2>&1");
+  for (const char* expected : {"H5T_COMPOUND", "\"id\"", "\"time_us\"", "\"label\"", "\"schema_version\"",
+                               "\"backend\"", "\"cpu\"", "41", "42", "2.5", "1024.75", "\"alpha", "\"bravo",
+                               "3.25, 6.5", "GROUP \"comm\"", "DATASET \"points\"", "DATASET \"samples\"",
+                               "H5S_UNLIMITED"}) {
+    EXPECT_NE(out.find(expected), std::string::npos) << "h5dump output lacks " << expected << ":\n" << out;
+  }
+  // The schema version is a plain integer attribute equal to 1.
+  const std::string attr = run_and_capture("'" + h5dump + "' -a /meta/schema_version '" + path + "' 2>&1");
+  EXPECT_NE(attr.find("(0): 1"), std::string::npos) << attr;
+  EXPECT_NE(attr.find("H5T_STD_I64"), std::string::npos) << attr;
+}
+
+}  // namespace
+}  // namespace itertime

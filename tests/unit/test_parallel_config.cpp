@@ -1,0 +1,330 @@
+// Unit tests of common/parallel_config: legality rules (every broken rule reported), micro-batch count,
+// the rank layout of DESIGN.md §5 (TP fastest, then DP, then PP), its groups, and the split of layers
+// over pipeline stages.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <set>
+#include <string>
+#include <tuple>
+#include <vector>
+
+#include "common/errors.hpp"
+#include "common/model_spec.hpp"
+#include "common/parallel_config.hpp"
+
+namespace itertime {
+namespace {
+
+LlamaSpec llama8b() { return load_llama_config(std::string(ITERTIME_SOURCE_DIR) + "/data/models/llama3.1-8b.json"); }
+LlamaSpec tiny() { return load_llama_config(std::string(ITERTIME_SOURCE_DIR) + "/data/models/tiny-llama.json"); }
+
+ParallelConfig make(int dp, int tp, int pp, int mbs, int gbs, int seq = 1024) {
+  ParallelConfig c;
+  c.dp = dp;
+  c.tp = tp;
+  c.pp = pp;
+  c.micro_batch = mbs;
+  c.global_batch = gbs;
+  c.seq_len = seq;
+  return c;
+}
+
+bool has_message(const std::vector<std::string>& messages, const std::string& part) {
+  return std::any_of(messages.begin(), messages.end(),
+                     [&](const std::string& m) { return m.find(part) != std::string::npos; });
+}
+
+std::string joined(const std::vector<std::string>& messages) {
+  std::string out;
+  for (const auto& m : messages) out += "[" + m + "] ";
+  return out;
+}
+
+// ---- ParallelConfig ----------------------------------------------------------------------------
+
+TEST(ParallelConfig, ValidConfigHasNoViolations) {
+  const LlamaSpec model = llama8b();
+  for (const auto& c : {make(8, 1, 1, 1, 8), make(2, 2, 2, 2, 16), make(1, 8, 1, 4, 4), make(1, 1, 8, 1, 32),
+                        make(2, 4, 1, 1, 2)}) {
+    SCOPED_TRACE(c.to_string());
+    EXPECT_TRUE(c.violations(model, c.world_size()).empty()) << joined(c.violations(model, c.world_size()));
+    EXPECT_NO_THROW(c.require_valid(model, c.world_size()));
+  }
+}
+
+TEST(ParallelConfig, ListsEveryBrokenRule) {
+  // tp=3 breaks the 32 heads, the 8 KV heads and the FFN size 14336; dp*tp*pp = 6 is not the world
+  // size 8; 7 sequences do not split over dp*mbs = 2.
+  const auto broken = make(2, 3, 1, 1, 7).violations(llama8b(), 8);
+  ASSERT_EQ(broken.size(), 5u) << joined(broken);
+  EXPECT_TRUE(has_message(broken, "differs from the world size 8")) << joined(broken);
+  EXPECT_TRUE(has_message(broken, "= 6")) << joined(broken);
+  EXPECT_TRUE(has_message(broken, "tp=3 does not divide the 32 attention heads")) << joined(broken);
+  EXPECT_TRUE(has_message(broken, "tp=3 does not divide the 8 KV heads")) << joined(broken);
+  EXPECT_TRUE(has_message(broken, "tp=3 does not divide the FFN size 14336")) << joined(broken);
+  EXPECT_TRUE(has_message(broken, "global_batch=7 is not divisible by dp*micro_batch = 2")) << joined(broken);
+}
+
+TEST(ParallelConfig, ThreeIndependentRulesGiveThreeMessages) {
+  // A model where tp=3 breaks only the attention heads (KV heads and FFN size are multiples of 3).
+  LlamaSpec model = llama8b();
+  model.num_heads = 32;
+  model.num_kv_heads = 6;  // not a consistent LLaMA, but isolates the heads rule
+  model.intermediate_size = 12288;
+  const auto broken = make(2, 3, 1, 1, 7).violations(model, 8);
+  ASSERT_EQ(broken.size(), 3u) << joined(broken);
+  EXPECT_TRUE(has_message(broken, "world size")) << joined(broken);
+  EXPECT_TRUE(has_message(broken, "attention heads")) << joined(broken);
+  EXPECT_TRUE(has_message(broken, "global_batch=7")) << joined(broken);
+}
+
+TEST(ParallelConfig, Tp3RefusedFor32HeadModel) {
+  const LlamaSpec model = llama8b();
+  const ParallelConfig c = make(1, 3, 1, 1, 4);
+  const auto broken = c.violations(model, 3);
+  EXPECT_TRUE(has_message(broken, "tp=3 does not divide the 32 attention heads")) << joined(broken);
+  EXPECT_FALSE(has_message(broken, "world size")) << joined(broken);
+  try {
+    c.require_valid(model, 3);
+    FAIL() << "tp=3 accepted for a 32-head model";
+  } catch (const UserError& error) {
+    const std::string message = error.what();
+    EXPECT_NE(message.find("llama3.1-8b"), std::string::npos) << message;
+    EXPECT_NE(message.find("dp1-tp3-pp1"), std::string::npos) << message;
+    // every rule, joined in the one message
+    for (const auto& part : broken) EXPECT_NE(message.find(part), std::string::npos) << message;
+    EXPECT_NE(message.find("; "), std::string::npos) << message;
+  }
+  // And tp=3 is not among the legal degrees the model offers.
+  const auto legal = model.legal_tp_degrees();
+  EXPECT_EQ(std::find(legal.begin(), legal.end(), 3), legal.end());
+}
+
+TEST(ParallelConfig, EveryLegalTpDegreeIsAcceptedAndOnlyThose) {
+  const LlamaSpec model = llama8b();
+  const auto legal = model.legal_tp_degrees();
+  for (int tp = 1; tp <= 40; ++tp) {
+    const bool is_legal = std::find(legal.begin(), legal.end(), tp) != legal.end();
+    EXPECT_EQ(make(1, tp, 1, 1, 1).violations(model, 0).empty(), is_legal) << "tp=" << tp;
+  }
+}
+
+TEST(ParallelConfig, PipelineDeeperThanTheLayers) {
+  const auto broken = make(1, 1, 5, 1, 4, 128).violations(tiny(), 5);
+  ASSERT_EQ(broken.size(), 1u) << joined(broken);
+  EXPECT_TRUE(has_message(broken, "pp=5 exceeds the 4 layers"));
+  EXPECT_TRUE(make(1, 1, 4, 1, 4, 128).violations(tiny(), 4).empty());
+}
+
+TEST(ParallelConfig, SequenceLongerThanTheModelAllows) {
+  const auto broken = make(1, 1, 1, 1, 1, 1024).violations(tiny(), 1);
+  ASSERT_EQ(broken.size(), 1u) << joined(broken);
+  EXPECT_TRUE(has_message(broken, "seq_len=1024 exceeds max_position_embeddings=512"));
+  EXPECT_TRUE(make(1, 1, 1, 1, 1, 512).violations(tiny(), 1).empty());
+}
+
+TEST(ParallelConfig, NonPositiveValuesAreAllNamed) {
+  const auto broken = make(0, -1, 1, 0, 8).violations(llama8b(), 8);
+  ASSERT_EQ(broken.size(), 3u) << joined(broken);
+  EXPECT_TRUE(has_message(broken, "dp=0 must be positive"));
+  EXPECT_TRUE(has_message(broken, "tp=-1 must be positive"));
+  EXPECT_TRUE(has_message(broken, "micro_batch=0 must be positive"));
+  EXPECT_THROW(make(1, 1, 1, 1, 1, 0).require_valid(llama8b(), 1), UserError);
+}
+
+TEST(ParallelConfig, NonPositiveWorldSizeSkipsTheWorldCheck) {
+  EXPECT_TRUE(make(2, 2, 2, 1, 8).violations(llama8b(), 0).empty());
+  EXPECT_TRUE(make(2, 2, 2, 1, 8).violations(llama8b(), -1).empty());
+  EXPECT_EQ(make(2, 2, 2, 1, 8).violations(llama8b(), 4).size(), 1u);
+}
+
+TEST(ParallelConfig, NumMicroBatches) {
+  EXPECT_EQ(make(4, 1, 1, 2, 64).num_micro_batches(), 8);
+  EXPECT_EQ(make(1, 8, 1, 1, 16).num_micro_batches(), 16);
+  EXPECT_EQ(make(2, 2, 2, 4, 8).num_micro_batches(), 1);
+  EXPECT_EQ(make(8, 1, 1, 1, 8).num_micro_batches(), 1);
+  EXPECT_EQ(make(3, 1, 1, 2, 30).num_micro_batches(), 5);
+}
+
+TEST(ParallelConfig, Strings) {
+  const ParallelConfig c = make(2, 1, 2, 1, 8, 128);
+  EXPECT_EQ(c.to_string(), "dp2-tp1-pp2 mbs1 gbs8 seq128");
+  EXPECT_EQ(c.tuple_string(), "(2,1,2)");
+  EXPECT_EQ(c.world_size(), 4);
+}
+
+// ---- RankLayout --------------------------------------------------------------------------------
+
+using Layout = std::tuple<int, int, int>;  // dp, tp, pp
+
+const std::vector<Layout> kLayouts = {{1, 1, 1}, {2, 1, 1}, {1, 2, 1}, {1, 1, 2}, {2, 2, 2}, {3, 2, 4},
+                                      {4, 1, 2}, {2, 4, 1}, {1, 3, 5}, {5, 3, 1}, {2, 2, 3}, {8, 1, 1}};
+
+TEST(RankLayout, CoordsAndRankOfRoundTripForEveryRank) {
+  for (const auto& [dp, tp, pp] : kLayouts) {
+    const RankLayout layout(dp, tp, pp);
+    SCOPED_TRACE("dp" + std::to_string(dp) + " tp" + std::to_string(tp) + " pp" + std::to_string(pp));
+    ASSERT_EQ(layout.world_size(), dp * tp * pp);
+    std::set<std::tuple<int, int, int>> seen;
+    for (int rank = 0; rank < layout.world_size(); ++rank) {
+      const RankCoords c = layout.coords(rank);
+      ASSERT_GE(c.dp_idx, 0);
+      ASSERT_LT(c.dp_idx, dp);
+      ASSERT_GE(c.tp_idx, 0);
+      ASSERT_LT(c.tp_idx, tp);
+      ASSERT_GE(c.pp_idx, 0);
+      ASSERT_LT(c.pp_idx, pp);
+      EXPECT_EQ(layout.rank_of(c), rank);
+      // rank = pp_idx * (dp * tp) + dp_idx * tp + tp_idx
+      EXPECT_EQ(c.pp_idx * (dp * tp) + c.dp_idx * tp + c.tp_idx, rank);
+      seen.insert({c.dp_idx, c.tp_idx, c.pp_idx});
+    }
+    EXPECT_EQ(static_cast<int>(seen.size()), layout.world_size()) << "coords must be a bijection";
+  }
+}
+
+TEST(RankLayout, ExplicitCoordinates) {
+  const RankLayout layout(2, 2, 2);
+  // rank 5 = 1*(2*2) + 0*2 + 1
+  EXPECT_EQ(layout.coords(5), (RankCoords{0, 1, 1}));  // dp_idx, tp_idx, pp_idx
+  EXPECT_EQ(layout.coords(2), (RankCoords{1, 0, 0}));
+  EXPECT_EQ(layout.coords(7), (RankCoords{1, 1, 1}));
+  const RankLayout wide(3, 2, 4);
+  EXPECT_EQ(wide.rank_of(RankCoords{2, 1, 3}), 3 * 6 + 2 * 2 + 1);
+  EXPECT_EQ(wide.coords(23), (RankCoords{2, 1, 3}));
+  EXPECT_EQ(wide.coords(1), (RankCoords{0, 1, 0}));
+  EXPECT_EQ(wide.coords(6), (RankCoords{0, 0, 1}));
+}
+
+TEST(RankLayout, ExplicitGroups) {
+  const RankLayout layout(2, 2, 2);
+  EXPECT_EQ(layout.tp_group(5), (std::vector<int>{4, 5}));
+  EXPECT_EQ(layout.dp_group(5), (std::vector<int>{5, 7}));
+  EXPECT_EQ(layout.pp_group(5), (std::vector<int>{1, 5}));
+  const RankLayout wide(3, 2, 4);  // 24 ranks
+  EXPECT_EQ(wide.tp_group(9), (std::vector<int>{8, 9}));
+  EXPECT_EQ(wide.dp_group(9), (std::vector<int>{7, 9, 11}));
+  EXPECT_EQ(wide.pp_group(9), (std::vector<int>{3, 9, 15, 21}));
+}
+
+TEST(RankLayout, GroupsAreStridedAndOrderedByIndex) {
+  for (const auto& [dp, tp, pp] : kLayouts) {
+    const RankLayout layout(dp, tp, pp);
+    SCOPED_TRACE("dp" + std::to_string(dp) + " tp" + std::to_string(tp) + " pp" + std::to_string(pp));
+    std::vector<int> tp_membership(static_cast<std::size_t>(layout.world_size()), 0);
+    for (int rank = 0; rank < layout.world_size(); ++rank) {
+      const RankCoords c = layout.coords(rank);
+      const auto tpg = layout.tp_group(rank);
+      const auto dpg = layout.dp_group(rank);
+      const auto ppg = layout.pp_group(rank);
+      ASSERT_EQ(static_cast<int>(tpg.size()), tp);
+      ASSERT_EQ(static_cast<int>(dpg.size()), dp);
+      ASSERT_EQ(static_cast<int>(ppg.size()), pp);
+      // TP: consecutive ranks; DP: stride tp; PP: stride dp*tp.
+      for (int i = 0; i < tp; ++i) EXPECT_EQ(tpg[static_cast<std::size_t>(i)], tpg[0] + i);
+      for (int i = 0; i < dp; ++i) EXPECT_EQ(dpg[static_cast<std::size_t>(i)], dpg[0] + i * tp);
+      for (int i = 0; i < pp; ++i) EXPECT_EQ(ppg[static_cast<std::size_t>(i)], ppg[0] + i * dp * tp);
+      // A rank sits in its groups at the position of its own index.
+      EXPECT_EQ(tpg[static_cast<std::size_t>(c.tp_idx)], rank);
+      EXPECT_EQ(dpg[static_cast<std::size_t>(c.dp_idx)], rank);
+      EXPECT_EQ(ppg[static_cast<std::size_t>(c.pp_idx)], rank);
+      // Members of a group differ from the rank only in that group's coordinate.
+      for (int member : tpg) {
+        const RankCoords m = layout.coords(member);
+        EXPECT_TRUE(m.dp_idx == c.dp_idx && m.pp_idx == c.pp_idx);
+        EXPECT_EQ(layout.tp_group(member), tpg) << "groups must agree between their members";
+      }
+      for (int member : dpg) {
+        const RankCoords m = layout.coords(member);
+        EXPECT_TRUE(m.tp_idx == c.tp_idx && m.pp_idx == c.pp_idx);
+        EXPECT_EQ(layout.dp_group(member), dpg);
+      }
+      for (int member : ppg) {
+        const RankCoords m = layout.coords(member);
+        EXPECT_TRUE(m.tp_idx == c.tp_idx && m.dp_idx == c.dp_idx);
+        EXPECT_EQ(layout.pp_group(member), ppg);
+      }
+      if (tpg[0] == rank) {
+        for (int member : tpg) ++tp_membership[static_cast<std::size_t>(member)];
+      }
+    }
+    for (int count : tp_membership) EXPECT_EQ(count, 1) << "TP groups must partition the world";
+  }
+}
+
+TEST(RankLayout, InvalidLayoutsAndRanks) {
+  EXPECT_THROW(RankLayout(0, 1, 1), UserError);
+  EXPECT_THROW(RankLayout(1, -2, 1), UserError);
+  EXPECT_THROW(RankLayout(1, 1, 0), UserError);
+  const RankLayout layout(2, 2, 1);
+  EXPECT_THROW(layout.coords(4), InternalError);
+  EXPECT_THROW(layout.coords(-1), InternalError);
+  EXPECT_THROW(layout.rank_of(RankCoords{2, 0, 0}), InternalError);
+  EXPECT_THROW(layout.rank_of(RankCoords{0, 0, 1}), InternalError);
+  EXPECT_THROW(layout.tp_group(7), InternalError);
+}
+
+// ---- stage_layers ------------------------------------------------------------------------------
+
+TEST(StageLayers, TenLayersOverFourStages) {
+  const auto stages = stage_layers(10, 4);
+  ASSERT_EQ(stages.size(), 4u);
+  const int expected_layers[] = {3, 3, 2, 2};
+  const int expected_first[] = {0, 3, 6, 8};
+  for (std::size_t s = 0; s < 4; ++s) {
+    EXPECT_EQ(stages[s].num_layers, expected_layers[s]) << "stage " << s;
+    EXPECT_EQ(stages[s].first_layer, expected_first[s]) << "stage " << s;
+    EXPECT_EQ(stages[s].has_embedding, s == 0) << "stage " << s;
+    EXPECT_EQ(stages[s].has_head, s == 3) << "stage " << s;
+  }
+}
+
+TEST(StageLayers, SingleStageHoldsEverything) {
+  const auto stages = stage_layers(32, 1);
+  ASSERT_EQ(stages.size(), 1u);
+  EXPECT_EQ(stages[0].num_layers, 32);
+  EXPECT_EQ(stages[0].first_layer, 0);
+  EXPECT_TRUE(stages[0].has_embedding);
+  EXPECT_TRUE(stages[0].has_head);
+}
+
+TEST(StageLayers, SplitsAreContiguousBalancedAndFrontLoaded) {
+  for (int layers : {1, 4, 10, 32, 80, 126}) {
+    for (int pp = 1; pp <= std::min(layers, 40); ++pp) {
+      SCOPED_TRACE(std::to_string(layers) + " layers over pp=" + std::to_string(pp));
+      const auto stages = stage_layers(layers, pp);
+      ASSERT_EQ(static_cast<int>(stages.size()), pp);
+      int next = 0;
+      for (int s = 0; s < pp; ++s) {
+        const auto& stage = stages[static_cast<std::size_t>(s)];
+        EXPECT_EQ(stage.first_layer, next);
+        EXPECT_EQ(stage.num_layers, layers / pp + (s < layers % pp ? 1 : 0));
+        EXPECT_EQ(stage.has_embedding, s == 0);
+        EXPECT_EQ(stage.has_head, s == pp - 1);
+        next += stage.num_layers;
+      }
+      EXPECT_EQ(next, layers);
+    }
+  }
+  const auto stages = stage_layers(32, 3);
+  EXPECT_EQ(stages[0].num_layers, 11);
+  EXPECT_EQ(stages[1].num_layers, 11);
+  EXPECT_EQ(stages[2].num_layers, 10);
+}
+
+TEST(StageLayers, ImpossibleSplitsThrowUserError) {
+  EXPECT_THROW(stage_layers(4, 5), UserError);
+  EXPECT_THROW(stage_layers(10, 0), UserError);
+  EXPECT_THROW(stage_layers(10, -1), UserError);
+  try {
+    stage_layers(32, 33);
+    FAIL() << "pp > layers accepted";
+  } catch (const UserError& error) {
+    EXPECT_NE(std::string(error.what()).find("32 layers"), std::string::npos) << error.what();
+    EXPECT_NE(std::string(error.what()).find("pp=33"), std::string::npos) << error.what();
+  }
+}
+
+}  // namespace
+}  // namespace itertime
