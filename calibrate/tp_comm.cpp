@@ -56,6 +56,22 @@ void all_reduce_tensor(Communicator& comm, torch::Tensor& tensor, bool cuda) {
   comm.synchronize();
 }
 
+torch::Tensor flatten_gradients(const std::vector<torch::Tensor>& parameters) {
+  std::vector<torch::Tensor> parts;
+  parts.reserve(parameters.size());
+  for (const auto& p : parameters) parts.push_back(p.grad().reshape({-1}));
+  return torch::cat(parts);
+}
+
+void unflatten_gradients(const torch::Tensor& flat, std::vector<torch::Tensor>& parameters) {
+  int64_t offset = 0;
+  for (auto& p : parameters) {
+    const int64_t n = p.numel();
+    p.grad().copy_(flat.narrow(0, offset, n).view_as(p));
+    offset += n;
+  }
+}
+
 torch::Tensor copy_to_tp(const torch::Tensor& x, TpContext* context) {
   if (context == nullptr || context->size == 1) return x;
   return CopyToTp::apply(x, static_cast<int64_t>(reinterpret_cast<intptr_t>(context)));

@@ -35,6 +35,10 @@ struct TpContext {
 torch::Tensor copy_to_tp(const torch::Tensor& x, TpContext* context);
 torch::Tensor reduce_from_tp(const torch::Tensor& x, TpContext* context);
 
+// The DP gradient buffer: all gradients concatenated in one flat tensor (gradient dtype), and back.
+torch::Tensor flatten_gradients(const std::vector<torch::Tensor>& parameters);
+void unflatten_gradients(const torch::Tensor& flat, std::vector<torch::Tensor>& parameters);
+
 // In-place all-reduce (sum) of a contiguous tensor; the device work before it is complete when it starts.
 void all_reduce_tensor(Communicator& comm, torch::Tensor& tensor, bool cuda);
 

@@ -228,18 +228,10 @@ struct Trainer::Impl {
   void all_reduce_gradients() {
     const auto start = Clock::now();
     if (options.config.dp > 1) {
-      std::vector<torch::Tensor> flat_parts;
-      flat_parts.reserve(parameters.size());
-      for (const auto& p : parameters) flat_parts.push_back(p.grad().reshape({-1}));
-      torch::Tensor flat = torch::cat(flat_parts);
+      torch::Tensor flat = flatten_gradients(parameters);
       all_reduce_tensor(*dp_comm, flat, options.backend == Backend::kCuda);
       flat.div_(static_cast<double>(options.config.dp));
-      int64_t offset = 0;
-      for (auto& p : parameters) {
-        const int64_t n = p.numel();
-        p.grad().copy_(flat.narrow(0, offset, n).view_as(p));
-        offset += n;
-      }
+      unflatten_gradients(flat, parameters);
     }
     phases.dp_comm_us += since_us(start);
   }

@@ -6,6 +6,7 @@
 #include "calibrate/comm_bench.hpp"
 #ifdef ITERTIME_HAVE_TORCH
 #include "calibrate/groundtruth.hpp"
+#include "calibrate/ops_calibration.hpp"
 #endif
 #include "common/job.hpp"
 #include "common/errors.hpp"
@@ -120,10 +121,40 @@ int run_groundtruth(Context& context, const GroundTruthArgs& args) {
   }
 }
 
+int run_ops(Context& context, const GroundTruthArgs& args) {
+  MpiSession mpi(&context.argc, &context.argv);
+  try {
+#ifdef ITERTIME_HAVE_TORCH
+    calibrate::OpsCalibrationOptions options;
+    try {
+      if (args.force && args.resume) throw UserError("--force and --resume exclude each other: pick one");
+      options.job = load_job(args.job);
+    } catch (const CollectiveUserError&) {
+      throw;
+    } catch (const UserError& error) {
+      throw CollectiveUserError(error.what());
+    }
+    options.output_path = args.output;
+    options.force = args.force;
+    options.resume = args.resume;
+    options.provenance = collect_provenance(context.command_line, to_string(options.job.backend));
+    const calibrate::OpsCalibrationSummary summary = calibrate::calibrate_ops(options);
+    (void)summary;
+    return kExitSuccess;
+#else
+    (void)args;
+    throw CollectiveUserError("this itertime was built without LibTorch (ITERTIME_WITH_TORCH=OFF); operator profiling needs it");
+#endif
+  } catch (const CollectiveUserError& error) {
+    if (mpi.world_rank() == 0) std::fprintf(stderr, "itertime: error: %s\n", error.what());
+    return kExitUserError;
+  }
+}
+
 }  // namespace
 
 void register_calibrate(CLI::App& app, std::vector<std::pair<CLI::App*, Action>>& actions) {
-  CLI::App* calibrate = app.add_subcommand("calibrate", "Measure a cluster: communication (comm), ground truth (groundtruth); run under mpirun or srun");
+  CLI::App* calibrate = app.add_subcommand("calibrate", "Measure a cluster: communication (comm), operators (ops), ground truth (groundtruth); run under mpirun or srun");
   calibrate->require_subcommand(1);
 
   CLI::App* comm = calibrate->add_subcommand(
@@ -157,6 +188,15 @@ void register_calibrate(CLI::App& app, std::vector<std::pair<CLI::App*, Action>>
   groundtruth->add_flag("--force", gt_args->force, "Overwrite an existing output file");
   groundtruth->add_flag("--resume", gt_args->resume, "Continue an existing output file: measure only the missing configurations");
   actions.emplace_back(groundtruth, [gt_args](Context& context) { return run_groundtruth(context, *gt_args); });
+
+  CLI::App* ops = calibrate->add_subcommand(
+      "ops", "Trace every pipeline stage of a job's configurations at its precision and profile each operator (LibTorch)");
+  auto ops_args = std::make_shared<GroundTruthArgs>();
+  ops->add_option("--job", ops_args->job, "Job file (JSON; see jobs/ and docs/jobs.md)")->required();
+  ops->add_option("-o,--output", ops_args->output, "HDF5 file to write (refused if it exists, unless --force or --resume)")->required();
+  ops->add_flag("--force", ops_args->force, "Overwrite an existing output file");
+  ops->add_flag("--resume", ops_args->resume, "Continue an existing output file: trace and time only what is missing");
+  actions.emplace_back(ops, [ops_args](Context& context) { return run_ops(context, *ops_args); });
 }
 
 }  // namespace itertime::launcher

@@ -1,0 +1,336 @@
+#include "calibrate/op_tracer.hpp"
+
+#include <ATen/core/dispatch/Dispatcher.h>
+#include <ATen/record_function.h>
+
+#include <mutex>
+#include <sstream>
+
+#include "calibrate/torch_compat.hpp"
+#include "common/errors.hpp"
+
+namespace itertime::calibrate {
+
+struct TraceSession::Node {
+  std::string name;
+  std::string overload;
+  bool is_operator = false;
+  std::vector<ArgSpec> args;
+  std::string output_dtype;
+  Phase phase = Phase::kForward;
+  std::vector<std::unique_ptr<Node>> children;
+};
+
+struct TraceSession::State {
+  at::CallbackHandle handle = at::INVALID_CALLBACK_HANDLE;
+  Node root;
+  std::vector<Node*> stack;
+  Phase phase = Phase::kForward;
+  std::vector<TracedComm> comms;
+};
+
+namespace {
+
+// The session tracing on this thread, if any: set and cleared by TraceSession's constructor and
+// destructor (RAII), read by the RecordFunction callbacks, which cannot capture state.
+thread_local TraceSession::State* g_active_trace = nullptr;
+thread_local bool g_in_callback = false;
+
+TensorSpec spec_of(const at::Tensor& tensor) {
+  TensorSpec spec;
+  spec.dtype = from_torch(tensor.scalar_type());
+  spec.sizes.assign(tensor.sizes().begin(), tensor.sizes().end());
+  spec.strides.assign(tensor.strides().begin(), tensor.strides().end());
+  return spec;
+}
+
+ArgSpec arg_of(const c10::IValue& value) {
+  ArgSpec arg;
+  if (value.isTensor()) {
+    const at::Tensor& tensor = value.toTensor();
+    if (!tensor.defined()) {
+      arg.kind = ArgSpec::Kind::kNone;
+    } else {
+      arg.kind = ArgSpec::Kind::kTensor;
+      arg.tensor = spec_of(tensor);
+    }
+  } else if (value.isTensorList()) {
+    arg.kind = ArgSpec::Kind::kTensorList;
+    for (const at::Tensor& tensor : value.toTensorVector()) arg.tensors.push_back(spec_of(tensor));
+  } else if (value.isNone()) {
+    arg.kind = ArgSpec::Kind::kNone;
+  } else {
+    arg.kind = ArgSpec::Kind::kValue;
+    arg.value = value;
+  }
+  return arg;
+}
+
+std::unique_ptr<at::ObserverContext> on_start(const at::RecordFunction& fn) {
+  TraceSession::State* state = g_active_trace;
+  if (state == nullptr || g_in_callback) return nullptr;
+  g_in_callback = true;
+  auto node = std::make_unique<TraceSession::Node>();
+  node->name = fn.name();
+  node->phase = state->phase;
+  const auto operator_name = fn.operator_name();
+  if (operator_name.has_value()) {
+    node->is_operator = true;
+    node->overload = operator_name->overload_name;
+    for (const c10::IValue& value : fn.inputs()) node->args.push_back(arg_of(value));
+  }
+  TraceSession::Node* raw = node.get();
+  state->stack.back()->children.push_back(std::move(node));
+  state->stack.push_back(raw);
+  g_in_callback = false;
+  return nullptr;
+}
+
+void on_end(const at::RecordFunction& fn, at::ObserverContext*) {
+  TraceSession::State* state = g_active_trace;
+  if (state == nullptr || g_in_callback || state->stack.size() <= 1) return;
+  TraceSession::Node* node = state->stack.back();
+  if (node->is_operator) {
+    for (const c10::IValue& output : fn.outputs()) {
+      if (output.isTensor() && output.toTensor().defined()) {
+        node->output_dtype = to_string(from_torch(output.toTensor().scalar_type()));
+        break;
+      }
+    }
+  }
+  state->stack.pop_back();
+}
+
+bool is_transparent(const TraceSession::Node& node) {
+  if (!node.is_operator) return true;
+  if (node.name.rfind("autograd::", 0) == 0) return true;
+  for (const auto& child : node.children) {
+    if (child->name == node.name) return true;  // autocast wrapper re-dispatching itself
+  }
+  return false;
+}
+
+void flatten(const TraceSession::Node& node, std::vector<TracedOp>& out) {
+  for (const auto& child : node.children) {
+    if (is_transparent(*child)) {
+      flatten(*child, out);
+      continue;
+    }
+    TracedOp op;
+    op.name = child->name;
+    op.overload = child->overload;
+    op.args = child->args;
+    op.output_dtype = child->output_dtype;
+    op.phase = child->phase;
+    out.push_back(std::move(op));
+  }
+}
+
+std::string join_ints(const std::vector<int64_t>& values) {
+  std::string out;
+  for (std::size_t i = 0; i < values.size(); ++i) out += (i ? "," : "") + std::to_string(values[i]);
+  return out;
+}
+
+bool is_contiguous(const TensorSpec& spec) {
+  int64_t expected = 1;
+  for (std::size_t i = spec.sizes.size(); i-- > 0;) {
+    if (spec.sizes[i] != 1 && spec.strides[i] != expected) return false;
+    expected *= spec.sizes[i];
+  }
+  return true;
+}
+
+at::Tensor make_tensor(const TensorSpec& spec, torch::Device device) {
+  // Storage large enough for any stride pattern (including broadcast stride 0), filled, then viewed.
+  int64_t storage = 1;
+  for (std::size_t i = 0; i < spec.sizes.size(); ++i) {
+    if (spec.sizes[i] == 0) {
+      storage = 0;
+      break;
+    }
+    storage += (spec.sizes[i] - 1) * spec.strides[i];
+  }
+  const auto options = torch::TensorOptions().dtype(to_torch(spec.dtype)).device(device);
+  at::Tensor base = torch::empty({std::max<int64_t>(storage, 1)}, options);
+  if (is_floating(spec.dtype)) {
+    base.normal_();
+  } else {
+    base.zero_();
+  }
+  return base.as_strided(spec.sizes, spec.strides);
+}
+
+}  // namespace
+
+// ---- specs -------------------------------------------------------------------------------------
+
+int64_t TensorSpec::numel() const {
+  int64_t n = 1;
+  for (int64_t s : sizes) n *= s;
+  return n;
+}
+
+std::string TensorSpec::text() const {
+  std::string out = to_string(dtype) + "[" + join_ints(sizes) + "]";
+  if (!is_contiguous(*this)) out += "{" + join_ints(strides) + "}";
+  return out;
+}
+
+std::string ArgSpec::text() const {
+  switch (kind) {
+    case Kind::kTensor: return tensor.text();
+    case Kind::kNone: return "None";
+    case Kind::kTensorList: {
+      std::string out = "[";
+      for (std::size_t i = 0; i < tensors.size(); ++i) out += (i ? "," : "") + tensors[i].text();
+      return out + "]";
+    }
+    case Kind::kValue: {
+      std::ostringstream text;
+      text << value;
+      return text.str();
+    }
+  }
+  return "?";
+}
+
+std::string to_string(Phase phase) {
+  switch (phase) {
+    case Phase::kForward: return "forward";
+    case Phase::kBackward: return "backward";
+    case Phase::kOptimizer: return "optimizer";
+    case Phase::kDpBuffer: return "dp_buffer";
+  }
+  return "?";
+}
+
+std::string TracedOp::signature() const {
+  std::string out = name + (overload.empty() ? "" : "." + overload) + "(";
+  for (std::size_t i = 0; i < args.size(); ++i) out += (i ? ", " : "") + args[i].text();
+  return out + ")" + (output_dtype.empty() ? "" : "->" + output_dtype);
+}
+
+std::vector<std::string> TracedOp::input_dtypes() const {
+  std::vector<std::string> out;
+  for (const auto& arg : args) {
+    if (arg.kind == ArgSpec::Kind::kTensor) out.push_back(to_string(arg.tensor.dtype));
+    if (arg.kind == ArgSpec::Kind::kTensorList) {
+      for (const auto& t : arg.tensors) out.push_back(to_string(t.dtype));
+    }
+  }
+  return out;
+}
+
+double TracedOp::flops() const {
+  std::vector<const TensorSpec*> tensors;
+  for (const auto& arg : args) {
+    if (arg.kind == ArgSpec::Kind::kTensor) tensors.push_back(&arg.tensor);
+  }
+  auto batched_matmul = [](const TensorSpec& a, const TensorSpec& b) -> double {
+    if (a.sizes.empty() || b.sizes.empty()) return 0.0;
+    const double k = static_cast<double>(a.sizes.back());
+    const double n = b.sizes.size() >= 2 ? static_cast<double>(b.sizes.back()) : 1.0;
+    const double rows = static_cast<double>(a.numel()) / k;  // batch dims x M
+    double batch_b = 1.0;
+    for (std::size_t i = 0; i + 2 < b.sizes.size(); ++i) batch_b *= static_cast<double>(b.sizes[i]);
+    double batch_a = 1.0;
+    for (std::size_t i = 0; i + 2 < a.sizes.size(); ++i) batch_a *= static_cast<double>(a.sizes[i]);
+    const double broadcast = batch_b > batch_a ? batch_b / batch_a : 1.0;
+    return 2.0 * rows * k * n * broadcast;
+  };
+  if ((name == "aten::mm" || name == "aten::bmm" || name == "aten::matmul") && tensors.size() >= 2) {
+    return batched_matmul(*tensors[0], *tensors[1]);
+  }
+  if (name == "aten::addmm" && tensors.size() >= 3) return batched_matmul(*tensors[1], *tensors[2]);
+  if (name == "aten::linear" && tensors.size() >= 2) {
+    const TensorSpec& input = *tensors[0];
+    const TensorSpec& weight = *tensors[1];
+    if (input.sizes.empty() || weight.sizes.size() != 2) return 0.0;
+    return 2.0 * static_cast<double>(input.numel()) * static_cast<double>(weight.sizes[0]);
+  }
+  double largest = 0.0;
+  for (const TensorSpec* t : tensors) largest = std::max(largest, static_cast<double>(t->numel()));
+  return largest;
+}
+
+double TracedOp::bytes() const {
+  double total = 0.0;
+  double largest = 0.0;
+  for (const auto& arg : args) {
+    if (arg.kind == ArgSpec::Kind::kTensor) {
+      const double b = static_cast<double>(arg.tensor.numel() * static_cast<int64_t>(dtype_bytes(arg.tensor.dtype)));
+      total += b;
+      largest = std::max(largest, b);
+    }
+    if (arg.kind == ArgSpec::Kind::kTensorList) {
+      for (const auto& t : arg.tensors) total += static_cast<double>(t.numel() * static_cast<int64_t>(dtype_bytes(t.dtype)));
+    }
+  }
+  return total + largest;  // the output is taken as large as the largest input
+}
+
+// ---- TraceSession ------------------------------------------------------------------------------
+
+TraceSession::TraceSession() : state_(std::make_unique<State>()) {
+  ITERTIME_CHECK(g_active_trace == nullptr, "one trace session at a time per thread");
+  state_->stack.push_back(&state_->root);
+  g_active_trace = state_.get();
+  state_->handle = at::addGlobalCallback(at::RecordFunctionCallback(&on_start, &on_end)
+                                             .needsInputs(true)
+                                             .needsOutputs(true)
+                                             .scopes({at::RecordScope::FUNCTION, at::RecordScope::BACKWARD_FUNCTION}));
+}
+
+TraceSession::~TraceSession() {
+  at::removeCallback(state_->handle);
+  g_active_trace = nullptr;
+}
+
+void TraceSession::set_phase(Phase phase) { state_->phase = phase; }
+
+void TraceSession::record_comm(const std::string& kind, DType dtype, int64_t bytes) {
+  state_->comms.push_back(TracedComm{kind, dtype, bytes, state_->phase});
+}
+
+std::vector<TracedOp> TraceSession::operators() const {
+  std::vector<TracedOp> out;
+  flatten(state_->root, out);
+  return out;
+}
+
+const std::vector<TracedComm>& TraceSession::comms() const { return state_->comms; }
+
+// ---- OpReplay ----------------------------------------------------------------------------------
+
+OpReplay::OpReplay(const TracedOp& op, torch::Device device)
+    : handle_([&] {
+        const auto found = c10::Dispatcher::singleton().findSchema(c10::OperatorName(op.name, op.overload));
+        if (!found.has_value()) {
+          throw InternalError("operator " + op.name + "." + op.overload + " is not in the dispatcher; cannot replay it",
+                              __FILE__, __LINE__);
+        }
+        return *found;
+      }()) {
+  for (const ArgSpec& arg : op.args) {
+    switch (arg.kind) {
+      case ArgSpec::Kind::kTensor: arguments_.emplace_back(make_tensor(arg.tensor, device)); break;
+      case ArgSpec::Kind::kTensorList: {
+        std::vector<at::Tensor> tensors;
+        for (const auto& t : arg.tensors) tensors.push_back(make_tensor(t, device));
+        arguments_.emplace_back(c10::List<at::Tensor>(tensors));
+        break;
+      }
+      case ArgSpec::Kind::kNone: arguments_.emplace_back(); break;
+      case ArgSpec::Kind::kValue: arguments_.push_back(arg.value); break;
+    }
+  }
+}
+
+void OpReplay::run() {
+  torch::NoGradGuard no_grad;
+  std::vector<c10::IValue> stack(arguments_);
+  handle_.callBoxed(&stack);
+}
+
+}  // namespace itertime::calibrate

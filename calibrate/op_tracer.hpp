@@ -1,0 +1,137 @@
+// op_tracer.hpp: records, in order, the operators LibTorch really runs (name, overload, input dtypes,
+// shapes and strides, scalar arguments, output dtype), through a RecordFunction observer, and replays
+// any recorded operator in isolation through the dispatcher, for profiling.
+// Invariants:
+//  - Only top-level operators are recorded; an operator's children are not counted twice. The rule:
+//    the tree of RecordFunction calls is flattened so that (a) autograd engine nodes
+//    ("autograd::engine::evaluate_function: ...") and calls that are not dispatcher operators are
+//    transparent (their children count), (b) an operator that calls itself again (the autocast wrapper
+//    re-dispatching `aten::linear` after casting its inputs) is transparent, so the casts it inserts
+//    (aten::to / aten::_to_copy) and the low-precision call are recorded, and (c) every other operator is
+//    a leaf: it is recorded and its children are not.
+//  - One TraceSession at a time per thread; it registers a global callback on construction and
+//    removes it on destruction (RAII). Backward work of CPU tensors runs on the calling thread.
+//  - A TracedOp's signature() is a canonical text of everything that determines its cost; two calls with
+//    equal signatures are the same measurement.
+#pragma once
+
+#include <ATen/core/ivalue.h>
+#include <torch/torch.h>
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "common/comm.hpp"
+#include "common/dtype.hpp"
+
+namespace itertime::calibrate {
+
+struct TensorSpec {
+  DType dtype = DType::kFloat32;
+  std::vector<int64_t> sizes;
+  std::vector<int64_t> strides;
+  std::string text() const;  // "bf16[8,64,128]" (+ "{strides}" when not contiguous)
+  int64_t numel() const;
+};
+
+// One argument of a recorded call: a tensor, a list of tensors, or any other value kept as is.
+struct ArgSpec {
+  enum class Kind { kTensor, kTensorList, kNone, kValue } kind = Kind::kValue;
+  TensorSpec tensor;
+  std::vector<TensorSpec> tensors;
+  c10::IValue value;  // scalars, int lists, bools, dtypes, ...
+  std::string text() const;
+};
+
+enum class Phase { kForward, kBackward, kOptimizer, kDpBuffer };
+std::string to_string(Phase phase);
+
+struct TracedOp {
+  std::string name;      // "aten::mm"
+  std::string overload;  // "" or e.g. "Tensor"
+  std::vector<ArgSpec> args;
+  std::string output_dtype;  // of the first tensor output, "" when none
+  Phase phase = Phase::kForward;
+  std::string signature() const;
+  std::vector<std::string> input_dtypes() const;  // of tensor arguments, in order
+  double flops() const;  // matrix products: 2*M*N*K (batched); others: output elements
+  double bytes() const;  // tensor inputs + first output, at their dtypes
+};
+
+struct TracedComm {
+  std::string kind;  // tp_all_reduce
+  DType dtype = DType::kFloat32;
+  int64_t bytes = 0;
+  Phase phase = Phase::kForward;
+};
+
+class TraceSession {
+ public:
+  TraceSession();
+  ~TraceSession();
+  TraceSession(const TraceSession&) = delete;
+  TraceSession& operator=(const TraceSession&) = delete;
+
+  void set_phase(Phase phase);
+  void record_comm(const std::string& kind, DType dtype, int64_t bytes);
+  // Flattened top-level operators, in order (see the rule above).
+  std::vector<TracedOp> operators() const;
+  const std::vector<TracedComm>& comms() const;
+
+  struct Node;   // the raw call tree (implementation detail)
+  struct State;  // reached by the RecordFunction callbacks (implementation detail)
+
+ private:
+  std::unique_ptr<State> state_;
+};
+
+// A Communicator that moves no data: it records every call (kind, dtype, bytes) in a TraceSession, so a
+// TP-sharded stage can be traced in one process without its peers. Results are meaningless numerically.
+class TracingCommunicator final : public Communicator {
+ public:
+  TracingCommunicator(int size, TraceSession* session) : size_(size), session_(session) {}
+  int rank() const override { return 0; }
+  int size() const override { return size_; }
+  Backend backend() const override { return Backend::kCpu; }
+  std::string name() const override { return "trace"; }
+  std::unique_ptr<CommBuffer> allocate(std::size_t) override { return nullptr; }
+  void copy_in(CommBuffer&, const void*, std::size_t) override {}
+  void copy_out(void*, const CommBuffer&, std::size_t) override {}
+  void all_reduce_sum(const void*, void*, std::size_t count, DType dtype) override {
+    record("tp_all_reduce", count, dtype);
+  }
+  void all_gather(const void*, void*, std::size_t count, DType dtype) override { record("tp_all_gather", count, dtype); }
+  void reduce_scatter_sum(const void*, void*, std::size_t count, DType dtype) override {
+    record("tp_reduce_scatter", count, dtype);
+  }
+  void broadcast(void*, std::size_t count, DType dtype, int) override { record("tp_broadcast", count, dtype); }
+  void all_to_all(const void*, void*, std::size_t count, DType dtype) override { record("tp_all_to_all", count, dtype); }
+  void send(const void*, std::size_t count, DType dtype, int) override { record("send", count, dtype); }
+  void recv(void*, std::size_t count, DType dtype, int) override { record("recv", count, dtype); }
+  void send_recv(const void*, int, void*, int, std::size_t count, DType dtype) override { record("sendrecv", count, dtype); }
+  void synchronize() override {}
+  void barrier() override {}
+  void set_session(TraceSession* session) { session_ = session; }
+
+ private:
+  void record(const char* kind, std::size_t count, DType dtype) {
+    if (session_) session_->record_comm(kind, dtype, static_cast<int64_t>(count * dtype_bytes(dtype)));
+  }
+  int size_;
+  TraceSession* session_;
+};
+
+// Builds the call's arguments (fresh tensors: normal(0,1) for floating types, zeros otherwise) once;
+// run() invokes the operator through the dispatcher.
+class OpReplay {
+ public:
+  OpReplay(const TracedOp& op, torch::Device device);
+  void run();
+
+ private:
+  c10::OperatorHandle handle_;
+  std::vector<c10::IValue> arguments_;
+};
+
+}  // namespace itertime::calibrate

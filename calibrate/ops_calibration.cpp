@@ -1,0 +1,469 @@
+#include "calibrate/ops_calibration.hpp"
+
+#include <mpi.h>
+
+#include <chrono>
+#include <cstdio>
+#include <memory>
+#include <thread>
+
+#include "calibrate/llama_model.hpp"
+#include "calibrate/op_tracer.hpp"
+#include "calibrate/torch_compat.hpp"
+#include "calibrate/tp_comm.hpp"
+#include "common/errors.hpp"
+#include "common/h5store.hpp"
+#include "common/mpi_session.hpp"
+#include "common/ops_store.hpp"
+#include "common/stats.hpp"
+
+namespace itertime::calibrate {
+using namespace itertime::store;
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+struct StageTrace {
+  std::vector<TracedOp> ops;
+  std::vector<TracedComm> comms;
+  int64_t local_params = 0;
+  int num_layers = 0;
+};
+
+struct StageRequest {
+  int tp, pp, stage, micro_batch, seq_len;
+  PrecisionName precision;   // the policy traced
+  PrecisionName labelled;    // the configuration's policy (differs for the blind variant)
+  std::string variant;       // aware | blind
+  std::string key;
+};
+
+StageTrace trace_stage(const LlamaSpec& model, int tp, int pp, int stage_index, int micro_batch, int seq_len,
+                       PrecisionName precision_name, Backend backend, uint64_t seed) {
+  const PrecisionPolicy& policy = precision_policy(precision_name);
+  require_supported(policy, backend);
+  const torch::Device device = backend == Backend::kCuda ? torch::Device(torch::kCUDA) : torch::Device(torch::kCPU);
+  const auto stages = stage_layers(static_cast<int>(model.num_layers), pp);
+  const StageLayers& layers = stages[static_cast<std::size_t>(stage_index)];
+
+  TracingCommunicator tp_comm(tp, nullptr);
+  CommTimer timer;
+  TpContext tp_context{&tp_comm, tp, 0, backend == Backend::kCuda, &timer};
+  LlamaStage stage(model, layers, seed, &tp_context, seq_len);
+  stage->to(device, to_torch(policy.param_dtype));
+  std::vector<torch::Tensor> parameters;
+  int64_t local_params = 0;
+  for (auto& p : stage->parameters()) {
+    parameters.push_back(p);
+    local_params += p.numel();
+  }
+  torch::optim::AdamW optimizer(stage->parameters(), torch::optim::AdamWOptions(1e-3).weight_decay(0.01));
+
+  const auto activation_options = torch::TensorOptions().dtype(to_torch(policy.activation_dtype)).device(device);
+  const auto token_options = torch::TensorOptions().dtype(torch::kInt64).device(device);
+  const torch::DeviceType device_type = backend == Backend::kCuda ? torch::kCUDA : torch::kCPU;
+
+  auto one_step = [&](TraceSession* session) {
+    auto phase = [&](Phase p) {
+      if (session) session->set_phase(p);
+    };
+    for (auto& p : parameters) p.mutable_grad() = torch::Tensor();
+    torch::Tensor input;
+    torch::Tensor targets;
+    if (layers.has_embedding) {
+      input = torch::randint(model.vocab_size, {micro_batch, seq_len}, token_options);
+    } else {
+      input = torch::randn({micro_batch, seq_len, model.hidden_size}, activation_options).requires_grad_(true);
+    }
+    if (layers.has_head) targets = torch::randint(model.vocab_size, {micro_batch, seq_len}, token_options);
+    phase(Phase::kForward);
+    torch::Tensor output;
+    {
+      AutocastGuard autocast(device_type, to_torch(policy.compute_dtype), policy.autocast);
+      output = stage->forward(input, targets);
+    }
+    if (layers.has_head) output = output * 0.25;  // the trainer's loss * (loss_scale / m)
+    phase(Phase::kBackward);
+    if (layers.has_head) {
+      output.backward();
+    } else {
+      torch::autograd::backward({output}, {torch::randn_like(output)});
+    }
+    phase(Phase::kDpBuffer);
+    {
+      torch::NoGradGuard no_grad;
+      torch::Tensor flat = flatten_gradients(parameters);
+      flat.div_(2.0);
+      unflatten_gradients(flat, parameters);
+    }
+    phase(Phase::kOptimizer);
+    optimizer.step();
+  };
+
+  one_step(nullptr);  // warm-up: optimizer state, allocator, autocast caches
+  StageTrace trace;
+  {
+    TraceSession session;
+    tp_comm.set_session(&session);
+    one_step(&session);
+    tp_comm.set_session(nullptr);
+    trace.ops = session.operators();
+    trace.comms = session.comms();
+  }
+  // Pipeline and data-parallel transfers, from the policy (the trainer sends the residual stream at the
+  // activation dtype and all-reduces gradients at the gradient dtype).
+  const int64_t activation_bytes = static_cast<int64_t>(micro_batch) * seq_len * model.hidden_size *
+                                   static_cast<int64_t>(dtype_bytes(policy.activation_dtype));
+  if (stage_index < pp - 1) trace.comms.push_back(TracedComm{"pp_send_forward", policy.activation_dtype, activation_bytes, Phase::kForward});
+  if (stage_index > 0) trace.comms.push_back(TracedComm{"pp_send_backward", policy.activation_dtype, activation_bytes, Phase::kBackward});
+  trace.comms.push_back(TracedComm{"dp_all_reduce", policy.grad_dtype,
+                                   local_params * static_cast<int64_t>(dtype_bytes(policy.grad_dtype)), Phase::kDpBuffer});
+  trace.local_params = local_params;
+  trace.num_layers = layers.num_layers;
+  return trace;
+}
+
+void quiet_world_barrier() {
+  MPI_Request request;
+  MPI_Ibarrier(MPI_COMM_WORLD, &request);
+  int done = 0;
+  while (!done) {
+    MPI_Test(&request, &done, MPI_STATUS_IGNORE);
+    if (!done) std::this_thread::sleep_for(std::chrono::milliseconds(2));
+  }
+}
+
+template <typename Body>
+void on_root_collectively(int world_rank, Body&& body) {
+  std::string message;
+  if (world_rank == 0) {
+    try {
+      body();
+    } catch (const UserError& error) {
+      message = error.what();
+    }
+  }
+  int length = static_cast<int>(message.size());
+  MPI_Bcast(&length, 1, MPI_INT, 0, MPI_COMM_WORLD);
+  message.resize(static_cast<std::size_t>(length));
+  MPI_Bcast(message.data(), length, MPI_CHAR, 0, MPI_COMM_WORLD);
+  if (length > 0) throw CollectiveUserError(message);
+}
+
+struct ProfileResult {
+  double median_us = 0.0, min_us = 0.0, cv = 0.0;
+  int repeats = 0;
+  bool ok = false;
+};
+
+ProfileResult profile(const TracedOp& op, torch::Device device, const OpsCalibrationOptions& options) {
+  ProfileResult result;
+  try {
+    OpReplay replay(op, device);
+    const bool cuda = device.is_cuda();
+    for (int i = 0; i < options.warmup_repeats; ++i) replay.run();
+    if (cuda) torch::cuda::synchronize();
+    std::vector<double> samples;
+    double spent_us = 0.0;
+    while (static_cast<int>(samples.size()) < options.max_repeats &&
+           (static_cast<int>(samples.size()) < options.min_repeats || spent_us < options.min_time_us)) {
+      const auto start = Clock::now();
+      replay.run();
+      if (cuda) torch::cuda::synchronize();
+      const double us = std::chrono::duration<double, std::micro>(Clock::now() - start).count();
+      samples.push_back(us);
+      spent_us += us;
+    }
+    const stats::Summary s = stats::summarize(samples);
+    result.median_us = s.median;
+    result.min_us = s.min;
+    result.cv = s.cv;
+    result.repeats = static_cast<int>(samples.size());
+    result.ok = true;
+  } catch (const std::exception&) {
+    result.ok = false;  // not replayable in isolation (recorded with ok = 0)
+  }
+  return result;
+}
+
+std::string join(const std::vector<std::string>& items) {
+  std::string out;
+  for (std::size_t i = 0; i < items.size(); ++i) out += (i ? "," : "") + items[i];
+  return out;
+}
+
+}  // namespace
+
+StageTraceInfo trace_stage_info(const LlamaSpec& model, int tp, int pp, int stage, int micro_batch, int seq_len,
+                                PrecisionName precision, Backend backend) {
+  torch::set_num_threads(1);
+  const StageTrace trace = trace_stage(model, tp, pp, stage, micro_batch, seq_len, precision, backend, 1234);
+  StageTraceInfo info;
+  for (const TracedOp& op : trace.ops) {
+    info.ops.push_back(TracedOpInfo{op.name, to_string(op.phase), op.input_dtypes(), op.output_dtype, op.signature()});
+  }
+  for (const TracedComm& comm : trace.comms) {
+    info.comms.push_back(TracedCommInfo{comm.kind, to_string(comm.phase), to_string(comm.dtype), comm.bytes});
+  }
+  info.local_params = trace.local_params;
+  return info;
+}
+
+OpsCalibrationSummary calibrate_ops(const OpsCalibrationOptions& options) {
+  const auto started = Clock::now();
+  const Job& job = options.job;
+  int world_rank = 0;
+  int world_size = 1;
+  MPI_Comm_rank(MPI_COMM_WORLD, &world_rank);
+  MPI_Comm_size(MPI_COMM_WORLD, &world_size);
+  torch::set_num_threads(job.compute_threads);
+  const torch::Device device = job.backend == Backend::kCuda ? torch::Device(torch::kCUDA) : torch::Device(torch::kCPU);
+  if (job.backend == Backend::kCuda && !torch::cuda::is_available()) {
+    throw CollectiveUserError("job " + job.path + " asks for backend cuda, but this LibTorch has no CUDA device; use a CUDA build of LibTorch on a GPU node");
+  }
+
+  // 1. The stages to trace (deterministic on every rank), and the occupancies to profile at.
+  std::vector<StageRequest> requests;
+  std::set<std::string> request_keys;
+  std::set<int> occupancies;
+  for (const JobConfig& config : job.configs) {
+    const ParallelConfig& p = config.parallel;
+    if (!p.violations(job.model, 0).empty()) continue;  // ground truth records it as skipped
+    if (!precision_policy(config.precision).supports(job.backend)) continue;
+    if (p.world_size() > world_size) continue;
+    occupancies.insert(p.world_size());
+    for (int s = 0; s < p.pp; ++s) {
+      for (const std::string variant : {"aware", "blind"}) {
+        StageRequest request{p.tp, p.pp, s, p.micro_batch, p.seq_len,
+                             variant == std::string("aware") ? config.precision : PrecisionName::kFp32,
+                             config.precision, variant, ""};
+        request.key = stage_key(job.model.name, p.tp, p.pp, s, p.micro_batch, p.seq_len, to_string(config.precision), variant);
+        if (request_keys.insert(request.key).second) requests.push_back(request);
+      }
+    }
+  }
+
+  // 2. Open the store; learn what is there.
+  std::unique_ptr<h5::Store> store;
+  std::vector<uint8_t> stage_present(requests.size(), 0);
+  std::map<std::string, int64_t> signature_ids;
+  std::set<std::pair<int64_t, int64_t>> timed;  // (signature id, active ranks)
+  on_root_collectively(world_rank, [&] {
+    store = std::make_unique<h5::Store>(
+        h5::Store::create_or_resume(options.output_path, options.force, options.resume, options.provenance));
+    const auto keys = existing_stage_keys(*store);
+    for (std::size_t i = 0; i < requests.size(); ++i) stage_present[i] = keys.count(requests[i].key) ? 1 : 0;
+    if (store->exists(kOpSignatures)) {
+      for (const auto& row : store->table<OpSignatureRow>(kOpSignatures).read_all()) {
+        signature_ids[h5::get_string(row.signature)] = row.id;
+      }
+    }
+    if (store->exists(kOpTimings)) {
+      for (const auto& row : store->table<OpTimingRow>(kOpTimings).read_all()) timed.insert({row.signature_id, row.active_ranks});
+    }
+    store->set_meta("ops_job", job.path);
+  });
+  MPI_Bcast(stage_present.data(), static_cast<int>(stage_present.size()), MPI_UINT8_T, 0, MPI_COMM_WORLD);
+
+  OpsCalibrationSummary summary;
+  summary.stages_present = static_cast<std::size_t>(std::count(stage_present.begin(), stage_present.end(), 1));
+  if (world_rank == 0) {
+    std::printf("# itertime calibrate ops: job %s, model %s, %zu stage traces (%zu present), occupancies", job.name.c_str(),
+                job.model.name.c_str(), requests.size(), summary.stages_present);
+    for (int k : occupancies) std::printf(" %d", k);
+    std::printf(" rank(s)\n");
+    std::fflush(stdout);
+  }
+
+  // 3. Trace every stage on every rank (replay needs the recorded calls); rank 0 stores the new ones.
+  std::vector<TracedOp> unique_ops;
+  std::map<std::string, std::size_t> unique_index;
+  std::map<std::string, StageTrace> traces_by_policy;  // "tp/pp/s/mbs/seq/precision" -> trace
+  for (std::size_t i = 0; i < requests.size(); ++i) {
+    const StageRequest& r = requests[i];
+    const std::string trace_key = std::to_string(r.tp) + "/" + std::to_string(r.pp) + "/" + std::to_string(r.stage) + "/" +
+                                  std::to_string(r.micro_batch) + "/" + std::to_string(r.seq_len) + "/" + to_string(r.precision);
+    if (!traces_by_policy.count(trace_key)) {
+      traces_by_policy[trace_key] =
+          trace_stage(job.model, r.tp, r.pp, r.stage, r.micro_batch, r.seq_len, r.precision, job.backend, job.seed);
+    }
+    const StageTrace& trace = traces_by_policy[trace_key];
+    for (const TracedOp& op : trace.ops) {
+      const std::string signature = op.signature();
+      if (!unique_index.count(signature)) {
+        unique_index[signature] = unique_ops.size();
+        unique_ops.push_back(op);
+      }
+    }
+    if (world_rank == 0 && !stage_present[i]) {
+      // New signatures get the next ids.
+      auto signature_table = store->table<OpSignatureRow>(kOpSignatures);
+      std::vector<OpSignatureRow> new_rows;
+      for (const TracedOp& op : trace.ops) {
+        const std::string signature = op.signature();
+        if (signature_ids.count(signature)) continue;
+        OpSignatureRow row{};
+        row.id = static_cast<int64_t>(signature_table.size() + new_rows.size());
+        h5::set_string(row.name, op.name);
+        h5::set_string(row.signature, signature);
+        h5::set_string(row.input_dtypes, join(op.input_dtypes()));
+        h5::set_string(row.output_dtype, op.output_dtype);
+        row.flops = op.flops();
+        row.bytes = op.bytes();
+        signature_ids[signature] = row.id;
+        new_rows.push_back(row);
+      }
+      signature_table.append(new_rows);
+      // Sequence: counts per (phase, signature), in order of first appearance.
+      std::vector<OpSequenceRow> sequence;
+      std::map<std::pair<std::string, int64_t>, std::size_t> position;
+      for (const TracedOp& op : trace.ops) {
+        const std::string phase = to_string(op.phase);
+        const int64_t id = signature_ids.at(op.signature());
+        const auto found = position.find({phase, id});
+        if (found != position.end()) {
+          sequence[found->second].count += 1;
+          continue;
+        }
+        OpSequenceRow row{};
+        h5::set_string(row.stage_key, r.key);
+        h5::set_string(row.phase, phase);
+        row.signature_id = id;
+        row.count = 1;
+        position[{phase, id}] = sequence.size();
+        sequence.push_back(row);
+      }
+      std::vector<OpCommRow> comms;
+      std::map<std::string, std::size_t> comm_position;
+      for (const TracedComm& comm : trace.comms) {
+        const std::string comm_key = to_string(comm.phase) + "/" + comm.kind + "/" + to_string(comm.dtype) + "/" + std::to_string(comm.bytes);
+        const auto found = comm_position.find(comm_key);
+        if (found != comm_position.end()) {
+          comms[found->second].count += 1;
+          continue;
+        }
+        OpCommRow row{};
+        h5::set_string(row.stage_key, r.key);
+        h5::set_string(row.phase, to_string(comm.phase));
+        h5::set_string(row.kind, comm.kind);
+        h5::set_string(row.dtype, to_string(comm.dtype));
+        row.bytes = comm.bytes;
+        row.count = 1;
+        comm_position[comm_key] = comms.size();
+        comms.push_back(row);
+      }
+      OpStageRow stage_row{};
+      h5::set_string(stage_row.stage_key, r.key);
+      h5::set_string(stage_row.model, job.model.name);
+      stage_row.tp = r.tp;
+      stage_row.pp = r.pp;
+      stage_row.stage = r.stage;
+      stage_row.micro_batch = r.micro_batch;
+      stage_row.seq_len = r.seq_len;
+      h5::set_string(stage_row.precision, to_string(r.labelled));
+      h5::set_string(stage_row.variant, r.variant);
+      stage_row.local_params = trace.local_params;
+      stage_row.num_layers = trace.num_layers;
+      append_stage(*store, stage_row, sequence, comms);
+      ++summary.stages_traced;
+      std::printf("  traced %-60s %5zu operators, %3zu distinct in its sequence\n", r.key.c_str(), trace.ops.size(), sequence.size());
+      std::fflush(stdout);
+    }
+  }
+  summary.signatures = unique_ops.size();
+
+  // Every rank must hold the same signature list, or the profiles would not line up.
+  uint64_t digest = 1469598103934665603ull;
+  for (const TracedOp& op : unique_ops) {
+    for (char c : op.signature()) digest = (digest ^ static_cast<unsigned char>(c)) * 1099511628211ull;
+  }
+  uint64_t root_digest = digest;
+  MPI_Bcast(&root_digest, 1, MPI_UINT64_T, 0, MPI_COMM_WORLD);
+  ITERTIME_CHECK(root_digest == digest, "ranks traced different operator signatures; tracing must be deterministic");
+
+  // 4. Profile, per occupancy, the signatures not yet timed at it.
+  for (int occupancy : occupancies) {
+    std::vector<uint8_t> needed(unique_ops.size(), 1);
+    if (world_rank == 0) {
+      for (std::size_t i = 0; i < unique_ops.size(); ++i) {
+        needed[i] = timed.count({signature_ids.at(unique_ops[i].signature()), occupancy}) ? 0 : 1;
+      }
+    }
+    MPI_Bcast(needed.data(), static_cast<int>(needed.size()), MPI_UINT8_T, 0, MPI_COMM_WORLD);
+    std::vector<std::size_t> todo;
+    for (std::size_t i = 0; i < needed.size(); ++i) {
+      if (needed[i]) todo.push_back(i);
+    }
+    summary.timings_present += unique_ops.size() - todo.size();
+    if (world_rank == 0) {
+      std::printf("# profiling %zu signatures with %d rank(s) busy at once (%zu already timed)\n", todo.size(), occupancy,
+                  unique_ops.size() - todo.size());
+      std::fflush(stdout);
+    }
+    MPI_Comm active = MPI_COMM_NULL;
+    MPI_Comm_split(MPI_COMM_WORLD, world_rank < occupancy ? 0 : MPI_UNDEFINED, world_rank, &active);
+    if (active != MPI_COMM_NULL) {
+      MpiComm owned(active, true);
+      constexpr std::size_t kChunk = 32;  // gathered and flushed every kChunk signatures
+      for (std::size_t begin = 0; begin < todo.size(); begin += kChunk) {
+        const std::size_t end = std::min(todo.size(), begin + kChunk);
+        std::vector<double> local;  // per signature: median, min, cv, repeats, ok
+        MPI_Barrier(owned.get());
+        for (std::size_t j = begin; j < end; ++j) {
+          const ProfileResult r = profile(unique_ops[todo[j]], device, options);
+          local.insert(local.end(), {r.median_us, r.min_us, r.cv, static_cast<double>(r.repeats), r.ok ? 1.0 : 0.0});
+        }
+        std::vector<double> all(local.size() * static_cast<std::size_t>(occupancy));
+        MPI_Gather(local.data(), static_cast<int>(local.size()), MPI_DOUBLE, all.data(), static_cast<int>(local.size()),
+                   MPI_DOUBLE, 0, owned.get());
+        if (world_rank == 0) {
+          std::vector<OpTimingRow> rows;
+          for (std::size_t j = begin; j < end; ++j) {
+            const std::size_t offset = (j - begin) * 5;
+            std::vector<double> medians;
+            double minimum = 0.0;
+            bool ok = true;
+            for (int r = 0; r < occupancy; ++r) {
+              const double* v = &all[static_cast<std::size_t>(r) * local.size() + offset];
+              ok = ok && v[4] > 0.5;
+              medians.push_back(v[0]);
+              minimum = r == 0 ? v[1] : std::min(minimum, v[1]);
+            }
+            OpTimingRow row{};
+            row.signature_id = signature_ids.at(unique_ops[todo[j]].signature());
+            row.active_ranks = occupancy;
+            h5::set_string(row.backend, to_string(job.backend));
+            row.ok = ok ? 1 : 0;
+            if (ok) {
+              row.time_us_median = stats::median(medians);
+              row.time_us_min = minimum;
+              row.time_us_max_rank = stats::max(medians);
+              row.time_cv = all[offset + 2];
+              row.repeats = static_cast<int64_t>(all[offset + 3]);
+            } else {
+              ++summary.replay_failures;
+              std::printf("  cannot replay %s in isolation; recorded with ok = 0\n", unique_ops[todo[j]].signature().c_str());
+            }
+            rows.push_back(row);
+          }
+          store->table<OpTimingRow>(kOpTimings).append(rows);
+          summary.timings_measured += rows.size();
+          std::printf("  %zu/%zu signatures timed at occupancy %d\n", end, todo.size(), occupancy);
+          std::fflush(stdout);
+        }
+      }
+    }
+    quiet_world_barrier();
+  }
+
+  summary.elapsed_s = std::chrono::duration<double>(Clock::now() - started).count();
+  if (world_rank == 0) {
+    std::printf("# %zu stages traced (%zu present), %zu distinct signatures, %zu timings measured (%zu present), %zu not replayable; %.1f s\n",
+                summary.stages_traced, summary.stages_present, summary.signatures, summary.timings_measured,
+                summary.timings_present, summary.replay_failures, summary.elapsed_s);
+  }
+  return summary;
+}
+
+}  // namespace itertime::calibrate

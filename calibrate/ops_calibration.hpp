@@ -1,0 +1,67 @@
+// ops_calibration.hpp: `itertime calibrate ops`: traces the operators of every pipeline stage of a job's
+// configurations under their precision policy (and the precision-blind fp32 variant), profiles every
+// distinct operator signature in isolation at every occupancy of the job, and stores it all in /ops.
+// Torch-free interface.
+// Invariants:
+//  - A stage trace covers one micro-batch's forward and backward (TP-sharded shapes; the TP all-reduces
+//    recorded as comm operations by a communicator that moves no data), one optimizer step, and the DP
+//    gradient-buffer operations; traced after one untraced warm-up step, so lazily created state
+//    (optimizer moments) exists as in steady-state training.
+//  - Every rank traces the same stages and obtains the same ordered signature list (checked); rank 0
+//    alone writes. Profiling at occupancy k: ranks 0..k-1 time every signature at once (the others
+//    sleep), so each operator is timed with as many busy ranks as the configurations of k ranks have.
+//  - Signatures already timed at an occupancy (same file, --resume) are not measured again.
+#pragma once
+
+#include <map>
+#include <string>
+#include <vector>
+
+#include "common/job.hpp"
+
+namespace itertime::calibrate {
+
+struct OpsCalibrationOptions {
+  Job job;
+  std::string output_path;
+  bool force = false;
+  bool resume = false;
+  std::map<std::string, std::string> provenance;
+  int warmup_repeats = 2;
+  int min_repeats = 5;
+  int max_repeats = 200;
+  double min_time_us = 5000.0;  // keep repeating a signature until this much time was spent on it
+};
+
+struct OpsCalibrationSummary {
+  std::size_t stages_traced = 0, stages_present = 0, signatures = 0, timings_measured = 0, timings_present = 0,
+              replay_failures = 0;
+  double elapsed_s = 0.0;
+};
+
+OpsCalibrationSummary calibrate_ops(const OpsCalibrationOptions& options);
+
+// What one traced stage holds, in plain types (for tests and reports).
+struct TracedOpInfo {
+  std::string name;
+  std::string phase;
+  std::vector<std::string> input_dtypes;
+  std::string output_dtype;
+  std::string signature;
+};
+struct TracedCommInfo {
+  std::string kind;
+  std::string phase;
+  std::string dtype;
+  long long bytes = 0;
+};
+struct StageTraceInfo {
+  std::vector<TracedOpInfo> ops;
+  std::vector<TracedCommInfo> comms;
+  long long local_params = 0;
+};
+
+StageTraceInfo trace_stage_info(const LlamaSpec& model, int tp, int pp, int stage, int micro_batch, int seq_len,
+                                PrecisionName precision, Backend backend);
+
+}  // namespace itertime::calibrate

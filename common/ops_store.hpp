@@ -1,0 +1,91 @@
+// ops_store.hpp: the /ops tables (schema in docs/schema.md): operator signatures, their profiled times
+// per occupancy (how many ranks were busy at once), and per pipeline-stage trace the operator sequence
+// (signature ids with counts, per phase) and its communication operations.
+// Invariants: a signature's id is its row index in /ops/signatures and never changes; a stage trace is
+// present when its /ops/stages row is (written after its sequence and comm rows, whose offsets it
+// holds); timings are keyed by (signature_id, active_ranks, backend).
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "common/h5store.hpp"
+
+namespace itertime::store {
+
+struct OpSignatureRow {
+  int64_t id;
+  char name[48];          // aten::mm
+  char signature[512];    // canonical text: name.overload(args)->output dtype (truncated past 511 chars)
+  char input_dtypes[64];  // comma-separated dtypes of the tensor inputs
+  char output_dtype[8];
+  double flops;           // matrix products 2*M*N*K; others: elements of the largest input
+  double bytes;           // tensor inputs + an output as large as the largest input
+};
+
+struct OpTimingRow {
+  int64_t signature_id;
+  int64_t active_ranks;  // ranks profiling at the same time (the occupancy of the job predicted)
+  char backend[8];
+  double time_us_median;  // median over ranks of each rank's median
+  double time_us_min;
+  double time_us_max_rank;  // the slowest rank's median
+  double time_cv;           // rank 0's samples
+  int64_t repeats;
+  int64_t ok;  // 0 when the operator could not be replayed in isolation (time fields are then 0)
+};
+
+struct OpSequenceRow {
+  char stage_key[128];
+  char phase[12];  // forward | backward | optimizer | dp_buffer
+  int64_t signature_id;
+  int64_t count;  // calls per micro-batch (forward/backward) or per iteration (optimizer, dp_buffer)
+};
+
+struct OpCommRow {
+  char stage_key[128];
+  char phase[12];
+  char kind[20];  // tp_all_reduce | pp_send_forward | pp_send_backward | dp_all_reduce
+  char dtype[8];
+  int64_t bytes;
+  int64_t count;  // calls per micro-batch (or per iteration for dp_all_reduce)
+};
+
+struct OpStageRow {
+  char stage_key[128];  // model/tp2/pp2/s1/mbs1/seq64/amp-bf16/aware
+  char model[48];
+  int64_t tp, pp, stage, micro_batch, seq_len;
+  char precision[12];
+  char variant[8];  // aware | blind (traced as fp32 with no casts, for the ablation)
+  int64_t local_params;
+  int64_t num_layers;
+  int64_t sequence_offset, sequence_count, comm_offset, comm_count;
+};
+
+inline constexpr const char* kOpSignatures = "/ops/signatures";
+inline constexpr const char* kOpTimings = "/ops/timings";
+inline constexpr const char* kOpSequences = "/ops/sequences";
+inline constexpr const char* kOpComms = "/ops/comms";
+inline constexpr const char* kOpStages = "/ops/stages";
+
+std::string stage_key(const std::string& model, int tp, int pp, int stage, int micro_batch, int seq_len,
+                      const std::string& precision, const std::string& variant);
+
+// Appends a stage trace: sequence rows, comm rows, then the stage row (offsets filled in here).
+void append_stage(h5::Store& store, OpStageRow stage, const std::vector<OpSequenceRow>& sequence,
+                  const std::vector<OpCommRow>& comms);
+// Stage keys present; trims sequence/comm rows written after the last complete stage.
+std::set<std::string> existing_stage_keys(h5::Store& store);
+
+}  // namespace itertime::store
+
+namespace itertime::h5 {
+template <> struct RowTraits<store::OpSignatureRow> { static RowType row_type(); };
+template <> struct RowTraits<store::OpTimingRow> { static RowType row_type(); };
+template <> struct RowTraits<store::OpSequenceRow> { static RowType row_type(); };
+template <> struct RowTraits<store::OpCommRow> { static RowType row_type(); };
+template <> struct RowTraits<store::OpStageRow> { static RowType row_type(); };
+}  // namespace itertime::h5

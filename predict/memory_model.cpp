@@ -1,0 +1,186 @@
+// memory_model.cpp: the memory model of memory_model.hpp.
+// Invariants: all arithmetic in int64_t bytes; the activation terms follow the derivation below, which
+// reads calibrate/llama_model.cpp and calibrate/trainer.cpp against LibTorch's autograd formulas (what
+// each backward node saves). Tensors under 1 KiB (scalars, [heads] index vectors) are left out.
+//
+// Notation: b micro-batch, s sequence, h hidden, hd head dim, nh = heads/tp, hl = nh*hd, fl = FFN/tp,
+// V vocab; A activation (residual stream) bytes, C compute bytes, P param bytes; "autocast" = AMP.
+//
+// RMSNorm(x), x at A:  h32 = x.to(f32) [x itself when A == 4]; pow saves h32; h32 * rsqrt(var) saves
+//   h32 and rsqrt [b,s,1] f32; the weight product saves the normalized value at A (when A == 4 that is
+//   the f32 normalized tensor, otherwise its A copy; the f32 one is then freed).
+//   => (4 + A) * b*s*h + 4 * b*s, whatever A is.
+// Attention (input y = norm output at A):
+//   - copy_to_tp clones y when tp > 1 (the clone replaces y). Linear q/k/v save their input:
+//     one shared A tensor without autocast; under autocast each linear casts the (non-leaf) input to C
+//     on its own (the autocast cache holds leaf weights only) => 3 C copies.
+//   - rotary: x*cos and rotated*sin save cos/sin only: views of the buffers, or under autocast
+//     (C != P) fresh [s,hd] C casts, 2 per apply, q and k => 4*s*hd*C, independent of b.
+//   - GQA repeat_interleave (index_select) saves an index only. q @ k^T (bmm) saves q and the
+//     (expanded) k: 2 * b*nh*s*hd * C; probs @ v saves probs and the expanded / copied v: b*nh*s*hd*C.
+//   - scale (div by scalar) saves nothing; masked_fill saves the fresh causal mask [s,s] bool (1 byte,
+//     independent of b); softmax(dtype=f32) saves its f32 result 4*b*nh*s*s; .to(C) adds a C copy
+//     b*nh*s*s*C when C != 4 (the bmm saves it).
+//   - context transpose+reshape copies: b*s*hl*C, saved by o_proj. reduce_from_tp saves nothing.
+// MLP (input y2 at A): gate/up inputs like q/k/v (1 A tensor, or 2 C casts under autocast); silu saves
+//   the gate output, the product saves silu(gate) and up, down saves the product: 4 * b*s*fl * C.
+// Residual adds save nothing.
+// Per layer: hidden = 2*((4+A)*bsh + 4bs) + (autocast ? 5*C : 2*A)*bsh
+//            sharded = 4*C*b*s*hl + 4*b*nh*s*s + (C != 4 ? C*b*nh*s*s : 0) + 4*C*b*s*fl
+//            fixed = s*s + (C != P ? 4*s*hd*C : 0)
+// Stage extras per micro-batch:
+//   - first or last stage: the token ids [b, s+1] int64 (embedding saves its indices, the loss its
+//     targets; both views of one tensor) => 8*b*(s+1).
+//   - last stage: final norm (4+A)*bsh + 4bs; LM head input (autocast ? C : A)*bsh; logits cast to
+//     f32, log_softmax saves its f32 result (nll_loss shares it) => 4*b*s*V.
+//   - not the last stage: the stage output [b,s,h] at A, held in the trainer's InFlight until the
+//     backward (nothing on this stage saves it).
+//   - not the first stage: the received input [b,s,h] at A, held in InFlight; when A == 4 it is the
+//     first layer's saved norm input already, so it adds A*bsh only when A != 4.
+//   - autocast: the C copies of every local linear weight (q,k,v,o,gate,up,down, LM head) are saved by
+//     the matmuls; the autocast cache is cleared after every micro-batch's forward, so each micro-batch
+//     in flight keeps its own copies (independent of b).
+#include "predict/memory_model.hpp"
+
+#include <algorithm>
+#include <iomanip>
+#include <sstream>
+
+#include "common/dtype.hpp"
+#include "common/errors.hpp"
+
+namespace itertime::predict {
+namespace {
+
+struct LocalShapes {
+  int64_t b, s, h, hd, nh, hl, kvl, fl, vocab;
+};
+
+void require_legal(const LlamaSpec& model, const ParallelConfig& config, int stage) {
+  if (model.tie_word_embeddings) {
+    throw UserError("model " + model.name +
+                    " ties its embeddings; the memory model follows the trainer, which supports untied LLaMA "
+                    "models only");
+  }
+  config.require_valid(model, 0);
+  if (stage < 0 || stage >= config.pp) {
+    throw UserError("pipeline stage " + std::to_string(stage) + " does not exist in " + config.to_string() +
+                    ": use a stage between 0 and " + std::to_string(config.pp - 1));
+  }
+}
+
+LocalShapes local_shapes(const LlamaSpec& model, const ParallelConfig& config) {
+  LocalShapes x{};
+  x.b = config.micro_batch;
+  x.s = config.seq_len;
+  x.h = model.hidden_size;
+  x.hd = model.head_dim;
+  x.nh = model.num_heads / config.tp;
+  x.hl = x.nh * model.head_dim;
+  x.kvl = (model.num_kv_heads / config.tp) * model.head_dim;
+  x.fl = model.intermediate_size / config.tp;
+  x.vocab = model.vocab_size;
+  return x;
+}
+
+// Parameters of the TP-sharded linears of one layer (q, k, v, o, gate, up, down) on one GPU.
+int64_t layer_linear_params(const LocalShapes& x) {
+  return x.h * x.hl + 2 * x.h * x.kvl + x.hl * x.h + 3 * x.h * x.fl;
+}
+
+int64_t bytes_of(DType dtype) { return static_cast<int64_t>(dtype_bytes(dtype)); }
+
+double gib(int64_t bytes) { return static_cast<double>(bytes) / (1024.0 * 1024.0 * 1024.0); }
+
+}  // namespace
+
+int64_t stage_local_params(const LlamaSpec& model, const ParallelConfig& config, int stage) {
+  require_legal(model, config, stage);
+  const LocalShapes x = local_shapes(model, config);
+  const StageLayers layers = stage_layers(static_cast<int>(model.num_layers), config.pp)[static_cast<std::size_t>(stage)];
+  int64_t params = layers.num_layers * (layer_linear_params(x) + 2 * x.h);
+  if (layers.has_embedding) params += x.vocab * x.h;
+  if (layers.has_head) params += x.h + x.vocab * x.h;
+  return params;
+}
+
+ActivationBreakdown activation_memory(const LlamaSpec& model, const ParallelConfig& config,
+                                      const PrecisionPolicy& policy, int stage) {
+  require_legal(model, config, stage);
+  const LocalShapes x = local_shapes(model, config);
+  const StageLayers layers = stage_layers(static_cast<int>(model.num_layers), config.pp)[static_cast<std::size_t>(stage)];
+  const int64_t A = bytes_of(policy.activation_dtype);
+  const int64_t C = bytes_of(policy.compute_dtype);
+  const bool autocast = policy.autocast;
+  const int64_t bsh = x.b * x.s * x.h;
+  const int64_t bs = x.b * x.s;
+  const int64_t norm_bytes = (4 + A) * bsh + 4 * bs;
+
+  ActivationBreakdown a;
+  a.num_layers = layers.num_layers;
+  a.layer_hidden_bytes = 2 * norm_bytes + (autocast ? 5 * C : 2 * A) * bsh;
+  a.layer_sharded_bytes = 4 * C * bs * x.hl + 4 * x.b * x.nh * x.s * x.s +
+                          (C != 4 ? C * x.b * x.nh * x.s * x.s : 0) + 4 * C * bs * x.fl;
+  a.layer_fixed_bytes = x.s * x.s + (policy.compute_dtype != policy.param_dtype ? 4 * x.s * x.hd * C : 0);
+  if (layers.has_embedding || layers.has_head) a.tokens_bytes = 8 * x.b * (x.s + 1);
+  if (layers.has_head) a.head_bytes = norm_bytes + (autocast ? C : A) * bsh + 4 * bs * x.vocab;
+  if (!layers.has_head) a.boundary_bytes += A * bsh;
+  if (!layers.has_embedding && A != 4) a.boundary_bytes += A * bsh;
+  if (autocast) {
+    a.autocast_weight_bytes = C * (layers.num_layers * layer_linear_params(x) + (layers.has_head ? x.vocab * x.h : 0));
+  }
+  a.batch_scaled_bytes =
+      a.num_layers * (a.layer_hidden_bytes + a.layer_sharded_bytes) + a.tokens_bytes + a.head_bytes + a.boundary_bytes;
+  a.fixed_bytes = a.num_layers * a.layer_fixed_bytes + a.autocast_weight_bytes;
+  a.per_micro_batch_bytes = a.batch_scaled_bytes + a.fixed_bytes;
+  a.micro_batches_in_flight = std::min<int64_t>(config.pp - stage, config.num_micro_batches());
+  a.total_bytes = a.per_micro_batch_bytes * a.micro_batches_in_flight;
+  ITERTIME_CHECK(a.total_bytes >= 0, "negative activation memory");
+  return a;
+}
+
+MemoryBreakdown memory_per_gpu(const LlamaSpec& model, const ParallelConfig& config, const PrecisionPolicy& policy,
+                               int stage) {
+  MemoryBreakdown m;
+  m.stage = stage;
+  m.local_params = stage_local_params(model, config, stage);
+  m.activations = activation_memory(model, config, policy, stage);
+  const LocalShapes x = local_shapes(model, config);
+  const StageLayers layers = stage_layers(static_cast<int>(model.num_layers), config.pp)[static_cast<std::size_t>(stage)];
+
+  m.weights_bytes = m.local_params * bytes_of(policy.param_dtype);
+  m.gradients_bytes = m.local_params * bytes_of(policy.grad_dtype);
+  m.optimizer_bytes = 2 * m.local_params * bytes_of(policy.optimizer_dtype);
+  m.activations_bytes = m.activations.total_bytes;
+  m.rotary_tables_bytes = layers.num_layers * 2 * x.s * x.hd * bytes_of(policy.param_dtype);
+  m.dp_flat_buffer_bytes = config.dp > 1 ? m.local_params * bytes_of(policy.grad_dtype) : 0;
+  m.buffers_bytes = m.rotary_tables_bytes + m.dp_flat_buffer_bytes;
+
+  // AdamW: denom = (exp_avg_sq.sqrt() / c).add_(eps) holds two temporaries of the parameter's size.
+  int64_t largest_tensor = std::max({x.h * x.hl, x.h * x.kvl, x.h * x.fl, x.h});
+  if (layers.has_embedding || layers.has_head) largest_tensor = std::max(largest_tensor, x.vocab * x.h);
+  m.optimizer_workspace_bytes = 2 * largest_tensor * bytes_of(policy.optimizer_dtype);
+
+  m.total_bytes = m.weights_bytes + m.gradients_bytes + m.optimizer_bytes + m.rotary_tables_bytes +
+                  std::max({m.activations_bytes, m.dp_flat_buffer_bytes, m.optimizer_workspace_bytes});
+  return m;
+}
+
+std::vector<MemoryBreakdown> memory_all_stages(const LlamaSpec& model, const ParallelConfig& config,
+                                               const PrecisionPolicy& policy) {
+  std::vector<MemoryBreakdown> stages;
+  for (int s = 0; s < config.pp; ++s) stages.push_back(memory_per_gpu(model, config, policy, s));
+  return stages;
+}
+
+std::string MemoryBreakdown::to_string() const {
+  std::ostringstream out;
+  out << std::fixed << std::setprecision(2) << "stage " << stage << ": total " << gib(total_bytes)
+      << " GiB (weights " << gib(weights_bytes) << ", gradients " << gib(gradients_bytes) << ", optimizer "
+      << gib(optimizer_bytes) << ", activations " << gib(activations_bytes) << " for "
+      << activations.micro_batches_in_flight << " micro-batches, buffers " << gib(buffers_bytes)
+      << ", optimizer workspace " << gib(optimizer_workspace_bytes) << ")";
+  return out.str();
+}
+
+}  // namespace itertime::predict

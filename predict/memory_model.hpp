@@ -1,0 +1,79 @@
+// memory_model.hpp: per-GPU peak memory of one pipeline stage of a (DP, TP, PP) configuration under a
+// precision policy, as calibrate/trainer.cpp and calibrate/llama_model.cpp really hold it.
+// Invariants:
+//  - Local parameters: per decoder layer the TP shards of q/k/v/o and gate/up/down plus both RMSNorm
+//    weights (replicated); the first stage adds the embedding, the last the final norm and the LM head,
+//    both REPLICATED over TP (the model keeps them whole on every TP rank). Tied embeddings are refused,
+//    as the trainer refuses them.
+//  - Weights at the param dtype, gradients at the grad dtype, AdamW moments (2 per parameter) at the
+//    optimizer dtype; the flat DP gradient buffer (dp > 1: one copy of all local gradients, grad dtype);
+//    the rotary cos/sin tables of every layer ([seq, head_dim] each, cast to the param dtype).
+//  - Activations: the tensors autograd saves per micro-batch (derivation in memory_model.cpp), times
+//    the micro-batches in flight on the stage under 1F1B, min(pp - stage, m).
+//  - total_bytes is the peak: weights + gradients + optimizer + rotary tables + the largest of
+//    (activations, DP flat buffer, AdamW step workspace). The flat buffer exists only after the last
+//    backward (every activation freed) and the AdamW workspace only during the step, so none of the
+//    three coexist. The figure is an upper bound when m <= pp - stage (gradients are then still being
+//    allocated while the activations peak). Not modelled: transient tensors of one operator (e.g. the
+//    logits' gradient), allocator fragmentation, CUDA context, MPI/NCCL internal buffers.
+//  - Every figure is an exact integer number of bytes.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "common/model_spec.hpp"
+#include "common/parallel_config.hpp"
+#include "common/precision.hpp"
+
+namespace itertime::predict {
+
+// Saved-for-backward memory of one micro-batch on one stage, and over the micro-batches in flight.
+struct ActivationBreakdown {
+  int64_t num_layers = 0;
+  int64_t layer_hidden_bytes = 0;   // per layer, [b, s, hidden]-sized tensors (not sharded over TP)
+  int64_t layer_sharded_bytes = 0;  // per layer, tensors sharded over TP (heads, FFN columns)
+  int64_t layer_fixed_bytes = 0;    // per layer, independent of the micro-batch (causal mask, rotary casts)
+  int64_t tokens_bytes = 0;         // token ids kept by the embedding / loss backward (first, last stage)
+  int64_t head_bytes = 0;           // last stage: final norm, LM head input, fp32 log-probabilities
+  int64_t boundary_bytes = 0;       // received stage input / stage output held until the backward
+  int64_t autocast_weight_bytes = 0;  // autocast's low-precision weight copies, saved per micro-batch
+  int64_t batch_scaled_bytes = 0;   // the part proportional to the micro-batch size
+  int64_t fixed_bytes = 0;          // the part independent of it
+  int64_t per_micro_batch_bytes = 0;  // batch_scaled_bytes + fixed_bytes
+  int64_t micro_batches_in_flight = 0;  // min(pp - stage, m)
+  int64_t total_bytes = 0;          // per_micro_batch_bytes * micro_batches_in_flight
+};
+
+struct MemoryBreakdown {
+  int stage = 0;
+  int64_t local_params = 0;
+  int64_t weights_bytes = 0;
+  int64_t gradients_bytes = 0;
+  int64_t optimizer_bytes = 0;
+  int64_t activations_bytes = 0;
+  int64_t buffers_bytes = 0;              // rotary_tables_bytes + dp_flat_buffer_bytes
+  int64_t rotary_tables_bytes = 0;
+  int64_t dp_flat_buffer_bytes = 0;
+  int64_t optimizer_workspace_bytes = 0;  // AdamW step temporaries (sqrt and division of the largest tensor)
+  int64_t total_bytes = 0;                // peak, see the invariants above
+  ActivationBreakdown activations;
+
+  bool exceeds(double device_memory_bytes) const { return static_cast<double>(total_bytes) > device_memory_bytes; }
+  std::string to_string() const;  // one line, GiB
+};
+
+// Parameters held by one GPU of stage `stage`.
+int64_t stage_local_params(const LlamaSpec& model, const ParallelConfig& config, int stage);
+
+// Throws UserError on an illegal configuration, a stage outside [0, pp), or tied embeddings.
+ActivationBreakdown activation_memory(const LlamaSpec& model, const ParallelConfig& config,
+                                      const PrecisionPolicy& policy, int stage);
+MemoryBreakdown memory_per_gpu(const LlamaSpec& model, const ParallelConfig& config, const PrecisionPolicy& policy,
+                               int stage);
+// Every stage, in order; the configuration fits when no stage exceeds the device memory.
+std::vector<MemoryBreakdown> memory_all_stages(const LlamaSpec& model, const ParallelConfig& config,
+                                               const PrecisionPolicy& policy);
+
+}  // namespace itertime::predict

@@ -1,0 +1,76 @@
+// schedule.hpp: event simulation of Megatron's non-interleaved 1F1B pipeline schedule (not a closed
+// formula), so that unbalanced stages, the first/last stage's extra work and per-boundary transfer
+// times are exact.
+// Invariants:
+//  - Stage s of pp (0-based) runs warm-up = min(pp-s-1, m) forwards, then alternates (forward,
+//    backward) for the remaining m - warm-up forwards, then runs the remaining backwards: the order of
+//    calibrate/trainer.cpp. Each stage runs one pass at a time, in that order.
+//  - F(s,i) starts when stage s is free and F(s-1,i) ended + p2p_forward_us[s-1]; B(s,i) starts when
+//    stage s is free, F(s,i) is done and B(s+1,i) ended + p2p_backward_us[s]; B(pp-1,i) needs F(pp-1,i)
+//    only. Boundary j lies between stages j and j+1.
+//  - blocking_send: the sender's timeline is also busy for the transfer (right after the pass that
+//    produced the payload), as with blocking MPI sends; otherwise the transfer overlaps the sender's
+//    next pass. The receiver sees the payload at the same time in both modes.
+//  - busy_us counts compute passes only; send_us the blocking-send occupancy; idle_us = makespan -
+//    busy - send; bubble_us = makespan - max(busy_us). All times in microseconds, all >= 0.
+//  - Pure: no state outside the call; O(pp * m) work.
+#pragma once
+
+#include <string>
+#include <vector>
+
+namespace itertime::predict {
+
+// One stage's time for one micro-batch, TP communication included.
+struct StageTimes {
+  double forward_us = 0.0;
+  double backward_us = 0.0;
+};
+
+enum class PassKind { kForward, kBackward, kSendForward, kSendBackward };
+std::string to_string(PassKind kind);
+
+struct TimelineEntry {
+  PassKind kind = PassKind::kForward;
+  int micro_batch = 0;
+  double start_us = 0.0;
+  double end_us = 0.0;
+};
+
+struct ScheduleInput {
+  std::vector<StageTimes> stages;        // pp entries
+  std::vector<double> p2p_forward_us;    // pp-1 entries: activations, stage j -> j+1
+  std::vector<double> p2p_backward_us;   // pp-1 entries: gradients, stage j+1 -> j
+  int num_micro_batches = 1;             // m
+  bool blocking_send = false;
+  bool record_timeline = false;
+};
+
+struct ScheduleResult {
+  double makespan_us = 0.0;
+  std::vector<double> busy_us;  // per stage: sum of its forward and backward passes
+  std::vector<double> send_us;  // per stage: time its timeline was held by blocking sends
+  std::vector<double> idle_us;  // per stage: makespan - busy - send
+  double bubble_us = 0.0;       // makespan minus the busiest stage's busy time
+  // Per stage, in execution order (empty unless record_timeline).
+  std::vector<std::vector<TimelineEntry>> timeline;
+};
+
+// The pass order of stage `stage` (0-based) of `pp` with `m` micro-batches: (kind, micro-batch) pairs,
+// forwards and backwards only.
+std::vector<TimelineEntry> one_f_one_b_order(int pp, int stage, int m);
+
+// Throws UserError on m < 1, no stages, or negative / non-finite times; ITERTIME_CHECK on p2p vectors
+// whose size is not pp-1.
+ScheduleResult simulate_1f1b(const ScheduleInput& input);
+
+// Same transfer time at every boundary.
+ScheduleResult simulate_1f1b(const std::vector<StageTimes>& stages, double p2p_forward_us, double p2p_backward_us,
+                             int num_micro_batches, bool blocking_send, bool record_timeline = false);
+
+// Per-boundary transfer times (pp-1 values each).
+ScheduleResult simulate_1f1b(const std::vector<StageTimes>& stages, const std::vector<double>& p2p_forward_us,
+                             const std::vector<double>& p2p_backward_us, int num_micro_batches, bool blocking_send,
+                             bool record_timeline = false);
+
+}  // namespace itertime::predict

@@ -1,0 +1,240 @@
+// test_comm_model.cpp: the comm model on synthetic /comm rows with known coefficients.
+// Invariants: rows are built in memory (no HDF5 file); expected figures come from the generating
+// alpha/bandwidth or from hand computation written next to them.
+#include <gtest/gtest.h>
+
+#include <cmath>
+
+#include "common/comm_store.hpp"
+#include "common/errors.hpp"
+#include "common/h5store.hpp"
+#include "predict/comm_model.hpp"
+#include "tests/predict/comm_rows.hpp"
+
+namespace itertime::predict {
+namespace {
+
+using test_rows::make_row;
+using test_rows::synthetic_rows;
+
+constexpr double kAlphaUs = 5.0;
+constexpr double kUsPerByte = 1e-4;  // 10 GB/s algorithmic bandwidth
+
+TEST(CommModel, RecoversAlphaAndBandwidthFromExactRows) {
+  const CommModel model(synthetic_rows("all_reduce", "bf16", 8, "consecutive", kAlphaUs, kUsPerByte, 1024, 64 << 20));
+  ASSERT_EQ(model.tables().size(), 1u);
+  const auto residuals = model.residuals();
+  ASSERT_EQ(residuals.size(), 1u);
+  EXPECT_NEAR(residuals[0].alpha_us, kAlphaUs, 0.01 * kAlphaUs);
+  EXPECT_NEAR(residuals[0].bandwidth_GBps, 10.0, 0.01 * 10.0);
+  EXPECT_LT(residuals[0].mape_pct, 1e-6);
+  EXPECT_EQ(residuals[0].measured_points, 17);  // 1 KiB .. 64 MiB, powers of two
+  EXPECT_EQ(residuals[0].fit_points, 9);         // max(3, ceil(17 / 2))
+  EXPECT_EQ(residuals[0].key.to_string(), "all_reduce/bf16/g8/consecutive");
+}
+
+TEST(CommModel, RecoversBandwidthFromNoisyRows) {
+  // +-0.5% deterministic multiplicative noise: the bandwidth is still within 1%.
+  auto rows = synthetic_rows("all_gather", "fp32", 4, "consecutive", kAlphaUs, kUsPerByte, 1024, 256 << 20);
+  for (std::size_t i = 0; i < rows.size(); ++i) rows[i].time_us_median *= (i % 2 == 0) ? 1.005 : 0.995;
+  const CommModel model(rows);
+  const auto residuals = model.residuals();
+  ASSERT_EQ(residuals.size(), 1u);
+  EXPECT_NEAR(residuals[0].bandwidth_GBps, 10.0, 0.01 * 10.0);
+  EXPECT_LT(residuals[0].mape_pct, 1.0);
+}
+
+TEST(CommModel, InterpolationIsExactAtPointsAndMonotoneBetween) {
+  const auto rows = synthetic_rows("all_reduce", "bf16", 8, "consecutive", kAlphaUs, kUsPerByte, 1024, 1 << 20);
+  const CommModel model(rows);
+  for (const auto& row : rows) {
+    const CommPrediction p = model.predict_us("all_reduce", DType::kBFloat16, 8, "consecutive", row.bytes);
+    EXPECT_DOUBLE_EQ(p.time_us, row.time_us_median) << row.bytes;
+    EXPECT_FALSE(p.extrapolated);
+    EXPECT_FALSE(p.dtype_fallback);
+  }
+  // Between two points: the straight line (the data are linear, so the interpolant equals them).
+  const CommPrediction mid = model.predict_us("all_reduce", DType::kBFloat16, 8, "consecutive", 3 * 1024);
+  EXPECT_DOUBLE_EQ(mid.time_us, kAlphaUs + 3 * 1024 * kUsPerByte);
+  double previous_us = 0.0;
+  for (int64_t bytes = 1024; bytes <= (1 << 20); bytes += 997) {
+    const double t = model.predict_us("all_reduce", DType::kBFloat16, 8, "consecutive", bytes).time_us;
+    EXPECT_GE(t, previous_us) << bytes;
+    previous_us = t;
+  }
+}
+
+TEST(CommModel, NoisyNonMonotoneMeasurementsStillGiveMonotonePredictions) {
+  // 4 KiB measured slower than 8 KiB: the monotone table pools them, (30 + 20) / 2 = 25 each.
+  const std::vector<store::CommRow> rows = {
+      make_row("all_reduce", "fp32", 2, "consecutive", "latency", 1024, 10.0),
+      make_row("all_reduce", "fp32", 2, "consecutive", "latency", 4096, 30.0),
+      make_row("all_reduce", "fp32", 2, "consecutive", "latency", 8192, 20.0),
+      make_row("all_reduce", "fp32", 2, "consecutive", "latency", 16384, 40.0)};
+  const CommModel model(rows);
+  EXPECT_DOUBLE_EQ(model.predict_us("all_reduce", DType::kFloat32, 2, "consecutive", 4096).time_us, 25.0);
+  EXPECT_DOUBLE_EQ(model.predict_us("all_reduce", DType::kFloat32, 2, "consecutive", 8192).time_us, 25.0);
+  double previous_us = 0.0;
+  for (int64_t bytes = 1024; bytes <= 16384; bytes += 128) {
+    const double t = model.predict_us("all_reduce", DType::kFloat32, 2, "consecutive", bytes).time_us;
+    EXPECT_GE(t, previous_us) << bytes;
+    previous_us = t;
+  }
+}
+
+TEST(CommModel, ExtrapolationAboveTheRangeIsLinear) {
+  const int64_t largest = 1 << 20;
+  const CommModel model(synthetic_rows("all_reduce", "bf16", 8, "consecutive", kAlphaUs, kUsPerByte, 1024, largest));
+  const auto at = [&](int64_t bytes) {
+    return model.predict_us("all_reduce", DType::kBFloat16, 8, "consecutive", bytes);
+  };
+  const CommPrediction p2 = at(2 * largest), p4 = at(4 * largest), p8 = at(8 * largest);
+  EXPECT_TRUE(p2.extrapolated);
+  EXPECT_NE(p2.source.find("above the measured sizes"), std::string::npos) << p2.source;
+  EXPECT_NEAR(p2.time_us, kAlphaUs + 2.0 * largest * kUsPerByte, 1e-6);
+  EXPECT_NEAR(p8.time_us, kAlphaUs + 8.0 * largest * kUsPerByte, 1e-6);
+  // Equal steps in bytes give equal steps in time: 4x-2x == (8x-4x)/2.
+  EXPECT_NEAR(p4.time_us - p2.time_us, (p8.time_us - p4.time_us) / 2.0, 1e-6);
+}
+
+TEST(CommModel, ExtrapolationNeverBelowTheLargestMeasuredTime) {
+  // The last point sits far above the trend: 10, 20, 40, 100 us at 1, 2, 4, 8 KiB. The fit over the
+  // largest three is below 100 us just above 8 KiB; the prediction stays at 100 us there.
+  const std::vector<store::CommRow> rows = {
+      make_row("broadcast", "fp32", 4, "consecutive", "latency", 1024, 10.0),
+      make_row("broadcast", "fp32", 4, "consecutive", "latency", 2048, 20.0),
+      make_row("broadcast", "fp32", 4, "consecutive", "latency", 4096, 40.0),
+      make_row("broadcast", "fp32", 4, "consecutive", "latency", 8192, 100.0)};
+  const CommModel model(rows);
+  const CommPrediction p = model.predict_us("broadcast", DType::kFloat32, 4, "consecutive", 8193);
+  EXPECT_TRUE(p.extrapolated);
+  EXPECT_GE(p.time_us, 100.0);
+}
+
+TEST(CommModel, BelowTheRangeUsesTheSmallestSize) {
+  const CommModel model(synthetic_rows("all_reduce", "bf16", 8, "consecutive", kAlphaUs, kUsPerByte, 1024, 1 << 20));
+  const CommPrediction p = model.predict_us("all_reduce", DType::kBFloat16, 8, "consecutive", 16);
+  EXPECT_TRUE(p.extrapolated);
+  EXPECT_DOUBLE_EQ(p.time_us, kAlphaUs + 1024 * kUsPerByte);
+}
+
+TEST(CommModel, GroupSizeScalingAllReduce) {
+  // Measured all_reduce at g4: t = 10 + bytes * 1e-4. At g8 and 1 MiB (1,048,576 bytes):
+  //   latency 10 * 2(8-1) / 2(4-1) = 10 * 14 / 6 = 23.3333...
+  //   bandwidth 104.8576 * (2*7/8) / (2*3/4) = 104.8576 * 1.75 / 1.5 = 122.3338667
+  //   total 145.6672 us.
+  const CommModel model(synthetic_rows("all_reduce", "fp32", 4, "consecutive", 10.0, kUsPerByte, 1024, 64 << 20));
+  const CommPrediction p = model.predict_us("all_reduce", DType::kFloat32, 8, "consecutive", 1 << 20);
+  EXPECT_TRUE(p.extrapolated);
+  EXPECT_FALSE(p.dtype_fallback);
+  EXPECT_NEAR(p.time_us, 10.0 * 14.0 / 6.0 + 104.8576 * 1.75 / 1.5, 1e-6);
+  EXPECT_NEAR(p.time_us, 145.6672, 1e-4);
+  EXPECT_NE(p.source.find("scaled from group size 4 to 8"), std::string::npos) << p.source;
+}
+
+TEST(CommModel, GroupSizeScalingGatherBroadcastAndNearest) {
+  // all_gather measured at g2 and g8 (t = 5 + bytes * 1e-4 at both). g3 takes g2 (nearest):
+  //   latency 5 * (3-1)/(2-1) = 10; bandwidth at 1 MiB 104.8576 * (2/3)/(1/2) = 139.8101.
+  // g5 ties between 2 and 8 (distance 3): the larger (8) wins:
+  //   latency 5 * 4/7; bandwidth 104.8576 * (4/5)/(7/8).
+  std::vector<store::CommRow> rows = synthetic_rows("all_gather", "fp32", 2, "consecutive", 5.0, kUsPerByte, 1024, 4 << 20);
+  const auto g8 = synthetic_rows("all_gather", "fp32", 8, "consecutive", 5.0, kUsPerByte, 1024, 4 << 20);
+  rows.insert(rows.end(), g8.begin(), g8.end());
+  const auto b4 = synthetic_rows("broadcast", "fp32", 4, "consecutive", 5.0, kUsPerByte, 1024, 4 << 20);
+  rows.insert(rows.end(), b4.begin(), b4.end());
+  const CommModel model(rows);
+  const double bw_us = 104.8576;
+  EXPECT_NEAR(model.predict_us("all_gather", DType::kFloat32, 3, "consecutive", 1 << 20).time_us,
+              5.0 * 2.0 + bw_us * (2.0 / 3.0) / 0.5, 1e-6);
+  const CommPrediction g5 = model.predict_us("all_gather", DType::kFloat32, 5, "consecutive", 1 << 20);
+  EXPECT_NEAR(g5.time_us, 5.0 * 4.0 / 7.0 + bw_us * 0.8 / 0.875, 1e-6);
+  EXPECT_NE(g5.source.find("from group size 8"), std::string::npos) << g5.source;
+  // Broadcast: latency and bus factor unchanged with n, so g16 costs what g4 costs.
+  EXPECT_NEAR(model.predict_us("broadcast", DType::kFloat32, 16, "consecutive", 1 << 20).time_us,
+              5.0 + bw_us, 1e-6);
+}
+
+TEST(CommModel, FailedCheckAndPipelinedRowsAreIgnored) {
+  auto rows = synthetic_rows("all_reduce", "bf16", 8, "consecutive", kAlphaUs, kUsPerByte, 1024, 1 << 20);
+  const std::size_t good = rows.size();
+  store::CommRow failed = make_row("all_reduce", "bf16", 8, "consecutive", "latency", 4096, 1e6);
+  failed.check_errors = 3;
+  rows.push_back(failed);
+  rows.push_back(make_row("all_reduce", "bf16", 8, "consecutive", "pipelined", 4096, 1e6));
+  rows.push_back(make_row("all_reduce", "bf16", 8, "consecutive", "pipelined", 1 << 30, 1e6));
+  const CommModel model(rows);
+  EXPECT_EQ(model.rows_used(), static_cast<int64_t>(good));
+  EXPECT_EQ(model.rows_ignored(), 3);
+  EXPECT_DOUBLE_EQ(model.predict_us("all_reduce", DType::kBFloat16, 8, "consecutive", 4096).time_us,
+                   kAlphaUs + 4096 * kUsPerByte);
+  EXPECT_EQ(model.residuals()[0].measured_points, static_cast<int64_t>(good));
+}
+
+TEST(CommModel, DuplicateRowsMergeByMedian) {
+  const std::vector<store::CommRow> rows = {
+      make_row("sendrecv", "fp32", 2, "consecutive", "latency", 1024, 10.0),
+      make_row("sendrecv", "fp32", 2, "consecutive", "latency", 1024, 14.0),
+      make_row("sendrecv", "fp32", 2, "consecutive", "latency", 1024, 11.0),
+      make_row("sendrecv", "fp32", 2, "consecutive", "latency", 2048, 20.0)};
+  const CommModel model(rows);
+  EXPECT_DOUBLE_EQ(model.predict_us("sendrecv", DType::kFloat32, 2, "consecutive", 1024).time_us, 11.0);
+}
+
+TEST(CommModel, DtypeFallbackSameElementSizeThenAny) {
+  auto rows = synthetic_rows("all_reduce", "bf16", 8, "consecutive", kAlphaUs, kUsPerByte, 1024, 1 << 20);
+  const auto fp32 = synthetic_rows("all_reduce", "fp32", 8, "consecutive", 2 * kAlphaUs, kUsPerByte, 1024, 1 << 20);
+  rows.insert(rows.end(), fp32.begin(), fp32.end());
+  const CommModel model(rows);
+  // fp16 was never measured: bf16 (same element size) answers, not fp32.
+  const CommPrediction half = model.predict_us("all_reduce", DType::kFloat16, 8, "consecutive", 4096);
+  EXPECT_TRUE(half.dtype_fallback);
+  EXPECT_DOUBLE_EQ(half.time_us, kAlphaUs + 4096 * kUsPerByte);
+  EXPECT_NE(half.source.find("fp16 -> bf16 (same element size)"), std::string::npos) << half.source;
+  // The measured dtype itself: no fallback.
+  EXPECT_FALSE(model.predict_us("all_reduce", DType::kFloat32, 8, "consecutive", 4096).dtype_fallback);
+  // Only fp32 measured: bf16 falls back to it (time as a function of bytes).
+  const CommModel only_fp32(fp32);
+  const CommPrediction any = only_fp32.predict_us("all_reduce", DType::kBFloat16, 8, "consecutive", 4096);
+  EXPECT_TRUE(any.dtype_fallback);
+  EXPECT_DOUBLE_EQ(any.time_us, 2 * kAlphaUs + 4096 * kUsPerByte);
+  EXPECT_NE(any.source.find("bf16 -> fp32"), std::string::npos) << any.source;
+}
+
+TEST(CommModel, ExactGroupOfSameSizeDtypeBeatsScalingTheRequestedDtype) {
+  // bf16 measured at g4 only, fp16 at g8: an fp16-sized request at g8 for bf16 uses fp16@g8 measured.
+  auto rows = synthetic_rows("all_reduce", "bf16", 4, "consecutive", 1.0, kUsPerByte, 1024, 1 << 20);
+  const auto fp16 = synthetic_rows("all_reduce", "fp16", 8, "consecutive", 3.0, kUsPerByte, 1024, 1 << 20);
+  rows.insert(rows.end(), fp16.begin(), fp16.end());
+  const CommModel model(rows);
+  const CommPrediction p = model.predict_us("all_reduce", DType::kBFloat16, 8, "consecutive", 4096);
+  EXPECT_TRUE(p.dtype_fallback);
+  EXPECT_DOUBLE_EQ(p.time_us, 3.0 + 4096 * kUsPerByte);
+}
+
+TEST(CommModel, TrivialCallsCostNothing) {
+  const CommModel model(synthetic_rows("all_reduce", "bf16", 8, "consecutive", kAlphaUs, kUsPerByte, 1024, 1 << 20));
+  EXPECT_EQ(model.predict_us("all_reduce", DType::kBFloat16, 1, "consecutive", 1 << 20).time_us, 0.0);
+  EXPECT_EQ(model.predict_us("all_reduce", DType::kBFloat16, 8, "consecutive", 0).time_us, 0.0);
+  EXPECT_EQ(CommModel().predict_us("all_gather", DType::kFloat32, 1, "strided", 1024).time_us, 0.0);
+}
+
+TEST(CommModel, UnknownOrUnmeasuredIsAUserError) {
+  const CommModel model(synthetic_rows("all_reduce", "bf16", 8, "consecutive", kAlphaUs, kUsPerByte, 1024, 1 << 20));
+  EXPECT_THROW(model.predict_us("allreduce", DType::kBFloat16, 8, "consecutive", 1024), UserError);
+  EXPECT_THROW(model.predict_us("all_gather", DType::kBFloat16, 8, "consecutive", 1024), UserError);
+  EXPECT_THROW(model.predict_us("all_reduce", DType::kBFloat16, 8, "strided", 1024), UserError);
+  EXPECT_THROW(CommModel().predict_us("all_reduce", DType::kBFloat16, 8, "consecutive", 1024), UserError);
+}
+
+TEST(CommModel, FactorsFollowNcclTests) {
+  EXPECT_DOUBLE_EQ(comm_bus_factor("all_reduce", 8), 2.0 * 7.0 / 8.0);
+  EXPECT_DOUBLE_EQ(comm_bus_factor("reduce_scatter", 4), 0.75);
+  EXPECT_DOUBLE_EQ(comm_bus_factor("sendrecv", 2), 1.0);
+  EXPECT_DOUBLE_EQ(comm_latency_steps("all_reduce", 8), 14.0);
+  EXPECT_DOUBLE_EQ(comm_latency_steps("all_to_all", 8), 7.0);
+  EXPECT_DOUBLE_EQ(comm_latency_steps("broadcast", 8), 1.0);
+  EXPECT_THROW(comm_bus_factor("gather", 2), UserError);
+}
+
+}  // namespace
+}  // namespace itertime::predict

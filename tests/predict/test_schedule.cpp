@@ -1,0 +1,241 @@
+// test_schedule.cpp: the 1F1B simulation against hand-computed timelines.
+// Invariants: every expected figure below is derived by hand in the comment next to it, never by
+// running the code under test; times are small binary fractions, so comparisons are exact.
+#include <gtest/gtest.h>
+
+#include "common/errors.hpp"
+#include "predict/schedule.hpp"
+
+namespace itertime::predict {
+namespace {
+
+using Kind = PassKind;
+
+void expect_entry(const TimelineEntry& e, Kind kind, int micro_batch, double start_us, double end_us) {
+  EXPECT_EQ(e.kind, kind) << to_string(e.kind) << e.micro_batch;
+  EXPECT_EQ(e.micro_batch, micro_batch);
+  EXPECT_DOUBLE_EQ(e.start_us, start_us);
+  EXPECT_DOUBLE_EQ(e.end_us, end_us);
+}
+
+std::vector<StageTimes> uniform(int pp, double f, double b) { return std::vector<StageTimes>(static_cast<std::size_t>(pp), {f, b}); }
+
+TEST(Schedule, OrderIsMegatronNonInterleaved1F1B) {
+  // pp=4, stage 1, m=5: warm-up min(4-1-1, 5) = 2 forwards, then (F,B) x 3, then 2 backwards.
+  const auto order = one_f_one_b_order(4, 1, 5);
+  const std::vector<std::pair<Kind, int>> expected = {{Kind::kForward, 0},  {Kind::kForward, 1},  {Kind::kForward, 2},
+                                                      {Kind::kBackward, 0}, {Kind::kForward, 3},  {Kind::kBackward, 1},
+                                                      {Kind::kForward, 4},  {Kind::kBackward, 2}, {Kind::kBackward, 3},
+                                                      {Kind::kBackward, 4}};
+  ASSERT_EQ(order.size(), expected.size());
+  for (std::size_t i = 0; i < order.size(); ++i) {
+    EXPECT_EQ(order[i].kind, expected[i].first) << i;
+    EXPECT_EQ(order[i].micro_batch, expected[i].second) << i;
+  }
+  // Last stage: no warm-up, strict alternation.
+  const auto last = one_f_one_b_order(4, 3, 2);
+  ASSERT_EQ(last.size(), 4u);
+  EXPECT_EQ(last[0].kind, Kind::kForward);
+  EXPECT_EQ(last[1].kind, Kind::kBackward);
+  // m < pp: stage 0 of pp=4 with m=2 runs both forwards first (warm-up = min(3, 2) = 2).
+  const auto short_first = one_f_one_b_order(4, 0, 2);
+  ASSERT_EQ(short_first.size(), 4u);
+  EXPECT_EQ(short_first[0].kind, Kind::kForward);
+  EXPECT_EQ(short_first[1].kind, Kind::kForward);
+  EXPECT_EQ(short_first[2].kind, Kind::kBackward);
+  EXPECT_EQ(short_first[3].kind, Kind::kBackward);
+}
+
+TEST(Schedule, SingleStageIsSumOfPasses) {
+  // pp=1: m * (f + b) = 4 * (3 + 5) = 32, no bubble.
+  const ScheduleResult r = simulate_1f1b(uniform(1, 3.0, 5.0), 0.0, 0.0, 4, false);
+  EXPECT_DOUBLE_EQ(r.makespan_us, 32.0);
+  EXPECT_DOUBLE_EQ(r.busy_us[0], 32.0);
+  EXPECT_DOUBLE_EQ(r.idle_us[0], 0.0);
+  EXPECT_DOUBLE_EQ(r.bubble_us, 0.0);
+}
+
+TEST(Schedule, BalancedTwoStagesHandTimeline) {
+  // pp=2, m=2, f=1, b=2, no transfer.
+  // stage 0 order F0 F1 B0 B1; stage 1 order F0 B0 F1 B1.
+  //   s0 F0 [0,1]; s1 F0 [1,2] (after s0 F0); s1 B0 [2,4];
+  //   s0 F1 [1,2]; s0 B0 [4,6] (after s1 B0); s1 F1 [4,5] (stage busy until 4); s1 B1 [5,7];
+  //   s0 B1 [7,9]. Makespan 9 = (m + pp - 1)(f + b) = 3 * 3.
+  const ScheduleResult r = simulate_1f1b(uniform(2, 1.0, 2.0), 0.0, 0.0, 2, false, true);
+  EXPECT_DOUBLE_EQ(r.makespan_us, 9.0);
+  ASSERT_EQ(r.timeline.size(), 2u);
+  ASSERT_EQ(r.timeline[0].size(), 4u);
+  ASSERT_EQ(r.timeline[1].size(), 4u);
+  expect_entry(r.timeline[0][0], Kind::kForward, 0, 0, 1);
+  expect_entry(r.timeline[0][1], Kind::kForward, 1, 1, 2);
+  expect_entry(r.timeline[0][2], Kind::kBackward, 0, 4, 6);
+  expect_entry(r.timeline[0][3], Kind::kBackward, 1, 7, 9);
+  expect_entry(r.timeline[1][0], Kind::kForward, 0, 1, 2);
+  expect_entry(r.timeline[1][1], Kind::kBackward, 0, 2, 4);
+  expect_entry(r.timeline[1][2], Kind::kForward, 1, 4, 5);
+  expect_entry(r.timeline[1][3], Kind::kBackward, 1, 5, 7);
+  // busy 2*(1+2) = 6 per stage; idle = 9 - 6; bubble = 9 - 6.
+  EXPECT_DOUBLE_EQ(r.busy_us[0], 6.0);
+  EXPECT_DOUBLE_EQ(r.busy_us[1], 6.0);
+  EXPECT_DOUBLE_EQ(r.idle_us[0], 3.0);
+  EXPECT_DOUBLE_EQ(r.idle_us[1], 3.0);
+  EXPECT_DOUBLE_EQ(r.bubble_us, 3.0);
+}
+
+TEST(Schedule, BalancedMakespanIsMPlusPpMinusOneTimesPass) {
+  // Equal f, b, zero transfer: (m + pp - 1)(f + b) for every m, also m < pp; bubble (pp-1)(f+b).
+  for (int pp : {2, 4}) {
+    for (int m : {1, 2, 3, 4, 8, 16}) {
+      for (const auto& [f, b] : std::vector<std::pair<double, double>>{{1.0, 2.0}, {2.0, 4.0}, {1.5, 1.0}}) {
+        const ScheduleResult r = simulate_1f1b(uniform(pp, f, b), 0.0, 0.0, m, false);
+        EXPECT_DOUBLE_EQ(r.makespan_us, (m + pp - 1) * (f + b)) << "pp=" << pp << " m=" << m << " f=" << f;
+        EXPECT_DOUBLE_EQ(r.bubble_us, (pp - 1) * (f + b)) << "pp=" << pp << " m=" << m;
+        for (int s = 0; s < pp; ++s) EXPECT_DOUBLE_EQ(r.busy_us[static_cast<std::size_t>(s)], m * (f + b));
+      }
+    }
+  }
+}
+
+TEST(Schedule, FourStagesHandTimelineOfStageZero) {
+  // pp=4, m=4, f=1, b=1, no transfer. Forwards ripple down: s0 F0..F2 at [0,1],[1,2],[2,3] (warm-up 3);
+  // s3 F0 [3,4], B0 [4,5]; B0 climbs: s2 [5,6], s1 [6,7], s0 [7,8] -- but s0's steady F3 comes first at
+  // [3,4]. Makespan (4+3)*2 = 14; s0's last pass B3 ends at 14.
+  const ScheduleResult r = simulate_1f1b(uniform(4, 1.0, 1.0), 0.0, 0.0, 4, false, true);
+  EXPECT_DOUBLE_EQ(r.makespan_us, 14.0);
+  const auto& s0 = r.timeline[0];
+  ASSERT_EQ(s0.size(), 8u);
+  expect_entry(s0[0], Kind::kForward, 0, 0, 1);
+  expect_entry(s0[1], Kind::kForward, 1, 1, 2);
+  expect_entry(s0[2], Kind::kForward, 2, 2, 3);
+  expect_entry(s0[3], Kind::kForward, 3, 3, 4);
+  expect_entry(s0[4], Kind::kBackward, 0, 7, 8);
+  expect_entry(s0.back(), Kind::kBackward, 3, 13, 14);
+}
+
+TEST(Schedule, UnbalancedSlowLastStage) {
+  // pp=2, m=3; stage 0 f=1 b=2, stage 1 (slow) f=2 b=4, no transfer.
+  //   s0: F0 [0,1]
+  //   s1: F0 [1,3], B0 [3,7]
+  //   s0: F1 [1,2], B0 [7,9] (waits for s1 B0)
+  //   s1: F1 [7,9] (free at 7; s0 F1 ended at 2), B1 [9,13]
+  //   s0: F2 [9,10], B1 [13,15]
+  //   s1: F2 [13,15], B2 [15,19]
+  //   s0: B2 [19,21]
+  // Makespan 21 = m*(f1+b1) + (f0+b0) = 18 + 3. busy: s0 9, s1 18; bubble 21 - 18 = 3.
+  std::vector<StageTimes> stages = {{1.0, 2.0}, {2.0, 4.0}};
+  const ScheduleResult r = simulate_1f1b(stages, 0.0, 0.0, 3, false, true);
+  EXPECT_DOUBLE_EQ(r.makespan_us, 21.0);
+  EXPECT_DOUBLE_EQ(r.busy_us[0], 9.0);
+  EXPECT_DOUBLE_EQ(r.busy_us[1], 18.0);
+  EXPECT_DOUBLE_EQ(r.idle_us[0], 12.0);
+  EXPECT_DOUBLE_EQ(r.idle_us[1], 3.0);
+  EXPECT_DOUBLE_EQ(r.bubble_us, 3.0);
+  const auto& s0 = r.timeline[0];
+  const auto& s1 = r.timeline[1];
+  expect_entry(s0[0], Kind::kForward, 0, 0, 1);
+  expect_entry(s0[1], Kind::kForward, 1, 1, 2);
+  expect_entry(s0[2], Kind::kBackward, 0, 7, 9);
+  expect_entry(s0[3], Kind::kForward, 2, 9, 10);
+  expect_entry(s0[4], Kind::kBackward, 1, 13, 15);
+  expect_entry(s0[5], Kind::kBackward, 2, 19, 21);
+  expect_entry(s1[0], Kind::kForward, 0, 1, 3);
+  expect_entry(s1[1], Kind::kBackward, 0, 3, 7);
+  expect_entry(s1[2], Kind::kForward, 1, 7, 9);
+  expect_entry(s1[3], Kind::kBackward, 1, 9, 13);
+  expect_entry(s1[4], Kind::kForward, 2, 13, 15);
+  expect_entry(s1[5], Kind::kBackward, 2, 15, 19);
+}
+
+TEST(Schedule, UnbalancedSlowFirstStage) {
+  // pp=2, m=2; stage 0 (slow, embedding) f=3 b=3, stage 1 f=1 b=1.
+  //   s0: F0 [0,3], F1 [3,6] (warm-up 1, then steady F1)
+  //   s1: F0 [3,4], B0 [4,5], F1 [6,7], B1 [7,8]
+  //   s0: B0 [6,9] (free at 6, s1 B0 at 5), B1 [9,12]
+  // Makespan 12 = m*(f0+b0) = 12, bubble 0 on the busiest stage.
+  const ScheduleResult r = simulate_1f1b({{3.0, 3.0}, {1.0, 1.0}}, 0.0, 0.0, 2, false);
+  EXPECT_DOUBLE_EQ(r.makespan_us, 12.0);
+  EXPECT_DOUBLE_EQ(r.bubble_us, 0.0);
+  EXPECT_DOUBLE_EQ(r.idle_us[1], 8.0);
+}
+
+TEST(Schedule, TransferShiftsTimelineNonBlocking) {
+  // pp=2, m=2, f=1, b=2, forward transfer 0.5, backward transfer 0.25, sends overlap compute.
+  //   s0 F0 [0,1]; s1 F0 [1.5,2.5], B0 [2.5,4.5]
+  //   s0 F1 [1,2]; s0 B0 [4.75,6.75] (4.5 + 0.25)
+  //   s1 F1 [4.5,5.5] (arrived 2.5, free 4.5), B1 [5.5,7.5]
+  //   s0 B1 [7.75,9.75]. Makespan 9.75 = 9 + one forward and one backward transfer.
+  const ScheduleResult r = simulate_1f1b(uniform(2, 1.0, 2.0), 0.5, 0.25, 2, false, true);
+  EXPECT_DOUBLE_EQ(r.makespan_us, 9.75);
+  expect_entry(r.timeline[1][0], Kind::kForward, 0, 1.5, 2.5);
+  expect_entry(r.timeline[0][2], Kind::kBackward, 0, 4.75, 6.75);
+  expect_entry(r.timeline[1][2], Kind::kForward, 1, 4.5, 5.5);
+  expect_entry(r.timeline[0][3], Kind::kBackward, 1, 7.75, 9.75);
+  EXPECT_DOUBLE_EQ(r.send_us[0], 0.0);
+}
+
+TEST(Schedule, TransferBlockingSendHoldsSender) {
+  // Same as above, but each send also holds its sender:
+  //   s0 F0 [0,1], send [1,1.5]; s1 F0 [1.5,2.5]; s1 B0 [2.5,4.5], send [4.5,4.75]
+  //   s0 F1 [1.5,2.5], send [2.5,3]; s0 B0 [4.75,6.75]
+  //   s1 F1 [4.75,5.75] (stage held by its send until 4.75), B1 [5.75,7.75], send [7.75,8]
+  //   s0 B1 [8,10]. Makespan 10; stage 0 sent 2 * 0.5, stage 1 2 * 0.25.
+  const ScheduleResult r = simulate_1f1b(uniform(2, 1.0, 2.0), 0.5, 0.25, 2, true, true);
+  EXPECT_DOUBLE_EQ(r.makespan_us, 10.0);
+  EXPECT_DOUBLE_EQ(r.send_us[0], 1.0);
+  EXPECT_DOUBLE_EQ(r.send_us[1], 0.5);
+  EXPECT_DOUBLE_EQ(r.busy_us[0], 6.0);
+  EXPECT_DOUBLE_EQ(r.idle_us[0], 10.0 - 6.0 - 1.0);
+  const auto& s0 = r.timeline[0];
+  const auto& s1 = r.timeline[1];
+  ASSERT_EQ(s0.size(), 6u);  // F0 send F1 send B0 B1
+  expect_entry(s0[0], Kind::kForward, 0, 0, 1);
+  expect_entry(s0[1], Kind::kSendForward, 0, 1, 1.5);
+  expect_entry(s0[2], Kind::kForward, 1, 1.5, 2.5);
+  expect_entry(s0[3], Kind::kSendForward, 1, 2.5, 3);
+  expect_entry(s0[4], Kind::kBackward, 0, 4.75, 6.75);
+  expect_entry(s0[5], Kind::kBackward, 1, 8, 10);
+  ASSERT_EQ(s1.size(), 6u);  // F0 B0 send F1 B1 send
+  expect_entry(s1[2], Kind::kSendBackward, 0, 4.5, 4.75);
+  expect_entry(s1[3], Kind::kForward, 1, 4.75, 5.75);
+  expect_entry(s1[5], Kind::kSendBackward, 1, 7.75, 8);
+}
+
+TEST(Schedule, PerBoundaryTransfers) {
+  // pp=3, m=1, stages f = 1, 2, 3 and b = 2, 3, 4; forward transfers 1 (0->1), 10 (1->2), backward
+  // transfers 100 (1->0), 1000 (2->1). One micro-batch: a single chain
+  // 1 + 1 + 2 + 10 + 3 + 4 + 1000 + 3 + 100 + 2 = 1126.
+  const ScheduleResult r =
+      simulate_1f1b({{1.0, 2.0}, {2.0, 3.0}, {3.0, 4.0}}, std::vector<double>{1.0, 10.0},
+                    std::vector<double>{100.0, 1000.0}, 1, false);
+  EXPECT_DOUBLE_EQ(r.makespan_us, 1126.0);
+  EXPECT_DOUBLE_EQ(r.bubble_us, 1126.0 - 7.0);
+}
+
+TEST(Schedule, FewerMicroBatchesThanStages) {
+  // pp=4, m=2, f=b=1: (2 + 3) * 2 = 10. Stage 0 runs F0 F1 then waits for B0:
+  //   F0 reaches s3 at 3, s3 F0 [3,4] B0 [4,5], B0 climbs s2 [5,6], s1 [6,7], s0 [7,8];
+  //   F1: s3 F1 [5,6] (arrived 4, free 5), B1 [6,7]; s2 B1 [7,8]; s1 B1 [8,9]; s0 B1 [9,10].
+  const ScheduleResult r = simulate_1f1b(uniform(4, 1.0, 1.0), 0.0, 0.0, 2, false, true);
+  EXPECT_DOUBLE_EQ(r.makespan_us, 10.0);
+  const auto& s0 = r.timeline[0];
+  expect_entry(s0[0], Kind::kForward, 0, 0, 1);
+  expect_entry(s0[1], Kind::kForward, 1, 1, 2);
+  expect_entry(s0[2], Kind::kBackward, 0, 7, 8);
+  expect_entry(s0[3], Kind::kBackward, 1, 9, 10);
+  const auto& s3 = r.timeline[3];
+  expect_entry(s3[2], Kind::kForward, 1, 5, 6);
+  // pp=3, m=1 with unequal stages is one chain: (1+2+3) + (4+3+2) = 15.
+  EXPECT_DOUBLE_EQ(simulate_1f1b({{1.0, 2.0}, {2.0, 3.0}, {3.0, 4.0}}, 0.0, 0.0, 1, false).makespan_us, 15.0);
+}
+
+TEST(Schedule, RejectsBadInput) {
+  EXPECT_THROW(simulate_1f1b(uniform(2, 1.0, 1.0), 0.0, 0.0, 0, false), UserError);
+  EXPECT_THROW(simulate_1f1b(std::vector<StageTimes>{}, 0.0, 0.0, 1, false), UserError);
+  EXPECT_THROW(simulate_1f1b(uniform(2, -1.0, 1.0), 0.0, 0.0, 1, false), UserError);
+  EXPECT_THROW(simulate_1f1b(uniform(2, 1.0, 1.0), -0.5, 0.0, 1, false), UserError);
+  EXPECT_THROW(simulate_1f1b(uniform(3, 1.0, 1.0), std::vector<double>{1.0}, std::vector<double>{1.0}, 1, false),
+               InternalError);
+}
+
+}  // namespace
+}  // namespace itertime::predict
