@@ -339,6 +339,15 @@ bool Store::exists(const std::string& object_path) const {
   return true;
 }
 
+void Store::remove(const std::string& object_path) {
+  ITERTIME_CHECK(writable_, "remove on a read-only store");
+  if (!exists(object_path)) return;
+  ITERTIME_H5_TRY(path_, "remove " + object_path, {
+    if (H5Ldelete(file_.getId(), object_path.c_str(), H5P_DEFAULT) < 0) throw H5::FileIException("H5Ldelete", "failed");
+    file_.flush(H5F_SCOPE_GLOBAL);
+  });
+}
+
 void Store::ensure_group(const std::string& group_path) {
   ITERTIME_CHECK(writable_, "ensure_group on a read-only store");
   std::size_t start = 1;

@@ -117,6 +117,8 @@ class Store {
   void set_meta(const std::string& name, int64_t value);
 
   bool exists(const std::string& object_path) const;
+  // Unlinks a dataset or group (writable stores); nothing happens when it does not exist.
+  void remove(const std::string& object_path);
   void ensure_group(const std::string& group_path);
 
   // Opens the table at `path`, creating it when missing (writable stores only).

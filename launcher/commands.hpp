@@ -23,6 +23,9 @@ using Action = std::function<int(Context&)>;
 void register_info(CLI::App& app, std::vector<std::pair<CLI::App*, Action>>& actions);
 void register_model(CLI::App& app, std::vector<std::pair<CLI::App*, Action>>& actions);
 void register_calibrate(CLI::App& app, std::vector<std::pair<CLI::App*, Action>>& actions);
+void register_predict(CLI::App& app, std::vector<std::pair<CLI::App*, Action>>& actions);
+void register_run(CLI::App& app, std::vector<std::pair<CLI::App*, Action>>& actions);
 void register_inspect(CLI::App& app, std::vector<std::pair<CLI::App*, Action>>& actions);
+void register_slurm(CLI::App& app, std::vector<std::pair<CLI::App*, Action>>& actions);
 
 }  // namespace itertime::launcher

@@ -24,7 +24,10 @@ int run(int argc, char** argv) {
   register_info(app, actions);
   register_model(app, actions);
   register_calibrate(app, actions);
+  register_predict(app, actions);
+  register_run(app, actions);
   register_inspect(app, actions);
+  register_slurm(app, actions);
 
   try {
     app.parse(argc, argv);

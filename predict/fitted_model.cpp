@@ -1,0 +1,178 @@
+#include "predict/fitted_model.hpp"
+
+#include <H5public.h>
+#include <boost/archive/text_iarchive.hpp>
+#include <boost/archive/text_oarchive.hpp>
+
+#include <array>
+#include <cmath>
+#include <set>
+#include <filesystem>
+#include <fstream>
+
+#include "common/comm_store.hpp"
+#include "common/errors.hpp"
+#include "common/groundtruth_store.hpp"
+#include "common/h5store.hpp"
+#include "common/ops_store.hpp"
+#include "predict/predictor.hpp"
+
+namespace itertime::predict {
+namespace {
+
+constexpr const char* kFormatName = "itertime-fitted-model";
+
+// Least squares of t = a + b*flops + c*bytes (normal equations, 3x3, Cramer); falls back to a
+// proportional fit on flops when the system is singular.
+OpRegression regress(const std::vector<std::array<double, 3>>& points) {
+  OpRegression r;
+  r.points = static_cast<int64_t>(points.size());
+  double s[3][3] = {}, v[3] = {};
+  for (const auto& p : points) {
+    const double x[3] = {1.0, p[0], p[1]};
+    for (int i = 0; i < 3; ++i) {
+      v[i] += x[i] * p[2];
+      for (int j = 0; j < 3; ++j) s[i][j] += x[i] * x[j];
+    }
+  }
+  auto det3 = [](double m[3][3]) {
+    return m[0][0] * (m[1][1] * m[2][2] - m[1][2] * m[2][1]) - m[0][1] * (m[1][0] * m[2][2] - m[1][2] * m[2][0]) +
+           m[0][2] * (m[1][0] * m[2][1] - m[1][1] * m[2][0]);
+  };
+  const double d = det3(s);
+  if (points.size() >= 3 && std::fabs(d) > 1e-12 * (1.0 + std::fabs(s[1][1] * s[2][2]))) {
+    double solution[3];
+    for (int k = 0; k < 3; ++k) {
+      double m[3][3];
+      for (int i = 0; i < 3; ++i) {
+        for (int j = 0; j < 3; ++j) m[i][j] = (j == k) ? v[i] : s[i][j];
+      }
+      solution[k] = det3(m) / d;
+    }
+    r.intercept_us = solution[0];
+    r.us_per_flop = solution[1];
+    r.us_per_byte = solution[2];
+    return r;
+  }
+  double flops = 0, time = 0;
+  for (const auto& p : points) {
+    flops += p[0];
+    time += p[2];
+  }
+  if (flops > 0) {
+    r.us_per_flop = time / flops;
+  } else if (!points.empty()) {
+    r.intercept_us = time / static_cast<double>(points.size());
+  }
+  return r;
+}
+
+}  // namespace
+
+FittedModel fit_model(const std::string& calibration_path) {
+  h5::Store store = h5::Store::open(calibration_path, /*writable=*/false);
+  if (!store.exists(store::kCommTable)) {
+    throw UserError(calibration_path + ": no /comm table; run `itertime calibrate comm` on this cluster first");
+  }
+  if (!store.exists(store::kOpStages)) {
+    throw UserError(calibration_path + ": no /ops tables; run `itertime calibrate ops --job JOB` on this cluster first");
+  }
+  FittedModel model;
+  model.source_file = calibration_path;
+  const auto meta = store.meta();
+  model.backend = meta.count("backend") ? meta.at("backend") : "unknown";
+  model.comm = CommModel(store.table<store::CommRow>(store::kCommTable).read_all());
+
+  for (const auto& row : store.table<store::OpSignatureRow>(store::kOpSignatures).read_all()) {
+    model.signatures[row.id] = OpInfo{h5::get_string(row.name), h5::get_string(row.input_dtypes),
+                                      h5::get_string(row.output_dtype), row.flops, row.bytes};
+  }
+  std::set<int64_t> occupancies;
+  std::map<std::pair<std::string, int64_t>, std::vector<std::array<double, 3>>> regression_points;
+  if (store.exists(store::kOpTimings)) {
+    for (const auto& row : store.table<store::OpTimingRow>(store::kOpTimings).read_all()) {
+      if (!row.ok) continue;
+      model.op_time_us[{row.signature_id, row.active_ranks}] = row.time_us_median;
+      occupancies.insert(row.active_ranks);
+      const auto info = model.signatures.find(row.signature_id);
+      if (info != model.signatures.end()) {
+        regression_points[{info->second.name + "|" + info->second.input_dtypes, row.active_ranks}].push_back(
+            {info->second.flops, info->second.bytes, row.time_us_median});
+      }
+    }
+  }
+  model.occupancies.assign(occupancies.begin(), occupancies.end());
+  for (const auto& [key, points] : regression_points) model.regressions[key] = regress(points);
+
+  const auto sequences = store.table<store::OpSequenceRow>(store::kOpSequences).read_all();
+  const auto comms = store.table<store::OpCommRow>(store::kOpComms).read_all();
+  for (const auto& stage : store.table<store::OpStageRow>(store::kOpStages).read_all()) {
+    StageOps ops;
+    ops.local_params = stage.local_params;
+    for (int64_t i = stage.sequence_offset; i < stage.sequence_offset + stage.sequence_count; ++i) {
+      const auto& row = sequences.at(static_cast<std::size_t>(i));
+      ops.sequence.push_back(SequenceEntry{h5::get_string(row.phase), row.signature_id, row.count});
+    }
+    for (int64_t i = stage.comm_offset; i < stage.comm_offset + stage.comm_count; ++i) {
+      const auto& row = comms.at(static_cast<std::size_t>(i));
+      ops.comms.push_back(CommOp{h5::get_string(row.phase), h5::get_string(row.kind), h5::get_string(row.dtype), row.bytes, row.count});
+    }
+    model.stages[h5::get_string(stage.stage_key)] = std::move(ops);
+  }
+
+  if (store.exists(store::kGroundTruthTable)) {
+    const auto rows = store.table<store::GroundTruthRow>(store::kGroundTruthTable).read_all();
+    model.calibration = fit_calibration(model, rows, /*blind=*/false, {});
+    model.calibration_blind = fit_calibration(model, rows, /*blind=*/true, {});
+  }
+  return model;
+}
+
+void save_model(const FittedModel& model, const std::string& path, bool force) {
+  std::error_code error;
+  if (std::filesystem::exists(path, error) && !force) {
+    throw UserError(path + ": file exists; pass --force to overwrite it");
+  }
+  const std::string temporary = path + ".tmp";
+  {
+    std::ofstream out(temporary);
+    if (!out) throw UserError(path + ": cannot be written; check the folder and permissions");
+    out << kFormatName << " " << kFittedModelVersion << "\n";
+    boost::archive::text_oarchive archive(out);
+    archive << model;
+  }
+  std::filesystem::rename(temporary, path);  // never leave a half-written model under the real name
+}
+
+FittedModel load_model(const std::string& path) {
+  std::error_code error;
+  if (!std::filesystem::exists(path, error)) throw UserError(path + ": no such file; pass a model written by `itertime fit` or a calibration .h5");
+  std::ifstream in(path);
+  std::string format;
+  int version = 0;
+  in >> format >> version;
+  if (!in || format != kFormatName) {
+    throw UserError(path + ": not an itertime fitted model (written by `itertime fit`) nor an HDF5 calibration file");
+  }
+  if (version != kFittedModelVersion) {
+    throw UserError(path + ": fitted model version " + std::to_string(version) + ", this itertime reads version " +
+                    std::to_string(kFittedModelVersion) + "; fit it again with `itertime fit`");
+  }
+  FittedModel model;
+  try {
+    boost::archive::text_iarchive archive(in);
+    archive >> model;
+  } catch (const std::exception& e) {
+    throw UserError(path + ": damaged fitted model (" + e.what() + "); fit it again with `itertime fit`");
+  }
+  return model;
+}
+
+FittedModel load_or_fit(const std::string& path) {
+  std::error_code error;
+  if (!std::filesystem::exists(path, error)) throw UserError(path + ": no such file; pass a calibration .h5 or a model from `itertime fit`");
+  if (H5Fis_hdf5(path.c_str()) > 0) return fit_model(path);
+  return load_model(path);
+}
+
+}  // namespace itertime::predict

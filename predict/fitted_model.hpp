@@ -1,0 +1,111 @@
+// fitted_model.hpp: everything prediction needs, fitted from one calibration file (cluster.h5) and saved
+// with Boost.Serialization: the communication model, the profiled operator times per occupancy, the
+// traced operator sequences of every pipeline stage (precision-aware and precision-blind), a
+// regression per (operator, dtype) for operators without a usable profile, and a calibration factor
+// per occupancy fitted on ground truth.
+// Invariants:
+//  - fit_model() reads /comm, /ops and (when present) /groundtruth; it never writes the file.
+//  - save() writes a text archive that starts with the format name and kFittedModelVersion; load()
+//    refuses another version (UserError naming both) and anything that is not such a file.
+//  - Calibration factors are fitted from every ground-truth tuple given; validation refits them
+//    leave-one-tuple-out (see predictor.hpp), never scoring a configuration its own factor saw.
+#pragma once
+
+#include <boost/serialization/map.hpp>
+#include <boost/serialization/string.hpp>
+#include <boost/serialization/utility.hpp>
+#include <boost/serialization/vector.hpp>
+#include <cstdint>
+#include <map>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "predict/comm_model.hpp"
+
+namespace itertime::predict {
+
+inline constexpr int kFittedModelVersion = 1;
+
+struct OpInfo {
+  std::string name;
+  std::string input_dtypes;
+  std::string output_dtype;
+  double flops = 0, bytes = 0;
+  template <class A> void serialize(A& a, unsigned) { a & name & input_dtypes & output_dtype & flops & bytes; }
+};
+
+struct SequenceEntry {
+  std::string phase;  // forward | backward | optimizer | dp_buffer
+  int64_t signature_id = 0;
+  int64_t count = 0;
+  template <class A> void serialize(A& a, unsigned) { a & phase & signature_id & count; }
+};
+
+struct CommOp {
+  std::string phase, kind, dtype;
+  int64_t bytes = 0, count = 0;
+  template <class A> void serialize(A& a, unsigned) { a & phase & kind & dtype & bytes & count; }
+};
+
+struct StageOps {
+  std::vector<SequenceEntry> sequence;
+  std::vector<CommOp> comms;
+  int64_t local_params = 0;
+  template <class A> void serialize(A& a, unsigned) { a & sequence & comms & local_params; }
+};
+
+// time_us = max(0, intercept + per_flop * flops + per_byte * bytes), least squares per (name, dtypes, occupancy).
+struct OpRegression {
+  double intercept_us = 0, us_per_flop = 0, us_per_byte = 0;
+  int64_t points = 0;
+  template <class A> void serialize(A& a, unsigned) { a & intercept_us & us_per_flop & us_per_byte & points; }
+};
+
+// Terms fitted on ground truth: a framework overhead per operator call (dispatch and autograd
+// bookkeeping that an operator timed in isolation does not pay) and a multiplicative factor, per
+// occupancy; `global` is fitted on every occupancy and used where an occupancy has no ground truth.
+struct Calibration {
+  double op_overhead_us = 0.0;
+  double factor = 1.0;
+  int64_t rows = 0;  // ground-truth configurations it was fitted on (0: identity)
+  template <class A> void serialize(A& a, unsigned) { a & op_overhead_us & factor & rows; }
+};
+
+struct CalibrationSet {
+  std::map<int64_t, Calibration> per_occupancy;
+  Calibration global;
+  const Calibration& for_occupancy(int64_t occupancy) const {
+    const auto found = per_occupancy.find(occupancy);
+    return found != per_occupancy.end() ? found->second : global;
+  }
+  template <class A> void serialize(A& a, unsigned) { a & per_occupancy & global; }
+};
+
+struct FittedModel {
+  std::string source_file;
+  std::string backend;
+  CommModel comm;
+  std::map<int64_t, OpInfo> signatures;
+  std::map<std::pair<int64_t, int64_t>, double> op_time_us;  // (signature id, occupancy) -> median
+  std::map<std::string, StageOps> stages;                    // stage key (common/ops_store.hpp)
+  std::map<std::pair<std::string, int64_t>, OpRegression> regressions;  // ("name|dtypes", occupancy)
+  std::vector<int64_t> occupancies;
+  CalibrationSet calibration;        // precision-aware predictions
+  CalibrationSet calibration_blind;  // the precision-blind baseline gets the same treatment
+
+  template <class A> void serialize(A& a, unsigned) {
+    a & source_file & backend & comm & signatures & op_time_us & stages & regressions & occupancies &
+        calibration & calibration_blind;
+  }
+};
+
+// Reads a calibration file. Throws UserError when it lacks /comm or /ops.
+FittedModel fit_model(const std::string& calibration_path);
+void save_model(const FittedModel& model, const std::string& path, bool force);
+FittedModel load_model(const std::string& path);
+// A calibration file (.h5, HDF5 signature) is fitted on the fly; anything else is loaded as a saved model.
+FittedModel load_or_fit(const std::string& path);
+
+}  // namespace itertime::predict
+

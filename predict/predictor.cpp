@@ -1,0 +1,221 @@
+#include "predict/predictor.hpp"
+
+#include <algorithm>
+#include <cmath>
+
+#include "common/errors.hpp"
+#include "common/ops_store.hpp"
+#include "common/stats.hpp"
+#include "predict/schedule.hpp"
+
+namespace itertime::predict {
+namespace {
+
+// The profiled time of a signature at an occupancy: exact, else the nearest profiled occupancy, else
+// the regression of its (name, dtypes). `extrapolated` is set for the regression.
+double op_time_us(const FittedModel& model, int64_t signature_id, int64_t occupancy, bool& extrapolated,
+                  std::vector<std::string>& notes) {
+  extrapolated = false;
+  const auto exact = model.op_time_us.find({signature_id, occupancy});
+  if (exact != model.op_time_us.end()) return exact->second;
+  double best = -1;
+  int64_t best_distance = 0;
+  for (int64_t level : model.occupancies) {
+    const auto found = model.op_time_us.find({signature_id, level});
+    if (found == model.op_time_us.end()) continue;
+    const int64_t distance = std::llabs(level - occupancy);
+    if (best < 0 || distance < best_distance) {
+      best = found->second;
+      best_distance = distance;
+    }
+  }
+  if (best >= 0) {
+    if (notes.size() < 8) notes.push_back("occupancy " + std::to_string(occupancy) + " not profiled; used the nearest level");
+    return best;
+  }
+  const auto info = model.signatures.find(signature_id);
+  ITERTIME_CHECK(info != model.signatures.end(), "sequence refers to an unknown signature");
+  extrapolated = true;
+  const std::string key = info->second.name + "|" + info->second.input_dtypes;
+  for (int64_t level : {occupancy, int64_t{1}}) {
+    const auto regression = model.regressions.find({key, level});
+    if (regression != model.regressions.end()) {
+      const OpRegression& r = regression->second;
+      return std::max(0.0, r.intercept_us + r.us_per_flop * info->second.flops + r.us_per_byte * info->second.bytes);
+    }
+  }
+  return 0.0;
+}
+
+DType dtype_of(const std::string& name) { return parse_dtype(name); }
+
+}  // namespace
+
+std::string tuple_of(const store::GroundTruthRow& row) {
+  return "(" + std::to_string(row.dp) + "," + std::to_string(row.tp) + "," + std::to_string(row.pp) + ")";
+}
+
+Prediction predict(const FittedModel& model, const PredictRequest& request) {
+  const ParallelConfig& c = request.config;
+  if (c.dp < 1 || c.tp < 1 || c.pp < 1 || c.micro_batch < 1 || c.global_batch % (c.dp * c.micro_batch) != 0) {
+    throw UserError("configuration " + c.to_string() + " is not legal: dp, tp, pp, micro_batch must be positive and global_batch divisible by dp*micro_batch");
+  }
+  const PrecisionPolicy& policy = precision_policy(request.precision);
+  const std::string variant = request.blind ? "blind" : "aware";
+  const int64_t occupancy = c.world_size();
+  const int m = c.num_micro_batches();
+  Prediction out;
+  const Calibration identity;
+  const Calibration& calibration = request.override_calibration != nullptr ? *request.override_calibration
+                                   : request.calibrated ? (request.blind ? model.calibration_blind : model.calibration).for_occupancy(occupancy)
+                                                        : identity;
+  const double overhead_us = calibration.op_overhead_us;
+  std::vector<int64_t> stage_calls(static_cast<std::size_t>(c.pp), 0);
+
+  std::vector<StageTimes> stages;
+  std::vector<double> p2p_forward(static_cast<std::size_t>(c.pp - 1), 0.0);
+  std::vector<double> p2p_backward(static_cast<std::size_t>(c.pp - 1), 0.0);
+  double extrapolated_us = 0, compute_total_us = 0;
+  std::vector<double> stage_compute(static_cast<std::size_t>(c.pp)), stage_tp(static_cast<std::size_t>(c.pp)),
+      stage_tail(static_cast<std::size_t>(c.pp)), stage_dp(static_cast<std::size_t>(c.pp)),
+      stage_opt(static_cast<std::size_t>(c.pp));
+  for (int s = 0; s < c.pp; ++s) {
+    const std::string key = store::stage_key(request.model_name, c.tp, c.pp, s, c.micro_batch, c.seq_len,
+                                             to_string(request.precision), variant);
+    const auto found = model.stages.find(key);
+    if (found == model.stages.end()) {
+      throw UserError("no operator trace for stage " + key + " in " + model.source_file +
+                      "; add the configuration to a job and run `itertime calibrate ops --job JOB --resume` on this cluster");
+    }
+    const StageOps& ops = found->second;
+    std::map<std::string, double> phase_us;
+    for (const SequenceEntry& entry : ops.sequence) {
+      bool extrapolated = false;
+      const double t = (op_time_us(model, entry.signature_id, occupancy, extrapolated, out.notes) + overhead_us) *
+                       static_cast<double>(entry.count);
+      phase_us[entry.phase] += t;
+      const bool per_micro_batch = entry.phase == "forward" || entry.phase == "backward";
+      if (per_micro_batch || entry.phase == "optimizer" || c.dp > 1) {
+        stage_calls[static_cast<std::size_t>(s)] += entry.count * (per_micro_batch ? m : 1);
+      }
+      if (extrapolated) extrapolated_us += t * (entry.phase == "forward" || entry.phase == "backward" ? m : 1);
+    }
+    double tp_forward = 0, tp_backward = 0, dp_comm = 0;
+    for (const CommOp& comm : ops.comms) {
+      const DType dtype = dtype_of(comm.dtype);
+      if (comm.kind == "tp_all_reduce") {
+        const double t = model.comm.predict_us("all_reduce", dtype, c.tp, "consecutive", comm.bytes).time_us * static_cast<double>(comm.count);
+        (comm.phase == "backward" ? tp_backward : tp_forward) += t;
+      } else if (comm.kind == "pp_send_forward" || comm.kind == "pp_send_backward") {
+        // Neighbouring stages are dp*tp ranks apart: consecutive ranks only when dp*tp == 1.
+        const std::string layout = c.dp * c.tp == 1 ? "consecutive" : "strided";
+        const double t = c.pp > 1 ? model.comm.predict_us("send", dtype, 2, layout, comm.bytes).time_us : 0.0;
+        if (comm.kind == "pp_send_forward" && s < c.pp - 1) p2p_forward[static_cast<std::size_t>(s)] = t;
+        if (comm.kind == "pp_send_backward" && s > 0) p2p_backward[static_cast<std::size_t>(s - 1)] = t;
+      } else if (comm.kind == "dp_all_reduce" && c.dp > 1) {
+        const std::string layout = c.tp == 1 ? "consecutive" : "strided";
+        dp_comm += model.comm.predict_us("all_reduce", dtype, c.dp, layout, comm.bytes).time_us;
+      }
+    }
+    const double forward = phase_us["forward"] + tp_forward;
+    const double backward = phase_us["backward"] + tp_backward;
+    stages.push_back(StageTimes{forward, backward});
+    out.stage_forward_us.push_back(forward);
+    out.stage_backward_us.push_back(backward);
+    const auto idx = static_cast<std::size_t>(s);
+    stage_compute[idx] = m * (phase_us["forward"] + phase_us["backward"]);
+    stage_tp[idx] = m * (tp_forward + tp_backward);
+    stage_dp[idx] = (c.dp > 1 ? phase_us["dp_buffer"] : 0.0) + dp_comm;
+    stage_opt[idx] = phase_us["optimizer"];
+    stage_tail[idx] = stage_dp[idx] + stage_opt[idx];
+    compute_total_us += stage_compute[idx] + phase_us["optimizer"];
+  }
+
+  const ScheduleResult schedule = simulate_1f1b(stages, p2p_forward, p2p_backward, m, /*blocking_send=*/true);
+  std::size_t busiest = 0;
+  for (std::size_t s = 0; s < schedule.busy_us.size(); ++s) {
+    if (schedule.busy_us[s] > schedule.busy_us[busiest]) busiest = s;
+  }
+  const double tail = *std::max_element(stage_tail.begin(), stage_tail.end());
+  const double total_with_overhead = schedule.makespan_us + tail;
+  out.compute_us = stage_compute[busiest];
+  out.tp_comm_us = stage_tp[busiest];
+  out.pp_comm_us = schedule.send_us.empty() ? 0.0 : schedule.send_us[busiest];
+  out.bubble_us = std::max(0.0, schedule.makespan_us - out.compute_us - out.tp_comm_us - out.pp_comm_us);
+  out.dp_comm_us = stage_dp[busiest];
+  out.optimizer_us = stage_opt[busiest];
+  out.extrapolated_fraction = compute_total_us > 0 ? extrapolated_us / compute_total_us : 0.0;
+  (void)policy;
+
+  out.op_calls = stage_calls[busiest];
+  out.op_overhead_us = overhead_us;
+  out.raw_total_us = total_with_overhead - overhead_us * static_cast<double>(out.op_calls);
+  out.calibration_factor = calibration.factor;
+  out.total_us = total_with_overhead * calibration.factor;
+  return out;
+}
+
+CalibrationSet fit_calibration(const FittedModel& model, const std::vector<store::GroundTruthRow>& rows, bool blind,
+                               const std::set<std::string>& exclude_tuples) {
+  struct Sample {
+    PredictRequest request;
+    double measured_us;
+    int64_t occupancy;
+  };
+  std::vector<Sample> samples;
+  for (const store::GroundTruthRow& row : rows) {
+    if (h5::get_string(row.status) != "ok" || exclude_tuples.count(tuple_of(row))) continue;
+    Sample sample;
+    sample.request.model_name = h5::get_string(row.model);
+    sample.request.config = ParallelConfig{static_cast<int>(row.dp), static_cast<int>(row.tp), static_cast<int>(row.pp),
+                                           static_cast<int>(row.micro_batch), static_cast<int>(row.global_batch),
+                                           static_cast<int>(row.seq_len)};
+    sample.request.precision = parse_precision(h5::get_string(row.precision)).name;
+    sample.request.blind = blind;
+    sample.measured_us = row.time_us_median;
+    sample.occupancy = row.dp * row.tp * row.pp;
+    const std::string key = store::stage_key(sample.request.model_name, sample.request.config.tp, sample.request.config.pp,
+                                             0, sample.request.config.micro_batch, sample.request.config.seq_len,
+                                             to_string(sample.request.precision), blind ? "blind" : "aware");
+    if (model.stages.count(key)) samples.push_back(sample);
+  }
+  // One overhead for every occupancy (it is a per-call framework cost), chosen by grid search; for each
+  // candidate, a factor per occupancy = the median ratio measured / predicted of that occupancy's rows,
+  // and the candidate's score = the MAPE that results.
+  CalibrationSet set;
+  if (samples.empty()) return set;
+  double best_mape = -1;
+  for (double overhead = 0.0; overhead <= 100.0; overhead += overhead < 10.0 ? 0.5 : 2.0) {
+    Calibration candidate;
+    candidate.op_overhead_us = overhead;
+    std::map<int64_t, std::vector<double>> ratios;
+    std::vector<double> all_ratios, predicted;
+    for (const Sample& sample : samples) {
+      PredictRequest request = sample.request;
+      request.override_calibration = &candidate;
+      const double p = predict(model, request).total_us;
+      predicted.push_back(p);
+      const double ratio = p > 0 ? sample.measured_us / p : 1.0;
+      ratios[sample.occupancy].push_back(ratio);
+      all_ratios.push_back(ratio);
+    }
+    CalibrationSet trial;
+    for (const auto& [occupancy, values] : ratios) {
+      trial.per_occupancy[occupancy] = Calibration{overhead, stats::median(values), static_cast<int64_t>(values.size())};
+    }
+    trial.global = Calibration{overhead, stats::median(all_ratios), static_cast<int64_t>(all_ratios.size())};
+    std::vector<double> scaled, measured;
+    for (std::size_t i = 0; i < samples.size(); ++i) {
+      scaled.push_back(predicted[i] * trial.per_occupancy.at(samples[i].occupancy).factor);
+      measured.push_back(samples[i].measured_us);
+    }
+    const double mape = stats::mape_pct(scaled, measured);
+    if (best_mape < 0 || mape < best_mape - 1e-9) {
+      best_mape = mape;
+      set = trial;
+    }
+  }
+  return set;
+}
+
+}  // namespace itertime::predict

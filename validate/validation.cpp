@@ -1,0 +1,256 @@
+#include "validate/validation.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <fstream>
+#include <map>
+#include <nlohmann/json.hpp>
+#include <set>
+
+#include "common/errors.hpp"
+#include "common/stats.hpp"
+#include "predict/predictor.hpp"
+
+namespace itertime::validate {
+namespace {
+
+MapeEntry summarize(const std::string& group, const std::vector<const ValidationRow*>& rows) {
+  MapeEntry entry;
+  entry.group = group;
+  std::vector<double> aware, blind;
+  for (const ValidationRow* row : rows) {
+    aware.push_back(row->ape_pct);
+    blind.push_back(row->blind_ape_pct);
+  }
+  entry.count = static_cast<int>(rows.size());
+  if (!rows.empty()) {
+    entry.mape_pct = stats::mean(aware);
+    entry.blind_mape_pct = stats::mean(blind);
+  }
+  return entry;
+}
+
+}  // namespace
+
+ValidationReport validate(const predict::FittedModel& model, const std::vector<store::GroundTruthRow>& groundtruth) {
+  ValidationReport report;
+  report.calibration_file = model.source_file;
+  std::set<std::string> tuples;
+  for (const auto& row : groundtruth) {
+    if (h5::get_string(row.status) == "ok") tuples.insert(predict::tuple_of(row));
+  }
+  // Leave-one-tuple-out factors, once per tuple.
+  std::map<std::string, predict::CalibrationSet> factors, blind_factors;
+  for (const std::string& tuple : tuples) {
+    factors[tuple] = predict::fit_calibration(model, groundtruth, false, {tuple});
+    blind_factors[tuple] = predict::fit_calibration(model, groundtruth, true, {tuple});
+  }
+  for (const auto& gt : groundtruth) {
+    if (h5::get_string(gt.status) != "ok") continue;
+    ValidationRow row;
+    row.key = h5::get_string(gt.key);
+    row.tuple = predict::tuple_of(gt);
+    row.precision = h5::get_string(gt.precision);
+    row.dp = static_cast<int>(gt.dp);
+    row.tp = static_cast<int>(gt.tp);
+    row.pp = static_cast<int>(gt.pp);
+    row.measured_us = gt.time_us_median;
+    predict::PredictRequest request;
+    request.model_name = h5::get_string(gt.model);
+    request.config = ParallelConfig{row.dp, row.tp, row.pp, static_cast<int>(gt.micro_batch),
+                                    static_cast<int>(gt.global_batch), static_cast<int>(gt.seq_len)};
+    request.precision = parse_precision(row.precision).name;
+    const int64_t occupancy = gt.dp * gt.tp * gt.pp;
+    try {
+      // Calibration fitted without this tuple: its own occupancy's when other tuples share it, else
+      // the global one (every other tuple).
+      const predict::CalibrationSet& set = factors[row.tuple];
+      const predict::CalibrationSet& blind_set = blind_factors[row.tuple];
+      row.factor_fitted = set.per_occupancy.count(occupancy) > 0;
+      const predict::Calibration& calibration = set.for_occupancy(occupancy);
+      request.override_calibration = &calibration;
+      const predict::Prediction aware = predict::predict(model, request);
+      request.blind = true;
+      request.override_calibration = &blind_set.for_occupancy(occupancy);
+      const predict::Prediction blind = predict::predict(model, request);
+      row.factor = calibration.factor;
+      row.op_overhead_us = calibration.op_overhead_us;
+      row.raw_predicted_us = aware.raw_total_us;
+      row.predicted_us = aware.total_us;
+      row.blind_predicted_us = blind.total_us;
+      row.ape_pct = stats::ape_pct(row.predicted_us, row.measured_us);
+      row.blind_ape_pct = stats::ape_pct(row.blind_predicted_us, row.measured_us);
+      row.extrapolated_fraction = aware.extrapolated_fraction;
+      row.status = "ok";
+    } catch (const UserError&) {
+      row.status = "untraced";
+    }
+    report.rows.push_back(row);
+  }
+
+  std::map<std::string, std::vector<const ValidationRow*>> by_tuple, by_precision, by_pair;
+  std::vector<const ValidationRow*> all;
+  for (const ValidationRow& row : report.rows) {
+    if (row.status != "ok") continue;
+    by_tuple[row.tuple].push_back(&row);
+    by_precision[row.precision].push_back(&row);
+    by_pair[row.tuple + " " + row.precision].push_back(&row);
+    all.push_back(&row);
+  }
+  for (const auto& [group, rows] : by_tuple) report.per_tuple.push_back(summarize(group, rows));
+  for (const auto& [group, rows] : by_precision) report.per_precision.push_back(summarize(group, rows));
+  for (const auto& [group, rows] : by_pair) report.per_tuple_precision.push_back(summarize(group, rows));
+  report.overall = summarize("overall", all);
+  return report;
+}
+
+void print_report(const ValidationReport& report) {
+  std::printf("# validation of %s (calibration factors fitted leave-one-tuple-out)\n#\n", report.calibration_file.c_str());
+  std::printf("# %-10s %-9s %14s %14s %9s %16s %9s  %s\n", "(dp,tp,pp)", "precision", "measured_us", "predicted_us",
+              "APE(%)", "blind_pred_us", "blind(%)", "note");
+  for (const ValidationRow& row : report.rows) {
+    if (row.status != "ok") {
+      std::printf("  %-10s %-9s %14.0f %14s %9s %16s %9s  no operator trace\n", row.tuple.c_str(), row.precision.c_str(),
+                  row.measured_us, "-", "-", "-", "-");
+      continue;
+    }
+    std::printf("  %-10s %-9s %14.0f %14.0f %9.2f %16.0f %9.2f  %s\n", row.tuple.c_str(), row.precision.c_str(),
+                row.measured_us, row.predicted_us, row.ape_pct, row.blind_predicted_us, row.blind_ape_pct,
+                row.factor_fitted ? "" : "global calibration (no other tuple at this occupancy)");
+  }
+  std::printf("#\n# MAPE per (dp,tp,pp) tuple\n# %-12s %6s %14s %14s\n", "tuple", "n", "aware(%)", "blind(%)");
+  for (const MapeEntry& e : report.per_tuple) std::printf("  %-12s %6d %14.2f %14.2f\n", e.group.c_str(), e.count, e.mape_pct, e.blind_mape_pct);
+  std::printf("#\n# MAPE per precision\n# %-12s %6s %14s %14s\n", "precision", "n", "aware(%)", "blind(%)");
+  for (const MapeEntry& e : report.per_precision) std::printf("  %-12s %6d %14.2f %14.2f\n", e.group.c_str(), e.count, e.mape_pct, e.blind_mape_pct);
+  std::printf("#\n# overall MAPE: %.2f%% precision-aware, %.2f%% precision-blind, over %d configurations\n",
+              report.overall.mape_pct, report.overall.blind_mape_pct, report.overall.count);
+}
+
+void write_csv(const ValidationReport& report, const std::string& path) {
+  std::ofstream out(path);
+  if (!out) throw UserError(path + ": cannot be written");
+  out << "key,dp,tp,pp,precision,status,measured_us,predicted_us,raw_predicted_us,calibration_factor,factor_fitted,ape_pct,"
+         "blind_predicted_us,blind_ape_pct,extrapolated_fraction,op_overhead_us\n";
+  for (const ValidationRow& r : report.rows) {
+    out << r.key << "," << r.dp << "," << r.tp << "," << r.pp << "," << r.precision << "," << r.status << "," << r.measured_us
+        << "," << r.predicted_us << "," << r.raw_predicted_us << "," << r.factor << "," << (r.factor_fitted ? 1 : 0) << ","
+        << r.ape_pct << "," << r.blind_predicted_us << "," << r.blind_ape_pct << "," << r.extrapolated_fraction << ","
+        << r.op_overhead_us << "\n";
+  }
+}
+
+void write_json(const ValidationReport& report, const std::string& path) {
+  nlohmann::json root;
+  root["calibration_file"] = report.calibration_file;
+  root["leave_one_tuple_out"] = true;
+  for (const ValidationRow& r : report.rows) {
+    root["configurations"].push_back({{"key", r.key}, {"dp", r.dp}, {"tp", r.tp}, {"pp", r.pp}, {"precision", r.precision},
+                                      {"status", r.status}, {"measured_us", r.measured_us}, {"predicted_us", r.predicted_us},
+                                      {"raw_predicted_us", r.raw_predicted_us}, {"calibration_factor", r.factor},
+                                      {"factor_fitted", r.factor_fitted}, {"ape_pct", r.ape_pct},
+                                      {"blind_predicted_us", r.blind_predicted_us}, {"blind_ape_pct", r.blind_ape_pct},
+                                      {"extrapolated_fraction", r.extrapolated_fraction}, {"op_overhead_us", r.op_overhead_us}});
+  }
+  auto entries = [](const std::vector<MapeEntry>& list) {
+    nlohmann::json out = nlohmann::json::array();
+    for (const MapeEntry& e : list) out.push_back({{"group", e.group}, {"count", e.count}, {"mape_pct", e.mape_pct}, {"blind_mape_pct", e.blind_mape_pct}});
+    return out;
+  };
+  root["mape_per_tuple"] = entries(report.per_tuple);
+  root["mape_per_precision"] = entries(report.per_precision);
+  root["mape_per_tuple_precision"] = entries(report.per_tuple_precision);
+  root["mape_overall"] = {{"count", report.overall.count}, {"mape_pct", report.overall.mape_pct},
+                          {"blind_mape_pct", report.overall.blind_mape_pct}};
+  std::ofstream out(path);
+  if (!out) throw UserError(path + ": cannot be written");
+  out << root.dump(2) << "\n";
+}
+
+void write_svg(const ValidationReport& report, const std::string& path) {
+  // Left: MAPE per (tuple, precision), precision-aware bars beside the blind baseline's outline.
+  // Right: predicted against measured time (log-log), with the y = x line.
+  const double width = 1100, height = 460, left_w = 640;
+  std::ofstream out(path);
+  if (!out) throw UserError(path + ": cannot be written");
+  char buf[512];
+  out << "<svg xmlns='http://www.w3.org/2000/svg' width='" << width << "' height='" << height
+      << "' font-family='sans-serif' font-size='11'>\n<rect width='100%' height='100%' fill='white'/>\n";
+  std::snprintf(buf, sizeof(buf), "<text x='20' y='22' font-size='14'>MAPE per (dp,tp,pp) and precision: overall %.2f%% (blind %.2f%%)</text>\n",
+                report.overall.mape_pct, report.overall.blind_mape_pct);
+  out << buf;
+  const std::vector<std::string> colors = {"#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b"};
+  std::map<std::string, std::string> color_of;
+  for (const MapeEntry& e : report.per_precision) color_of[e.group] = colors[color_of.size() % colors.size()];
+  double max_mape = 1.0;
+  for (const MapeEntry& e : report.per_tuple_precision) max_mape = std::max({max_mape, e.mape_pct, std::min(e.blind_mape_pct, 200.0)});
+  const double plot_x = 50, plot_y = 40, plot_h = 330, plot_w = left_w - 70;
+  const double bar_w = report.per_tuple_precision.empty() ? 10 : plot_w / static_cast<double>(report.per_tuple_precision.size());
+  out << "<line x1='" << plot_x << "' y1='" << plot_y + plot_h << "' x2='" << plot_x + plot_w << "' y2='" << plot_y + plot_h << "' stroke='black'/>\n";
+  for (int tick = 0; tick <= 4; ++tick) {
+    const double value = max_mape * tick / 4.0;
+    const double y = plot_y + plot_h - plot_h * tick / 4.0;
+    std::snprintf(buf, sizeof(buf), "<text x='%.1f' y='%.1f' text-anchor='end'>%.0f%%</text><line x1='%.1f' y1='%.1f' x2='%.1f' y2='%.1f' stroke='#ddd'/>\n",
+                  plot_x - 4, y + 4, value, plot_x, y, plot_x + plot_w, y);
+    out << buf;
+  }
+  for (std::size_t i = 0; i < report.per_tuple_precision.size(); ++i) {
+    const MapeEntry& e = report.per_tuple_precision[i];
+    const std::string precision = e.group.substr(e.group.find(' ') + 1);
+    const double x = plot_x + bar_w * static_cast<double>(i);
+    const double h = plot_h * e.mape_pct / max_mape;
+    const double hb = plot_h * std::min(e.blind_mape_pct, max_mape) / max_mape;
+    std::snprintf(buf, sizeof(buf), "<rect x='%.1f' y='%.1f' width='%.1f' height='%.1f' fill='none' stroke='#999' stroke-dasharray='2,2'/>\n",
+                  x + 1, plot_y + plot_h - hb, bar_w - 2, hb);
+    out << buf;
+    std::snprintf(buf, sizeof(buf), "<rect x='%.1f' y='%.1f' width='%.1f' height='%.1f' fill='%s'><title>%s: %.2f%% (blind %.2f%%)</title></rect>\n",
+                  x + 3, plot_y + plot_h - h, bar_w - 6, h, color_of[precision].c_str(), e.group.c_str(), e.mape_pct, e.blind_mape_pct);
+    out << buf;
+    std::snprintf(buf, sizeof(buf), "<text x='%.1f' y='%.1f' transform='rotate(60 %.1f %.1f)'>%s</text>\n", x + bar_w / 2,
+                  plot_y + plot_h + 10, x + bar_w / 2, plot_y + plot_h + 10, e.group.substr(0, e.group.find(' ')).c_str());
+    out << buf;
+  }
+  double legend_y = 40;
+  for (const auto& [precision, color] : color_of) {
+    std::snprintf(buf, sizeof(buf), "<rect x='%.1f' y='%.1f' width='10' height='10' fill='%s'/><text x='%.1f' y='%.1f'>%s</text>\n",
+                  left_w - 110, legend_y, color.c_str(), left_w - 95, legend_y + 9, precision.c_str());
+    out << buf;
+    legend_y += 15;
+  }
+  std::snprintf(buf, sizeof(buf), "<rect x='%.1f' y='%.1f' width='10' height='10' fill='none' stroke='#999' stroke-dasharray='2,2'/><text x='%.1f' y='%.1f'>blind baseline</text>\n",
+                left_w - 110, legend_y, left_w - 95, legend_y + 9);
+  out << buf;
+
+  // Scatter.
+  double lo = 1e300, hi = 0;
+  for (const ValidationRow& r : report.rows) {
+    if (r.status != "ok") continue;
+    lo = std::min({lo, r.measured_us, r.predicted_us});
+    hi = std::max({hi, r.measured_us, r.predicted_us});
+  }
+  if (hi > 0) {
+    lo = std::log10(lo) - 0.1;
+    hi = std::log10(hi) + 0.1;
+    const double sx = left_w + 40, sy = 40, side = 360;
+    auto px = [&](double v) { return sx + side * (std::log10(v) - lo) / (hi - lo); };
+    auto py = [&](double v) { return sy + side - side * (std::log10(v) - lo) / (hi - lo); };
+    std::snprintf(buf, sizeof(buf), "<rect x='%.1f' y='%.1f' width='%.1f' height='%.1f' fill='none' stroke='black'/>\n", sx, sy, side, side);
+    out << buf;
+    std::snprintf(buf, sizeof(buf), "<line x1='%.1f' y1='%.1f' x2='%.1f' y2='%.1f' stroke='#999'/>\n", sx, sy + side, sx + side, sy);
+    out << buf;
+    std::snprintf(buf, sizeof(buf), "<text x='%.1f' y='%.1f'>predicted vs measured iteration time (log-log, us)</text>\n", sx, sy - 8);
+    out << buf;
+    for (const ValidationRow& r : report.rows) {
+      if (r.status != "ok") continue;
+      std::snprintf(buf, sizeof(buf), "<circle cx='%.1f' cy='%.1f' r='4' fill='%s'><title>%s %s: measured %.0f, predicted %.0f</title></circle>\n",
+                    px(r.measured_us), py(r.predicted_us), color_of[r.precision].c_str(), r.tuple.c_str(), r.precision.c_str(),
+                    r.measured_us, r.predicted_us);
+      out << buf;
+    }
+    std::snprintf(buf, sizeof(buf), "<text x='%.1f' y='%.1f'>measured: %.3g .. %.3g us</text>\n", sx, sy + side + 18, std::pow(10, lo + 0.1), std::pow(10, hi - 0.1));
+    out << buf;
+  }
+  out << "</svg>\n";
+}
+
+}  // namespace itertime::validate

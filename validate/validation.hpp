@@ -1,0 +1,52 @@
+// validation.hpp: predictions against ground truth, per configuration, with MAPE per (DP,TP,PP) tuple,
+// per precision and overall, for the precision-aware predictor and the precision-blind baseline.
+// Invariants:
+//  - Only ground-truth rows with status ok are scored; a configuration without a trace is listed with
+//    status "untraced" and left out of every MAPE.
+//  - The calibration (per-operator overhead and factor, predict/fitted_model.hpp) applied to a
+//    configuration is fitted leave-one-tuple-out: on every ground-truth row except those of its own
+//    (dp,tp,pp) tuple. When no other tuple shares its occupancy, the calibration fitted on all other
+//    tuples is used and the row says so.
+//  - Reporters (console, CSV, JSON, SVG, HDF5) only present a ValidationReport; they compute nothing.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "common/groundtruth_store.hpp"
+#include "predict/fitted_model.hpp"
+
+namespace itertime::validate {
+
+struct ValidationRow {
+  std::string key, tuple, precision, status;  // status: ok | untraced
+  int dp = 0, tp = 0, pp = 0;
+  double measured_us = 0;
+  double predicted_us = 0, raw_predicted_us = 0, factor = 1, ape_pct = 0;
+  double blind_predicted_us = 0, blind_ape_pct = 0;
+  double extrapolated_fraction = 0;
+  double op_overhead_us = 0;   // the fitted per-operator-call overhead applied
+  bool factor_fitted = false;  // false: no other tuple at this occupancy; the global calibration is used
+};
+
+struct MapeEntry {
+  std::string group;  // a tuple "(2,1,2)", a precision, a "tuple precision" pair, or "overall"
+  double mape_pct = 0, blind_mape_pct = 0;
+  int count = 0;
+};
+
+struct ValidationReport {
+  std::string calibration_file;
+  std::vector<ValidationRow> rows;
+  std::vector<MapeEntry> per_tuple, per_precision, per_tuple_precision;
+  MapeEntry overall;
+};
+
+ValidationReport validate(const predict::FittedModel& model, const std::vector<store::GroundTruthRow>& groundtruth);
+
+void print_report(const ValidationReport& report);
+void write_csv(const ValidationReport& report, const std::string& path);
+void write_json(const ValidationReport& report, const std::string& path);
+void write_svg(const ValidationReport& report, const std::string& path);
+
+}  // namespace itertime::validate

@@ -1,0 +1,36 @@
+// validation_store.hpp: /validation in the calibration file: one row per scored configuration and one
+// per MAPE group. Rewritten as a whole by every `itertime validate` (the tables are replaced).
+#pragma once
+
+#include <cstdint>
+
+#include "common/h5store.hpp"
+#include "validate/validation.hpp"
+
+namespace itertime::validate {
+
+struct ValidationStoreRow {
+  char key[96];
+  int64_t dp, tp, pp;
+  char precision[12];
+  char status[12];
+  double measured_us, predicted_us, raw_predicted_us, calibration_factor;
+  int64_t factor_fitted;
+  double ape_pct, blind_predicted_us, blind_ape_pct, extrapolated_fraction;
+};
+
+struct MapeStoreRow {
+  char kind[16];   // tuple | precision | tuple_precision | overall
+  char group[40];
+  int64_t count;
+  double mape_pct, blind_mape_pct;
+};
+
+void write_validation(h5::Store& store, const ValidationReport& report);
+
+}  // namespace itertime::validate
+
+namespace itertime::h5 {
+template <> struct RowTraits<validate::ValidationStoreRow> { static RowType row_type(); };
+template <> struct RowTraits<validate::MapeStoreRow> { static RowType row_type(); };
+}  // namespace itertime::h5
