@@ -6,8 +6,10 @@
 set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
 "$ROOT/launcher/scripts/setup-debian.sh"
+# A build folder of its own (no tests), so that the test command's build keeps its settings.
+export ITERTIME_BUILD_DIR="${ITERTIME_BUILD_DIR:-$ROOT/build-main}"
 "$ROOT/launcher/scripts/build.sh" -DITERTIME_BUILD_TESTS=OFF -DITERTIME_BUILD_BENCHMARKS=OFF
-BUILD_DIR="${ITERTIME_BUILD_DIR:-$ROOT/build}"
+BUILD_DIR="$ITERTIME_BUILD_DIR"
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 mkdir -p "$ROOT/out"
 "$BUILD_DIR/launcher/itertime" info

@@ -4,7 +4,7 @@
 set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
 "$ROOT/launcher/scripts/setup-debian.sh"
-"$ROOT/launcher/scripts/build.sh"
+"$ROOT/launcher/scripts/build.sh" -DITERTIME_BUILD_TESTS=ON
 BUILD_DIR="${ITERTIME_BUILD_DIR:-$ROOT/build}"
 # Open MPI refuses to run as root unless told; CI and containers run as root.
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
