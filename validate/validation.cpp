@@ -76,6 +76,7 @@ ValidationReport validate(const predict::FittedModel& model, const std::vector<s
       const predict::Prediction blind = predict::predict(model, request);
       row.factor = calibration.factor;
       row.op_overhead_us = calibration.op_overhead_us;
+      row.calibration_rows = static_cast<int>(calibration.rows);
       row.raw_predicted_us = aware.raw_total_us;
       row.predicted_us = aware.total_us;
       row.blind_predicted_us = blind.total_us;
@@ -150,7 +151,8 @@ void write_json(const ValidationReport& report, const std::string& path) {
                                       {"raw_predicted_us", r.raw_predicted_us}, {"calibration_factor", r.factor},
                                       {"factor_fitted", r.factor_fitted}, {"ape_pct", r.ape_pct},
                                       {"blind_predicted_us", r.blind_predicted_us}, {"blind_ape_pct", r.blind_ape_pct},
-                                      {"extrapolated_fraction", r.extrapolated_fraction}, {"op_overhead_us", r.op_overhead_us}});
+                                      {"extrapolated_fraction", r.extrapolated_fraction}, {"op_overhead_us", r.op_overhead_us},
+                                      {"calibration_rows", r.calibration_rows}});
   }
   auto entries = [](const std::vector<MapeEntry>& list) {
     nlohmann::json out = nlohmann::json::array();

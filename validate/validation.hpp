@@ -26,6 +26,7 @@ struct ValidationRow {
   double blind_predicted_us = 0, blind_ape_pct = 0;
   double extrapolated_fraction = 0;
   double op_overhead_us = 0;   // the fitted per-operator-call overhead applied
+  int calibration_rows = 0;    // ground-truth configurations the applied calibration was fitted on (none of this tuple)
   bool factor_fitted = false;  // false: no other tuple at this occupancy; the global calibration is used
 };
 

@@ -1,0 +1,78 @@
+// check_validation: checks the report `itertime run` / `itertime validate` wrote for a calibration file.
+// Usage: check_validation CAL.h5 VALIDATION.json
+// Checks: every ground-truth configuration with status ok appears in the report; every scored error is
+// finite; the calibration applied to each configuration was fitted leave-one-tuple-out (on at most the
+// ok rows of the other tuples, and on at least one); /validation/rows in the file has one row per
+// configuration. Prints what failed and exits 1, or exits 0.
+#include <cmath>
+#include <cstdio>
+#include <fstream>
+#include <map>
+#include <nlohmann/json.hpp>
+#include <set>
+#include <string>
+
+#include "common/groundtruth_store.hpp"
+#include "common/h5store.hpp"
+#include "validate/validation_store.hpp"
+
+using namespace itertime;
+
+int main(int argc, char** argv) {
+  if (argc != 3) {
+    std::fprintf(stderr, "usage: check_validation CAL.h5 VALIDATION.json\n");
+    return 2;
+  }
+  int failures = 0;
+  auto fail = [&](const std::string& message) {
+    std::fprintf(stderr, "FAIL: %s\n", message.c_str());
+    ++failures;
+  };
+  h5::Store store = h5::Store::open(argv[1], false);
+  const auto groundtruth = store.table<store::GroundTruthRow>(store::kGroundTruthTable).read_all();
+  std::set<std::string> ok_keys;
+  std::map<std::string, int> rows_per_tuple;
+  for (const auto& row : groundtruth) {
+    if (h5::get_string(row.status) != "ok") continue;
+    ok_keys.insert(h5::get_string(row.key));
+    rows_per_tuple["(" + std::to_string(row.dp) + "," + std::to_string(row.tp) + "," + std::to_string(row.pp) + ")"]++;
+  }
+  if (ok_keys.empty()) fail("no ground-truth configuration with status ok");
+
+  std::ifstream in(argv[2]);
+  const nlohmann::json report = nlohmann::json::parse(in);
+  if (!report.value("leave_one_tuple_out", false)) fail("report does not say leave_one_tuple_out");
+  std::set<std::string> reported;
+  for (const auto& row : report.at("configurations")) {
+    const std::string key = row.at("key");
+    reported.insert(key);
+    if (row.at("status") != "ok") {
+      fail(key + " not scored (status " + row.at("status").get<std::string>() + ")");
+      continue;
+    }
+    for (const char* field : {"ape_pct", "blind_ape_pct", "predicted_us", "blind_predicted_us"}) {
+      const double value = row.at(field);
+      if (!std::isfinite(value) || value < 0) fail(key + ": " + field + " is not a finite non-negative number");
+    }
+    const std::string tuple = "(" + std::to_string(row.at("dp").get<int>()) + "," + std::to_string(row.at("tp").get<int>()) + "," +
+                              std::to_string(row.at("pp").get<int>()) + ")";
+    const int fitted_on = row.at("calibration_rows");
+    const int others = static_cast<int>(ok_keys.size()) - rows_per_tuple[tuple];
+    if (fitted_on < 1 || fitted_on > others) {
+      fail(key + ": calibration fitted on " + std::to_string(fitted_on) + " rows, but only " + std::to_string(others) +
+           " belong to other tuples (not leave-one-tuple-out)");
+    }
+  }
+  for (const auto& key : ok_keys) {
+    if (!reported.count(key)) fail("ground-truth configuration " + key + " missing from the report");
+  }
+  const double overall = report.at("mape_overall").at("mape_pct");
+  if (!std::isfinite(overall)) fail("overall MAPE is not finite");
+  if (!store.exists("/validation/rows")) {
+    fail("no /validation/rows in the calibration file");
+  } else if (store.table<validate::ValidationStoreRow>("/validation/rows").size() != ok_keys.size()) {
+    fail("/validation/rows does not hold one row per ground-truth configuration");
+  }
+  std::printf("%s: %zu configurations checked, overall MAPE %.2f%%\n", failures ? "FAILED" : "ok", ok_keys.size(), overall);
+  return failures ? 1 : 0;
+}

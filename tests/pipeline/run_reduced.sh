@@ -1,0 +1,21 @@
+#!/usr/bin/env bash
+# End to end: `itertime run` on the reduced CPU job (launching its own mpirun), then checks the report
+# (every configuration present, errors finite, calibration fitted leave-one-tuple-out) and that a second
+# run resumes without measuring anything again.
+# Usage: run_reduced.sh ITERTIME CHECKER SOURCE_DIR
+set -euo pipefail
+ITERTIME="$1"; CHECKER="$2"; SRC="$3"
+WORK="$(mktemp -d)"
+trap 'rm -rf "$WORK"' EXIT
+cd "$WORK"
+"$ITERTIME" run "$SRC/jobs/reduced-cpu.json" -o "$WORK/reduced.h5" | tee run1.log
+"$CHECKER" "$WORK/reduced.h5" "$WORK/reduced-validation/validation.json"
+test -s "$WORK/reduced-validation/validation.svg"
+test -s "$WORK/reduced-validation/validation.csv"
+grep -q "overall MAPE" run1.log
+# A second run resumes: nothing is measured again.
+"$ITERTIME" run "$SRC/jobs/reduced-cpu.json" -o "$WORK/reduced.h5" | tee run2.log
+grep -q "0 points measured" run2.log
+grep -q "0 measured, 0 skipped, 0 failed, 6 already present" run2.log
+grep -q "0 stages traced (8 present)" run2.log
+echo "pipeline test passed"
