@@ -84,8 +84,9 @@ FittedModel fit_model(const std::string& calibration_path) {
   model.comm = CommModel(store.table<store::CommRow>(store::kCommTable).read_all());
 
   for (const auto& row : store.table<store::OpSignatureRow>(store::kOpSignatures).read_all()) {
-    model.signatures[row.id] = OpInfo{h5::get_string(row.name), h5::get_string(row.input_dtypes),
+    model.signatures[row.id] = OpInfo{h5::get_string(row.name), h5::get_string(row.signature), h5::get_string(row.input_dtypes),
                                       h5::get_string(row.output_dtype), row.flops, row.bytes};
+    model.signature_ids[h5::get_string(row.signature)] = row.id;
   }
   std::set<int64_t> occupancies;
   std::map<std::pair<std::string, int64_t>, std::vector<std::array<double, 3>>> regression_points;

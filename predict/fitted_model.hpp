@@ -29,10 +29,11 @@ inline constexpr int kFittedModelVersion = 1;
 
 struct OpInfo {
   std::string name;
+  std::string signature;  // the tracer's canonical text (calibrate/op_tracer.hpp)
   std::string input_dtypes;
   std::string output_dtype;
   double flops = 0, bytes = 0;
-  template <class A> void serialize(A& a, unsigned) { a & name & input_dtypes & output_dtype & flops & bytes; }
+  template <class A> void serialize(A& a, unsigned) { a & name & signature & input_dtypes & output_dtype & flops & bytes; }
 };
 
 struct SequenceEntry {
@@ -87,6 +88,7 @@ struct FittedModel {
   std::string backend;
   CommModel comm;
   std::map<int64_t, OpInfo> signatures;
+  std::map<std::string, int64_t> signature_ids;  // signature text -> id
   std::map<std::pair<int64_t, int64_t>, double> op_time_us;  // (signature id, occupancy) -> median
   std::map<std::string, StageOps> stages;                    // stage key (common/ops_store.hpp)
   std::map<std::pair<std::string, int64_t>, OpRegression> regressions;  // ("name|dtypes", occupancy)
@@ -95,7 +97,7 @@ struct FittedModel {
   CalibrationSet calibration_blind;  // the precision-blind baseline gets the same treatment
 
   template <class A> void serialize(A& a, unsigned) {
-    a & source_file & backend & comm & signatures & op_time_us & stages & regressions & occupancies &
+    a & source_file & backend & comm & signatures & signature_ids & op_time_us & stages & regressions & occupancies &
         calibration & calibration_blind;
   }
 };
