@@ -1,4 +1,4 @@
-// cmd_calibrate.cpp: `itertime calibrate comm` (later: ops, groundtruth). Run under mpirun/srun.
+// cmd_calibrate.cpp: `itertime calibrate comm|ops|groundtruth`. Run under mpirun/srun.
 #include <cstdio>
 #include <memory>
 #include <string>

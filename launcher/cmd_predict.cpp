@@ -13,6 +13,7 @@
 #include "launcher/commands.hpp"
 #include "predict/fitted_model.hpp"
 #include "predict/memory_model.hpp"
+#include "predict/plan.hpp"
 #include "predict/predictor.hpp"
 #include "validate/validation.hpp"
 #include "validate/validation_store.hpp"
@@ -37,6 +38,7 @@ int run_predict(const PredictArgs& a) {
   const predict::FittedModel model = predict::load_or_fit(a.source);
   predict::PredictRequest request;
   request.model_name = spec.name;
+  request.model = &spec;  // stages never traced are built from the model
   request.config = config;
   request.precision = policy.name;
   request.blind = a.blind;
@@ -131,10 +133,13 @@ void register_predict(CLI::App& app, std::vector<std::pair<CLI::App*, Action>>& 
   auto cal = std::make_shared<std::string>();
   auto out_dir = std::make_shared<std::string>();
   auto no_store = std::make_shared<bool>(false);
+  auto compute = std::make_shared<bool>(false);
   validate_cmd->add_option("CAL", *cal, "Calibration HDF5 file with /comm, /ops and /groundtruth")->required();
   validate_cmd->add_option("--out-dir", *out_dir, "Folder for validation.csv, .json and .svg (default: CAL's folder/<stem>-validation)");
   validate_cmd->add_flag("--no-store", *no_store, "Do not write /validation into the calibration file");
-  actions.emplace_back(validate_cmd, [cal, out_dir, no_store](Context&) {
+  validate_cmd->add_flag("--compute-report", *compute,
+                         "Also compare each stage's summed profiled operator times with its measured compute time");
+  actions.emplace_back(validate_cmd, [cal, out_dir, no_store, compute](Context&) {
     const predict::FittedModel model = predict::fit_model(*cal);
     std::vector<store::GroundTruthRow> rows;
     {
@@ -143,6 +148,10 @@ void register_predict(CLI::App& app, std::vector<std::pair<CLI::App*, Action>>& 
         throw UserError(*cal + ": no /groundtruth table; run `itertime calibrate groundtruth --job JOB` first");
       }
       rows = store.table<store::GroundTruthRow>(store::kGroundTruthTable).read_all();
+      if (*compute) {
+        const auto ranks = store.table<store::GroundTruthRankRow>(store::kGroundTruthRanks).read_all();
+        validate::print_compute_report(validate::compute_report(model, rows, ranks));
+      }
     }
     const validate::ValidationReport report = validate::validate(model, rows);
     validate::print_report(report);
@@ -158,6 +167,70 @@ void register_predict(CLI::App& app, std::vector<std::pair<CLI::App*, Action>>& 
       validate::write_validation(store, report);
     }
     std::printf("# reports: %s/validation.{csv,json,svg}%s\n", dir.string().c_str(), *no_store ? "" : "; /validation in the calibration file");
+    return 0;
+  });
+}
+
+}  // namespace itertime::launcher
+
+namespace itertime::launcher {
+
+void register_plan(CLI::App& app, std::vector<std::pair<CLI::App*, Action>>& actions) {
+  CLI::App* plan_cmd = app.add_subcommand("plan", "List the fastest legal, memory-feasible configurations of a model on N GPUs");
+  struct PlanArgs {
+    std::string source, model_file;
+    int gpus = 1, global_batch = 0, seq_len = 0, top = 10;
+    std::vector<int> micro_batches = {1, 2, 4, 8};
+    std::vector<std::string> precisions = {"amp-bf16"};
+    double device_memory_gib = 0;
+    bool json = false;
+  };
+  auto a = std::make_shared<PlanArgs>();
+  plan_cmd->add_option("SOURCE", a->source, "A model from `itertime fit`, or a calibration .h5")->required();
+  plan_cmd->add_option("--model", a->model_file, "LLaMA config.json")->required();
+  plan_cmd->add_option("--gpus", a->gpus, "Number of GPUs (ranks)")->required();
+  plan_cmd->add_option("--gbs", a->global_batch, "Global batch size")->required();
+  plan_cmd->add_option("--seq", a->seq_len, "Sequence length")->required();
+  plan_cmd->add_option("--mbs", a->micro_batches, "Micro-batch sizes to consider")->delimiter(',')->capture_default_str();
+  plan_cmd->add_option("--precisions", a->precisions, "Precisions to consider")->delimiter(',')->capture_default_str();
+  plan_cmd->add_option("--device-memory-gib", a->device_memory_gib, "Device memory; larger configurations are infeasible");
+  plan_cmd->add_option("--top", a->top, "How many to list")->capture_default_str();
+  plan_cmd->add_flag("--json", a->json, "Print JSON");
+  actions.emplace_back(plan_cmd, [a](Context&) {
+    predict::PlanOptions options;
+    options.model = load_llama_config(a->model_file);
+    options.gpus = a->gpus;
+    options.global_batch = a->global_batch;
+    options.seq_len = a->seq_len;
+    options.micro_batches = a->micro_batches;
+    options.precisions.clear();
+    for (const auto& p : a->precisions) options.precisions.push_back(parse_precision(p).name);
+    options.device_memory_bytes = a->device_memory_gib * static_cast<double>(1ull << 30);
+    const predict::FittedModel model = predict::load_or_fit(a->source);
+    const auto entries = predict::plan(model, options);
+    if (a->json) {
+      nlohmann::json out = nlohmann::json::array();
+      for (const auto& e : entries) {
+        out.push_back({{"dp", e.config.dp}, {"tp", e.config.tp}, {"pp", e.config.pp}, {"micro_batch", e.config.micro_batch},
+                       {"precision", to_string(e.precision)}, {"iteration_us", e.iteration_us},
+                       {"peak_memory_bytes", e.peak_memory_bytes}, {"feasible", e.feasible}, {"reason", e.reason},
+                       {"extrapolated_fraction", e.extrapolated_fraction}});
+      }
+      std::printf("%s\n", out.dump(2).c_str());
+      return 0;
+    }
+    std::printf("itertime plan: %s on %d GPUs, gbs %d, seq %d: %zu candidates\n", options.model.name.c_str(), a->gpus,
+                a->global_batch, a->seq_len, entries.size());
+    std::printf("  %-4s %-12s %5s %-9s %16s %14s %10s  %s\n", "rank", "(dp,tp,pp)", "mbs", "precision", "iteration_us", "memory_GiB",
+                "extrap(%)", "note");
+    int shown = 0;
+    for (const auto& e : entries) {
+      if (shown >= a->top) break;
+      ++shown;
+      std::printf("  %-4d %-12s %5d %-9s %16.0f %14.2f %10.1f  %s\n", shown, e.config.tuple_string().c_str(), e.config.micro_batch,
+                  to_string(e.precision).c_str(), e.iteration_us, e.peak_memory_bytes / static_cast<double>(1ull << 30),
+                  100.0 * e.extrapolated_fraction, e.feasible ? "" : e.reason.c_str());
+    }
     return 0;
   });
 }

@@ -50,6 +50,12 @@ struct RunArgs {
   std::vector<std::string> stages;
 };
 
+std::string format_factor(double factor) {
+  char text[32];
+  std::snprintf(text, sizeof(text), "%g", factor);
+  return text;
+}
+
 bool under_mpi() {
   for (const char* name : {"OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "PMIX_RANK", "MPI_LOCALNRANKS"}) {
     if (std::getenv(name) != nullptr) return true;
@@ -103,6 +109,8 @@ void fit_and_validate(const std::string& output) {
   {
     h5::Store store = h5::Store::open(output, false);
     rows = store.table<store::GroundTruthRow>(store::kGroundTruthTable).read_all();
+    const auto ranks = store.table<store::GroundTruthRankRow>(store::kGroundTruthRanks).read_all();
+    validate::print_compute_report(validate::compute_report(model, rows, ranks));
   }
   const validate::ValidationReport report = validate::validate(model, rows);
   const std::filesystem::path dir =
@@ -149,7 +157,10 @@ int run_pipeline(Context& context, const RunArgs& args) {
         options.output_path = output;
         options.resume = true;
         options.provenance = provenance;
-        calibrate::calibrate_comm(options);
+        if (calibrate::calibrate_comm(options).points_failed_check > 0) {
+          throw InternalError("communication points failed their correctness check (rows with check_errors > 0); the pipeline stops",
+                              __FILE__, __LINE__);
+        }
       }
 #ifdef ITERTIME_HAVE_TORCH
       if (wants("ops")) {
@@ -202,7 +213,7 @@ int run_pipeline(Context& context, const RunArgs& args) {
   };
   if (wants("comm")) {
     stage("comm", {"calibrate", "comm", "-o", output, "--resume", "--backend", to_string(job.backend), "--min-bytes",
-                   job.comm.min_bytes, "--max-bytes", job.comm.max_bytes, "--step-factor", std::to_string(job.comm.step_factor),
+                   job.comm.min_bytes, "--max-bytes", job.comm.max_bytes, "--step-factor", format_factor(job.comm.step_factor),
                    "--warmup", std::to_string(job.comm.warmup_iters), "--iters", std::to_string(job.comm.iters)});
   }
   if (wants("ops")) stage("ops", {"calibrate", "ops", "--job", args.job, "-o", output, "--resume"});

@@ -25,6 +25,7 @@ int run(int argc, char** argv) {
   register_model(app, actions);
   register_calibrate(app, actions);
   register_predict(app, actions);
+  register_plan(app, actions);
   register_run(app, actions);
   register_inspect(app, actions);
   register_slurm(app, actions);

@@ -6,6 +6,7 @@
 #include "common/errors.hpp"
 #include "common/ops_store.hpp"
 #include "common/stats.hpp"
+#include "predict/op_builder.hpp"
 #include "predict/schedule.hpp"
 
 namespace itertime::predict {
@@ -49,6 +50,81 @@ double op_time_us(const FittedModel& model, int64_t signature_id, int64_t occupa
 
 DType dtype_of(const std::string& name) { return parse_dtype(name); }
 
+// The regression of (name|input dtypes) at `occupancy`, else at the nearest occupancy that has one, else
+// at occupancy 1; negative when there is none.
+double regression_us(const FittedModel& model, const std::string& key, double flops, double bytes, int64_t occupancy) {
+  const OpRegression* best = nullptr;
+  int64_t best_distance = 0;
+  for (const auto& [regression_key, regression] : model.regressions) {
+    if (regression_key.first != key) continue;
+    const int64_t distance = std::llabs(regression_key.second - occupancy);
+    if (best == nullptr || distance < best_distance) {
+      best = &regression;
+      best_distance = distance;
+    }
+  }
+  if (best == nullptr) {
+    const auto at_one = model.regressions.find({key, 1});
+    if (at_one == model.regressions.end()) return -1.0;
+    best = &at_one->second;
+  }
+  return std::max(0.0, best->intercept_us + best->us_per_flop * flops + best->us_per_byte * bytes);
+}
+
+// One stage's operators with their times, whether traced or built: what the per-stage sum, the call count
+// (for the per-call overhead) and the schedule need.
+struct StageEntry {
+  std::string phase;
+  int64_t count = 0;
+  double time_us = 0;  // per call, at the occupancy
+  bool extrapolated = false;
+};
+struct ResolvedStage {
+  std::vector<StageEntry> entries;
+  std::vector<CommOp> comms;
+};
+
+ResolvedStage resolve_traced(const FittedModel& model, const StageOps& ops, int64_t occupancy, std::vector<std::string>& notes) {
+  ResolvedStage out;
+  out.comms = ops.comms;
+  for (const SequenceEntry& entry : ops.sequence) {
+    StageEntry e{entry.phase, entry.count, 0.0, false};
+    e.time_us = op_time_us(model, entry.signature_id, occupancy, e.extrapolated, notes);
+    out.entries.push_back(e);
+  }
+  return out;
+}
+
+// The stored form of a text field (common/ops_store.hpp truncates signatures and dtype lists).
+std::string stored(const std::string& text, std::size_t capacity) { return text.substr(0, std::min(text.size(), capacity - 1)); }
+
+ResolvedStage resolve_built(const FittedModel& model, const BuiltStage& built, int64_t occupancy, const std::string& key,
+                            std::vector<std::string>& notes) {
+  ResolvedStage out;
+  out.comms = built.comms;
+  std::size_t profiled = 0;
+  std::size_t without_time = 0;
+  for (const BuiltOp& op : built.ops) {
+    StageEntry e{op.phase, op.count, 0.0, false};
+    const auto id = model.signature_ids.find(stored(op.signature, sizeof(store::OpSignatureRow::signature)));
+    if (id != model.signature_ids.end()) {
+      e.time_us = op_time_us(model, id->second, occupancy, e.extrapolated, notes);
+      if (!e.extrapolated) ++profiled;
+    } else {
+      e.extrapolated = true;
+      const std::string regression_key = op.name + "|" + stored(op.input_dtypes, sizeof(store::OpSignatureRow::input_dtypes));
+      const double t = regression_us(model, regression_key, op.flops, op.bytes, occupancy);
+      if (t < 0) ++without_time;
+      e.time_us = std::max(0.0, t);
+    }
+    out.entries.push_back(e);
+  }
+  notes.push_back("stage " + key + " built from the model (not traced): " + std::to_string(profiled) + " of " +
+                  std::to_string(built.ops.size()) + " operators profiled, the rest from the regression" +
+                  (without_time ? " (" + std::to_string(without_time) + " without a regression, counted as 0)" : ""));
+  return out;
+}
+
 }  // namespace
 
 std::string tuple_of(const store::GroundTruthRow& row) {
@@ -83,22 +159,27 @@ Prediction predict(const FittedModel& model, const PredictRequest& request) {
     const std::string key = store::stage_key(request.model_name, c.tp, c.pp, s, c.micro_batch, c.seq_len,
                                              to_string(request.precision), variant);
     const auto found = model.stages.find(key);
-    if (found == model.stages.end()) {
+    ResolvedStage ops;
+    if (found != model.stages.end()) {
+      ops = resolve_traced(model, found->second, occupancy, out.notes);
+    } else if (request.model != nullptr) {
+      const BuiltStage built = build_stage_ops(*request.model, c.tp, c.pp, s, c.micro_batch, c.seq_len,
+                                               request.blind ? PrecisionName::kFp32 : request.precision);
+      ops = resolve_built(model, built, occupancy, key, out.notes);
+    } else {
       throw UserError("no operator trace for stage " + key + " in " + model.source_file +
                       "; add the configuration to a job and run `itertime calibrate ops --job JOB --resume` on this cluster");
     }
-    const StageOps& ops = found->second;
     std::map<std::string, double> phase_us;
-    for (const SequenceEntry& entry : ops.sequence) {
-      bool extrapolated = false;
-      const double t = (op_time_us(model, entry.signature_id, occupancy, extrapolated, out.notes) + overhead_us) *
-                       static_cast<double>(entry.count);
+    for (const StageEntry& entry : ops.entries) {
+      const double t = (entry.time_us + overhead_us) * static_cast<double>(entry.count);
       phase_us[entry.phase] += t;
       const bool per_micro_batch = entry.phase == "forward" || entry.phase == "backward";
       if (per_micro_batch || entry.phase == "optimizer" || c.dp > 1) {
         stage_calls[static_cast<std::size_t>(s)] += entry.count * (per_micro_batch ? m : 1);
       }
-      if (extrapolated) extrapolated_us += t * (entry.phase == "forward" || entry.phase == "backward" ? m : 1);
+      // The share is of compute_total_us (forward, backward, optimizer); dp_buffer work is not in it.
+      if (entry.extrapolated && entry.phase != "dp_buffer") extrapolated_us += t * (per_micro_batch ? m : 1);
     }
     double tp_forward = 0, tp_backward = 0, dp_comm = 0;
     for (const CommOp& comm : ops.comms) {
@@ -174,10 +255,15 @@ CalibrationSet fit_calibration(const FittedModel& model, const std::vector<store
     sample.request.blind = blind;
     sample.measured_us = row.time_us_median;
     sample.occupancy = row.dp * row.tp * row.pp;
-    const std::string key = store::stage_key(sample.request.model_name, sample.request.config.tp, sample.request.config.pp,
-                                             0, sample.request.config.micro_batch, sample.request.config.seq_len,
-                                             to_string(sample.request.precision), blind ? "blind" : "aware");
-    if (model.stages.count(key)) samples.push_back(sample);
+    // Only configurations the model can predict contribute (every stage traced, or buildable).
+    try {
+      PredictRequest probe = sample.request;
+      const Calibration identity;
+      probe.override_calibration = &identity;
+      predict(model, probe);
+      samples.push_back(sample);
+    } catch (const UserError&) {
+    }
   }
   // One overhead for every occupancy (it is a per-call framework cost), chosen by grid search; for each
   // candidate, a factor per occupancy = the median ratio measured / predicted of that occupancy's rows,

@@ -10,8 +10,12 @@
 //  - blind = true uses the precision-blind traces (everything fp32, no casts, fp32 messages): the
 //    ablation baseline.
 //  - The calibration factor (per occupancy) multiplies the raw prediction when `calibrated`; it is 1
-//    when none was fitted. A configuration without a stage trace is refused with a UserError that says
-//    which `calibrate ops` job would add it.
+//    when none was fitted.
+//  - A stage without a trace is built from the model (predict/op_builder.hpp) when the request carries
+//    the model's LlamaSpec: each built operator takes its profiled time when its signature was profiled,
+//    else the regression of its (name, input dtypes) at the occupancy (the nearest occupancy with one,
+//    else occupancy 1), counted as extrapolated; the blind variant builds the fp32 stage. Without the
+//    spec, a missing trace is refused with a UserError that says which `calibrate ops` job would add it.
 #pragma once
 
 #include <map>
@@ -20,6 +24,7 @@
 #include <vector>
 
 #include "common/groundtruth_store.hpp"
+#include "common/model_spec.hpp"
 #include "common/parallel_config.hpp"
 #include "common/precision.hpp"
 #include "predict/fitted_model.hpp"
@@ -33,6 +38,7 @@ struct PredictRequest {
   bool blind = false;
   bool calibrated = true;            // apply the model's fitted Calibration for this occupancy
   const Calibration* override_calibration = nullptr;  // use this one instead (leave-one-out validation)
+  const LlamaSpec* model = nullptr;  // when set, stages never traced are built from it (not owned)
 };
 
 struct Prediction {

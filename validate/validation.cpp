@@ -9,6 +9,7 @@
 #include <set>
 
 #include "common/errors.hpp"
+#include "common/ops_store.hpp"
 #include "common/stats.hpp"
 #include "predict/predictor.hpp"
 
@@ -253,6 +254,61 @@ void write_svg(const ValidationReport& report, const std::string& path) {
     out << buf;
   }
   out << "</svg>\n";
+}
+
+}  // namespace itertime::validate
+
+namespace itertime::validate {
+
+std::vector<ComputeRow> compute_report(const predict::FittedModel& model, const std::vector<store::GroundTruthRow>& configs,
+                                       const std::vector<store::GroundTruthRankRow>& ranks) {
+  std::vector<ComputeRow> out;
+  for (const auto& gt : configs) {
+    if (h5::get_string(gt.status) != "ok") continue;
+    const int64_t occupancy = gt.dp * gt.tp * gt.pp;
+    for (int64_t s = 0; s < gt.pp; ++s) {
+      const std::string key = store::stage_key(h5::get_string(gt.model), static_cast<int>(gt.tp), static_cast<int>(gt.pp),
+                                               static_cast<int>(s), static_cast<int>(gt.micro_batch), static_cast<int>(gt.seq_len),
+                                               h5::get_string(gt.precision), "aware");
+      const auto stage = model.stages.find(key);
+      if (stage == model.stages.end()) continue;
+      double profiled = 0;
+      for (const auto& entry : stage->second.sequence) {
+        if (entry.phase != "forward" && entry.phase != "backward") continue;
+        const auto t = model.op_time_us.find({entry.signature_id, occupancy});
+        if (t != model.op_time_us.end()) profiled += t->second * static_cast<double>(entry.count);
+      }
+      profiled *= static_cast<double>(gt.num_micro_batches);
+      std::vector<double> measured;
+      for (int64_t i = gt.ranks_offset; i < gt.ranks_offset + gt.ranks_count; ++i) {
+        const auto& r = ranks.at(static_cast<std::size_t>(i));
+        if (r.pp_idx == s) measured.push_back(r.forward_us + r.backward_us);
+      }
+      if (measured.empty() || profiled <= 0) continue;
+      ComputeRow row;
+      row.key = h5::get_string(gt.key);
+      row.stage = static_cast<int>(s);
+      row.profiled_us = profiled;
+      row.measured_us = stats::median(measured);
+      row.ratio = row.measured_us / profiled;
+      out.push_back(row);
+    }
+  }
+  return out;
+}
+
+void print_compute_report(const std::vector<ComputeRow>& rows) {
+  std::printf("#\n# stage compute: sum of profiled operator times vs measured forward+backward (no fitted term)\n");
+  std::printf("# %-52s %5s %14s %14s %8s\n", "configuration", "stage", "profiled_us", "measured_us", "ratio");
+  std::vector<double> ratios;
+  for (const ComputeRow& r : rows) {
+    std::printf("  %-52s %5d %14.0f %14.0f %8.2f\n", r.key.c_str(), r.stage, r.profiled_us, r.measured_us, r.ratio);
+    ratios.push_back(r.ratio);
+  }
+  if (!ratios.empty()) {
+    std::printf("# measured / profiled: median %.2f, min %.2f, max %.2f over %zu stages\n", stats::median(ratios), stats::min(ratios),
+                stats::max(ratios), ratios.size());
+  }
 }
 
 }  // namespace itertime::validate

@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "common/groundtruth_store.hpp"
+#include "common/groundtruth_store.hpp"
 #include "predict/fitted_model.hpp"
 
 namespace itertime::validate {
@@ -49,5 +50,22 @@ void print_report(const ValidationReport& report);
 void write_csv(const ValidationReport& report, const std::string& path);
 void write_json(const ValidationReport& report, const std::string& path);
 void write_svg(const ValidationReport& report, const std::string& path);
+
+}  // namespace itertime::validate
+
+namespace itertime::validate {
+
+// Per configuration and pipeline stage: the sum of the stage's profiled operator times (forward and
+// backward, m micro-batches, at the configuration's occupancy, no fitted term) against the forward +
+// backward compute time ground truth measured on that stage's ranks (median over them; TP all-reduces
+// excluded on both sides).
+struct ComputeRow {
+  std::string key;
+  int stage = 0;
+  double profiled_us = 0, measured_us = 0, ratio = 0;  // ratio = measured / profiled
+};
+std::vector<ComputeRow> compute_report(const predict::FittedModel& model, const std::vector<store::GroundTruthRow>& configs,
+                                       const std::vector<store::GroundTruthRankRow>& ranks);
+void print_compute_report(const std::vector<ComputeRow>& rows);
 
 }  // namespace itertime::validate

@@ -1,0 +1,802 @@
+// op_builder.cpp: see op_builder.hpp. The stage is emitted call by call in the order LibTorch 1.13's CPU
+// autograd engine runs it for calibrate/llama_model.cpp (learned from traces), then aggregated.
+// Invariants:
+//  - Spec / Arg mirror calibrate/op_tracer.hpp's TensorSpec / ArgSpec; text(), flops() and bytes() are the
+//    same formulas, so an equal signature implies equal flops and bytes.
+//  - Tensor strides follow ATen: views keep their strides, reshape is a view when ATen's computeStride
+//    allows it (else a contiguous copy), element-wise results follow their first input's layout.
+//  - Backward gradient accumulation ("add" into an input buffer) is emitted when a tensor's second and
+//    later gradient contributions arrive, in the engine's order (most recently created node first).
+#include "predict/op_builder.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <functional>
+#include <iomanip>
+#include <limits>
+#include <map>
+#include <sstream>
+
+#include "common/errors.hpp"
+#include "common/parallel_config.hpp"
+
+namespace itertime::predict {
+namespace {
+
+using Dims = std::vector<int64_t>;
+
+// ---- tensors and arguments (mirror of calibrate/op_tracer.hpp) -------------------------------------
+
+struct Spec {
+  DType dtype = DType::kFloat32;
+  Dims sizes, strides;
+  int64_t numel() const {
+    int64_t n = 1;
+    for (int64_t s : sizes) n *= s;
+    return n;
+  }
+};
+
+Dims contiguous_strides(const Dims& sizes) {
+  Dims strides(sizes.size(), 1);
+  int64_t expected = 1;
+  for (std::size_t i = sizes.size(); i-- > 0;) {
+    strides[i] = expected;
+    expected *= std::max<int64_t>(sizes[i], 1);
+  }
+  return strides;
+}
+
+Spec T(DType dtype, Dims sizes) {
+  Spec spec{dtype, sizes, contiguous_strides(sizes)};
+  return spec;
+}
+Spec T(DType dtype, Dims sizes, Dims strides) { return Spec{dtype, std::move(sizes), std::move(strides)}; }
+
+bool is_contiguous(const Spec& spec) {
+  int64_t expected = 1;
+  for (std::size_t i = spec.sizes.size(); i-- > 0;) {
+    if (spec.sizes[i] != 1 && spec.strides[i] != expected) return false;
+    expected *= spec.sizes[i];
+  }
+  return true;
+}
+
+std::string join_ints(const Dims& values, const char* separator) {
+  std::string out;
+  for (std::size_t i = 0; i < values.size(); ++i) out += (i ? separator : "") + std::to_string(values[i]);
+  return out;
+}
+
+std::string text_of(const Spec& spec) {
+  std::string out = to_string(spec.dtype) + "[" + join_ints(spec.sizes, ",") + "]";
+  if (!is_contiguous(spec)) out += "{" + join_ints(spec.strides, ",") + "}";
+  return out;
+}
+
+struct Arg {
+  enum class Kind { kTensor, kTensorList, kValue } kind = Kind::kValue;
+  Spec tensor;
+  std::vector<Spec> tensors;
+  std::string value;  // c10's IValue text
+};
+
+Arg A(const Spec& spec) {
+  Arg arg;
+  arg.kind = Arg::Kind::kTensor;
+  arg.tensor = spec;
+  return arg;
+}
+Arg AL(const std::vector<Spec>& specs) {
+  Arg arg;
+  arg.kind = Arg::Kind::kTensorList;
+  arg.tensors = specs;
+  return arg;
+}
+Arg V(const std::string& text) {
+  Arg arg;
+  arg.value = text;
+  return arg;
+}
+Arg I(int64_t v) { return V(std::to_string(v)); }
+Arg L(const Dims& values) { return V("[" + join_ints(values, ", ") + "]"); }
+Arg B(bool v) { return V(v ? "True" : "False"); }
+Arg N() { return V("None"); }
+Arg CPU() { return V("cpu"); }
+// A double as c10::IValue prints it: integral values below 1e10 as "2.", others with max_digits10.
+Arg D(double d) {
+  std::ostringstream out;
+  const int c = std::fpclassify(d);
+  if ((c == FP_NORMAL || c == FP_ZERO) && std::abs(d) < 1e10) {
+    const auto i = static_cast<int64_t>(d);
+    if (static_cast<double>(i) == d) {
+      if (i == 0 && std::signbit(d)) return V("-0.");
+      return V(std::to_string(i) + ".");
+    }
+  }
+  out << std::setprecision(std::numeric_limits<double>::max_digits10) << d;
+  return V(out.str());
+}
+// c10::ScalarType numbers.
+Arg ST(DType dtype) {
+  switch (dtype) {
+    case DType::kInt8: return I(1);
+    case DType::kInt32: return I(3);
+    case DType::kInt64: return I(4);
+    case DType::kFloat16: return I(5);
+    case DType::kFloat32: return I(6);
+    case DType::kFloat64: return I(7);
+    case DType::kBool: return I(11);
+    case DType::kBFloat16: return I(15);
+  }
+  return I(-1);
+}
+
+Spec scalar(DType dtype) { return T(dtype, {}); }  // a 0-dim tensor (fp64[] for Python-number operands)
+
+struct RawOp {
+  std::string phase, name, overload;
+  std::vector<Arg> args;
+  std::string output_dtype;
+
+  std::string signature() const {
+    std::string out = name + (overload.empty() ? "" : "." + overload) + "(";
+    for (std::size_t i = 0; i < args.size(); ++i) {
+      const Arg& a = args[i];
+      out += i ? ", " : "";
+      if (a.kind == Arg::Kind::kTensor) {
+        out += text_of(a.tensor);
+      } else if (a.kind == Arg::Kind::kTensorList) {
+        out += "[";
+        for (std::size_t j = 0; j < a.tensors.size(); ++j) out += (j ? "," : "") + text_of(a.tensors[j]);
+        out += "]";
+      } else {
+        out += a.value;
+      }
+    }
+    return out + ")" + (output_dtype.empty() ? "" : "->" + output_dtype);
+  }
+  std::string input_dtypes() const {
+    std::string out;
+    auto add = [&out](const Spec& s) { out += (out.empty() ? "" : ",") + to_string(s.dtype); };
+    for (const Arg& a : args) {
+      if (a.kind == Arg::Kind::kTensor) add(a.tensor);
+      if (a.kind == Arg::Kind::kTensorList) {
+        for (const Spec& s : a.tensors) add(s);
+      }
+    }
+    return out;
+  }
+  double flops() const {
+    std::vector<const Spec*> tensors;
+    for (const Arg& a : args) {
+      if (a.kind == Arg::Kind::kTensor) tensors.push_back(&a.tensor);
+    }
+    auto batched_matmul = [](const Spec& a, const Spec& b) -> double {
+      if (a.sizes.empty() || b.sizes.empty()) return 0.0;
+      const double k = static_cast<double>(a.sizes.back());
+      const double n = b.sizes.size() >= 2 ? static_cast<double>(b.sizes.back()) : 1.0;
+      const double rows = static_cast<double>(a.numel()) / k;
+      double batch_b = 1.0;
+      for (std::size_t i = 0; i + 2 < b.sizes.size(); ++i) batch_b *= static_cast<double>(b.sizes[i]);
+      double batch_a = 1.0;
+      for (std::size_t i = 0; i + 2 < a.sizes.size(); ++i) batch_a *= static_cast<double>(a.sizes[i]);
+      const double broadcast = batch_b > batch_a ? batch_b / batch_a : 1.0;
+      return 2.0 * rows * k * n * broadcast;
+    };
+    if ((name == "aten::mm" || name == "aten::bmm" || name == "aten::matmul") && tensors.size() >= 2) {
+      return batched_matmul(*tensors[0], *tensors[1]);
+    }
+    if (name == "aten::addmm" && tensors.size() >= 3) return batched_matmul(*tensors[1], *tensors[2]);
+    if (name == "aten::linear" && tensors.size() >= 2) {
+      const Spec& input = *tensors[0];
+      const Spec& weight = *tensors[1];
+      if (input.sizes.empty() || weight.sizes.size() != 2) return 0.0;
+      return 2.0 * static_cast<double>(input.numel()) * static_cast<double>(weight.sizes[0]);
+    }
+    double largest = 0.0;
+    for (const Spec* t : tensors) largest = std::max(largest, static_cast<double>(t->numel()));
+    return largest;
+  }
+  double bytes() const {
+    double total = 0.0;
+    double largest = 0.0;
+    for (const Arg& a : args) {
+      if (a.kind == Arg::Kind::kTensor) {
+        const double b = static_cast<double>(a.tensor.numel() * static_cast<int64_t>(dtype_bytes(a.tensor.dtype)));
+        total += b;
+        largest = std::max(largest, b);
+      }
+      if (a.kind == Arg::Kind::kTensorList) {
+        for (const Spec& t : a.tensors) total += static_cast<double>(t.numel() * static_cast<int64_t>(dtype_bytes(t.dtype)));
+      }
+    }
+    return total + largest;
+  }
+};
+
+// ---- ATen layout rules --------------------------------------------------------------------------
+
+// at::detail::computeStride: the strides of a view of (sizes, strides) as new_sizes, if one exists.
+bool view_strides(const Dims& sizes, const Dims& strides, const Dims& new_sizes, Dims& out) {
+  out.assign(new_sizes.size(), 0);
+  int64_t numel = 1;
+  for (int64_t s : sizes) numel *= s;
+  if (numel == 0 || sizes.empty()) {
+    out = contiguous_strides(new_sizes);
+    return true;
+  }
+  int64_t view_d = static_cast<int64_t>(new_sizes.size()) - 1;
+  int64_t chunk_base_stride = strides.back();
+  int64_t tensor_numel = 1;
+  int64_t view_numel = 1;
+  for (int64_t tensor_d = static_cast<int64_t>(sizes.size()) - 1; tensor_d >= 0; tensor_d--) {
+    tensor_numel *= sizes[static_cast<std::size_t>(tensor_d)];
+    if (tensor_d == 0 || (sizes[static_cast<std::size_t>(tensor_d - 1)] != 1 &&
+                          strides[static_cast<std::size_t>(tensor_d - 1)] != tensor_numel * chunk_base_stride)) {
+      while (view_d >= 0 && (view_numel < tensor_numel || new_sizes[static_cast<std::size_t>(view_d)] == 1)) {
+        out[static_cast<std::size_t>(view_d)] = view_numel * chunk_base_stride;
+        view_numel *= new_sizes[static_cast<std::size_t>(view_d)];
+        view_d--;
+      }
+      if (view_numel != tensor_numel) return false;
+      if (tensor_d > 0) {
+        chunk_base_stride = strides[static_cast<std::size_t>(tensor_d - 1)];
+        tensor_numel = 1;
+        view_numel = 1;
+      }
+    }
+  }
+  return view_d == -1;
+}
+
+Spec reshaped(const Spec& x, const Dims& new_sizes) {
+  Dims strides;
+  if (view_strides(x.sizes, x.strides, new_sizes, strides)) return T(x.dtype, new_sizes, strides);
+  return T(x.dtype, new_sizes);
+}
+
+Spec transposed(const Spec& x, std::size_t a, std::size_t b) {
+  Spec out = x;
+  std::swap(out.sizes[a], out.sizes[b]);
+  std::swap(out.strides[a], out.strides[b]);
+  return out;
+}
+
+// The layout TensorIterator gives an element-wise result: the permutation of `like`'s strides.
+Spec like_layout(const Spec& like, DType dtype) {
+  const std::size_t n = like.sizes.size();
+  if (is_contiguous(like)) return T(dtype, like.sizes);
+  Spec out{dtype, like.sizes, Dims(n, 0)};
+  // Dimensions innermost first: by ascending stride, starting from the last dimension; a dimension of
+  // size 1 is never moved past another (insertion sort, as ATen's TensorIterator permutation).
+  std::vector<std::size_t> inner_first;
+  for (std::size_t i = n; i-- > 0;) {
+    std::size_t at = inner_first.size();
+    while (at > 0) {
+      const std::size_t other = inner_first[at - 1];
+      if (like.sizes[i] == 1 || like.sizes[other] == 1 || !(like.strides[i] < like.strides[other])) break;
+      --at;
+    }
+    inner_first.insert(inner_first.begin() + static_cast<std::ptrdiff_t>(at), i);
+  }
+  int64_t stride = 1;
+  for (std::size_t d : inner_first) {
+    out.strides[d] = stride;
+    stride *= like.sizes[d];
+  }
+  return out;
+}
+
+DType promote(DType a, DType b) {
+  if (a == b) return a;
+  if (a == DType::kFloat32 || b == DType::kFloat32) return DType::kFloat32;
+  return a;
+}
+
+// ---- the emitter ----------------------------------------------------------------------------------
+
+struct Dimensions {
+  int64_t b, s, h, heads, kv_heads, head_dim, ffn, vocab;
+};
+
+class Emitter {
+ public:
+  Emitter(const PrecisionPolicy& policy, const Dimensions& d) : policy_(policy), d_(d) {
+    p_ = policy.param_dtype;
+    a_ = policy.activation_dtype;
+    m_ = policy.autocast ? policy.compute_dtype : policy.param_dtype;
+  }
+  std::vector<RawOp> ops;
+  std::vector<CommOp> comms;
+
+  void phase(const char* name) { phase_ = name; }
+  void op(const std::string& qualified, std::vector<Arg> args, DType out) { op(qualified, std::move(args), to_string(out)); }
+  void op(const std::string& qualified, std::vector<Arg> args, const std::string& out) {
+    RawOp r;
+    r.phase = phase_;
+    const auto dot = qualified.find('.');
+    r.name = dot == std::string::npos ? qualified : qualified.substr(0, dot);
+    r.overload = dot == std::string::npos ? "" : qualified.substr(dot + 1);
+    r.args = std::move(args);
+    r.output_dtype = out;
+    ops.push_back(std::move(r));
+  }
+  void comm(const std::string& kind, DType dtype, int64_t bytes) { comms.push_back(CommOp{phase_, kind, to_string(dtype), bytes, 1}); }
+
+  // ---- op helpers ----
+  Spec to_dtype(const Spec& x, DType dtype) {  // Tensor::to(dtype): recorded even when a no-op
+    op("aten::to.dtype", {A(x), ST(dtype), B(false), B(false), N()}, dtype);
+    return like_layout(x, dtype);
+  }
+  Spec to_layout(const Spec& x, DType dtype) {  // ToCopyBackward
+    op("aten::to.dtype_layout", {A(x), ST(dtype), I(0), CPU(), N(), B(false), B(false), N()}, dtype);
+    return like_layout(x, dtype);
+  }
+  Spec t(const Spec& x) {
+    op("aten::t", {A(x)}, x.dtype);
+    return transposed(x, 0, 1);
+  }
+  Spec transpose(const Spec& x, int64_t a, int64_t b) {
+    op("aten::transpose.int", {A(x), I(a), I(b)}, x.dtype);
+    return transposed(x, static_cast<std::size_t>(a), static_cast<std::size_t>(b));
+  }
+  Spec reshape(const Spec& x, const Dims& sizes) {
+    op("aten::reshape", {A(x), L(sizes)}, x.dtype);
+    return reshaped(x, sizes);
+  }
+  Spec view(const Spec& x, const Dims& sizes) {
+    op("aten::view", {A(x), L(sizes)}, x.dtype);
+    return reshaped(x, sizes);
+  }
+  Spec mm(const Spec& a, const Spec& b) {
+    op("aten::mm", {A(a), A(b)}, a.dtype);
+    return T(a.dtype, {a.sizes[0], b.sizes[1]});
+  }
+  Spec bmm(const Spec& a, const Spec& b) {
+    op("aten::bmm", {A(a), A(b)}, a.dtype);
+    return T(a.dtype, {a.sizes[0], a.sizes[1], b.sizes[2]});
+  }
+  Spec binary(const char* name, const Spec& x, const Spec& y, bool alpha) {
+    std::vector<Arg> args{A(x), A(y)};
+    if (alpha) args.push_back(I(1));
+    const DType out = y.sizes.empty() && y.dtype == DType::kFloat64 && !x.sizes.empty() ? x.dtype : promote(x.dtype, y.dtype);
+    op(name, args, out);
+    return like_layout(x.numel() >= y.numel() ? x : y, out);
+  }
+  Spec mul(const Spec& x, const Spec& y) { return binary("aten::mul.Tensor", x, y, false); }
+  Spec add(const Spec& x, const Spec& y) { return binary("aten::add.Tensor", x, y, true); }
+  Spec unary(const char* name, const Spec& x) {
+    op(name, {A(x)}, x.dtype);
+    return like_layout(x, x.dtype);
+  }
+  Spec narrow(const Spec& x, int64_t dim, int64_t start, int64_t length) {
+    op("aten::narrow", {A(x), I(dim), I(start), I(length)}, x.dtype);
+    Spec out = x;
+    const std::size_t d = static_cast<std::size_t>(dim < 0 ? dim + static_cast<int64_t>(x.sizes.size()) : dim);
+    out.sizes[d] = length;
+    return out;
+  }
+
+  // ---- model pieces: forward ----
+  Spec norm_forward(const Spec& x) {
+    const DType f32 = DType::kFloat32;
+    const Spec h = to_dtype(x, f32);
+    op("aten::pow.Tensor_Scalar", {A(h), I(2)}, f32);
+    const Dims stat{x.sizes[0], x.sizes[1], 1};
+    op("aten::mean.dim", {A(h), L({-1}), B(true), N()}, f32);
+    op("aten::add.Tensor", {A(T(f32, stat)), A(scalar(DType::kFloat64)), I(1)}, f32);
+    op("aten::rsqrt", {A(T(f32, stat))}, f32);
+    op("aten::mul.Tensor", {A(h), A(T(f32, stat))}, f32);
+    const Spec y = to_dtype(T(f32, h.sizes), x.dtype);
+    return mul(T(p_, {d_.h}), y);
+  }
+  // Linear (t + matmul, autocast casts under AMP): x [b, s, in] -> [b, s, out].
+  Spec linear_forward(const Spec& x, int64_t in, int64_t out) {
+    const Spec wt = t(T(p_, {out, in}));
+    Spec w = wt;
+    Spec input = x;
+    if (policy_.autocast) {
+      if (w.dtype != m_) w = to_dtype(wt, m_);
+      if (input.dtype != m_) input = to_dtype(x, m_);
+    }
+    op("aten::matmul", {A(input), A(w)}, m_);
+    return T(m_, {x.sizes[0], x.sizes[1], out});
+  }
+  Spec tp_clone(const Spec& x) {
+    op("aten::clone", {A(x), N()}, x.dtype);
+    return T(x.dtype, x.sizes);
+  }
+
+  const PrecisionPolicy& policy_;
+  Dimensions d_;
+  DType p_, a_, m_;
+  std::string phase_ = "forward";
+};
+
+}  // namespace
+
+BuiltStage build_stage_ops(const LlamaSpec& model, int tp, int pp, int stage, int micro_batch, int seq_len,
+                           PrecisionName precision) {
+  if (tp < 1 || pp < 1 || stage < 0 || stage >= pp || micro_batch < 1 || seq_len < 1) {
+    throw UserError("build_stage_ops: tp, pp, micro_batch and seq_len must be positive and 0 <= stage < pp");
+  }
+  if (model.num_heads % tp != 0 || model.num_kv_heads % tp != 0 || model.intermediate_size % tp != 0) {
+    throw UserError("model " + model.name + ": tp " + std::to_string(tp) + " does not divide the heads, KV heads and FFN size");
+  }
+  if (model.num_layers < pp) throw UserError("model " + model.name + " has fewer layers than pp " + std::to_string(pp));
+  const PrecisionPolicy& policy = precision_policy(precision);
+  const auto stages = stage_layers(static_cast<int>(model.num_layers), pp);
+  const StageLayers& layers = stages[static_cast<std::size_t>(stage)];
+  const Dimensions d{micro_batch, seq_len, model.hidden_size, model.num_heads / tp, model.num_kv_heads / tp,
+                     model.head_dim, model.intermediate_size / tp, model.vocab_size};
+  const DType f32 = DType::kFloat32, i64 = DType::kInt64, f64 = DType::kFloat64;
+  Emitter e(policy, d);
+  const DType p = e.p_, a = e.a_, m = e.m_;
+  const int64_t b = d.b, s = d.s, h = d.h, nh = d.heads, nkv = d.kv_heads, hd = d.head_dim, f = d.ffn, v = d.vocab;
+  const int64_t qd = nh * hd, kvd = nkv * hd;
+  const bool gqa = nh != nkv;
+  const bool has_tp = tp > 1;
+  const Spec act = T(a, {b, s, h});
+  const Dims qs_strides{s * nh * hd, hd, nh * hd, 1};
+  const Dims ks_strides{s * nkv * hd, hd, nkv * hd, 1};
+  const DType buffer_dtype = p;  // rotary tables follow the module's cast to the parameter dtype
+
+  // ---------------- forward ----------------
+  if (layers.has_embedding) {
+    e.op("aten::randint", {I(v), L({b, s}), ST(i64), N(), CPU(), N()}, i64);
+  } else {
+    e.op("aten::randn", {L({b, s, h}), ST(a), N(), CPU(), N()}, a);
+  }
+  if (layers.has_head) e.op("aten::randint", {I(v), L({b, s}), ST(i64), N(), CPU(), N()}, i64);
+  if (layers.has_embedding) e.op("aten::embedding", {A(T(p, {v, h})), A(T(i64, {b, s})), I(-1), B(false), B(false)}, p);
+
+  auto rotary_forward = [&](const Spec& x, int64_t heads) {
+    for (int i = 0; i < 2; ++i) {
+      e.op("aten::narrow", {A(T(buffer_dtype, {s, hd})), I(0), I(0), I(s)}, buffer_dtype);
+      e.op("aten::to.dtype", {A(T(buffer_dtype, {s, hd})), ST(x.dtype), B(false), B(false), N()}, x.dtype);
+    }
+    const Spec first = e.narrow(x, -1, hd / 2, hd / 2);
+    e.op("aten::neg", {A(first)}, x.dtype);
+    const Spec negated = like_layout(first, x.dtype);
+    const Spec second = e.narrow(x, -1, 0, hd / 2);
+    e.op("aten::cat", {AL({negated, second}), I(-1)}, x.dtype);
+    const Spec rotated = T(x.dtype, {b, heads, s, hd});
+    e.mul(rotated, T(x.dtype, {s, hd}));
+    const Spec xc = e.mul(x, T(x.dtype, {s, hd}));
+    return e.add(xc, rotated);
+  };
+  auto repeat = [&](const Spec& x) {
+    e.op("aten::empty.memory_format", {L({1}), ST(i64), I(0), CPU(), N(), N()}, i64);
+    e.op("aten::fill_.Scalar", {A(T(i64, {1})), I(nh / nkv)}, i64);
+    e.op("aten::reshape", {A(T(i64, {1})), L({1})}, i64);
+    e.op("aten::expand", {A(T(i64, {1})), L({nkv}), B(false)}, i64);
+    e.op("aten::repeat_interleave.Tensor", {A(T(i64, {nkv}, {0})), N()}, i64);
+    e.op("aten::index_select", {A(x), I(1), A(T(i64, {nh}))}, x.dtype);
+    return T(x.dtype, {b, nh, s, hd});
+  };
+
+  for (int layer = 0; layer < layers.num_layers; ++layer) {
+    // attention block
+    Spec x = e.norm_forward(act);
+    if (has_tp) x = e.tp_clone(x);
+    Spec q = e.linear_forward(x, h, qd);
+    q = e.transpose(e.view(q, {b, s, nh, hd}), 1, 2);
+    Spec k = e.linear_forward(x, h, kvd);
+    k = e.transpose(e.view(k, {b, s, nkv, hd}), 1, 2);
+    Spec vv = e.linear_forward(x, h, kvd);
+    vv = e.transpose(e.view(vv, {b, s, nkv, hd}), 1, 2);
+    q = rotary_forward(q, nh);
+    k = rotary_forward(k, nkv);
+    if (gqa) {
+      k = repeat(k);
+      vv = repeat(vv);
+    }
+    const Spec kt = e.transpose(k, 2, 3);
+    e.op("aten::matmul", {A(q), A(kt)}, m);
+    const Spec scores = T(m, {b, nh, s, s});
+    e.op("aten::div.Tensor", {A(scores), A(scalar(f64))}, m);
+    e.op("aten::ones", {L({s, s}), ST(DType::kBool), N(), CPU(), N()}, DType::kBool);
+    e.op("aten::triu", {A(T(DType::kBool, {s, s})), I(1)}, DType::kBool);
+    e.op("aten::masked_fill.Scalar", {A(scores), A(T(DType::kBool, {s, s})), V("-inf")}, m);
+    e.op("aten::softmax.int", {A(scores), I(-1), ST(f32)}, f32);
+    e.to_dtype(T(f32, {b, nh, s, s}), m);
+    e.op("aten::matmul", {A(scores), A(vv)}, m);
+    const Spec context = e.transpose(T(m, {b, nh, s, hd}), 1, 2);
+    const Spec flat = e.reshape(context, {b, s, qd});
+    Spec out = e.linear_forward(flat, qd, h);
+    if (has_tp) {
+      out = e.tp_clone(out);
+      e.comm("tp_all_reduce", m, b * s * h * static_cast<int64_t>(dtype_bytes(m)));
+    }
+    e.add(act, out);
+    // MLP block
+    x = e.norm_forward(act);
+    if (has_tp) x = e.tp_clone(x);
+    e.linear_forward(x, h, f);
+    e.linear_forward(x, h, f);
+    e.unary("aten::silu", T(m, {b, s, f}));
+    e.mul(T(m, {b, s, f}), T(m, {b, s, f}));
+    out = e.linear_forward(T(m, {b, s, f}), f, h);
+    if (has_tp) {
+      out = e.tp_clone(out);
+      e.comm("tp_all_reduce", m, b * s * h * static_cast<int64_t>(dtype_bytes(m)));
+    }
+    e.add(act, out);
+  }
+  if (layers.has_head) {
+    const Spec x = e.norm_forward(act);
+    const Spec logits = e.linear_forward(x, h, v);
+    e.to_dtype(logits, f32);
+    e.op("aten::reshape", {A(T(i64, {b, s})), L({-1})}, i64);
+    e.op("aten::reshape", {A(T(f32, {b, s, v})), L({-1, v})}, f32);
+    e.op("aten::cross_entropy_loss", {A(T(f32, {b * s, v})), A(T(i64, {b * s})), N(), I(1), I(-100), D(0.0)}, f32);
+    e.op("aten::mul.Tensor", {A(scalar(f32)), A(scalar(f64))}, f32);
+  }
+
+  // ---------------- backward ----------------
+  e.phase("backward");
+  // Gradient buffers: a tensor's first contribution is stored, later ones are added.
+  auto accumulate = [&](int& contributions, const Spec& grad) {
+    if (contributions++ > 0) e.add(grad, grad);
+  };
+  // Linear backward, from the matmul's output-fold reshape to the weight's AccumulateGrad; `input_grad`
+  // receives the input gradient [b, s, in] before the weight's path runs.
+  auto linear_backward = [&](const Spec& grad3, int64_t in, int64_t out, const std::function<void(const Spec&)>& input_grad) {
+    const Spec g2 = e.reshape(grad3, {b * s, out});
+    const Spec gt = e.t(g2);
+    e.t(e.mm(gt, T(m, {b * s, in})));
+    const Spec w = e.t(T(m, {in, out}, {1, in}));
+    const Spec gx = e.reshape(e.mm(g2, w), {b, s, in});
+    input_grad(gx);
+    if (policy.autocast) e.to_layout(T(m, {in, out}, {1, in}), p);
+    e.t(T(p, {in, out}, {1, in}));
+    e.op("aten::detach", {A(T(p, {out, in}))}, p);
+  };
+  // The gradient of a linear's input reaching its (shared) source: through autocast's cast, then added.
+  auto linear_input = [&](int& contributions) {
+    return [&, c = &contributions](const Spec& gx) {
+      Spec grad = gx;
+      if (policy.autocast && a != m) grad = e.to_layout(gx, a);
+      accumulate(*c, grad);
+    };
+  };
+  auto no_input = [](const Spec&) {};
+  // RMSNorm backward; `x_contributions` counts the gradients its input already holds.
+  auto norm_backward = [&](int& x_contributions) {
+    const Spec g = T(a, {b, s, h});
+    e.mul(g, T(p, {h}));
+    e.mul(g, g);
+    e.op("aten::sum.dim_IntList", {A(g), L({0, 1}), B(true), N()}, a);
+    e.op("aten::view", {A(T(a, {1, 1, h})), L({h})}, a);
+    e.op("aten::detach", {A(T(p, {h}))}, p);
+    const bool cast = a != f32;
+    if (cast) e.to_layout(g, f32);
+    const Spec gf = T(f32, {b, s, h});
+    const Spec stat = T(f32, {b, s, 1});
+    e.mul(gf, gf);
+    e.mul(gf, stat);
+    e.op("aten::sum.dim_IntList", {A(gf), L({2}), B(true), N()}, f32);
+    int h_contributions = 0;
+    if (cast) {
+      accumulate(h_contributions, gf);
+    } else {
+      accumulate(x_contributions, gf);
+    }
+    e.op("aten::pow.Tensor_Scalar", {A(stat), I(3)}, f32);
+    e.op("aten::mul.Tensor", {A(stat), A(scalar(f64))}, f32);
+    e.mul(stat, stat);
+    e.op("aten::expand", {A(stat), L({b, s, h}), B(false)}, f32);
+    e.op("aten::div.Tensor", {A(T(f32, {b, s, h}, {s, 1, 0})), A(scalar(i64))}, f32);
+    e.op("aten::pow.Tensor_Scalar", {A(gf), D(1.0)}, f32);
+    e.op("aten::mul.Tensor", {A(gf), A(scalar(f64))}, f32);
+    e.mul(gf, gf);
+    if (cast) {
+      accumulate(h_contributions, gf);
+      accumulate(x_contributions, e.to_layout(gf, a));
+    } else {
+      accumulate(x_contributions, gf);
+    }
+  };
+  auto rotary_backward = [&](const Spec& grad, int64_t heads) {
+    const Spec table = T(m, {s, hd});
+    const Spec full = T(m, {b, heads, s, hd});
+    Spec buffer = e.mul(grad, table);  // x * cos: the first contribution to x's gradient
+    const Spec rotated = e.mul(grad, table);
+    const Spec second = e.narrow(rotated, 3, 0, hd / 2);
+    const Spec first = e.narrow(rotated, 3, hd / 2, hd / 2);
+    e.op("aten::slice_backward", {A(second), L({b, heads, s, hd}), I(-1), I(0), I(hd / 2), I(1)}, m);
+    buffer = e.add(buffer, full);
+    e.op("aten::neg", {A(first)}, m);
+    e.op("aten::slice_backward", {A(like_layout(first, m)), L({b, heads, s, hd}), I(-1), I(hd / 2), I(hd), I(1)}, m);
+    return e.add(buffer, full);
+  };
+  auto residual_add_backward = [&]() {
+    if (m != a) e.to_dtype(T(a, {b, s, h}), m);  // the gradient of the low-precision branch output
+  };
+  auto copy_to_tp_backward = [&]() {
+    if (!has_tp) return;
+    e.tp_clone(T(a, {b, s, h}));
+    e.comm("tp_all_reduce", a, b * s * h * static_cast<int64_t>(dtype_bytes(a)));
+  };
+
+  int top_contributions = 0;  // gradients reaching the stage's last residual tensor
+  if (layers.has_head) {
+    e.op("aten::ones_like", {A(scalar(f32)), N(), N(), N(), N(), I(0)}, f32);
+    e.op("aten::lift_fresh", {A(scalar(f64))}, f64);
+    e.op("aten::mul.Tensor", {A(scalar(f32)), A(scalar(f64))}, f64);
+    e.op("aten::to.dtype", {A(scalar(f64)), ST(f32), B(false), B(false), N()}, f32);
+    e.op("aten::nll_loss_backward", {A(scalar(f32)), A(T(f32, {b * s, v})), A(T(i64, {b * s})), N(), I(1), I(-100), A(scalar(f32))}, f32);
+    e.op("aten::_log_softmax_backward_data", {A(T(f32, {b * s, v})), A(T(f32, {b * s, v})), I(1), ST(f32)}, f32);
+    e.reshape(T(f32, {b * s, v}), {b, s, v});
+    if (m != f32) e.to_layout(T(f32, {b, s, v}), m);
+    int norm_out = 0;
+    linear_backward(T(m, {b, s, v}), h, v, linear_input(norm_out));
+    norm_backward(top_contributions);
+  } else {
+    e.op("aten::randn_like", {A(T(a, {b, s, h})), N(), N(), N(), N(), N()}, a);
+  }
+  const Spec qt = T(m, {b, nh, s, hd}, qs_strides);
+  for (int layer = layers.num_layers - 1; layer >= 0; --layer) {
+    // out = h + mlp(norm2(h))
+    residual_add_backward();
+    int h_contributions = 1;
+    linear_backward(T(m, {b, s, h}), f, h, no_input);
+    const Spec gf = T(m, {b, s, f});
+    e.mul(gf, gf);
+    e.mul(gf, gf);
+    e.op("aten::silu_backward", {A(gf), A(gf)}, m);
+    int mlp_in = 0;
+    linear_backward(gf, h, f, linear_input(mlp_in));
+    linear_backward(gf, h, f, linear_input(mlp_in));
+    copy_to_tp_backward();
+    norm_backward(h_contributions);
+    // h = x + attention(norm1(x))
+    residual_add_backward();
+    int x_contributions = 1;
+    linear_backward(T(m, {b, s, h}), qd, h, no_input);
+    const Spec context = e.reshape(T(m, {b, s, qd}), {b, s, nh, hd});
+    const Spec gctx = e.transpose(context, 1, 2);
+    const Spec g3 = e.reshape(gctx, {b * nh, s, hd});
+    const Spec probs3 = e.transpose(T(m, {b * nh, s, s}), 1, 2);
+    const Spec vgrad3 = e.bmm(probs3, g3);
+    const Spec v4 = gqa ? T(m, {b, nh, s, hd}) : T(m, {b, nh, s, hd}, ks_strides);
+    const Spec v3 = e.transpose(reshaped(v4, {b * nh, s, hd}), 1, 2);
+    e.bmm(g3, v3);
+    const Spec vgrad = e.reshape(vgrad3, {b, nh, s, hd});
+    e.reshape(T(m, {b * nh, s, s}), {b, nh, s, s});
+    Spec gp = T(m, {b, nh, s, s});
+    if (m != f32) gp = e.to_layout(gp, f32);
+    e.op("aten::_softmax_backward_data", {A(T(f32, {b, nh, s, s})), A(T(f32, {b, nh, s, s})), I(-1), ST(f32)}, f32);
+    if (m != f32) e.to_layout(T(f32, {b, nh, s, s}), m);
+    const Spec gs = T(m, {b, nh, s, s});
+    e.op("aten::masked_fill.Scalar", {A(gs), A(T(DType::kBool, {s, s})), I(0)}, m);
+    e.op("aten::lift_fresh", {A(scalar(f64))}, f64);
+    e.op("aten::div.Tensor", {A(gs), A(scalar(f64))}, m);
+    const Spec gs3 = e.reshape(gs, {b * nh, s, s});
+    const Spec q3 = e.transpose(reshaped(qt, {b * nh, s, hd}), 1, 2);
+    const Spec ktgrad3 = e.bmm(q3, gs3);
+    const Spec k4 = gqa ? T(m, {b, nh, s, hd}) : qt;  // k after rotary (or repeat), as used
+    const Spec kt3 = e.transpose(reshaped(transposed(k4, 2, 3), {b * nh, hd, s}), 1, 2);
+    const Spec qgrad3 = e.bmm(gs3, kt3);
+    const Spec ktgrad = e.reshape(ktgrad3, {b, nh, hd, s});
+    const Spec qgrad = e.reshape(qgrad3, {b, nh, s, hd});
+    Spec kgrad = e.transpose(ktgrad, 2, 3);
+    Spec vg = vgrad;
+    if (gqa) {
+      e.op("aten::index_select_backward", {A(vgrad), L({b, nkv, s, hd}), I(1), A(T(i64, {nh}))}, m);
+      e.op("aten::index_select_backward", {A(kgrad), L({b, nkv, s, hd}), I(1), A(T(i64, {nh}))}, m);
+      kgrad = T(m, {b, nkv, s, hd});
+      vg = T(m, {b, nkv, s, hd});
+    }
+    const Spec kg = rotary_backward(kgrad, nkv);
+    const Spec qg = rotary_backward(qgrad, nh);
+    int attention_in = 0;
+    for (int which = 0; which < 3; ++which) {  // v, k, q: the most recently created first
+      const Spec grad = which == 0 ? vg : which == 1 ? kg : qg;
+      const int64_t heads = which == 2 ? nh : nkv;
+      const Spec g4 = e.transpose(grad, 1, 2);
+      const Spec g3v = e.reshape(g4, {b, s, heads * hd});
+      linear_backward(g3v, h, heads * hd, linear_input(attention_in));
+    }
+    copy_to_tp_backward();
+    norm_backward(x_contributions);
+  }
+  if (layers.has_embedding) {
+    e.op("aten::embedding_backward", {A(T(a, {b, s, h})), A(T(i64, {b, s})), I(v), I(-1), B(false), B(false)}, p);
+    e.op("aten::detach", {A(T(p, {v, h}))}, p);
+  } else {
+    e.op("aten::detach", {A(T(a, {b, s, h}))}, a);
+  }
+
+  // ---------------- DP buffer and optimizer ----------------
+  std::vector<Dims> params;
+  if (layers.has_embedding) params.push_back({v, h});
+  for (int layer = 0; layer < layers.num_layers; ++layer) {
+    params.push_back({h});
+    params.push_back({qd, h});
+    params.push_back({kvd, h});
+    params.push_back({kvd, h});
+    params.push_back({h, qd});
+    params.push_back({h});
+    params.push_back({f, h});
+    params.push_back({f, h});
+    params.push_back({h, f});
+  }
+  if (layers.has_head) {
+    params.push_back({h});
+    params.push_back({v, h});
+  }
+  int64_t local_params = 0;
+  for (const Dims& shape : params) local_params += T(p, shape).numel();
+  const DType g = policy.grad_dtype;
+  e.phase("dp_buffer");
+  std::vector<Spec> flat_parts;
+  for (const Dims& shape : params) {
+    e.op("aten::reshape", {A(T(g, shape)), L({-1})}, g);
+    flat_parts.push_back(T(g, {T(g, shape).numel()}));
+  }
+  e.op("aten::cat", {AL(flat_parts), I(0)}, g);
+  e.op("aten::div_.Tensor", {A(T(g, {local_params})), A(scalar(f64))}, g);
+  int64_t offset = 0;
+  for (const Dims& shape : params) {
+    const int64_t n = T(g, shape).numel();
+    e.op("aten::narrow", {A(T(g, {local_params})), I(0), I(offset), I(n)}, g);
+    e.op("aten::view_as", {A(T(g, {n})), A(T(g, shape))}, g);
+    e.op("aten::copy_", {A(T(g, shape)), A(T(g, shape)), B(false)}, g);
+    offset += n;
+  }
+  e.phase("optimizer");
+  // AdamW (lr 1e-3, betas 0.9/0.999, eps 1e-8, weight decay 0.01) at its second step (one warm-up step).
+  const double lr = 1e-3, beta1 = 0.9, beta2 = 0.999, weight_decay = 0.01;
+  const double step = 2.0;
+  const double bias_correction1 = 1.0 - std::pow(beta1, step);
+  for (const Dims& shape : params) {
+    const Spec w = T(p, shape);
+    e.op("aten::mul_.Scalar", {A(w), D(1.0 - lr * weight_decay)}, p);
+    e.op("aten::mul_.Scalar", {A(w), D(beta1)}, p);
+    e.op("aten::add_.Tensor", {A(w), A(w), D(1.0 - beta1)}, p);
+    e.op("aten::mul_.Scalar", {A(w), D(beta2)}, p);
+    e.op("aten::addcmul_", {A(w), A(w), A(w), D(1.0 - beta2)}, p);
+    e.op("aten::sqrt", {A(w)}, p);
+    e.op("aten::div.Tensor", {A(w), A(scalar(f64))}, p);
+    e.op("aten::add_.Tensor", {A(w), A(scalar(f64)), I(1)}, p);
+    e.op("aten::addcdiv_", {A(w), A(w), A(w), D(-(lr / bias_correction1))}, p);
+  }
+
+  // ---------------- comms appended by trace_stage, then aggregation ----------------
+  const int64_t activation_bytes = b * s * h * static_cast<int64_t>(dtype_bytes(a));
+  if (stage < pp - 1) e.comms.push_back(CommOp{"forward", "pp_send_forward", to_string(a), activation_bytes, 1});
+  if (stage > 0) e.comms.push_back(CommOp{"backward", "pp_send_backward", to_string(a), activation_bytes, 1});
+  e.comms.push_back(CommOp{"dp_buffer", "dp_all_reduce", to_string(g), local_params * static_cast<int64_t>(dtype_bytes(g)), 1});
+
+  BuiltStage built;
+  std::map<std::pair<std::string, std::string>, std::size_t> position;
+  for (const RawOp& r : e.ops) {
+    const std::string signature = r.signature();
+    const auto key = std::make_pair(r.phase, signature);
+    const auto found = position.find(key);
+    if (found != position.end()) {
+      built.ops[found->second].count += 1;
+      continue;
+    }
+    position[key] = built.ops.size();
+    built.ops.push_back(BuiltOp{r.phase, r.name, signature, r.input_dtypes(), r.output_dtype, r.flops(), r.bytes(), 1});
+  }
+  std::map<std::string, std::size_t> comm_position;
+  for (const CommOp& c : e.comms) {
+    const std::string key = c.phase + "/" + c.kind + "/" + c.dtype + "/" + std::to_string(c.bytes);
+    const auto found = comm_position.find(key);
+    if (found != comm_position.end()) {
+      built.comms[found->second].count += 1;
+      continue;
+    }
+    comm_position[key] = built.comms.size();
+    built.comms.push_back(c);
+  }
+  built.local_params = local_params;
+  built.num_layers = layers.num_layers;
+  return built;
+}
+
+}  // namespace itertime::predict

@@ -1,0 +1,49 @@
+// op_builder.hpp: the operator sequence of one pipeline stage, built from the model and the precision
+// policy alone (no LibTorch), as calibrate/op_tracer.hpp would record it for calibrate/llama_model.cpp
+// trained by calibrate/ops_calibration.cpp's trace_stage: the forward of one micro-batch under the
+// policy's autocast (and the last stage's loss * 0.25), its backward, the DP gradient-buffer phase
+// (flatten, div_, unflatten) and one AdamW step, plus the communication operations trace_stage appends.
+// Invariants:
+//  - Every BuiltOp's signature is byte-identical to TracedOp::signature() of the traced call with the same
+//    shapes (argument text as c10 prints IValues: ints, int lists "[1, 16]", "False"/"True", "None",
+//    dtypes as ScalarType integers, doubles as c10 prints them, strides "{...}" only when not contiguous);
+//    input_dtypes / output_dtype / flops / bytes are those TracedOp gives (and /ops/signatures stores).
+//  - ops are aggregated per (phase, signature) with their counts, in order of first appearance, as the
+//    /ops/sequences rows of a traced stage; comms are aggregated per (phase, kind, dtype, bytes) as /ops/comms.
+//  - local_params equals the traced stage's parameter count (TP-sharded projections, replicated norms,
+//    embedding and LM head).
+//  - Pure: no I/O, no global mutable state; throws UserError for a layout the model does not admit.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "common/model_spec.hpp"
+#include "common/precision.hpp"
+#include "predict/fitted_model.hpp"
+
+namespace itertime::predict {
+
+struct BuiltOp {
+  std::string phase;         // forward | backward | dp_buffer | optimizer
+  std::string name;          // aten::mm
+  std::string signature;     // the tracer's canonical text
+  std::string input_dtypes;  // comma-separated, as OpSignatureRow::input_dtypes
+  std::string output_dtype;  // "" when the operator returns no tensor
+  double flops = 0;          // as TracedOp::flops()
+  double bytes = 0;          // as TracedOp::bytes()
+  int64_t count = 0;         // calls per micro-batch (forward/backward) or per iteration (others)
+};
+
+struct BuiltStage {
+  std::vector<BuiltOp> ops;
+  std::vector<CommOp> comms;  // same kinds, phases, dtypes, bytes and counts as trace_stage records
+  int64_t local_params = 0;
+  int64_t num_layers = 0;
+};
+
+BuiltStage build_stage_ops(const LlamaSpec& model, int tp, int pp, int stage, int micro_batch, int seq_len,
+                           PrecisionName precision);
+
+}  // namespace itertime::predict

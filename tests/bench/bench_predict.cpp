@@ -1,0 +1,98 @@
+// bench_predict: speed targets of the predictor, as Google Benchmarks that print their figures.
+//  - BM_PredictLlama8B: one prediction of LLaMA 3.1-8B (dp2 tp4 pp1 ... see below), target < 100 us on
+//    one core;
+//  - BM_PlanLlama405B: a plan over every legal configuration of LLaMA 3.1-405B on 16,384 GPUs
+//    (every dp/tp/pp factorization, micro-batches 1/2/4/8, amp-bf16 and bf16), target < 1 s.
+// Both need a fitted model: the calibration file in ITERTIME_BENCH_CAL (default out/local-cpu.h5, written
+// by the README's main job). Stages that were not traced are built from the model (predict/op_builder)
+// and their operators timed by the regression, as for any configuration of a model never traced.
+#include <benchmark/benchmark.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <memory>
+
+#include "common/model_spec.hpp"
+#include "predict/fitted_model.hpp"
+#include "predict/plan.hpp"
+#include "predict/predictor.hpp"
+
+namespace {
+
+using namespace itertime;
+
+std::string source_dir() { return ITERTIME_SOURCE_DIR; }
+
+const predict::FittedModel* fitted() {
+  static std::unique_ptr<predict::FittedModel> model = [] {
+    const char* env = std::getenv("ITERTIME_BENCH_CAL");
+    const std::string path = env ? env : source_dir() + "/out/local-cpu.h5";
+    if (!std::filesystem::exists(path)) {
+      std::fprintf(stderr, "bench_predict: no calibration file %s (run launcher/scripts/main-job.sh or set ITERTIME_BENCH_CAL)\n",
+                   path.c_str());
+      return std::unique_ptr<predict::FittedModel>();
+    }
+    return std::make_unique<predict::FittedModel>(predict::fit_model(path));
+  }();
+  return model.get();
+}
+
+void BM_PredictLlama8B(benchmark::State& state) {
+  const predict::FittedModel* model = fitted();
+  if (!model) {
+    state.SkipWithError("no calibration file");
+    return;
+  }
+  const LlamaSpec spec = load_llama_config(source_dir() + "/data/models/llama3.1-8b.json");
+  predict::PredictRequest request;
+  request.model_name = spec.name;
+  request.model = &spec;
+  request.config = ParallelConfig{2, 4, 1, 1, 32, 4096};
+  request.precision = PrecisionName::kAmpBf16;
+  predict::Prediction p;
+  try {
+    p = predict::predict(*model, request);
+  } catch (const std::exception& error) {
+    state.SkipWithError(error.what());
+    return;
+  }
+  for (auto _ : state) {
+    p = predict::predict(*model, request);
+    benchmark::DoNotOptimize(p.total_us);
+  }
+  state.counters["predicted_iteration_ms"] = p.total_us / 1e3;
+}
+BENCHMARK(BM_PredictLlama8B)->Unit(benchmark::kMicrosecond);
+
+void BM_PlanLlama405B(benchmark::State& state) {
+  const predict::FittedModel* model = fitted();
+  if (!model) {
+    state.SkipWithError("no calibration file");
+    return;
+  }
+  predict::PlanOptions options;
+  options.model = load_llama_config(source_dir() + "/data/models/llama3.1-405b.json");
+  options.gpus = 16384;
+  options.global_batch = 16384;
+  options.seq_len = 8192;
+  options.micro_batches = {1, 2, 4, 8};
+  options.precisions = {PrecisionName::kAmpBf16, PrecisionName::kBf16};
+  options.device_memory_bytes = 80.0 * (1ull << 30);
+  std::size_t candidates = 0;
+  std::size_t feasible = 0;
+  for (auto _ : state) {
+    const auto entries = predict::plan(*model, options);
+    candidates = entries.size();
+    feasible = 0;
+    for (const auto& e : entries) feasible += e.feasible ? 1 : 0;
+    benchmark::DoNotOptimize(entries.data());
+  }
+  state.counters["candidates"] = static_cast<double>(candidates);
+  state.counters["feasible"] = static_cast<double>(feasible);
+}
+BENCHMARK(BM_PlanLlama405B)->Unit(benchmark::kMillisecond)->Iterations(3);
+
+}  // namespace
+
+BENCHMARK_MAIN();

@@ -1,0 +1,325 @@
+#!/usr/bin/env bash
+# calibrate.sh: end-to-end tests of `itertime calibrate comm` and `itertime calibrate groundtruth`,
+# run for real through mpiexec, with the HDF5 contents read back by read_rows (tests/e2e/read_rows.cpp),
+# `itertime inspect` and, when present, h5dump.
+#
+#   calibrate.sh MPIEXEC "MPIEXEC_FLAGS" ITERTIME SOURCE_DIR READ_ROWS CORRUPT_LIB CASE...
+#
+# MPIEXEC_FLAGS are extra mpiexec flags (e.g. --oversubscribe), CORRUPT_LIB the PMPI interposer built
+# from corrupt_allreduce.c. Each case runs in a fresh temporary folder, removed afterwards. As root,
+# Open MPI needs OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 in the environment (CTest
+# sets them). mpiexec runs with --quiet so that stderr holds only what itertime writes.
+set -uo pipefail
+
+if [[ $# -lt 7 ]]; then
+  echo "usage: $0 MPIEXEC MPIEXEC_FLAGS ITERTIME SOURCE_DIR READ_ROWS CORRUPT_LIB CASE..." >&2
+  exit 64
+fi
+MPIEXEC="$1"
+read -r -a MPIEXEC_FLAGS <<<"$2"
+ITERTIME="$(realpath "$3")"
+SOURCE_DIR="$(realpath "$4")"
+READ_ROWS="$(realpath "$5")"
+CORRUPT_LIB="$(realpath "$6")"
+shift 6
+
+failures=0
+WORK=""
+OUT=""
+ERR=""
+STATUS=0
+
+fail() {
+  echo "FAIL [$CASE]: $*" >&2
+  if [[ -n "$OUT" && -f "$OUT" ]]; then echo "--- stdout (last 40 lines):" >&2; tail -n 40 "$OUT" >&2; fi
+  if [[ -n "$ERR" && -f "$ERR" ]]; then echo "--- stderr (last 40 lines):" >&2; tail -n 40 "$ERR" >&2; fi
+  failures=$((failures + 1))
+}
+
+# mpi N [-x VAR=VALUE ...] -- ARGS...: runs itertime ARGS on N ranks in the working folder.
+mpi() {
+  local ranks="$1"
+  shift
+  local extra=()
+  while [[ $# -gt 0 && "$1" != "--" ]]; do
+    extra+=("$1")
+    shift
+  done
+  shift
+  (cd "$WORK" && "$MPIEXEC" --quiet -n "$ranks" "${MPIEXEC_FLAGS[@]}" "${extra[@]}" "$ITERTIME" "$@" >"$OUT" 2>"$ERR")
+  STATUS=$?
+}
+
+lines_of() { awk 'END { print NR }' "$1"; }
+rows() { "$READ_ROWS" comm "$WORK/$1"; }
+
+expect_status() {
+  [[ $STATUS -eq $1 ]] || fail "exit status $STATUS, expected $1"
+}
+expect_stdout() { grep -qF -- "$1" "$OUT" || fail "stdout lacks '$1'"; }
+expect_stderr() { grep -qF -- "$1" "$ERR" || fail "stderr lacks '$1'"; }
+
+# The keys the small sweep (8 .. 64K by 8 at 2 ranks, every collective and dtype) must produce, written
+# out from the nccl-tests size rules: all sizes are multiples of element size x group size, so every
+# labelled size is the requested one. 5 sizes x 7 collectives x 4 dtypes = 140.
+SMALL_SWEEP=(--min-bytes 8 --max-bytes 64K --step-factor 8 --iters 3 --warmup 1)
+small_sweep_keys() {
+  local c d s
+  for c in all_reduce all_gather reduce_scatter broadcast all_to_all send sendrecv; do
+    for d in fp32 fp16 bf16 int8; do
+      for s in 8 64 512 4096 32768; do echo "$c/$d/g2/consecutive/latency/$s"; done
+    done
+  done
+}
+
+# check_comm_rows FILE ITERS WARMUP: every row checked clean, with ITERS samples that are its own (the
+# row's min/max equal its samples' min/max), min <= median <= max, positive times, MPI backend,
+# intra-node span, and busbw/algbw equal to the collective's factor.
+check_comm_rows() {
+  local file="$1" iters="$2" warmup="$3" dump
+  dump="$(rows "$file")" || fail "read_rows comm $file failed (bad offsets?)"
+  awk -F'\t' -v iters="$iters" -v warmup="$warmup" '
+    function factor(c, n) {
+      if (c == "all_reduce") return 2 * (n - 1) / n
+      if (c == "all_gather" || c == "reduce_scatter" || c == "all_to_all") return (n - 1) / n
+      return 1
+    }
+    {
+      split($1, k, "/"); n = substr(k[3], 2)
+      if ($2 != 0) { print "row " NR " (" $1 "): check_errors " $2; bad++ }
+      if ($3 != warmup || $4 != iters || $6 != iters) { print "row " NR " (" $1 "): warmup/iters/samples " $3 "/" $4 "/" $6; bad++ }
+      if (!($7 > 0 && $7 <= $8 && $8 <= $9)) { print "row " NR " (" $1 "): times min/median/max " $7 "/" $8 "/" $9; bad++ }
+      if ($10 != $7 || $11 != $9) { print "row " NR " (" $1 "): samples range " $10 ".." $11 " is not the row min/max " $7 ".." $9; bad++ }
+      if ($12 != "intra-node" || $13 != "mpi" || $14 != "latency") { print "row " NR " (" $1 "): span/backend/mode " $12 "/" $13 "/" $14; bad++ }
+      if ($15 != k[6]) { print "row " NR ": bytes " $15 " differ from the key"; bad++ }
+      want = $17 * factor(k[1], n); diff = $18 - want; if (diff < 0) diff = -diff
+      if (diff > 1e-9 * (want + 1e-12)) { print "row " NR " (" $1 "): busbw " $18 ", want " want; bad++ }
+      if ($16 < 1) { print "row " NR " (" $1 "): count " $16; bad++ }
+      algbw = $15 / ($8 * 1e3); diff = $17 - algbw; if (diff < 0) diff = -diff
+      if ($17 <= 0 || diff > 1e-9 * algbw) { print "row " NR " (" $1 "): algbw " $17 " is not bytes/median " algbw; bad++ }
+    }
+    END { exit bad > 0 }' <<<"$dump" >"$WORK/.check" || fail "rows of $file: $(head -n 5 "$WORK/.check")"
+  # Row offsets tile the samples array: consecutive, no gaps, no overlap.
+  local expected_offsets
+  expected_offsets="$(awk -F'\t' '{ print (NR - 1) * $6 }' <<<"$dump")"
+  [[ "$(cut -f5 <<<"$dump")" == "$expected_offsets" ]] || fail "samples offsets of $file are not consecutive"
+}
+
+# ---- cases ------------------------------------------------------------------------------------
+
+case_comm_sweep() {
+  mpi 2 -- calibrate comm -o comm.h5 "${SMALL_SWEEP[@]}"
+  expect_status 0
+  [[ ! -s "$ERR" ]] || fail "stderr is not empty on success"
+  expect_stdout "2 ranks on 1 node(s), backend mpi, mode latency, 140 points"
+  expect_stdout "# 140 points measured, 0 already present, 140 of 140 in comm.h5; 0 failed their check"
+  [[ "$(grep -c '^  [0-9]*/140 .* ok$' "$OUT")" -eq 140 ]] || fail "stdout does not show 140 point lines ending in ok"
+  local dump
+  dump="$(rows comm.h5)"
+  [[ "$(wc -l <<<"$dump")" -eq 140 ]] || fail "read_rows finds $(wc -l <<<"$dump") rows, expected 140"
+  diff <(cut -f1 <<<"$dump" | sort) <(small_sweep_keys | sort) >"$WORK/.diff" ||
+    fail "the keys in comm.h5 are not the 140 expected ones: $(head -n 10 "$WORK/.diff")"
+  check_comm_rows comm.h5 3 1
+  [[ "$("$READ_ROWS" comm-samples "$WORK/comm.h5")" -eq 420 ]] || fail "/comm/samples_us does not hold 140 x 3 samples"
+
+  (cd "$WORK" && "$ITERTIME" inspect --fields comm.h5 >"$WORK/.inspect" 2>&1) || fail "itertime inspect failed"
+  grep -qE '^  /comm/points +140 rows +compound' "$WORK/.inspect" || fail "inspect does not list /comm/points with 140 rows: $(cat "$WORK/.inspect")"
+  grep -qE '^  /comm/samples_us +420 rows +float64' "$WORK/.inspect" || fail "inspect does not list /comm/samples_us with 420 rows"
+  grep -qF 'collective, dtype, group_size, layout, span, mode, backend, bytes, count' "$WORK/.inspect" || fail "inspect --fields lacks the /comm/points fields"
+  grep -qE '^  comm_world_size +2$' "$WORK/.inspect" || fail "inspect lacks comm_world_size 2"
+
+  if command -v h5dump >/dev/null; then
+    h5dump -H -d /comm/points "$WORK/comm.h5" >"$WORK/.h5dump" 2>&1 || fail "h5dump -H failed"
+    grep -qF 'DATASPACE  SIMPLE { ( 140 ) / ( H5S_UNLIMITED ) }' "$WORK/.h5dump" || fail "h5dump does not see 140 rows: $(cat "$WORK/.h5dump")"
+    grep -qF '"time_us_median"' "$WORK/.h5dump" || fail "h5dump does not see the field time_us_median"
+  fi
+}
+
+case_comm_four_ranks() {
+  # Group sizes 2 and 4 at 4 ranks: g2 in both layouts, g4 consecutive only (the strided group of the
+  # whole world is the same group), sendrecv only at g2, and all_gather fp32 at 8 bytes skipped at g4
+  # (8 / (4 x 4) = 0 elements per rank). Sizes 8, 64, 512:
+  # g2: 2 layouts x 3 collectives x 2 dtypes x 3 sizes = 36; g4: 2 x 2 x 3 - 1 = 11. Total 47.
+  mpi 4 -- calibrate comm -o four.h5 --collectives all_reduce,all_gather,sendrecv --dtypes fp32,bf16 \
+    --min-bytes 8 --max-bytes 512 --step-factor 8 --iters 2 --warmup 0
+  expect_status 0
+  expect_stdout "4 ranks on 1 node(s), backend mpi, mode latency, 47 points"
+  expect_stdout "group size 2, strided layout (2 groups at once, intra-node); first group: ranks 0 2"
+  expect_stdout "group size 4, consecutive layout (1 groups at once, intra-node); first group: ranks 0 1 2 3"
+  local dump
+  dump="$(rows four.h5)"
+  [[ "$(wc -l <<<"$dump")" -eq 47 ]] || fail "four.h5 has $(wc -l <<<"$dump") rows, expected 47"
+  [[ "$(cut -f1 <<<"$dump" | sort -u | wc -l)" -eq 47 ]] || fail "duplicate keys in four.h5"
+  [[ "$(grep -c '/g2/strided/' <<<"$dump")" -eq 18 ]] || fail "expected 18 g2 strided rows"
+  [[ "$(grep -c '/g2/consecutive/' <<<"$dump")" -eq 18 ]] || fail "expected 18 g2 consecutive rows"
+  [[ "$(grep -c '/g4/consecutive/' <<<"$dump")" -eq 11 ]] || fail "expected 11 g4 consecutive rows"
+  ! grep -q '/g4/strided/\|^sendrecv/[^/]*/g4' <<<"$dump" || fail "g4 strided or g4 sendrecv rows present"
+  ! grep -q '^all_gather/fp32/g4/consecutive/latency/8	' <<<"$dump" || fail "all_gather fp32 g4 at 8 bytes was measured"
+  grep -q '^all_gather/bf16/g4/consecutive/latency/8	' <<<"$dump" || fail "all_gather bf16 g4 at 8 bytes missing"
+  check_comm_rows four.h5 2 0
+}
+
+case_comm_resume() {
+  mpi 2 -x ITERTIME_FAULT_ABORT_AFTER_POINTS=5 -- calibrate comm -o comm.h5 "${SMALL_SWEEP[@]}"
+  [[ $STATUS -ne 0 ]] || fail "the aborted run exited with status 0"
+  expect_stderr "ITERTIME_FAULT_ABORT_AFTER_POINTS=5 reached"
+  local before
+  before="$(rows comm.h5)" || fail "read_rows failed on the aborted file"
+  [[ "$(wc -l <<<"$before")" -eq 5 ]] || fail "the aborted file holds $(wc -l <<<"$before") rows, expected 5"
+  [[ "$("$READ_ROWS" comm-samples "$WORK/comm.h5")" -eq 15 ]] || fail "the aborted file does not hold 5 x 3 samples"
+
+  mpi 2 -- calibrate comm -o comm.h5 --resume "${SMALL_SWEEP[@]}"
+  expect_status 0
+  expect_stdout "140 points (5 already in comm.h5, resuming)"
+  expect_stdout "# 135 points measured, 5 already present, 140 of 140 in comm.h5; 0 failed their check"
+  [[ "$(grep -c '^  [0-9]*/140 ' "$OUT")" -eq 135 ]] || fail "the resumed run did not print 135 point lines"
+  local after
+  after="$(rows comm.h5)"
+  [[ "$(wc -l <<<"$after")" -eq 140 ]] || fail "the resumed file holds $(wc -l <<<"$after") rows, expected 140"
+  [[ "$(head -n 5 <<<"$after")" == "$before" ]] || fail "the first 5 rows changed:
+$(diff <(echo "$before") <(head -n 5 <<<"$after"))"
+  [[ -z "$(cut -f1 <<<"$after" | sort | uniq -d)" ]] || fail "duplicate keys: $(cut -f1 <<<"$after" | sort | uniq -d | head -n 3)"
+  diff <(cut -f1 <<<"$after" | sort) <(small_sweep_keys | sort) >/dev/null || fail "the resumed file lacks some of the 140 keys"
+  check_comm_rows comm.h5 3 1
+
+  # Resuming a complete file measures nothing and changes no row.
+  mpi 2 -- calibrate comm -o comm.h5 --resume "${SMALL_SWEEP[@]}"
+  expect_status 0
+  expect_stdout "# 0 points measured, 140 already present"
+  [[ "$(rows comm.h5)" == "$after" ]] || fail "a second --resume changed the rows"
+}
+
+case_comm_corrupt() {
+  # The interposer damages the first fp32 all-reduce result (the untimed check of the first point) on
+  # rank 1: the check must fail loudly, the row must record it, the sweep goes on, the exit status is 1.
+  mpi 2 -x LD_PRELOAD="$CORRUPT_LIB" -x ITERTIME_TEST_CORRUPT_RANK=1 -- calibrate comm -o bad.h5 \
+    --collectives all_reduce --dtypes fp32 --min-bytes 8 --max-bytes 512 --step-factor 8 --iters 2 --warmup 1
+  expect_status 1
+  local key="all_reduce/fp32/g2/consecutive/latency/8"
+  expect_stderr "itertime: CORRECTNESS CHECK FAILED for $key: FAILED: 1 wrong elements (rank 1 element 1: got 6.000000, want 1.000000)"
+  expect_stderr "1 point(s) failed their correctness check"
+  expect_stdout "1 failed their check"
+  grep -q '^  1/3 .*FAILED: 1 wrong elements' "$OUT" || fail "the point line does not say FAILED"
+  [[ "$(grep -c ' ok$' "$OUT")" -eq 2 ]] || fail "the other 2 points are not ok"
+  local dump
+  dump="$(rows bad.h5)"
+  [[ "$(wc -l <<<"$dump")" -eq 3 ]] || fail "bad.h5 has $(wc -l <<<"$dump") rows, expected 3"
+  [[ "$(awk -F'\t' -v k="$key" '$1 == k { print $2 }' <<<"$dump")" == "1" ]] || fail "the row of $key does not carry check_errors 1"
+  [[ "$(awk -F'\t' '$2 != 0' <<<"$dump" | wc -l)" -eq 1 ]] || fail "more than one row carries check errors"
+
+  # The same on rank 0 (the report path without the rank-to-rank message).
+  mpi 2 -x LD_PRELOAD="$CORRUPT_LIB" -x ITERTIME_TEST_CORRUPT_RANK=0 -- calibrate comm -o bad0.h5 \
+    --collectives all_reduce --dtypes fp32 --min-bytes 8 --max-bytes 8 --iters 1 --warmup 0
+  expect_status 1
+  expect_stderr "(rank 0 element 1: got 6.000000, want 1.000000)"
+
+  # Control: the interposer targeting a rank that does not exist changes nothing.
+  mpi 2 -x LD_PRELOAD="$CORRUPT_LIB" -x ITERTIME_TEST_CORRUPT_RANK=7 -- calibrate comm -o good.h5 \
+    --collectives all_reduce --dtypes fp32 --min-bytes 8 --max-bytes 8 --iters 1 --warmup 0
+  expect_status 0
+  expect_stdout "0 failed their check"
+}
+
+case_comm_existing() {
+  mpi 2 -- calibrate comm -o comm.h5 --collectives all_reduce --dtypes fp32 --max-bytes 64 --step-factor 8 --iters 1 --warmup 0
+  expect_status 0
+  [[ "$(rows comm.h5 | wc -l)" -eq 2 ]] || fail "the first run did not write 2 rows"
+  local sum
+  sum="$(md5sum <"$WORK/comm.h5")"
+
+  mpi 2 -- calibrate comm -o comm.h5 --collectives all_reduce --dtypes fp32 --max-bytes 512 --step-factor 8 --iters 1 --warmup 0
+  expect_status 2
+  [[ "$(lines_of "$ERR")" -eq 1 ]] || fail "$(lines_of "$ERR") lines on stderr, expected 1"
+  expect_stderr "itertime: error: comm.h5: file exists; pass --force to overwrite it (or --resume to continue it)"
+  [[ ! -s "$OUT" ]] || fail "stdout is not empty on a refusal"
+  [[ "$(md5sum <"$WORK/comm.h5")" == "$sum" ]] || fail "the refused run changed comm.h5"
+
+  mpi 2 -- calibrate comm -o comm.h5 --force --resume --max-bytes 64
+  expect_status 2
+  [[ "$(lines_of "$ERR")" -eq 1 ]] || fail "--force --resume: $(lines_of "$ERR") lines on stderr, expected 1"
+  expect_stderr "--force and --resume exclude each other"
+  [[ "$(md5sum <"$WORK/comm.h5")" == "$sum" ]] || fail "--force --resume changed comm.h5"
+
+  mpi 2 -- calibrate comm -o comm.h5 --collectives all_reduce --dtypes fp32 --max-bytes 512 --step-factor 8 --iters 1 --warmup 0 --force
+  expect_status 0
+  local dump
+  dump="$(rows comm.h5)"
+  [[ "$(wc -l <<<"$dump")" -eq 3 ]] || fail "--force left $(wc -l <<<"$dump") rows, expected the new run's 3"
+  [[ "$(cut -f1 <<<"$dump" | tr '\n' ' ')" == "all_reduce/fp32/g2/consecutive/latency/8 all_reduce/fp32/g2/consecutive/latency/64 all_reduce/fp32/g2/consecutive/latency/512 " ]] ||
+    fail "--force rows: $(cut -f1 <<<"$dump" | tr '\n' ' ')"
+  [[ "$("$READ_ROWS" comm-samples "$WORK/comm.h5")" -eq 3 ]] || fail "--force kept old samples"
+}
+
+case_groundtruth() {
+  mpi 2 -- calibrate groundtruth --job "$SOURCE_DIR/jobs/reduced-cpu.json" -o gt.h5
+  expect_status 0
+  [[ ! -s "$ERR" ]] || fail "stderr is not empty on success"
+  expect_stdout "# 4 measured, 2 skipped, 0 failed, 0 already present"
+  local dump
+  dump="$("$READ_ROWS" groundtruth "$WORK/gt.h5")" || fail "read_rows groundtruth failed (bad offsets?)"
+  [[ "$(wc -l <<<"$dump")" -eq 6 ]] || fail "gt.h5 has $(wc -l <<<"$dump") rows, expected 6"
+  local m="tiny-llama-gqa" tail="mbs1/gbs4/seq32"
+  [[ "$(cut -f1,2 <<<"$dump")" == "$m/dp1-tp1-pp1/$tail/fp32	ok
+$m/dp2-tp1-pp1/$tail/fp32	ok
+$m/dp1-tp2-pp1/$tail/amp-bf16	ok
+$m/dp1-tp1-pp2/$tail/fp32	ok
+$m/dp1-tp3-pp1/$tail/fp32	skipped
+$m/dp1-tp1-pp1/$tail/fp16	skipped" ]] || fail "keys and statuses: $(cut -f1,2 <<<"$dump")"
+  # ok rows: empty reason, 3 samples (timed_iters), one rank row per rank, finite positive times whose
+  # median lies within the samples.
+  awk -F'\t' '$2 == "ok" {
+      ranks = $4 * $5 * $6
+      if ($3 != "") { print "ok row with a reason: " $1; bad++ }
+      if ($7 != 3 || $8 != $7) { print $1 ": timed_iters " $7 ", samples_count " $8; bad++ }
+      if ($9 != ranks || $14 != ranks) { print $1 ": ranks_count " $9 ", rank rows " $14 ", want " ranks; bad++ }
+      if (!($10 > 0 && $11 > 0 && $10 < 1e12 && $12 > 0 && $12 == $11 && $13 >= $10)) { print $1 ": times " $10 " " $11 " " $12 " " $13; bad++ }
+      if ($10 ~ /nan|inf/) { print $1 ": not finite"; bad++ }
+    }
+    $2 == "skipped" {
+      if ($8 != 0 || $9 != 0 || $14 != 0) { print $1 ": a skipped row with samples or rank rows"; bad++ }
+    }
+    END { exit bad > 0 }' <<<"$dump" >"$WORK/.check" || fail "groundtruth rows: $(cat "$WORK/.check")"
+  grep -P '^[^\t]*/dp1-tp3-pp1/[^\t]*\tskipped\t[^\t]*needs 3 ranks, the job runs on 2' <<<"$dump" >/dev/null ||
+    fail "the tp=3 row does not say it needs 3 ranks"
+  grep -P '^[^\t]*/fp16\tskipped\t[^\t]*fp16[^\t]*cpu' <<<"$dump" >/dev/null || fail "the fp16 row does not say fp16 cannot run on cpu"
+
+  mpi 2 -- calibrate groundtruth --job "$SOURCE_DIR/jobs/reduced-cpu.json" -o gt.h5 --resume
+  expect_status 0
+  expect_stdout "# 6 configurations already in gt.h5 (resuming)"
+  expect_stdout "# 0 measured, 0 skipped, 0 failed, 6 already present"
+  ! grep -q '^ *[0-9]*/6 ' "$OUT" || fail "the resumed run printed configuration lines"
+  [[ "$("$READ_ROWS" groundtruth "$WORK/gt.h5")" == "$dump" ]] || fail "--resume changed the rows"
+}
+
+ALL_CASES=(comm_sweep comm_four_ranks comm_resume comm_corrupt comm_existing groundtruth)
+
+cleanup() { [[ -n "$WORK" && -d "$WORK" ]] && rm -rf "$WORK"; }
+trap cleanup EXIT
+
+CASES=("$@")
+[[ ${#CASES[@]} -gt 0 ]] || CASES=("${ALL_CASES[@]}")
+
+for CASE in "${CASES[@]}"; do
+  if ! declare -F "case_$CASE" >/dev/null; then
+    echo "unknown case '$CASE'; known: ${ALL_CASES[*]}" >&2
+    exit 64
+  fi
+  WORK="$(mktemp -d "${TMPDIR:-/tmp}/itertime-e2e.XXXXXX")"
+  mkdir "$WORK/.e2e"
+  OUT="$WORK/.e2e/stdout"
+  ERR="$WORK/.e2e/stderr"
+  before_failures=$failures
+  started=$SECONDS
+  "case_$CASE"
+  rm -rf "$WORK"
+  if [[ $failures -eq $before_failures ]]; then
+    echo "ok   $CASE ($((SECONDS - started)) s)"
+  else
+    echo "FAIL $CASE"
+  fi
+done
+
+if [[ $failures -ne 0 ]]; then
+  echo "$failures check(s) failed" >&2
+  exit 1
+fi

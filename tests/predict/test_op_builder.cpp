@@ -1,0 +1,180 @@
+// test_op_builder.cpp: the stage builder (predict/op_builder.hpp) without LibTorch: shapes scale with TP,
+// counts with layers, a production-size model builds with plausible FLOPs, and the predictor uses built
+// stages for configurations that were never traced. (Equality with real traces: tests/torch/test_op_builder.cpp.)
+// Invariants: pure; models from data/models/; no file is written.
+#include <gtest/gtest.h>
+
+#include <string>
+
+#include "common/errors.hpp"
+#include "common/model_spec.hpp"
+#include "predict/op_builder.hpp"
+#include "predict/predictor.hpp"
+
+namespace itertime::predict {
+namespace {
+
+LlamaSpec load(const std::string& name) {
+  return load_llama_config(std::string(ITERTIME_SOURCE_DIR) + "/data/models/" + name + ".json");
+}
+
+int64_t count_of(const BuiltStage& stage, const std::string& phase, const std::string& name) {
+  int64_t n = 0;
+  for (const BuiltOp& op : stage.ops) {
+    if (op.phase == phase && op.name == name) n += op.count;
+  }
+  return n;
+}
+
+// Forward projections: matrix products against a transposed 2-D weight ("[in,out]{1,in}").
+bool is_projection(const BuiltOp& op) {
+  return op.phase == "forward" && op.name == "aten::matmul" && op.signature.find("]{1,") != std::string::npos;
+}
+
+double projection_flops(const BuiltStage& stage, bool include_head, int64_t vocab) {
+  double total = 0;
+  for (const BuiltOp& op : stage.ops) {
+    if (!is_projection(op)) continue;
+    const bool head = op.signature.find("," + std::to_string(vocab) + "]{1,") != std::string::npos;
+    if (head && !include_head) continue;
+    total += op.flops * static_cast<double>(op.count);
+  }
+  return total;
+}
+
+TEST(OpBuilder, TensorParallelHalvesProjectionShapesAndKeepsTheHeadReplicated) {
+  const LlamaSpec spec = load("tiny-llama-gqa");
+  const BuiltStage full = build_stage_ops(spec, 1, 1, 0, 1, 32, PrecisionName::kFp32);
+  const BuiltStage half = build_stage_ops(spec, 2, 1, 0, 1, 32, PrecisionName::kFp32);
+  EXPECT_DOUBLE_EQ(projection_flops(half, false, spec.vocab_size), projection_flops(full, false, spec.vocab_size) / 2.0);
+  // q projection: [hidden, heads*head_dim] -> halved columns.
+  const std::string q_full = "aten::matmul(fp32[1,32,128], fp32[128,128]{1,128})->fp32";
+  const std::string q_half = "aten::matmul(fp32[1,32,128], fp32[128,64]{1,128})->fp32";
+  bool found_full = false, found_half = false;
+  for (const BuiltOp& op : full.ops) found_full = found_full || op.signature == q_full;
+  for (const BuiltOp& op : half.ops) found_half = found_half || op.signature == q_half;
+  EXPECT_TRUE(found_full);
+  EXPECT_TRUE(found_half);
+  // Sharded parameters: projections halved, norms, embedding and LM head replicated.
+  const int64_t replicated = spec.embedding_params() + spec.lm_head_params() + (2 * spec.num_layers + 1) * spec.hidden_size;
+  EXPECT_EQ(full.local_params - replicated, 2 * (half.local_params - replicated));
+  // TP adds one all-reduce per attention and MLP block, each way.
+  int64_t tp_forward = 0, tp_backward = 0;
+  for (const CommOp& comm : half.comms) {
+    if (comm.kind == "tp_all_reduce") (comm.phase == "forward" ? tp_forward : tp_backward) += comm.count;
+  }
+  EXPECT_EQ(tp_forward, 2 * spec.num_layers);
+  EXPECT_EQ(tp_backward, 2 * spec.num_layers);
+  for (const CommOp& comm : full.comms) EXPECT_NE(comm.kind, "tp_all_reduce");
+}
+
+TEST(OpBuilder, CountsScaleWithLayers) {
+  LlamaSpec spec = load("tiny-llama-gqa");
+  const BuiltStage four = build_stage_ops(spec, 1, 1, 0, 2, 16, PrecisionName::kAmpBf16);
+  spec.num_layers = 8;
+  const BuiltStage eight = build_stage_ops(spec, 1, 1, 0, 2, 16, PrecisionName::kAmpBf16);
+  EXPECT_EQ(count_of(four, "forward", "aten::silu"), 4);
+  EXPECT_EQ(count_of(eight, "forward", "aten::silu"), 8);
+  EXPECT_EQ(count_of(eight, "backward", "aten::silu_backward"), 8);
+  EXPECT_EQ(count_of(eight, "forward", "aten::softmax"), 8);
+  // 7 projections and 2 attention products per layer, plus the LM head.
+  EXPECT_EQ(count_of(four, "forward", "aten::matmul"), 9 * 4 + 1);
+  EXPECT_EQ(count_of(eight, "forward", "aten::matmul"), 9 * 8 + 1);
+  // AdamW: 9 operators per parameter tensor (9 per layer, embedding, final norm, LM head).
+  EXPECT_EQ(count_of(eight, "optimizer", "aten::addcdiv_"), 9 * 8 + 3);
+  EXPECT_EQ(count_of(eight, "optimizer", "aten::mul_") - count_of(four, "optimizer", "aten::mul_"), 3 * 9 * 4);
+  // Everything per layer doubles; the rest (embedding, head, loss) stays.
+  EXPECT_EQ(count_of(eight, "backward", "aten::mm") - count_of(four, "backward", "aten::mm"),
+            count_of(four, "backward", "aten::mm") - 2);
+  EXPECT_EQ(eight.local_params - four.local_params, 4 * spec.layer_params());
+}
+
+TEST(OpBuilder, BlindBuildHasNoCastsAndFp32Comms) {
+  const LlamaSpec spec = load("tiny-llama-gqa");
+  const BuiltStage blind = build_stage_ops(spec, 2, 2, 0, 1, 16, PrecisionName::kFp32);
+  for (const BuiltOp& op : blind.ops) {
+    EXPECT_EQ(op.signature.find("bf16"), std::string::npos) << op.signature;
+  }
+  for (const CommOp& comm : blind.comms) EXPECT_EQ(comm.dtype, "fp32");
+  const BuiltStage amp = build_stage_ops(spec, 2, 2, 0, 1, 16, PrecisionName::kAmpBf16);
+  EXPECT_GT(count_of(amp, "forward", "aten::to"), count_of(blind, "forward", "aten::to"));
+  EXPECT_GT(count_of(amp, "backward", "aten::to"), 0);  // ToCopyBackward of autocast's casts
+}
+
+TEST(OpBuilder, Llama31_8bAtTp8Pp4BuildsWithPlausibleFlops) {
+  const LlamaSpec spec = load("llama3.1-8b");
+  const int tp = 8, pp = 4, micro_batch = 1, seq_len = 2048;
+  const auto stages = stage_layers(static_cast<int>(spec.num_layers), pp);
+  const double tokens = static_cast<double>(micro_batch) * seq_len;
+  for (int s = 0; s < pp; ++s) {
+    const BuiltStage built = build_stage_ops(spec, tp, pp, s, micro_batch, seq_len, PrecisionName::kBf16);
+    ASSERT_FALSE(built.ops.empty());
+    const StageLayers& layers = stages[static_cast<std::size_t>(s)];
+    EXPECT_EQ(built.num_layers, layers.num_layers);
+    // Per TP rank: sharded layer projections (no norms), the replicated LM head on the last stage.
+    const double layer_matmul = static_cast<double>(spec.layer_params() - 2 * spec.hidden_size) / tp;
+    double matmul_params = layer_matmul * layers.num_layers;
+    if (layers.has_head) matmul_params += static_cast<double>(spec.vocab_size * spec.hidden_size);
+    const double flops = projection_flops(built, true, spec.vocab_size);
+    EXPECT_NEAR(flops / (2.0 * tokens * matmul_params), 1.0, 0.05) << "stage " << s;
+    double forward_flops = 0;
+    for (const BuiltOp& op : built.ops) {
+      if (op.phase == "forward") forward_flops += op.flops * static_cast<double>(op.count);
+    }
+    EXPECT_GT(forward_flops, flops);  // attention products and element-wise work on top
+    const int64_t expected_params =
+        static_cast<int64_t>(layer_matmul * layers.num_layers) + 2 * spec.hidden_size * layers.num_layers +
+        (layers.has_embedding ? spec.embedding_params() : 0) + (layers.has_head ? spec.lm_head_params() + spec.hidden_size : 0);
+    EXPECT_EQ(built.local_params, expected_params) << "stage " << s;
+  }
+}
+
+TEST(OpBuilder, RefusesLayoutsTheModelDoesNotAdmit) {
+  const LlamaSpec spec = load("tiny-llama-gqa");
+  EXPECT_THROW(build_stage_ops(spec, 3, 1, 0, 1, 16, PrecisionName::kFp32), UserError);
+  EXPECT_THROW(build_stage_ops(spec, 1, 2, 2, 1, 16, PrecisionName::kFp32), UserError);
+  EXPECT_THROW(build_stage_ops(spec, 1, 8, 0, 1, 16, PrecisionName::kFp32), UserError);
+}
+
+// A fitted model with no stage trace: one profiled signature, one regression per (name, dtypes).
+TEST(OpBuilder, PredictorBuildsStagesNeverTraced) {
+  const LlamaSpec spec = load("tiny-llama-gqa");
+  const BuiltStage built = build_stage_ops(spec, 1, 1, 0, 1, 16, PrecisionName::kFp32);
+  FittedModel model;
+  model.source_file = "synthetic";
+  model.occupancies = {1};
+  const BuiltOp& profiled = built.ops.front();
+  model.signatures[0] = OpInfo{profiled.name, profiled.signature, profiled.input_dtypes, profiled.output_dtype, profiled.flops, profiled.bytes};
+  model.signature_ids[profiled.signature] = 0;
+  model.op_time_us[{0, 1}] = 3.0;
+  for (const BuiltOp& op : built.ops) {
+    model.regressions[{op.name + "|" + op.input_dtypes, 2}] = OpRegression{1.0, 1e-6, 0.0, 3};
+  }
+  PredictRequest request;
+  request.model_name = spec.name;
+  request.config = ParallelConfig{1, 1, 1, 1, 4, 16};
+  request.precision = PrecisionName::kFp32;
+  EXPECT_THROW(predict(model, request), UserError);  // no trace and no model to build from
+  request.model = &spec;
+  const Prediction p = predict(model, request);
+  EXPECT_GT(p.total_us, 0.0);
+  EXPECT_GT(p.extrapolated_fraction, 0.9);
+  EXPECT_LT(p.extrapolated_fraction, 1.0);
+  bool noted = false;
+  for (const std::string& note : p.notes) {
+    noted = noted || note.find("built from the model (not traced): 1 of " + std::to_string(built.ops.size()) +
+                               " operators profiled") != std::string::npos;
+  }
+  EXPECT_TRUE(noted);
+  // The regression's time scales with FLOPs: a longer sequence costs more.
+  request.config.seq_len = 32;
+  EXPECT_GT(predict(model, request).total_us, p.total_us);
+  // Blind: the fp32 build, whatever the policy.
+  request.config.seq_len = 16;
+  request.precision = PrecisionName::kAmpBf16;
+  request.blind = true;
+  EXPECT_DOUBLE_EQ(predict(model, request).total_us, p.total_us);
+}
+
+}  // namespace
+}  // namespace itertime::predict

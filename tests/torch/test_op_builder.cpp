@@ -1,0 +1,183 @@
+// test_op_builder.cpp: the predictor's stage builder (predict/op_builder.hpp, no LibTorch) against the
+// tracer: for each case the stage is traced with LibTorch (calibrate::trace_stage_info) and built from the
+// model, and the two must agree exactly.
+// Invariants:
+//  - Equality is on what /ops stores for a traced stage: the (phase, signature) -> count sequence in order
+//    of first appearance, each signature's input dtypes and output dtype, the aggregated comm operations
+//    (phase, kind, dtype, bytes, count; in order) and the local parameter count.
+//  - A mismatch names every signature that is missing, extra or counted differently (set
+//    ITERTIME_PRINT_TRACE=1 to print the raw traced sequence of the failing case too).
+//  - Every rank runs every case (tracing is local); nothing is written.
+#include <gtest/gtest.h>
+
+#include <cctype>
+#include <cstdio>
+#include <cstdlib>
+#include <map>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "calibrate/ops_calibration.hpp"
+#include "common/model_spec.hpp"
+#include "predict/op_builder.hpp"
+
+namespace itertime {
+namespace {
+
+struct BuilderCase {
+  const char* model;
+  int tp, pp, stage, micro_batch, seq_len;
+  PrecisionName precision;
+};
+
+std::string case_name(const BuilderCase& c) {
+  return std::string(c.model) + "/tp" + std::to_string(c.tp) + "/pp" + std::to_string(c.pp) + "/s" +
+         std::to_string(c.stage) + "/mbs" + std::to_string(c.micro_batch) + "/seq" + std::to_string(c.seq_len) + "/" +
+         to_string(c.precision);
+}
+
+LlamaSpec load(const char* model) {
+  return load_llama_config(std::string(ITERTIME_SOURCE_DIR) + "/data/models/" + model + ".json");
+}
+
+std::string join(const std::vector<std::string>& items) {
+  std::string out;
+  for (std::size_t i = 0; i < items.size(); ++i) out += (i ? "," : "") + items[i];
+  return out;
+}
+
+struct Entry {
+  std::string phase, signature, input_dtypes, output_dtype;
+  int64_t count = 0;
+};
+
+// The traced stage aggregated as calibrate_ops aggregates it into /ops/sequences.
+std::vector<Entry> aggregate(const calibrate::StageTraceInfo& trace) {
+  std::vector<Entry> out;
+  std::map<std::pair<std::string, std::string>, std::size_t> position;
+  for (const auto& op : trace.ops) {
+    const auto key = std::make_pair(op.phase, op.signature);
+    const auto found = position.find(key);
+    if (found != position.end()) {
+      out[found->second].count += 1;
+      continue;
+    }
+    position[key] = out.size();
+    out.push_back(Entry{op.phase, op.signature, join(op.input_dtypes), op.output_dtype, 1});
+  }
+  return out;
+}
+
+std::vector<predict::CommOp> aggregate_comms(const calibrate::StageTraceInfo& trace) {
+  std::vector<predict::CommOp> out;
+  std::map<std::string, std::size_t> position;
+  for (const auto& comm : trace.comms) {
+    const std::string key = comm.phase + "/" + comm.kind + "/" + comm.dtype + "/" + std::to_string(comm.bytes);
+    const auto found = position.find(key);
+    if (found != position.end()) {
+      out[found->second].count += 1;
+      continue;
+    }
+    position[key] = out.size();
+    out.push_back(predict::CommOp{comm.phase, comm.kind, comm.dtype, comm.bytes, 1});
+  }
+  return out;
+}
+
+class OpBuilder : public ::testing::TestWithParam<BuilderCase> {};
+
+TEST_P(OpBuilder, ReproducesTheTracedStage) {
+  const BuilderCase& c = GetParam();
+  const LlamaSpec spec = load(c.model);
+  const calibrate::StageTraceInfo trace =
+      calibrate::trace_stage_info(spec, c.tp, c.pp, c.stage, c.micro_batch, c.seq_len, c.precision, Backend::kCpu);
+  const predict::BuiltStage built = predict::build_stage_ops(spec, c.tp, c.pp, c.stage, c.micro_batch, c.seq_len, c.precision);
+  if (std::getenv("ITERTIME_PRINT_TRACE") != nullptr) {
+    for (const auto& op : trace.ops) std::printf("T %-10s %s\n", op.phase.c_str(), op.signature.c_str());
+    for (const auto& op : built.ops) std::printf("B %-10s %4lld %s\n", op.phase.c_str(), static_cast<long long>(op.count), op.signature.c_str());
+  }
+  const std::vector<Entry> traced = aggregate(trace);
+
+  // 1. The multiset of (phase, signature) with counts, and each signature's dtypes.
+  std::map<std::pair<std::string, std::string>, const Entry*> traced_by_key;
+  for (const Entry& e : traced) traced_by_key[{e.phase, e.signature}] = &e;
+  std::map<std::pair<std::string, std::string>, const predict::BuiltOp*> built_by_key;
+  for (const auto& op : built.ops) {
+    EXPECT_TRUE(built_by_key.emplace(std::make_pair(op.phase, op.signature), &op).second)
+        << "built twice: " << op.phase << " " << op.signature;
+  }
+  int mismatches = 0;
+  for (const Entry& e : traced) {
+    const auto found = built_by_key.find({e.phase, e.signature});
+    if (found == built_by_key.end()) {
+      ++mismatches;
+      ADD_FAILURE() << case_name(c) << ": traced, not built: " << e.phase << " x" << e.count << " " << e.signature;
+      continue;
+    }
+    const predict::BuiltOp& op = *found->second;
+    if (op.count != e.count) {
+      ++mismatches;
+      ADD_FAILURE() << case_name(c) << ": count " << op.count << " built, " << e.count << " traced: " << e.phase << " "
+                    << e.signature;
+    }
+    EXPECT_EQ(op.input_dtypes, e.input_dtypes) << e.signature;
+    EXPECT_EQ(op.output_dtype, e.output_dtype) << e.signature;
+  }
+  for (const auto& op : built.ops) {
+    if (!traced_by_key.count({op.phase, op.signature})) {
+      ++mismatches;
+      ADD_FAILURE() << case_name(c) << ": built, not traced: " << op.phase << " x" << op.count << " " << op.signature;
+    }
+  }
+  // 2. The order of first appearance (what /ops/sequences holds), once the multisets agree.
+  if (mismatches == 0) {
+    ASSERT_EQ(built.ops.size(), traced.size());
+    for (std::size_t i = 0; i < traced.size(); ++i) {
+      EXPECT_EQ(built.ops[i].phase + " " + built.ops[i].signature, traced[i].phase + " " + traced[i].signature)
+          << case_name(c) << ": order differs at entry " << i;
+      if (built.ops[i].signature != traced[i].signature) break;
+    }
+  }
+
+  // 3. Communication operations and the parameter count.
+  const std::vector<predict::CommOp> comms = aggregate_comms(trace);
+  ASSERT_EQ(built.comms.size(), comms.size()) << case_name(c);
+  for (std::size_t i = 0; i < comms.size(); ++i) {
+    EXPECT_EQ(built.comms[i].phase, comms[i].phase) << case_name(c) << " comm " << i;
+    EXPECT_EQ(built.comms[i].kind, comms[i].kind) << case_name(c) << " comm " << i;
+    EXPECT_EQ(built.comms[i].dtype, comms[i].dtype) << case_name(c) << " comm " << i;
+    EXPECT_EQ(built.comms[i].bytes, comms[i].bytes) << case_name(c) << " comm " << i;
+    EXPECT_EQ(built.comms[i].count, comms[i].count) << case_name(c) << " comm " << i;
+  }
+  EXPECT_EQ(built.local_params, trace.local_params) << case_name(c);
+}
+
+std::string test_name(const ::testing::TestParamInfo<BuilderCase>& param) {
+  std::string name = case_name(param.param);
+  for (char& ch : name) ch = std::isalnum(static_cast<unsigned char>(ch)) ? ch : '_';
+  return name;
+}
+
+constexpr PrecisionName kFp32 = PrecisionName::kFp32;
+constexpr PrecisionName kBf16 = PrecisionName::kBf16;
+constexpr PrecisionName kAmp = PrecisionName::kAmpBf16;
+
+INSTANTIATE_TEST_SUITE_P(
+    TinyLlamaGqa, OpBuilder,
+    ::testing::Values(BuilderCase{"tiny-llama-gqa", 1, 1, 0, 1, 16, kFp32}, BuilderCase{"tiny-llama-gqa", 1, 1, 0, 2, 32, kBf16},
+                      BuilderCase{"tiny-llama-gqa", 1, 1, 0, 1, 32, kAmp}, BuilderCase{"tiny-llama-gqa", 2, 2, 0, 2, 16, kFp32},
+                      BuilderCase{"tiny-llama-gqa", 2, 2, 1, 1, 16, kAmp}, BuilderCase{"tiny-llama-gqa", 4, 1, 0, 2, 32, kAmp},
+                      BuilderCase{"tiny-llama-gqa", 2, 4, 1, 1, 32, kBf16}, BuilderCase{"tiny-llama-gqa", 1, 4, 3, 2, 16, kBf16},
+                      BuilderCase{"tiny-llama-gqa", 1, 2, 1, 2, 32, kFp32}, BuilderCase{"tiny-llama-gqa", 4, 2, 0, 1, 16, kAmp}),
+    test_name);
+
+// Other shapes: multi-head attention without KV groups (no repeat_interleave), and a wider model.
+INSTANTIATE_TEST_SUITE_P(
+    OtherModels, OpBuilder,
+    ::testing::Values(BuilderCase{"tiny-llama", 2, 1, 0, 1, 16, kAmp}, BuilderCase{"tiny-llama", 1, 2, 1, 2, 16, kBf16},
+                      BuilderCase{"small-llama", 2, 2, 0, 1, 32, kAmp}),
+    test_name);
+
+}  // namespace
+}  // namespace itertime

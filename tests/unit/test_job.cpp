@@ -1,0 +1,294 @@
+// Unit tests of common/job: sweeps expand to every (dp, tp, pp) factorization in order, explicit
+// configurations come first and duplicates are dropped, relative model paths resolve against the
+// job's folder, unknown fields and malformed JSON are refused naming the field or the file, and the
+// three shipped jobs (jobs/*.json) load with the configurations counted by hand.
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <string>
+#include <tuple>
+#include <vector>
+
+#include "common/errors.hpp"
+#include "common/job.hpp"
+#include "temp_dir.hpp"
+
+namespace itertime {
+namespace {
+
+using Triple = std::tuple<int, int, int>;  // (dp, tp, pp)
+
+const std::string kSource = ITERTIME_SOURCE_DIR;
+
+std::vector<Triple> triples(const std::vector<RankLayout>& layouts) {
+  std::vector<Triple> out;
+  for (const auto& l : layouts) out.emplace_back(l.dp(), l.tp(), l.pp());
+  return out;
+}
+
+std::vector<Triple> triples(const Job& job) {
+  std::vector<Triple> out;
+  for (const auto& c : job.configs) out.emplace_back(c.parallel.dp, c.parallel.tp, c.parallel.pp);
+  return out;
+}
+
+template <typename Body>
+std::string user_error_of(Body&& body) {
+  try {
+    body();
+  } catch (const UserError& error) {
+    return error.what();
+  }
+  return "(no UserError)";
+}
+
+bool contains(const std::string& text, const std::string& part) { return text.find(part) != std::string::npos; }
+
+// A job folder with the tiny model copied under models/.
+struct JobFolder {
+  testing::TempDir dir;
+  JobFolder() {
+    std::filesystem::create_directories(dir.path() / "models");
+    std::filesystem::copy_file(kSource + "/data/models/tiny-llama-gqa.json", dir.path() / "models" / "tiny.json");
+  }
+  Job parse(const std::string& text, const std::string& name = "job.json") const {
+    return parse_job(text, dir.file(name));
+  }
+};
+
+TEST(Job, Factorizations) {
+  EXPECT_EQ(triples(factorizations(1)), (std::vector<Triple>{{1, 1, 1}}));
+  EXPECT_EQ(triples(factorizations(2)), (std::vector<Triple>{{2, 1, 1}, {1, 2, 1}, {1, 1, 2}}));
+  EXPECT_EQ(triples(factorizations(4)),
+            (std::vector<Triple>{{4, 1, 1}, {2, 2, 1}, {1, 4, 1}, {2, 1, 2}, {1, 2, 2}, {1, 1, 4}}));
+  // 8 = 2^3: the number of ordered triples is C(3+2, 2) = 10.
+  EXPECT_EQ(triples(factorizations(8)), (std::vector<Triple>{{8, 1, 1}, {4, 2, 1}, {2, 4, 1}, {1, 8, 1}, {4, 1, 2},
+                                                             {2, 2, 2}, {1, 4, 2}, {2, 1, 4}, {1, 2, 4}, {1, 1, 8}}));
+  EXPECT_EQ(factorizations(6).size(), 9u);    // 2 * 3: 3 places for the 2, 3 for the 3
+  EXPECT_EQ(factorizations(12).size(), 18u);  // 2^2 * 3: C(4,2) * 3
+}
+
+TEST(Job, SweepExpandsToEveryFactorizationInOrder) {
+  JobFolder folder;
+  const Job job = folder.parse(R"({
+    "model": "models/tiny.json",
+    "sweep": {"world_sizes": [1, 2, 4], "precisions": ["fp32"], "micro_batch": 1, "global_batch": 8, "seq_len": 64}
+  })");
+  EXPECT_EQ(triples(job), (std::vector<Triple>{{1, 1, 1},
+                                               {2, 1, 1}, {1, 2, 1}, {1, 1, 2},
+                                               {4, 1, 1}, {2, 2, 1}, {1, 4, 1}, {2, 1, 2}, {1, 2, 2}, {1, 1, 4}}));
+  for (const auto& c : job.configs) {
+    EXPECT_EQ(c.parallel.micro_batch, 1);
+    EXPECT_EQ(c.parallel.global_batch, 8);
+    EXPECT_EQ(c.parallel.seq_len, 64);
+    EXPECT_EQ(c.precision, PrecisionName::kFp32);
+  }
+  EXPECT_EQ(job.max_world_size(), 4);
+  EXPECT_EQ(job.configs[4].key(job.model.name), "tiny/dp4-tp1-pp1/mbs1/gbs8/seq64/fp32");
+}
+
+TEST(Job, SweepLoopsPrecisionsInsideEachLayout) {
+  JobFolder folder;
+  const Job job = folder.parse(R"({
+    "model": "models/tiny.json",
+    "sweep": {"world_sizes": [2], "precisions": ["fp32", "amp-bf16"], "micro_batch": 2, "global_batch": 4, "seq_len": 16}
+  })");
+  ASSERT_EQ(job.configs.size(), 6u);
+  std::vector<std::string> keys;
+  for (const auto& c : job.configs) keys.push_back(c.key(job.model.name));
+  EXPECT_EQ(keys, (std::vector<std::string>{
+                      "tiny/dp2-tp1-pp1/mbs2/gbs4/seq16/fp32", "tiny/dp2-tp1-pp1/mbs2/gbs4/seq16/amp-bf16",
+                      "tiny/dp1-tp2-pp1/mbs2/gbs4/seq16/fp32", "tiny/dp1-tp2-pp1/mbs2/gbs4/seq16/amp-bf16",
+                      "tiny/dp1-tp1-pp2/mbs2/gbs4/seq16/fp32", "tiny/dp1-tp1-pp2/mbs2/gbs4/seq16/amp-bf16"}));
+}
+
+TEST(Job, ExplicitConfigsComeFirstAndDuplicatesAreDropped) {
+  JobFolder folder;
+  const Job job = folder.parse(R"({
+    "model": "models/tiny.json",
+    "configs": [
+      {"dp": 1, "tp": 1, "pp": 2, "micro_batch": 1, "global_batch": 8, "seq_len": 64, "precision": "fp32"},
+      {"dp": 1, "tp": 3, "pp": 1, "micro_batch": 1, "global_batch": 8, "seq_len": 64},
+      {"dp": 1, "tp": 1, "pp": 2, "micro_batch": 1, "global_batch": 8, "seq_len": 64, "precision": "fp32"}
+    ],
+    "sweep": {"world_sizes": [2], "precisions": ["fp32"], "micro_batch": 1, "global_batch": 8, "seq_len": 64}
+  })");
+  // (1,1,2) fp32 appears twice in configs and once in the sweep: kept once, in first place. The illegal
+  // tp=3 (tiny has 8 heads) is kept: ground truth records it as skipped. Precision defaults to fp32.
+  EXPECT_EQ(triples(job), (std::vector<Triple>{{1, 1, 2}, {1, 3, 1}, {2, 1, 1}, {1, 2, 1}}));
+  EXPECT_EQ(job.configs[1].precision, PrecisionName::kFp32);
+  EXPECT_EQ(job.max_world_size(), 3);
+}
+
+TEST(Job, Defaults) {
+  JobFolder folder;
+  const Job job = folder.parse(R"({"model": "models/tiny.json",
+    "configs": [{"dp": 1, "tp": 1, "pp": 1, "micro_batch": 1, "global_batch": 1, "seq_len": 8}]})",
+                               "my-cluster.json");
+  EXPECT_EQ(job.name, "my-cluster");  // the file's stem
+  EXPECT_EQ(job.path, folder.dir.file("my-cluster.json"));
+  EXPECT_EQ(job.backend, Backend::kCpu);
+  EXPECT_EQ(job.seed, 1234u);
+  EXPECT_EQ(job.warmup_iters, 2);
+  EXPECT_EQ(job.timed_iters, 5);
+  EXPECT_EQ(job.compute_threads, 1);
+  EXPECT_EQ(job.ranks, 0);
+  EXPECT_EQ(job.comm.min_bytes, "8");
+  EXPECT_EQ(job.comm.max_bytes, "16M");
+  EXPECT_EQ(job.comm.step_factor, 4.0);
+  EXPECT_EQ(job.comm.warmup_iters, 5);
+  EXPECT_EQ(job.comm.iters, 20);
+}
+
+TEST(Job, RelativeModelPathResolvesAgainstTheJobFolder) {
+  JobFolder folder;
+  std::filesystem::create_directories(folder.dir.path() / "jobs");
+  const std::string text = R"({"model": "../models/tiny.json",
+    "configs": [{"dp": 1, "tp": 1, "pp": 1, "micro_batch": 1, "global_batch": 1, "seq_len": 8}]})";
+  const Job job = parse_job(text, folder.dir.file("jobs/job.json"));
+  EXPECT_EQ(job.model_path, (folder.dir.path() / "models" / "tiny.json").lexically_normal().string());
+  EXPECT_EQ(job.model.hidden_size, 128);
+  EXPECT_EQ(job.model.num_kv_heads, 4);
+  // The same text read as a job in the temp folder itself does not find the model: the path is
+  // relative to the job, not to the working directory.
+  const std::string message = user_error_of([&] { parse_job(text, folder.dir.file("job.json")); });
+  EXPECT_TRUE(contains(message, "tiny.json")) << message;
+  // An absolute path is taken as it is.
+  const std::string absolute = kSource + "/data/models/tiny-llama.json";
+  const Job abs_job = parse_job(R"({"model": ")" + absolute + R"(",
+    "configs": [{"dp": 1, "tp": 1, "pp": 1, "micro_batch": 1, "global_batch": 1, "seq_len": 8}]})",
+                                folder.dir.file("jobs/job.json"));
+  EXPECT_EQ(abs_job.model_path, absolute);
+}
+
+TEST(Job, UnknownFieldsAreRefusedNamingTheField) {
+  JobFolder folder;
+  const std::string config = R"({"dp": 1, "tp": 1, "pp": 1, "micro_batch": 1, "global_batch": 1, "seq_len": 8})";
+  struct Case {
+    std::string text;
+    std::string where;
+    std::string field;
+  };
+  const std::vector<Case> cases = {
+      {R"({"model": "models/tiny.json", "frobnicate": 1, "configs": [)" + config + "]}", "job.json", "'frobnicate'"},
+      {R"({"model": "models/tiny.json", "configs": [{"dp": 1, "tp": 1, "pp": 1, "micro_batch": 1, "global_batch": 1, "seq_len": 8, "dpp": 2}]})",
+       "configs[0]", "'dpp'"},
+      {R"({"model": "models/tiny.json", "configs": [)" + config + R"(], "groundtruth": {"timed": 3}})", "groundtruth", "'timed'"},
+      {R"({"model": "models/tiny.json", "configs": [)" + config + R"(], "comm": {"max_size": "1M"}})", "comm", "'max_size'"},
+      {R"({"model": "models/tiny.json", "sweep": {"world_sizes": [1], "precisions": ["fp32"], "micro_batch": 1, "global_batch": 1, "seq_len": 8, "worlds": [2]}})",
+       "sweep", "'worlds'"},
+  };
+  for (const auto& c : cases) {
+    const std::string message = user_error_of([&] { folder.parse(c.text); });
+    EXPECT_TRUE(contains(message, "unknown field " + c.field)) << message;
+    EXPECT_TRUE(contains(message, c.where)) << message;
+    EXPECT_TRUE(contains(message, folder.dir.file("job.json"))) << message;
+  }
+}
+
+TEST(Job, MalformedJobsAreRefused) {
+  JobFolder folder;
+  const std::string path = folder.dir.file("job.json");
+  std::string message = user_error_of([&] { folder.parse(R"({"model": "models/tiny.json", "configs": [)"); });
+  EXPECT_TRUE(contains(message, path)) << message;
+  EXPECT_TRUE(contains(message, "not valid JSON")) << message;
+  message = user_error_of([&] { folder.parse("model = tiny"); });
+  EXPECT_TRUE(contains(message, "not valid JSON")) << message;
+  message = user_error_of([&] { folder.parse("[1, 2]"); });
+  EXPECT_TRUE(contains(message, "JSON object")) << message;
+  message = user_error_of([&] { folder.parse(R"({"configs": []})"); });
+  EXPECT_TRUE(contains(message, "'model'")) << message;
+  message = user_error_of([&] { folder.parse(R"({"model": "models/tiny.json"})"); });
+  EXPECT_TRUE(contains(message, "no configuration")) << message;
+  message = user_error_of([&] {
+    folder.parse(R"({"model": "models/tiny.json", "configs": [{"dp": 1, "tp": 1, "micro_batch": 1, "global_batch": 1, "seq_len": 8}]})");
+  });
+  EXPECT_TRUE(contains(message, "missing field 'pp'")) << message;
+  message = user_error_of([&] {
+    folder.parse(R"({"model": "models/tiny.json", "configs": [{"dp": -1, "tp": 1, "pp": 1, "micro_batch": 1, "global_batch": 1, "seq_len": 8}]})");
+  });
+  EXPECT_TRUE(contains(message, "'dp'")) << message;
+  message = user_error_of([&] {
+    folder.parse(R"({"model": "models/tiny.json", "configs": [{"dp": 0, "tp": 1, "pp": 1, "micro_batch": 1, "global_batch": 1, "seq_len": 8}]})");
+  });
+  EXPECT_TRUE(contains(message, "zero")) << message;
+  message = user_error_of([&] {
+    folder.parse(R"({"model": "models/tiny.json", "configs": [{"dp": 1, "tp": 1, "pp": 1, "micro_batch": 1, "global_batch": 1, "seq_len": 8, "precision": "fp8"}]})");
+  });
+  EXPECT_TRUE(contains(message, "fp8")) << message;
+  message = user_error_of([&] {
+    folder.parse(R"({"model": "models/tiny.json", "sweep": {"precisions": ["fp32"], "micro_batch": 1, "global_batch": 1, "seq_len": 8}})");
+  });
+  EXPECT_TRUE(contains(message, "world_sizes")) << message;
+  message = user_error_of([&] {
+    folder.parse(R"({"model": "models/tiny.json", "backend": "tpu", "configs": [{"dp": 1, "tp": 1, "pp": 1, "micro_batch": 1, "global_batch": 1, "seq_len": 8}]})");
+  });
+  EXPECT_TRUE(contains(message, "tpu")) << message;
+  message = user_error_of([&] { load_job(folder.dir.file("absent.json")); });
+  EXPECT_TRUE(contains(message, "absent.json")) << message;
+  message = user_error_of([&] { load_job(folder.dir.path().string()); });
+  EXPECT_TRUE(contains(message, "directory")) << message;
+}
+
+TEST(Job, ShippedLocalCpuJob) {
+  const Job job = load_job(kSource + "/jobs/local-cpu.json");
+  EXPECT_EQ(job.name, "local-cpu");
+  EXPECT_EQ(job.model_path, kSource + "/data/models/tiny-llama-gqa.json");
+  EXPECT_EQ(job.model.name, "tiny-llama-gqa");
+  EXPECT_EQ(job.backend, Backend::kCpu);
+  EXPECT_EQ(job.ranks, 4);
+  EXPECT_EQ(job.warmup_iters, 2);
+  EXPECT_EQ(job.timed_iters, 5);
+  EXPECT_EQ(job.comm.max_bytes, "1M");
+  // 10 layouts of 1, 2 and 4 ranks x 3 precisions.
+  ASSERT_EQ(job.configs.size(), 30u);
+  EXPECT_EQ(job.max_world_size(), 4);
+  EXPECT_EQ(job.configs.front().key(job.model.name), "tiny-llama-gqa/dp1-tp1-pp1/mbs1/gbs8/seq64/fp32");
+  EXPECT_EQ(job.configs.back().key(job.model.name), "tiny-llama-gqa/dp1-tp1-pp4/mbs1/gbs8/seq64/amp-bf16");
+}
+
+TEST(Job, ShippedReducedCpuJob) {
+  const Job job = load_job(kSource + "/jobs/reduced-cpu.json");
+  EXPECT_EQ(job.name, "reduced-cpu");
+  EXPECT_EQ(job.seed, 7u);
+  EXPECT_EQ(job.ranks, 2);
+  EXPECT_EQ(job.warmup_iters, 1);
+  EXPECT_EQ(job.timed_iters, 3);
+  EXPECT_EQ(job.comm.max_bytes, "256K");
+  EXPECT_EQ(job.comm.step_factor, 8.0);
+  EXPECT_EQ(job.comm.iters, 5);
+  EXPECT_EQ(triples(job), (std::vector<Triple>{{1, 1, 1}, {2, 1, 1}, {1, 2, 1}, {1, 1, 2}, {1, 3, 1}, {1, 1, 1}}));
+  EXPECT_EQ(job.configs[2].precision, PrecisionName::kAmpBf16);
+  EXPECT_EQ(job.configs[5].precision, PrecisionName::kFp16);
+  EXPECT_EQ(job.max_world_size(), 3);
+}
+
+TEST(Job, ShippedLlama8BJob) {
+  const Job job = load_job(kSource + "/jobs/llama3.1-8b-8gpu.json");
+  EXPECT_EQ(job.name, "llama3.1-8b-8gpu");
+  EXPECT_EQ(job.model.num_layers, 32);
+  EXPECT_EQ(job.model.hidden_size, 4096);
+  EXPECT_EQ(job.backend, Backend::kCuda);
+  EXPECT_EQ(job.ranks, 8);
+  EXPECT_EQ(job.warmup_iters, 3);
+  EXPECT_EQ(job.timed_iters, 10);
+  EXPECT_EQ(job.comm.min_bytes, "1K");
+  EXPECT_EQ(job.comm.max_bytes, "1G");
+  EXPECT_EQ(job.comm.step_factor, 2.0);
+  // factorizations(8) has 10 layouts; x 5 precisions = 50 configurations, all of 8 ranks.
+  ASSERT_EQ(job.configs.size(), 50u);
+  for (const auto& c : job.configs) {
+    EXPECT_EQ(c.parallel.world_size(), 8);
+    EXPECT_EQ(c.parallel.global_batch, 32);
+    EXPECT_EQ(c.parallel.seq_len, 4096);
+  }
+  std::vector<Triple> layouts;
+  for (std::size_t i = 0; i < job.configs.size(); i += 5) layouts.push_back(triples(job)[i]);
+  EXPECT_EQ(layouts, triples(factorizations(8)));
+  const std::vector<PrecisionName> precisions = {PrecisionName::kAmpBf16, PrecisionName::kAmpFp16, PrecisionName::kFp16,
+                                                 PrecisionName::kBf16, PrecisionName::kTf32};
+  for (std::size_t i = 0; i < job.configs.size(); ++i) EXPECT_EQ(job.configs[i].precision, precisions[i % 5]) << i;
+}
+
+}  // namespace
+}  // namespace itertime
