@@ -17,6 +17,7 @@
 #include <boost/serialization/vector.hpp>
 #include <cstdint>
 #include <map>
+#include <memory>
 #include <string>
 #include <utility>
 #include <vector>
@@ -83,6 +84,10 @@ struct CalibrationSet {
   template <class A> void serialize(A& a, unsigned) { a & per_occupancy & global; }
 };
 
+// Stages built from the model for configurations never traced, resolved per occupancy; filled lazily by
+// the predictor (predictor.cpp), not serialized, shared by copies of a FittedModel. Not thread-safe.
+struct BuiltStageCache;
+
 struct FittedModel {
   std::string source_file;
   std::string backend;
@@ -95,6 +100,7 @@ struct FittedModel {
   std::vector<int64_t> occupancies;
   CalibrationSet calibration;        // precision-aware predictions
   CalibrationSet calibration_blind;  // the precision-blind baseline gets the same treatment
+  mutable std::shared_ptr<BuiltStageCache> built_cache;  // see BuiltStageCache
 
   template <class A> void serialize(A& a, unsigned) {
     a & source_file & backend & comm & signatures & signature_ids & op_time_us & stages & regressions & occupancies &

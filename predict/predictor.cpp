@@ -127,6 +127,14 @@ ResolvedStage resolve_built(const FittedModel& model, const BuiltStage& built, i
 
 }  // namespace
 
+struct BuiltStageCache {
+  struct Entry {
+    ResolvedStage stage;
+    std::vector<std::string> notes;
+  };
+  std::map<std::string, Entry> by_key;  // "stage key@occupancy"
+};
+
 std::string tuple_of(const store::GroundTruthRow& row) {
   return "(" + std::to_string(row.dp) + "," + std::to_string(row.tp) + "," + std::to_string(row.pp) + ")";
 }
@@ -163,9 +171,21 @@ Prediction predict(const FittedModel& model, const PredictRequest& request) {
     if (found != model.stages.end()) {
       ops = resolve_traced(model, found->second, occupancy, out.notes);
     } else if (request.model != nullptr) {
-      const BuiltStage built = build_stage_ops(*request.model, c.tp, c.pp, s, c.micro_batch, c.seq_len,
-                                               request.blind ? PrecisionName::kFp32 : request.precision);
-      ops = resolve_built(model, built, occupancy, key, out.notes);
+      // Building a stage costs far more than evaluating it: resolve each (stage, occupancy) once.
+      if (!model.built_cache) model.built_cache = std::make_shared<BuiltStageCache>();
+      const std::string cache_key = request.model->name + "|" + key + "@" + std::to_string(occupancy);
+      auto cached = model.built_cache->by_key.find(cache_key);
+      if (cached == model.built_cache->by_key.end()) {
+        BuiltStageCache::Entry entry;
+        const BuiltStage built = build_stage_ops(*request.model, c.tp, c.pp, s, c.micro_batch, c.seq_len,
+                                                 request.blind ? PrecisionName::kFp32 : request.precision);
+        entry.stage = resolve_built(model, built, occupancy, key, entry.notes);
+        cached = model.built_cache->by_key.emplace(cache_key, std::move(entry)).first;
+      }
+      ops = cached->second.stage;
+      for (const auto& note : cached->second.notes) {
+        if (out.notes.size() < 16) out.notes.push_back(note);
+      }
     } else {
       throw UserError("no operator trace for stage " + key + " in " + model.source_file +
                       "; add the configuration to a job and run `itertime calibrate ops --job JOB --resume` on this cluster");
