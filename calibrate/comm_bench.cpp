@@ -30,25 +30,6 @@ double elapsed_us(Clock::time_point start, Clock::time_point end) {
   return std::chrono::duration<double, std::micro>(end - start).count();
 }
 
-// Runs `body` on rank 0 only; a UserError there is broadcast and rethrown on every rank as a
-// CollectiveUserError, so that all ranks stop cleanly with exit status 2.
-template <typename Body>
-void on_root_collectively(int world_rank, Body&& body) {
-  std::string message;
-  if (world_rank == 0) {
-    try {
-      body();
-    } catch (const UserError& error) {
-      message = error.what();
-    }
-  }
-  int length = static_cast<int>(message.size());
-  MPI_Bcast(&length, 1, MPI_INT, 0, MPI_COMM_WORLD);
-  message.resize(static_cast<std::size_t>(length));
-  MPI_Bcast(message.data(), length, MPI_CHAR, 0, MPI_COMM_WORLD);
-  if (length > 0) throw CollectiveUserError(message);
-}
-
 std::string span_label(const std::vector<std::vector<int>>& groups, const NodeInfo& nodes) {
   bool any_intra = false;
   bool any_inter = false;

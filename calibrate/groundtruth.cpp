@@ -7,7 +7,6 @@
 #include <cstdio>
 #include <fstream>
 #include <memory>
-#include <thread>
 
 #include "common/groundtruth_store.hpp"
 #include "calibrate/trainer.hpp"
@@ -38,36 +37,6 @@ int64_t peak_rss_bytes() {
     if (line.rfind("VmHWM:", 0) == 0) return std::stoll(line.substr(6)) * 1024;
   }
   return -1;
-}
-
-// Waits on a barrier over MPI_COMM_WORLD, sleeping between polls so an idle rank leaves its core to
-// the ranks that are measuring.
-void quiet_world_barrier() {
-  MPI_Request request;
-  MPI_Ibarrier(MPI_COMM_WORLD, &request);
-  int done = 0;
-  while (true) {
-    MPI_Test(&request, &done, MPI_STATUS_IGNORE);
-    if (done) return;
-    std::this_thread::sleep_for(std::chrono::milliseconds(2));
-  }
-}
-
-template <typename Body>
-void on_root_collectively(int world_rank, Body&& body) {
-  std::string message;
-  if (world_rank == 0) {
-    try {
-      body();
-    } catch (const UserError& error) {
-      message = error.what();
-    }
-  }
-  int length = static_cast<int>(message.size());
-  MPI_Bcast(&length, 1, MPI_INT, 0, MPI_COMM_WORLD);
-  message.resize(static_cast<std::size_t>(length));
-  MPI_Bcast(message.data(), length, MPI_CHAR, 0, MPI_COMM_WORLD);
-  if (length > 0) throw CollectiveUserError(message);
 }
 
 GroundTruthRow base_row(const Job& job, const JobConfig& config) {
@@ -144,10 +113,7 @@ GroundTruthSummary calibrate_groundtruth(const GroundTruthOptions& options) {
     if (world_rank == 0 && !in_flight.empty() && in_flight == key) {
       skip_reason = "failed: the previous run died while measuring this configuration (out of memory or a crash); see its log";
     }
-    int length = static_cast<int>(skip_reason.size());
-    MPI_Bcast(&length, 1, MPI_INT, 0, MPI_COMM_WORLD);
-    skip_reason.resize(static_cast<std::size_t>(length));
-    MPI_Bcast(skip_reason.data(), length, MPI_CHAR, 0, MPI_COMM_WORLD);
+    skip_reason = broadcast_string(skip_reason, MPI_COMM_WORLD);
     bool failed = !skip_reason.empty();
     if (!failed) {
       if (needed > world_size) {
@@ -245,7 +211,7 @@ GroundTruthSummary calibrate_groundtruth(const GroundTruthOptions& options) {
         }
         (void)coords;
       }
-      quiet_world_barrier();
+      quiet_barrier(MPI_COMM_WORLD);
     } else {
       h5::set_string(row.status, failed ? "failed" : "skipped");
       h5::set_string(row.reason, skip_reason);

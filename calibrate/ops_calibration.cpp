@@ -5,7 +5,6 @@
 #include <chrono>
 #include <cstdio>
 #include <memory>
-#include <thread>
 
 #include "calibrate/llama_model.hpp"
 #include "calibrate/op_tracer.hpp"
@@ -122,33 +121,6 @@ StageTrace trace_stage(const LlamaSpec& model, int tp, int pp, int stage_index, 
   trace.local_params = local_params;
   trace.num_layers = layers.num_layers;
   return trace;
-}
-
-void quiet_world_barrier() {
-  MPI_Request request;
-  MPI_Ibarrier(MPI_COMM_WORLD, &request);
-  int done = 0;
-  while (!done) {
-    MPI_Test(&request, &done, MPI_STATUS_IGNORE);
-    if (!done) std::this_thread::sleep_for(std::chrono::milliseconds(2));
-  }
-}
-
-template <typename Body>
-void on_root_collectively(int world_rank, Body&& body) {
-  std::string message;
-  if (world_rank == 0) {
-    try {
-      body();
-    } catch (const UserError& error) {
-      message = error.what();
-    }
-  }
-  int length = static_cast<int>(message.size());
-  MPI_Bcast(&length, 1, MPI_INT, 0, MPI_COMM_WORLD);
-  message.resize(static_cast<std::size_t>(length));
-  MPI_Bcast(message.data(), length, MPI_CHAR, 0, MPI_COMM_WORLD);
-  if (length > 0) throw CollectiveUserError(message);
 }
 
 struct ProfileResult {
@@ -454,7 +426,7 @@ OpsCalibrationSummary calibrate_ops(const OpsCalibrationOptions& options) {
         }
       }
     }
-    quiet_world_barrier();
+    quiet_barrier(MPI_COMM_WORLD);
   }
 
   summary.elapsed_s = std::chrono::duration<double>(Clock::now() - started).count();

@@ -3,6 +3,8 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <chrono>
+#include <thread>
 #include <cstdio>
 #include <cstdlib>
 #include <exception>
@@ -193,6 +195,26 @@ int node_local_rank(MPI_Comm comm) {
   ITERTIME_MPI_CHECK(MPI_Comm_split_type(comm, MPI_COMM_TYPE_SHARED, rank, MPI_INFO_NULL, &node_comm));
   MpiComm node(node_comm, true);
   return node.rank();
+}
+
+std::string broadcast_string(const std::string& text, MPI_Comm comm) {
+  std::string out = text;
+  int length = static_cast<int>(out.size());
+  ITERTIME_MPI_CHECK(MPI_Bcast(&length, 1, MPI_INT, 0, comm));
+  out.resize(static_cast<std::size_t>(length));
+  ITERTIME_MPI_CHECK(MPI_Bcast(out.data(), length, MPI_CHAR, 0, comm));
+  return out;
+}
+
+void quiet_barrier(MPI_Comm comm) {
+  MPI_Request request;
+  ITERTIME_MPI_CHECK(MPI_Ibarrier(comm, &request));
+  int done = 0;
+  while (true) {
+    ITERTIME_MPI_CHECK(MPI_Test(&request, &done, MPI_STATUS_IGNORE));
+    if (done) return;
+    std::this_thread::sleep_for(std::chrono::milliseconds(2));
+  }
 }
 
 }  // namespace itertime

@@ -14,6 +14,7 @@
 #include <string>
 #include <vector>
 
+#include "common/errors.hpp"
 #include "common/parallel_config.hpp"
 
 namespace itertime {
@@ -93,5 +94,28 @@ struct NodeInfo {
 NodeInfo detect_nodes();
 // This rank's index among the ranks of `comm` on the same node (collective over `comm`).
 int node_local_rank(MPI_Comm comm);
+
+// Rank 0's `text`, on every rank of `comm` (collective).
+std::string broadcast_string(const std::string& text, MPI_Comm comm);
+
+// A barrier over `comm` that sleeps between polls, so that a waiting rank leaves its core to the ranks
+// still measuring (collective).
+void quiet_barrier(MPI_Comm comm);
+
+// Runs `body` on rank 0 of MPI_COMM_WORLD only; a UserError it throws reaches every rank as a
+// CollectiveUserError, so that all ranks stop cleanly with exit status 2 (collective).
+template <typename Body>
+void on_root_collectively(int world_rank, Body&& body) {
+  std::string message;
+  if (world_rank == 0) {
+    try {
+      body();
+    } catch (const UserError& error) {
+      message = error.what();
+    }
+  }
+  message = broadcast_string(message, MPI_COMM_WORLD);
+  if (!message.empty()) throw CollectiveUserError(message);
+}
 
 }  // namespace itertime
