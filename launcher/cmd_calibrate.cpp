@@ -92,11 +92,16 @@ struct GroundTruthArgs {
   bool resume = false;
 };
 
-int run_groundtruth(Context& context, const GroundTruthArgs& args) {
+// A job-driven LibTorch stage (ops, groundtruth): loads the job on every rank, fills the options that
+// both stages share, and hands them to `run`. Every rank parses the same arguments, so a mistake is a
+// CollectiveUserError: rank 0 reports it and all ranks exit 2.
+template <typename Options, typename Run>
+int run_job_stage(Context& context, const GroundTruthArgs& args, const char* what, Run&& run) {
   MpiSession mpi(&context.argc, &context.argv);
   try {
 #ifdef ITERTIME_HAVE_TORCH
-    calibrate::GroundTruthOptions options;
+    (void)what;
+    Options options;
     try {
       if (args.force && args.resume) throw UserError("--force and --resume exclude each other: pick one");
       options.job = load_job(args.job);
@@ -109,11 +114,12 @@ int run_groundtruth(Context& context, const GroundTruthArgs& args) {
     options.force = args.force;
     options.resume = args.resume;
     options.provenance = collect_provenance(context.command_line, to_string(options.job.backend));
-    calibrate::calibrate_groundtruth(options);
+    run(options);
     return kExitSuccess;
 #else
     (void)args;
-    throw CollectiveUserError("this itertime was built without LibTorch (ITERTIME_WITH_TORCH=OFF); ground truth needs it");
+    (void)run;
+    throw CollectiveUserError(std::string("this itertime was built without LibTorch (ITERTIME_WITH_TORCH=OFF); ") + what + " needs it");
 #endif
   } catch (const CollectiveUserError& error) {
     if (mpi.world_rank() == 0) std::fprintf(stderr, "itertime: error: %s\n", error.what());
@@ -121,34 +127,32 @@ int run_groundtruth(Context& context, const GroundTruthArgs& args) {
   }
 }
 
-int run_ops(Context& context, const GroundTruthArgs& args) {
-  MpiSession mpi(&context.argc, &context.argv);
-  try {
 #ifdef ITERTIME_HAVE_TORCH
-    calibrate::OpsCalibrationOptions options;
-    try {
-      if (args.force && args.resume) throw UserError("--force and --resume exclude each other: pick one");
-      options.job = load_job(args.job);
-    } catch (const CollectiveUserError&) {
-      throw;
-    } catch (const UserError& error) {
-      throw CollectiveUserError(error.what());
-    }
-    options.output_path = args.output;
-    options.force = args.force;
-    options.resume = args.resume;
-    options.provenance = collect_provenance(context.command_line, to_string(options.job.backend));
-    const calibrate::OpsCalibrationSummary summary = calibrate::calibrate_ops(options);
-    (void)summary;
-    return kExitSuccess;
+using GroundTruthOptions = calibrate::GroundTruthOptions;
+using OpsOptions = calibrate::OpsCalibrationOptions;
 #else
-    (void)args;
-    throw CollectiveUserError("this itertime was built without LibTorch (ITERTIME_WITH_TORCH=OFF); operator profiling needs it");
+struct GroundTruthOptions {};
+using OpsOptions = GroundTruthOptions;
 #endif
-  } catch (const CollectiveUserError& error) {
-    if (mpi.world_rank() == 0) std::fprintf(stderr, "itertime: error: %s\n", error.what());
-    return kExitUserError;
-  }
+
+int run_groundtruth(Context& context, const GroundTruthArgs& args) {
+  return run_job_stage<GroundTruthOptions>(context, args, "ground truth", [](const auto& options) {
+#ifdef ITERTIME_HAVE_TORCH
+    calibrate::calibrate_groundtruth(options);
+#else
+    (void)options;
+#endif
+  });
+}
+
+int run_ops(Context& context, const GroundTruthArgs& args) {
+  return run_job_stage<OpsOptions>(context, args, "operator profiling", [](const auto& options) {
+#ifdef ITERTIME_HAVE_TORCH
+    calibrate::calibrate_ops(options);
+#else
+    (void)options;
+#endif
+  });
 }
 
 }  // namespace
