@@ -10,12 +10,14 @@
 #include "predict/op_builder.hpp"
 
 #include <algorithm>
+#include <charconv>
 #include <cmath>
 #include <functional>
 #include <iomanip>
 #include <limits>
 #include <map>
 #include <sstream>
+#include <unordered_map>
 
 #include "common/errors.hpp"
 #include "common/parallel_config.hpp"
@@ -62,35 +64,57 @@ bool is_contiguous(const Spec& spec) {
   return true;
 }
 
+void append_int(std::string& out, int64_t value) {
+  char digits[24];
+  const auto result = std::to_chars(digits, digits + sizeof(digits), value);
+  out.append(digits, result.ptr);
+}
+
+void append_ints(std::string& out, const Dims& values, const char* separator) {
+  for (std::size_t i = 0; i < values.size(); ++i) {
+    if (i) out += separator;
+    append_int(out, values[i]);
+  }
+}
+
 std::string join_ints(const Dims& values, const char* separator) {
   std::string out;
-  for (std::size_t i = 0; i < values.size(); ++i) out += (i ? separator : "") + std::to_string(values[i]);
+  append_ints(out, values, separator);
   return out;
 }
 
-std::string text_of(const Spec& spec) {
-  std::string out = to_string(spec.dtype) + "[" + join_ints(spec.sizes, ",") + "]";
-  if (!is_contiguous(spec)) out += "{" + join_ints(spec.strides, ",") + "}";
-  return out;
+void append_text(std::string& out, const Spec& spec) {
+  out += to_string(spec.dtype);
+  out += '[';
+  append_ints(out, spec.sizes, ",");
+  out += ']';
+  if (!is_contiguous(spec)) {
+    out += '{';
+    append_ints(out, spec.strides, ",");
+    out += '}';
+  }
 }
 
+// An argument of one call. Tensors are borrowed, not copied: an Arg lives only within the full
+// expression that calls Emitter::op (which reads it and keeps nothing), so the Spec it points to, even a
+// temporary, outlives it.
 struct Arg {
   enum class Kind { kTensor, kTensorList, kValue } kind = Kind::kValue;
-  Spec tensor;
-  std::vector<Spec> tensors;
+  const Spec* tensor = nullptr;
+  const std::vector<Spec>* tensors = nullptr;
   std::string value;  // c10's IValue text
 };
 
 Arg A(const Spec& spec) {
   Arg arg;
   arg.kind = Arg::Kind::kTensor;
-  arg.tensor = spec;
+  arg.tensor = &spec;
   return arg;
 }
 Arg AL(const std::vector<Spec>& specs) {
   Arg arg;
   arg.kind = Arg::Kind::kTensorList;
-  arg.tensors = specs;
+  arg.tensors = &specs;
   return arg;
 }
 Arg V(const std::string& text) {
@@ -105,7 +129,6 @@ Arg N() { return V("None"); }
 Arg CPU() { return V("cpu"); }
 // A double as c10::IValue prints it: integral values below 1e10 as "2.", others with max_digits10.
 Arg D(double d) {
-  std::ostringstream out;
   const int c = std::fpclassify(d);
   if ((c == FP_NORMAL || c == FP_ZERO) && std::abs(d) < 1e10) {
     const auto i = static_cast<int64_t>(d);
@@ -114,8 +137,10 @@ Arg D(double d) {
       return V(std::to_string(i) + ".");
     }
   }
-  out << std::setprecision(std::numeric_limits<double>::max_digits10) << d;
-  return V(out.str());
+  char digits[32];  // as an ostream with precision max_digits10 (%.17g)
+  const auto result = std::to_chars(digits, digits + sizeof(digits), d, std::chars_format::general,
+                                    std::numeric_limits<double>::max_digits10);
+  return V(std::string(digits, result.ptr));
 }
 // c10::ScalarType numbers.
 Arg ST(DType dtype) {
@@ -134,35 +159,55 @@ Arg ST(DType dtype) {
 
 Spec scalar(DType dtype) { return T(dtype, {}); }  // a 0-dim tensor (fp64[] for Python-number operands)
 
-struct RawOp {
-  std::string phase, name, overload;
-  std::vector<Arg> args;
-  std::string output_dtype;
+// The arguments of one call, borrowed from the caller for the duration of Emitter::op.
+struct ArgView {
+  const Arg* first = nullptr;
+  std::size_t count = 0;
+  const Arg* begin() const { return first; }
+  const Arg* end() const { return first + count; }
+  std::size_t size() const { return count; }
+  const Arg& operator[](std::size_t i) const { return first[i]; }
+};
 
-  std::string signature() const {
-    std::string out = name + (overload.empty() ? "" : "." + overload) + "(";
+struct RawOp {
+  std::string_view name;  // "aten::mm"
+  std::string_view qualified;  // "aten::mm" or "aten::mul.Tensor"
+  ArgView args;
+  std::string_view output_dtype;
+
+  // Appends the canonical text to `out`, so that one buffer serves every call.
+  void signature(std::string& out) const {
+    out += qualified;
+    out += '(';
     for (std::size_t i = 0; i < args.size(); ++i) {
       const Arg& a = args[i];
-      out += i ? ", " : "";
+      if (i) out += ", ";
       if (a.kind == Arg::Kind::kTensor) {
-        out += text_of(a.tensor);
+        append_text(out, *a.tensor);
       } else if (a.kind == Arg::Kind::kTensorList) {
-        out += "[";
-        for (std::size_t j = 0; j < a.tensors.size(); ++j) out += (j ? "," : "") + text_of(a.tensors[j]);
-        out += "]";
+        out += '[';
+        for (std::size_t j = 0; j < a.tensors->size(); ++j) {
+          if (j) out += ',';
+          append_text(out, (*a.tensors)[j]);
+        }
+        out += ']';
       } else {
         out += a.value;
       }
     }
-    return out + ")" + (output_dtype.empty() ? "" : "->" + output_dtype);
+    out += ')';
+    if (!output_dtype.empty()) {
+      out += "->";
+      out += output_dtype;
+    }
   }
   std::string input_dtypes() const {
     std::string out;
     auto add = [&out](const Spec& s) { out += (out.empty() ? "" : ",") + to_string(s.dtype); };
     for (const Arg& a : args) {
-      if (a.kind == Arg::Kind::kTensor) add(a.tensor);
+      if (a.kind == Arg::Kind::kTensor) add(*a.tensor);
       if (a.kind == Arg::Kind::kTensorList) {
-        for (const Spec& s : a.tensors) add(s);
+        for (const Spec& s : *a.tensors) add(s);
       }
     }
     return out;
@@ -170,7 +215,7 @@ struct RawOp {
   double flops() const {
     std::vector<const Spec*> tensors;
     for (const Arg& a : args) {
-      if (a.kind == Arg::Kind::kTensor) tensors.push_back(&a.tensor);
+      if (a.kind == Arg::Kind::kTensor) tensors.push_back(a.tensor);
     }
     auto batched_matmul = [](const Spec& a, const Spec& b) -> double {
       if (a.sizes.empty() || b.sizes.empty()) return 0.0;
@@ -203,12 +248,12 @@ struct RawOp {
     double largest = 0.0;
     for (const Arg& a : args) {
       if (a.kind == Arg::Kind::kTensor) {
-        const double b = static_cast<double>(a.tensor.numel() * static_cast<int64_t>(dtype_bytes(a.tensor.dtype)));
+        const double b = static_cast<double>(a.tensor->numel() * static_cast<int64_t>(dtype_bytes(a.tensor->dtype)));
         total += b;
         largest = std::max(largest, b);
       }
       if (a.kind == Arg::Kind::kTensorList) {
-        for (const Spec& t : a.tensors) total += static_cast<double>(t.numel() * static_cast<int64_t>(dtype_bytes(t.dtype)));
+        for (const Spec& t : *a.tensors) total += static_cast<double>(t.numel() * static_cast<int64_t>(dtype_bytes(t.dtype)));
       }
     }
     return total + largest;
@@ -307,22 +352,46 @@ class Emitter {
     a_ = policy.activation_dtype;
     m_ = policy.autocast ? policy.compute_dtype : policy.param_dtype;
   }
-  std::vector<RawOp> ops;
+  // Aggregated per (phase, signature) in order of first appearance, as /ops/sequences rows.
+  std::vector<BuiltOp> ops;
   std::vector<CommOp> comms;
 
   void phase(const char* name) { phase_ = name; }
-  void op(const std::string& qualified, std::vector<Arg> args, DType out) { op(qualified, std::move(args), to_string(out)); }
-  void op(const std::string& qualified, std::vector<Arg> args, const std::string& out) {
-    RawOp r;
-    r.phase = phase_;
-    const auto dot = qualified.find('.');
-    r.name = dot == std::string::npos ? qualified : qualified.substr(0, dot);
-    r.overload = dot == std::string::npos ? "" : qualified.substr(dot + 1);
-    r.args = std::move(args);
-    r.output_dtype = out;
-    ops.push_back(std::move(r));
+  // Calls emitted from now on stand for `times` identical calls each: every layer of a stage (and every
+  // layer's parameter) makes the same calls, so one is emitted and counted for all, which keeps building
+  // a 126-layer stage as cheap as a 1-layer one. Aggregation order is unchanged: later layers add no new
+  // signature.
+  void repeat(int64_t times) { repeat_ = times; }
+  void op(std::string_view qualified, std::initializer_list<Arg> args, DType out) {
+    op(qualified, ArgView{args.begin(), args.size()}, to_string(out));
   }
-  void comm(const std::string& kind, DType dtype, int64_t bytes) { comms.push_back(CommOp{phase_, kind, to_string(dtype), bytes, 1}); }
+  void op(std::string_view qualified, std::initializer_list<Arg> args, std::string_view out) {
+    op(qualified, ArgView{args.begin(), args.size()}, out);
+  }
+  void op(std::string_view qualified, const std::vector<Arg>& args, DType out) {
+    op(qualified, ArgView{args.data(), args.size()}, to_string(out));
+  }
+  // Aggregates the call at once: `args` is read here and not kept. The name, dtypes, FLOPs and bytes
+  // are worked out on a signature's first appearance only.
+  void op(std::string_view qualified, ArgView args, std::string_view out) {
+    RawOp r;
+    r.qualified = qualified;
+    r.name = qualified.substr(0, qualified.find('.'));
+    r.args = args;
+    r.output_dtype = out;
+    key_.assign(phase_);
+    key_ += '\n';
+    const std::size_t signature_start = key_.size();
+    r.signature(key_);
+    const auto [position, inserted] = position_.try_emplace(key_, ops.size());
+    if (!inserted) {
+      ops[position->second].count += repeat_;
+      return;
+    }
+    ops.push_back(BuiltOp{phase_, std::string(r.name), key_.substr(signature_start), r.input_dtypes(),
+                          std::string(r.output_dtype), r.flops(), r.bytes(), repeat_});
+  }
+  void comm(const std::string& kind, DType dtype, int64_t bytes) { comms.push_back(CommOp{phase_, kind, to_string(dtype), bytes, repeat_}); }
 
   // ---- op helpers ----
   Spec to_dtype(const Spec& x, DType dtype) {  // Tensor::to(dtype): recorded even when a no-op
@@ -412,6 +481,9 @@ class Emitter {
   Dimensions d_;
   DType p_, a_, m_;
   std::string phase_ = "forward";
+  int64_t repeat_ = 1;
+  std::unordered_map<std::string, std::size_t> position_;  // "phase\nsignature" -> index in ops
+  std::string key_;                                         // reused buffer
 };
 
 }  // namespace
@@ -476,7 +548,10 @@ BuiltStage build_stage_ops(const LlamaSpec& model, int tp, int pp, int stage, in
     return T(x.dtype, {b, nh, s, hd});
   };
 
-  for (int layer = 0; layer < layers.num_layers; ++layer) {
+  // One layer is emitted and counted num_layers times (Emitter::repeat); all layers make the same calls.
+  const int emitted_layers = std::min(layers.num_layers, 1);
+  e.repeat(layers.num_layers);
+  for (int layer = 0; layer < emitted_layers; ++layer) {
     // attention block
     Spec x = e.norm_forward(act);
     if (has_tp) x = e.tp_clone(x);
@@ -524,6 +599,7 @@ BuiltStage build_stage_ops(const LlamaSpec& model, int tp, int pp, int stage, in
     }
     e.add(act, out);
   }
+  e.repeat(1);
   if (layers.has_head) {
     const Spec x = e.norm_forward(act);
     const Spec logits = e.linear_forward(x, h, v);
@@ -637,7 +713,8 @@ BuiltStage build_stage_ops(const LlamaSpec& model, int tp, int pp, int stage, in
     e.op("aten::randn_like", {A(T(a, {b, s, h})), N(), N(), N(), N(), N()}, a);
   }
   const Spec qt = T(m, {b, nh, s, hd}, qs_strides);
-  for (int layer = layers.num_layers - 1; layer >= 0; --layer) {
+  e.repeat(layers.num_layers);
+  for (int layer = emitted_layers - 1; layer >= 0; --layer) {
     // out = h + mlp(norm2(h))
     residual_add_backward();
     int h_contributions = 1;
@@ -702,6 +779,7 @@ BuiltStage build_stage_ops(const LlamaSpec& model, int tp, int pp, int stage, in
     copy_to_tp_backward();
     norm_backward(x_contributions);
   }
+  e.repeat(1);
   if (layers.has_embedding) {
     e.op("aten::embedding_backward", {A(T(a, {b, s, h})), A(T(i64, {b, s})), I(v), I(-1), B(false), B(false)}, p);
     e.op("aten::detach", {A(T(p, {v, h}))}, p);
@@ -710,49 +788,59 @@ BuiltStage build_stage_ops(const LlamaSpec& model, int tp, int pp, int stage, in
   }
 
   // ---------------- DP buffer and optimizer ----------------
-  std::vector<Dims> params;
-  if (layers.has_embedding) params.push_back({v, h});
+  // Parameters in registration order; `layer` is the layer index of a layer's parameter (-1 otherwise).
+  // Calls that depend only on a parameter's shape are emitted for layer 0 and counted for every layer.
+  struct Param {
+    Dims shape;
+    int layer;
+  };
+  std::vector<Param> params;
+  if (layers.has_embedding) params.push_back({{v, h}, -1});
   for (int layer = 0; layer < layers.num_layers; ++layer) {
-    params.push_back({h});
-    params.push_back({qd, h});
-    params.push_back({kvd, h});
-    params.push_back({kvd, h});
-    params.push_back({h, qd});
-    params.push_back({h});
-    params.push_back({f, h});
-    params.push_back({f, h});
-    params.push_back({h, f});
+    for (const Dims& shape : {Dims{h}, Dims{qd, h}, Dims{kvd, h}, Dims{kvd, h}, Dims{h, qd}, Dims{h}, Dims{f, h},
+                              Dims{f, h}, Dims{h, f}}) {
+      params.push_back({shape, layer});
+    }
   }
   if (layers.has_head) {
-    params.push_back({h});
-    params.push_back({v, h});
+    params.push_back({{h}, -1});
+    params.push_back({{v, h}, -1});
   }
+  const auto repeat_for = [&](const Param& param) { return param.layer == 0 ? int64_t{layers.num_layers} : int64_t{1}; };
   int64_t local_params = 0;
-  for (const Dims& shape : params) local_params += T(p, shape).numel();
+  for (const Param& param : params) local_params += T(p, param.shape).numel();
   const DType g = policy.grad_dtype;
   e.phase("dp_buffer");
   std::vector<Spec> flat_parts;
-  for (const Dims& shape : params) {
-    e.op("aten::reshape", {A(T(g, shape)), L({-1})}, g);
-    flat_parts.push_back(T(g, {T(g, shape).numel()}));
+  for (const Param& param : params) {
+    flat_parts.push_back(T(g, {T(g, param.shape).numel()}));
+    if (param.layer > 0) continue;
+    e.repeat(repeat_for(param));
+    e.op("aten::reshape", {A(T(g, param.shape)), L({-1})}, g);
   }
+  e.repeat(1);
   e.op("aten::cat", {AL(flat_parts), I(0)}, g);
   e.op("aten::div_.Tensor", {A(T(g, {local_params})), A(scalar(f64))}, g);
   int64_t offset = 0;
-  for (const Dims& shape : params) {
-    const int64_t n = T(g, shape).numel();
-    e.op("aten::narrow", {A(T(g, {local_params})), I(0), I(offset), I(n)}, g);
-    e.op("aten::view_as", {A(T(g, {n})), A(T(g, shape))}, g);
-    e.op("aten::copy_", {A(T(g, shape)), A(T(g, shape)), B(false)}, g);
+  for (const Param& param : params) {
+    const int64_t n = T(g, param.shape).numel();
+    e.repeat(1);
+    e.op("aten::narrow", {A(T(g, {local_params})), I(0), I(offset), I(n)}, g);  // a distinct offset each
     offset += n;
+    if (param.layer > 0) continue;
+    e.repeat(repeat_for(param));
+    e.op("aten::view_as", {A(T(g, {n})), A(T(g, param.shape))}, g);
+    e.op("aten::copy_", {A(T(g, param.shape)), A(T(g, param.shape)), B(false)}, g);
   }
   e.phase("optimizer");
   // AdamW (lr 1e-3, betas 0.9/0.999, eps 1e-8, weight decay 0.01) at its second step (one warm-up step).
   const double lr = 1e-3, beta1 = 0.9, beta2 = 0.999, weight_decay = 0.01;
   const double step = 2.0;
   const double bias_correction1 = 1.0 - std::pow(beta1, step);
-  for (const Dims& shape : params) {
-    const Spec w = T(p, shape);
+  for (const Param& param : params) {
+    if (param.layer > 0) continue;
+    e.repeat(repeat_for(param));
+    const Spec w = T(p, param.shape);
     e.op("aten::mul_.Scalar", {A(w), D(1.0 - lr * weight_decay)}, p);
     e.op("aten::mul_.Scalar", {A(w), D(beta1)}, p);
     e.op("aten::add_.Tensor", {A(w), A(w), D(1.0 - beta1)}, p);
@@ -763,6 +851,7 @@ BuiltStage build_stage_ops(const LlamaSpec& model, int tp, int pp, int stage, in
     e.op("aten::add_.Tensor", {A(w), A(scalar(f64)), I(1)}, p);
     e.op("aten::addcdiv_", {A(w), A(w), A(w), D(-(lr / bias_correction1))}, p);
   }
+  e.repeat(1);
 
   // ---------------- comms appended by trace_stage, then aggregation ----------------
   const int64_t activation_bytes = b * s * h * static_cast<int64_t>(dtype_bytes(a));
@@ -771,24 +860,13 @@ BuiltStage build_stage_ops(const LlamaSpec& model, int tp, int pp, int stage, in
   e.comms.push_back(CommOp{"dp_buffer", "dp_all_reduce", to_string(g), local_params * static_cast<int64_t>(dtype_bytes(g)), 1});
 
   BuiltStage built;
-  std::map<std::pair<std::string, std::string>, std::size_t> position;
-  for (const RawOp& r : e.ops) {
-    const std::string signature = r.signature();
-    const auto key = std::make_pair(r.phase, signature);
-    const auto found = position.find(key);
-    if (found != position.end()) {
-      built.ops[found->second].count += 1;
-      continue;
-    }
-    position[key] = built.ops.size();
-    built.ops.push_back(BuiltOp{r.phase, r.name, signature, r.input_dtypes(), r.output_dtype, r.flops(), r.bytes(), 1});
-  }
+  built.ops = std::move(e.ops);
   std::map<std::string, std::size_t> comm_position;
   for (const CommOp& c : e.comms) {
     const std::string key = c.phase + "/" + c.kind + "/" + c.dtype + "/" + std::to_string(c.bytes);
     const auto found = comm_position.find(key);
     if (found != comm_position.end()) {
-      built.comms[found->second].count += 1;
+      built.comms[found->second].count += c.count;
       continue;
     }
     comm_position[key] = built.comms.size();

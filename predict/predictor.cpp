@@ -1,7 +1,10 @@
 #include "predict/predictor.hpp"
 
 #include <algorithm>
+#include <array>
 #include <cmath>
+#include <limits>
+#include <unordered_map>
 
 #include "common/errors.hpp"
 #include "common/ops_store.hpp"
@@ -55,8 +58,9 @@ DType dtype_of(const std::string& name) { return parse_dtype(name); }
 double regression_us(const FittedModel& model, const std::string& key, double flops, double bytes, int64_t occupancy) {
   const OpRegression* best = nullptr;
   int64_t best_distance = 0;
-  for (const auto& [regression_key, regression] : model.regressions) {
-    if (regression_key.first != key) continue;
+  for (auto it = model.regressions.lower_bound({key, std::numeric_limits<int64_t>::min()});
+       it != model.regressions.end() && it->first.first == key; ++it) {
+    const auto& [regression_key, regression] = *it;
     const int64_t distance = std::llabs(regression_key.second - occupancy);
     if (best == nullptr || distance < best_distance) {
       best = &regression;
@@ -71,26 +75,50 @@ double regression_us(const FittedModel& model, const std::string& key, double fl
   return std::max(0.0, best->intercept_us + best->us_per_flop * flops + best->us_per_byte * bytes);
 }
 
-// One stage's operators with their times, whether traced or built: what the per-stage sum, the call count
-// (for the per-call overhead) and the schedule need.
-struct StageEntry {
-  std::string phase;
-  int64_t count = 0;
-  double time_us = 0;  // per call, at the occupancy
-  bool extrapolated = false;
+// One stage's operators with their times, whether traced or built, summed per phase: what the
+// per-stage time, the call count (for the per-call overhead, which varies with the calibration) and the
+// extrapolated share need. A phase's time at overhead o is time_us + o * calls.
+enum Phase : std::size_t { kForwardPhase, kBackwardPhase, kDpBufferPhase, kOptimizerPhase, kPhases };
+
+Phase phase_of(const std::string& phase) {
+  if (phase == "forward") return kForwardPhase;
+  if (phase == "backward") return kBackwardPhase;
+  if (phase == "dp_buffer") return kDpBufferPhase;
+  if (phase == "optimizer") return kOptimizerPhase;
+  throw InternalError("unknown operator phase '" + phase + "'", __FILE__, __LINE__);
+}
+
+struct PhaseTotals {
+  double time_us = 0;               // sum of count * profiled (or regressed) time per call
+  double calls = 0;                 // sum of counts
+  double extrapolated_time_us = 0;  // the part of time_us from the regression
+  double extrapolated_calls = 0;
+  double at_overhead(double overhead_us) const { return time_us + overhead_us * calls; }
+  double extrapolated_at_overhead(double overhead_us) const { return extrapolated_time_us + overhead_us * extrapolated_calls; }
 };
+
 struct ResolvedStage {
-  std::vector<StageEntry> entries;
+  std::array<PhaseTotals, kPhases> phases;
   std::vector<CommOp> comms;
+  void add(const std::string& phase, int64_t count, double time_us, bool extrapolated) {
+    PhaseTotals& totals = phases[phase_of(phase)];
+    const auto calls = static_cast<double>(count);
+    totals.time_us += time_us * calls;
+    totals.calls += calls;
+    if (extrapolated) {
+      totals.extrapolated_time_us += time_us * calls;
+      totals.extrapolated_calls += calls;
+    }
+  }
 };
 
 ResolvedStage resolve_traced(const FittedModel& model, const StageOps& ops, int64_t occupancy, std::vector<std::string>& notes) {
   ResolvedStage out;
   out.comms = ops.comms;
   for (const SequenceEntry& entry : ops.sequence) {
-    StageEntry e{entry.phase, entry.count, 0.0, false};
-    e.time_us = op_time_us(model, entry.signature_id, occupancy, e.extrapolated, notes);
-    out.entries.push_back(e);
+    bool extrapolated = false;
+    const double time_us = op_time_us(model, entry.signature_id, occupancy, extrapolated, notes);
+    out.add(entry.phase, entry.count, time_us, extrapolated);
   }
   return out;
 }
@@ -98,16 +126,31 @@ ResolvedStage resolve_traced(const FittedModel& model, const StageOps& ops, int6
 // The stored form of a text field (common/ops_store.hpp truncates signatures and dtype lists).
 std::string stored(const std::string& text, std::size_t capacity) { return text.substr(0, std::min(text.size(), capacity - 1)); }
 
-ResolvedStage resolve_built(const FittedModel& model, const BuiltStage& built, int64_t occupancy, const std::string& key,
-                            std::vector<std::string>& notes) {
-  ResolvedStage out;
+// A built stage resolved at one occupancy, with how its operator times were found.
+struct ResolvedBuilt {
+  ResolvedStage stage;
+  std::size_t operators = 0, profiled = 0, without_time = 0;
+};
+
+using SignatureIndex = std::unordered_map<std::string, int64_t>;  // stored signature text -> id
+
+ResolvedBuilt resolve_built(const FittedModel& model, const SignatureIndex& signature_ids, const BuiltStage& built,
+                            int64_t occupancy, std::vector<std::string>& notes) {
+  ResolvedBuilt resolved;
+  ResolvedStage& out = resolved.stage;
   out.comms = built.comms;
-  std::size_t profiled = 0;
-  std::size_t without_time = 0;
+  std::size_t& profiled = resolved.profiled;
+  std::size_t& without_time = resolved.without_time;
+  resolved.operators = built.ops.size();
   for (const BuiltOp& op : built.ops) {
-    StageEntry e{op.phase, op.count, 0.0, false};
-    const auto id = model.signature_ids.find(stored(op.signature, sizeof(store::OpSignatureRow::signature)));
-    if (id != model.signature_ids.end()) {
+    struct {
+      double time_us = 0;
+      bool extrapolated = false;
+    } e;
+    constexpr std::size_t kCapacity = sizeof(store::OpSignatureRow::signature);
+    const auto id = op.signature.size() < kCapacity ? signature_ids.find(op.signature)
+                                                    : signature_ids.find(stored(op.signature, kCapacity));
+    if (id != signature_ids.end()) {
       e.time_us = op_time_us(model, id->second, occupancy, e.extrapolated, notes);
       if (!e.extrapolated) ++profiled;
     } else {
@@ -117,22 +160,29 @@ ResolvedStage resolve_built(const FittedModel& model, const BuiltStage& built, i
       if (t < 0) ++without_time;
       e.time_us = std::max(0.0, t);
     }
-    out.entries.push_back(e);
+    out.add(op.phase, op.count, e.time_us, e.extrapolated);
   }
-  notes.push_back("stage " + key + " built from the model (not traced): " + std::to_string(profiled) + " of " +
-                  std::to_string(built.ops.size()) + " operators profiled, the rest from the regression" +
-                  (without_time ? " (" + std::to_string(without_time) + " without a regression, counted as 0)" : ""));
-  return out;
+  return resolved;
+}
+
+std::string built_note(const std::string& key, const ResolvedBuilt& resolved) {
+  return "stage " + key + " built from the model (not traced): " + std::to_string(resolved.profiled) + " of " +
+         std::to_string(resolved.operators) + " operators profiled, the rest from the regression" +
+         (resolved.without_time ? " (" + std::to_string(resolved.without_time) + " without a regression, counted as 0)" : "");
 }
 
 }  // namespace
 
+// Keyed by what a built stage depends on: model, tp, micro-batch, sequence, built precision, its number
+// of layers, whether it is the first and/or the last stage, and the occupancy. Stages of one pipeline
+// with equal layer counts share an entry, so a 64-stage pipeline builds at most four.
 struct BuiltStageCache {
   struct Entry {
-    ResolvedStage stage;
-    std::vector<std::string> notes;
+    ResolvedBuilt resolved;
+    std::vector<std::string> notes;  // occupancy fallbacks met while resolving
   };
-  std::map<std::string, Entry> by_key;  // "stage key@occupancy"
+  std::map<std::string, Entry> by_key;
+  SignatureIndex signature_ids;  // a hashed copy of FittedModel::signature_ids (copied: copies of a model share this)
 };
 
 std::string tuple_of(const store::GroundTruthRow& row) {
@@ -163,46 +213,56 @@ Prediction predict(const FittedModel& model, const PredictRequest& request) {
   std::vector<double> stage_compute(static_cast<std::size_t>(c.pp)), stage_tp(static_cast<std::size_t>(c.pp)),
       stage_tail(static_cast<std::size_t>(c.pp)), stage_dp(static_cast<std::size_t>(c.pp)),
       stage_opt(static_cast<std::size_t>(c.pp));
+  std::vector<StageLayers> layer_split;  // filled when a stage must be built
   for (int s = 0; s < c.pp; ++s) {
     const std::string key = store::stage_key(request.model_name, c.tp, c.pp, s, c.micro_batch, c.seq_len,
                                              to_string(request.precision), variant);
     const auto found = model.stages.find(key);
-    ResolvedStage ops;
+    ResolvedStage traced;
+    const ResolvedStage* ops = &traced;
     if (found != model.stages.end()) {
-      ops = resolve_traced(model, found->second, occupancy, out.notes);
+      traced = resolve_traced(model, found->second, occupancy, out.notes);
     } else if (request.model != nullptr) {
-      // Building a stage costs far more than evaluating it: resolve each (stage, occupancy) once.
-      if (!model.built_cache) model.built_cache = std::make_shared<BuiltStageCache>();
-      const std::string cache_key = request.model->name + "|" + key + "@" + std::to_string(occupancy);
+      // Building a stage costs far more than evaluating it: resolve each stage shape once per occupancy.
+      if (!model.built_cache) {
+        model.built_cache = std::make_shared<BuiltStageCache>();
+        model.built_cache->signature_ids.insert(model.signature_ids.begin(), model.signature_ids.end());
+      }
+      if (layer_split.empty()) layer_split = stage_layers(static_cast<int>(request.model->num_layers), c.pp);
+      const PrecisionName built_precision = request.blind ? PrecisionName::kFp32 : request.precision;
+      const std::string cache_key = request.model->name + "|tp" + std::to_string(c.tp) + "|mbs" + std::to_string(c.micro_batch) +
+                                    "|seq" + std::to_string(c.seq_len) + "|" + to_string(built_precision) + "|layers" +
+                                    std::to_string(layer_split[static_cast<std::size_t>(s)].num_layers) +
+                                    (s == 0 ? "|first" : "") + (s == c.pp - 1 ? "|last" : "") + "@" + std::to_string(occupancy);
       auto cached = model.built_cache->by_key.find(cache_key);
       if (cached == model.built_cache->by_key.end()) {
         BuiltStageCache::Entry entry;
-        const BuiltStage built = build_stage_ops(*request.model, c.tp, c.pp, s, c.micro_batch, c.seq_len,
-                                                 request.blind ? PrecisionName::kFp32 : request.precision);
-        entry.stage = resolve_built(model, built, occupancy, key, entry.notes);
+        const BuiltStage built = build_stage_ops(*request.model, c.tp, c.pp, s, c.micro_batch, c.seq_len, built_precision);
+        entry.resolved = resolve_built(model, model.built_cache->signature_ids, built, occupancy, entry.notes);
         cached = model.built_cache->by_key.emplace(cache_key, std::move(entry)).first;
       }
-      ops = cached->second.stage;
+      ops = &cached->second.resolved.stage;
       for (const auto& note : cached->second.notes) {
         if (out.notes.size() < 16) out.notes.push_back(note);
       }
+      if (out.notes.size() < 16) out.notes.push_back(built_note(key, cached->second.resolved));
     } else {
       throw UserError("no operator trace for stage " + key + " in " + model.source_file +
                       "; add the configuration to a job and run `itertime calibrate ops --job JOB --resume` on this cluster");
     }
-    std::map<std::string, double> phase_us;
-    for (const StageEntry& entry : ops.entries) {
-      const double t = (entry.time_us + overhead_us) * static_cast<double>(entry.count);
-      phase_us[entry.phase] += t;
-      const bool per_micro_batch = entry.phase == "forward" || entry.phase == "backward";
-      if (per_micro_batch || entry.phase == "optimizer" || c.dp > 1) {
-        stage_calls[static_cast<std::size_t>(s)] += entry.count * (per_micro_batch ? m : 1);
+    std::array<double, kPhases> phase_us{};
+    for (std::size_t phase = 0; phase < kPhases; ++phase) {
+      const PhaseTotals& totals = ops->phases[phase];
+      phase_us[phase] = totals.at_overhead(overhead_us);
+      const bool per_micro_batch = phase == kForwardPhase || phase == kBackwardPhase;
+      if (per_micro_batch || phase == kOptimizerPhase || c.dp > 1) {
+        stage_calls[static_cast<std::size_t>(s)] += static_cast<int64_t>(totals.calls) * (per_micro_batch ? m : 1);
       }
       // The share is of compute_total_us (forward, backward, optimizer); dp_buffer work is not in it.
-      if (entry.extrapolated && entry.phase != "dp_buffer") extrapolated_us += t * (per_micro_batch ? m : 1);
+      if (phase != kDpBufferPhase) extrapolated_us += totals.extrapolated_at_overhead(overhead_us) * (per_micro_batch ? m : 1);
     }
     double tp_forward = 0, tp_backward = 0, dp_comm = 0;
-    for (const CommOp& comm : ops.comms) {
+    for (const CommOp& comm : ops->comms) {
       const DType dtype = dtype_of(comm.dtype);
       if (comm.kind == "tp_all_reduce") {
         const double t = model.comm.predict_us("all_reduce", dtype, c.tp, "consecutive", comm.bytes).time_us * static_cast<double>(comm.count);
@@ -218,18 +278,18 @@ Prediction predict(const FittedModel& model, const PredictRequest& request) {
         dp_comm += model.comm.predict_us("all_reduce", dtype, c.dp, layout, comm.bytes).time_us;
       }
     }
-    const double forward = phase_us["forward"] + tp_forward;
-    const double backward = phase_us["backward"] + tp_backward;
+    const double forward = phase_us[kForwardPhase] + tp_forward;
+    const double backward = phase_us[kBackwardPhase] + tp_backward;
     stages.push_back(StageTimes{forward, backward});
     out.stage_forward_us.push_back(forward);
     out.stage_backward_us.push_back(backward);
     const auto idx = static_cast<std::size_t>(s);
-    stage_compute[idx] = m * (phase_us["forward"] + phase_us["backward"]);
+    stage_compute[idx] = m * (phase_us[kForwardPhase] + phase_us[kBackwardPhase]);
     stage_tp[idx] = m * (tp_forward + tp_backward);
-    stage_dp[idx] = (c.dp > 1 ? phase_us["dp_buffer"] : 0.0) + dp_comm;
-    stage_opt[idx] = phase_us["optimizer"];
+    stage_dp[idx] = (c.dp > 1 ? phase_us[kDpBufferPhase] : 0.0) + dp_comm;
+    stage_opt[idx] = phase_us[kOptimizerPhase];
     stage_tail[idx] = stage_dp[idx] + stage_opt[idx];
-    compute_total_us += stage_compute[idx] + phase_us["optimizer"];
+    compute_total_us += stage_compute[idx] + phase_us[kOptimizerPhase];
   }
 
   const ScheduleResult schedule = simulate_1f1b(stages, p2p_forward, p2p_backward, m, /*blocking_send=*/true);

@@ -4,10 +4,13 @@
 // Invariants: pure; models from data/models/; no file is written.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <string>
+#include <vector>
 
 #include "common/errors.hpp"
 #include "common/model_spec.hpp"
+#include "comm_rows.hpp"
 #include "predict/op_builder.hpp"
 #include "predict/predictor.hpp"
 
@@ -174,6 +177,45 @@ TEST(OpBuilder, PredictorBuildsStagesNeverTraced) {
   request.precision = PrecisionName::kAmpBf16;
   request.blind = true;
   EXPECT_DOUBLE_EQ(predict(model, request).total_us, p.total_us);
+}
+
+// Stages are built once per shape (layers, first, last): stage 0 and stage 1 of small-llama at pp 3 have
+// three layers each but differ (embedding), and each must still get its own operators. The expected
+// per-micro-batch forward time is summed here from each stage's own build with the same regression.
+TEST(OpBuilder, PredictorBuildsEachStageShapeOnceAndKeepsStagesApart) {
+  const LlamaSpec spec = load("small-llama");
+  const int pp = 3;
+  FittedModel model;
+  model.source_file = "synthetic";
+  model.occupancies = {3};
+  model.comm = CommModel(test_rows::synthetic_rows("send", "float32", 2, "consecutive", 5.0, 1e-3, 1024, 1 << 20));
+  const OpRegression regression{2.0, 1e-6, 1e-7, 3};
+  std::vector<BuiltStage> built;
+  for (int s = 0; s < pp; ++s) {
+    built.push_back(build_stage_ops(spec, 1, pp, s, 1, 16, PrecisionName::kFp32));
+    for (const BuiltOp& op : built.back().ops) model.regressions[{op.name + "|" + op.input_dtypes, 3}] = regression;
+  }
+  PredictRequest request;
+  request.model_name = spec.name;
+  request.model = &spec;
+  request.config = ParallelConfig{1, 1, pp, 1, 4, 16};
+  request.precision = PrecisionName::kFp32;
+  const Prediction cold = predict(model, request);
+  ASSERT_EQ(cold.stage_forward_us.size(), static_cast<std::size_t>(pp));
+  for (int s = 0; s < pp; ++s) {
+    double forward_us = 0;
+    for (const BuiltOp& op : built[static_cast<std::size_t>(s)].ops) {
+      if (op.phase != "forward") continue;
+      forward_us += static_cast<double>(op.count) *
+                    std::max(0.0, regression.intercept_us + regression.us_per_flop * op.flops + regression.us_per_byte * op.bytes);
+    }
+    EXPECT_NEAR(cold.stage_forward_us[static_cast<std::size_t>(s)], forward_us, 1e-9 * forward_us) << "stage " << s;
+  }
+  EXPECT_NE(cold.stage_forward_us[0], cold.stage_forward_us[1]);  // same layer count, not the same stage
+  // A second query reuses the cached builds and gives the same answer.
+  const Prediction warm = predict(model, request);
+  EXPECT_EQ(warm.total_us, cold.total_us);
+  EXPECT_EQ(warm.stage_backward_us, cold.stage_backward_us);
 }
 
 }  // namespace
