@@ -48,6 +48,7 @@ int run_predict(const PredictArgs& a) {
   int64_t peak_bytes = 0;
   for (const auto& m : memory) peak_bytes = std::max(peak_bytes, m.total_bytes);
   const bool too_big = a.device_memory_gib > 0 && static_cast<double>(peak_bytes) > a.device_memory_gib * (1ull << 30);
+  const predict::PooledCheck check = predict::pooled_regression_check(model);
 
   if (a.json) {
     nlohmann::json out = {{"model", spec.name}, {"dp", a.dp}, {"tp", a.tp}, {"pp", a.pp}, {"micro_batch", a.micro_batch},
@@ -58,7 +59,10 @@ int run_predict(const PredictArgs& a) {
                                             {"bubble", p.bubble_us}, {"dp_comm", p.dp_comm_us}, {"optimizer", p.optimizer_us}}},
                           {"stage_forward_us", p.stage_forward_us}, {"stage_backward_us", p.stage_backward_us},
                           {"extrapolated_fraction", p.extrapolated_fraction}, {"peak_memory_bytes", peak_bytes},
-                          {"exceeds_device_memory", too_big}, {"notes", p.notes}};
+                          {"exceeds_device_memory", too_big}, {"notes", p.notes},
+                          {"regression_check", {{"groups", check.groups}, {"held_out_signatures", check.held_out_points},
+                                                {"mape_pct", check.mape_pct},
+                                                {"time_weighted_mape_pct", check.time_weighted_mape_pct}}}};
     std::printf("%s\n", out.dump(2).c_str());
     return 0;
   }
@@ -75,6 +79,16 @@ int run_predict(const PredictArgs& a) {
   std::printf("    bubble           %12.1f us\n    DP comm + buffer %12.1f us\n    optimizer        %12.1f us\n", p.bubble_us,
               p.dp_comm_us, p.optimizer_us);
   std::printf("  extrapolated       %12.1f %% of compute time from the operator regression\n", 100.0 * p.extrapolated_fraction);
+  if (p.extrapolated_fraction > 0) {
+    if (check.groups > 0) {
+      std::printf("                     (that regression, scored on the largest third of this calibration's profiled\n"
+                  "                      signatures after fitting on the rest, is off by %.1f%% time-weighted; far beyond\n"
+                  "                      the profiled shapes expect more: profile this configuration with `calibrate ops`)\n",
+                  check.time_weighted_mape_pct);
+    } else {
+      std::printf("                     (no regression group has enough profiled signatures to check it)\n");
+    }
+  }
   std::printf("  peak memory        %12.2f GiB per rank (busiest stage)%s\n", static_cast<double>(peak_bytes) / (1ull << 30),
               too_big ? "  EXCEEDS the device memory" : "");
   for (const auto& note : p.notes) std::printf("  note: %s\n", note.c_str());
@@ -103,6 +117,11 @@ void register_predict(CLI::App& app, std::vector<std::pair<CLI::App*, Action>>& 
       std::printf("  %-40s alpha %9.2f us  bandwidth %8.3f GB/s  MAPE %6.2f%% over %lld points\n", r.key.to_string().c_str(),
                   r.alpha_us, r.bandwidth_GBps, r.mape_pct, static_cast<long long>(r.fit_points));
     }
+    const predict::PooledCheck check = predict::pooled_regression_check(model);
+    std::printf("operator regression (signatures never profiled): upward check, fitted on the smaller 2/3 of each group,\n"
+                "  scored on the largest 1/3: MAPE %.2f%% (time-weighted %.2f%%) over %lld signatures in %lld groups\n",
+                check.mape_pct, check.time_weighted_mape_pct, static_cast<long long>(check.held_out_points),
+                static_cast<long long>(check.groups));
     for (const auto& [occupancy, c] : model.calibration.per_occupancy) {
       std::printf("calibration at %lld busy rank(s): %.1f us per operator call, factor %.3f (from %lld configurations)\n",
                   static_cast<long long>(occupancy), c.op_overhead_us, c.factor, static_cast<long long>(c.rows));

@@ -22,51 +22,6 @@ namespace {
 
 constexpr const char* kFormatName = "itertime-fitted-model";
 
-// Least squares of t = a + b*flops + c*bytes (normal equations, 3x3, Cramer); falls back to a
-// proportional fit on flops when the system is singular.
-OpRegression regress(const std::vector<std::array<double, 3>>& points) {
-  OpRegression r;
-  r.points = static_cast<int64_t>(points.size());
-  double s[3][3] = {}, v[3] = {};
-  for (const auto& p : points) {
-    const double x[3] = {1.0, p[0], p[1]};
-    for (int i = 0; i < 3; ++i) {
-      v[i] += x[i] * p[2];
-      for (int j = 0; j < 3; ++j) s[i][j] += x[i] * x[j];
-    }
-  }
-  auto det3 = [](double m[3][3]) {
-    return m[0][0] * (m[1][1] * m[2][2] - m[1][2] * m[2][1]) - m[0][1] * (m[1][0] * m[2][2] - m[1][2] * m[2][0]) +
-           m[0][2] * (m[1][0] * m[2][1] - m[1][1] * m[2][0]);
-  };
-  const double d = det3(s);
-  if (points.size() >= 3 && std::fabs(d) > 1e-12 * (1.0 + std::fabs(s[1][1] * s[2][2]))) {
-    double solution[3];
-    for (int k = 0; k < 3; ++k) {
-      double m[3][3];
-      for (int i = 0; i < 3; ++i) {
-        for (int j = 0; j < 3; ++j) m[i][j] = (j == k) ? v[i] : s[i][j];
-      }
-      solution[k] = det3(m) / d;
-    }
-    r.intercept_us = solution[0];
-    r.us_per_flop = solution[1];
-    r.us_per_byte = solution[2];
-    return r;
-  }
-  double flops = 0, time = 0;
-  for (const auto& p : points) {
-    flops += p[0];
-    time += p[2];
-  }
-  if (flops > 0) {
-    r.us_per_flop = time / flops;
-  } else if (!points.empty()) {
-    r.intercept_us = time / static_cast<double>(points.size());
-  }
-  return r;
-}
-
 }  // namespace
 
 FittedModel fit_model(const std::string& calibration_path) {
@@ -89,7 +44,7 @@ FittedModel fit_model(const std::string& calibration_path) {
     model.signature_ids[h5::get_string(row.signature)] = row.id;
   }
   std::set<int64_t> occupancies;
-  std::map<std::pair<std::string, int64_t>, std::vector<std::array<double, 3>>> regression_points;
+  std::map<std::pair<std::string, int64_t>, std::vector<RegressionPoint>> regression_points;
   if (store.exists(store::kOpTimings)) {
     for (const auto& row : store.table<store::OpTimingRow>(store::kOpTimings).read_all()) {
       if (!row.ok) continue;
@@ -98,12 +53,16 @@ FittedModel fit_model(const std::string& calibration_path) {
       const auto info = model.signatures.find(row.signature_id);
       if (info != model.signatures.end()) {
         regression_points[{info->second.name + "|" + info->second.input_dtypes, row.active_ranks}].push_back(
-            {info->second.flops, info->second.bytes, row.time_us_median});
+            RegressionPoint{info->second.flops, info->second.bytes, row.time_us_median});
       }
     }
   }
   model.occupancies.assign(occupancies.begin(), occupancies.end());
-  for (const auto& [key, points] : regression_points) model.regressions[key] = regress(points);
+  for (const auto& [key, points] : regression_points) {
+    model.regressions[key] = fit_op_regression(points);
+    const RegressionCheck check = check_extrapolation(points);
+    if (check.held_out_points > 0) model.regression_checks[key] = check;
+  }
 
   const auto sequences = store.table<store::OpSequenceRow>(store::kOpSequences).read_all();
   const auto comms = store.table<store::OpCommRow>(store::kOpComms).read_all();
@@ -127,6 +86,13 @@ FittedModel fit_model(const std::string& calibration_path) {
     model.calibration_blind = fit_calibration(model, rows, /*blind=*/true, {});
   }
   return model;
+}
+
+PooledCheck pooled_regression_check(const FittedModel& model) {
+  std::vector<RegressionCheck> checks;
+  checks.reserve(model.regression_checks.size());
+  for (const auto& [key, check] : model.regression_checks) checks.push_back(check);
+  return pool_checks(checks);
 }
 
 void save_model(const FittedModel& model, const std::string& path, bool force) {

@@ -23,10 +23,11 @@
 #include <vector>
 
 #include "predict/comm_model.hpp"
+#include "predict/op_regression.hpp"
 
 namespace itertime::predict {
 
-inline constexpr int kFittedModelVersion = 1;
+inline constexpr int kFittedModelVersion = 2;  // 2: non-negative regressions and their extrapolation checks
 
 struct OpInfo {
   std::string name;
@@ -55,13 +56,6 @@ struct StageOps {
   std::vector<CommOp> comms;
   int64_t local_params = 0;
   template <class A> void serialize(A& a, unsigned) { a & sequence & comms & local_params; }
-};
-
-// time_us = max(0, intercept + per_flop * flops + per_byte * bytes), least squares per (name, dtypes, occupancy).
-struct OpRegression {
-  double intercept_us = 0, us_per_flop = 0, us_per_byte = 0;
-  int64_t points = 0;
-  template <class A> void serialize(A& a, unsigned) { a & intercept_us & us_per_flop & us_per_byte & points; }
 };
 
 // Terms fitted on ground truth: a framework overhead per operator call (dispatch and autograd
@@ -97,16 +91,20 @@ struct FittedModel {
   std::map<std::pair<int64_t, int64_t>, double> op_time_us;  // (signature id, occupancy) -> median
   std::map<std::string, StageOps> stages;                    // stage key (common/ops_store.hpp)
   std::map<std::pair<std::string, int64_t>, OpRegression> regressions;  // ("name|dtypes", occupancy)
+  std::map<std::pair<std::string, int64_t>, RegressionCheck> regression_checks;  // same keys, groups of >= kMinCheckPoints
   std::vector<int64_t> occupancies;
   CalibrationSet calibration;        // precision-aware predictions
   CalibrationSet calibration_blind;  // the precision-blind baseline gets the same treatment
   mutable std::shared_ptr<BuiltStageCache> built_cache;  // see BuiltStageCache
 
   template <class A> void serialize(A& a, unsigned) {
-    a & source_file & backend & comm & signatures & signature_ids & op_time_us & stages & regressions & occupancies &
+    a & source_file & backend & comm & signatures & signature_ids & op_time_us & stages & regressions & regression_checks & occupancies &
         calibration & calibration_blind;
   }
 };
+
+// The upward extrapolation checks of every regression group, pooled (op_regression.hpp).
+PooledCheck pooled_regression_check(const FittedModel& model);
 
 // Reads a calibration file. Throws UserError when it lacks /comm or /ops.
 FittedModel fit_model(const std::string& calibration_path);

@@ -15,6 +15,24 @@
 namespace itertime::predict {
 namespace {
 
+// The regression of (name|input dtypes) at `occupancy`, else at the nearest occupancy that has one;
+// negative when there is none.
+double regression_us(const FittedModel& model, const std::string& key, double flops, double bytes, int64_t occupancy) {
+  const OpRegression* best = nullptr;
+  int64_t best_distance = 0;
+  for (auto it = model.regressions.lower_bound({key, std::numeric_limits<int64_t>::min()});
+       it != model.regressions.end() && it->first.first == key; ++it) {
+    const auto& [regression_key, regression] = *it;
+    const int64_t distance = std::llabs(regression_key.second - occupancy);
+    if (best == nullptr || distance < best_distance) {
+      best = &regression;
+      best_distance = distance;
+    }
+  }
+  if (best == nullptr) return -1.0;
+  return best->time_us(flops, bytes);
+}
+
 // The profiled time of a signature at an occupancy: exact, else the nearest profiled occupancy, else
 // the regression of its (name, dtypes). `extrapolated` is set for the regression.
 double op_time_us(const FittedModel& model, int64_t signature_id, int64_t occupancy, bool& extrapolated,
@@ -40,40 +58,12 @@ double op_time_us(const FittedModel& model, int64_t signature_id, int64_t occupa
   const auto info = model.signatures.find(signature_id);
   ITERTIME_CHECK(info != model.signatures.end(), "sequence refers to an unknown signature");
   extrapolated = true;
-  const std::string key = info->second.name + "|" + info->second.input_dtypes;
-  for (int64_t level : {occupancy, int64_t{1}}) {
-    const auto regression = model.regressions.find({key, level});
-    if (regression != model.regressions.end()) {
-      const OpRegression& r = regression->second;
-      return std::max(0.0, r.intercept_us + r.us_per_flop * info->second.flops + r.us_per_byte * info->second.bytes);
-    }
-  }
-  return 0.0;
+  const double t = regression_us(model, info->second.name + "|" + info->second.input_dtypes, info->second.flops,
+                                 info->second.bytes, occupancy);
+  return std::max(0.0, t);
 }
 
 DType dtype_of(const std::string& name) { return parse_dtype(name); }
-
-// The regression of (name|input dtypes) at `occupancy`, else at the nearest occupancy that has one, else
-// at occupancy 1; negative when there is none.
-double regression_us(const FittedModel& model, const std::string& key, double flops, double bytes, int64_t occupancy) {
-  const OpRegression* best = nullptr;
-  int64_t best_distance = 0;
-  for (auto it = model.regressions.lower_bound({key, std::numeric_limits<int64_t>::min()});
-       it != model.regressions.end() && it->first.first == key; ++it) {
-    const auto& [regression_key, regression] = *it;
-    const int64_t distance = std::llabs(regression_key.second - occupancy);
-    if (best == nullptr || distance < best_distance) {
-      best = &regression;
-      best_distance = distance;
-    }
-  }
-  if (best == nullptr) {
-    const auto at_one = model.regressions.find({key, 1});
-    if (at_one == model.regressions.end()) return -1.0;
-    best = &at_one->second;
-  }
-  return std::max(0.0, best->intercept_us + best->us_per_flop * flops + best->us_per_byte * bytes);
-}
 
 // One stage's operators with their times, whether traced or built, summed per phase: what the
 // per-stage time, the call count (for the per-call overhead, which varies with the calibration) and the

@@ -42,6 +42,9 @@ struct ValidationReport {
   std::vector<ValidationRow> rows;
   std::vector<MapeEntry> per_tuple, per_precision, per_tuple_precision;
   MapeEntry overall;
+  // How well the operator regression (used for signatures never profiled) extrapolates upwards on this
+  // calibration: fitted on the smaller two thirds of each group, scored on the largest third.
+  predict::PooledCheck regression_check;
 };
 
 ValidationReport validate(const predict::FittedModel& model, const std::vector<store::GroundTruthRow>& groundtruth);

@@ -12,6 +12,7 @@ PACKAGES=(
   libboost-serialization-dev
   libgtest-dev libgmock-dev libbenchmark-dev
   libcli11-dev nlohmann-json3-dev libfmt-dev
+  jq
 )
 
 SUDO=""

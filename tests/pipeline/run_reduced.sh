@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # End to end: `itertime run` on the reduced CPU job (launching its own mpirun), then checks the report
-# (every configuration present, errors finite, calibration fitted leave-one-tuple-out) and that a second
-# run resumes without measuring anything again.
+# (every configuration present, errors finite, calibration fitted leave-one-tuple-out), runs the
+# fit / predict / plan checks of predict_cli.sh on the file, and checks that a second run resumes
+# without measuring anything again.
 # Usage: run_reduced.sh ITERTIME CHECKER SOURCE_DIR
 set -euo pipefail
 ITERTIME="$1"; CHECKER="$2"; SRC="$3"
@@ -13,6 +14,8 @@ cd "$WORK"
 test -s "$WORK/reduced-validation/validation.svg"
 test -s "$WORK/reduced-validation/validation.csv"
 grep -q "overall MAPE" run1.log
+# fit, predict and plan on the calibration just written, with their user-error exits.
+bash "$SRC/tests/pipeline/predict_cli.sh" "$ITERTIME" "$WORK/reduced.h5" "$SRC"
 # A second run resumes: nothing is measured again.
 "$ITERTIME" run "$SRC/jobs/reduced-cpu.json" -o "$WORK/reduced.h5" | tee run2.log
 grep -q "0 points measured" run2.log

@@ -1,14 +1,24 @@
-// test_serialization.cpp: Boost.Serialization round trips of the fitted comm model's state.
-// Invariants: the round trip goes through text_oarchive / text_iarchive in memory; every prediction of
-// the loaded model equals the original's bit for bit (Boost writes doubles with max_digits10).
+// test_serialization.cpp: Boost.Serialization round trips of the fitted comm model's state and of a whole
+// FittedModel through save_model / load_model.
+// Invariants: comm round trips go through text_oarchive / text_iarchive in memory; every prediction of
+// the loaded model equals the original's bit for bit (Boost writes doubles with max_digits10). Model
+// files are written under a fresh folder in the system temp folder, removed at the end.
 #include <gtest/gtest.h>
 
 #include <boost/archive/text_iarchive.hpp>
 #include <boost/archive/text_oarchive.hpp>
+#include <filesystem>
+#include <fstream>
 #include <sstream>
+#include <unistd.h>
 
 #include "common/dtype.hpp"
+#include "common/errors.hpp"
+#include "common/model_spec.hpp"
 #include "predict/comm_model.hpp"
+#include "predict/fitted_model.hpp"
+#include "predict/op_builder.hpp"
+#include "predict/predictor.hpp"
 #include "tests/predict/comm_rows.hpp"
 
 namespace itertime::predict {
@@ -91,6 +101,113 @@ TEST(Serialization, EmptyCommModelRoundTrips) {
     in >> loaded;
   }
   EXPECT_TRUE(loaded.empty());
+}
+
+// A FittedModel with every part filled: comm, signatures, timings, a traced stage, regressions and
+// their checks, calibrations.
+FittedModel full_model() {
+  FittedModel model;
+  model.source_file = "synthetic.h5";
+  model.backend = "cpu";
+  std::vector<store::CommRow> rows = test_rows::synthetic_rows("send", "float32", 2, "consecutive", 5.0, 1e-3, 1024, 1 << 20);
+  model.comm = CommModel(rows);
+  model.occupancies = {1, 2};
+  model.signatures[7] = OpInfo{"aten::mm", "aten::mm(f32[4,4], f32[4,4])->f32", "f32,f32", "f32", 128.0, 192.0};
+  model.signature_ids[model.signatures[7].signature] = 7;
+  model.op_time_us[{7, 1}] = 3.25;
+  model.op_time_us[{7, 2}] = 4.5;
+  StageOps stage;
+  stage.sequence = {SequenceEntry{"forward", 7, 3}, SequenceEntry{"backward", 7, 6}, SequenceEntry{"optimizer", 7, 1}};
+  stage.comms = {CommOp{"dp_buffer", "dp_all_reduce", "float32", 4096, 1}};
+  stage.local_params = 1024;
+  model.stages["synthetic-stage"] = stage;
+  model.regressions[{"aten::mm|f32,f32", 1}] = OpRegression{1.5, 1e-3, 2e-4, 9};
+  model.regression_checks[{"aten::mm|f32,f32", 1}] = RegressionCheck{6, 3, 12.5, 300.0, 8.0};
+  model.calibration.per_occupancy[2] = Calibration{3.5, 1.25, 4};
+  model.calibration.global = Calibration{2.0, 1.1, 9};
+  model.calibration_blind.global = Calibration{0.5, 0.9, 9};
+  return model;
+}
+
+struct TempFolder {
+  std::filesystem::path path;
+  TempFolder() {
+    path = std::filesystem::temp_directory_path() / ("itertime-serialization-" + std::to_string(::getpid()));
+    std::filesystem::create_directories(path);
+  }
+  ~TempFolder() {
+    std::error_code ignored;
+    std::filesystem::remove_all(path, ignored);
+  }
+};
+
+TEST(Serialization, FittedModelSaveLoadRoundTrip) {
+  TempFolder folder;
+  const std::string file = (folder.path / "model.itm").string();
+  const FittedModel original = full_model();
+  save_model(original, file, /*force=*/false);
+  const FittedModel loaded = load_model(file);
+  EXPECT_EQ(loaded.source_file, original.source_file);
+  EXPECT_EQ(loaded.backend, original.backend);
+  EXPECT_EQ(loaded.occupancies, original.occupancies);
+  EXPECT_EQ(loaded.signature_ids, original.signature_ids);
+  EXPECT_EQ(loaded.op_time_us, original.op_time_us);
+  ASSERT_EQ(loaded.signatures.count(7), 1u);
+  EXPECT_EQ(loaded.signatures.at(7).signature, original.signatures.at(7).signature);
+  EXPECT_EQ(loaded.signatures.at(7).flops, 128.0);
+  ASSERT_EQ(loaded.stages.count("synthetic-stage"), 1u);
+  EXPECT_EQ(loaded.stages.at("synthetic-stage").sequence.size(), 3u);
+  EXPECT_EQ(loaded.stages.at("synthetic-stage").comms.at(0).bytes, 4096);
+  const OpRegression& r = loaded.regressions.at({"aten::mm|f32,f32", 1});
+  EXPECT_EQ(r.intercept_us, 1.5);
+  EXPECT_EQ(r.us_per_flop, 1e-3);
+  EXPECT_EQ(r.us_per_byte, 2e-4);
+  const RegressionCheck& check = loaded.regression_checks.at({"aten::mm|f32,f32", 1});
+  EXPECT_EQ(check.mape_pct, 12.5);
+  EXPECT_EQ(check.reach, 8.0);
+  EXPECT_EQ(loaded.calibration.for_occupancy(2).op_overhead_us, 3.5);
+  EXPECT_EQ(loaded.calibration.for_occupancy(3).factor, 1.1);
+  EXPECT_EQ(loaded.calibration_blind.global.factor, 0.9);
+  EXPECT_EQ(loaded.comm.tables().size(), original.comm.tables().size());
+  EXPECT_EQ(loaded.comm.predict_us("send", DType::kFloat32, 2, "consecutive", 65536).time_us,
+            original.comm.predict_us("send", DType::kFloat32, 2, "consecutive", 65536).time_us);
+}
+
+TEST(Serialization, SaveRefusesToOverwriteWithoutForce) {
+  TempFolder folder;
+  const std::string file = (folder.path / "model.itm").string();
+  { std::ofstream(file) << "keep me"; }
+  EXPECT_THROW(save_model(full_model(), file, /*force=*/false), UserError);
+  std::ifstream in(file);
+  std::string text;
+  std::getline(in, text);
+  EXPECT_EQ(text, "keep me");
+  save_model(full_model(), file, /*force=*/true);
+  EXPECT_EQ(load_model(file).backend, "cpu");
+}
+
+TEST(Serialization, LoadRefusesAnotherVersionAndForeignFiles) {
+  TempFolder folder;
+  const std::string file = (folder.path / "model.itm").string();
+  save_model(full_model(), file, false);
+  std::stringstream text;
+  text << std::ifstream(file).rdbuf();
+  std::string body = text.str();
+  const std::string header = "itertime-fitted-model " + std::to_string(kFittedModelVersion);
+  ASSERT_EQ(body.rfind(header, 0), 0u);
+  body.replace(0, header.size(), "itertime-fitted-model " + std::to_string(kFittedModelVersion + 1));
+  { std::ofstream(file, std::ios::trunc) << body; }
+  try {
+    load_model(file);
+    FAIL() << "another version was loaded";
+  } catch (const UserError& error) {
+    const std::string message = error.what();
+    EXPECT_NE(message.find("version " + std::to_string(kFittedModelVersion + 1)), std::string::npos) << message;
+    EXPECT_NE(message.find("itertime fit"), std::string::npos) << message;
+  }
+  { std::ofstream(file, std::ios::trunc) << "not a model\n"; }
+  EXPECT_THROW(load_model(file), UserError);
+  EXPECT_THROW(load_model((folder.path / "missing.itm").string()), UserError);
 }
 
 }  // namespace

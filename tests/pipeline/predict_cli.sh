@@ -1,0 +1,64 @@
+#!/usr/bin/env bash
+# `itertime fit | predict | plan` on a real calibration file: the happy paths print what the docs say,
+# and a user's mistakes (impossible layout, unknown precision, wrong or foreign file, another model
+# version, an existing output) exit with status 2, one line naming the input, and no output written.
+# Usage: predict_cli.sh ITERTIME CAL.h5 SOURCE_DIR   (CAL traced tiny-llama-gqa at seq 32, 1-2 ranks)
+set -euo pipefail
+ITERTIME="$1"; CAL="$2"; SRC="$3"
+WORK="$(mktemp -d)"
+trap 'rm -rf "$WORK"' EXIT
+MODEL="$SRC/data/models/tiny-llama-gqa.json"
+
+# expect_user_error TEXT ARGS...: exit status 2 and TEXT in the error output.
+expect_user_error() {
+  local text="$1"; shift
+  set +e
+  "$ITERTIME" "$@" >"$WORK/out.txt" 2>"$WORK/err.txt"
+  local status=$?
+  set -e
+  if [[ $status -ne 2 ]]; then
+    echo "FAIL: itertime $* exited $status, expected 2"; cat "$WORK/out.txt" "$WORK/err.txt"; exit 1
+  fi
+  if ! grep -qF -- "$text" "$WORK/err.txt"; then
+    echo "FAIL: itertime $*: error output lacks '$text'"; cat "$WORK/err.txt"; exit 1
+  fi
+}
+
+# fit: saves a versioned model, prints the comm residuals and the regression check.
+"$ITERTIME" fit "$CAL" -o "$WORK/model.itm" | tee "$WORK/fit.txt"
+grep -q "comm fit residuals" "$WORK/fit.txt"
+grep -q "operator regression" "$WORK/fit.txt"
+head -c 64 "$WORK/model.itm" | grep -q "^itertime-fitted-model 2"
+expect_user_error "file exists" fit "$CAL" -o "$WORK/model.itm"
+
+# predict from the saved model and from the calibration file: the same figure.
+"$ITERTIME" predict "$WORK/model.itm" --model "$MODEL" --dp 2 --gbs 4 --seq 32 --precision fp32 --json > "$WORK/p1.json"
+"$ITERTIME" predict "$CAL" --model "$MODEL" --dp 2 --gbs 4 --seq 32 --precision fp32 --json > "$WORK/p2.json"
+jq -e '.iteration_us > 0' "$WORK/p1.json" >/dev/null
+test "$(jq '.iteration_us' "$WORK/p1.json")" = "$(jq '.iteration_us' "$WORK/p2.json")"
+jq -e '[.breakdown_us[]] | all(. >= 0)' "$WORK/p1.json" >/dev/null
+jq -e '.extrapolated_fraction >= 0 and .extrapolated_fraction <= 1 and .peak_memory_bytes > 0' "$WORK/p1.json" >/dev/null
+# A configuration never traced (seq 48) is built from the model and flagged as extrapolated.
+"$ITERTIME" predict "$WORK/model.itm" --model "$MODEL" --tp 2 --gbs 4 --seq 48 --precision amp-bf16 | tee "$WORK/p3.txt"
+grep -q "built from the model" "$WORK/p3.txt"
+grep -q "extrapolated" "$WORK/p3.txt"
+
+# plan: every legal layout of 4 ranks, fastest first.
+"$ITERTIME" plan "$WORK/model.itm" --model "$MODEL" --gpus 4 --gbs 8 --seq 32 --precisions fp32 amp-bf16 --json > "$WORK/plan.json"
+jq -e 'map(select(.feasible)) | length >= 4' "$WORK/plan.json" >/dev/null
+jq -e 'map(select(.feasible) | .iteration_us) | . == sort' "$WORK/plan.json" >/dev/null
+
+# A user's mistakes: exit 2, nothing written.
+expect_user_error "tp" predict "$WORK/model.itm" --model "$MODEL" --tp 3 --gbs 4 --seq 32
+expect_user_error "global" predict "$WORK/model.itm" --model "$MODEL" --dp 3 --gbs 4 --seq 32
+expect_user_error "fp64" predict "$WORK/model.itm" --model "$MODEL" --gbs 4 --seq 32 --precision fp64
+expect_user_error "missing.itm" predict "$WORK/missing.itm" --model "$MODEL" --gbs 4 --seq 32
+echo "not a model" > "$WORK/foreign.itm"
+expect_user_error "not an itertime fitted model" predict "$WORK/foreign.itm" --model "$MODEL" --gbs 4 --seq 32
+sed '1s/^itertime-fitted-model [0-9]*/itertime-fitted-model 999/' "$WORK/model.itm" > "$WORK/future.itm"
+expect_user_error "version 999" predict "$WORK/future.itm" --model "$MODEL" --gbs 4 --seq 32
+expect_user_error "number of GPUs" plan "$WORK/model.itm" --model "$MODEL" --gpus 0 --gbs 8 --seq 32
+expect_user_error "foreign.itm" fit "$WORK/foreign.itm" -o "$WORK/never.itm"
+test ! -e "$WORK/never.itm"
+test ! -e "$WORK/never.itm.tmp"
+echo "predict CLI test passed"
