@@ -9,6 +9,7 @@
 #include <memory>
 
 #include "common/groundtruth_store.hpp"
+#include "calibrate/tensor_memory.hpp"
 #include "calibrate/trainer.hpp"
 #include "common/build_info.hpp"
 #include "common/errors.hpp"
@@ -152,7 +153,9 @@ GroundTruthSummary calibrate_groundtruth(const GroundTruthOptions& options) {
         double loss_first = 0.0;
         double loss_last = 0.0;
         int64_t local_params = 0;
+        int64_t peak_tensor_bytes = 0;
         {
+          TensorMemoryProbe tensor_memory;  // from before the weights exist to after the last step
           Trainer trainer(trainer_options, owned.get());
           local_params = trainer.local_parameter_count();
           for (int step = 0; step < job.warmup_iters + job.timed_iters; ++step) {
@@ -166,19 +169,22 @@ GroundTruthSummary calibrate_groundtruth(const GroundTruthOptions& options) {
                                                 ph.dp_comm_us, ph.optimizer_us, ph.total_us};
             for (int k = 0; k < kPhaseCount; ++k) phase_samples[static_cast<std::size_t>(k)].push_back(values[k]);
           }
+          peak_tensor_bytes = tensor_memory.peak_bytes();
         }
         // Per-rank breakdown (medians) gathered to rank 0.
         const RankLayout layout(config.parallel.dp, config.parallel.tp, config.parallel.pp);
         const RankCoords coords = layout.coords(world_rank);
-        double local[kPhaseCount + 2];
+        constexpr int kValues = kPhaseCount + 3;  // phases, peak RSS, local parameters, peak tensor bytes
+        double local[kValues];
         for (int k = 0; k < kPhaseCount; ++k) local[k] = stats::median(phase_samples[static_cast<std::size_t>(k)]);
         local[kPhaseCount] = static_cast<double>(peak_rss_bytes());
         local[kPhaseCount + 1] = static_cast<double>(local_params);
-        std::vector<double> all(static_cast<std::size_t>(needed) * (kPhaseCount + 2));
-        MPI_Gather(local, kPhaseCount + 2, MPI_DOUBLE, all.data(), kPhaseCount + 2, MPI_DOUBLE, 0, owned.get());
+        local[kPhaseCount + 2] = static_cast<double>(peak_tensor_bytes);
+        std::vector<double> all(static_cast<std::size_t>(needed) * kValues);
+        MPI_Gather(local, kValues, MPI_DOUBLE, all.data(), kValues, MPI_DOUBLE, 0, owned.get());
         if (world_rank == 0) {
           for (int r = 0; r < needed; ++r) {
-            const double* v = &all[static_cast<std::size_t>(r) * (kPhaseCount + 2)];
+            const double* v = &all[static_cast<std::size_t>(r) * kValues];
             const RankCoords c = layout.coords(r);
             GroundTruthRankRow rank_row{};
             h5::set_string(rank_row.key, key);
@@ -195,6 +201,7 @@ GroundTruthSummary calibrate_groundtruth(const GroundTruthOptions& options) {
             rank_row.total_us = v[6];
             rank_row.peak_rss_bytes = static_cast<int64_t>(v[7]);
             rank_row.local_params = static_cast<int64_t>(v[8]);
+            rank_row.peak_tensor_bytes = static_cast<int64_t>(v[9]);
             rank_rows.push_back(rank_row);
           }
           const stats::Summary s = stats::summarize(samples_us);

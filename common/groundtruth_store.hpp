@@ -36,6 +36,7 @@ struct GroundTruthRankRow {
   int64_t rank, dp_idx, tp_idx, pp_idx;
   double forward_us, backward_us, tp_comm_us, pp_comm_us, dp_comm_us, optimizer_us, total_us;
   int64_t peak_rss_bytes;  // CPU: the process's peak resident set during the configuration (VmHWM)
+  int64_t peak_tensor_bytes;  // peak of the tensor bytes the rank's training allocated (calibrate/tensor_memory.hpp)
   int64_t local_params;
 };
 

@@ -3,6 +3,7 @@
 #include <filesystem>
 #include <fstream>
 #include <memory>
+#include <optional>
 #include <nlohmann/json.hpp>
 #include <string>
 
@@ -153,12 +154,18 @@ void register_predict(CLI::App& app, std::vector<std::pair<CLI::App*, Action>>& 
   auto out_dir = std::make_shared<std::string>();
   auto no_store = std::make_shared<bool>(false);
   auto compute = std::make_shared<bool>(false);
+  auto memory_model_file = std::make_shared<std::string>();
   validate_cmd->add_option("CAL", *cal, "Calibration HDF5 file with /comm, /ops and /groundtruth")->required();
   validate_cmd->add_option("--out-dir", *out_dir, "Folder for validation.csv, .json and .svg (default: CAL's folder/<stem>-validation)");
   validate_cmd->add_flag("--no-store", *no_store, "Do not write /validation into the calibration file");
   validate_cmd->add_flag("--compute-report", *compute,
                          "Also compare each stage's summed profiled operator times with its measured compute time");
-  actions.emplace_back(validate_cmd, [cal, out_dir, no_store, compute](Context&) {
+  validate_cmd->add_option("--memory-report", *memory_model_file,
+                           "Also compare the memory model with the measured peak tensor bytes, for the model in this LLaMA config.json");
+  actions.emplace_back(validate_cmd, [cal, out_dir, no_store, compute, memory_model_file](Context&) {
+    // Read the model config first: a wrong path is refused before any work.
+    const std::optional<LlamaSpec> memory_spec =
+        memory_model_file->empty() ? std::nullopt : std::optional<LlamaSpec>(load_llama_config(*memory_model_file));
     const predict::FittedModel model = predict::fit_model(*cal);
     std::vector<store::GroundTruthRow> rows;
     {
@@ -167,9 +174,10 @@ void register_predict(CLI::App& app, std::vector<std::pair<CLI::App*, Action>>& 
         throw UserError(*cal + ": no /groundtruth table; run `itertime calibrate groundtruth --job JOB` first");
       }
       rows = store.table<store::GroundTruthRow>(store::kGroundTruthTable).read_all();
-      if (*compute) {
+      if (*compute || memory_spec) {
         const auto ranks = store.table<store::GroundTruthRankRow>(store::kGroundTruthRanks).read_all();
-        validate::print_compute_report(validate::compute_report(model, rows, ranks));
+        if (*compute) validate::print_compute_report(validate::compute_report(model, rows, ranks));
+        if (memory_spec) validate::print_memory_report(validate::memory_report(*memory_spec, rows, ranks));
       }
     }
     const validate::ValidationReport report = validate::validate(model, rows);

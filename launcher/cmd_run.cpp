@@ -103,7 +103,7 @@ std::vector<std::string> launch_prefix(const RunArgs& args, int ranks) {
   return prefix;
 }
 
-void fit_and_validate(const std::string& output) {
+void fit_and_validate(const std::string& output, const LlamaSpec& model_spec) {
   const predict::FittedModel model = predict::fit_model(output);
   std::vector<store::GroundTruthRow> rows;
   {
@@ -111,6 +111,7 @@ void fit_and_validate(const std::string& output) {
     rows = store.table<store::GroundTruthRow>(store::kGroundTruthTable).read_all();
     const auto ranks = store.table<store::GroundTruthRankRow>(store::kGroundTruthRanks).read_all();
     validate::print_compute_report(validate::compute_report(model, rows, ranks));
+    validate::print_memory_report(validate::memory_report(model_spec, rows, ranks));
   }
   const validate::ValidationReport report = validate::validate(model, rows);
   const std::filesystem::path dir =
@@ -182,7 +183,7 @@ int run_pipeline(Context& context, const RunArgs& args) {
 #else
       if (wants("ops") || wants("groundtruth")) throw CollectiveUserError("this itertime was built without LibTorch; ops and ground truth need it");
 #endif
-      if (wants("validate") && mpi.world_rank() == 0) fit_and_validate(output);
+      if (wants("validate") && mpi.world_rank() == 0) fit_and_validate(output, job.model);
       return kExitSuccess;
     } catch (const CollectiveUserError& error) {
       if (mpi.world_rank() == 0) std::fprintf(stderr, "itertime: error: %s\n", error.what());
@@ -218,7 +219,7 @@ int run_pipeline(Context& context, const RunArgs& args) {
   }
   if (wants("ops")) stage("ops", {"calibrate", "ops", "--job", args.job, "-o", output, "--resume"});
   if (wants("groundtruth")) stage("groundtruth", {"calibrate", "groundtruth", "--job", args.job, "-o", output, "--resume"});
-  if (wants("validate")) fit_and_validate(output);
+  if (wants("validate")) fit_and_validate(output, job.model);
   return kExitSuccess;
 }
 

@@ -11,6 +11,7 @@
 #include "common/errors.hpp"
 #include "common/ops_store.hpp"
 #include "common/stats.hpp"
+#include "predict/memory_model.hpp"
 #include "predict/predictor.hpp"
 
 namespace itertime::validate {
@@ -320,6 +321,51 @@ void print_compute_report(const std::vector<ComputeRow>& rows) {
   if (!ratios.empty()) {
     std::printf("# measured / profiled: median %.2f, min %.2f, max %.2f over %zu stages\n", stats::median(ratios), stats::min(ratios),
                 stats::max(ratios), ratios.size());
+  }
+}
+
+std::vector<MemoryRow> memory_report(const LlamaSpec& model, const std::vector<store::GroundTruthRow>& configs,
+                                     const std::vector<store::GroundTruthRankRow>& ranks) {
+  std::vector<MemoryRow> out;
+  for (const auto& gt : configs) {
+    if (h5::get_string(gt.status) != "ok" || h5::get_string(gt.model) != model.name) continue;
+    const ParallelConfig config{static_cast<int>(gt.dp), static_cast<int>(gt.tp), static_cast<int>(gt.pp),
+                                static_cast<int>(gt.micro_batch), static_cast<int>(gt.global_batch), static_cast<int>(gt.seq_len)};
+    const PrecisionPolicy& policy = parse_precision(h5::get_string(gt.precision));
+    const auto predicted = predict::memory_all_stages(model, config, policy);
+    for (int64_t s = 0; s < gt.pp; ++s) {
+      int64_t measured = 0;
+      for (int64_t i = gt.ranks_offset; i < gt.ranks_offset + gt.ranks_count; ++i) {
+        const auto& r = ranks.at(static_cast<std::size_t>(i));
+        if (r.pp_idx == s) measured = std::max(measured, r.peak_tensor_bytes);
+      }
+      if (measured <= 0) continue;
+      MemoryRow row;
+      row.key = h5::get_string(gt.key);
+      row.stage = static_cast<int>(s);
+      row.predicted_bytes = predicted.at(static_cast<std::size_t>(s)).total_bytes;
+      row.measured_bytes = measured;
+      row.ratio = row.predicted_bytes > 0 ? static_cast<double>(measured) / static_cast<double>(row.predicted_bytes) : 0.0;
+      out.push_back(row);
+    }
+  }
+  return out;
+}
+
+void print_memory_report(const std::vector<MemoryRow>& rows) {
+  std::printf("#\n# stage memory: memory model peak vs measured peak tensor bytes (max over the stage's ranks)\n");
+  std::printf("# %-52s %5s %14s %14s %8s\n", "configuration", "stage", "model_bytes", "measured_bytes", "ratio");
+  std::vector<double> ratios;
+  for (const MemoryRow& r : rows) {
+    std::printf("  %-52s %5d %14lld %14lld %8.3f\n", r.key.c_str(), r.stage, static_cast<long long>(r.predicted_bytes),
+                static_cast<long long>(r.measured_bytes), r.ratio);
+    ratios.push_back(r.ratio);
+  }
+  if (!ratios.empty()) {
+    std::printf("# measured / model: median %.3f, min %.3f, max %.3f over %zu stages\n", stats::median(ratios), stats::min(ratios),
+                stats::max(ratios), ratios.size());
+  } else {
+    std::printf("# no stage has a measured peak_tensor_bytes for this model\n");
   }
 }
 

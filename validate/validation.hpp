@@ -14,7 +14,7 @@
 #include <vector>
 
 #include "common/groundtruth_store.hpp"
-#include "common/groundtruth_store.hpp"
+#include "common/model_spec.hpp"
 #include "predict/fitted_model.hpp"
 
 namespace itertime::validate {
@@ -70,5 +70,19 @@ struct ComputeRow {
 std::vector<ComputeRow> compute_report(const predict::FittedModel& model, const std::vector<store::GroundTruthRow>& configs,
                                        const std::vector<store::GroundTruthRankRow>& ranks);
 void print_compute_report(const std::vector<ComputeRow>& rows);
+
+// Per configuration of `model` and pipeline stage: the memory model's peak (predict/memory_model.hpp)
+// against the largest peak_tensor_bytes measured on that stage's ranks (the exact tensor bytes LibTorch
+// allocated during the configuration, weights and optimizer state included). Rows of other models, and
+// rank rows without a measurement (<= 0), are left out.
+struct MemoryRow {
+  std::string key;
+  int stage = 0;
+  int64_t predicted_bytes = 0, measured_bytes = 0;
+  double ratio = 0;  // measured / predicted
+};
+std::vector<MemoryRow> memory_report(const LlamaSpec& model, const std::vector<store::GroundTruthRow>& configs,
+                                     const std::vector<store::GroundTruthRankRow>& ranks);
+void print_memory_report(const std::vector<MemoryRow>& rows);
 
 }  // namespace itertime::validate

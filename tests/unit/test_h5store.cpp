@@ -161,9 +161,9 @@ TEST(H5Store, CreateWritesMetaAndReopensReadOnly) {
 
   h5::Store store = h5::Store::open(path, /*writable=*/false);
   EXPECT_FALSE(store.writable());
-  EXPECT_EQ(store.schema_version(), 1);
+  EXPECT_EQ(store.schema_version(), h5::kSchemaVersion);
   const auto meta = store.meta();
-  EXPECT_EQ(meta.at("schema_version"), "1");
+  EXPECT_EQ(meta.at("schema_version"), std::to_string(h5::kSchemaVersion));
   EXPECT_EQ(meta.at("itertime_version"), "0.1.0");
   EXPECT_EQ(meta.at("argv"), "itertime calibrate comm --out x.h5");
   EXPECT_EQ(meta.at("hostnames"), "node-a,node-b");
@@ -426,7 +426,7 @@ TEST(H5Store, OtherSchemaVersionIsRefusedNamingBothVersions) {
   for (bool writable : {false, true}) {
     const std::string message = user_error_of([&] { h5::Store::open(path, writable); });
     EXPECT_NE(message.find("99"), std::string::npos) << message;
-    EXPECT_NE(message.find("schema version 1"), std::string::npos) << message;
+    EXPECT_NE(message.find("schema version " + std::to_string(h5::kSchemaVersion)), std::string::npos) << message;
     EXPECT_NE(message.find(path), std::string::npos) << message;
   }
   EXPECT_THROW(h5::Store::create_or_resume(path, false, /*resume=*/true, {}), UserError);
@@ -511,9 +511,9 @@ TEST(H5Store, H5dumpReadsWhatWeWrite) {
                                "H5S_UNLIMITED"}) {
     EXPECT_NE(out.find(expected), std::string::npos) << "h5dump output lacks " << expected << ":\n" << out;
   }
-  // The schema version is a plain integer attribute equal to 1.
+  // The schema version is a plain integer attribute equal to kSchemaVersion.
   const std::string attr = run_and_capture("'" + h5dump + "' -a /meta/schema_version '" + path + "' 2>&1");
-  EXPECT_NE(attr.find("(0): 1"), std::string::npos) << attr;
+  EXPECT_NE(attr.find("(0): " + std::to_string(h5::kSchemaVersion)), std::string::npos) << attr;
   EXPECT_NE(attr.find("H5T_STD_I64"), std::string::npos) << attr;
 }
 

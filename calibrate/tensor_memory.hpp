@@ -1,0 +1,37 @@
+// tensor_memory.hpp: the peak of the bytes LibTorch's allocator hands out to tensors on this thread's
+// work (forward, backward on the calling thread, optimizer), measured exactly, for checking the memory
+// model (predict/memory_model.hpp) against what training really holds. Torch-free interface (pimpl).
+// Invariants:
+//  - While a TensorMemoryProbe lives, every tensor allocation and free that LibTorch reports to its
+//    profiler hook (c10::reportMemoryUsageToProfiler: the CPU allocator and the CUDA caching allocator)
+//    moves current_bytes(); peak_bytes() is the largest current_bytes() seen. Tensors that existed before
+//    the probe are not counted, nor are their frees.
+//  - The probe installs itself as the thread's profiler state (c10::DebugInfoGuard): construct and
+//    destroy it on one thread, never while the LibTorch profiler or a TraceSession's memory profiling
+//    runs, and not nested.
+//  - Allocator reservations (the CUDA cache), fragmentation and non-tensor memory are not counted: this
+//    is the figure the memory model predicts, not the process's footprint.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+
+namespace itertime::calibrate {
+
+class TensorMemoryProbe {
+ public:
+  TensorMemoryProbe();
+  ~TensorMemoryProbe();
+  TensorMemoryProbe(const TensorMemoryProbe&) = delete;
+  TensorMemoryProbe& operator=(const TensorMemoryProbe&) = delete;
+
+  int64_t current_bytes() const;
+  int64_t peak_bytes() const;
+  void reset_peak();  // peak := current
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace itertime::calibrate

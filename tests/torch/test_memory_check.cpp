@@ -1,0 +1,66 @@
+// Memory model against measurement: every rank trains its stage for two steps under a TensorMemoryProbe
+// (exact tensor bytes from LibTorch's allocator reports) and compares the peak with
+// predict::memory_per_gpu for its stage, for every (DP,TP,PP) factorization of the world and fp32, bf16
+// and amp-bf16. The model leaves out one operator's transient tensors (gradient chains of the loss and of
+// attention), so the measured peak sits above it: by 1-23% on these shapes when written (tp 4 the most:
+// the transients are not all sharded); with m <= pp - stage the model is an upper bound (gradients are
+// still being allocated while the activations peak), measured 1.3% below it at pp 4. The band
+// [0.95, 1.30] fails when a term is dropped (the smallest, weights or gradients, is 13% of the total) or
+// double-counted, or when the probe stops seeing allocations.
+#include <gtest/gtest.h>
+#include <mpi.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <string>
+
+#include "calibrate/tensor_memory.hpp"
+#include "calibrate/trainer.hpp"
+#include "common/model_spec.hpp"
+#include "predict/memory_model.hpp"
+
+namespace itertime::calibrate {
+namespace {
+
+TEST(MemoryCheck, MeasuredPeakMatchesTheMemoryModel) {
+  int world = 1, rank = 0;
+  MPI_Comm_size(MPI_COMM_WORLD, &world);
+  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+  const LlamaSpec model = load_llama_config(std::string(ITERTIME_SOURCE_DIR) + "/data/models/tiny-llama-gqa.json");
+  for (PrecisionName precision : {PrecisionName::kFp32, PrecisionName::kBf16, PrecisionName::kAmpBf16}) {
+    for (int tp = 1; tp <= world; ++tp) {
+      for (int pp = 1; pp <= world / tp; ++pp) {
+        if (world % (tp * pp) != 0) continue;
+        const int dp = world / (tp * pp);
+        TrainerOptions options;
+        options.model = model;
+        options.config = ParallelConfig{dp, tp, pp, 2, 8 * dp, 64};
+        options.precision = precision;
+        int64_t peak = 0;
+        RankCoords coords{};
+        {
+          TensorMemoryProbe probe;
+          Trainer trainer(options, MPI_COMM_WORLD);
+          coords = trainer.coords();
+          for (int step = 0; step < 2; ++step) trainer.step(step);
+          peak = probe.peak_bytes();
+        }
+        const predict::MemoryBreakdown predicted =
+            predict::memory_per_gpu(model, options.config, precision_policy(precision), coords.pp_idx);
+        const double ratio = static_cast<double>(peak) / static_cast<double>(predicted.total_bytes);
+        if (std::getenv("ITERTIME_VERBOSE")) std::printf("memory check rank %d %s %s stage %d: measured %lld B, model %lld B (weights %lld grads %lld opt %lld act %lld buffers %lld flat %lld ws %lld), ratio %.3f\n",
+                    rank, options.config.to_string().c_str(), to_string(precision).c_str(), coords.pp_idx,
+                    static_cast<long long>(peak), static_cast<long long>(predicted.total_bytes),
+                    static_cast<long long>(predicted.weights_bytes), static_cast<long long>(predicted.gradients_bytes),
+                    static_cast<long long>(predicted.optimizer_bytes), static_cast<long long>(predicted.activations_bytes),
+                    static_cast<long long>(predicted.buffers_bytes), static_cast<long long>(predicted.dp_flat_buffer_bytes),
+                    static_cast<long long>(predicted.optimizer_workspace_bytes), ratio);
+        EXPECT_GE(ratio, 0.95) << options.config.to_string() << " " << to_string(precision) << " stage " << coords.pp_idx;
+        EXPECT_LE(ratio, 1.30) << options.config.to_string() << " " << to_string(precision) << " stage " << coords.pp_idx;
+      }
+    }
+  }
+}
+
+}  // namespace
+}  // namespace itertime::calibrate
