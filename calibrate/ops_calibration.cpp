@@ -235,6 +235,7 @@ OpsCalibrationSummary calibrate_ops(const OpsCalibrationOptions& options) {
       for (const auto& row : store->table<OpTimingRow>(kOpTimings).read_all()) timed.insert({row.signature_id, row.active_ranks});
     }
     store->set_meta("ops_job", job.path);
+    store->set_meta("ops_compute_threads", static_cast<int64_t>(job.compute_threads));  // per rank, for rank slots
   });
   MPI_Bcast(stage_present.data(), static_cast<int>(stage_present.size()), MPI_UINT8_T, 0, MPI_COMM_WORLD);
 

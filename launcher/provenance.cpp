@@ -1,5 +1,7 @@
 #include "launcher/provenance.hpp"
 
+#include <unistd.h>
+
 #include "calibrate/torch_info.hpp"
 #include "common/build_info.hpp"
 #include "common/cuda_info.hpp"
@@ -28,6 +30,7 @@ std::map<std::string, std::string> collect_provenance(const std::string& command
       {"hostnames", hostnames},
       {"world_size", std::to_string(world_size)},
       {"num_nodes", std::to_string(nodes.num_nodes)},
+      {"cpu_cores_per_node", std::to_string(sysconf(_SC_NPROCESSORS_ONLN))},  // rank 0's node: cores online
       {"backend", backend},
       {"device_names", devices.empty() ? "cpu" : devices},
       {"mpi_version", MpiSession::library_version()},

@@ -4,7 +4,9 @@
 #include <boost/archive/text_iarchive.hpp>
 #include <boost/archive/text_oarchive.hpp>
 
+#include <algorithm>
 #include <array>
+#include <cstdlib>
 #include <cmath>
 #include <set>
 #include <filesystem>
@@ -36,6 +38,18 @@ FittedModel fit_model(const std::string& calibration_path) {
   model.source_file = calibration_path;
   const auto meta = store.meta();
   model.backend = meta.count("backend") ? meta.at("backend") : "unknown";
+  // Oversubscribed CPU ranks share cores (predict/schedule.hpp): how many can compute at once.
+  if (model.backend == "cpu" && meta.count("cpu_cores_per_node") && (!meta.count("num_nodes") || meta.at("num_nodes") == "1")) {
+    const auto number = [](const std::string& text) {
+      char* end = nullptr;
+      const double value = std::strtod(text.c_str(), &end);
+      return end != text.c_str() && std::isfinite(value) ? value : 0.0;
+    };
+    const double cores = number(meta.at("cpu_cores_per_node"));
+    const double threads = meta.count("ops_compute_threads") ? std::max(1.0, number(meta.at("ops_compute_threads"))) : 1.0;
+    if (cores >= 1) model.rank_slots = std::max(1.0, std::floor(cores / threads));
+    model.node_ranks = meta.count("world_size") ? number(meta.at("world_size")) : 0.0;
+  }
   model.comm = CommModel(store.table<store::CommRow>(store::kCommTable).read_all());
 
   for (const auto& row : store.table<store::OpSignatureRow>(store::kOpSignatures).read_all()) {

@@ -27,7 +27,7 @@
 
 namespace itertime::predict {
 
-inline constexpr int kFittedModelVersion = 2;  // 2: non-negative regressions and their extrapolation checks
+inline constexpr int kFittedModelVersion = 3;  // 2: non-negative regressions and their checks; 3: rank_slots
 
 struct OpInfo {
   std::string name;
@@ -93,12 +93,16 @@ struct FittedModel {
   std::map<std::pair<std::string, int64_t>, OpRegression> regressions;  // ("name|dtypes", occupancy)
   std::map<std::pair<std::string, int64_t>, RegressionCheck> regression_checks;  // same keys, groups of >= kMinCheckPoints
   std::vector<int64_t> occupancies;
+  // CPU ranks that can compute at once on the calibrated node (cores online / LibTorch threads per rank),
+  // for single-node CPU calibrations; 0 otherwise (GPUs: one rank per device, nothing shared).
+  double rank_slots = 0;
+  double node_ranks = 0;  // ranks the calibration ran on its one node; sharing is modelled up to that many
   CalibrationSet calibration;        // precision-aware predictions
   CalibrationSet calibration_blind;  // the precision-blind baseline gets the same treatment
   mutable std::shared_ptr<BuiltStageCache> built_cache;  // see BuiltStageCache
 
   template <class A> void serialize(A& a, unsigned) {
-    a & source_file & backend & comm & signatures & signature_ids & op_time_us & stages & regressions & regression_checks & occupancies &
+    a & source_file & backend & comm & signatures & signature_ids & op_time_us & stages & regressions & regression_checks & occupancies & rank_slots & node_ranks &
         calibration & calibration_blind;
   }
 };

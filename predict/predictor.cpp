@@ -188,6 +188,14 @@ Prediction predict(const FittedModel& model, const PredictRequest& request) {
   const std::string variant = request.blind ? "blind" : "aware";
   const int64_t occupancy = c.world_size();
   const int m = c.num_micro_batches();
+  // Oversubscribed CPU ranks (more ranks than the node's rank slots): operators take their time as
+  // profiled with every slot busy (the profile's median leaves time-sharing out), and the schedule
+  // stretches them by processor sharing (predict/schedule.hpp), the tail by ranks / slots.
+  // Only configurations that fit on the calibrated node (at most the ranks it ran) are modelled so.
+  const double slots = model.rank_slots;
+  const bool shared = slots > 0 && static_cast<double>(occupancy) > slots && static_cast<double>(occupancy) <= model.node_ranks;
+  const int64_t profile_occupancy = shared ? static_cast<int64_t>(slots) : occupancy;
+  const double tail_stretch = shared ? static_cast<double>(occupancy) / slots : 1.0;
   Prediction out;
   const Calibration identity;
   const Calibration& calibration = request.override_calibration != nullptr ? *request.override_calibration
@@ -196,13 +204,13 @@ Prediction predict(const FittedModel& model, const PredictRequest& request) {
   const double overhead_us = calibration.op_overhead_us;
   std::vector<int64_t> stage_calls(static_cast<std::size_t>(c.pp), 0);
 
-  std::vector<StageTimes> stages;
+  std::vector<StageTimes> stages, stages_raw;  // with and without the per-call overhead
   std::vector<double> p2p_forward(static_cast<std::size_t>(c.pp - 1), 0.0);
   std::vector<double> p2p_backward(static_cast<std::size_t>(c.pp - 1), 0.0);
   double extrapolated_us = 0, compute_total_us = 0;
   std::vector<double> stage_compute(static_cast<std::size_t>(c.pp)), stage_tp(static_cast<std::size_t>(c.pp)),
       stage_tail(static_cast<std::size_t>(c.pp)), stage_dp(static_cast<std::size_t>(c.pp)),
-      stage_opt(static_cast<std::size_t>(c.pp));
+      stage_opt(static_cast<std::size_t>(c.pp)), stage_tail_raw(static_cast<std::size_t>(c.pp));
   std::vector<StageLayers> layer_split;  // filled when a stage must be built
   for (int s = 0; s < c.pp; ++s) {
     const std::string key = store::stage_key(request.model_name, c.tp, c.pp, s, c.micro_batch, c.seq_len,
@@ -211,7 +219,7 @@ Prediction predict(const FittedModel& model, const PredictRequest& request) {
     ResolvedStage traced;
     const ResolvedStage* ops = &traced;
     if (found != model.stages.end()) {
-      traced = resolve_traced(model, found->second, occupancy, out.notes);
+      traced = resolve_traced(model, found->second, profile_occupancy, out.notes);
     } else if (request.model != nullptr) {
       // Building a stage costs far more than evaluating it: resolve each stage shape once per occupancy.
       if (!model.built_cache) {
@@ -223,12 +231,12 @@ Prediction predict(const FittedModel& model, const PredictRequest& request) {
       const std::string cache_key = request.model->name + "|tp" + std::to_string(c.tp) + "|mbs" + std::to_string(c.micro_batch) +
                                     "|seq" + std::to_string(c.seq_len) + "|" + to_string(built_precision) + "|layers" +
                                     std::to_string(layer_split[static_cast<std::size_t>(s)].num_layers) +
-                                    (s == 0 ? "|first" : "") + (s == c.pp - 1 ? "|last" : "") + "@" + std::to_string(occupancy);
+                                    (s == 0 ? "|first" : "") + (s == c.pp - 1 ? "|last" : "") + "@" + std::to_string(profile_occupancy);
       auto cached = model.built_cache->by_key.find(cache_key);
       if (cached == model.built_cache->by_key.end()) {
         BuiltStageCache::Entry entry;
         const BuiltStage built = build_stage_ops(*request.model, c.tp, c.pp, s, c.micro_batch, c.seq_len, built_precision);
-        entry.resolved = resolve_built(model, model.built_cache->signature_ids, built, occupancy, entry.notes);
+        entry.resolved = resolve_built(model, model.built_cache->signature_ids, built, profile_occupancy, entry.notes);
         cached = model.built_cache->by_key.emplace(cache_key, std::move(entry)).first;
       }
       ops = &cached->second.resolved.stage;
@@ -240,10 +248,11 @@ Prediction predict(const FittedModel& model, const PredictRequest& request) {
       throw UserError("no operator trace for stage " + key + " in " + model.source_file +
                       "; add the configuration to a job and run `itertime calibrate ops --job JOB --resume` on this cluster");
     }
-    std::array<double, kPhases> phase_us{};
+    std::array<double, kPhases> phase_us{}, phase_raw_us{};
     for (std::size_t phase = 0; phase < kPhases; ++phase) {
       const PhaseTotals& totals = ops->phases[phase];
       phase_us[phase] = totals.at_overhead(overhead_us);
+      phase_raw_us[phase] = totals.at_overhead(0.0);
       const bool per_micro_batch = phase == kForwardPhase || phase == kBackwardPhase;
       if (per_micro_batch || phase == kOptimizerPhase || c.dp > 1) {
         stage_calls[static_cast<std::size_t>(s)] += static_cast<int64_t>(totals.calls) * (per_micro_batch ? m : 1);
@@ -270,27 +279,39 @@ Prediction predict(const FittedModel& model, const PredictRequest& request) {
     }
     const double forward = phase_us[kForwardPhase] + tp_forward;
     const double backward = phase_us[kBackwardPhase] + tp_backward;
-    stages.push_back(StageTimes{forward, backward});
+    stages.push_back(StageTimes{forward, backward, tp_forward, tp_backward});
+    stages_raw.push_back(StageTimes{phase_raw_us[kForwardPhase] + tp_forward, phase_raw_us[kBackwardPhase] + tp_backward,
+                                    tp_forward, tp_backward});
     out.stage_forward_us.push_back(forward);
     out.stage_backward_us.push_back(backward);
     const auto idx = static_cast<std::size_t>(s);
     stage_compute[idx] = m * (phase_us[kForwardPhase] + phase_us[kBackwardPhase]);
     stage_tp[idx] = m * (tp_forward + tp_backward);
-    stage_dp[idx] = (c.dp > 1 ? phase_us[kDpBufferPhase] : 0.0) + dp_comm;
-    stage_opt[idx] = phase_us[kOptimizerPhase];
+    stage_dp[idx] = (c.dp > 1 ? phase_us[kDpBufferPhase] * tail_stretch : 0.0) + dp_comm;
+    stage_opt[idx] = phase_us[kOptimizerPhase] * tail_stretch;
     stage_tail[idx] = stage_dp[idx] + stage_opt[idx];
+    stage_tail_raw[idx] = (c.dp > 1 ? phase_raw_us[kDpBufferPhase] * tail_stretch : 0.0) + dp_comm +
+                          phase_raw_us[kOptimizerPhase] * tail_stretch;
     compute_total_us += stage_compute[idx] + phase_us[kOptimizerPhase];
   }
 
-  const ScheduleResult schedule = simulate_1f1b(stages, p2p_forward, p2p_backward, m, /*blocking_send=*/true);
+  ScheduleInput schedule_input;
+  schedule_input.stages = stages;
+  schedule_input.p2p_forward_us = p2p_forward;
+  schedule_input.p2p_backward_us = p2p_backward;
+  schedule_input.num_micro_batches = m;
+  schedule_input.blocking_send = true;
+  schedule_input.rank_slots = shared ? slots : 0.0;
+  schedule_input.ranks_per_stage = static_cast<double>(c.dp * c.tp);
+  const ScheduleResult schedule = simulate_1f1b(schedule_input);
   std::size_t busiest = 0;
   for (std::size_t s = 0; s < schedule.busy_us.size(); ++s) {
     if (schedule.busy_us[s] > schedule.busy_us[busiest]) busiest = s;
   }
   const double tail = *std::max_element(stage_tail.begin(), stage_tail.end());
   const double total_with_overhead = schedule.makespan_us + tail;
-  out.compute_us = stage_compute[busiest];
   out.tp_comm_us = stage_tp[busiest];
+  out.compute_us = shared ? std::max(0.0, schedule.busy_us[busiest] - out.tp_comm_us) : stage_compute[busiest];
   out.pp_comm_us = schedule.send_us.empty() ? 0.0 : schedule.send_us[busiest];
   out.bubble_us = std::max(0.0, schedule.makespan_us - out.compute_us - out.tp_comm_us - out.pp_comm_us);
   out.dp_comm_us = stage_dp[busiest];
@@ -300,7 +321,15 @@ Prediction predict(const FittedModel& model, const PredictRequest& request) {
 
   out.op_calls = stage_calls[busiest];
   out.op_overhead_us = overhead_us;
-  out.raw_total_us = total_with_overhead - overhead_us * static_cast<double>(out.op_calls);
+  if (shared) {  // the overhead is stretched with the operators: simulate again without it
+    schedule_input.stages = stages_raw;
+    out.raw_total_us = simulate_1f1b(schedule_input).makespan_us + *std::max_element(stage_tail_raw.begin(), stage_tail_raw.end());
+    out.notes.push_back(std::to_string(occupancy) + " ranks share " + std::to_string(static_cast<int64_t>(slots)) +
+                        " rank slots (cores / threads per rank): operators timed at occupancy " +
+                        std::to_string(profile_occupancy) + ", stretched by processor sharing");
+  } else {
+    out.raw_total_us = total_with_overhead - overhead_us * static_cast<double>(out.op_calls);
+  }
   out.calibration_factor = calibration.factor;
   out.total_us = total_with_overhead * calibration.factor;
   return out;

@@ -21,6 +21,147 @@ void require_time(double value_us, const std::string& what) {
   }
 }
 
+// Processor sharing (see schedule.hpp): a time-ordered event simulation. Each stage is idle, in the
+// shared part of a pass, in its fixed part, or held by a blocking send.
+ScheduleResult simulate_shared(const ScheduleInput& input, const std::vector<std::vector<TimelineEntry>>& orders) {
+  const int pp = static_cast<int>(input.stages.size());
+  const int m = input.num_micro_batches;
+  const auto idx = [m](int s, int i) { return static_cast<std::size_t>(s) * static_cast<std::size_t>(m) + static_cast<std::size_t>(i); };
+  const std::size_t cells = static_cast<std::size_t>(pp) * static_cast<std::size_t>(m);
+  std::vector<double> forward_end_us(cells, kNotDone), backward_end_us(cells, kNotDone);
+  enum class Phase { kIdle, kShared, kFixed, kSending };
+  struct State {
+    Phase phase = Phase::kIdle;
+    double remaining = 0;  // work (shared) or time (fixed, sending) left, microseconds
+    double pass_start = 0;
+    double send_start = 0;
+    std::size_t next = 0;  // index in the stage's order
+  };
+  std::vector<State> state(static_cast<std::size_t>(pp));
+  ScheduleResult result;
+  result.busy_us.assign(static_cast<std::size_t>(pp), 0.0);
+  result.send_us.assign(static_cast<std::size_t>(pp), 0.0);
+  result.idle_us.assign(static_cast<std::size_t>(pp), 0.0);
+  if (input.record_timeline) result.timeline.assign(static_cast<std::size_t>(pp), {});
+
+  // When the dependencies of stage s's next pass are met: its ready time; else kNotDone.
+  auto ready_at = [&](int s) {
+    const auto su = static_cast<std::size_t>(s);
+    const TimelineEntry& pass = orders[su][state[su].next];
+    const int i = pass.micro_batch;
+    if (pass.kind == PassKind::kForward) {
+      if (s == 0) return 0.0;
+      const double upstream = forward_end_us[idx(s - 1, i)];
+      return upstream == kNotDone ? kNotDone : upstream + input.p2p_forward_us[su - 1];
+    }
+    if (s == pp - 1) return forward_end_us[idx(s, i)];
+    const double downstream = backward_end_us[idx(s + 1, i)];
+    return downstream == kNotDone ? kNotDone : downstream + input.p2p_backward_us[su];
+  };
+  auto pass_times = [&](int s) {
+    const StageTimes& times = input.stages[static_cast<std::size_t>(s)];
+    const bool forward = orders[static_cast<std::size_t>(s)][state[static_cast<std::size_t>(s)].next].kind == PassKind::kForward;
+    const double total = forward ? times.forward_us : times.backward_us;
+    const double fixed = forward ? times.forward_fixed_us : times.backward_fixed_us;
+    return std::make_pair(total - fixed, fixed);
+  };
+
+  double now = 0;
+  std::size_t remaining_passes = 2 * cells;
+  double scale = 1.0;  // for the "reached zero" tolerance
+  for (const StageTimes& t : input.stages) scale = std::max({scale, t.forward_us, t.backward_us});
+  const double epsilon = 1e-12 * scale * static_cast<double>(2 * m + pp);
+
+  // Moves every stage as far as it can go at `now` without time passing.
+  auto settle = [&]() {
+    for (bool moved = true; moved;) {
+      moved = false;
+      for (int s = 0; s < pp; ++s) {
+        State& st = state[static_cast<std::size_t>(s)];
+        const auto su = static_cast<std::size_t>(s);
+        if (st.phase == Phase::kIdle && st.next < orders[su].size()) {
+          const double ready = ready_at(s);
+          if (ready != kNotDone && ready <= now + epsilon) {
+            st.phase = Phase::kShared;
+            st.remaining = pass_times(s).first;
+            st.pass_start = now;
+            moved = true;
+          }
+        }
+        if (st.phase == Phase::kShared && st.remaining <= epsilon) {
+          st.phase = Phase::kFixed;
+          st.remaining = pass_times(s).second;
+          moved = true;
+        }
+        if (st.phase == Phase::kFixed && st.remaining <= epsilon) {
+          const TimelineEntry& pass = orders[su][st.next];
+          (pass.kind == PassKind::kForward ? forward_end_us : backward_end_us)[idx(s, pass.micro_batch)] = now;
+          result.busy_us[su] += now - st.pass_start;
+          if (input.record_timeline) result.timeline[su].push_back({pass.kind, pass.micro_batch, st.pass_start, now});
+          const bool forward = pass.kind == PassKind::kForward;
+          const bool sends = forward ? (s < pp - 1) : (s > 0);
+          const double transfer = !sends ? 0.0 : forward ? input.p2p_forward_us[su] : input.p2p_backward_us[su - 1];
+          ++st.next;
+          --remaining_passes;
+          if (input.blocking_send && sends) {
+            st.phase = Phase::kSending;
+            st.remaining = transfer;
+            st.send_start = now;
+            result.send_us[su] += transfer;
+            if (input.record_timeline) {
+              result.timeline[su].push_back({forward ? PassKind::kSendForward : PassKind::kSendBackward, pass.micro_batch, now, now + transfer});
+            }
+          } else {
+            st.phase = Phase::kIdle;
+          }
+          result.makespan_us = std::max(result.makespan_us, now);
+          moved = true;
+        }
+        if (st.phase == Phase::kSending && st.remaining <= epsilon) {
+          st.phase = Phase::kIdle;
+          result.makespan_us = std::max(result.makespan_us, now);
+          moved = true;
+        }
+      }
+    }
+  };
+
+  settle();
+  while (remaining_passes > 0 || std::any_of(state.begin(), state.end(), [](const State& st) { return st.phase != Phase::kIdle; })) {
+    int shared = 0;
+    for (const State& st : state) shared += st.phase == Phase::kShared ? 1 : 0;
+    const double demand = static_cast<double>(shared) * input.ranks_per_stage;
+    const double rate = demand > input.rank_slots ? input.rank_slots / demand : 1.0;
+    double step = std::numeric_limits<double>::infinity();
+    for (int s = 0; s < pp; ++s) {
+      const State& st = state[static_cast<std::size_t>(s)];
+      if (st.phase == Phase::kShared) step = std::min(step, st.remaining / rate);
+      if (st.phase == Phase::kFixed || st.phase == Phase::kSending) step = std::min(step, st.remaining);
+      if (st.phase == Phase::kIdle && st.next < orders[static_cast<std::size_t>(s)].size()) {
+        const double ready = ready_at(s);
+        if (ready != kNotDone) step = std::min(step, ready - now);
+      }
+    }
+    ITERTIME_CHECK(std::isfinite(step), "1F1B simulation with shared cores made no progress (deadlock in the pass order)");
+    step = std::max(step, 0.0);
+    now += step;
+    for (State& st : state) {
+      if (st.phase == Phase::kShared) st.remaining -= rate * step;
+      if (st.phase == Phase::kFixed || st.phase == Phase::kSending) st.remaining -= step;
+    }
+    settle();
+  }
+
+  double busiest_us = 0.0;
+  for (int s = 0; s < pp; ++s) {
+    const auto su = static_cast<std::size_t>(s);
+    result.idle_us[su] = std::max(0.0, result.makespan_us - result.busy_us[su] - result.send_us[su]);
+    busiest_us = std::max(busiest_us, result.busy_us[su]);
+  }
+  result.bubble_us = result.makespan_us - busiest_us;
+  return result;
+}
+
 }  // namespace
 
 std::string to_string(PassKind kind) {
@@ -59,8 +200,17 @@ ScheduleResult simulate_1f1b(const ScheduleInput& input) {
                      static_cast<int>(input.p2p_backward_us.size()) == pp - 1,
                  "p2p transfer vectors need pp-1 = " + std::to_string(pp - 1) + " entries");
   for (int s = 0; s < pp; ++s) {
-    require_time(input.stages[static_cast<std::size_t>(s)].forward_us, "stage " + std::to_string(s) + " forward");
-    require_time(input.stages[static_cast<std::size_t>(s)].backward_us, "stage " + std::to_string(s) + " backward");
+    const StageTimes& times = input.stages[static_cast<std::size_t>(s)];
+    require_time(times.forward_us, "stage " + std::to_string(s) + " forward");
+    require_time(times.backward_us, "stage " + std::to_string(s) + " backward");
+    require_time(times.forward_fixed_us, "stage " + std::to_string(s) + " forward fixed part");
+    require_time(times.backward_fixed_us, "stage " + std::to_string(s) + " backward fixed part");
+    if (times.forward_fixed_us > times.forward_us || times.backward_fixed_us > times.backward_us) {
+      throw UserError("1F1B schedule: stage " + std::to_string(s) + "'s fixed part exceeds its pass time");
+    }
+  }
+  if (!std::isfinite(input.rank_slots) || input.rank_slots < 0 || !std::isfinite(input.ranks_per_stage) || input.ranks_per_stage < 1) {
+    throw UserError("1F1B schedule: rank slots must be >= 0 and ranks per stage >= 1");
   }
   for (int j = 0; j + 1 < pp; ++j) {
     require_time(input.p2p_forward_us[static_cast<std::size_t>(j)], "forward transfer at boundary " + std::to_string(j));
@@ -73,6 +223,7 @@ ScheduleResult simulate_1f1b(const ScheduleInput& input) {
   std::vector<double> backward_end_us(cells, kNotDone);
   std::vector<std::vector<TimelineEntry>> orders(static_cast<std::size_t>(pp));
   for (int s = 0; s < pp; ++s) orders[static_cast<std::size_t>(s)] = one_f_one_b_order(pp, s, m);
+  if (input.rank_slots > 0) return simulate_shared(input, orders);
   std::vector<std::size_t> next(static_cast<std::size_t>(pp), 0);
   std::vector<double> free_at_us(static_cast<std::size_t>(pp), 0.0);
 

@@ -13,7 +13,14 @@
 //    next pass. The receiver sees the payload at the same time in both modes.
 //  - busy_us counts compute passes only; send_us the blocking-send occupancy; idle_us = makespan -
 //    busy - send; bubble_us = makespan - max(busy_us). All times in microseconds, all >= 0.
-//  - Pure: no state outside the call; O(pp * m) work.
+//  - Shared cores (rank_slots > 0, CPU ranks): a pass's shared part (forward_us - forward_fixed_us, the
+//    operators) progresses at rate min(1, rank_slots / (ranks_per_stage * stages in their shared
+//    part)), processor sharing as an oversubscribed node's scheduler gives it; the fixed part (TP
+//    collectives, already measured under that sharing) and transfers take their own time and hold no
+//    core (ranks waiting in MPI yield when oversubscribed). A pass is then shared part, then fixed part.
+//    rank_slots = 0 runs the list-scheduling simulation; any rank_slots > 0 the event simulation, which
+//    gives the same result when the slots are never short.
+//  - Pure: no state outside the call; O(pp * m) work unshared, O(pp^2 * m) shared.
 #pragma once
 
 #include <string>
@@ -21,10 +28,13 @@
 
 namespace itertime::predict {
 
-// One stage's time for one micro-batch, TP communication included.
+// One stage's time for one micro-batch, TP communication included; the *_fixed_us part of it (TP
+// communication) does not stretch when cores are shared.
 struct StageTimes {
   double forward_us = 0.0;
   double backward_us = 0.0;
+  double forward_fixed_us = 0.0;   // <= forward_us
+  double backward_fixed_us = 0.0;  // <= backward_us
 };
 
 enum class PassKind { kForward, kBackward, kSendForward, kSendBackward };
@@ -44,6 +54,8 @@ struct ScheduleInput {
   int num_micro_batches = 1;             // m
   bool blocking_send = false;
   bool record_timeline = false;
+  double rank_slots = 0;       // ranks that can compute at once on the node (cores / threads per rank); 0: unlimited
+  double ranks_per_stage = 1;  // ranks that run each stage's passes in lockstep (dp * tp)
 };
 
 struct ScheduleResult {

@@ -218,5 +218,41 @@ TEST(OpBuilder, PredictorBuildsEachStageShapeOnceAndKeepsStagesApart) {
   EXPECT_EQ(warm.stage_backward_us, cold.stage_backward_us);
 }
 
+// Oversubscribed CPU ranks: with 4 data-parallel ranks on 2 rank slots every rank always computes, so
+// processor sharing doubles the operators profiled with the 2 slots busy. That must equal a model that
+// does not share but whose occupancy-4 profile is the occupancy-2 one doubled.
+TEST(OpBuilder, SharedCoresStretchOperatorsProfiledWithEverySlotBusy) {
+  const LlamaSpec spec = load("tiny-llama-gqa");
+  const BuiltStage built = build_stage_ops(spec, 1, 1, 0, 1, 16, PrecisionName::kFp32);
+  auto model_with = [&](double slots, double occupancy4_intercept_us) {
+    FittedModel model;
+    model.source_file = "synthetic";
+    model.occupancies = {2, 4};
+    model.rank_slots = slots;
+    model.node_ranks = 4;
+    model.comm = CommModel(test_rows::synthetic_rows("all_reduce", "float32", 4, "consecutive", 30.0, 1e-3, 1024, 1 << 22));
+    for (const BuiltOp& op : built.ops) {
+      model.regressions[{op.name + "|" + op.input_dtypes, 2}] = OpRegression{2.0, 1e-6, 0.0, 3};
+      model.regressions[{op.name + "|" + op.input_dtypes, 4}] = OpRegression{occupancy4_intercept_us, 2e-6, 0.0, 3};
+    }
+    return model;
+  };
+  PredictRequest request;
+  request.model_name = spec.name;
+  request.model = &spec;
+  request.config = ParallelConfig{4, 1, 1, 1, 8, 16};
+  request.precision = PrecisionName::kFp32;
+  const Prediction shared = predict(model_with(2.0, 100.0), request);  // occupancy-4 profile ignored
+  const Prediction doubled = predict(model_with(0.0, 4.0), request);   // no sharing, occupancy 4 = 2 x occupancy 2
+  EXPECT_NEAR(shared.total_us, doubled.total_us, 1e-9 * doubled.total_us);
+  EXPECT_NEAR(shared.raw_total_us, doubled.raw_total_us, 1e-9 * doubled.raw_total_us);
+  bool noted = false;
+  for (const std::string& note : shared.notes) noted = noted || note.find("share 2 rank slots") != std::string::npos;
+  EXPECT_TRUE(noted);
+  // Within the slots nothing is shared: 2 ranks use the occupancy-2 profile as they are.
+  request.config = ParallelConfig{2, 1, 1, 1, 8, 16};
+  EXPECT_NEAR(predict(model_with(2.0, 100.0), request).total_us, predict(model_with(0.0, 100.0), request).total_us, 1e-9);
+}
+
 }  // namespace
 }  // namespace itertime::predict

@@ -237,5 +237,89 @@ TEST(Schedule, RejectsBadInput) {
                InternalError);
 }
 
+// ---- shared cores (processor sharing) ----
+
+ScheduleInput shared_input(std::vector<StageTimes> stages, int m, double slots, double ranks_per_stage) {
+  ScheduleInput input;
+  const std::size_t boundaries = stages.size() - 1;
+  input.stages = std::move(stages);
+  input.p2p_forward_us.assign(boundaries, 0.0);
+  input.p2p_backward_us.assign(boundaries, 0.0);
+  input.num_micro_batches = m;
+  input.rank_slots = slots;
+  input.ranks_per_stage = ranks_per_stage;
+  input.record_timeline = true;
+  return input;
+}
+
+TEST(ScheduleShared, TwoStagesOnOneSlotHandTimeline) {
+  // pp=2, m=2, f=1, b=2, one rank per stage, one slot: two stages computing at once run at half speed.
+  // t=0 s0 F0 alone -> 1. t=1 s0 F1 and s1 F0 together at 1/2 -> both end at 3.
+  // t=3 s1 B0 alone (s0 waits for it) -> 5. t=5 s1 F1 and s0 B0 at 1/2: F1 (1) ends at 7, B0 has 1 left.
+  // t=7 s1 B1 and s0 B0 at 1/2: B0 ends at 9, B1 has 1 left. t=9 s1 B1 alone -> 10. t=10 s0 B1 -> 12.
+  const ScheduleResult r = simulate_1f1b(shared_input(uniform(2, 1.0, 2.0), 2, 1.0, 1.0));
+  EXPECT_NEAR(r.makespan_us, 12.0, 1e-9);
+  ASSERT_EQ(r.timeline[0].size(), 4u);
+  expect_entry(r.timeline[0][0], Kind::kForward, 0, 0.0, 1.0);
+  expect_entry(r.timeline[0][1], Kind::kForward, 1, 1.0, 3.0);
+  expect_entry(r.timeline[0][2], Kind::kBackward, 0, 5.0, 9.0);
+  expect_entry(r.timeline[0][3], Kind::kBackward, 1, 10.0, 12.0);
+  expect_entry(r.timeline[1][0], Kind::kForward, 0, 1.0, 3.0);
+  expect_entry(r.timeline[1][1], Kind::kBackward, 0, 3.0, 5.0);
+  expect_entry(r.timeline[1][2], Kind::kForward, 1, 5.0, 7.0);
+  expect_entry(r.timeline[1][3], Kind::kBackward, 1, 7.0, 10.0);
+  EXPECT_NEAR(r.busy_us[0], 9.0, 1e-9);  // 1 + 2 + 4 + 2: stretched passes count whole
+  EXPECT_NEAR(r.busy_us[1], 9.0, 1e-9);  // 2 + 2 + 2 + 3
+}
+
+TEST(ScheduleShared, DataParallelRanksOnHalfTheCoresTakeTwiceAsLong) {
+  // pp=1, 4 ranks in lockstep on 2 slots: every pass at rate 1/2: 2 * 3 * (1 + 2) = 18.
+  EXPECT_NEAR(simulate_1f1b(shared_input(uniform(1, 1.0, 2.0), 3, 2.0, 4.0)).makespan_us, 18.0, 1e-9);
+  // Enough slots: unchanged, 3 * (1 + 2) = 9.
+  EXPECT_NEAR(simulate_1f1b(shared_input(uniform(1, 1.0, 2.0), 3, 4.0, 4.0)).makespan_us, 9.0, 1e-9);
+}
+
+TEST(ScheduleShared, FixedPartDoesNotStretch) {
+  // pp=1, m=1, 4 ranks on 2 slots; forward 3 of which 1 fixed (TP collectives), backward 2:
+  // forward 2 / (1/2) + 1 = 5, backward 2 / (1/2) = 4: 9.
+  StageTimes stage{3.0, 2.0, 1.0, 0.0};
+  EXPECT_NEAR(simulate_1f1b(shared_input({stage}, 1, 2.0, 4.0)).makespan_us, 9.0, 1e-9);
+}
+
+TEST(ScheduleShared, NeverShortSlotsGiveTheUnsharedResult) {
+  // Unbalanced stages, per-boundary transfers, blocking and not, fixed parts: with more slots than
+  // ranks the event simulation must agree with the list scheduling one.
+  for (bool blocking : {false, true}) {
+    for (int m : {1, 3, 7}) {
+      std::vector<StageTimes> stages = {{3.0, 5.0, 0.5, 1.0}, {2.25, 4.5, 0.0, 0.0}, {4.0, 6.0, 1.0, 2.0}, {1.5, 7.0, 0.0, 3.0}};
+      ScheduleInput unshared = shared_input(stages, m, 0.0, 1.0);
+      unshared.p2p_forward_us = {0.25, 1.0, 0.5};
+      unshared.p2p_backward_us = {0.75, 0.125, 2.0};
+      unshared.blocking_send = blocking;
+      ScheduleInput shared = unshared;
+      shared.rank_slots = 64.0;
+      shared.ranks_per_stage = 2.0;
+      const ScheduleResult a = simulate_1f1b(unshared);
+      const ScheduleResult b = simulate_1f1b(shared);
+      EXPECT_NEAR(a.makespan_us, b.makespan_us, 1e-9) << "m " << m << " blocking " << blocking;
+      for (std::size_t s = 0; s < stages.size(); ++s) {
+        EXPECT_NEAR(a.busy_us[s], b.busy_us[s], 1e-9);
+        EXPECT_NEAR(a.send_us[s], b.send_us[s], 1e-9);
+        ASSERT_EQ(a.timeline[s].size(), b.timeline[s].size());
+        for (std::size_t k = 0; k < a.timeline[s].size(); ++k) {
+          EXPECT_NEAR(a.timeline[s][k].start_us, b.timeline[s][k].start_us, 1e-9);
+          EXPECT_NEAR(a.timeline[s][k].end_us, b.timeline[s][k].end_us, 1e-9);
+        }
+      }
+    }
+  }
+}
+
+TEST(ScheduleShared, RejectsBadSharingInput) {
+  EXPECT_THROW(simulate_1f1b(shared_input(uniform(1, 1.0, 2.0), 1, -1.0, 1.0)), UserError);
+  EXPECT_THROW(simulate_1f1b(shared_input(uniform(1, 1.0, 2.0), 1, 2.0, 0.0)), UserError);
+  EXPECT_THROW(simulate_1f1b(shared_input({StageTimes{1.0, 2.0, 1.5, 0.0}}, 1, 2.0, 1.0)), UserError);
+}
+
 }  // namespace
 }  // namespace itertime::predict
