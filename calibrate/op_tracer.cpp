@@ -8,6 +8,7 @@
 
 #include "calibrate/torch_compat.hpp"
 #include "common/errors.hpp"
+#include "common/op_cost.hpp"
 
 namespace itertime::calibrate {
 
@@ -222,52 +223,24 @@ std::vector<std::string> TracedOp::input_dtypes() const {
   return out;
 }
 
+// The cost formulas live in common/op_cost.hpp, shared with predict/op_builder.
 double TracedOp::flops() const {
-  std::vector<const TensorSpec*> tensors;
+  std::vector<TensorExtent> tensors;
   for (const auto& arg : args) {
-    if (arg.kind == ArgSpec::Kind::kTensor) tensors.push_back(&arg.tensor);
+    if (arg.kind == ArgSpec::Kind::kTensor) tensors.push_back({arg.tensor.dtype, &arg.tensor.sizes});
   }
-  auto batched_matmul = [](const TensorSpec& a, const TensorSpec& b) -> double {
-    if (a.sizes.empty() || b.sizes.empty()) return 0.0;
-    const double k = static_cast<double>(a.sizes.back());
-    const double n = b.sizes.size() >= 2 ? static_cast<double>(b.sizes.back()) : 1.0;
-    const double rows = static_cast<double>(a.numel()) / k;  // batch dims x M
-    double batch_b = 1.0;
-    for (std::size_t i = 0; i + 2 < b.sizes.size(); ++i) batch_b *= static_cast<double>(b.sizes[i]);
-    double batch_a = 1.0;
-    for (std::size_t i = 0; i + 2 < a.sizes.size(); ++i) batch_a *= static_cast<double>(a.sizes[i]);
-    const double broadcast = batch_b > batch_a ? batch_b / batch_a : 1.0;
-    return 2.0 * rows * k * n * broadcast;
-  };
-  if ((name == "aten::mm" || name == "aten::bmm" || name == "aten::matmul") && tensors.size() >= 2) {
-    return batched_matmul(*tensors[0], *tensors[1]);
-  }
-  if (name == "aten::addmm" && tensors.size() >= 3) return batched_matmul(*tensors[1], *tensors[2]);
-  if (name == "aten::linear" && tensors.size() >= 2) {
-    const TensorSpec& input = *tensors[0];
-    const TensorSpec& weight = *tensors[1];
-    if (input.sizes.empty() || weight.sizes.size() != 2) return 0.0;
-    return 2.0 * static_cast<double>(input.numel()) * static_cast<double>(weight.sizes[0]);
-  }
-  double largest = 0.0;
-  for (const TensorSpec* t : tensors) largest = std::max(largest, static_cast<double>(t->numel()));
-  return largest;
+  return op_flops(name, tensors);
 }
 
 double TracedOp::bytes() const {
-  double total = 0.0;
-  double largest = 0.0;
+  std::vector<TensorExtent> tensors, list_elements;
   for (const auto& arg : args) {
-    if (arg.kind == ArgSpec::Kind::kTensor) {
-      const double b = static_cast<double>(arg.tensor.numel() * static_cast<int64_t>(dtype_bytes(arg.tensor.dtype)));
-      total += b;
-      largest = std::max(largest, b);
-    }
+    if (arg.kind == ArgSpec::Kind::kTensor) tensors.push_back({arg.tensor.dtype, &arg.tensor.sizes});
     if (arg.kind == ArgSpec::Kind::kTensorList) {
-      for (const auto& t : arg.tensors) total += static_cast<double>(t.numel() * static_cast<int64_t>(dtype_bytes(t.dtype)));
+      for (const auto& t : arg.tensors) list_elements.push_back({t.dtype, &t.sizes});
     }
   }
-  return total + largest;  // the output is taken as large as the largest input
+  return op_bytes(tensors, list_elements);
 }
 
 // ---- TraceSession ------------------------------------------------------------------------------

@@ -9,6 +9,7 @@
 #include "calibrate/llama_model.hpp"
 #include "calibrate/op_tracer.hpp"
 #include "calibrate/torch_compat.hpp"
+#include "calibrate/torch_info.hpp"
 #include "calibrate/tp_comm.hpp"
 #include "common/errors.hpp"
 #include "common/h5store.hpp"
@@ -169,7 +170,7 @@ std::string join(const std::vector<std::string>& items) {
 
 StageTraceInfo trace_stage_info(const LlamaSpec& model, int tp, int pp, int stage, int micro_batch, int seq_len,
                                 PrecisionName precision, Backend backend) {
-  torch::set_num_threads(1);
+  set_compute_threads(1);
   const StageTrace trace = trace_stage(model, tp, pp, stage, micro_batch, seq_len, precision, backend, 1234);
   StageTraceInfo info;
   for (const TracedOp& op : trace.ops) {
@@ -189,7 +190,7 @@ OpsCalibrationSummary calibrate_ops(const OpsCalibrationOptions& options) {
   int world_size = 1;
   MPI_Comm_rank(MPI_COMM_WORLD, &world_rank);
   MPI_Comm_size(MPI_COMM_WORLD, &world_size);
-  torch::set_num_threads(job.compute_threads);
+  set_compute_threads(job.compute_threads);  // LibTorch's pool and OpenBLAS's
   const torch::Device device = job.backend == Backend::kCuda ? torch::Device(torch::kCUDA) : torch::Device(torch::kCPU);
   if (job.backend == Backend::kCuda && !torch::cuda::is_available()) {
     throw CollectiveUserError("job " + job.path + " asks for backend cuda, but this LibTorch has no CUDA device; use a CUDA build of LibTorch on a GPU node");
@@ -263,7 +264,7 @@ OpsCalibrationSummary calibrate_ops(const OpsCalibrationOptions& options) {
     }
     const StageTrace& trace = traces_by_policy[trace_key];
     for (const TracedOp& op : trace.ops) {
-      const std::string signature = op.signature();
+      const std::string signature = stored_signature(op.signature());  // one measurement per stored text
       if (!unique_index.count(signature)) {
         unique_index[signature] = unique_ops.size();
         unique_ops.push_back(op);
@@ -274,7 +275,7 @@ OpsCalibrationSummary calibrate_ops(const OpsCalibrationOptions& options) {
       auto signature_table = store->table<OpSignatureRow>(kOpSignatures);
       std::vector<OpSignatureRow> new_rows;
       for (const TracedOp& op : trace.ops) {
-        const std::string signature = op.signature();
+        const std::string signature = stored_signature(op.signature());  // ids are keyed by the stored text
         if (signature_ids.count(signature)) continue;
         OpSignatureRow row{};
         row.id = static_cast<int64_t>(signature_table.size() + new_rows.size());
@@ -293,7 +294,7 @@ OpsCalibrationSummary calibrate_ops(const OpsCalibrationOptions& options) {
       std::map<std::pair<std::string, int64_t>, std::size_t> position;
       for (const TracedOp& op : trace.ops) {
         const std::string phase = to_string(op.phase);
-        const int64_t id = signature_ids.at(op.signature());
+        const int64_t id = signature_ids.at(stored_signature(op.signature()));
         const auto found = position.find({phase, id});
         if (found != position.end()) {
           sequence[found->second].count += 1;
@@ -360,7 +361,7 @@ OpsCalibrationSummary calibrate_ops(const OpsCalibrationOptions& options) {
     std::vector<uint8_t> needed(unique_ops.size(), 1);
     if (world_rank == 0) {
       for (std::size_t i = 0; i < unique_ops.size(); ++i) {
-        needed[i] = timed.count({signature_ids.at(unique_ops[i].signature()), occupancy}) ? 0 : 1;
+        needed[i] = timed.count({signature_ids.at(stored_signature(unique_ops[i].signature())), occupancy}) ? 0 : 1;
       }
     }
     MPI_Bcast(needed.data(), static_cast<int>(needed.size()), MPI_UINT8_T, 0, MPI_COMM_WORLD);
@@ -404,7 +405,7 @@ OpsCalibrationSummary calibrate_ops(const OpsCalibrationOptions& options) {
               minimum = r == 0 ? v[1] : std::min(minimum, v[1]);
             }
             OpTimingRow row{};
-            row.signature_id = signature_ids.at(unique_ops[todo[j]].signature());
+            row.signature_id = signature_ids.at(stored_signature(unique_ops[todo[j]].signature()));
             row.active_ranks = occupancy;
             h5::set_string(row.backend, to_string(job.backend));
             row.ok = ok ? 1 : 0;

@@ -1,8 +1,10 @@
-// torch_info_none.cpp: query_torch() for builds without LibTorch (ITERTIME_WITH_TORCH=OFF).
+// torch_info_none.cpp: query_torch() and set_compute_threads() for builds without LibTorch
+// (ITERTIME_WITH_TORCH=OFF).
 #include "calibrate/torch_info.hpp"
 
 namespace itertime::calibrate {
 
 TorchInfo query_torch() { return TorchInfo{}; }
+void set_compute_threads(int) {}
 
 }  // namespace itertime::calibrate

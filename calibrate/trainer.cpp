@@ -7,6 +7,7 @@
 
 #include "calibrate/llama_model.hpp"
 #include "calibrate/torch_compat.hpp"
+#include "calibrate/torch_info.hpp"
 #include "calibrate/tp_comm.hpp"
 #include "common/errors.hpp"
 #include "common/mpi_communicator.hpp"
@@ -257,7 +258,7 @@ Trainer::Trainer(const TrainerOptions& options, MPI_Comm job_comm) : impl_(std::
   s.options = options;
   s.policy = &precision_policy(options.precision);
   s.job_comm = job_comm;
-  torch::set_num_threads(options.compute_threads);
+  set_compute_threads(options.compute_threads);  // LibTorch's pool and OpenBLAS's
   const ParallelConfig& c = options.config;
   s.groups = std::make_unique<ProcessGroups>(RankLayout(c.dp, c.tp, c.pp), job_comm);
   int device_index = 0;

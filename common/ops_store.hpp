@@ -12,6 +12,9 @@
 #include <string>
 #include <vector>
 
+#include <algorithm>
+#include <string>
+
 #include "common/h5store.hpp"
 
 namespace itertime::store {
@@ -25,6 +28,15 @@ struct OpSignatureRow {
   double flops;           // matrix products 2*M*N*K; others: elements of the largest input
   double bytes;           // tensor inputs + an output as large as the largest input
 };
+
+// The text a signature / dtype list has once stored (truncated past the field's capacity): the form
+// every lookup by text must use, so that a long signature maps to one id across resumed runs.
+inline std::string stored_signature(const std::string& signature) {
+  return signature.substr(0, std::min(signature.size(), sizeof(OpSignatureRow::signature) - 1));
+}
+inline std::string stored_input_dtypes(const std::string& dtypes) {
+  return dtypes.substr(0, std::min(dtypes.size(), sizeof(OpSignatureRow::input_dtypes) - 1));
+}
 
 struct OpTimingRow {
   int64_t signature_id;

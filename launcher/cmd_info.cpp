@@ -50,7 +50,12 @@ void register_info(CLI::App& app, std::vector<std::pair<CLI::App*, Action>>& act
     std::printf("  MPI                %s\n", MpiSession::library_version().c_str());
     std::printf("\ndevices\n");
     std::printf("  CPU                %s, %ld cores online\n", cpu_model().c_str(), sysconf(_SC_NPROCESSORS_ONLN));
-    if (torch.compiled) std::printf("  LibTorch threads   %d per rank\n", torch.intra_op_threads);
+    if (torch.compiled) {
+      std::printf("  LibTorch threads   %d per rank\n", torch.intra_op_threads);
+      if (torch.blas_threads > 0) {
+        std::printf("  OpenBLAS threads   %d per rank at start; calibrations set it to the job's compute_threads\n", torch.blas_threads);
+      }
+    }
     if (cuda.device_names.empty()) {
       std::printf("  CUDA devices       none (%s)\n", cuda.status.c_str());
     } else {

@@ -1,8 +1,9 @@
 // op_builder.cpp: see op_builder.hpp. The stage is emitted call by call in the order LibTorch 1.13's CPU
 // autograd engine runs it for calibrate/llama_model.cpp (learned from traces), then aggregated.
 // Invariants:
-//  - Spec / Arg mirror calibrate/op_tracer.hpp's TensorSpec / ArgSpec; text(), flops() and bytes() are the
-//    same formulas, so an equal signature implies equal flops and bytes.
+//  - Spec / Arg mirror calibrate/op_tracer.hpp's TensorSpec / ArgSpec; text() is the same format, and
+//    flops() / bytes() call common/op_cost.hpp as the tracer does, so an equal signature implies equal
+//    flops and bytes.
 //  - Tensor strides follow ATen: views keep their strides, reshape is a view when ATen's computeStride
 //    allows it (else a contiguous copy), element-wise results follow their first input's layout.
 //  - Backward gradient accumulation ("add" into an input buffer) is emitted when a tensor's second and
@@ -20,6 +21,7 @@
 #include <unordered_map>
 
 #include "common/errors.hpp"
+#include "common/op_cost.hpp"
 #include "common/parallel_config.hpp"
 
 namespace itertime::predict {
@@ -212,51 +214,23 @@ struct RawOp {
     }
     return out;
   }
+  // Cost figures: common/op_cost.hpp, the formulas the tracer uses.
   double flops() const {
-    std::vector<const Spec*> tensors;
+    std::vector<TensorExtent> tensors;
     for (const Arg& a : args) {
-      if (a.kind == Arg::Kind::kTensor) tensors.push_back(a.tensor);
+      if (a.kind == Arg::Kind::kTensor) tensors.push_back({a.tensor->dtype, &a.tensor->sizes});
     }
-    auto batched_matmul = [](const Spec& a, const Spec& b) -> double {
-      if (a.sizes.empty() || b.sizes.empty()) return 0.0;
-      const double k = static_cast<double>(a.sizes.back());
-      const double n = b.sizes.size() >= 2 ? static_cast<double>(b.sizes.back()) : 1.0;
-      const double rows = static_cast<double>(a.numel()) / k;
-      double batch_b = 1.0;
-      for (std::size_t i = 0; i + 2 < b.sizes.size(); ++i) batch_b *= static_cast<double>(b.sizes[i]);
-      double batch_a = 1.0;
-      for (std::size_t i = 0; i + 2 < a.sizes.size(); ++i) batch_a *= static_cast<double>(a.sizes[i]);
-      const double broadcast = batch_b > batch_a ? batch_b / batch_a : 1.0;
-      return 2.0 * rows * k * n * broadcast;
-    };
-    if ((name == "aten::mm" || name == "aten::bmm" || name == "aten::matmul") && tensors.size() >= 2) {
-      return batched_matmul(*tensors[0], *tensors[1]);
-    }
-    if (name == "aten::addmm" && tensors.size() >= 3) return batched_matmul(*tensors[1], *tensors[2]);
-    if (name == "aten::linear" && tensors.size() >= 2) {
-      const Spec& input = *tensors[0];
-      const Spec& weight = *tensors[1];
-      if (input.sizes.empty() || weight.sizes.size() != 2) return 0.0;
-      return 2.0 * static_cast<double>(input.numel()) * static_cast<double>(weight.sizes[0]);
-    }
-    double largest = 0.0;
-    for (const Spec* t : tensors) largest = std::max(largest, static_cast<double>(t->numel()));
-    return largest;
+    return op_flops(name, tensors);
   }
   double bytes() const {
-    double total = 0.0;
-    double largest = 0.0;
+    std::vector<TensorExtent> tensors, list_elements;
     for (const Arg& a : args) {
-      if (a.kind == Arg::Kind::kTensor) {
-        const double b = static_cast<double>(a.tensor->numel() * static_cast<int64_t>(dtype_bytes(a.tensor->dtype)));
-        total += b;
-        largest = std::max(largest, b);
-      }
+      if (a.kind == Arg::Kind::kTensor) tensors.push_back({a.tensor->dtype, &a.tensor->sizes});
       if (a.kind == Arg::Kind::kTensorList) {
-        for (const Spec& t : *a.tensors) total += static_cast<double>(t.numel() * static_cast<int64_t>(dtype_bytes(t.dtype)));
+        for (const Spec& t : *a.tensors) list_elements.push_back({t.dtype, &t.sizes});
       }
     }
-    return total + largest;
+    return op_bytes(tensors, list_elements);
   }
 };
 

@@ -113,9 +113,6 @@ ResolvedStage resolve_traced(const FittedModel& model, const StageOps& ops, int6
   return out;
 }
 
-// The stored form of a text field (common/ops_store.hpp truncates signatures and dtype lists).
-std::string stored(const std::string& text, std::size_t capacity) { return text.substr(0, std::min(text.size(), capacity - 1)); }
-
 // A built stage resolved at one occupancy, with how its operator times were found.
 struct ResolvedBuilt {
   ResolvedStage stage;
@@ -139,13 +136,13 @@ ResolvedBuilt resolve_built(const FittedModel& model, const SignatureIndex& sign
     } e;
     constexpr std::size_t kCapacity = sizeof(store::OpSignatureRow::signature);
     const auto id = op.signature.size() < kCapacity ? signature_ids.find(op.signature)
-                                                    : signature_ids.find(stored(op.signature, kCapacity));
+                                                    : signature_ids.find(store::stored_signature(op.signature));
     if (id != signature_ids.end()) {
       e.time_us = op_time_us(model, id->second, occupancy, e.extrapolated, notes);
       if (!e.extrapolated) ++profiled;
     } else {
       e.extrapolated = true;
-      const std::string regression_key = op.name + "|" + stored(op.input_dtypes, sizeof(store::OpSignatureRow::input_dtypes));
+      const std::string regression_key = op.name + "|" + store::stored_input_dtypes(op.input_dtypes);
       const double t = regression_us(model, regression_key, op.flops, op.bytes, occupancy);
       if (t < 0) ++without_time;
       e.time_us = std::max(0.0, t);
