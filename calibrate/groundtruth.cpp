@@ -158,12 +158,19 @@ GroundTruthSummary calibrate_groundtruth(const GroundTruthOptions& options) {
           TensorMemoryProbe tensor_memory;  // from before the weights exist to after the last step
           Trainer trainer(trainer_options, owned.get());
           local_params = trainer.local_parameter_count();
-          for (int step = 0; step < job.warmup_iters + job.timed_iters; ++step) {
+          // Timed steps: at least timed_iters, then more until min_timed_seconds were timed. Every rank
+          // takes the same decision: a step's time_us is the max over ranks, known to all of them.
+          double timed_us = 0;
+          for (int step = 0;; ++step) {
+            const int timed = step - job.warmup_iters;
+            const bool enough = timed >= job.timed_iters && (timed_us >= job.min_timed_seconds * 1e6 || timed >= kMaxTimedIters);
+            if (enough) break;
             const StepResult result = trainer.step(step);
             if (step == 0) loss_first = result.loss;
             loss_last = result.loss;
             if (step < job.warmup_iters) continue;
             samples_us.push_back(result.time_us);
+            timed_us += result.time_us;
             const PhaseTimes& ph = result.phases;
             const double values[kPhaseCount] = {ph.forward_us, ph.backward_us, ph.tp_comm_us, ph.pp_comm_us,
                                                 ph.dp_comm_us, ph.optimizer_us, ph.total_us};
@@ -206,6 +213,7 @@ GroundTruthSummary calibrate_groundtruth(const GroundTruthOptions& options) {
           }
           const stats::Summary s = stats::summarize(samples_us);
           h5::set_string(row.status, "ok");
+          row.timed_iters = static_cast<int64_t>(samples_us.size());  // as many as were timed
           row.time_us_min = s.min;
           row.time_us_median = s.median;
           row.time_us_mean = s.mean;

@@ -5,6 +5,7 @@
 #include <functional>
 
 #include "common/errors.hpp"
+#include "common/signal_deferral.hpp"
 
 namespace itertime::h5 {
 namespace {
@@ -173,6 +174,7 @@ std::size_t TableHandle::rows() const {
 
 void TableHandle::append(const void* rows_data, std::size_t count) {
   if (count == 0) return;
+  const SignalDeferral whole_write;  // a SIGTERM waits for the extend, write and flush to finish
   ITERTIME_H5_TRY(file_.getFileName(), "append rows", {
     const hsize_t old_rows = rows();
     const hsize_t new_size[1] = {old_rows + count};
@@ -202,6 +204,7 @@ void TableHandle::read(void* out, std::size_t first, std::size_t count) const {
 
 void TableHandle::truncate(std::size_t count) {
   ITERTIME_CHECK(count <= rows(), "truncate cannot grow a table");
+  const SignalDeferral whole_write;
   ITERTIME_H5_TRY(file_.getFileName(), "truncate a table", {
     const hsize_t new_size[1] = {count};
     dataset_.extend(new_size);
@@ -309,6 +312,7 @@ std::map<std::string, std::string> Store::meta() const {
 
 void Store::set_meta(const std::string& name, const std::string& value) {
   ITERTIME_CHECK(writable_, "set_meta on a read-only store");
+  const SignalDeferral whole_write;
   ITERTIME_H5_TRY(path_, "write /meta", {
     H5::Group meta = file_.openGroup(kMetaGroup);
     write_string_attribute(meta, name, value);
@@ -318,6 +322,7 @@ void Store::set_meta(const std::string& name, const std::string& value) {
 
 void Store::set_meta(const std::string& name, int64_t value) {
   ITERTIME_CHECK(writable_, "set_meta on a read-only store");
+  const SignalDeferral whole_write;
   ITERTIME_H5_TRY(path_, "write /meta", {
     H5::Group meta = file_.openGroup(kMetaGroup);
     write_int_attribute(meta, name, value);

@@ -5,7 +5,8 @@
 //  - create() never replaces an existing file unless `force` is set; a refused create touches nothing.
 //  - Tables are 1-D, chunked, unlimited datasets of plain HDF5 compound (or native numeric) types, so
 //    h5dump and h5py read them without our code. append() extends, writes and flushes the file, so a
-//    killed job loses at most the rows not yet appended.
+//    killed job loses at most the rows not yet appended; SIGTERM, SIGINT and SIGHUP wait for a write in
+//    progress (append, truncate, set_meta) to finish (common/signal_deferral.hpp).
 //  - Opening an existing table checks that its field names equal the expected ones (a schema check).
 //  - HDF5's own error stack printing is switched off; HDF5 exceptions surface as InternalError or
 //    UserError with the file name.

@@ -97,10 +97,20 @@ Job parse_job(const std::string& json_text, const std::string& path) {
   if (root.contains("groundtruth")) {
     const json& gt = root.at("groundtruth");
     const std::string where = path + " groundtruth";
-    reject_unknown(gt, {"warmup_iters", "timed_iters"}, where);
+    reject_unknown(gt, {"warmup_iters", "timed_iters", "min_timed_seconds"}, where);
     job.warmup_iters = get_int(gt, "warmup_iters", job.warmup_iters, where);
     job.timed_iters = get_int(gt, "timed_iters", job.timed_iters, where);
     if (job.timed_iters < 1) throw UserError(where + ": timed_iters must be at least 1");
+    if (job.timed_iters > kMaxTimedIters) {
+      throw UserError(where + ": timed_iters must be at most " + std::to_string(kMaxTimedIters));
+    }
+    if (gt.contains("min_timed_seconds")) {
+      const json& value = gt.at("min_timed_seconds");
+      if (!value.is_number() || value.get<double>() < 0) {
+        throw UserError(where + ": min_timed_seconds must be a number >= 0 (seconds of timed steps per configuration)");
+      }
+      job.min_timed_seconds = value.get<double>();
+    }
   }
   if (root.contains("comm")) {
     const json& comm = root.at("comm");

@@ -32,6 +32,9 @@ struct CommSweepSpec {
   int iters = 20;
 };
 
+// Ground truth never times more steps than this per configuration, whatever min_timed_seconds asks.
+inline constexpr int kMaxTimedIters = 100;
+
 struct Job {
   std::string name;
   std::string path;        // the job file
@@ -40,7 +43,8 @@ struct Job {
   Backend backend = Backend::kCpu;
   uint64_t seed = 1234;
   int warmup_iters = 2;    // ground truth
-  int timed_iters = 5;
+  int timed_iters = 5;     // at least this many timed steps per configuration,
+  double min_timed_seconds = 0;  // and more (up to kMaxTimedIters) until this much time was timed
   int compute_threads = 1;
   int ranks = 0;           // MPI ranks `itertime run` launches; 0 = the largest configuration
   CommSweepSpec comm;

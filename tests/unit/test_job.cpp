@@ -263,6 +263,27 @@ TEST(Job, ShippedReducedCpuJob) {
   EXPECT_EQ(job.max_world_size(), 3);
 }
 
+TEST(Job, MinTimedSecondsIsReadAndChecked) {
+  JobFolder folder;
+  const std::string configs = R"("configs": [{"dp": 1, "tp": 1, "pp": 1, "micro_batch": 1, "global_batch": 1, "seq_len": 8}])";
+  EXPECT_EQ(folder.parse(R"({"model": "models/tiny.json", )" + configs + "}", "a.json").min_timed_seconds, 0.0);
+  const Job job = folder.parse(R"({"model": "models/tiny.json", "groundtruth": {"timed_iters": 3, "min_timed_seconds": 2.5}, )" +
+                                   configs + "}",
+                               "b.json");
+  EXPECT_EQ(job.timed_iters, 3);
+  EXPECT_EQ(job.min_timed_seconds, 2.5);
+  for (const std::string bad : {R"("min_timed_seconds": -1)", R"("min_timed_seconds": "2")", R"("timed_iters": 101)"}) {
+    try {
+      folder.parse(R"({"model": "models/tiny.json", "groundtruth": {)" + bad + "}, " + configs + "}", "c.json");
+      ADD_FAILURE() << "accepted " << bad;
+    } catch (const UserError& error) {
+      EXPECT_NE(std::string(error.what()).find("c.json groundtruth"), std::string::npos) << error.what();
+    }
+  }
+  // The shipped local job asks for 2 s per configuration, so fast fp32 steps get more samples.
+  EXPECT_EQ(load_job(kSource + "/jobs/local-cpu.json").min_timed_seconds, 2.0);
+}
+
 TEST(Job, ShippedLlama8BJob) {
   const Job job = load_job(kSource + "/jobs/llama3.1-8b-8gpu.json");
   EXPECT_EQ(job.name, "llama3.1-8b-8gpu");
