@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <utility>
 
 #include "common/errors.hpp"
 
@@ -19,6 +20,17 @@ void require_time(double value_us, const std::string& what) {
     throw UserError("1F1B schedule: " + what + " is " + std::to_string(value_us) +
                     " us; times must be finite and non-negative");
   }
+}
+
+// Idle time per stage and the bubble, from the makespan, busy and send times.
+ScheduleResult finish(ScheduleResult result) {
+  double busiest_us = 0.0;
+  for (std::size_t s = 0; s < result.busy_us.size(); ++s) {
+    result.idle_us[s] = std::max(0.0, result.makespan_us - result.busy_us[s] - result.send_us[s]);
+    busiest_us = std::max(busiest_us, result.busy_us[s]);
+  }
+  result.bubble_us = result.makespan_us - busiest_us;
+  return result;
 }
 
 // Processor sharing (see schedule.hpp): a time-ordered event simulation. Each stage is idle, in the
@@ -152,14 +164,7 @@ ScheduleResult simulate_shared(const ScheduleInput& input, const std::vector<std
     settle();
   }
 
-  double busiest_us = 0.0;
-  for (int s = 0; s < pp; ++s) {
-    const auto su = static_cast<std::size_t>(s);
-    result.idle_us[su] = std::max(0.0, result.makespan_us - result.busy_us[su] - result.send_us[su]);
-    busiest_us = std::max(busiest_us, result.busy_us[su]);
-  }
-  result.bubble_us = result.makespan_us - busiest_us;
-  return result;
+  return finish(std::move(result));
 }
 
 }  // namespace
@@ -285,14 +290,7 @@ ScheduleResult simulate_1f1b(const ScheduleInput& input) {
     ITERTIME_CHECK(scheduled > 0, "1F1B simulation made no progress (deadlock in the pass order)");
   }
 
-  double busiest_us = 0.0;
-  for (int s = 0; s < pp; ++s) {
-    const auto su = static_cast<std::size_t>(s);
-    result.idle_us[su] = std::max(0.0, result.makespan_us - result.busy_us[su] - result.send_us[su]);
-    busiest_us = std::max(busiest_us, result.busy_us[su]);
-  }
-  result.bubble_us = result.makespan_us - busiest_us;
-  return result;
+  return finish(std::move(result));
 }
 
 ScheduleResult simulate_1f1b(const std::vector<StageTimes>& stages, double p2p_forward_us, double p2p_backward_us,
