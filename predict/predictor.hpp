@@ -7,14 +7,18 @@
 //  - The pipeline is simulated (predict/schedule.hpp, 1F1B, blocking sends) with P2P at the policy's
 //    activation dtype; then the slowest stage's DP gradient-buffer work, DP all-reduce (gradient dtype,
 //    the DP group's layout) and optimizer step are added.
+//  - Shared cores: when the model has rank slots (a single-node CPU calibration) and the configuration
+//    has more ranks than slots but no more than the calibrated node ran, operators take their time at
+//    occupancy = slots, the schedule runs with processor sharing (TP all-reduces and transfers
+//    unstretched), and the tail's operators are stretched by ranks / slots. Otherwise nothing changes.
 //  - blind = true uses the precision-blind traces (everything fp32, no casts, fp32 messages): the
 //    ablation baseline.
 //  - The calibration factor (per occupancy) multiplies the raw prediction when `calibrated`; it is 1
 //    when none was fitted.
 //  - A stage without a trace is built from the model (predict/op_builder.hpp) when the request carries
 //    the model's LlamaSpec: each built operator takes its profiled time when its signature was profiled,
-//    else the regression of its (name, input dtypes) at the occupancy (the nearest occupancy with one,
-//    else occupancy 1), counted as extrapolated; the blind variant builds the fp32 stage. Without the
+//    else the regression of its (name, input dtypes) at the occupancy (else at the nearest occupancy
+//    with one), counted as extrapolated; the blind variant builds the fp32 stage. Without the
 //    spec, a missing trace is refused with a UserError that says which `calibrate ops` job would add it.
 #pragma once
 
