@@ -59,10 +59,7 @@ std::set<std::string> existing_comm_keys(h5::Store& store) {
     keys.insert(comm_row_key(row));
     end = std::max(end, row.samples_offset + row.samples_count);
   }
-  if (store.writable() && store.exists(kCommSamples)) {
-    auto samples = store.samples(kCommSamples);
-    if (static_cast<int64_t>(samples.size()) > end) samples.truncate(static_cast<std::size_t>(end));
-  }
+  if (store.writable()) store.trim(kCommSamples, end);
   return keys;
 }
 

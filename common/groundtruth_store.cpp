@@ -88,14 +88,8 @@ std::set<std::string> existing_groundtruth_keys(h5::Store& store) {
     ranks_end = std::max(ranks_end, row.ranks_offset + row.ranks_count);
   }
   if (store.writable()) {
-    if (store.exists(kGroundTruthSamples)) {
-      auto samples = store.samples(kGroundTruthSamples);
-      if (static_cast<int64_t>(samples.size()) > samples_end) samples.truncate(static_cast<std::size_t>(samples_end));
-    }
-    if (store.exists(kGroundTruthRanks)) {
-      auto ranks = store.table<GroundTruthRankRow>(kGroundTruthRanks);
-      if (static_cast<int64_t>(ranks.size()) > ranks_end) ranks.truncate(static_cast<std::size_t>(ranks_end));
-    }
+    store.trim(kGroundTruthSamples, samples_end);
+    store.trim(kGroundTruthRanks, ranks_end);
   }
   return keys;
 }

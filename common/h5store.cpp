@@ -367,6 +367,17 @@ void Store::ensure_group(const std::string& group_path) {
   }
 }
 
+void Store::trim(const std::string& object_path, int64_t rows) {
+  ITERTIME_CHECK(writable_, "trim on a read-only store");
+  ITERTIME_CHECK(rows >= 0, "trim to a negative row count");
+  if (!exists(object_path)) return;
+  H5::DataSet dataset;
+  ITERTIME_H5_TRY(path_, "open " + object_path, dataset = file_.openDataSet(object_path));
+  // Truncation reads and writes no rows, so the stored type serves as the memory type.
+  TableHandle handle(file_, dataset, dataset.getDataType(), 0);
+  if (handle.rows() > static_cast<std::size_t>(rows)) handle.truncate(static_cast<std::size_t>(rows));
+}
+
 TableHandle Store::open_table(const std::string& table_path, const RowType& row_type, std::size_t chunk_rows) {
   if (exists(table_path)) {
     H5::DataSet dataset;

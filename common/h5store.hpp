@@ -129,6 +129,10 @@ class Store {
   }
   // A plain extendable array of doubles (raw samples), created when missing.
   Table<double> samples(const std::string& path, std::size_t chunk_rows = 4096);
+  // --resume: shrinks the table or array at `path` to `rows` when it is longer (the rows a killed job
+  // wrote to a child table after its last complete parent row); nothing when it is missing or not
+  // longer. Writable stores only.
+  void trim(const std::string& path, int64_t rows);
 
   // Every dataset in the file, depth first, with row counts and field names.
   std::vector<DatasetInfo> list_datasets() const;

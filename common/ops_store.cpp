@@ -109,14 +109,8 @@ std::set<std::string> existing_stage_keys(h5::Store& store) {
     comm_end = std::max(comm_end, row.comm_offset + row.comm_count);
   }
   if (store.writable()) {
-    if (store.exists(kOpSequences)) {
-      auto t = store.table<OpSequenceRow>(kOpSequences);
-      if (static_cast<int64_t>(t.size()) > sequence_end) t.truncate(static_cast<std::size_t>(sequence_end));
-    }
-    if (store.exists(kOpComms)) {
-      auto t = store.table<OpCommRow>(kOpComms);
-      if (static_cast<int64_t>(t.size()) > comm_end) t.truncate(static_cast<std::size_t>(comm_end));
-    }
+    store.trim(kOpSequences, sequence_end);
+    store.trim(kOpComms, comm_end);
   }
   return keys;
 }

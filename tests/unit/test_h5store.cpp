@@ -355,6 +355,28 @@ TEST(H5Store, SamplesArrayRoundTrip) {
   EXPECT_TRUE(infos[0].fields.empty());
 }
 
+TEST(H5Store, TrimShrinksOnlyLongerTablesAndArrays) {
+  TempDir dir;
+  const std::string path = dir.file("trim.h5");
+  {
+    h5::Store store = h5::Store::create(path, false, {});
+    auto table = store.table<Row>("/t");
+    for (int i = 0; i < 6; ++i) table.append(make_row(i, i * 1.5, "r" + std::to_string(i)));
+    store.samples("/s").append(std::vector<double>{1, 2, 3});
+    store.trim("/t", 4);        // compound table: 6 -> 4
+    store.trim("/s", 5);        // array not longer: unchanged
+    store.trim("/missing", 0);  // missing: nothing, nothing created
+    EXPECT_FALSE(store.exists("/missing"));
+    EXPECT_THROW(store.trim("/t", -1), InternalError);
+  }
+  h5::Store store = h5::Store::open(path, false);
+  const auto rows = store.table<Row>("/t").read_all();
+  ASSERT_EQ(rows.size(), 4u);
+  EXPECT_EQ(h5::get_string(rows[3].label), "r3");
+  EXPECT_EQ(store.samples("/s").size(), 3u);
+  EXPECT_THROW(store.trim("/t", 1), InternalError) << "read-only stores are not trimmed";
+}
+
 TEST(H5Store, Truncate) {
   TempDir dir;
   const std::string path = dir.file("truncate.h5");
