@@ -277,8 +277,10 @@ Prediction predict(const FittedModel& model, const PredictRequest& request) {
     const double forward = phase_us[kForwardPhase] + tp_forward;
     const double backward = phase_us[kBackwardPhase] + tp_backward;
     stages.push_back(StageTimes{forward, backward, tp_forward, tp_backward});
-    stages_raw.push_back(StageTimes{phase_raw_us[kForwardPhase] + tp_forward, phase_raw_us[kBackwardPhase] + tp_backward,
-                                    tp_forward, tp_backward});
+    if (shared) {  // only a shared schedule needs a second simulation for the raw time
+      stages_raw.push_back(StageTimes{phase_raw_us[kForwardPhase] + tp_forward, phase_raw_us[kBackwardPhase] + tp_backward,
+                                      tp_forward, tp_backward});
+    }
     out.stage_forward_us.push_back(forward);
     out.stage_backward_us.push_back(backward);
     const auto idx = static_cast<std::size_t>(s);
