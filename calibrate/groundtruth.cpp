@@ -9,6 +9,7 @@
 #include <memory>
 
 #include "common/groundtruth_store.hpp"
+#include "calibrate/recipe_stamp.hpp"
 #include "calibrate/tensor_memory.hpp"
 #include "calibrate/trainer.hpp"
 #include "common/build_info.hpp"
@@ -83,6 +84,7 @@ GroundTruthSummary calibrate_groundtruth(const GroundTruthOptions& options) {
     const auto meta = store->meta();
     const auto found = meta.find(kInFlightAttribute);
     if (found != meta.end()) in_flight = found->second;
+    stamp_recipe(*store, resolve_attention_kernel(job.attention));
     store->set_meta("groundtruth_job", job.path);
     store->set_meta("groundtruth_model", job.model_path);
   });
@@ -124,6 +126,7 @@ GroundTruthSummary calibrate_groundtruth(const GroundTruthOptions& options) {
         trainer_options.model = job.model;
         trainer_options.config = config.parallel;
         trainer_options.precision = config.precision;
+        trainer_options.attention = job.attention;
         trainer_options.backend = job.backend;
         try {
           check_trainable(trainer_options, needed);
@@ -145,6 +148,7 @@ GroundTruthSummary calibrate_groundtruth(const GroundTruthOptions& options) {
         trainer_options.model = job.model;
         trainer_options.config = config.parallel;
         trainer_options.precision = config.precision;
+        trainer_options.attention = job.attention;
         trainer_options.backend = job.backend;
         trainer_options.seed = job.seed;
         trainer_options.compute_threads = job.compute_threads;

@@ -4,6 +4,7 @@
 
 #include <cmath>
 
+#include "calibrate/torch_compat.hpp"
 #include "common/errors.hpp"
 
 namespace itertime::calibrate {
@@ -68,8 +69,10 @@ torch::Tensor RotaryImpl::apply(const torch::Tensor& x) const {
 
 // ---- Attention ---------------------------------------------------------------------------------
 
-AttentionImpl::AttentionImpl(const LlamaSpec& spec, int layer, uint64_t seed, TpContext* tp, int64_t max_seq_len)
-    : tp_(tp) {
+AttentionImpl::AttentionImpl(const LlamaSpec& spec, int layer, uint64_t seed, TpContext* tp, int64_t max_seq_len,
+                             AttentionKernel kernel)
+    : kernel_(kernel), tp_(tp) {
+  ITERTIME_CHECK(kernel != AttentionKernel::kAuto, "attention kernel must be resolved before the model is built");
   const int tp_size = tp ? tp->size : 1;
   const int tp_rank = tp ? tp->rank : 0;
   ITERTIME_CHECK(spec.num_heads % tp_size == 0 && spec.num_kv_heads % tp_size == 0, "TP must divide heads");
@@ -105,11 +108,18 @@ torch::Tensor AttentionImpl::forward(const torch::Tensor& x) {
     k = k.repeat_interleave(group, 1);
     v = v.repeat_interleave(group, 1);
   }
-  torch::Tensor scores = torch::matmul(q, k.transpose(2, 3)) / std::sqrt(static_cast<double>(head_dim_));
-  const torch::Tensor mask = torch::ones({seq, seq}, torch::TensorOptions().dtype(torch::kBool).device(x.device())).triu(1);
-  scores = scores.masked_fill(mask, -std::numeric_limits<float>::infinity());
-  const torch::Tensor probabilities = torch::softmax(scores, -1, torch::kFloat32).to(q.scalar_type());
-  const torch::Tensor context = torch::matmul(probabilities, v).transpose(1, 2).reshape({batch, seq, local_heads_ * head_dim_});
+  torch::Tensor attended;
+  if (kernel_ == AttentionKernel::kSdpa) {
+    attended = causal_sdpa(q, k, v);
+  } else {
+    torch::Tensor scores = torch::matmul(q, k.transpose(2, 3)) / std::sqrt(static_cast<double>(head_dim_));
+    const torch::Tensor mask =
+        torch::ones({seq, seq}, torch::TensorOptions().dtype(torch::kBool).device(x.device())).triu(1);
+    scores = scores.masked_fill(mask, -std::numeric_limits<float>::infinity());
+    const torch::Tensor probabilities = torch::softmax(scores, -1, torch::kFloat32).to(q.scalar_type());
+    attended = torch::matmul(probabilities, v);
+  }
+  const torch::Tensor context = attended.transpose(1, 2).reshape({batch, seq, local_heads_ * head_dim_});
   return reduce_from_tp(o_(context), tp_);
 }
 
@@ -136,9 +146,10 @@ torch::Tensor MlpImpl::forward(const torch::Tensor& x) {
 
 // ---- Decoder layer -----------------------------------------------------------------------------
 
-DecoderLayerImpl::DecoderLayerImpl(const LlamaSpec& spec, int layer, uint64_t seed, TpContext* tp, int64_t max_seq_len) {
+DecoderLayerImpl::DecoderLayerImpl(const LlamaSpec& spec, int layer, uint64_t seed, TpContext* tp, int64_t max_seq_len,
+                                   AttentionKernel attention) {
   input_norm_ = register_module("input_layernorm", RMSNorm(spec.hidden_size, spec.rms_norm_eps));
-  attention_ = register_module("self_attn", Attention(spec, layer, seed, tp, max_seq_len));
+  attention_ = register_module("self_attn", Attention(spec, layer, seed, tp, max_seq_len, attention));
   post_attention_norm_ = register_module("post_attention_layernorm", RMSNorm(spec.hidden_size, spec.rms_norm_eps));
   mlp_ = register_module("mlp", Mlp(spec, layer, seed, tp));
 }
@@ -151,7 +162,7 @@ torch::Tensor DecoderLayerImpl::forward(const torch::Tensor& x) {
 // ---- Stage -------------------------------------------------------------------------------------
 
 LlamaStageImpl::LlamaStageImpl(const LlamaSpec& spec, const StageLayers& stage, uint64_t seed, TpContext* tp,
-                               int64_t max_seq_len)
+                               int64_t max_seq_len, AttentionKernel attention)
     : stage_(stage) {
   if (stage.has_embedding) {
     embedding_ = register_module("embed_tokens", torch::nn::Embedding(spec.vocab_size, spec.hidden_size));
@@ -160,7 +171,7 @@ LlamaStageImpl::LlamaStageImpl(const LlamaSpec& spec, const StageLayers& stage, 
   }
   layers_ = register_module("layers", torch::nn::ModuleList());
   for (int i = 0; i < stage.num_layers; ++i) {
-    layers_->push_back(DecoderLayer(spec, stage.first_layer + i, seed, tp, max_seq_len));
+    layers_->push_back(DecoderLayer(spec, stage.first_layer + i, seed, tp, max_seq_len, attention));
   }
   if (stage.has_head) {
     final_norm_ = register_module("norm", RMSNorm(spec.hidden_size, spec.rms_norm_eps));

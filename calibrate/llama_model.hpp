@@ -11,6 +11,9 @@
 //  - Initialization does not depend on the layout: every full (unsharded) weight is drawn from its own
 //    generator seeded by (seed, layer, parameter), then sliced, so every (DP,TP,PP) layout starts
 //    from the same model as single-rank training.
+//  - The attention core is eager (matmul, masked_fill, fp32 softmax, matmul, as HF's eager attention) or
+//    LibTorch's fused causal scaled_dot_product_attention (common/attention.hpp); both repeat the KV
+//    heads for GQA first. The kernel is resolved (never kAuto) before the model is built.
 //  - Every submodule is registered; parameters are created in fp32 and cast to the policy's parameter
 //    dtype by the trainer.
 #pragma once
@@ -20,6 +23,7 @@
 #include <optional>
 
 #include "calibrate/tp_comm.hpp"
+#include "common/attention.hpp"
 #include "common/model_spec.hpp"
 #include "common/parallel_config.hpp"
 
@@ -50,10 +54,12 @@ TORCH_MODULE(Rotary);
 
 class AttentionImpl : public torch::nn::Module {
  public:
-  AttentionImpl(const LlamaSpec& spec, int layer, uint64_t seed, TpContext* tp, int64_t max_seq_len);
+  AttentionImpl(const LlamaSpec& spec, int layer, uint64_t seed, TpContext* tp, int64_t max_seq_len,
+                AttentionKernel kernel);
   torch::Tensor forward(const torch::Tensor& x);
 
  private:
+  AttentionKernel kernel_;
   int64_t local_heads_, local_kv_heads_, head_dim_;
   torch::nn::Linear q_{nullptr}, k_{nullptr}, v_{nullptr}, o_{nullptr};
   Rotary rotary_{nullptr};
@@ -74,7 +80,8 @@ TORCH_MODULE(Mlp);
 
 class DecoderLayerImpl : public torch::nn::Module {
  public:
-  DecoderLayerImpl(const LlamaSpec& spec, int layer, uint64_t seed, TpContext* tp, int64_t max_seq_len);
+  DecoderLayerImpl(const LlamaSpec& spec, int layer, uint64_t seed, TpContext* tp, int64_t max_seq_len,
+                   AttentionKernel attention);
   torch::Tensor forward(const torch::Tensor& x);
 
  private:
@@ -87,7 +94,8 @@ TORCH_MODULE(DecoderLayer);
 // One pipeline stage: [embedding] + its decoder layers + [final norm, LM head, loss].
 class LlamaStageImpl : public torch::nn::Module {
  public:
-  LlamaStageImpl(const LlamaSpec& spec, const StageLayers& stage, uint64_t seed, TpContext* tp, int64_t max_seq_len);
+  LlamaStageImpl(const LlamaSpec& spec, const StageLayers& stage, uint64_t seed, TpContext* tp, int64_t max_seq_len,
+                 AttentionKernel attention);
   // First stage: `input` holds token ids [batch, seq] (int64); other stages: hidden states
   // [batch, seq, hidden]. Returns hidden states, or (last stage) the mean cross-entropy against
   // `targets` [batch, seq].

@@ -8,6 +8,7 @@
 
 #include "calibrate/llama_model.hpp"
 #include "calibrate/op_tracer.hpp"
+#include "calibrate/recipe_stamp.hpp"
 #include "calibrate/torch_compat.hpp"
 #include "calibrate/torch_info.hpp"
 #include "calibrate/tp_comm.hpp"
@@ -40,9 +41,9 @@ struct StageRequest {
 };
 
 StageTrace trace_stage(const LlamaSpec& model, int tp, int pp, int stage_index, int micro_batch, int seq_len,
-                       PrecisionName precision_name, Backend backend, uint64_t seed) {
+                       PrecisionName precision_name, AttentionKernel attention, Backend backend, uint64_t seed) {
   const PrecisionPolicy& policy = precision_policy(precision_name);
-  require_supported(policy, backend);
+  require_supported(policy, backend, backend_capabilities());
   const torch::Device device = backend == Backend::kCuda ? torch::Device(torch::kCUDA) : torch::Device(torch::kCPU);
   const auto stages = stage_layers(static_cast<int>(model.num_layers), pp);
   const StageLayers& layers = stages[static_cast<std::size_t>(stage_index)];
@@ -50,7 +51,7 @@ StageTrace trace_stage(const LlamaSpec& model, int tp, int pp, int stage_index, 
   TracingCommunicator tp_comm(tp, nullptr);
   CommTimer timer;
   TpContext tp_context{&tp_comm, tp, 0, backend == Backend::kCuda, &timer};
-  LlamaStage stage(model, layers, seed, &tp_context, seq_len);
+  LlamaStage stage(model, layers, seed, &tp_context, seq_len, resolve_attention(attention));
   stage->to(device, to_torch(policy.param_dtype));
   std::vector<torch::Tensor> parameters;
   int64_t local_params = 0;
@@ -169,9 +170,9 @@ std::string join(const std::vector<std::string>& items) {
 }  // namespace
 
 StageTraceInfo trace_stage_info(const LlamaSpec& model, int tp, int pp, int stage, int micro_batch, int seq_len,
-                                PrecisionName precision, Backend backend) {
+                                PrecisionName precision, AttentionKernel attention, Backend backend) {
   set_compute_threads(1);
-  const StageTrace trace = trace_stage(model, tp, pp, stage, micro_batch, seq_len, precision, backend, 1234);
+  const StageTrace trace = trace_stage(model, tp, pp, stage, micro_batch, seq_len, precision, attention, backend, 1234);
   StageTraceInfo info;
   for (const TracedOp& op : trace.ops) {
     info.ops.push_back(TracedOpInfo{op.name, to_string(op.phase), op.input_dtypes(), op.output_dtype, op.signature()});
@@ -195,6 +196,8 @@ OpsCalibrationSummary calibrate_ops(const OpsCalibrationOptions& options) {
   if (job.backend == Backend::kCuda && !torch::cuda::is_available()) {
     throw CollectiveUserError("job " + job.path + " asks for backend cuda, but this LibTorch has no CUDA device; use a CUDA build of LibTorch on a GPU node");
   }
+  const AttentionKernel attention = resolve_attention(job.attention);  // the same on every rank
+  const BackendCapabilities capabilities = backend_capabilities();
 
   // 1. The stages to trace (deterministic on every rank), and the occupancies to profile at.
   std::vector<StageRequest> requests;
@@ -203,7 +206,7 @@ OpsCalibrationSummary calibrate_ops(const OpsCalibrationOptions& options) {
   for (const JobConfig& config : job.configs) {
     const ParallelConfig& p = config.parallel;
     if (!p.violations(job.model, 0).empty()) continue;  // ground truth records it as skipped
-    if (!precision_policy(config.precision).supports(job.backend)) continue;
+    if (!precision_policy(config.precision).supports(job.backend, capabilities)) continue;
     if (p.world_size() > world_size) continue;
     occupancies.insert(p.world_size());
     for (int s = 0; s < p.pp; ++s) {
@@ -235,6 +238,7 @@ OpsCalibrationSummary calibrate_ops(const OpsCalibrationOptions& options) {
     if (store->exists(kOpTimings)) {
       for (const auto& row : store->table<OpTimingRow>(kOpTimings).read_all()) timed.insert({row.signature_id, row.active_ranks});
     }
+    stamp_recipe(*store, attention);
     store->set_meta("ops_job", job.path);
     store->set_meta("ops_compute_threads", static_cast<int64_t>(job.compute_threads));  // per rank, for rank slots
   });
@@ -260,7 +264,7 @@ OpsCalibrationSummary calibrate_ops(const OpsCalibrationOptions& options) {
                                   std::to_string(r.micro_batch) + "/" + std::to_string(r.seq_len) + "/" + to_string(r.precision);
     if (!traces_by_policy.count(trace_key)) {
       traces_by_policy[trace_key] =
-          trace_stage(job.model, r.tp, r.pp, r.stage, r.micro_batch, r.seq_len, r.precision, job.backend, job.seed);
+          trace_stage(job.model, r.tp, r.pp, r.stage, r.micro_batch, r.seq_len, r.precision, attention, job.backend, job.seed);
     }
     const StageTrace& trace = traces_by_policy[trace_key];
     for (const TracedOp& op : trace.ops) {

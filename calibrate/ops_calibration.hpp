@@ -62,6 +62,6 @@ struct StageTraceInfo {
 };
 
 StageTraceInfo trace_stage_info(const LlamaSpec& model, int tp, int pp, int stage, int micro_batch, int seq_len,
-                                PrecisionName precision, Backend backend);
+                                PrecisionName precision, AttentionKernel attention, Backend backend);
 
 }  // namespace itertime::calibrate

@@ -1,7 +1,8 @@
 // tensor_memory.cpp: see tensor_memory.hpp.
 #include "calibrate/tensor_memory.hpp"
 
-#include <c10/core/Allocator.h>
+#include "calibrate/torch_compat.hpp"
+
 #include <c10/util/ThreadLocalDebugInfo.h>
 
 #include <algorithm>
@@ -13,14 +14,15 @@ namespace {
 // Receives LibTorch's allocation reports while installed as the profiler state.
 class Reporter final : public c10::MemoryReportingInfoBase {
  public:
-  void reportMemoryUsage(void* /*ptr*/, int64_t alloc_size, int64_t /*total_allocated*/, int64_t /*total_reserved*/,
+  void reportMemoryUsage(void* /*ptr*/, int64_t alloc_size, AllocatorTotalBytes /*total_allocated*/,
+                         AllocatorTotalBytes /*total_reserved*/,
                          c10::Device /*device*/) override {
     const int64_t now = current_.fetch_add(alloc_size) + alloc_size;
     int64_t peak = peak_.load();
     while (now > peak && !peak_.compare_exchange_weak(peak, now)) {
     }
   }
-  void reportOutOfMemory(int64_t, int64_t, int64_t, c10::Device) override {}
+  void reportOutOfMemory(int64_t, AllocatorTotalBytes, AllocatorTotalBytes, c10::Device) override {}
   bool memoryProfilingEnabled() const override { return true; }
 
   int64_t current() const { return current_.load(); }

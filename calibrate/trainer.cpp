@@ -59,7 +59,8 @@ std::unique_ptr<Communicator> make_comm(Backend backend, MPI_Comm comm) {
 
 void check_trainable(const TrainerOptions& options, int world_size) {
   const PrecisionPolicy& policy = precision_policy(options.precision);
-  require_supported(policy, options.backend);
+  require_supported(policy, options.backend, backend_capabilities());
+  resolve_attention(options.attention);
   if (options.backend == Backend::kCuda && !torch::cuda::is_available()) {
     throw UserError("backend cuda: this LibTorch has no CUDA support or no device is visible; use backend cpu or a CUDA build of LibTorch");
   }
@@ -279,7 +280,7 @@ Trainer::Trainer(const TrainerOptions& options, MPI_Comm job_comm) : impl_(std::
 
   const auto stages = stage_layers(static_cast<int>(options.model.num_layers), c.pp);
   const StageLayers& mine = stages[static_cast<std::size_t>(s.groups->coords().pp_idx)];
-  s.stage = LlamaStage(options.model, mine, options.seed, &s.tp_context, c.seq_len);
+  s.stage = LlamaStage(options.model, mine, options.seed, &s.tp_context, c.seq_len, resolve_attention(options.attention));
   s.stage->to(s.device, to_torch(s.policy->param_dtype));
   for (auto& p : s.stage->parameters()) s.parameters.push_back(p);
   s.optimizer = std::make_unique<torch::optim::AdamW>(

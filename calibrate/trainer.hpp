@@ -12,7 +12,8 @@
 //    position), so every layout trains on the same global batch.
 //  - step() starts with a barrier over job_comm; its wall time is the max over ranks; its loss is the
 //    global-batch mean, known on every rank.
-//  - A policy the backend cannot run, a CUDA backend without CUDA LibTorch, or tied embeddings are
+//  - A policy the backend cannot run (fp16 on a CPU LibTorch without fp16 products), an attention kernel
+//    this LibTorch lacks, a CUDA backend without CUDA LibTorch, or tied embeddings are
 //    refused with a UserError before any collective.
 #pragma once
 
@@ -21,6 +22,7 @@
 #include <cstdint>
 #include <memory>
 
+#include "common/attention.hpp"
 #include "common/dtype.hpp"
 #include "common/model_spec.hpp"
 #include "common/parallel_config.hpp"
@@ -32,6 +34,7 @@ struct TrainerOptions {
   LlamaSpec model;
   ParallelConfig config;
   PrecisionName precision = PrecisionName::kFp32;
+  AttentionKernel attention = AttentionKernel::kAuto;  // resolved by the trainer (calibrate/torch_compat.hpp)
   Backend backend = Backend::kCpu;
   uint64_t seed = 1234;
   double learning_rate = 1e-3;

@@ -5,6 +5,7 @@
 #include <functional>
 
 #include "common/errors.hpp"
+#include "common/h5_compat.hpp"
 #include "common/signal_deferral.hpp"
 
 namespace itertime::h5 {
@@ -87,8 +88,7 @@ int64_t read_schema_version(const H5::H5File& file, const std::string& path) {
   if (!H5Lexists(file.getId(), kMetaGroup, H5P_DEFAULT)) {
     throw UserError(path + ": not an itertime store (no /meta group); pass a file written by itertime");
   }
-  H5O_info_t object_info{};
-  if (H5Oget_info_by_name(file.getId(), kMetaGroup, &object_info, H5P_DEFAULT) < 0 || object_info.type != H5O_TYPE_GROUP) {
+  if (h5compat::object_type(file.getId(), kMetaGroup) != H5O_TYPE_GROUP) {
     throw UserError(path + ": /meta is not a group; the file was not written by itertime");
   }
   H5::Group meta = file.openGroup(kMetaGroup);

@@ -77,7 +77,7 @@ Job parse_job(const std::string& json_text, const std::string& path) {
     throw UserError(path + ": not valid JSON (" + std::string(error.what()) + "); see docs/jobs.md for the job format");
   }
   if (!root.is_object()) throw UserError(path + ": a job is a JSON object; see docs/jobs.md");
-  reject_unknown(root, {"name", "model", "backend", "seed", "groundtruth", "configs", "sweep", "comm", "ranks", "compute_threads", "description"}, path);
+  reject_unknown(root, {"name", "model", "backend", "seed", "groundtruth", "configs", "sweep", "comm", "ranks", "compute_threads", "description", "attention"}, path);
 
   Job job;
   job.path = path;
@@ -89,6 +89,11 @@ Job parse_job(const std::string& json_text, const std::string& path) {
   job.model_path = model_path.lexically_normal().string();
   job.model = load_llama_config(job.model_path);
   job.backend = parse_backend(get_string(root, "backend", "cpu", path));
+  try {
+    job.attention = parse_attention(get_string(root, "attention", "auto", path));
+  } catch (const UserError& error) {
+    throw UserError(path + ": field 'attention': " + error.what());
+  }
   job.seed = static_cast<uint64_t>(get_int(root, "seed", 1234, path));
   job.ranks = get_int(root, "ranks", 0, path);
   job.compute_threads = get_int(root, "compute_threads", 1, path);

@@ -11,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "common/attention.hpp"
 #include "common/dtype.hpp"
 #include "common/model_spec.hpp"
 #include "common/parallel_config.hpp"
@@ -41,6 +42,7 @@ struct Job {
   std::string model_path;  // resolved
   LlamaSpec model;
   Backend backend = Backend::kCpu;
+  AttentionKernel attention = AttentionKernel::kAuto;  // "attention": eager | sdpa | auto (default)
   uint64_t seed = 1234;
   int warmup_iters = 2;    // ground truth
   int timed_iters = 5;     // at least this many timed steps per configuration,

@@ -11,15 +11,15 @@ constexpr DType f32 = DType::kFloat32;
 constexpr DType f16 = DType::kFloat16;
 constexpr DType b16 = DType::kBFloat16;
 
-// name, params, compute, grads, optimizer, activations, autocast, tf32, loss scaling, cpu, cuda
+// name, params, compute, grads, optimizer, activations, autocast, tf32, loss scaling, cpu, cuda,
+// fp16 matrix products (CPU LibTorch 1.13 has none: the fp16 policies run on CPU from LibTorch 2.x on)
 const std::array<PrecisionPolicy, 6> kPolicies = {{
-    {PrecisionName::kFp32, f32, f32, f32, f32, f32, false, false, false, true, true},
-    {PrecisionName::kTf32, f32, f32, f32, f32, f32, false, true, false, false, true},
-    {PrecisionName::kBf16, b16, b16, b16, b16, b16, false, false, false, true, true},
-    // CPU LibTorch 1.13 has no fp16 matrix product: fp16 policies are CUDA only.
-    {PrecisionName::kFp16, f16, f16, f16, f16, f16, false, false, true, false, true},
-    {PrecisionName::kAmpBf16, f32, b16, f32, f32, f32, true, false, false, true, true},
-    {PrecisionName::kAmpFp16, f32, f16, f32, f32, f32, true, false, true, false, true},
+    {PrecisionName::kFp32, f32, f32, f32, f32, f32, false, false, false, true, true, false},
+    {PrecisionName::kTf32, f32, f32, f32, f32, f32, false, true, false, false, true, false},
+    {PrecisionName::kBf16, b16, b16, b16, b16, b16, false, false, false, true, true, false},
+    {PrecisionName::kFp16, f16, f16, f16, f16, f16, false, false, true, true, true, true},
+    {PrecisionName::kAmpBf16, f32, b16, f32, f32, f32, true, false, false, true, true, false},
+    {PrecisionName::kAmpFp16, f32, f16, f32, f32, f32, true, false, true, true, true, true},
 }};
 
 }  // namespace
@@ -64,11 +64,12 @@ const PrecisionPolicy& parse_precision(std::string_view text) {
                   "': use one of fp32, tf32, bf16, fp16, amp-bf16, amp-fp16");
 }
 
-void require_supported(const PrecisionPolicy& policy, Backend backend) {
-  if (policy.supports(backend)) return;
+void require_supported(const PrecisionPolicy& policy, Backend backend, const BackendCapabilities& capabilities) {
+  if (policy.supports(backend, capabilities)) return;
   std::string hint = policy.supports_cuda ? "it runs on cuda only" : "it runs on cpu only";
-  if (policy.name == PrecisionName::kFp16 || policy.name == PrecisionName::kAmpFp16) {
-    hint += " (CPU LibTorch has no fp16 matrix product); use bf16 or amp-bf16 on cpu";
+  if (policy.needs_fp16_matmul && backend == Backend::kCpu) {
+    hint = "this LibTorch has no fp16 matrix product on cpu (LibTorch 1.x; 2.x has one); use bf16 or amp-bf16 "
+           "on cpu, or build against LibTorch 2.x";
   } else if (policy.name == PrecisionName::kTf32) {
     hint += " (TF32 is a tensor-core mode); use fp32 on cpu";
   }

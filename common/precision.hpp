@@ -13,6 +13,12 @@
 
 namespace itertime {
 
+// What the LibTorch at hand can run beyond the table below; calibrate/ fills it in by probing
+// (torch_compat.hpp), everything else assumes the least (a default-constructed value).
+struct BackendCapabilities {
+  bool cpu_fp16_matmul = false;  // LibTorch 1.13's CPU kernels have no fp16 matrix product; 2.x's do
+};
+
 enum class PrecisionName { kFp32, kTf32, kBf16, kFp16, kAmpBf16, kAmpFp16 };
 
 struct PrecisionPolicy {
@@ -27,8 +33,12 @@ struct PrecisionPolicy {
   bool loss_scaling = false;  // dynamic loss scaling (fp16 gradients underflow without it)
   bool supports_cpu = false;
   bool supports_cuda = false;
+  bool needs_fp16_matmul = false;  // fp16 matrix products: every CUDA LibTorch, on CPU LibTorch >= 2.x only
 
-  bool supports(Backend backend) const { return backend == Backend::kCpu ? supports_cpu : supports_cuda; }
+  bool supports(Backend backend, const BackendCapabilities& capabilities = {}) const {
+    if (backend == Backend::kCuda) return supports_cuda;
+    return supports_cpu && (!needs_fp16_matmul || capabilities.cpu_fp16_matmul);
+  }
 };
 
 std::string to_string(PrecisionName name);
@@ -36,7 +46,7 @@ const PrecisionPolicy& precision_policy(PrecisionName name);
 // Throws UserError naming the text and the known policies.
 const PrecisionPolicy& parse_precision(std::string_view text);
 const std::vector<PrecisionName>& all_precisions();
-// Throws UserError when `backend` cannot run `policy`, saying which backends can.
-void require_supported(const PrecisionPolicy& policy, Backend backend);
+// Throws UserError when `backend` (with `capabilities`) cannot run `policy`, saying why and what can.
+void require_supported(const PrecisionPolicy& policy, Backend backend, const BackendCapabilities& capabilities = {});
 
 }  // namespace itertime

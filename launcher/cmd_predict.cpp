@@ -45,7 +45,7 @@ int run_predict(const PredictArgs& a) {
   request.blind = a.blind;
   request.calibrated = !a.raw;
   const predict::Prediction p = predict::predict(model, request);
-  const auto memory = predict::memory_all_stages(spec, config, policy);
+  const auto memory = predict::memory_all_stages(spec, config, policy, parse_attention(model.attention));
   int64_t peak_bytes = 0;
   for (const auto& m : memory) peak_bytes = std::max(peak_bytes, m.total_bytes);
   const bool too_big = a.device_memory_gib > 0 && static_cast<double>(peak_bytes) > a.device_memory_gib * (1ull << 30);
@@ -177,7 +177,7 @@ void register_predict(CLI::App& app, std::vector<std::pair<CLI::App*, Action>>& 
       if (*compute || memory_spec) {
         const auto ranks = store.table<store::GroundTruthRankRow>(store::kGroundTruthRanks).read_all();
         if (*compute) validate::print_compute_report(validate::compute_report(model, rows, ranks));
-        if (memory_spec) validate::print_memory_report(validate::memory_report(*memory_spec, rows, ranks));
+        if (memory_spec) validate::print_memory_report(validate::memory_report(*memory_spec, parse_attention(model.attention), rows, ranks));
       }
     }
     const validate::ValidationReport report = validate::validate(model, rows);

@@ -111,7 +111,7 @@ void fit_and_validate(const std::string& output, const LlamaSpec& model_spec) {
     rows = store.table<store::GroundTruthRow>(store::kGroundTruthTable).read_all();
     const auto ranks = store.table<store::GroundTruthRankRow>(store::kGroundTruthRanks).read_all();
     validate::print_compute_report(validate::compute_report(model, rows, ranks));
-    validate::print_memory_report(validate::memory_report(model_spec, rows, ranks));
+    validate::print_memory_report(validate::memory_report(model_spec, parse_attention(model.attention), rows, ranks));
   }
   const validate::ValidationReport report = validate::validate(model, rows);
   const std::filesystem::path dir =

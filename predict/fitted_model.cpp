@@ -26,6 +26,10 @@ constexpr const char* kFormatName = "itertime-fitted-model";
 
 }  // namespace
 
+BackendCapabilities backend_capabilities(const FittedModel& model) {
+  return BackendCapabilities{model.libtorch_version.rfind("2.", 0) == 0};
+}
+
 FittedModel fit_model(const std::string& calibration_path) {
   h5::Store store = h5::Store::open(calibration_path, /*writable=*/false);
   if (!store.exists(store::kCommTable)) {
@@ -38,6 +42,8 @@ FittedModel fit_model(const std::string& calibration_path) {
   model.source_file = calibration_path;
   const auto meta = store.meta();
   model.backend = meta.count("backend") ? meta.at("backend") : "unknown";
+  if (meta.count("attention")) model.attention = meta.at("attention");
+  if (meta.count("libtorch_version")) model.libtorch_version = meta.at("libtorch_version");
   // Oversubscribed CPU ranks share cores (predict/schedule.hpp): how many can compute at once.
   if (model.backend == "cpu" && meta.count("cpu_cores_per_node") && (!meta.count("num_nodes") || meta.at("num_nodes") == "1")) {
     const auto number = [](const std::string& text) {

@@ -22,12 +22,15 @@
 #include <utility>
 #include <vector>
 
+#include "common/attention.hpp"
+#include "common/precision.hpp"
 #include "predict/comm_model.hpp"
 #include "predict/op_regression.hpp"
 
 namespace itertime::predict {
 
-inline constexpr int kFittedModelVersion = 3;  // 2: non-negative regressions and their checks; 3: rank_slots
+inline constexpr int kFittedModelVersion = 4;  // 2: non-negative regressions and their checks; 3: rank_slots;
+                                               // 4: the calibration's attention kernel and LibTorch version
 
 struct OpInfo {
   std::string name;
@@ -97,15 +100,21 @@ struct FittedModel {
   // for single-node CPU calibrations; 0 otherwise (GPUs: one rank per device, nothing shared).
   double rank_slots = 0;
   double node_ranks = 0;  // ranks the calibration ran on its one node; sharing is modelled up to that many
+  // How the calibration ran (calibrate/recipe_stamp.hpp): stages built for untraced shapes follow it.
+  std::string attention = "eager";
+  std::string libtorch_version;  // "" for files from before it was stored (LibTorch 1.13)
   CalibrationSet calibration;        // precision-aware predictions
   CalibrationSet calibration_blind;  // the precision-blind baseline gets the same treatment
   mutable std::shared_ptr<BuiltStageCache> built_cache;  // see BuiltStageCache
 
   template <class A> void serialize(A& a, unsigned) {
     a & source_file & backend & comm & signatures & signature_ids & op_time_us & stages & regressions & regression_checks & occupancies & rank_slots & node_ranks &
-        calibration & calibration_blind;
+        attention & libtorch_version & calibration & calibration_blind;
   }
 };
+
+// What the calibrated LibTorch could run (fp16 products on cpu from LibTorch 2.x on).
+BackendCapabilities backend_capabilities(const FittedModel& model);
 
 // The upward extrapolation checks of every regression group, pooled (op_regression.hpp).
 PooledCheck pooled_regression_check(const FittedModel& model);

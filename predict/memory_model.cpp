@@ -22,6 +22,11 @@
 //     independent of b); softmax(dtype=f32) saves its f32 result 4*b*nh*s*s; .to(C) adds a C copy
 //     b*nh*s*s*C when C != 4 (the bmm saves it).
 //   - context transpose+reshape copies: b*s*hl*C, saved by o_proj. reduce_from_tp saves nothing.
+// Attention through sdpa (a fused kernel, see memory_model.hpp): the rotary, GQA repeat and linears as
+//   above; the kernel saves q, the expanded k and v, its output [b,nh,s,hd] at C and the log-sum-exp
+//   [b,nh,s] f32 (4*C*b*s*hl + 4*b*nh*s). Its output is laid out [b,s,nh,hd] in memory, so the
+//   transpose+reshape for o_proj is a view (saved already), and there is no mask.
+//   => sharded (attention part) = 4*C*b*s*hl + 4*b*nh*s instead of 4*C*b*s*hl + the scores; fixed = rotary only.
 // MLP (input y2 at A): gate/up inputs like q/k/v (1 A tensor, or 2 C casts under autocast); silu saves
 //   the gate output, the product saves silu(gate) and up, down saves the product: 4 * b*s*fl * C.
 // Residual adds save nothing.
@@ -105,7 +110,10 @@ int64_t stage_local_params(const LlamaSpec& model, const ParallelConfig& config,
 }
 
 ActivationBreakdown activation_memory(const LlamaSpec& model, const ParallelConfig& config,
-                                      const PrecisionPolicy& policy, int stage) {
+                                      const PrecisionPolicy& policy, int stage, AttentionKernel attention) {
+  if (attention == AttentionKernel::kAuto) {
+    throw UserError("the memory model needs the attention kernel the job ran (eager or sdpa), not auto");
+  }
   require_legal(model, config, stage);
   const LocalShapes x = local_shapes(model, config);
   const StageLayers layers = stage_layers(static_cast<int>(model.num_layers), config.pp)[static_cast<std::size_t>(stage)];
@@ -119,9 +127,11 @@ ActivationBreakdown activation_memory(const LlamaSpec& model, const ParallelConf
   ActivationBreakdown a;
   a.num_layers = layers.num_layers;
   a.layer_hidden_bytes = 2 * norm_bytes + (autocast ? 5 * C : 2 * A) * bsh;
-  a.layer_sharded_bytes = 4 * C * bs * x.hl + 4 * x.b * x.nh * x.s * x.s +
-                          (C != 4 ? C * x.b * x.nh * x.s * x.s : 0) + 4 * C * bs * x.fl;
-  a.layer_fixed_bytes = x.s * x.s + (policy.compute_dtype != policy.param_dtype ? 4 * x.s * x.hd * C : 0);
+  const bool fused = attention == AttentionKernel::kSdpa;
+  a.layer_scores_bytes = fused ? 4 * x.b * x.nh * x.s  // log-sum-exp
+                               : 4 * x.b * x.nh * x.s * x.s + (C != 4 ? C * x.b * x.nh * x.s * x.s : 0);
+  a.layer_sharded_bytes = 4 * C * bs * x.hl + a.layer_scores_bytes + 4 * C * bs * x.fl;
+  a.layer_fixed_bytes = (fused ? 0 : x.s * x.s) + (policy.compute_dtype != policy.param_dtype ? 4 * x.s * x.hd * C : 0);
   if (layers.has_embedding || layers.has_head) a.tokens_bytes = 8 * x.b * (x.s + 1);
   if (layers.has_head) a.head_bytes = norm_bytes + (autocast ? C : A) * bsh + 4 * bs * x.vocab;
   if (!layers.has_head) a.boundary_bytes += A * bsh;
@@ -140,11 +150,11 @@ ActivationBreakdown activation_memory(const LlamaSpec& model, const ParallelConf
 }
 
 MemoryBreakdown memory_per_gpu(const LlamaSpec& model, const ParallelConfig& config, const PrecisionPolicy& policy,
-                               int stage) {
+                               int stage, AttentionKernel attention) {
   MemoryBreakdown m;
   m.stage = stage;
   m.local_params = stage_local_params(model, config, stage);
-  m.activations = activation_memory(model, config, policy, stage);
+  m.activations = activation_memory(model, config, policy, stage, attention);
   const LocalShapes x = local_shapes(model, config);
   const StageLayers layers = stage_layers(static_cast<int>(model.num_layers), config.pp)[static_cast<std::size_t>(stage)];
 
@@ -167,9 +177,9 @@ MemoryBreakdown memory_per_gpu(const LlamaSpec& model, const ParallelConfig& con
 }
 
 std::vector<MemoryBreakdown> memory_all_stages(const LlamaSpec& model, const ParallelConfig& config,
-                                               const PrecisionPolicy& policy) {
+                                               const PrecisionPolicy& policy, AttentionKernel attention) {
   std::vector<MemoryBreakdown> stages;
-  for (int s = 0; s < config.pp; ++s) stages.push_back(memory_per_gpu(model, config, policy, s));
+  for (int s = 0; s < config.pp; ++s) stages.push_back(memory_per_gpu(model, config, policy, s, attention));
   return stages;
 }
 

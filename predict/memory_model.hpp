@@ -8,6 +8,11 @@
 //  - Weights at the param dtype, gradients at the grad dtype, AdamW moments (2 per parameter) at the
 //    optimizer dtype; the flat DP gradient buffer (dp > 1: one copy of all local gradients, grad dtype);
 //    the rotary cos/sin tables of every layer ([seq, head_dim] each, cast to the param dtype).
+//  - The attention core saves what its kernel saves: eager attention keeps the [b, heads, s, s] scores
+//    (fp32 softmax output, and its compute-dtype copy); sdpa (AttentionKernel::kSdpa) is assumed to run a
+//    fused kernel (flash or memory-efficient: CUDA, and CPU from LibTorch 2.2 on), which keeps its output
+//    and a [b, heads, s] fp32 log-sum-exp instead. SDPA's math kernel (CPU before 2.2, masks, odd head
+//    sizes) materializes the scores and is not modelled.
 //  - Activations: the tensors autograd saves per micro-batch (derivation in memory_model.cpp), times
 //    the micro-batches in flight on the stage under 1F1B, min(pp - stage, m).
 //  - total_bytes is the peak: weights + gradients + optimizer + rotary tables + the largest of
@@ -23,6 +28,7 @@
 #include <string>
 #include <vector>
 
+#include "common/attention.hpp"
 #include "common/model_spec.hpp"
 #include "common/parallel_config.hpp"
 #include "common/precision.hpp"
@@ -34,6 +40,7 @@ struct ActivationBreakdown {
   int64_t num_layers = 0;
   int64_t layer_hidden_bytes = 0;   // per layer, [b, s, hidden]-sized tensors (not sharded over TP)
   int64_t layer_sharded_bytes = 0;  // per layer, tensors sharded over TP (heads, FFN columns)
+  int64_t layer_scores_bytes = 0;   // per layer, the part of layer_sharded_bytes that is attention scores
   int64_t layer_fixed_bytes = 0;    // per layer, independent of the micro-batch (causal mask, rotary casts)
   int64_t tokens_bytes = 0;         // token ids kept by the embedding / loss backward (first, last stage)
   int64_t head_bytes = 0;           // last stage: final norm, LM head input, fp32 log-probabilities
@@ -69,11 +76,13 @@ int64_t stage_local_params(const LlamaSpec& model, const ParallelConfig& config,
 
 // Throws UserError on an illegal configuration, a stage outside [0, pp), or tied embeddings.
 ActivationBreakdown activation_memory(const LlamaSpec& model, const ParallelConfig& config,
-                                      const PrecisionPolicy& policy, int stage);
+                                      const PrecisionPolicy& policy, int stage,
+                                      AttentionKernel attention = AttentionKernel::kEager);
 MemoryBreakdown memory_per_gpu(const LlamaSpec& model, const ParallelConfig& config, const PrecisionPolicy& policy,
-                               int stage);
+                               int stage, AttentionKernel attention = AttentionKernel::kEager);
 // Every stage, in order; the configuration fits when no stage exceeds the device memory.
 std::vector<MemoryBreakdown> memory_all_stages(const LlamaSpec& model, const ParallelConfig& config,
-                                               const PrecisionPolicy& policy);
+                                               const PrecisionPolicy& policy,
+                                               AttentionKernel attention = AttentionKernel::kEager);
 
 }  // namespace itertime::predict

@@ -462,8 +462,22 @@ class Emitter {
 
 }  // namespace
 
+TorchDialect torch_dialect(const std::string& libtorch_version) {
+  if (libtorch_version.empty() || libtorch_version.rfind("1.", 0) == 0) return TorchDialect::kTorch1;
+  if (libtorch_version.rfind("2.", 0) == 0) return TorchDialect::kTorch2;
+  throw UserError("LibTorch " + libtorch_version +
+                  ": the stage builder knows the operator sequences of LibTorch 1.13 and 2.x only; trace every "
+                  "configuration you predict (`itertime calibrate ops`) instead");
+}
+
 BuiltStage build_stage_ops(const LlamaSpec& model, int tp, int pp, int stage, int micro_batch, int seq_len,
-                           PrecisionName precision) {
+                           PrecisionName precision, const StageRecipe& recipe) {
+  if (recipe.attention == AttentionKernel::kAuto) {
+    throw UserError("build_stage_ops: the attention kernel must be eager or sdpa, not auto");
+  }
+  if (recipe.attention == AttentionKernel::kSdpa && recipe.dialect == TorchDialect::kTorch1) {
+    throw UserError("build_stage_ops: sdpa attention needs LibTorch 2.x; LibTorch 1.13 has no scaled_dot_product_attention");
+  }
   if (tp < 1 || pp < 1 || stage < 0 || stage >= pp || micro_batch < 1 || seq_len < 1) {
     throw UserError("build_stage_ops: tp, pp, micro_batch and seq_len must be positive and 0 <= stage < pp");
   }
@@ -472,6 +486,8 @@ BuiltStage build_stage_ops(const LlamaSpec& model, int tp, int pp, int stage, in
   }
   if (model.num_layers < pp) throw UserError("model " + model.name + " has fewer layers than pp " + std::to_string(pp));
   const PrecisionPolicy& policy = precision_policy(precision);
+  const bool torch2 = recipe.dialect == TorchDialect::kTorch2;
+  const bool sdpa = recipe.attention == AttentionKernel::kSdpa;
   const auto stages = stage_layers(static_cast<int>(model.num_layers), pp);
   const StageLayers& layers = stages[static_cast<std::size_t>(stage)];
   const Dimensions d{micro_batch, seq_len, model.hidden_size, model.num_heads / tp, model.num_kv_heads / tp,
@@ -513,6 +529,10 @@ BuiltStage build_stage_ops(const LlamaSpec& model, int tp, int pp, int stage, in
     return e.add(xc, rotated);
   };
   auto repeat = [&](const Spec& x) {
+    if (torch2) {  // one call in 2.x; 1.13 builds the index and selects
+      e.op("aten::repeat_interleave.self_int", {A(x), I(nh / nkv), I(1), N()}, x.dtype);
+      return T(x.dtype, {b, nh, s, hd});
+    }
     e.op("aten::empty.memory_format", {L({1}), ST(i64), I(0), CPU(), N(), N()}, i64);
     e.op("aten::fill_.Scalar", {A(T(i64, {1})), I(nh / nkv)}, i64);
     e.op("aten::reshape", {A(T(i64, {1})), L({1})}, i64);
@@ -522,6 +542,7 @@ BuiltStage build_stage_ops(const LlamaSpec& model, int tp, int pp, int stage, in
     return T(x.dtype, {b, nh, s, hd});
   };
 
+  std::vector<Spec> sdpa_inputs;  // q, k, v as the fused kernel received them (its backward gets them again)
   // One layer is emitted and counted num_layers times (Emitter::repeat); all layers make the same calls.
   const int emitted_layers = std::min(layers.num_layers, 1);
   e.repeat(layers.num_layers);
@@ -541,17 +562,27 @@ BuiltStage build_stage_ops(const LlamaSpec& model, int tp, int pp, int stage, in
       k = repeat(k);
       vv = repeat(vv);
     }
-    const Spec kt = e.transpose(k, 2, 3);
-    e.op("aten::matmul", {A(q), A(kt)}, m);
-    const Spec scores = T(m, {b, nh, s, s});
-    e.op("aten::div.Tensor", {A(scores), A(scalar(f64))}, m);
-    e.op("aten::ones", {L({s, s}), ST(DType::kBool), N(), CPU(), N()}, DType::kBool);
-    e.op("aten::triu", {A(T(DType::kBool, {s, s})), I(1)}, DType::kBool);
-    e.op("aten::masked_fill.Scalar", {A(scores), A(T(DType::kBool, {s, s})), V("-inf")}, m);
-    e.op("aten::softmax.int", {A(scores), I(-1), ST(f32)}, f32);
-    e.to_dtype(T(f32, {b, nh, s, s}), m);
-    e.op("aten::matmul", {A(scores), A(vv)}, m);
-    const Spec context = e.transpose(T(m, {b, nh, s, hd}), 1, 2);
+    Spec attended;
+    if (sdpa) {
+      // One call (autocast keeps it in the compute dtype: q, k, v are already); the CPU flash kernel
+      // writes its output laid out [b, s, heads, hd], so the transpose + reshape below are views.
+      e.op("aten::scaled_dot_product_attention", {A(q), A(k), A(vv), N(), D(0.0), B(true), N(), B(false)}, m);
+      attended = T(m, {b, nh, s, hd}, qs_strides);
+      sdpa_inputs = {q, k, vv};
+    } else {
+      const Spec kt = e.transpose(k, 2, 3);
+      e.op("aten::matmul", {A(q), A(kt)}, m);
+      const Spec scores = T(m, {b, nh, s, s});
+      e.op("aten::div.Tensor", {A(scores), A(scalar(f64))}, m);
+      e.op("aten::ones", {L({s, s}), ST(DType::kBool), N(), CPU(), N()}, DType::kBool);
+      e.op("aten::triu", {A(T(DType::kBool, {s, s})), I(1)}, DType::kBool);
+      e.op("aten::masked_fill.Scalar", {A(scores), A(T(DType::kBool, {s, s})), V("-inf")}, m);
+      e.op("aten::softmax.int", {A(scores), I(-1), ST(f32)}, f32);
+      e.to_dtype(T(f32, {b, nh, s, s}), m);
+      e.op("aten::matmul", {A(scores), A(vv)}, m);
+      attended = T(m, {b, nh, s, hd});
+    }
+    const Spec context = e.transpose(attended, 1, 2);
     const Spec flat = e.reshape(context, {b, s, qd});
     Spec out = e.linear_forward(flat, qd, h);
     if (has_tp) {
@@ -586,10 +617,27 @@ BuiltStage build_stage_ops(const LlamaSpec& model, int tp, int pp, int stage, in
 
   // ---------------- backward ----------------
   e.phase("backward");
-  // Gradient buffers: a tensor's first contribution is stored, later ones are added.
-  auto accumulate = [&](int& contributions, const Spec& grad) {
-    if (contributions++ > 0) e.add(grad, grad);
+  // Gradient buffers: a tensor's first contribution is stored, later ones are added. LibTorch 1.13 adds
+  // out of place; 2.x (InputBuffer::accumulate) adds in place into the buffered tensor when it holds the
+  // only reference to it and it is dense (fresh: not a view such as a linear's reshaped input gradient),
+  // else out of place, whose result is fresh.
+  struct GradBuffer {
+    int contributions = 0;
+    bool fresh = false;  // the buffered tensor is owned and dense (2.x may add into it)
   };
+  auto accumulate = [&](GradBuffer& buffer, const Spec& grad, bool grad_fresh) {  // grad_fresh: see GradBuffer
+    if (buffer.contributions++ == 0) {
+      buffer.fresh = grad_fresh;
+      return;
+    }
+    if (torch2 && buffer.fresh) {
+      e.op("aten::add_.Tensor", {A(grad), A(grad), I(1)}, grad.dtype);
+    } else {
+      e.add(grad, grad);
+    }
+    buffer.fresh = true;
+  };
+  const auto residual = [] { return GradBuffer{1, true}; };  // holds the gradient the residual add passed on
   // Linear backward, from the matmul's output-fold reshape to the weight's AccumulateGrad; `input_grad`
   // receives the input gradient [b, s, in] before the weight's path runs.
   auto linear_backward = [&](const Spec& grad3, int64_t in, int64_t out, const std::function<void(const Spec&)>& input_grad) {
@@ -604,16 +652,18 @@ BuiltStage build_stage_ops(const LlamaSpec& model, int tp, int pp, int stage, in
     e.op("aten::detach", {A(T(p, {out, in}))}, p);
   };
   // The gradient of a linear's input reaching its (shared) source: through autocast's cast, then added.
-  auto linear_input = [&](int& contributions) {
-    return [&, c = &contributions](const Spec& gx) {
-      Spec grad = gx;
-      if (policy.autocast && a != m) grad = e.to_layout(gx, a);
-      accumulate(*c, grad);
+  auto linear_input = [&](GradBuffer& buffer) {
+    return [&, target = &buffer](const Spec& gx) {
+      if (policy.autocast && a != m) {
+        accumulate(*target, e.to_layout(gx, a), true);
+      } else {
+        accumulate(*target, gx, false);  // a view of the matmul's result
+      }
     };
   };
   auto no_input = [](const Spec&) {};
-  // RMSNorm backward; `x_contributions` counts the gradients its input already holds.
-  auto norm_backward = [&](int& x_contributions) {
+  // RMSNorm backward; `x_buffer` holds the gradients its input already has.
+  auto norm_backward = [&](GradBuffer& x_buffer) {
     const Spec g = T(a, {b, s, h});
     e.mul(g, T(p, {h}));
     e.mul(g, g);
@@ -627,11 +677,11 @@ BuiltStage build_stage_ops(const LlamaSpec& model, int tp, int pp, int stage, in
     e.mul(gf, gf);
     e.mul(gf, stat);
     e.op("aten::sum.dim_IntList", {A(gf), L({2}), B(true), N()}, f32);
-    int h_contributions = 0;
+    GradBuffer h_buffer;
     if (cast) {
-      accumulate(h_contributions, gf);
+      accumulate(h_buffer, gf, true);
     } else {
-      accumulate(x_contributions, gf);
+      accumulate(x_buffer, gf, true);
     }
     e.op("aten::pow.Tensor_Scalar", {A(stat), I(3)}, f32);
     e.op("aten::mul.Tensor", {A(stat), A(scalar(f64))}, f32);
@@ -642,10 +692,10 @@ BuiltStage build_stage_ops(const LlamaSpec& model, int tp, int pp, int stage, in
     e.op("aten::mul.Tensor", {A(gf), A(scalar(f64))}, f32);
     e.mul(gf, gf);
     if (cast) {
-      accumulate(h_contributions, gf);
-      accumulate(x_contributions, e.to_layout(gf, a));
+      accumulate(h_buffer, gf, true);
+      accumulate(x_buffer, e.to_layout(gf, a), true);
     } else {
-      accumulate(x_contributions, gf);
+      accumulate(x_buffer, gf, true);
     }
   };
   auto rotary_backward = [&](const Spec& grad, int64_t heads) {
@@ -655,11 +705,17 @@ BuiltStage build_stage_ops(const LlamaSpec& model, int tp, int pp, int stage, in
     const Spec rotated = e.mul(grad, table);
     const Spec second = e.narrow(rotated, 3, 0, hd / 2);
     const Spec first = e.narrow(rotated, 3, hd / 2, hd / 2);
+    // The buffer (x * cos's gradient) is fresh: 2.x adds the slice gradients into it in place.
+    const auto add_into = [&](const Spec& held, const Spec& grad) {
+      if (!torch2) return e.add(held, grad);
+      e.op("aten::add_.Tensor", {A(held), A(grad), I(1)}, held.dtype);
+      return held;
+    };
     e.op("aten::slice_backward", {A(second), L({b, heads, s, hd}), I(-1), I(0), I(hd / 2), I(1)}, m);
-    buffer = e.add(buffer, full);
+    buffer = add_into(buffer, full);
     e.op("aten::neg", {A(first)}, m);
     e.op("aten::slice_backward", {A(like_layout(first, m)), L({b, heads, s, hd}), I(-1), I(hd / 2), I(hd), I(1)}, m);
-    return e.add(buffer, full);
+    return add_into(buffer, full);
   };
   auto residual_add_backward = [&]() {
     if (m != a) e.to_dtype(T(a, {b, s, h}), m);  // the gradient of the low-precision branch output
@@ -670,51 +726,65 @@ BuiltStage build_stage_ops(const LlamaSpec& model, int tp, int pp, int stage, in
     e.comm("tp_all_reduce", a, b * s * h * static_cast<int64_t>(dtype_bytes(a)));
   };
 
-  int top_contributions = 0;  // gradients reaching the stage's last residual tensor
+  GradBuffer top;  // gradients reaching the stage's last residual tensor
   if (layers.has_head) {
     e.op("aten::ones_like", {A(scalar(f32)), N(), N(), N(), N(), I(0)}, f32);
-    e.op("aten::lift_fresh", {A(scalar(f64))}, f64);
-    e.op("aten::mul.Tensor", {A(scalar(f32)), A(scalar(f64))}, f64);
-    e.op("aten::to.dtype", {A(scalar(f64)), ST(f32), B(false), B(false), N()}, f32);
+    if (torch2) {  // the loss * 0.25 backward: 2.x multiplies by the wrapped number in the gradient's dtype
+      e.op("aten::mul.Tensor", {A(scalar(f32)), A(scalar(f64))}, f32);
+    } else {
+      e.op("aten::lift_fresh", {A(scalar(f64))}, f64);
+      e.op("aten::mul.Tensor", {A(scalar(f32)), A(scalar(f64))}, f64);
+      e.op("aten::to.dtype", {A(scalar(f64)), ST(f32), B(false), B(false), N()}, f32);
+    }
     e.op("aten::nll_loss_backward", {A(scalar(f32)), A(T(f32, {b * s, v})), A(T(i64, {b * s})), N(), I(1), I(-100), A(scalar(f32))}, f32);
     e.op("aten::_log_softmax_backward_data", {A(T(f32, {b * s, v})), A(T(f32, {b * s, v})), I(1), ST(f32)}, f32);
     e.reshape(T(f32, {b * s, v}), {b, s, v});
     if (m != f32) e.to_layout(T(f32, {b, s, v}), m);
-    int norm_out = 0;
+    GradBuffer norm_out;
     linear_backward(T(m, {b, s, v}), h, v, linear_input(norm_out));
-    norm_backward(top_contributions);
+    norm_backward(top);
   } else {
     e.op("aten::randn_like", {A(T(a, {b, s, h})), N(), N(), N(), N(), N()}, a);
   }
   const Spec qt = T(m, {b, nh, s, hd}, qs_strides);
-  e.repeat(layers.num_layers);
-  for (int layer = emitted_layers - 1; layer >= 0; --layer) {
+  // One decoder layer's backward; `top_fresh`: whether the gradient reaching its output is one the engine
+  // alone holds (2.x then accumulates into it in place). On a stage without the loss the top layer's is
+  // the caller's gradient (randn_like, or the received one in training), still referenced.
+  const auto backward_layer = [&](bool top_fresh) {
     // out = h + mlp(norm2(h))
     residual_add_backward();
-    int h_contributions = 1;
+    GradBuffer h_buffer{1, top_fresh};
     linear_backward(T(m, {b, s, h}), f, h, no_input);
     const Spec gf = T(m, {b, s, f});
     e.mul(gf, gf);
     e.mul(gf, gf);
     e.op("aten::silu_backward", {A(gf), A(gf)}, m);
-    int mlp_in = 0;
+    GradBuffer mlp_in;
     linear_backward(gf, h, f, linear_input(mlp_in));
     linear_backward(gf, h, f, linear_input(mlp_in));
     copy_to_tp_backward();
-    norm_backward(h_contributions);
+    norm_backward(h_buffer);
     // h = x + attention(norm1(x))
     residual_add_backward();
-    int x_contributions = 1;
+    GradBuffer x_buffer = residual();
     linear_backward(T(m, {b, s, h}), qd, h, no_input);
     const Spec context = e.reshape(T(m, {b, s, qd}), {b, s, nh, hd});
     const Spec gctx = e.transpose(context, 1, 2);
+    Spec qgrad, kgrad, vgrad;
+    if (sdpa) {
+      const Spec out = T(m, {b, nh, s, hd}, qs_strides);
+      const Spec logsumexp = T(f32, {b, nh, s}, {s * nh, 1, nh});
+      e.op("aten::_scaled_dot_product_flash_attention_for_cpu_backward",
+           {A(gctx), A(sdpa_inputs[0]), A(sdpa_inputs[1]), A(sdpa_inputs[2]), A(out), A(logsumexp), D(0.0), B(true), N(), N()}, m);
+      qgrad = kgrad = vgrad = out;  // the kernel writes its gradients laid out like its output
+    } else {
     const Spec g3 = e.reshape(gctx, {b * nh, s, hd});
     const Spec probs3 = e.transpose(T(m, {b * nh, s, s}), 1, 2);
     const Spec vgrad3 = e.bmm(probs3, g3);
     const Spec v4 = gqa ? T(m, {b, nh, s, hd}) : T(m, {b, nh, s, hd}, ks_strides);
     const Spec v3 = e.transpose(reshaped(v4, {b * nh, s, hd}), 1, 2);
     e.bmm(g3, v3);
-    const Spec vgrad = e.reshape(vgrad3, {b, nh, s, hd});
+    vgrad = e.reshape(vgrad3, {b, nh, s, hd});
     e.reshape(T(m, {b * nh, s, s}), {b, nh, s, s});
     Spec gp = T(m, {b, nh, s, s});
     if (m != f32) gp = e.to_layout(gp, f32);
@@ -722,7 +792,7 @@ BuiltStage build_stage_ops(const LlamaSpec& model, int tp, int pp, int stage, in
     if (m != f32) e.to_layout(T(f32, {b, nh, s, s}), m);
     const Spec gs = T(m, {b, nh, s, s});
     e.op("aten::masked_fill.Scalar", {A(gs), A(T(DType::kBool, {s, s})), I(0)}, m);
-    e.op("aten::lift_fresh", {A(scalar(f64))}, f64);
+    if (!torch2) e.op("aten::lift_fresh", {A(scalar(f64))}, f64);
     e.op("aten::div.Tensor", {A(gs), A(scalar(f64))}, m);
     const Spec gs3 = e.reshape(gs, {b * nh, s, s});
     const Spec q3 = e.transpose(reshaped(qt, {b * nh, s, hd}), 1, 2);
@@ -731,18 +801,27 @@ BuiltStage build_stage_ops(const LlamaSpec& model, int tp, int pp, int stage, in
     const Spec kt3 = e.transpose(reshaped(transposed(k4, 2, 3), {b * nh, hd, s}), 1, 2);
     const Spec qgrad3 = e.bmm(gs3, kt3);
     const Spec ktgrad = e.reshape(ktgrad3, {b, nh, hd, s});
-    const Spec qgrad = e.reshape(qgrad3, {b, nh, s, hd});
-    Spec kgrad = e.transpose(ktgrad, 2, 3);
+    qgrad = e.reshape(qgrad3, {b, nh, s, hd});
+    kgrad = e.transpose(ktgrad, 2, 3);
+    }
     Spec vg = vgrad;
     if (gqa) {
-      e.op("aten::index_select_backward", {A(vgrad), L({b, nkv, s, hd}), I(1), A(T(i64, {nh}))}, m);
-      e.op("aten::index_select_backward", {A(kgrad), L({b, nkv, s, hd}), I(1), A(T(i64, {nh}))}, m);
+      if (torch2) {  // repeat_interleave.self_int's backward: fold the group, sum it, drop it
+        for (const Spec& grad : {vgrad, kgrad}) {
+          const Spec folded = e.reshape(grad, {b, nkv, nh / nkv, s, hd});
+          e.op("aten::sum.dim_IntList", {A(folded), L({2}), B(true), N()}, m);
+          e.op("aten::squeeze.dim", {A(T(m, {b, nkv, 1, s, hd})), I(2)}, m);
+        }
+      } else {
+        e.op("aten::index_select_backward", {A(vgrad), L({b, nkv, s, hd}), I(1), A(T(i64, {nh}))}, m);
+        e.op("aten::index_select_backward", {A(kgrad), L({b, nkv, s, hd}), I(1), A(T(i64, {nh}))}, m);
+      }
       kgrad = T(m, {b, nkv, s, hd});
       vg = T(m, {b, nkv, s, hd});
     }
     const Spec kg = rotary_backward(kgrad, nkv);
     const Spec qg = rotary_backward(qgrad, nh);
-    int attention_in = 0;
+    GradBuffer attention_in;
     for (int which = 0; which < 3; ++which) {  // v, k, q: the most recently created first
       const Spec grad = which == 0 ? vg : which == 1 ? kg : qg;
       const int64_t heads = which == 2 ? nh : nkv;
@@ -751,7 +830,18 @@ BuiltStage build_stage_ops(const LlamaSpec& model, int tp, int pp, int stage, in
       linear_backward(g3v, h, heads * hd, linear_input(attention_in));
     }
     copy_to_tp_backward();
-    norm_backward(x_contributions);
+    norm_backward(x_buffer);
+  };
+  if (torch2 && !layers.has_head && layers.num_layers > 0) {
+    e.repeat(1);
+    backward_layer(false);
+    if (layers.num_layers > 1) {
+      e.repeat(layers.num_layers - 1);
+      backward_layer(true);
+    }
+  } else if (layers.num_layers > 0) {
+    e.repeat(layers.num_layers);
+    backward_layer(true);
   }
   e.repeat(1);
   if (layers.has_embedding) {

@@ -19,6 +19,7 @@
 #include <string>
 #include <vector>
 
+#include "common/attention.hpp"
 #include "common/model_spec.hpp"
 #include "common/precision.hpp"
 #include "predict/fitted_model.hpp"
@@ -43,7 +44,23 @@ struct BuiltStage {
   int64_t num_layers = 0;
 };
 
+// Which LibTorch's dispatcher and autograd engine the sequence follows: they decompose some calls
+// differently (tests/torch/test_op_builder.cpp checks each against real traces on its own LibTorch).
+enum class TorchDialect {
+  kTorch1,  // LibTorch 1.13 (Debian 12)
+  kTorch2,  // LibTorch 2.x, verified on 2.6 (Debian 13); other 2.x releases are assumed to match it
+};
+// "1.13.1" -> kTorch1, "2.6.0+cpu" -> kTorch2; "" (files from before the version was stored) -> kTorch1.
+// Throws UserError for a version it has no dialect for.
+TorchDialect torch_dialect(const std::string& libtorch_version);
+
+// What decides the sequence besides the model, layout and precision. A kSdpa stage needs kTorch2.
+struct StageRecipe {
+  AttentionKernel attention = AttentionKernel::kEager;
+  TorchDialect dialect = TorchDialect::kTorch1;
+};
+
 BuiltStage build_stage_ops(const LlamaSpec& model, int tp, int pp, int stage, int micro_batch, int seq_len,
-                           PrecisionName precision);
+                           PrecisionName precision, const StageRecipe& recipe = {});
 
 }  // namespace itertime::predict

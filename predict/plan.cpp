@@ -22,11 +22,12 @@ std::vector<PlanEntry> plan(const FittedModel& model, const PlanOptions& options
         entry.config = config;
         entry.precision = precision;
         const PrecisionPolicy& policy = precision_policy(precision);
-        if (!model.backend.empty() && model.backend != "unknown" && !policy.supports(parse_backend(model.backend))) {
+        if (!model.backend.empty() && model.backend != "unknown" &&
+            !policy.supports(parse_backend(model.backend), backend_capabilities(model))) {
           continue;  // the calibrated backend cannot run this policy
         }
         double peak = 0;
-        for (const MemoryBreakdown& m : memory_all_stages(options.model, config, policy)) {
+        for (const MemoryBreakdown& m : memory_all_stages(options.model, config, policy, parse_attention(model.attention))) {
           peak = std::max(peak, static_cast<double>(m.total_bytes));
         }
         entry.peak_memory_bytes = peak;

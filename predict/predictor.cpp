@@ -232,7 +232,8 @@ Prediction predict(const FittedModel& model, const PredictRequest& request) {
       auto cached = model.built_cache->by_key.find(cache_key);
       if (cached == model.built_cache->by_key.end()) {
         BuiltStageCache::Entry entry;
-        const BuiltStage built = build_stage_ops(*request.model, c.tp, c.pp, s, c.micro_batch, c.seq_len, built_precision);
+        const StageRecipe recipe{parse_attention(model.attention), torch_dialect(model.libtorch_version)};
+        const BuiltStage built = build_stage_ops(*request.model, c.tp, c.pp, s, c.micro_batch, c.seq_len, built_precision, recipe);
         entry.resolved = resolve_built(model, model.built_cache->signature_ids, built, profile_occupancy, entry.notes);
         cached = model.built_cache->by_key.emplace(cache_key, std::move(entry)).first;
       }

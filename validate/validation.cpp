@@ -324,7 +324,7 @@ void print_compute_report(const std::vector<ComputeRow>& rows) {
   }
 }
 
-std::vector<MemoryRow> memory_report(const LlamaSpec& model, const std::vector<store::GroundTruthRow>& configs,
+std::vector<MemoryRow> memory_report(const LlamaSpec& model, AttentionKernel attention, const std::vector<store::GroundTruthRow>& configs,
                                      const std::vector<store::GroundTruthRankRow>& ranks) {
   std::vector<MemoryRow> out;
   for (const auto& gt : configs) {
@@ -332,7 +332,7 @@ std::vector<MemoryRow> memory_report(const LlamaSpec& model, const std::vector<s
     const ParallelConfig config{static_cast<int>(gt.dp), static_cast<int>(gt.tp), static_cast<int>(gt.pp),
                                 static_cast<int>(gt.micro_batch), static_cast<int>(gt.global_batch), static_cast<int>(gt.seq_len)};
     const PrecisionPolicy& policy = parse_precision(h5::get_string(gt.precision));
-    const auto predicted = predict::memory_all_stages(model, config, policy);
+    const auto predicted = predict::memory_all_stages(model, config, policy, attention);
     for (int64_t s = 0; s < gt.pp; ++s) {
       int64_t measured = 0;
       for (int64_t i = gt.ranks_offset; i < gt.ranks_offset + gt.ranks_count; ++i) {

@@ -81,7 +81,8 @@ struct MemoryRow {
   int64_t predicted_bytes = 0, measured_bytes = 0;
   double ratio = 0;  // measured / predicted
 };
-std::vector<MemoryRow> memory_report(const LlamaSpec& model, const std::vector<store::GroundTruthRow>& configs,
+// `attention`: the kernel the ground truth ran with (predict::FittedModel::attention).
+std::vector<MemoryRow> memory_report(const LlamaSpec& model, AttentionKernel attention, const std::vector<store::GroundTruthRow>& configs,
                                      const std::vector<store::GroundTruthRankRow>& ranks);
 void print_memory_report(const std::vector<MemoryRow>& rows);
 

@@ -6,6 +6,7 @@
 #include <cmath>
 #include <vector>
 
+#include "calibrate/torch_info.hpp"
 #include "calibrate/trainer.hpp"
 #include "common/errors.hpp"
 #include "common/model_spec.hpp"
@@ -17,8 +18,12 @@ constexpr int kSteps = 3;
 
 LlamaSpec test_model() { return load_llama_config(std::string(ITERTIME_SOURCE_DIR) + "/data/models/tiny-llama-gqa.json"); }
 
-TrainerOptions options_for(PrecisionName precision, int dp, int tp, int pp) {
+bool torch1() { return query_torch().version.rfind("1.", 0) == 0; }
+
+TrainerOptions options_for(PrecisionName precision, int dp, int tp, int pp,
+                           AttentionKernel attention = AttentionKernel::kEager) {
   TrainerOptions options;
+  options.attention = attention;
   options.model = test_model();
   options.config.dp = dp;
   options.config.tp = tp;
@@ -40,11 +45,11 @@ std::vector<double> train(const TrainerOptions& options, MPI_Comm comm) {
 }
 
 // Single-rank reference, computed on world rank 0 and shared with every rank.
-std::vector<double> reference(PrecisionName precision) {
+std::vector<double> reference(PrecisionName precision, AttentionKernel attention) {
   int rank = 0;
   MPI_Comm_rank(MPI_COMM_WORLD, &rank);
   std::vector<double> losses(kSteps, 0.0);
-  if (rank == 0) losses = train(options_for(precision, 1, 1, 1), MPI_COMM_SELF);
+  if (rank == 0) losses = train(options_for(precision, 1, 1, 1, attention), MPI_COMM_SELF);
   MPI_Bcast(losses.data(), kSteps, MPI_DOUBLE, 0, MPI_COMM_WORLD);
   return losses;
 }
@@ -52,15 +57,19 @@ std::vector<double> reference(PrecisionName precision) {
 struct Case {
   PrecisionName precision;
   double tolerance;  // absolute, on a loss of about ln(512) = 6.24
+  AttentionKernel attention = AttentionKernel::kEager;
 };
 
 class LayoutEquivalence : public ::testing::TestWithParam<Case> {};
 
 TEST_P(LayoutEquivalence, EveryFactorizationMatchesSingleRank) {
   const Case c = GetParam();
+  if (torch1() && (c.attention == AttentionKernel::kSdpa || precision_policy(c.precision).needs_fp16_matmul)) {
+    GTEST_SKIP() << "LibTorch " << query_torch().version << " has no sdpa / no fp16 products on cpu";
+  }
   int world = 1;
   MPI_Comm_size(MPI_COMM_WORLD, &world);
-  const std::vector<double> expected = reference(c.precision);
+  const std::vector<double> expected = reference(c.precision, c.attention);
   // The model trains: the loss starts near ln(vocab) and falls.
   EXPECT_NEAR(expected[0], std::log(512.0), 0.1);
   EXPECT_LT(expected[kSteps - 1], expected[0] - 0.01);
@@ -69,10 +78,10 @@ TEST_P(LayoutEquivalence, EveryFactorizationMatchesSingleRank) {
     for (int pp = 1; pp <= world / tp; ++pp) {
       if (world % (tp * pp) != 0) continue;
       const int dp = world / (tp * pp);
-      const std::vector<double> losses = train(options_for(c.precision, dp, tp, pp), MPI_COMM_WORLD);
+      const std::vector<double> losses = train(options_for(c.precision, dp, tp, pp, c.attention), MPI_COMM_WORLD);
       for (int step = 0; step < kSteps; ++step) {
         EXPECT_NEAR(losses[step], expected[step], c.tolerance)
-            << "precision " << to_string(c.precision) << " layout (dp,tp,pp)=(" << dp << "," << tp << "," << pp
+            << "precision " << to_string(c.precision) << " attention " << to_string(c.attention) << " layout (dp,tp,pp)=(" << dp << "," << tp << "," << pp
             << ") step " << step;
       }
     }
@@ -81,22 +90,55 @@ TEST_P(LayoutEquivalence, EveryFactorizationMatchesSingleRank) {
 
 INSTANTIATE_TEST_SUITE_P(Precisions, LayoutEquivalence,
                          ::testing::Values(Case{PrecisionName::kFp32, 1e-4}, Case{PrecisionName::kBf16, 5e-2},
-                                           Case{PrecisionName::kAmpBf16, 2e-2}),
+                                           Case{PrecisionName::kAmpBf16, 2e-2},
+                                           // LibTorch 2.x: fp16 on cpu (loss scaling included) and sdpa
+                                           Case{PrecisionName::kFp16, 5e-2}, Case{PrecisionName::kAmpFp16, 2e-2},
+                                           Case{PrecisionName::kFp32, 1e-4, AttentionKernel::kSdpa},
+                                           Case{PrecisionName::kBf16, 5e-2, AttentionKernel::kSdpa},
+                                           Case{PrecisionName::kAmpBf16, 2e-2, AttentionKernel::kSdpa},
+                                           Case{PrecisionName::kAmpFp16, 2e-2, AttentionKernel::kSdpa}),
                          [](const ::testing::TestParamInfo<Case>& param_info) {
-                           std::string name = to_string(param_info.param.precision);
+                           std::string name = to_string(param_info.param.precision) + "_" + to_string(param_info.param.attention);
                            for (char& ch : name) ch = (ch == '-') ? '_' : ch;
                            return name;
                          });
 
 TEST(Trainer, RefusesPoliciesTheBackendCannotRun) {
-  TrainerOptions options = options_for(PrecisionName::kFp16, 1, 1, 1);
-  EXPECT_THROW(check_trainable(options, 1), UserError);
-  options.precision = PrecisionName::kTf32;
-  EXPECT_THROW(check_trainable(options, 1), UserError);
-  options.precision = PrecisionName::kAmpFp16;
+  TrainerOptions options = options_for(PrecisionName::kTf32, 1, 1, 1);
   EXPECT_THROW(check_trainable(options, 1), UserError);
   options.precision = PrecisionName::kBf16;
   EXPECT_NO_THROW(check_trainable(options, 1));
+  // fp16 on cpu: refused by LibTorch 1.x (no fp16 matrix product), accepted by 2.x.
+  for (PrecisionName fp16 : {PrecisionName::kFp16, PrecisionName::kAmpFp16}) {
+    options.precision = fp16;
+    if (torch1()) {
+      EXPECT_THROW(check_trainable(options, 1), UserError) << to_string(fp16);
+    } else {
+      EXPECT_NO_THROW(check_trainable(options, 1)) << to_string(fp16);
+    }
+  }
+}
+
+TEST(Trainer, AttentionKernelFollowsTheLibTorch) {
+  TrainerOptions options = options_for(PrecisionName::kFp32, 1, 1, 1, AttentionKernel::kSdpa);
+  if (torch1()) {
+    EXPECT_THROW(check_trainable(options, 1), UserError);  // no scaled_dot_product_attention before 2.0
+  } else {
+    EXPECT_NO_THROW(check_trainable(options, 1));
+  }
+  options.attention = AttentionKernel::kEager;
+  EXPECT_NO_THROW(check_trainable(options, 1));
+}
+
+// The fused kernel computes the same function as the eager form: same model, same data, same losses.
+TEST(Trainer, SdpaTrainsLikeEager) {
+  if (torch1()) GTEST_SKIP() << "LibTorch " << query_torch().version << " has no sdpa";
+  int rank = 0;
+  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+  if (rank != 0) return;
+  const std::vector<double> eager = train(options_for(PrecisionName::kFp32, 1, 1, 1, AttentionKernel::kEager), MPI_COMM_SELF);
+  const std::vector<double> sdpa = train(options_for(PrecisionName::kFp32, 1, 1, 1, AttentionKernel::kSdpa), MPI_COMM_SELF);
+  for (int step = 0; step < kSteps; ++step) EXPECT_NEAR(sdpa[step], eager[step], 1e-4) << "step " << step;
 }
 
 TEST(Trainer, RefusesIllegalLayouts) {

@@ -13,8 +13,11 @@
 #include <cstdio>
 #include <cstdlib>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "calibrate/tensor_memory.hpp"
+#include "calibrate/torch_info.hpp"
 #include "calibrate/trainer.hpp"
 #include "common/model_spec.hpp"
 #include "predict/memory_model.hpp"
@@ -27,7 +30,18 @@ TEST(MemoryCheck, MeasuredPeakMatchesTheMemoryModel) {
   MPI_Comm_size(MPI_COMM_WORLD, &world);
   MPI_Comm_rank(MPI_COMM_WORLD, &rank);
   const LlamaSpec model = load_llama_config(std::string(ITERTIME_SOURCE_DIR) + "/data/models/tiny-llama-gqa.json");
-  for (PrecisionName precision : {PrecisionName::kFp32, PrecisionName::kBf16, PrecisionName::kAmpBf16}) {
+  const bool torch2 = query_torch().version.rfind("1.", 0) != 0;  // sdpa and cpu fp16 products from 2.x on
+  std::vector<std::pair<PrecisionName, AttentionKernel>> cases = {{PrecisionName::kFp32, AttentionKernel::kEager},
+                                                                  {PrecisionName::kBf16, AttentionKernel::kEager},
+                                                                  {PrecisionName::kAmpBf16, AttentionKernel::kEager}};
+  if (torch2) {
+    cases.insert(cases.end(), {{PrecisionName::kFp16, AttentionKernel::kEager},
+                               {PrecisionName::kAmpFp16, AttentionKernel::kEager},
+                               {PrecisionName::kFp32, AttentionKernel::kSdpa},
+                               {PrecisionName::kBf16, AttentionKernel::kSdpa},
+                               {PrecisionName::kAmpBf16, AttentionKernel::kSdpa}});
+  }
+  for (const auto& [precision, attention] : cases) {
     for (int tp = 1; tp <= world; ++tp) {
       for (int pp = 1; pp <= world / tp; ++pp) {
         if (world % (tp * pp) != 0) continue;
@@ -36,6 +50,7 @@ TEST(MemoryCheck, MeasuredPeakMatchesTheMemoryModel) {
         options.model = model;
         options.config = ParallelConfig{dp, tp, pp, 2, 8 * dp, 64};
         options.precision = precision;
+        options.attention = attention;
         int64_t peak = 0;
         RankCoords coords{};
         {
@@ -46,17 +61,19 @@ TEST(MemoryCheck, MeasuredPeakMatchesTheMemoryModel) {
           peak = probe.peak_bytes();
         }
         const predict::MemoryBreakdown predicted =
-            predict::memory_per_gpu(model, options.config, precision_policy(precision), coords.pp_idx);
+            predict::memory_per_gpu(model, options.config, precision_policy(precision), coords.pp_idx, attention);
         const double ratio = static_cast<double>(peak) / static_cast<double>(predicted.total_bytes);
-        if (std::getenv("ITERTIME_VERBOSE")) std::printf("memory check rank %d %s %s stage %d: measured %lld B, model %lld B (weights %lld grads %lld opt %lld act %lld buffers %lld flat %lld ws %lld), ratio %.3f\n",
-                    rank, options.config.to_string().c_str(), to_string(precision).c_str(), coords.pp_idx,
+        if (std::getenv("ITERTIME_VERBOSE")) std::printf("memory check rank %d %s %s %s stage %d: measured %lld B, model %lld B (weights %lld grads %lld opt %lld act %lld buffers %lld flat %lld ws %lld), ratio %.3f\n",
+                    rank, options.config.to_string().c_str(), to_string(precision).c_str(), to_string(attention).c_str(), coords.pp_idx,
                     static_cast<long long>(peak), static_cast<long long>(predicted.total_bytes),
                     static_cast<long long>(predicted.weights_bytes), static_cast<long long>(predicted.gradients_bytes),
                     static_cast<long long>(predicted.optimizer_bytes), static_cast<long long>(predicted.activations_bytes),
                     static_cast<long long>(predicted.buffers_bytes), static_cast<long long>(predicted.dp_flat_buffer_bytes),
                     static_cast<long long>(predicted.optimizer_workspace_bytes), ratio);
-        EXPECT_GE(ratio, 0.95) << options.config.to_string() << " " << to_string(precision) << " stage " << coords.pp_idx;
-        EXPECT_LE(ratio, 1.30) << options.config.to_string() << " " << to_string(precision) << " stage " << coords.pp_idx;
+        const std::string what = options.config.to_string() + " " + to_string(precision) + " " + to_string(attention) +
+                                 " stage " + std::to_string(coords.pp_idx);
+        EXPECT_GE(ratio, 0.95) << what;
+        EXPECT_LE(ratio, 1.30) << what;
       }
     }
   }

@@ -7,6 +7,9 @@
 //    (phase, kind, dtype, bytes, count; in order) and the local parameter count.
 //  - A mismatch names every signature that is missing, extra or counted differently (set
 //    ITERTIME_PRINT_TRACE=1 to print the raw traced sequence of the failing case too).
+//  - The builder follows the dialect of the LibTorch the test runs on (predict::torch_dialect of its
+//    version): the same cases check the 1.13 sequences on Debian 12 and the 2.x ones on Debian 13.
+//    sdpa and fp16 cases skip on a LibTorch without them (1.x).
 //  - Every rank runs every case (tracing is local); nothing is written.
 #include <gtest/gtest.h>
 
@@ -19,6 +22,7 @@
 #include <vector>
 
 #include "calibrate/ops_calibration.hpp"
+#include "calibrate/torch_info.hpp"
 #include "common/model_spec.hpp"
 #include "predict/op_builder.hpp"
 
@@ -29,12 +33,15 @@ struct BuilderCase {
   const char* model;
   int tp, pp, stage, micro_batch, seq_len;
   PrecisionName precision;
+  AttentionKernel attention = AttentionKernel::kEager;
 };
+
+bool torch1() { return calibrate::query_torch().version.rfind("1.", 0) == 0; }
 
 std::string case_name(const BuilderCase& c) {
   return std::string(c.model) + "/tp" + std::to_string(c.tp) + "/pp" + std::to_string(c.pp) + "/s" +
          std::to_string(c.stage) + "/mbs" + std::to_string(c.micro_batch) + "/seq" + std::to_string(c.seq_len) + "/" +
-         to_string(c.precision);
+         to_string(c.precision) + "/" + to_string(c.attention);
 }
 
 LlamaSpec load(const char* model) {
@@ -89,10 +96,15 @@ class OpBuilder : public ::testing::TestWithParam<BuilderCase> {};
 
 TEST_P(OpBuilder, ReproducesTheTracedStage) {
   const BuilderCase& c = GetParam();
+  if (torch1() && (c.attention == AttentionKernel::kSdpa || precision_policy(c.precision).needs_fp16_matmul)) {
+    GTEST_SKIP() << "LibTorch " << calibrate::query_torch().version << " has no sdpa / no fp16 products on cpu";
+  }
   const LlamaSpec spec = load(c.model);
-  const calibrate::StageTraceInfo trace =
-      calibrate::trace_stage_info(spec, c.tp, c.pp, c.stage, c.micro_batch, c.seq_len, c.precision, Backend::kCpu);
-  const predict::BuiltStage built = predict::build_stage_ops(spec, c.tp, c.pp, c.stage, c.micro_batch, c.seq_len, c.precision);
+  const calibrate::StageTraceInfo trace = calibrate::trace_stage_info(spec, c.tp, c.pp, c.stage, c.micro_batch, c.seq_len,
+                                                                      c.precision, c.attention, Backend::kCpu);
+  const predict::StageRecipe recipe{c.attention, predict::torch_dialect(calibrate::query_torch().version)};
+  const predict::BuiltStage built =
+      predict::build_stage_ops(spec, c.tp, c.pp, c.stage, c.micro_batch, c.seq_len, c.precision, recipe);
   if (std::getenv("ITERTIME_PRINT_TRACE") != nullptr) {
     for (const auto& op : trace.ops) std::printf("T %-10s %s\n", op.phase.c_str(), op.signature.c_str());
     for (const auto& op : built.ops) std::printf("B %-10s %4lld %s\n", op.phase.c_str(), static_cast<long long>(op.count), op.signature.c_str());
@@ -162,6 +174,9 @@ std::string test_name(const ::testing::TestParamInfo<BuilderCase>& param) {
 constexpr PrecisionName kFp32 = PrecisionName::kFp32;
 constexpr PrecisionName kBf16 = PrecisionName::kBf16;
 constexpr PrecisionName kAmp = PrecisionName::kAmpBf16;
+constexpr PrecisionName kFp16 = PrecisionName::kFp16;
+constexpr PrecisionName kAmp16 = PrecisionName::kAmpFp16;
+constexpr AttentionKernel kSdpa = AttentionKernel::kSdpa;
 
 INSTANTIATE_TEST_SUITE_P(
     TinyLlamaGqa, OpBuilder,
@@ -177,6 +192,17 @@ INSTANTIATE_TEST_SUITE_P(
     OtherModels, OpBuilder,
     ::testing::Values(BuilderCase{"tiny-llama", 2, 1, 0, 1, 16, kAmp}, BuilderCase{"tiny-llama", 1, 2, 1, 2, 16, kBf16},
                       BuilderCase{"small-llama", 2, 2, 0, 1, 32, kAmp}),
+    test_name);
+
+// LibTorch 2.x: fp16 policies on cpu, and the fused attention kernel under every kind of policy.
+INSTANTIATE_TEST_SUITE_P(
+    Torch2, OpBuilder,
+    ::testing::Values(BuilderCase{"tiny-llama-gqa", 1, 1, 0, 1, 16, kFp16}, BuilderCase{"tiny-llama-gqa", 2, 2, 1, 1, 16, kAmp16},
+                      BuilderCase{"tiny-llama-gqa", 1, 1, 0, 1, 16, kFp32, kSdpa},
+                      BuilderCase{"tiny-llama-gqa", 2, 2, 0, 2, 16, kBf16, kSdpa},
+                      BuilderCase{"tiny-llama-gqa", 1, 2, 1, 1, 32, kAmp, kSdpa},
+                      BuilderCase{"tiny-llama-gqa", 4, 1, 0, 1, 16, kAmp16, kSdpa},
+                      BuilderCase{"tiny-llama", 2, 1, 0, 1, 16, kFp16, kSdpa}),
     test_name);
 
 }  // namespace

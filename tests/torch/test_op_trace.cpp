@@ -36,7 +36,7 @@ void print(const StageTraceInfo& trace) {
 }
 
 TEST(OpTrace, Fp32HasNoCastsAndOnlyFp32MatrixProducts) {
-  const StageTraceInfo trace = trace_stage_info(model(), 1, 1, 0, 1, 16, PrecisionName::kFp32, Backend::kCpu);
+  const StageTraceInfo trace = trace_stage_info(model(), 1, 1, 0, 1, 16, PrecisionName::kFp32, AttentionKernel::kEager, Backend::kCpu);
   print(trace);
   ASSERT_FALSE(trace.ops.empty());
   int matmuls = 0;
@@ -54,7 +54,7 @@ TEST(OpTrace, Fp32HasNoCastsAndOnlyFp32MatrixProducts) {
 }
 
 TEST(OpTrace, AmpBf16RunsMatrixProductsInBf16WithCastsAndFp32Islands) {
-  const StageTraceInfo trace = trace_stage_info(model(), 1, 1, 0, 1, 16, PrecisionName::kAmpBf16, Backend::kCpu);
+  const StageTraceInfo trace = trace_stage_info(model(), 1, 1, 0, 1, 16, PrecisionName::kAmpBf16, AttentionKernel::kEager, Backend::kCpu);
   print(trace);
   int bf16_linear = 0;
   int casts_to_bf16 = 0;
@@ -85,7 +85,7 @@ TEST(OpTrace, AmpBf16RunsMatrixProductsInBf16WithCastsAndFp32Islands) {
 }
 
 TEST(OpTrace, Bf16HasNoFp32MatrixProducts) {
-  const StageTraceInfo trace = trace_stage_info(model(), 1, 1, 0, 1, 16, PrecisionName::kBf16, Backend::kCpu);
+  const StageTraceInfo trace = trace_stage_info(model(), 1, 1, 0, 1, 16, PrecisionName::kBf16, AttentionKernel::kEager, Backend::kCpu);
   print(trace);
   for (const auto& op : trace.ops) {
     if (is_matmul(op)) {
@@ -96,8 +96,8 @@ TEST(OpTrace, Bf16HasNoFp32MatrixProducts) {
 
 TEST(OpTrace, TensorParallelShardsShapesAndRecordsAllReduces) {
   const LlamaSpec spec = model();
-  const StageTraceInfo full = trace_stage_info(spec, 1, 2, 1, 1, 16, PrecisionName::kFp32, Backend::kCpu);
-  const StageTraceInfo sharded = trace_stage_info(spec, 2, 2, 1, 1, 16, PrecisionName::kFp32, Backend::kCpu);
+  const StageTraceInfo full = trace_stage_info(spec, 1, 2, 1, 1, 16, PrecisionName::kFp32, AttentionKernel::kEager, Backend::kCpu);
+  const StageTraceInfo sharded = trace_stage_info(spec, 2, 2, 1, 1, 16, PrecisionName::kFp32, AttentionKernel::kEager, Backend::kCpu);
   int tp_forward = 0;
   int tp_backward = 0;
   for (const auto& comm : sharded.comms) {

@@ -148,11 +148,11 @@ const PolicyRow kExpected[] = {
     {"bf16", DType::kBFloat16, DType::kBFloat16, DType::kBFloat16, DType::kBFloat16, DType::kBFloat16, false, false,
      false, true, true},
     {"fp16", DType::kFloat16, DType::kFloat16, DType::kFloat16, DType::kFloat16, DType::kFloat16, false, false, true,
-     false, true},
+     true, true},
     {"amp-bf16", DType::kFloat32, DType::kBFloat16, DType::kFloat32, DType::kFloat32, DType::kFloat32, true, false,
      false, true, true},
     {"amp-fp16", DType::kFloat32, DType::kFloat16, DType::kFloat32, DType::kFloat32, DType::kFloat32, true, false, true,
-     false, true},
+     true, true},
 };
 
 TEST(Precision, PolicyTableMatchesDesign) {
@@ -169,8 +169,11 @@ TEST(Precision, PolicyTableMatchesDesign) {
     EXPECT_EQ(p.loss_scaling, row.loss_scaling);
     EXPECT_EQ(p.supports_cpu, row.cpu);
     EXPECT_EQ(p.supports_cuda, row.cuda);
-    EXPECT_EQ(p.supports(Backend::kCpu), row.cpu);
+    // fp16 matrix products on cpu: refused unless the LibTorch has them (2.x), accepted when it does.
+    EXPECT_EQ(p.supports(Backend::kCpu), row.cpu && !p.needs_fp16_matmul);
+    EXPECT_EQ(p.supports(Backend::kCpu, BackendCapabilities{true}), row.cpu);
     EXPECT_EQ(p.supports(Backend::kCuda), row.cuda);
+    EXPECT_EQ(p.needs_fp16_matmul, p.compute_dtype == DType::kFloat16);
   }
 }
 
@@ -184,7 +187,7 @@ TEST(Precision, AmpBf16Fields) {
   EXPECT_FALSE(p.loss_scaling);
 }
 
-TEST(Precision, CpuRefusesFp16Amp16AndTf32WithUserError) {
+TEST(Precision, CpuRefusesFp16Amp16WithoutFp16MatmulAndTf32Always) {
   for (const char* name : {"fp16", "amp-fp16", "tf32"}) {
     SCOPED_TRACE(name);
     const PrecisionPolicy& p = parse_precision(name);
@@ -195,10 +198,14 @@ TEST(Precision, CpuRefusesFp16Amp16AndTf32WithUserError) {
       const std::string message = error.what();
       EXPECT_NE(message.find(name), std::string::npos) << message;
       EXPECT_NE(message.find("cpu"), std::string::npos) << message;
-      EXPECT_NE(message.find("cuda only"), std::string::npos) << message;
+      const bool tf32 = std::string(name) == "tf32";
+      EXPECT_NE(message.find(tf32 ? "cuda only" : "no fp16 matrix product"), std::string::npos) << message;
     }
     EXPECT_NO_THROW(require_supported(p, Backend::kCuda));
   }
+  EXPECT_NO_THROW(require_supported(parse_precision("fp16"), Backend::kCpu, BackendCapabilities{true}));
+  EXPECT_NO_THROW(require_supported(parse_precision("amp-fp16"), Backend::kCpu, BackendCapabilities{true}));
+  EXPECT_THROW(require_supported(parse_precision("tf32"), Backend::kCpu, BackendCapabilities{true}), UserError);
 }
 
 TEST(Precision, CpuAcceptsBf16AmpBf16Fp32) {
