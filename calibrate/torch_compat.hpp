@@ -7,10 +7,16 @@
 //    the autocast cache when it leaves the outermost autocast region (as torch.autocast does).
 #pragma once
 
+#include <ATen/Context.h>
 #include <ATen/autocast_mode.h>
 #include <c10/core/Allocator.h>
 #include <torch/torch.h>
 #include <torch/version.h>
+
+#include <string>
+#include <type_traits>
+#include <utility>
+#include <vector>
 
 // True when the LibTorch compiled against is at least major.minor (2.4 <= 2.6 <= 3.0).
 #define ITERTIME_TORCH_AT_LEAST(major, minor) \
@@ -82,6 +88,35 @@ inline BackendCapabilities backend_capabilities() { return BackendCapabilities{c
 
 // scaled_dot_product_attention exists from LibTorch 2.0 on.
 inline constexpr bool kHasSdpa = ITERTIME_TORCH_AT_LEAST(2, 0);
+
+namespace detail {
+// at::Context::userEnabledCuDNNSDP() appeared within 2.x: detected as a member, not guessed by release.
+template <typename Context, typename = void>
+struct HasCuDnnSdp : std::false_type {};
+template <typename Context>
+struct HasCuDnnSdp<Context, std::void_t<decltype(std::declval<const Context&>().userEnabledCuDNNSDP())>>
+    : std::true_type {};
+}  // namespace detail
+
+// The attention kernels a job can name ("eager"; "sdpa" from 2.0 on) and, for a CUDA LibTorch, the SDPA
+// CUDA kernels enabled in at::globalContext() ("sdpa:flash", "sdpa:mem-efficient", "sdpa:math",
+// "sdpa:cudnn").
+inline std::vector<std::string> attention_backends([[maybe_unused]] bool cuda_build) {
+  std::vector<std::string> backends{"eager"};
+#if ITERTIME_TORCH_AT_LEAST(2, 0)
+  backends.emplace_back("sdpa");
+  if (cuda_build) {
+    const at::Context& context = at::globalContext();
+    if (context.userEnabledFlashSDP()) backends.emplace_back("sdpa:flash");
+    if (context.userEnabledMemEfficientSDP()) backends.emplace_back("sdpa:mem-efficient");
+    if (context.userEnabledMathSDP()) backends.emplace_back("sdpa:math");
+    if constexpr (detail::HasCuDnnSdp<at::Context>::value) {
+      if (context.userEnabledCuDNNSDP()) backends.emplace_back("sdpa:cudnn");
+    }
+  }
+#endif
+  return backends;
+}
 
 // The attention kernel a job asked for, made concrete for this LibTorch: auto is sdpa where it exists,
 // else eager; sdpa on a LibTorch without it is a UserError.

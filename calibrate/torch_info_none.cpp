@@ -4,7 +4,13 @@
 
 namespace itertime::calibrate {
 
-TorchInfo query_torch() { return TorchInfo{}; }
+TorchInfo query_torch() {
+  TorchInfo info;
+  info.version = "none";
+  info.cuda_version = "none";
+  info.attention_backends = {"none"};
+  return info;
+}
 void set_compute_threads(int) {}
 
 }  // namespace itertime::calibrate

@@ -42,8 +42,21 @@ if(NOT ITERTIME_WITH_CUDA STREQUAL "OFF")
 endif()
 
 # ---- LibTorch --------------------------------------------------------------------------------
+# Any LibTorch with a TorchConfig.cmake: Debian's libtorch-dev (CMake's default search finds it) or the
+# one -DTorch_DIR=<folder holding TorchConfig.cmake> names (launcher/scripts/build.sh --torch sets it for
+# a pip/conda PyTorch or an unpacked LibTorch archive; docs/build.md). TorchConfig.cmake puts
+# TORCH_CXX_FLAGS (-D_GLIBCXX_USE_CXX11_ABI=0|1) on the `torch` target in ${TORCH_LIBRARIES} as
+# INTERFACE_COMPILE_OPTIONS, so targets linking ${TORCH_LIBRARIES} compile with LibTorch's libstdc++ ABI.
+# Only the C++11 ABI (=1) can work: the rest of itertime and the Debian C++ libraries it links (HDF5,
+# Boost, fmt) use it and pass std::string across the calibrate boundary.
 set(ITERTIME_HAVE_TORCH OFF)
 if(ITERTIME_WITH_TORCH)
   find_package(Torch REQUIRED)
+  if(TORCH_CXX_FLAGS MATCHES "_GLIBCXX_USE_CXX11_ABI=0")
+    message(FATAL_ERROR "LibTorch ${Torch_VERSION} at ${Torch_DIR} is built with the pre-C++11 libstdc++ ABI "
+                        "(TORCH_CXX_FLAGS: ${TORCH_CXX_FLAGS}); itertime and its Debian libraries use the C++11 ABI. "
+                        "Use a C++11-ABI LibTorch: pip torch >= 2.7, or the cxx11-abi LibTorch archive.")
+  endif()
+  message(STATUS "LibTorch ${Torch_VERSION}: ${Torch_DIR} (TORCH_CXX_FLAGS: ${TORCH_CXX_FLAGS})")
   set(ITERTIME_HAVE_TORCH ON)
 endif()

@@ -6,6 +6,7 @@
 #include <cstdio>
 #include <fstream>
 #include <string>
+#include <vector>
 
 #include "calibrate/torch_info.hpp"
 #include "common/build_info.hpp"
@@ -28,6 +29,12 @@ std::string cpu_model() {
   return "unknown";
 }
 
+std::string joined(const std::vector<std::string>& items) {
+  std::string out;
+  for (std::size_t i = 0; i < items.size(); ++i) out += (i ? ", " : "") + items[i];
+  return out;
+}
+
 }  // namespace
 
 void register_info(CLI::App& app, std::vector<std::pair<CLI::App*, Action>>& actions) {
@@ -46,12 +53,18 @@ void register_info(CLI::App& app, std::vector<std::pair<CLI::App*, Action>>& act
     std::printf("  CUDA               %s\n", build.with_cuda ? ("yes, runtime " + cuda.runtime_version).c_str() : "no");
     std::printf("  NCCL               %s\n", build.with_nccl ? cuda.nccl_version.c_str() : "no");
     std::printf("  LibTorch           %s\n", torch.compiled ? torch.version.c_str() : "no");
+    if (torch.compiled) {
+      std::printf("  LibTorch CUDA      %s\n",
+                  torch.cuda_version == "none" ? "none (CPU-only LibTorch)" : torch.cuda_version.c_str());
+    }
     std::printf("  HDF5               %s\n", build.hdf5_version.c_str());
     std::printf("  MPI                %s\n", MpiSession::library_version().c_str());
     std::printf("\ndevices\n");
     std::printf("  CPU                %s, %ld cores online\n", cpu_model().c_str(), sysconf(_SC_NPROCESSORS_ONLN));
     if (torch.compiled) {
       std::printf("  LibTorch threads   %d per rank\n", torch.intra_op_threads);
+      std::printf("  CPU fp16 matmul    %s\n", torch.cpu_fp16_matmul ? "yes" : "no (torch::mm of two kFloat16 CPU tensors throws)");
+      std::printf("  attention          %s\n", joined(torch.attention_backends).c_str());
       if (torch.blas_threads > 0) {
         std::printf("  OpenBLAS threads   %d per rank at start; calibrations set it to the job's compute_threads\n", torch.blas_threads);
       }

@@ -92,6 +92,31 @@ TEST(MemoryModel, Llama8bAmpBf16Activations) {
   EXPECT_EQ(a.per_micro_batch_bytes, 16'225'830'408);
 }
 
+TEST(MemoryModel, Llama8bAmpBf16SdpaKeepsNoScores) {
+  // amp-bf16, b=1, s=4096 (where the scores dominate), 32 heads: sdpa keeps q, k, v, its output and an
+  // fp32 log-sum-exp instead of the fp32 softmax output, its bf16 copy and the causal mask.
+  //   eager sharded = 4*2*s*4096 + 4*32*s*s + 2*32*s*s + 4*2*s*14336
+  //                 = 134,217,728 + 2,147,483,648 + 1,073,741,824 + 469,762,048 = 3,825,205,248
+  //   sdpa sharded  = 4*2*s*4096 + 4*32*s + 4*2*s*14336
+  //                 = 134,217,728 + 524,288 + 469,762,048                       = 604,504,064
+  //   eager fixed   = s*s + 4*s*128*2 = 16,777,216 + 4,194,304 = 20,971,520; sdpa fixed = 4,194,304
+  const ParallelConfig c = config(1, 1, 1, 1, 1, 4096);
+  const ActivationBreakdown eager = activation_memory(llama8b(), c, amp_bf16(), 0, AttentionKernel::kEager);
+  const ActivationBreakdown sdpa = activation_memory(llama8b(), c, amp_bf16(), 0, AttentionKernel::kSdpa);
+  EXPECT_EQ(eager.layer_sharded_bytes, 3'825'205'248);
+  EXPECT_EQ(eager.layer_scores_bytes, 3'221'225'472);
+  EXPECT_EQ(sdpa.layer_sharded_bytes, 604'504'064);
+  EXPECT_EQ(sdpa.layer_scores_bytes, 524'288);
+  EXPECT_EQ(eager.layer_fixed_bytes, 20'971'520);
+  EXPECT_EQ(sdpa.layer_fixed_bytes, 4'194'304);
+  EXPECT_EQ(sdpa.layer_hidden_bytes, eager.layer_hidden_bytes);
+  EXPECT_EQ(sdpa.head_bytes, eager.head_bytes);
+  // Nothing else changes: the difference is exactly the per-layer scores and mask.
+  EXPECT_EQ(eager.per_micro_batch_bytes - sdpa.per_micro_batch_bytes,
+            32 * (3'825'205'248 - 604'504'064 + 20'971'520 - 4'194'304));
+  EXPECT_THROW(activation_memory(llama8b(), c, amp_bf16(), 0, AttentionKernel::kAuto), UserError);
+}
+
 TEST(MemoryModel, Llama8bTp2Pp2AmpBf16Persistent) {
   // One layer on one TP rank of 2: q 4096*2048 = 8,388,608; k+v 2*4096*512 = 4,194,304;
   // o 8,388,608; gate+up+down 3*4096*7168 = 88,080,384; norms 8,192 => 109,060,096.

@@ -139,6 +139,41 @@ TEST(OpBuilder, RefusesLayoutsTheModelDoesNotAdmit) {
   EXPECT_THROW(build_stage_ops(spec, 1, 8, 0, 1, 16, PrecisionName::kFp32), UserError);
 }
 
+TEST(OpBuilder, DialectFollowsTheLibTorchVersion) {
+  EXPECT_EQ(torch_dialect(""), TorchDialect::kTorch1);  // files from before the version was stored
+  EXPECT_EQ(torch_dialect("1.13.0"), TorchDialect::kTorch1);
+  EXPECT_EQ(torch_dialect("2.6.0"), TorchDialect::kTorch2);
+  EXPECT_EQ(torch_dialect("2.9.1+cu130"), TorchDialect::kTorch2);
+  EXPECT_THROW(torch_dialect("3.0.0"), UserError);
+  const LlamaSpec spec = load("tiny-llama-gqa");
+  // sdpa needs 2.x; auto is not a kernel.
+  EXPECT_THROW(build_stage_ops(spec, 1, 1, 0, 1, 16, PrecisionName::kFp32, {AttentionKernel::kSdpa, TorchDialect::kTorch1}),
+               UserError);
+  EXPECT_THROW(build_stage_ops(spec, 1, 1, 0, 1, 16, PrecisionName::kFp32, {AttentionKernel::kAuto, TorchDialect::kTorch2}),
+               UserError);
+}
+
+// The fused kernel replaces the score computation and its backward, and nothing else.
+TEST(OpBuilder, SdpaReplacesTheScoreChain) {
+  const LlamaSpec spec = load("tiny-llama-gqa");
+  const BuiltStage eager = build_stage_ops(spec, 1, 1, 0, 1, 16, PrecisionName::kFp32, {AttentionKernel::kEager, TorchDialect::kTorch2});
+  const BuiltStage sdpa = build_stage_ops(spec, 1, 1, 0, 1, 16, PrecisionName::kFp32, {AttentionKernel::kSdpa, TorchDialect::kTorch2});
+  auto calls = [](const BuiltStage& stage, const std::string& name) {
+    int64_t n = 0;
+    for (const BuiltOp& op : stage.ops) n += op.name == name ? op.count : 0;
+    return n;
+  };
+  const int64_t layers = spec.num_layers;
+  EXPECT_EQ(calls(sdpa, "aten::scaled_dot_product_attention"), layers);
+  EXPECT_EQ(calls(sdpa, "aten::_scaled_dot_product_flash_attention_for_cpu_backward"), layers);
+  EXPECT_EQ(calls(sdpa, "aten::softmax"), 0);
+  EXPECT_EQ(calls(eager, "aten::softmax"), layers);
+  EXPECT_EQ(calls(sdpa, "aten::bmm"), 0);
+  EXPECT_EQ(calls(eager, "aten::bmm"), 4 * layers);
+  EXPECT_EQ(calls(sdpa, "aten::mm"), calls(eager, "aten::mm"));  // the projections are untouched
+  EXPECT_EQ(sdpa.local_params, eager.local_params);
+}
+
 // A fitted model with no stage trace: one profiled signature, one regression per (name, dtypes).
 TEST(OpBuilder, PredictorBuildsStagesNeverTraced) {
   const LlamaSpec spec = load("tiny-llama-gqa");

@@ -240,11 +240,28 @@ TEST(Job, ShippedLocalCpuJob) {
   EXPECT_EQ(job.warmup_iters, 2);
   EXPECT_EQ(job.timed_iters, 5);
   EXPECT_EQ(job.comm.max_bytes, "1M");
-  // 10 layouts of 1, 2 and 4 ranks x 3 precisions.
-  ASSERT_EQ(job.configs.size(), 30u);
+  EXPECT_EQ(job.attention, AttentionKernel::kAuto);  // sdpa where the LibTorch has it
+  // 10 layouts of 1, 2 and 4 ranks x 5 precisions (the fp16 ones skipped where the LibTorch lacks them).
+  ASSERT_EQ(job.configs.size(), 50u);
   EXPECT_EQ(job.max_world_size(), 4);
   EXPECT_EQ(job.configs.front().key(job.model.name), "tiny-llama-gqa/dp1-tp1-pp1/mbs1/gbs8/seq64/fp32");
-  EXPECT_EQ(job.configs.back().key(job.model.name), "tiny-llama-gqa/dp1-tp1-pp4/mbs1/gbs8/seq64/amp-bf16");
+  EXPECT_EQ(job.configs.back().key(job.model.name), "tiny-llama-gqa/dp1-tp1-pp4/mbs1/gbs8/seq64/amp-fp16");
+}
+
+TEST(Job, AttentionKernel) {
+  JobFolder folder;
+  const std::string configs = R"("configs": [{"dp": 1, "tp": 1, "pp": 1, "micro_batch": 1, "global_batch": 1, "seq_len": 8}])";
+  EXPECT_EQ(folder.parse(R"({"model": "models/tiny.json", )" + configs + "}").attention, AttentionKernel::kAuto);
+  EXPECT_EQ(folder.parse(R"({"model": "models/tiny.json", "attention": "eager", )" + configs + "}").attention,
+            AttentionKernel::kEager);
+  EXPECT_EQ(folder.parse(R"({"model": "models/tiny.json", "attention": "sdpa", )" + configs + "}").attention,
+            AttentionKernel::kSdpa);
+  const std::string message =
+      user_error_of([&] { folder.parse(R"({"model": "models/tiny.json", "attention": "flash", )" + configs + "}"); });
+  EXPECT_TRUE(contains(message, "'attention'")) << message;
+  EXPECT_TRUE(contains(message, "'flash'")) << message;
+  EXPECT_TRUE(contains(message, "eager, sdpa, auto")) << message;
+  EXPECT_TRUE(contains(message, folder.dir.file("job.json"))) << message;
 }
 
 TEST(Job, ShippedReducedCpuJob) {
