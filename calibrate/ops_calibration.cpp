@@ -59,7 +59,7 @@ StageTrace trace_stage(const LlamaSpec& model, int tp, int pp, int stage_index, 
     parameters.push_back(p);
     local_params += p.numel();
   }
-  torch::optim::AdamW optimizer(stage->parameters(), torch::optim::AdamWOptions(1e-3).weight_decay(0.01));
+  torch::optim::AdamW optimizer(stage->parameters(), torch::optim::AdamWOptions(1e-3).weight_decay(0.01).eps(adamw_eps(policy)));
 
   const auto activation_options = torch::TensorOptions().dtype(to_torch(policy.activation_dtype)).device(device);
   const auto token_options = torch::TensorOptions().dtype(torch::kInt64).device(device);

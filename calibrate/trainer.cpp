@@ -230,9 +230,11 @@ struct Trainer::Impl {
   void all_reduce_gradients() {
     const auto start = Clock::now();
     if (options.config.dp > 1) {
+      // Divided before the sum, as Megatron-LM scales gradients by 1/dp before its collective: the sum of
+      // dp loss-scaled fp16 gradients would overflow where one rank's does not.
       torch::Tensor flat = flatten_gradients(parameters);
-      all_reduce_tensor(*dp_comm, flat, options.backend == Backend::kCuda);
       flat.div_(static_cast<double>(options.config.dp));
+      all_reduce_tensor(*dp_comm, flat, options.backend == Backend::kCuda);
       unflatten_gradients(flat, parameters);
     }
     phases.dp_comm_us += since_us(start);
@@ -284,8 +286,8 @@ Trainer::Trainer(const TrainerOptions& options, MPI_Comm job_comm) : impl_(std::
   s.stage->to(s.device, to_torch(s.policy->param_dtype));
   for (auto& p : s.stage->parameters()) s.parameters.push_back(p);
   s.optimizer = std::make_unique<torch::optim::AdamW>(
-      s.stage->parameters(), torch::optim::AdamWOptions(options.learning_rate).weight_decay(0.01));
-  if (s.policy->loss_scaling) s.loss_scale = 65536.0;
+      s.stage->parameters(), torch::optim::AdamWOptions(options.learning_rate).weight_decay(0.01).eps(adamw_eps(*s.policy)));
+  if (s.policy->loss_scaling) s.loss_scale = options.initial_loss_scale;
 }
 
 Trainer::~Trainer() = default;

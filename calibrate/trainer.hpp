@@ -5,7 +5,7 @@
 //    common/parallel_config.hpp (TP fastest, then DP, then PP).
 //  - One step = m = gbs/(dp*mbs) micro-batches through the 1F1B schedule (warm-up forwards,
 //    steady one-forward-one-backward, cool-down backwards) with blocking P2P of activations and their
-//    gradients; then the DP all-reduce (sum, then divided by dp) of all gradients in one flat buffer in
+//    gradients; then the DP all-reduce (divided by dp, then summed) of all gradients in one flat buffer in
 //    the gradient dtype; then the AdamW step. Loss per micro-batch is divided by m, so the gradient is
 //    the mean over the global batch, whatever the layout.
 //  - The data are synthetic tokens that depend only on (seed, step, sample index in the global batch,
@@ -39,6 +39,9 @@ struct TrainerOptions {
   uint64_t seed = 1234;
   double learning_rate = 1e-3;
   int compute_threads = 1;  // LibTorch intra-op threads per rank (CPU)
+  // Dynamic loss scaling (fp16 policies): the scale the first step starts from (PyTorch's GradScaler
+  // default). The scale per micro-batch is this / m, so where one layout overflows another may not.
+  double initial_loss_scale = 65536.0;
 };
 
 // Per-rank time of one step, in microseconds. forward_us / backward_us exclude the TP all-reduces

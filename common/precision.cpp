@@ -36,6 +36,8 @@ std::string to_string(PrecisionName name) {
   throw InternalError("unknown PrecisionName", __FILE__, __LINE__);
 }
 
+double adamw_eps(const PrecisionPolicy& policy) { return policy.optimizer_dtype == DType::kFloat16 ? 1e-4 : 1e-8; }
+
 const std::vector<PrecisionName>& all_precisions() {
   static const std::vector<PrecisionName> kAll = {PrecisionName::kFp32, PrecisionName::kTf32,
                                                   PrecisionName::kBf16, PrecisionName::kFp16,

@@ -41,6 +41,13 @@ struct PrecisionPolicy {
   }
 };
 
+// AdamW's epsilon under `policy`: LibTorch's default 1e-8, except where the optimizer state is fp16.
+// There 1e-8 rounds to zero and the second moment (1 - beta2) * g^2 of any gradient below ~8e-3
+// underflows, so the first update divides by zero (inf, or NaN where g = 0) and the model is lost after
+// one step (measured: tests/torch/test_layout_equivalence.cpp's fp16 case). 1e-4, the usual advice for
+// half-precision Adam, bounds the update by lr * |m| / 1e-4 instead.
+double adamw_eps(const PrecisionPolicy& policy);
+
 std::string to_string(PrecisionName name);
 const PrecisionPolicy& precision_policy(PrecisionName name);
 // Throws UserError naming the text and the known policies.

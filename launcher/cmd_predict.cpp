@@ -54,7 +54,9 @@ int run_predict(const PredictArgs& a) {
   if (a.json) {
     nlohmann::json out = {{"model", spec.name}, {"dp", a.dp}, {"tp", a.tp}, {"pp", a.pp}, {"micro_batch", a.micro_batch},
                           {"global_batch", a.global_batch}, {"seq_len", a.seq_len}, {"precision", a.precision},
-                          {"precision_blind", a.blind}, {"iteration_us", p.total_us}, {"raw_iteration_us", p.raw_total_us},
+                          {"precision_blind", a.blind}, {"attention", model.attention},
+                          {"libtorch_version", model.libtorch_version.empty() ? "1.13 (not recorded)" : model.libtorch_version},
+                          {"iteration_us", p.total_us}, {"raw_iteration_us", p.raw_total_us},
                           {"calibration_factor", p.calibration_factor}, {"op_overhead_us", p.op_overhead_us}, {"op_calls", p.op_calls},
                           {"breakdown_us", {{"compute", p.compute_us}, {"tp_comm", p.tp_comm_us}, {"pp_comm", p.pp_comm_us},
                                             {"bubble", p.bubble_us}, {"dp_comm", p.dp_comm_us}, {"optimizer", p.optimizer_us}}},
@@ -69,6 +71,8 @@ int run_predict(const PredictArgs& a) {
   }
   std::printf("itertime predict: %s %s %s%s on %s\n", spec.name.c_str(), config.to_string().c_str(), a.precision.c_str(),
               a.blind ? " (precision-blind)" : "", a.source.c_str());
+  std::printf("  calibrated with    %s attention, LibTorch %s\n", model.attention.c_str(),
+              model.libtorch_version.empty() ? "1.13 (not recorded)" : model.libtorch_version.c_str());
   std::printf("  iteration          %12.1f us", p.total_us);
   if (p.op_overhead_us != 0.0 || p.calibration_factor != 1.0) {
     std::printf("  (operators alone %.1f us; + %.1f us x %lld operator calls, x %.3f, fitted on ground truth)", p.raw_total_us,

@@ -1,13 +1,16 @@
-// op_builder.cpp: see op_builder.hpp. The stage is emitted call by call in the order LibTorch 1.13's CPU
-// autograd engine runs it for calibrate/llama_model.cpp (learned from traces), then aggregated.
+// op_builder.cpp: see op_builder.hpp. The stage is emitted call by call in the order the CPU autograd
+// engine of LibTorch 1.13 or 2.x (StageRecipe::dialect) runs it for calibrate/llama_model.cpp with the
+// recipe's attention kernel (learned from traces; docs/method.md lists where the dialects differ), then
+// aggregated.
 // Invariants:
 //  - Spec / Arg mirror calibrate/op_tracer.hpp's TensorSpec / ArgSpec; text() is the same format, and
 //    flops() / bytes() call common/op_cost.hpp as the tracer does, so an equal signature implies equal
 //    flops and bytes.
 //  - Tensor strides follow ATen: views keep their strides, reshape is a view when ATen's computeStride
 //    allows it (else a contiguous copy), element-wise results follow their first input's layout.
-//  - Backward gradient accumulation ("add" into an input buffer) is emitted when a tensor's second and
-//    later gradient contributions arrive, in the engine's order (most recently created node first).
+//  - Backward gradient accumulation ("add" into an input buffer; "add_" in 2.x when the buffer holds a
+//    fresh tensor, see GradBuffer) is emitted when a tensor's second and later gradient contributions
+//    arrive, in the engine's order (most recently created node first).
 #include "predict/op_builder.hpp"
 
 #include <algorithm>
@@ -778,31 +781,31 @@ BuiltStage build_stage_ops(const LlamaSpec& model, int tp, int pp, int stage, in
            {A(gctx), A(sdpa_inputs[0]), A(sdpa_inputs[1]), A(sdpa_inputs[2]), A(out), A(logsumexp), D(0.0), B(true), N(), N()}, m);
       qgrad = kgrad = vgrad = out;  // the kernel writes its gradients laid out like its output
     } else {
-    const Spec g3 = e.reshape(gctx, {b * nh, s, hd});
-    const Spec probs3 = e.transpose(T(m, {b * nh, s, s}), 1, 2);
-    const Spec vgrad3 = e.bmm(probs3, g3);
-    const Spec v4 = gqa ? T(m, {b, nh, s, hd}) : T(m, {b, nh, s, hd}, ks_strides);
-    const Spec v3 = e.transpose(reshaped(v4, {b * nh, s, hd}), 1, 2);
-    e.bmm(g3, v3);
-    vgrad = e.reshape(vgrad3, {b, nh, s, hd});
-    e.reshape(T(m, {b * nh, s, s}), {b, nh, s, s});
-    Spec gp = T(m, {b, nh, s, s});
-    if (m != f32) gp = e.to_layout(gp, f32);
-    e.op("aten::_softmax_backward_data", {A(T(f32, {b, nh, s, s})), A(T(f32, {b, nh, s, s})), I(-1), ST(f32)}, f32);
-    if (m != f32) e.to_layout(T(f32, {b, nh, s, s}), m);
-    const Spec gs = T(m, {b, nh, s, s});
-    e.op("aten::masked_fill.Scalar", {A(gs), A(T(DType::kBool, {s, s})), I(0)}, m);
-    if (!torch2) e.op("aten::lift_fresh", {A(scalar(f64))}, f64);
-    e.op("aten::div.Tensor", {A(gs), A(scalar(f64))}, m);
-    const Spec gs3 = e.reshape(gs, {b * nh, s, s});
-    const Spec q3 = e.transpose(reshaped(qt, {b * nh, s, hd}), 1, 2);
-    const Spec ktgrad3 = e.bmm(q3, gs3);
-    const Spec k4 = gqa ? T(m, {b, nh, s, hd}) : qt;  // k after rotary (or repeat), as used
-    const Spec kt3 = e.transpose(reshaped(transposed(k4, 2, 3), {b * nh, hd, s}), 1, 2);
-    const Spec qgrad3 = e.bmm(gs3, kt3);
-    const Spec ktgrad = e.reshape(ktgrad3, {b, nh, hd, s});
-    qgrad = e.reshape(qgrad3, {b, nh, s, hd});
-    kgrad = e.transpose(ktgrad, 2, 3);
+      const Spec g3 = e.reshape(gctx, {b * nh, s, hd});
+      const Spec probs3 = e.transpose(T(m, {b * nh, s, s}), 1, 2);
+      const Spec vgrad3 = e.bmm(probs3, g3);
+      const Spec v4 = gqa ? T(m, {b, nh, s, hd}) : T(m, {b, nh, s, hd}, ks_strides);
+      const Spec v3 = e.transpose(reshaped(v4, {b * nh, s, hd}), 1, 2);
+      e.bmm(g3, v3);
+      vgrad = e.reshape(vgrad3, {b, nh, s, hd});
+      e.reshape(T(m, {b * nh, s, s}), {b, nh, s, s});
+      Spec gp = T(m, {b, nh, s, s});
+      if (m != f32) gp = e.to_layout(gp, f32);
+      e.op("aten::_softmax_backward_data", {A(T(f32, {b, nh, s, s})), A(T(f32, {b, nh, s, s})), I(-1), ST(f32)}, f32);
+      if (m != f32) e.to_layout(T(f32, {b, nh, s, s}), m);
+      const Spec gs = T(m, {b, nh, s, s});
+      e.op("aten::masked_fill.Scalar", {A(gs), A(T(DType::kBool, {s, s})), I(0)}, m);
+      if (!torch2) e.op("aten::lift_fresh", {A(scalar(f64))}, f64);
+      e.op("aten::div.Tensor", {A(gs), A(scalar(f64))}, m);
+      const Spec gs3 = e.reshape(gs, {b * nh, s, s});
+      const Spec q3 = e.transpose(reshaped(qt, {b * nh, s, hd}), 1, 2);
+      const Spec ktgrad3 = e.bmm(q3, gs3);
+      const Spec k4 = gqa ? T(m, {b, nh, s, hd}) : qt;  // k after rotary (or repeat), as used
+      const Spec kt3 = e.transpose(reshaped(transposed(k4, 2, 3), {b * nh, hd, s}), 1, 2);
+      const Spec qgrad3 = e.bmm(gs3, kt3);
+      const Spec ktgrad = e.reshape(ktgrad3, {b, nh, hd, s});
+      qgrad = e.reshape(qgrad3, {b, nh, s, hd});
+      kgrad = e.transpose(ktgrad, 2, 3);
     }
     Spec vg = vgrad;
     if (gqa) {

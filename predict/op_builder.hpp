@@ -1,5 +1,5 @@
-// op_builder.hpp: the operator sequence of one pipeline stage, built from the model and the precision
-// policy alone (no LibTorch), as calibrate/op_tracer.hpp would record it for calibrate/llama_model.cpp
+// op_builder.hpp: the operator sequence of one pipeline stage, built from the model, the precision
+// policy and the recipe (attention kernel, LibTorch dialect) alone (no LibTorch), as calibrate/op_tracer.hpp would record it for calibrate/llama_model.cpp
 // trained by calibrate/ops_calibration.cpp's trace_stage: the forward of one micro-batch under the
 // policy's autocast (and the last stage's loss * 0.25), its backward, the DP gradient-buffer phase
 // (flatten, div_, unflatten) and one AdamW step, plus the communication operations trace_stage appends.

@@ -38,6 +38,10 @@ jq -e '.iteration_us > 0' "$WORK/p1.json" >/dev/null
 test "$(jq '.iteration_us' "$WORK/p1.json")" = "$(jq '.iteration_us' "$WORK/p2.json")"
 jq -e '[.breakdown_us[]] | all(. >= 0)' "$WORK/p1.json" >/dev/null
 jq -e '.extrapolated_fraction >= 0 and .extrapolated_fraction <= 1 and .peak_memory_bytes > 0' "$WORK/p1.json" >/dev/null
+# The recipe the calibration ran with survives the saved model: its attention kernel, and this build's LibTorch.
+jq -e '.attention == "eager" or .attention == "sdpa"' "$WORK/p1.json" >/dev/null
+test "$(jq -r '.attention + " " + .libtorch_version' "$WORK/p1.json")" = "$(jq -r '.attention + " " + .libtorch_version' "$WORK/p2.json")"
+test "$(jq -r '.libtorch_version' "$WORK/p1.json")" = "$("$ITERTIME" info | awk '$1 == "LibTorch" && NF == 2 { print $2 }')"
 # A configuration never traced (seq 48) is built from the model and flagged as extrapolated.
 "$ITERTIME" predict "$WORK/model.itm" --model "$MODEL" --tp 2 --gbs 4 --seq 48 --precision amp-bf16 | tee "$WORK/p3.txt"
 grep -q "built from the model" "$WORK/p3.txt"

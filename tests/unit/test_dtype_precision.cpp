@@ -7,6 +7,7 @@
 
 #include "common/dtype.hpp"
 #include "common/errors.hpp"
+#include "common/half.hpp"
 #include "common/precision.hpp"
 
 namespace itertime {
@@ -222,6 +223,28 @@ TEST(Precision, Fp16RefusalSuggestsACpuAlternative) {
     FAIL() << "amp-fp16 accepted on cpu";
   } catch (const UserError& error) {
     EXPECT_NE(std::string(error.what()).find("amp-bf16"), std::string::npos) << error.what();
+  }
+}
+
+}  // namespace
+}  // namespace itertime
+
+namespace itertime {
+namespace {
+
+TEST(Precision, AdamWEpsilonSurvivesTheOptimizerDtype) {
+  for (PrecisionName name : all_precisions()) {
+    const PrecisionPolicy& p = precision_policy(name);
+    const double eps = adamw_eps(p);
+    SCOPED_TRACE(to_string(name));
+    // Nonzero once stored in the optimizer dtype (fp16: 1e-8 rounds to zero, which is the NaN).
+    if (p.optimizer_dtype == DType::kFloat16) {
+      EXPECT_EQ(float_to_fp16(1e-8f), 0) << "the reason for the exception";
+      EXPECT_NE(float_to_fp16(static_cast<float>(eps)), 0);
+      EXPECT_LE(eps, 1e-4);
+    } else {
+      EXPECT_EQ(eps, 1e-8);  // LibTorch's default where it is representable
+    }
   }
 }
 
