@@ -709,9 +709,9 @@ BuiltStage build_stage_ops(const LlamaSpec& model, int tp, int pp, int stage, in
     const Spec second = e.narrow(rotated, 3, 0, hd / 2);
     const Spec first = e.narrow(rotated, 3, hd / 2, hd / 2);
     // The buffer (x * cos's gradient) is fresh: 2.x adds the slice gradients into it in place.
-    const auto add_into = [&](const Spec& held, const Spec& grad) {
-      if (!torch2) return e.add(held, grad);
-      e.op("aten::add_.Tensor", {A(held), A(grad), I(1)}, held.dtype);
+    const auto add_into = [&](const Spec& held, const Spec& slice_grad) {
+      if (!torch2) return e.add(held, slice_grad);
+      e.op("aten::add_.Tensor", {A(held), A(slice_grad), I(1)}, held.dtype);
       return held;
     };
     e.op("aten::slice_backward", {A(second), L({b, heads, s, hd}), I(-1), I(0), I(hd / 2), I(1)}, m);

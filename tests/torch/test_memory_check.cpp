@@ -4,9 +4,11 @@
 // and amp-bf16. The model leaves out one operator's transient tensors (gradient chains of the loss and of
 // attention), so the measured peak sits above it: by 1-23% on these shapes when written (tp 4 the most:
 // the transients are not all sharded); with m <= pp - stage the model is an upper bound (gradients are
-// still being allocated while the activations peak), measured 1.3% below it at pp 4. The band
-// [0.95, 1.30] fails when a term is dropped (the smallest, weights or gradients, is 13% of the total) or
-// double-counted, or when the probe stops seeing allocations.
+// still being allocated while the activations peak), measured 1.3% below it at pp 4 on LibTorch 1.13 and
+// 6-7% below it on 2.6 under autocast (stage 0 of pp 4). The band [0.95, 1.30] ([0.90, 1.30] where the
+// model is such an upper bound) fails when a term is double-counted (the smallest, weights or gradients,
+// is 13% of the total), or when the probe stops seeing allocations. With LibTorch 2.x the fp16 policies
+// and the sdpa attention kernel are checked too.
 #include <gtest/gtest.h>
 #include <mpi.h>
 
@@ -72,7 +74,8 @@ TEST(MemoryCheck, MeasuredPeakMatchesTheMemoryModel) {
                     static_cast<long long>(predicted.optimizer_workspace_bytes), ratio);
         const std::string what = options.config.to_string() + " " + to_string(precision) + " " + to_string(attention) +
                                  " stage " + std::to_string(coords.pp_idx);
-        EXPECT_GE(ratio, 0.95) << what;
+        const bool upper_bound = options.config.num_micro_batches() <= options.config.pp - coords.pp_idx;
+        EXPECT_GE(ratio, upper_bound ? 0.90 : 0.95) << what;
         EXPECT_LE(ratio, 1.30) << what;
       }
     }
