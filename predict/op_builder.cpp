@@ -640,7 +640,6 @@ BuiltStage build_stage_ops(const LlamaSpec& model, int tp, int pp, int stage, in
     }
     buffer.fresh = true;
   };
-  const auto residual = [] { return GradBuffer{1, true}; };  // holds the gradient the residual add passed on
   // Linear backward, from the matmul's output-fold reshape to the weight's AccumulateGrad; `input_grad`
   // receives the input gradient [b, s, in] before the weight's path runs.
   auto linear_backward = [&](const Spec& grad3, int64_t in, int64_t out, const std::function<void(const Spec&)>& input_grad) {
@@ -769,7 +768,7 @@ BuiltStage build_stage_ops(const LlamaSpec& model, int tp, int pp, int stage, in
     norm_backward(h_buffer);
     // h = x + attention(norm1(x))
     residual_add_backward();
-    GradBuffer x_buffer = residual();
+    GradBuffer x_buffer{1, true};  // holds the MLP block's accumulated input gradient, which the engine owns
     linear_backward(T(m, {b, s, h}), qd, h, no_input);
     const Spec context = e.reshape(T(m, {b, s, qd}), {b, s, nh, hd});
     const Spec gctx = e.transpose(context, 1, 2);

@@ -7,10 +7,10 @@
 #include <cmath>
 #include <vector>
 
-#include "calibrate/torch_info.hpp"
 #include "calibrate/trainer.hpp"
 #include "common/errors.hpp"
 #include "common/model_spec.hpp"
+#include "tests/torch/torch_features.hpp"
 
 namespace itertime::calibrate {
 namespace {
@@ -18,8 +18,6 @@ namespace {
 constexpr int kSteps = 3;
 
 LlamaSpec test_model() { return load_llama_config(std::string(ITERTIME_SOURCE_DIR) + "/data/models/tiny-llama-gqa.json"); }
-
-bool torch1() { return query_torch().version.rfind("1.", 0) == 0; }
 
 TrainerOptions options_for(PrecisionName precision, int dp, int tp, int pp,
                            AttentionKernel attention = AttentionKernel::kEager) {
@@ -69,9 +67,8 @@ class LayoutEquivalence : public ::testing::TestWithParam<Case> {};
 
 TEST_P(LayoutEquivalence, EveryFactorizationMatchesSingleRank) {
   const Case c = GetParam();
-  if (torch1() && (c.attention == AttentionKernel::kSdpa || precision_policy(c.precision).needs_fp16_matmul)) {
-    GTEST_SKIP() << "LibTorch " << query_torch().version << " has no sdpa / no fp16 products on cpu";
-  }
+  const std::string lacking = lacks_on_cpu(c.precision, c.attention);
+  if (!lacking.empty()) GTEST_SKIP() << lacking;
   int world = 1;
   MPI_Comm_size(MPI_COMM_WORLD, &world);
   const std::vector<double> expected = reference(c.precision, c.attention);
@@ -116,7 +113,7 @@ TEST(Trainer, RefusesPoliciesTheBackendCannotRun) {
   // fp16 on cpu: refused by LibTorch 1.x (no fp16 matrix product), accepted by 2.x.
   for (PrecisionName fp16 : {PrecisionName::kFp16, PrecisionName::kAmpFp16}) {
     options.precision = fp16;
-    if (torch1()) {
+    if (!has_cpu_fp16_matmul()) {
       EXPECT_THROW(check_trainable(options, 1), UserError) << to_string(fp16);
     } else {
       EXPECT_NO_THROW(check_trainable(options, 1)) << to_string(fp16);
@@ -126,7 +123,7 @@ TEST(Trainer, RefusesPoliciesTheBackendCannotRun) {
 
 TEST(Trainer, AttentionKernelFollowsTheLibTorch) {
   TrainerOptions options = options_for(PrecisionName::kFp32, 1, 1, 1, AttentionKernel::kSdpa);
-  if (torch1()) {
+  if (!has_sdpa()) {
     EXPECT_THROW(check_trainable(options, 1), UserError);  // no scaled_dot_product_attention before 2.0
   } else {
     EXPECT_NO_THROW(check_trainable(options, 1));
@@ -137,7 +134,8 @@ TEST(Trainer, AttentionKernelFollowsTheLibTorch) {
 
 // The fused kernel computes the same function as the eager form: same model, same data, same losses.
 TEST(Trainer, SdpaTrainsLikeEager) {
-  if (torch1()) GTEST_SKIP() << "LibTorch " << query_torch().version << " has no sdpa";
+  const std::string lacking = lacks_on_cpu(PrecisionName::kFp32, AttentionKernel::kSdpa);
+  if (!lacking.empty()) GTEST_SKIP() << lacking;
   int rank = 0;
   MPI_Comm_rank(MPI_COMM_WORLD, &rank);
   if (rank != 0) return;
@@ -150,7 +148,8 @@ TEST(Trainer, SdpaTrainsLikeEager) {
 // at 2^16 on some batches), so step 0 is skipped and the scale halved until it fits (measured: 2^20 to
 // 2^18 skip, then 2^17 fits on most batches); training then goes on and never produces NaN.
 TEST(Trainer, Fp16LossScalingSkipsOverflow) {
-  if (torch1()) GTEST_SKIP() << "LibTorch " << query_torch().version << " has no fp16 products on cpu";
+  const std::string lacking = lacks_on_cpu(PrecisionName::kFp16, AttentionKernel::kEager);
+  if (!lacking.empty()) GTEST_SKIP() << lacking;
   int rank = 0;
   MPI_Comm_rank(MPI_COMM_WORLD, &rank);
   if (rank != 0) return;

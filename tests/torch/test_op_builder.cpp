@@ -25,6 +25,7 @@
 #include "calibrate/torch_info.hpp"
 #include "common/model_spec.hpp"
 #include "predict/op_builder.hpp"
+#include "tests/torch/torch_features.hpp"
 
 namespace itertime {
 namespace {
@@ -36,7 +37,6 @@ struct BuilderCase {
   AttentionKernel attention = AttentionKernel::kEager;
 };
 
-bool torch1() { return calibrate::query_torch().version.rfind("1.", 0) == 0; }
 
 std::string case_name(const BuilderCase& c) {
   return std::string(c.model) + "/tp" + std::to_string(c.tp) + "/pp" + std::to_string(c.pp) + "/s" +
@@ -96,9 +96,8 @@ class OpBuilder : public ::testing::TestWithParam<BuilderCase> {};
 
 TEST_P(OpBuilder, ReproducesTheTracedStage) {
   const BuilderCase& c = GetParam();
-  if (torch1() && (c.attention == AttentionKernel::kSdpa || precision_policy(c.precision).needs_fp16_matmul)) {
-    GTEST_SKIP() << "LibTorch " << calibrate::query_torch().version << " has no sdpa / no fp16 products on cpu";
-  }
+  const std::string lacking = calibrate::lacks_on_cpu(c.precision, c.attention);
+  if (!lacking.empty()) GTEST_SKIP() << lacking;
   const LlamaSpec spec = load(c.model);
   const calibrate::StageTraceInfo trace = calibrate::trace_stage_info(spec, c.tp, c.pp, c.stage, c.micro_batch, c.seq_len,
                                                                       c.precision, c.attention, Backend::kCpu);
