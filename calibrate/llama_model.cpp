@@ -1,3 +1,4 @@
+// llama_model.cpp: the LibTorch LLaMA pipeline stage: embedding, decoder layers, norm, head and loss (llama_model.hpp).
 #include "calibrate/llama_model.hpp"
 
 #include <ATen/CPUGeneratorImpl.h>

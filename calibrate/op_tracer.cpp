@@ -1,3 +1,4 @@
+// op_tracer.cpp: the operator tracer: one training step of a stage recorded as ATen calls and communications (op_tracer.hpp).
 #include "calibrate/op_tracer.hpp"
 
 #include <ATen/core/dispatch/Dispatcher.h>
@@ -8,7 +9,6 @@
 
 #include "calibrate/torch_compat.hpp"
 #include "common/errors.hpp"
-#include "common/op_cost.hpp"
 
 namespace itertime::calibrate {
 
@@ -127,21 +127,6 @@ void flatten(const TraceSession::Node& node, std::vector<TracedOp>& out) {
   }
 }
 
-std::string join_ints(const std::vector<int64_t>& values) {
-  std::string out;
-  for (std::size_t i = 0; i < values.size(); ++i) out += (i ? "," : "") + std::to_string(values[i]);
-  return out;
-}
-
-bool is_contiguous(const TensorSpec& spec) {
-  int64_t expected = 1;
-  for (std::size_t i = spec.sizes.size(); i-- > 0;) {
-    if (spec.sizes[i] != 1 && spec.strides[i] != expected) return false;
-    expected *= spec.sizes[i];
-  }
-  return true;
-}
-
 at::Tensor make_tensor(const TensorSpec& spec, torch::Device device) {
   // Storage large enough for any stride pattern (including broadcast stride 0), filled, then viewed.
   int64_t storage = 1;
@@ -164,83 +149,55 @@ at::Tensor make_tensor(const TensorSpec& spec, torch::Device device) {
 
 }  // namespace
 
-// ---- specs -------------------------------------------------------------------------------------
+// ---- specs: described torch-free, rendered and costed by common/op_signature.hpp -----------------
 
-int64_t TensorSpec::numel() const {
-  int64_t n = 1;
-  for (int64_t s : sizes) n *= s;
-  return n;
-}
-
-std::string TensorSpec::text() const {
-  std::string out = to_string(dtype) + "[" + join_ints(sizes) + "]";
-  if (!is_contiguous(*this)) out += "{" + join_ints(strides) + "}";
-  return out;
-}
-
-std::string ArgSpec::text() const {
+OpArgument ArgSpec::describe() const {
   switch (kind) {
-    case Kind::kTensor: return tensor.text();
-    case Kind::kNone: return "None";
-    case Kind::kTensorList: {
-      std::string out = "[";
-      for (std::size_t i = 0; i < tensors.size(); ++i) out += (i ? "," : "") + tensors[i].text();
-      return out + "]";
-    }
+    case Kind::kTensor: return OpArgument::of(tensor);
+    case Kind::kTensorList: return OpArgument::of(tensors);
+    case Kind::kNone: return OpArgument::of("None");
     case Kind::kValue: {
       std::ostringstream text;
       text << value;
-      return text.str();
+      return OpArgument::of(text.str());
     }
   }
-  return "?";
+  return OpArgument::of("?");
 }
 
-std::string to_string(Phase phase) {
-  switch (phase) {
-    case Phase::kForward: return "forward";
-    case Phase::kBackward: return "backward";
-    case Phase::kOptimizer: return "optimizer";
-    case Phase::kDpBuffer: return "dp_buffer";
-  }
-  return "?";
+std::string ArgSpec::text() const { return argument_text(describe()); }
+
+namespace {
+
+// The call as common/op_signature.hpp sees it; `described` holds its arguments and must outlive it.
+OpCall describe_call(const TracedOp& op, std::vector<OpArgument>& described) {
+  described.clear();
+  for (const ArgSpec& arg : op.args) described.push_back(arg.describe());
+  return OpCall{op.name, op.overload, described.data(), described.size(), op.output_dtype};
 }
+
+}  // namespace
 
 std::string TracedOp::signature() const {
-  std::string out = name + (overload.empty() ? "" : "." + overload) + "(";
-  for (std::size_t i = 0; i < args.size(); ++i) out += (i ? ", " : "") + args[i].text();
-  return out + ")" + (output_dtype.empty() ? "" : "->" + output_dtype);
+  std::vector<OpArgument> described;
+  return describe_call(*this, described).signature();
 }
 
 std::vector<std::string> TracedOp::input_dtypes() const {
+  std::vector<OpArgument> described;
   std::vector<std::string> out;
-  for (const auto& arg : args) {
-    if (arg.kind == ArgSpec::Kind::kTensor) out.push_back(to_string(arg.tensor.dtype));
-    if (arg.kind == ArgSpec::Kind::kTensorList) {
-      for (const auto& t : arg.tensors) out.push_back(to_string(t.dtype));
-    }
-  }
+  for (DType dtype : describe_call(*this, described).input_dtypes()) out.push_back(to_string(dtype));
   return out;
 }
 
-// The cost formulas live in common/op_cost.hpp, shared with predict/op_builder.
 double TracedOp::flops() const {
-  std::vector<TensorExtent> tensors;
-  for (const auto& arg : args) {
-    if (arg.kind == ArgSpec::Kind::kTensor) tensors.push_back({arg.tensor.dtype, &arg.tensor.sizes});
-  }
-  return op_flops(name, tensors);
+  std::vector<OpArgument> described;
+  return describe_call(*this, described).flops();
 }
 
 double TracedOp::bytes() const {
-  std::vector<TensorExtent> tensors, list_elements;
-  for (const auto& arg : args) {
-    if (arg.kind == ArgSpec::Kind::kTensor) tensors.push_back({arg.tensor.dtype, &arg.tensor.sizes});
-    if (arg.kind == ArgSpec::Kind::kTensorList) {
-      for (const auto& t : arg.tensors) list_elements.push_back({t.dtype, &t.sizes});
-    }
-  }
-  return op_bytes(tensors, list_elements);
+  std::vector<OpArgument> described;
+  return describe_call(*this, described).bytes();
 }
 
 // ---- TraceSession ------------------------------------------------------------------------------

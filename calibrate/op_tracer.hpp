@@ -12,7 +12,8 @@
 //  - One TraceSession at a time per thread; it registers a global callback on construction and
 //    removes it on destruction (RAII). Backward work of CPU tensors runs on the calling thread.
 //  - A TracedOp's signature() is a canonical text of everything that determines its cost; two calls with
-//    equal signatures are the same measurement.
+//    equal signatures are the same measurement. The text, input dtypes, FLOPs and bytes are those of
+//    common/op_signature.hpp (shared with predict/op_builder), computed from ArgSpec::describe().
 #pragma once
 
 #include <ATen/core/ivalue.h>
@@ -22,18 +23,15 @@
 #include <string>
 #include <vector>
 
-#include "common/comm.hpp"
+#include "runtime/comm.hpp"
 #include "common/dtype.hpp"
+#include "common/op_signature.hpp"
+#include "common/phase.hpp"
 
 namespace itertime::calibrate {
 
-struct TensorSpec {
-  DType dtype = DType::kFloat32;
-  std::vector<int64_t> sizes;
-  std::vector<int64_t> strides;
-  std::string text() const;  // "bf16[8,64,128]" (+ "{strides}" when not contiguous)
-  int64_t numel() const;
-};
+// A recorded tensor: dtype, sizes, strides (text(): "bf16[8,64,128]" + "{strides}" when not contiguous).
+using TensorSpec = TensorLayout;
 
 // One argument of a recorded call: a tensor, a list of tensors, or any other value kept as is.
 struct ArgSpec {
@@ -41,11 +39,13 @@ struct ArgSpec {
   TensorSpec tensor;
   std::vector<TensorSpec> tensors;
   c10::IValue value;  // scalars, int lists, bools, dtypes, ...
+  // The torch-free description a signature is rendered from: tensors borrowed from this ArgSpec, any
+  // other value as c10 prints the IValue ("None" for an undefined tensor).
+  OpArgument describe() const;
   std::string text() const;
 };
 
-enum class Phase { kForward, kBackward, kOptimizer, kDpBuffer };
-std::string to_string(Phase phase);
+using itertime::Phase;  // the shared phases (common/phase.hpp), with their to_string
 
 struct TracedOp {
   std::string name;      // "aten::mm"
@@ -55,8 +55,9 @@ struct TracedOp {
   Phase phase = Phase::kForward;
   std::string signature() const;
   std::vector<std::string> input_dtypes() const;  // of tensor arguments, in order
-  double flops() const;  // matrix products: 2*M*N*K (batched); others: output elements
-  double bytes() const;  // tensor inputs + first output, at their dtypes
+  double flops() const;  // matrix products: 2*M*N*K (batched); others: elements of the largest tensor argument
+  double bytes() const;  // tensor arguments and tensor-list elements, plus the largest tensor argument again
+                         // for the output, at their dtypes (common/op_cost.hpp)
 };
 
 struct TracedComm {

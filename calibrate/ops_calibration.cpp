@@ -1,3 +1,4 @@
+// ops_calibration.cpp: calibrate ops: stage traces and isolated operator replays into /ops (ops_calibration.hpp).
 #include "calibrate/ops_calibration.hpp"
 
 #include <mpi.h>
@@ -14,9 +15,11 @@
 #include "calibrate/tp_comm.hpp"
 #include "common/errors.hpp"
 #include "common/h5store.hpp"
-#include "common/mpi_session.hpp"
+#include "runtime/mpi_session.hpp"
+#include "runtime/resume_plan.hpp"
 #include "common/ops_store.hpp"
 #include "common/stats.hpp"
+#include "common/training_recipe.hpp"
 
 namespace itertime::calibrate {
 using namespace itertime::store;
@@ -40,6 +43,18 @@ struct StageRequest {
   std::string key;
 };
 
+// Pipeline and data-parallel transfers, from the policy (the trainer sends the residual stream at the
+// activation dtype and all-reduces gradients at the gradient dtype).
+void add_pipeline_and_dp_comms(StageTrace& trace, const LlamaSpec& model, const PrecisionPolicy& policy, int pp,
+                               int stage_index, int micro_batch, int seq_len, int64_t local_params) {
+  const int64_t activation_bytes = static_cast<int64_t>(micro_batch) * seq_len * model.hidden_size *
+                                   static_cast<int64_t>(dtype_bytes(policy.activation_dtype));
+  if (stage_index < pp - 1) trace.comms.push_back(TracedComm{"pp_send_forward", policy.activation_dtype, activation_bytes, Phase::kForward});
+  if (stage_index > 0) trace.comms.push_back(TracedComm{"pp_send_backward", policy.activation_dtype, activation_bytes, Phase::kBackward});
+  trace.comms.push_back(TracedComm{"dp_all_reduce", policy.grad_dtype,
+                                   local_params * static_cast<int64_t>(dtype_bytes(policy.grad_dtype)), Phase::kDpBuffer});
+}
+
 StageTrace trace_stage(const LlamaSpec& model, int tp, int pp, int stage_index, int micro_batch, int seq_len,
                        PrecisionName precision_name, AttentionKernel attention, Backend backend, uint64_t seed) {
   const PrecisionPolicy& policy = precision_policy(precision_name);
@@ -59,7 +74,7 @@ StageTrace trace_stage(const LlamaSpec& model, int tp, int pp, int stage_index, 
     parameters.push_back(p);
     local_params += p.numel();
   }
-  torch::optim::AdamW optimizer(stage->parameters(), torch::optim::AdamWOptions(1e-3).weight_decay(0.01).eps(adamw_eps(policy)));
+  torch::optim::AdamW optimizer(stage->parameters(), torch::optim::AdamWOptions(kAdamW.learning_rate).betas(std::make_tuple(kAdamW.beta1, kAdamW.beta2)).weight_decay(kAdamW.weight_decay).eps(adamw_eps(policy)));
 
   const auto activation_options = torch::TensorOptions().dtype(to_torch(policy.activation_dtype)).device(device);
   const auto token_options = torch::TensorOptions().dtype(torch::kInt64).device(device);
@@ -112,14 +127,7 @@ StageTrace trace_stage(const LlamaSpec& model, int tp, int pp, int stage_index, 
     trace.ops = session.operators();
     trace.comms = session.comms();
   }
-  // Pipeline and data-parallel transfers, from the policy (the trainer sends the residual stream at the
-  // activation dtype and all-reduces gradients at the gradient dtype).
-  const int64_t activation_bytes = static_cast<int64_t>(micro_batch) * seq_len * model.hidden_size *
-                                   static_cast<int64_t>(dtype_bytes(policy.activation_dtype));
-  if (stage_index < pp - 1) trace.comms.push_back(TracedComm{"pp_send_forward", policy.activation_dtype, activation_bytes, Phase::kForward});
-  if (stage_index > 0) trace.comms.push_back(TracedComm{"pp_send_backward", policy.activation_dtype, activation_bytes, Phase::kBackward});
-  trace.comms.push_back(TracedComm{"dp_all_reduce", policy.grad_dtype,
-                                   local_params * static_cast<int64_t>(dtype_bytes(policy.grad_dtype)), Phase::kDpBuffer});
+  add_pipeline_and_dp_comms(trace, model, policy, pp, stage_index, micro_batch, seq_len, local_params);
   trace.local_params = local_params;
   trace.num_layers = layers.num_layers;
   return trace;
@@ -184,6 +192,322 @@ StageTraceInfo trace_stage_info(const LlamaSpec& model, int tp, int pp, int stag
   return info;
 }
 
+namespace {
+
+// The stages to trace (deterministic on every rank), and the occupancies to profile at.
+struct StagePlan {
+  std::vector<StageRequest> requests;
+  std::set<int> occupancies;
+};
+
+StagePlan plan_stages(const Job& job, int world_size) {
+  const BackendCapabilities capabilities = backend_capabilities();
+  StagePlan plan;
+  std::set<std::string> request_keys;
+  for (const JobConfig& config : job.configs) {
+    const ParallelConfig& p = config.parallel;
+    if (!p.violations(job.model, 0).empty()) continue;  // ground truth records it as skipped
+    if (!precision_policy(config.precision).supports(job.backend, capabilities)) continue;
+    if (p.world_size() > world_size) continue;
+    plan.occupancies.insert(p.world_size());
+    for (int s = 0; s < p.pp; ++s) {
+      for (const std::string variant : {"aware", "blind"}) {
+        StageRequest request{p.tp, p.pp, s, p.micro_batch, p.seq_len,
+                             variant == std::string("aware") ? config.precision : PrecisionName::kFp32,
+                             config.precision, variant, ""};
+        request.key = stage_key(job.model.name, p.tp, p.pp, s, p.micro_batch, p.seq_len, to_string(config.precision), variant);
+        if (request_keys.insert(request.key).second) plan.requests.push_back(request);
+      }
+    }
+  }
+  return plan;
+}
+
+// What rank 0 knows of the /ops tables: read when the store opens, signature ids kept up to date.
+struct StoredOps {
+  std::map<std::string, int64_t> signature_ids;  // stored signature text -> id
+  std::set<std::pair<int64_t, int64_t>> timed;   // (signature id, active ranks), as found at the start
+};
+
+void read_stored_ops(h5::Store& store, StoredOps& stored) {
+  if (store.exists(kOpSignatures)) {
+    for (const auto& row : store.table<OpSignatureRow>(kOpSignatures).read_all()) {
+      stored.signature_ids[h5::get_string(row.signature)] = row.id;
+    }
+  }
+  if (store.exists(kOpTimings)) {
+    for (const auto& row : store.table<OpTimingRow>(kOpTimings).read_all()) stored.timed.insert({row.signature_id, row.active_ranks});
+  }
+}
+
+// One ops calibration in progress: what every step of it reads, and the summary it fills.
+struct OpsRun {
+  const OpsCalibrationOptions& options;
+  int world_rank;
+  int world_size;
+  torch::Device device;
+  AttentionKernel attention;
+  StagePlan stages;
+  ResumePlan plan;
+  StoredOps stored;                   // rank 0
+  std::vector<TracedOp> unique_ops;   // one per stored signature text, in order of first appearance
+  OpsCalibrationSummary summary;
+};
+
+void print_start(const OpsRun& run) {
+  const Job& job = run.options.job;
+  std::printf("# itertime calibrate ops: job %s, model %s, %zu stage traces (%zu present), occupancies", job.name.c_str(),
+              job.model.name.c_str(), run.stages.requests.size(), run.summary.stages_present);
+  for (int k : run.stages.occupancies) std::printf(" %d", k);
+  std::printf(" rank(s)\n");
+  std::fflush(stdout);
+}
+
+// New signatures of `trace` get the next ids (rank 0).
+void append_new_signatures(h5::Store& store, const StageTrace& trace, StoredOps& stored) {
+  auto signature_table = store.table<OpSignatureRow>(kOpSignatures);
+  std::vector<OpSignatureRow> new_rows;
+  for (const TracedOp& op : trace.ops) {
+    const std::string signature = stored_signature(op.signature());  // ids are keyed by the stored text
+    if (stored.signature_ids.count(signature)) continue;
+    OpSignatureRow row{};
+    row.id = static_cast<int64_t>(signature_table.size() + new_rows.size());
+    h5::set_string(row.name, op.name);
+    h5::set_string(row.signature, signature);
+    h5::set_string(row.input_dtypes, join(op.input_dtypes()));
+    h5::set_string(row.output_dtype, op.output_dtype);
+    row.flops = op.flops();
+    row.bytes = op.bytes();
+    stored.signature_ids[signature] = row.id;
+    new_rows.push_back(row);
+  }
+  signature_table.append(new_rows);
+}
+
+// Sequence: counts per (phase, signature), in order of first appearance.
+std::vector<OpSequenceRow> sequence_rows(const StageRequest& request, const StageTrace& trace, const StoredOps& stored) {
+  std::vector<OpSequenceRow> sequence;
+  std::map<std::pair<std::string, int64_t>, std::size_t> position;
+  for (const TracedOp& op : trace.ops) {
+    const std::string phase = to_string(op.phase);
+    const int64_t id = stored.signature_ids.at(stored_signature(op.signature()));
+    const auto found = position.find({phase, id});
+    if (found != position.end()) {
+      sequence[found->second].count += 1;
+      continue;
+    }
+    OpSequenceRow row{};
+    h5::set_string(row.stage_key, request.key);
+    h5::set_string(row.phase, phase);
+    row.signature_id = id;
+    row.count = 1;
+    position[{phase, id}] = sequence.size();
+    sequence.push_back(row);
+  }
+  return sequence;
+}
+
+// Communication operations: counts per (phase, kind, dtype, bytes), in order of first appearance.
+std::vector<OpCommRow> comm_rows(const StageRequest& request, const StageTrace& trace) {
+  std::vector<OpCommRow> comms;
+  std::map<std::string, std::size_t> comm_position;
+  for (const TracedComm& comm : trace.comms) {
+    const std::string comm_key = to_string(comm.phase) + "/" + comm.kind + "/" + to_string(comm.dtype) + "/" + std::to_string(comm.bytes);
+    const auto found = comm_position.find(comm_key);
+    if (found != comm_position.end()) {
+      comms[found->second].count += 1;
+      continue;
+    }
+    OpCommRow row{};
+    h5::set_string(row.stage_key, request.key);
+    h5::set_string(row.phase, to_string(comm.phase));
+    h5::set_string(row.kind, comm.kind);
+    h5::set_string(row.dtype, to_string(comm.dtype));
+    row.bytes = comm.bytes;
+    row.count = 1;
+    comm_position[comm_key] = comms.size();
+    comms.push_back(row);
+  }
+  return comms;
+}
+
+OpStageRow stage_row(const StageRequest& request, const StageTrace& trace, const std::string& model_name) {
+  OpStageRow row{};
+  h5::set_string(row.stage_key, request.key);
+  h5::set_string(row.model, model_name);
+  row.tp = request.tp;
+  row.pp = request.pp;
+  row.stage = request.stage;
+  row.micro_batch = request.micro_batch;
+  row.seq_len = request.seq_len;
+  h5::set_string(row.precision, to_string(request.labelled));
+  h5::set_string(row.variant, request.variant);
+  row.local_params = trace.local_params;
+  row.num_layers = trace.num_layers;
+  return row;
+}
+
+// Rank 0: a stage trace not yet stored: its new signatures, then its sequence, comms and stage row.
+void store_stage_trace(OpsRun& run, const StageRequest& request, const StageTrace& trace) {
+  h5::Store& store = *run.plan.store;
+  append_new_signatures(store, trace, run.stored);
+  const std::vector<OpSequenceRow> sequence = sequence_rows(request, trace, run.stored);
+  append_stage(store, stage_row(request, trace, run.options.job.model.name), sequence, comm_rows(request, trace));
+  ++run.summary.stages_traced;
+  std::printf("  traced %-60s %5zu operators, %3zu distinct in its sequence\n", request.key.c_str(), trace.ops.size(),
+              sequence.size());
+  std::fflush(stdout);
+}
+
+// Traces every stage on every rank (replay needs the recorded calls); rank 0 stores the new ones.
+void trace_all_stages(OpsRun& run) {
+  const Job& job = run.options.job;
+  std::map<std::string, std::size_t> unique_index;
+  std::map<std::string, StageTrace> traces_by_policy;  // "tp/pp/s/mbs/seq/precision" -> trace
+  for (std::size_t i = 0; i < run.stages.requests.size(); ++i) {
+    const StageRequest& r = run.stages.requests[i];
+    const std::string trace_key = std::to_string(r.tp) + "/" + std::to_string(r.pp) + "/" + std::to_string(r.stage) + "/" +
+                                  std::to_string(r.micro_batch) + "/" + std::to_string(r.seq_len) + "/" + to_string(r.precision);
+    if (!traces_by_policy.count(trace_key)) {
+      traces_by_policy[trace_key] = trace_stage(job.model, r.tp, r.pp, r.stage, r.micro_batch, r.seq_len, r.precision,
+                                                run.attention, job.backend, job.seed);
+    }
+    const StageTrace& trace = traces_by_policy[trace_key];
+    for (const TracedOp& op : trace.ops) {
+      const std::string signature = stored_signature(op.signature());  // one measurement per stored text
+      if (!unique_index.count(signature)) {
+        unique_index[signature] = run.unique_ops.size();
+        run.unique_ops.push_back(op);
+      }
+    }
+    if (run.world_rank == 0 && !run.plan.present[i]) store_stage_trace(run, r, trace);
+  }
+  run.summary.signatures = run.unique_ops.size();
+}
+
+// Every rank must hold the same signature list, or the profiles would not line up (collective).
+void check_same_signatures(const std::vector<TracedOp>& unique_ops) {
+  uint64_t digest = 1469598103934665603ull;
+  for (const TracedOp& op : unique_ops) {
+    for (char c : op.signature()) digest = (digest ^ static_cast<unsigned char>(c)) * 1099511628211ull;
+  }
+  uint64_t root_digest = digest;
+  MPI_Bcast(&root_digest, 1, MPI_UINT64_T, 0, MPI_COMM_WORLD);
+  ITERTIME_CHECK(root_digest == digest, "ranks traced different operator signatures; tracing must be deterministic");
+}
+
+int64_t signature_id(const OpsRun& run, std::size_t unique_index) {
+  return run.stored.signature_ids.at(stored_signature(run.unique_ops[unique_index].signature()));
+}
+
+// Indices into unique_ops of the signatures not yet timed at `occupancy`, as rank 0 knows (collective).
+std::vector<std::size_t> signatures_to_time(const OpsRun& run, int occupancy) {
+  std::vector<uint8_t> needed(run.unique_ops.size(), 1);
+  if (run.world_rank == 0) {
+    for (std::size_t i = 0; i < run.unique_ops.size(); ++i) {
+      needed[i] = run.stored.timed.count({signature_id(run, i), occupancy}) ? 0 : 1;
+    }
+  }
+  needed = broadcast_flags(std::move(needed));
+  std::vector<std::size_t> todo;
+  for (std::size_t i = 0; i < needed.size(); ++i) {
+    if (needed[i]) todo.push_back(i);
+  }
+  return todo;
+}
+
+constexpr std::size_t kProfileValues = 5;  // per signature and rank: median, min, cv, repeats, ok
+
+// Rank 0: one timing row per profiled signature from every active rank's values (`all`, rank-major).
+std::vector<OpTimingRow> timing_rows(OpsRun& run, int occupancy, const std::vector<std::size_t>& chunk,
+                                     const std::vector<double>& all) {
+  const std::size_t per_rank = chunk.size() * kProfileValues;
+  std::vector<OpTimingRow> rows;
+  for (std::size_t j = 0; j < chunk.size(); ++j) {
+    const std::size_t offset = j * kProfileValues;
+    std::vector<double> medians;
+    double minimum = 0.0;
+    bool ok = true;
+    for (int r = 0; r < occupancy; ++r) {
+      const double* v = &all[static_cast<std::size_t>(r) * per_rank + offset];
+      ok = ok && v[4] > 0.5;
+      medians.push_back(v[0]);
+      minimum = r == 0 ? v[1] : std::min(minimum, v[1]);
+    }
+    OpTimingRow row{};
+    row.signature_id = signature_id(run, chunk[j]);
+    row.active_ranks = occupancy;
+    h5::set_string(row.backend, to_string(run.options.job.backend));
+    row.ok = ok ? 1 : 0;
+    if (ok) {
+      row.time_us_median = stats::median(medians);
+      row.time_us_min = minimum;
+      row.time_us_max_rank = stats::max(medians);
+      row.time_cv = all[offset + 2];
+      row.repeats = static_cast<int64_t>(all[offset + 3]);
+    } else {
+      ++run.summary.replay_failures;
+      std::printf("  cannot replay %s in isolation; recorded with ok = 0\n", run.unique_ops[chunk[j]].signature().c_str());
+    }
+    rows.push_back(row);
+  }
+  return rows;
+}
+
+// The active ranks time the `chunk` of signatures at once; rank 0 gathers and appends their rows
+// (collective over `active`).
+void profile_chunk(OpsRun& run, int occupancy, const std::vector<std::size_t>& chunk, MPI_Comm active) {
+  std::vector<double> local;  // per signature: median, min, cv, repeats, ok
+  MPI_Barrier(active);
+  for (std::size_t index : chunk) {
+    const ProfileResult r = profile(run.unique_ops[index], run.device, run.options);
+    local.insert(local.end(), {r.median_us, r.min_us, r.cv, static_cast<double>(r.repeats), r.ok ? 1.0 : 0.0});
+  }
+  std::vector<double> all(local.size() * static_cast<std::size_t>(occupancy));
+  MPI_Gather(local.data(), static_cast<int>(local.size()), MPI_DOUBLE, all.data(), static_cast<int>(local.size()),
+             MPI_DOUBLE, 0, active);
+  if (run.world_rank != 0) return;
+  const std::vector<OpTimingRow> rows = timing_rows(run, occupancy, chunk, all);
+  run.plan.store->table<OpTimingRow>(kOpTimings).append(rows);
+  run.summary.timings_measured += rows.size();
+}
+
+// Profiles, with ranks 0..occupancy-1 busy at once, the signatures not yet timed at `occupancy`
+// (collective over MPI_COMM_WORLD; the other ranks wait quietly).
+void profile_occupancy(OpsRun& run, int occupancy) {
+  const std::vector<std::size_t> todo = signatures_to_time(run, occupancy);
+  run.summary.timings_present += run.unique_ops.size() - todo.size();
+  if (run.world_rank == 0) {
+    std::printf("# profiling %zu signatures with %d rank(s) busy at once (%zu already timed)\n", todo.size(), occupancy,
+                run.unique_ops.size() - todo.size());
+    std::fflush(stdout);
+  }
+  MPI_Comm active = MPI_COMM_NULL;
+  MPI_Comm_split(MPI_COMM_WORLD, run.world_rank < occupancy ? 0 : MPI_UNDEFINED, run.world_rank, &active);
+  if (active != MPI_COMM_NULL) {
+    MpiComm owned(active, true);
+    constexpr std::size_t kChunk = 32;  // gathered and flushed every kChunk signatures
+    for (std::size_t begin = 0; begin < todo.size(); begin += kChunk) {
+      const std::size_t end = std::min(todo.size(), begin + kChunk);
+      profile_chunk(run, occupancy, std::vector<std::size_t>(todo.begin() + static_cast<long>(begin),
+                                                             todo.begin() + static_cast<long>(end)), owned.get());
+      if (run.world_rank == 0) {
+        std::printf("  %zu/%zu signatures timed at occupancy %d\n", end, todo.size(), occupancy);
+        std::fflush(stdout);
+      }
+    }
+  }
+  quiet_barrier(MPI_COMM_WORLD);
+}
+
+std::vector<std::string> request_keys(const StagePlan& stages) {
+  std::vector<std::string> keys;
+  for (const StageRequest& request : stages.requests) keys.push_back(request.key);
+  return keys;
+}
+
+}  // namespace
+
 OpsCalibrationSummary calibrate_ops(const OpsCalibrationOptions& options) {
   const auto started = Clock::now();
   const Job& job = options.job;
@@ -197,244 +521,26 @@ OpsCalibrationSummary calibrate_ops(const OpsCalibrationOptions& options) {
     throw CollectiveUserError("job " + job.path + " asks for backend cuda, but this LibTorch has no CUDA device; use a CUDA build of LibTorch on a GPU node");
   }
   const AttentionKernel attention = resolve_attention(job.attention);  // the same on every rank
-  const BackendCapabilities capabilities = backend_capabilities();
 
-  // 1. The stages to trace (deterministic on every rank), and the occupancies to profile at.
-  std::vector<StageRequest> requests;
-  std::set<std::string> request_keys;
-  std::set<int> occupancies;
-  for (const JobConfig& config : job.configs) {
-    const ParallelConfig& p = config.parallel;
-    if (!p.violations(job.model, 0).empty()) continue;  // ground truth records it as skipped
-    if (!precision_policy(config.precision).supports(job.backend, capabilities)) continue;
-    if (p.world_size() > world_size) continue;
-    occupancies.insert(p.world_size());
-    for (int s = 0; s < p.pp; ++s) {
-      for (const std::string variant : {"aware", "blind"}) {
-        StageRequest request{p.tp, p.pp, s, p.micro_batch, p.seq_len,
-                             variant == std::string("aware") ? config.precision : PrecisionName::kFp32,
-                             config.precision, variant, ""};
-        request.key = stage_key(job.model.name, p.tp, p.pp, s, p.micro_batch, p.seq_len, to_string(config.precision), variant);
-        if (request_keys.insert(request.key).second) requests.push_back(request);
-      }
-    }
-  }
+  // 1. The stages to trace and the occupancies; 2. open the store and learn what is there.
+  OpsRun run{options, world_rank, world_size, device, attention, plan_stages(job, world_size), {}, {}, {}, {}};
+  run.plan = open_resume_plan(StoreTarget{options.output_path, options.force, options.resume, options.provenance},
+                              request_keys(run.stages), existing_stage_keys, [&](h5::Store& store) {
+                                read_stored_ops(store, run.stored);
+                                stamp_recipe(store, attention);
+                                store.set_meta("ops_job", job.path);
+                                // per rank, for rank slots
+                                store.set_meta("ops_compute_threads", static_cast<int64_t>(job.compute_threads));
+                              });
+  run.summary.stages_present = run.plan.present_count();
+  if (world_rank == 0) print_start(run);
 
-  // 2. Open the store; learn what is there.
-  std::unique_ptr<h5::Store> store;
-  std::vector<uint8_t> stage_present(requests.size(), 0);
-  std::map<std::string, int64_t> signature_ids;
-  std::set<std::pair<int64_t, int64_t>> timed;  // (signature id, active ranks)
-  on_root_collectively(world_rank, [&] {
-    store = std::make_unique<h5::Store>(
-        h5::Store::create_or_resume(options.output_path, options.force, options.resume, options.provenance));
-    const auto keys = existing_stage_keys(*store);
-    for (std::size_t i = 0; i < requests.size(); ++i) stage_present[i] = keys.count(requests[i].key) ? 1 : 0;
-    if (store->exists(kOpSignatures)) {
-      for (const auto& row : store->table<OpSignatureRow>(kOpSignatures).read_all()) {
-        signature_ids[h5::get_string(row.signature)] = row.id;
-      }
-    }
-    if (store->exists(kOpTimings)) {
-      for (const auto& row : store->table<OpTimingRow>(kOpTimings).read_all()) timed.insert({row.signature_id, row.active_ranks});
-    }
-    stamp_recipe(*store, attention);
-    store->set_meta("ops_job", job.path);
-    store->set_meta("ops_compute_threads", static_cast<int64_t>(job.compute_threads));  // per rank, for rank slots
-  });
-  MPI_Bcast(stage_present.data(), static_cast<int>(stage_present.size()), MPI_UINT8_T, 0, MPI_COMM_WORLD);
+  // 3. Trace every stage; 4. profile, per occupancy, the signatures not yet timed at it.
+  trace_all_stages(run);
+  check_same_signatures(run.unique_ops);
+  for (int occupancy : run.stages.occupancies) profile_occupancy(run, occupancy);
 
-  OpsCalibrationSummary summary;
-  summary.stages_present = static_cast<std::size_t>(std::count(stage_present.begin(), stage_present.end(), 1));
-  if (world_rank == 0) {
-    std::printf("# itertime calibrate ops: job %s, model %s, %zu stage traces (%zu present), occupancies", job.name.c_str(),
-                job.model.name.c_str(), requests.size(), summary.stages_present);
-    for (int k : occupancies) std::printf(" %d", k);
-    std::printf(" rank(s)\n");
-    std::fflush(stdout);
-  }
-
-  // 3. Trace every stage on every rank (replay needs the recorded calls); rank 0 stores the new ones.
-  std::vector<TracedOp> unique_ops;
-  std::map<std::string, std::size_t> unique_index;
-  std::map<std::string, StageTrace> traces_by_policy;  // "tp/pp/s/mbs/seq/precision" -> trace
-  for (std::size_t i = 0; i < requests.size(); ++i) {
-    const StageRequest& r = requests[i];
-    const std::string trace_key = std::to_string(r.tp) + "/" + std::to_string(r.pp) + "/" + std::to_string(r.stage) + "/" +
-                                  std::to_string(r.micro_batch) + "/" + std::to_string(r.seq_len) + "/" + to_string(r.precision);
-    if (!traces_by_policy.count(trace_key)) {
-      traces_by_policy[trace_key] =
-          trace_stage(job.model, r.tp, r.pp, r.stage, r.micro_batch, r.seq_len, r.precision, attention, job.backend, job.seed);
-    }
-    const StageTrace& trace = traces_by_policy[trace_key];
-    for (const TracedOp& op : trace.ops) {
-      const std::string signature = stored_signature(op.signature());  // one measurement per stored text
-      if (!unique_index.count(signature)) {
-        unique_index[signature] = unique_ops.size();
-        unique_ops.push_back(op);
-      }
-    }
-    if (world_rank == 0 && !stage_present[i]) {
-      // New signatures get the next ids.
-      auto signature_table = store->table<OpSignatureRow>(kOpSignatures);
-      std::vector<OpSignatureRow> new_rows;
-      for (const TracedOp& op : trace.ops) {
-        const std::string signature = stored_signature(op.signature());  // ids are keyed by the stored text
-        if (signature_ids.count(signature)) continue;
-        OpSignatureRow row{};
-        row.id = static_cast<int64_t>(signature_table.size() + new_rows.size());
-        h5::set_string(row.name, op.name);
-        h5::set_string(row.signature, signature);
-        h5::set_string(row.input_dtypes, join(op.input_dtypes()));
-        h5::set_string(row.output_dtype, op.output_dtype);
-        row.flops = op.flops();
-        row.bytes = op.bytes();
-        signature_ids[signature] = row.id;
-        new_rows.push_back(row);
-      }
-      signature_table.append(new_rows);
-      // Sequence: counts per (phase, signature), in order of first appearance.
-      std::vector<OpSequenceRow> sequence;
-      std::map<std::pair<std::string, int64_t>, std::size_t> position;
-      for (const TracedOp& op : trace.ops) {
-        const std::string phase = to_string(op.phase);
-        const int64_t id = signature_ids.at(stored_signature(op.signature()));
-        const auto found = position.find({phase, id});
-        if (found != position.end()) {
-          sequence[found->second].count += 1;
-          continue;
-        }
-        OpSequenceRow row{};
-        h5::set_string(row.stage_key, r.key);
-        h5::set_string(row.phase, phase);
-        row.signature_id = id;
-        row.count = 1;
-        position[{phase, id}] = sequence.size();
-        sequence.push_back(row);
-      }
-      std::vector<OpCommRow> comms;
-      std::map<std::string, std::size_t> comm_position;
-      for (const TracedComm& comm : trace.comms) {
-        const std::string comm_key = to_string(comm.phase) + "/" + comm.kind + "/" + to_string(comm.dtype) + "/" + std::to_string(comm.bytes);
-        const auto found = comm_position.find(comm_key);
-        if (found != comm_position.end()) {
-          comms[found->second].count += 1;
-          continue;
-        }
-        OpCommRow row{};
-        h5::set_string(row.stage_key, r.key);
-        h5::set_string(row.phase, to_string(comm.phase));
-        h5::set_string(row.kind, comm.kind);
-        h5::set_string(row.dtype, to_string(comm.dtype));
-        row.bytes = comm.bytes;
-        row.count = 1;
-        comm_position[comm_key] = comms.size();
-        comms.push_back(row);
-      }
-      OpStageRow stage_row{};
-      h5::set_string(stage_row.stage_key, r.key);
-      h5::set_string(stage_row.model, job.model.name);
-      stage_row.tp = r.tp;
-      stage_row.pp = r.pp;
-      stage_row.stage = r.stage;
-      stage_row.micro_batch = r.micro_batch;
-      stage_row.seq_len = r.seq_len;
-      h5::set_string(stage_row.precision, to_string(r.labelled));
-      h5::set_string(stage_row.variant, r.variant);
-      stage_row.local_params = trace.local_params;
-      stage_row.num_layers = trace.num_layers;
-      append_stage(*store, stage_row, sequence, comms);
-      ++summary.stages_traced;
-      std::printf("  traced %-60s %5zu operators, %3zu distinct in its sequence\n", r.key.c_str(), trace.ops.size(), sequence.size());
-      std::fflush(stdout);
-    }
-  }
-  summary.signatures = unique_ops.size();
-
-  // Every rank must hold the same signature list, or the profiles would not line up.
-  uint64_t digest = 1469598103934665603ull;
-  for (const TracedOp& op : unique_ops) {
-    for (char c : op.signature()) digest = (digest ^ static_cast<unsigned char>(c)) * 1099511628211ull;
-  }
-  uint64_t root_digest = digest;
-  MPI_Bcast(&root_digest, 1, MPI_UINT64_T, 0, MPI_COMM_WORLD);
-  ITERTIME_CHECK(root_digest == digest, "ranks traced different operator signatures; tracing must be deterministic");
-
-  // 4. Profile, per occupancy, the signatures not yet timed at it.
-  for (int occupancy : occupancies) {
-    std::vector<uint8_t> needed(unique_ops.size(), 1);
-    if (world_rank == 0) {
-      for (std::size_t i = 0; i < unique_ops.size(); ++i) {
-        needed[i] = timed.count({signature_ids.at(stored_signature(unique_ops[i].signature())), occupancy}) ? 0 : 1;
-      }
-    }
-    MPI_Bcast(needed.data(), static_cast<int>(needed.size()), MPI_UINT8_T, 0, MPI_COMM_WORLD);
-    std::vector<std::size_t> todo;
-    for (std::size_t i = 0; i < needed.size(); ++i) {
-      if (needed[i]) todo.push_back(i);
-    }
-    summary.timings_present += unique_ops.size() - todo.size();
-    if (world_rank == 0) {
-      std::printf("# profiling %zu signatures with %d rank(s) busy at once (%zu already timed)\n", todo.size(), occupancy,
-                  unique_ops.size() - todo.size());
-      std::fflush(stdout);
-    }
-    MPI_Comm active = MPI_COMM_NULL;
-    MPI_Comm_split(MPI_COMM_WORLD, world_rank < occupancy ? 0 : MPI_UNDEFINED, world_rank, &active);
-    if (active != MPI_COMM_NULL) {
-      MpiComm owned(active, true);
-      constexpr std::size_t kChunk = 32;  // gathered and flushed every kChunk signatures
-      for (std::size_t begin = 0; begin < todo.size(); begin += kChunk) {
-        const std::size_t end = std::min(todo.size(), begin + kChunk);
-        std::vector<double> local;  // per signature: median, min, cv, repeats, ok
-        MPI_Barrier(owned.get());
-        for (std::size_t j = begin; j < end; ++j) {
-          const ProfileResult r = profile(unique_ops[todo[j]], device, options);
-          local.insert(local.end(), {r.median_us, r.min_us, r.cv, static_cast<double>(r.repeats), r.ok ? 1.0 : 0.0});
-        }
-        std::vector<double> all(local.size() * static_cast<std::size_t>(occupancy));
-        MPI_Gather(local.data(), static_cast<int>(local.size()), MPI_DOUBLE, all.data(), static_cast<int>(local.size()),
-                   MPI_DOUBLE, 0, owned.get());
-        if (world_rank == 0) {
-          std::vector<OpTimingRow> rows;
-          for (std::size_t j = begin; j < end; ++j) {
-            const std::size_t offset = (j - begin) * 5;
-            std::vector<double> medians;
-            double minimum = 0.0;
-            bool ok = true;
-            for (int r = 0; r < occupancy; ++r) {
-              const double* v = &all[static_cast<std::size_t>(r) * local.size() + offset];
-              ok = ok && v[4] > 0.5;
-              medians.push_back(v[0]);
-              minimum = r == 0 ? v[1] : std::min(minimum, v[1]);
-            }
-            OpTimingRow row{};
-            row.signature_id = signature_ids.at(stored_signature(unique_ops[todo[j]].signature()));
-            row.active_ranks = occupancy;
-            h5::set_string(row.backend, to_string(job.backend));
-            row.ok = ok ? 1 : 0;
-            if (ok) {
-              row.time_us_median = stats::median(medians);
-              row.time_us_min = minimum;
-              row.time_us_max_rank = stats::max(medians);
-              row.time_cv = all[offset + 2];
-              row.repeats = static_cast<int64_t>(all[offset + 3]);
-            } else {
-              ++summary.replay_failures;
-              std::printf("  cannot replay %s in isolation; recorded with ok = 0\n", unique_ops[todo[j]].signature().c_str());
-            }
-            rows.push_back(row);
-          }
-          store->table<OpTimingRow>(kOpTimings).append(rows);
-          summary.timings_measured += rows.size();
-          std::printf("  %zu/%zu signatures timed at occupancy %d\n", end, todo.size(), occupancy);
-          std::fflush(stdout);
-        }
-      }
-    }
-    quiet_barrier(MPI_COMM_WORLD);
-  }
-
+  OpsCalibrationSummary& summary = run.summary;
   summary.elapsed_s = std::chrono::duration<double>(Clock::now() - started).count();
   if (world_rank == 0) {
     std::printf("# %zu stages traced (%zu present), %zu distinct signatures, %zu timings measured (%zu present), %zu not replayable; %.1f s\n",

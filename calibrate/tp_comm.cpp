@@ -1,3 +1,4 @@
+// tp_comm.cpp: Megatron's tensor-parallel autograd functions and the DP gradient buffer (tp_comm.hpp).
 #include "calibrate/tp_comm.hpp"
 
 #include <chrono>

@@ -10,7 +10,7 @@
 
 #include <torch/torch.h>
 
-#include "common/comm.hpp"
+#include "runtime/comm.hpp"
 
 namespace itertime::calibrate {
 

@@ -1,3 +1,4 @@
+// trainer.cpp: the 1F1B trainer over (dp, tp, pp) process groups (trainer.hpp).
 #include "calibrate/trainer.hpp"
 
 #include <torch/torch.h>
@@ -10,9 +11,9 @@
 #include "calibrate/torch_info.hpp"
 #include "calibrate/tp_comm.hpp"
 #include "common/errors.hpp"
-#include "common/mpi_communicator.hpp"
-#include "common/mpi_session.hpp"
-#include "common/nccl_communicator.hpp"
+#include "runtime/mpi_communicator.hpp"
+#include "runtime/mpi_session.hpp"
+#include "runtime/nccl_communicator.hpp"
 
 namespace itertime::calibrate {
 namespace {
@@ -286,7 +287,7 @@ Trainer::Trainer(const TrainerOptions& options, MPI_Comm job_comm) : impl_(std::
   s.stage->to(s.device, to_torch(s.policy->param_dtype));
   for (auto& p : s.stage->parameters()) s.parameters.push_back(p);
   s.optimizer = std::make_unique<torch::optim::AdamW>(
-      s.stage->parameters(), torch::optim::AdamWOptions(options.learning_rate).weight_decay(0.01).eps(adamw_eps(*s.policy)));
+      s.stage->parameters(), torch::optim::AdamWOptions(options.learning_rate).betas(std::make_tuple(kAdamW.beta1, kAdamW.beta2)).weight_decay(kAdamW.weight_decay).eps(adamw_eps(*s.policy)));
   if (s.policy->loss_scaling) s.loss_scale = options.initial_loss_scale;
 }
 

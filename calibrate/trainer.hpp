@@ -27,6 +27,7 @@
 #include "common/model_spec.hpp"
 #include "common/parallel_config.hpp"
 #include "common/precision.hpp"
+#include "common/training_recipe.hpp"
 
 namespace itertime::calibrate {
 
@@ -37,7 +38,7 @@ struct TrainerOptions {
   AttentionKernel attention = AttentionKernel::kAuto;  // resolved by the trainer (calibrate/torch_compat.hpp)
   Backend backend = Backend::kCpu;
   uint64_t seed = 1234;
-  double learning_rate = 1e-3;
+  double learning_rate = kAdamW.learning_rate;  // common/training_recipe.hpp
   int compute_threads = 1;  // LibTorch intra-op threads per rank (CPU)
   // Dynamic loss scaling (fp16 policies): the scale the first step starts from (PyTorch's GradScaler
   // default). The scale per micro-batch is this / m, so where one layout overflows another may not.

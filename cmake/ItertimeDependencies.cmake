@@ -4,8 +4,6 @@ find_package(HDF5 REQUIRED COMPONENTS C CXX)
 find_package(Boost REQUIRED COMPONENTS serialization)
 find_package(nlohmann_json 3 REQUIRED)
 find_package(CLI11 REQUIRED)
-find_package(fmt REQUIRED)
-find_package(Threads REQUIRED)
 
 # HDF5 as an imported target (FindHDF5 of CMake 3.25 gives variables only for the C++ part).
 add_library(itertime_hdf5 INTERFACE)
@@ -48,7 +46,7 @@ endif()
 # TORCH_CXX_FLAGS (-D_GLIBCXX_USE_CXX11_ABI=0|1) on the `torch` target in ${TORCH_LIBRARIES} as
 # INTERFACE_COMPILE_OPTIONS, so targets linking ${TORCH_LIBRARIES} compile with LibTorch's libstdc++ ABI.
 # Only the C++11 ABI (=1) can work: the rest of itertime and the Debian C++ libraries it links (HDF5,
-# Boost, fmt) use it and pass std::string across the calibrate boundary.
+# Boost) use it and pass std::string across the calibrate boundary.
 set(ITERTIME_HAVE_TORCH OFF)
 if(ITERTIME_WITH_TORCH)
   find_package(Torch REQUIRED)

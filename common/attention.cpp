@@ -1,3 +1,4 @@
+// attention.cpp: attention kernels: names and parsing (attention.hpp).
 #include "common/attention.hpp"
 
 #include "common/errors.hpp"

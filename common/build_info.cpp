@@ -1,3 +1,4 @@
+// build_info.cpp: how this binary was built: version, revision, build type, CUDA/NCCL/LibTorch (build_info.hpp).
 #include "common/build_info.hpp"
 
 #include <H5public.h>

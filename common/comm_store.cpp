@@ -1,6 +1,7 @@
+// comm_store.cpp: the /comm table: row type, keys, append and resume (comm_store.hpp).
 #include "common/comm_store.hpp"
 
-#include <algorithm>
+#include "common/h5_parent_rows.hpp"
 
 namespace itertime::h5 {
 
@@ -42,25 +43,16 @@ std::string comm_row_key(const CommRow& row) {
          "/" + h5::get_string(row.layout) + "/" + h5::get_string(row.mode) + "/" + std::to_string(row.bytes);
 }
 
+namespace {
+constexpr h5::ChildTable<CommRow> kSamplesSpan{kCommSamples, &CommRow::samples_offset, &CommRow::samples_count};
+}  // namespace
+
 void append_comm_point(h5::Store& store, CommRow row, const std::vector<double>& samples_us) {
-  auto samples = store.samples(kCommSamples);
-  row.samples_offset = static_cast<int64_t>(samples.size());
-  row.samples_count = static_cast<int64_t>(samples_us.size());
-  samples.append(samples_us);
-  store.table<CommRow>(kCommTable).append(row);
+  h5::append_with_children(store, kCommTable, row, h5::child_rows(kSamplesSpan, samples_us));
 }
 
 std::set<std::string> existing_comm_keys(h5::Store& store) {
-  std::set<std::string> keys;
-  if (!store.exists(kCommTable)) return keys;
-  const auto rows = store.table<CommRow>(kCommTable).read_all();
-  int64_t end = 0;
-  for (const auto& row : rows) {
-    keys.insert(comm_row_key(row));
-    end = std::max(end, row.samples_offset + row.samples_count);
-  }
-  if (store.writable()) store.trim(kCommSamples, end);
-  return keys;
+  return h5::complete_parent_keys<CommRow>(store, kCommTable, comm_row_key, kSamplesSpan);
 }
 
 }  // namespace itertime::store

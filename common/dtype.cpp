@@ -1,3 +1,4 @@
+// dtype.cpp: element types and backends: names, sizes, parsing (dtype.hpp).
 #include "common/dtype.hpp"
 
 #include <algorithm>

@@ -1,6 +1,7 @@
+// groundtruth_store.cpp: the /groundtruth tables: row types, append and resume (groundtruth_store.hpp).
 #include "common/groundtruth_store.hpp"
 
-#include <algorithm>
+#include "common/h5_parent_rows.hpp"
 
 namespace itertime::h5 {
 
@@ -64,34 +65,23 @@ RowType RowTraits<store::GroundTruthRankRow>::row_type() {
 
 namespace itertime::store {
 
+namespace {
+constexpr h5::ChildTable<GroundTruthRow> kSamplesSpan{kGroundTruthSamples, &GroundTruthRow::samples_offset,
+                                                      &GroundTruthRow::samples_count};
+constexpr h5::ChildTable<GroundTruthRow> kRanksSpan{kGroundTruthRanks, &GroundTruthRow::ranks_offset,
+                                                    &GroundTruthRow::ranks_count};
+}  // namespace
+
 void append_groundtruth(h5::Store& store, GroundTruthRow row, const std::vector<double>& samples_us,
                         const std::vector<GroundTruthRankRow>& ranks) {
-  auto samples = store.samples(kGroundTruthSamples);
-  auto rank_table = store.table<GroundTruthRankRow>(kGroundTruthRanks);
-  row.samples_offset = static_cast<int64_t>(samples.size());
-  row.samples_count = static_cast<int64_t>(samples_us.size());
-  row.ranks_offset = static_cast<int64_t>(rank_table.size());
-  row.ranks_count = static_cast<int64_t>(ranks.size());
-  samples.append(samples_us);
-  rank_table.append(ranks);
-  store.table<GroundTruthRow>(kGroundTruthTable).append(row);
+  h5::append_with_children(store, kGroundTruthTable, row, h5::child_rows(kSamplesSpan, samples_us),
+                           h5::child_rows(kRanksSpan, ranks));
 }
 
 std::set<std::string> existing_groundtruth_keys(h5::Store& store) {
-  std::set<std::string> keys;
-  if (!store.exists(kGroundTruthTable)) return keys;
-  int64_t samples_end = 0;
-  int64_t ranks_end = 0;
-  for (const auto& row : store.table<GroundTruthRow>(kGroundTruthTable).read_all()) {
-    keys.insert(h5::get_string(row.key));
-    samples_end = std::max(samples_end, row.samples_offset + row.samples_count);
-    ranks_end = std::max(ranks_end, row.ranks_offset + row.ranks_count);
-  }
-  if (store.writable()) {
-    store.trim(kGroundTruthSamples, samples_end);
-    store.trim(kGroundTruthRanks, ranks_end);
-  }
-  return keys;
+  return h5::complete_parent_keys<GroundTruthRow>(
+      store, kGroundTruthTable, [](const GroundTruthRow& row) { return h5::get_string(row.key); }, kSamplesSpan,
+      kRanksSpan);
 }
 
 }  // namespace itertime::store

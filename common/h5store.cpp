@@ -1,3 +1,4 @@
+// h5store.cpp: the HDF5 store: files, /meta, typed tables (h5store.hpp).
 #include "common/h5store.hpp"
 
 #include <ctime>

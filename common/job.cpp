@@ -1,3 +1,5 @@
+// job.cpp: job files (job.hpp, docs/jobs.md): parsed section by section, every mistake one UserError
+// naming the file, the field and what to write.
 #include "common/job.hpp"
 
 #include <filesystem>
@@ -69,17 +71,96 @@ std::vector<RankLayout> factorizations(int world_size) {
   return out;
 }
 
-Job parse_job(const std::string& json_text, const std::string& path) {
-  json root;
-  try {
-    root = json::parse(json_text);
-  } catch (const json::parse_error& error) {
-    throw UserError(path + ": not valid JSON (" + std::string(error.what()) + "); see docs/jobs.md for the job format");
-  }
-  if (!root.is_object()) throw UserError(path + ": a job is a JSON object; see docs/jobs.md");
-  reject_unknown(root, {"name", "model", "backend", "seed", "groundtruth", "configs", "sweep", "comm", "ranks", "compute_threads", "description", "attention"}, path);
+namespace {
 
-  Job job;
+void parse_groundtruth_section(const json& gt, const std::string& where, Job& job) {
+  reject_unknown(gt, {"warmup_iters", "timed_iters", "min_timed_seconds"}, where);
+  job.warmup_iters = get_int(gt, "warmup_iters", job.warmup_iters, where);
+  job.timed_iters = get_int(gt, "timed_iters", job.timed_iters, where);
+  if (job.timed_iters < 1) throw UserError(where + ": timed_iters must be at least 1");
+  if (job.timed_iters > kMaxTimedIters) {
+    throw UserError(where + ": timed_iters must be at most " + std::to_string(kMaxTimedIters));
+  }
+  if (gt.contains("min_timed_seconds")) {
+    const json& value = gt.at("min_timed_seconds");
+    if (!value.is_number() || value.get<double>() < 0) {
+      throw UserError(where + ": min_timed_seconds must be a number >= 0 (seconds of timed steps per configuration)");
+    }
+    job.min_timed_seconds = value.get<double>();
+  }
+}
+
+void parse_comm_section(const json& comm, const std::string& where, Job& job) {
+  reject_unknown(comm, {"min_bytes", "max_bytes", "step_factor", "warmup_iters", "iters"}, where);
+  job.comm.min_bytes = get_string(comm, "min_bytes", job.comm.min_bytes, where);
+  job.comm.max_bytes = get_string(comm, "max_bytes", job.comm.max_bytes, where);
+  if (comm.contains("step_factor")) {
+    if (!comm.at("step_factor").is_number()) throw UserError(where + ": step_factor must be a number");
+    job.comm.step_factor = comm.at("step_factor").get<double>();
+  }
+  job.comm.warmup_iters = get_int(comm, "warmup_iters", job.comm.warmup_iters, where);
+  job.comm.iters = get_int(comm, "iters", job.comm.iters, where);
+}
+
+// The job's configurations in order, each once (by key).
+class ConfigList {
+ public:
+  explicit ConfigList(Job& job) : job_(job) {}
+  void add(const JobConfig& config) {
+    if (seen_.insert(config.key(job_.model.name)).second) job_.configs.push_back(config);
+  }
+
+ private:
+  Job& job_;
+  std::set<std::string> seen_;
+};
+
+void parse_configs(const json& configs, const std::string& path, ConfigList& list) {
+  if (!configs.is_array()) throw UserError(path + ": 'configs' must be an array");
+  int index = 0;
+  for (const json& item : configs) {
+    const std::string where = path + " configs[" + std::to_string(index++) + "]";
+    if (!item.is_object()) throw UserError(where + ": each configuration is an object");
+    reject_unknown(item, {"dp", "tp", "pp", "micro_batch", "global_batch", "seq_len", "precision"}, where);
+    JobConfig config;
+    config.parallel.dp = get_required_int(item, "dp", where);
+    config.parallel.tp = get_required_int(item, "tp", where);
+    config.parallel.pp = get_required_int(item, "pp", where);
+    config.parallel.micro_batch = get_required_int(item, "micro_batch", where);
+    config.parallel.global_batch = get_required_int(item, "global_batch", where);
+    config.parallel.seq_len = get_required_int(item, "seq_len", where);
+    config.precision = parse_precision(get_string(item, "precision", "fp32", where)).name;
+    list.add(config);
+  }
+}
+
+void parse_sweep(const json& sweep, const std::string& where, ConfigList& list) {
+  reject_unknown(sweep, {"world_sizes", "precisions", "micro_batch", "global_batch", "seq_len"}, where);
+  if (!sweep.contains("world_sizes") || !sweep.at("world_sizes").is_array()) {
+    throw UserError(where + ": 'world_sizes' must be an array of rank counts, e.g. [1, 2, 4]");
+  }
+  if (!sweep.contains("precisions") || !sweep.at("precisions").is_array()) {
+    throw UserError(where + ": 'precisions' must be an array, e.g. [\"fp32\", \"amp-bf16\"]");
+  }
+  const int micro_batch = get_required_int(sweep, "micro_batch", where);
+  const int global_batch = get_required_int(sweep, "global_batch", where);
+  const int seq_len = get_required_int(sweep, "seq_len", where);
+  for (const json& world : sweep.at("world_sizes")) {
+    if (!world.is_number_integer() || world.get<int>() < 1) throw UserError(where + ": world sizes must be positive integers");
+    for (const RankLayout& layout : factorizations(world.get<int>())) {
+      for (const json& precision : sweep.at("precisions")) {
+        if (!precision.is_string()) throw UserError(where + ": precisions must be strings");
+        JobConfig config;
+        config.parallel = ParallelConfig{layout.dp(), layout.tp(), layout.pp(), micro_batch, global_batch, seq_len};
+        config.precision = parse_precision(precision.get<std::string>()).name;
+        list.add(config);
+      }
+    }
+  }
+}
+
+// The top-level scalar fields: name, model (loaded), backend, attention, seed, ranks, threads.
+void parse_top_level(const json& root, const std::string& path, Job& job) {
   job.path = path;
   job.name = get_string(root, "name", std::filesystem::path(path).stem().string(), path);
   const std::string model = get_string(root, "model", "", path);
@@ -98,87 +179,27 @@ Job parse_job(const std::string& json_text, const std::string& path) {
   job.ranks = get_int(root, "ranks", 0, path);
   job.compute_threads = get_int(root, "compute_threads", 1, path);
   if (job.compute_threads < 1) throw UserError(path + ": compute_threads must be at least 1");
+}
 
-  if (root.contains("groundtruth")) {
-    const json& gt = root.at("groundtruth");
-    const std::string where = path + " groundtruth";
-    reject_unknown(gt, {"warmup_iters", "timed_iters", "min_timed_seconds"}, where);
-    job.warmup_iters = get_int(gt, "warmup_iters", job.warmup_iters, where);
-    job.timed_iters = get_int(gt, "timed_iters", job.timed_iters, where);
-    if (job.timed_iters < 1) throw UserError(where + ": timed_iters must be at least 1");
-    if (job.timed_iters > kMaxTimedIters) {
-      throw UserError(where + ": timed_iters must be at most " + std::to_string(kMaxTimedIters));
-    }
-    if (gt.contains("min_timed_seconds")) {
-      const json& value = gt.at("min_timed_seconds");
-      if (!value.is_number() || value.get<double>() < 0) {
-        throw UserError(where + ": min_timed_seconds must be a number >= 0 (seconds of timed steps per configuration)");
-      }
-      job.min_timed_seconds = value.get<double>();
-    }
-  }
-  if (root.contains("comm")) {
-    const json& comm = root.at("comm");
-    const std::string where = path + " comm";
-    reject_unknown(comm, {"min_bytes", "max_bytes", "step_factor", "warmup_iters", "iters"}, where);
-    job.comm.min_bytes = get_string(comm, "min_bytes", job.comm.min_bytes, where);
-    job.comm.max_bytes = get_string(comm, "max_bytes", job.comm.max_bytes, where);
-    if (comm.contains("step_factor")) {
-      if (!comm.at("step_factor").is_number()) throw UserError(where + ": step_factor must be a number");
-      job.comm.step_factor = comm.at("step_factor").get<double>();
-    }
-    job.comm.warmup_iters = get_int(comm, "warmup_iters", job.comm.warmup_iters, where);
-    job.comm.iters = get_int(comm, "iters", job.comm.iters, where);
-  }
+}  // namespace
 
-  std::set<std::string> seen;
-  auto add = [&](const JobConfig& config) {
-    if (seen.insert(config.key(job.model.name)).second) job.configs.push_back(config);
-  };
-  if (root.contains("configs")) {
-    if (!root.at("configs").is_array()) throw UserError(path + ": 'configs' must be an array");
-    int index = 0;
-    for (const json& item : root.at("configs")) {
-      const std::string where = path + " configs[" + std::to_string(index++) + "]";
-      if (!item.is_object()) throw UserError(where + ": each configuration is an object");
-      reject_unknown(item, {"dp", "tp", "pp", "micro_batch", "global_batch", "seq_len", "precision"}, where);
-      JobConfig config;
-      config.parallel.dp = get_required_int(item, "dp", where);
-      config.parallel.tp = get_required_int(item, "tp", where);
-      config.parallel.pp = get_required_int(item, "pp", where);
-      config.parallel.micro_batch = get_required_int(item, "micro_batch", where);
-      config.parallel.global_batch = get_required_int(item, "global_batch", where);
-      config.parallel.seq_len = get_required_int(item, "seq_len", where);
-      config.precision = parse_precision(get_string(item, "precision", "fp32", where)).name;
-      add(config);
-    }
+Job parse_job(const std::string& json_text, const std::string& path) {
+  json root;
+  try {
+    root = json::parse(json_text);
+  } catch (const json::parse_error& error) {
+    throw UserError(path + ": not valid JSON (" + std::string(error.what()) + "); see docs/jobs.md for the job format");
   }
-  if (root.contains("sweep")) {
-    const json& sweep = root.at("sweep");
-    const std::string where = path + " sweep";
-    reject_unknown(sweep, {"world_sizes", "precisions", "micro_batch", "global_batch", "seq_len"}, where);
-    if (!sweep.contains("world_sizes") || !sweep.at("world_sizes").is_array()) {
-      throw UserError(where + ": 'world_sizes' must be an array of rank counts, e.g. [1, 2, 4]");
-    }
-    if (!sweep.contains("precisions") || !sweep.at("precisions").is_array()) {
-      throw UserError(where + ": 'precisions' must be an array, e.g. [\"fp32\", \"amp-bf16\"]");
-    }
-    const int micro_batch = get_required_int(sweep, "micro_batch", where);
-    const int global_batch = get_required_int(sweep, "global_batch", where);
-    const int seq_len = get_required_int(sweep, "seq_len", where);
-    for (const json& world : sweep.at("world_sizes")) {
-      if (!world.is_number_integer() || world.get<int>() < 1) throw UserError(where + ": world sizes must be positive integers");
-      for (const RankLayout& layout : factorizations(world.get<int>())) {
-        for (const json& precision : sweep.at("precisions")) {
-          if (!precision.is_string()) throw UserError(where + ": precisions must be strings");
-          JobConfig config;
-          config.parallel = ParallelConfig{layout.dp(), layout.tp(), layout.pp(), micro_batch, global_batch, seq_len};
-          config.precision = parse_precision(precision.get<std::string>()).name;
-          add(config);
-        }
-      }
-    }
-  }
+  if (!root.is_object()) throw UserError(path + ": a job is a JSON object; see docs/jobs.md");
+  reject_unknown(root, {"name", "model", "backend", "seed", "groundtruth", "configs", "sweep", "comm", "ranks", "compute_threads", "description", "attention"}, path);
+
+  Job job;
+  parse_top_level(root, path, job);
+  if (root.contains("groundtruth")) parse_groundtruth_section(root.at("groundtruth"), path + " groundtruth", job);
+  if (root.contains("comm")) parse_comm_section(root.at("comm"), path + " comm", job);
+  ConfigList list(job);
+  if (root.contains("configs")) parse_configs(root.at("configs"), path, list);
+  if (root.contains("sweep")) parse_sweep(root.at("sweep"), path + " sweep", list);
   if (job.configs.empty()) throw UserError(path + ": the job lists no configuration (give 'configs' or 'sweep')");
   for (const auto& config : job.configs) {
     const auto& p = config.parallel;

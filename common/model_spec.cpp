@@ -1,3 +1,4 @@
+// model_spec.cpp: LLaMA config.json: parsing, validation, parameter counts (model_spec.hpp).
 #include "common/model_spec.hpp"
 
 #include <filesystem>

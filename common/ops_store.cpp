@@ -1,6 +1,7 @@
+// ops_store.cpp: the /ops tables: row types, stage keys, append and resume (ops_store.hpp).
 #include "common/ops_store.hpp"
 
-#include <algorithm>
+#include "common/h5_parent_rows.hpp"
 
 namespace itertime::h5 {
 
@@ -85,34 +86,20 @@ std::string stage_key(const std::string& model, int tp, int pp, int stage, int m
          std::to_string(micro_batch) + "/seq" + std::to_string(seq_len) + "/" + precision + "/" + variant;
 }
 
+namespace {
+constexpr h5::ChildTable<OpStageRow> kSequenceSpan{kOpSequences, &OpStageRow::sequence_offset, &OpStageRow::sequence_count};
+constexpr h5::ChildTable<OpStageRow> kCommSpan{kOpComms, &OpStageRow::comm_offset, &OpStageRow::comm_count};
+}  // namespace
+
 void append_stage(h5::Store& store, OpStageRow stage, const std::vector<OpSequenceRow>& sequence,
                   const std::vector<OpCommRow>& comms) {
-  auto sequences = store.table<OpSequenceRow>(kOpSequences);
-  auto comm_table = store.table<OpCommRow>(kOpComms);
-  stage.sequence_offset = static_cast<int64_t>(sequences.size());
-  stage.sequence_count = static_cast<int64_t>(sequence.size());
-  stage.comm_offset = static_cast<int64_t>(comm_table.size());
-  stage.comm_count = static_cast<int64_t>(comms.size());
-  sequences.append(sequence);
-  comm_table.append(comms);
-  store.table<OpStageRow>(kOpStages).append(stage);
+  h5::append_with_children(store, kOpStages, stage, h5::child_rows(kSequenceSpan, sequence),
+                           h5::child_rows(kCommSpan, comms));
 }
 
 std::set<std::string> existing_stage_keys(h5::Store& store) {
-  std::set<std::string> keys;
-  if (!store.exists(kOpStages)) return keys;
-  int64_t sequence_end = 0;
-  int64_t comm_end = 0;
-  for (const auto& row : store.table<OpStageRow>(kOpStages).read_all()) {
-    keys.insert(h5::get_string(row.stage_key));
-    sequence_end = std::max(sequence_end, row.sequence_offset + row.sequence_count);
-    comm_end = std::max(comm_end, row.comm_offset + row.comm_count);
-  }
-  if (store.writable()) {
-    store.trim(kOpSequences, sequence_end);
-    store.trim(kOpComms, comm_end);
-  }
-  return keys;
+  return h5::complete_parent_keys<OpStageRow>(
+      store, kOpStages, [](const OpStageRow& row) { return h5::get_string(row.stage_key); }, kSequenceSpan, kCommSpan);
 }
 
 }  // namespace itertime::store

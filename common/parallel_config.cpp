@@ -1,3 +1,4 @@
+// parallel_config.cpp: (dp, tp, pp) layouts and their rules (parallel_config.hpp).
 #include "common/parallel_config.hpp"
 
 #include <sstream>

@@ -1,3 +1,4 @@
+// precision.cpp: the precision policies (precision.hpp).
 #include "common/precision.hpp"
 
 #include <array>

@@ -1,3 +1,4 @@
+// stats.cpp: statistics: summaries, percentiles, APE (stats.hpp).
 #include "common/stats.hpp"
 
 #include <algorithm>

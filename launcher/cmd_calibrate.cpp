@@ -3,14 +3,14 @@
 #include <memory>
 #include <string>
 
-#include "calibrate/comm_bench.hpp"
+#include "commbench/comm_bench.hpp"
 #ifdef ITERTIME_HAVE_TORCH
 #include "calibrate/groundtruth.hpp"
 #include "calibrate/ops_calibration.hpp"
 #endif
 #include "common/job.hpp"
 #include "common/errors.hpp"
-#include "common/mpi_session.hpp"
+#include "runtime/mpi_session.hpp"
 #include "launcher/commands.hpp"
 #include "launcher/provenance.hpp"
 

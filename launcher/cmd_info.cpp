@@ -10,8 +10,8 @@
 
 #include "calibrate/torch_info.hpp"
 #include "common/build_info.hpp"
-#include "common/cuda_info.hpp"
-#include "common/mpi_session.hpp"
+#include "runtime/cuda_info.hpp"
+#include "runtime/mpi_session.hpp"
 #include "launcher/commands.hpp"
 
 namespace itertime::launcher {

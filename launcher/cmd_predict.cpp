@@ -1,23 +1,19 @@
-// cmd_predict.cpp: `itertime fit`, `itertime predict` and `itertime validate`: no MPI, no LibTorch.
+// cmd_predict.cpp: `itertime fit`, `predict`, `validate` and `plan`: options, then the libraries; the
+// reporters are validate/prediction_report and validate/validation_report. No MPI, no LibTorch.
 #include <cstdio>
-#include <filesystem>
-#include <fstream>
 #include <memory>
 #include <optional>
-#include <nlohmann/json.hpp>
 #include <string>
 
 #include "common/errors.hpp"
-#include "common/groundtruth_store.hpp"
-#include "common/h5store.hpp"
 #include "common/model_spec.hpp"
 #include "launcher/commands.hpp"
 #include "predict/fitted_model.hpp"
 #include "predict/memory_model.hpp"
 #include "predict/plan.hpp"
 #include "predict/predictor.hpp"
-#include "validate/validation.hpp"
-#include "validate/validation_store.hpp"
+#include "validate/prediction_report.hpp"
+#include "validate/validation_run.hpp"
 
 namespace itertime::launcher {
 namespace {
@@ -44,59 +40,31 @@ int run_predict(const PredictArgs& a) {
   request.precision = policy.name;
   request.blind = a.blind;
   request.calibrated = !a.raw;
-  const predict::Prediction p = predict::predict(model, request);
+  predict::StageResolver resolver(model, predict::StagePolicy::kTracedThenBuilt);
+  const predict::PredictOutcome outcome = predict::predict(resolver, request);
+  if (!outcome.ok()) throw UserError(outcome.reason);  // the CLI boundary: a prediction that cannot be made
+  const predict::Prediction& p = *outcome.prediction;
   const auto memory = predict::memory_all_stages(spec, config, policy, parse_attention(model.attention));
   int64_t peak_bytes = 0;
   for (const auto& m : memory) peak_bytes = std::max(peak_bytes, m.total_bytes);
   const bool too_big = a.device_memory_gib > 0 && static_cast<double>(peak_bytes) > a.device_memory_gib * (1ull << 30);
-  const predict::PooledCheck check = predict::pooled_regression_check(model);
-
+  validate::PredictionRecord record;
+  record.source = a.source;
+  record.model_name = spec.name;
+  record.config = config;
+  record.precision = a.precision;
+  record.blind = a.blind;
+  record.attention = model.attention;
+  record.libtorch_version = model.libtorch_version;
+  record.prediction = p;
+  record.peak_memory_bytes = peak_bytes;
+  record.exceeds_device_memory = too_big;
+  record.regression_check = predict::pooled_regression_check(model);
   if (a.json) {
-    nlohmann::json out = {{"model", spec.name}, {"dp", a.dp}, {"tp", a.tp}, {"pp", a.pp}, {"micro_batch", a.micro_batch},
-                          {"global_batch", a.global_batch}, {"seq_len", a.seq_len}, {"precision", a.precision},
-                          {"precision_blind", a.blind}, {"attention", model.attention},
-                          {"libtorch_version", model.libtorch_version.empty() ? "1.13 (not recorded)" : model.libtorch_version},
-                          {"iteration_us", p.total_us}, {"raw_iteration_us", p.raw_total_us},
-                          {"calibration_factor", p.calibration_factor}, {"op_overhead_us", p.op_overhead_us}, {"op_calls", p.op_calls},
-                          {"breakdown_us", {{"compute", p.compute_us}, {"tp_comm", p.tp_comm_us}, {"pp_comm", p.pp_comm_us},
-                                            {"bubble", p.bubble_us}, {"dp_comm", p.dp_comm_us}, {"optimizer", p.optimizer_us}}},
-                          {"stage_forward_us", p.stage_forward_us}, {"stage_backward_us", p.stage_backward_us},
-                          {"extrapolated_fraction", p.extrapolated_fraction}, {"peak_memory_bytes", peak_bytes},
-                          {"exceeds_device_memory", too_big}, {"notes", p.notes},
-                          {"regression_check", {{"groups", check.groups}, {"held_out_signatures", check.held_out_points},
-                                                {"mape_pct", check.mape_pct},
-                                                {"time_weighted_mape_pct", check.time_weighted_mape_pct}}}};
-    std::printf("%s\n", out.dump(2).c_str());
-    return 0;
+    std::printf("%s\n", validate::prediction_json(record).c_str());
+  } else {
+    validate::print_prediction(record);
   }
-  std::printf("itertime predict: %s %s %s%s on %s\n", spec.name.c_str(), config.to_string().c_str(), a.precision.c_str(),
-              a.blind ? " (precision-blind)" : "", a.source.c_str());
-  std::printf("  calibrated with    %s attention, LibTorch %s\n", model.attention.c_str(),
-              model.libtorch_version.empty() ? "1.13 (not recorded)" : model.libtorch_version.c_str());
-  std::printf("  iteration          %12.1f us", p.total_us);
-  if (p.op_overhead_us != 0.0 || p.calibration_factor != 1.0) {
-    std::printf("  (operators alone %.1f us; + %.1f us x %lld operator calls, x %.3f, fitted on ground truth)", p.raw_total_us,
-                p.op_overhead_us, static_cast<long long>(p.op_calls), p.calibration_factor);
-  }
-  std::printf("\n  breakdown on the busiest stage (raw):\n");
-  std::printf("    compute          %12.1f us\n    TP comm          %12.1f us\n    PP comm          %12.1f us\n",
-              p.compute_us, p.tp_comm_us, p.pp_comm_us);
-  std::printf("    bubble           %12.1f us\n    DP comm + buffer %12.1f us\n    optimizer        %12.1f us\n", p.bubble_us,
-              p.dp_comm_us, p.optimizer_us);
-  std::printf("  extrapolated       %12.1f %% of compute time from the operator regression\n", 100.0 * p.extrapolated_fraction);
-  if (p.extrapolated_fraction > 0) {
-    if (check.groups > 0) {
-      std::printf("                     (that regression, scored on the largest third of this calibration's profiled\n"
-                  "                      signatures after fitting on the rest, is off by %.1f%% time-weighted; far beyond\n"
-                  "                      the profiled shapes expect more: profile this configuration with `calibrate ops`)\n",
-                  check.time_weighted_mape_pct);
-    } else {
-      std::printf("                     (no regression group has enough profiled signatures to check it)\n");
-    }
-  }
-  std::printf("  peak memory        %12.2f GiB per rank (busiest stage)%s\n", static_cast<double>(peak_bytes) / (1ull << 30),
-              too_big ? "  EXCEEDS the device memory" : "");
-  for (const auto& note : p.notes) std::printf("  note: %s\n", note.c_str());
   return 0;
 }
 
@@ -114,23 +82,7 @@ void register_predict(CLI::App& app, std::vector<std::pair<CLI::App*, Action>>& 
   actions.emplace_back(fit, [fit_in, fit_out, fit_force](Context&) {
     const predict::FittedModel model = predict::fit_model(*fit_in);
     predict::save_model(model, *fit_out, *fit_force);
-    std::printf("fitted %s -> %s: %zu comm tables, %zu operator signatures, %zu timings, %zu stage traces, %zu regressions\n",
-                fit_in->c_str(), fit_out->c_str(), model.comm.tables().size(), model.signatures.size(), model.op_time_us.size(),
-                model.stages.size(), model.regressions.size());
-    std::printf("comm fit residuals (alpha-beta fit on the largest sizes):\n");
-    for (const auto& r : model.comm.residuals()) {
-      std::printf("  %-40s alpha %9.2f us  bandwidth %8.3f GB/s  MAPE %6.2f%% over %lld points\n", r.key.to_string().c_str(),
-                  r.alpha_us, r.bandwidth_GBps, r.mape_pct, static_cast<long long>(r.fit_points));
-    }
-    const predict::PooledCheck check = predict::pooled_regression_check(model);
-    std::printf("operator regression (signatures never profiled): upward check, fitted on the smaller 2/3 of each group,\n"
-                "  scored on the largest 1/3: MAPE %.2f%% (time-weighted %.2f%%) over %lld signatures in %lld groups\n",
-                check.mape_pct, check.time_weighted_mape_pct, static_cast<long long>(check.held_out_points),
-                static_cast<long long>(check.groups));
-    for (const auto& [occupancy, c] : model.calibration.per_occupancy) {
-      std::printf("calibration at %lld busy rank(s): %.1f us per operator call, factor %.3f (from %lld configurations)\n",
-                  static_cast<long long>(occupancy), c.op_overhead_us, c.factor, static_cast<long long>(c.rows));
-    }
+    validate::print_fit_summary(model, *fit_in, *fit_out);
     return 0;
   });
 
@@ -159,6 +111,7 @@ void register_predict(CLI::App& app, std::vector<std::pair<CLI::App*, Action>>& 
   auto no_store = std::make_shared<bool>(false);
   auto compute = std::make_shared<bool>(false);
   auto memory_model_file = std::make_shared<std::string>();
+  auto model_file = std::make_shared<std::string>();
   validate_cmd->add_option("CAL", *cal, "Calibration HDF5 file with /comm, /ops and /groundtruth")->required();
   validate_cmd->add_option("--out-dir", *out_dir, "Folder for validation.csv, .json and .svg (default: CAL's folder/<stem>-validation)");
   validate_cmd->add_flag("--no-store", *no_store, "Do not write /validation into the calibration file");
@@ -166,38 +119,22 @@ void register_predict(CLI::App& app, std::vector<std::pair<CLI::App*, Action>>& 
                          "Also compare each stage's summed profiled operator times with its measured compute time");
   validate_cmd->add_option("--memory-report", *memory_model_file,
                            "Also compare the memory model with the measured peak tensor bytes, for the model in this LLaMA config.json");
-  actions.emplace_back(validate_cmd, [cal, out_dir, no_store, compute, memory_model_file](Context&) {
-    // Read the model config first: a wrong path is refused before any work.
-    const std::optional<LlamaSpec> memory_spec =
-        memory_model_file->empty() ? std::nullopt : std::optional<LlamaSpec>(load_llama_config(*memory_model_file));
-    const predict::FittedModel model = predict::fit_model(*cal);
-    std::vector<store::GroundTruthRow> rows;
-    {
-      h5::Store store = h5::Store::open(*cal, false);
-      if (!store.exists(store::kGroundTruthTable)) {
-        throw UserError(*cal + ": no /groundtruth table; run `itertime calibrate groundtruth --job JOB` first");
-      }
-      rows = store.table<store::GroundTruthRow>(store::kGroundTruthTable).read_all();
-      if (*compute || memory_spec) {
-        const auto ranks = store.table<store::GroundTruthRankRow>(store::kGroundTruthRanks).read_all();
-        if (*compute) validate::print_compute_report(validate::compute_report(model, rows, ranks));
-        if (memory_spec) validate::print_memory_report(validate::memory_report(*memory_spec, parse_attention(model.attention), rows, ranks));
-      }
+  validate_cmd->add_option("--model", *model_file,
+                           "LLaMA config.json of the ground truth, for the builder-only predictions "
+                           "(default: the --memory-report file, else the path /meta groundtruth_model names, when readable)");
+  actions.emplace_back(validate_cmd, [cal, out_dir, no_store, compute, memory_model_file, model_file](Context&) {
+    validate::ValidationRunOptions options;
+    options.calibration_file = *cal;
+    options.report_dir = *out_dir;
+    options.store_in_calibration = !*no_store;
+    options.compute_report = *compute;
+    // Read the model configs first: a wrong path is refused before any work.
+    if (!memory_model_file->empty()) {
+      options.model = load_llama_config(*memory_model_file);
+      options.memory_report = true;
     }
-    const validate::ValidationReport report = validate::validate(model, rows);
-    validate::print_report(report);
-    std::filesystem::path dir = out_dir->empty()
-                                    ? std::filesystem::path(*cal).parent_path() / (std::filesystem::path(*cal).stem().string() + "-validation")
-                                    : std::filesystem::path(*out_dir);
-    std::filesystem::create_directories(dir);
-    validate::write_csv(report, (dir / "validation.csv").string());
-    validate::write_json(report, (dir / "validation.json").string());
-    validate::write_svg(report, (dir / "validation.svg").string());
-    if (!*no_store) {
-      h5::Store store = h5::Store::open(*cal, true);
-      validate::write_validation(store, report);
-    }
-    std::printf("# reports: %s/validation.{csv,json,svg}%s\n", dir.string().c_str(), *no_store ? "" : "; /validation in the calibration file");
+    if (!model_file->empty()) options.model = load_llama_config(*model_file);
+    validate::run_validation(options);
     return 0;
   });
 }
@@ -240,27 +177,9 @@ void register_plan(CLI::App& app, std::vector<std::pair<CLI::App*, Action>>& act
     const predict::FittedModel model = predict::load_or_fit(a->source);
     const auto entries = predict::plan(model, options);
     if (a->json) {
-      nlohmann::json out = nlohmann::json::array();
-      for (const auto& e : entries) {
-        out.push_back({{"dp", e.config.dp}, {"tp", e.config.tp}, {"pp", e.config.pp}, {"micro_batch", e.config.micro_batch},
-                       {"precision", to_string(e.precision)}, {"iteration_us", e.iteration_us},
-                       {"peak_memory_bytes", e.peak_memory_bytes}, {"feasible", e.feasible}, {"reason", e.reason},
-                       {"extrapolated_fraction", e.extrapolated_fraction}});
-      }
-      std::printf("%s\n", out.dump(2).c_str());
-      return 0;
-    }
-    std::printf("itertime plan: %s on %d GPUs, gbs %d, seq %d: %zu candidates\n", options.model.name.c_str(), a->gpus,
-                a->global_batch, a->seq_len, entries.size());
-    std::printf("  %-4s %-12s %5s %-9s %16s %14s %10s  %s\n", "rank", "(dp,tp,pp)", "mbs", "precision", "iteration_us", "memory_GiB",
-                "extrap(%)", "note");
-    int shown = 0;
-    for (const auto& e : entries) {
-      if (shown >= a->top) break;
-      ++shown;
-      std::printf("  %-4d %-12s %5d %-9s %16.0f %14.2f %10.1f  %s\n", shown, e.config.tuple_string().c_str(), e.config.micro_batch,
-                  to_string(e.precision).c_str(), e.iteration_us, e.peak_memory_bytes / static_cast<double>(1ull << 30),
-                  100.0 * e.extrapolated_fraction, e.feasible ? "" : e.reason.c_str());
+      std::printf("%s\n", validate::plan_json(entries).c_str());
+    } else {
+      validate::print_plan(options, entries, a->top);
     }
     return 0;
   });

@@ -3,7 +3,8 @@
 // Invariants:
 //  - Started outside MPI, it launches each calibration stage itself with N ranks: srun inside a Slurm
 //    allocation (SLURM_JOB_ID set), mpirun otherwise; started under mpirun/srun it runs the stages in
-//    process over the existing world.
+//    process over the existing world, through `itertime calibrate`'s own parser and actions. Either way a
+//    stage is the command line launcher/stage_command.hpp renders (the one the Slurm script runs too).
 //  - Every stage runs with --resume semantics, so rerunning the same command after a crash or a
 //    requeue continues where it stopped; a stage that fails stops the pipeline with its exit status.
 #include <spawn.h>
@@ -20,21 +21,13 @@
 #include <string>
 #include <vector>
 
-#include "calibrate/comm_bench.hpp"
-#ifdef ITERTIME_HAVE_TORCH
-#include "calibrate/groundtruth.hpp"
-#include "calibrate/ops_calibration.hpp"
-#endif
 #include "common/errors.hpp"
-#include "common/groundtruth_store.hpp"
-#include "common/h5store.hpp"
 #include "common/job.hpp"
-#include "common/mpi_session.hpp"
+#include "runtime/mpi_session.hpp"
 #include "launcher/commands.hpp"
 #include "launcher/provenance.hpp"
-#include "predict/fitted_model.hpp"
-#include "validate/validation.hpp"
-#include "validate/validation_store.hpp"
+#include "launcher/stage_command.hpp"
+#include "validate/validation_run.hpp"
 
 extern char** environ;
 
@@ -49,12 +42,6 @@ struct RunArgs {
   std::string launcher_args;
   std::vector<std::string> stages;
 };
-
-std::string format_factor(double factor) {
-  char text[32];
-  std::snprintf(text, sizeof(text), "%g", factor);
-  return text;
-}
 
 bool under_mpi() {
   for (const char* name : {"OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "PMIX_RANK", "MPI_LOCALNRANKS"}) {
@@ -103,31 +90,42 @@ std::vector<std::string> launch_prefix(const RunArgs& args, int ranks) {
   return prefix;
 }
 
+constexpr Stage kCalibrationStages[] = {Stage::kComm, Stage::kOps, Stage::kGroundTruth};  // pipeline order
+
+// A stage that did not succeed (other than by refusing its input) stops the pipeline.
+void check_stage_status(const std::string& name, int status) {
+  if (status != 0) {
+    throw InternalError("stage " + name + " failed with exit status " + std::to_string(status) +
+                            "; fix the cause and rerun the same command to resume",
+                        __FILE__, __LINE__);
+  }
+}
+
+// Under mpirun/srun: runs a stage's command line in this process, over the world already started,
+// through the same parser and action as `itertime calibrate` (collective over MPI_COMM_WORLD).
+int run_stage_in_process(Context& context, const std::vector<std::string>& arguments) {
+  CLI::App app{"itertime", "itertime"};
+  std::vector<std::pair<CLI::App*, Action>> actions;
+  register_calibrate(app, actions);
+  try {
+    app.parse(std::vector<std::string>(arguments.rbegin(), arguments.rend()));  // CLI11 reads them reversed
+  } catch (const CLI::ParseError& error) {
+    throw InternalError(std::string("a stage's command line does not parse: ") + error.what(), __FILE__, __LINE__);
+  }
+  for (auto& [command, action] : actions) {
+    if (command->parsed()) return action(context);
+  }
+  throw InternalError("a stage's command line names no calibrate subcommand", __FILE__, __LINE__);
+}
+
 void fit_and_validate(const std::string& output, const LlamaSpec& model_spec) {
-  const predict::FittedModel model = predict::fit_model(output);
-  std::vector<store::GroundTruthRow> rows;
-  {
-    h5::Store store = h5::Store::open(output, false);
-    rows = store.table<store::GroundTruthRow>(store::kGroundTruthTable).read_all();
-    const auto ranks = store.table<store::GroundTruthRankRow>(store::kGroundTruthRanks).read_all();
-    validate::print_compute_report(validate::compute_report(model, rows, ranks));
-    validate::print_memory_report(validate::memory_report(model_spec, parse_attention(model.attention), rows, ranks));
-  }
-  const validate::ValidationReport report = validate::validate(model, rows);
-  const std::filesystem::path dir =
-      std::filesystem::path(output).parent_path() / (std::filesystem::path(output).stem().string() + "-validation");
-  std::filesystem::create_directories(dir);
-  validate::write_csv(report, (dir / "validation.csv").string());
-  validate::write_json(report, (dir / "validation.json").string());
-  validate::write_svg(report, (dir / "validation.svg").string());
-  {
-    h5::Store store = h5::Store::open(output, true);
-    validate::write_validation(store, report);
-  }
-  predict::save_model(model, (dir / "model.itertime").string(), /*force=*/true);
-  std::printf("\n");
-  validate::print_report(report);
-  std::printf("# reports in %s (validation.csv, validation.json, validation.svg, model.itertime)\n", dir.string().c_str());
+  validate::ValidationRunOptions options;
+  options.calibration_file = output;
+  options.compute_report = true;
+  options.memory_report = true;
+  options.model = model_spec;
+  options.save_fitted_model = true;
+  validate::run_validation(options);
 }
 
 int run_pipeline(Context& context, const RunArgs& args) {
@@ -140,49 +138,22 @@ int run_pipeline(Context& context, const RunArgs& args) {
       throw UserError("--stages: unknown stage '" + s + "'; use comm, ops, groundtruth, validate");
     }
   }
-  auto wants = [&](const char* name) { return std::find(stages.begin(), stages.end(), name) != stages.end(); };
+  auto wants = [&](const std::string& name) { return std::find(stages.begin(), stages.end(), name) != stages.end(); };
 
+  const StageInputs inputs = stage_inputs(job, args.job, output);
   if (under_mpi()) {
     // In process, over the world we were started in.
     MpiSession mpi(&context.argc, &context.argv);
     try {
-      const auto provenance = collect_provenance(context.command_line, to_string(job.backend));
-      if (wants("comm")) {
-        calibrate::CommCalibrationOptions options;
-        options.sweep.min_bytes = calibrate::parse_bytes(job.comm.min_bytes);
-        options.sweep.max_bytes = calibrate::parse_bytes(job.comm.max_bytes);
-        options.sweep.step_factor = job.comm.step_factor;
-        options.sweep.warmup_iters = job.comm.warmup_iters;
-        options.sweep.iters = job.comm.iters;
-        options.backend = job.backend;
-        options.output_path = output;
-        options.resume = true;
-        options.provenance = provenance;
-        if (calibrate::calibrate_comm(options).points_failed_check > 0) {
-          throw InternalError("communication points failed their correctness check (rows with check_errors > 0); the pipeline stops",
-                              __FILE__, __LINE__);
-        }
-      }
-#ifdef ITERTIME_HAVE_TORCH
-      if (wants("ops")) {
-        calibrate::OpsCalibrationOptions options;
-        options.job = job;
-        options.output_path = output;
-        options.resume = true;
-        options.provenance = provenance;
-        calibrate::calibrate_ops(options);
-      }
-      if (wants("groundtruth")) {
-        calibrate::GroundTruthOptions options;
-        options.job = job;
-        options.output_path = output;
-        options.resume = true;
-        options.provenance = provenance;
-        calibrate::calibrate_groundtruth(options);
-      }
-#else
-      if (wants("ops") || wants("groundtruth")) throw CollectiveUserError("this itertime was built without LibTorch; ops and ground truth need it");
+      for (const Stage stage : kCalibrationStages) {
+        if (!wants(to_string(stage))) continue;
+#ifndef ITERTIME_HAVE_TORCH
+        if (stage != Stage::kComm) throw CollectiveUserError("this itertime was built without LibTorch; ops and ground truth need it");
 #endif
+        const int status = run_stage_in_process(context, stage_arguments(stage, inputs));
+        if (status == kExitUserError) return kExitUserError;  // the stage reported it on rank 0
+        check_stage_status(to_string(stage), status);
+      }
       if (wants("validate") && mpi.world_rank() == 0) fit_and_validate(output, job.model);
       return kExitSuccess;
     } catch (const CollectiveUserError& error) {
@@ -200,25 +171,15 @@ int run_pipeline(Context& context, const RunArgs& args) {
   std::printf("[run] job %s: model %s, %zu configurations, %d ranks, output %s\n", job.name.c_str(), job.model.name.c_str(),
               job.configs.size(), ranks, output.c_str());
   const std::vector<std::string> prefix = launch_prefix(args, ranks);
-  auto stage = [&](const std::string& name, std::vector<std::string> command) {
+  for (const Stage stage : kCalibrationStages) {
+    if (!wants(to_string(stage))) continue;
     std::vector<std::string> argv(prefix);
     argv.push_back(exe);
-    argv.insert(argv.end(), command.begin(), command.end());
+    for (std::string& argument : stage_arguments(stage, inputs)) argv.push_back(std::move(argument));
     const int status = spawn_and_wait(argv);
-    if (status == kExitUserError) throw UserError("stage " + name + " refused its input (see above)");
-    if (status != 0) {
-      throw InternalError("stage " + name + " failed with exit status " + std::to_string(status) +
-                              "; fix the cause and rerun the same command to resume",
-                          __FILE__, __LINE__);
-    }
-  };
-  if (wants("comm")) {
-    stage("comm", {"calibrate", "comm", "-o", output, "--resume", "--backend", to_string(job.backend), "--min-bytes",
-                   job.comm.min_bytes, "--max-bytes", job.comm.max_bytes, "--step-factor", format_factor(job.comm.step_factor),
-                   "--warmup", std::to_string(job.comm.warmup_iters), "--iters", std::to_string(job.comm.iters)});
+    if (status == kExitUserError) throw UserError("stage " + to_string(stage) + " refused its input (see above)");
+    check_stage_status(to_string(stage), status);
   }
-  if (wants("ops")) stage("ops", {"calibrate", "ops", "--job", args.job, "-o", output, "--resume"});
-  if (wants("groundtruth")) stage("groundtruth", {"calibrate", "groundtruth", "--job", args.job, "-o", output, "--resume"});
   if (wants("validate")) fit_and_validate(output, job.model);
   return kExitSuccess;
 }

@@ -7,7 +7,7 @@
 #include <iostream>
 
 #include "common/errors.hpp"
-#include "common/mpi_session.hpp"
+#include "runtime/mpi_session.hpp"
 #include "launcher/commands.hpp"
 
 namespace {

@@ -1,11 +1,12 @@
+// provenance.cpp: /meta provenance of a calibration file (provenance.hpp).
 #include "launcher/provenance.hpp"
 
 #include <unistd.h>
 
 #include "calibrate/torch_info.hpp"
 #include "common/build_info.hpp"
-#include "common/cuda_info.hpp"
-#include "common/mpi_session.hpp"
+#include "runtime/cuda_info.hpp"
+#include "runtime/mpi_session.hpp"
 
 namespace itertime::launcher {
 

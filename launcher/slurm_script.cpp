@@ -1,3 +1,4 @@
+// slurm_script.cpp: the batch script of `itertime slurm submit` (slurm_script.hpp).
 #include "launcher/slurm_script.hpp"
 
 #include <algorithm>
@@ -30,14 +31,16 @@ void refuse_control_chars(const std::string& what, const std::string& value) {
   }
 }
 
-std::string format_number(double value) {
-  std::ostringstream out;
-  out << value;
-  return out.str();
-}
-
 std::string absolute_path(const std::string& path) {
   return std::filesystem::absolute(std::filesystem::path(path)).lexically_normal().string();
+}
+
+// One word of a stage's command line in the script: the script's own variable where the word is the job
+// file or the output path, else the word shell-quoted.
+std::string script_word(const std::string& word, const ScriptSpec& spec) {
+  if (word == spec.output) return "\"$OUTPUT\"";
+  if (word == spec.job_file) return "\"$JOB\"";
+  return shell_quote(word);
 }
 
 }  // namespace
@@ -122,15 +125,6 @@ long parse_sbatch_job_id(const std::string& stdout_text) {
   return id;
 }
 
-std::string to_string(Stage stage) {
-  switch (stage) {
-    case Stage::kComm: return "comm";
-    case Stage::kOps: return "ops";
-    case Stage::kGroundTruth: return "groundtruth";
-  }
-  return "?";
-}
-
 std::vector<Stage> parse_stages(const std::vector<std::string>& names) {
   std::set<Stage> chosen;
   for (const auto& name : names) {
@@ -154,11 +148,10 @@ LaunchMethod parse_launcher(const std::string& name) {
   throw UserError("--launcher: unknown launcher '" + name + "'; use srun or mpirun");
 }
 
-ScriptSpec resolve(const SubmitRequest& request, const std::string& running_binary, const std::string& version) {
-  ScriptSpec spec;
-  spec.itertime_version = version;
+namespace {
 
-  // Cheap checks of the options first, then the job file.
+// The options that need no job file, checked first so that a mistake exits before the job is read.
+void resolve_options(const SubmitRequest& request, ScriptSpec& spec) {
   if (request.nodes < 1) throw UserError("--nodes must be at least 1, got " + std::to_string(request.nodes));
   if (request.gpus_per_node < 0) {
     throw UserError("--gpus-per-node must be 0 (a CPU job) or more, got " + std::to_string(request.gpus_per_node));
@@ -195,16 +188,13 @@ ScriptSpec resolve(const SubmitRequest& request, const std::string& running_bina
   spec.srun_mpi = request.srun_mpi;
   spec.stages = request.stages.empty() ? std::vector<Stage>{Stage::kComm, Stage::kOps, Stage::kGroundTruth}
                                        : parse_stages(request.stages);
+}
 
-  const Job job = load_job(request.job_file);  // UserError naming the file when missing or malformed
+// The job file, the output, the Slurm log pattern and the itertime binary, as absolute paths.
+void resolve_paths(const SubmitRequest& request, const std::string& running_binary, ScriptSpec& spec) {
   std::error_code error;
   const auto canonical = std::filesystem::canonical(request.job_file, error);
   spec.job_file = error ? absolute_path(request.job_file) : canonical.string();
-  spec.job_label = sanitize_name(job.name);
-  spec.job_name = "itertime-" + spec.job_label;
-  spec.backend = to_string(job.backend);
-  spec.comm = job.comm;
-
   spec.output = absolute_path(request.output);
   if (std::filesystem::is_directory(spec.output, error)) {
     throw UserError("--output " + request.output + ": is a directory; give the HDF5 file's path (e.g. " +
@@ -223,7 +213,10 @@ ScriptSpec resolve(const SubmitRequest& request, const std::string& running_bina
     spec.log_pattern = absolute_path(request.log);
   }
   spec.itertime = absolute_path(request.itertime.empty() ? running_binary : request.itertime);
+}
 
+// Nodes, tasks per node, GPUs and CPUs per task.
+void resolve_tasks(const SubmitRequest& request, const Job& job, ScriptSpec& spec) {
   spec.nodes = request.nodes;
   spec.gpus_per_node = request.gpus_per_node;
   if (job.backend == Backend::kCuda && spec.gpus_per_node == 0) {
@@ -248,6 +241,21 @@ ScriptSpec resolve(const SubmitRequest& request, const std::string& running_bina
   }
   spec.cpus_per_task = request.cpus_per_task > 0 ? request.cpus_per_task : (job.compute_threads > 1 ? job.compute_threads : 0);
   spec.exclusive = !request.no_exclusive;
+}
+
+}  // namespace
+
+ScriptSpec resolve(const SubmitRequest& request, const std::string& running_binary, const std::string& version) {
+  ScriptSpec spec;
+  spec.itertime_version = version;
+  resolve_options(request, spec);              // cheap checks of the options first,
+  const Job job = load_job(request.job_file);  // then the job (UserError naming the file when missing or malformed)
+  spec.job_label = sanitize_name(job.name);
+  spec.job_name = "itertime-" + spec.job_label;
+  spec.backend = to_string(job.backend);
+  spec.comm = job.comm;
+  resolve_paths(request, running_binary, spec);
+  resolve_tasks(request, job, spec);
   return spec;
 }
 
@@ -312,23 +320,13 @@ std::string render_script(const ScriptSpec& spec) {
   s << "\n";
   s << "say \"start on ${SLURM_JOB_NODELIST:-?}: ${RANKS} ranks, output ${OUTPUT}\"\n";
   s << "launch \"$ITERTIME\" info\n";
+  const StageInputs inputs{spec.job_file, spec.output, parse_backend(spec.backend), spec.comm};
   for (Stage stage : spec.stages) {
     s << "\n";
     s << "say 'calibrate " << to_string(stage) << "'\n";
-    switch (stage) {
-      case Stage::kComm:
-        s << "launch \"$ITERTIME\" calibrate comm -o \"$OUTPUT\" --resume --backend " << shell_quote(spec.backend)
-          << " --min-bytes " << shell_quote(spec.comm.min_bytes) << " --max-bytes " << shell_quote(spec.comm.max_bytes)
-          << " --step-factor " << shell_quote(format_number(spec.comm.step_factor)) << " --warmup "
-          << spec.comm.warmup_iters << " --iters " << spec.comm.iters << "\n";
-        break;
-      case Stage::kOps:
-        s << "launch \"$ITERTIME\" calibrate ops --job \"$JOB\" -o \"$OUTPUT\" --resume\n";
-        break;
-      case Stage::kGroundTruth:
-        s << "launch \"$ITERTIME\" calibrate groundtruth --job \"$JOB\" -o \"$OUTPUT\" --resume\n";
-        break;
-    }
+    s << "launch \"$ITERTIME\"";
+    for (const std::string& argument : stage_arguments(stage, inputs)) s << " " << script_word(argument, spec);
+    s << "\n";
   }
   s << "\n";
   s << "say 'all stages complete'\n";

@@ -9,12 +9,16 @@
 //  - Comments in the script carry only sanitized text ([A-Za-z0-9._-]).
 //  - The rendered script is requeue-safe: every stage runs with --resume into the same HDF5 file, the
 //    Slurm log is opened in append mode, and the job is marked requeueable.
+//  - A stage's line is stage_arguments() (launcher/stage_command.hpp), the command `itertime run`
+//    launches, each word shell-quoted; words equal to the job file or the output path are written as the
+//    script's "$JOB" and "$OUTPUT".
 #pragma once
 
 #include <string>
 #include <vector>
 
 #include "common/job.hpp"
+#include "launcher/stage_command.hpp"
 
 namespace itertime::launcher::slurm {
 
@@ -39,8 +43,9 @@ std::string sanitize_name(const std::string& value);
 // The job id in `sbatch --parsable` output ("42" or "42;cluster"); -1 when there is none.
 long parse_sbatch_job_id(const std::string& stdout_text);
 
-enum class Stage { kComm, kOps, kGroundTruth };
-std::string to_string(Stage stage);
+// The calibration stages and their command lines are launcher/stage_command.hpp's, shared with `run`.
+using launcher::Stage;
+using launcher::to_string;
 // Names: comm, ops, groundtruth (a comma list is split by the caller). Unknown names: UserError.
 // The result is in pipeline order, without duplicates.
 std::vector<Stage> parse_stages(const std::vector<std::string>& names);

@@ -8,18 +8,12 @@
 #include <cstdlib>
 #include <sstream>
 
-#include "common/comm_store.hpp"
+#include "common/calibration_records.hpp"
 #include "common/errors.hpp"
-#include "common/h5store.hpp"
 #include "common/stats.hpp"
 
 namespace itertime::predict {
 namespace {
-
-bool is_ring_reduction(const std::string& collective) { return collective == "all_reduce"; }
-bool is_ring_gather(const std::string& collective) {
-  return collective == "all_gather" || collective == "reduce_scatter" || collective == "all_to_all";
-}
 
 // Pool-adjacent-violators: the least-squares non-decreasing fit (unit weights).
 std::vector<double> monotone_fit(const std::vector<double>& values) {
@@ -86,7 +80,7 @@ void fit_alpha_beta(CommTable& table) {
   table.fit_mape_pct = ape_sum / static_cast<double>(k);
 }
 
-std::vector<std::string> dtype_candidates(DType requested, std::vector<int>& tier) {
+std::vector<DType> dtype_candidates(DType requested, std::vector<int>& tier) {
   // tier 0: requested; 1: same element size; 2: any other (nearest element size first).
   std::vector<std::pair<int, DType>> ranked;
   for (DType d : all_dtypes()) {
@@ -97,13 +91,13 @@ std::vector<std::string> dtype_candidates(DType requested, std::vector<int>& tie
                       d});
   }
   std::stable_sort(ranked.begin(), ranked.end(), [](const auto& a, const auto& b) { return a.first < b.first; });
-  std::vector<std::string> names = {to_string(requested)};
+  std::vector<DType> candidates = {requested};
   tier = {0};
   for (const auto& [rank, d] : ranked) {
-    names.push_back(to_string(d));
+    candidates.push_back(d);
     tier.push_back(rank == 0 ? 1 : 2);
   }
-  return names;
+  return candidates;
 }
 
 std::string format_us(double value_us) {
@@ -114,40 +108,11 @@ std::string format_us(double value_us) {
 
 }  // namespace
 
-const std::vector<std::string>& comm_collective_names() {
-  static const std::vector<std::string> kNames = {"all_reduce", "all_gather", "reduce_scatter", "broadcast",
-                                                  "all_to_all", "send",       "sendrecv"};
-  return kNames;
-}
-
-void require_known_collective(const std::string& collective) {
-  const auto& names = comm_collective_names();
-  if (std::find(names.begin(), names.end(), collective) != names.end()) return;
-  throw UserError("unknown collective '" + collective +
-                  "': use all_reduce, all_gather, reduce_scatter, broadcast, all_to_all, send or sendrecv");
-}
-
-double comm_bus_factor(const std::string& collective, int64_t group_size) {
-  require_known_collective(collective);
-  const double n = static_cast<double>(group_size);
-  if (is_ring_reduction(collective)) return 2.0 * (n - 1.0) / n;
-  if (is_ring_gather(collective)) return (n - 1.0) / n;
-  return 1.0;
-}
-
-double comm_latency_steps(const std::string& collective, int64_t group_size) {
-  require_known_collective(collective);
-  const double n = static_cast<double>(group_size);
-  if (is_ring_reduction(collective)) return 2.0 * (n - 1.0);
-  if (is_ring_gather(collective)) return n - 1.0;
-  return 1.0;
-}
-
 bool CommKey::operator<(const CommKey& other) const {
-  if (collective != other.collective) return collective < other.collective;
-  if (dtype != other.dtype) return dtype < other.dtype;
+  if (collective != other.collective) return itertime::to_string(collective) < itertime::to_string(other.collective);
+  if (dtype != other.dtype) return itertime::to_string(dtype) < itertime::to_string(other.dtype);
   if (group_size != other.group_size) return group_size < other.group_size;
-  return layout < other.layout;
+  return itertime::to_string(layout) < itertime::to_string(other.layout);
 }
 
 bool CommKey::operator==(const CommKey& other) const {
@@ -156,29 +121,24 @@ bool CommKey::operator==(const CommKey& other) const {
 }
 
 std::string CommKey::to_string() const {
-  return collective + "/" + dtype + "/g" + std::to_string(group_size) + "/" + layout;
+  return itertime::to_string(collective) + "/" + itertime::to_string(dtype) + "/g" + std::to_string(group_size) + "/" +
+         itertime::to_string(layout);
 }
 
 double CommTable::max_measured_time_us() const {
   return measured_time_us.empty() ? 0.0 : *std::max_element(measured_time_us.begin(), measured_time_us.end());
 }
 
-CommModel::CommModel(const std::vector<store::CommRow>& rows) {
+CommModel::CommModel(const std::vector<store::CommRecord>& records) {
   std::map<CommKey, std::map<int64_t, std::vector<double>>> points;
-  for (const store::CommRow& row : rows) {
-    const std::string mode = h5::get_string(row.mode);
+  for (const store::CommRecord& row : records) {
     const double time_us = row.time_us_median;
-    if (mode != "latency" || row.check_errors != 0 || row.bytes <= 0 || row.group_size < 1 ||
+    if (row.mode != TimingMode::kLatency || row.check_errors != 0 || row.bytes <= 0 || row.group_size < 1 ||
         !std::isfinite(time_us) || time_us <= 0.0) {
       ++rows_ignored_;
       continue;
     }
-    CommKey key;
-    key.collective = h5::get_string(row.collective);
-    require_known_collective(key.collective);
-    key.dtype = to_string(parse_dtype(h5::get_string(row.dtype)));
-    key.group_size = row.group_size;
-    key.layout = h5::get_string(row.layout);
+    const CommKey key{row.collective, row.dtype, row.group_size, row.layout};
     points[key][row.bytes].push_back(time_us);
     ++rows_used_;
   }
@@ -217,9 +177,8 @@ double evaluate_table_us(const CommTable& table, int64_t bytes, bool& extrapolat
   return table.time_us[i - 1] + w * (table.time_us[i] - table.time_us[i - 1]);
 }
 
-CommPrediction CommModel::predict_us(const std::string& collective, DType dtype, int64_t group_size,
-                                     const std::string& layout, int64_t bytes) const {
-  require_known_collective(collective);
+std::optional<CommPrediction> CommModel::find_us(Collective collective, DType dtype, int64_t group_size,
+                                                 GroupLayout layout, int64_t bytes) const {
   CommPrediction prediction;
   if (group_size <= 1 || bytes <= 0) {
     prediction.source = "no communication (group size " + std::to_string(group_size) + ", " +
@@ -227,13 +186,13 @@ CommPrediction CommModel::predict_us(const std::string& collective, DType dtype,
     return prediction;
   }
   std::vector<int> tier;
-  const std::vector<std::string> dtypes = dtype_candidates(dtype, tier);
+  const std::vector<DType> dtypes = dtype_candidates(dtype, tier);
 
-  // Nearest measured group size >= 2 for (collective, dtype name, layout); 0 when none.
-  const auto nearest_group = [&](const std::string& dtype_name) -> int64_t {
+  // Nearest measured group size >= 2 for (collective, dtype, layout); 0 when none.
+  const auto nearest_group = [&](DType candidate) -> int64_t {
     int64_t best = 0;
     for (const auto& [key, table] : tables_) {
-      if (key.collective != collective || key.dtype != dtype_name || key.layout != layout || key.group_size < 2) continue;
+      if (key.collective != collective || key.dtype != candidate || key.layout != layout || key.group_size < 2) continue;
       const int64_t distance = std::llabs(key.group_size - group_size);
       const int64_t best_distance = std::llabs(best - group_size);
       if (best == 0 || distance < best_distance || (distance == best_distance && key.group_size > best)) {
@@ -249,10 +208,10 @@ CommPrediction CommModel::predict_us(const std::string& collective, DType dtype,
   for (const auto& [wanted_tier, scaled] : passes) {
     for (std::size_t c = 0; c < dtypes.size(); ++c) {
       if (tier[c] != wanted_tier) continue;
-      const std::string& dtype_name = dtypes[c];
-      const int64_t source_group = scaled ? nearest_group(dtype_name) : group_size;
+      const DType candidate = dtypes[c];
+      const int64_t source_group = scaled ? nearest_group(candidate) : group_size;
       if (source_group == 0) continue;
-      const CommKey key{collective, dtype_name, source_group, layout};
+      const CommKey key{collective, candidate, source_group, layout};
       const auto found = tables_.find(key);
       if (found == tables_.end()) continue;
       const CommTable& table = found->second;
@@ -270,15 +229,15 @@ CommPrediction CommModel::predict_us(const std::string& collective, DType dtype,
         const double bandwidth_us = std::clamp(static_cast<double>(bytes) * table.us_per_byte, 0.0, table_us);
         const double latency_us = table_us - bandwidth_us;
         prediction.time_us =
-            latency_us * comm_latency_steps(collective, group_size) / comm_latency_steps(collective, source_group) +
-            bandwidth_us * comm_bus_factor(collective, group_size) / comm_bus_factor(collective, source_group);
+            latency_us * latency_steps(collective, group_size) / latency_steps(collective, source_group) +
+            bandwidth_us * busbw_factor(collective, group_size) / busbw_factor(collective, source_group);
         prediction.extrapolated = true;
         prediction.source += "; scaled from group size " + std::to_string(source_group) + " to " +
                              std::to_string(group_size) + " (ring steps and bus factor)";
       }
       if (wanted_tier != 0) {
         prediction.dtype_fallback = true;
-        prediction.source += "; dtype fallback " + to_string(dtype) + " -> " + dtype_name +
+        prediction.source += "; dtype fallback " + to_string(dtype) + " -> " + to_string(candidate) +
                              (wanted_tier == 1 ? " (same element size)" : " (time as a function of bytes)");
       }
       ITERTIME_CHECK(std::isfinite(prediction.time_us) && prediction.time_us >= 0.0,
@@ -286,16 +245,26 @@ CommPrediction CommModel::predict_us(const std::string& collective, DType dtype,
       return prediction;
     }
   }
+  return std::nullopt;
+}
 
+std::string CommModel::missing_reason(Collective collective, GroupLayout layout) const {
   std::string measured;
   for (const auto& [key, table] : tables_) {
     if (key.collective != collective) continue;
     measured += (measured.empty() ? "" : ", ") + key.to_string();
   }
-  throw UserError("no usable /comm measurements for " + collective + " with layout '" + layout + "' (" +
-                  (measured.empty() ? std::string("none of ") + collective + " at all"
-                                    : "measured: " + measured) +
-                  "); calibrate it with `itertime calibrate comm`, or ask for a measured layout");
+  const std::string name = to_string(collective);
+  return "no usable /comm measurements for " + name + " with layout '" + to_string(layout) + "' (" +
+         (measured.empty() ? "none of " + name + " at all" : "measured: " + measured) +
+         "); calibrate it with `itertime calibrate comm`, or ask for a measured layout";
+}
+
+CommPrediction CommModel::predict_us(Collective collective, DType dtype, int64_t group_size, GroupLayout layout,
+                                     int64_t bytes) const {
+  std::optional<CommPrediction> found = find_us(collective, dtype, group_size, layout, bytes);
+  if (!found) throw UserError(missing_reason(collective, layout));
+  return *found;
 }
 
 std::vector<CommFitResidual> CommModel::residuals() const {

@@ -1,9 +1,10 @@
-// comm_model.hpp: collective and point-to-point times fitted from the /comm table.
+// comm_model.hpp: collective and point-to-point times fitted from the /comm table (its typed records,
+// common/calibration_records.hpp).
 // Invariants:
 //  - Only rows with mode "latency" (barrier-separated calls, what a training step sees) and
 //    check_errors == 0 are used; rows with a non-positive size or time are ignored too.
 //  - One table per key (collective, dtype, group size, layout): the measured sizes (nccl-tests sizes,
-//    see calibrate/comm_collectives.hpp) ascending and distinct (duplicates merged by their median), the
+//    see commbench/comm_collectives.hpp) ascending and distinct (duplicates merged by their median), the
 //    measured median times, and a monotone non-decreasing copy of them (pool-adjacent-violators; equal
 //    to the measurements whenever those are already non-decreasing).
 //  - Inside the measured range: piecewise-linear interpolation of the monotone times, exact at measured
@@ -14,59 +15,67 @@
 //  - Unmeasured group size n: the nearest measured group size n0 >= 2 (ties: the larger) of the same
 //    collective, dtype and layout; its time at `bytes` is split into bandwidth part
 //    min(t0, bytes * us_per_byte) and latency part (the rest); the latency part scales with the ring
-//    step count (all_reduce 2(n-1); all_gather, reduce_scatter, all_to_all n-1; broadcast, send,
-//    sendrecv unchanged), the bandwidth part with the bus factor (nccl-tests: all_reduce 2(n-1)/n;
-//    all_gather, reduce_scatter, all_to_all (n-1)/n; others 1).
+//    step count, the bandwidth part with the bus factor (latency_steps and busbw_factor of
+//    common/collective.hpp, the definitions the comm sweep uses).
 //  - Unmeasured dtype: another dtype of the same element size, then any measured dtype (time is a
 //    function of bytes); preference order: same dtype exact group, same-size dtype exact group, same
 //    dtype scaled group, same-size dtype scaled group, any dtype exact group, any dtype scaled group.
 //    The prediction says so (dtype_fallback, source).
 //  - group_size <= 1 or bytes <= 0 costs 0. Times in microseconds, sizes in bytes.
-//  - The state is plain data (maps, vectors, strings) and serializes with Boost.Serialization; a
-//    round trip gives identical predictions.
+//  - The state is plain data (maps, vectors, enums) and serializes with Boost.Serialization, a key's
+//    terms as their /comm names (the archive format of before the enums); a round trip gives identical
+//    predictions. Keys order as their names do, so tables list in the same order as ever.
+//  - find_us() answers "no table" with nullopt (missing_reason() says why, in words); predict_us()
+//    throws that reason as a UserError.
 #pragma once
 
 #include <boost/serialization/map.hpp>
+#include <boost/serialization/split_member.hpp>
 #include <boost/serialization/string.hpp>
 #include <boost/serialization/vector.hpp>
 #include <boost/serialization/version.hpp>
 #include <cstdint>
 #include <map>
+#include <optional>
 #include <string>
 #include <vector>
 
+#include "common/collective.hpp"
 #include "common/dtype.hpp"
 
 namespace itertime::store {
-struct CommRow;
+struct CommRecord;
 }
 
 namespace itertime::predict {
 
-// The collectives the comm model knows, with the names of /comm ("all_reduce", ..., "sendrecv").
-const std::vector<std::string>& comm_collective_names();
-// Throws UserError on an unknown name.
-void require_known_collective(const std::string& collective);
-// nccl-tests bus-bandwidth factor of `collective` over `group_size` ranks.
-double comm_bus_factor(const std::string& collective, int64_t group_size);
-// Ring latency steps: all_reduce 2(n-1); all_gather, reduce_scatter, all_to_all n-1; broadcast, send,
-// sendrecv 1 (unchanged with n).
-double comm_latency_steps(const std::string& collective, int64_t group_size);
-
 struct CommKey {
-  std::string collective;
-  std::string dtype;  // canonical DType name
+  Collective collective = Collective::kAllReduce;
+  DType dtype = DType::kFloat32;
   int64_t group_size = 0;
-  std::string layout;
+  GroupLayout layout = GroupLayout::kConsecutive;
 
-  bool operator<(const CommKey& other) const;
+  bool operator<(const CommKey& other) const;  // by names: collective, dtype, group size, layout
   bool operator==(const CommKey& other) const;
   std::string to_string() const;  // "all_reduce/bf16/g8/consecutive"
 
+  // Archived as the /comm names (the format written before the terms were enums).
   template <class Archive>
-  void serialize(Archive& archive, unsigned /*version*/) {
-    archive & collective & dtype & group_size & layout;
+  void save(Archive& archive, unsigned /*version*/) const {
+    std::string collective_name = itertime::to_string(collective);
+    std::string dtype_name = itertime::to_string(dtype);
+    std::string layout_name = itertime::to_string(layout);
+    archive & collective_name & dtype_name & group_size & layout_name;
   }
+  template <class Archive>
+  void load(Archive& archive, unsigned /*version*/) {
+    std::string collective_name, dtype_name, layout_name;
+    archive & collective_name & dtype_name & group_size & layout_name;
+    collective = parse_collective(collective_name);
+    dtype = parse_dtype(dtype_name);
+    layout = parse_group_layout(layout_name);
+  }
+  BOOST_SERIALIZATION_SPLIT_MEMBER()
 };
 
 struct CommTable {
@@ -103,11 +112,17 @@ struct CommFitResidual {
 
 class CommModel {
  public:
-  CommModel() = default;  // empty: every non-trivial prediction throws UserError
-  explicit CommModel(const std::vector<store::CommRow>& rows);
+  CommModel() = default;  // empty: every non-trivial prediction finds no table
+  explicit CommModel(const std::vector<store::CommRecord>& records);
 
-  CommPrediction predict_us(const std::string& collective, DType dtype, int64_t group_size,
-                            const std::string& layout, int64_t bytes) const;
+  // The time of one call, or nullopt when no measured table can stand in for it.
+  std::optional<CommPrediction> find_us(Collective collective, DType dtype, int64_t group_size, GroupLayout layout,
+                                        int64_t bytes) const;
+  // Why find_us() finds nothing for `collective` at `layout`, naming what was measured.
+  std::string missing_reason(Collective collective, GroupLayout layout) const;
+  // find_us(), or a UserError with missing_reason().
+  CommPrediction predict_us(Collective collective, DType dtype, int64_t group_size, GroupLayout layout,
+                            int64_t bytes) const;
   std::vector<CommFitResidual> residuals() const;
 
   bool empty() const { return tables_.empty(); }

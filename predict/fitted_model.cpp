@@ -1,3 +1,4 @@
+// fitted_model.cpp: the fitted model from a calibration file's records; save and load (fitted_model.hpp).
 #include "predict/fitted_model.hpp"
 
 #include <H5public.h>
@@ -12,17 +13,54 @@
 #include <filesystem>
 #include <fstream>
 
-#include "common/comm_store.hpp"
+#include "common/calibration_records.hpp"
 #include "common/errors.hpp"
-#include "common/groundtruth_store.hpp"
 #include "common/h5store.hpp"
-#include "common/ops_store.hpp"
 #include "predict/predictor.hpp"
+#include "predict/stage_resolver.hpp"
 
 namespace itertime::predict {
 namespace {
 
 constexpr const char* kFormatName = "itertime-fitted-model";
+
+// The operator part of the model: signatures, profiled times per occupancy, the regressions fitted on
+// them, and the traced stages.
+void add_ops(FittedModel& model, const store::OpsRecords& ops) {
+  for (const store::OpSignatureRecord& row : ops.signatures) {
+    model.signatures[row.id] = OpInfo{row.name, row.signature, row.input_dtypes, row.output_dtype, row.flops, row.bytes};
+    model.signature_ids[row.signature] = row.id;
+  }
+  std::set<int64_t> occupancies;
+  std::map<std::pair<std::string, int64_t>, std::vector<RegressionPoint>> regression_points;
+  for (const store::OpTimingRecord& row : ops.timings) {
+    if (!row.ok) continue;
+    model.op_time_us[{row.signature_id, row.active_ranks}] = row.time_us_median;
+    occupancies.insert(row.active_ranks);
+    const auto info = model.signatures.find(row.signature_id);
+    if (info != model.signatures.end()) {
+      regression_points[{regression_key(info->second.name, info->second.input_dtypes), row.active_ranks}].push_back(
+          RegressionPoint{info->second.flops, info->second.bytes, row.time_us_median});
+    }
+  }
+  model.occupancies.assign(occupancies.begin(), occupancies.end());
+  for (const auto& [key, points] : regression_points) {
+    model.regressions[key] = fit_op_regression(points);
+    const RegressionCheck check = check_extrapolation(points);
+    if (check.held_out_points > 0) model.regression_checks[key] = check;
+  }
+  for (const store::OpStageRecord& stage : ops.stages) {
+    StageOps stage_ops;
+    stage_ops.local_params = stage.local_params;
+    for (const store::StageSequenceRecord& row : stage.sequence) {
+      stage_ops.sequence.push_back(SequenceEntry{row.phase, row.signature_id, row.count});
+    }
+    for (const store::StageCommRecord& row : stage.comms) {
+      stage_ops.comms.push_back(CommOp{row.phase, row.kind, row.dtype, row.bytes, row.count});
+    }
+    model.stages[stage.stage_key] = std::move(stage_ops);
+  }
+}
 
 }  // namespace
 
@@ -56,54 +94,13 @@ FittedModel fit_model(const std::string& calibration_path) {
     if (cores >= 1) model.rank_slots = std::max(1.0, std::floor(cores / threads));
     model.node_ranks = meta.count("world_size") ? number(meta.at("world_size")) : 0.0;
   }
-  model.comm = CommModel(store.table<store::CommRow>(store::kCommTable).read_all());
-
-  for (const auto& row : store.table<store::OpSignatureRow>(store::kOpSignatures).read_all()) {
-    model.signatures[row.id] = OpInfo{h5::get_string(row.name), h5::get_string(row.signature), h5::get_string(row.input_dtypes),
-                                      h5::get_string(row.output_dtype), row.flops, row.bytes};
-    model.signature_ids[h5::get_string(row.signature)] = row.id;
-  }
-  std::set<int64_t> occupancies;
-  std::map<std::pair<std::string, int64_t>, std::vector<RegressionPoint>> regression_points;
-  if (store.exists(store::kOpTimings)) {
-    for (const auto& row : store.table<store::OpTimingRow>(store::kOpTimings).read_all()) {
-      if (!row.ok) continue;
-      model.op_time_us[{row.signature_id, row.active_ranks}] = row.time_us_median;
-      occupancies.insert(row.active_ranks);
-      const auto info = model.signatures.find(row.signature_id);
-      if (info != model.signatures.end()) {
-        regression_points[{info->second.name + "|" + info->second.input_dtypes, row.active_ranks}].push_back(
-            RegressionPoint{info->second.flops, info->second.bytes, row.time_us_median});
-      }
-    }
-  }
-  model.occupancies.assign(occupancies.begin(), occupancies.end());
-  for (const auto& [key, points] : regression_points) {
-    model.regressions[key] = fit_op_regression(points);
-    const RegressionCheck check = check_extrapolation(points);
-    if (check.held_out_points > 0) model.regression_checks[key] = check;
-  }
-
-  const auto sequences = store.table<store::OpSequenceRow>(store::kOpSequences).read_all();
-  const auto comms = store.table<store::OpCommRow>(store::kOpComms).read_all();
-  for (const auto& stage : store.table<store::OpStageRow>(store::kOpStages).read_all()) {
-    StageOps ops;
-    ops.local_params = stage.local_params;
-    for (int64_t i = stage.sequence_offset; i < stage.sequence_offset + stage.sequence_count; ++i) {
-      const auto& row = sequences.at(static_cast<std::size_t>(i));
-      ops.sequence.push_back(SequenceEntry{h5::get_string(row.phase), row.signature_id, row.count});
-    }
-    for (int64_t i = stage.comm_offset; i < stage.comm_offset + stage.comm_count; ++i) {
-      const auto& row = comms.at(static_cast<std::size_t>(i));
-      ops.comms.push_back(CommOp{h5::get_string(row.phase), h5::get_string(row.kind), h5::get_string(row.dtype), row.bytes, row.count});
-    }
-    model.stages[h5::get_string(stage.stage_key)] = std::move(ops);
-  }
-
-  if (store.exists(store::kGroundTruthTable)) {
-    const auto rows = store.table<store::GroundTruthRow>(store::kGroundTruthTable).read_all();
-    model.calibration = fit_calibration(model, rows, /*blind=*/false, {});
-    model.calibration_blind = fit_calibration(model, rows, /*blind=*/true, {});
+  model.comm = CommModel(store::read_comm_records(store));
+  add_ops(model, store::read_ops_records(store));
+  const std::vector<store::GroundTruthRecord> groundtruth = store::read_groundtruth_records(store);
+  if (!groundtruth.empty()) {
+    StageResolver resolver(model, StagePolicy::kTracedThenBuilt);
+    model.calibration = fit_calibration(resolver, groundtruth, /*blind=*/false, {}).calibration;
+    model.calibration_blind = fit_calibration(resolver, groundtruth, /*blind=*/true, {}).calibration;
   }
   return model;
 }

@@ -4,25 +4,31 @@
 // regression per (operator, dtype) for operators without a usable profile, and a calibration factor
 // per occupancy fitted on ground truth.
 // Invariants:
-//  - fit_model() reads /comm, /ops and (when present) /groundtruth; it never writes the file.
+//  - fit_model() reads /comm, /ops and (when present) /groundtruth, as typed records
+//    (common/calibration_records.hpp); it never writes the file.
 //  - save() writes a text archive that starts with the format name and kFittedModelVersion; load()
 //    refuses another version (UserError naming both) and anything that is not such a file.
 //  - Calibration factors are fitted from every ground-truth tuple given; validation refits them
 //    leave-one-tuple-out (see predictor.hpp), never scoring a configuration its own factor saw.
+//  - Phases, comm kinds and dtypes are enums in memory and their canonical names in the archive (the
+//    format of before they were enums, so version 4 files load unchanged).
+//  - A FittedModel is immutable once fitted or loaded: it holds no cache (stage_resolver.hpp owns those).
 #pragma once
 
 #include <boost/serialization/map.hpp>
+#include <boost/serialization/split_member.hpp>
 #include <boost/serialization/string.hpp>
 #include <boost/serialization/utility.hpp>
 #include <boost/serialization/vector.hpp>
 #include <cstdint>
 #include <map>
-#include <memory>
 #include <string>
 #include <utility>
 #include <vector>
 
 #include "common/attention.hpp"
+#include "common/collective.hpp"
+#include "common/phase.hpp"
 #include "common/precision.hpp"
 #include "predict/comm_model.hpp"
 #include "predict/op_regression.hpp"
@@ -35,23 +41,51 @@ inline constexpr int kFittedModelVersion = 4;  // 2: non-negative regressions an
 struct OpInfo {
   std::string name;
   std::string signature;  // the tracer's canonical text (calibrate/op_tracer.hpp)
-  std::string input_dtypes;
+  std::string input_dtypes;  // as stored: an opaque grouping key (common/calibration_records.hpp)
   std::string output_dtype;
   double flops = 0, bytes = 0;
   template <class A> void serialize(A& a, unsigned) { a & name & signature & input_dtypes & output_dtype & flops & bytes; }
 };
 
+// The key of an operator's regression group (FittedModel::regressions): its name and its input dtypes
+// as /ops/signatures stores them ("aten::mm|fp32,fp32").
+inline std::string regression_key(const std::string& name, const std::string& stored_input_dtypes) {
+  return name + "|" + stored_input_dtypes;
+}
+
 struct SequenceEntry {
-  std::string phase;  // forward | backward | optimizer | dp_buffer
+  Phase phase = Phase::kForward;
   int64_t signature_id = 0;
   int64_t count = 0;
-  template <class A> void serialize(A& a, unsigned) { a & phase & signature_id & count; }
+  template <class A> void save(A& a, unsigned) const {
+    std::string phase_name = to_string(phase);
+    a & phase_name & signature_id & count;
+  }
+  template <class A> void load(A& a, unsigned) {
+    std::string phase_name;
+    a & phase_name & signature_id & count;
+    phase = parse_phase(phase_name);
+  }
+  BOOST_SERIALIZATION_SPLIT_MEMBER()
 };
 
 struct CommOp {
-  std::string phase, kind, dtype;
+  Phase phase = Phase::kForward;
+  CommKind kind = CommKind::kTpAllReduce;
+  DType dtype = DType::kFloat32;
   int64_t bytes = 0, count = 0;
-  template <class A> void serialize(A& a, unsigned) { a & phase & kind & dtype & bytes & count; }
+  template <class A> void save(A& a, unsigned) const {
+    std::string phase_name = to_string(phase), kind_name = to_string(kind), dtype_name = to_string(dtype);
+    a & phase_name & kind_name & dtype_name & bytes & count;
+  }
+  template <class A> void load(A& a, unsigned) {
+    std::string phase_name, kind_name, dtype_name;
+    a & phase_name & kind_name & dtype_name & bytes & count;
+    phase = parse_phase(phase_name);
+    kind = parse_comm_kind(kind_name);
+    dtype = parse_dtype(dtype_name);
+  }
+  BOOST_SERIALIZATION_SPLIT_MEMBER()
 };
 
 struct StageOps {
@@ -81,10 +115,6 @@ struct CalibrationSet {
   template <class A> void serialize(A& a, unsigned) { a & per_occupancy & global; }
 };
 
-// Stages built from the model for configurations never traced, resolved per occupancy; filled lazily by
-// the predictor (predictor.cpp), not serialized, shared by copies of a FittedModel. Not thread-safe.
-struct BuiltStageCache;
-
 struct FittedModel {
   std::string source_file;
   std::string backend;
@@ -105,7 +135,6 @@ struct FittedModel {
   std::string libtorch_version;  // "" for files from before it was stored (LibTorch 1.13)
   CalibrationSet calibration;        // precision-aware predictions
   CalibrationSet calibration_blind;  // the precision-blind baseline gets the same treatment
-  mutable std::shared_ptr<BuiltStageCache> built_cache;  // see BuiltStageCache
 
   template <class A> void serialize(A& a, unsigned) {
     a & source_file & backend & comm & signatures & signature_ids & op_time_us & stages & regressions & regression_checks & occupancies & rank_slots & node_ranks &

@@ -1,13 +1,15 @@
 // op_builder.hpp: the operator sequence of one pipeline stage, built from the model, the precision
-// policy and the recipe (attention kernel, LibTorch dialect) alone (no LibTorch), as calibrate/op_tracer.hpp would record it for calibrate/llama_model.cpp
-// trained by calibrate/ops_calibration.cpp's trace_stage: the forward of one micro-batch under the
-// policy's autocast (and the last stage's loss * 0.25), its backward, the DP gradient-buffer phase
-// (flatten, div_, unflatten) and one AdamW step, plus the communication operations trace_stage appends.
+// policy and the recipe (attention kernel, LibTorch dialect) alone (no LibTorch), as calibrate/op_tracer.hpp
+// would record it for calibrate/llama_model.cpp trained by calibrate/ops_calibration.cpp's trace_stage:
+// the forward of one micro-batch under the policy's autocast (and the last stage's loss * 0.25), its
+// backward, the DP gradient-buffer phase (flatten, div_, unflatten) and one AdamW step, plus the
+// communication operations trace_stage appends. The pieces: op_builder_stage.hpp.
 // Invariants:
 //  - Every BuiltOp's signature is byte-identical to TracedOp::signature() of the traced call with the same
-//    shapes (argument text as c10 prints IValues: ints, int lists "[1, 16]", "False"/"True", "None",
-//    dtypes as ScalarType integers, doubles as c10 prints them, strides "{...}" only when not contiguous);
-//    input_dtypes / output_dtype / flops / bytes are those TracedOp gives (and /ops/signatures stores).
+//    shapes: both are rendered by common/op_signature.hpp, the builder's value arguments as c10 prints
+//    IValues (predict/aten_emulation.hpp); input_dtypes / output_dtype / flops / bytes are those TracedOp
+//    gives (and /ops/signatures stores).
+//  - The AdamW step follows common/training_recipe.hpp, as the traced and trained stages do.
 //  - ops are aggregated per (phase, signature) with their counts, in order of first appearance, as the
 //    /ops/sequences rows of a traced stage; comms are aggregated per (phase, kind, dtype, bytes) as /ops/comms.
 //  - local_params equals the traced stage's parameter count (TP-sharded projections, replicated norms,
@@ -21,13 +23,14 @@
 
 #include "common/attention.hpp"
 #include "common/model_spec.hpp"
+#include "common/phase.hpp"
 #include "common/precision.hpp"
 #include "predict/fitted_model.hpp"
 
 namespace itertime::predict {
 
 struct BuiltOp {
-  std::string phase;         // forward | backward | dp_buffer | optimizer
+  Phase phase = Phase::kForward;
   std::string name;          // aten::mm
   std::string signature;     // the tracer's canonical text
   std::string input_dtypes;  // comma-separated, as OpSignatureRow::input_dtypes

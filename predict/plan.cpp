@@ -1,3 +1,4 @@
+// plan.cpp: itertime plan: every legal, memory-feasible configuration predicted and ranked (plan.hpp).
 #include "predict/plan.hpp"
 
 #include <algorithm>
@@ -13,6 +14,7 @@ std::vector<PlanEntry> plan(const FittedModel& model, const PlanOptions& options
   if (options.gpus < 1) throw UserError("plan: the number of GPUs must be positive");
   if (options.global_batch < 1 || options.seq_len < 1) throw UserError("plan: global batch and sequence length must be positive");
   std::vector<PlanEntry> entries;
+  StageResolver resolver(model, StagePolicy::kTracedThenBuilt);  // candidates share their built stages
   for (const RankLayout& layout : factorizations(options.gpus)) {
     for (int micro_batch : options.micro_batches) {
       ParallelConfig config{layout.dp(), layout.tp(), layout.pp(), micro_batch, options.global_batch, options.seq_len};
@@ -31,20 +33,20 @@ std::vector<PlanEntry> plan(const FittedModel& model, const PlanOptions& options
           peak = std::max(peak, static_cast<double>(m.total_bytes));
         }
         entry.peak_memory_bytes = peak;
-        try {
-          PredictRequest request;
-          request.model_name = options.model.name;
-          request.model = &options.model;
-          request.config = config;
-          request.precision = precision;
-          const Prediction p = predict(model, request);
-          entry.iteration_us = p.total_us;
-          entry.extrapolated_fraction = p.extrapolated_fraction;
+        PredictRequest request;
+        request.model_name = options.model.name;
+        request.model = &options.model;
+        request.config = config;
+        request.precision = precision;
+        const PredictOutcome outcome = predict(resolver, request);
+        if (outcome.ok()) {
+          entry.iteration_us = outcome.prediction->total_us;
+          entry.extrapolated_fraction = outcome.prediction->extrapolated_fraction;
           entry.feasible = options.device_memory_bytes <= 0 || peak <= options.device_memory_bytes;
           if (!entry.feasible) entry.reason = "exceeds the device memory";
-        } catch (const UserError& error) {
+        } else {
           entry.feasible = false;
-          entry.reason = error.what();
+          entry.reason = outcome.reason;
         }
         entries.push_back(entry);
       }

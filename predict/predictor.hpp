@@ -15,23 +15,29 @@
 //    ablation baseline.
 //  - The calibration factor (per occupancy) multiplies the raw prediction when `calibrated`; it is 1
 //    when none was fitted.
-//  - A stage without a trace is built from the model (predict/op_builder.hpp) when the request carries
-//    the model's LlamaSpec: each built operator takes its profiled time when its signature was profiled,
-//    else the regression of its (name, input dtypes) at the occupancy (else at the nearest occupancy
-//    with one), counted as extrapolated; the blind variant builds the fp32 stage. Without the
-//    spec, a missing trace is refused with a UserError that says which `calibrate ops` job would add it.
+//  - Stages come from a StageResolver (predict/stage_resolver.hpp) and its policy: traced stages first,
+//    built from the request's LlamaSpec for the rest; or every stage built (kBuiltOnly). The blind
+//    variant builds the fp32 stage.
+//  - predict() is a sequence of pure steps (legality, occupancy, calibration, per-stage times, schedule,
+//    assembly) over the resolver; a configuration it cannot predict (illegal layout, a stage neither
+//    traced nor buildable, a communication the comm model has no table for) comes back as a
+//    PredictOutcome with its reason, never as an exception.
+//  - fit_calibration() records every ground-truth row it cannot predict, with the reason, in
+//    CalibrationFit::unpredicted; none is dropped silently.
 #pragma once
 
 #include <map>
+#include <optional>
 #include <set>
 #include <string>
 #include <vector>
 
-#include "common/groundtruth_store.hpp"
+#include "common/calibration_records.hpp"
 #include "common/model_spec.hpp"
 #include "common/parallel_config.hpp"
 #include "common/precision.hpp"
 #include "predict/fitted_model.hpp"
+#include "predict/stage_resolver.hpp"
 
 namespace itertime::predict {
 
@@ -42,7 +48,7 @@ struct PredictRequest {
   bool blind = false;
   bool calibrated = true;            // apply the model's fitted Calibration for this occupancy
   const Calibration* override_calibration = nullptr;  // use this one instead (leave-one-out validation)
-  const LlamaSpec* model = nullptr;  // when set, stages never traced are built from it (not owned)
+  const LlamaSpec* model = nullptr;  // when set, stages are built from it as the resolver's policy says (not owned)
 };
 
 struct Prediction {
@@ -58,14 +64,35 @@ struct Prediction {
   std::vector<std::string> notes;
 };
 
-Prediction predict(const FittedModel& model, const PredictRequest& request);
+// A prediction, or why none could be made.
+struct PredictOutcome {
+  std::optional<Prediction> prediction;  // set when the configuration could be predicted
+  std::string reason;                    // otherwise why not (never empty then)
+  bool ok() const { return prediction.has_value(); }
+};
+
+// Predicts one configuration with the stages `resolver` finds (its policy, its cache).
+PredictOutcome predict(StageResolver& resolver, const PredictRequest& request);
+
+// The request that predicts a ground-truth configuration (its model name, layout and precision).
+PredictRequest request_for(const store::GroundTruthRecord& row, bool blind, const LlamaSpec* model_spec = nullptr);
+
+// A ground-truth configuration left out of a calibration fit, and why.
+struct UnpredictedRow {
+  std::string key;
+  std::string reason;
+};
+
+struct CalibrationFit {
+  CalibrationSet calibration;
+  std::vector<UnpredictedRow> unpredicted;  // rows with status ok that could not be predicted
+};
 
 // Fits one per-operator-call overhead for all occupancies (grid search, 0..100 us, minimizing MAPE) and,
 // with it, the factor median(measured / prediction) per occupancy and globally, from ground-truth rows
-// with status ok, leaving out every row whose (dp,tp,pp) tuple string is in `exclude_tuples`.
-CalibrationSet fit_calibration(const FittedModel& model, const std::vector<store::GroundTruthRow>& rows, bool blind,
-                               const std::set<std::string>& exclude_tuples);
-
-std::string tuple_of(const store::GroundTruthRow& row);  // "(2,1,2)"
+// with status ok, leaving out every row whose (dp,tp,pp) tuple string is in `exclude_tuples`. Rows are
+// predicted with `resolver` (its policy) and `model_spec` (nullptr: traced stages only, as `fit` does).
+CalibrationFit fit_calibration(StageResolver& resolver, const std::vector<store::GroundTruthRecord>& rows, bool blind,
+                               const std::set<std::string>& exclude_tuples, const LlamaSpec* model_spec = nullptr);
 
 }  // namespace itertime::predict

@@ -22,150 +22,272 @@ void require_time(double value_us, const std::string& what) {
   }
 }
 
-// Idle time per stage and the bubble, from the makespan, busy and send times.
-ScheduleResult finish(ScheduleResult result) {
-  double busiest_us = 0.0;
-  for (std::size_t s = 0; s < result.busy_us.size(); ++s) {
-    result.idle_us[s] = std::max(0.0, result.makespan_us - result.busy_us[s] - result.send_us[s]);
-    busiest_us = std::max(busiest_us, result.busy_us[s]);
-  }
-  result.bubble_us = result.makespan_us - busiest_us;
-  return result;
-}
-
-// Processor sharing (see schedule.hpp): a time-ordered event simulation. Each stage is idle, in the
-// shared part of a pass, in its fixed part, or held by a blocking send.
-ScheduleResult simulate_shared(const ScheduleInput& input, const std::vector<std::vector<TimelineEntry>>& orders) {
+// Every user-facing check of a ScheduleInput (UserError), and the p2p vector sizes (ITERTIME_CHECK).
+void require_valid(const ScheduleInput& input) {
   const int pp = static_cast<int>(input.stages.size());
   const int m = input.num_micro_batches;
-  const auto idx = [m](int s, int i) { return static_cast<std::size_t>(s) * static_cast<std::size_t>(m) + static_cast<std::size_t>(i); };
-  const std::size_t cells = static_cast<std::size_t>(pp) * static_cast<std::size_t>(m);
-  std::vector<double> forward_end_us(cells, kNotDone), backward_end_us(cells, kNotDone);
-  enum class Phase { kIdle, kShared, kFixed, kSending };
-  struct State {
-    Phase phase = Phase::kIdle;
-    double remaining = 0;  // work (shared) or time (fixed, sending) left, microseconds
-    double pass_start = 0;
-    double send_start = 0;
-    std::size_t next = 0;  // index in the stage's order
-  };
-  std::vector<State> state(static_cast<std::size_t>(pp));
-  ScheduleResult result;
-  result.busy_us.assign(static_cast<std::size_t>(pp), 0.0);
-  result.send_us.assign(static_cast<std::size_t>(pp), 0.0);
-  result.idle_us.assign(static_cast<std::size_t>(pp), 0.0);
-  if (input.record_timeline) result.timeline.assign(static_cast<std::size_t>(pp), {});
+  if (pp < 1) throw UserError("1F1B schedule: no pipeline stages given");
+  if (m < 1) throw UserError("1F1B schedule: " + std::to_string(m) + " micro-batches; need at least 1");
+  ITERTIME_CHECK(static_cast<int>(input.p2p_forward_us.size()) == pp - 1 &&
+                     static_cast<int>(input.p2p_backward_us.size()) == pp - 1,
+                 "p2p transfer vectors need pp-1 = " + std::to_string(pp - 1) + " entries");
+  for (int s = 0; s < pp; ++s) {
+    const StageTimes& times = input.stages[static_cast<std::size_t>(s)];
+    require_time(times.forward_us, "stage " + std::to_string(s) + " forward");
+    require_time(times.backward_us, "stage " + std::to_string(s) + " backward");
+    require_time(times.forward_fixed_us, "stage " + std::to_string(s) + " forward fixed part");
+    require_time(times.backward_fixed_us, "stage " + std::to_string(s) + " backward fixed part");
+    if (times.forward_fixed_us > times.forward_us || times.backward_fixed_us > times.backward_us) {
+      throw UserError("1F1B schedule: stage " + std::to_string(s) + "'s fixed part exceeds its pass time");
+    }
+  }
+  if (!std::isfinite(input.rank_slots) || input.rank_slots < 0 || !std::isfinite(input.ranks_per_stage) || input.ranks_per_stage < 1) {
+    throw UserError("1F1B schedule: rank slots must be >= 0 and ranks per stage >= 1");
+  }
+  for (int j = 0; j + 1 < pp; ++j) {
+    require_time(input.p2p_forward_us[static_cast<std::size_t>(j)], "forward transfer at boundary " + std::to_string(j));
+    require_time(input.p2p_backward_us[static_cast<std::size_t>(j)], "backward transfer at boundary " + std::to_string(j));
+  }
+}
 
-  // When the dependencies of stage s's next pass are met: its ready time; else kNotDone.
-  auto ready_at = [&](int s) {
-    const auto su = static_cast<std::size_t>(s);
-    const TimelineEntry& pass = orders[su][state[su].next];
+// What both simulations share: each stage's pass order and position in it, when each (stage,
+// micro-batch) pass ended, the pipeline dependencies between passes, and the result being accumulated.
+// A forward of micro-batch i on stage s needs stage s-1's forward of i plus the forward transfer; a
+// backward needs stage s+1's backward of i plus the backward transfer (the last stage: its own forward).
+class PipelineState {
+ public:
+  explicit PipelineState(const ScheduleInput& input)
+      : input_(input),
+        pp_(static_cast<int>(input.stages.size())),
+        m_(input.num_micro_batches),
+        forward_end_us_(cells(), kNotDone),
+        backward_end_us_(cells(), kNotDone),
+        next_(static_cast<std::size_t>(pp_), 0) {
+    for (int s = 0; s < pp_; ++s) orders_.push_back(one_f_one_b_order(pp_, s, m_));
+    result_.busy_us.assign(static_cast<std::size_t>(pp_), 0.0);
+    result_.send_us.assign(static_cast<std::size_t>(pp_), 0.0);
+    result_.idle_us.assign(static_cast<std::size_t>(pp_), 0.0);
+    if (input.record_timeline) result_.timeline.assign(static_cast<std::size_t>(pp_), {});
+  }
+
+  int stages() const { return pp_; }
+  std::size_t cells() const { return static_cast<std::size_t>(pp_) * static_cast<std::size_t>(m_); }
+  bool has_next(int s) const { return next_[index(s)] < orders_[index(s)].size(); }
+  const TimelineEntry& next_pass(int s) const { return orders_[index(s)][next_[index(s)]]; }
+
+  // When the next pass of stage s may start by its dependencies (not the stage's own availability),
+  // or kNotDone while one of them has not run.
+  double dependencies_ready_us(int s) const {
+    const TimelineEntry& pass = next_pass(s);
     const int i = pass.micro_batch;
     if (pass.kind == PassKind::kForward) {
       if (s == 0) return 0.0;
-      const double upstream = forward_end_us[idx(s - 1, i)];
-      return upstream == kNotDone ? kNotDone : upstream + input.p2p_forward_us[su - 1];
+      const double upstream_us = forward_end_us_[cell(s - 1, i)];
+      return upstream_us == kNotDone ? kNotDone : upstream_us + input_.p2p_forward_us[index(s) - 1];
     }
-    if (s == pp - 1) return forward_end_us[idx(s, i)];
-    const double downstream = backward_end_us[idx(s + 1, i)];
-    return downstream == kNotDone ? kNotDone : downstream + input.p2p_backward_us[su];
-  };
-  auto pass_times = [&](int s) {
-    const StageTimes& times = input.stages[static_cast<std::size_t>(s)];
-    const bool forward = orders[static_cast<std::size_t>(s)][state[static_cast<std::size_t>(s)].next].kind == PassKind::kForward;
-    const double total = forward ? times.forward_us : times.backward_us;
-    const double fixed = forward ? times.forward_fixed_us : times.backward_fixed_us;
-    return std::make_pair(total - fixed, fixed);
-  };
-
-  double now = 0;
-  std::size_t remaining_passes = 2 * cells;
-  double scale = 1.0;  // for the "reached zero" tolerance
-  for (const StageTimes& t : input.stages) scale = std::max({scale, t.forward_us, t.backward_us});
-  const double epsilon = 1e-12 * scale * static_cast<double>(2 * m + pp);
-
-  // Moves every stage as far as it can go at `now` without time passing.
-  auto settle = [&]() {
-    for (bool moved = true; moved;) {
-      moved = false;
-      for (int s = 0; s < pp; ++s) {
-        State& st = state[static_cast<std::size_t>(s)];
-        const auto su = static_cast<std::size_t>(s);
-        if (st.phase == Phase::kIdle && st.next < orders[su].size()) {
-          const double ready = ready_at(s);
-          if (ready != kNotDone && ready <= now + epsilon) {
-            st.phase = Phase::kShared;
-            st.remaining = pass_times(s).first;
-            st.pass_start = now;
-            moved = true;
-          }
-        }
-        if (st.phase == Phase::kShared && st.remaining <= epsilon) {
-          st.phase = Phase::kFixed;
-          st.remaining = pass_times(s).second;
-          moved = true;
-        }
-        if (st.phase == Phase::kFixed && st.remaining <= epsilon) {
-          const TimelineEntry& pass = orders[su][st.next];
-          (pass.kind == PassKind::kForward ? forward_end_us : backward_end_us)[idx(s, pass.micro_batch)] = now;
-          result.busy_us[su] += now - st.pass_start;
-          if (input.record_timeline) result.timeline[su].push_back({pass.kind, pass.micro_batch, st.pass_start, now});
-          const bool forward = pass.kind == PassKind::kForward;
-          const bool sends = forward ? (s < pp - 1) : (s > 0);
-          const double transfer = !sends ? 0.0 : forward ? input.p2p_forward_us[su] : input.p2p_backward_us[su - 1];
-          ++st.next;
-          --remaining_passes;
-          if (input.blocking_send && sends) {
-            st.phase = Phase::kSending;
-            st.remaining = transfer;
-            st.send_start = now;
-            result.send_us[su] += transfer;
-            if (input.record_timeline) {
-              result.timeline[su].push_back({forward ? PassKind::kSendForward : PassKind::kSendBackward, pass.micro_batch, now, now + transfer});
-            }
-          } else {
-            st.phase = Phase::kIdle;
-          }
-          result.makespan_us = std::max(result.makespan_us, now);
-          moved = true;
-        }
-        if (st.phase == Phase::kSending && st.remaining <= epsilon) {
-          st.phase = Phase::kIdle;
-          result.makespan_us = std::max(result.makespan_us, now);
-          moved = true;
-        }
-      }
-    }
-  };
-
-  settle();
-  while (remaining_passes > 0 || std::any_of(state.begin(), state.end(), [](const State& st) { return st.phase != Phase::kIdle; })) {
-    int shared = 0;
-    for (const State& st : state) shared += st.phase == Phase::kShared ? 1 : 0;
-    const double demand = static_cast<double>(shared) * input.ranks_per_stage;
-    const double rate = demand > input.rank_slots ? input.rank_slots / demand : 1.0;
-    double step = std::numeric_limits<double>::infinity();
-    for (int s = 0; s < pp; ++s) {
-      const State& st = state[static_cast<std::size_t>(s)];
-      if (st.phase == Phase::kShared) step = std::min(step, st.remaining / rate);
-      if (st.phase == Phase::kFixed || st.phase == Phase::kSending) step = std::min(step, st.remaining);
-      if (st.phase == Phase::kIdle && st.next < orders[static_cast<std::size_t>(s)].size()) {
-        const double ready = ready_at(s);
-        if (ready != kNotDone) step = std::min(step, ready - now);
-      }
-    }
-    ITERTIME_CHECK(std::isfinite(step), "1F1B simulation with shared cores made no progress (deadlock in the pass order)");
-    step = std::max(step, 0.0);
-    now += step;
-    for (State& st : state) {
-      if (st.phase == Phase::kShared) st.remaining -= rate * step;
-      if (st.phase == Phase::kFixed || st.phase == Phase::kSending) st.remaining -= step;
-    }
-    settle();
+    ITERTIME_CHECK(forward_end_us_[cell(s, i)] != kNotDone, "1F1B order runs a backward before its forward");
+    if (s == pp_ - 1) return forward_end_us_[cell(s, i)];
+    const double downstream_us = backward_end_us_[cell(s + 1, i)];
+    return downstream_us == kNotDone ? kNotDone : downstream_us + input_.p2p_backward_us[index(s)];
   }
 
-  return finish(std::move(result));
+  double next_pass_us(int s) const {
+    const StageTimes& times = input_.stages[index(s)];
+    return next_pass(s).kind == PassKind::kForward ? times.forward_us : times.backward_us;
+  }
+
+  // The next pass's compute time: its shared (processor-shared) and fixed parts.
+  std::pair<double, double> next_pass_parts_us(int s) const {
+    const StageTimes& times = input_.stages[index(s)];
+    const bool forward = next_pass(s).kind == PassKind::kForward;
+    const double total_us = forward ? times.forward_us : times.backward_us;
+    const double fixed_us = forward ? times.forward_fixed_us : times.backward_fixed_us;
+    return {total_us - fixed_us, fixed_us};
+  }
+
+  // Records the next pass of stage s as run from start_us to end_us and moves past it. Returns the
+  // transfer that follows it when sends block the stage's timeline (recorded as such), else 0.
+  double complete_next_pass(int s, double start_us, double end_us) {
+    const TimelineEntry pass = next_pass(s);
+    const bool forward = pass.kind == PassKind::kForward;
+    (forward ? forward_end_us_ : backward_end_us_)[cell(s, pass.micro_batch)] = end_us;
+    result_.busy_us[index(s)] += end_us - start_us;
+    if (input_.record_timeline) result_.timeline[index(s)].push_back({pass.kind, pass.micro_batch, start_us, end_us});
+    ++next_[index(s)];
+    const bool sends = forward ? (s < pp_ - 1) : (s > 0);
+    if (!input_.blocking_send || !sends) return 0.0;
+    const double transfer_us = forward ? input_.p2p_forward_us[index(s)] : input_.p2p_backward_us[index(s) - 1];
+    result_.send_us[index(s)] += transfer_us;
+    if (input_.record_timeline) {
+      result_.timeline[index(s)].push_back(
+          {forward ? PassKind::kSendForward : PassKind::kSendBackward, pass.micro_batch, end_us, end_us + transfer_us});
+    }
+    return transfer_us;
+  }
+
+  void extend_makespan(double time_us) { result_.makespan_us = std::max(result_.makespan_us, time_us); }
+
+  // Idle time per stage and the bubble, from the makespan, busy and send times.
+  ScheduleResult finish() {
+    double busiest_us = 0.0;
+    for (std::size_t s = 0; s < result_.busy_us.size(); ++s) {
+      result_.idle_us[s] = std::max(0.0, result_.makespan_us - result_.busy_us[s] - result_.send_us[s]);
+      busiest_us = std::max(busiest_us, result_.busy_us[s]);
+    }
+    result_.bubble_us = result_.makespan_us - busiest_us;
+    return std::move(result_);
+  }
+
+ private:
+  static std::size_t index(int s) { return static_cast<std::size_t>(s); }
+  std::size_t cell(int s, int i) const { return index(s) * static_cast<std::size_t>(m_) + static_cast<std::size_t>(i); }
+
+  const ScheduleInput& input_;
+  int pp_, m_;
+  std::vector<std::vector<TimelineEntry>> orders_;
+  std::vector<double> forward_end_us_, backward_end_us_;
+  std::vector<std::size_t> next_;  // per stage: index of its next pass in its order
+  ScheduleResult result_;
+};
+
+// Dedicated cores: sweeps the stages in order, running each stage's next passes as soon as their
+// dependencies allow, until every pass has run.
+ScheduleResult simulate_dedicated(const ScheduleInput& input) {
+  PipelineState pipeline(input);
+  std::vector<double> free_at_us(static_cast<std::size_t>(pipeline.stages()), 0.0);
+  std::size_t remaining = 2 * pipeline.cells();
+  while (remaining > 0) {
+    std::size_t scheduled = 0;
+    for (int s = 0; s < pipeline.stages(); ++s) {
+      double& free_us = free_at_us[static_cast<std::size_t>(s)];
+      while (pipeline.has_next(s)) {
+        const double dependencies_us = pipeline.dependencies_ready_us(s);
+        if (dependencies_us == kNotDone) break;
+        const double start_us = std::max(free_us, dependencies_us);
+        const double end_us = start_us + pipeline.next_pass_us(s);
+        free_us = end_us + pipeline.complete_next_pass(s, start_us, end_us);
+        pipeline.extend_makespan(free_us);
+        ++scheduled;
+        --remaining;
+      }
+    }
+    ITERTIME_CHECK(scheduled > 0, "1F1B simulation made no progress (deadlock in the pass order)");
+  }
+  return pipeline.finish();
 }
+
+// Processor sharing (see schedule.hpp): a time-ordered event simulation. Each stage is idle, in the
+// shared part of a pass (progressing at the rate the rank slots allow), in its fixed part, or held by a
+// blocking send. Time advances to the next event: a part finishing or a pass becoming ready.
+class SharedCoreSimulation {
+ public:
+  explicit SharedCoreSimulation(const ScheduleInput& input)
+      : input_(input), pipeline_(input), state_(static_cast<std::size_t>(pipeline_.stages())),
+        remaining_passes_(2 * pipeline_.cells()) {
+    double scale = 1.0;  // for the "reached zero" tolerance
+    for (const StageTimes& t : input.stages) scale = std::max({scale, t.forward_us, t.backward_us});
+    epsilon_ = 1e-12 * scale * static_cast<double>(2 * input.num_micro_batches + pipeline_.stages());
+  }
+
+  ScheduleResult run() {
+    settle();
+    while (remaining_passes_ > 0 ||
+           std::any_of(state_.begin(), state_.end(), [](const StageState& st) { return st.activity != Activity::kIdle; })) {
+      const double rate = shared_rate();
+      const double step_us = std::max(next_event_in_us(rate), 0.0);
+      now_us_ += step_us;
+      for (StageState& st : state_) {
+        if (st.activity == Activity::kShared) st.remaining_us -= rate * step_us;
+        if (st.activity == Activity::kFixed || st.activity == Activity::kSending) st.remaining_us -= step_us;
+      }
+      settle();
+    }
+    return pipeline_.finish();
+  }
+
+ private:
+  enum class Activity { kIdle, kShared, kFixed, kSending };
+  struct StageState {
+    Activity activity = Activity::kIdle;
+    double remaining_us = 0;  // work (shared) or time (fixed, sending) left
+    double pass_start_us = 0;
+  };
+
+  // The rate at which each shared part progresses: 1, or the slots over the ranks that want them.
+  double shared_rate() const {
+    int shared = 0;
+    for (const StageState& st : state_) shared += st.activity == Activity::kShared ? 1 : 0;
+    const double demand = static_cast<double>(shared) * input_.ranks_per_stage;
+    return demand > input_.rank_slots ? input_.rank_slots / demand : 1.0;
+  }
+
+  double next_event_in_us(double rate) const {
+    double step_us = std::numeric_limits<double>::infinity();
+    for (int s = 0; s < pipeline_.stages(); ++s) {
+      const StageState& st = state_[static_cast<std::size_t>(s)];
+      if (st.activity == Activity::kShared) step_us = std::min(step_us, st.remaining_us / rate);
+      if (st.activity == Activity::kFixed || st.activity == Activity::kSending) step_us = std::min(step_us, st.remaining_us);
+      if (st.activity == Activity::kIdle && pipeline_.has_next(s)) {
+        const double ready_us = pipeline_.dependencies_ready_us(s);
+        if (ready_us != kNotDone) step_us = std::min(step_us, ready_us - now_us_);
+      }
+    }
+    ITERTIME_CHECK(std::isfinite(step_us), "1F1B simulation with shared cores made no progress (deadlock in the pass order)");
+    return step_us;
+  }
+
+  // Moves every stage as far as it can go at now_us_ without time passing.
+  void settle() {
+    for (bool moved = true; moved;) {
+      moved = false;
+      for (int s = 0; s < pipeline_.stages(); ++s) moved = advance_stage(s) || moved;
+    }
+  }
+
+  // One stage's transitions at now_us_: idle -> shared -> fixed -> (sending ->) idle.
+  bool advance_stage(int s) {
+    StageState& st = state_[static_cast<std::size_t>(s)];
+    bool moved = false;
+    if (st.activity == Activity::kIdle && pipeline_.has_next(s)) {
+      const double ready_us = pipeline_.dependencies_ready_us(s);
+      if (ready_us != kNotDone && ready_us <= now_us_ + epsilon_) {
+        st.activity = Activity::kShared;
+        st.remaining_us = pipeline_.next_pass_parts_us(s).first;
+        st.pass_start_us = now_us_;
+        moved = true;
+      }
+    }
+    if (st.activity == Activity::kShared && st.remaining_us <= epsilon_) {
+      st.activity = Activity::kFixed;
+      st.remaining_us = pipeline_.next_pass_parts_us(s).second;
+      moved = true;
+    }
+    if (st.activity == Activity::kFixed && st.remaining_us <= epsilon_) {
+      const TimelineEntry pass = pipeline_.next_pass(s);
+      const bool forward = pass.kind == PassKind::kForward;
+      const bool sends = forward ? (s < pipeline_.stages() - 1) : (s > 0);
+      const double transfer_us = pipeline_.complete_next_pass(s, st.pass_start_us, now_us_);
+      --remaining_passes_;
+      st.activity = input_.blocking_send && sends ? Activity::kSending : Activity::kIdle;
+      st.remaining_us = transfer_us;
+      pipeline_.extend_makespan(now_us_);
+      moved = true;
+    }
+    if (st.activity == Activity::kSending && st.remaining_us <= epsilon_) {
+      st.activity = Activity::kIdle;
+      pipeline_.extend_makespan(now_us_);
+      moved = true;
+    }
+    return moved;
+  }
+
+  const ScheduleInput& input_;
+  PipelineState pipeline_;
+  std::vector<StageState> state_;
+  std::size_t remaining_passes_;
+  double now_us_ = 0;
+  double epsilon_ = 0;
+};
 
 }  // namespace
 
@@ -197,100 +319,9 @@ std::vector<TimelineEntry> one_f_one_b_order(int pp, int stage, int m) {
 }
 
 ScheduleResult simulate_1f1b(const ScheduleInput& input) {
-  const int pp = static_cast<int>(input.stages.size());
-  const int m = input.num_micro_batches;
-  if (pp < 1) throw UserError("1F1B schedule: no pipeline stages given");
-  if (m < 1) throw UserError("1F1B schedule: " + std::to_string(m) + " micro-batches; need at least 1");
-  ITERTIME_CHECK(static_cast<int>(input.p2p_forward_us.size()) == pp - 1 &&
-                     static_cast<int>(input.p2p_backward_us.size()) == pp - 1,
-                 "p2p transfer vectors need pp-1 = " + std::to_string(pp - 1) + " entries");
-  for (int s = 0; s < pp; ++s) {
-    const StageTimes& times = input.stages[static_cast<std::size_t>(s)];
-    require_time(times.forward_us, "stage " + std::to_string(s) + " forward");
-    require_time(times.backward_us, "stage " + std::to_string(s) + " backward");
-    require_time(times.forward_fixed_us, "stage " + std::to_string(s) + " forward fixed part");
-    require_time(times.backward_fixed_us, "stage " + std::to_string(s) + " backward fixed part");
-    if (times.forward_fixed_us > times.forward_us || times.backward_fixed_us > times.backward_us) {
-      throw UserError("1F1B schedule: stage " + std::to_string(s) + "'s fixed part exceeds its pass time");
-    }
-  }
-  if (!std::isfinite(input.rank_slots) || input.rank_slots < 0 || !std::isfinite(input.ranks_per_stage) || input.ranks_per_stage < 1) {
-    throw UserError("1F1B schedule: rank slots must be >= 0 and ranks per stage >= 1");
-  }
-  for (int j = 0; j + 1 < pp; ++j) {
-    require_time(input.p2p_forward_us[static_cast<std::size_t>(j)], "forward transfer at boundary " + std::to_string(j));
-    require_time(input.p2p_backward_us[static_cast<std::size_t>(j)], "backward transfer at boundary " + std::to_string(j));
-  }
-
-  const auto idx = [m](int s, int i) { return static_cast<std::size_t>(s) * static_cast<std::size_t>(m) + static_cast<std::size_t>(i); };
-  const std::size_t cells = static_cast<std::size_t>(pp) * static_cast<std::size_t>(m);
-  std::vector<double> forward_end_us(cells, kNotDone);
-  std::vector<double> backward_end_us(cells, kNotDone);
-  std::vector<std::vector<TimelineEntry>> orders(static_cast<std::size_t>(pp));
-  for (int s = 0; s < pp; ++s) orders[static_cast<std::size_t>(s)] = one_f_one_b_order(pp, s, m);
-  if (input.rank_slots > 0) return simulate_shared(input, orders);
-  std::vector<std::size_t> next(static_cast<std::size_t>(pp), 0);
-  std::vector<double> free_at_us(static_cast<std::size_t>(pp), 0.0);
-
-  ScheduleResult result;
-  result.busy_us.assign(static_cast<std::size_t>(pp), 0.0);
-  result.send_us.assign(static_cast<std::size_t>(pp), 0.0);
-  result.idle_us.assign(static_cast<std::size_t>(pp), 0.0);
-  if (input.record_timeline) result.timeline.assign(static_cast<std::size_t>(pp), {});
-
-  std::size_t remaining = 2 * cells;
-  while (remaining > 0) {
-    std::size_t scheduled = 0;
-    for (int s = 0; s < pp; ++s) {
-      const auto su = static_cast<std::size_t>(s);
-      const StageTimes& times = input.stages[su];
-      while (next[su] < orders[su].size()) {
-        const TimelineEntry& pass = orders[su][next[su]];
-        const int i = pass.micro_batch;
-        double ready_us = free_at_us[su];
-        double duration_us = 0.0;
-        double send_after_us = 0.0;  // transfer that follows this pass on this stage's timeline
-        PassKind send_kind = PassKind::kSendForward;
-        if (pass.kind == PassKind::kForward) {
-          if (s > 0) {
-            const double upstream_us = forward_end_us[idx(s - 1, i)];
-            if (upstream_us == kNotDone) break;
-            ready_us = std::max(ready_us, upstream_us + input.p2p_forward_us[su - 1]);
-          }
-          duration_us = times.forward_us;
-          if (s < pp - 1) send_after_us = input.p2p_forward_us[su];
-        } else {
-          ITERTIME_CHECK(forward_end_us[idx(s, i)] != kNotDone, "1F1B order runs a backward before its forward");
-          if (s < pp - 1) {
-            const double downstream_us = backward_end_us[idx(s + 1, i)];
-            if (downstream_us == kNotDone) break;
-            ready_us = std::max(ready_us, downstream_us + input.p2p_backward_us[su]);
-          }
-          duration_us = times.backward_us;
-          if (s > 0) send_after_us = input.p2p_backward_us[su - 1];
-          send_kind = PassKind::kSendBackward;
-        }
-        const double end_us = ready_us + duration_us;
-        (pass.kind == PassKind::kForward ? forward_end_us : backward_end_us)[idx(s, i)] = end_us;
-        result.busy_us[su] += duration_us;
-        free_at_us[su] = end_us;
-        if (input.record_timeline) result.timeline[su].push_back({pass.kind, i, ready_us, end_us});
-        const bool sends = (pass.kind == PassKind::kForward) ? (s < pp - 1) : (s > 0);
-        if (input.blocking_send && sends) {
-          free_at_us[su] = end_us + send_after_us;
-          result.send_us[su] += send_after_us;
-          if (input.record_timeline) result.timeline[su].push_back({send_kind, i, end_us, end_us + send_after_us});
-        }
-        result.makespan_us = std::max(result.makespan_us, free_at_us[su]);
-        ++next[su];
-        ++scheduled;
-        --remaining;
-      }
-    }
-    ITERTIME_CHECK(scheduled > 0, "1F1B simulation made no progress (deadlock in the pass order)");
-  }
-
-  return finish(std::move(result));
+  require_valid(input);
+  if (input.rank_slots > 0) return SharedCoreSimulation(input).run();
+  return simulate_dedicated(input);
 }
 
 ScheduleResult simulate_1f1b(const std::vector<StageTimes>& stages, double p2p_forward_us, double p2p_backward_us,

@@ -1,11 +1,13 @@
+// validation.cpp: each ground-truth configuration predicted (leave-one-tuple-out calibration) and scored;
+// the compute and memory comparisons. Records only; the reporters are in validation_report.cpp.
 #include "validate/validation.hpp"
 
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
-#include <fstream>
 #include <map>
-#include <nlohmann/json.hpp>
+#include <iterator>
+#include <memory>
 #include <set>
 
 #include "common/errors.hpp"
@@ -20,79 +22,151 @@ namespace {
 MapeEntry summarize(const std::string& group, const std::vector<const ValidationRow*>& rows) {
   MapeEntry entry;
   entry.group = group;
-  std::vector<double> aware, blind;
+  std::vector<double> aware, blind, built;
   for (const ValidationRow* row : rows) {
     aware.push_back(row->ape_pct);
     blind.push_back(row->blind_ape_pct);
+    if (row->built_ok()) built.push_back(row->built_ape_pct);
   }
   entry.count = static_cast<int>(rows.size());
+  entry.built_count = static_cast<int>(built.size());
   if (!rows.empty()) {
     entry.mape_pct = stats::mean(aware);
     entry.blind_mape_pct = stats::mean(blind);
   }
+  if (!built.empty()) entry.built_mape_pct = stats::mean(built);
   return entry;
 }
 
-}  // namespace
+// Leave-one-tuple-out calibrations (aware and blind), fitted once per tuple on traced predictions.
+struct TupleCalibrations {
+  std::map<std::string, predict::CalibrationSet> aware, blind;
+};
 
-ValidationReport validate(const predict::FittedModel& model, const std::vector<store::GroundTruthRow>& groundtruth) {
-  ValidationReport report;
-  report.calibration_file = model.source_file;
-  report.regression_check = predict::pooled_regression_check(model);
+TupleCalibrations fit_per_tuple(predict::StageResolver& resolver, const std::vector<store::GroundTruthRecord>& records) {
   std::set<std::string> tuples;
-  for (const auto& row : groundtruth) {
-    if (h5::get_string(row.status) == "ok") tuples.insert(predict::tuple_of(row));
+  for (const auto& row : records) {
+    if (row.status == store::RunStatus::kOk) tuples.insert(row.tuple());
   }
-  // Leave-one-tuple-out factors, once per tuple.
-  std::map<std::string, predict::CalibrationSet> factors, blind_factors;
+  TupleCalibrations out;
   for (const std::string& tuple : tuples) {
-    factors[tuple] = predict::fit_calibration(model, groundtruth, false, {tuple});
-    blind_factors[tuple] = predict::fit_calibration(model, groundtruth, true, {tuple});
+    out.aware[tuple] = predict::fit_calibration(resolver, records, false, {tuple}).calibration;
+    out.blind[tuple] = predict::fit_calibration(resolver, records, true, {tuple}).calibration;
   }
-  for (const auto& gt : groundtruth) {
-    if (h5::get_string(gt.status) != "ok") continue;
-    ValidationRow row;
-    row.key = h5::get_string(gt.key);
-    row.tuple = predict::tuple_of(gt);
-    row.precision = h5::get_string(gt.precision);
-    row.dp = static_cast<int>(gt.dp);
-    row.tp = static_cast<int>(gt.tp);
-    row.pp = static_cast<int>(gt.pp);
-    row.measured_us = gt.time_us_median;
-    predict::PredictRequest request;
-    request.model_name = h5::get_string(gt.model);
-    request.config = ParallelConfig{row.dp, row.tp, row.pp, static_cast<int>(gt.micro_batch),
-                                    static_cast<int>(gt.global_batch), static_cast<int>(gt.seq_len)};
-    request.precision = parse_precision(row.precision).name;
-    const int64_t occupancy = gt.dp * gt.tp * gt.pp;
-    try {
-      // Calibration fitted without this tuple: its own occupancy's when other tuples share it, else
-      // the global one (every other tuple).
-      const predict::CalibrationSet& set = factors[row.tuple];
-      const predict::CalibrationSet& blind_set = blind_factors[row.tuple];
-      row.factor_fitted = set.per_occupancy.count(occupancy) > 0;
-      const predict::Calibration& calibration = set.for_occupancy(occupancy);
-      request.override_calibration = &calibration;
-      const predict::Prediction aware = predict::predict(model, request);
-      request.blind = true;
-      request.override_calibration = &blind_set.for_occupancy(occupancy);
-      const predict::Prediction blind = predict::predict(model, request);
-      row.factor = calibration.factor;
-      row.op_overhead_us = calibration.op_overhead_us;
-      row.calibration_rows = static_cast<int>(calibration.rows);
-      row.raw_predicted_us = aware.raw_total_us;
-      row.predicted_us = aware.total_us;
-      row.blind_predicted_us = blind.total_us;
-      row.ape_pct = stats::ape_pct(row.predicted_us, row.measured_us);
-      row.blind_ape_pct = stats::ape_pct(row.blind_predicted_us, row.measured_us);
-      row.extrapolated_fraction = aware.extrapolated_fraction;
-      row.status = "ok";
-    } catch (const UserError&) {
-      row.status = "untraced";
+  return out;
+}
+
+// The layout a ground-truth configuration's stage traces share, whatever their precision and variant.
+std::string layout_key(const store::GroundTruthRecord& gt) {
+  const ParallelConfig& c = gt.config;
+  return gt.model + " tp" + std::to_string(c.tp) + " pp" + std::to_string(c.pp) + " mbs" + std::to_string(c.micro_batch) +
+         " seq" + std::to_string(c.seq_len);
+}
+
+// Signature ids that only the stage traces of gt's layout (any precision, aware or blind) use: the ones
+// this layout's own trace and profiling added to the calibration.
+std::set<int64_t> layout_only_signatures(const predict::FittedModel& model, const store::GroundTruthRecord& gt) {
+  const ParallelConfig& c = gt.config;
+  std::set<std::string> own_keys;
+  for (const PrecisionName precision : all_precisions()) {
+    for (const char* variant : {"aware", "blind"}) {
+      for (int s = 0; s < c.pp; ++s) {
+        own_keys.insert(store::stage_key(gt.model, c.tp, c.pp, s, c.micro_batch, c.seq_len, to_string(precision), variant));
+      }
     }
-    report.rows.push_back(row);
+  }
+  std::set<int64_t> own, others;
+  for (const auto& [key, stage] : model.stages) {
+    std::set<int64_t>& into = own_keys.count(key) > 0 ? own : others;
+    for (const auto& entry : stage.sequence) into.insert(entry.signature_id);
+  }
+  std::set<int64_t> only;
+  std::set_difference(own.begin(), own.end(), others.begin(), others.end(), std::inserter(only, only.end()));
+  return only;
+}
+
+// Builder-only resolvers, one per layout (each with that layout's signatures treated as unprofiled).
+class BuiltOnlyResolvers {
+ public:
+  explicit BuiltOnlyResolvers(const predict::FittedModel& model) : model_(model) {}
+  predict::StageResolver& for_row(const store::GroundTruthRecord& gt) {
+    std::unique_ptr<predict::StageResolver>& slot = by_layout_[layout_key(gt)];
+    if (!slot) {
+      slot = std::make_unique<predict::StageResolver>(model_, predict::StagePolicy::kBuiltOnly, layout_only_signatures(model_, gt));
+    }
+    return *slot;
   }
 
+ private:
+  const predict::FittedModel& model_;
+  std::map<std::string, std::unique_ptr<predict::StageResolver>> by_layout_;
+};
+
+// The traced aware and blind predictions of one configuration, with the tuple's calibrations.
+ValidationRow score_traced(predict::StageResolver& resolver, const store::GroundTruthRecord& gt, const TupleCalibrations& calibrations) {
+  ValidationRow row;
+  row.key = gt.key;
+  row.tuple = gt.tuple();
+  row.precision = to_string(gt.precision);
+  row.dp = gt.config.dp;
+  row.tp = gt.config.tp;
+  row.pp = gt.config.pp;
+  row.measured_us = gt.time_us_median;
+  const int64_t occupancy = gt.occupancy();
+  // Calibration fitted without this tuple: its own occupancy's when other tuples share it, else the
+  // global one (every other tuple).
+  const predict::CalibrationSet& set = calibrations.aware.at(row.tuple);
+  row.factor_fitted = set.per_occupancy.count(occupancy) > 0;
+  const predict::Calibration& calibration = set.for_occupancy(occupancy);
+  predict::PredictRequest request = predict::request_for(gt, /*blind=*/false);
+  request.override_calibration = &calibration;
+  const predict::PredictOutcome aware = predict::predict(resolver, request);
+  request.blind = true;
+  request.override_calibration = &calibrations.blind.at(row.tuple).for_occupancy(occupancy);
+  const predict::PredictOutcome blind = predict::predict(resolver, request);
+  if (!aware.ok() || !blind.ok()) {
+    row.status = "unpredicted";
+    row.reason = !aware.ok() ? aware.reason : "precision-blind: " + blind.reason;
+    return row;
+  }
+  row.factor = calibration.factor;
+  row.op_overhead_us = calibration.op_overhead_us;
+  row.calibration_rows = static_cast<int>(calibration.rows);
+  row.raw_predicted_us = aware.prediction->raw_total_us;
+  row.predicted_us = aware.prediction->total_us;
+  row.blind_predicted_us = blind.prediction->total_us;
+  row.ape_pct = stats::ape_pct(row.predicted_us, row.measured_us);
+  row.blind_ape_pct = stats::ape_pct(row.blind_predicted_us, row.measured_us);
+  row.extrapolated_fraction = aware.prediction->extrapolated_fraction;
+  row.status = "ok";
+  return row;
+}
+
+// Adds the builder-only prediction to a scored row (same calibration as its traced prediction).
+void score_built_only(BuiltOnlyResolvers& resolvers, const store::GroundTruthRecord& gt, const LlamaSpec* model_spec,
+                      const TupleCalibrations& calibrations, ValidationRow& row) {
+  if (model_spec == nullptr) {
+    row.built_status = "no model config given";
+    return;
+  }
+  if (gt.model != model_spec->name) {
+    row.built_status = "another model (" + gt.model + ")";
+    return;
+  }
+  predict::PredictRequest request = predict::request_for(gt, /*blind=*/false, model_spec);
+  request.override_calibration = &calibrations.aware.at(row.tuple).for_occupancy(gt.occupancy());
+  const predict::PredictOutcome built = predict::predict(resolvers.for_row(gt), request);
+  if (!built.ok()) {
+    row.built_status = built.reason;
+    return;
+  }
+  row.built_status = "ok";
+  row.built_predicted_us = built.prediction->total_us;
+  row.built_ape_pct = stats::ape_pct(row.built_predicted_us, row.measured_us);
+  row.built_extrapolated_fraction = built.prediction->extrapolated_fraction;
+}
+
+void summarize_groups(ValidationReport& report) {
   std::map<std::string, std::vector<const ValidationRow*>> by_tuple, by_precision, by_pair;
   std::vector<const ValidationRow*> all;
   for (const ValidationRow& row : report.rows) {
@@ -106,189 +180,47 @@ ValidationReport validate(const predict::FittedModel& model, const std::vector<s
   for (const auto& [group, rows] : by_precision) report.per_precision.push_back(summarize(group, rows));
   for (const auto& [group, rows] : by_pair) report.per_tuple_precision.push_back(summarize(group, rows));
   report.overall = summarize("overall", all);
+}
+
+}  // namespace
+
+ValidationReport validate(const predict::FittedModel& model, const std::vector<store::GroundTruthRecord>& groundtruth,
+                          const LlamaSpec* model_spec) {
+  ValidationReport report;
+  report.calibration_file = model.source_file;
+  report.regression_check = predict::pooled_regression_check(model);
+  predict::StageResolver resolver(model, predict::StagePolicy::kTracedThenBuilt);
+  BuiltOnlyResolvers built_resolvers(model);
+  const TupleCalibrations calibrations = fit_per_tuple(resolver, groundtruth);
+  for (const auto& gt : groundtruth) {
+    if (gt.status != store::RunStatus::kOk) continue;
+    ValidationRow row = score_traced(resolver, gt, calibrations);
+    if (row.status == "ok") score_built_only(built_resolvers, gt, model_spec, calibrations, row);
+    report.rows.push_back(std::move(row));
+  }
+  summarize_groups(report);
   return report;
-}
-
-void print_report(const ValidationReport& report) {
-  std::printf("# validation of %s (calibration factors fitted leave-one-tuple-out)\n#\n", report.calibration_file.c_str());
-  std::printf("# %-10s %-9s %14s %14s %9s %16s %9s  %s\n", "(dp,tp,pp)", "precision", "measured_us", "predicted_us",
-              "APE(%)", "blind_pred_us", "blind(%)", "note");
-  for (const ValidationRow& row : report.rows) {
-    if (row.status != "ok") {
-      std::printf("  %-10s %-9s %14.0f %14s %9s %16s %9s  no operator trace\n", row.tuple.c_str(), row.precision.c_str(),
-                  row.measured_us, "-", "-", "-", "-");
-      continue;
-    }
-    std::printf("  %-10s %-9s %14.0f %14.0f %9.2f %16.0f %9.2f  %s\n", row.tuple.c_str(), row.precision.c_str(),
-                row.measured_us, row.predicted_us, row.ape_pct, row.blind_predicted_us, row.blind_ape_pct,
-                row.factor_fitted ? "" : "global calibration (no other tuple at this occupancy)");
-  }
-  std::printf("#\n# MAPE per (dp,tp,pp) tuple\n# %-12s %6s %14s %14s\n", "tuple", "n", "aware(%)", "blind(%)");
-  for (const MapeEntry& e : report.per_tuple) std::printf("  %-12s %6d %14.2f %14.2f\n", e.group.c_str(), e.count, e.mape_pct, e.blind_mape_pct);
-  std::printf("#\n# MAPE per precision\n# %-12s %6s %14s %14s\n", "precision", "n", "aware(%)", "blind(%)");
-  for (const MapeEntry& e : report.per_precision) std::printf("  %-12s %6d %14.2f %14.2f\n", e.group.c_str(), e.count, e.mape_pct, e.blind_mape_pct);
-  std::printf("#\n# overall MAPE: %.2f%% precision-aware, %.2f%% precision-blind, over %d configurations\n",
-              report.overall.mape_pct, report.overall.blind_mape_pct, report.overall.count);
-  const predict::PooledCheck& check = report.regression_check;
-  if (check.groups > 0) {
-    std::printf("# operator regression (for signatures never profiled), fitted on the smaller 2/3 of each group and\n"
-                "#   scored on the largest 1/3: MAPE %.2f%% (time-weighted %.2f%%) over %lld signatures in %lld groups\n",
-                check.mape_pct, check.time_weighted_mape_pct, static_cast<long long>(check.held_out_points),
-                static_cast<long long>(check.groups));
-  }
-}
-
-void write_csv(const ValidationReport& report, const std::string& path) {
-  std::ofstream out(path);
-  if (!out) throw UserError(path + ": cannot be written");
-  out << "key,dp,tp,pp,precision,status,measured_us,predicted_us,raw_predicted_us,calibration_factor,factor_fitted,ape_pct,"
-         "blind_predicted_us,blind_ape_pct,extrapolated_fraction,op_overhead_us\n";
-  for (const ValidationRow& r : report.rows) {
-    out << r.key << "," << r.dp << "," << r.tp << "," << r.pp << "," << r.precision << "," << r.status << "," << r.measured_us
-        << "," << r.predicted_us << "," << r.raw_predicted_us << "," << r.factor << "," << (r.factor_fitted ? 1 : 0) << ","
-        << r.ape_pct << "," << r.blind_predicted_us << "," << r.blind_ape_pct << "," << r.extrapolated_fraction << ","
-        << r.op_overhead_us << "\n";
-  }
-}
-
-void write_json(const ValidationReport& report, const std::string& path) {
-  nlohmann::json root;
-  root["calibration_file"] = report.calibration_file;
-  root["leave_one_tuple_out"] = true;
-  for (const ValidationRow& r : report.rows) {
-    root["configurations"].push_back({{"key", r.key}, {"dp", r.dp}, {"tp", r.tp}, {"pp", r.pp}, {"precision", r.precision},
-                                      {"status", r.status}, {"measured_us", r.measured_us}, {"predicted_us", r.predicted_us},
-                                      {"raw_predicted_us", r.raw_predicted_us}, {"calibration_factor", r.factor},
-                                      {"factor_fitted", r.factor_fitted}, {"ape_pct", r.ape_pct},
-                                      {"blind_predicted_us", r.blind_predicted_us}, {"blind_ape_pct", r.blind_ape_pct},
-                                      {"extrapolated_fraction", r.extrapolated_fraction}, {"op_overhead_us", r.op_overhead_us},
-                                      {"calibration_rows", r.calibration_rows}});
-  }
-  auto entries = [](const std::vector<MapeEntry>& list) {
-    nlohmann::json out = nlohmann::json::array();
-    for (const MapeEntry& e : list) out.push_back({{"group", e.group}, {"count", e.count}, {"mape_pct", e.mape_pct}, {"blind_mape_pct", e.blind_mape_pct}});
-    return out;
-  };
-  root["mape_per_tuple"] = entries(report.per_tuple);
-  root["mape_per_precision"] = entries(report.per_precision);
-  root["mape_per_tuple_precision"] = entries(report.per_tuple_precision);
-  root["mape_overall"] = {{"count", report.overall.count}, {"mape_pct", report.overall.mape_pct},
-                          {"blind_mape_pct", report.overall.blind_mape_pct}};
-  root["regression_extrapolation_check"] = {{"groups", report.regression_check.groups},
-                                            {"held_out_signatures", report.regression_check.held_out_points},
-                                            {"mape_pct", report.regression_check.mape_pct},
-                                            {"time_weighted_mape_pct", report.regression_check.time_weighted_mape_pct}};
-  std::ofstream out(path);
-  if (!out) throw UserError(path + ": cannot be written");
-  out << root.dump(2) << "\n";
-}
-
-void write_svg(const ValidationReport& report, const std::string& path) {
-  // Left: MAPE per (tuple, precision), precision-aware bars beside the blind baseline's outline.
-  // Right: predicted against measured time (log-log), with the y = x line.
-  const double width = 1100, height = 460, left_w = 640;
-  std::ofstream out(path);
-  if (!out) throw UserError(path + ": cannot be written");
-  char buf[512];
-  out << "<svg xmlns='http://www.w3.org/2000/svg' width='" << width << "' height='" << height
-      << "' font-family='sans-serif' font-size='11'>\n<rect width='100%' height='100%' fill='white'/>\n";
-  std::snprintf(buf, sizeof(buf), "<text x='20' y='22' font-size='14'>MAPE per (dp,tp,pp) and precision: overall %.2f%% (blind %.2f%%)</text>\n",
-                report.overall.mape_pct, report.overall.blind_mape_pct);
-  out << buf;
-  const std::vector<std::string> colors = {"#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b"};
-  std::map<std::string, std::string> color_of;
-  for (const MapeEntry& e : report.per_precision) color_of[e.group] = colors[color_of.size() % colors.size()];
-  double max_mape = 1.0;
-  for (const MapeEntry& e : report.per_tuple_precision) max_mape = std::max({max_mape, e.mape_pct, std::min(e.blind_mape_pct, 200.0)});
-  const double plot_x = 50, plot_y = 40, plot_h = 330, plot_w = left_w - 70;
-  const double bar_w = report.per_tuple_precision.empty() ? 10 : plot_w / static_cast<double>(report.per_tuple_precision.size());
-  out << "<line x1='" << plot_x << "' y1='" << plot_y + plot_h << "' x2='" << plot_x + plot_w << "' y2='" << plot_y + plot_h << "' stroke='black'/>\n";
-  for (int tick = 0; tick <= 4; ++tick) {
-    const double value = max_mape * tick / 4.0;
-    const double y = plot_y + plot_h - plot_h * tick / 4.0;
-    std::snprintf(buf, sizeof(buf), "<text x='%.1f' y='%.1f' text-anchor='end'>%.0f%%</text><line x1='%.1f' y1='%.1f' x2='%.1f' y2='%.1f' stroke='#ddd'/>\n",
-                  plot_x - 4, y + 4, value, plot_x, y, plot_x + plot_w, y);
-    out << buf;
-  }
-  for (std::size_t i = 0; i < report.per_tuple_precision.size(); ++i) {
-    const MapeEntry& e = report.per_tuple_precision[i];
-    const std::string precision = e.group.substr(e.group.find(' ') + 1);
-    const double x = plot_x + bar_w * static_cast<double>(i);
-    const double h = plot_h * e.mape_pct / max_mape;
-    const double hb = plot_h * std::min(e.blind_mape_pct, max_mape) / max_mape;
-    std::snprintf(buf, sizeof(buf), "<rect x='%.1f' y='%.1f' width='%.1f' height='%.1f' fill='none' stroke='#999' stroke-dasharray='2,2'/>\n",
-                  x + 1, plot_y + plot_h - hb, bar_w - 2, hb);
-    out << buf;
-    std::snprintf(buf, sizeof(buf), "<rect x='%.1f' y='%.1f' width='%.1f' height='%.1f' fill='%s'><title>%s: %.2f%% (blind %.2f%%)</title></rect>\n",
-                  x + 3, plot_y + plot_h - h, bar_w - 6, h, color_of[precision].c_str(), e.group.c_str(), e.mape_pct, e.blind_mape_pct);
-    out << buf;
-    std::snprintf(buf, sizeof(buf), "<text x='%.1f' y='%.1f' transform='rotate(60 %.1f %.1f)'>%s</text>\n", x + bar_w / 2,
-                  plot_y + plot_h + 10, x + bar_w / 2, plot_y + plot_h + 10, e.group.substr(0, e.group.find(' ')).c_str());
-    out << buf;
-  }
-  double legend_y = 40;
-  for (const auto& [precision, color] : color_of) {
-    std::snprintf(buf, sizeof(buf), "<rect x='%.1f' y='%.1f' width='10' height='10' fill='%s'/><text x='%.1f' y='%.1f'>%s</text>\n",
-                  left_w - 110, legend_y, color.c_str(), left_w - 95, legend_y + 9, precision.c_str());
-    out << buf;
-    legend_y += 15;
-  }
-  std::snprintf(buf, sizeof(buf), "<rect x='%.1f' y='%.1f' width='10' height='10' fill='none' stroke='#999' stroke-dasharray='2,2'/><text x='%.1f' y='%.1f'>blind baseline</text>\n",
-                left_w - 110, legend_y, left_w - 95, legend_y + 9);
-  out << buf;
-
-  // Scatter.
-  double lo = 1e300, hi = 0;
-  for (const ValidationRow& r : report.rows) {
-    if (r.status != "ok") continue;
-    lo = std::min({lo, r.measured_us, r.predicted_us});
-    hi = std::max({hi, r.measured_us, r.predicted_us});
-  }
-  if (hi > 0) {
-    lo = std::log10(lo) - 0.1;
-    hi = std::log10(hi) + 0.1;
-    const double sx = left_w + 40, sy = 40, side = 360;
-    auto px = [&](double v) { return sx + side * (std::log10(v) - lo) / (hi - lo); };
-    auto py = [&](double v) { return sy + side - side * (std::log10(v) - lo) / (hi - lo); };
-    std::snprintf(buf, sizeof(buf), "<rect x='%.1f' y='%.1f' width='%.1f' height='%.1f' fill='none' stroke='black'/>\n", sx, sy, side, side);
-    out << buf;
-    std::snprintf(buf, sizeof(buf), "<line x1='%.1f' y1='%.1f' x2='%.1f' y2='%.1f' stroke='#999'/>\n", sx, sy + side, sx + side, sy);
-    out << buf;
-    std::snprintf(buf, sizeof(buf), "<text x='%.1f' y='%.1f'>predicted vs measured iteration time (log-log, us)</text>\n", sx, sy - 8);
-    out << buf;
-    for (const ValidationRow& r : report.rows) {
-      if (r.status != "ok") continue;
-      std::snprintf(buf, sizeof(buf), "<circle cx='%.1f' cy='%.1f' r='4' fill='%s'><title>%s %s: measured %.0f, predicted %.0f</title></circle>\n",
-                    px(r.measured_us), py(r.predicted_us), color_of[r.precision].c_str(), r.tuple.c_str(), r.precision.c_str(),
-                    r.measured_us, r.predicted_us);
-      out << buf;
-    }
-    std::snprintf(buf, sizeof(buf), "<text x='%.1f' y='%.1f'>measured: %.3g .. %.3g us</text>\n", sx, sy + side + 18, std::pow(10, lo + 0.1), std::pow(10, hi - 0.1));
-    out << buf;
-  }
-  out << "</svg>\n";
 }
 
 }  // namespace itertime::validate
 
 namespace itertime::validate {
 
-std::vector<ComputeRow> compute_report(const predict::FittedModel& model, const std::vector<store::GroundTruthRow>& configs,
+std::vector<ComputeRow> compute_report(const predict::FittedModel& model, const std::vector<store::GroundTruthRecord>& configs,
                                        const std::vector<store::GroundTruthRankRow>& ranks) {
   std::vector<ComputeRow> out;
   for (const auto& gt : configs) {
-    if (h5::get_string(gt.status) != "ok") continue;
-    const int64_t occupancy = gt.dp * gt.tp * gt.pp;
-    for (int64_t s = 0; s < gt.pp; ++s) {
-      const std::string key = store::stage_key(h5::get_string(gt.model), static_cast<int>(gt.tp), static_cast<int>(gt.pp),
-                                               static_cast<int>(s), static_cast<int>(gt.micro_batch), static_cast<int>(gt.seq_len),
-                                               h5::get_string(gt.precision), "aware");
+    if (gt.status != store::RunStatus::kOk) continue;
+    const ParallelConfig& c = gt.config;
+    for (int s = 0; s < c.pp; ++s) {
+      const std::string key =
+          store::stage_key(gt.model, c.tp, c.pp, s, c.micro_batch, c.seq_len, to_string(gt.precision), "aware");
       const auto stage = model.stages.find(key);
       if (stage == model.stages.end()) continue;
       double profiled = 0;
       for (const auto& entry : stage->second.sequence) {
-        if (entry.phase != "forward" && entry.phase != "backward") continue;
-        const auto t = model.op_time_us.find({entry.signature_id, occupancy});
+        if (entry.phase != Phase::kForward && entry.phase != Phase::kBackward) continue;
+        const auto t = model.op_time_us.find({entry.signature_id, gt.occupancy()});
         if (t != model.op_time_us.end()) profiled += t->second * static_cast<double>(entry.count);
       }
       profiled *= static_cast<double>(gt.num_micro_batches);
@@ -299,8 +231,8 @@ std::vector<ComputeRow> compute_report(const predict::FittedModel& model, const 
       }
       if (measured.empty() || profiled <= 0) continue;
       ComputeRow row;
-      row.key = h5::get_string(gt.key);
-      row.stage = static_cast<int>(s);
+      row.key = gt.key;
+      row.stage = s;
       row.profiled_us = profiled;
       row.measured_us = stats::median(measured);
       row.ratio = row.measured_us / profiled;
@@ -310,30 +242,13 @@ std::vector<ComputeRow> compute_report(const predict::FittedModel& model, const 
   return out;
 }
 
-void print_compute_report(const std::vector<ComputeRow>& rows) {
-  std::printf("#\n# stage compute: sum of profiled operator times vs measured forward+backward (no fitted term)\n");
-  std::printf("# %-52s %5s %14s %14s %8s\n", "configuration", "stage", "profiled_us", "measured_us", "ratio");
-  std::vector<double> ratios;
-  for (const ComputeRow& r : rows) {
-    std::printf("  %-52s %5d %14.0f %14.0f %8.2f\n", r.key.c_str(), r.stage, r.profiled_us, r.measured_us, r.ratio);
-    ratios.push_back(r.ratio);
-  }
-  if (!ratios.empty()) {
-    std::printf("# measured / profiled: median %.2f, min %.2f, max %.2f over %zu stages\n", stats::median(ratios), stats::min(ratios),
-                stats::max(ratios), ratios.size());
-  }
-}
-
-std::vector<MemoryRow> memory_report(const LlamaSpec& model, AttentionKernel attention, const std::vector<store::GroundTruthRow>& configs,
+std::vector<MemoryRow> memory_report(const LlamaSpec& model, AttentionKernel attention, const std::vector<store::GroundTruthRecord>& configs,
                                      const std::vector<store::GroundTruthRankRow>& ranks) {
   std::vector<MemoryRow> out;
   for (const auto& gt : configs) {
-    if (h5::get_string(gt.status) != "ok" || h5::get_string(gt.model) != model.name) continue;
-    const ParallelConfig config{static_cast<int>(gt.dp), static_cast<int>(gt.tp), static_cast<int>(gt.pp),
-                                static_cast<int>(gt.micro_batch), static_cast<int>(gt.global_batch), static_cast<int>(gt.seq_len)};
-    const PrecisionPolicy& policy = parse_precision(h5::get_string(gt.precision));
-    const auto predicted = predict::memory_all_stages(model, config, policy, attention);
-    for (int64_t s = 0; s < gt.pp; ++s) {
+    if (gt.status != store::RunStatus::kOk || gt.model != model.name) continue;
+    const auto predicted = predict::memory_all_stages(model, gt.config, precision_policy(gt.precision), attention);
+    for (int s = 0; s < gt.config.pp; ++s) {
       int64_t measured = 0;
       for (int64_t i = gt.ranks_offset; i < gt.ranks_offset + gt.ranks_count; ++i) {
         const auto& r = ranks.at(static_cast<std::size_t>(i));
@@ -341,8 +256,8 @@ std::vector<MemoryRow> memory_report(const LlamaSpec& model, AttentionKernel att
       }
       if (measured <= 0) continue;
       MemoryRow row;
-      row.key = h5::get_string(gt.key);
-      row.stage = static_cast<int>(s);
+      row.key = gt.key;
+      row.stage = s;
       row.predicted_bytes = predicted.at(static_cast<std::size_t>(s)).total_bytes;
       row.measured_bytes = measured;
       row.ratio = row.predicted_bytes > 0 ? static_cast<double>(measured) / static_cast<double>(row.predicted_bytes) : 0.0;
@@ -350,23 +265,6 @@ std::vector<MemoryRow> memory_report(const LlamaSpec& model, AttentionKernel att
     }
   }
   return out;
-}
-
-void print_memory_report(const std::vector<MemoryRow>& rows) {
-  std::printf("#\n# stage memory: memory model peak vs measured peak tensor bytes (max over the stage's ranks)\n");
-  std::printf("# %-52s %5s %14s %14s %8s\n", "configuration", "stage", "model_bytes", "measured_bytes", "ratio");
-  std::vector<double> ratios;
-  for (const MemoryRow& r : rows) {
-    std::printf("  %-52s %5d %14lld %14lld %8.3f\n", r.key.c_str(), r.stage, static_cast<long long>(r.predicted_bytes),
-                static_cast<long long>(r.measured_bytes), r.ratio);
-    ratios.push_back(r.ratio);
-  }
-  if (!ratios.empty()) {
-    std::printf("# measured / model: median %.3f, min %.3f, max %.3f over %zu stages\n", stats::median(ratios), stats::min(ratios),
-                stats::max(ratios), ratios.size());
-  } else {
-    std::printf("# no stage has a measured peak_tensor_bytes for this model\n");
-  }
 }
 
 }  // namespace itertime::validate

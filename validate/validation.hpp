@@ -1,18 +1,30 @@
 // validation.hpp: predictions against ground truth, per configuration, with MAPE per (DP,TP,PP) tuple,
-// per precision and overall, for the precision-aware predictor and the precision-blind baseline.
+// per precision and overall, for the precision-aware predictor, the precision-blind baseline and the
+// builder-only predictor.
 // Invariants:
-//  - Only ground-truth rows with status ok are scored; a configuration without a trace is listed with
-//    status "untraced" and left out of every MAPE.
+//  - Only ground-truth rows with status ok are scored. A configuration the traced predictor cannot
+//    predict (no stage trace, no comm table) is listed with status "unpredicted" and its reason, and is
+//    left out of every MAPE.
 //  - The calibration (per-operator overhead and factor, predict/fitted_model.hpp) applied to a
 //    configuration is fitted leave-one-tuple-out: on every ground-truth row except those of its own
 //    (dp,tp,pp) tuple. When no other tuple shares its occupancy, the calibration fitted on all other
 //    tuples is used and the row says so.
-//  - Reporters (console, CSV, JSON, SVG, HDF5) only present a ValidationReport; they compute nothing.
+//  - Builder-only (given the model's LlamaSpec): every stage built from the model (predict/op_builder),
+//    no trace used, and the signatures profiled only for this configuration's layout (model, tp, pp,
+//    micro-batch, sequence; any precision) treated as never profiled, so they take the operator
+//    regression: the configuration is predicted as if its layout had never been traced or profiled.
+//    It takes the same leave-one-tuple-out calibration as the traced prediction (fitted on traced
+//    predictions, as `predict` applies it to untraced configurations). The regression itself is fitted
+//    on every profiled signature (a small leak, said in docs/method.md). Its MAPE covers the rows where
+//    both it and the traced prediction exist.
+//  - Reporters (validation_report.hpp: console, CSV, JSON, SVG; validation_store.hpp: HDF5) only present
+//    a ValidationReport; they compute nothing.
 #pragma once
 
 #include <string>
 #include <vector>
 
+#include "common/calibration_records.hpp"
 #include "common/groundtruth_store.hpp"
 #include "common/model_spec.hpp"
 #include "predict/fitted_model.hpp"
@@ -20,7 +32,8 @@
 namespace itertime::validate {
 
 struct ValidationRow {
-  std::string key, tuple, precision, status;  // status: ok | untraced
+  std::string key, tuple, precision, status;  // status: ok | unpredicted
+  std::string reason;                         // why unpredicted
   int dp = 0, tp = 0, pp = 0;
   double measured_us = 0;
   double predicted_us = 0, raw_predicted_us = 0, factor = 1, ape_pct = 0;
@@ -29,12 +42,19 @@ struct ValidationRow {
   double op_overhead_us = 0;   // the fitted per-operator-call overhead applied
   int calibration_rows = 0;    // ground-truth configurations the applied calibration was fitted on (none of this tuple)
   bool factor_fitted = false;  // false: no other tuple at this occupancy; the global calibration is used
+  // Builder-only: built_status is ok, or why it could not be predicted (no model config given, another
+  // model, a layout the builder refuses).
+  std::string built_status;
+  double built_predicted_us = 0, built_ape_pct = 0, built_extrapolated_fraction = 0;
+  bool built_ok() const { return built_status == "ok"; }
 };
 
 struct MapeEntry {
   std::string group;  // a tuple "(2,1,2)", a precision, a "tuple precision" pair, or "overall"
   double mape_pct = 0, blind_mape_pct = 0;
   int count = 0;
+  double built_mape_pct = 0;  // over the built_count rows of the group with a builder-only prediction
+  int built_count = 0;
 };
 
 struct ValidationReport {
@@ -47,12 +67,11 @@ struct ValidationReport {
   predict::PooledCheck regression_check;
 };
 
-ValidationReport validate(const predict::FittedModel& model, const std::vector<store::GroundTruthRow>& groundtruth);
+// `model_spec`: the LLaMA config the ground truth trained, for the builder-only predictions; nullptr
+// leaves them out (built_status says so).
+ValidationReport validate(const predict::FittedModel& model, const std::vector<store::GroundTruthRecord>& groundtruth,
+                          const LlamaSpec* model_spec);
 
-void print_report(const ValidationReport& report);
-void write_csv(const ValidationReport& report, const std::string& path);
-void write_json(const ValidationReport& report, const std::string& path);
-void write_svg(const ValidationReport& report, const std::string& path);
 
 }  // namespace itertime::validate
 
@@ -67,9 +86,8 @@ struct ComputeRow {
   int stage = 0;
   double profiled_us = 0, measured_us = 0, ratio = 0;  // ratio = measured / profiled
 };
-std::vector<ComputeRow> compute_report(const predict::FittedModel& model, const std::vector<store::GroundTruthRow>& configs,
+std::vector<ComputeRow> compute_report(const predict::FittedModel& model, const std::vector<store::GroundTruthRecord>& configs,
                                        const std::vector<store::GroundTruthRankRow>& ranks);
-void print_compute_report(const std::vector<ComputeRow>& rows);
 
 // Per configuration of `model` and pipeline stage: the memory model's peak (predict/memory_model.hpp)
 // against the largest peak_tensor_bytes measured on that stage's ranks (the exact tensor bytes LibTorch
@@ -82,8 +100,7 @@ struct MemoryRow {
   double ratio = 0;  // measured / predicted
 };
 // `attention`: the kernel the ground truth ran with (predict::FittedModel::attention).
-std::vector<MemoryRow> memory_report(const LlamaSpec& model, AttentionKernel attention, const std::vector<store::GroundTruthRow>& configs,
+std::vector<MemoryRow> memory_report(const LlamaSpec& model, AttentionKernel attention, const std::vector<store::GroundTruthRecord>& configs,
                                      const std::vector<store::GroundTruthRankRow>& ranks);
-void print_memory_report(const std::vector<MemoryRow>& rows);
 
 }  // namespace itertime::validate

@@ -1,3 +1,4 @@
+// validation_store.cpp: the /validation tables (validation_store.hpp).
 #include "validate/validation_store.hpp"
 
 namespace itertime::h5 {
@@ -20,6 +21,9 @@ RowType RowTraits<validate::ValidationStoreRow>::row_type() {
   ITERTIME_H5_FIELD(t, R, blind_predicted_us);
   ITERTIME_H5_FIELD(t, R, blind_ape_pct);
   ITERTIME_H5_FIELD(t, R, extrapolated_fraction);
+  ITERTIME_H5_FIELD(t, R, built_ok);
+  ITERTIME_H5_FIELD(t, R, built_predicted_us);
+  ITERTIME_H5_FIELD(t, R, built_ape_pct);
   return t;
 }
 
@@ -31,6 +35,8 @@ RowType RowTraits<validate::MapeStoreRow>::row_type() {
   ITERTIME_H5_FIELD(t, R, count);
   ITERTIME_H5_FIELD(t, R, mape_pct);
   ITERTIME_H5_FIELD(t, R, blind_mape_pct);
+  ITERTIME_H5_FIELD(t, R, built_count);
+  ITERTIME_H5_FIELD(t, R, built_mape_pct);
   return t;
 }
 
@@ -58,6 +64,9 @@ void write_validation(h5::Store& store, const ValidationReport& report) {
     row.blind_predicted_us = r.blind_predicted_us;
     row.blind_ape_pct = r.blind_ape_pct;
     row.extrapolated_fraction = r.extrapolated_fraction;
+    row.built_ok = r.built_ok() ? 1 : 0;
+    row.built_predicted_us = r.built_predicted_us;
+    row.built_ape_pct = r.built_ape_pct;
     rows.push_back(row);
   }
   store.table<ValidationStoreRow>("/validation/rows").append(rows);
@@ -69,6 +78,8 @@ void write_validation(h5::Store& store, const ValidationReport& report) {
     row.count = e.count;
     row.mape_pct = e.mape_pct;
     row.blind_mape_pct = e.blind_mape_pct;
+    row.built_count = e.built_count;
+    row.built_mape_pct = e.built_mape_pct;
     mape.push_back(row);
   };
   for (const auto& e : report.per_tuple) add("tuple", e);

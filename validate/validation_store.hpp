@@ -1,5 +1,6 @@
 // validation_store.hpp: /validation in the calibration file: one row per scored configuration and one
-// per MAPE group. Rewritten as a whole by every `itertime validate` (the tables are replaced).
+// per MAPE group. Rewritten as a whole by every `itertime validate` (the tables are replaced), so its
+// row types may grow without a schema version.
 #pragma once
 
 #include <cstdint>
@@ -13,10 +14,12 @@ struct ValidationStoreRow {
   char key[96];
   int64_t dp, tp, pp;
   char precision[12];
-  char status[12];
+  char status[12];  // ok | unpredicted
   double measured_us, predicted_us, raw_predicted_us, calibration_factor;
   int64_t factor_fitted;
   double ape_pct, blind_predicted_us, blind_ape_pct, extrapolated_fraction;
+  int64_t built_ok;  // 1 when the builder-only prediction exists (validation.hpp)
+  double built_predicted_us, built_ape_pct;
 };
 
 struct MapeStoreRow {
@@ -24,6 +27,8 @@ struct MapeStoreRow {
   char group[40];
   int64_t count;
   double mape_pct, blind_mape_pct;
+  int64_t built_count;  // rows of the group with a builder-only prediction
+  double built_mape_pct;
 };
 
 void write_validation(h5::Store& store, const ValidationReport& report);

@@ -35,7 +35,7 @@ done
 
 # ---- the packages ------------------------------------------------------------------------------
 # The names are the same on Debian 12 and 13 (checked with apt-cache on both: libopenblas0,
-# libfmt-dev, libcli11-dev, libbenchmark-dev, libboost-serialization-dev and the rest all exist).
+# libcli11-dev, libbenchmark-dev, libboost-serialization-dev and the rest all exist).
 PACKAGES=(
   build-essential cmake ninja-build pkg-config git
   openmpi-bin libopenmpi-dev
@@ -43,7 +43,7 @@ PACKAGES=(
   libhdf5-dev hdf5-tools
   libboost-serialization-dev
   libgtest-dev libgmock-dev libbenchmark-dev
-  libcli11-dev nlohmann-json3-dev libfmt-dev
+  libcli11-dev nlohmann-json3-dev
   jq
 )
 # Per-release differences, all of them here.

@@ -51,17 +51,18 @@ void BM_PredictLlama8B(benchmark::State& state) {
   request.model = &spec;
   request.config = ParallelConfig{2, 4, 1, 1, 32, 4096};
   request.precision = PrecisionName::kAmpBf16;
-  predict::Prediction p;
-  try {
-    p = predict::predict(*model, request);
-  } catch (const std::exception& error) {
-    state.SkipWithError(error.what());
+  auto resolver = std::make_unique<predict::StageResolver>(*model);
+  predict::PredictOutcome outcome = predict::predict(*resolver, request);
+  if (!outcome.ok()) {
+    state.SkipWithError(outcome.reason.c_str());
     return;
   }
+  predict::Prediction p = *outcome.prediction;
   const bool cold = state.range(0) != 0;
   for (auto _ : state) {
-    if (cold) model->built_cache.reset();  // build the stage again, as the first query of a model does
-    p = predict::predict(*model, request);
+    // Cold: a fresh resolver builds the stage again, as the first query of a model does.
+    if (cold) resolver = std::make_unique<predict::StageResolver>(*model);
+    p = *predict::predict(*resolver, request).prediction;
     benchmark::DoNotOptimize(p.total_us);
   }
   state.counters["predicted_iteration_ms"] = p.total_us / 1e3;
@@ -87,7 +88,7 @@ void BM_PlanLlama405B(benchmark::State& state) {
   std::size_t candidates = 0;
   std::size_t feasible = 0;
   for (auto _ : state) {
-    model->built_cache.reset();  // every iteration builds its stages from nothing, as a first plan does
+    // Every plan() builds its stages from nothing (its own resolver), as a first plan does.
     const auto entries = predict::plan(*model, options);
     candidates = entries.size();
     feasible = 0;

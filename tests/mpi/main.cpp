@@ -10,7 +10,7 @@
 #include <string>
 #include <vector>
 
-#include "common/mpi_session.hpp"
+#include "runtime/mpi_session.hpp"
 
 namespace {
 

@@ -30,10 +30,10 @@
 #include <string>
 #include <vector>
 
-#include "calibrate/comm_collectives.hpp"
+#include "commbench/comm_collectives.hpp"
 #include "common/half.hpp"
-#include "common/mpi_communicator.hpp"
-#include "common/mpi_session.hpp"
+#include "runtime/mpi_communicator.hpp"
+#include "runtime/mpi_session.hpp"
 
 namespace itertime::calibrate {
 namespace {

@@ -6,9 +6,9 @@
 
 #include <vector>
 
-#include "calibrate/comm_collectives.hpp"
-#include "common/mpi_session.hpp"
-#include "common/nccl_communicator.hpp"
+#include "commbench/comm_collectives.hpp"
+#include "runtime/mpi_session.hpp"
+#include "runtime/nccl_communicator.hpp"
 
 namespace itertime {
 namespace {
@@ -37,7 +37,7 @@ TEST(NcclCommunicator, EveryCollectiveAndDtypeIsRight) {
       comm.synchronize();
       comm.copy_out(recv_host.data(), *recv, recv_host.size());
       const auto check = calibrate::check_result(collective, dtype, comm.rank(), comm.size(), count, recv_host);
-      EXPECT_EQ(check.errors, 0u) << calibrate::to_string(collective) << " " << to_string(dtype) << ": " << check.first_error;
+      EXPECT_EQ(check.errors, 0u) << to_string(collective) << " " << to_string(dtype) << ": " << check.first_error;
     }
   }
 }

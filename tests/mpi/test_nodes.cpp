@@ -9,7 +9,7 @@
 #include <string>
 #include <vector>
 
-#include "common/mpi_session.hpp"
+#include "runtime/mpi_session.hpp"
 
 namespace itertime {
 namespace {

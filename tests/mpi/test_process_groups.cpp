@@ -11,7 +11,7 @@
 #include <vector>
 
 #include "common/errors.hpp"
-#include "common/mpi_session.hpp"
+#include "runtime/mpi_session.hpp"
 #include "common/parallel_config.hpp"
 
 namespace itertime {

@@ -50,7 +50,13 @@ int main(int argc, char** argv) {
       fail(key + " not scored (status " + row.at("status").get<std::string>() + ")");
       continue;
     }
-    for (const char* field : {"ape_pct", "blind_ape_pct", "predicted_us", "blind_predicted_us"}) {
+    // The job's model config is readable here (its path in /meta): every scored row has a builder-only
+    // prediction too.
+    if (row.at("built_status") != "ok") {
+      fail(key + ": no builder-only prediction (" + row.at("built_status").get<std::string>() + ")");
+      continue;
+    }
+    for (const char* field : {"ape_pct", "blind_ape_pct", "predicted_us", "blind_predicted_us", "built_ape_pct", "built_predicted_us"}) {
       const double value = row.at(field);
       if (!std::isfinite(value) || value < 0) fail(key + ": " + field + " is not a finite non-negative number");
     }
@@ -68,11 +74,16 @@ int main(int argc, char** argv) {
   }
   const double overall = report.at("mape_overall").at("mape_pct");
   if (!std::isfinite(overall)) fail("overall MAPE is not finite");
+  const double built_overall = report.at("mape_overall").at("built_mape_pct");
+  if (report.at("mape_overall").at("built_count") != report.at("mape_overall").at("count") || !std::isfinite(built_overall)) {
+    fail("the builder-only MAPE does not cover every scored configuration");
+  }
   if (!store.exists("/validation/rows")) {
     fail("no /validation/rows in the calibration file");
   } else if (store.table<validate::ValidationStoreRow>("/validation/rows").size() != ok_keys.size()) {
     fail("/validation/rows does not hold one row per ground-truth configuration");
   }
-  std::printf("%s: %zu configurations checked, overall MAPE %.2f%%\n", failures ? "FAILED" : "ok", ok_keys.size(), overall);
+  std::printf("%s: %zu configurations checked, overall MAPE %.2f%% (builder-only %.2f%%)\n", failures ? "FAILED" : "ok",
+              ok_keys.size(), overall, built_overall);
   return failures ? 1 : 0;
 }

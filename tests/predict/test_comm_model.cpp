@@ -5,6 +5,7 @@
 
 #include <cmath>
 
+#include "common/calibration_records.hpp"
 #include "common/comm_store.hpp"
 #include "common/errors.hpp"
 #include "common/h5store.hpp"
@@ -21,7 +22,7 @@ constexpr double kAlphaUs = 5.0;
 constexpr double kUsPerByte = 1e-4;  // 10 GB/s algorithmic bandwidth
 
 TEST(CommModel, RecoversAlphaAndBandwidthFromExactRows) {
-  const CommModel model(synthetic_rows("all_reduce", "bf16", 8, "consecutive", kAlphaUs, kUsPerByte, 1024, 64 << 20));
+  const CommModel model(store::to_records(synthetic_rows("all_reduce", "bf16", 8, "consecutive", kAlphaUs, kUsPerByte, 1024, 64 << 20)));
   ASSERT_EQ(model.tables().size(), 1u);
   const auto residuals = model.residuals();
   ASSERT_EQ(residuals.size(), 1u);
@@ -37,7 +38,7 @@ TEST(CommModel, RecoversBandwidthFromNoisyRows) {
   // +-0.5% deterministic multiplicative noise: the bandwidth is still within 1%.
   auto rows = synthetic_rows("all_gather", "fp32", 4, "consecutive", kAlphaUs, kUsPerByte, 1024, 256 << 20);
   for (std::size_t i = 0; i < rows.size(); ++i) rows[i].time_us_median *= (i % 2 == 0) ? 1.005 : 0.995;
-  const CommModel model(rows);
+  const CommModel model(store::to_records(rows));
   const auto residuals = model.residuals();
   ASSERT_EQ(residuals.size(), 1u);
   EXPECT_NEAR(residuals[0].bandwidth_GBps, 10.0, 0.01 * 10.0);
@@ -46,19 +47,19 @@ TEST(CommModel, RecoversBandwidthFromNoisyRows) {
 
 TEST(CommModel, InterpolationIsExactAtPointsAndMonotoneBetween) {
   const auto rows = synthetic_rows("all_reduce", "bf16", 8, "consecutive", kAlphaUs, kUsPerByte, 1024, 1 << 20);
-  const CommModel model(rows);
+  const CommModel model(store::to_records(rows));
   for (const auto& row : rows) {
-    const CommPrediction p = model.predict_us("all_reduce", DType::kBFloat16, 8, "consecutive", row.bytes);
+    const CommPrediction p = model.predict_us(Collective::kAllReduce, DType::kBFloat16, 8, GroupLayout::kConsecutive, row.bytes);
     EXPECT_DOUBLE_EQ(p.time_us, row.time_us_median) << row.bytes;
     EXPECT_FALSE(p.extrapolated);
     EXPECT_FALSE(p.dtype_fallback);
   }
   // Between two points: the straight line (the data are linear, so the interpolant equals them).
-  const CommPrediction mid = model.predict_us("all_reduce", DType::kBFloat16, 8, "consecutive", 3 * 1024);
+  const CommPrediction mid = model.predict_us(Collective::kAllReduce, DType::kBFloat16, 8, GroupLayout::kConsecutive, 3 * 1024);
   EXPECT_DOUBLE_EQ(mid.time_us, kAlphaUs + 3 * 1024 * kUsPerByte);
   double previous_us = 0.0;
   for (int64_t bytes = 1024; bytes <= (1 << 20); bytes += 997) {
-    const double t = model.predict_us("all_reduce", DType::kBFloat16, 8, "consecutive", bytes).time_us;
+    const double t = model.predict_us(Collective::kAllReduce, DType::kBFloat16, 8, GroupLayout::kConsecutive, bytes).time_us;
     EXPECT_GE(t, previous_us) << bytes;
     previous_us = t;
   }
@@ -71,12 +72,12 @@ TEST(CommModel, NoisyNonMonotoneMeasurementsStillGiveMonotonePredictions) {
       make_row("all_reduce", "fp32", 2, "consecutive", "latency", 4096, 30.0),
       make_row("all_reduce", "fp32", 2, "consecutive", "latency", 8192, 20.0),
       make_row("all_reduce", "fp32", 2, "consecutive", "latency", 16384, 40.0)};
-  const CommModel model(rows);
-  EXPECT_DOUBLE_EQ(model.predict_us("all_reduce", DType::kFloat32, 2, "consecutive", 4096).time_us, 25.0);
-  EXPECT_DOUBLE_EQ(model.predict_us("all_reduce", DType::kFloat32, 2, "consecutive", 8192).time_us, 25.0);
+  const CommModel model(store::to_records(rows));
+  EXPECT_DOUBLE_EQ(model.predict_us(Collective::kAllReduce, DType::kFloat32, 2, GroupLayout::kConsecutive, 4096).time_us, 25.0);
+  EXPECT_DOUBLE_EQ(model.predict_us(Collective::kAllReduce, DType::kFloat32, 2, GroupLayout::kConsecutive, 8192).time_us, 25.0);
   double previous_us = 0.0;
   for (int64_t bytes = 1024; bytes <= 16384; bytes += 128) {
-    const double t = model.predict_us("all_reduce", DType::kFloat32, 2, "consecutive", bytes).time_us;
+    const double t = model.predict_us(Collective::kAllReduce, DType::kFloat32, 2, GroupLayout::kConsecutive, bytes).time_us;
     EXPECT_GE(t, previous_us) << bytes;
     previous_us = t;
   }
@@ -84,9 +85,9 @@ TEST(CommModel, NoisyNonMonotoneMeasurementsStillGiveMonotonePredictions) {
 
 TEST(CommModel, ExtrapolationAboveTheRangeIsLinear) {
   const int64_t largest = 1 << 20;
-  const CommModel model(synthetic_rows("all_reduce", "bf16", 8, "consecutive", kAlphaUs, kUsPerByte, 1024, largest));
+  const CommModel model(store::to_records(synthetic_rows("all_reduce", "bf16", 8, "consecutive", kAlphaUs, kUsPerByte, 1024, largest)));
   const auto at = [&](int64_t bytes) {
-    return model.predict_us("all_reduce", DType::kBFloat16, 8, "consecutive", bytes);
+    return model.predict_us(Collective::kAllReduce, DType::kBFloat16, 8, GroupLayout::kConsecutive, bytes);
   };
   const CommPrediction p2 = at(2 * largest), p4 = at(4 * largest), p8 = at(8 * largest);
   EXPECT_TRUE(p2.extrapolated);
@@ -105,15 +106,15 @@ TEST(CommModel, ExtrapolationNeverBelowTheLargestMeasuredTime) {
       make_row("broadcast", "fp32", 4, "consecutive", "latency", 2048, 20.0),
       make_row("broadcast", "fp32", 4, "consecutive", "latency", 4096, 40.0),
       make_row("broadcast", "fp32", 4, "consecutive", "latency", 8192, 100.0)};
-  const CommModel model(rows);
-  const CommPrediction p = model.predict_us("broadcast", DType::kFloat32, 4, "consecutive", 8193);
+  const CommModel model(store::to_records(rows));
+  const CommPrediction p = model.predict_us(Collective::kBroadcast, DType::kFloat32, 4, GroupLayout::kConsecutive, 8193);
   EXPECT_TRUE(p.extrapolated);
   EXPECT_GE(p.time_us, 100.0);
 }
 
 TEST(CommModel, BelowTheRangeUsesTheSmallestSize) {
-  const CommModel model(synthetic_rows("all_reduce", "bf16", 8, "consecutive", kAlphaUs, kUsPerByte, 1024, 1 << 20));
-  const CommPrediction p = model.predict_us("all_reduce", DType::kBFloat16, 8, "consecutive", 16);
+  const CommModel model(store::to_records(synthetic_rows("all_reduce", "bf16", 8, "consecutive", kAlphaUs, kUsPerByte, 1024, 1 << 20)));
+  const CommPrediction p = model.predict_us(Collective::kAllReduce, DType::kBFloat16, 8, GroupLayout::kConsecutive, 16);
   EXPECT_TRUE(p.extrapolated);
   EXPECT_DOUBLE_EQ(p.time_us, kAlphaUs + 1024 * kUsPerByte);
 }
@@ -123,8 +124,8 @@ TEST(CommModel, GroupSizeScalingAllReduce) {
   //   latency 10 * 2(8-1) / 2(4-1) = 10 * 14 / 6 = 23.3333...
   //   bandwidth 104.8576 * (2*7/8) / (2*3/4) = 104.8576 * 1.75 / 1.5 = 122.3338667
   //   total 145.6672 us.
-  const CommModel model(synthetic_rows("all_reduce", "fp32", 4, "consecutive", 10.0, kUsPerByte, 1024, 64 << 20));
-  const CommPrediction p = model.predict_us("all_reduce", DType::kFloat32, 8, "consecutive", 1 << 20);
+  const CommModel model(store::to_records(synthetic_rows("all_reduce", "fp32", 4, "consecutive", 10.0, kUsPerByte, 1024, 64 << 20)));
+  const CommPrediction p = model.predict_us(Collective::kAllReduce, DType::kFloat32, 8, GroupLayout::kConsecutive, 1 << 20);
   EXPECT_TRUE(p.extrapolated);
   EXPECT_FALSE(p.dtype_fallback);
   EXPECT_NEAR(p.time_us, 10.0 * 14.0 / 6.0 + 104.8576 * 1.75 / 1.5, 1e-6);
@@ -142,15 +143,15 @@ TEST(CommModel, GroupSizeScalingGatherBroadcastAndNearest) {
   rows.insert(rows.end(), g8.begin(), g8.end());
   const auto b4 = synthetic_rows("broadcast", "fp32", 4, "consecutive", 5.0, kUsPerByte, 1024, 4 << 20);
   rows.insert(rows.end(), b4.begin(), b4.end());
-  const CommModel model(rows);
+  const CommModel model(store::to_records(rows));
   const double bw_us = 104.8576;
-  EXPECT_NEAR(model.predict_us("all_gather", DType::kFloat32, 3, "consecutive", 1 << 20).time_us,
+  EXPECT_NEAR(model.predict_us(Collective::kAllGather, DType::kFloat32, 3, GroupLayout::kConsecutive, 1 << 20).time_us,
               5.0 * 2.0 + bw_us * (2.0 / 3.0) / 0.5, 1e-6);
-  const CommPrediction g5 = model.predict_us("all_gather", DType::kFloat32, 5, "consecutive", 1 << 20);
+  const CommPrediction g5 = model.predict_us(Collective::kAllGather, DType::kFloat32, 5, GroupLayout::kConsecutive, 1 << 20);
   EXPECT_NEAR(g5.time_us, 5.0 * 4.0 / 7.0 + bw_us * 0.8 / 0.875, 1e-6);
   EXPECT_NE(g5.source.find("from group size 8"), std::string::npos) << g5.source;
   // Broadcast: latency and bus factor unchanged with n, so g16 costs what g4 costs.
-  EXPECT_NEAR(model.predict_us("broadcast", DType::kFloat32, 16, "consecutive", 1 << 20).time_us,
+  EXPECT_NEAR(model.predict_us(Collective::kBroadcast, DType::kFloat32, 16, GroupLayout::kConsecutive, 1 << 20).time_us,
               5.0 + bw_us, 1e-6);
 }
 
@@ -162,10 +163,10 @@ TEST(CommModel, FailedCheckAndPipelinedRowsAreIgnored) {
   rows.push_back(failed);
   rows.push_back(make_row("all_reduce", "bf16", 8, "consecutive", "pipelined", 4096, 1e6));
   rows.push_back(make_row("all_reduce", "bf16", 8, "consecutive", "pipelined", 1 << 30, 1e6));
-  const CommModel model(rows);
+  const CommModel model(store::to_records(rows));
   EXPECT_EQ(model.rows_used(), static_cast<int64_t>(good));
   EXPECT_EQ(model.rows_ignored(), 3);
-  EXPECT_DOUBLE_EQ(model.predict_us("all_reduce", DType::kBFloat16, 8, "consecutive", 4096).time_us,
+  EXPECT_DOUBLE_EQ(model.predict_us(Collective::kAllReduce, DType::kBFloat16, 8, GroupLayout::kConsecutive, 4096).time_us,
                    kAlphaUs + 4096 * kUsPerByte);
   EXPECT_EQ(model.residuals()[0].measured_points, static_cast<int64_t>(good));
 }
@@ -176,25 +177,25 @@ TEST(CommModel, DuplicateRowsMergeByMedian) {
       make_row("sendrecv", "fp32", 2, "consecutive", "latency", 1024, 14.0),
       make_row("sendrecv", "fp32", 2, "consecutive", "latency", 1024, 11.0),
       make_row("sendrecv", "fp32", 2, "consecutive", "latency", 2048, 20.0)};
-  const CommModel model(rows);
-  EXPECT_DOUBLE_EQ(model.predict_us("sendrecv", DType::kFloat32, 2, "consecutive", 1024).time_us, 11.0);
+  const CommModel model(store::to_records(rows));
+  EXPECT_DOUBLE_EQ(model.predict_us(Collective::kSendRecv, DType::kFloat32, 2, GroupLayout::kConsecutive, 1024).time_us, 11.0);
 }
 
 TEST(CommModel, DtypeFallbackSameElementSizeThenAny) {
   auto rows = synthetic_rows("all_reduce", "bf16", 8, "consecutive", kAlphaUs, kUsPerByte, 1024, 1 << 20);
   const auto fp32 = synthetic_rows("all_reduce", "fp32", 8, "consecutive", 2 * kAlphaUs, kUsPerByte, 1024, 1 << 20);
   rows.insert(rows.end(), fp32.begin(), fp32.end());
-  const CommModel model(rows);
+  const CommModel model(store::to_records(rows));
   // fp16 was never measured: bf16 (same element size) answers, not fp32.
-  const CommPrediction half = model.predict_us("all_reduce", DType::kFloat16, 8, "consecutive", 4096);
+  const CommPrediction half = model.predict_us(Collective::kAllReduce, DType::kFloat16, 8, GroupLayout::kConsecutive, 4096);
   EXPECT_TRUE(half.dtype_fallback);
   EXPECT_DOUBLE_EQ(half.time_us, kAlphaUs + 4096 * kUsPerByte);
   EXPECT_NE(half.source.find("fp16 -> bf16 (same element size)"), std::string::npos) << half.source;
   // The measured dtype itself: no fallback.
-  EXPECT_FALSE(model.predict_us("all_reduce", DType::kFloat32, 8, "consecutive", 4096).dtype_fallback);
+  EXPECT_FALSE(model.predict_us(Collective::kAllReduce, DType::kFloat32, 8, GroupLayout::kConsecutive, 4096).dtype_fallback);
   // Only fp32 measured: bf16 falls back to it (time as a function of bytes).
-  const CommModel only_fp32(fp32);
-  const CommPrediction any = only_fp32.predict_us("all_reduce", DType::kBFloat16, 8, "consecutive", 4096);
+  const CommModel only_fp32(store::to_records(fp32));
+  const CommPrediction any = only_fp32.predict_us(Collective::kAllReduce, DType::kBFloat16, 8, GroupLayout::kConsecutive, 4096);
   EXPECT_TRUE(any.dtype_fallback);
   EXPECT_DOUBLE_EQ(any.time_us, 2 * kAlphaUs + 4096 * kUsPerByte);
   EXPECT_NE(any.source.find("bf16 -> fp32"), std::string::npos) << any.source;
@@ -205,35 +206,58 @@ TEST(CommModel, ExactGroupOfSameSizeDtypeBeatsScalingTheRequestedDtype) {
   auto rows = synthetic_rows("all_reduce", "bf16", 4, "consecutive", 1.0, kUsPerByte, 1024, 1 << 20);
   const auto fp16 = synthetic_rows("all_reduce", "fp16", 8, "consecutive", 3.0, kUsPerByte, 1024, 1 << 20);
   rows.insert(rows.end(), fp16.begin(), fp16.end());
-  const CommModel model(rows);
-  const CommPrediction p = model.predict_us("all_reduce", DType::kBFloat16, 8, "consecutive", 4096);
+  const CommModel model(store::to_records(rows));
+  const CommPrediction p = model.predict_us(Collective::kAllReduce, DType::kBFloat16, 8, GroupLayout::kConsecutive, 4096);
   EXPECT_TRUE(p.dtype_fallback);
   EXPECT_DOUBLE_EQ(p.time_us, 3.0 + 4096 * kUsPerByte);
 }
 
 TEST(CommModel, TrivialCallsCostNothing) {
-  const CommModel model(synthetic_rows("all_reduce", "bf16", 8, "consecutive", kAlphaUs, kUsPerByte, 1024, 1 << 20));
-  EXPECT_EQ(model.predict_us("all_reduce", DType::kBFloat16, 1, "consecutive", 1 << 20).time_us, 0.0);
-  EXPECT_EQ(model.predict_us("all_reduce", DType::kBFloat16, 8, "consecutive", 0).time_us, 0.0);
-  EXPECT_EQ(CommModel().predict_us("all_gather", DType::kFloat32, 1, "strided", 1024).time_us, 0.0);
+  const CommModel model(store::to_records(synthetic_rows("all_reduce", "bf16", 8, "consecutive", kAlphaUs, kUsPerByte, 1024, 1 << 20)));
+  EXPECT_EQ(model.predict_us(Collective::kAllReduce, DType::kBFloat16, 1, GroupLayout::kConsecutive, 1 << 20).time_us, 0.0);
+  EXPECT_EQ(model.predict_us(Collective::kAllReduce, DType::kBFloat16, 8, GroupLayout::kConsecutive, 0).time_us, 0.0);
+  EXPECT_EQ(CommModel().predict_us(Collective::kAllGather, DType::kFloat32, 1, GroupLayout::kStrided, 1024).time_us, 0.0);
 }
 
 TEST(CommModel, UnknownOrUnmeasuredIsAUserError) {
-  const CommModel model(synthetic_rows("all_reduce", "bf16", 8, "consecutive", kAlphaUs, kUsPerByte, 1024, 1 << 20));
-  EXPECT_THROW(model.predict_us("allreduce", DType::kBFloat16, 8, "consecutive", 1024), UserError);
-  EXPECT_THROW(model.predict_us("all_gather", DType::kBFloat16, 8, "consecutive", 1024), UserError);
-  EXPECT_THROW(model.predict_us("all_reduce", DType::kBFloat16, 8, "strided", 1024), UserError);
-  EXPECT_THROW(CommModel().predict_us("all_reduce", DType::kBFloat16, 8, "consecutive", 1024), UserError);
+  const CommModel model(store::to_records(synthetic_rows("all_reduce", "bf16", 8, "consecutive", kAlphaUs, kUsPerByte, 1024, 1 << 20)));
+  EXPECT_THROW(parse_collective("allreduce"), UserError);  // names are parsed at the /comm and CLI boundaries
+  EXPECT_THROW(model.predict_us(Collective::kAllGather, DType::kBFloat16, 8, GroupLayout::kConsecutive, 1024), UserError);
+  EXPECT_THROW(model.predict_us(Collective::kAllReduce, DType::kBFloat16, 8, GroupLayout::kStrided, 1024), UserError);
+  EXPECT_THROW(CommModel().predict_us(Collective::kAllReduce, DType::kBFloat16, 8, GroupLayout::kConsecutive, 1024), UserError);
 }
 
 TEST(CommModel, FactorsFollowNcclTests) {
-  EXPECT_DOUBLE_EQ(comm_bus_factor("all_reduce", 8), 2.0 * 7.0 / 8.0);
-  EXPECT_DOUBLE_EQ(comm_bus_factor("reduce_scatter", 4), 0.75);
-  EXPECT_DOUBLE_EQ(comm_bus_factor("sendrecv", 2), 1.0);
-  EXPECT_DOUBLE_EQ(comm_latency_steps("all_reduce", 8), 14.0);
-  EXPECT_DOUBLE_EQ(comm_latency_steps("all_to_all", 8), 7.0);
-  EXPECT_DOUBLE_EQ(comm_latency_steps("broadcast", 8), 1.0);
-  EXPECT_THROW(comm_bus_factor("gather", 2), UserError);
+  EXPECT_DOUBLE_EQ(busbw_factor(Collective::kAllReduce, 8), 2.0 * 7.0 / 8.0);
+  EXPECT_DOUBLE_EQ(busbw_factor(Collective::kReduceScatter, 4), 0.75);
+  EXPECT_DOUBLE_EQ(busbw_factor(Collective::kSendRecv, 2), 1.0);
+  EXPECT_DOUBLE_EQ(latency_steps(Collective::kAllReduce, 8), 14.0);
+  EXPECT_DOUBLE_EQ(latency_steps(Collective::kAllToAll, 8), 7.0);
+  EXPECT_DOUBLE_EQ(latency_steps(Collective::kBroadcast, 8), 1.0);
+  EXPECT_THROW(parse_collective("gather"), UserError);
+}
+
+TEST(CommModel, FindUsAnswersMissingTablesWithNulloptAndAReason) {
+  const CommModel model(store::to_records(synthetic_rows("all_reduce", "bf16", 8, "consecutive", kAlphaUs, kUsPerByte, 1024, 1 << 20)));
+  EXPECT_TRUE(model.find_us(Collective::kAllReduce, DType::kBFloat16, 8, GroupLayout::kConsecutive, 4096).has_value());
+  EXPECT_FALSE(model.find_us(Collective::kAllReduce, DType::kBFloat16, 8, GroupLayout::kStrided, 4096).has_value());
+  const std::string reason = model.missing_reason(Collective::kAllReduce, GroupLayout::kStrided);
+  EXPECT_NE(reason.find("layout 'strided'"), std::string::npos) << reason;
+  EXPECT_NE(reason.find("all_reduce/bf16/g8/consecutive"), std::string::npos) << reason;
+}
+
+TEST(CommModel, KeysOrderByTheirNames) {
+  // Tables list (residuals, reports) in the order of their /comm names, as when keys were strings.
+  std::vector<store::CommRow> rows = synthetic_rows("sendrecv", "fp32", 2, "consecutive", kAlphaUs, kUsPerByte, 1024, 4096);
+  for (const auto& more : {synthetic_rows("all_reduce", "fp32", 2, "strided", kAlphaUs, kUsPerByte, 1024, 4096),
+                           synthetic_rows("all_reduce", "bf16", 2, "strided", kAlphaUs, kUsPerByte, 1024, 4096),
+                           synthetic_rows("all_reduce", "bf16", 2, "consecutive", kAlphaUs, kUsPerByte, 1024, 4096)}) {
+    rows.insert(rows.end(), more.begin(), more.end());
+  }
+  std::vector<std::string> names;
+  for (const CommFitResidual& r : CommModel(store::to_records(rows)).residuals()) names.push_back(r.key.to_string());
+  EXPECT_EQ(names, (std::vector<std::string>{"all_reduce/bf16/g2/consecutive", "all_reduce/bf16/g2/strided",
+                                             "all_reduce/fp32/g2/strided", "sendrecv/fp32/g2/consecutive"}));
 }
 
 }  // namespace

@@ -1,6 +1,7 @@
 // test_op_builder.cpp: the stage builder (predict/op_builder.hpp) without LibTorch: shapes scale with TP,
-// counts with layers, a production-size model builds with plausible FLOPs, and the predictor uses built
-// stages for configurations that were never traced. (Equality with real traces: tests/torch/test_op_builder.cpp.)
+// counts with layers, a production-size model builds with plausible FLOPs, the predictor uses built
+// stages for configurations that were never traced, and the call recorder aggregates as /ops does.
+// (Equality with real traces: tests/torch/test_op_builder.cpp.)
 // Invariants: pure; models from data/models/; no file is written.
 #include <gtest/gtest.h>
 
@@ -12,16 +13,28 @@
 #include "common/model_spec.hpp"
 #include "comm_rows.hpp"
 #include "predict/op_builder.hpp"
+#include "predict/op_emitter.hpp"
 #include "predict/predictor.hpp"
 
 namespace itertime::predict {
 namespace {
 
+// One prediction with a resolver of its own (traced stages first, then built ones).
+PredictOutcome predict_with_fresh_resolver(const FittedModel& model, const PredictRequest& request) {
+  StageResolver resolver(model);
+  return predict(resolver, request);
+}
+Prediction predicted(const FittedModel& model, const PredictRequest& request) {
+  PredictOutcome outcome = predict_with_fresh_resolver(model, request);
+  if (!outcome.ok()) throw UserError(outcome.reason);
+  return *outcome.prediction;
+}
+
 LlamaSpec load(const std::string& name) {
   return load_llama_config(std::string(ITERTIME_SOURCE_DIR) + "/data/models/" + name + ".json");
 }
 
-int64_t count_of(const BuiltStage& stage, const std::string& phase, const std::string& name) {
+int64_t count_of(const BuiltStage& stage, Phase phase, const std::string& name) {
   int64_t n = 0;
   for (const BuiltOp& op : stage.ops) {
     if (op.phase == phase && op.name == name) n += op.count;
@@ -31,7 +44,7 @@ int64_t count_of(const BuiltStage& stage, const std::string& phase, const std::s
 
 // Forward projections: matrix products against a transposed 2-D weight ("[in,out]{1,in}").
 bool is_projection(const BuiltOp& op) {
-  return op.phase == "forward" && op.name == "aten::matmul" && op.signature.find("]{1,") != std::string::npos;
+  return op.phase == Phase::kForward && op.name == "aten::matmul" && op.signature.find("]{1,") != std::string::npos;
 }
 
 double projection_flops(const BuiltStage& stage, bool include_head, int64_t vocab) {
@@ -64,11 +77,11 @@ TEST(OpBuilder, TensorParallelHalvesProjectionShapesAndKeepsTheHeadReplicated) {
   // TP adds one all-reduce per attention and MLP block, each way.
   int64_t tp_forward = 0, tp_backward = 0;
   for (const CommOp& comm : half.comms) {
-    if (comm.kind == "tp_all_reduce") (comm.phase == "forward" ? tp_forward : tp_backward) += comm.count;
+    if (comm.kind == CommKind::kTpAllReduce) (comm.phase == Phase::kForward ? tp_forward : tp_backward) += comm.count;
   }
   EXPECT_EQ(tp_forward, 2 * spec.num_layers);
   EXPECT_EQ(tp_backward, 2 * spec.num_layers);
-  for (const CommOp& comm : full.comms) EXPECT_NE(comm.kind, "tp_all_reduce");
+  for (const CommOp& comm : full.comms) EXPECT_NE(comm.kind, CommKind::kTpAllReduce);
 }
 
 TEST(OpBuilder, CountsScaleWithLayers) {
@@ -76,19 +89,19 @@ TEST(OpBuilder, CountsScaleWithLayers) {
   const BuiltStage four = build_stage_ops(spec, 1, 1, 0, 2, 16, PrecisionName::kAmpBf16);
   spec.num_layers = 8;
   const BuiltStage eight = build_stage_ops(spec, 1, 1, 0, 2, 16, PrecisionName::kAmpBf16);
-  EXPECT_EQ(count_of(four, "forward", "aten::silu"), 4);
-  EXPECT_EQ(count_of(eight, "forward", "aten::silu"), 8);
-  EXPECT_EQ(count_of(eight, "backward", "aten::silu_backward"), 8);
-  EXPECT_EQ(count_of(eight, "forward", "aten::softmax"), 8);
+  EXPECT_EQ(count_of(four, Phase::kForward, "aten::silu"), 4);
+  EXPECT_EQ(count_of(eight, Phase::kForward, "aten::silu"), 8);
+  EXPECT_EQ(count_of(eight, Phase::kBackward, "aten::silu_backward"), 8);
+  EXPECT_EQ(count_of(eight, Phase::kForward, "aten::softmax"), 8);
   // 7 projections and 2 attention products per layer, plus the LM head.
-  EXPECT_EQ(count_of(four, "forward", "aten::matmul"), 9 * 4 + 1);
-  EXPECT_EQ(count_of(eight, "forward", "aten::matmul"), 9 * 8 + 1);
+  EXPECT_EQ(count_of(four, Phase::kForward, "aten::matmul"), 9 * 4 + 1);
+  EXPECT_EQ(count_of(eight, Phase::kForward, "aten::matmul"), 9 * 8 + 1);
   // AdamW: 9 operators per parameter tensor (9 per layer, embedding, final norm, LM head).
-  EXPECT_EQ(count_of(eight, "optimizer", "aten::addcdiv_"), 9 * 8 + 3);
-  EXPECT_EQ(count_of(eight, "optimizer", "aten::mul_") - count_of(four, "optimizer", "aten::mul_"), 3 * 9 * 4);
+  EXPECT_EQ(count_of(eight, Phase::kOptimizer, "aten::addcdiv_"), 9 * 8 + 3);
+  EXPECT_EQ(count_of(eight, Phase::kOptimizer, "aten::mul_") - count_of(four, Phase::kOptimizer, "aten::mul_"), 3 * 9 * 4);
   // Everything per layer doubles; the rest (embedding, head, loss) stays.
-  EXPECT_EQ(count_of(eight, "backward", "aten::mm") - count_of(four, "backward", "aten::mm"),
-            count_of(four, "backward", "aten::mm") - 2);
+  EXPECT_EQ(count_of(eight, Phase::kBackward, "aten::mm") - count_of(four, Phase::kBackward, "aten::mm"),
+            count_of(four, Phase::kBackward, "aten::mm") - 2);
   EXPECT_EQ(eight.local_params - four.local_params, 4 * spec.layer_params());
 }
 
@@ -98,10 +111,10 @@ TEST(OpBuilder, BlindBuildHasNoCastsAndFp32Comms) {
   for (const BuiltOp& op : blind.ops) {
     EXPECT_EQ(op.signature.find("bf16"), std::string::npos) << op.signature;
   }
-  for (const CommOp& comm : blind.comms) EXPECT_EQ(comm.dtype, "fp32");
+  for (const CommOp& comm : blind.comms) EXPECT_EQ(comm.dtype, DType::kFloat32);
   const BuiltStage amp = build_stage_ops(spec, 2, 2, 0, 1, 16, PrecisionName::kAmpBf16);
-  EXPECT_GT(count_of(amp, "forward", "aten::to"), count_of(blind, "forward", "aten::to"));
-  EXPECT_GT(count_of(amp, "backward", "aten::to"), 0);  // ToCopyBackward of autocast's casts
+  EXPECT_GT(count_of(amp, Phase::kForward, "aten::to"), count_of(blind, Phase::kForward, "aten::to"));
+  EXPECT_GT(count_of(amp, Phase::kBackward, "aten::to"), 0);  // ToCopyBackward of autocast's casts
 }
 
 TEST(OpBuilder, Llama31_8bAtTp8Pp4BuildsWithPlausibleFlops) {
@@ -122,7 +135,7 @@ TEST(OpBuilder, Llama31_8bAtTp8Pp4BuildsWithPlausibleFlops) {
     EXPECT_NEAR(flops / (2.0 * tokens * matmul_params), 1.0, 0.05) << "stage " << s;
     double forward_flops = 0;
     for (const BuiltOp& op : built.ops) {
-      if (op.phase == "forward") forward_flops += op.flops * static_cast<double>(op.count);
+      if (op.phase == Phase::kForward) forward_flops += op.flops * static_cast<double>(op.count);
     }
     EXPECT_GT(forward_flops, flops);  // attention products and element-wise work on top
     const int64_t expected_params =
@@ -192,9 +205,9 @@ TEST(OpBuilder, PredictorBuildsStagesNeverTraced) {
   request.model_name = spec.name;
   request.config = ParallelConfig{1, 1, 1, 1, 4, 16};
   request.precision = PrecisionName::kFp32;
-  EXPECT_THROW(predict(model, request), UserError);  // no trace and no model to build from
+  EXPECT_FALSE(predict_with_fresh_resolver(model, request).ok());  // no trace and no model to build from
   request.model = &spec;
-  const Prediction p = predict(model, request);
+  const Prediction p = predicted(model, request);
   EXPECT_GT(p.total_us, 0.0);
   EXPECT_GT(p.extrapolated_fraction, 0.9);
   EXPECT_LT(p.extrapolated_fraction, 1.0);
@@ -206,12 +219,12 @@ TEST(OpBuilder, PredictorBuildsStagesNeverTraced) {
   EXPECT_TRUE(noted);
   // The regression's time scales with FLOPs: a longer sequence costs more.
   request.config.seq_len = 32;
-  EXPECT_GT(predict(model, request).total_us, p.total_us);
+  EXPECT_GT(predicted(model, request).total_us, p.total_us);
   // Blind: the fp32 build, whatever the policy.
   request.config.seq_len = 16;
   request.precision = PrecisionName::kAmpBf16;
   request.blind = true;
-  EXPECT_DOUBLE_EQ(predict(model, request).total_us, p.total_us);
+  EXPECT_DOUBLE_EQ(predicted(model, request).total_us, p.total_us);
 }
 
 // Stages are built once per shape (layers, first, last): stage 0 and stage 1 of small-llama at pp 3 have
@@ -223,7 +236,7 @@ TEST(OpBuilder, PredictorBuildsEachStageShapeOnceAndKeepsStagesApart) {
   FittedModel model;
   model.source_file = "synthetic";
   model.occupancies = {3};
-  model.comm = CommModel(test_rows::synthetic_rows("send", "float32", 2, "consecutive", 5.0, 1e-3, 1024, 1 << 20));
+  model.comm = CommModel(store::to_records(test_rows::synthetic_rows("send", "float32", 2, "consecutive", 5.0, 1e-3, 1024, 1 << 20)));
   const OpRegression regression{2.0, 1e-6, 1e-7, 3};
   std::vector<BuiltStage> built;
   for (int s = 0; s < pp; ++s) {
@@ -235,12 +248,12 @@ TEST(OpBuilder, PredictorBuildsEachStageShapeOnceAndKeepsStagesApart) {
   request.model = &spec;
   request.config = ParallelConfig{1, 1, pp, 1, 4, 16};
   request.precision = PrecisionName::kFp32;
-  const Prediction cold = predict(model, request);
+  const Prediction cold = predicted(model, request);
   ASSERT_EQ(cold.stage_forward_us.size(), static_cast<std::size_t>(pp));
   for (int s = 0; s < pp; ++s) {
     double forward_us = 0;
     for (const BuiltOp& op : built[static_cast<std::size_t>(s)].ops) {
-      if (op.phase != "forward") continue;
+      if (op.phase != Phase::kForward) continue;
       forward_us += static_cast<double>(op.count) *
                     std::max(0.0, regression.intercept_us + regression.us_per_flop * op.flops + regression.us_per_byte * op.bytes);
     }
@@ -248,7 +261,7 @@ TEST(OpBuilder, PredictorBuildsEachStageShapeOnceAndKeepsStagesApart) {
   }
   EXPECT_NE(cold.stage_forward_us[0], cold.stage_forward_us[1]);  // same layer count, not the same stage
   // A second query reuses the cached builds and gives the same answer.
-  const Prediction warm = predict(model, request);
+  const Prediction warm = predicted(model, request);
   EXPECT_EQ(warm.total_us, cold.total_us);
   EXPECT_EQ(warm.stage_backward_us, cold.stage_backward_us);
 }
@@ -265,7 +278,7 @@ TEST(OpBuilder, SharedCoresStretchOperatorsProfiledWithEverySlotBusy) {
     model.occupancies = {2, 4};
     model.rank_slots = slots;
     model.node_ranks = 4;
-    model.comm = CommModel(test_rows::synthetic_rows("all_reduce", "float32", 4, "consecutive", 30.0, 1e-3, 1024, 1 << 22));
+    model.comm = CommModel(store::to_records(test_rows::synthetic_rows("all_reduce", "float32", 4, "consecutive", 30.0, 1e-3, 1024, 1 << 22)));
     for (const BuiltOp& op : built.ops) {
       model.regressions[{op.name + "|" + op.input_dtypes, 2}] = OpRegression{2.0, 1e-6, 0.0, 3};
       model.regressions[{op.name + "|" + op.input_dtypes, 4}] = OpRegression{occupancy4_intercept_us, 2e-6, 0.0, 3};
@@ -277,8 +290,8 @@ TEST(OpBuilder, SharedCoresStretchOperatorsProfiledWithEverySlotBusy) {
   request.model = &spec;
   request.config = ParallelConfig{4, 1, 1, 1, 8, 16};
   request.precision = PrecisionName::kFp32;
-  const Prediction shared = predict(model_with(2.0, 100.0), request);  // occupancy-4 profile ignored
-  const Prediction doubled = predict(model_with(0.0, 4.0), request);   // no sharing, occupancy 4 = 2 x occupancy 2
+  const Prediction shared = predicted(model_with(2.0, 100.0), request);  // occupancy-4 profile ignored
+  const Prediction doubled = predicted(model_with(0.0, 4.0), request);   // no sharing, occupancy 4 = 2 x occupancy 2
   EXPECT_NEAR(shared.total_us, doubled.total_us, 1e-9 * doubled.total_us);
   EXPECT_NEAR(shared.raw_total_us, doubled.raw_total_us, 1e-9 * doubled.raw_total_us);
   bool noted = false;
@@ -286,7 +299,47 @@ TEST(OpBuilder, SharedCoresStretchOperatorsProfiledWithEverySlotBusy) {
   EXPECT_TRUE(noted);
   // Within the slots nothing is shared: 2 ranks use the occupancy-2 profile as they are.
   request.config = ParallelConfig{2, 1, 1, 1, 8, 16};
-  EXPECT_NEAR(predict(model_with(2.0, 100.0), request).total_us, predict(model_with(0.0, 100.0), request).total_us, 1e-9);
+  EXPECT_NEAR(predicted(model_with(2.0, 100.0), request).total_us, predicted(model_with(0.0, 100.0), request).total_us, 1e-9);
+}
+
+// The builder's call recorder (predict/op_emitter.hpp): signatures, aggregation, repeat counts, comms.
+TEST(OpEmitter, AggregatesCallsPerPhaseAndSignatureInOrderOfFirstAppearance) {
+  using namespace builder;
+  OpEmitter emit;
+  const TensorLayout a = contiguous(DType::kBFloat16, {4, 8});
+  const TensorLayout b = transposed(contiguous(DType::kBFloat16, {16, 8}), 0, 1);
+  emit.mm(a, b);
+  emit.set_repeat(3);
+  emit.mm(a, b);  // the same signature: counted, not listed again
+  emit.call("aten::sum.dim_IntList", {tensor_arg(a), int_list_arg({0, 1}), bool_arg(true), none_arg()}, DType::kFloat32);
+  emit.comm(CommKind::kTpAllReduce, DType::kBFloat16, 64);
+  emit.set_phase(Phase::kBackward);
+  emit.set_repeat(1);
+  emit.mm(a, b);  // another phase: a new entry
+  emit.comm_once(Phase::kDpBuffer, CommKind::kDpAllReduce, DType::kFloat32, 128);
+  const std::vector<BuiltOp>& ops = emit.ops();
+  ASSERT_EQ(ops.size(), 3u);
+  EXPECT_EQ(ops[0].phase, Phase::kForward);
+  EXPECT_EQ(ops[0].name, "aten::mm");
+  EXPECT_EQ(ops[0].signature, "aten::mm(bf16[4,8], bf16[8,16]{1,8})->bf16");
+  EXPECT_EQ(ops[0].input_dtypes, "bf16,bf16");
+  EXPECT_EQ(ops[0].output_dtype, "bf16");
+  EXPECT_DOUBLE_EQ(ops[0].flops, 2.0 * 4 * 8 * 16);
+  EXPECT_EQ(ops[0].count, 4);
+  EXPECT_EQ(ops[1].signature, "aten::sum.dim_IntList(bf16[4,8], [0, 1], True, None)->fp32");
+  EXPECT_EQ(ops[1].name, "aten::sum");
+  EXPECT_EQ(ops[1].count, 3);
+  EXPECT_EQ(ops[2].phase, Phase::kBackward);
+  EXPECT_EQ(ops[2].count, 1);
+  ASSERT_EQ(emit.comms().size(), 2u);
+  EXPECT_EQ(emit.comms()[0].phase, Phase::kForward);
+  EXPECT_EQ(emit.comms()[0].count, 3);
+  EXPECT_EQ(emit.comms()[1].phase, Phase::kDpBuffer);
+  EXPECT_EQ(emit.comms()[1].count, 1);
+  // Value arguments as c10 prints them.
+  EXPECT_EQ(double_arg(1.0 - 1e-3 * 0.01).text, "0.99999000000000005");
+  EXPECT_EQ(dtype_arg(DType::kFloat32).text, "6");
+  EXPECT_EQ(int_list_arg({-1}).text, "[-1]");
 }
 
 }  // namespace

@@ -19,6 +19,7 @@
 #include "predict/fitted_model.hpp"
 #include "predict/op_builder.hpp"
 #include "predict/predictor.hpp"
+#include "common/calibration_records.hpp"
 #include "tests/predict/comm_rows.hpp"
 
 namespace itertime::predict {
@@ -33,7 +34,7 @@ CommModel fitted_model() {
   add(test_rows::synthetic_rows("sendrecv", "fp32", 2, "consecutive", 2.2, 1.0 / 12000.0, 8, 128 << 20));
   // A little non-linearity so that the monotone table and the fit differ from the generating line.
   for (std::size_t i = 0; i < rows.size(); i += 3) rows[i].time_us_median *= 1.03;
-  return CommModel(rows);
+  return CommModel(store::to_records(rows));
 }
 
 TEST(Serialization, CommModelTextRoundTripGivesIdenticalPredictions) {
@@ -53,22 +54,23 @@ TEST(Serialization, CommModelTextRoundTripGivesIdenticalPredictions) {
   EXPECT_EQ(loaded.rows_ignored(), original.rows_ignored());
 
   struct Query {
-    const char* collective;
+    Collective collective;
     DType dtype;
     int64_t group_size;
-    const char* layout;
+    GroupLayout layout;
   };
+  constexpr GroupLayout kConsecutive = GroupLayout::kConsecutive;
   const std::vector<Query> queries = {
-      {"all_reduce", DType::kBFloat16, 8, "consecutive"}, {"all_reduce", DType::kFloat16, 8, "consecutive"},
-      {"all_reduce", DType::kBFloat16, 16, "consecutive"}, {"all_reduce", DType::kFloat32, 4, "strided"},
-      {"all_gather", DType::kBFloat16, 4, "consecutive"},  {"all_gather", DType::kFloat32, 2, "consecutive"},
-      {"sendrecv", DType::kFloat32, 2, "consecutive"}};
+      {Collective::kAllReduce, DType::kBFloat16, 8, kConsecutive}, {Collective::kAllReduce, DType::kFloat16, 8, kConsecutive},
+      {Collective::kAllReduce, DType::kBFloat16, 16, kConsecutive}, {Collective::kAllReduce, DType::kFloat32, 4, GroupLayout::kStrided},
+      {Collective::kAllGather, DType::kBFloat16, 4, kConsecutive},  {Collective::kAllGather, DType::kFloat32, 2, kConsecutive},
+      {Collective::kSendRecv, DType::kFloat32, 2, kConsecutive}};
   int compared = 0;
   for (const Query& q : queries) {
     for (int64_t bytes = 1; bytes <= (int64_t{1} << 31); bytes = bytes * 3 + 1) {
       const CommPrediction a = original.predict_us(q.collective, q.dtype, q.group_size, q.layout, bytes);
       const CommPrediction b = loaded.predict_us(q.collective, q.dtype, q.group_size, q.layout, bytes);
-      EXPECT_EQ(a.time_us, b.time_us) << q.collective << " " << bytes;
+      EXPECT_EQ(a.time_us, b.time_us) << to_string(q.collective) << " " << bytes;
       EXPECT_EQ(a.extrapolated, b.extrapolated);
       EXPECT_EQ(a.dtype_fallback, b.dtype_fallback);
       EXPECT_EQ(a.source, b.source);
@@ -110,15 +112,16 @@ FittedModel full_model() {
   model.source_file = "synthetic.h5";
   model.backend = "cpu";
   std::vector<store::CommRow> rows = test_rows::synthetic_rows("send", "float32", 2, "consecutive", 5.0, 1e-3, 1024, 1 << 20);
-  model.comm = CommModel(rows);
+  model.comm = CommModel(store::to_records(rows));
   model.occupancies = {1, 2};
   model.signatures[7] = OpInfo{"aten::mm", "aten::mm(f32[4,4], f32[4,4])->f32", "f32,f32", "f32", 128.0, 192.0};
   model.signature_ids[model.signatures[7].signature] = 7;
   model.op_time_us[{7, 1}] = 3.25;
   model.op_time_us[{7, 2}] = 4.5;
   StageOps stage;
-  stage.sequence = {SequenceEntry{"forward", 7, 3}, SequenceEntry{"backward", 7, 6}, SequenceEntry{"optimizer", 7, 1}};
-  stage.comms = {CommOp{"dp_buffer", "dp_all_reduce", "float32", 4096, 1}};
+  stage.sequence = {SequenceEntry{Phase::kForward, 7, 3}, SequenceEntry{Phase::kBackward, 7, 6},
+                    SequenceEntry{Phase::kOptimizer, 7, 1}};
+  stage.comms = {CommOp{Phase::kDpBuffer, CommKind::kDpAllReduce, DType::kFloat32, 4096, 1}};
   stage.local_params = 1024;
   model.stages["synthetic-stage"] = stage;
   model.regressions[{"aten::mm|f32,f32", 1}] = OpRegression{1.5, 1e-3, 2e-4, 9};
@@ -169,8 +172,34 @@ TEST(Serialization, FittedModelSaveLoadRoundTrip) {
   EXPECT_EQ(loaded.calibration.for_occupancy(3).factor, 1.1);
   EXPECT_EQ(loaded.calibration_blind.global.factor, 0.9);
   EXPECT_EQ(loaded.comm.tables().size(), original.comm.tables().size());
-  EXPECT_EQ(loaded.comm.predict_us("send", DType::kFloat32, 2, "consecutive", 65536).time_us,
-            original.comm.predict_us("send", DType::kFloat32, 2, "consecutive", 65536).time_us);
+  EXPECT_EQ(loaded.comm.predict_us(Collective::kSend, DType::kFloat32, 2, GroupLayout::kConsecutive, 65536).time_us,
+            original.comm.predict_us(Collective::kSend, DType::kFloat32, 2, GroupLayout::kConsecutive, 65536).time_us);
+}
+
+// The typed terms are archived as their names: the text a version-4 model (strings in memory) holds,
+// so models saved before the terms became enums load unchanged, and aliases ("float32") still load.
+TEST(Serialization, TypedTermsKeepTheTextArchiveFormat) {
+  std::ostringstream out;
+  {
+    boost::archive::text_oarchive archive(out, boost::archive::no_header);
+    const CommOp comm{Phase::kDpBuffer, CommKind::kDpAllReduce, DType::kFloat32, 4096, 1};
+    const SequenceEntry entry{Phase::kOptimizer, 7, 3};
+    const CommKey key{Collective::kSendRecv, DType::kBFloat16, 2, GroupLayout::kStrided};
+    archive << comm << entry << key;
+  }
+  EXPECT_NE(out.str().find("9 dp_buffer 13 dp_all_reduce 4 fp32 4096 1"), std::string::npos) << out.str();
+  EXPECT_NE(out.str().find("9 optimizer 7 3"), std::string::npos) << out.str();
+  EXPECT_NE(out.str().find("8 sendrecv 4 bf16 2 7 strided"), std::string::npos) << out.str();
+
+  std::istringstream in("0 0 8 backward 13 tp_all_reduce 7 float32 64 2");  // class info, then the fields
+  boost::archive::text_iarchive archive(in, boost::archive::no_header);
+  CommOp loaded;
+  archive >> loaded;
+  EXPECT_EQ(loaded.phase, Phase::kBackward);
+  EXPECT_EQ(loaded.kind, CommKind::kTpAllReduce);
+  EXPECT_EQ(loaded.dtype, DType::kFloat32);
+  EXPECT_EQ(loaded.bytes, 64);
+  EXPECT_EQ(loaded.count, 2);
 }
 
 TEST(Serialization, SaveRefusesToOverwriteWithoutForce) {

@@ -3,7 +3,7 @@
 #include <gtest/gtest.h>
 #include <mpi.h>
 
-#include "common/mpi_session.hpp"
+#include "runtime/mpi_session.hpp"
 
 int main(int argc, char** argv) {
   itertime::MpiSession session(&argc, &argv);

@@ -23,7 +23,10 @@
 
 #include "calibrate/ops_calibration.hpp"
 #include "calibrate/torch_info.hpp"
+#include "common/collective.hpp"
+#include "common/dtype.hpp"
 #include "common/model_spec.hpp"
+#include "common/phase.hpp"
 #include "predict/op_builder.hpp"
 #include "tests/torch/torch_features.hpp"
 
@@ -87,7 +90,7 @@ std::vector<predict::CommOp> aggregate_comms(const calibrate::StageTraceInfo& tr
       continue;
     }
     position[key] = out.size();
-    out.push_back(predict::CommOp{comm.phase, comm.kind, comm.dtype, comm.bytes, 1});
+    out.push_back(predict::CommOp{parse_phase(comm.phase), parse_comm_kind(comm.kind), parse_dtype(comm.dtype), comm.bytes, 1});
   }
   return out;
 }
@@ -106,7 +109,7 @@ TEST_P(OpBuilder, ReproducesTheTracedStage) {
       predict::build_stage_ops(spec, c.tp, c.pp, c.stage, c.micro_batch, c.seq_len, c.precision, recipe);
   if (std::getenv("ITERTIME_PRINT_TRACE") != nullptr) {
     for (const auto& op : trace.ops) std::printf("T %-10s %s\n", op.phase.c_str(), op.signature.c_str());
-    for (const auto& op : built.ops) std::printf("B %-10s %4lld %s\n", op.phase.c_str(), static_cast<long long>(op.count), op.signature.c_str());
+    for (const auto& op : built.ops) std::printf("B %-10s %4lld %s\n", to_string(op.phase).c_str(), static_cast<long long>(op.count), op.signature.c_str());
   }
   const std::vector<Entry> traced = aggregate(trace);
 
@@ -115,8 +118,8 @@ TEST_P(OpBuilder, ReproducesTheTracedStage) {
   for (const Entry& e : traced) traced_by_key[{e.phase, e.signature}] = &e;
   std::map<std::pair<std::string, std::string>, const predict::BuiltOp*> built_by_key;
   for (const auto& op : built.ops) {
-    EXPECT_TRUE(built_by_key.emplace(std::make_pair(op.phase, op.signature), &op).second)
-        << "built twice: " << op.phase << " " << op.signature;
+    EXPECT_TRUE(built_by_key.emplace(std::make_pair(to_string(op.phase), op.signature), &op).second)
+        << "built twice: " << to_string(op.phase) << " " << op.signature;
   }
   int mismatches = 0;
   for (const Entry& e : traced) {
@@ -136,16 +139,16 @@ TEST_P(OpBuilder, ReproducesTheTracedStage) {
     EXPECT_EQ(op.output_dtype, e.output_dtype) << e.signature;
   }
   for (const auto& op : built.ops) {
-    if (!traced_by_key.count({op.phase, op.signature})) {
+    if (!traced_by_key.count({to_string(op.phase), op.signature})) {
       ++mismatches;
-      ADD_FAILURE() << case_name(c) << ": built, not traced: " << op.phase << " x" << op.count << " " << op.signature;
+      ADD_FAILURE() << case_name(c) << ": built, not traced: " << to_string(op.phase) << " x" << op.count << " " << op.signature;
     }
   }
   // 2. The order of first appearance (what /ops/sequences holds), once the multisets agree.
   if (mismatches == 0) {
     ASSERT_EQ(built.ops.size(), traced.size());
     for (std::size_t i = 0; i < traced.size(); ++i) {
-      EXPECT_EQ(built.ops[i].phase + " " + built.ops[i].signature, traced[i].phase + " " + traced[i].signature)
+      EXPECT_EQ(to_string(built.ops[i].phase) + " " + built.ops[i].signature, traced[i].phase + " " + traced[i].signature)
           << case_name(c) << ": order differs at entry " << i;
       if (built.ops[i].signature != traced[i].signature) break;
     }
@@ -155,9 +158,9 @@ TEST_P(OpBuilder, ReproducesTheTracedStage) {
   const std::vector<predict::CommOp> comms = aggregate_comms(trace);
   ASSERT_EQ(built.comms.size(), comms.size()) << case_name(c);
   for (std::size_t i = 0; i < comms.size(); ++i) {
-    EXPECT_EQ(built.comms[i].phase, comms[i].phase) << case_name(c) << " comm " << i;
-    EXPECT_EQ(built.comms[i].kind, comms[i].kind) << case_name(c) << " comm " << i;
-    EXPECT_EQ(built.comms[i].dtype, comms[i].dtype) << case_name(c) << " comm " << i;
+    EXPECT_EQ(to_string(built.comms[i].phase), to_string(comms[i].phase)) << case_name(c) << " comm " << i;
+    EXPECT_EQ(to_string(built.comms[i].kind), to_string(comms[i].kind)) << case_name(c) << " comm " << i;
+    EXPECT_EQ(to_string(built.comms[i].dtype), to_string(comms[i].dtype)) << case_name(c) << " comm " << i;
     EXPECT_EQ(built.comms[i].bytes, comms[i].bytes) << case_name(c) << " comm " << i;
     EXPECT_EQ(built.comms[i].count, comms[i].count) << case_name(c) << " comm " << i;
   }

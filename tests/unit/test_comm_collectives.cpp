@@ -11,7 +11,7 @@
 #include <string>
 #include <vector>
 
-#include "calibrate/comm_collectives.hpp"
+#include "commbench/comm_collectives.hpp"
 #include "common/errors.hpp"
 #include "common/half.hpp"
 
@@ -75,7 +75,7 @@ Group fill_group(Collective c, DType dtype, int n, std::size_t count) {
   return g;
 }
 
-// What the call does, element by element, per the Communicator contract (common/comm.hpp): sums for
+// What the call does, element by element, per the Communicator contract (runtime/comm.hpp): sums for
 // the reductions, block copies for the rest; broadcast from root 0 in place in the receive buffer;
 // send from group rank 0 to 1; sendrecv exchanges within the pair.
 void simulate(Collective c, DType dtype, int n, std::size_t count, Group& g) {

@@ -11,7 +11,7 @@
 #include <tuple>
 #include <vector>
 
-#include "calibrate/comm_sweep.hpp"
+#include "commbench/comm_sweep.hpp"
 #include "common/errors.hpp"
 
 namespace itertime::calibrate {

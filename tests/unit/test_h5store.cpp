@@ -1,6 +1,8 @@
 // Unit tests of common/h5store: HDF5 round trips in a temporary folder, the refusals that protect
-// existing files (no overwrite without force, schema version, not HDF5, schema of a table), and that
-// standard HDF5 tools (h5dump) read what we write.
+// existing files (no overwrite without force, schema version, not HDF5, schema of a table), that
+// standard HDF5 tools (h5dump) read what we write, and the resumable parent/child rows of
+// common/h5_parent_rows.hpp (offsets, trimming a killed job's tail) as the comm, ground-truth and ops
+// stores use them.
 #include <gtest/gtest.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -15,12 +17,17 @@
 #include <filesystem>
 #include <functional>
 #include <map>
+#include <set>
 #include <string>
 #include <thread>
 #include <vector>
 
+#include "common/comm_store.hpp"
 #include "common/errors.hpp"
+#include "common/groundtruth_store.hpp"
+#include "common/h5_parent_rows.hpp"
 #include "common/h5store.hpp"
+#include "common/ops_store.hpp"
 #include "temp_dir.hpp"
 
 namespace itertime_test_rows {
@@ -43,6 +50,12 @@ struct WideRow {
   float ratio;
   uint8_t ok;
   int64_t bytes;
+};
+
+// A parent row with two child spans: raw samples and compound Rows.
+struct ParentRow {
+  char key[16];
+  int64_t samples_offset, samples_count, items_offset, items_count;
 };
 
 }  // namespace itertime_test_rows
@@ -82,6 +95,19 @@ struct RowTraits<itertime_test_rows::WideRow> {
     return type;
   }
 };
+template <>
+struct RowTraits<itertime_test_rows::ParentRow> {
+  static RowType row_type() {
+    using itertime_test_rows::ParentRow;
+    RowType type(sizeof(ParentRow));
+    ITERTIME_H5_FIELD(type, ParentRow, key);
+    ITERTIME_H5_FIELD(type, ParentRow, samples_offset);
+    ITERTIME_H5_FIELD(type, ParentRow, samples_count);
+    ITERTIME_H5_FIELD(type, ParentRow, items_offset);
+    ITERTIME_H5_FIELD(type, ParentRow, items_count);
+    return type;
+  }
+};
 }  // namespace itertime::h5
 
 namespace itertime {
@@ -90,6 +116,7 @@ namespace {
 using itertime::testing::read_bytes;
 using itertime::testing::TempDir;
 using itertime_test_rows::RenamedRow;
+using itertime_test_rows::ParentRow;
 using itertime_test_rows::Row;
 using itertime_test_rows::WideRow;
 
@@ -537,6 +564,137 @@ TEST(H5Store, H5dumpReadsWhatWeWrite) {
   const std::string attr = run_and_capture("'" + h5dump + "' -a /meta/schema_version '" + path + "' 2>&1");
   EXPECT_NE(attr.find("(0): " + std::to_string(h5::kSchemaVersion)), std::string::npos) << attr;
   EXPECT_NE(attr.find("H5T_STD_I64"), std::string::npos) << attr;
+}
+
+// ---- parent rows with child spans (common/h5_parent_rows.hpp) --------------------------------------
+
+constexpr const char* kParents = "/p/parents";
+constexpr h5::ChildTable<ParentRow> kParentSamples{"/p/samples", &ParentRow::samples_offset, &ParentRow::samples_count};
+constexpr h5::ChildTable<ParentRow> kParentItems{"/p/items", &ParentRow::items_offset, &ParentRow::items_count};
+
+void append_parent(h5::Store& store, const std::string& key, const std::vector<double>& samples,
+                   const std::vector<Row>& items) {
+  ParentRow parent{};
+  h5::set_string(parent.key, key);
+  parent.samples_offset = parent.items_offset = -7;  // overwritten by append_with_children
+  h5::append_with_children(store, kParents, parent, h5::child_rows(kParentSamples, samples),
+                           h5::child_rows(kParentItems, items));
+}
+
+std::set<std::string> parent_keys(h5::Store& store) {
+  return h5::complete_parent_keys<ParentRow>(
+      store, kParents, [](const ParentRow& row) { return h5::get_string(row.key); }, kParentSamples, kParentItems);
+}
+
+TEST(H5ParentRows, ParentsRecordWhereTheirChildrenWent) {
+  TempDir dir;
+  const std::string path = dir.file("parents.h5");
+  {
+    h5::Store store = h5::Store::create(path, false, {});
+    append_parent(store, "a", {1, 2, 3}, {make_row(10, 0, "a0"), make_row(11, 0, "a1")});
+    append_parent(store, "b", {}, {make_row(20, 0, "b0")});
+    append_parent(store, "c", {4, 5}, {});
+  }
+  h5::Store store = h5::Store::open(path, false);
+  const auto parents = store.table<ParentRow>(kParents).read_all();
+  ASSERT_EQ(parents.size(), 3u);
+  const int64_t expected[3][4] = {{0, 3, 0, 2}, {3, 0, 2, 1}, {3, 2, 3, 0}};
+  for (std::size_t i = 0; i < 3; ++i) {
+    EXPECT_EQ(parents[i].samples_offset, expected[i][0]) << i;
+    EXPECT_EQ(parents[i].samples_count, expected[i][1]) << i;
+    EXPECT_EQ(parents[i].items_offset, expected[i][2]) << i;
+    EXPECT_EQ(parents[i].items_count, expected[i][3]) << i;
+  }
+  EXPECT_EQ(store.samples("/p/samples").read_all(), (std::vector<double>{1, 2, 3, 4, 5}));
+  const auto items = store.table<Row>("/p/items").read_all();
+  ASSERT_EQ(items.size(), 3u);
+  EXPECT_EQ(items[2].id, 20);
+  EXPECT_EQ(parent_keys(store), (std::set<std::string>{"a", "b", "c"}));
+}
+
+TEST(H5ParentRows, ResumeTrimsTheChildRowsOfAParentNeverWritten) {
+  TempDir dir;
+  const std::string path = dir.file("killed.h5");
+  {
+    h5::Store store = h5::Store::create(path, false, {});
+    append_parent(store, "a", {1, 2}, {make_row(1, 0, "a0")});
+    append_parent(store, "b", {3}, {make_row(2, 0, "b0"), make_row(3, 0, "b1")});
+    // A job killed between the children and the parent row of "c".
+    store.samples("/p/samples").append(std::vector<double>{97, 98, 99});
+    store.table<Row>("/p/items").append(make_row(66, 0, "orphan"));
+  }
+  {
+    h5::Store read_only = h5::Store::open(path, false);
+    EXPECT_EQ(parent_keys(read_only), (std::set<std::string>{"a", "b"}));
+    EXPECT_EQ(read_only.samples("/p/samples").size(), 6u) << "a read-only store is not trimmed";
+  }
+  {
+    h5::Store store = h5::Store::open(path, true);
+    EXPECT_EQ(parent_keys(store), (std::set<std::string>{"a", "b"}));
+    EXPECT_EQ(store.samples("/p/samples").size(), 3u);
+    EXPECT_EQ(store.table<Row>("/p/items").size(), 3u);
+    append_parent(store, "c", {5, 6}, {make_row(4, 0, "c0")});
+  }
+  h5::Store store = h5::Store::open(path, false);
+  const auto parents = store.table<ParentRow>(kParents).read_all();
+  ASSERT_EQ(parents.size(), 3u);
+  EXPECT_EQ(parents[2].samples_offset, 3);
+  EXPECT_EQ(parents[2].items_offset, 3);
+  EXPECT_EQ(store.samples("/p/samples").read_all(), (std::vector<double>{1, 2, 3, 5, 6}));
+  EXPECT_EQ(store.table<Row>("/p/items").read(3, 1)[0].id, 4);
+}
+
+TEST(H5ParentRows, NoParentTableMeansNoKeysAndNothingCreated) {
+  TempDir dir;
+  h5::Store store = h5::Store::create(dir.file("empty.h5"), false, {});
+  store.samples("/p/samples").append(std::vector<double>{1, 2});
+  EXPECT_TRUE(parent_keys(store).empty());
+  EXPECT_FALSE(store.exists(kParents));
+  EXPECT_EQ(store.samples("/p/samples").size(), 2u) << "without parents nothing is known to be a tail";
+}
+
+// The three stores use the pattern with their own tables and offset members.
+TEST(H5ParentRows, StoresTrimTheirTailsOnResume) {
+  TempDir dir;
+  const std::string path = dir.file("stores.h5");
+  {
+    h5::Store store = h5::Store::create(path, false, {});
+    store::CommRow point{};
+    h5::set_string(point.collective, "all_reduce");
+    point.bytes = 64;
+    store::append_comm_point(store, point, {1.0, 2.0});
+    store.samples(store::kCommSamples).append(9.0);
+
+    store::GroundTruthRow config{};
+    h5::set_string(config.key, "cfg");
+    store::append_groundtruth(store, config, {3.0}, std::vector<store::GroundTruthRankRow>(2));
+    store.samples(store::kGroundTruthSamples).append(9.0);
+    store.table<store::GroundTruthRankRow>(store::kGroundTruthRanks).append(store::GroundTruthRankRow{});
+
+    store::OpStageRow stage{};
+    h5::set_string(stage.stage_key, "stage");
+    store::append_stage(store, stage, std::vector<store::OpSequenceRow>(3), std::vector<store::OpCommRow>(1));
+    store.table<store::OpSequenceRow>(store::kOpSequences).append(store::OpSequenceRow{});
+    store.table<store::OpCommRow>(store::kOpComms).append(store::OpCommRow{});
+  }
+  h5::Store store = h5::Store::open(path, true);
+  const auto comm_keys = store::existing_comm_keys(store);
+  ASSERT_EQ(comm_keys.size(), 1u);
+  EXPECT_NE(comm_keys.begin()->find("all_reduce/"), std::string::npos);
+  EXPECT_EQ(store.samples(store::kCommSamples).size(), 2u);
+  EXPECT_EQ(store::existing_groundtruth_keys(store), (std::set<std::string>{"cfg"}));
+  EXPECT_EQ(store.samples(store::kGroundTruthSamples).size(), 1u);
+  EXPECT_EQ(store.table<store::GroundTruthRankRow>(store::kGroundTruthRanks).size(), 2u);
+  const auto config = store.table<store::GroundTruthRow>(store::kGroundTruthTable).read_all().at(0);
+  EXPECT_EQ(config.ranks_count, 2);
+  EXPECT_EQ(config.samples_count, 1);
+  EXPECT_EQ(store::existing_stage_keys(store), (std::set<std::string>{"stage"}));
+  EXPECT_EQ(store.table<store::OpSequenceRow>(store::kOpSequences).size(), 3u);
+  EXPECT_EQ(store.table<store::OpCommRow>(store::kOpComms).size(), 1u);
+  const auto stage = store.table<store::OpStageRow>(store::kOpStages).read_all().at(0);
+  EXPECT_EQ(stage.sequence_count, 3);
+  EXPECT_EQ(stage.comm_offset, 0);
+  EXPECT_EQ(stage.comm_count, 1);
 }
 
 }  // namespace

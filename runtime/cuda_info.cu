@@ -2,7 +2,7 @@
 #include <cuda_runtime.h>
 #include <nccl.h>
 
-#include "common/cuda_info.hpp"
+#include "runtime/cuda_info.hpp"
 
 namespace itertime {
 namespace {

@@ -1,4 +1,5 @@
-#include "calibrate/comm_sweep.hpp"
+// comm_sweep.cpp: the comm sweep grammar: sizes, groups and points to measure (comm_sweep.hpp).
+#include "commbench/comm_sweep.hpp"
 
 #include <algorithm>
 #include <cctype>
@@ -50,14 +51,6 @@ std::vector<std::size_t> message_sizes(std::size_t min_bytes, std::size_t max_by
   return sizes;
 }
 
-std::string to_string(GroupLayout layout) { return layout == GroupLayout::kConsecutive ? "consecutive" : "strided"; }
-
-GroupLayout parse_group_layout(std::string_view text) {
-  if (text == "consecutive") return GroupLayout::kConsecutive;
-  if (text == "strided") return GroupLayout::kStrided;
-  throw UserError("unknown layout '" + std::string(text) + "': use consecutive or strided");
-}
-
 std::vector<std::vector<int>> layout_groups(int world_size, int group_size, GroupLayout layout) {
   ITERTIME_CHECK(group_size > 0 && world_size % group_size == 0, "group size must divide the world");
   const int num_groups = world_size / group_size;
@@ -78,14 +71,6 @@ std::vector<int> default_group_sizes(int world_size) {
   }
   if (world_size >= 2) sizes.push_back(world_size);
   return sizes;
-}
-
-std::string to_string(TimingMode mode) { return mode == TimingMode::kLatency ? "latency" : "pipelined"; }
-
-TimingMode parse_timing_mode(std::string_view text) {
-  if (text == "latency") return TimingMode::kLatency;
-  if (text == "pipelined") return TimingMode::kPipelined;
-  throw UserError("unknown timing mode '" + std::string(text) + "': use latency or pipelined");
 }
 
 std::string PointSpec::key() const {

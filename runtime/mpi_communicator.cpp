@@ -1,4 +1,5 @@
-#include "common/mpi_communicator.hpp"
+// mpi_communicator.cpp: the Communicator over MPI on host buffers (mpi_communicator.hpp).
+#include "runtime/mpi_communicator.hpp"
 
 #include <climits>
 #include <cstdlib>

@@ -1,4 +1,5 @@
-#include "calibrate/comm_collectives.hpp"
+// comm_collectives.cpp: each collective as a plugin: sizes, fill, run and check (comm_collectives.hpp).
+#include "commbench/comm_collectives.hpp"
 
 #include <cmath>
 #include <cstring>
@@ -12,52 +13,6 @@ namespace {
 double pattern(int rank, std::size_t index) { return static_cast<double>((static_cast<std::size_t>(rank) + index) % 3) - 1.0; }
 
 }  // namespace
-
-std::string to_string(Collective collective) {
-  switch (collective) {
-    case Collective::kAllReduce: return "all_reduce";
-    case Collective::kAllGather: return "all_gather";
-    case Collective::kReduceScatter: return "reduce_scatter";
-    case Collective::kBroadcast: return "broadcast";
-    case Collective::kAllToAll: return "all_to_all";
-    case Collective::kSend: return "send";
-    case Collective::kSendRecv: return "sendrecv";
-  }
-  throw InternalError("unknown collective", __FILE__, __LINE__);
-}
-
-const std::vector<Collective>& all_collectives() {
-  static const std::vector<Collective> kAll = {Collective::kAllReduce, Collective::kAllGather,
-                                               Collective::kReduceScatter, Collective::kBroadcast,
-                                               Collective::kAllToAll, Collective::kSend, Collective::kSendRecv};
-  return kAll;
-}
-
-Collective parse_collective(std::string_view text) {
-  for (Collective collective : all_collectives()) {
-    if (to_string(collective) == text) return collective;
-  }
-  throw UserError("unknown collective '" + std::string(text) +
-                  "': use all_reduce, all_gather, reduce_scatter, broadcast, all_to_all, send or sendrecv");
-}
-
-bool is_point_to_point(Collective collective) {
-  return collective == Collective::kSend || collective == Collective::kSendRecv;
-}
-
-double busbw_factor(Collective collective, int group_size) {
-  const double n = static_cast<double>(group_size);
-  switch (collective) {
-    case Collective::kAllReduce: return 2.0 * (n - 1.0) / n;
-    case Collective::kAllGather:
-    case Collective::kReduceScatter:
-    case Collective::kAllToAll: return (n - 1.0) / n;
-    case Collective::kBroadcast:
-    case Collective::kSend:
-    case Collective::kSendRecv: return 1.0;
-  }
-  throw InternalError("unknown collective", __FILE__, __LINE__);
-}
 
 std::size_t element_count(Collective collective, std::size_t bytes, int group_size, DType dtype) {
   const std::size_t element = dtype_bytes(dtype);

@@ -1,4 +1,5 @@
-#include "common/nccl_communicator.hpp"
+// nccl_communicator.cpp: the Communicator over NCCL on device buffers, CUDA builds only (nccl_communicator.hpp).
+#include "runtime/nccl_communicator.hpp"
 
 #include <cuda_runtime.h>
 #include <nccl.h>

@@ -1,5 +1,5 @@
 // cuda_info_none.cpp: query_cuda() for builds without CUDA (ITERTIME_WITH_CUDA=OFF or not found).
-#include "common/cuda_info.hpp"
+#include "runtime/cuda_info.hpp"
 
 namespace itertime {
 

@@ -4,8 +4,8 @@
 // Invariants:
 //  - `bytes` is the nccl-tests size: all_reduce/broadcast/P2P the buffer; all_gather the receive buffer
 //    (count * n); reduce_scatter and all_to_all the send buffer (count * n).
-//  - busbw = algbw * factor: all_reduce 2(n-1)/n; all_gather, reduce_scatter, all_to_all (n-1)/n;
-//    broadcast, send and sendrecv 1.
+//  - The collectives, their names and bus-bandwidth factors are common/collective.hpp's (one definition
+//    shared with the comm model); this file adds what running and checking them needs.
 //  - fill/check use values in {-1, 0, 1} (value(rank, i) = (rank + i) % 3 - 1), so every expected sum
 //    is a small integer, exact in fp32, fp16, bf16 and int8 for groups of up to 127 ranks.
 #pragma once
@@ -16,19 +16,19 @@
 #include <string_view>
 #include <vector>
 
-#include "common/comm.hpp"
+#include "common/collective.hpp"
 #include "common/dtype.hpp"
+#include "runtime/comm.hpp"
 
 namespace itertime::calibrate {
 
-enum class Collective { kAllReduce, kAllGather, kReduceScatter, kBroadcast, kAllToAll, kSend, kSendRecv };
+// The shared vocabulary (common/collective.hpp), named here as the sweep's code always has.
+using itertime::all_collectives;
+using itertime::busbw_factor;
+using itertime::Collective;
+using itertime::is_point_to_point;
+using itertime::parse_collective;
 
-std::string to_string(Collective collective);
-Collective parse_collective(std::string_view text);  // UserError on unknown names
-const std::vector<Collective>& all_collectives();
-bool is_point_to_point(Collective collective);  // send, sendrecv: groups of exactly 2
-
-double busbw_factor(Collective collective, int group_size);
 // Elements per call (the `count` argument of the Communicator call); 0 when `bytes` is too small.
 std::size_t element_count(Collective collective, std::size_t bytes, int group_size, DType dtype);
 // Bytes the point really moves in nccl-tests terms, after rounding `bytes` down to whole elements.

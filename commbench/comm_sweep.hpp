@@ -19,7 +19,7 @@
 #include <string_view>
 #include <vector>
 
-#include "calibrate/comm_collectives.hpp"
+#include "commbench/comm_collectives.hpp"
 #include "common/dtype.hpp"
 
 namespace itertime::calibrate {
@@ -28,17 +28,16 @@ std::size_t parse_bytes(std::string_view text);
 std::string format_bytes(std::size_t bytes);  // 8, 1K, 64M, 3G when exact, else bytes
 std::vector<std::size_t> message_sizes(std::size_t min_bytes, std::size_t max_bytes, double step_factor);
 
-enum class GroupLayout { kConsecutive, kStrided };
-std::string to_string(GroupLayout layout);
-GroupLayout parse_group_layout(std::string_view text);
+// Layouts and timing modes are common/collective.hpp's (shared with the comm model).
+using itertime::GroupLayout;
+using itertime::parse_group_layout;
+using itertime::parse_timing_mode;
+using itertime::TimingMode;
+
 // The groups of `layout` with `group_size` ranks each; group_size must divide world_size.
 std::vector<std::vector<int>> layout_groups(int world_size, int group_size, GroupLayout layout);
 // Group sizes measured by default: 2, 4, 8, ... up to the world, and the world itself, each dividing it.
 std::vector<int> default_group_sizes(int world_size);
-
-enum class TimingMode { kLatency, kPipelined };
-std::string to_string(TimingMode mode);
-TimingMode parse_timing_mode(std::string_view text);
 
 struct SweepOptions {
   std::vector<Collective> collectives = all_collectives();

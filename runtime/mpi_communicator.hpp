@@ -6,7 +6,7 @@
 
 #include <mpi.h>
 
-#include "common/comm.hpp"
+#include "runtime/comm.hpp"
 
 namespace itertime {
 

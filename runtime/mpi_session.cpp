@@ -1,4 +1,5 @@
-#include "common/mpi_session.hpp"
+// mpi_session.cpp: the MPI session: process groups, node detection, abort_all (mpi_session.hpp).
+#include "runtime/mpi_session.hpp"
 
 #include <unistd.h>
 

@@ -10,7 +10,7 @@
 
 #include <memory>
 
-#include "common/comm.hpp"
+#include "runtime/comm.hpp"
 
 namespace itertime {
 

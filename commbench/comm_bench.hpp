@@ -14,7 +14,7 @@
 #include <map>
 #include <string>
 
-#include "calibrate/comm_sweep.hpp"
+#include "commbench/comm_sweep.hpp"
 #include "common/dtype.hpp"
 
 namespace itertime::calibrate {

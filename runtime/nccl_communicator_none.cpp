@@ -1,6 +1,6 @@
 // nccl_communicator_none.cpp: builds without CUDA have no device and cannot construct an NCCL communicator.
 #include "common/errors.hpp"
-#include "common/nccl_communicator.hpp"
+#include "runtime/nccl_communicator.hpp"
 
 namespace itertime {
 

@@ -1,0 +1,114 @@
+// calibration_records.hpp: the rows of a calibration file (/comm, /ops, /groundtruth) read once, at the
+// store boundary, into typed records: names become enums (Collective, GroupLayout, TimingMode, DType,
+// PrecisionName, Phase, CommKind, RunStatus), a ground-truth layout a ParallelConfig. Everything past
+// this file works on records and never goes back to the rows' text fields.
+// Invariants:
+//  - Reading never writes; an absent table reads as no records.
+//  - Any name a field does not admit is a UserError naming the text (the parse functions of
+//    common/dtype, precision, collective and phase), so a damaged file fails where it is read.
+//  - A stage record carries its own sequence and comm rows (the stage row's offsets resolved here).
+//  - OpSignatureRecord::input_dtypes stays the stored text: the field holds at most 63 characters and
+//    long lists are cut mid-name, so it is an opaque grouping key (the regression's), not a dtype list.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "common/collective.hpp"
+#include "common/comm_store.hpp"
+#include "common/dtype.hpp"
+#include "common/groundtruth_store.hpp"
+#include "common/h5store.hpp"
+#include "common/ops_store.hpp"
+#include "common/parallel_config.hpp"
+#include "common/phase.hpp"
+#include "common/precision.hpp"
+
+namespace itertime::store {
+
+// ---- /comm ----
+struct CommRecord {
+  Collective collective = Collective::kAllReduce;
+  DType dtype = DType::kFloat32;
+  int64_t group_size = 0;
+  GroupLayout layout = GroupLayout::kConsecutive;
+  TimingMode mode = TimingMode::kLatency;
+  int64_t bytes = 0;  // nccl-tests size
+  double time_us_median = 0;
+  int64_t check_errors = 0;
+};
+CommRecord to_record(const CommRow& row);
+std::vector<CommRecord> to_records(const std::vector<CommRow>& rows);
+std::vector<CommRecord> read_comm_records(h5::Store& store);
+
+// ---- /ops ----
+struct OpSignatureRecord {
+  int64_t id = 0;
+  std::string name;          // aten::mm
+  std::string signature;     // the tracer's canonical text, as stored
+  std::string input_dtypes;  // as stored: comma-joined, cut at 63 characters (see above)
+  std::string output_dtype;  // "" when the operator returns no tensor
+  double flops = 0, bytes = 0;
+};
+
+struct OpTimingRecord {
+  int64_t signature_id = 0;
+  int64_t active_ranks = 0;  // occupancy
+  double time_us_median = 0;
+  bool ok = false;  // false: could not be replayed in isolation (no time)
+};
+
+struct StageSequenceRecord {
+  Phase phase = Phase::kForward;
+  int64_t signature_id = 0;
+  int64_t count = 0;  // calls per micro-batch (forward/backward) or per iteration (others)
+};
+
+struct StageCommRecord {
+  Phase phase = Phase::kForward;
+  CommKind kind = CommKind::kTpAllReduce;
+  DType dtype = DType::kFloat32;
+  int64_t bytes = 0;
+  int64_t count = 0;  // calls per micro-batch (or per iteration for dp_all_reduce)
+};
+
+struct OpStageRecord {
+  std::string stage_key;  // common/ops_store.hpp stage_key()
+  int64_t local_params = 0;
+  std::vector<StageSequenceRecord> sequence;
+  std::vector<StageCommRecord> comms;
+};
+
+struct OpsRecords {
+  std::vector<OpSignatureRecord> signatures;
+  std::vector<OpTimingRecord> timings;  // empty when /ops/timings is absent
+  std::vector<OpStageRecord> stages;
+};
+OpsRecords read_ops_records(h5::Store& store);
+
+// ---- /groundtruth ----
+enum class RunStatus { kOk, kSkipped, kFailed };
+std::string to_string(RunStatus status);  // "ok" | "skipped" | "failed"
+RunStatus parse_run_status(std::string_view text);
+
+struct GroundTruthRecord {
+  std::string key;
+  std::string model;  // model name
+  ParallelConfig config;
+  PrecisionName precision = PrecisionName::kFp32;
+  RunStatus status = RunStatus::kOk;
+  std::string reason;  // why skipped or failed
+  int64_t num_micro_batches = 0;
+  double time_us_median = 0;  // measured iteration time
+  int64_t ranks_offset = 0, ranks_count = 0;  // its /groundtruth/ranks rows
+
+  std::string tuple() const { return config.tuple_string(); }  // "(2,1,2)"
+  int64_t occupancy() const { return config.world_size(); }   // ranks busy at once
+};
+GroundTruthRecord to_record(const GroundTruthRow& row);
+std::vector<GroundTruthRecord> to_records(const std::vector<GroundTruthRow>& rows);
+std::vector<GroundTruthRecord> read_groundtruth_records(h5::Store& store);
+
+}  // namespace itertime::store

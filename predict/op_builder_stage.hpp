@@ -1,0 +1,124 @@
+// op_builder_stage.hpp: the stage builder's model (an internal part of predict/op_builder): one pipeline
+// stage of calibrate/llama_model.cpp emitted call by call, piece by piece as the model is built:
+// inputs and embedding, RMSNorm, attention (eager or sdpa, with rotary embedding and KV-head
+// repetition), MLP, head and loss (op_builder_forward.cpp); their backward in the autograd engine's
+// order (op_builder_backward.cpp); the DP gradient buffer and the AdamW step (op_builder_update.cpp).
+// Invariants:
+//  - Shapes are per TP rank (heads, KV heads and FFN width already divided by tp).
+//  - Where LibTorch 1.13 and 2.x differ, the piece says so and branches on torch2_ (docs/method.md).
+//  - Backward gradient accumulation ("add" into an input buffer; "add_" in 2.x when the buffer holds a
+//    fresh tensor, see GradBuffer) is emitted when a tensor's second and later gradient contributions
+//    arrive, in the engine's order (most recently created node first).
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <vector>
+
+#include "common/parallel_config.hpp"
+#include "common/precision.hpp"
+#include "predict/op_builder.hpp"
+#include "predict/op_emitter.hpp"
+
+namespace itertime::predict::builder {
+
+// One TP rank's share of the model at one micro-batch.
+struct StageShape {
+  int64_t batch = 0, seq = 0, hidden = 0;
+  int64_t heads = 0, kv_heads = 0, head_dim = 0;  // per TP rank
+  int64_t ffn = 0;                                // intermediate size per TP rank
+  int64_t vocab = 0;
+};
+
+// A parameter in registration order; `layer`: its decoder layer's index, -1 outside the layers.
+struct StageParameter {
+  Dims shape;
+  int layer = -1;
+};
+
+// A tensor's gradient buffer in the autograd engine: the first contribution is stored, later ones are
+// added. LibTorch 1.13 adds out of place; 2.x (InputBuffer::accumulate) adds in place into the buffered
+// tensor when it holds the only reference to it and it is dense (fresh: not a view such as a linear's
+// reshaped input gradient), else out of place, whose result is fresh.
+struct GradBuffer {
+  int contributions = 0;
+  bool fresh = false;  // the buffered tensor is owned and dense (2.x may add into it)
+};
+
+struct AttentionGrads {
+  TensorLayout query, key, value;
+};
+
+int64_t local_parameter_count(const std::vector<StageParameter>& parameters);
+
+class StageBuilder {
+ public:
+  StageBuilder(const PrecisionPolicy& policy, const StageRecipe& recipe, const StageShape& shape,
+               const StageLayers& layers, bool tensor_parallel);
+
+  void forward();   // op_builder_forward.cpp
+  void backward();  // op_builder_backward.cpp
+  // op_builder_update.cpp: the DP gradient buffer and the AdamW step over `parameters`, then the
+  // communication trace_stage appends; returns the stage, aggregated.
+  std::vector<StageParameter> parameters() const;
+  int64_t repeat_for(const StageParameter& parameter) const;
+  void dp_buffer(const std::vector<StageParameter>& parameters, int64_t local_params);
+  void optimizer(const std::vector<StageParameter>& parameters);
+  void stage_comms(int stage, int pp, int64_t local_params);
+  BuiltStage finish(int64_t local_params);
+
+ private:
+  using InputGradient = std::function<void(const TensorLayout&)>;
+
+  // forward pieces
+  void inputs_forward();
+  TensorLayout rmsnorm_forward(const TensorLayout& x);
+  TensorLayout linear_forward(const TensorLayout& x, int64_t in, int64_t out);
+  TensorLayout project_heads(const TensorLayout& x, int64_t heads);
+  TensorLayout rotary_forward(const TensorLayout& x, int64_t heads);
+  TensorLayout repeat_kv_forward(const TensorLayout& x);
+  TensorLayout eager_attention_forward(const TensorLayout& q, const TensorLayout& k, const TensorLayout& v);
+  TensorLayout sdpa_forward(const TensorLayout& q, const TensorLayout& k, const TensorLayout& v);
+  TensorLayout row_parallel_output(const TensorLayout& out);
+  void attention_block_forward();
+  void mlp_block_forward();
+  void head_and_loss_forward();
+
+  // backward pieces
+  void accumulate(GradBuffer& buffer, const TensorLayout& grad, bool grad_fresh);
+  void linear_backward(const TensorLayout& grad, int64_t in, int64_t out, const InputGradient& input_grad);
+  InputGradient linear_input(GradBuffer& buffer);
+  void rmsnorm_backward(GradBuffer& x_buffer);
+  TensorLayout rotary_backward(const TensorLayout& grad, int64_t heads);
+  void residual_add_backward();
+  void copy_to_tp_backward();
+  void loss_and_head_backward();
+  void layers_backward();
+  void mlp_block_backward(bool top_fresh);
+  void attention_block_backward();
+  AttentionGrads eager_attention_backward(const TensorLayout& context_grad);
+  AttentionGrads sdpa_backward(const TensorLayout& context_grad);
+  AttentionGrads repeat_kv_backward(const AttentionGrads& grads);
+  void embedding_backward();
+
+  // shapes
+  Dims residual_dims() const { return {shape_.batch, shape_.seq, shape_.hidden}; }
+  TensorLayout residual() const { return contiguous(activation_, residual_dims()); }
+  // The strides of [b, heads, s, hd] transposed from a contiguous [b, s, heads, hd].
+  Dims heads_transposed_strides(int64_t heads) const;
+  int64_t residual_bytes(DType dtype) const;
+
+  OpEmitter emit_;
+  const PrecisionPolicy& policy_;
+  const StageShape shape_;
+  const StageLayers layers_;
+  const bool tensor_parallel_;
+  const bool torch2_;  // TorchDialect::kTorch2
+  const bool sdpa_;    // AttentionKernel::kSdpa
+  const bool grouped_kv_;  // fewer KV heads than heads: K and V are repeated
+  const DType param_, activation_, grad_;
+  const DType compute_;  // matrix products: the autocast dtype under AMP, else the parameter dtype
+  std::vector<TensorLayout> sdpa_inputs_;  // q, k, v as the fused kernel received them (its backward gets them again)
+};
+
+}  // namespace itertime::predict::builder

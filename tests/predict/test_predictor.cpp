@@ -1,0 +1,183 @@
+// test_predictor.cpp: predict() over a StageResolver: the two stage policies (traced first / built only),
+// failures as values with their reason, the resolver's cache, and the calibration fit's record of the
+// ground-truth rows it could not predict.
+// Invariants: models are synthetic (a built stage with one regression for every operator, a "trace"
+// that differs from it on purpose); no file is read but the model configs under data/models.
+#include <gtest/gtest.h>
+
+#include <string>
+#include <vector>
+
+#include "common/calibration_records.hpp"
+#include "common/model_spec.hpp"
+#include "common/ops_store.hpp"
+#include "predict/op_builder.hpp"
+#include "predict/predictor.hpp"
+#include "predict/stage_resolver.hpp"
+#include "tests/predict/comm_rows.hpp"
+
+namespace itertime::predict {
+namespace {
+
+LlamaSpec load(const std::string& name) {
+  return load_llama_config(std::string(ITERTIME_SOURCE_DIR) + "/data/models/" + name + ".json");
+}
+
+const ParallelConfig kSingleRank{1, 1, 1, 1, 4, 16};
+
+// Every operator of the fp32 single-rank stage gets a regression at occupancy 1; the stage's "trace"
+// holds one signature only (3 forward calls of 5 us) and a DP all-reduce, so traced and built predictions differ.
+FittedModel model_with_trace(const LlamaSpec& spec) {
+  FittedModel model;
+  model.source_file = "synthetic.h5";
+  model.occupancies = {1};
+  const BuiltStage built = build_stage_ops(spec, 1, 1, 0, 1, 16, PrecisionName::kFp32);
+  for (const BuiltOp& op : built.ops) {
+    model.regressions[{regression_key(op.name, op.input_dtypes), 1}] = OpRegression{1.0, 1e-6, 0.0, 3};
+  }
+  model.signatures[0] = OpInfo{"aten::traced", "aten::traced()", "fp32", "fp32", 1.0, 1.0};
+  model.signature_ids["aten::traced()"] = 0;
+  model.op_time_us[{0, 1}] = 5.0;
+  StageOps trace;
+  trace.sequence = {SequenceEntry{Phase::kForward, 0, 3}};
+  trace.comms = {CommOp{Phase::kDpBuffer, CommKind::kDpAllReduce, DType::kFloat32, 4096, 1}};  // costs 0 at dp 1
+  model.stages[store::stage_key(spec.name, 1, 1, 0, 1, 16, "fp32", "aware")] = trace;
+  return model;
+}
+
+PredictRequest request_of(const LlamaSpec& spec, const ParallelConfig& config) {
+  PredictRequest request;
+  request.model_name = spec.name;
+  request.model = &spec;
+  request.config = config;
+  request.precision = PrecisionName::kFp32;
+  request.calibrated = false;
+  return request;
+}
+
+TEST(Predictor, BuiltOnlyIgnoresTracesAndEqualsBuildingUntracedStages) {
+  const LlamaSpec spec = load("tiny-llama-gqa");
+  const FittedModel traced = model_with_trace(spec);
+  FittedModel untraced = traced;
+  untraced.stages.clear();
+  StageResolver traced_first(traced, StagePolicy::kTracedThenBuilt);
+  StageResolver built_only(traced, StagePolicy::kBuiltOnly);
+  StageResolver untraced_first(untraced, StagePolicy::kTracedThenBuilt);
+  const PredictOutcome from_trace = predict(traced_first, request_of(spec, kSingleRank));
+  const PredictOutcome from_build = predict(built_only, request_of(spec, kSingleRank));
+  const PredictOutcome reference = predict(untraced_first, request_of(spec, kSingleRank));
+  ASSERT_TRUE(from_trace.ok()) << from_trace.reason;
+  ASSERT_TRUE(from_build.ok()) << from_build.reason;
+  ASSERT_TRUE(reference.ok()) << reference.reason;
+  EXPECT_DOUBLE_EQ(from_trace.prediction->raw_total_us, 60.0);  // 4 micro-batches x 3 calls x 5 us
+  EXPECT_EQ(from_build.prediction->raw_total_us, reference.prediction->raw_total_us);
+  EXPECT_GT(from_build.prediction->raw_total_us, 100.0);
+  EXPECT_EQ(from_build.prediction->notes, reference.prediction->notes);
+  EXPECT_EQ(to_string(StagePolicy::kBuiltOnly), "built-only");
+}
+
+// Validation's builder-only score treats the signatures only its own layout profiled as never profiled:
+// a resolver told so must predict exactly what a calibration without those profiles predicts.
+TEST(Predictor, UnprofiledSignaturesTakeTheRegressionAsIfNeverProfiled) {
+  const LlamaSpec spec = load("tiny-llama-gqa");
+  const FittedModel reference_model = model_with_trace(spec);
+  const BuiltOp first = build_stage_ops(spec, 1, 1, 0, 1, 16, PrecisionName::kFp32).ops.front();
+  FittedModel profiled = reference_model;
+  profiled.signatures[1] = OpInfo{first.name, first.signature, "fp32", "fp32", first.flops, first.bytes};
+  profiled.signature_ids[first.signature] = 1;
+  profiled.op_time_us[{1, 1}] = 1000.0;
+  StageResolver with_profile(profiled, StagePolicy::kBuiltOnly);
+  StageResolver without_profile(profiled, StagePolicy::kBuiltOnly, {1});
+  StageResolver reference(reference_model, StagePolicy::kBuiltOnly);
+  const PredictOutcome a = predict(with_profile, request_of(spec, kSingleRank));
+  const PredictOutcome b = predict(without_profile, request_of(spec, kSingleRank));
+  const PredictOutcome c = predict(reference, request_of(spec, kSingleRank));
+  ASSERT_TRUE(a.ok() && b.ok() && c.ok());
+  EXPECT_GT(a.prediction->raw_total_us, c.prediction->raw_total_us + 1000.0);  // the 1000 us profile is used
+  EXPECT_EQ(b.prediction->raw_total_us, c.prediction->raw_total_us);
+  EXPECT_EQ(b.prediction->extrapolated_fraction, c.prediction->extrapolated_fraction);
+}
+
+TEST(Predictor, FailuresAreValuesWithTheirReason) {
+  const LlamaSpec spec = load("tiny-llama-gqa");
+  const FittedModel model = model_with_trace(spec);
+  StageResolver traced_first(model);
+  StageResolver built_only(model, StagePolicy::kBuiltOnly);
+
+  PredictRequest no_spec = request_of(spec, ParallelConfig{1, 1, 1, 1, 4, 32});  // seq 32: never traced
+  no_spec.model = nullptr;
+  const PredictOutcome untraced = predict(traced_first, no_spec);
+  ASSERT_FALSE(untraced.ok());
+  EXPECT_NE(untraced.reason.find("no operator trace for stage"), std::string::npos) << untraced.reason;
+
+  PredictRequest traced_no_spec = request_of(spec, kSingleRank);
+  traced_no_spec.model = nullptr;
+  EXPECT_TRUE(predict(traced_first, traced_no_spec).ok());  // traced: no spec needed
+  const PredictOutcome needs_spec = predict(built_only, traced_no_spec);
+  ASSERT_FALSE(needs_spec.ok());
+  EXPECT_NE(needs_spec.reason.find("built-only"), std::string::npos) << needs_spec.reason;
+
+  const PredictOutcome illegal = predict(traced_first, request_of(spec, ParallelConfig{3, 1, 1, 1, 4, 16}));
+  ASSERT_FALSE(illegal.ok());
+  EXPECT_NE(illegal.reason.find("not legal"), std::string::npos) << illegal.reason;
+
+  // Two DP ranks need the DP all-reduce, and the model has no /comm table at all.
+  const PredictOutcome no_comm = predict(traced_first, request_of(spec, ParallelConfig{2, 1, 1, 1, 4, 16}));
+  ASSERT_FALSE(no_comm.ok());
+  EXPECT_NE(no_comm.reason.find("no usable /comm measurements for all_reduce"), std::string::npos) << no_comm.reason;
+}
+
+TEST(Predictor, ResolverBuildsEachStageShapeOnce) {
+  const LlamaSpec spec = load("small-llama");
+  const FittedModel model = model_with_trace(load("tiny-llama-gqa"));
+  FittedModel with_comm = model;
+  with_comm.comm = CommModel(store::to_records(test_rows::synthetic_rows("send", "fp32", 2, "consecutive", 5.0, 1e-3, 1024, 1 << 20)));
+  with_comm.occupancies = {3};
+  StageResolver resolver(with_comm, StagePolicy::kBuiltOnly);
+  const PredictRequest request = request_of(spec, ParallelConfig{1, 1, 3, 1, 4, 16});
+  const PredictOutcome first = predict(resolver, request);
+  ASSERT_TRUE(first.ok()) << first.reason;
+  const std::size_t cached = resolver.cached_stages();
+  EXPECT_EQ(cached, 3u);  // first, middle and last stage differ
+  const PredictOutcome second = predict(resolver, request);
+  ASSERT_TRUE(second.ok());
+  EXPECT_EQ(resolver.cached_stages(), cached);
+  EXPECT_EQ(second.prediction->total_us, first.prediction->total_us);
+  EXPECT_EQ(second.prediction->notes, first.prediction->notes);
+  // A fresh resolver (no cache) gives the same figures.
+  StageResolver fresh(with_comm, StagePolicy::kBuiltOnly);
+  EXPECT_EQ(predict(fresh, request).prediction->total_us, first.prediction->total_us);
+}
+
+TEST(Predictor, CalibrationFitRecordsTheRowsItCannotPredict) {
+  const LlamaSpec spec = load("tiny-llama-gqa");
+  const FittedModel model = model_with_trace(spec);
+  store::GroundTruthRecord traced;
+  traced.key = "traced";
+  traced.model = spec.name;
+  traced.config = kSingleRank;
+  traced.precision = PrecisionName::kFp32;
+  traced.time_us_median = 30.0;
+  store::GroundTruthRecord untraced = traced;
+  untraced.key = "untraced";
+  untraced.config.seq_len = 32;
+  store::GroundTruthRecord skipped = untraced;
+  skipped.key = "skipped";
+  skipped.status = store::RunStatus::kSkipped;
+  StageResolver resolver(model);
+  const CalibrationFit fit = fit_calibration(resolver, {traced, untraced, skipped}, /*blind=*/false, {});
+  ASSERT_EQ(fit.unpredicted.size(), 1u);  // skipped rows are not candidates
+  EXPECT_EQ(fit.unpredicted[0].key, "untraced");
+  EXPECT_NE(fit.unpredicted[0].reason.find("no operator trace"), std::string::npos);
+  EXPECT_EQ(fit.calibration.global.rows, 1);
+  EXPECT_EQ(fit.calibration.per_occupancy.at(1).rows, 1);
+  // With the model's description the untraced row is built and joins the fit.
+  const CalibrationFit built = fit_calibration(resolver, {traced, untraced}, false, {}, &spec);
+  EXPECT_TRUE(built.unpredicted.empty());
+  EXPECT_EQ(built.calibration.global.rows, 2);
+  // Leaving its tuple out leaves nothing to fit.
+  EXPECT_EQ(fit_calibration(resolver, {traced}, false, {"(1,1,1)"}).calibration.global.rows, 0);
+}
+
+}  // namespace
+}  // namespace itertime::predict

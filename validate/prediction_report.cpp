@@ -1,0 +1,113 @@
+// prediction_report.cpp: console and JSON reporters of fit, predict and plan (see the header).
+#include "validate/prediction_report.hpp"
+
+#include <cstdio>
+#include <nlohmann/json.hpp>
+
+namespace itertime::validate {
+namespace {
+
+constexpr double kGiB = static_cast<double>(1ull << 30);
+
+std::string libtorch_shown(const std::string& version) { return version.empty() ? "1.13 (not recorded)" : version; }
+
+}  // namespace
+
+std::string prediction_json(const PredictionRecord& r) {
+  const predict::Prediction& p = r.prediction;
+  const predict::PooledCheck& check = r.regression_check;
+  const nlohmann::json out = {
+      {"model", r.model_name}, {"dp", r.config.dp}, {"tp", r.config.tp}, {"pp", r.config.pp},
+      {"micro_batch", r.config.micro_batch}, {"global_batch", r.config.global_batch}, {"seq_len", r.config.seq_len},
+      {"precision", r.precision}, {"precision_blind", r.blind}, {"attention", r.attention},
+      {"libtorch_version", libtorch_shown(r.libtorch_version)},
+      {"iteration_us", p.total_us}, {"raw_iteration_us", p.raw_total_us},
+      {"calibration_factor", p.calibration_factor}, {"op_overhead_us", p.op_overhead_us}, {"op_calls", p.op_calls},
+      {"breakdown_us", {{"compute", p.compute_us}, {"tp_comm", p.tp_comm_us}, {"pp_comm", p.pp_comm_us},
+                        {"bubble", p.bubble_us}, {"dp_comm", p.dp_comm_us}, {"optimizer", p.optimizer_us}}},
+      {"stage_forward_us", p.stage_forward_us}, {"stage_backward_us", p.stage_backward_us},
+      {"extrapolated_fraction", p.extrapolated_fraction}, {"peak_memory_bytes", r.peak_memory_bytes},
+      {"exceeds_device_memory", r.exceeds_device_memory}, {"notes", p.notes},
+      {"regression_check", {{"groups", check.groups}, {"held_out_signatures", check.held_out_points},
+                            {"mape_pct", check.mape_pct}, {"time_weighted_mape_pct", check.time_weighted_mape_pct}}}};
+  return out.dump(2);
+}
+
+void print_prediction(const PredictionRecord& r) {
+  const predict::Prediction& p = r.prediction;
+  std::printf("itertime predict: %s %s %s%s on %s\n", r.model_name.c_str(), r.config.to_string().c_str(), r.precision.c_str(),
+              r.blind ? " (precision-blind)" : "", r.source.c_str());
+  std::printf("  calibrated with    %s attention, LibTorch %s\n", r.attention.c_str(), libtorch_shown(r.libtorch_version).c_str());
+  std::printf("  iteration          %12.1f us", p.total_us);
+  if (p.op_overhead_us != 0.0 || p.calibration_factor != 1.0) {
+    std::printf("  (operators alone %.1f us; + %.1f us x %lld operator calls, x %.3f, fitted on ground truth)", p.raw_total_us,
+                p.op_overhead_us, static_cast<long long>(p.op_calls), p.calibration_factor);
+  }
+  std::printf("\n  breakdown on the busiest stage (raw):\n");
+  std::printf("    compute          %12.1f us\n    TP comm          %12.1f us\n    PP comm          %12.1f us\n",
+              p.compute_us, p.tp_comm_us, p.pp_comm_us);
+  std::printf("    bubble           %12.1f us\n    DP comm + buffer %12.1f us\n    optimizer        %12.1f us\n", p.bubble_us,
+              p.dp_comm_us, p.optimizer_us);
+  std::printf("  extrapolated       %12.1f %% of compute time from the operator regression\n", 100.0 * p.extrapolated_fraction);
+  if (p.extrapolated_fraction > 0) {
+    if (r.regression_check.groups > 0) {
+      std::printf("                     (that regression, scored on the largest third of this calibration's profiled\n"
+                  "                      signatures after fitting on the rest, is off by %.1f%% time-weighted; far beyond\n"
+                  "                      the profiled shapes expect more: profile this configuration with `calibrate ops`)\n",
+                  r.regression_check.time_weighted_mape_pct);
+    } else {
+      std::printf("                     (no regression group has enough profiled signatures to check it)\n");
+    }
+  }
+  std::printf("  peak memory        %12.2f GiB per rank (busiest stage)%s\n", static_cast<double>(r.peak_memory_bytes) / kGiB,
+              r.exceeds_device_memory ? "  EXCEEDS the device memory" : "");
+  for (const auto& note : p.notes) std::printf("  note: %s\n", note.c_str());
+}
+
+void print_fit_summary(const predict::FittedModel& model, const std::string& calibration_file, const std::string& model_file) {
+  std::printf("fitted %s -> %s: %zu comm tables, %zu operator signatures, %zu timings, %zu stage traces, %zu regressions\n",
+              calibration_file.c_str(), model_file.c_str(), model.comm.tables().size(), model.signatures.size(),
+              model.op_time_us.size(), model.stages.size(), model.regressions.size());
+  std::printf("comm fit residuals (alpha-beta fit on the largest sizes):\n");
+  for (const auto& r : model.comm.residuals()) {
+    std::printf("  %-40s alpha %9.2f us  bandwidth %8.3f GB/s  MAPE %6.2f%% over %lld points\n", r.key.to_string().c_str(),
+                r.alpha_us, r.bandwidth_GBps, r.mape_pct, static_cast<long long>(r.fit_points));
+  }
+  const predict::PooledCheck check = predict::pooled_regression_check(model);
+  std::printf("operator regression (signatures never profiled): upward check, fitted on the smaller 2/3 of each group,\n"
+              "  scored on the largest 1/3: MAPE %.2f%% (time-weighted %.2f%%) over %lld signatures in %lld groups\n",
+              check.mape_pct, check.time_weighted_mape_pct, static_cast<long long>(check.held_out_points),
+              static_cast<long long>(check.groups));
+  for (const auto& [occupancy, c] : model.calibration.per_occupancy) {
+    std::printf("calibration at %lld busy rank(s): %.1f us per operator call, factor %.3f (from %lld configurations)\n",
+                static_cast<long long>(occupancy), c.op_overhead_us, c.factor, static_cast<long long>(c.rows));
+  }
+}
+
+std::string plan_json(const std::vector<predict::PlanEntry>& entries) {
+  nlohmann::json out = nlohmann::json::array();
+  for (const auto& e : entries) {
+    out.push_back({{"dp", e.config.dp}, {"tp", e.config.tp}, {"pp", e.config.pp}, {"micro_batch", e.config.micro_batch},
+                   {"precision", to_string(e.precision)}, {"iteration_us", e.iteration_us},
+                   {"peak_memory_bytes", e.peak_memory_bytes}, {"feasible", e.feasible}, {"reason", e.reason},
+                   {"extrapolated_fraction", e.extrapolated_fraction}});
+  }
+  return out.dump(2);
+}
+
+void print_plan(const predict::PlanOptions& options, const std::vector<predict::PlanEntry>& entries, int top) {
+  std::printf("itertime plan: %s on %d GPUs, gbs %d, seq %d: %zu candidates\n", options.model.name.c_str(), options.gpus,
+              options.global_batch, options.seq_len, entries.size());
+  std::printf("  %-4s %-12s %5s %-9s %16s %14s %10s  %s\n", "rank", "(dp,tp,pp)", "mbs", "precision", "iteration_us", "memory_GiB",
+              "extrap(%)", "note");
+  int shown = 0;
+  for (const auto& e : entries) {
+    if (shown >= top) break;
+    ++shown;
+    std::printf("  %-4d %-12s %5d %-9s %16.0f %14.2f %10.1f  %s\n", shown, e.config.tuple_string().c_str(), e.config.micro_batch,
+                to_string(e.precision).c_str(), e.iteration_us, e.peak_memory_bytes / kGiB, 100.0 * e.extrapolated_fraction,
+                e.feasible ? "" : e.reason.c_str());
+  }
+}
+
+}  // namespace itertime::validate

@@ -1,0 +1,260 @@
+// validation_report.cpp: the reporters of a validation (console, CSV, JSON, SVG) and of the compute and
+// memory comparisons. They only present the records of validation.hpp; they compute nothing.
+#include "validate/validation_report.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <fstream>
+#include <map>
+#include <nlohmann/json.hpp>
+#include <set>
+
+#include "common/errors.hpp"
+#include "common/stats.hpp"
+
+namespace itertime::validate {
+
+namespace {
+
+void print_mape_table(const char* title, const char* first_column, const std::vector<MapeEntry>& entries) {
+  std::printf("#\n# MAPE per %s\n# %-12s %6s %14s %14s %8s %14s\n", title, first_column, "n", "aware(%)", "blind(%)", "n_built",
+              "built-only(%)");
+  for (const MapeEntry& e : entries) {
+    char built[32] = "-";
+    if (e.built_count > 0) std::snprintf(built, sizeof(built), "%.2f", e.built_mape_pct);
+    std::printf("  %-12s %6d %14.2f %14.2f %8d %14s\n", e.group.c_str(), e.count, e.mape_pct, e.blind_mape_pct, e.built_count, built);
+  }
+}
+
+}  // namespace
+
+void print_report(const ValidationReport& report) {
+  std::printf("# validation of %s (calibration factors fitted leave-one-tuple-out)\n#\n", report.calibration_file.c_str());
+  std::printf("# %-10s %-9s %14s %14s %9s %16s %9s %16s %9s  %s\n", "(dp,tp,pp)", "precision", "measured_us", "predicted_us",
+              "APE(%)", "blind_pred_us", "blind(%)", "built_pred_us", "built(%)", "note");
+  for (const ValidationRow& row : report.rows) {
+    if (row.status != "ok") {
+      std::printf("  %-10s %-9s %14.0f %14s %9s %16s %9s %16s %9s  unpredicted: %s\n", row.tuple.c_str(), row.precision.c_str(),
+                  row.measured_us, "-", "-", "-", "-", "-", "-", row.reason.c_str());
+      continue;
+    }
+    std::string note = row.factor_fitted ? "" : "global calibration (no other tuple at this occupancy)";
+    if (!row.built_ok()) note += std::string(note.empty() ? "" : "; ") + "builder-only: " + row.built_status;
+    char built_us[32] = "-", built_ape[32] = "-";
+    if (row.built_ok()) {
+      std::snprintf(built_us, sizeof(built_us), "%.0f", row.built_predicted_us);
+      std::snprintf(built_ape, sizeof(built_ape), "%.2f", row.built_ape_pct);
+    }
+    std::printf("  %-10s %-9s %14.0f %14.0f %9.2f %16.0f %9.2f %16s %9s  %s\n", row.tuple.c_str(), row.precision.c_str(),
+                row.measured_us, row.predicted_us, row.ape_pct, row.blind_predicted_us, row.blind_ape_pct, built_us, built_ape,
+                note.c_str());
+  }
+  print_mape_table("(dp,tp,pp) tuple", "tuple", report.per_tuple);
+  print_mape_table("precision", "precision", report.per_precision);
+  std::printf("#\n# overall MAPE: %.2f%% precision-aware, %.2f%% precision-blind, over %d configurations\n",
+              report.overall.mape_pct, report.overall.blind_mape_pct, report.overall.count);
+  if (report.overall.built_count > 0) {
+    std::printf("# builder-only MAPE: %.2f%% over %d configurations (every stage built from the model, no trace used, the\n"
+                "#   signatures profiled only for the configuration's own layout taken from the operator regression)\n",
+                report.overall.built_mape_pct, report.overall.built_count);
+  } else {
+    std::printf("# builder-only MAPE: none (no model config: pass --model)\n");
+  }
+  const predict::PooledCheck& check = report.regression_check;
+  if (check.groups > 0) {
+    std::printf("# operator regression (for signatures never profiled), fitted on the smaller 2/3 of each group and\n"
+                "#   scored on the largest 1/3: MAPE %.2f%% (time-weighted %.2f%%) over %lld signatures in %lld groups\n",
+                check.mape_pct, check.time_weighted_mape_pct, static_cast<long long>(check.held_out_points),
+                static_cast<long long>(check.groups));
+  }
+}
+
+void write_csv(const ValidationReport& report, const std::string& path) {
+  std::ofstream out(path);
+  if (!out) throw UserError(path + ": cannot be written");
+  out << "key,dp,tp,pp,precision,status,measured_us,predicted_us,raw_predicted_us,calibration_factor,factor_fitted,ape_pct,"
+         "blind_predicted_us,blind_ape_pct,extrapolated_fraction,op_overhead_us,built_ok,built_predicted_us,built_ape_pct,"
+         "built_extrapolated_fraction\n";
+  for (const ValidationRow& r : report.rows) {
+    out << r.key << "," << r.dp << "," << r.tp << "," << r.pp << "," << r.precision << "," << r.status << "," << r.measured_us
+        << "," << r.predicted_us << "," << r.raw_predicted_us << "," << r.factor << "," << (r.factor_fitted ? 1 : 0) << ","
+        << r.ape_pct << "," << r.blind_predicted_us << "," << r.blind_ape_pct << "," << r.extrapolated_fraction << ","
+        << r.op_overhead_us << "," << (r.built_ok() ? 1 : 0) << "," << r.built_predicted_us << "," << r.built_ape_pct << ","
+        << r.built_extrapolated_fraction << "\n";
+  }
+}
+
+void write_json(const ValidationReport& report, const std::string& path) {
+  nlohmann::json root;
+  root["calibration_file"] = report.calibration_file;
+  root["leave_one_tuple_out"] = true;
+  for (const ValidationRow& r : report.rows) {
+    root["configurations"].push_back({{"key", r.key}, {"dp", r.dp}, {"tp", r.tp}, {"pp", r.pp}, {"precision", r.precision},
+                                      {"status", r.status}, {"measured_us", r.measured_us}, {"predicted_us", r.predicted_us},
+                                      {"raw_predicted_us", r.raw_predicted_us}, {"calibration_factor", r.factor},
+                                      {"factor_fitted", r.factor_fitted}, {"ape_pct", r.ape_pct},
+                                      {"blind_predicted_us", r.blind_predicted_us}, {"blind_ape_pct", r.blind_ape_pct},
+                                      {"extrapolated_fraction", r.extrapolated_fraction}, {"op_overhead_us", r.op_overhead_us},
+                                      {"calibration_rows", r.calibration_rows}, {"reason", r.reason},
+                                      {"built_status", r.built_status}, {"built_predicted_us", r.built_predicted_us},
+                                      {"built_ape_pct", r.built_ape_pct},
+                                      {"built_extrapolated_fraction", r.built_extrapolated_fraction}});
+  }
+  auto entries = [](const std::vector<MapeEntry>& list) {
+    nlohmann::json out = nlohmann::json::array();
+    for (const MapeEntry& e : list) {
+      out.push_back({{"group", e.group}, {"count", e.count}, {"mape_pct", e.mape_pct}, {"blind_mape_pct", e.blind_mape_pct},
+                     {"built_count", e.built_count}, {"built_mape_pct", e.built_mape_pct}});
+    }
+    return out;
+  };
+  root["mape_per_tuple"] = entries(report.per_tuple);
+  root["mape_per_precision"] = entries(report.per_precision);
+  root["mape_per_tuple_precision"] = entries(report.per_tuple_precision);
+  root["mape_overall"] = {{"count", report.overall.count}, {"mape_pct", report.overall.mape_pct},
+                          {"blind_mape_pct", report.overall.blind_mape_pct}, {"built_count", report.overall.built_count},
+                          {"built_mape_pct", report.overall.built_mape_pct}};
+  root["regression_extrapolation_check"] = {{"groups", report.regression_check.groups},
+                                            {"held_out_signatures", report.regression_check.held_out_points},
+                                            {"mape_pct", report.regression_check.mape_pct},
+                                            {"time_weighted_mape_pct", report.regression_check.time_weighted_mape_pct}};
+  std::ofstream out(path);
+  if (!out) throw UserError(path + ": cannot be written");
+  out << root.dump(2) << "\n";
+}
+
+namespace {
+
+constexpr double kSvgLeftWidth = 640;  // the MAPE bars; the scatter is to their right
+
+// Left: MAPE per (tuple, precision), precision-aware bars beside the blind baseline's outline.
+void write_svg_mape_bars(std::ostream& out, const ValidationReport& report, std::map<std::string, std::string>& color_of) {
+  const double left_w = kSvgLeftWidth;
+  char buf[512];
+  std::snprintf(buf, sizeof(buf), "<text x='20' y='22' font-size='14'>MAPE per (dp,tp,pp) and precision: overall %.2f%% (blind %.2f%%)</text>\n",
+                report.overall.mape_pct, report.overall.blind_mape_pct);
+  out << buf;
+  const std::vector<std::string> colors = {"#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b"};
+  for (const MapeEntry& e : report.per_precision) color_of[e.group] = colors[color_of.size() % colors.size()];
+  double max_mape = 1.0;
+  for (const MapeEntry& e : report.per_tuple_precision) max_mape = std::max({max_mape, e.mape_pct, std::min(e.blind_mape_pct, 200.0)});
+  const double plot_x = 50, plot_y = 40, plot_h = 330, plot_w = left_w - 70;
+  const double bar_w = report.per_tuple_precision.empty() ? 10 : plot_w / static_cast<double>(report.per_tuple_precision.size());
+  out << "<line x1='" << plot_x << "' y1='" << plot_y + plot_h << "' x2='" << plot_x + plot_w << "' y2='" << plot_y + plot_h << "' stroke='black'/>\n";
+  for (int tick = 0; tick <= 4; ++tick) {
+    const double value = max_mape * tick / 4.0;
+    const double y = plot_y + plot_h - plot_h * tick / 4.0;
+    std::snprintf(buf, sizeof(buf), "<text x='%.1f' y='%.1f' text-anchor='end'>%.0f%%</text><line x1='%.1f' y1='%.1f' x2='%.1f' y2='%.1f' stroke='#ddd'/>\n",
+                  plot_x - 4, y + 4, value, plot_x, y, plot_x + plot_w, y);
+    out << buf;
+  }
+  for (std::size_t i = 0; i < report.per_tuple_precision.size(); ++i) {
+    const MapeEntry& e = report.per_tuple_precision[i];
+    const std::string precision = e.group.substr(e.group.find(' ') + 1);
+    const double x = plot_x + bar_w * static_cast<double>(i);
+    const double h = plot_h * e.mape_pct / max_mape;
+    const double hb = plot_h * std::min(e.blind_mape_pct, max_mape) / max_mape;
+    std::snprintf(buf, sizeof(buf), "<rect x='%.1f' y='%.1f' width='%.1f' height='%.1f' fill='none' stroke='#999' stroke-dasharray='2,2'/>\n",
+                  x + 1, plot_y + plot_h - hb, bar_w - 2, hb);
+    out << buf;
+    std::snprintf(buf, sizeof(buf), "<rect x='%.1f' y='%.1f' width='%.1f' height='%.1f' fill='%s'><title>%s: %.2f%% (blind %.2f%%)</title></rect>\n",
+                  x + 3, plot_y + plot_h - h, bar_w - 6, h, color_of[precision].c_str(), e.group.c_str(), e.mape_pct, e.blind_mape_pct);
+    out << buf;
+    std::snprintf(buf, sizeof(buf), "<text x='%.1f' y='%.1f' transform='rotate(60 %.1f %.1f)'>%s</text>\n", x + bar_w / 2,
+                  plot_y + plot_h + 10, x + bar_w / 2, plot_y + plot_h + 10, e.group.substr(0, e.group.find(' ')).c_str());
+    out << buf;
+  }
+  double legend_y = 40;
+  for (const auto& [precision, color] : color_of) {
+    std::snprintf(buf, sizeof(buf), "<rect x='%.1f' y='%.1f' width='10' height='10' fill='%s'/><text x='%.1f' y='%.1f'>%s</text>\n",
+                  left_w - 110, legend_y, color.c_str(), left_w - 95, legend_y + 9, precision.c_str());
+    out << buf;
+    legend_y += 15;
+  }
+  std::snprintf(buf, sizeof(buf), "<rect x='%.1f' y='%.1f' width='10' height='10' fill='none' stroke='#999' stroke-dasharray='2,2'/><text x='%.1f' y='%.1f'>blind baseline</text>\n",
+                left_w - 110, legend_y, left_w - 95, legend_y + 9);
+  out << buf;
+
+}
+
+// Right: predicted against measured time (log-log), with the y = x line.
+void write_svg_scatter(std::ostream& out, const ValidationReport& report, std::map<std::string, std::string>& color_of) {
+  const double left_w = kSvgLeftWidth;
+  char buf[512];
+  double lo = 1e300, hi = 0;
+  for (const ValidationRow& r : report.rows) {
+    if (r.status != "ok") continue;
+    lo = std::min({lo, r.measured_us, r.predicted_us});
+    hi = std::max({hi, r.measured_us, r.predicted_us});
+  }
+  if (hi > 0) {
+    lo = std::log10(lo) - 0.1;
+    hi = std::log10(hi) + 0.1;
+    const double sx = left_w + 40, sy = 40, side = 360;
+    auto px = [&](double v) { return sx + side * (std::log10(v) - lo) / (hi - lo); };
+    auto py = [&](double v) { return sy + side - side * (std::log10(v) - lo) / (hi - lo); };
+    std::snprintf(buf, sizeof(buf), "<rect x='%.1f' y='%.1f' width='%.1f' height='%.1f' fill='none' stroke='black'/>\n", sx, sy, side, side);
+    out << buf;
+    std::snprintf(buf, sizeof(buf), "<line x1='%.1f' y1='%.1f' x2='%.1f' y2='%.1f' stroke='#999'/>\n", sx, sy + side, sx + side, sy);
+    out << buf;
+    std::snprintf(buf, sizeof(buf), "<text x='%.1f' y='%.1f'>predicted vs measured iteration time (log-log, us)</text>\n", sx, sy - 8);
+    out << buf;
+    for (const ValidationRow& r : report.rows) {
+      if (r.status != "ok") continue;
+      std::snprintf(buf, sizeof(buf), "<circle cx='%.1f' cy='%.1f' r='4' fill='%s'><title>%s %s: measured %.0f, predicted %.0f</title></circle>\n",
+                    px(r.measured_us), py(r.predicted_us), color_of[r.precision].c_str(), r.tuple.c_str(), r.precision.c_str(),
+                    r.measured_us, r.predicted_us);
+      out << buf;
+    }
+    std::snprintf(buf, sizeof(buf), "<text x='%.1f' y='%.1f'>measured: %.3g .. %.3g us</text>\n", sx, sy + side + 18, std::pow(10, lo + 0.1), std::pow(10, hi - 0.1));
+    out << buf;
+  }
+}
+
+}  // namespace
+
+void write_svg(const ValidationReport& report, const std::string& path) {
+  const double width = 1100, height = 460;
+  std::ofstream out(path);
+  if (!out) throw UserError(path + ": cannot be written");
+  out << "<svg xmlns='http://www.w3.org/2000/svg' width='" << width << "' height='" << height
+      << "' font-family='sans-serif' font-size='11'>\n<rect width='100%' height='100%' fill='white'/>\n";
+  std::map<std::string, std::string> color_of;  // precision -> colour, shared by both plots
+  write_svg_mape_bars(out, report, color_of);
+  write_svg_scatter(out, report, color_of);
+  out << "</svg>\n";
+}
+
+void print_compute_report(const std::vector<ComputeRow>& rows) {
+  std::printf("#\n# stage compute: sum of profiled operator times vs measured forward+backward (no fitted term)\n");
+  std::printf("# %-52s %5s %14s %14s %8s\n", "configuration", "stage", "profiled_us", "measured_us", "ratio");
+  std::vector<double> ratios;
+  for (const ComputeRow& r : rows) {
+    std::printf("  %-52s %5d %14.0f %14.0f %8.2f\n", r.key.c_str(), r.stage, r.profiled_us, r.measured_us, r.ratio);
+    ratios.push_back(r.ratio);
+  }
+  if (!ratios.empty()) {
+    std::printf("# measured / profiled: median %.2f, min %.2f, max %.2f over %zu stages\n", stats::median(ratios), stats::min(ratios),
+                stats::max(ratios), ratios.size());
+  }
+}
+
+void print_memory_report(const std::vector<MemoryRow>& rows) {
+  std::printf("#\n# stage memory: memory model peak vs measured peak tensor bytes (max over the stage's ranks)\n");
+  std::printf("# %-52s %5s %14s %14s %8s\n", "configuration", "stage", "model_bytes", "measured_bytes", "ratio");
+  std::vector<double> ratios;
+  for (const MemoryRow& r : rows) {
+    std::printf("  %-52s %5d %14lld %14lld %8.3f\n", r.key.c_str(), r.stage, static_cast<long long>(r.predicted_bytes),
+                static_cast<long long>(r.measured_bytes), r.ratio);
+    ratios.push_back(r.ratio);
+  }
+  if (!ratios.empty()) {
+    std::printf("# measured / model: median %.3f, min %.3f, max %.3f over %zu stages\n", stats::median(ratios), stats::min(ratios),
+                stats::max(ratios), ratios.size());
+  } else {
+    std::printf("# no stage has a measured peak_tensor_bytes for this model\n");
+  }
+}
+
+}  // namespace itertime::validate
