@@ -1,4 +1,5 @@
-// validation.cpp: each ground-truth configuration predicted (leave-one-tuple-out calibration) and scored;
+// validation.cpp: each ground-truth configuration predicted (calibration fitted without its tuple or its
+// precision) and scored;
 // the compute and memory comparisons. Records only; the reporters are in validation_report.cpp.
 #include "validate/validation.hpp"
 
@@ -17,15 +18,29 @@
 #include "predict/predictor.hpp"
 
 namespace itertime::validate {
+
+std::string to_string(Holdout holdout) { return holdout == Holdout::kTuple ? "tuple" : "precision"; }
+
+Holdout parse_holdout(std::string_view text) {
+  if (text == "tuple") return Holdout::kTuple;
+  if (text == "precision") return Holdout::kPrecision;
+  throw UserError("holdout '" + std::string(text) + "': use tuple (leave-one-tuple-out) or precision (leave-one-precision-out)");
+}
+
+std::string holdout_group(const store::GroundTruthRecord& row, Holdout holdout) {
+  return holdout == Holdout::kTuple ? row.tuple() : to_string(row.precision);
+}
+
 namespace {
 
 MapeEntry summarize(const std::string& group, const std::vector<const ValidationRow*>& rows) {
   MapeEntry entry;
   entry.group = group;
-  std::vector<double> aware, blind, built;
+  std::vector<double> aware, blind, blind_raw, built;
   for (const ValidationRow* row : rows) {
     aware.push_back(row->ape_pct);
     blind.push_back(row->blind_ape_pct);
+    blind_raw.push_back(row->blind_raw_ape_pct);
     if (row->built_ok()) built.push_back(row->built_ape_pct);
   }
   entry.count = static_cast<int>(rows.size());
@@ -33,25 +48,37 @@ MapeEntry summarize(const std::string& group, const std::vector<const Validation
   if (!rows.empty()) {
     entry.mape_pct = stats::mean(aware);
     entry.blind_mape_pct = stats::mean(blind);
+    entry.blind_raw_mape_pct = stats::mean(blind_raw);
   }
   if (!built.empty()) entry.built_mape_pct = stats::mean(built);
   return entry;
 }
 
-// Leave-one-tuple-out calibrations (aware and blind), fitted once per tuple on traced predictions.
-struct TupleCalibrations {
+// Held-out calibrations (aware and blind), fitted once per held-out group (a tuple or a precision) on
+// the traced predictions of every other group's rows.
+struct HeldOutCalibrations {
   std::map<std::string, predict::CalibrationSet> aware, blind;
 };
 
-TupleCalibrations fit_per_tuple(predict::StageResolver& resolver, const std::vector<store::GroundTruthRecord>& records) {
-  std::set<std::string> tuples;
+HeldOutCalibrations fit_per_group(predict::StageResolver& resolver, const std::vector<store::GroundTruthRecord>& records,
+                                  Holdout holdout) {
+  std::set<std::string> groups;
   for (const auto& row : records) {
-    if (row.status == store::RunStatus::kOk) tuples.insert(row.tuple());
+    if (row.status == store::RunStatus::kOk) groups.insert(holdout_group(row, holdout));
   }
-  TupleCalibrations out;
-  for (const std::string& tuple : tuples) {
-    out.aware[tuple] = predict::fit_calibration(resolver, records, false, {tuple}).calibration;
-    out.blind[tuple] = predict::fit_calibration(resolver, records, true, {tuple}).calibration;
+  HeldOutCalibrations out;
+  for (const std::string& group : groups) {
+    if (holdout == Holdout::kTuple) {
+      out.aware[group] = predict::fit_calibration(resolver, records, false, {group}).calibration;
+      out.blind[group] = predict::fit_calibration(resolver, records, true, {group}).calibration;
+      continue;
+    }
+    std::vector<store::GroundTruthRecord> others;
+    for (const auto& row : records) {
+      if (holdout_group(row, holdout) != group) others.push_back(row);
+    }
+    out.aware[group] = predict::fit_calibration(resolver, others, false, {}).calibration;
+    out.blind[group] = predict::fit_calibration(resolver, others, true, {}).calibration;
   }
   return out;
 }
@@ -103,7 +130,8 @@ class BuiltOnlyResolvers {
 };
 
 // The traced aware and blind predictions of one configuration, with the tuple's calibrations.
-ValidationRow score_traced(predict::StageResolver& resolver, const store::GroundTruthRecord& gt, const TupleCalibrations& calibrations) {
+ValidationRow score_traced(predict::StageResolver& resolver, const store::GroundTruthRecord& gt,
+                           const HeldOutCalibrations& calibrations, Holdout holdout) {
   ValidationRow row;
   row.key = gt.key;
   row.tuple = gt.tuple();
@@ -113,16 +141,17 @@ ValidationRow score_traced(predict::StageResolver& resolver, const store::Ground
   row.pp = gt.config.pp;
   row.measured_us = gt.time_us_median;
   const int64_t occupancy = gt.occupancy();
-  // Calibration fitted without this tuple: its own occupancy's when other tuples share it, else the
-  // global one (every other tuple).
-  const predict::CalibrationSet& set = calibrations.aware.at(row.tuple);
+  // Calibration fitted without this row's group: its own occupancy's when other groups share it, else
+  // the global one (every other group).
+  const std::string group = holdout_group(gt, holdout);
+  const predict::CalibrationSet& set = calibrations.aware.at(group);
   row.factor_fitted = set.per_occupancy.count(occupancy) > 0;
   const predict::Calibration& calibration = set.for_occupancy(occupancy);
   predict::PredictRequest request = predict::request_for(gt, /*blind=*/false);
   request.override_calibration = &calibration;
   const predict::PredictOutcome aware = predict::predict(resolver, request);
   request.blind = true;
-  request.override_calibration = &calibrations.blind.at(row.tuple).for_occupancy(occupancy);
+  request.override_calibration = &calibrations.blind.at(group).for_occupancy(occupancy);
   const predict::PredictOutcome blind = predict::predict(resolver, request);
   if (!aware.ok() || !blind.ok()) {
     row.status = "unpredicted";
@@ -137,6 +166,8 @@ ValidationRow score_traced(predict::StageResolver& resolver, const store::Ground
   row.blind_predicted_us = blind.prediction->total_us;
   row.ape_pct = stats::ape_pct(row.predicted_us, row.measured_us);
   row.blind_ape_pct = stats::ape_pct(row.blind_predicted_us, row.measured_us);
+  row.blind_raw_predicted_us = blind.prediction->raw_total_us;  // no term fitted on ground truth
+  row.blind_raw_ape_pct = stats::ape_pct(row.blind_raw_predicted_us, row.measured_us);
   row.extrapolated_fraction = aware.prediction->extrapolated_fraction;
   row.status = "ok";
   return row;
@@ -144,7 +175,7 @@ ValidationRow score_traced(predict::StageResolver& resolver, const store::Ground
 
 // Adds the builder-only prediction to a scored row (same calibration as its traced prediction).
 void score_built_only(BuiltOnlyResolvers& resolvers, const store::GroundTruthRecord& gt, const LlamaSpec* model_spec,
-                      const TupleCalibrations& calibrations, ValidationRow& row) {
+                      const HeldOutCalibrations& calibrations, Holdout holdout, ValidationRow& row) {
   if (model_spec == nullptr) {
     row.built_status = "no model config given";
     return;
@@ -154,7 +185,7 @@ void score_built_only(BuiltOnlyResolvers& resolvers, const store::GroundTruthRec
     return;
   }
   predict::PredictRequest request = predict::request_for(gt, /*blind=*/false, model_spec);
-  request.override_calibration = &calibrations.aware.at(row.tuple).for_occupancy(gt.occupancy());
+  request.override_calibration = &calibrations.aware.at(holdout_group(gt, holdout)).for_occupancy(gt.occupancy());
   const predict::PredictOutcome built = predict::predict(resolvers.for_row(gt), request);
   if (!built.ok()) {
     row.built_status = built.reason;
@@ -185,17 +216,18 @@ void summarize_groups(ValidationReport& report) {
 }  // namespace
 
 ValidationReport validate(const predict::FittedModel& model, const std::vector<store::GroundTruthRecord>& groundtruth,
-                          const LlamaSpec* model_spec) {
+                          const LlamaSpec* model_spec, Holdout holdout) {
   ValidationReport report;
   report.calibration_file = model.source_file;
+  report.holdout = holdout;
   report.regression_check = predict::pooled_regression_check(model);
   predict::StageResolver resolver(model, predict::StagePolicy::kTracedThenBuilt);
   BuiltOnlyResolvers built_resolvers(model);
-  const TupleCalibrations calibrations = fit_per_tuple(resolver, groundtruth);
+  const HeldOutCalibrations calibrations = fit_per_group(resolver, groundtruth, holdout);
   for (const auto& gt : groundtruth) {
     if (gt.status != store::RunStatus::kOk) continue;
-    ValidationRow row = score_traced(resolver, gt, calibrations);
-    if (row.status == "ok") score_built_only(built_resolvers, gt, model_spec, calibrations, row);
+    ValidationRow row = score_traced(resolver, gt, calibrations, holdout);
+    if (row.status == "ok") score_built_only(built_resolvers, gt, model_spec, calibrations, holdout, row);
     report.rows.push_back(std::move(row));
   }
   summarize_groups(report);

@@ -6,14 +6,19 @@
 //    predict (no stage trace, no comm table) is listed with status "unpredicted" and its reason, and is
 //    left out of every MAPE.
 //  - The calibration (per-operator overhead and factor, predict/fitted_model.hpp) applied to a
-//    configuration is fitted leave-one-tuple-out: on every ground-truth row except those of its own
-//    (dp,tp,pp) tuple. When no other tuple shares its occupancy, the calibration fitted on all other
-//    tuples is used and the row says so.
+//    configuration is fitted without its holdout group: leave-one-tuple-out (every ground-truth row
+//    except those of its own (dp,tp,pp) tuple) or leave-one-precision-out (except those of its own
+//    precision: the unseen-precision setting). When no other group shares its occupancy, the calibration
+//    fitted on all other groups is used and the row says so (factor_fitted false).
+//  - The precision-blind baseline is scored two ways: with its own terms fitted on ground truth the same
+//    held-out way, and raw (no term fitted on ground truth: the paper's precision-blind predictor). The
+//    fitted terms do not necessarily help it: fitted across precisions they pull every prediction
+//    towards the majority precision.
 //  - Builder-only (given the model's LlamaSpec): every stage built from the model (predict/op_builder),
 //    no trace used, and the signatures profiled only for this configuration's layout (model, tp, pp,
 //    micro-batch, sequence; any precision) treated as never profiled, so they take the operator
 //    regression: the configuration is predicted as if its layout had never been traced or profiled.
-//    It takes the same leave-one-tuple-out calibration as the traced prediction (fitted on traced
+//    It takes the same held-out calibration as the traced prediction (fitted on traced
 //    predictions, as `predict` applies it to untraced configurations). The regression itself is fitted
 //    on every profiled signature (a small leak, said in docs/method.md). Its MAPE covers the rows where
 //    both it and the traced prediction exist.
@@ -22,6 +27,7 @@
 #pragma once
 
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "common/calibration_records.hpp"
@@ -37,7 +43,8 @@ struct ValidationRow {
   int dp = 0, tp = 0, pp = 0;
   double measured_us = 0;
   double predicted_us = 0, raw_predicted_us = 0, factor = 1, ape_pct = 0;
-  double blind_predicted_us = 0, blind_ape_pct = 0;
+  double blind_predicted_us = 0, blind_ape_pct = 0;          // blind, with its own held-out fitted terms
+  double blind_raw_predicted_us = 0, blind_raw_ape_pct = 0;  // blind, no term fitted on ground truth
   double extrapolated_fraction = 0;
   double op_overhead_us = 0;   // the fitted per-operator-call overhead applied
   int calibration_rows = 0;    // ground-truth configurations the applied calibration was fitted on (none of this tuple)
@@ -51,14 +58,21 @@ struct ValidationRow {
 
 struct MapeEntry {
   std::string group;  // a tuple "(2,1,2)", a precision, a "tuple precision" pair, or "overall"
-  double mape_pct = 0, blind_mape_pct = 0;
+  double mape_pct = 0, blind_mape_pct = 0, blind_raw_mape_pct = 0;
   int count = 0;
   double built_mape_pct = 0;  // over the built_count rows of the group with a builder-only prediction
   int built_count = 0;
 };
 
+// Which rows each configuration's calibration is fitted without.
+enum class Holdout { kTuple, kPrecision };
+std::string to_string(Holdout holdout);  // "tuple" | "precision"
+Holdout parse_holdout(std::string_view text);
+std::string holdout_group(const store::GroundTruthRecord& row, Holdout holdout);  // "(2,1,2)" or "amp-bf16"
+
 struct ValidationReport {
   std::string calibration_file;
+  Holdout holdout = Holdout::kTuple;
   std::vector<ValidationRow> rows;
   std::vector<MapeEntry> per_tuple, per_precision, per_tuple_precision;
   MapeEntry overall;
@@ -70,7 +84,7 @@ struct ValidationReport {
 // `model_spec`: the LLaMA config the ground truth trained, for the builder-only predictions; nullptr
 // leaves them out (built_status says so).
 ValidationReport validate(const predict::FittedModel& model, const std::vector<store::GroundTruthRecord>& groundtruth,
-                          const LlamaSpec* model_spec);
+                          const LlamaSpec* model_spec, Holdout holdout = Holdout::kTuple);
 
 
 }  // namespace itertime::validate

@@ -15,6 +15,10 @@
 
 namespace itertime::validate {
 
+std::string report_stem(Holdout holdout) {
+  return holdout == Holdout::kTuple ? "validation" : "validation-precision";
+}
+
 std::string default_report_dir(const std::string& calibration_file) {
   const std::filesystem::path path(calibration_file);
   return (path.parent_path() / (path.stem().string() + "-validation")).string();
@@ -52,23 +56,39 @@ ValidationReport run_validation(const ValidationRunOptions& given) {
       }
     }
   }
-  const ValidationReport report = validate(model, rows, options.model ? &*options.model : nullptr);
+  ITERTIME_CHECK(!options.holdouts.empty(), "run_validation needs at least one holdout");
   const std::filesystem::path dir(options.report_dir.empty() ? default_report_dir(file) : options.report_dir);
+  std::vector<ValidationReport> reports;
+  for (const Holdout holdout : options.holdouts) {
+    reports.push_back(validate(model, rows, options.model ? &*options.model : nullptr, holdout));
+  }
   std::filesystem::create_directories(dir);
-  write_csv(report, (dir / "validation.csv").string());
-  write_json(report, (dir / "validation.json").string());
-  write_svg(report, (dir / "validation.svg").string());
-  if (options.store_in_calibration) {
+  for (const ValidationReport& report : reports) {
+    const std::string stem = report_stem(report.holdout);
+    write_csv(report, (dir / (stem + ".csv")).string());
+    write_json(report, (dir / (stem + ".json")).string());
+    write_svg(report, (dir / (stem + ".svg")).string());
+  }
+  const ValidationReport* tuple_report = nullptr;
+  for (const ValidationReport& report : reports) {
+    if (report.holdout == Holdout::kTuple) tuple_report = &report;
+  }
+  const bool stored = options.store_in_calibration && tuple_report != nullptr;
+  if (stored) {
     h5::Store store = h5::Store::open(file, true);
-    write_validation(store, report);
+    write_validation(store, *tuple_report);
   }
   if (options.save_fitted_model) predict::save_model(model, (dir / "model.itertime").string(), /*force=*/true);
-  std::printf("\n");
-  print_report(report);
-  std::printf("# reports in %s (validation.csv, validation.json, validation.svg%s)%s\n", dir.string().c_str(),
-              options.save_fitted_model ? ", model.itertime" : "",
-              options.store_in_calibration ? "; /validation in the calibration file" : "");
-  return report;
+  std::string files;
+  for (const ValidationReport& report : reports) {
+    const std::string stem = report_stem(report.holdout);
+    files += (files.empty() ? "" : ", ") + stem + ".csv, " + stem + ".json, " + stem + ".svg";
+    std::printf("\n");
+    print_report(report);
+  }
+  std::printf("# reports in %s (%s%s)%s\n", dir.string().c_str(), files.c_str(),
+              options.save_fitted_model ? ", model.itertime" : "", stored ? "; /validation in the calibration file" : "");
+  return reports.front();
 }
 
 }  // namespace itertime::validate

@@ -1,12 +1,14 @@
 // validation_run.hpp: `itertime validate` and the validate stage of `itertime run`, written once: fit the
-// model from a calibration file, predict every ground-truth configuration, print the tables and write
-// the reports (validation.csv/.json/.svg, optionally model.itertime) and /validation.
+// model from a calibration file, predict every ground-truth configuration under each holdout asked for,
+// print the tables and write the reports (validation[-precision].csv/.json/.svg, optionally
+// model.itertime) and /validation (the leave-one-tuple-out report).
 // Invariants: a calibration without /groundtruth is a UserError raised before any file is written; the
 // report folder is created only after the validation succeeded.
 #pragma once
 
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "common/model_spec.hpp"
 #include "validate/validation.hpp"
@@ -23,10 +25,17 @@ struct ValidationRunOptions {
   // comparison. Unset: read from the path /meta groundtruth_model names, when that file exists.
   std::optional<LlamaSpec> model;
   bool save_fitted_model = false;     // also save the fitted model as <report_dir>/model.itertime
+  // Validations to run, each reported in turn: leave-one-tuple-out (validation.*, and /validation) and
+  // leave-one-precision-out (validation-precision.*; not stored in the file).
+  std::vector<Holdout> holdouts = {Holdout::kTuple};
 };
+
+// The report files' stem of a holdout: validation (tuple) or validation-precision.
+std::string report_stem(Holdout holdout);
 
 std::string default_report_dir(const std::string& calibration_file);
 
+// Returns the first holdout's report.
 ValidationReport run_validation(const ValidationRunOptions& options);
 
 }  // namespace itertime::validate

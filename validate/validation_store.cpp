@@ -24,6 +24,8 @@ RowType RowTraits<validate::ValidationStoreRow>::row_type() {
   ITERTIME_H5_FIELD(t, R, built_ok);
   ITERTIME_H5_FIELD(t, R, built_predicted_us);
   ITERTIME_H5_FIELD(t, R, built_ape_pct);
+  ITERTIME_H5_FIELD(t, R, blind_raw_predicted_us);
+  ITERTIME_H5_FIELD(t, R, blind_raw_ape_pct);
   return t;
 }
 
@@ -37,6 +39,7 @@ RowType RowTraits<validate::MapeStoreRow>::row_type() {
   ITERTIME_H5_FIELD(t, R, blind_mape_pct);
   ITERTIME_H5_FIELD(t, R, built_count);
   ITERTIME_H5_FIELD(t, R, built_mape_pct);
+  ITERTIME_H5_FIELD(t, R, blind_raw_mape_pct);
   return t;
 }
 
@@ -67,6 +70,8 @@ void write_validation(h5::Store& store, const ValidationReport& report) {
     row.built_ok = r.built_ok() ? 1 : 0;
     row.built_predicted_us = r.built_predicted_us;
     row.built_ape_pct = r.built_ape_pct;
+    row.blind_raw_predicted_us = r.blind_raw_predicted_us;
+    row.blind_raw_ape_pct = r.blind_raw_ape_pct;
     rows.push_back(row);
   }
   store.table<ValidationStoreRow>("/validation/rows").append(rows);
@@ -80,6 +85,7 @@ void write_validation(h5::Store& store, const ValidationReport& report) {
     row.blind_mape_pct = e.blind_mape_pct;
     row.built_count = e.built_count;
     row.built_mape_pct = e.built_mape_pct;
+    row.blind_raw_mape_pct = e.blind_raw_mape_pct;
     mape.push_back(row);
   };
   for (const auto& e : report.per_tuple) add("tuple", e);

@@ -20,6 +20,7 @@ struct ValidationStoreRow {
   double ape_pct, blind_predicted_us, blind_ape_pct, extrapolated_fraction;
   int64_t built_ok;  // 1 when the builder-only prediction exists (validation.hpp)
   double built_predicted_us, built_ape_pct;
+  double blind_raw_predicted_us, blind_raw_ape_pct;  // the blind baseline with no term fitted on ground truth
 };
 
 struct MapeStoreRow {
@@ -29,6 +30,7 @@ struct MapeStoreRow {
   double mape_pct, blind_mape_pct;
   int64_t built_count;  // rows of the group with a builder-only prediction
   double built_mape_pct;
+  double blind_raw_mape_pct;
 };
 
 void write_validation(h5::Store& store, const ValidationReport& report);

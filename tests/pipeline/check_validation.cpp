@@ -1,9 +1,10 @@
 // check_validation: checks the report `itertime run` / `itertime validate` wrote for a calibration file.
 // Usage: check_validation CAL.h5 VALIDATION.json
 // Checks: every ground-truth configuration with status ok appears in the report; every scored error is
-// finite; the calibration applied to each configuration was fitted leave-one-tuple-out (on at most the
-// ok rows of the other tuples, and on at least one); /validation/rows in the file has one row per
-// configuration. Prints what failed and exits 1, or exits 0.
+// finite; the calibration applied to each configuration was fitted without its holdout group (the
+// report's "holdout": its tuple or its precision): on at most the ok rows of the other groups, and on at
+// least one; /validation/rows in the file has one row per configuration. Prints what failed and exits 1,
+// or exits 0.
 #include <cmath>
 #include <cstdio>
 #include <fstream>
@@ -31,17 +32,20 @@ int main(int argc, char** argv) {
   h5::Store store = h5::Store::open(argv[1], false);
   const auto groundtruth = store.table<store::GroundTruthRow>(store::kGroundTruthTable).read_all();
   std::set<std::string> ok_keys;
-  std::map<std::string, int> rows_per_tuple;
+  std::map<std::string, int> rows_per_group;  // ok rows per tuple "(2,1,2)" and per precision "bf16"
   for (const auto& row : groundtruth) {
     if (h5::get_string(row.status) != "ok") continue;
     ok_keys.insert(h5::get_string(row.key));
-    rows_per_tuple["(" + std::to_string(row.dp) + "," + std::to_string(row.tp) + "," + std::to_string(row.pp) + ")"]++;
+    rows_per_group["(" + std::to_string(row.dp) + "," + std::to_string(row.tp) + "," + std::to_string(row.pp) + ")"]++;
+    rows_per_group[h5::get_string(row.precision)]++;
   }
   if (ok_keys.empty()) fail("no ground-truth configuration with status ok");
 
   std::ifstream in(argv[2]);
   const nlohmann::json report = nlohmann::json::parse(in);
-  if (!report.value("leave_one_tuple_out", false)) fail("report does not say leave_one_tuple_out");
+  const std::string holdout = report.value("holdout", "");
+  if (holdout != "tuple" && holdout != "precision") fail("report names no holdout (tuple or precision)");
+  if (report.value("leave_one_tuple_out", false) != (holdout == "tuple")) fail("leave_one_tuple_out disagrees with the holdout");
   std::set<std::string> reported;
   for (const auto& row : report.at("configurations")) {
     const std::string key = row.at("key");
@@ -56,17 +60,20 @@ int main(int argc, char** argv) {
       fail(key + ": no builder-only prediction (" + row.at("built_status").get<std::string>() + ")");
       continue;
     }
-    for (const char* field : {"ape_pct", "blind_ape_pct", "predicted_us", "blind_predicted_us", "built_ape_pct", "built_predicted_us"}) {
+    for (const char* field : {"ape_pct", "blind_ape_pct", "blind_raw_ape_pct", "predicted_us", "blind_predicted_us",
+                              "blind_raw_predicted_us", "built_ape_pct", "built_predicted_us"}) {
       const double value = row.at(field);
       if (!std::isfinite(value) || value < 0) fail(key + ": " + field + " is not a finite non-negative number");
     }
-    const std::string tuple = "(" + std::to_string(row.at("dp").get<int>()) + "," + std::to_string(row.at("tp").get<int>()) + "," +
-                              std::to_string(row.at("pp").get<int>()) + ")";
+    const std::string group = holdout == "precision" ? row.at("precision").get<std::string>()
+                                                     : "(" + std::to_string(row.at("dp").get<int>()) + "," +
+                                                           std::to_string(row.at("tp").get<int>()) + "," +
+                                                           std::to_string(row.at("pp").get<int>()) + ")";
     const int fitted_on = row.at("calibration_rows");
-    const int others = static_cast<int>(ok_keys.size()) - rows_per_tuple[tuple];
+    const int others = static_cast<int>(ok_keys.size()) - rows_per_group[group];
     if (fitted_on < 1 || fitted_on > others) {
       fail(key + ": calibration fitted on " + std::to_string(fitted_on) + " rows, but only " + std::to_string(others) +
-           " belong to other tuples (not leave-one-tuple-out)");
+           " lie outside its " + holdout + " " + group + " (not held out)");
     }
   }
   for (const auto& key : ok_keys) {
@@ -83,7 +90,7 @@ int main(int argc, char** argv) {
   } else if (store.table<validate::ValidationStoreRow>("/validation/rows").size() != ok_keys.size()) {
     fail("/validation/rows does not hold one row per ground-truth configuration");
   }
-  std::printf("%s: %zu configurations checked, overall MAPE %.2f%% (builder-only %.2f%%)\n", failures ? "FAILED" : "ok",
-              ok_keys.size(), overall, built_overall);
+  std::printf("%s: %zu configurations checked (%s holdout), overall MAPE %.2f%% (builder-only %.2f%%)\n",
+              failures ? "FAILED" : "ok", ok_keys.size(), holdout.c_str(), overall, built_overall);
   return failures ? 1 : 0;
 }

@@ -57,6 +57,8 @@ expect_user_error "tp" predict "$WORK/model.itm" --model "$MODEL" --tp 3 --gbs 4
 expect_user_error "global" predict "$WORK/model.itm" --model "$MODEL" --dp 3 --gbs 4 --seq 32
 expect_user_error "fp64" predict "$WORK/model.itm" --model "$MODEL" --gbs 4 --seq 32 --precision fp64
 expect_user_error "missing.itm" predict "$WORK/missing.itm" --model "$MODEL" --gbs 4 --seq 32
+expect_user_error "--holdout sideways: use tuple, precision or both" validate "$CAL" --holdout sideways --out-dir "$WORK/never"
+test ! -e "$WORK/never"
 echo "not a model" > "$WORK/foreign.itm"
 expect_user_error "not an itertime fitted model" predict "$WORK/foreign.itm" --model "$MODEL" --gbs 4 --seq 32
 sed '1s/^itertime-fitted-model [0-9]*/itertime-fitted-model 999/' "$WORK/model.itm" > "$WORK/future.itm"

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # End to end: `itertime run` on the reduced CPU job (launching its own mpirun), then checks the report
-# (every configuration present, errors finite, calibration fitted leave-one-tuple-out), runs the
+# (every configuration present, errors finite, calibration fitted leave-one-tuple-out, and again
+# leave-one-precision-out), runs the
 # fit / predict / plan checks of predict_cli.sh on the file, and checks that a second run resumes
 # without measuring anything again.
 # Usage: run_reduced.sh ITERTIME CHECKER SOURCE_DIR
@@ -11,6 +12,9 @@ trap 'rm -rf "$WORK"' EXIT
 cd "$WORK"
 "$ITERTIME" run "$SRC/jobs/reduced-cpu.json" -o "$WORK/reduced.h5" | tee run1.log
 "$CHECKER" "$WORK/reduced.h5" "$WORK/reduced-validation/validation.json"
+# run validates leave-one-precision-out too (the unseen-precision setting).
+"$CHECKER" "$WORK/reduced.h5" "$WORK/reduced-validation/validation-precision.json"
+grep -q "overall MAPE (precision)" run1.log
 test -s "$WORK/reduced-validation/validation.svg"
 test -s "$WORK/reduced-validation/validation.csv"
 grep -q "overall MAPE" run1.log
