@@ -47,7 +47,7 @@ struct ValidationRow {
   double blind_raw_predicted_us = 0, blind_raw_ape_pct = 0;  // blind, no term fitted on ground truth
   double extrapolated_fraction = 0;
   double op_overhead_us = 0;   // the fitted per-operator-call overhead applied
-  int calibration_rows = 0;    // ground-truth configurations the applied calibration was fitted on (none of this tuple)
+  int calibration_rows = 0;    // ground-truth configurations the applied calibration was fitted on (none of its holdout group)
   bool factor_fitted = false;  // false: no other tuple at this occupancy; the global calibration is used
   // Builder-only: built_status is ok, or why it could not be predicted (no model config given, another
   // model, a layout the builder refuses).

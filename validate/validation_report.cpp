@@ -45,7 +45,8 @@ void print_report(const ValidationReport& report) {
                   row.measured_us, "-", "-", "-", "-", "-", "-", row.reason.c_str());
       continue;
     }
-    std::string note = row.factor_fitted ? "" : "global calibration (no other tuple at this occupancy)";
+    std::string note = row.factor_fitted ? ""
+                       : "global calibration (no other " + to_string(report.holdout) + " at this occupancy)";
     if (!row.built_ok()) note += std::string(note.empty() ? "" : "; ") + "builder-only: " + row.built_status;
     char built_us[32] = "-", built_ape[32] = "-";
     if (row.built_ok()) {
