@@ -5,8 +5,10 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <cstdio>
 #include <fstream>
+#include <limits>
 #include <memory>
 
 #include "common/groundtruth_store.hpp"
@@ -17,7 +19,9 @@
 #include "common/errors.hpp"
 #include "common/timing_row.hpp"
 #include "common/h5store.hpp"
+#include "common/measurement_rounds.hpp"
 #include "runtime/mpi_session.hpp"
+#include "runtime/outside_load_probe.hpp"
 #include "runtime/resume_plan.hpp"
 #include "common/stats.hpp"
 
@@ -80,6 +84,20 @@ TrainerOptions trainer_options_for(const Job& job, const JobConfig& config) {
   return options;
 }
 
+// One configuration's measurement across rounds. Every rank keeps whether it runs; rank 0 keeps the rest.
+struct ConfigProgress {
+  std::size_t index = 0;  // in the job
+  std::string key;
+  std::string skip_reason;  // why it does not run ("" when it does)
+  bool failed = false;      // the previous run died measuring it
+  std::vector<RoundMeasurement> rounds;
+  std::vector<std::vector<double>> round_samples_us;             // per round, its timed steps
+  std::vector<std::vector<GroundTruthRankRow>> round_rank_rows;  // per round, its per-rank breakdown
+  std::vector<int64_t> round_index, round_position;              // per round: which round, where in it
+  double loss_first = 0, loss_last = 0;                          // of its first round
+  RoundsAssessment assessment;
+};
+
 // One ground-truth run in progress: what every configuration reads, and the summary it fills.
 struct GroundTruthRun {
   const GroundTruthOptions& options;
@@ -90,53 +108,48 @@ struct GroundTruthRun {
   GroundTruthSummary summary;
 };
 
-// A configuration's result: its row and, when it ran, its samples and per-rank rows (rank 0).
-struct ConfigOutcome {
-  GroundTruthRow row;
-  std::string skip_reason;  // why it did not run ("" when it ran)
-  bool failed = false;      // the previous run died measuring it
-  std::vector<double> samples_us;
-  std::vector<GroundTruthRankRow> rank_rows;
-};
-
-void print_start(const GroundTruthRun& run) {
+void print_start(const GroundTruthRun& run, std::size_t measuring) {
   const Job& job = run.options.job;
+  const RoundPolicy& policy = job.rounds;
   std::printf("# itertime calibrate groundtruth: job %s, model %s, %zu configurations on up to %d ranks (backend %s)\n",
               job.name.c_str(), job.model.name.c_str(), job.configs.size(), run.world_size, to_string(job.backend).c_str());
-  std::printf("# %d warm-up + %d timed iterations each; iteration time = barrier to the end of the slowest rank\n",
-              job.warmup_iters, job.timed_iters);
+  std::printf("# %zu to measure in %d interleaved rounds (up to %d more for a disturbed one: outside load above %.2f cores, "
+              "or a round more than %.0f%% from the others)\n",
+              measuring, policy.rounds, policy.max_extra_rounds, policy.outside_load_cores, policy.disagreement_pct);
+  std::printf("# per round: %d warm-up + at least %d timed iterations (and %.1f s); iteration time = barrier to the end "
+              "of the slowest rank\n",
+              job.warmup_iters, job.timed_iters, job.min_timed_seconds);
   if (run.summary.configs_present) {
     std::printf("# %zu configurations already in %s (resuming)\n", run.summary.configs_present,
                 run.options.output_path.c_str());
   }
-  std::printf("#\n# %-7s %-34s %-9s %8s %14s %14s %7s %10s %10s  %s\n", "config", "key", "status", "ranks", "time_us(med)",
-              "time_us(min)", "cv", "tokens/s", "loss", "reason");
+  std::printf("#\n# %-5s %-7s %-34s %14s %9s %9s  %s\n", "round", "config", "key", "time_us(med)", "load", "steal",
+              "verdict so far");
   std::fflush(stdout);
 }
 
 // Decides, identically on every rank, whether the configuration can run (sets skip_reason and failed).
-void decide_whether_it_runs(const GroundTruthRun& run, const JobConfig& config, const std::string& key,
-                            ConfigOutcome& outcome) {
+void decide_whether_it_runs(const GroundTruthRun& run, const JobConfig& config, ConfigProgress& progress) {
   std::string skip_reason;
-  if (run.world_rank == 0 && !run.in_flight.empty() && run.in_flight == key) {
+  if (run.world_rank == 0 && !run.in_flight.empty() && run.in_flight == progress.key) {
     skip_reason = "failed: the previous run died while measuring this configuration (out of memory or a crash); see its log";
   }
-  outcome.skip_reason = broadcast_string(skip_reason, MPI_COMM_WORLD);
-  outcome.failed = !outcome.skip_reason.empty();
-  if (outcome.failed) return;
+  progress.skip_reason = broadcast_string(skip_reason, MPI_COMM_WORLD);
+  progress.failed = !progress.skip_reason.empty();
+  if (progress.failed) return;
   const int needed = config.parallel.world_size();
   if (needed > run.world_size) {
-    outcome.skip_reason = "needs " + std::to_string(needed) + " ranks, the job runs on " + std::to_string(run.world_size);
+    progress.skip_reason = "needs " + std::to_string(needed) + " ranks, the job runs on " + std::to_string(run.world_size);
     return;
   }
   try {
     check_trainable(trainer_options_for(run.options.job, config), needed);
   } catch (const UserError& error) {
-    outcome.skip_reason = error.what();
+    progress.skip_reason = error.what();
   }
 }
 
-// What one rank of a configuration measured.
+// What one rank of a configuration measured in one round.
 struct RankTraining {
   std::vector<double> samples_us;                  // per timed step: the step's time (max over ranks)
   std::vector<std::vector<double>> phase_samples;  // per phase (kStepTimingCount), per timed step
@@ -144,12 +157,15 @@ struct RankTraining {
   double loss_last = 0.0;
   int64_t local_params = 0;
   int64_t peak_tensor_bytes = 0;
+  OutsideLoad outside_load;  // during the timed steps
 };
 
-// Trains the configuration on `job_comm`: warm-up steps, then timed steps.
+// Trains the configuration on `job_comm`: warm-up steps, then timed steps, with the outside load probed
+// around the timed ones.
 RankTraining train_and_time(const Job& job, const JobConfig& config, MPI_Comm job_comm) {
   RankTraining training;
   training.phase_samples.resize(kStepTimingCount);
+  OutsideLoadProbe probe(job_comm);
   TensorMemoryProbe tensor_memory;  // from before the weights exist to after the last step
   Trainer trainer(trainer_options_for(job, config), job_comm);
   training.local_params = trainer.local_parameter_count();
@@ -160,6 +176,7 @@ RankTraining train_and_time(const Job& job, const JobConfig& config, MPI_Comm jo
     const int timed = step - job.warmup_iters;
     const bool enough = timed >= job.timed_iters && (timed_us >= job.min_timed_seconds * 1e6 || timed >= kMaxTimedIters);
     if (enough) break;
+    if (timed == 0) probe.start();
     const StepResult result = trainer.step(step);
     if (step == 0) training.loss_first = result.loss;
     training.loss_last = result.loss;
@@ -171,6 +188,7 @@ RankTraining train_and_time(const Job& job, const JobConfig& config, MPI_Comm jo
                                         ph.dp_comm_us, ph.optimizer_us, ph.total_us};
     for (int k = 0; k < kStepTimingCount; ++k) training.phase_samples[static_cast<std::size_t>(k)].push_back(values[k]);
   }
+  training.outside_load = probe.stop();
   training.peak_tensor_bytes = tensor_memory.peak_bytes();
   return training;
 }
@@ -214,69 +232,156 @@ std::vector<GroundTruthRankRow> gather_rank_rows(const RankTraining& training, c
   return rows;
 }
 
-void fill_measured_row(GroundTruthRow& row, const RankTraining& training, const JobConfig& config) {
-  const stats::Summary s = stats::summarize(training.samples_us);
-  h5::set_string(row.status, "ok");
-  row.timed_iters = static_cast<int64_t>(training.samples_us.size());  // as many as were timed
-  store::set_time_summary(row, s);
-  row.tokens_per_s = static_cast<double>(config.parallel.global_batch) * config.parallel.seq_len / (s.median * 1e-6);
-  row.loss_first = training.loss_first;
-  row.loss_last = training.loss_last;
-}
-
-// Trains the configuration on world ranks 0..N-1 while the others wait quietly (collective over
-// MPI_COMM_WORLD); rank 0 marks it in flight first, and fills the outcome.
-void measure_config(GroundTruthRun& run, const JobConfig& config, const std::string& key, ConfigOutcome& outcome) {
+// One round of one configuration: trained on world ranks 0..N-1 while the others wait quietly
+// (collective over MPI_COMM_WORLD); rank 0 marks it in flight first, and adds the round to `progress`.
+void measure_round(GroundTruthRun& run, const JobConfig& config, ConfigProgress& progress, int round, int position) {
   const int needed = config.parallel.world_size();
-  if (run.world_rank == 0) run.plan.store->set_meta(kInFlightAttribute, key);
+  if (run.world_rank == 0) run.plan.store->set_meta(kInFlightAttribute, progress.key);
   MPI_Comm job_comm = MPI_COMM_NULL;
   MPI_Comm_split(MPI_COMM_WORLD, run.world_rank < needed ? 0 : MPI_UNDEFINED, run.world_rank, &job_comm);
   if (job_comm != MPI_COMM_NULL) {
     MpiComm owned(job_comm, true);
     reset_peak_rss();
     const RankTraining training = train_and_time(run.options.job, config, owned.get());
-    outcome.samples_us = training.samples_us;
-    outcome.rank_rows = gather_rank_rows(training, config, key, owned.get(), run.world_rank);
-    if (run.world_rank == 0) fill_measured_row(outcome.row, training, config);
+    std::vector<GroundTruthRankRow> rank_rows = gather_rank_rows(training, config, progress.key, owned.get(), run.world_rank);
+    if (run.world_rank == 0) {
+      if (progress.rounds.empty()) {
+        progress.loss_first = training.loss_first;
+        progress.loss_last = training.loss_last;
+      }
+      progress.rounds.push_back(RoundMeasurement{stats::median(training.samples_us), training.outside_load.outside_cores,
+                                                 training.outside_load.steal_cores});
+      progress.round_samples_us.push_back(training.samples_us);
+      progress.round_rank_rows.push_back(std::move(rank_rows));
+      progress.round_index.push_back(round);
+      progress.round_position.push_back(position);
+    }
   }
   quiet_barrier(MPI_COMM_WORLD);
+  if (run.world_rank == 0) {
+    run.plan.store->set_meta(kInFlightAttribute, std::string());
+    progress.assessment = assess_rounds(progress.rounds, run.options.job.rounds);
+    const RoundMeasurement& last = progress.rounds.back();
+    const RoundsAssessment& a = progress.assessment;
+    std::printf("  %5d %3zu/%-3zu %-34s %14.0f %9.2f %9.2f  %s, %d of %zu counted\n", round, progress.index + 1,
+                run.options.job.configs.size(), progress.key.c_str(), last.time_us_median, last.outside_load_cores,
+                last.steal_cores, to_string(a.verdicts.back()).c_str(), a.counted, a.verdicts.size());
+    std::fflush(stdout);
+  }
 }
 
-// Rank 0: appends the configuration's rows, clears the in-flight mark, prints its line.
-void record_and_print(GroundTruthRun& run, std::size_t index, const std::string& key, int needed,
-                      const ConfigOutcome& outcome) {
-  const GroundTruthRow& row = outcome.row;
-  const std::size_t total = run.options.job.configs.size();
-  append_groundtruth(*run.plan.store, row, outcome.samples_us, outcome.rank_rows);
-  run.plan.store->set_meta(kInFlightAttribute, std::string());
+// Rank 0: the configuration's /groundtruth rows from its rounds.
+void fill_measured(const ConfigProgress& progress, const JobConfig& config, GroundTruthRow& row,
+                   std::vector<double>& samples_us, std::vector<GroundTruthRoundRow>& round_rows) {
+  const RoundsAssessment& a = progress.assessment;
+  std::vector<double> used_samples_us;
+  for (std::size_t r = 0; r < progress.rounds.size(); ++r) {
+    const std::vector<double>& samples = progress.round_samples_us[r];
+    samples_us.insert(samples_us.end(), samples.begin(), samples.end());
+    if (a.used[r]) used_samples_us.insert(used_samples_us.end(), samples.begin(), samples.end());
+    GroundTruthRoundRow round_row{};
+    h5::set_string(round_row.key, progress.key);
+    round_row.round = progress.round_index[r];
+    round_row.position = progress.round_position[r];
+    round_row.samples = static_cast<int64_t>(samples.size());
+    round_row.time_us_median = progress.rounds[r].time_us_median;
+    round_row.outside_load_cores = progress.rounds[r].outside_load_cores;
+    round_row.steal_cores = progress.rounds[r].steal_cores;
+    h5::set_string(round_row.verdict, to_string(a.verdicts[r]));
+    round_rows.push_back(round_row);
+  }
+  h5::set_string(row.status, "ok");
+  row.timed_iters = static_cast<int64_t>(used_samples_us.size());  // as many as the time comes from
+  store::set_time_summary(row, stats::summarize(used_samples_us));
+  row.time_us_median = a.time_us;  // the median of the used rounds' medians (measurement_rounds.hpp)
+  row.tokens_per_s = static_cast<double>(config.parallel.global_batch) * config.parallel.seq_len / (a.time_us * 1e-6);
+  row.loss_first = progress.loss_first;
+  row.loss_last = progress.loss_last;
+  row.rounds_run = static_cast<int64_t>(progress.rounds.size());
+  row.rounds_counted = a.counted;
+  row.round_spread_pct = a.spread_pct;
+  h5::set_string(row.disturbance, a.disturbance);
+}
+
+// The per-rank rows of the used round whose median lies nearest the configuration's time.
+const std::vector<GroundTruthRankRow>& representative_rank_rows(const ConfigProgress& progress) {
+  std::size_t best = 0;
+  double best_distance = -1;
+  for (std::size_t r = 0; r < progress.rounds.size(); ++r) {
+    if (!progress.assessment.used[r]) continue;
+    const double distance = std::fabs(progress.rounds[r].time_us_median - progress.assessment.time_us);
+    if (best_distance < 0 || distance < best_distance) {
+      best = r;
+      best_distance = distance;
+    }
+  }
+  return progress.round_rank_rows[best];
+}
+
+// Rank 0: appends the configuration's rows and prints its line in the summary table.
+void record_and_print(GroundTruthRun& run, const ConfigProgress& progress) {
+  const Job& job = run.options.job;
+  const JobConfig& config = job.configs[progress.index];
+  GroundTruthRow row = base_row(job, config);
+  std::vector<double> samples_us;
+  std::vector<GroundTruthRoundRow> round_rows;
+  std::vector<GroundTruthRankRow> rank_rows;
+  if (progress.skip_reason.empty()) {
+    fill_measured(progress, config, row, samples_us, round_rows);
+    rank_rows = representative_rank_rows(progress);
+  } else {
+    h5::set_string(row.status, progress.failed ? "failed" : "skipped");
+    h5::set_string(row.reason, progress.skip_reason);
+    row.round_spread_pct = std::numeric_limits<double>::quiet_NaN();
+  }
+  append_groundtruth(*run.plan.store, row, samples_us, rank_rows, round_rows);
   const std::string status = h5::get_string(row.status);
+  const std::size_t total = job.configs.size();
+  const int needed = config.parallel.world_size();
   if (status == "ok") {
     ++run.summary.configs_ok;
-    std::printf("  %3zu/%-3zu %-34s %-9s %8d %14.0f %14.0f %7.3f %10.0f %10.4f\n", index + 1, total, key.c_str(),
-                status.c_str(), needed, row.time_us_median, row.time_us_min, row.time_cv, row.tokens_per_s, row.loss_last);
+    if (!progress.assessment.disturbance.empty()) ++run.summary.configs_disturbed;
+    std::printf("  %3zu/%-3zu %-34s %-9s %6d %14.0f %7.3f %9s %10.0f %10.4f  %s\n", progress.index + 1, total,
+                progress.key.c_str(), status.c_str(), needed, row.time_us_median, row.time_cv,
+                (std::to_string(row.rounds_counted) + "/" + std::to_string(row.rounds_run)).c_str(), row.tokens_per_s,
+                row.loss_last, progress.assessment.disturbance.empty() ? "" : ("disturbed: " + progress.assessment.disturbance).c_str());
   } else {
     (status == "failed" ? run.summary.configs_failed : run.summary.configs_skipped) += 1;
-    std::printf("  %3zu/%-3zu %-34s %-9s %8d %14s %14s %7s %10s %10s  %s\n", index + 1, total, key.c_str(),
-                status.c_str(), needed, "-", "-", "-", "-", "-", outcome.skip_reason.c_str());
+    std::printf("  %3zu/%-3zu %-34s %-9s %6d %14s %7s %9s %10s %10s  %s\n", progress.index + 1, total, progress.key.c_str(),
+                status.c_str(), needed, "-", "-", "-", "-", "-", progress.skip_reason.c_str());
   }
   std::fflush(stdout);
 }
 
-// One configuration, collective over MPI_COMM_WORLD: skipped (with its reason) or measured, then stored.
-void run_config(GroundTruthRun& run, std::size_t index) {
-  const Job& job = run.options.job;
-  const JobConfig& config = job.configs[index];
-  const std::string key = config.key(job.model.name);
-  ConfigOutcome outcome;
-  outcome.row = base_row(job, config);
-  decide_whether_it_runs(run, config, key, outcome);
-  if (outcome.skip_reason.empty()) {
-    measure_config(run, config, key, outcome);
-  } else {
-    h5::set_string(outcome.row.status, outcome.failed ? "failed" : "skipped");
-    h5::set_string(outcome.row.reason, outcome.skip_reason);
+// Rank 0 decides which configurations get another round; every rank learns it (collective).
+std::vector<char> wanting_another_round(const GroundTruthRun& run, const std::vector<ConfigProgress*>& measuring, int round) {
+  std::vector<char> wants(measuring.size(), round == 0 ? 1 : 0);
+  if (round > 0 && run.world_rank == 0) {
+    for (std::size_t i = 0; i < measuring.size(); ++i) wants[i] = measuring[i]->assessment.wants_another_round ? 1 : 0;
   }
-  if (run.world_rank == 0) record_and_print(run, index, key, config.parallel.world_size(), outcome);
+  MPI_Bcast(wants.data(), static_cast<int>(wants.size()), MPI_CHAR, 0, MPI_COMM_WORLD);
+  return wants;
+}
+
+// Interleaved rounds over the configurations that run (collective over MPI_COMM_WORLD): every round
+// measures, in that round's order, each configuration that still wants a round.
+void measure_in_rounds(GroundTruthRun& run, const std::vector<ConfigProgress*>& measuring) {
+  const Job& job = run.options.job;
+  for (int round = 0;; ++round) {
+    const std::vector<char> wants = wanting_another_round(run, measuring, round);
+    if (std::none_of(wants.begin(), wants.end(), [](char w) { return w != 0; })) return;
+    const std::vector<std::size_t> order = round_order(measuring.size(), round, job.seed);
+    int position = 0;
+    for (const std::size_t i : order) {
+      if (!wants[i]) continue;
+      measure_round(run, job.configs[measuring[i]->index], *measuring[i], round, position++);
+    }
+  }
+}
+
+void print_table_header() {
+  std::printf("#\n# %-7s %-34s %-9s %6s %14s %7s %9s %10s %10s  %s\n", "config", "key", "status", "ranks",
+              "time_us", "cv", "rounds", "tokens/s", "loss", "reason");
 }
 
 }  // namespace
@@ -301,17 +406,33 @@ GroundTruthSummary calibrate_groundtruth(const GroundTruthOptions& options) {
                               });
   run.summary.configs_total = job.configs.size();
   run.summary.configs_present = run.plan.present_count();
-  if (run.world_rank == 0) print_start(run);
 
+  std::vector<ConfigProgress> progress;
   for (std::size_t index = 0; index < job.configs.size(); ++index) {
-    if (!run.plan.present[index]) run_config(run, index);
+    if (run.plan.present[index]) continue;
+    ConfigProgress& p = progress.emplace_back();
+    p.index = index;
+    p.key = config_keys[index];
+    decide_whether_it_runs(run, job.configs[index], p);
+  }
+  std::vector<ConfigProgress*> measuring;
+  for (ConfigProgress& p : progress) {
+    if (p.skip_reason.empty()) measuring.push_back(&p);
+  }
+  if (run.world_rank == 0) print_start(run, measuring.size());
+  measure_in_rounds(run, measuring);
+  if (run.world_rank == 0 && !progress.empty()) {
+    print_table_header();
+    for (const ConfigProgress& p : progress) record_and_print(run, p);
+    run.plan.store->set_meta(kInFlightAttribute, std::string());  // a failed one is now recorded
   }
 
   GroundTruthSummary& summary = run.summary;
   summary.elapsed_s = std::chrono::duration<double>(Clock::now() - started).count();
   if (run.world_rank == 0) {
-    std::printf("#\n# %zu measured, %zu skipped, %zu failed, %zu already present; %.1f s\n", summary.configs_ok,
-                summary.configs_skipped, summary.configs_failed, summary.configs_present, summary.elapsed_s);
+    std::printf("#\n# %zu measured, %zu skipped, %zu failed, %zu already present; %.1f s; %zu stayed disturbed\n",
+                summary.configs_ok, summary.configs_skipped, summary.configs_failed, summary.configs_present,
+                summary.elapsed_s, summary.configs_disturbed);
   }
   return summary;
 }

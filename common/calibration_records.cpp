@@ -114,6 +114,9 @@ GroundTruthRecord to_record(const GroundTruthRow& row) {
   record.reason = h5::get_string(row.reason);
   record.num_micro_batches = row.num_micro_batches;
   record.time_us_median = row.time_us_median;
+  record.round_spread_pct = row.round_spread_pct;
+  record.rounds_counted = row.rounds_counted;
+  record.disturbance = h5::get_string(row.disturbance);
   record.ranks_offset = row.ranks_offset;
   record.ranks_count = row.ranks_count;
   return record;

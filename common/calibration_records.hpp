@@ -12,6 +12,7 @@
 #pragma once
 
 #include <cstdint>
+#include <limits>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -102,6 +103,11 @@ struct GroundTruthRecord {
   std::string reason;  // why skipped or failed
   int64_t num_micro_batches = 0;
   double time_us_median = 0;  // measured iteration time
+  // How well the measurement agrees with itself: the counted rounds' spread (NaN below 2 rounds), and
+  // why the configuration stayed disturbed ("" when steady). groundtruth_store.hpp.
+  double round_spread_pct = std::numeric_limits<double>::quiet_NaN();
+  int64_t rounds_counted = 0;
+  std::string disturbance;
   int64_t ranks_offset = 0, ranks_count = 0;  // its /groundtruth/ranks rows
 
   std::string tuple() const { return config.tuple_string(); }  // "(2,1,2)"

@@ -37,6 +37,12 @@ RowType RowTraits<store::GroundTruthRow>::row_type() {
   ITERTIME_H5_FIELD(t, R, ranks_offset);
   ITERTIME_H5_FIELD(t, R, ranks_count);
   ITERTIME_H5_FIELD(t, R, measured_utc);
+  ITERTIME_H5_FIELD(t, R, rounds_run);
+  ITERTIME_H5_FIELD(t, R, rounds_counted);
+  ITERTIME_H5_FIELD(t, R, round_spread_pct);
+  ITERTIME_H5_FIELD(t, R, disturbance);
+  ITERTIME_H5_FIELD(t, R, rounds_offset);
+  ITERTIME_H5_FIELD(t, R, rounds_count);
   return t;
 }
 
@@ -61,6 +67,20 @@ RowType RowTraits<store::GroundTruthRankRow>::row_type() {
   return t;
 }
 
+RowType RowTraits<store::GroundTruthRoundRow>::row_type() {
+  using R = store::GroundTruthRoundRow;
+  RowType t(sizeof(R));
+  ITERTIME_H5_FIELD(t, R, key);
+  ITERTIME_H5_FIELD(t, R, round);
+  ITERTIME_H5_FIELD(t, R, position);
+  ITERTIME_H5_FIELD(t, R, samples);
+  ITERTIME_H5_FIELD(t, R, time_us_median);
+  ITERTIME_H5_FIELD(t, R, outside_load_cores);
+  ITERTIME_H5_FIELD(t, R, steal_cores);
+  ITERTIME_H5_FIELD(t, R, verdict);
+  return t;
+}
+
 }  // namespace itertime::h5
 
 namespace itertime::store {
@@ -70,18 +90,20 @@ constexpr h5::ChildTable<GroundTruthRow> kSamplesSpan{kGroundTruthSamples, &Grou
                                                       &GroundTruthRow::samples_count};
 constexpr h5::ChildTable<GroundTruthRow> kRanksSpan{kGroundTruthRanks, &GroundTruthRow::ranks_offset,
                                                     &GroundTruthRow::ranks_count};
+constexpr h5::ChildTable<GroundTruthRow> kRoundsSpan{kGroundTruthRounds, &GroundTruthRow::rounds_offset,
+                                                     &GroundTruthRow::rounds_count};
 }  // namespace
 
 void append_groundtruth(h5::Store& store, GroundTruthRow row, const std::vector<double>& samples_us,
-                        const std::vector<GroundTruthRankRow>& ranks) {
+                        const std::vector<GroundTruthRankRow>& ranks, const std::vector<GroundTruthRoundRow>& rounds) {
   h5::append_with_children(store, kGroundTruthTable, row, h5::child_rows(kSamplesSpan, samples_us),
-                           h5::child_rows(kRanksSpan, ranks));
+                           h5::child_rows(kRanksSpan, ranks), h5::child_rows(kRoundsSpan, rounds));
 }
 
 std::set<std::string> existing_groundtruth_keys(h5::Store& store) {
   return h5::complete_parent_keys<GroundTruthRow>(
       store, kGroundTruthTable, [](const GroundTruthRow& row) { return h5::get_string(row.key); }, kSamplesSpan,
-      kRanksSpan);
+      kRanksSpan, kRoundsSpan);
 }
 
 }  // namespace itertime::store

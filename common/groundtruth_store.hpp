@@ -1,8 +1,10 @@
 // groundtruth_store.hpp: the /groundtruth tables (schema in docs/schema.md).
 // Invariants: one GroundTruthRow per configuration of a job (status ok, skipped or failed, with the
 // reason), appended last, after its samples (/groundtruth/samples_us, one per timed iteration: the
-// wall time of the slowest rank) and its per-rank breakdown rows (/groundtruth/ranks); the row's
-// offsets point at them. A configuration is present when its row is.
+// wall time of the slowest rank, every round's in the order they ran), its per-rank breakdown rows
+// (/groundtruth/ranks) and its measurement rounds (/groundtruth/rounds, one per round it was measured
+// in, with that round's sample count, median and outside load); the row's offsets point at them. A
+// configuration is present when its row is.
 #pragma once
 
 #include <cstdint>
@@ -28,6 +30,25 @@ struct GroundTruthRow {
   double loss_first, loss_last;
   int64_t samples_offset, samples_count, ranks_offset, ranks_count;
   char measured_utc[24];
+  // Interleaved rounds (common/measurement_rounds.hpp): how many were run and counted, the counted
+  // rounds' spread (mean |round median - time_us_median| / time_us_median, in %; NaN below 2 counted
+  // rounds), and why the configuration stayed disturbed ("" when steady).
+  int64_t rounds_run, rounds_counted;
+  double round_spread_pct;
+  char disturbance[96];
+  int64_t rounds_offset, rounds_count;
+};
+
+// One measurement round of one configuration.
+struct GroundTruthRoundRow {
+  char key[96];
+  int64_t round;     // the round of the run it was measured in (0-based)
+  int64_t position;  // its place in that round's order (0-based)
+  int64_t samples;   // timed steps in this round (its stretch of /groundtruth/samples_us)
+  double time_us_median;
+  double outside_load_cores;  // CPU time of other processes during its timed steps, in cores (Linux /proc)
+  double steal_cores;         // hypervisor steal time during them, in cores
+  char verdict[12];           // counted | load | outlier (common/measurement_rounds.hpp)
 };
 
 // One rank of one configuration; times are medians over the timed iterations, in microseconds.
@@ -43,9 +64,10 @@ struct GroundTruthRankRow {
 inline constexpr const char* kGroundTruthTable = "/groundtruth/configs";
 inline constexpr const char* kGroundTruthRanks = "/groundtruth/ranks";
 inline constexpr const char* kGroundTruthSamples = "/groundtruth/samples_us";
+inline constexpr const char* kGroundTruthRounds = "/groundtruth/rounds";
 
 void append_groundtruth(h5::Store& store, GroundTruthRow row, const std::vector<double>& samples_us,
-                        const std::vector<GroundTruthRankRow>& ranks);
+                        const std::vector<GroundTruthRankRow>& ranks, const std::vector<GroundTruthRoundRow>& rounds);
 // Keys present; trims samples and rank rows written after the last complete configuration.
 std::set<std::string> existing_groundtruth_keys(h5::Store& store);
 
@@ -58,6 +80,10 @@ struct RowTraits<store::GroundTruthRow> {
 };
 template <>
 struct RowTraits<store::GroundTruthRankRow> {
+  static RowType row_type();
+};
+template <>
+struct RowTraits<store::GroundTruthRoundRow> {
   static RowType row_type();
 };
 }  // namespace itertime::h5

@@ -73,21 +73,37 @@ std::vector<RankLayout> factorizations(int world_size) {
 
 namespace {
 
+double get_nonnegative_number(const json& section, const char* name, double fallback, const std::string& where,
+                              const char* meaning) {
+  if (!section.contains(name)) return fallback;
+  const json& value = section.at(name);
+  if (!value.is_number() || value.get<double>() < 0) {
+    throw UserError(where + ": " + name + " must be a number >= 0 (" + meaning + ")");
+  }
+  return value.get<double>();
+}
+
 void parse_groundtruth_section(const json& gt, const std::string& where, Job& job) {
-  reject_unknown(gt, {"warmup_iters", "timed_iters", "min_timed_seconds"}, where);
+  reject_unknown(gt, {"warmup_iters", "timed_iters", "min_timed_seconds", "rounds", "max_extra_rounds",
+                      "disagreement_pct", "outside_load_cores"},
+                 where);
   job.warmup_iters = get_int(gt, "warmup_iters", job.warmup_iters, where);
   job.timed_iters = get_int(gt, "timed_iters", job.timed_iters, where);
   if (job.timed_iters < 1) throw UserError(where + ": timed_iters must be at least 1");
   if (job.timed_iters > kMaxTimedIters) {
     throw UserError(where + ": timed_iters must be at most " + std::to_string(kMaxTimedIters));
   }
-  if (gt.contains("min_timed_seconds")) {
-    const json& value = gt.at("min_timed_seconds");
-    if (!value.is_number() || value.get<double>() < 0) {
-      throw UserError(where + ": min_timed_seconds must be a number >= 0 (seconds of timed steps per configuration)");
-    }
-    job.min_timed_seconds = value.get<double>();
-  }
+  job.min_timed_seconds = get_nonnegative_number(gt, "min_timed_seconds", job.min_timed_seconds, where,
+                                                 "seconds of timed steps per configuration and round");
+  RoundPolicy& rounds = job.rounds;
+  rounds.rounds = get_int(gt, "rounds", rounds.rounds, where);
+  if (rounds.rounds < 1) throw UserError(where + ": rounds must be at least 1 (measurement rounds per configuration)");
+  rounds.max_extra_rounds = get_int(gt, "max_extra_rounds", rounds.max_extra_rounds, where);
+  if (rounds.max_extra_rounds < 0) throw UserError(where + ": max_extra_rounds must be >= 0");
+  rounds.disagreement_pct = get_nonnegative_number(gt, "disagreement_pct", rounds.disagreement_pct, where,
+                                                   "how far, in %, a round may lie from the others' median");
+  rounds.outside_load_cores = get_nonnegative_number(gt, "outside_load_cores", rounds.outside_load_cores, where,
+                                                     "outside CPU load, in cores, above which a round is disturbed");
 }
 
 void parse_comm_section(const json& comm, const std::string& where, Job& job) {

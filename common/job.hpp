@@ -13,6 +13,7 @@
 
 #include "common/attention.hpp"
 #include "common/dtype.hpp"
+#include "common/measurement_rounds.hpp"
 #include "common/model_spec.hpp"
 #include "common/parallel_config.hpp"
 #include "common/precision.hpp"
@@ -44,9 +45,12 @@ struct Job {
   Backend backend = Backend::kCpu;
   AttentionKernel attention = AttentionKernel::kAuto;  // "attention": eager | sdpa | auto (default)
   uint64_t seed = 1234;
-  int warmup_iters = 2;    // ground truth
-  int timed_iters = 5;     // at least this many timed steps per configuration,
-  double min_timed_seconds = 0;  // and more (up to kMaxTimedIters) until this much time was timed
+  // Ground truth, per configuration and round: warm-up steps, then at least timed_iters timed steps, and
+  // more (up to kMaxTimedIters) until min_timed_seconds were timed; `rounds` says how many rounds.
+  int warmup_iters = 2;
+  int timed_iters = 5;
+  double min_timed_seconds = 0;
+  RoundPolicy rounds;
   int compute_threads = 1;
   int ranks = 0;           // MPI ranks `itertime run` launches; 0 = the largest configuration
   CommSweepSpec comm;

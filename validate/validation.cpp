@@ -31,13 +31,13 @@ std::string holdout_group(const store::GroundTruthRecord& row, Holdout holdout) 
   return holdout == Holdout::kTuple ? row.tuple() : to_string(row.precision);
 }
 
-namespace {
-
 MapeEntry summarize(const std::string& group, const std::vector<const ValidationRow*>& rows) {
   MapeEntry entry;
   entry.group = group;
-  std::vector<double> aware, blind, blind_raw, built;
+  std::vector<double> aware, blind, blind_raw, built, spread;
   for (const ValidationRow* row : rows) {
+    if (std::isfinite(row->round_spread_pct)) spread.push_back(row->round_spread_pct);
+    if (row->disturbed()) ++entry.disturbed_count;
     aware.push_back(row->ape_pct);
     blind.push_back(row->blind_ape_pct);
     blind_raw.push_back(row->blind_raw_ape_pct);
@@ -51,8 +51,11 @@ MapeEntry summarize(const std::string& group, const std::vector<const Validation
     entry.blind_raw_mape_pct = stats::mean(blind_raw);
   }
   if (!built.empty()) entry.built_mape_pct = stats::mean(built);
+  if (!spread.empty()) entry.floor_pct = stats::mean(spread);
   return entry;
 }
+
+namespace {
 
 // Held-out calibrations (aware and blind), fitted once per held-out group (a tuple or a precision) on
 // the traced predictions of every other group's rows.
@@ -140,6 +143,8 @@ ValidationRow score_traced(predict::StageResolver& resolver, const store::Ground
   row.tp = gt.config.tp;
   row.pp = gt.config.pp;
   row.measured_us = gt.time_us_median;
+  row.round_spread_pct = gt.round_spread_pct;
+  row.disturbance = gt.disturbance;
   const int64_t occupancy = gt.occupancy();
   // Calibration fitted without this row's group: its own occupancy's when other groups share it, else
   // the global one (every other group).

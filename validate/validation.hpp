@@ -22,10 +22,16 @@
 //    predictions, as `predict` applies it to untraced configurations). The regression itself is fitted
 //    on every profiled signature (a small leak, said in docs/method.md). Its MAPE covers the rows where
 //    both it and the traced prediction exist.
+//  - Measurement floor: each row carries its ground truth's round spread (round_spread_pct: mean
+//    |round median - time| / time over the counted measurement rounds, in %; NaN below 2 rounds) and
+//    why it stayed disturbed ("" when steady). A group's floor_pct is the mean round spread over its
+//    scored rows with a finite one (NaN when none): how well the ground truth agrees with itself, so a
+//    MAPE cannot meaningfully go below it. Reporters print it beside every MAPE.
 //  - Reporters (validation_report.hpp: console, CSV, JSON, SVG; validation_store.hpp: HDF5) only present
 //    a ValidationReport; they compute nothing.
 #pragma once
 
+#include <limits>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -42,6 +48,11 @@ struct ValidationRow {
   std::string reason;                         // why unpredicted
   int dp = 0, tp = 0, pp = 0;
   double measured_us = 0;
+  // The ground truth's agreement with itself (common/calibration_records.hpp GroundTruthRecord): the
+  // counted rounds' spread in % (NaN below 2 rounds) and why it stayed disturbed ("" when steady).
+  double round_spread_pct = std::numeric_limits<double>::quiet_NaN();
+  std::string disturbance;
+  bool disturbed() const { return !disturbance.empty(); }
   double predicted_us = 0, raw_predicted_us = 0, factor = 1, ape_pct = 0;
   double blind_predicted_us = 0, blind_ape_pct = 0;          // blind, with its own held-out fitted terms
   double blind_raw_predicted_us = 0, blind_raw_ape_pct = 0;  // blind, no term fitted on ground truth
@@ -62,7 +73,14 @@ struct MapeEntry {
   int count = 0;
   double built_mape_pct = 0;  // over the built_count rows of the group with a builder-only prediction
   int built_count = 0;
+  // Measurement floor: mean round_spread_pct over the group's rows with a finite one, in %; NaN when
+  // none has one (ground truth measured in fewer than 2 rounds).
+  double floor_pct = std::numeric_limits<double>::quiet_NaN();
+  int disturbed_count = 0;  // rows of the group whose ground truth stayed disturbed
 };
+
+// The MAPE entry of one group of scored rows (status ok; the caller groups them). Pure.
+MapeEntry summarize(const std::string& group, const std::vector<const ValidationRow*>& rows);
 
 // Which rows each configuration's calibration is fitted without.
 enum class Holdout { kTuple, kPrecision };

@@ -1,5 +1,7 @@
 // validation_report.cpp: the reporters of a validation (console, CSV, JSON, SVG) and of the compute and
 // memory comparisons. They only present the records of validation.hpp; they compute nothing.
+// Invariants: every MAPE printed or written has its group's measurement floor (MapeEntry::floor_pct)
+// beside it; a NaN (no finite round spread) prints "-", is an empty CSV field and a JSON null.
 #include "validate/validation_report.hpp"
 
 #include <algorithm>
@@ -9,6 +11,7 @@
 #include <map>
 #include <nlohmann/json.hpp>
 #include <set>
+#include <sstream>
 
 #include "common/errors.hpp"
 #include "common/stats.hpp"
@@ -17,14 +20,62 @@ namespace itertime::validate {
 
 namespace {
 
+// "1.23", or "-" for NaN (no finite value).
+std::string pct_or_dash(double value_pct) {
+  if (!std::isfinite(value_pct)) return "-";
+  char text[32];
+  std::snprintf(text, sizeof(text), "%.2f", value_pct);
+  return text;
+}
+
+// A JSON number, or null for NaN and infinities.
+nlohmann::json number_or_null(double value) { return std::isfinite(value) ? nlohmann::json(value) : nlohmann::json(nullptr); }
+
+// A CSV field: empty for NaN.
+std::string csv_number(double value) {
+  if (!std::isfinite(value)) return "";
+  std::ostringstream out;
+  out << value;
+  return out.str();
+}
+
+// A CSV text field, quoted when it holds a comma, a quote or a line break.
+std::string csv_text(const std::string& text) {
+  if (text.find_first_of(",\"\n\r") == std::string::npos) return text;
+  std::string quoted = "\"";
+  for (const char c : text) quoted += c == '"' ? std::string("\"\"") : std::string(1, c);
+  return quoted + "\"";
+}
+
 void print_mape_table(const char* title, const char* first_column, const std::vector<MapeEntry>& entries) {
-  std::printf("#\n# MAPE per %s\n# %-12s %6s %14s %14s %14s %8s %14s\n", title, first_column, "n", "aware(%)", "blind(%)",
-              "blind_raw(%)", "n_built", "built-only(%)");
+  std::printf("#\n# MAPE per %s (floor: mean round spread of the group's ground truth, below which no MAPE is meaningful)\n"
+              "# %-12s %6s %9s %14s %14s %14s %8s %14s %6s\n",
+              title, first_column, "n", "floor(%)", "aware(%)", "blind(%)", "blind_raw(%)", "n_built", "built-only(%)", "n_dist");
   for (const MapeEntry& e : entries) {
     char built[32] = "-";
     if (e.built_count > 0) std::snprintf(built, sizeof(built), "%.2f", e.built_mape_pct);
-    std::printf("  %-12s %6d %14.2f %14.2f %14.2f %8d %14s\n", e.group.c_str(), e.count, e.mape_pct, e.blind_mape_pct,
-                e.blind_raw_mape_pct, e.built_count, built);
+    std::printf("  %-12s %6d %9s %14.2f %14.2f %14.2f %8d %14s %6d\n", e.group.c_str(), e.count, pct_or_dash(e.floor_pct).c_str(),
+                e.mape_pct, e.blind_mape_pct, e.blind_raw_mape_pct, e.built_count, built, e.disturbed_count);
+  }
+}
+
+// After the per-configuration table: how many configurations stayed disturbed, and why each did.
+void print_disturbed(const ValidationReport& report) {
+  std::vector<const ValidationRow*> disturbed;
+  int scored = 0;
+  for (const ValidationRow& row : report.rows) {
+    if (row.status != "ok") continue;
+    ++scored;
+    if (row.disturbed()) disturbed.push_back(&row);
+  }
+  if (disturbed.empty()) {
+    std::printf("# no configuration stayed disturbed (of %d scored)\n", scored);
+    return;
+  }
+  std::printf("# %zu of %d scored configurations stayed disturbed (marked !; their measured time is less reliable):\n",
+              disturbed.size(), scored);
+  for (const ValidationRow* row : disturbed) {
+    std::printf("#   ! %-10s %-9s %s\n", row->tuple.c_str(), row->precision.c_str(), row->disturbance.c_str());
   }
 }
 
@@ -37,12 +88,14 @@ const char* holdout_text(Holdout holdout) {
 void print_report(const ValidationReport& report) {
   std::printf("# validation of %s (calibration factors fitted %s)\n#\n", report.calibration_file.c_str(),
               holdout_text(report.holdout));
-  std::printf("# %-10s %-9s %14s %14s %9s %16s %9s %16s %9s  %s\n", "(dp,tp,pp)", "precision", "measured_us", "predicted_us",
-              "APE(%)", "blind_pred_us", "blind(%)", "built_pred_us", "built(%)", "note");
+  std::printf("# spread(%%): the ground truth's round spread (mean |round median - time| / time); ! marks a disturbed one\n");
+  std::printf("# %-10s %-9s %14s %9s  %14s %9s %16s %9s %16s %9s  %s\n", "(dp,tp,pp)", "precision", "measured_us", "spread(%)",
+              "predicted_us", "APE(%)", "blind_pred_us", "blind(%)", "built_pred_us", "built(%)", "note");
   for (const ValidationRow& row : report.rows) {
+    const std::string spread = pct_or_dash(row.round_spread_pct) + (row.disturbed() ? "!" : " ");
     if (row.status != "ok") {
-      std::printf("  %-10s %-9s %14.0f %14s %9s %16s %9s %16s %9s  unpredicted: %s\n", row.tuple.c_str(), row.precision.c_str(),
-                  row.measured_us, "-", "-", "-", "-", "-", "-", row.reason.c_str());
+      std::printf("  %-10s %-9s %14.0f %10s %14s %9s %16s %9s %16s %9s  unpredicted: %s\n", row.tuple.c_str(), row.precision.c_str(),
+                  row.measured_us, spread.c_str(), "-", "-", "-", "-", "-", "-", row.reason.c_str());
       continue;
     }
     std::string note = row.factor_fitted ? ""
@@ -53,21 +106,31 @@ void print_report(const ValidationReport& report) {
       std::snprintf(built_us, sizeof(built_us), "%.0f", row.built_predicted_us);
       std::snprintf(built_ape, sizeof(built_ape), "%.2f", row.built_ape_pct);
     }
-    std::printf("  %-10s %-9s %14.0f %14.0f %9.2f %16.0f %9.2f %16s %9s  %s\n", row.tuple.c_str(), row.precision.c_str(),
-                row.measured_us, row.predicted_us, row.ape_pct, row.blind_predicted_us, row.blind_ape_pct, built_us, built_ape,
-                note.c_str());
+    std::printf("  %-10s %-9s %14.0f %10s %14.0f %9.2f %16.0f %9.2f %16s %9s  %s\n", row.tuple.c_str(), row.precision.c_str(),
+                row.measured_us, spread.c_str(), row.predicted_us, row.ape_pct, row.blind_predicted_us, row.blind_ape_pct, built_us,
+                built_ape, note.c_str());
   }
+  print_disturbed(report);
   print_mape_table("(dp,tp,pp) tuple", "tuple", report.per_tuple);
   print_mape_table("precision", "precision", report.per_precision);
   std::printf("#\n# overall MAPE (%s): %.2f%% precision-aware, %.2f%% precision-blind with its own terms fitted on ground truth "
               "(held out alike), %.2f%% precision-blind raw (no term fitted on ground truth: the paper's baseline), "
-              "over %d configurations\n",
+              "over %d configurations (%d disturbed)\n",
               to_string(report.holdout).c_str(), report.overall.mape_pct, report.overall.blind_mape_pct,
-              report.overall.blind_raw_mape_pct, report.overall.count);
+              report.overall.blind_raw_mape_pct, report.overall.count, report.overall.disturbed_count);
+  const std::string floor = pct_or_dash(report.overall.floor_pct);
+  if (floor == "-") {
+    std::printf("# measurement floor: - (no scored configuration has 2 or more counted rounds: how well the ground truth\n"
+                "#   agrees with itself is unknown)\n");
+  } else {
+    std::printf("# measurement floor: %s%% (mean round spread of the ground truth: how well it agrees with itself; no\n"
+                "#   MAPE above is meaningful below it)\n",
+                floor.c_str());
+  }
   if (report.overall.built_count > 0) {
-    std::printf("# builder-only MAPE: %.2f%% over %d configurations (every stage built from the model, no trace used, the\n"
-                "#   signatures profiled only for the configuration's own layout taken from the operator regression)\n",
-                report.overall.built_mape_pct, report.overall.built_count);
+    std::printf("# builder-only MAPE: %.2f%% over %d configurations, floor %s%s (every stage built from the model, no trace\n"
+                "#   used, the signatures profiled only for the configuration's own layout taken from the operator regression)\n",
+                report.overall.built_mape_pct, report.overall.built_count, floor.c_str(), floor == "-" ? "" : "%");
   } else {
     std::printf("# builder-only MAPE: none (no model config: pass --model)\n");
   }
@@ -85,13 +148,14 @@ void write_csv(const ValidationReport& report, const std::string& path) {
   if (!out) throw UserError(path + ": cannot be written");
   out << "key,dp,tp,pp,precision,status,measured_us,predicted_us,raw_predicted_us,calibration_factor,factor_fitted,ape_pct,"
          "blind_predicted_us,blind_ape_pct,extrapolated_fraction,op_overhead_us,built_ok,built_predicted_us,built_ape_pct,"
-         "built_extrapolated_fraction,blind_raw_predicted_us,blind_raw_ape_pct\n";
+         "built_extrapolated_fraction,blind_raw_predicted_us,blind_raw_ape_pct,round_spread_pct,disturbance\n";
   for (const ValidationRow& r : report.rows) {
     out << r.key << "," << r.dp << "," << r.tp << "," << r.pp << "," << r.precision << "," << r.status << "," << r.measured_us
         << "," << r.predicted_us << "," << r.raw_predicted_us << "," << r.factor << "," << (r.factor_fitted ? 1 : 0) << ","
         << r.ape_pct << "," << r.blind_predicted_us << "," << r.blind_ape_pct << "," << r.extrapolated_fraction << ","
         << r.op_overhead_us << "," << (r.built_ok() ? 1 : 0) << "," << r.built_predicted_us << "," << r.built_ape_pct << ","
-        << r.built_extrapolated_fraction << "," << r.blind_raw_predicted_us << "," << r.blind_raw_ape_pct << "\n";
+        << r.built_extrapolated_fraction << "," << r.blind_raw_predicted_us << "," << r.blind_raw_ape_pct << ","
+        << csv_number(r.round_spread_pct) << "," << csv_text(r.disturbance) << "\n";
   }
 }
 
@@ -112,14 +176,17 @@ void write_json(const ValidationReport& report, const std::string& path) {
                                       {"built_ape_pct", r.built_ape_pct},
                                       {"built_extrapolated_fraction", r.built_extrapolated_fraction},
                                       {"blind_raw_predicted_us", r.blind_raw_predicted_us},
-                                      {"blind_raw_ape_pct", r.blind_raw_ape_pct}});
+                                      {"blind_raw_ape_pct", r.blind_raw_ape_pct},
+                                      {"round_spread_pct", number_or_null(r.round_spread_pct)},
+                                      {"disturbance", r.disturbance}});
   }
   auto entries = [](const std::vector<MapeEntry>& list) {
     nlohmann::json out = nlohmann::json::array();
     for (const MapeEntry& e : list) {
       out.push_back({{"group", e.group}, {"count", e.count}, {"mape_pct", e.mape_pct}, {"blind_mape_pct", e.blind_mape_pct},
                      {"blind_raw_mape_pct", e.blind_raw_mape_pct}, {"built_count", e.built_count},
-                     {"built_mape_pct", e.built_mape_pct}});
+                     {"built_mape_pct", e.built_mape_pct}, {"floor_pct", number_or_null(e.floor_pct)},
+                     {"disturbed_count", e.disturbed_count}});
     }
     return out;
   };
@@ -129,7 +196,9 @@ void write_json(const ValidationReport& report, const std::string& path) {
   root["mape_overall"] = {{"count", report.overall.count}, {"mape_pct", report.overall.mape_pct},
                           {"blind_mape_pct", report.overall.blind_mape_pct},
                           {"blind_raw_mape_pct", report.overall.blind_raw_mape_pct}, {"built_count", report.overall.built_count},
-                          {"built_mape_pct", report.overall.built_mape_pct}};
+                          {"built_mape_pct", report.overall.built_mape_pct},
+                          {"floor_pct", number_or_null(report.overall.floor_pct)},
+                          {"disturbed_count", report.overall.disturbed_count}};
   root["regression_extrapolation_check"] = {{"groups", report.regression_check.groups},
                                             {"held_out_signatures", report.regression_check.held_out_points},
                                             {"mape_pct", report.regression_check.mape_pct},
@@ -143,17 +212,23 @@ namespace {
 
 constexpr double kSvgLeftWidth = 640;  // the MAPE bars; the scatter is to their right
 
-// Left: MAPE per (tuple, precision), precision-aware bars beside the blind baseline's outline.
+// Left: MAPE per (tuple, precision), precision-aware bars beside the blind baseline's outline, each with
+// its group's measurement floor as a black tick (none when the floor is NaN).
 void write_svg_mape_bars(std::ostream& out, const ValidationReport& report, std::map<std::string, std::string>& color_of) {
   const double left_w = kSvgLeftWidth;
   char buf[512];
-  std::snprintf(buf, sizeof(buf), "<text x='20' y='22' font-size='14'>MAPE per (dp,tp,pp) and precision, %s holdout: overall %.2f%% (blind %.2f%%)</text>\n",
-                to_string(report.holdout).c_str(), report.overall.mape_pct, report.overall.blind_mape_pct);
+  const std::string floor = pct_or_dash(report.overall.floor_pct);
+  std::snprintf(buf, sizeof(buf), "<text x='20' y='22' font-size='14'>MAPE per (dp,tp,pp) and precision, %s holdout: overall %.2f%% (blind %.2f%%, floor %s%s)</text>\n",
+                to_string(report.holdout).c_str(), report.overall.mape_pct, report.overall.blind_mape_pct, floor.c_str(),
+                floor == "-" ? "" : "%");
   out << buf;
   const std::vector<std::string> colors = {"#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b"};
   for (const MapeEntry& e : report.per_precision) color_of[e.group] = colors[color_of.size() % colors.size()];
   double max_mape = 1.0;
-  for (const MapeEntry& e : report.per_tuple_precision) max_mape = std::max({max_mape, e.mape_pct, std::min(e.blind_mape_pct, 200.0)});
+  for (const MapeEntry& e : report.per_tuple_precision) {
+    max_mape = std::max({max_mape, e.mape_pct, std::min(e.blind_mape_pct, 200.0)});
+    if (std::isfinite(e.floor_pct)) max_mape = std::max(max_mape, std::min(e.floor_pct, 200.0));
+  }
   const double plot_x = 50, plot_y = 40, plot_h = 330, plot_w = left_w - 70;
   const double bar_w = report.per_tuple_precision.empty() ? 10 : plot_w / static_cast<double>(report.per_tuple_precision.size());
   out << "<line x1='" << plot_x << "' y1='" << plot_y + plot_h << "' x2='" << plot_x + plot_w << "' y2='" << plot_y + plot_h << "' stroke='black'/>\n";
@@ -176,6 +251,12 @@ void write_svg_mape_bars(std::ostream& out, const ValidationReport& report, std:
     std::snprintf(buf, sizeof(buf), "<rect x='%.1f' y='%.1f' width='%.1f' height='%.1f' fill='%s'><title>%s: %.2f%% (blind %.2f%%)</title></rect>\n",
                   x + 3, plot_y + plot_h - h, bar_w - 6, h, color_of[precision].c_str(), e.group.c_str(), e.mape_pct, e.blind_mape_pct);
     out << buf;
+    if (std::isfinite(e.floor_pct)) {
+      const double y_floor = plot_y + plot_h - plot_h * std::min(e.floor_pct, max_mape) / max_mape;
+      std::snprintf(buf, sizeof(buf), "<line x1='%.1f' y1='%.1f' x2='%.1f' y2='%.1f' stroke='black' stroke-width='2'><title>%s: measurement floor %.2f%%</title></line>\n",
+                    x + 1, y_floor, x + bar_w - 1, y_floor, e.group.c_str(), e.floor_pct);
+      out << buf;
+    }
     std::snprintf(buf, sizeof(buf), "<text x='%.1f' y='%.1f' transform='rotate(60 %.1f %.1f)'>%s</text>\n", x + bar_w / 2,
                   plot_y + plot_h + 10, x + bar_w / 2, plot_y + plot_h + 10, e.group.substr(0, e.group.find(' ')).c_str());
     out << buf;
@@ -189,6 +270,10 @@ void write_svg_mape_bars(std::ostream& out, const ValidationReport& report, std:
   }
   std::snprintf(buf, sizeof(buf), "<rect x='%.1f' y='%.1f' width='10' height='10' fill='none' stroke='#999' stroke-dasharray='2,2'/><text x='%.1f' y='%.1f'>blind baseline</text>\n",
                 left_w - 110, legend_y, left_w - 95, legend_y + 9);
+  out << buf;
+  legend_y += 15;
+  std::snprintf(buf, sizeof(buf), "<line x1='%.1f' y1='%.1f' x2='%.1f' y2='%.1f' stroke='black' stroke-width='2'/><text x='%.1f' y='%.1f'>measurement floor</text>\n",
+                left_w - 110, legend_y + 5, left_w - 100, legend_y + 5, left_w - 95, legend_y + 9);
   out << buf;
 
 }

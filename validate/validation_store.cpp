@@ -26,6 +26,8 @@ RowType RowTraits<validate::ValidationStoreRow>::row_type() {
   ITERTIME_H5_FIELD(t, R, built_ape_pct);
   ITERTIME_H5_FIELD(t, R, blind_raw_predicted_us);
   ITERTIME_H5_FIELD(t, R, blind_raw_ape_pct);
+  ITERTIME_H5_FIELD(t, R, round_spread_pct);
+  ITERTIME_H5_FIELD(t, R, disturbance);
   return t;
 }
 
@@ -40,6 +42,8 @@ RowType RowTraits<validate::MapeStoreRow>::row_type() {
   ITERTIME_H5_FIELD(t, R, built_count);
   ITERTIME_H5_FIELD(t, R, built_mape_pct);
   ITERTIME_H5_FIELD(t, R, blind_raw_mape_pct);
+  ITERTIME_H5_FIELD(t, R, floor_pct);
+  ITERTIME_H5_FIELD(t, R, disturbed_count);
   return t;
 }
 
@@ -72,6 +76,8 @@ void write_validation(h5::Store& store, const ValidationReport& report) {
     row.built_ape_pct = r.built_ape_pct;
     row.blind_raw_predicted_us = r.blind_raw_predicted_us;
     row.blind_raw_ape_pct = r.blind_raw_ape_pct;
+    row.round_spread_pct = r.round_spread_pct;
+    h5::set_string(row.disturbance, r.disturbance);
     rows.push_back(row);
   }
   store.table<ValidationStoreRow>("/validation/rows").append(rows);
@@ -86,6 +92,8 @@ void write_validation(h5::Store& store, const ValidationReport& report) {
     row.built_count = e.built_count;
     row.built_mape_pct = e.built_mape_pct;
     row.blind_raw_mape_pct = e.blind_raw_mape_pct;
+    row.floor_pct = e.floor_pct;
+    row.disturbed_count = e.disturbed_count;
     mape.push_back(row);
   };
   for (const auto& e : report.per_tuple) add("tuple", e);

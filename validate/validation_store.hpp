@@ -21,6 +21,8 @@ struct ValidationStoreRow {
   int64_t built_ok;  // 1 when the builder-only prediction exists (validation.hpp)
   double built_predicted_us, built_ape_pct;
   double blind_raw_predicted_us, blind_raw_ape_pct;  // the blind baseline with no term fitted on ground truth
+  double round_spread_pct;  // the ground truth's round spread, %; NaN below 2 rounds (validation.hpp)
+  char disturbance[96];     // why its ground truth stayed disturbed; "" when steady
 };
 
 struct MapeStoreRow {
@@ -31,6 +33,8 @@ struct MapeStoreRow {
   int64_t built_count;  // rows of the group with a builder-only prediction
   double built_mape_pct;
   double blind_raw_mape_pct;
+  double floor_pct;         // measurement floor: mean round spread of the group's rows, %; NaN when none has one
+  int64_t disturbed_count;  // rows of the group whose ground truth stayed disturbed
 };
 
 void write_validation(h5::Store& store, const ValidationReport& report);

@@ -275,18 +275,23 @@ $m/dp1-tp2-pp1/$tail/amp-bf16	ok
 $m/dp1-tp1-pp2/$tail/fp32	ok
 $m/dp1-tp3-pp1/$tail/fp32	skipped
 $m/dp1-tp1-pp1/$tail/fp16	$fp16_status" ]] || fail "keys and statuses: $(cut -f1,2 <<<"$dump")"
-  # ok rows: empty reason, 3 samples (timed_iters), one rank row per rank, finite positive times whose
-  # median lies within the samples.
+  # ok rows: empty reason; measured in at least the job's 2 rounds, one round row per round, each round
+  # 3 samples or more (timed_iters); the row's time from its counted rounds' samples (timed_iters); one
+  # rank row per rank; finite positive times, the median within the samples; the counted rounds' spread
+  # within the job's 10% (NaN only below 2 counted rounds).
   awk -F'\t' '$2 == "ok" {
       ranks = $4 * $5 * $6
       if ($3 != "") { print "ok row with a reason: " $1; bad++ }
-      if ($7 != 3 || $8 != $7) { print $1 ": timed_iters " $7 ", samples_count " $8; bad++ }
+      if ($16 < 2 || $16 > 3 || $18 != $16 || $19 != $16) { print $1 ": rounds_run " $16 ", rounds_count " $18 ", round rows " $19; bad++ }
+      if ($20 != $8 || $8 < 3 * $16) { print $1 ": samples_count " $8 ", round rows samples " $20; bad++ }
+      if ($17 > $16 || ($17 > 0 && $7 != $22)) { print $1 ": rounds_counted " $17 ", timed_iters " $7 ", counted samples " $22; bad++ }
+      if ($17 >= 2 && ($21 ~ /nan/ || !($21 >= 0 && $21 <= 10))) { print $1 ": round_spread_pct " $21; bad++ }
       if ($9 != ranks || $14 != ranks) { print $1 ": ranks_count " $9 ", rank rows " $14 ", want " ranks; bad++ }
-      if (!($10 > 0 && $11 > 0 && $10 < 1e12 && $12 > 0 && $12 == $11 && $13 >= $10)) { print $1 ": times " $10 " " $11 " " $12 " " $13; bad++ }
+      if (!($10 > 0 && $11 > 0 && $10 < 1e12 && $12 > 0 && $12 <= $11 && $13 >= $10)) { print $1 ": times " $10 " " $11 " " $12 " " $13; bad++ }
       if ($10 ~ /nan|inf/) { print $1 ": not finite"; bad++ }
     }
     $2 == "skipped" {
-      if ($8 != 0 || $9 != 0 || $14 != 0) { print $1 ": a skipped row with samples or rank rows"; bad++ }
+      if ($8 != 0 || $9 != 0 || $14 != 0 || $16 != 0 || $18 != 0) { print $1 ": a skipped row with samples, rank or round rows"; bad++ }
     }
     END { exit bad > 0 }' <<<"$dump" >"$WORK/.check" || fail "groundtruth rows: $(cat "$WORK/.check")"
   grep -P '^[^\t]*/dp1-tp3-pp1/[^\t]*\tskipped\t[^\t]*needs 3 ranks, the job runs on 2' <<<"$dump" >/dev/null ||

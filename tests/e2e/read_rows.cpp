@@ -7,7 +7,10 @@
 //   read_rows comm-samples FILE the number of values in /comm/samples_us
 //   read_rows groundtruth FILE  key, status, reason, dp, tp, pp, timed_iters, samples_count,
 //                               ranks_count, time_us_median, time_us_min, min and max of the row's
-//                               samples, rank rows carrying the row's key, measured_utc
+//                               samples, rank rows carrying the row's key, measured_utc, rounds_run,
+//                               rounds_counted, rounds_count, round rows carrying the row's key, the
+//                               round rows' samples summed, round_spread_pct, samples of its counted
+//                               rounds
 // Doubles print with 17 significant digits, so equal text means equal bits. A row whose offsets point
 // past its samples (or rank rows) prints "BAD-OFFSETS" in place of the sample range; exit status 1.
 #include <algorithm>
@@ -68,9 +71,24 @@ int print_groundtruth(const std::string& path) {
   const auto ranks = store.exists(store::kGroundTruthRanks)
                          ? store.table<store::GroundTruthRankRow>(store::kGroundTruthRanks).read_all()
                          : std::vector<store::GroundTruthRankRow>{};
+  const auto rounds = store.exists(store::kGroundTruthRounds)
+                          ? store.table<store::GroundTruthRoundRow>(store::kGroundTruthRounds).read_all()
+                          : std::vector<store::GroundTruthRoundRow>{};
   bool bad = false;
   for (const auto& row : rows) {
     const std::string key = h5::get_string(row.key);
+    long long round_rows = 0, round_samples = 0, counted_samples = 0;
+    if (row.rounds_offset < 0 || static_cast<std::size_t>(row.rounds_offset + row.rounds_count) > rounds.size()) {
+      bad = true;
+      round_rows = -1;
+    } else {
+      for (int64_t i = row.rounds_offset; i < row.rounds_offset + row.rounds_count; ++i) {
+        const store::GroundTruthRoundRow& round = rounds[static_cast<std::size_t>(i)];
+        round_rows += h5::get_string(round.key) == key;
+        round_samples += round.samples;
+        if (h5::get_string(round.verdict) == "counted") counted_samples += round.samples;
+      }
+    }
     long long rank_rows = 0;
     if (row.ranks_offset < 0 || static_cast<std::size_t>(row.ranks_offset + row.ranks_count) > ranks.size()) {
       bad = true;
@@ -80,13 +98,16 @@ int print_groundtruth(const std::string& path) {
         rank_rows += h5::get_string(ranks[static_cast<std::size_t>(i)].key) == key;
       }
     }
-    std::printf("%s\t%s\t%s\t%lld\t%lld\t%lld\t%lld\t%lld\t%lld\t%s\t%s\t%s\t%lld\t%s\n", key.c_str(),
+    std::printf("%s\t%s\t%s\t%lld\t%lld\t%lld\t%lld\t%lld\t%lld\t%s\t%s\t%s\t%lld\t%s\t%lld\t%lld\t%lld\t%lld\t%lld\t%s\t%lld\n",
+                key.c_str(),
                 h5::get_string(row.status).c_str(), h5::get_string(row.reason).c_str(), static_cast<long long>(row.dp),
                 static_cast<long long>(row.tp), static_cast<long long>(row.pp), static_cast<long long>(row.timed_iters),
                 static_cast<long long>(row.samples_count), static_cast<long long>(row.ranks_count),
                 number(row.time_us_median).c_str(), number(row.time_us_min).c_str(),
                 range_of(samples, row.samples_offset, row.samples_count, bad).c_str(), rank_rows,
-                h5::get_string(row.measured_utc).c_str());
+                h5::get_string(row.measured_utc).c_str(), static_cast<long long>(row.rounds_run),
+                static_cast<long long>(row.rounds_counted), static_cast<long long>(row.rounds_count), round_rows,
+                round_samples, number(row.round_spread_pct).c_str(), counted_samples);
   }
   return bad ? 1 : 0;
 }

@@ -3,8 +3,13 @@
 // Checks: every ground-truth configuration with status ok appears in the report; every scored error is
 // finite; the calibration applied to each configuration was fitted without its holdout group (the
 // report's "holdout": its tuple or its precision): on at most the ok rows of the other groups, and on at
-// least one; /validation/rows in the file has one row per configuration. Prints what failed and exits 1,
-// or exits 0.
+// least one; /validation/rows in the file has one row per configuration. The measurement floor: every
+// configuration carries its ground truth's round_spread_pct (as /groundtruth holds it; null for NaN) and
+// disturbance; every MAPE entry carries floor_pct and disturbed_count; the overall floor is finite, >= 0
+// and the mean of the configurations' finite spreads, and /validation/mape's overall row holds it. The
+// floor may be null only when every scored configuration stayed disturbed with fewer than 2 counted
+// rounds (a machine busy throughout: said, not failed). The CSV beside the JSON has the round_spread_pct
+// and disturbance columns. Prints what failed and exits 1, or exits 0.
 #include <cmath>
 #include <cstdio>
 #include <fstream>
@@ -12,6 +17,7 @@
 #include <nlohmann/json.hpp>
 #include <set>
 #include <string>
+#include <vector>
 
 #include "common/groundtruth_store.hpp"
 #include "common/h5store.hpp"
@@ -33,9 +39,11 @@ int main(int argc, char** argv) {
   const auto groundtruth = store.table<store::GroundTruthRow>(store::kGroundTruthTable).read_all();
   std::set<std::string> ok_keys;
   std::map<std::string, int> rows_per_group;  // ok rows per tuple "(2,1,2)" and per precision "bf16"
+  std::map<std::string, double> spread_of;    // ok rows' round_spread_pct, by key
   for (const auto& row : groundtruth) {
     if (h5::get_string(row.status) != "ok") continue;
     ok_keys.insert(h5::get_string(row.key));
+    spread_of[h5::get_string(row.key)] = row.round_spread_pct;
     rows_per_group["(" + std::to_string(row.dp) + "," + std::to_string(row.tp) + "," + std::to_string(row.pp) + ")"]++;
     rows_per_group[h5::get_string(row.precision)]++;
   }
@@ -47,9 +55,23 @@ int main(int argc, char** argv) {
   if (holdout != "tuple" && holdout != "precision") fail("report names no holdout (tuple or precision)");
   if (report.value("leave_one_tuple_out", false) != (holdout == "tuple")) fail("leave_one_tuple_out disagrees with the holdout");
   std::set<std::string> reported;
+  std::vector<double> spreads;  // the scored rows' finite round spreads
+  int disturbed = 0, scored = 0;
   for (const auto& row : report.at("configurations")) {
     const std::string key = row.at("key");
     reported.insert(key);
+    if (!row.contains("round_spread_pct") || !row.contains("disturbance") || !row.at("disturbance").is_string()) {
+      fail(key + ": no round_spread_pct or disturbance");
+    } else if (row.at("status") == "ok") {
+      const nlohmann::json& spread = row.at("round_spread_pct");
+      const double stored = spread_of.count(key) ? spread_of[key] : std::nan("");
+      if (spread.is_null() ? std::isfinite(stored) : !(std::abs(spread.get<double>() - stored) <= 1e-9 * (1 + std::abs(stored)))) {
+        fail(key + ": round_spread_pct " + spread.dump() + " is not the ground truth's " + std::to_string(stored));
+      }
+      ++scored;
+      if (spread.is_number()) spreads.push_back(spread.get<double>());
+      if (!row.at("disturbance").get<std::string>().empty()) ++disturbed;
+    }
     if (row.at("status") != "ok") {
       fail(key + " not scored (status " + row.at("status").get<std::string>() + ")");
       continue;
@@ -85,12 +107,57 @@ int main(int argc, char** argv) {
   if (report.at("mape_overall").at("built_count") != report.at("mape_overall").at("count") || !std::isfinite(built_overall)) {
     fail("the builder-only MAPE does not cover every scored configuration");
   }
+  // The measurement floor beside every MAPE.
+  for (const char* list : {"mape_per_tuple", "mape_per_precision", "mape_per_tuple_precision"}) {
+    for (const auto& entry : report.at(list)) {
+      if (!entry.contains("floor_pct") || !entry.contains("disturbed_count")) {
+        fail(std::string(list) + " " + entry.at("group").dump() + ": no floor_pct or disturbed_count");
+      }
+    }
+  }
+  const nlohmann::json& overall_entry = report.at("mape_overall");
+  double floor = std::nan("");
+  if (!overall_entry.contains("floor_pct")) {
+    fail("mape_overall has no floor_pct");
+  } else if (overall_entry.at("floor_pct").is_null()) {
+    if (!spreads.empty() || disturbed < scored) {
+      fail("mape_overall.floor_pct is null, but a configuration has a round spread or stayed steady");
+    } else {
+      std::printf("note: measurement floor unknown: every configuration stayed disturbed with < 2 counted rounds (a busy machine)\n");
+    }
+  } else {
+    floor = overall_entry.at("floor_pct");
+    double mean = 0;
+    for (const double s : spreads) mean += s / static_cast<double>(spreads.size());
+    if (!std::isfinite(floor) || floor < 0) fail("mape_overall.floor_pct is not a finite non-negative number");
+    if (!(std::abs(floor - mean) <= 1e-9 * (1 + mean))) {
+      fail("mape_overall.floor_pct " + std::to_string(floor) + " is not the mean round spread " + std::to_string(mean));
+    }
+  }
+  if (!overall_entry.contains("disturbed_count") || overall_entry.at("disturbed_count") != disturbed) {
+    fail("mape_overall.disturbed_count is not the number of disturbed configurations (" + std::to_string(disturbed) + ")");
+  }
+  std::string csv_path = argv[2];
+  csv_path = csv_path.substr(0, csv_path.size() - std::string(".json").size()) + ".csv";
+  std::ifstream csv(csv_path);
+  std::string header;
+  if (!std::getline(csv, header) || header.find(",round_spread_pct,disturbance") == std::string::npos) {
+    fail(csv_path + ": no round_spread_pct and disturbance columns");
+  }
+  if (holdout == "tuple" && store.exists("/validation/mape")) {
+    const auto mape = store.table<validate::MapeStoreRow>("/validation/mape").read_all();
+    const double stored = mape.empty() ? 0.0 : mape.back().floor_pct;
+    const bool same = std::isnan(floor) ? std::isnan(stored) : std::abs(stored - floor) <= 1e-9 * (1 + std::abs(floor));
+    if (mape.empty() || h5::get_string(mape.back().kind) != "overall" || !same) {
+      fail("/validation/mape's overall row does not hold the overall floor_pct");
+    }
+  }
   if (!store.exists("/validation/rows")) {
     fail("no /validation/rows in the calibration file");
   } else if (store.table<validate::ValidationStoreRow>("/validation/rows").size() != ok_keys.size()) {
     fail("/validation/rows does not hold one row per ground-truth configuration");
   }
-  std::printf("%s: %zu configurations checked (%s holdout), overall MAPE %.2f%% (builder-only %.2f%%)\n",
-              failures ? "FAILED" : "ok", ok_keys.size(), holdout.c_str(), overall, built_overall);
+  std::printf("%s: %zu configurations checked (%s holdout), overall MAPE %.2f%% (builder-only %.2f%%), floor %.2f%%, %d disturbed\n",
+              failures ? "FAILED" : "ok", ok_keys.size(), holdout.c_str(), overall, built_overall, floor, disturbed);
   return failures ? 1 : 0;
 }

@@ -32,6 +32,10 @@ GroundTruthRow groundtruth_row(const std::string& precision, const std::string& 
   h5::set_string(row.precision, precision);
   h5::set_string(row.status, status);
   row.time_us_median = 1234.5;
+  row.rounds_run = 4;
+  row.rounds_counted = 3;
+  row.round_spread_pct = 2.5;
+  h5::set_string(row.disturbance, status == "ok" ? "" : "1 of 6 rounds counted");
   return row;
 }
 
@@ -96,7 +100,7 @@ TEST(CalibrationRecords, ReadFromAStoreWithStagesResolved) {
       comm.bytes = 64, comm.count = 2;
       append_stage(store, stage, {sequence}, {comm});
     }
-    append_groundtruth(store, groundtruth_row("bf16", "ok"), {1.0, 2.0}, {});
+    append_groundtruth(store, groundtruth_row("bf16", "ok"), {1.0, 2.0}, {}, {});
   }
   h5::Store store = h5::Store::open(path, /*writable=*/false);
   const std::vector<CommRecord> comm = read_comm_records(store);
@@ -121,6 +125,9 @@ TEST(CalibrationRecords, ReadFromAStoreWithStagesResolved) {
   const std::vector<GroundTruthRecord> groundtruth = read_groundtruth_records(store);
   ASSERT_EQ(groundtruth.size(), 1u);
   EXPECT_EQ(groundtruth[0].precision, PrecisionName::kBf16);
+  EXPECT_DOUBLE_EQ(groundtruth[0].round_spread_pct, 2.5);
+  EXPECT_EQ(groundtruth[0].rounds_counted, 3);
+  EXPECT_EQ(groundtruth[0].disturbance, "");
 }
 
 TEST(CalibrationRecords, AbsentTablesReadAsNone) {

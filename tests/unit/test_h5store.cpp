@@ -667,9 +667,11 @@ TEST(H5ParentRows, StoresTrimTheirTailsOnResume) {
 
     store::GroundTruthRow config{};
     h5::set_string(config.key, "cfg");
-    store::append_groundtruth(store, config, {3.0}, std::vector<store::GroundTruthRankRow>(2));
+    store::append_groundtruth(store, config, {3.0}, std::vector<store::GroundTruthRankRow>(2),
+                              std::vector<store::GroundTruthRoundRow>(3));
     store.samples(store::kGroundTruthSamples).append(9.0);
     store.table<store::GroundTruthRankRow>(store::kGroundTruthRanks).append(store::GroundTruthRankRow{});
+    store.table<store::GroundTruthRoundRow>(store::kGroundTruthRounds).append(store::GroundTruthRoundRow{});
 
     store::OpStageRow stage{};
     h5::set_string(stage.stage_key, "stage");
@@ -686,8 +688,10 @@ TEST(H5ParentRows, StoresTrimTheirTailsOnResume) {
   EXPECT_EQ(store.samples(store::kGroundTruthSamples).size(), 1u);
   EXPECT_EQ(store.table<store::GroundTruthRankRow>(store::kGroundTruthRanks).size(), 2u);
   const auto config = store.table<store::GroundTruthRow>(store::kGroundTruthTable).read_all().at(0);
+  EXPECT_EQ(store.table<store::GroundTruthRoundRow>(store::kGroundTruthRounds).size(), 3u);
   EXPECT_EQ(config.ranks_count, 2);
   EXPECT_EQ(config.samples_count, 1);
+  EXPECT_EQ(config.rounds_count, 3);
   EXPECT_EQ(store::existing_stage_keys(store), (std::set<std::string>{"stage"}));
   EXPECT_EQ(store.table<store::OpSequenceRow>(store::kOpSequences).size(), 3u);
   EXPECT_EQ(store.table<store::OpCommRow>(store::kOpComms).size(), 1u);

@@ -238,7 +238,7 @@ TEST(Job, ShippedLocalCpuJob) {
   EXPECT_EQ(job.backend, Backend::kCpu);
   EXPECT_EQ(job.ranks, 4);
   EXPECT_EQ(job.warmup_iters, 2);
-  EXPECT_EQ(job.timed_iters, 5);
+  EXPECT_EQ(job.timed_iters, 3);
   EXPECT_EQ(job.comm.max_bytes, "1M");
   EXPECT_EQ(job.attention, AttentionKernel::kAuto);  // sdpa where the LibTorch has it
   // 10 layouts of 1, 2 and 4 ranks x 5 precisions (the fp16 ones skipped where the LibTorch lacks them).
@@ -297,8 +297,35 @@ TEST(Job, MinTimedSecondsIsReadAndChecked) {
       EXPECT_NE(std::string(error.what()).find("c.json groundtruth"), std::string::npos) << error.what();
     }
   }
-  // The shipped local job asks for 2 s per configuration, so fast fp32 steps get more samples.
-  EXPECT_EQ(load_job(kSource + "/jobs/local-cpu.json").min_timed_seconds, 2.0);
+  // The shipped local job asks for 0.7 s per configuration and round, so fast fp32 steps get more samples.
+  EXPECT_EQ(load_job(kSource + "/jobs/local-cpu.json").min_timed_seconds, 0.7);
+}
+
+TEST(Job, MeasurementRoundsAreReadAndChecked) {
+  JobFolder folder;
+  const std::string configs = R"("configs": [{"dp": 1, "tp": 1, "pp": 1, "micro_batch": 1, "global_batch": 1, "seq_len": 8}])";
+  const Job defaults = folder.parse(R"({"model": "models/tiny.json", )" + configs + "}", "a.json");
+  EXPECT_EQ(defaults.rounds.rounds, 3);
+  EXPECT_EQ(defaults.rounds.max_extra_rounds, 3);
+  EXPECT_EQ(defaults.rounds.disagreement_pct, 10.0);
+  EXPECT_EQ(defaults.rounds.outside_load_cores, 0.3);
+  const Job job = folder.parse(R"({"model": "models/tiny.json", "groundtruth": {"rounds": 5, "max_extra_rounds": 0,
+                                   "disagreement_pct": 4.5, "outside_load_cores": 0.5}, )" + configs + "}",
+                               "b.json");
+  EXPECT_EQ(job.rounds.rounds, 5);
+  EXPECT_EQ(job.rounds.max_extra_rounds, 0);
+  EXPECT_EQ(job.rounds.disagreement_pct, 4.5);
+  EXPECT_EQ(job.rounds.outside_load_cores, 0.5);
+  for (const std::string bad : {R"("rounds": 0)", R"("max_extra_rounds": -1)", R"("disagreement_pct": -2)",
+                                R"("outside_load_cores": "high")", R"("round": 3)"}) {
+    try {
+      folder.parse(R"({"model": "models/tiny.json", "groundtruth": {)" + bad + "}, " + configs + "}", "c.json");
+      ADD_FAILURE() << "accepted " << bad;
+    } catch (const UserError& error) {
+      EXPECT_NE(std::string(error.what()).find("c.json groundtruth"), std::string::npos) << error.what();
+    }
+  }
+  EXPECT_EQ(load_job(kSource + "/jobs/local-cpu.json").rounds.rounds, 3);
 }
 
 TEST(Job, ShippedLlama8BJob) {

@@ -1,0 +1,37 @@
+// outside_load_probe.hpp: the outside load on the nodes of a communicator during a stretch of work
+// (common/cpu_load.hpp per node, combined over the communicator's ranks).
+// Invariants:
+//  - start() and stop() are collective over the communicator given at construction; between them every
+//    rank does its share of the work being judged.
+//  - Per node (the ranks that share memory, MPI_COMM_TYPE_SHARED): outside load = the node's busy CPU
+//    time less the CPU time of this communicator's processes on it, per second of wall time. The result
+//    is the largest over nodes, known to every rank.
+//  - Processes of the job that are not in the communicator (ranks waiting in a quiet barrier) count as
+//    outside load; they sleep between polls, so they add little.
+#pragma once
+
+#include <mpi.h>
+
+#include <chrono>
+
+#include "common/cpu_load.hpp"
+#include "runtime/mpi_session.hpp"
+
+namespace itertime {
+
+class OutsideLoadProbe {
+ public:
+  explicit OutsideLoadProbe(MPI_Comm comm);  // collective over comm
+  void start();                              // collective
+  OutsideLoad stop();                        // collective; the largest over the nodes
+
+ private:
+  MPI_Comm comm_;
+  MpiComm node_;  // the ranks of comm on this node
+  int node_rank_ = 0;
+  MachineCpuTimes machine_before_;
+  double own_cpu_before_s_ = 0;
+  std::chrono::steady_clock::time_point wall_before_;
+};
+
+}  // namespace itertime
