@@ -1,4 +1,7 @@
 // comm_bench.cpp: calibrate comm: the measurement loop over the sweep, one /comm row per point (comm_bench.hpp).
+// Invariants: a latency sample is the max over all world ranks of one barrier-separated call; a pipelined
+// sample is the mean over all world ranks of each rank's average over pipelined_calls_per_sample(bytes)
+// back-to-back calls (timing_loop.hpp), as osu_allreduce averages per-rank averages over ranks.
 #include "commbench/comm_bench.hpp"
 
 #include <mpi.h>
@@ -19,13 +22,12 @@
 #include "runtime/nccl_communicator.hpp"
 #include "runtime/resume_plan.hpp"
 #include "common/stats.hpp"
+#include "commbench/timing_loop.hpp"
 
 namespace itertime::calibrate {
 using namespace itertime::store;
 
 namespace {
-
-constexpr int kPipelineDepth = 8;
 
 using Clock = std::chrono::steady_clock;
 
@@ -47,7 +49,7 @@ std::string span_label(const std::vector<std::vector<int>>& groups, const NodeIn
 }
 
 struct Measurement {
-  std::vector<double> samples_us;  // max over ranks, per timed iteration
+  std::vector<double> samples_us;  // per sample: latency mode max over ranks, pipelined mode mean over ranks
   int64_t check_errors = 0;
   std::string first_error;
 };
@@ -100,23 +102,33 @@ Measurement measure_point(Communicator& comm, const PointSpec& point, int warmup
     comm.synchronize();
   }
   std::vector<double> local(static_cast<std::size_t>(iters));
+  const auto call = [&] {
+    run_collective(point.collective, comm, send->data(), recv->data(), point.count, point.dtype);
+  };
+  const auto finish = [&] { comm.synchronize(); };
+  const int calls_per_sample = pipelined_calls_per_sample(point.bytes);
   for (int i = 0; i < iters; ++i) {
     MPI_Barrier(MPI_COMM_WORLD);
-    const auto start = Clock::now();
     if (point.mode == TimingMode::kLatency) {
-      run_collective(point.collective, comm, send->data(), recv->data(), point.count, point.dtype);
-      comm.synchronize();
+      const auto start = Clock::now();
+      call();
+      finish();
       local[static_cast<std::size_t>(i)] = elapsed_us(start, Clock::now());
     } else {
-      for (int j = 0; j < kPipelineDepth; ++j) {
-        run_collective(point.collective, comm, send->data(), recv->data(), point.count, point.dtype);
-      }
-      comm.synchronize();
-      local[static_cast<std::size_t>(i)] = elapsed_us(start, Clock::now()) / kPipelineDepth;
+      local[static_cast<std::size_t>(i)] = time_back_to_back_us(calls_per_sample, call, finish);
     }
   }
   result.samples_us.resize(local.size());
-  MPI_Allreduce(local.data(), result.samples_us.data(), iters, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
+  if (point.mode == TimingMode::kLatency) {
+    // The slowest rank of the slowest group: what a training step waiting on the collective sees.
+    MPI_Allreduce(local.data(), result.samples_us.data(), iters, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
+  } else {
+    // osu_allreduce's figure: the average over ranks of each rank's per-call average.
+    MPI_Allreduce(local.data(), result.samples_us.data(), iters, MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD);
+    int world_size = 1;
+    MPI_Comm_size(MPI_COMM_WORLD, &world_size);
+    for (double& sample_us : result.samples_us) sample_us /= world_size;
+  }
   return result;
 }
 
@@ -187,8 +199,14 @@ void print_start(const SweepRun& run) {
   if (run.summary.points_present > 0) {
     std::printf(" (%zu already in %s, resuming)", run.summary.points_present, options.output_path.c_str());
   }
-  std::printf("\n# warm-up %d, timed iterations %d per point; times are the max over all ranks\n",
-              options.sweep.warmup_iters, options.sweep.iters);
+  if (options.sweep.mode == TimingMode::kLatency) {
+    std::printf("\n# warm-up %d, timed iterations %d per point; times are the max over all ranks\n",
+                options.sweep.warmup_iters, options.sweep.iters);
+  } else {
+    std::printf("\n# warm-up %d, %d samples per point, each the per-call average of %d..%d back-to-back calls"
+                " (by size); times are the mean over all ranks\n",
+                options.sweep.warmup_iters, options.sweep.iters, kPipelinedMinCalls, kPipelinedMaxCalls);
+  }
   std::fflush(stdout);
 }
 

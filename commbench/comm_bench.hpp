@@ -6,7 +6,9 @@
 //  - Every point: one untimed call whose result is checked (errors summed over all ranks and recorded),
 //    warm-up calls, then timed calls. latency mode: a world barrier before each call, the call, a
 //    synchronize; the sample is the max over all ranks of that call's time (what a training step sees).
-//    pipelined mode: each sample is the mean of 8 back-to-back calls (nccl-tests style).
+//    pipelined mode: each sample is the mean over all ranks of each rank's average over
+//    pipelined_calls_per_sample(bytes) back-to-back calls (commbench/timing_loop.hpp; as osu_allreduce
+//    combines ranks, and as nccl-tests times a loop of calls).
 //  - All groups of a layout run at once, so every rank is busy as in the job being predicted.
 //  - --resume measures only the points whose keys are missing from the file.
 #pragma once

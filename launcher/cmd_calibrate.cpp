@@ -178,7 +178,7 @@ void register_calibrate(CLI::App& app, std::vector<std::pair<CLI::App*, Action>>
   comm->add_option("--group-sizes", args->group_sizes, "Group sizes (default: 2, 4, 8, ... and the world size)")->delimiter(',');
   comm->add_option("--layouts", args->layouts, "consecutive and/or strided (default: both)")->delimiter(',');
   comm->add_option("-w,--warmup", args->warmup, "Untimed warm-up calls per point")->capture_default_str();
-  comm->add_option("-n,--iters", args->iters, "Timed calls per point (each one sample)")->capture_default_str();
+  comm->add_option("-n,--iters", args->iters, "Timed samples per point (latency: one call each; pipelined: a loop of back-to-back calls each)")->capture_default_str();
   comm->add_option("--mode", args->mode,
                    "latency: barrier before every call (what a training step sees); pipelined: back-to-back calls, as nccl-tests")
       ->capture_default_str();
