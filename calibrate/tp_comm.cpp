@@ -57,11 +57,18 @@ void all_reduce_tensor(Communicator& comm, torch::Tensor& tensor, bool cuda) {
   comm.synchronize();
 }
 
-torch::Tensor flatten_gradients(const std::vector<torch::Tensor>& parameters) {
+torch::Tensor make_gradient_buffer(const std::vector<torch::Tensor>& parameters) {
+  int64_t count = 0;
+  for (const auto& p : parameters) count += p.numel();
+  ITERTIME_CHECK(!parameters.empty(), "a gradient buffer for no parameters");
+  return torch::zeros({count}, parameters.front().options().requires_grad(false));
+}
+
+void flatten_gradients_into(torch::Tensor& buffer, const std::vector<torch::Tensor>& parameters) {
   std::vector<torch::Tensor> parts;
   parts.reserve(parameters.size());
   for (const auto& p : parameters) parts.push_back(p.grad().reshape({-1}));
-  return torch::cat(parts);
+  torch::cat_out(buffer, parts, 0);
 }
 
 void unflatten_gradients(const torch::Tensor& flat, std::vector<torch::Tensor>& parameters) {

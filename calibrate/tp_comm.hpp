@@ -35,8 +35,12 @@ struct TpContext {
 torch::Tensor copy_to_tp(const torch::Tensor& x, TpContext* context);
 torch::Tensor reduce_from_tp(const torch::Tensor& x, TpContext* context);
 
-// The DP gradient buffer: all gradients concatenated in one flat tensor (gradient dtype), and back.
-torch::Tensor flatten_gradients(const std::vector<torch::Tensor>& parameters);
+// The data-parallel gradient buffer: one flat tensor of the gradients' dtype, allocated once per trainer
+// and reused every step (as Megatron-LM's contiguous gradient buffer), so the all-reduce runs on memory
+// that stays mapped; flatten_gradients_into() fills it (aten::cat.out), unflatten_gradients() copies it
+// back into the gradients.
+torch::Tensor make_gradient_buffer(const std::vector<torch::Tensor>& parameters);
+void flatten_gradients_into(torch::Tensor& buffer, const std::vector<torch::Tensor>& parameters);
 void unflatten_gradients(const torch::Tensor& flat, std::vector<torch::Tensor>& parameters);
 
 // In-place all-reduce (sum) of a contiguous tensor; the device work before it is complete when it starts.

@@ -82,6 +82,7 @@ struct Trainer::Impl {
   torch::Device device{torch::kCPU};
   LlamaStage stage{nullptr};
   std::vector<torch::Tensor> parameters;
+  torch::Tensor gradient_buffer;  // the DP all-reduce's flat buffer, made at the first step (tp_comm.hpp)
   std::unique_ptr<torch::optim::AdamW> optimizer;
   double loss_scale = 1.0;
   int64_t good_steps = 0;
@@ -233,10 +234,11 @@ struct Trainer::Impl {
     if (options.config.dp > 1) {
       // Divided before the sum, as Megatron-LM scales gradients by 1/dp before its collective: the sum of
       // dp loss-scaled fp16 gradients would overflow where one rank's does not.
-      torch::Tensor flat = flatten_gradients(parameters);
-      flat.div_(static_cast<double>(options.config.dp));
-      all_reduce_tensor(*dp_comm, flat, options.backend == Backend::kCuda);
-      unflatten_gradients(flat, parameters);
+      if (!gradient_buffer.defined()) gradient_buffer = make_gradient_buffer(parameters);
+      flatten_gradients_into(gradient_buffer, parameters);
+      gradient_buffer.div_(static_cast<double>(options.config.dp));
+      all_reduce_tensor(*dp_comm, gradient_buffer, options.backend == Backend::kCuda);
+      unflatten_gradients(gradient_buffer, parameters);
     }
     phases.dp_comm_us += since_us(start);
   }

@@ -65,7 +65,8 @@ void StageBuilder::dp_buffer(const std::vector<StageParameter>& parameters, int6
     emit_.call("aten::reshape", {tensor_arg(contiguous(grad_, parameter.shape)), int_list_arg({-1})}, grad_);
   }
   emit_.set_repeat(1);
-  emit_.call("aten::cat", {tensor_list_arg(flat_parts), int_arg(0)}, grad_);
+  // Into the trainer's persistent gradient buffer (calibrate/tp_comm.hpp): cat.out, the buffer last.
+  emit_.call("aten::cat.out", {tensor_list_arg(flat_parts), int_arg(0), tensor_arg(flat)}, grad_);
   emit_.call("aten::div_.Tensor", {tensor_arg(flat), tensor_arg(scalar_tensor(DType::kFloat64))}, grad_);
   int64_t offset = 0;
   for (const StageParameter& parameter : parameters) {
