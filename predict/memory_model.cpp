@@ -171,8 +171,10 @@ MemoryBreakdown memory_per_gpu(const LlamaSpec& model, const ParallelConfig& con
   if (layers.has_embedding || layers.has_head) largest_tensor = std::max(largest_tensor, x.vocab * x.h);
   m.optimizer_workspace_bytes = 2 * largest_tensor * bytes_of(policy.optimizer_dtype);
 
+  // The DP buffer is made at the first step and kept (calibrate/tp_comm.hpp), so from the second step on
+  // it is resident beside the activations.
   m.total_bytes = m.weights_bytes + m.gradients_bytes + m.optimizer_bytes + m.rotary_tables_bytes +
-                  std::max({m.activations_bytes, m.dp_flat_buffer_bytes, m.optimizer_workspace_bytes});
+                  m.dp_flat_buffer_bytes + std::max(m.activations_bytes, m.optimizer_workspace_bytes);
   return m;
 }
 

@@ -15,10 +15,10 @@
 //    sizes) materializes the scores and is not modelled.
 //  - Activations: the tensors autograd saves per micro-batch (derivation in memory_model.cpp), times
 //    the micro-batches in flight on the stage under 1F1B, min(pp - stage, m).
-//  - total_bytes is the peak: weights + gradients + optimizer + rotary tables + the largest of
-//    (activations, DP flat buffer, AdamW step workspace). The flat buffer exists only after the last
-//    backward (every activation freed) and the AdamW workspace only during the step, so none of the
-//    three coexist. The figure is an upper bound when m <= pp - stage (gradients are then still being
+//  - total_bytes is the peak: weights + gradients + optimizer + rotary tables + the DP flat buffer
+//    (dp > 1: made at the first step and kept, as Megatron-LM's contiguous gradient buffer) + the larger
+//    of (activations, AdamW step workspace). The AdamW workspace exists only during the step, after every
+//    activation is freed, so the two do not coexist. The figure is an upper bound when m <= pp - stage (gradients are then still being
 //    allocated while the activations peak). Not modelled: transient tensors of one operator (e.g. the
 //    logits' gradient), allocator fragmentation, CUDA context, MPI/NCCL internal buffers.
 //  - Every figure is an exact integer number of bytes.
