@@ -17,6 +17,7 @@
 #include "common/h5store.hpp"
 #include "runtime/mpi_session.hpp"
 #include "runtime/resume_plan.hpp"
+#include "runtime/outside_load_probe.hpp"
 #include "common/ops_store.hpp"
 #include "common/stats.hpp"
 #include "common/training_recipe.hpp"
@@ -455,14 +456,33 @@ std::vector<OpTimingRow> timing_rows(OpsRun& run, int occupancy, const std::vect
   return rows;
 }
 
-// The active ranks time the `chunk` of signatures at once; rank 0 gathers and appends their rows
-// (collective over `active`).
-void profile_chunk(OpsRun& run, int occupancy, const std::vector<std::size_t>& chunk, MPI_Comm active) {
+// The active ranks time the `chunk` of signatures at once, and again while they saw outside load (the
+// job's rounds policy: above outside_load_cores, up to max_extra_rounds more tries; what stays loaded is
+// kept and counted); rank 0 gathers and appends their rows (collective over `active`).
+void profile_chunk(OpsRun& run, int occupancy, const std::vector<std::size_t>& chunk, MPI_Comm active,
+                   OutsideLoadProbe& probe) {
+  const RoundPolicy& policy = run.options.job.rounds;
   std::vector<double> local;  // per signature: median, min, cv, repeats, ok
-  MPI_Barrier(active);
-  for (std::size_t index : chunk) {
-    const ProfileResult r = profile(run.unique_ops[index], run.device, run.options);
-    local.insert(local.end(), {r.median_us, r.min_us, r.cv, static_cast<double>(r.repeats), r.ok ? 1.0 : 0.0});
+  for (int attempt = 0;; ++attempt) {
+    local.clear();
+    probe.start();
+    for (std::size_t index : chunk) {
+      const ProfileResult r = profile(run.unique_ops[index], run.device, run.options);
+      local.insert(local.end(), {r.median_us, r.min_us, r.cv, static_cast<double>(r.repeats), r.ok ? 1.0 : 0.0});
+    }
+    const OutsideLoad load = probe.stop();  // the same on every active rank, so all decide alike
+    const double load_cores = load.outside_cores + load.steal_cores;
+    if (load_cores <= policy.outside_load_cores) break;
+    const bool again = attempt < policy.max_extra_rounds;
+    if (run.world_rank == 0) {
+      std::printf("  outside load %.2f cores while timing %zu signatures at occupancy %d: %s\n", load_cores, chunk.size(),
+                  occupancy, again ? "timing them again" : "kept as they are");
+      std::fflush(stdout);
+    }
+    if (!again) {
+      run.summary.timings_disturbed += chunk.size();
+      break;
+    }
   }
   std::vector<double> all(local.size() * static_cast<std::size_t>(occupancy));
   MPI_Gather(local.data(), static_cast<int>(local.size()), MPI_DOUBLE, all.data(), static_cast<int>(local.size()),
@@ -487,11 +507,12 @@ void profile_occupancy(OpsRun& run, int occupancy) {
   MPI_Comm_split(MPI_COMM_WORLD, run.world_rank < occupancy ? 0 : MPI_UNDEFINED, run.world_rank, &active);
   if (active != MPI_COMM_NULL) {
     MpiComm owned(active, true);
+    OutsideLoadProbe probe(owned.get());
     constexpr std::size_t kChunk = 32;  // gathered and flushed every kChunk signatures
     for (std::size_t begin = 0; begin < todo.size(); begin += kChunk) {
       const std::size_t end = std::min(todo.size(), begin + kChunk);
       profile_chunk(run, occupancy, std::vector<std::size_t>(todo.begin() + static_cast<long>(begin),
-                                                             todo.begin() + static_cast<long>(end)), owned.get());
+                                                             todo.begin() + static_cast<long>(end)), owned.get(), probe);
       if (run.world_rank == 0) {
         std::printf("  %zu/%zu signatures timed at occupancy %d\n", end, todo.size(), occupancy);
         std::fflush(stdout);
@@ -544,9 +565,9 @@ OpsCalibrationSummary calibrate_ops(const OpsCalibrationOptions& options) {
   OpsCalibrationSummary& summary = run.summary;
   summary.elapsed_s = std::chrono::duration<double>(Clock::now() - started).count();
   if (world_rank == 0) {
-    std::printf("# %zu stages traced (%zu present), %zu distinct signatures, %zu timings measured (%zu present), %zu not replayable; %.1f s\n",
+    std::printf("# %zu stages traced (%zu present), %zu distinct signatures, %zu timings measured (%zu present), %zu not replayable; %.1f s; %zu timed under outside load\n",
                 summary.stages_traced, summary.stages_present, summary.signatures, summary.timings_measured,
-                summary.timings_present, summary.replay_failures, summary.elapsed_s);
+                summary.timings_present, summary.replay_failures, summary.elapsed_s, summary.timings_disturbed);
   }
   return summary;
 }

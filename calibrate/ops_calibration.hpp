@@ -10,6 +10,9 @@
 //  - Every rank traces the same stages and obtains the same ordered signature list (checked); rank 0
 //    alone writes. Profiling at occupancy k: ranks 0..k-1 time every signature at once (the others
 //    sleep), so each operator is timed with as many busy ranks as the configurations of k ranks have.
+//  - Signatures are timed in chunks; a chunk timed while the machine carried outside load
+//    (runtime/outside_load_probe.hpp, the job's rounds policy) is timed again, up to the job's
+//    max_extra_rounds more times, and counted when it stays loaded.
 //  - Signatures already timed at an occupancy (same file, --resume) are not measured again.
 #pragma once
 
@@ -36,6 +39,7 @@ struct OpsCalibrationOptions {
 struct OpsCalibrationSummary {
   std::size_t stages_traced = 0, stages_present = 0, signatures = 0, timings_measured = 0, timings_present = 0,
               replay_failures = 0;
+  std::size_t timings_disturbed = 0;  // rank 0: timed under outside load on every try the job allowed
   double elapsed_s = 0.0;
 };
 
