@@ -4,7 +4,6 @@
 #include <mpi.h>
 
 #include <chrono>
-#include <thread>
 #include <cstdio>
 #include <memory>
 
@@ -457,19 +456,6 @@ std::vector<OpTimingRow> timing_rows(OpsRun& run, int occupancy, const std::vect
   return rows;
 }
 
-// Waits, idle, until a short window shows no more outside load than the policy allows, or about 10 s
-// passed (collective over the probe's communicator: every rank sees the same figures).
-void wait_for_quiet(OutsideLoadProbe& probe, const RoundPolicy& policy) {
-  constexpr int kWindows = 40;
-  constexpr auto kWindow = std::chrono::milliseconds(250);
-  for (int window = 0; window < kWindows; ++window) {
-    probe.start();
-    std::this_thread::sleep_for(kWindow);
-    const OutsideLoad load = probe.stop();
-    if (load.outside_cores + load.steal_cores <= policy.outside_load_cores) return;
-  }
-}
-
 // The active ranks time the `chunk` of signatures at once, and again while they saw outside load (the
 // job's rounds policy: above outside_load_cores, up to max_extra_rounds more tries, each after waiting
 // for a quiet moment; what stays loaded is kept and counted); rank 0 gathers and appends their rows (collective over `active`).
@@ -497,7 +483,7 @@ void profile_chunk(OpsRun& run, int occupancy, const std::vector<std::size_t>& c
       run.summary.timings_disturbed += chunk.size();
       break;
     }
-    wait_for_quiet(probe, policy);
+    probe.wait_for_quiet(policy.outside_load_cores, 40);  // at most 10 s
   }
   std::vector<double> all(local.size() * static_cast<std::size_t>(occupancy));
   MPI_Gather(local.data(), static_cast<int>(local.size()), MPI_DOUBLE, all.data(), static_cast<int>(local.size()),

@@ -7,6 +7,8 @@
 //    parsed, `available` is false and every derived load is 0 (the rule then never fires).
 //  - outside_load() is pure: (machine busy time - our processes' CPU time) / wall time, never below 0,
 //    and steal / wall time, both in cores.
+//  - /proc/stat counts in clock ticks (usually 10 ms), so a window shorter than a few hundred
+//    milliseconds reads as noise or as no load at all; judge only windows that long.
 #pragma once
 
 #include <string_view>

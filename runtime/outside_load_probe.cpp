@@ -1,6 +1,8 @@
 // outside_load_probe.cpp: per-node outside load over a communicator (outside_load_probe.hpp).
 #include "runtime/outside_load_probe.hpp"
 
+#include <thread>
+
 namespace itertime {
 
 OutsideLoadProbe::OutsideLoadProbe(MPI_Comm comm) : comm_(comm) {
@@ -32,6 +34,16 @@ OutsideLoad OutsideLoadProbe::stop() {
   }
   MPI_Allreduce(MPI_IN_PLACE, load, 2, MPI_DOUBLE, MPI_MAX, comm_);
   return OutsideLoad{load[0], load[1]};
+}
+
+int OutsideLoadProbe::wait_for_quiet(double limit_cores, int max_windows) {
+  for (int window = 0; window < max_windows; ++window) {
+    start();
+    std::this_thread::sleep_for(kQuietWindow);
+    const OutsideLoad load = stop();
+    if (load.outside_cores + load.steal_cores <= limit_cores) return window + 1;
+  }
+  return max_windows;
 }
 
 }  // namespace itertime

@@ -24,6 +24,11 @@ class OutsideLoadProbe {
   explicit OutsideLoadProbe(MPI_Comm comm);  // collective over comm
   void start();                              // collective
   OutsideLoad stop();                        // collective; the largest over the nodes
+  // Waits, idle, in windows of kQuietWindow until one shows no more outside load (+ steal) than
+  // `limit_cores`, or `max_windows` passed; returns the windows waited (collective: every rank sees the
+  // same figures, so all return the same).
+  int wait_for_quiet(double limit_cores, int max_windows);
+  static constexpr std::chrono::milliseconds kQuietWindow{250};
 
  private:
   MPI_Comm comm_;
