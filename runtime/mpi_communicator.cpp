@@ -8,17 +8,7 @@
 
 #include "common/errors.hpp"
 #include "common/half.hpp"
-
-#define ITERTIME_MPI_CALL(call)                                                                       \
-  do {                                                                                                \
-    const int mpi_status_ = (call);                                                                   \
-    if (mpi_status_ != MPI_SUCCESS) {                                                                 \
-      char mpi_message_[MPI_MAX_ERROR_STRING];                                                        \
-      int mpi_length_ = 0;                                                                            \
-      MPI_Error_string(mpi_status_, mpi_message_, &mpi_length_);                                      \
-      throw ::itertime::InternalError(std::string(#call) + " failed: " + mpi_message_, __FILE__, __LINE__); \
-    }                                                                                                 \
-  } while (0)
+#include "runtime/mpi_check.hpp"
 
 namespace itertime {
 namespace {
@@ -55,13 +45,13 @@ int checked_count(std::size_t count) {
 }  // namespace
 
 MpiCommunicator::MpiCommunicator(MPI_Comm comm) : comm_(comm) {
-  ITERTIME_MPI_CALL(MPI_Comm_rank(comm_, &rank_));
-  ITERTIME_MPI_CALL(MPI_Comm_size(comm_, &size_));
-  ITERTIME_MPI_CALL(MPI_Type_contiguous(2, MPI_BYTE, &half_type_));
-  ITERTIME_MPI_CALL(MPI_Type_commit(&half_type_));
-  ITERTIME_MPI_CALL(MPI_Type_dup(half_type_, &bf16_type_));
-  ITERTIME_MPI_CALL(MPI_Op_create(&fp16_sum, /*commute=*/1, &fp16_sum_));
-  ITERTIME_MPI_CALL(MPI_Op_create(&bf16_sum, /*commute=*/1, &bf16_sum_));
+  ITERTIME_MPI_CHECK(MPI_Comm_rank(comm_, &rank_));
+  ITERTIME_MPI_CHECK(MPI_Comm_size(comm_, &size_));
+  ITERTIME_MPI_CHECK(MPI_Type_contiguous(2, MPI_BYTE, &half_type_));
+  ITERTIME_MPI_CHECK(MPI_Type_commit(&half_type_));
+  ITERTIME_MPI_CHECK(MPI_Type_dup(half_type_, &bf16_type_));
+  ITERTIME_MPI_CHECK(MPI_Op_create(&fp16_sum, /*commute=*/1, &fp16_sum_));
+  ITERTIME_MPI_CHECK(MPI_Op_create(&bf16_sum, /*commute=*/1, &bf16_sum_));
 }
 
 MpiCommunicator::~MpiCommunicator() {
@@ -108,43 +98,43 @@ void MpiCommunicator::copy_out(void* host, const CommBuffer& buffer, std::size_t
 }
 
 void MpiCommunicator::all_reduce_sum(const void* send, void* recv, std::size_t count, DType dtype) {
-  ITERTIME_MPI_CALL(MPI_Allreduce(send == recv ? MPI_IN_PLACE : send, recv, checked_count(count), mpi_type(dtype),
+  ITERTIME_MPI_CHECK(MPI_Allreduce(send == recv ? MPI_IN_PLACE : send, recv, checked_count(count), mpi_type(dtype),
                                   sum_op(dtype), comm_));
 }
 
 void MpiCommunicator::all_gather(const void* send, void* recv, std::size_t count, DType dtype) {
   const int n = checked_count(count);
-  ITERTIME_MPI_CALL(MPI_Allgather(send, n, mpi_type(dtype), recv, n, mpi_type(dtype), comm_));
+  ITERTIME_MPI_CHECK(MPI_Allgather(send, n, mpi_type(dtype), recv, n, mpi_type(dtype), comm_));
 }
 
 void MpiCommunicator::reduce_scatter_sum(const void* send, void* recv, std::size_t count, DType dtype) {
-  ITERTIME_MPI_CALL(MPI_Reduce_scatter_block(send, recv, checked_count(count), mpi_type(dtype), sum_op(dtype), comm_));
+  ITERTIME_MPI_CHECK(MPI_Reduce_scatter_block(send, recv, checked_count(count), mpi_type(dtype), sum_op(dtype), comm_));
 }
 
 void MpiCommunicator::broadcast(void* buffer, std::size_t count, DType dtype, int root) {
-  ITERTIME_MPI_CALL(MPI_Bcast(buffer, checked_count(count), mpi_type(dtype), root, comm_));
+  ITERTIME_MPI_CHECK(MPI_Bcast(buffer, checked_count(count), mpi_type(dtype), root, comm_));
 }
 
 void MpiCommunicator::all_to_all(const void* send, void* recv, std::size_t count, DType dtype) {
   const int n = checked_count(count);
-  ITERTIME_MPI_CALL(MPI_Alltoall(send, n, mpi_type(dtype), recv, n, mpi_type(dtype), comm_));
+  ITERTIME_MPI_CHECK(MPI_Alltoall(send, n, mpi_type(dtype), recv, n, mpi_type(dtype), comm_));
 }
 
 void MpiCommunicator::send(const void* buffer, std::size_t count, DType dtype, int peer) {
-  ITERTIME_MPI_CALL(MPI_Send(buffer, checked_count(count), mpi_type(dtype), peer, /*tag=*/7, comm_));
+  ITERTIME_MPI_CHECK(MPI_Send(buffer, checked_count(count), mpi_type(dtype), peer, /*tag=*/7, comm_));
 }
 
 void MpiCommunicator::recv(void* buffer, std::size_t count, DType dtype, int peer) {
-  ITERTIME_MPI_CALL(MPI_Recv(buffer, checked_count(count), mpi_type(dtype), peer, /*tag=*/7, comm_, MPI_STATUS_IGNORE));
+  ITERTIME_MPI_CHECK(MPI_Recv(buffer, checked_count(count), mpi_type(dtype), peer, /*tag=*/7, comm_, MPI_STATUS_IGNORE));
 }
 
 void MpiCommunicator::send_recv(const void* send, int send_peer, void* recv, int recv_peer, std::size_t count,
                                 DType dtype) {
   const int n = checked_count(count);
-  ITERTIME_MPI_CALL(MPI_Sendrecv(send, n, mpi_type(dtype), send_peer, /*tag=*/8, recv, n, mpi_type(dtype), recv_peer,
+  ITERTIME_MPI_CHECK(MPI_Sendrecv(send, n, mpi_type(dtype), send_peer, /*tag=*/8, recv, n, mpi_type(dtype), recv_peer,
                                  /*tag=*/8, comm_, MPI_STATUS_IGNORE));
 }
 
-void MpiCommunicator::barrier() { ITERTIME_MPI_CALL(MPI_Barrier(comm_)); }
+void MpiCommunicator::barrier() { ITERTIME_MPI_CHECK(MPI_Barrier(comm_)); }
 
 }  // namespace itertime
