@@ -483,7 +483,7 @@ void profile_chunk(OpsRun& run, int occupancy, const std::vector<std::size_t>& c
       run.summary.timings_disturbed += chunk.size();
       break;
     }
-    probe.wait_for_quiet(policy.outside_load_cores, 40);  // at most 10 s
+    probe.wait_for_quiet(policy.outside_load_cores, std::chrono::seconds(10));
   }
   std::vector<double> all(local.size() * static_cast<std::size_t>(occupancy));
   MPI_Gather(local.data(), static_cast<int>(local.size()), MPI_DOUBLE, all.data(), static_cast<int>(local.size()),

@@ -36,14 +36,13 @@ OutsideLoad OutsideLoadProbe::stop() {
   return OutsideLoad{load[0], load[1]};
 }
 
-int OutsideLoadProbe::wait_for_quiet(double limit_cores, int max_windows) {
-  for (int window = 0; window < max_windows; ++window) {
+void OutsideLoadProbe::wait_for_quiet(double limit_cores, std::chrono::milliseconds max_wait) {
+  for (auto waited = std::chrono::milliseconds(0); waited < max_wait; waited += kQuietWindow) {
     start();
     std::this_thread::sleep_for(kQuietWindow);
     const OutsideLoad load = stop();
-    if (load.outside_cores + load.steal_cores <= limit_cores) return window + 1;
+    if (load.outside_cores + load.steal_cores <= limit_cores) return;
   }
-  return max_windows;
 }
 
 }  // namespace itertime

@@ -25,9 +25,9 @@ class OutsideLoadProbe {
   void start();                              // collective
   OutsideLoad stop();                        // collective; the largest over the nodes
   // Waits, idle, in windows of kQuietWindow until one shows no more outside load (+ steal) than
-  // `limit_cores`, or `max_windows` passed; returns the windows waited (collective: every rank sees the
-  // same figures, so all return the same).
-  int wait_for_quiet(double limit_cores, int max_windows);
+  // `limit_cores`, or about `max_wait` passed (collective: every rank sees the same figures, so all
+  // stop waiting together).
+  void wait_for_quiet(double limit_cores, std::chrono::milliseconds max_wait);
   static constexpr std::chrono::milliseconds kQuietWindow{250};
 
  private:
