@@ -84,17 +84,22 @@ TrainerOptions trainer_options_for(const Job& job, const JobConfig& config) {
   return options;
 }
 
+// What rank 0 keeps of one round of one configuration, beside its RoundMeasurement.
+struct MeasuredRound {
+  int64_t round = 0, position = 0;            // which round of the run, and its place in that round
+  std::vector<double> samples_us;             // its timed steps
+  std::vector<GroundTruthRankRow> rank_rows;  // its per-rank breakdown
+};
+
 // One configuration's measurement across rounds. Every rank keeps whether it runs; rank 0 keeps the rest.
 struct ConfigProgress {
   std::size_t index = 0;  // in the job
   std::string key;
   std::string skip_reason;  // why it does not run ("" when it does)
   bool failed = false;      // the previous run died measuring it
-  std::vector<RoundMeasurement> rounds;
-  std::vector<std::vector<double>> round_samples_us;             // per round, its timed steps
-  std::vector<std::vector<GroundTruthRankRow>> round_rank_rows;  // per round, its per-rank breakdown
-  std::vector<int64_t> round_index, round_position;              // per round: which round, where in it
-  double loss_first = 0, loss_last = 0;                          // of its first round
+  std::vector<RoundMeasurement> rounds;  // what assess_rounds judges, one per round measured
+  std::vector<MeasuredRound> measured;   // the rest of each round, in the same order
+  double loss_first = 0, loss_last = 0;  // of its first round
   RoundsAssessment assessment;
 };
 
@@ -251,10 +256,7 @@ void measure_round(GroundTruthRun& run, const JobConfig& config, ConfigProgress&
       }
       progress.rounds.push_back(RoundMeasurement{stats::median(training.samples_us), training.outside_load.outside_cores,
                                                  training.outside_load.steal_cores});
-      progress.round_samples_us.push_back(training.samples_us);
-      progress.round_rank_rows.push_back(std::move(rank_rows));
-      progress.round_index.push_back(round);
-      progress.round_position.push_back(position);
+      progress.measured.push_back(MeasuredRound{round, position, training.samples_us, std::move(rank_rows)});
     }
   }
   quiet_barrier(MPI_COMM_WORLD);
@@ -276,13 +278,13 @@ void fill_measured(const ConfigProgress& progress, const JobConfig& config, Grou
   const RoundsAssessment& a = progress.assessment;
   std::vector<double> used_samples_us;
   for (std::size_t r = 0; r < progress.rounds.size(); ++r) {
-    const std::vector<double>& samples = progress.round_samples_us[r];
+    const std::vector<double>& samples = progress.measured[r].samples_us;
     samples_us.insert(samples_us.end(), samples.begin(), samples.end());
     if (a.used[r]) used_samples_us.insert(used_samples_us.end(), samples.begin(), samples.end());
     GroundTruthRoundRow round_row{};
     h5::set_string(round_row.key, progress.key);
-    round_row.round = progress.round_index[r];
-    round_row.position = progress.round_position[r];
+    round_row.round = progress.measured[r].round;
+    round_row.position = progress.measured[r].position;
     round_row.samples = static_cast<int64_t>(samples.size());
     round_row.time_us_median = progress.rounds[r].time_us_median;
     round_row.outside_load_cores = progress.rounds[r].outside_load_cores;
@@ -315,7 +317,7 @@ const std::vector<GroundTruthRankRow>& representative_rank_rows(const ConfigProg
       best_distance = distance;
     }
   }
-  return progress.round_rank_rows[best];
+  return progress.measured[best].rank_rows;
 }
 
 // Rank 0: appends the configuration's rows and prints its line in the summary table.
