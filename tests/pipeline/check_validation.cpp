@@ -35,6 +35,8 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "FAIL: %s\n", message.c_str());
     ++failures;
   };
+  // Equal up to the rounding of a JSON or HDF5 round trip, relative to `reference`.
+  auto same_value = [](double value, double reference) { return std::abs(value - reference) <= 1e-9 * (1 + std::abs(reference)); };
   h5::Store store = h5::Store::open(argv[1], false);
   const auto groundtruth = store.table<store::GroundTruthRow>(store::kGroundTruthTable).read_all();
   std::set<std::string> ok_keys;
@@ -65,7 +67,7 @@ int main(int argc, char** argv) {
     } else if (row.at("status") == "ok") {
       const nlohmann::json& spread = row.at("round_spread_pct");
       const double stored = spread_of.count(key) ? spread_of[key] : std::nan("");
-      if (spread.is_null() ? std::isfinite(stored) : !(std::abs(spread.get<double>() - stored) <= 1e-9 * (1 + std::abs(stored)))) {
+      if (spread.is_null() ? std::isfinite(stored) : !same_value(spread.get<double>(), stored)) {
         fail(key + ": round_spread_pct " + spread.dump() + " is not the ground truth's " + std::to_string(stored));
       }
       ++scored;
@@ -130,7 +132,7 @@ int main(int argc, char** argv) {
     double mean = 0;
     for (const double s : spreads) mean += s / static_cast<double>(spreads.size());
     if (!std::isfinite(floor) || floor < 0) fail("mape_overall.floor_pct is not a finite non-negative number");
-    if (!(std::abs(floor - mean) <= 1e-9 * (1 + mean))) {
+    if (!same_value(floor, mean)) {
       fail("mape_overall.floor_pct " + std::to_string(floor) + " is not the mean round spread " + std::to_string(mean));
     }
   }
@@ -147,7 +149,7 @@ int main(int argc, char** argv) {
   if (holdout == "tuple" && store.exists("/validation/mape")) {
     const auto mape = store.table<validate::MapeStoreRow>("/validation/mape").read_all();
     const double stored = mape.empty() ? 0.0 : mape.back().floor_pct;
-    const bool same = std::isnan(floor) ? std::isnan(stored) : std::abs(stored - floor) <= 1e-9 * (1 + std::abs(floor));
+    const bool same = std::isnan(floor) ? std::isnan(stored) : same_value(stored, floor);
     if (mape.empty() || h5::get_string(mape.back().kind) != "overall" || !same) {
       fail("/validation/mape's overall row does not hold the overall floor_pct");
     }
