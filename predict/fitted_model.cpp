@@ -64,6 +64,21 @@ void add_ops(FittedModel& model, const store::OpsRecords& ops) {
 
 }  // namespace
 
+int64_t CalibrationSet::source_occupancy(int64_t occupancy) const {
+  int64_t best = -1;
+  for (const auto& entry : per_occupancy) {  // ascending, so a tie keeps the lower occupancy
+    const int64_t fitted = entry.first;
+    if (best < 0 || std::llabs(fitted - occupancy) < std::llabs(best - occupancy)) best = fitted;
+  }
+  return best;
+}
+
+const Calibration& CalibrationSet::for_occupancy(int64_t occupancy) const {
+  static const Calibration kIdentity{};
+  const int64_t source = source_occupancy(occupancy);
+  return source < 0 ? kIdentity : per_occupancy.at(source);
+}
+
 BackendCapabilities backend_capabilities(const FittedModel& model) {
   return BackendCapabilities{model.libtorch_version.rfind("2.", 0) == 0};
 }

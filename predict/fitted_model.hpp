@@ -8,10 +8,10 @@
 //    (common/calibration_records.hpp); it never writes the file.
 //  - save() writes a text archive that starts with the format name and kFittedModelVersion; load()
 //    refuses another version (UserError naming both) and anything that is not such a file.
-//  - Calibration factors are fitted from every ground-truth tuple given; validation refits them
-//    leave-one-tuple-out (see predictor.hpp), never scoring a configuration its own factor saw.
+//  - Calibration factors are fitted from every ground-truth tuple given, per occupancy; validation refits
+//    them leave-one-tuple-out (see predictor.hpp), never scoring a configuration its own factor saw.
 //  - Phases, comm kinds and dtypes are enums in memory and their canonical names in the archive (the
-//    format of before they were enums, so version 4 files load unchanged).
+//    text the archive held before they were enums).
 //  - A FittedModel is immutable once fitted or loaded: it holds no cache (stage_resolver.hpp owns those).
 #pragma once
 
@@ -35,8 +35,9 @@
 
 namespace itertime::predict {
 
-inline constexpr int kFittedModelVersion = 4;  // 2: non-negative regressions and their checks; 3: rank_slots;
-                                               // 4: the calibration's attention kernel and LibTorch version
+inline constexpr int kFittedModelVersion = 5;  // 2: non-negative regressions and their checks; 3: rank_slots;
+                                               // 4: the calibration's attention kernel and LibTorch version;
+                                               // 5: no global calibration (the nearest occupancy's instead)
 
 struct OpInfo {
   std::string name;
@@ -105,14 +106,17 @@ struct Calibration {
   template <class A> void serialize(A& a, unsigned) { a & op_overhead_us & factor & rows; }
 };
 
+// The terms fitted on ground truth, per occupancy (busy ranks). A prediction at an occupancy nothing was
+// fitted at (leave-one-tuple-out of the only tuple at that occupancy, or a world larger than the
+// calibration's) takes the nearest fitted occupancy's terms, the lower one on a tie: contention grows
+// with the busy ranks, so a neighbour is closer than a fit over every occupancy at once.
 struct CalibrationSet {
   std::map<int64_t, Calibration> per_occupancy;
-  Calibration global;
-  const Calibration& for_occupancy(int64_t occupancy) const {
-    const auto found = per_occupancy.find(occupancy);
-    return found != per_occupancy.end() ? found->second : global;
-  }
-  template <class A> void serialize(A& a, unsigned) { a & per_occupancy & global; }
+  // The occupancy whose terms a prediction at `occupancy` uses; -1 when nothing was fitted.
+  int64_t source_occupancy(int64_t occupancy) const;
+  // Those terms; the identity (no overhead, factor 1, rows 0) when nothing was fitted.
+  const Calibration& for_occupancy(int64_t occupancy) const;
+  template <class A> void serialize(A& a, unsigned) { a & per_occupancy; }
 };
 
 struct FittedModel {

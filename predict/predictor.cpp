@@ -282,7 +282,7 @@ struct Sample {
   int64_t occupancy;
 };
 
-// Per occupancy (and globally, over every row): the per-operator-call overhead by grid search and, for
+// Per occupancy: the per-operator-call overhead by grid search and, for
 // each candidate, the factor = the median ratio measured / predicted; the candidate with the lowest
 // MAPE on those rows wins. Contention changes both terms with the number of busy ranks.
 Calibration fit_subset(StageResolver& resolver, const std::vector<const Sample*>& subset) {
@@ -336,13 +336,8 @@ CalibrationFit fit_calibration(StageResolver& resolver, const std::vector<store:
   }
   if (samples.empty()) return fit;
   std::map<int64_t, std::vector<const Sample*>> by_occupancy;
-  std::vector<const Sample*> all;
-  for (const Sample& sample : samples) {
-    by_occupancy[sample.occupancy].push_back(&sample);
-    all.push_back(&sample);
-  }
+  for (const Sample& sample : samples) by_occupancy[sample.occupancy].push_back(&sample);
   for (const auto& [occupancy, subset] : by_occupancy) fit.calibration.per_occupancy[occupancy] = fit_subset(resolver, subset);
-  fit.calibration.global = fit_subset(resolver, all);
   return fit;
 }
 

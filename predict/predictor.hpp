@@ -88,8 +88,8 @@ struct CalibrationFit {
   std::vector<UnpredictedRow> unpredicted;  // rows with status ok that could not be predicted
 };
 
-// Fits one per-operator-call overhead for all occupancies (grid search, 0..100 us, minimizing MAPE) and,
-// with it, the factor median(measured / prediction) per occupancy and globally, from ground-truth rows
+// Fits, per occupancy, a per-operator-call overhead (grid search, 0..100 us, minimizing MAPE) and, with
+// it, the factor median(measured / prediction), from ground-truth rows
 // with status ok, leaving out every row whose (dp,tp,pp) tuple string is in `exclude_tuples`. Rows are
 // predicted with `resolver` (its policy) and `model_spec` (nullptr: traced stages only, as `fit` does).
 CalibrationFit fit_calibration(StageResolver& resolver, const std::vector<store::GroundTruthRecord>& rows, bool blind,

@@ -8,8 +8,8 @@
 //  - The calibration (per-operator overhead and factor, predict/fitted_model.hpp) applied to a
 //    configuration is fitted without its holdout group: leave-one-tuple-out (every ground-truth row
 //    except those of its own (dp,tp,pp) tuple) or leave-one-precision-out (except those of its own
-//    precision: the unseen-precision setting). When no other group shares its occupancy, the calibration
-//    fitted on all other groups is used and the row says so (factor_fitted false).
+//    precision: the unseen-precision setting). When no other group shares its occupancy, the terms of the
+//    nearest occupancy fitted without it are used and the row says so (factor_fitted false).
 //  - The precision-blind baseline is scored two ways: with its own terms fitted on ground truth the same
 //    held-out way, and raw (no term fitted on ground truth: the paper's precision-blind predictor). The
 //    fitted terms do not necessarily help it: fitted across precisions they pull every prediction
@@ -59,7 +59,8 @@ struct ValidationRow {
   double extrapolated_fraction = 0;
   double op_overhead_us = 0;   // the fitted per-operator-call overhead applied
   int calibration_rows = 0;    // ground-truth configurations the applied calibration was fitted on (none of its holdout group)
-  bool factor_fitted = false;  // false: no other tuple at this occupancy; the global calibration is used
+  bool factor_fitted = false;  // false: no other group at this occupancy; calibration_occupancy's terms are used
+  int64_t calibration_occupancy = -1;  // the occupancy whose fitted terms were applied (-1: none fitted)
   // Builder-only: built_status is ok, or why it could not be predicted (no model config given, another
   // model, a layout the builder refuses).
   std::string built_status;

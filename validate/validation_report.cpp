@@ -99,7 +99,8 @@ void print_report(const ValidationReport& report) {
       continue;
     }
     std::string note = row.factor_fitted ? ""
-                       : "global calibration (no other " + to_string(report.holdout) + " at this occupancy)";
+                       : "terms of occupancy " + std::to_string(row.calibration_occupancy) + " (no other " +
+                             to_string(report.holdout) + " at occupancy " + std::to_string(row.dp * row.tp * row.pp) + ")";
     if (!row.built_ok()) note += std::string(note.empty() ? "" : "; ") + "builder-only: " + row.built_status;
     char built_us[32] = "-", built_ape[32] = "-";
     if (row.built_ok()) {

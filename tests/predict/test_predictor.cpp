@@ -169,14 +169,38 @@ TEST(Predictor, CalibrationFitRecordsTheRowsItCannotPredict) {
   ASSERT_EQ(fit.unpredicted.size(), 1u);  // skipped rows are not candidates
   EXPECT_EQ(fit.unpredicted[0].key, "untraced");
   EXPECT_NE(fit.unpredicted[0].reason.find("no operator trace"), std::string::npos);
-  EXPECT_EQ(fit.calibration.global.rows, 1);
+  ASSERT_EQ(fit.calibration.per_occupancy.size(), 1u);
   EXPECT_EQ(fit.calibration.per_occupancy.at(1).rows, 1);
   // With the model's description the untraced row is built and joins the fit.
   const CalibrationFit built = fit_calibration(resolver, {traced, untraced}, false, {}, &spec);
   EXPECT_TRUE(built.unpredicted.empty());
-  EXPECT_EQ(built.calibration.global.rows, 2);
-  // Leaving its tuple out leaves nothing to fit.
-  EXPECT_EQ(fit_calibration(resolver, {traced}, false, {"(1,1,1)"}).calibration.global.rows, 0);
+  EXPECT_EQ(built.calibration.per_occupancy.at(1).rows, 2);
+  // Leaving its tuple out leaves nothing to fit: the identity applies.
+  const CalibrationSet none = fit_calibration(resolver, {traced}, false, {"(1,1,1)"}).calibration;
+  EXPECT_TRUE(none.per_occupancy.empty());
+  EXPECT_EQ(none.source_occupancy(1), -1);
+  EXPECT_EQ(none.for_occupancy(1).rows, 0);
+  EXPECT_EQ(none.for_occupancy(1).factor, 1.0);
+  EXPECT_EQ(none.for_occupancy(1).op_overhead_us, 0.0);
+}
+
+// An occupancy nothing was fitted at takes the nearest fitted occupancy's terms, the lower on a tie
+// (hand-picked: fitted at 2, 4 and 16).
+TEST(Predictor, UnfittedOccupancyTakesTheNearestFittedOne) {
+  CalibrationSet set;
+  set.per_occupancy[2] = Calibration{1.0, 0.8, 3};
+  set.per_occupancy[4] = Calibration{2.0, 0.6, 6};
+  set.per_occupancy[16] = Calibration{3.0, 0.5, 1};
+  EXPECT_EQ(set.source_occupancy(2), 2);    // its own
+  EXPECT_EQ(set.source_occupancy(1), 2);    // below every fitted one
+  EXPECT_EQ(set.source_occupancy(3), 2);    // tie between 2 and 4: the lower
+  EXPECT_EQ(set.source_occupancy(5), 4);
+  EXPECT_EQ(set.source_occupancy(10), 4);   // tie between 4 and 16
+  EXPECT_EQ(set.source_occupancy(11), 16);
+  EXPECT_EQ(set.source_occupancy(64), 16);  // beyond the calibration's world
+  EXPECT_EQ(set.for_occupancy(1).factor, 0.8);
+  EXPECT_EQ(set.for_occupancy(7).op_overhead_us, 2.0);
+  EXPECT_EQ(set.for_occupancy(100).rows, 1);
 }
 
 }  // namespace

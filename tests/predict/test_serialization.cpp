@@ -127,8 +127,8 @@ FittedModel full_model() {
   model.regressions[{"aten::mm|f32,f32", 1}] = OpRegression{1.5, 1e-3, 2e-4, 9};
   model.regression_checks[{"aten::mm|f32,f32", 1}] = RegressionCheck{6, 3, 12.5, 300.0, 8.0};
   model.calibration.per_occupancy[2] = Calibration{3.5, 1.25, 4};
-  model.calibration.global = Calibration{2.0, 1.1, 9};
-  model.calibration_blind.global = Calibration{0.5, 0.9, 9};
+  model.calibration.per_occupancy[4] = Calibration{2.0, 1.1, 9};
+  model.calibration_blind.per_occupancy[1] = Calibration{0.5, 0.9, 9};
   return model;
 }
 
@@ -169,8 +169,9 @@ TEST(Serialization, FittedModelSaveLoadRoundTrip) {
   EXPECT_EQ(check.mape_pct, 12.5);
   EXPECT_EQ(check.reach, 8.0);
   EXPECT_EQ(loaded.calibration.for_occupancy(2).op_overhead_us, 3.5);
-  EXPECT_EQ(loaded.calibration.for_occupancy(3).factor, 1.1);
-  EXPECT_EQ(loaded.calibration_blind.global.factor, 0.9);
+  EXPECT_EQ(loaded.calibration.for_occupancy(4).factor, 1.1);
+  EXPECT_EQ(loaded.calibration.per_occupancy.size(), 2u);
+  EXPECT_EQ(loaded.calibration_blind.for_occupancy(1).factor, 0.9);
   EXPECT_EQ(loaded.comm.tables().size(), original.comm.tables().size());
   EXPECT_EQ(loaded.comm.predict_us(Collective::kSend, DType::kFloat32, 2, GroupLayout::kConsecutive, 65536).time_us,
             original.comm.predict_us(Collective::kSend, DType::kFloat32, 2, GroupLayout::kConsecutive, 65536).time_us);
