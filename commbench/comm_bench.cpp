@@ -11,6 +11,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <memory>
+#include <thread>
 
 #include "common/comm_store.hpp"
 #include "common/build_info.hpp"
@@ -20,6 +21,7 @@
 #include "runtime/mpi_communicator.hpp"
 #include "runtime/mpi_session.hpp"
 #include "runtime/nccl_communicator.hpp"
+#include "runtime/outside_load_probe.hpp"
 #include "runtime/resume_plan.hpp"
 #include "common/stats.hpp"
 #include "commbench/timing_loop.hpp"
@@ -49,7 +51,7 @@ std::string span_label(const std::vector<std::vector<int>>& groups, const NodeIn
 }
 
 struct Measurement {
-  std::vector<double> samples_us;  // per sample: latency mode max over ranks, pipelined mode mean over ranks
+  std::vector<double> samples_us;  // per sample, known to every rank: latency mode max over ranks, pipelined mode mean
   int64_t check_errors = 0;
   std::string first_error;
 };
@@ -187,6 +189,7 @@ struct SweepRun {
   int world_rank = 0;
   int world_size = 1;
   ResumePlan plan;
+  OutsideLoadProbe& probe;
   long abort_after = -1;  // test hook: abort the job after this many newly appended points
   CommCalibrationSummary summary;
 };
@@ -254,13 +257,12 @@ void print_point(const SweepRun& run, std::size_t index, const std::string& span
   }
 }
 
-// Measures point `index` on every rank; rank 0 appends its row and prints it.
-void measure_and_record(SweepRun& run, Communicator& comm, const std::string& span, std::size_t index) {
-  const PointSpec& point = run.points[index];
-  const Measurement measured = measure_point(comm, point, run.options.sweep.warmup_iters, run.options.sweep.iters);
-  ++run.summary.points_measured;
+// Rank 0 appends point `index`'s row and prints it.
+void record(SweepRun& run, const Communicator& comm, const std::string& span, std::size_t index,
+            const Measurement& measured) {
   if (measured.check_errors > 0) ++run.summary.points_failed_check;
   if (run.world_rank != 0) return;
+  const PointSpec& point = run.points[index];
   const stats::Summary s = stats::summarize(measured.samples_us);
   const CommRow row = make_row(run, point, span, comm.name(), measured, s);
   append_comm_point(*run.plan.store, row, measured.samples_us);
@@ -269,6 +271,54 @@ void measure_and_record(SweepRun& run, Communicator& comm, const std::string& sp
     std::fprintf(stderr, "itertime: ITERTIME_FAULT_ABORT_AFTER_POINTS=%ld reached, aborting the job\n", run.abort_after);
     MpiSession::abort_all(3);
   }
+}
+
+// Measures the missing points of todo[first..] on every rank, under the outside-load probe, until
+// kLoadStretch has passed on rank 0's clock (or todo ends; the window is then held open, idle, to
+// kLoadStretch); measures that stretch again while it was loaded (after a quiet moment, up to
+// max_extra_tries times), then records it. Returns the next position.
+std::size_t measure_stretch(SweepRun& run, Communicator& comm, const std::string& span,
+                            const std::vector<std::size_t>& todo, std::size_t first) {
+  const CommCalibrationOptions& options = run.options;
+  std::size_t end = first;
+  std::vector<Measurement> measured;
+  for (int attempt = 0;; ++attempt) {
+    measured.clear();
+    run.probe.start();
+    const auto window_start = Clock::now();
+    // The first attempt finds the stretch's end (rank 0 decides, so every rank agrees); the others
+    // measure the same points again.
+    int more = 1;
+    for (std::size_t k = first; attempt == 0 ? (k < todo.size() && more) : k < end; ++k) {
+      measured.push_back(measure_point(comm, run.points[todo[k]], options.sweep.warmup_iters, options.sweep.iters));
+      if (attempt == 0) {
+        end = k + 1;
+        more = Clock::now() - window_start < kLoadStretch ? 1 : 0;
+        MPI_Bcast(&more, 1, MPI_INT, 0, MPI_COMM_WORLD);
+      }
+    }
+    std::this_thread::sleep_until(window_start + kLoadStretch);  // too short a window reads as noise
+    const OutsideLoad load = run.probe.stop();  // the same figure on every rank, so all decide alike
+    const double load_cores = load.outside_cores + load.steal_cores;
+    if (load_cores <= options.outside_load_cores) break;
+    const bool again = attempt < options.max_extra_tries;
+    if (run.world_rank == 0) {
+      std::printf("  outside load %.2f cores while measuring points %zu-%zu: %s\n", load_cores, todo[first] + 1, todo[end - 1] + 1,
+                  again ? "measuring them again" : "kept as they are");
+      std::fflush(stdout);
+    }
+    if (!again) {
+      run.summary.points_disturbed += end - first;
+      break;
+    }
+    run.summary.points_remeasured += end - first;
+    run.probe.wait_for_quiet(options.outside_load_cores, std::chrono::seconds(10));
+  }
+  for (std::size_t k = first; k < end; ++k) {
+    ++run.summary.points_measured;
+    record(run, comm, span, todo[k], measured[k - first]);
+  }
+  return end;
 }
 
 // The end of the block of points that share points[begin]'s group size and layout.
@@ -306,9 +356,11 @@ void measure_block(SweepRun& run, std::size_t begin, std::size_t end) {
     std::printf("\n");
     print_header();
   }
+  std::vector<std::size_t> todo;
   for (std::size_t index = begin; index < end; ++index) {
-    if (!run.plan.present[index]) measure_and_record(run, *comm, span, index);
+    if (!run.plan.present[index]) todo.push_back(index);
   }
+  for (std::size_t next = 0; next < todo.size();) next = measure_stretch(run, *comm, span, todo, next);
 }
 
 }  // namespace
@@ -323,7 +375,8 @@ CommCalibrationSummary calibrate_comm(const CommCalibrationOptions& options) {
   const NodeInfo nodes = detect_nodes();
   if (options.backend == Backend::kCuda) bind_cuda_device(nodes.local_rank);
 
-  SweepRun run{options, points, nodes, world_rank, world_size, {}, -1, {}};
+  OutsideLoadProbe probe(MPI_COMM_WORLD);
+  SweepRun run{options, points, nodes, world_rank, world_size, {}, probe, -1, {}};
   run.plan = open_resume_plan(StoreTarget{options.output_path, options.force, options.resume, options.provenance},
                               point_keys(points), existing_comm_keys,
                               [&](h5::Store& store) { record_topology(store, nodes, world_size, options.backend); });
@@ -346,6 +399,8 @@ CommCalibrationSummary calibrate_comm(const CommCalibrationOptions& options) {
     std::printf("#\n# %zu points measured, %zu already present, %zu of %zu in %s; %zu failed their check; %.1f s\n",
                 summary.points_measured, summary.points_present, summary.points_measured + summary.points_present,
                 summary.points_total, options.output_path.c_str(), summary.points_failed_check, summary.elapsed_s);
+    std::printf("# outside load: %zu point(s) measured again, %zu kept while still loaded (above %.2f cores)\n",
+                summary.points_remeasured, summary.points_disturbed, options.outside_load_cores);
   }
   MPI_Bcast(&summary.points_failed_check, 1, MPI_UNSIGNED_LONG, 0, MPI_COMM_WORLD);
   return summary;

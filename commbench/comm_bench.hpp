@@ -10,9 +10,18 @@
 //    pipelined_calls_per_sample(bytes) back-to-back calls (commbench/timing_loop.hpp; as osu_allreduce
 //    combines ranks, and as nccl-tests times a loop of calls).
 //  - All groups of a layout run at once, so every rank is busy as in the job being predicted.
+//  - Outside load: a point lasts milliseconds, below what /proc/stat's clock ticks can judge, so points
+//    are judged in stretches: consecutive points of one group layout measured until kLoadStretch has
+//    passed on world rank 0's clock (it tells the others), the probe window held open, idle, to
+//    kLoadStretch when the layout's points end first. Short stretches, so that a load that starts or
+//    stops within one is not diluted below the limit by the rest of it. A stretch during which other processes used more than
+//    `outside_load_cores` (plus steal) on any node is measured again after a quiet moment, up to
+//    `max_extra_tries` times; what stays loaded is kept and counted (points_disturbed). Rows are
+//    appended once their stretch is judged.
 //  - --resume measures only the points whose keys are missing from the file.
 #pragma once
 
+#include <chrono>
 #include <map>
 #include <string>
 
@@ -28,13 +37,21 @@ struct CommCalibrationOptions {
   bool force = false;
   bool resume = false;
   std::map<std::string, std::string> provenance;  // /meta attributes for a new file
+  double outside_load_cores = 0.3;  // a stretch of points with more outside load (+ steal) is measured again
+  int max_extra_tries = 3;          // ... at most this many times
 };
+
+// The wall time of a stretch of points judged for outside load (cpu_load.hpp: /proc/stat counts 10 ms
+// ticks, so much shorter windows read as noise).
+inline constexpr std::chrono::milliseconds kLoadStretch{400};
 
 struct CommCalibrationSummary {
   std::size_t points_total = 0;
   std::size_t points_present = 0;  // already in the file (--resume)
   std::size_t points_measured = 0;
   std::size_t points_failed_check = 0;
+  std::size_t points_remeasured = 0;  // measured again because their stretch saw outside load
+  std::size_t points_disturbed = 0;   // still loaded after max_extra_tries: kept as they are
   double elapsed_s = 0.0;
 };
 

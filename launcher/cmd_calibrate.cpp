@@ -32,6 +32,8 @@ struct CommArgs {
   int warmup = 5;
   int iters = 20;
   std::string mode = "latency";
+  double outside_load_cores = calibrate::CommCalibrationOptions().outside_load_cores;
+  int max_extra_tries = calibrate::CommCalibrationOptions().max_extra_tries;
 };
 
 int run_comm(Context& context, const CommArgs& args) {
@@ -60,6 +62,10 @@ int run_comm(Context& context, const CommArgs& args) {
       options.sweep.iters = args.iters;
       options.sweep.mode = calibrate::parse_timing_mode(args.mode);
       if (args.force && args.resume) throw UserError("--force and --resume exclude each other: pick one");
+      if (!(args.outside_load_cores >= 0)) throw UserError("--outside-load-cores must not be negative");
+      if (args.max_extra_tries < 0) throw UserError("--max-extra-tries must not be negative");
+      options.outside_load_cores = args.outside_load_cores;
+      options.max_extra_tries = args.max_extra_tries;
     } catch (const CollectiveUserError&) {
       throw;
     } catch (const UserError& error) {
@@ -181,6 +187,12 @@ void register_calibrate(CLI::App& app, std::vector<std::pair<CLI::App*, Action>>
   comm->add_option("-n,--iters", args->iters, "Timed samples per point (latency: one call each; pipelined: a loop of back-to-back calls each)")->capture_default_str();
   comm->add_option("--mode", args->mode,
                    "latency: barrier before every call (what a training step sees); pipelined: back-to-back calls, as nccl-tests")
+      ->capture_default_str();
+  comm->add_option("--outside-load-cores", args->outside_load_cores,
+                   "Measure a stretch of points again when other processes used more cores than this (plus steal) meanwhile")
+      ->capture_default_str();
+  comm->add_option("--max-extra-tries", args->max_extra_tries,
+                   "Times a loaded stretch is measured again before it is kept as it is")
       ->capture_default_str();
   actions.emplace_back(comm, [args](Context& context) { return run_comm(context, *args); });
 

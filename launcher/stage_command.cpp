@@ -21,6 +21,7 @@ StageInputs stage_inputs(const Job& job, const std::string& job_file, const std:
   inputs.output = output;
   inputs.backend = job.backend;
   inputs.comm = job.comm;
+  inputs.rounds = job.rounds;
   return inputs;
 }
 
@@ -40,7 +41,9 @@ std::vector<std::string> stage_arguments(Stage stage, const StageInputs& inputs)
     arguments.insert(arguments.end(),
                      {"-o", inputs.output, "--resume", "--backend", to_string(inputs.backend), "--min-bytes",
                       comm.min_bytes, "--max-bytes", comm.max_bytes, "--step-factor", format_round_trip(comm.step_factor),
-                      "--warmup", std::to_string(comm.warmup_iters), "--iters", std::to_string(comm.iters)});
+                      "--warmup", std::to_string(comm.warmup_iters), "--iters", std::to_string(comm.iters),
+                      "--outside-load-cores", format_round_trip(inputs.rounds.outside_load_cores), "--max-extra-tries",
+                      std::to_string(inputs.rounds.max_extra_rounds)});
   } else {
     arguments.insert(arguments.end(), {"--job", inputs.job_file, "-o", inputs.output, "--resume"});
   }

@@ -5,7 +5,8 @@
 // Invariants:
 //  - Every stage runs with --resume (never --force) into `output`, so that a rerun, a requeue or a
 //    resubmission continues where the last run stopped.
-//  - The comm stage carries the job's backend and "comm" section; ops and groundtruth read the job file.
+//  - The comm stage carries the job's backend, "comm" section and outside-load policy (its
+//    outside_load_cores and max_extra_rounds); ops and groundtruth read the job file.
 //  - The vector starts with "calibrate": the launcher and the itertime binary go in front of it.
 //  - Numbers are rendered so that the stage parses back exactly the job's value.
 #pragma once
@@ -28,6 +29,7 @@ struct StageInputs {
   std::string output;    // the HDF5 file every stage writes
   Backend backend = Backend::kCpu;
   CommSweepSpec comm;    // the job's "comm" section
+  RoundPolicy rounds;    // the job's outside-load limit and extra tries, which the comm stage applies too
 };
 
 StageInputs stage_inputs(const Job& job, const std::string& job_file, const std::string& output);

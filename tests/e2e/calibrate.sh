@@ -257,6 +257,32 @@ case_comm_existing() {
   [[ "$("$READ_ROWS" comm-samples "$WORK/comm.h5")" -eq 3 ]] || fail "--force kept old samples"
 }
 
+case_comm_outside_load() {
+  # A process spinning beside the sweep is outside load: the stretch (here the whole sweep of 3 points,
+  # its probe window held open to 400 ms) is measured again after waiting for a quiet moment (none comes
+  # while it spins, so the wait ends after 10 s), then kept as it is and counted. One row per point.
+  bash -c 'while :; do :; done' &
+  local spinner=$!
+  mpi 2 -- calibrate comm -o comm.h5 --collectives all_reduce --dtypes fp32 --max-bytes 512 --step-factor 8 \
+    --iters 2 --warmup 0 --max-extra-tries 1
+  kill "$spinner"
+  wait "$spinner" 2>/dev/null
+  expect_status 0
+  expect_stdout "while measuring points 1-3: measuring them again"
+  expect_stdout "while measuring points 1-3: kept as they are"
+  expect_stdout "# outside load: 3 point(s) measured again, 3 kept while still loaded (above 0.30 cores)"
+  [[ "$(grep -c '^  [0-9]/3 ' "$OUT")" -eq 3 ]] || fail "stdout does not show each of the 3 points once"
+  [[ "$(rows comm.h5 | wc -l)" -eq 3 ]] || fail "comm.h5 does not hold one row per point"
+
+  mpi 2 -- calibrate comm -o other.h5 --max-bytes 64 --outside-load-cores -1
+  expect_status 2
+  expect_stderr "itertime: error: --outside-load-cores must not be negative"
+  [[ ! -e "$WORK/other.h5" ]] || fail "a refused policy created other.h5"
+  mpi 2 -- calibrate comm -o other.h5 --max-bytes 64 --max-extra-tries -2
+  expect_status 2
+  expect_stderr "itertime: error: --max-extra-tries must not be negative"
+}
+
 case_groundtruth() {
   # The job's fp16 configuration runs where this LibTorch multiplies fp16 on CPU (2.x), else it is skipped.
   local fp16_status=skipped measured=4 skipped=2
@@ -308,7 +334,7 @@ $m/dp1-tp1-pp1/$tail/fp16	$fp16_status" ]] || fail "keys and statuses: $(cut -f1
   [[ "$("$READ_ROWS" groundtruth "$WORK/gt.h5")" == "$dump" ]] || fail "--resume changed the rows"
 }
 
-ALL_CASES=(comm_sweep comm_four_ranks comm_resume comm_corrupt comm_existing groundtruth)
+ALL_CASES=(comm_sweep comm_four_ranks comm_resume comm_corrupt comm_existing comm_outside_load groundtruth)
 
 cleanup() { [[ -n "$WORK" && -d "$WORK" ]] && rm -rf "$WORK"; }
 trap cleanup EXIT

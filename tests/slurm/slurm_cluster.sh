@@ -304,7 +304,7 @@ cat >"$JOB_B" <<EOF
   "model": "$SOURCE_DIR/data/models/tiny-llama-gqa.json",
   "backend": "cpu",
   "ranks": 2,
-  "comm": {"min_bytes": "8", "max_bytes": "1M", "step_factor": 4, "warmup_iters": 2, "iters": 40},
+  "comm": {"min_bytes": "8", "max_bytes": "1M", "step_factor": 4, "warmup_iters": 2, "iters": 150},
   "configs": [{"dp": 2, "tp": 1, "pp": 1, "micro_batch": 1, "global_batch": 4, "seq_len": 32, "precision": "fp32"}]
 }
 EOF
@@ -335,6 +335,12 @@ for _ in $(seq 1 60); do
   sleep 1
 done
 [[ "$(job_field "$ID_B" Restarts)" -ge 1 ]] || fail "job $ID_B shows no restart after scontrol requeue"
+# Released while the node still ends the first run (state completing), the job's new launch is refused
+# ("Job credential revoked") and it fails: wait until the node is idle again.
+for _ in $(seq 1 120); do
+  [[ "$(sinfo -h -N -n "$NODE" -o '%T' 2>/dev/null | head -n 1)" == idle ]] && break
+  sleep 0.5
+done
 scontrol update JobId="$ID_B" StartTime=now || fail "cannot release the requeued job $ID_B"
 STATE_B="$(wait_job "$ID_B" 420)"
 say "b: job $ID_B ended $STATE_B after $(job_field "$ID_B" Restarts) restart(s)"

@@ -319,7 +319,7 @@ TEST(Render, DirectivesAndStages) {
         "#SBATCH --time=\"1-00:00:00\"\n", "#SBATCH --open-mode=append\n", "#SBATCH --requeue\n",
         "srun --mpi=pmix --nodes=2 --ntasks=16 --ntasks-per-node=8 --kill-on-bad-exit=1 \"$@\"",
         "launch \"$ITERTIME\" calibrate comm -o \"$OUTPUT\" --resume --backend cuda --min-bytes 8 --max-bytes 64K "
-        "--step-factor 8 --warmup 1 --iters 3\n",
+        "--step-factor 8 --warmup 1 --iters 3 --outside-load-cores 0.3 --max-extra-tries 3\n",
         "launch \"$ITERTIME\" calibrate ops --job \"$JOB\" -o \"$OUTPUT\" --resume\n",
         "launch \"$ITERTIME\" calibrate groundtruth --job \"$JOB\" -o \"$OUTPUT\" --resume\n"}) {
     EXPECT_NE(script.find(line), std::string::npos) << "missing: " << line << "\n" << script;
@@ -401,7 +401,8 @@ TEST(Render, HostilePathsArriveIntactUnderSrun) {
   const std::string expected =
       launch + it + "[info]\n---\n" +
       launch + it + "[calibrate]\n[comm]\n[-o]\n[" + spec.output + "]\n[--resume]\n[--backend]\n[cpu]\n[--min-bytes]\n[8]\n"
-                    "[--max-bytes]\n[64K]\n[--step-factor]\n[8]\n[--warmup]\n[1]\n[--iters]\n[3]\n---\n" +
+                    "[--max-bytes]\n[64K]\n[--step-factor]\n[8]\n[--warmup]\n[1]\n[--iters]\n[3]\n"
+                    "[--outside-load-cores]\n[0.3]\n[--max-extra-tries]\n[3]\n---\n" +
       launch + it + "[calibrate]\n[ops]\n[--job]\n[" + spec.job_file + "]\n[-o]\n[" + spec.output + "]\n[--resume]\n---\n" +
       launch + it + "[calibrate]\n[groundtruth]\n[--job]\n[" + spec.job_file + "]\n[-o]\n[" + spec.output +
       "]\n[--resume]\n---\n" +

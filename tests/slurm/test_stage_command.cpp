@@ -26,14 +26,16 @@ StageInputs sample_inputs() {
   inputs.comm.step_factor = 8;
   inputs.comm.warmup_iters = 1;
   inputs.comm.iters = 3;
+  inputs.rounds.outside_load_cores = 0.25;
+  inputs.rounds.max_extra_rounds = 2;
   return inputs;
 }
 
-TEST(StageCommand, CommCarriesTheJobsSweepAndBackend) {
+TEST(StageCommand, CommCarriesTheJobsSweepBackendAndLoadPolicy) {
   EXPECT_EQ(stage_arguments(Stage::kComm, sample_inputs()),
             (std::vector<std::string>{"calibrate", "comm", "-o", "/data/out $(x).h5", "--resume", "--backend", "cuda",
                                       "--min-bytes", "8", "--max-bytes", "64K", "--step-factor", "8", "--warmup", "1",
-                                      "--iters", "3"}));
+                                      "--iters", "3", "--outside-load-cores", "0.25", "--max-extra-tries", "2"}));
 }
 
 TEST(StageCommand, OpsAndGroundTruthReadTheJobFile) {
