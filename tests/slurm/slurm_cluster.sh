@@ -335,12 +335,14 @@ for _ in $(seq 1 60); do
   sleep 1
 done
 [[ "$(job_field "$ID_B" Restarts)" -ge 1 ]] || fail "job $ID_B shows no restart after scontrol requeue"
-# Released while the node still ends the first run (state completing), the job's new launch is refused
-# ("Job credential revoked") and it fails: wait until the node is idle again.
+# Released too soon, the job's new launch is refused ("Job credential revoked": slurmd revokes the job's
+# credentials issued up to the requeue, in whole seconds) and it fails: wait until the node is idle again
+# and the second of the requeue has passed.
 for _ in $(seq 1 120); do
   [[ "$(sinfo -h -N -n "$NODE" -o '%T' 2>/dev/null | head -n 1)" == idle ]] && break
   sleep 0.5
 done
+sleep 2
 scontrol update JobId="$ID_B" StartTime=now || fail "cannot release the requeued job $ID_B"
 STATE_B="$(wait_job "$ID_B" 420)"
 say "b: job $ID_B ended $STATE_B after $(job_field "$ID_B" Restarts) restart(s)"
