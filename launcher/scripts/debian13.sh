@@ -23,6 +23,7 @@
 # The time of each step is printed; the exit status is test.sh's (ctest's, or the build's on failure).
 #
 # Environment: ITERTIME_DEB13_ROOT (the root's folder), ITERTIME_DEBIAN_MIRROR (overrides the mirror),
+# ITERTIME_DEB_SUITE (default trixie; bookworm makes a bare Debian 12 root for gpu-bundle-check.sh),
 # ITERTIME_BUILD_DIR is NOT read here (the inside build folder is fixed to /itertime/build-deb13; with
 # -- CMD, export what CMD needs through env, e.g. -- env ITERTIME_BUILD_DIR=/itertime/x CMD).
 # Runs concurrently with other invocations on other roots; one root is locked (flock) while in use.
@@ -33,7 +34,7 @@ set -euo pipefail
 CHECKOUT="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
 DEB13_ROOT="${ITERTIME_DEB13_ROOT:-/var/tmp/itertime-deb13}"
 DEB13_ROOT="${DEB13_ROOT%/}"
-SUITE=trixie
+SUITE="${ITERTIME_DEB_SUITE:-trixie}"
 INSIDE=/itertime
 MARKER=.itertime-root-complete
 
@@ -156,7 +157,7 @@ flock -n 9 || die "$DEB13_ROOT is in use by another run (lock $DEB13_ROOT.lock)"
 
 # ---- 1. the root ---------------------------------------------------------------------------------
 if [ -f "$DEB13_ROOT/$MARKER" ]; then
-  log "reusing the Debian 13 root $DEB13_ROOT"
+  log "reusing the $SUITE root $DEB13_ROOT"
 else
   if [ -e "$DEB13_ROOT" ]; then
     # Never delete through a mount (the bind-mounted checkout above all).

@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include <filesystem>
+#include <set>
 #include <string>
 #include <tuple>
 #include <vector>
@@ -353,6 +354,29 @@ TEST(Job, ShippedLlama8BJob) {
   const std::vector<PrecisionName> precisions = {PrecisionName::kAmpBf16, PrecisionName::kAmpFp16, PrecisionName::kFp16,
                                                  PrecisionName::kBf16, PrecisionName::kTf32};
   for (std::size_t i = 0; i < job.configs.size(); ++i) EXPECT_EQ(job.configs[i].precision, precisions[i % 5]) << i;
+}
+
+// gpu-run.sh's jobs (docs/gpu.md): the GPU one at LLaMA 3.1-8B's full width with 4 layers, one GPU, every
+// policy; the CPU-mode one the same pipeline on a tiny model at 1 and 2 ranks, every policy a CPU runs.
+TEST(Job, ShippedGpuRunJobs) {
+  const Job gpu = load_job(kSource + "/jobs/gpu-h200.json");
+  EXPECT_EQ(gpu.backend, Backend::kCuda);
+  EXPECT_EQ(gpu.model.num_layers, 4);
+  EXPECT_EQ(gpu.model.hidden_size, 4096);
+  EXPECT_EQ(gpu.model.intermediate_size, 14336);
+  EXPECT_EQ(gpu.model.vocab_size, 128256);
+  ASSERT_EQ(gpu.configs.size(), 6u);
+  std::set<PrecisionName> policies;
+  for (const auto& c : gpu.configs) {
+    EXPECT_EQ(c.parallel.world_size(), 1);
+    EXPECT_EQ(c.parallel.seq_len, 4096);
+    policies.insert(c.precision);
+  }
+  EXPECT_EQ(policies.size(), 6u);
+  const Job cpu = load_job(kSource + "/jobs/gpu-cpu-mode.json");
+  EXPECT_EQ(cpu.backend, Backend::kCpu);
+  EXPECT_EQ(cpu.ranks, 2);
+  EXPECT_EQ(cpu.configs.size(), 4u * 5u);  // (1,1,1), (2,1,1), (1,2,1), (1,1,2) x 5 policies
 }
 
 }  // namespace
