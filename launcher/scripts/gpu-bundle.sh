@@ -48,10 +48,12 @@ rm -rf "$OUT"
 mkdir -p "$OUT/debs"
 cd "$OUT/debs"
 echo "gpu-bundle: downloading ${#BUILD_PACKAGES[@]} build and ${#RUNTIME_PACKAGES[@]} runtime packages into $OUT/debs"
-apt-get download -q "${BUILD_PACKAGES[@]}" "${RUNTIME_PACKAGES[@]}" >/dev/null
+sandbox=()
+[[ "$(id -u)" == 0 ]] && sandbox=(-o APT::Sandbox::User=root)   # root writes into a folder _apt may not reach
+apt-get download -q "${sandbox[@]}" "${BUILD_PACKAGES[@]}" "${RUNTIME_PACKAGES[@]}" >/dev/null
 
 {
-  echo "# itertime GPU bundle: Debian 12 packages for gpu-run.sh ($(date -u +%Y-%m-%dT%H:%M:%SZ))"
+  echo "# itertime GPU bundle: Debian 12 packages for gpu-run.sh (the same packages give the same manifest)"
   echo "# package version bytes"
   for deb in *.deb; do
     printf '%s %s %s\n' "$(dpkg-deb -f "$deb" Package)" "$(dpkg-deb -f "$deb" Version)" "$(stat -c %s "$deb")"

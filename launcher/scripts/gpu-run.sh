@@ -87,10 +87,12 @@ step() {
   fi
 }
 
-# 1. The prefix: the bundle unpacked, the Debian alternatives' names made, the HDF5 wrappers pointed at it.
+# 1. The prefix: the bundle unpacked, the names Debian's alternatives give made (the MPI wrappers and
+#    mpirun, PSM's library), the HDF5 wrappers pointed at it.
 make_prefix() {
-  local stamp="$PREFIX/.bundle-manifest"
-  if [[ -f "$stamp" ]] && cmp -s "$stamp" "$BUNDLE/MANIFEST"; then
+  local stamp="$PREFIX/.bundle-manifest" want
+  want="$(cat "$BUNDLE/MANIFEST"; echo "# prefix fix-ups 2")"   # bump when the fix-ups below change
+  if [[ -f "$stamp" && "$(cat "$stamp")" == "$want" ]]; then
     echo "prefix $PREFIX already holds this bundle"
     return 0
   fi
@@ -99,7 +101,8 @@ make_prefix() {
   local bin="$PREFIX/usr/bin" name
   for name in mpirun mpiexec mpicc mpicxx mpic++; do ln -sf "$name.openmpi" "$bin/$name"; done
   for name in h5cc h5c++; do sed -i "s|^prefix=\"/usr\"|prefix=\"$PREFIX/usr\"|" "$bin/$name"; done
-  cp "$BUNDLE/MANIFEST" "$stamp"
+  ln -sf ../libpsm1/libpsm_infinipath.so.1.16 "$PREFIX/usr/lib/x86_64-linux-gnu/libpsm_infinipath.so.1"
+  echo "$want" >"$stamp"
   echo "prefix $PREFIX: $(find "$PREFIX" -type f | wc -l) files from $(ls "$BUNDLE"/debs/*.deb | wc -l) packages"
 }
 step prefix make_prefix
@@ -111,6 +114,7 @@ export OPAL_PREFIX="$PREFIX/usr"
 export PMIX_INSTALL_PREFIX="$PREFIX/usr"
 export PMIX_MCA_mca_base_component_path="$LIB/pmix2/lib/pmix"
 export OMPI_MCA_btl="^openib,tcp" OMPI_MCA_pml="^ucx"   # one node: shared memory only
+export OMPI_MCA_plm_rsh_agent=false   # one node: no ssh needed (Open MPI refuses to start without an agent)
 export OMP_NUM_THREADS="${OMP_NUM_THREADS:-1}"
 if [[ "$(id -u)" == 0 ]]; then export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1; fi
 
