@@ -17,6 +17,7 @@
 #include "common/h5store.hpp"
 #include "runtime/mpi_session.hpp"
 #include "runtime/resume_plan.hpp"
+#include "calibrate/replay_timer.hpp"
 #include "runtime/outside_load_probe.hpp"
 #include "common/ops_store.hpp"
 #include "common/stats.hpp"
@@ -141,21 +142,17 @@ struct ProfileResult {
   bool ok = false;
 };
 
-ProfileResult profile(const TracedOp& op, torch::Device device, const OpsCalibrationOptions& options) {
+ProfileResult profile(const TracedOp& op, torch::Device device, ReplayTimer& timer, const OpsCalibrationOptions& options) {
   ProfileResult result;
   try {
     OpReplay replay(op, device);
-    const bool cuda = device.is_cuda();
     for (int i = 0; i < options.warmup_repeats; ++i) replay.run();
-    if (cuda) torch::cuda::synchronize();
+    timer.synchronize();
     std::vector<double> samples;
     double spent_us = 0.0;
     while (static_cast<int>(samples.size()) < options.max_repeats &&
            (static_cast<int>(samples.size()) < options.min_repeats || spent_us < options.min_time_us)) {
-      const auto start = Clock::now();
-      replay.run();
-      if (cuda) torch::cuda::synchronize();
-      const double us = std::chrono::duration<double, std::micro>(Clock::now() - start).count();
+      const double us = timer.time_us([&] { replay.run(); });
       samples.push_back(us);
       spent_us += us;
     }
@@ -460,14 +457,14 @@ std::vector<OpTimingRow> timing_rows(OpsRun& run, int occupancy, const std::vect
 // job's rounds policy: above outside_load_cores, up to max_extra_rounds more tries, each after waiting
 // for a quiet moment; what stays loaded is kept and counted); rank 0 gathers and appends their rows (collective over `active`).
 void profile_chunk(OpsRun& run, int occupancy, const std::vector<std::size_t>& chunk, MPI_Comm active,
-                   OutsideLoadProbe& probe) {
+                   OutsideLoadProbe& probe, ReplayTimer& timer) {
   const RoundPolicy& policy = run.options.job.rounds;
   std::vector<double> local;  // per signature: median, min, cv, repeats, ok
   for (int attempt = 0;; ++attempt) {
     local.clear();
     probe.start();
     for (std::size_t index : chunk) {
-      const ProfileResult r = profile(run.unique_ops[index], run.device, run.options);
+      const ProfileResult r = profile(run.unique_ops[index], run.device, timer, run.options);
       local.insert(local.end(), {r.median_us, r.min_us, r.cv, static_cast<double>(r.repeats), r.ok ? 1.0 : 0.0});
     }
     const OutsideLoad load = probe.stop();  // the same on every active rank, so all decide alike
@@ -509,11 +506,16 @@ void profile_occupancy(OpsRun& run, int occupancy) {
   if (active != MPI_COMM_NULL) {
     MpiComm owned(active, true);
     OutsideLoadProbe probe(owned.get());
+    ReplayTimer timer(run.device);
+    if (run.world_rank == 0) {
+      std::printf("  operator replays timed by %s\n", timer.kind().c_str());
+      std::fflush(stdout);
+    }
     constexpr std::size_t kChunk = 32;  // gathered and flushed every kChunk signatures
     for (std::size_t begin = 0; begin < todo.size(); begin += kChunk) {
       const std::size_t end = std::min(todo.size(), begin + kChunk);
       profile_chunk(run, occupancy, std::vector<std::size_t>(todo.begin() + static_cast<long>(begin),
-                                                             todo.begin() + static_cast<long>(end)), owned.get(), probe);
+                                                             todo.begin() + static_cast<long>(end)), owned.get(), probe, timer);
       if (run.world_rank == 0) {
         std::printf("  %zu/%zu signatures timed at occupancy %d\n", end, todo.size(), occupancy);
         std::fflush(stdout);
