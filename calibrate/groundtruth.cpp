@@ -1,6 +1,7 @@
 // groundtruth.cpp: calibrate groundtruth: every job configuration trained and timed on its ranks, one row each (groundtruth.hpp).
 #include "calibrate/groundtruth.hpp"
 
+#include <c10/util/Exception.h>
 #include <mpi.h>
 
 #include <algorithm>
@@ -9,6 +10,7 @@
 #include <cstdio>
 #include <fstream>
 #include <limits>
+#include <optional>
 #include <memory>
 
 #include "common/groundtruth_store.hpp"
@@ -97,6 +99,7 @@ struct ConfigProgress {
   std::string key;
   std::string skip_reason;  // why it does not run ("" when it does)
   bool failed = false;      // the previous run died measuring it
+  std::string oom;          // rank 0: what ran out of memory ("" unless it did; then it gets no more rounds)
   std::vector<RoundMeasurement> rounds;  // what assess_rounds judges, one per round measured
   std::vector<MeasuredRound> measured;   // the rest of each round, in the same order
   double loss_first = 0, loss_last = 0;  // of its first round
@@ -237,8 +240,24 @@ std::vector<GroundTruthRankRow> gather_rank_rows(const RankTraining& training, c
   return rows;
 }
 
+// Whether `error` is an allocation that did not fit: CUDA's caching allocator throws
+// c10::OutOfMemoryError; the CPU allocator a c10::Error saying it "can't allocate memory".
+bool is_out_of_memory(const c10::Error& error) {
+  return dynamic_cast<const c10::OutOfMemoryError*>(&error) != nullptr ||
+         std::string(error.what()).find("can't allocate memory") != std::string::npos;
+}
+
+// The first line of an error's text, shortened to fit the reason column.
+std::string first_line(const std::string& text) {
+  std::string line = text.substr(0, text.find('\n'));
+  return line.size() > 180 ? line.substr(0, 177) + "..." : line;
+}
+
 // One round of one configuration: trained on world ranks 0..N-1 while the others wait quietly
 // (collective over MPI_COMM_WORLD); rank 0 marks it in flight first, and adds the round to `progress`.
+// A configuration of one rank that runs out of memory is recorded as such (progress.oom) and the job
+// goes on; on more ranks the others may wait in a collective the failed rank never reaches, so there
+// the error ends the job as any other (the next --resume records the configuration as failed).
 void measure_round(GroundTruthRun& run, const JobConfig& config, ConfigProgress& progress, int round, int position) {
   const int needed = config.parallel.world_size();
   if (run.world_rank == 0) run.plan.store->set_meta(kInFlightAttribute, progress.key);
@@ -247,29 +266,44 @@ void measure_round(GroundTruthRun& run, const JobConfig& config, ConfigProgress&
   if (job_comm != MPI_COMM_NULL) {
     MpiComm owned(job_comm, true);
     reset_peak_rss();
-    const RankTraining training = train_and_time(run.options.job, config, owned.get());
-    std::vector<GroundTruthRankRow> rank_rows = gather_rank_rows(training, config, progress.key, owned.get(), run.world_rank);
-    if (run.world_rank == 0) {
-      if (progress.rounds.empty()) {
-        progress.loss_first = training.loss_first;
-        progress.loss_last = training.loss_last;
+    std::optional<RankTraining> training;
+    try {
+      training = train_and_time(run.options.job, config, owned.get());
+    } catch (const c10::Error& error) {
+      if (needed > 1 || !is_out_of_memory(error)) throw;
+      progress.oom = "out of memory: " + first_line(error.what_without_backtrace());  // this is world rank 0
+    }
+    if (training) {
+      std::vector<GroundTruthRankRow> rank_rows = gather_rank_rows(*training, config, progress.key, owned.get(), run.world_rank);
+      if (run.world_rank == 0) {
+        if (progress.rounds.empty()) {
+          progress.loss_first = training->loss_first;
+          progress.loss_last = training->loss_last;
+        }
+        progress.rounds.push_back(RoundMeasurement{stats::median(training->samples_us), training->outside_load.outside_cores,
+                                                   training->outside_load.steal_cores});
+        progress.measured.push_back(MeasuredRound{round, position, training->samples_us, std::move(rank_rows)});
       }
-      progress.rounds.push_back(RoundMeasurement{stats::median(training.samples_us), training.outside_load.outside_cores,
-                                                 training.outside_load.steal_cores});
-      progress.measured.push_back(MeasuredRound{round, position, training.samples_us, std::move(rank_rows)});
     }
   }
   quiet_barrier(MPI_COMM_WORLD);
-  if (run.world_rank == 0) {
-    run.plan.store->set_meta(kInFlightAttribute, std::string());
-    progress.assessment = assess_rounds(progress.rounds, run.options.job.rounds);
-    const RoundMeasurement& last = progress.rounds.back();
-    const RoundsAssessment& a = progress.assessment;
-    std::printf("  %5d %3zu/%-3zu %-34s %14.0f %9.2f %9.2f  %s, %d of %zu counted\n", round, progress.index + 1,
-                run.options.job.configs.size(), progress.key.c_str(), last.time_us_median, last.outside_load_cores,
-                last.steal_cores, to_string(a.verdicts.back()).c_str(), a.counted, a.verdicts.size());
+  if (run.world_rank != 0) return;
+  run.plan.store->set_meta(kInFlightAttribute, std::string());
+  const std::size_t total = run.options.job.configs.size();
+  if (!progress.oom.empty()) {
+    progress.assessment.wants_another_round = false;
+    std::printf("  %5d %3zu/%-3zu %-34s %14s %9s %9s  %s\n", round, progress.index + 1, total, progress.key.c_str(), "-",
+                "-", "-", progress.oom.c_str());
     std::fflush(stdout);
+    return;
   }
+  progress.assessment = assess_rounds(progress.rounds, run.options.job.rounds);
+  const RoundMeasurement& last = progress.rounds.back();
+  const RoundsAssessment& a = progress.assessment;
+  std::printf("  %5d %3zu/%-3zu %-34s %14.0f %9.2f %9.2f  %s, %d of %zu counted\n", round, progress.index + 1, total,
+              progress.key.c_str(), last.time_us_median, last.outside_load_cores, last.steal_cores,
+              to_string(a.verdicts.back()).c_str(), a.counted, a.verdicts.size());
+  std::fflush(stdout);
 }
 
 // Rank 0: the configuration's /groundtruth rows from its rounds.
@@ -328,7 +362,11 @@ void record_and_print(GroundTruthRun& run, const ConfigProgress& progress) {
   std::vector<double> samples_us;
   std::vector<GroundTruthRoundRow> round_rows;
   std::vector<GroundTruthRankRow> rank_rows;
-  if (progress.skip_reason.empty()) {
+  if (!progress.oom.empty()) {
+    h5::set_string(row.status, "oom");
+    h5::set_string(row.reason, progress.oom);
+    row.round_spread_pct = std::numeric_limits<double>::quiet_NaN();
+  } else if (progress.skip_reason.empty()) {
     fill_measured(progress, config, row, samples_us, round_rows);
     rank_rows = representative_rank_rows(progress);
   } else {
@@ -348,9 +386,9 @@ void record_and_print(GroundTruthRun& run, const ConfigProgress& progress) {
                 (std::to_string(row.rounds_counted) + "/" + std::to_string(row.rounds_run)).c_str(), row.tokens_per_s,
                 row.loss_last, progress.assessment.disturbance.empty() ? "" : ("disturbed: " + progress.assessment.disturbance).c_str());
   } else {
-    (status == "failed" ? run.summary.configs_failed : run.summary.configs_skipped) += 1;
+    (status == "oom" ? run.summary.configs_oom : status == "failed" ? run.summary.configs_failed : run.summary.configs_skipped) += 1;
     std::printf("  %3zu/%-3zu %-34s %-9s %6d %14s %7s %9s %10s %10s  %s\n", progress.index + 1, total, progress.key.c_str(),
-                status.c_str(), needed, "-", "-", "-", "-", "-", progress.skip_reason.c_str());
+                status.c_str(), needed, "-", "-", "-", "-", "-", h5::get_string(row.reason).c_str());
   }
   std::fflush(stdout);
 }
@@ -435,6 +473,7 @@ GroundTruthSummary calibrate_groundtruth(const GroundTruthOptions& options) {
     std::printf("#\n# %zu measured, %zu skipped, %zu failed, %zu already present; %.1f s; %zu stayed disturbed\n",
                 summary.configs_ok, summary.configs_skipped, summary.configs_failed, summary.configs_present,
                 summary.elapsed_s, summary.configs_disturbed);
+    if (summary.configs_oom > 0) std::printf("# %zu ran out of memory (status oom)\n", summary.configs_oom);
   }
   return summary;
 }

@@ -91,6 +91,7 @@ std::string to_string(RunStatus status) {
     case RunStatus::kOk: return "ok";
     case RunStatus::kSkipped: return "skipped";
     case RunStatus::kFailed: return "failed";
+    case RunStatus::kOutOfMemory: return "oom";
   }
   throw InternalError("unknown run status", __FILE__, __LINE__);
 }
@@ -99,7 +100,8 @@ RunStatus parse_run_status(std::string_view text) {
   if (text == "ok") return RunStatus::kOk;
   if (text == "skipped") return RunStatus::kSkipped;
   if (text == "failed") return RunStatus::kFailed;
-  throw UserError("unknown ground-truth status '" + std::string(text) + "': use ok, skipped or failed");
+  if (text == "oom") return RunStatus::kOutOfMemory;
+  throw UserError("unknown ground-truth status '" + std::string(text) + "': use ok, skipped, failed or oom");
 }
 
 GroundTruthRecord to_record(const GroundTruthRow& row) {

@@ -90,8 +90,9 @@ struct OpsRecords {
 OpsRecords read_ops_records(h5::Store& store);
 
 // ---- /groundtruth ----
-enum class RunStatus { kOk, kSkipped, kFailed };
-std::string to_string(RunStatus status);  // "ok" | "skipped" | "failed"
+// oom: the configuration's one rank ran out of memory (calibrate/groundtruth.hpp); the job went on.
+enum class RunStatus { kOk, kSkipped, kFailed, kOutOfMemory };
+std::string to_string(RunStatus status);  // "ok" | "skipped" | "failed" | "oom"
 RunStatus parse_run_status(std::string_view text);
 
 struct GroundTruthRecord {

@@ -23,7 +23,7 @@ struct GroundTruthRow {
   char precision[12];
   char backend[8];
   char status[12];    // ok | skipped | failed
-  char reason[200];   // why skipped or failed; empty when ok
+  char reason[200];   // why skipped, failed or out of memory (oom); empty when ok
   int64_t warmup_iters, timed_iters;
   double time_us_min, time_us_median, time_us_mean, time_us_p90, time_us_max, time_cv;
   double tokens_per_s;  // global batch tokens / median iteration time

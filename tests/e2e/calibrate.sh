@@ -334,7 +334,36 @@ $m/dp1-tp1-pp1/$tail/fp16	$fp16_status" ]] || fail "keys and statuses: $(cut -f1
   [[ "$("$READ_ROWS" groundtruth "$WORK/gt.h5")" == "$dump" ]] || fail "--resume changed the rows"
 }
 
-ALL_CASES=(comm_sweep comm_four_ranks comm_resume comm_corrupt comm_existing comm_outside_load groundtruth)
+ALL_CASES=(comm_sweep comm_four_ranks comm_resume comm_corrupt comm_existing comm_outside_load groundtruth groundtruth_oom)
+
+case_groundtruth_oom() {
+  # A one-rank configuration whose tokens alone need 1 TiB (256M sequences of 512): the allocation is
+  # refused at once, the configuration is recorded with status oom and its reason, and the job goes on
+  # to the next; --resume measures nothing again.
+  cat >"$WORK/job.json" <<JOB
+{"name": "oom", "model": "$SOURCE_DIR/data/models/tiny-llama-gqa.json", "backend": "cpu", "ranks": 2,
+ "groundtruth": {"warmup_iters": 1, "timed_iters": 2, "rounds": 2, "max_extra_rounds": 0},
+ "configs": [
+  {"dp": 1, "tp": 1, "pp": 1, "micro_batch": 1, "global_batch": 2, "seq_len": 16, "precision": "fp32"},
+  {"dp": 1, "tp": 1, "pp": 1, "micro_batch": 268435456, "global_batch": 268435456, "seq_len": 512, "precision": "fp32"},
+  {"dp": 2, "tp": 1, "pp": 1, "micro_batch": 1, "global_batch": 2, "seq_len": 16, "precision": "fp32"}]}
+JOB
+  mpi 2 -- calibrate groundtruth --job "$WORK/job.json" -o gt.h5
+  expect_status 0
+  expect_stdout "# 2 measured, 0 skipped, 0 failed, 0 already present"
+  expect_stdout "# 1 ran out of memory (status oom)"
+  local dump
+  dump="$("$READ_ROWS" groundtruth "$WORK/gt.h5")" || fail "read_rows groundtruth failed"
+  [[ "$(cut -f2 <<<"$dump" | tr '\n' ' ')" == "ok oom ok " ]] || fail "statuses: $(cut -f1,2 <<<"$dump")"
+  grep -P '^[^\t]*/mbs268435456/[^\t]*\toom\tout of memory: [^\t]*allocate memory' <<<"$dump" >/dev/null ||
+    fail "the oom row does not say it ran out of memory: $(grep mbs268435456 <<<"$dump")"
+  awk -F'\t' '$2 == "oom" && ($8 != 0 || $9 != 0 || $14 != 0 || $16 != 0) { bad++ } END { exit bad > 0 }' <<<"$dump" ||
+    fail "the oom row has samples, rank or round rows"
+  mpi 2 -- calibrate groundtruth --job "$WORK/job.json" -o gt.h5 --resume
+  expect_status 0
+  expect_stdout "# 0 measured, 0 skipped, 0 failed, 3 already present"
+  [[ "$("$READ_ROWS" groundtruth "$WORK/gt.h5")" == "$dump" ]] || fail "--resume changed the rows"
+}
 
 cleanup() { [[ -n "$WORK" && -d "$WORK" ]] && rm -rf "$WORK"; }
 trap cleanup EXIT
