@@ -165,6 +165,7 @@ struct RankTraining {
   double loss_last = 0.0;
   int64_t local_params = 0;
   int64_t peak_tensor_bytes = 0;
+  int64_t peak_allocated_bytes = 0, peak_reserved_bytes = 0;  // the allocator's totals at their largest
   OutsideLoad outside_load;  // during the timed steps
 };
 
@@ -198,6 +199,8 @@ RankTraining train_and_time(const Job& job, const JobConfig& config, MPI_Comm jo
   }
   training.outside_load = probe.stop();
   training.peak_tensor_bytes = tensor_memory.peak_bytes();
+  training.peak_allocated_bytes = tensor_memory.allocator_peak_allocated_bytes();
+  training.peak_reserved_bytes = tensor_memory.allocator_peak_reserved_bytes();
   return training;
 }
 
@@ -206,12 +209,15 @@ std::vector<GroundTruthRankRow> gather_rank_rows(const RankTraining& training, c
                                                  const std::string& key, MPI_Comm job_comm, int world_rank) {
   const int needed = config.parallel.world_size();
   const RankLayout layout(config.parallel.dp, config.parallel.tp, config.parallel.pp);
-  constexpr int kValues = kStepTimingCount + 3;  // phases, peak RSS, local parameters, peak tensor bytes
+  // phases, peak RSS, local parameters, peak tensor bytes, the allocator's peak allocated and reserved
+  constexpr int kValues = kStepTimingCount + 5;
   double local[kValues];
   for (int k = 0; k < kStepTimingCount; ++k) local[k] = stats::median(training.phase_samples[static_cast<std::size_t>(k)]);
   local[kStepTimingCount] = static_cast<double>(peak_rss_bytes());
   local[kStepTimingCount + 1] = static_cast<double>(training.local_params);
   local[kStepTimingCount + 2] = static_cast<double>(training.peak_tensor_bytes);
+  local[kStepTimingCount + 3] = static_cast<double>(training.peak_allocated_bytes);
+  local[kStepTimingCount + 4] = static_cast<double>(training.peak_reserved_bytes);
   std::vector<double> all(static_cast<std::size_t>(needed) * kValues);
   MPI_Gather(local, kValues, MPI_DOUBLE, all.data(), kValues, MPI_DOUBLE, 0, job_comm);
   std::vector<GroundTruthRankRow> rows;
@@ -235,6 +241,8 @@ std::vector<GroundTruthRankRow> gather_rank_rows(const RankTraining& training, c
     rank_row.peak_rss_bytes = static_cast<int64_t>(v[7]);
     rank_row.local_params = static_cast<int64_t>(v[8]);
     rank_row.peak_tensor_bytes = static_cast<int64_t>(v[9]);
+    rank_row.peak_allocated_bytes = static_cast<int64_t>(v[10]);
+    rank_row.peak_reserved_bytes = static_cast<int64_t>(v[11]);
     rows.push_back(rank_row);
   }
   return rows;

@@ -14,13 +14,11 @@ namespace {
 // Receives LibTorch's allocation reports while installed as the profiler state.
 class Reporter final : public c10::MemoryReportingInfoBase {
  public:
-  void reportMemoryUsage(void* /*ptr*/, int64_t alloc_size, AllocatorTotalBytes /*total_allocated*/,
-                         AllocatorTotalBytes /*total_reserved*/,
-                         c10::Device /*device*/) override {
-    const int64_t now = current_.fetch_add(alloc_size) + alloc_size;
-    int64_t peak = peak_.load();
-    while (now > peak && !peak_.compare_exchange_weak(peak, now)) {
-    }
+  void reportMemoryUsage(void* /*ptr*/, int64_t alloc_size, AllocatorTotalBytes total_allocated,
+                         AllocatorTotalBytes total_reserved, c10::Device /*device*/) override {
+    raise_to(peak_, current_.fetch_add(alloc_size) + alloc_size);
+    raise_to(allocator_allocated_, static_cast<int64_t>(total_allocated));
+    raise_to(allocator_reserved_, static_cast<int64_t>(total_reserved));
   }
   void reportOutOfMemory(int64_t, AllocatorTotalBytes, AllocatorTotalBytes, c10::Device) override {}
   bool memoryProfilingEnabled() const override { return true; }
@@ -28,10 +26,19 @@ class Reporter final : public c10::MemoryReportingInfoBase {
   int64_t current() const { return current_.load(); }
   int64_t peak() const { return peak_.load(); }
   void reset_peak() { peak_.store(current_.load()); }
+  int64_t allocator_allocated() const { return allocator_allocated_.load(); }
+  int64_t allocator_reserved() const { return allocator_reserved_.load(); }
 
  private:
+  static void raise_to(std::atomic<int64_t>& peak, int64_t value) {
+    int64_t seen = peak.load();
+    while (value > seen && !peak.compare_exchange_weak(seen, value)) {
+    }
+  }
   std::atomic<int64_t> current_{0};
   std::atomic<int64_t> peak_{0};
+  std::atomic<int64_t> allocator_allocated_{0};
+  std::atomic<int64_t> allocator_reserved_{0};
 };
 
 }  // namespace
@@ -47,5 +54,7 @@ TensorMemoryProbe::~TensorMemoryProbe() = default;
 int64_t TensorMemoryProbe::current_bytes() const { return impl_->reporter->current(); }
 int64_t TensorMemoryProbe::peak_bytes() const { return impl_->reporter->peak(); }
 void TensorMemoryProbe::reset_peak() { impl_->reporter->reset_peak(); }
+int64_t TensorMemoryProbe::allocator_peak_allocated_bytes() const { return impl_->reporter->allocator_allocated(); }
+int64_t TensorMemoryProbe::allocator_peak_reserved_bytes() const { return impl_->reporter->allocator_reserved(); }
 
 }  // namespace itertime::calibrate

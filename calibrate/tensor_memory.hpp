@@ -10,7 +10,11 @@
 //    destroy it on one thread, never while the LibTorch profiler or a TraceSession's memory profiling
 //    runs, and not nested.
 //  - Allocator reservations (the CUDA cache), fragmentation and non-tensor memory are not counted: this
-//    is the figure the memory model predicts, not the process's footprint.
+//    is the figure the memory model predicts, not the process's footprint. Beside it, the allocator's own
+//    totals that come with each report are kept at their largest: allocated (CUDA: every live tensor of
+//    the device, those from before the probe too; CPU: LibTorch's running total of what it handed out
+//    while the probe listened) and reserved (CUDA: what the caching allocator holds from the driver, the
+//    figure an out-of-memory is decided on; CPU: 0).
 #pragma once
 
 #include <cstdint>
@@ -28,6 +32,8 @@ class TensorMemoryProbe {
   int64_t current_bytes() const;
   int64_t peak_bytes() const;
   void reset_peak();  // peak := current
+  int64_t allocator_peak_allocated_bytes() const;  // largest total_allocated reported (see the invariants)
+  int64_t allocator_peak_reserved_bytes() const;   // largest total_reserved reported
 
  private:
   struct Impl;

@@ -63,6 +63,8 @@ RowType RowTraits<store::GroundTruthRankRow>::row_type() {
   ITERTIME_H5_FIELD(t, R, total_us);
   ITERTIME_H5_FIELD(t, R, peak_rss_bytes);
   ITERTIME_H5_FIELD(t, R, peak_tensor_bytes);
+  ITERTIME_H5_FIELD(t, R, peak_allocated_bytes);
+  ITERTIME_H5_FIELD(t, R, peak_reserved_bytes);
   ITERTIME_H5_FIELD(t, R, local_params);
   return t;
 }

@@ -58,6 +58,8 @@ struct GroundTruthRankRow {
   double forward_us, backward_us, tp_comm_us, pp_comm_us, dp_comm_us, optimizer_us, total_us;
   int64_t peak_rss_bytes;  // CPU: the process's peak resident set during the configuration (VmHWM)
   int64_t peak_tensor_bytes;  // peak of the tensor bytes the rank's training allocated (calibrate/tensor_memory.hpp)
+  int64_t peak_allocated_bytes;  // the allocator's total allocated at its largest meanwhile (CUDA: the device's)
+  int64_t peak_reserved_bytes;   // the allocator's total reserved at its largest (CUDA caching allocator; CPU: 0)
   int64_t local_params;
 };
 

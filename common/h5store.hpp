@@ -24,7 +24,8 @@
 
 namespace itertime::h5 {
 
-inline constexpr int64_t kSchemaVersion = 3;  // 2: /groundtruth/ranks gained peak_tensor_bytes; 3: measurement rounds
+inline constexpr int64_t kSchemaVersion = 4;  // 2: /groundtruth/ranks gained peak_tensor_bytes; 3: measurement rounds;
+                                              // 4: /groundtruth/ranks gained the allocator's peak allocated and reserved
 
 // Describes a compound row type field by field. Supported members: int64_t, int32_t, double, float,
 // uint8_t and char[N] (fixed-length, NUL-padded strings).

@@ -11,6 +11,7 @@
 // and the sdpa attention kernel are checked too.
 #include <gtest/gtest.h>
 #include <mpi.h>
+#include <torch/torch.h>
 
 #include <cstdio>
 #include <cstdlib>
@@ -75,6 +76,22 @@ TEST(MemoryCheck, MeasuredPeakMatchesTheMemoryModel) {
       }
     }
   }
+}
+
+// The allocator's own totals ride along with each report: on CPU the running total of what LibTorch
+// handed out (at least the two live tensors at the peak), and nothing reserved (no cache).
+TEST(TensorMemoryProbeTotals, CpuAllocatorReportsItsTotalAndReservesNothing) {
+  constexpr int64_t kMiB = int64_t{1} << 20;
+  TensorMemoryProbe probe;
+  {
+    const torch::Tensor a = torch::empty({kMiB}, torch::kUInt8);
+    const torch::Tensor b = torch::empty({4 * kMiB}, torch::kUInt8);
+    EXPECT_GE(probe.current_bytes(), 5 * kMiB);
+  }
+  EXPECT_GE(probe.peak_bytes(), 5 * kMiB);
+  EXPECT_LT(probe.current_bytes(), kMiB);
+  EXPECT_GE(probe.allocator_peak_allocated_bytes(), 5 * kMiB);
+  EXPECT_EQ(probe.allocator_peak_reserved_bytes(), 0);
 }
 
 }  // namespace
