@@ -85,9 +85,6 @@ BackendCapabilities backend_capabilities(const FittedModel& model) {
 
 FittedModel fit_model(const std::string& calibration_path) {
   h5::Store store = h5::Store::open(calibration_path, /*writable=*/false);
-  if (!store.exists(store::kCommTable)) {
-    throw UserError(calibration_path + ": no /comm table; run `itertime calibrate comm` on this cluster first");
-  }
   if (!store.exists(store::kOpStages)) {
     throw UserError(calibration_path + ": no /ops tables; run `itertime calibrate ops --job JOB` on this cluster first");
   }
@@ -109,7 +106,10 @@ FittedModel fit_model(const std::string& calibration_path) {
     if (cores >= 1) model.rank_slots = std::max(1.0, std::floor(cores / threads));
     model.node_ranks = meta.count("world_size") ? number(meta.at("world_size")) : 0.0;
   }
-  model.comm = CommModel(store::read_comm_records(store));
+  // Without /comm (a machine of one GPU has no communicator to measure) the comm model is empty: a
+  // configuration that communicates is then unpredicted, with the reason, and one that does not is
+  // predicted as usual.
+  if (store.exists(store::kCommTable)) model.comm = CommModel(store::read_comm_records(store));
   add_ops(model, store::read_ops_records(store));
   const std::vector<store::GroundTruthRecord> groundtruth = store::read_groundtruth_records(store);
   if (!groundtruth.empty()) {

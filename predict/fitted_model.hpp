@@ -4,7 +4,7 @@
 // regression per (operator, dtype) for operators without a usable profile, and a calibration factor
 // per occupancy fitted on ground truth.
 // Invariants:
-//  - fit_model() reads /comm, /ops and (when present) /groundtruth, as typed records
+//  - fit_model() reads /ops and, when present, /comm and /groundtruth, as typed records
 //    (common/calibration_records.hpp); it never writes the file.
 //  - save() writes a text archive that starts with the format name and kFittedModelVersion; load()
 //    refuses another version (UserError naming both) and anything that is not such a file.
