@@ -48,6 +48,9 @@ done
 [[ -d "$BUNDLE/debs" ]] || die "no bundle at $BUNDLE (make one with launcher/scripts/gpu-bundle.sh where Debian 12 packages are reachable)"
 for tool in python3 cmake ninja; do command -v "$tool" >/dev/null || die "$tool not found"; done
 if [[ "$MODE" == gpu ]]; then
+  # nvcc where CUDA installs it by default, when it is not on PATH (CMake's CUDA check looks on PATH).
+  if ! command -v nvcc >/dev/null && [[ -x /usr/local/cuda/bin/nvcc ]]; then export PATH="/usr/local/cuda/bin:$PATH"; fi
+  command -v nvcc >/dev/null || die "nvcc not found (put the CUDA toolkit's bin folder on PATH)"
   TORCH="${TORCH:-python3}"
   JOB="${JOB:-$ROOT/jobs/gpu-h200.json}"
   if [[ -z "$RANKS" ]]; then
