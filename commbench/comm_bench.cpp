@@ -282,6 +282,7 @@ std::size_t measure_stretch(SweepRun& run, Communicator& comm, const std::string
   const CommCalibrationOptions& options = run.options;
   std::size_t end = first;
   std::vector<Measurement> measured;
+  std::vector<Measurement> failed_checks;  // per point: the first attempt whose check failed, kept
   for (int attempt = 0;; ++attempt) {
     measured.clear();
     run.probe.start();
@@ -296,6 +297,10 @@ std::size_t measure_stretch(SweepRun& run, Communicator& comm, const std::string
         more = Clock::now() - window_start < kLoadStretch ? 1 : 0;
         MPI_Bcast(&more, 1, MPI_INT, 0, MPI_COMM_WORLD);
       }
+    }
+    failed_checks.resize(measured.size());
+    for (std::size_t k = 0; k < measured.size(); ++k) {
+      if (measured[k].check_errors > 0 && failed_checks[k].check_errors == 0) failed_checks[k] = measured[k];
     }
     std::this_thread::sleep_until(window_start + kLoadStretch);  // too short a window reads as noise
     const OutsideLoad load = run.probe.stop();  // the same figure on every rank, so all decide alike
@@ -314,9 +319,16 @@ std::size_t measure_stretch(SweepRun& run, Communicator& comm, const std::string
     run.summary.points_remeasured += end - first;
     run.probe.wait_for_quiet(options.outside_load_cores, std::chrono::seconds(10));
   }
+  // A check that failed in any attempt stands: a wrong result is not undone by a right one later.
   for (std::size_t k = first; k < end; ++k) {
+    Measurement& kept = measured[k - first];
+    const Measurement& failed = failed_checks[k - first];
+    if (kept.check_errors == 0 && failed.check_errors > 0) {
+      kept.check_errors = failed.check_errors;
+      kept.first_error = failed.first_error;
+    }
     ++run.summary.points_measured;
-    record(run, comm, span, todo[k], measured[k - first]);
+    record(run, comm, span, todo[k], kept);
   }
   return end;
 }

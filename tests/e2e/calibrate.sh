@@ -265,8 +265,20 @@ case_comm_outside_load() {
   local spinner=$!
   mpi 2 -- calibrate comm -o comm.h5 --collectives all_reduce --dtypes fp32 --max-bytes 512 --step-factor 8 \
     --iters 2 --warmup 0 --max-extra-tries 1
+  local status=$STATUS
+  cp "$OUT" "$WORK/.sweep-out"
+  # A check that fails in the first, loaded attempt stands after the clean attempt that replaces it (the
+  # interposer damages only the first all-reduce).
+  mpi 2 -x LD_PRELOAD="$CORRUPT_LIB" -x ITERTIME_TEST_CORRUPT_RANK=1 -- calibrate comm -o bad.h5 \
+    --collectives all_reduce --dtypes fp32 --min-bytes 8 --max-bytes 8 --iters 1 --warmup 0 --max-extra-tries 1
   kill "$spinner"
   wait "$spinner" 2>/dev/null
+  expect_status 1
+  expect_stdout "while measuring points 1-1: measuring them again"
+  expect_stderr "itertime: CORRECTNESS CHECK FAILED for all_reduce/fp32/g2/consecutive/latency/8"
+  [[ "$(rows bad.h5 | cut -f2)" == "1" ]] || fail "the loaded-then-clean point lost its check_errors"
+  cp "$WORK/.sweep-out" "$OUT"
+  STATUS=$status
   expect_status 0
   expect_stdout "while measuring points 1-3: measuring them again"
   expect_stdout "while measuring points 1-3: kept as they are"
