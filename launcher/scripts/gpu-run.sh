@@ -71,7 +71,8 @@ STARTED=$SECONDS
 STEP=0
 declare -a SUMMARY_STEPS=()
 
-# step NAME COMMAND...: runs COMMAND with its output in OUT/NN-NAME.log; prints a progress line.
+# step NAME COMMAND...: runs COMMAND with its output in OUT/NN-NAME.log; prints a progress line. (Inside
+# `if`, set -e does not reach into a function: the step functions below return on failure themselves.)
 step() {
   local name="$1"
   shift
@@ -100,11 +101,11 @@ make_prefix() {
     return 0
   fi
   rm -rf "$PREFIX"
-  python3 "$ROOT/launcher/scripts/deb_extract.py" "$PREFIX" "$BUNDLE"/debs/*.deb
+  python3 "$ROOT/launcher/scripts/deb_extract.py" "$PREFIX" "$BUNDLE"/debs/*.deb || return 1
   local bin="$PREFIX/usr/bin" name
-  for name in mpirun mpiexec mpicc mpicxx mpic++; do ln -sf "$name.openmpi" "$bin/$name"; done
-  for name in h5cc h5c++; do sed -i "s|^prefix=\"/usr\"|prefix=\"$PREFIX/usr\"|" "$bin/$name"; done
-  ln -sf ../libpsm1/libpsm_infinipath.so.1.16 "$PREFIX/usr/lib/x86_64-linux-gnu/libpsm_infinipath.so.1"
+  for name in mpirun mpiexec mpicc mpicxx mpic++; do ln -sf "$name.openmpi" "$bin/$name" || return 1; done
+  for name in h5cc h5c++; do sed -i "s|^prefix=\"/usr\"|prefix=\"$PREFIX/usr\"|" "$bin/$name" || return 1; done
+  ln -sf ../libpsm1/libpsm_infinipath.so.1.16 "$PREFIX/usr/lib/x86_64-linux-gnu/libpsm_infinipath.so.1" || return 1
   echo "$want" >"$stamp"
   echo "prefix $PREFIX: $(find "$PREFIX" -type f | wc -l) files from $(ls "$BUNDLE"/debs/*.deb | wc -l) packages"
 }
