@@ -460,27 +460,21 @@ void profile_chunk(OpsRun& run, int occupancy, const std::vector<std::size_t>& c
                    OutsideLoadProbe& probe, ReplayTimer& timer) {
   const RoundPolicy& policy = run.options.job.rounds;
   std::vector<double> local;  // per signature: median, min, cv, repeats, ok
-  for (int attempt = 0;; ++attempt) {
+  const auto time_chunk = [&](int) {
     local.clear();
-    probe.start();
     for (std::size_t index : chunk) {
       const ProfileResult r = profile(run.unique_ops[index], run.device, timer, run.options);
       local.insert(local.end(), {r.median_us, r.min_us, r.cv, static_cast<double>(r.repeats), r.ok ? 1.0 : 0.0});
     }
-    const OutsideLoad load = probe.stop();  // the same on every active rank, so all decide alike
-    const double load_cores = load.outside_cores + load.steal_cores;
-    if (load_cores <= policy.outside_load_cores) break;
-    const bool again = attempt < policy.max_extra_rounds;
-    if (run.world_rank == 0) {
-      std::printf("  outside load %.2f cores while timing %zu signatures at occupancy %d: %s\n", load_cores, chunk.size(),
-                  occupancy, again ? "timing them again" : "kept as they are");
-      std::fflush(stdout);
-    }
-    if (!again) {
-      run.summary.timings_disturbed += chunk.size();
-      break;
-    }
-    probe.wait_for_quiet(policy.outside_load_cores, std::chrono::seconds(10));
+  };
+  const auto report = [&](double load_cores, bool again) {
+    if (run.world_rank != 0) return;
+    std::printf("  outside load %.2f cores while timing %zu signatures at occupancy %d: %s\n", load_cores, chunk.size(),
+                occupancy, again ? "timing them again" : "kept as they are");
+    std::fflush(stdout);
+  };
+  if (probe.repeat_while_loaded(policy.outside_load_cores, policy.max_extra_rounds, time_chunk, report).stayed_loaded) {
+    run.summary.timings_disturbed += chunk.size();
   }
   std::vector<double> all(local.size() * static_cast<std::size_t>(occupancy));
   MPI_Gather(local.data(), static_cast<int>(local.size()), MPI_DOUBLE, all.data(), static_cast<int>(local.size()),

@@ -283,9 +283,8 @@ std::size_t measure_stretch(SweepRun& run, Communicator& comm, const std::string
   std::size_t end = first;
   std::vector<Measurement> measured;
   std::vector<Measurement> failed_checks;  // per point: the first attempt whose check failed, kept
-  for (int attempt = 0;; ++attempt) {
+  const auto measure = [&](int attempt) {
     measured.clear();
-    run.probe.start();
     const auto window_start = Clock::now();
     // The first attempt finds the stretch's end (rank 0 decides, so every rank agrees); the others
     // measure the same points again.
@@ -303,22 +302,16 @@ std::size_t measure_stretch(SweepRun& run, Communicator& comm, const std::string
       if (measured[k].check_errors > 0 && failed_checks[k].check_errors == 0) failed_checks[k] = measured[k];
     }
     std::this_thread::sleep_until(window_start + kLoadStretch);  // too short a window reads as noise
-    const OutsideLoad load = run.probe.stop();  // the same figure on every rank, so all decide alike
-    const double load_cores = load.outside_cores + load.steal_cores;
-    if (load_cores <= options.outside_load_cores) break;
-    const bool again = attempt < options.max_extra_tries;
-    if (run.world_rank == 0) {
-      std::printf("  outside load %.2f cores while measuring points %zu-%zu: %s\n", load_cores, todo[first] + 1, todo[end - 1] + 1,
-                  again ? "measuring them again" : "kept as they are");
-      std::fflush(stdout);
-    }
-    if (!again) {
-      run.summary.points_disturbed += end - first;
-      break;
-    }
-    run.summary.points_remeasured += end - first;
-    run.probe.wait_for_quiet(options.outside_load_cores, std::chrono::seconds(10));
-  }
+  };
+  const auto report = [&](double load_cores, bool again) {
+    if (run.world_rank != 0) return;
+    std::printf("  outside load %.2f cores while measuring points %zu-%zu: %s\n", load_cores, todo[first] + 1,
+                todo[end - 1] + 1, again ? "measuring them again" : "kept as they are");
+    std::fflush(stdout);
+  };
+  const LoadedTries tries = run.probe.repeat_while_loaded(options.outside_load_cores, options.max_extra_tries, measure, report);
+  run.summary.points_remeasured += static_cast<std::size_t>(tries.extra_tries) * (end - first);
+  if (tries.stayed_loaded) run.summary.points_disturbed += end - first;
   // A check that failed in any attempt stands: a wrong result is not undone by a right one later.
   for (std::size_t k = first; k < end; ++k) {
     Measurement& kept = measured[k - first];

@@ -45,4 +45,25 @@ void OutsideLoadProbe::wait_for_quiet(double limit_cores, std::chrono::milliseco
   }
 }
 
+LoadedTries OutsideLoadProbe::repeat_while_loaded(double limit_cores, int max_extra_tries,
+                                                  const std::function<void(int attempt)>& measure,
+                                                  const std::function<void(double load_cores, bool again)>& on_loaded) {
+  LoadedTries tries;
+  for (int attempt = 0;; ++attempt) {
+    start();
+    measure(attempt);
+    const OutsideLoad load = stop();  // the same on every rank, so all decide alike
+    const double load_cores = load.outside_cores + load.steal_cores;
+    if (load_cores <= limit_cores) return tries;
+    const bool again = attempt < max_extra_tries;
+    on_loaded(load_cores, again);
+    if (!again) {
+      tries.stayed_loaded = true;
+      return tries;
+    }
+    ++tries.extra_tries;
+    wait_for_quiet(limit_cores, kMaxQuietWait);
+  }
+}
+
 }  // namespace itertime

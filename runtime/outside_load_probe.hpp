@@ -13,11 +13,18 @@
 #include <mpi.h>
 
 #include <chrono>
+#include <functional>
 
 #include "common/cpu_load.hpp"
 #include "runtime/mpi_session.hpp"
 
 namespace itertime {
+
+// What OutsideLoadProbe::repeat_while_loaded did.
+struct LoadedTries {
+  int extra_tries = 0;         // tries after the first (each after a quiet moment)
+  bool stayed_loaded = false;  // the last try saw outside load too: its result is kept as it is
+};
 
 class OutsideLoadProbe {
  public:
@@ -29,6 +36,14 @@ class OutsideLoadProbe {
   // stop waiting together).
   void wait_for_quiet(double limit_cores, std::chrono::milliseconds max_wait);
   static constexpr std::chrono::milliseconds kQuietWindow{250};
+  static constexpr std::chrono::milliseconds kMaxQuietWait{10000};
+
+  // Runs `measure(attempt)` under the probe (collective: every rank of the communicator does its share)
+  // and runs it again, after wait_for_quiet(limit_cores, kMaxQuietWait), while the try saw more outside
+  // load (+ steal) than `limit_cores`, at most `max_extra_tries` more times. `on_loaded(load_cores,
+  // again)` hears of every loaded try, with the same figures on every rank (for printing).
+  LoadedTries repeat_while_loaded(double limit_cores, int max_extra_tries, const std::function<void(int attempt)>& measure,
+                                  const std::function<void(double load_cores, bool again)>& on_loaded);
 
  private:
   MPI_Comm comm_;

@@ -150,8 +150,8 @@ ValidationRow score_traced(predict::StageResolver& resolver, const store::Ground
   // the nearest occupancy's.
   const std::string group = holdout_group(gt, holdout);
   const predict::CalibrationSet& set = calibrations.aware.at(group);
-  row.factor_fitted = set.per_occupancy.count(occupancy) > 0;
   row.calibration_occupancy = set.source_occupancy(occupancy);
+  row.factor_fitted = row.calibration_occupancy == occupancy;
   const predict::Calibration& calibration = set.for_occupancy(occupancy);
   predict::PredictRequest request = predict::request_for(gt, /*blind=*/false);
   request.override_calibration = &calibration;
