@@ -22,6 +22,7 @@
 #include "common/timing_row.hpp"
 #include "common/h5store.hpp"
 #include "common/measurement_rounds.hpp"
+#include "runtime/job_abort.hpp"
 #include "runtime/mpi_session.hpp"
 #include "runtime/outside_load_probe.hpp"
 #include "runtime/resume_plan.hpp"
@@ -169,39 +170,84 @@ struct RankTraining {
   OutsideLoad outside_load;  // during the timed steps
 };
 
+// How long the ranks of an aborted configuration wait for each other to stop training. A rank that does
+// not come is blocked in a collective that cannot be abandoned (an MPI collective on CPU ranks); the job
+// then ends, as any internal failure does.
+constexpr std::chrono::seconds kSettleTimeout{60};
+
+// Whether `error` is an allocation that did not fit: CUDA's caching allocator throws
+// c10::OutOfMemoryError; the CPU allocator a c10::Error saying it "can't allocate memory".
+bool is_out_of_memory(const c10::Error& error) {
+  return dynamic_cast<const c10::OutOfMemoryError*>(&error) != nullptr ||
+         std::string(error.what()).find("can't allocate memory") != std::string::npos;
+}
+
+// The first line of an error's text, shortened to fit the reason column.
+std::string first_line(const std::string& text) {
+  std::string line = text.substr(0, text.find('\n'));
+  return line.size() > 180 ? line.substr(0, 177) + "..." : line;
+}
+
+// A configuration that ended on every rank of its job because one of them ran out of memory.
+struct ConfigurationAborted {
+  std::string reason;  // "out of memory on rank R of N: <the allocator's words>"
+};
+
 // Trains the configuration on `job_comm`: warm-up steps, then timed steps, with the outside load probed
-// around the timed ones.
-RankTraining train_and_time(const Job& job, const JobConfig& config, MPI_Comm job_comm) {
+// around the timed ones. A rank that runs out of memory raises `abort`; every rank of the job then stops
+// training, abandons its communication, waits for the others (settle) and throws ConfigurationAborted.
+RankTraining train_and_time(const Job& job, const JobConfig& config, MPI_Comm job_comm, JobAbort& abort) {
   RankTraining training;
   training.phase_samples.resize(kStepTimingCount);
   OutsideLoadProbe probe(job_comm);
   TensorMemoryProbe tensor_memory;  // from before the weights exist to after the last step
-  Trainer trainer(trainer_options_for(job, config), job_comm);
-  training.local_params = trainer.local_parameter_count();
-  // Timed steps: at least timed_iters, then more until min_timed_seconds were timed. Every rank takes
-  // the same decision: a step's time_us is the max over ranks, known to all of them.
-  double timed_us = 0;
-  for (int step = 0;; ++step) {
-    const int timed = step - job.warmup_iters;
-    const bool enough = timed >= job.timed_iters && (timed_us >= job.min_timed_seconds * 1e6 || timed >= kMaxTimedIters);
-    if (enough) break;
-    if (timed == 0) probe.start();
-    const StepResult result = trainer.step(step);
-    if (step == 0) training.loss_first = result.loss;
-    training.loss_last = result.loss;
-    if (step < job.warmup_iters) continue;
-    training.samples_us.push_back(result.time_us);
-    timed_us += result.time_us;
-    const PhaseTimes& ph = result.phases;
-    const double values[kStepTimingCount] = {ph.forward_us, ph.backward_us, ph.tp_comm_us, ph.pp_comm_us,
-                                        ph.dp_comm_us, ph.optimizer_us, ph.total_us};
-    for (int k = 0; k < kStepTimingCount; ++k) training.phase_samples[static_cast<std::size_t>(k)].push_back(values[k]);
+  std::optional<Trainer> trainer;   // destroyed after settle(): it keeps the buffers of unmatched sends
+  try {
+    trainer.emplace(trainer_options_for(job, config), job_comm, &abort);
+    training.local_params = trainer->local_parameter_count();
+    // Timed steps: at least timed_iters, then more until min_timed_seconds were timed. Every rank takes
+    // the same decision: a step's time_us is the max over ranks, known to all of them.
+    double timed_us = 0;
+    for (int step = 0;; ++step) {
+      const int timed = step - job.warmup_iters;
+      const bool enough = timed >= job.timed_iters && (timed_us >= job.min_timed_seconds * 1e6 || timed >= kMaxTimedIters);
+      if (enough) break;
+      if (timed == 0) probe.start();
+      const StepResult result = trainer->step(step);
+      if (step == 0) training.loss_first = result.loss;
+      training.loss_last = result.loss;
+      if (step < job.warmup_iters) continue;
+      training.samples_us.push_back(result.time_us);
+      timed_us += result.time_us;
+      const PhaseTimes& ph = result.phases;
+      const double values[kStepTimingCount] = {ph.forward_us, ph.backward_us, ph.tp_comm_us, ph.pp_comm_us,
+                                               ph.dp_comm_us, ph.optimizer_us, ph.total_us};
+      for (int k = 0; k < kStepTimingCount; ++k) training.phase_samples[static_cast<std::size_t>(k)].push_back(values[k]);
+    }
+    training.outside_load = probe.stop();
+    training.peak_tensor_bytes = tensor_memory.peak_bytes();
+    training.peak_allocated_bytes = tensor_memory.allocator_peak_allocated_bytes();
+    training.peak_reserved_bytes = tensor_memory.allocator_peak_reserved_bytes();
+    return training;
+  } catch (const c10::Error& error) {
+    if (!is_out_of_memory(error)) throw;
+    int rank = 0, size = 1;
+    MPI_Comm_rank(job_comm, &rank);
+    MPI_Comm_size(job_comm, &size);
+    abort.raise(first_line("out of memory on rank " + std::to_string(rank) + " of " + std::to_string(size) + ": " +
+                           error.what_without_backtrace()));
+  } catch (const JobAborted&) {
+    // another rank raised: stop here too
   }
-  training.outside_load = probe.stop();
-  training.peak_tensor_bytes = tensor_memory.peak_bytes();
-  training.peak_allocated_bytes = tensor_memory.allocator_peak_allocated_bytes();
-  training.peak_reserved_bytes = tensor_memory.allocator_peak_reserved_bytes();
-  return training;
+  if (trainer) trainer->abandon();
+  if (!abort.settle(kSettleTimeout)) {
+    throw InternalError("configuration " + config.key(job.model.name) + " ended (" + abort.reason() +
+                            ") but a rank of it did not stop training within " + std::to_string(kSettleTimeout.count()) +
+                            " s: it is blocked in a collective that cannot be abandoned; the job ends, and --resume "
+                            "records the configuration as failed",
+                        __FILE__, __LINE__);
+  }
+  throw ConfigurationAborted{abort.reason()};
 }
 
 // Per-rank breakdown (medians) gathered to rank 0 of `job_comm` (collective over it); empty elsewhere.
@@ -248,24 +294,10 @@ std::vector<GroundTruthRankRow> gather_rank_rows(const RankTraining& training, c
   return rows;
 }
 
-// Whether `error` is an allocation that did not fit: CUDA's caching allocator throws
-// c10::OutOfMemoryError; the CPU allocator a c10::Error saying it "can't allocate memory".
-bool is_out_of_memory(const c10::Error& error) {
-  return dynamic_cast<const c10::OutOfMemoryError*>(&error) != nullptr ||
-         std::string(error.what()).find("can't allocate memory") != std::string::npos;
-}
-
-// The first line of an error's text, shortened to fit the reason column.
-std::string first_line(const std::string& text) {
-  std::string line = text.substr(0, text.find('\n'));
-  return line.size() > 180 ? line.substr(0, 177) + "..." : line;
-}
-
 // One round of one configuration: trained on world ranks 0..N-1 while the others wait quietly
 // (collective over MPI_COMM_WORLD); rank 0 marks it in flight first, and adds the round to `progress`.
-// A configuration of one rank that runs out of memory is recorded as such (progress.oom) and the job
-// goes on; on more ranks the others may wait in a collective the failed rank never reaches, so there
-// the error ends the job as any other (the next --resume records the configuration as failed).
+// A configuration in which a rank runs out of memory is recorded as such (progress.oom), on any number
+// of ranks, and the job goes on (train_and_time).
 void measure_round(GroundTruthRun& run, const JobConfig& config, ConfigProgress& progress, int round, int position) {
   const int needed = config.parallel.world_size();
   if (run.world_rank == 0) run.plan.store->set_meta(kInFlightAttribute, progress.key);
@@ -273,13 +305,13 @@ void measure_round(GroundTruthRun& run, const JobConfig& config, ConfigProgress&
   MPI_Comm_split(MPI_COMM_WORLD, run.world_rank < needed ? 0 : MPI_UNDEFINED, run.world_rank, &job_comm);
   if (job_comm != MPI_COMM_NULL) {
     MpiComm owned(job_comm, true);
+    JobAbort abort(owned.get());  // the configuration's abort channel (runtime/job_abort.hpp)
     reset_peak_rss();
     std::optional<RankTraining> training;
     try {
-      training = train_and_time(run.options.job, config, owned.get());
-    } catch (const c10::Error& error) {
-      if (needed > 1 || !is_out_of_memory(error)) throw;
-      progress.oom = "out of memory: " + first_line(error.what_without_backtrace());  // this is world rank 0
+      training = train_and_time(run.options.job, config, owned.get(), abort);
+    } catch (const ConfigurationAborted& aborted) {
+      progress.oom = aborted.reason;  // known on every rank of the job; world rank 0 records it
     }
     if (training) {
       std::vector<GroundTruthRankRow> rank_rows = gather_rank_rows(*training, config, progress.key, owned.get(), run.world_rank);

@@ -75,6 +75,8 @@ struct Trainer::Impl {
   TrainerOptions options;
   const PrecisionPolicy* policy = nullptr;
   MPI_Comm job_comm;
+  JobAbort* abort = nullptr;  // when set, the waits that can give way to a job abort do (trainer.hpp)
+  std::vector<torch::Tensor> unmatched_send_buffers;  // after an abort: sends an MPI request still holds
   std::unique_ptr<ProcessGroups> groups;
   std::unique_ptr<Communicator> tp_comm, dp_comm, pp_comm;
   CommTimer tp_timer;
@@ -92,6 +94,32 @@ struct Trainer::Impl {
     if (options.backend == Backend::kCuda) torch::cuda::synchronize();
   }
 
+  // The step's host collectives over the job's ranks: abortable when the trainer has a JobAbort.
+  void host_barrier() {
+    if (abort != nullptr) {
+      abort->barrier();
+    } else {
+      MPI_Barrier(job_comm);
+    }
+  }
+  double host_all_reduce(double value, MPI_Op op) {
+    if (abort != nullptr) return abort->all_reduce(value, op);
+    double result = 0.0;
+    MPI_Allreduce(&value, &result, 1, MPI_DOUBLE, op, job_comm);
+    return result;
+  }
+
+  // Runs a send on `data`; if a job abort ends it, the buffer is kept while the send may still read it.
+  template <typename Send>
+  void keeping_buffer_on_abort(const torch::Tensor& data, Send&& send) {
+    try {
+      send();
+    } catch (const JobAborted&) {
+      unmatched_send_buffers.push_back(data);
+      throw;
+    }
+  }
+
   torch::Tensor activation_buffer() const {
     return torch::empty({options.config.micro_batch, options.config.seq_len, options.model.hidden_size},
                         torch::TensorOptions().dtype(to_torch(policy->activation_dtype)).device(device));
@@ -106,8 +134,10 @@ struct Trainer::Impl {
     const auto start = Clock::now();
     sync_device();
     const torch::Tensor data = tensor.contiguous();
-    pp_comm->send(data.data_ptr(), static_cast<std::size_t>(data.numel()), from_torch(data.scalar_type()), peer);
-    pp_comm->synchronize();
+    keeping_buffer_on_abort(data, [&] {
+      pp_comm->send(data.data_ptr(), static_cast<std::size_t>(data.numel()), from_torch(data.scalar_type()), peer);
+      pp_comm->synchronize();
+    });
     phases.pp_comm_us += since_us(start);
   }
   torch::Tensor p2p_recv(int peer) {
@@ -123,9 +153,11 @@ struct Trainer::Impl {
     sync_device();
     const torch::Tensor data = send.contiguous();
     torch::Tensor received = activation_buffer();
-    pp_comm->send_recv(data.data_ptr(), peer, received.data_ptr(), peer, static_cast<std::size_t>(data.numel()),
-                       policy->activation_dtype);
-    pp_comm->synchronize();
+    keeping_buffer_on_abort(data, [&] {
+      pp_comm->send_recv(data.data_ptr(), peer, received.data_ptr(), peer, static_cast<std::size_t>(data.numel()),
+                         policy->activation_dtype);
+      pp_comm->synchronize();
+    });
     phases.pp_comm_us += since_us(start);
     return received;
   }
@@ -251,12 +283,11 @@ struct Trainer::Impl {
         break;
       }
     }
-    MPI_Allreduce(MPI_IN_PLACE, &finite, 1, MPI_INT, MPI_MIN, job_comm);
-    return finite != 0;
+    return host_all_reduce(finite, MPI_MIN) != 0.0;
   }
 };
 
-Trainer::Trainer(const TrainerOptions& options, MPI_Comm job_comm) : impl_(std::make_unique<Impl>()) {
+Trainer::Trainer(const TrainerOptions& options, MPI_Comm job_comm, JobAbort* abort) : impl_(std::make_unique<Impl>()) {
   int job_size = 0;
   MPI_Comm_size(job_comm, &job_size);
   check_trainable(options, job_size);
@@ -264,6 +295,7 @@ Trainer::Trainer(const TrainerOptions& options, MPI_Comm job_comm) : impl_(std::
   s.options = options;
   s.policy = &precision_policy(options.precision);
   s.job_comm = job_comm;
+  s.abort = abort;
   set_compute_threads(options.compute_threads);  // LibTorch's pool and OpenBLAS's
   const ParallelConfig& c = options.config;
   s.groups = std::make_unique<ProcessGroups>(RankLayout(c.dp, c.tp, c.pp), job_comm);
@@ -272,6 +304,7 @@ Trainer::Trainer(const TrainerOptions& options, MPI_Comm job_comm) : impl_(std::
   s.tp_comm = make_comm(options.backend, s.groups->tp().get());
   s.dp_comm = make_comm(options.backend, s.groups->dp().get());
   s.pp_comm = make_comm(options.backend, s.groups->pp().get());
+  for (Communicator* comm : {s.tp_comm.get(), s.dp_comm.get(), s.pp_comm.get()}) comm->set_abort(abort);
   if (options.backend == Backend::kCuda) {
     // One rank per GPU: the device was bound from the node-local rank (bind_cuda_device) before the
     // NCCL communicators were created; LibTorch uses the same current device.
@@ -295,6 +328,12 @@ Trainer::Trainer(const TrainerOptions& options, MPI_Comm job_comm) : impl_(std::
 
 Trainer::~Trainer() = default;
 
+void Trainer::abandon() {
+  Impl& s = *impl_;
+  for (Communicator* comm : {s.tp_comm.get(), s.dp_comm.get(), s.pp_comm.get()}) comm->abandon();
+  s.groups->abandon();
+}
+
 RankCoords Trainer::coords() const { return impl_->groups->coords(); }
 
 int64_t Trainer::local_parameter_count() const {
@@ -308,7 +347,7 @@ StepResult Trainer::step(int64_t step_index) {
   s.phases = PhaseTimes{};
   s.tp_timer.reset();
   StepResult result;
-  MPI_Barrier(s.job_comm);
+  s.host_barrier();
   const auto start = Clock::now();
 
   for (auto& p : s.parameters) p.mutable_grad() = torch::Tensor();
@@ -335,14 +374,13 @@ StepResult Trainer::step(int64_t step_index) {
 
   const double local_us = since_us(start);
   s.phases.total_us = local_us;
-  MPI_Allreduce(&local_us, &result.time_us, 1, MPI_DOUBLE, MPI_MAX, s.job_comm);
+  result.time_us = s.host_all_reduce(local_us, MPI_MAX);
 
   // The loss lives on the last stage's TP-rank-0 ranks, one per DP replica: mean over m and DP.
   const RankCoords c = s.groups->coords();
   const int m = s.options.config.num_micro_batches();
   double contribution = (s.last_stage() && c.tp_idx == 0) ? local_loss_sum / m : 0.0;
-  double total = 0.0;
-  MPI_Allreduce(&contribution, &total, 1, MPI_DOUBLE, MPI_SUM, s.job_comm);
+  const double total = s.host_all_reduce(contribution, MPI_SUM);
   result.loss = total / s.options.config.dp;
   result.phases = s.phases;
   result.skipped = !apply;

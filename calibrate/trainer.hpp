@@ -28,6 +28,7 @@
 #include "common/parallel_config.hpp"
 #include "common/precision.hpp"
 #include "common/training_recipe.hpp"
+#include "runtime/job_abort.hpp"
 
 namespace itertime::calibrate {
 
@@ -64,12 +65,19 @@ void check_trainable(const TrainerOptions& options, int world_size);
 
 class Trainer {
  public:
-  Trainer(const TrainerOptions& options, MPI_Comm job_comm);
+  // With `abort` (runtime/job_abort.hpp, outliving the trainer), every wait that can give way to a job
+  // abort does: point-to-point transfers, NCCL synchronizations and the step's host collectives throw
+  // JobAborted once any rank of the job raised; CPU TP and DP collectives stay blocking MPI calls.
+  Trainer(const TrainerOptions& options, MPI_Comm job_comm, JobAbort* abort = nullptr);
   ~Trainer();
   Trainer(const Trainer&) = delete;
   Trainer& operator=(const Trainer&) = delete;
 
   StepResult step(int64_t step_index);
+  // After a job abort: gives up the communication in flight (NCCL: ncclCommAbort); its communicators are
+  // then never freed, and the buffers of sends left unmatched live as long as the trainer
+  // (job_abort.hpp). The trainer is unusable after it; destroy it once every rank has settled.
+  void abandon();
   RankCoords coords() const;
   int64_t local_parameter_count() const;
 

@@ -19,6 +19,8 @@
 
 namespace itertime {
 
+class JobAbort;  // runtime/job_abort.hpp
+
 // An owned buffer in the communicator's memory space (RAII).
 class CommBuffer {
  public:
@@ -54,6 +56,14 @@ class Communicator {
   virtual void synchronize() = 0;
   // Host-side barrier over the communicator's ranks.
   virtual void barrier() = 0;
+
+  // Lets this communicator's waits give way to a job abort (job_abort.hpp): once any rank of the job
+  // raised, they throw JobAborted instead of waiting on. Which waits can: MPI, the point-to-point calls
+  // (its collectives stay blocking, so that they run the algorithms `calibrate comm` measured); NCCL,
+  // synchronize(). Null (the default) turns it off. `abort` outlives the communicator.
+  virtual void set_abort(JobAbort* /*abort*/) {}
+  // After a job abort: gives up what is in flight (NCCL: ncclCommAbort); the communicator is unusable.
+  virtual void abandon() {}
 };
 
 }  // namespace itertime

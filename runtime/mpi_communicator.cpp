@@ -8,6 +8,7 @@
 
 #include "common/errors.hpp"
 #include "common/half.hpp"
+#include "runtime/job_abort.hpp"
 #include "runtime/mpi_check.hpp"
 
 namespace itertime {
@@ -121,16 +122,35 @@ void MpiCommunicator::all_to_all(const void* send, void* recv, std::size_t count
 }
 
 void MpiCommunicator::send(const void* buffer, std::size_t count, DType dtype, int peer) {
+  if (abort_ != nullptr) {
+    MPI_Request send = MPI_REQUEST_NULL, none = MPI_REQUEST_NULL;
+    ITERTIME_MPI_CHECK(MPI_Isend(buffer, checked_count(count), mpi_type(dtype), peer, /*tag=*/7, comm_, &send));
+    abort_->wait(send, none);
+    return;
+  }
   ITERTIME_MPI_CHECK(MPI_Send(buffer, checked_count(count), mpi_type(dtype), peer, /*tag=*/7, comm_));
 }
 
 void MpiCommunicator::recv(void* buffer, std::size_t count, DType dtype, int peer) {
+  if (abort_ != nullptr) {
+    MPI_Request none = MPI_REQUEST_NULL, recv = MPI_REQUEST_NULL;
+    ITERTIME_MPI_CHECK(MPI_Irecv(buffer, checked_count(count), mpi_type(dtype), peer, /*tag=*/7, comm_, &recv));
+    abort_->wait(none, recv);
+    return;
+  }
   ITERTIME_MPI_CHECK(MPI_Recv(buffer, checked_count(count), mpi_type(dtype), peer, /*tag=*/7, comm_, MPI_STATUS_IGNORE));
 }
 
 void MpiCommunicator::send_recv(const void* send, int send_peer, void* recv, int recv_peer, std::size_t count,
                                 DType dtype) {
   const int n = checked_count(count);
+  if (abort_ != nullptr) {
+    MPI_Request send_request = MPI_REQUEST_NULL, recv_request = MPI_REQUEST_NULL;
+    ITERTIME_MPI_CHECK(MPI_Irecv(recv, n, mpi_type(dtype), recv_peer, /*tag=*/8, comm_, &recv_request));
+    ITERTIME_MPI_CHECK(MPI_Isend(send, n, mpi_type(dtype), send_peer, /*tag=*/8, comm_, &send_request));
+    abort_->wait(send_request, recv_request);
+    return;
+  }
   ITERTIME_MPI_CHECK(MPI_Sendrecv(send, n, mpi_type(dtype), send_peer, /*tag=*/8, recv, n, mpi_type(dtype), recv_peer,
                                  /*tag=*/8, comm_, MPI_STATUS_IGNORE));
 }

@@ -2,6 +2,8 @@
 // Invariants: owns the user-defined MPI datatypes and reduction ops it creates (freed on destruction);
 // fp16/bf16 travel as 2-byte contiguous types and are summed by our own MPI_Op (float accumulation,
 // round to nearest even); int8 sums wrap as MPI_INT8_T does. Does not own the MPI_Comm it is given.
+// With a JobAbort set, send/recv/send_recv post MPI_Isend/MPI_Irecv and wait through it (the same
+// point-to-point protocol as the blocking calls); the collectives stay blocking.
 #pragma once
 
 #include <mpi.h>
@@ -37,6 +39,7 @@ class MpiCommunicator final : public Communicator {
   void send_recv(const void* send, int send_peer, void* recv, int recv_peer, std::size_t count, DType dtype) override;
   void synchronize() override {}
   void barrier() override;
+  void set_abort(JobAbort* abort) override { abort_ = abort; }
 
  private:
   MPI_Datatype mpi_type(DType dtype) const;
@@ -49,6 +52,7 @@ class MpiCommunicator final : public Communicator {
   MPI_Datatype bf16_type_ = MPI_DATATYPE_NULL;  // a distinct duplicate so the op can tell them apart
   MPI_Op fp16_sum_ = MPI_OP_NULL;
   MPI_Op bf16_sum_ = MPI_OP_NULL;
+  JobAbort* abort_ = nullptr;  // when set, point-to-point calls are non-blocking and polled (comm.hpp)
 };
 
 }  // namespace itertime

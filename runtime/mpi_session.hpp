@@ -3,7 +3,8 @@
 // Invariants:
 //  - MpiSession finalizes MPI only if it initialized it, and not while an exception unwinds (main()
 //    then aborts all ranks); it never runs twice in a process.
-//  - MpiComm owns its communicator (freed on destruction) unless it wraps MPI_COMM_WORLD/SELF.
+//  - MpiComm owns its communicator (freed on destruction) unless it wraps MPI_COMM_WORLD/SELF or was
+//    abandoned after a job abort (then it is never freed).
 //  - ProcessGroups' communicators order ranks by their index along the group's dimension, so that
 //    group rank i is the member with tp_idx (dp_idx, pp_idx) == i.
 //  - abort_all() never returns: it aborts every rank of the job with the given exit code.
@@ -56,6 +57,9 @@ class MpiComm {
   int rank() const;
   int size() const;
   bool valid() const { return comm_ != MPI_COMM_NULL; }
+  // After a job abort (job_abort.hpp): stops owning the communicator, which is then never freed, so that
+  // its context id is never reused by a later communicator while an unmatched operation may remain.
+  void abandon() { owned_ = false; }
 
  private:
   void release();
@@ -73,6 +77,12 @@ class ProcessGroups {
   const MpiComm& tp() const { return tp_; }
   const MpiComm& dp() const { return dp_; }
   const MpiComm& pp() const { return pp_; }
+  // After a job abort: the three communicators are never freed (MpiComm::abandon).
+  void abandon() {
+    tp_.abandon();
+    dp_.abandon();
+    pp_.abandon();
+  }
 
  private:
   RankLayout layout_;

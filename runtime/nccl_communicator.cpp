@@ -7,6 +7,7 @@
 #include <string>
 
 #include "common/errors.hpp"
+#include "runtime/job_abort.hpp"
 
 #define ITERTIME_CUDA_CALL(call)                                                                        \
   do {                                                                                                  \
@@ -159,7 +160,27 @@ void NcclCommunicator::send_recv(const void* send, int send_peer, void* recv, in
   ITERTIME_NCCL_CALL(ncclGroupEnd());
 }
 
-void NcclCommunicator::synchronize() { ITERTIME_CUDA_CALL(cudaStreamSynchronize(state_->stream)); }
+void NcclCommunicator::synchronize() {
+  if (abort_ == nullptr) {
+    ITERTIME_CUDA_CALL(cudaStreamSynchronize(state_->stream));
+    return;
+  }
+  abort_->wait_until([this] {
+    const cudaError_t status = cudaStreamQuery(state_->stream);
+    if (status == cudaSuccess) return true;
+    if (status != cudaErrorNotReady) ITERTIME_CUDA_CALL(status);
+    ncclResult_t async_error = ncclSuccess;
+    ITERTIME_NCCL_CALL(ncclCommGetAsyncError(state_->comm, &async_error));
+    ITERTIME_NCCL_CALL(async_error);
+    return false;
+  });
+}
+
+void NcclCommunicator::abandon() {
+  if (state_->comm == nullptr) return;
+  ncclCommAbort(state_->comm);  // ends this communicator's kernels in flight; nothing to report if it fails
+  state_->comm = nullptr;
+}
 
 void NcclCommunicator::barrier() {
   synchronize();

@@ -2,6 +2,8 @@
 // Invariants: the NCCL communicator, its stream and every buffer it allocates are owned (RAII); the
 // bootstrap (ncclGetUniqueId on group rank 0, broadcast over the given MPI communicator) is collective
 // over that MPI communicator; every call is enqueued on the stream and completes at synchronize().
+// With a JobAbort set, synchronize() polls the stream (and NCCL's asynchronous error) instead of
+// blocking, and abandon() aborts the NCCL communicator (ncclCommAbort), which ends its kernels in flight.
 // fp16 and bf16 are native NCCL types; reductions run on the device.
 // Declared without CUDA or NCCL headers so that includers stay plain C++.
 #pragma once
@@ -46,11 +48,14 @@ class NcclCommunicator final : public Communicator {
   void send_recv(const void* send, int send_peer, void* recv, int recv_peer, std::size_t count, DType dtype) override;
   void synchronize() override;
   void barrier() override;
+  void set_abort(JobAbort* abort) override { abort_ = abort; }
+  void abandon() override;
 
  private:
   struct State;
   std::unique_ptr<State> state_;
   MPI_Comm bootstrap_;
+  JobAbort* abort_ = nullptr;  // when set, synchronize() polls the stream and gives way to a job abort
   int rank_ = 0;
   int size_ = 1;
 };

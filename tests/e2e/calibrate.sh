@@ -346,7 +346,8 @@ $m/dp1-tp1-pp1/$tail/fp16	$fp16_status" ]] || fail "keys and statuses: $(cut -f1
   [[ "$("$READ_ROWS" groundtruth "$WORK/gt.h5")" == "$dump" ]] || fail "--resume changed the rows"
 }
 
-ALL_CASES=(comm_sweep comm_four_ranks comm_resume comm_corrupt comm_existing comm_outside_load groundtruth groundtruth_oom)
+ALL_CASES=(comm_sweep comm_four_ranks comm_resume comm_corrupt comm_existing comm_outside_load groundtruth groundtruth_oom
+           groundtruth_oom_ranks)
 
 case_groundtruth_oom() {
   # A one-rank configuration whose tokens alone need 1 TiB (256M sequences of 512): the allocation is
@@ -367,7 +368,7 @@ JOB
   local dump
   dump="$("$READ_ROWS" groundtruth "$WORK/gt.h5")" || fail "read_rows groundtruth failed"
   [[ "$(cut -f2 <<<"$dump" | tr '\n' ' ')" == "ok oom ok " ]] || fail "statuses: $(cut -f1,2 <<<"$dump")"
-  grep -P '^[^\t]*/mbs268435456/[^\t]*\toom\tout of memory: [^\t]*allocate memory' <<<"$dump" >/dev/null ||
+  grep -P '^[^\t]*/mbs268435456/[^\t]*\toom\tout of memory on rank 0 of 1: [^\t]*allocate memory' <<<"$dump" >/dev/null ||
     fail "the oom row does not say it ran out of memory: $(grep mbs268435456 <<<"$dump")"
   awk -F'\t' '$2 == "oom" && ($8 != 0 || $9 != 0 || $14 != 0 || $16 != 0) { bad++ } END { exit bad > 0 }' <<<"$dump" ||
     fail "the oom row has samples, rank or round rows"
@@ -375,6 +376,40 @@ JOB
   expect_status 0
   expect_stdout "# 0 measured, 0 skipped, 0 failed, 3 already present"
   [[ "$("$READ_ROWS" groundtruth "$WORK/gt.h5")" == "$dump" ]] || fail "--resume changed the rows"
+}
+
+case_groundtruth_oom_ranks() {
+  # Out of memory on several ranks. A vocabulary of 1M at hidden size 16 makes the last stage's logits
+  # of 4K sequences of 16 need 256 GiB, while the first stage's activations need 4 MiB:
+  #  - pp 2: only rank 1 (the last stage) runs out of memory, while rank 0 waits for its gradient in a
+  #    point-to-point exchange; both leave the configuration, which is recorded oom with rank 1's words;
+  #  - the next configuration (pp 2 again, small) trains on both ranks: nothing of the aborted one is left;
+  #  - dp 2: both ranks run out at once.
+  cat >"$WORK/model.json" <<MODEL
+{"architectures": ["LlamaForCausalLM"], "model_type": "llama", "_name_or_path": "itertime/oom-vocab",
+ "hidden_size": 16, "intermediate_size": 32, "num_hidden_layers": 2, "num_attention_heads": 2,
+ "num_key_value_heads": 2, "vocab_size": 1048576, "rms_norm_eps": 1e-05, "rope_theta": 10000.0,
+ "max_position_embeddings": 64, "tie_word_embeddings": false, "hidden_act": "silu", "torch_dtype": "float32"}
+MODEL
+  cat >"$WORK/job.json" <<JOB
+{"name": "oom-ranks", "model": "$WORK/model.json", "backend": "cpu", "ranks": 2,
+ "groundtruth": {"warmup_iters": 1, "timed_iters": 2, "rounds": 2, "max_extra_rounds": 0},
+ "configs": [
+  {"dp": 1, "tp": 1, "pp": 2, "micro_batch": 4096, "global_batch": 8192, "seq_len": 16, "precision": "fp32"},
+  {"dp": 1, "tp": 1, "pp": 2, "micro_batch": 1, "global_batch": 2, "seq_len": 16, "precision": "fp32"},
+  {"dp": 2, "tp": 1, "pp": 1, "micro_batch": 4096, "global_batch": 8192, "seq_len": 16, "precision": "fp32"}]}
+JOB
+  mpi 2 -- calibrate groundtruth --job "$WORK/job.json" -o gt.h5
+  expect_status 0
+  expect_stdout "# 1 measured, 0 skipped, 0 failed, 0 already present"
+  expect_stdout "# 2 ran out of memory (status oom)"
+  local dump
+  dump="$("$READ_ROWS" groundtruth "$WORK/gt.h5")" || fail "read_rows groundtruth failed"
+  [[ "$(cut -f2 <<<"$dump" | tr '\n' ' ')" == "oom ok oom " ]] || fail "statuses: $(cut -f1,2 <<<"$dump")"
+  grep -P '\toom\tout of memory on rank 1 of 2: [^\t]*allocate memory' <<<"$(head -1 <<<"$dump")" >/dev/null ||
+    fail "the pipeline's oom row does not name rank 1 of 2: $(head -1 <<<"$dump")"
+  grep -P '\toom\tout of memory on rank [01] of 2: ' <<<"$(sed -n 3p <<<"$dump")" >/dev/null ||
+    fail "the dp 2 oom row does not say it ran out of memory: $(sed -n 3p <<<"$dump")"
 }
 
 cleanup() { [[ -n "$WORK" && -d "$WORK" ]] && rm -rf "$WORK"; }
