@@ -86,6 +86,10 @@ struct Trainer::Impl {
   std::vector<torch::Tensor> parameters;
   torch::Tensor gradient_buffer;  // the DP all-reduce's flat buffer, made at the first step (tp_comm.hpp)
   std::unique_ptr<torch::optim::AdamW> optimizer;
+  // Distributed optimizer only: the flat parameters (padded to a multiple of dp; the all-gather's
+  // output), this rank's shard of them (the one tensor AdamW updates) and its reduced gradient.
+  int64_t flat_count = 0, shard_count = 0;
+  torch::Tensor parameter_buffer, shard, shard_gradient;
   double loss_scale = 1.0;
   int64_t good_steps = 0;
   PhaseTimes phases;
@@ -275,10 +279,67 @@ struct Trainer::Impl {
     phases.dp_comm_us += since_us(start);
   }
 
+  // ---- distributed optimizer (trainer.hpp) ----
+  void make_shard() {
+    const int dp = options.config.dp;
+    for (const auto& p : parameters) flat_count += p.numel();
+    shard_count = (flat_count + dp - 1) / dp;
+    const auto flat_options = parameters.front().options().requires_grad(false);
+    parameter_buffer = torch::zeros({shard_count * dp}, flat_options);
+    {
+      torch::NoGradGuard no_grad;
+      std::vector<torch::Tensor> parts;
+      for (const auto& p : parameters) parts.push_back(p.detach().reshape({-1}));
+      torch::Tensor head = parameter_buffer.narrow(0, 0, flat_count);
+      torch::cat_out(head, parts, 0);
+    }
+    shard = parameter_buffer.narrow(0, groups->coords().dp_idx * shard_count, shard_count).clone().requires_grad_(true);
+    shard_gradient = torch::zeros({shard_count}, flat_options);
+    gradient_buffer = torch::zeros({shard_count * dp}, flat_options);  // the padding stays zero
+  }
+
+  void reduce_scatter_gradients() {
+    const auto start = Clock::now();
+    torch::Tensor head = gradient_buffer.narrow(0, 0, flat_count);
+    flatten_gradients_into(head, parameters);
+    gradient_buffer.div_(static_cast<double>(options.config.dp));
+    if (options.backend == Backend::kCuda) torch::cuda::synchronize();
+    dp_comm->reduce_scatter_sum(gradient_buffer.data_ptr(), shard_gradient.data_ptr(),
+                                static_cast<std::size_t>(shard_count), from_torch(shard_gradient.scalar_type()));
+    dp_comm->synchronize();
+    shard.mutable_grad() = shard_gradient;
+    phases.dp_comm_us += since_us(start);
+  }
+
+  // The updated shards of every DP rank into every rank's parameters; returns its time.
+  double all_gather_parameters() {
+    const auto start = Clock::now();
+    if (options.backend == Backend::kCuda) torch::cuda::synchronize();
+    dp_comm->all_gather(shard.data_ptr(), parameter_buffer.data_ptr(), static_cast<std::size_t>(shard_count),
+                        from_torch(shard.scalar_type()));
+    dp_comm->synchronize();
+    torch::NoGradGuard no_grad;
+    int64_t offset = 0;
+    for (auto& p : parameters) {
+      p.copy_(parameter_buffer.narrow(0, offset, p.numel()).view_as(p));
+      offset += p.numel();
+    }
+    sync_device();
+    return since_us(start);
+  }
+
+  // The gradients the optimizer applies: every parameter's, or this rank's reduced shard.
+  std::vector<torch::Tensor> optimizer_gradients() {
+    if (options.distributed_optimizer) return {shard_gradient};
+    std::vector<torch::Tensor> grads;
+    for (const auto& p : parameters) grads.push_back(p.grad());
+    return grads;
+  }
+
   bool gradients_finite() {
     int finite = 1;
-    for (const auto& p : parameters) {
-      if (!torch::isfinite(p.grad()).all().item<bool>()) {
+    for (const auto& grad : optimizer_gradients()) {
+      if (!torch::isfinite(grad).all().item<bool>()) {
         finite = 0;
         break;
       }
@@ -321,8 +382,13 @@ Trainer::Trainer(const TrainerOptions& options, MPI_Comm job_comm, JobAbort* abo
   s.stage = LlamaStage(options.model, mine, options.seed, &s.tp_context, c.seq_len, resolve_attention(options.attention));
   s.stage->to(s.device, to_torch(s.policy->param_dtype));
   for (auto& p : s.stage->parameters()) s.parameters.push_back(p);
+  std::vector<torch::Tensor> updated = s.parameters;
+  if (options.distributed_optimizer) {
+    s.make_shard();
+    updated = {s.shard};
+  }
   s.optimizer = std::make_unique<torch::optim::AdamW>(
-      s.stage->parameters(), torch::optim::AdamWOptions(options.learning_rate).betas(std::make_tuple(kAdamW.beta1, kAdamW.beta2)).weight_decay(kAdamW.weight_decay).eps(adamw_eps(*s.policy)));
+      updated, torch::optim::AdamWOptions(options.learning_rate).betas(std::make_tuple(kAdamW.beta1, kAdamW.beta2)).weight_decay(kAdamW.weight_decay).eps(adamw_eps(*s.policy)));
   if (s.policy->loss_scaling) s.loss_scale = options.initial_loss_scale;
 }
 
@@ -342,6 +408,11 @@ int64_t Trainer::local_parameter_count() const {
   return count;
 }
 
+int64_t Trainer::optimizer_parameter_count() const {
+  const Impl& s = *impl_;
+  return s.options.distributed_optimizer ? s.shard_count : local_parameter_count();
+}
+
 StepResult Trainer::step(int64_t step_index) {
   Impl& s = *impl_;
   s.phases = PhaseTimes{};
@@ -352,7 +423,11 @@ StepResult Trainer::step(int64_t step_index) {
 
   for (auto& p : s.parameters) p.mutable_grad() = torch::Tensor();
   const double local_loss_sum = s.run_schedule(step_index);
-  s.all_reduce_gradients();
+  if (s.options.distributed_optimizer) {
+    s.reduce_scatter_gradients();
+  } else {
+    s.all_reduce_gradients();
+  }
 
   const auto optimizer_start = Clock::now();
   bool apply = true;
@@ -360,7 +435,7 @@ StepResult Trainer::step(int64_t step_index) {
     apply = s.gradients_finite();
     if (apply) {
       torch::NoGradGuard no_grad;
-      for (auto& p : s.parameters) p.grad().mul_(1.0 / s.loss_scale);
+      for (auto& grad : s.optimizer_gradients()) grad.mul_(1.0 / s.loss_scale);
       if (++s.good_steps % 2000 == 0) s.loss_scale *= 2.0;
     } else {
       s.loss_scale /= 2.0;
@@ -369,7 +444,10 @@ StepResult Trainer::step(int64_t step_index) {
   }
   if (apply) s.optimizer->step();
   s.sync_device();
-  s.phases.optimizer_us = since_us(optimizer_start);
+  double gather_us = 0.0;
+  if (s.options.distributed_optimizer && apply) gather_us = s.all_gather_parameters();
+  s.phases.optimizer_us = since_us(optimizer_start) - gather_us;
+  s.phases.dp_comm_us += gather_us;
   s.phases.tp_comm_us = s.tp_timer.forward_us + s.tp_timer.backward_us;
 
   const double local_us = since_us(start);

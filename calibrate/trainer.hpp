@@ -8,6 +8,12 @@
 //    gradients; then the DP all-reduce (divided by dp, then summed) of all gradients in one flat buffer in
 //    the gradient dtype; then the AdamW step. Loss per micro-batch is divided by m, so the gradient is
 //    the mean over the global batch, whatever the layout.
+//  - With the distributed optimizer (Megatron-LM's, ZeRO stage 1): the flat gradient buffer, padded to a
+//    multiple of dp, is reduce-scattered over DP instead (divided by dp first); each DP rank keeps the
+//    AdamW state of its contiguous shard only, updates that shard of the flat parameters, and the
+//    shards are all-gathered back into every rank's parameters. AdamW is element-wise, so the update
+//    equals the replicated one. TP and DP communication stays blocking; both collectives count as DP
+//    communication.
 //  - The data are synthetic tokens that depend only on (seed, step, sample index in the global batch,
 //    position), so every layout trains on the same global batch.
 //  - step() starts with a barrier over job_comm; its wall time is the max over ranks; its loss is the
@@ -44,6 +50,9 @@ struct TrainerOptions {
   // Dynamic loss scaling (fp16 policies): the scale the first step starts from (PyTorch's GradScaler
   // default). The scale per micro-batch is this / m, so where one layout overflows another may not.
   double initial_loss_scale = 65536.0;
+  // Megatron-LM's distributed optimizer (ZeRO-1): optimizer state sharded over DP (see above). Trainer
+  // only for now: job files, the tracer and the predictor do not know it yet (docs/method.md).
+  bool distributed_optimizer = false;
 };
 
 // Per-rank time of one step, in microseconds. forward_us / backward_us exclude the TP all-reduces
@@ -80,6 +89,9 @@ class Trainer {
   void abandon();
   RankCoords coords() const;
   int64_t local_parameter_count() const;
+  // The elements AdamW updates (and keeps two moments of) on this rank: every local parameter, or with
+  // the distributed optimizer its shard, ceil(local parameters / dp).
+  int64_t optimizer_parameter_count() const;
 
  private:
   struct Impl;

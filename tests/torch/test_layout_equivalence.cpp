@@ -1,5 +1,6 @@
 // Layout equivalence: with a fixed seed and the same global batch, every (DP,TP,PP) factorization of the
-// MPI world trains to the same loss trajectory as single-rank training, within a tolerance per precision.
+// MPI world trains to the same loss trajectory as single-rank training, within a tolerance per precision;
+// with the distributed optimizer (ZeRO-1) too, against the same replicated single-rank reference.
 #include <gtest/gtest.h>
 #include <mpi.h>
 
@@ -20,8 +21,9 @@ constexpr int kSteps = 3;
 LlamaSpec test_model() { return load_llama_config(std::string(ITERTIME_SOURCE_DIR) + "/data/models/tiny-llama-gqa.json"); }
 
 TrainerOptions options_for(PrecisionName precision, int dp, int tp, int pp,
-                           AttentionKernel attention = AttentionKernel::kEager) {
+                           AttentionKernel attention = AttentionKernel::kEager, bool distributed_optimizer = false) {
   TrainerOptions options;
+  options.distributed_optimizer = distributed_optimizer;
   options.attention = attention;
   // fp16: a loss scale at which no layout's backward overflows, so that every layout takes the same
   // steps. At 65536 the DP layouts (fewer micro-batches per rank, so a larger scale per micro-batch)
@@ -61,6 +63,7 @@ struct Case {
   PrecisionName precision;
   double tolerance;  // absolute, on a loss of about ln(512) = 6.24
   AttentionKernel attention = AttentionKernel::kEager;
+  bool distributed_optimizer = false;
 };
 
 class LayoutEquivalence : public ::testing::TestWithParam<Case> {};
@@ -80,11 +83,13 @@ TEST_P(LayoutEquivalence, EveryFactorizationMatchesSingleRank) {
     for (int pp = 1; pp <= world / tp; ++pp) {
       if (world % (tp * pp) != 0) continue;
       const int dp = world / (tp * pp);
-      const std::vector<double> losses = train(options_for(c.precision, dp, tp, pp, c.attention), MPI_COMM_WORLD);
+      const std::vector<double> losses =
+          train(options_for(c.precision, dp, tp, pp, c.attention, c.distributed_optimizer), MPI_COMM_WORLD);
       for (int step = 0; step < kSteps; ++step) {
         EXPECT_NEAR(losses[step], expected[step], c.tolerance)
-            << "precision " << to_string(c.precision) << " attention " << to_string(c.attention) << " layout (dp,tp,pp)=(" << dp << "," << tp << "," << pp
-            << ") step " << step;
+            << "precision " << to_string(c.precision) << " attention " << to_string(c.attention)
+            << (c.distributed_optimizer ? " distributed optimizer" : "") << " layout (dp,tp,pp)=(" << dp << "," << tp
+            << "," << pp << ") step " << step;
       }
     }
   }
@@ -98,12 +103,29 @@ INSTANTIATE_TEST_SUITE_P(Precisions, LayoutEquivalence,
                                            Case{PrecisionName::kFp32, 1e-4, AttentionKernel::kSdpa},
                                            Case{PrecisionName::kBf16, 5e-2, AttentionKernel::kSdpa},
                                            Case{PrecisionName::kAmpBf16, 2e-2, AttentionKernel::kSdpa},
-                                           Case{PrecisionName::kAmpFp16, 2e-2, AttentionKernel::kSdpa}),
+                                           Case{PrecisionName::kAmpFp16, 2e-2, AttentionKernel::kSdpa},
+                                           // the distributed optimizer: the same losses as replicated AdamW
+                                           Case{PrecisionName::kFp32, 1e-4, AttentionKernel::kEager, true},
+                                           Case{PrecisionName::kBf16, 5e-2, AttentionKernel::kEager, true},
+                                           Case{PrecisionName::kAmpBf16, 2e-2, AttentionKernel::kEager, true},
+                                           Case{PrecisionName::kFp16, 5e-2, AttentionKernel::kEager, true}),
                          [](const ::testing::TestParamInfo<Case>& param_info) {
-                           std::string name = to_string(param_info.param.precision) + "_" + to_string(param_info.param.attention);
+                           std::string name = to_string(param_info.param.precision) + "_" + to_string(param_info.param.attention) +
+                                              (param_info.param.distributed_optimizer ? "_distributed_optimizer" : "");
                            for (char& ch : name) ch = (ch == '-') ? '_' : ch;
                            return name;
                          });
+
+// The distributed optimizer keeps AdamW's state for a 1/dp shard of the local parameters only.
+TEST(Trainer, DistributedOptimizerShardsTheOptimizerState) {
+  int world = 1;
+  MPI_Comm_size(MPI_COMM_WORLD, &world);
+  const Trainer replicated(options_for(PrecisionName::kFp32, world, 1, 1), MPI_COMM_WORLD);
+  const Trainer sharded(options_for(PrecisionName::kFp32, world, 1, 1, AttentionKernel::kEager, true), MPI_COMM_WORLD);
+  EXPECT_EQ(replicated.optimizer_parameter_count(), replicated.local_parameter_count());
+  EXPECT_EQ(sharded.local_parameter_count(), replicated.local_parameter_count());
+  EXPECT_EQ(sharded.optimizer_parameter_count(), (replicated.local_parameter_count() + world - 1) / world);
+}
 
 TEST(Trainer, RefusesPoliciesTheBackendCannotRun) {
   TrainerOptions options = options_for(PrecisionName::kTf32, 1, 1, 1);
