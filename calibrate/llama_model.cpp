@@ -96,9 +96,9 @@ AttentionImpl::AttentionImpl(const LlamaSpec& spec, int layer, uint64_t seed, Tp
 }
 
 torch::Tensor AttentionImpl::forward(const torch::Tensor& x) {
-  const int64_t batch = x.size(0);
-  const int64_t seq = x.size(1);
-  const torch::Tensor input = copy_to_tp(x, tp_);
+  const torch::Tensor input = enter_tp_region(x, tp_);  // with SP: the whole sequence, gathered
+  const int64_t batch = input.size(0);
+  const int64_t seq = input.size(1);
   torch::Tensor q = q_(input).view({batch, seq, local_heads_, head_dim_}).transpose(1, 2);
   torch::Tensor k = k_(input).view({batch, seq, local_kv_heads_, head_dim_}).transpose(1, 2);
   torch::Tensor v = v_(input).view({batch, seq, local_kv_heads_, head_dim_}).transpose(1, 2);
@@ -115,13 +115,13 @@ torch::Tensor AttentionImpl::forward(const torch::Tensor& x) {
   } else {
     torch::Tensor scores = torch::matmul(q, k.transpose(2, 3)) / std::sqrt(static_cast<double>(head_dim_));
     const torch::Tensor mask =
-        torch::ones({seq, seq}, torch::TensorOptions().dtype(torch::kBool).device(x.device())).triu(1);
+        torch::ones({seq, seq}, torch::TensorOptions().dtype(torch::kBool).device(input.device())).triu(1);
     scores = scores.masked_fill(mask, -std::numeric_limits<float>::infinity());
     const torch::Tensor probabilities = torch::softmax(scores, -1, torch::kFloat32).to(q.scalar_type());
     attended = torch::matmul(probabilities, v);
   }
   const torch::Tensor context = attended.transpose(1, 2).reshape({batch, seq, local_heads_ * head_dim_});
-  return reduce_from_tp(o_(context), tp_);
+  return leave_tp_region(o_(context), tp_);
 }
 
 // ---- MLP ---------------------------------------------------------------------------------------
@@ -141,8 +141,8 @@ MlpImpl::MlpImpl(const LlamaSpec& spec, int layer, uint64_t seed, TpContext* tp)
 }
 
 torch::Tensor MlpImpl::forward(const torch::Tensor& x) {
-  const torch::Tensor input = copy_to_tp(x, tp_);
-  return reduce_from_tp(down_(torch::silu(gate_(input)) * up_(input)), tp_);
+  const torch::Tensor input = enter_tp_region(x, tp_);
+  return leave_tp_region(down_(torch::silu(gate_(input)) * up_(input)), tp_);
 }
 
 // ---- Decoder layer -----------------------------------------------------------------------------
@@ -164,7 +164,7 @@ torch::Tensor DecoderLayerImpl::forward(const torch::Tensor& x) {
 
 LlamaStageImpl::LlamaStageImpl(const LlamaSpec& spec, const StageLayers& stage, uint64_t seed, TpContext* tp,
                                int64_t max_seq_len, AttentionKernel attention)
-    : stage_(stage) {
+    : stage_(stage), tp_(tp) {
   if (stage.has_embedding) {
     embedding_ = register_module("embed_tokens", torch::nn::Embedding(spec.vocab_size, spec.hidden_size));
     torch::NoGradGuard no_grad;
@@ -183,10 +183,11 @@ LlamaStageImpl::LlamaStageImpl(const LlamaSpec& spec, const StageLayers& stage, 
 }
 
 torch::Tensor LlamaStageImpl::forward(const torch::Tensor& input, const torch::Tensor& targets) {
-  torch::Tensor h = stage_.has_embedding ? embedding_(input) : input;
+  // With SP the residual stream between the TP regions is this rank's sequence shard.
+  torch::Tensor h = stage_.has_embedding ? scatter_to_sp(embedding_(input), tp_) : input;
   for (const auto& layer : *layers_) h = layer->as<DecoderLayer>()->forward(h);
   if (!stage_.has_head) return h;
-  const torch::Tensor logits = lm_head_(final_norm_(h)).to(torch::kFloat32);
+  const torch::Tensor logits = lm_head_(gather_from_sp_replicated(final_norm_(h), tp_)).to(torch::kFloat32);
   return torch::nn::functional::cross_entropy(logits.reshape({-1, logits.size(-1)}), targets.reshape({-1}));
 }
 

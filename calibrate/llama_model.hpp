@@ -8,6 +8,10 @@
 //    [rank*n/tp, (rank+1)*n/tp)); o and down are row-parallel; one all-reduce in forward and one in
 //    backward per attention block and per MLP block. The embedding and the LM head are replicated
 //    on every TP rank (docs/method.md says why).
+//  - With sequence parallelism (TpContext::sequence_parallel, tp_comm.hpp) the all-reduces become an
+//    all-gather into and a reduce-scatter out of each TP region; the norms and residual adds run on
+//    the rank's sequence shard; the embedding's output is split to the shard and the final norm's
+//    output gathered before the LM head. A non-first stage's input is then [batch, seq/tp, hidden].
 //  - Initialization does not depend on the layout: every full (unsharded) weight is drawn from its own
 //    generator seeded by (seed, layer, parameter), then sliced, so every (DP,TP,PP) layout starts
 //    from the same model as single-rank training.
@@ -109,6 +113,7 @@ class LlamaStageImpl : public torch::nn::Module {
   torch::nn::ModuleList layers_;
   RMSNorm final_norm_{nullptr};
   torch::nn::Linear lm_head_{nullptr};
+  TpContext* tp_ = nullptr;
 };
 TORCH_MODULE(LlamaStage);
 

@@ -29,6 +29,90 @@ torch::Tensor timed_all_reduce(const torch::Tensor& x, TpContext* context, bool 
   return out;
 }
 
+void add_time(TpContext* context, bool backward, double us, const torch::Tensor& moved) {
+  if (!context->timer) return;
+  (backward ? context->timer->backward_us : context->timer->forward_us) += us;
+  context->timer->calls += 1;
+  context->timer->bytes += static_cast<int64_t>(moved.numel() * moved.element_size());
+}
+
+// [batch, seq/tp, hidden] shards of every TP rank -> [batch, seq, hidden] (all-gather along the sequence).
+torch::Tensor timed_all_gather_sequence(const torch::Tensor& shard, TpContext* context, bool backward) {
+  const int tp = context->size;
+  const torch::Tensor input = shard.contiguous();
+  torch::Tensor gathered = torch::empty({tp, input.size(0), input.size(1), input.size(2)}, input.options());
+  const auto start = Clock::now();
+  if (context->cuda) torch::cuda::synchronize();
+  context->comm->all_gather(input.data_ptr(), gathered.data_ptr(), static_cast<std::size_t>(input.numel()),
+                            from_torch(input.scalar_type()));
+  context->comm->synchronize();
+  add_time(context, backward, std::chrono::duration<double, std::micro>(Clock::now() - start).count(), gathered);
+  return gathered.transpose(0, 1).reshape({input.size(0), tp * input.size(1), input.size(2)});
+}
+
+// [batch, seq, hidden] partial sums -> this rank's [batch, seq/tp, hidden] shard of their sum.
+torch::Tensor timed_reduce_scatter_sequence(const torch::Tensor& full, TpContext* context, bool backward) {
+  const int tp = context->size;
+  const int64_t batch = full.size(0), seq = full.size(1), hidden = full.size(2);
+  const torch::Tensor chunks = full.reshape({batch, tp, seq / tp, hidden}).transpose(0, 1).contiguous();
+  torch::Tensor shard = torch::empty({batch, seq / tp, hidden}, full.options());
+  const auto start = Clock::now();
+  if (context->cuda) torch::cuda::synchronize();
+  context->comm->reduce_scatter_sum(chunks.data_ptr(), shard.data_ptr(), static_cast<std::size_t>(shard.numel()),
+                                    from_torch(shard.scalar_type()));
+  context->comm->synchronize();
+  add_time(context, backward, std::chrono::duration<double, std::micro>(Clock::now() - start).count(), chunks);
+  return shard;
+}
+
+// This rank's [batch, seq/tp, hidden] shard of a full [batch, seq, hidden] tensor (no communication).
+torch::Tensor own_sequence_shard(const torch::Tensor& full, const TpContext* context) {
+  const int64_t shard = full.size(1) / context->size;
+  return full.narrow(1, context->rank * shard, shard).contiguous();
+}
+
+struct GatherFromSp : public torch::autograd::Function<GatherFromSp> {
+  static torch::Tensor forward(AutogradContext* ctx, const torch::Tensor& x, int64_t context_address) {
+    ctx->saved_data["tp"] = context_address;
+    return timed_all_gather_sequence(x, context_of(ctx), false);
+  }
+  static variable_list backward(AutogradContext* ctx, variable_list grads) {
+    return {timed_reduce_scatter_sequence(grads[0], context_of(ctx), true), torch::Tensor()};
+  }
+};
+
+struct ReduceScatterToSp : public torch::autograd::Function<ReduceScatterToSp> {
+  static torch::Tensor forward(AutogradContext* ctx, const torch::Tensor& x, int64_t context_address) {
+    ctx->saved_data["tp"] = context_address;
+    return timed_reduce_scatter_sequence(x, context_of(ctx), false);
+  }
+  static variable_list backward(AutogradContext* ctx, variable_list grads) {
+    return {timed_all_gather_sequence(grads[0], context_of(ctx), true), torch::Tensor()};
+  }
+};
+
+struct ScatterToSp : public torch::autograd::Function<ScatterToSp> {
+  static torch::Tensor forward(AutogradContext* ctx, const torch::Tensor& x, int64_t context_address) {
+    ctx->saved_data["tp"] = context_address;
+    return own_sequence_shard(x, context_of(ctx));
+  }
+  static variable_list backward(AutogradContext* ctx, variable_list grads) {
+    return {timed_all_gather_sequence(grads[0], context_of(ctx), true), torch::Tensor()};
+  }
+};
+
+struct GatherFromSpReplicated : public torch::autograd::Function<GatherFromSpReplicated> {
+  static torch::Tensor forward(AutogradContext* ctx, const torch::Tensor& x, int64_t context_address) {
+    ctx->saved_data["tp"] = context_address;
+    return timed_all_gather_sequence(x, context_of(ctx), false);
+  }
+  static variable_list backward(AutogradContext* ctx, variable_list grads) {
+    return {own_sequence_shard(grads[0], context_of(ctx)), torch::Tensor()};
+  }
+};
+
+int64_t address_of(TpContext* context) { return static_cast<int64_t>(reinterpret_cast<intptr_t>(context)); }
+
 struct CopyToTp : public torch::autograd::Function<CopyToTp> {
   static torch::Tensor forward(AutogradContext* ctx, const torch::Tensor& x, int64_t context_address) {
     ctx->saved_data["tp"] = context_address;
@@ -88,6 +172,34 @@ torch::Tensor copy_to_tp(const torch::Tensor& x, TpContext* context) {
 torch::Tensor reduce_from_tp(const torch::Tensor& x, TpContext* context) {
   if (context == nullptr || context->size == 1) return x;
   return ReduceFromTp::apply(x, static_cast<int64_t>(reinterpret_cast<intptr_t>(context)));
+}
+
+torch::Tensor gather_from_sp(const torch::Tensor& x, TpContext* context) {
+  if (context == nullptr || !context->sp()) return x;
+  return GatherFromSp::apply(x, address_of(context));
+}
+
+torch::Tensor reduce_scatter_to_sp(const torch::Tensor& x, TpContext* context) {
+  if (context == nullptr || !context->sp()) return x;
+  return ReduceScatterToSp::apply(x, address_of(context));
+}
+
+torch::Tensor scatter_to_sp(const torch::Tensor& x, TpContext* context) {
+  if (context == nullptr || !context->sp()) return x;
+  return ScatterToSp::apply(x, address_of(context));
+}
+
+torch::Tensor gather_from_sp_replicated(const torch::Tensor& x, TpContext* context) {
+  if (context == nullptr || !context->sp()) return x;
+  return GatherFromSpReplicated::apply(x, address_of(context));
+}
+
+torch::Tensor enter_tp_region(const torch::Tensor& x, TpContext* context) {
+  return (context != nullptr && context->sp()) ? gather_from_sp(x, context) : copy_to_tp(x, context);
+}
+
+torch::Tensor leave_tp_region(const torch::Tensor& x, TpContext* context) {
+  return (context != nullptr && context->sp()) ? reduce_scatter_to_sp(x, context) : reduce_from_tp(x, context);
 }
 
 }  // namespace itertime::calibrate

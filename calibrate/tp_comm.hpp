@@ -6,6 +6,14 @@
 //  - Every all-reduce runs on a contiguous tensor in its own dtype (the compute dtype: bf16 under
 //    amp-bf16 for matmul outputs), and its duration is added to the CommTimer given (forward or
 //    backward bucket), so the trainer can report TP communication separately from compute.
+//  - Sequence parallelism (Megatron SP; TpContext::sequence_parallel): hidden states outside the TP
+//    regions are [batch, seq/tp, hidden] shards of the sequence (TP rank r holds positions
+//    [r*seq/tp, (r+1)*seq/tp)). gather_from_sp enters a TP region (forward all-gather along the sequence,
+//    backward reduce-scatter), reduce_scatter_to_sp leaves it (forward reduce-scatter, backward
+//    all-gather); scatter_to_sp (forward own shard, backward all-gather) and gather_from_sp_replicated
+//    (forward all-gather, backward own shard) bridge the replicated embedding and LM head, whose
+//    gradients are the same on every TP rank. The collectives run on [tp, batch, seq/tp, hidden]
+//    buffers; the sequence dimension is 1, so a batch above 1 costs a copy each way.
 #pragma once
 
 #include <torch/torch.h>
@@ -30,10 +38,21 @@ struct TpContext {
   int rank = 0;
   bool cuda = false;
   CommTimer* timer = nullptr;
+  bool sequence_parallel = false;  // Megatron SP (see above); only meaningful with size > 1
+  bool sp() const { return sequence_parallel && size > 1; }
 };
 
 torch::Tensor copy_to_tp(const torch::Tensor& x, TpContext* context);
 torch::Tensor reduce_from_tp(const torch::Tensor& x, TpContext* context);
+// Sequence parallelism (x: [batch, seq or seq/tp, hidden]); all identities when !context->sp().
+torch::Tensor gather_from_sp(const torch::Tensor& x, TpContext* context);
+torch::Tensor reduce_scatter_to_sp(const torch::Tensor& x, TpContext* context);
+torch::Tensor scatter_to_sp(const torch::Tensor& x, TpContext* context);
+torch::Tensor gather_from_sp_replicated(const torch::Tensor& x, TpContext* context);
+// Into and out of a TP region (attention, MLP): copy_to_tp / reduce_from_tp, or with SP gather_from_sp /
+// reduce_scatter_to_sp.
+torch::Tensor enter_tp_region(const torch::Tensor& x, TpContext* context);
+torch::Tensor leave_tp_region(const torch::Tensor& x, TpContext* context);
 
 // The data-parallel gradient buffer: one flat tensor of the gradients' dtype, allocated once per trainer
 // and reused every step (as Megatron-LM's contiguous gradient buffer), so the all-reduce runs on memory

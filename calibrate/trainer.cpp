@@ -69,6 +69,10 @@ void check_trainable(const TrainerOptions& options, int world_size) {
     throw UserError("model " + options.model.name + " ties its embeddings; the trainer supports untied LLaMA models only");
   }
   options.config.require_valid(options.model, world_size);
+  if (options.sequence_parallel && options.config.seq_len % options.config.tp != 0) {
+    throw UserError("sequence parallelism splits the sequence over TP: seq_len " + std::to_string(options.config.seq_len) +
+                    " is not a multiple of tp " + std::to_string(options.config.tp) + "; choose a multiple, or turn it off");
+  }
 }
 
 struct Trainer::Impl {
@@ -84,6 +88,7 @@ struct Trainer::Impl {
   torch::Device device{torch::kCPU};
   LlamaStage stage{nullptr};
   std::vector<torch::Tensor> parameters;
+  std::vector<torch::Tensor> norm_weights;  // with SP: gradients from sequence shards, summed over TP
   torch::Tensor gradient_buffer;  // the DP all-reduce's flat buffer, made at the first step (tp_comm.hpp)
   std::unique_ptr<torch::optim::AdamW> optimizer;
   // Distributed optimizer only: the flat parameters (padded to a multiple of dp; the all-gather's
@@ -125,7 +130,8 @@ struct Trainer::Impl {
   }
 
   torch::Tensor activation_buffer() const {
-    return torch::empty({options.config.micro_batch, options.config.seq_len, options.model.hidden_size},
+    const int64_t seq = tp_context.sp() ? options.config.seq_len / options.config.tp : options.config.seq_len;
+    return torch::empty({options.config.micro_batch, seq, options.model.hidden_size},
                         torch::TensorOptions().dtype(to_torch(policy->activation_dtype)).device(device));
   }
 
@@ -279,6 +285,18 @@ struct Trainer::Impl {
     phases.dp_comm_us += since_us(start);
   }
 
+  // With SP each TP rank's norm weights saw only its sequence shard: their gradients are summed over TP
+  // (Megatron's all-reduce of the sequence-parallel parameters' gradients), as TP communication.
+  void all_reduce_norm_gradients() {
+    if (!tp_context.sp() || norm_weights.empty()) return;
+    const auto start = Clock::now();
+    torch::Tensor flat = make_gradient_buffer(norm_weights);
+    flatten_gradients_into(flat, norm_weights);
+    all_reduce_tensor(*tp_comm, flat, options.backend == Backend::kCuda);
+    unflatten_gradients(flat, norm_weights);
+    tp_timer.backward_us += since_us(start);
+  }
+
   // ---- distributed optimizer (trainer.hpp) ----
   void make_shard() {
     const int dp = options.config.dp;
@@ -375,13 +393,18 @@ Trainer::Trainer(const TrainerOptions& options, MPI_Comm job_comm, JobAbort* abo
       at::globalContext().setAllowTF32CuDNN(true);
     }
   }
-  s.tp_context = TpContext{s.tp_comm.get(), c.tp, s.groups->coords().tp_idx, options.backend == Backend::kCuda, &s.tp_timer};
+  s.tp_context = TpContext{s.tp_comm.get(), c.tp, s.groups->coords().tp_idx, options.backend == Backend::kCuda, &s.tp_timer,
+                           options.sequence_parallel};
 
   const auto stages = stage_layers(static_cast<int>(options.model.num_layers), c.pp);
   const StageLayers& mine = stages[static_cast<std::size_t>(s.groups->coords().pp_idx)];
   s.stage = LlamaStage(options.model, mine, options.seed, &s.tp_context, c.seq_len, resolve_attention(options.attention));
   s.stage->to(s.device, to_torch(s.policy->param_dtype));
   for (auto& p : s.stage->parameters()) s.parameters.push_back(p);
+  for (const auto& module : s.stage->modules(/*include_self=*/false)) {
+    if (module->as<RMSNormImpl>() == nullptr) continue;
+    for (auto& p : module->parameters()) s.norm_weights.push_back(p);
+  }
   std::vector<torch::Tensor> updated = s.parameters;
   if (options.distributed_optimizer) {
     s.make_shard();
@@ -413,6 +436,13 @@ int64_t Trainer::optimizer_parameter_count() const {
   return s.options.distributed_optimizer ? s.shard_count : local_parameter_count();
 }
 
+double Trainer::parameter_sum_of_squares() const {
+  torch::NoGradGuard no_grad;
+  double total = 0.0;
+  for (const auto& p : impl_->parameters) total += p.to(torch::kFloat64).pow(2).sum().item<double>();
+  return total;
+}
+
 StepResult Trainer::step(int64_t step_index) {
   Impl& s = *impl_;
   s.phases = PhaseTimes{};
@@ -423,6 +453,7 @@ StepResult Trainer::step(int64_t step_index) {
 
   for (auto& p : s.parameters) p.mutable_grad() = torch::Tensor();
   const double local_loss_sum = s.run_schedule(step_index);
+  s.all_reduce_norm_gradients();
   if (s.options.distributed_optimizer) {
     s.reduce_scatter_gradients();
   } else {

@@ -53,6 +53,11 @@ struct TrainerOptions {
   // Megatron-LM's distributed optimizer (ZeRO-1): optimizer state sharded over DP (see above). Trainer
   // only for now: job files, the tracer and the predictor do not know it yet (docs/method.md).
   bool distributed_optimizer = false;
+  // Megatron-LM's sequence parallelism (calibrate/tp_comm.hpp, llama_model.hpp): with tp > 1 the TP
+  // all-reduces become all-gathers and reduce-scatters along the sequence, the norms and residual adds
+  // run on sequence shards, P2P carries [micro_batch, seq/tp, hidden], and the norms' weight gradients
+  // are all-reduced over TP after the backward. Needs seq_len % tp == 0. Trainer only, as above.
+  bool sequence_parallel = false;
 };
 
 // Per-rank time of one step, in microseconds. forward_us / backward_us exclude the TP all-reduces
@@ -92,6 +97,8 @@ class Trainer {
   // The elements AdamW updates (and keeps two moments of) on this rank: every local parameter, or with
   // the distributed optimizer its shard, ceil(local parameters / dp).
   int64_t optimizer_parameter_count() const;
+  // Sum of squares of every local parameter, in double: two runs that trained alike agree on it.
+  double parameter_sum_of_squares() const;
 
  private:
   struct Impl;
