@@ -165,10 +165,16 @@ torch::Tensor DecoderLayerImpl::forward(const torch::Tensor& x) {
 LlamaStageImpl::LlamaStageImpl(const LlamaSpec& spec, const StageLayers& stage, uint64_t seed, TpContext* tp,
                                int64_t max_seq_len, AttentionKernel attention)
     : stage_(stage), tp_(tp) {
+  // Vocabulary-parallel: this TP rank's rows [first_id_, first_id_ + local_vocab) of the embedding and head.
+  const bool vocab_parallel = tp != nullptr && tp->vp();
+  ITERTIME_CHECK(!vocab_parallel || spec.vocab_size % tp->size == 0, "TP must divide the vocabulary");
+  const int64_t local_vocab = vocab_parallel ? spec.vocab_size / tp->size : spec.vocab_size;
+  first_id_ = vocab_parallel ? tp->rank * local_vocab : 0;
   if (stage.has_embedding) {
-    embedding_ = register_module("embed_tokens", torch::nn::Embedding(spec.vocab_size, spec.hidden_size));
+    embedding_ = register_module("embed_tokens", torch::nn::Embedding(local_vocab, spec.hidden_size));
     torch::NoGradGuard no_grad;
-    embedding_->weight.copy_(init_full_weight(seed, kGlobalLayer, kEmbedding, {spec.vocab_size, spec.hidden_size}));
+    embedding_->weight.copy_(init_full_weight(seed, kGlobalLayer, kEmbedding, {spec.vocab_size, spec.hidden_size})
+                                 .narrow(0, first_id_, local_vocab));
   }
   layers_ = register_module("layers", torch::nn::ModuleList());
   for (int i = 0; i < stage.num_layers; ++i) {
@@ -176,19 +182,39 @@ LlamaStageImpl::LlamaStageImpl(const LlamaSpec& spec, const StageLayers& stage, 
   }
   if (stage.has_head) {
     final_norm_ = register_module("norm", RMSNorm(spec.hidden_size, spec.rms_norm_eps));
-    lm_head_ = register_module("lm_head", make_linear(spec.hidden_size, spec.vocab_size));
+    lm_head_ = register_module("lm_head", make_linear(spec.hidden_size, local_vocab));
     torch::NoGradGuard no_grad;
-    lm_head_->weight.copy_(init_full_weight(seed, kGlobalLayer, kLmHead, {spec.vocab_size, spec.hidden_size}));
+    lm_head_->weight.copy_(init_full_weight(seed, kGlobalLayer, kLmHead, {spec.vocab_size, spec.hidden_size})
+                               .narrow(0, first_id_, local_vocab));
   }
+}
+
+torch::Tensor LlamaStageImpl::embed(const torch::Tensor& tokens) {
+  if (tp_ == nullptr || !tp_->vp()) return scatter_to_sp(embedding_(tokens), tp_);  // replicated
+  // Vocabulary-parallel (Megatron's VocabParallelEmbedding): rows of ids outside this rank's range are
+  // zero, and the sum over TP (with SP: its reduce-scatter along the sequence) completes every row.
+  const int64_t local_vocab = embedding_->weight.size(0);
+  const torch::Tensor outside = (tokens < first_id_).logical_or(tokens >= first_id_ + local_vocab);
+  const torch::Tensor rows = embedding_((tokens - first_id_).masked_fill(outside, 0)).masked_fill(outside.unsqueeze(-1), 0.0);
+  return leave_tp_region(rows, tp_);
+}
+
+torch::Tensor LlamaStageImpl::head_loss(const torch::Tensor& h, const torch::Tensor& targets) {
+  if (tp_ == nullptr || !tp_->vp()) {  // replicated head: every TP rank computes the whole loss
+    const torch::Tensor logits = lm_head_(gather_from_sp_replicated(final_norm_(h), tp_)).to(torch::kFloat32);
+    return torch::nn::functional::cross_entropy(logits.reshape({-1, logits.size(-1)}), targets.reshape({-1}));
+  }
+  // Vocabulary-parallel: a column-parallel head (its input enters a TP region) and the parallel loss.
+  const torch::Tensor logits = lm_head_(enter_tp_region(final_norm_(h), tp_)).to(torch::kFloat32);
+  return vocab_parallel_cross_entropy(logits.reshape({-1, logits.size(-1)}), targets.reshape({-1}), first_id_, tp_);
 }
 
 torch::Tensor LlamaStageImpl::forward(const torch::Tensor& input, const torch::Tensor& targets) {
   // With SP the residual stream between the TP regions is this rank's sequence shard.
-  torch::Tensor h = stage_.has_embedding ? scatter_to_sp(embedding_(input), tp_) : input;
+  torch::Tensor h = stage_.has_embedding ? embed(input) : input;
   for (const auto& layer : *layers_) h = layer->as<DecoderLayer>()->forward(h);
   if (!stage_.has_head) return h;
-  const torch::Tensor logits = lm_head_(gather_from_sp_replicated(final_norm_(h), tp_)).to(torch::kFloat32);
-  return torch::nn::functional::cross_entropy(logits.reshape({-1, logits.size(-1)}), targets.reshape({-1}));
+  return head_loss(h, targets);
 }
 
 }  // namespace itertime::calibrate

@@ -8,6 +8,10 @@
 //    [rank*n/tp, (rank+1)*n/tp)); o and down are row-parallel; one all-reduce in forward and one in
 //    backward per attention block and per MLP block. The embedding and the LM head are replicated
 //    on every TP rank (docs/method.md says why).
+//  - With a vocabulary-parallel head (TpContext::vocab_parallel) each TP rank holds vocabulary rows
+//    [rank*V/tp, (rank+1)*V/tp) of the embedding and the LM head: the embedding's partial rows are
+//    summed over TP (all-reduce; with SP reduce-scatter), the head is column-parallel and the loss is
+//    Megatron's parallel cross-entropy (tp_comm.hpp). Needs V % tp == 0.
 //  - With sequence parallelism (TpContext::sequence_parallel, tp_comm.hpp) the all-reduces become an
 //    all-gather into and a reduce-scatter out of each TP region; the norms and residual adds run on
 //    the rank's sequence shard; the embedding's output is split to the shard and the final norm's
@@ -108,7 +112,11 @@ class LlamaStageImpl : public torch::nn::Module {
   bool is_last() const { return stage_.has_head; }
 
  private:
+  torch::Tensor embed(const torch::Tensor& tokens);
+  torch::Tensor head_loss(const torch::Tensor& h, const torch::Tensor& targets);
+
   StageLayers stage_;
+  int64_t first_id_ = 0;  // the first vocabulary id of this rank's rows (0 unless vocabulary-parallel)
   torch::nn::Embedding embedding_{nullptr};
   torch::nn::ModuleList layers_;
   RMSNorm final_norm_{nullptr};

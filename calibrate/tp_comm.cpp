@@ -111,6 +111,49 @@ struct GatherFromSpReplicated : public torch::autograd::Function<GatherFromSpRep
   }
 };
 
+// The all-gathered values of a per-row tensor [rows] from every TP rank: [tp, rows].
+torch::Tensor timed_all_gather_rows(const torch::Tensor& rows, TpContext* context) {
+  const torch::Tensor input = rows.contiguous();
+  torch::Tensor gathered = torch::empty({context->size, input.numel()}, input.options());
+  const auto start = Clock::now();
+  if (context->cuda) torch::cuda::synchronize();
+  context->comm->all_gather(input.data_ptr(), gathered.data_ptr(), static_cast<std::size_t>(input.numel()),
+                            from_torch(input.scalar_type()));
+  context->comm->synchronize();
+  add_time(context, false, std::chrono::duration<double, std::micro>(Clock::now() - start).count(), gathered);
+  return gathered;
+}
+
+struct VocabParallelCrossEntropy : public torch::autograd::Function<VocabParallelCrossEntropy> {
+  // logits [rows, local_vocab] fp32, targets [rows] int64.
+  static torch::Tensor forward(AutogradContext* ctx, const torch::Tensor& logits, const torch::Tensor& targets,
+                               int64_t first_id, int64_t context_address) {
+    TpContext* context = reinterpret_cast<TpContext*>(static_cast<intptr_t>(context_address));
+    torch::NoGradGuard no_grad;
+    const int64_t local_vocab = logits.size(1);
+    const torch::Tensor row_max = std::get<0>(timed_all_gather_rows(std::get<0>(logits.max(1)), context).max(0));
+    const torch::Tensor shifted = logits - row_max.unsqueeze(1);
+    const torch::Tensor exponentials = shifted.exp();
+    const torch::Tensor sum_exp = timed_all_reduce(exponentials.sum(1), context, false);
+    const torch::Tensor outside = (targets < first_id).logical_or(targets >= first_id + local_vocab);
+    const torch::Tensor local_targets = (targets - first_id).masked_fill(outside, 0);
+    const torch::Tensor target_logit =
+        timed_all_reduce(shifted.gather(1, local_targets.unsqueeze(1)).squeeze(1).masked_fill(outside, 0.0), context, false);
+    ctx->save_for_backward({exponentials / sum_exp.unsqueeze(1), local_targets, outside});
+    return (sum_exp.log() - target_logit).mean();
+  }
+  static variable_list backward(AutogradContext* ctx, variable_list grads) {
+    const auto saved = ctx->get_saved_variables();
+    const torch::Tensor& softmax = saved[0];
+    const torch::Tensor& local_targets = saved[1];
+    const torch::Tensor& outside = saved[2];
+    torch::Tensor grad = softmax.clone();
+    grad.scatter_add_(1, local_targets.unsqueeze(1), outside.logical_not().to(grad.scalar_type()).unsqueeze(1).neg());
+    grad.mul_(grads[0] / static_cast<double>(softmax.size(0)));
+    return {grad, torch::Tensor(), torch::Tensor(), torch::Tensor()};
+  }
+};
+
 int64_t address_of(TpContext* context) { return static_cast<int64_t>(reinterpret_cast<intptr_t>(context)); }
 
 struct CopyToTp : public torch::autograd::Function<CopyToTp> {
@@ -192,6 +235,11 @@ torch::Tensor scatter_to_sp(const torch::Tensor& x, TpContext* context) {
 torch::Tensor gather_from_sp_replicated(const torch::Tensor& x, TpContext* context) {
   if (context == nullptr || !context->sp()) return x;
   return GatherFromSpReplicated::apply(x, address_of(context));
+}
+
+torch::Tensor vocab_parallel_cross_entropy(const torch::Tensor& local_logits, const torch::Tensor& targets,
+                                           int64_t first_id, TpContext* context) {
+  return VocabParallelCrossEntropy::apply(local_logits, targets, first_id, address_of(context));
 }
 
 torch::Tensor enter_tp_region(const torch::Tensor& x, TpContext* context) {

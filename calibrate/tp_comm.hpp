@@ -14,6 +14,8 @@
 //    (forward all-gather, backward own shard) bridge the replicated embedding and LM head, whose
 //    gradients are the same on every TP rank. The collectives run on [tp, batch, seq/tp, hidden]
 //    buffers; the sequence dimension is 1, so a batch above 1 costs a copy each way.
+//  - The parallel cross-entropy's small TP collectives (per-row maxima, sums) count as forward TP
+//    communication too.
 #pragma once
 
 #include <torch/torch.h>
@@ -39,7 +41,9 @@ struct TpContext {
   bool cuda = false;
   CommTimer* timer = nullptr;
   bool sequence_parallel = false;  // Megatron SP (see above); only meaningful with size > 1
+  bool vocab_parallel = false;     // vocabulary-parallel embedding and LM head (llama_model.hpp)
   bool sp() const { return sequence_parallel && size > 1; }
+  bool vp() const { return vocab_parallel && size > 1; }
 };
 
 torch::Tensor copy_to_tp(const torch::Tensor& x, TpContext* context);
@@ -49,6 +53,12 @@ torch::Tensor gather_from_sp(const torch::Tensor& x, TpContext* context);
 torch::Tensor reduce_scatter_to_sp(const torch::Tensor& x, TpContext* context);
 torch::Tensor scatter_to_sp(const torch::Tensor& x, TpContext* context);
 torch::Tensor gather_from_sp_replicated(const torch::Tensor& x, TpContext* context);
+// Megatron's parallel cross-entropy: the mean over rows of -log softmax(logits)[target], where each TP
+// rank holds the fp32 logits of vocabulary ids [first_id, first_id + local_logits.size(1)) and every rank
+// the same int64 targets; a row's maximum (all-gather of the local maxima), its sum of exponentials and
+// its target logit (sums over TP) are the only communication. Backward: softmax minus one-hot, local.
+torch::Tensor vocab_parallel_cross_entropy(const torch::Tensor& local_logits, const torch::Tensor& targets,
+                                           int64_t first_id, TpContext* context);
 // Into and out of a TP region (attention, MLP): copy_to_tp / reduce_from_tp, or with SP gather_from_sp /
 // reduce_scatter_to_sp.
 torch::Tensor enter_tp_region(const torch::Tensor& x, TpContext* context);

@@ -73,6 +73,11 @@ void check_trainable(const TrainerOptions& options, int world_size) {
     throw UserError("sequence parallelism splits the sequence over TP: seq_len " + std::to_string(options.config.seq_len) +
                     " is not a multiple of tp " + std::to_string(options.config.tp) + "; choose a multiple, or turn it off");
   }
+  if (options.vocab_parallel && options.model.vocab_size % options.config.tp != 0) {
+    throw UserError("a vocabulary-parallel head splits the vocabulary over TP: vocab_size " +
+                    std::to_string(options.model.vocab_size) + " of model " + options.model.name +
+                    " is not a multiple of tp " + std::to_string(options.config.tp) + "; choose another tp, or turn it off");
+  }
 }
 
 struct Trainer::Impl {
@@ -394,7 +399,7 @@ Trainer::Trainer(const TrainerOptions& options, MPI_Comm job_comm, JobAbort* abo
     }
   }
   s.tp_context = TpContext{s.tp_comm.get(), c.tp, s.groups->coords().tp_idx, options.backend == Backend::kCuda, &s.tp_timer,
-                           options.sequence_parallel};
+                           options.sequence_parallel, options.vocab_parallel};
 
   const auto stages = stage_layers(static_cast<int>(options.model.num_layers), c.pp);
   const StageLayers& mine = stages[static_cast<std::size_t>(s.groups->coords().pp_idx)];
@@ -437,10 +442,17 @@ int64_t Trainer::optimizer_parameter_count() const {
 }
 
 double Trainer::parameter_sum_of_squares() const {
+  const Impl& s = *impl_;
   torch::NoGradGuard no_grad;
-  double total = 0.0;
-  for (const auto& p : impl_->parameters) total += p.to(torch::kFloat64).pow(2).sum().item<double>();
-  return total;
+  double sharded = 0.0, replicated = 0.0;
+  for (const auto& item : s.stage->named_parameters()) {
+    const std::string& name = item.key();
+    const bool vocabulary = name.find("embed_tokens") != std::string::npos || name.find("lm_head") != std::string::npos;
+    const bool tp_sharded = name.find("_proj") != std::string::npos || (vocabulary && s.tp_context.vp());
+    (tp_sharded ? sharded : replicated) += item.value().to(torch::kFloat64).pow(2).sum().item<double>();
+  }
+  MPI_Allreduce(MPI_IN_PLACE, &sharded, 1, MPI_DOUBLE, MPI_SUM, s.groups->tp().get());
+  return sharded + replicated;
 }
 
 StepResult Trainer::step(int64_t step_index) {

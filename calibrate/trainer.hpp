@@ -58,6 +58,9 @@ struct TrainerOptions {
   // run on sequence shards, P2P carries [micro_batch, seq/tp, hidden], and the norms' weight gradients
   // are all-reduced over TP after the backward. Needs seq_len % tp == 0. Trainer only, as above.
   bool sequence_parallel = false;
+  // Vocabulary-parallel embedding and LM head with Megatron's parallel cross-entropy (llama_model.hpp),
+  // instead of replicating both on every TP rank. Needs vocab_size % tp == 0. Trainer only, as above.
+  bool vocab_parallel = false;
 };
 
 // Per-rank time of one step, in microseconds. forward_us / backward_us exclude the TP all-reduces
@@ -97,7 +100,9 @@ class Trainer {
   // The elements AdamW updates (and keeps two moments of) on this rank: every local parameter, or with
   // the distributed optimizer its shard, ceil(local parameters / dp).
   int64_t optimizer_parameter_count() const;
-  // Sum of squares of every local parameter, in double: two runs that trained alike agree on it.
+  // Sum of squares of the stage's whole model (its parameters as single-rank training holds them), in
+  // double: TP-sharded parameters summed over the TP group, replicated ones counted once. Collective over
+  // the TP group. Two layouts of the same (dp, tp, pp) that trained alike agree on it.
   double parameter_sum_of_squares() const;
 
  private:

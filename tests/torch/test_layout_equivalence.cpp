@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <string>
 #include <vector>
 
 #include "calibrate/trainer.hpp"
@@ -21,12 +22,27 @@ constexpr int kSteps = 3;
 
 LlamaSpec test_model() { return load_llama_config(std::string(ITERTIME_SOURCE_DIR) + "/data/models/tiny-llama-gqa.json"); }
 
+// Megatron-LM's techniques the trainer can turn on (trainer.hpp).
+struct Techniques {
+  bool distributed_optimizer = false;
+  bool sequence_parallel = false;
+  bool vocab_parallel = false;
+  std::string name() const {
+    return std::string(distributed_optimizer ? "_distributed_optimizer" : "") + (sequence_parallel ? "_sequence_parallel" : "") +
+           (vocab_parallel ? "_vocab_parallel" : "");
+  }
+};
+constexpr Techniques kDistributedOptimizer{true, false, false};
+constexpr Techniques kSequenceParallel{false, true, false};
+constexpr Techniques kVocabParallel{false, false, true};
+constexpr Techniques kAllTechniques{true, true, true};
+
 TrainerOptions options_for(PrecisionName precision, int dp, int tp, int pp,
-                           AttentionKernel attention = AttentionKernel::kEager, bool distributed_optimizer = false,
-                           bool sequence_parallel = false) {
+                           AttentionKernel attention = AttentionKernel::kEager, Techniques techniques = {}) {
   TrainerOptions options;
-  options.distributed_optimizer = distributed_optimizer;
-  options.sequence_parallel = sequence_parallel;
+  options.distributed_optimizer = techniques.distributed_optimizer;
+  options.sequence_parallel = techniques.sequence_parallel;
+  options.vocab_parallel = techniques.vocab_parallel;
   options.attention = attention;
   // fp16: a loss scale at which no layout's backward overflows, so that every layout takes the same
   // steps. At 65536 the DP layouts (fewer micro-batches per rank, so a larger scale per micro-batch)
@@ -66,8 +82,7 @@ struct Case {
   PrecisionName precision;
   double tolerance;  // absolute, on a loss of about ln(512) = 6.24
   AttentionKernel attention = AttentionKernel::kEager;
-  bool distributed_optimizer = false;
-  bool sequence_parallel = false;
+  Techniques techniques = {};
 };
 
 class LayoutEquivalence : public ::testing::TestWithParam<Case> {};
@@ -88,13 +103,11 @@ TEST_P(LayoutEquivalence, EveryFactorizationMatchesSingleRank) {
       if (world % (tp * pp) != 0) continue;
       const int dp = world / (tp * pp);
       const std::vector<double> losses =
-          train(options_for(c.precision, dp, tp, pp, c.attention, c.distributed_optimizer, c.sequence_parallel),
-                MPI_COMM_WORLD);
+          train(options_for(c.precision, dp, tp, pp, c.attention, c.techniques), MPI_COMM_WORLD);
       for (int step = 0; step < kSteps; ++step) {
         EXPECT_NEAR(losses[step], expected[step], c.tolerance)
             << "precision " << to_string(c.precision) << " attention " << to_string(c.attention)
-            << (c.distributed_optimizer ? " distributed optimizer" : "")
-            << (c.sequence_parallel ? " sequence parallel" : "") << " layout (dp,tp,pp)=(" << dp << "," << tp
+            << " techniques" << c.techniques.name() << " layout (dp,tp,pp)=(" << dp << "," << tp
             << "," << pp << ") step " << step;
       }
     }
@@ -111,21 +124,26 @@ INSTANTIATE_TEST_SUITE_P(Precisions, LayoutEquivalence,
                                            Case{PrecisionName::kAmpBf16, 2e-2, AttentionKernel::kSdpa},
                                            Case{PrecisionName::kAmpFp16, 2e-2, AttentionKernel::kSdpa},
                                            // the distributed optimizer: the same losses as replicated AdamW
-                                           Case{PrecisionName::kFp32, 1e-4, AttentionKernel::kEager, true},
-                                           Case{PrecisionName::kBf16, 5e-2, AttentionKernel::kEager, true},
-                                           Case{PrecisionName::kAmpBf16, 2e-2, AttentionKernel::kEager, true},
-                                           Case{PrecisionName::kFp16, 5e-2, AttentionKernel::kEager, true},
-                                           // sequence parallelism, alone and with the distributed optimizer
-                                           Case{PrecisionName::kFp32, 1e-4, AttentionKernel::kEager, false, true},
-                                           Case{PrecisionName::kBf16, 5e-2, AttentionKernel::kEager, false, true},
-                                           Case{PrecisionName::kAmpBf16, 2e-2, AttentionKernel::kEager, false, true},
-                                           Case{PrecisionName::kFp32, 1e-4, AttentionKernel::kSdpa, false, true},
-                                           Case{PrecisionName::kAmpFp16, 2e-2, AttentionKernel::kEager, true, true},
-                                           Case{PrecisionName::kFp32, 1e-4, AttentionKernel::kEager, true, true}),
+                                           Case{PrecisionName::kFp32, 1e-4, AttentionKernel::kEager, kDistributedOptimizer},
+                                           Case{PrecisionName::kBf16, 5e-2, AttentionKernel::kEager, kDistributedOptimizer},
+                                           Case{PrecisionName::kAmpBf16, 2e-2, AttentionKernel::kEager, kDistributedOptimizer},
+                                           Case{PrecisionName::kFp16, 5e-2, AttentionKernel::kEager, kDistributedOptimizer},
+                                           // sequence parallelism
+                                           Case{PrecisionName::kFp32, 1e-4, AttentionKernel::kEager, kSequenceParallel},
+                                           Case{PrecisionName::kBf16, 5e-2, AttentionKernel::kEager, kSequenceParallel},
+                                           Case{PrecisionName::kAmpBf16, 2e-2, AttentionKernel::kEager, kSequenceParallel},
+                                           Case{PrecisionName::kFp32, 1e-4, AttentionKernel::kSdpa, kSequenceParallel},
+                                           // the vocabulary-parallel embedding, head and cross-entropy
+                                           Case{PrecisionName::kFp32, 1e-4, AttentionKernel::kEager, kVocabParallel},
+                                           Case{PrecisionName::kBf16, 5e-2, AttentionKernel::kEager, kVocabParallel},
+                                           Case{PrecisionName::kAmpBf16, 2e-2, AttentionKernel::kEager, kVocabParallel},
+                                           // all of them together
+                                           Case{PrecisionName::kFp32, 1e-4, AttentionKernel::kEager, kAllTechniques},
+                                           Case{PrecisionName::kAmpBf16, 2e-2, AttentionKernel::kEager, kAllTechniques},
+                                           Case{PrecisionName::kAmpFp16, 2e-2, AttentionKernel::kEager, kAllTechniques}),
                          [](const ::testing::TestParamInfo<Case>& param_info) {
                            std::string name = to_string(param_info.param.precision) + "_" + to_string(param_info.param.attention) +
-                                              (param_info.param.distributed_optimizer ? "_distributed_optimizer" : "") +
-                                              (param_info.param.sequence_parallel ? "_sequence_parallel" : "");
+                                              param_info.param.techniques.name();
                            for (char& ch : name) ch = (ch == '-') ? '_' : ch;
                            return name;
                          });
@@ -135,29 +153,34 @@ TEST(Trainer, DistributedOptimizerShardsTheOptimizerState) {
   int world = 1;
   MPI_Comm_size(MPI_COMM_WORLD, &world);
   const Trainer replicated(options_for(PrecisionName::kFp32, world, 1, 1), MPI_COMM_WORLD);
-  const Trainer sharded(options_for(PrecisionName::kFp32, world, 1, 1, AttentionKernel::kEager, true), MPI_COMM_WORLD);
+  const Trainer sharded(options_for(PrecisionName::kFp32, world, 1, 1, AttentionKernel::kEager, kDistributedOptimizer), MPI_COMM_WORLD);
   EXPECT_EQ(replicated.optimizer_parameter_count(), replicated.local_parameter_count());
   EXPECT_EQ(sharded.local_parameter_count(), replicated.local_parameter_count());
   EXPECT_EQ(sharded.optimizer_parameter_count(), (replicated.local_parameter_count() + world - 1) / world);
 }
 
-// Sequence parallelism trains every rank's parameters exactly as the same layout without it: the norms'
-// weight gradients, computed on sequence shards, are summed over TP (without that sum the losses of three
-// steps still agree within 1e-4, but the norm weights do not).
-TEST(Trainer, SequenceParallelismTrainsTheSameParameters) {
+// Every rank's parameters after three steps: with each technique, and with all of them, as in the same
+// layout without any. Sequence parallelism needs the norms' weight gradients, computed on sequence
+// shards, summed over TP: without that sum the losses of three steps still agree within 1e-4, but the
+// parameters do not.
+double trained_sum_of_squares(const TrainerOptions& options) {
+  Trainer trainer(options, MPI_COMM_WORLD);
+  for (int step = 0; step < kSteps; ++step) trainer.step(step);
+  return trainer.parameter_sum_of_squares();
+}
+
+TEST(Trainer, TechniquesTrainTheSameParameters) {
   int world = 1;
   MPI_Comm_size(MPI_COMM_WORLD, &world);
-  for (int tp = 2; tp <= world; tp *= 2) {
+  for (int tp = 1; tp <= world; tp *= 2) {
     const int dp = world / tp;
-    Trainer plain(options_for(PrecisionName::kFp32, dp, tp, 1), MPI_COMM_WORLD);
-    Trainer sequence_parallel(options_for(PrecisionName::kFp32, dp, tp, 1, AttentionKernel::kEager, false, true), MPI_COMM_WORLD);
-    for (int step = 0; step < kSteps; ++step) {
-      plain.step(step);
-      sequence_parallel.step(step);
+    const double expected = trained_sum_of_squares(options_for(PrecisionName::kFp32, dp, tp, 1));
+    for (const Techniques techniques : {kDistributedOptimizer, kSequenceParallel, kVocabParallel, kAllTechniques}) {
+      // fp32 summation order: 3e-9 relative at tp 4; without the TP sum of the norms' gradients: 1e-4
+      EXPECT_NEAR(trained_sum_of_squares(options_for(PrecisionName::kFp32, dp, tp, 1, AttentionKernel::kEager, techniques)),
+                  expected, 1e-6 * expected)
+          << "techniques" << techniques.name() << ", dp " << dp << " tp " << tp;
     }
-    const double expected = plain.parameter_sum_of_squares();
-    // fp32 summation order: 3e-9 relative at tp 4; without the TP sum of the norms' gradients: 1e-4
-    EXPECT_NEAR(sequence_parallel.parameter_sum_of_squares(), expected, 1e-6 * expected) << "tp " << tp;
   }
 }
 
@@ -226,9 +249,12 @@ TEST(Trainer, Fp16LossScalingSkipsOverflow) {
 TEST(Trainer, RefusesIllegalLayouts) {
   TrainerOptions options = options_for(PrecisionName::kFp32, 1, 3, 1);  // 3 does not divide 8 heads
   EXPECT_THROW(check_trainable(options, 3), UserError);
-  options = options_for(PrecisionName::kFp32, 1, 2, 1, AttentionKernel::kEager, false, true);
+  options = options_for(PrecisionName::kFp32, 1, 2, 1, AttentionKernel::kEager, kAllTechniques);
   EXPECT_NO_THROW(check_trainable(options, 2));
   options.config.seq_len = 33;  // sequence parallelism needs seq_len % tp == 0
+  EXPECT_THROW(check_trainable(options, 2), UserError);
+  options.config.seq_len = 32;
+  options.model.vocab_size = 511;  // a vocabulary-parallel head needs vocab_size % tp == 0
   EXPECT_THROW(check_trainable(options, 2), UserError);
   options = options_for(PrecisionName::kFp32, 2, 1, 1);
   EXPECT_THROW(check_trainable(options, 4), UserError);  // world mismatch
