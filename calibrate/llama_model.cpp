@@ -4,6 +4,7 @@
 #include <ATen/CPUGeneratorImpl.h>
 
 #include <cmath>
+#include <limits>
 
 #include "calibrate/torch_compat.hpp"
 #include "common/errors.hpp"
@@ -24,7 +25,65 @@ void load_shard(torch::nn::Linear& linear, const torch::Tensor& full, int dim, i
   linear->weight.copy_(full.narrow(dim, first, count));
 }
 
+// The autocast state of a recomputed region, kept in the autograd context.
+void save_autocast(torch::autograd::AutogradContext* ctx, const torch::Tensor& x) {
+  const AutocastState state = autocast_state(x.device().type());
+  ctx->saved_data["autocast_enabled"] = state.enabled;
+  ctx->saved_data["autocast_dtype"] = static_cast<int64_t>(state.dtype);
+}
+
+AutocastGuard restore_autocast(torch::autograd::AutogradContext* ctx, const torch::Tensor& x) {
+  return AutocastGuard(x.device().type(), static_cast<torch::Dtype>(ctx->saved_data["autocast_dtype"].toInt()),
+                       ctx->saved_data["autocast_enabled"].toBool());
+}
+
 }  // namespace
+
+// Full recompute: one decoder layer, keeping only its input (llama_model.hpp).
+struct RecomputedLayer : public torch::autograd::Function<RecomputedLayer> {
+  static torch::Tensor forward(torch::autograd::AutogradContext* ctx, const torch::Tensor& x, int64_t layer_address) {
+    ctx->saved_data["layer"] = layer_address;
+    save_autocast(ctx, x);
+    ctx->save_for_backward({x});
+    return reinterpret_cast<DecoderLayerImpl*>(static_cast<intptr_t>(layer_address))->body(x);
+  }
+  static torch::autograd::variable_list backward(torch::autograd::AutogradContext* ctx, torch::autograd::variable_list grads) {
+    const torch::Tensor x = ctx->get_saved_variables()[0].detach().requires_grad_(true);
+    torch::Tensor y;
+    {
+      torch::AutoGradMode enable_grad(true);
+      const AutocastGuard autocast = restore_autocast(ctx, x);
+      y = reinterpret_cast<DecoderLayerImpl*>(static_cast<intptr_t>(ctx->saved_data["layer"].toInt()))->body(x);
+    }
+    torch::autograd::backward({y}, {grads[0]});
+    return {x.grad(), torch::Tensor()};
+  }
+};
+
+// Selective recompute: one attention core, keeping only q, k and v (llama_model.hpp).
+struct RecomputedCore : public torch::autograd::Function<RecomputedCore> {
+  static torch::Tensor forward(torch::autograd::AutogradContext* ctx, const torch::Tensor& q, const torch::Tensor& k,
+                               const torch::Tensor& v, int64_t attention_address) {
+    ctx->saved_data["attention"] = attention_address;
+    save_autocast(ctx, q);
+    ctx->save_for_backward({q, k, v});
+    return reinterpret_cast<const AttentionImpl*>(static_cast<intptr_t>(attention_address))->core(q, k, v);
+  }
+  static torch::autograd::variable_list backward(torch::autograd::AutogradContext* ctx, torch::autograd::variable_list grads) {
+    const auto saved = ctx->get_saved_variables();
+    const torch::Tensor q = saved[0].detach().requires_grad_(true);
+    const torch::Tensor k = saved[1].detach().requires_grad_(true);
+    const torch::Tensor v = saved[2].detach().requires_grad_(true);
+    torch::Tensor attended;
+    {
+      torch::AutoGradMode enable_grad(true);
+      const AutocastGuard autocast = restore_autocast(ctx, q);
+      attended = reinterpret_cast<const AttentionImpl*>(static_cast<intptr_t>(ctx->saved_data["attention"].toInt()))->core(q, k, v);
+    }
+    torch::autograd::backward({attended}, {grads[0]});
+    return {q.grad(), k.grad(), v.grad(), torch::Tensor()};
+  }
+};
 
 torch::Tensor init_full_weight(uint64_t seed, int layer, int parameter_id, torch::IntArrayRef shape) {
   const uint64_t mixed = seed * 0x9E3779B97F4A7C15ull + static_cast<uint64_t>(layer + 2) * 1000003ull +
@@ -71,8 +130,8 @@ torch::Tensor RotaryImpl::apply(const torch::Tensor& x) const {
 // ---- Attention ---------------------------------------------------------------------------------
 
 AttentionImpl::AttentionImpl(const LlamaSpec& spec, int layer, uint64_t seed, TpContext* tp, int64_t max_seq_len,
-                             AttentionKernel kernel)
-    : kernel_(kernel), tp_(tp) {
+                             AttentionKernel kernel, Recompute recompute)
+    : kernel_(kernel), recompute_(recompute), tp_(tp) {
   ITERTIME_CHECK(kernel != AttentionKernel::kAuto, "attention kernel must be resolved before the model is built");
   const int tp_size = tp ? tp->size : 1;
   const int tp_rank = tp ? tp->rank : 0;
@@ -109,19 +168,21 @@ torch::Tensor AttentionImpl::forward(const torch::Tensor& x) {
     k = k.repeat_interleave(group, 1);
     v = v.repeat_interleave(group, 1);
   }
-  torch::Tensor attended;
-  if (kernel_ == AttentionKernel::kSdpa) {
-    attended = causal_sdpa(q, k, v);
-  } else {
-    torch::Tensor scores = torch::matmul(q, k.transpose(2, 3)) / std::sqrt(static_cast<double>(head_dim_));
-    const torch::Tensor mask =
-        torch::ones({seq, seq}, torch::TensorOptions().dtype(torch::kBool).device(input.device())).triu(1);
-    scores = scores.masked_fill(mask, -std::numeric_limits<float>::infinity());
-    const torch::Tensor probabilities = torch::softmax(scores, -1, torch::kFloat32).to(q.scalar_type());
-    attended = torch::matmul(probabilities, v);
-  }
+  const torch::Tensor attended = recompute_ == Recompute::kSelective
+                                     ? RecomputedCore::apply(q, k, v, static_cast<int64_t>(reinterpret_cast<intptr_t>(this)))
+                                     : core(q, k, v);
   const torch::Tensor context = attended.transpose(1, 2).reshape({batch, seq, local_heads_ * head_dim_});
   return leave_tp_region(o_(context), tp_);
+}
+
+torch::Tensor AttentionImpl::core(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v) const {
+  if (kernel_ == AttentionKernel::kSdpa) return causal_sdpa(q, k, v);
+  const int64_t seq = q.size(2);
+  torch::Tensor scores = torch::matmul(q, k.transpose(2, 3)) / std::sqrt(static_cast<double>(head_dim_));
+  const torch::Tensor mask = torch::ones({seq, seq}, torch::TensorOptions().dtype(torch::kBool).device(q.device())).triu(1);
+  scores = scores.masked_fill(mask, -std::numeric_limits<float>::infinity());
+  const torch::Tensor probabilities = torch::softmax(scores, -1, torch::kFloat32).to(q.scalar_type());
+  return torch::matmul(probabilities, v);
 }
 
 // ---- MLP ---------------------------------------------------------------------------------------
@@ -148,14 +209,20 @@ torch::Tensor MlpImpl::forward(const torch::Tensor& x) {
 // ---- Decoder layer -----------------------------------------------------------------------------
 
 DecoderLayerImpl::DecoderLayerImpl(const LlamaSpec& spec, int layer, uint64_t seed, TpContext* tp, int64_t max_seq_len,
-                                   AttentionKernel attention) {
+                                   AttentionKernel attention, Recompute recompute)
+    : recompute_(recompute) {
   input_norm_ = register_module("input_layernorm", RMSNorm(spec.hidden_size, spec.rms_norm_eps));
-  attention_ = register_module("self_attn", Attention(spec, layer, seed, tp, max_seq_len, attention));
+  attention_ = register_module("self_attn", Attention(spec, layer, seed, tp, max_seq_len, attention, recompute));
   post_attention_norm_ = register_module("post_attention_layernorm", RMSNorm(spec.hidden_size, spec.rms_norm_eps));
   mlp_ = register_module("mlp", Mlp(spec, layer, seed, tp));
 }
 
 torch::Tensor DecoderLayerImpl::forward(const torch::Tensor& x) {
+  if (recompute_ == Recompute::kFull) return RecomputedLayer::apply(x, static_cast<int64_t>(reinterpret_cast<intptr_t>(this)));
+  return body(x);
+}
+
+torch::Tensor DecoderLayerImpl::body(const torch::Tensor& x) {
   const torch::Tensor h = x + attention_(input_norm_(x));
   return h + mlp_(post_attention_norm_(h));
 }
@@ -163,7 +230,7 @@ torch::Tensor DecoderLayerImpl::forward(const torch::Tensor& x) {
 // ---- Stage -------------------------------------------------------------------------------------
 
 LlamaStageImpl::LlamaStageImpl(const LlamaSpec& spec, const StageLayers& stage, uint64_t seed, TpContext* tp,
-                               int64_t max_seq_len, AttentionKernel attention)
+                               int64_t max_seq_len, AttentionKernel attention, Recompute recompute)
     : stage_(stage), tp_(tp) {
   // Vocabulary-parallel: this TP rank's rows [first_id_, first_id_ + local_vocab) of the embedding and head.
   const bool vocab_parallel = tp != nullptr && tp->vp();
@@ -178,7 +245,7 @@ LlamaStageImpl::LlamaStageImpl(const LlamaSpec& spec, const StageLayers& stage, 
   }
   layers_ = register_module("layers", torch::nn::ModuleList());
   for (int i = 0; i < stage.num_layers; ++i) {
-    layers_->push_back(DecoderLayer(spec, stage.first_layer + i, seed, tp, max_seq_len, attention));
+    layers_->push_back(DecoderLayer(spec, stage.first_layer + i, seed, tp, max_seq_len, attention, recompute));
   }
   if (stage.has_head) {
     final_norm_ = register_module("norm", RMSNorm(spec.hidden_size, spec.rms_norm_eps));

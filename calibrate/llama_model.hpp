@@ -34,8 +34,13 @@
 #include "common/attention.hpp"
 #include "common/model_spec.hpp"
 #include "common/parallel_config.hpp"
+#include "common/training_techniques.hpp"
 
 namespace itertime::calibrate {
+
+// Activation recompute (common/training_techniques.hpp) is a reentrant checkpoint: the forward of the
+// region runs without autograd, the backward reruns it under the forward's autocast state and
+// back-propagates through the rerun.
 
 class RMSNormImpl : public torch::nn::Module {
  public:
@@ -63,11 +68,14 @@ TORCH_MODULE(Rotary);
 class AttentionImpl : public torch::nn::Module {
  public:
   AttentionImpl(const LlamaSpec& spec, int layer, uint64_t seed, TpContext* tp, int64_t max_seq_len,
-                AttentionKernel kernel);
+                AttentionKernel kernel, Recompute recompute = Recompute::kNone);
   torch::Tensor forward(const torch::Tensor& x);
+  // The attention core: q [batch, heads, seq, head_dim], k and v with their KV heads repeated.
+  torch::Tensor core(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v) const;
 
  private:
   AttentionKernel kernel_;
+  Recompute recompute_;
   int64_t local_heads_, local_kv_heads_, head_dim_;
   torch::nn::Linear q_{nullptr}, k_{nullptr}, v_{nullptr}, o_{nullptr};
   Rotary rotary_{nullptr};
@@ -89,10 +97,12 @@ TORCH_MODULE(Mlp);
 class DecoderLayerImpl : public torch::nn::Module {
  public:
   DecoderLayerImpl(const LlamaSpec& spec, int layer, uint64_t seed, TpContext* tp, int64_t max_seq_len,
-                   AttentionKernel attention);
+                   AttentionKernel attention, Recompute recompute = Recompute::kNone);
   torch::Tensor forward(const torch::Tensor& x);
+  torch::Tensor body(const torch::Tensor& x);  // the layer itself, whatever the recompute
 
  private:
+  Recompute recompute_;
   RMSNorm input_norm_{nullptr}, post_attention_norm_{nullptr};
   Attention attention_{nullptr};
   Mlp mlp_{nullptr};
@@ -103,7 +113,7 @@ TORCH_MODULE(DecoderLayer);
 class LlamaStageImpl : public torch::nn::Module {
  public:
   LlamaStageImpl(const LlamaSpec& spec, const StageLayers& stage, uint64_t seed, TpContext* tp, int64_t max_seq_len,
-                 AttentionKernel attention);
+                 AttentionKernel attention, Recompute recompute = Recompute::kNone);
   // First stage: `input` holds token ids [batch, seq] (int64); other stages: hidden states
   // [batch, seq, hidden]. Returns hidden states, or (last stage) the mean cross-entropy against
   // `targets` [batch, seq].

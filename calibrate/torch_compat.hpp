@@ -139,6 +139,21 @@ inline torch::Tensor causal_sdpa(const torch::Tensor& q, const torch::Tensor& k,
 #endif
 }
 
+// Whether autocast is on for `device`, and to which dtype: what a recomputation must run under again.
+struct AutocastState {
+  bool enabled = false;
+  torch::Dtype dtype = torch::kBFloat16;
+};
+
+inline AutocastState autocast_state(torch::DeviceType device) {
+#if ITERTIME_TORCH_AT_LEAST(2, 4)
+  return {at::autocast::is_autocast_enabled(device), at::autocast::get_autocast_dtype(device)};
+#else
+  if (device == torch::kCPU) return {at::autocast::is_cpu_enabled(), at::autocast::get_autocast_cpu_dtype()};
+  return {at::autocast::is_enabled(), at::autocast::get_autocast_gpu_dtype()};
+#endif
+}
+
 // Enables autocast to `dtype` on `device` for the guard's lifetime.
 class AutocastGuard {
  public:

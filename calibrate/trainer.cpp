@@ -403,7 +403,8 @@ Trainer::Trainer(const TrainerOptions& options, MPI_Comm job_comm, JobAbort* abo
 
   const auto stages = stage_layers(static_cast<int>(options.model.num_layers), c.pp);
   const StageLayers& mine = stages[static_cast<std::size_t>(s.groups->coords().pp_idx)];
-  s.stage = LlamaStage(options.model, mine, options.seed, &s.tp_context, c.seq_len, resolve_attention(options.attention));
+  s.stage = LlamaStage(options.model, mine, options.seed, &s.tp_context, c.seq_len, resolve_attention(options.attention),
+                       options.recompute);
   s.stage->to(s.device, to_torch(s.policy->param_dtype));
   for (auto& p : s.stage->parameters()) s.parameters.push_back(p);
   for (const auto& module : s.stage->modules(/*include_self=*/false)) {

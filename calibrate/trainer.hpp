@@ -34,6 +34,7 @@
 #include "common/parallel_config.hpp"
 #include "common/precision.hpp"
 #include "common/training_recipe.hpp"
+#include "common/training_techniques.hpp"
 #include "runtime/job_abort.hpp"
 
 namespace itertime::calibrate {
@@ -61,6 +62,9 @@ struct TrainerOptions {
   // Vocabulary-parallel embedding and LM head with Megatron's parallel cross-entropy (llama_model.hpp),
   // instead of replicating both on every TP rank. Needs vocab_size % tp == 0. Trainer only, as above.
   bool vocab_parallel = false;
+  // Activation recompute (common/training_techniques.hpp): none, selective (attention cores) or full
+  // (decoder layers). Trainer only, as above.
+  Recompute recompute = Recompute::kNone;
 };
 
 // Per-rank time of one step, in microseconds. forward_us / backward_us exclude the TP all-reduces

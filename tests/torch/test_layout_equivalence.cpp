@@ -7,9 +7,11 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
 #include <string>
 #include <vector>
 
+#include "calibrate/tensor_memory.hpp"
 #include "calibrate/trainer.hpp"
 #include "common/errors.hpp"
 #include "common/model_spec.hpp"
@@ -27,15 +29,19 @@ struct Techniques {
   bool distributed_optimizer = false;
   bool sequence_parallel = false;
   bool vocab_parallel = false;
+  Recompute recompute = Recompute::kNone;
   std::string name() const {
     return std::string(distributed_optimizer ? "_distributed_optimizer" : "") + (sequence_parallel ? "_sequence_parallel" : "") +
-           (vocab_parallel ? "_vocab_parallel" : "");
+           (vocab_parallel ? "_vocab_parallel" : "") +
+           (recompute == Recompute::kSelective ? "_selective_recompute" : recompute == Recompute::kFull ? "_full_recompute" : "");
   }
 };
 constexpr Techniques kDistributedOptimizer{true, false, false};
 constexpr Techniques kSequenceParallel{false, true, false};
 constexpr Techniques kVocabParallel{false, false, true};
-constexpr Techniques kAllTechniques{true, true, true};
+constexpr Techniques kSelectiveRecompute{false, false, false, Recompute::kSelective};
+constexpr Techniques kFullRecompute{false, false, false, Recompute::kFull};
+constexpr Techniques kAllTechniques{true, true, true, Recompute::kFull};
 
 TrainerOptions options_for(PrecisionName precision, int dp, int tp, int pp,
                            AttentionKernel attention = AttentionKernel::kEager, Techniques techniques = {}) {
@@ -43,6 +49,7 @@ TrainerOptions options_for(PrecisionName precision, int dp, int tp, int pp,
   options.distributed_optimizer = techniques.distributed_optimizer;
   options.sequence_parallel = techniques.sequence_parallel;
   options.vocab_parallel = techniques.vocab_parallel;
+  options.recompute = techniques.recompute;
   options.attention = attention;
   // fp16: a loss scale at which no layout's backward overflows, so that every layout takes the same
   // steps. At 65536 the DP layouts (fewer micro-batches per rank, so a larger scale per micro-batch)
@@ -137,6 +144,13 @@ INSTANTIATE_TEST_SUITE_P(Precisions, LayoutEquivalence,
                                            Case{PrecisionName::kFp32, 1e-4, AttentionKernel::kEager, kVocabParallel},
                                            Case{PrecisionName::kBf16, 5e-2, AttentionKernel::kEager, kVocabParallel},
                                            Case{PrecisionName::kAmpBf16, 2e-2, AttentionKernel::kEager, kVocabParallel},
+                                           // activation recompute
+                                           Case{PrecisionName::kFp32, 1e-4, AttentionKernel::kEager, kSelectiveRecompute},
+                                           Case{PrecisionName::kAmpBf16, 2e-2, AttentionKernel::kEager, kSelectiveRecompute},
+                                           Case{PrecisionName::kFp32, 1e-4, AttentionKernel::kEager, kFullRecompute},
+                                           Case{PrecisionName::kBf16, 5e-2, AttentionKernel::kEager, kFullRecompute},
+                                           Case{PrecisionName::kAmpBf16, 2e-2, AttentionKernel::kEager, kFullRecompute},
+                                           Case{PrecisionName::kAmpBf16, 2e-2, AttentionKernel::kSdpa, kFullRecompute},
                                            // all of them together
                                            Case{PrecisionName::kFp32, 1e-4, AttentionKernel::kEager, kAllTechniques},
                                            Case{PrecisionName::kAmpBf16, 2e-2, AttentionKernel::kEager, kAllTechniques},
@@ -175,13 +189,41 @@ TEST(Trainer, TechniquesTrainTheSameParameters) {
   for (int tp = 1; tp <= world; tp *= 2) {
     const int dp = world / tp;
     const double expected = trained_sum_of_squares(options_for(PrecisionName::kFp32, dp, tp, 1));
-    for (const Techniques techniques : {kDistributedOptimizer, kSequenceParallel, kVocabParallel, kAllTechniques}) {
+    for (const Techniques techniques :
+         {kDistributedOptimizer, kSequenceParallel, kVocabParallel, kSelectiveRecompute, kFullRecompute, kAllTechniques}) {
       // fp32 summation order: 3e-9 relative at tp 4; without the TP sum of the norms' gradients: 1e-4
       EXPECT_NEAR(trained_sum_of_squares(options_for(PrecisionName::kFp32, dp, tp, 1, AttentionKernel::kEager, techniques)),
                   expected, 1e-6 * expected)
           << "techniques" << techniques.name() << ", dp " << dp << " tp " << tp;
     }
   }
+}
+
+// Recompute really drops activations: the peak of tensor bytes during a step (after the first, which
+// makes AdamW's state) falls from none to selective (no [batch, heads, seq, seq] scores kept) to full
+// (only each layer's input kept), on one rank.
+int64_t peak_step_bytes(TrainerOptions options) {
+  options.config.micro_batch = 4;
+  options.config.global_batch = 4;
+  options.config.seq_len = 64;
+  Trainer trainer(options, MPI_COMM_SELF);
+  trainer.step(0);
+  TensorMemoryProbe probe;
+  trainer.step(1);
+  return probe.peak_bytes();
+}
+
+TEST(Trainer, RecomputeKeepsFewerActivations) {
+  int rank = 0;
+  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+  if (rank != 0) return;
+  const int64_t none = peak_step_bytes(options_for(PrecisionName::kFp32, 1, 1, 1));
+  const int64_t selective = peak_step_bytes(options_for(PrecisionName::kFp32, 1, 1, 1, AttentionKernel::kEager, kSelectiveRecompute));
+  const int64_t full = peak_step_bytes(options_for(PrecisionName::kFp32, 1, 1, 1, AttentionKernel::kEager, kFullRecompute));
+  EXPECT_LT(selective, none);
+  EXPECT_LT(full, selective);
+  std::printf("peak tensor bytes of a step: none %lld, selective %lld, full %lld\n", static_cast<long long>(none),
+              static_cast<long long>(selective), static_cast<long long>(full));
 }
 
 TEST(Trainer, RefusesPoliciesTheBackendCannotRun) {
