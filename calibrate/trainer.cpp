@@ -73,6 +73,12 @@ void check_trainable(const TrainerOptions& options, int world_size) {
     throw UserError("sequence parallelism splits the sequence over TP: seq_len " + std::to_string(options.config.seq_len) +
                     " is not a multiple of tp " + std::to_string(options.config.tp) + "; choose a multiple, or turn it off");
   }
+  if (options.overlap_gradient_reduction && options.distributed_optimizer) {
+    throw UserError("overlapped gradient reduction with the distributed optimizer is not built yet; turn one of them off");
+  }
+  if (options.overlap_gradient_reduction && options.gradient_bucket_bytes < 1) {
+    throw UserError("gradient_bucket_bytes must be at least 1");
+  }
   if (options.vocab_parallel && options.model.vocab_size % options.config.tp != 0) {
     throw UserError("a vocabulary-parallel head splits the vocabulary over TP: vocab_size " +
                     std::to_string(options.model.vocab_size) + " of model " + options.model.name +
@@ -100,6 +106,18 @@ struct Trainer::Impl {
   // output), this rank's shard of them (the one tensor AdamW updates) and its reduced gradient.
   int64_t flat_count = 0, shard_count = 0;
   torch::Tensor parameter_buffer, shard, shard_gradient;
+  // Overlapped gradient reduction only: contiguous ranges of parameters, each a slice of gradient_buffer.
+  struct GradientBucket {
+    std::size_t first = 0, last = 0;  // parameter indices, inclusive
+    int64_t offset = 0, count = 0;    // in gradient_buffer
+    std::size_t ready = 0;            // gradients complete in this step's last backward
+  };
+  std::vector<GradientBucket> buckets;
+  std::vector<std::size_t> bucket_of;  // per parameter
+  std::vector<int64_t> flat_offset;    // per parameter, in gradient_buffer
+  int backwards_this_step = 0;
+  bool last_backward = false;          // the step's last micro-batch backward is running
+  int buckets_started = 0;             // in this step's backward
   double loss_scale = 1.0;
   int64_t good_steps = 0;
   PhaseTimes phases;
@@ -220,6 +238,7 @@ struct Trainer::Impl {
   }
 
   torch::Tensor backward_micro_batch(InFlight& flight, const torch::Tensor& output_grad) {
+    last_backward = ++backwards_this_step == options.config.num_micro_batches();
     const auto start = Clock::now();
     const double tp_before = tp_timer.backward_us;
     if (last_stage()) {
@@ -300,6 +319,64 @@ struct Trainer::Impl {
     all_reduce_tensor(*tp_comm, flat, options.backend == Backend::kCuda);
     unflatten_gradients(flat, norm_weights);
     tp_timer.backward_us += since_us(start);
+  }
+
+  // ---- overlapped gradient reduction (trainer.hpp) ----
+  void make_buckets() {
+    gradient_buffer = make_gradient_buffer(parameters);
+    int64_t offset = 0;
+    for (const auto& p : parameters) {
+      flat_offset.push_back(offset);
+      offset += p.numel();
+    }
+    bucket_of.assign(parameters.size(), 0);
+    const int64_t element_bytes = static_cast<int64_t>(gradient_buffer.element_size());
+    // Last parameter first: the backward completes the gradients of the later layers first.
+    for (std::size_t i = parameters.size(); i-- > 0;) {
+      if (buckets.empty() || buckets.back().count * element_bytes >= options.gradient_bucket_bytes) {
+        buckets.push_back(GradientBucket{i, i, 0, 0, 0});
+      }
+      GradientBucket& bucket = buckets.back();
+      bucket.first = i;
+      bucket.offset = flat_offset[i];
+      bucket.count += parameters[i].numel();
+      bucket_of[i] = buckets.size() - 1;
+    }
+    for (std::size_t i = 0; i < parameters.size(); ++i) {
+      parameters[i].register_hook([this, i](const torch::Tensor& grad) { gradient_ready(i, grad); });
+    }
+  }
+
+  // A parameter's gradient of the last backward (before LibTorch adds it to .grad): its full gradient
+  // goes into the bucket's slice; a complete bucket's all-reduce starts.
+  void gradient_ready(std::size_t index, const torch::Tensor& grad) {
+    if (!last_backward) return;
+    torch::NoGradGuard no_grad;
+    torch::Tensor slice = gradient_buffer.narrow(0, flat_offset[index], parameters[index].numel());
+    const torch::Tensor& accumulated = parameters[index].grad();
+    if (accumulated.defined()) {
+      torch::add_out(slice, accumulated.reshape({-1}), grad.reshape({-1}));
+    } else {
+      slice.copy_(grad.reshape({-1}));
+    }
+    GradientBucket& bucket = buckets[bucket_of[index]];
+    if (++bucket.ready == bucket.last - bucket.first + 1) {
+      torch::Tensor whole = gradient_buffer.narrow(0, bucket.offset, bucket.count);
+      whole.div_(static_cast<double>(options.config.dp));  // before the sum, as all_reduce_gradients
+      dp_comm->start_all_reduce_sum(whole.data_ptr(), static_cast<std::size_t>(bucket.count), from_torch(whole.scalar_type()));
+      ++buckets_started;
+    }
+    dp_comm->progress();
+  }
+
+  // After the backward: waits for the buckets' reductions and puts the reduced gradients in place.
+  void finish_overlapped_reduction() {
+    const auto start = Clock::now();
+    ITERTIME_CHECK(buckets_started == static_cast<int>(buckets.size()), "a gradient bucket was not complete after the backward");
+    dp_comm->finish_started();
+    unflatten_gradients(gradient_buffer, parameters);
+    for (GradientBucket& bucket : buckets) bucket.ready = 0;
+    phases.dp_comm_us += since_us(start);
   }
 
   // ---- distributed optimizer (trainer.hpp) ----
@@ -416,6 +493,7 @@ Trainer::Trainer(const TrainerOptions& options, MPI_Comm job_comm, JobAbort* abo
     s.make_shard();
     updated = {s.shard};
   }
+  if (options.overlap_gradient_reduction && c.dp > 1) s.make_buckets();
   s.optimizer = std::make_unique<torch::optim::AdamW>(
       updated, torch::optim::AdamWOptions(options.learning_rate).betas(std::make_tuple(kAdamW.beta1, kAdamW.beta2)).weight_decay(kAdamW.weight_decay).eps(adamw_eps(*s.policy)));
   if (s.policy->loss_scaling) s.loss_scale = options.initial_loss_scale;
@@ -442,6 +520,9 @@ int64_t Trainer::optimizer_parameter_count() const {
   return s.options.distributed_optimizer ? s.shard_count : local_parameter_count();
 }
 
+int Trainer::overlapped_buckets_started() const { return impl_->buckets_started; }
+int Trainer::gradient_bucket_count() const { return static_cast<int>(impl_->buckets.size()); }
+
 double Trainer::parameter_sum_of_squares() const {
   const Impl& s = *impl_;
   torch::NoGradGuard no_grad;
@@ -465,11 +546,21 @@ StepResult Trainer::step(int64_t step_index) {
   const auto start = Clock::now();
 
   for (auto& p : s.parameters) p.mutable_grad() = torch::Tensor();
+  s.backwards_this_step = 0;
+  s.buckets_started = 0;
   const double local_loss_sum = s.run_schedule(step_index);
-  s.all_reduce_norm_gradients();
+  s.last_backward = false;
+  // The TP sum of the norms' gradients (SP) and the DP reduction commute, but each path needs it where
+  // the gradients it reads are: before the reduce-scatter (which keeps only a shard), after the
+  // overlapped buckets (whose copy-back would undo it).
   if (s.options.distributed_optimizer) {
+    s.all_reduce_norm_gradients();
     s.reduce_scatter_gradients();
+  } else if (!s.buckets.empty()) {
+    s.finish_overlapped_reduction();
+    s.all_reduce_norm_gradients();
   } else {
+    s.all_reduce_norm_gradients();
     s.all_reduce_gradients();
   }
 

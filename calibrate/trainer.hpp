@@ -65,6 +65,13 @@ struct TrainerOptions {
   // Activation recompute (common/training_techniques.hpp): none, selective (attention cores) or full
   // (decoder layers). Trainer only, as above.
   Recompute recompute = Recompute::kNone;
+  // Overlapped gradient reduction (Megatron-LM's overlap_grad_reduce, PyTorch DDP's buckets): with dp > 1
+  // the local gradients are grouped, last parameter first, into buckets of about gradient_bucket_bytes;
+  // during the step's last backward a bucket's all-reduce starts (Communicator::start_all_reduce_sum) as
+  // soon as every gradient in it is complete, and the step waits for them after the backward. Not with
+  // the distributed optimizer yet (refused). Trainer only, as above.
+  bool overlap_gradient_reduction = false;
+  int64_t gradient_bucket_bytes = int64_t{25} << 20;
 };
 
 // Per-rank time of one step, in microseconds. forward_us / backward_us exclude the TP all-reduces
@@ -104,6 +111,10 @@ class Trainer {
   // The elements AdamW updates (and keeps two moments of) on this rank: every local parameter, or with
   // the distributed optimizer its shard, ceil(local parameters / dp).
   int64_t optimizer_parameter_count() const;
+  // With overlapped gradient reduction: how many buckets the last step started during its backward, and
+  // how many there are.
+  int overlapped_buckets_started() const;
+  int gradient_bucket_count() const;
   // Sum of squares of the stage's whole model (its parameters as single-rank training holds them), in
   // double: TP-sharded parameters summed over the TP group, replicated ones counted once. Collective over
   // the TP group. Two layouts of the same (dp, tp, pp) that trained alike agree on it.

@@ -57,6 +57,16 @@ class Communicator {
   // Host-side barrier over the communicator's ranks.
   virtual void barrier() = 0;
 
+  // Overlapped reduction (the trainer's gradient buckets): starts an in-place all-reduce (sum) of
+  // `buffer` that may run while the caller computes; finish_started() waits for every started one;
+  // progress() lets the library advance them (MPI progresses only inside its calls). By default the
+  // start is a blocking all-reduce. MPI: MPI_Iallreduce (libnbc's algorithms, not the blocking ones
+  // `calibrate comm` measures); NCCL: enqueued on the communicator's stream after the work already
+  // queued on the device's legacy default stream.
+  virtual void start_all_reduce_sum(void* buffer, std::size_t count, DType dtype) { all_reduce_sum(buffer, buffer, count, dtype); }
+  virtual void finish_started() { synchronize(); }
+  virtual void progress() {}
+
   // Lets this communicator's waits give way to a job abort (job_abort.hpp): once any rank of the job
   // raised, they throw JobAborted instead of waiting on. Which waits can: MPI, the point-to-point calls
   // (its collectives stay blocking, so that they run the algorithms `calibrate comm` measured); NCCL,

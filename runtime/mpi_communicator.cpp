@@ -155,6 +155,28 @@ void MpiCommunicator::send_recv(const void* send, int send_peer, void* recv, int
                                  /*tag=*/8, comm_, MPI_STATUS_IGNORE));
 }
 
+void MpiCommunicator::start_all_reduce_sum(void* buffer, std::size_t count, DType dtype) {
+  MPI_Request& request = started_.emplace_back(MPI_REQUEST_NULL);
+  ITERTIME_MPI_CHECK(MPI_Iallreduce(MPI_IN_PLACE, buffer, checked_count(count), mpi_type(dtype), sum_op(dtype), comm_, &request));
+}
+
+void MpiCommunicator::finish_started() {
+  for (MPI_Request& request : started_) {
+    if (abort_ != nullptr) {
+      abort_->wait_collective(request);
+    } else {
+      ITERTIME_MPI_CHECK(MPI_Wait(&request, MPI_STATUS_IGNORE));
+    }
+  }
+  started_.clear();
+}
+
+void MpiCommunicator::progress() {
+  if (started_.empty()) return;
+  int done = 0;
+  ITERTIME_MPI_CHECK(MPI_Testall(static_cast<int>(started_.size()), started_.data(), &done, MPI_STATUSES_IGNORE));
+}
+
 void MpiCommunicator::barrier() { ITERTIME_MPI_CHECK(MPI_Barrier(comm_)); }
 
 }  // namespace itertime

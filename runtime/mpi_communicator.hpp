@@ -8,6 +8,8 @@
 
 #include <mpi.h>
 
+#include <vector>
+
 #include "runtime/comm.hpp"
 
 namespace itertime {
@@ -40,6 +42,9 @@ class MpiCommunicator final : public Communicator {
   void synchronize() override {}
   void barrier() override;
   void set_abort(JobAbort* abort) override { abort_ = abort; }
+  void start_all_reduce_sum(void* buffer, std::size_t count, DType dtype) override;
+  void finish_started() override;  // abortable with a JobAbort set
+  void progress() override;
 
  private:
   MPI_Datatype mpi_type(DType dtype) const;
@@ -53,6 +58,7 @@ class MpiCommunicator final : public Communicator {
   MPI_Op fp16_sum_ = MPI_OP_NULL;
   MPI_Op bf16_sum_ = MPI_OP_NULL;
   JobAbort* abort_ = nullptr;  // when set, point-to-point calls are non-blocking and polled (comm.hpp)
+  std::vector<MPI_Request> started_;  // start_all_reduce_sum's requests, until finish_started()
 };
 
 }  // namespace itertime

@@ -176,6 +176,17 @@ void NcclCommunicator::synchronize() {
   });
 }
 
+void NcclCommunicator::start_all_reduce_sum(void* buffer, std::size_t count, DType dtype) {
+  // The gradients are written on the device's legacy default stream (LibTorch's default): the reduction
+  // waits for what is queued there, then runs on this communicator's stream while the compute goes on.
+  cudaEvent_t written = nullptr;
+  ITERTIME_CUDA_CALL(cudaEventCreateWithFlags(&written, cudaEventDisableTiming));
+  ITERTIME_CUDA_CALL(cudaEventRecord(written, cudaStreamLegacy));
+  ITERTIME_CUDA_CALL(cudaStreamWaitEvent(state_->stream, written, 0));
+  ITERTIME_CUDA_CALL(cudaEventDestroy(written));  // released once recorded and waited on
+  ITERTIME_NCCL_CALL(ncclAllReduce(buffer, buffer, count, nccl_type(dtype), ncclSum, state_->comm, state_->stream));
+}
+
 void NcclCommunicator::abandon() {
   if (state_->comm == nullptr) return;
   ncclCommAbort(state_->comm);  // ends this communicator's kernels in flight; nothing to report if it fails

@@ -50,6 +50,7 @@ class NcclCommunicator final : public Communicator {
   void barrier() override;
   void set_abort(JobAbort* abort) override { abort_ = abort; }
   void abandon() override;
+  void start_all_reduce_sum(void* buffer, std::size_t count, DType dtype) override;
 
  private:
   struct State;
