@@ -1,7 +1,8 @@
 // comm_bench.cpp: calibrate comm: the measurement loop over the sweep, one /comm row per point (comm_bench.hpp).
 // Invariants: a latency sample is the max over all world ranks of one barrier-separated call; a pipelined
 // sample is the mean over all world ranks of each rank's average over pipelined_calls_per_sample(bytes)
-// back-to-back calls (timing_loop.hpp), as osu_allreduce averages per-rank averages over ranks.
+// back-to-back calls (timing_loop.hpp), as osu_allreduce averages per-rank averages over ranks; pipelined points
+// of a block share one page-aligned buffer pair, latency points get exact-size buffers of their own (point_buffers.hpp).
 #include "commbench/comm_bench.hpp"
 
 #include <mpi.h>
@@ -24,6 +25,7 @@
 #include "runtime/outside_load_probe.hpp"
 #include "runtime/resume_plan.hpp"
 #include "common/stats.hpp"
+#include "commbench/point_buffers.hpp"
 #include "commbench/timing_loop.hpp"
 
 namespace itertime::calibrate {
@@ -56,14 +58,16 @@ struct Measurement {
   std::string first_error;
 };
 
-Measurement measure_point(Communicator& comm, const PointSpec& point, int warmup_iters, int iters) {
+Measurement measure_point(Communicator& comm, BlockBuffers& buffers, const PointSpec& point, int warmup_iters,
+                          int iters) {
   const int n = comm.size();
   const int rank = comm.rank();
-  const std::size_t element = dtype_bytes(point.dtype);
   std::vector<uint8_t> send_host, recv_host;
   fill_buffers(point.collective, point.dtype, rank, n, point.count, send_host, recv_host);
-  auto send = comm.allocate(std::max<std::size_t>(send_host.size(), element));
-  auto recv = comm.allocate(recv_host.size());
+  // Pipelined: views of the block's shared page-aligned pair; latency: a fresh exact-size pair (point_buffers.hpp).
+  PointBuffers point_buffers = buffers.for_point(point);
+  CommBuffer* send = point_buffers.send.get();
+  CommBuffer* recv = point_buffers.recv.get();
   comm.copy_in(*send, send_host.data(), send_host.size());
   comm.copy_in(*recv, recv_host.data(), recv_host.size());
 
@@ -277,7 +281,7 @@ void record(SweepRun& run, const Communicator& comm, const std::string& span, st
 // kLoadStretch has passed on rank 0's clock (or todo ends; the window is then held open, idle, to
 // kLoadStretch); measures that stretch again while it was loaded (after a quiet moment, up to
 // max_extra_tries times), then records it. Returns the next position.
-std::size_t measure_stretch(SweepRun& run, Communicator& comm, const std::string& span,
+std::size_t measure_stretch(SweepRun& run, Communicator& comm, BlockBuffers& buffers, const std::string& span,
                             const std::vector<std::size_t>& todo, std::size_t first) {
   const CommCalibrationOptions& options = run.options;
   std::size_t end = first;
@@ -290,7 +294,8 @@ std::size_t measure_stretch(SweepRun& run, Communicator& comm, const std::string
     // measure the same points again.
     int more = 1;
     for (std::size_t k = first; attempt == 0 ? (k < todo.size() && more) : k < end; ++k) {
-      measured.push_back(measure_point(comm, run.points[todo[k]], options.sweep.warmup_iters, options.sweep.iters));
+      measured.push_back(
+          measure_point(comm, buffers, run.points[todo[k]], options.sweep.warmup_iters, options.sweep.iters));
       if (attempt == 0) {
         end = k + 1;
         more = Clock::now() - window_start < kLoadStretch ? 1 : 0;
@@ -365,7 +370,10 @@ void measure_block(SweepRun& run, std::size_t begin, std::size_t end) {
   for (std::size_t index = begin; index < end; ++index) {
     if (!run.plan.present[index]) todo.push_back(index);
   }
-  for (std::size_t next = 0; next < todo.size();) next = measure_stretch(run, *comm, span, todo, next);
+  std::vector<PointSpec> todo_points;
+  for (std::size_t index : todo) todo_points.push_back(run.points[index]);
+  BlockBuffers buffers(run.options.sweep.mode, todo_points, [&](std::size_t bytes) { return comm->allocate(bytes); });
+  for (std::size_t next = 0; next < todo.size();) next = measure_stretch(run, *comm, buffers, span, todo, next);
 }
 
 }  // namespace

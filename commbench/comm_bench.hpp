@@ -9,6 +9,9 @@
 //    pipelined mode: each sample is the mean over all ranks of each rank's average over
 //    pipelined_calls_per_sample(bytes) back-to-back calls (commbench/timing_loop.hpp; as osu_allreduce
 //    combines ranks, and as nccl-tests times a loop of calls).
+//  - Buffers (point_buffers.hpp): the pipelined points of a block share one send and one receive buffer,
+//    allocated once through the block's communicator, sized for its largest point and page-aligned, as
+//    osu_allreduce and nccl-tests reuse one pair; latency points get exact-size buffers of their own.
 //  - All groups of a layout run at once, so every rank is busy as in the job being predicted.
 //  - Outside load: a point lasts milliseconds, below what /proc/stat's clock ticks can judge, so points
 //    are judged in stretches: consecutive points of one group layout measured until kLoadStretch has

@@ -1,17 +1,24 @@
 // Unit tests of calibrate/comm_sweep: the size grammar (parse_bytes / format_bytes), the size ladder,
 // the rank layouts of groups, the default group sizes and the point list (validation, order, unique
 // keys, P2P only in pairs, no duplicate strided layout for the whole world, points below one element
-// per rank dropped), with point totals counted by hand.
+// per rank dropped), with point totals counted by hand; and the buffers of a block's points
+// (commbench/point_buffers): pipelined points share one page-aligned pair allocated once, latency points get
+// exact-size pairs of their own, driven by a fake allocator that returns deliberately misaligned memory.
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <cstdint>
+#include <cstdlib>
 #include <map>
+#include <memory>
+#include <new>
 #include <set>
 #include <string>
 #include <tuple>
 #include <vector>
 
 #include "commbench/comm_sweep.hpp"
+#include "commbench/point_buffers.hpp"
 #include "common/errors.hpp"
 
 namespace itertime::calibrate {
@@ -330,6 +337,155 @@ TEST(CommSweep, BuildPointsRefusesBadOptions) {
   options.min_bytes = 1024;
   options.max_bytes = 8;
   EXPECT_TRUE(contains(user_error_of([&] { build_points(options, 2); }), "--min-bytes"));
+}
+
+// Host memory that starts 16 bytes past a page boundary, as glibc's malloc places a large block (its
+// header), so that page alignment has to come from BlockBuffers, not from luck.
+class MisalignedBuffer final : public CommBuffer {
+ public:
+  explicit MisalignedBuffer(std::size_t bytes) : bytes_(bytes) {
+    void* memory = nullptr;
+    if (posix_memalign(&memory, kBufferAlignment, bytes + 16) != 0) throw std::bad_alloc();
+    memory_.reset(static_cast<unsigned char*>(memory));
+  }
+  void* data() override { return memory_.get() + 16; }
+  std::size_t bytes() const override { return bytes_; }
+
+ private:
+  struct Free {
+    void operator()(unsigned char* memory) const { std::free(memory); }
+  };
+  std::unique_ptr<unsigned char, Free> memory_;
+  std::size_t bytes_;
+};
+
+struct AllocationLog {
+  std::vector<std::size_t> bytes;  // every allocate call, in order
+  AllocateBuffer allocator() {
+    return [this](std::size_t size) {
+      bytes.push_back(size);
+      return std::unique_ptr<CommBuffer>(std::make_unique<MisalignedBuffer>(size));
+    };
+  }
+};
+
+std::uintptr_t address_of(CommBuffer& buffer) { return reinterpret_cast<std::uintptr_t>(buffer.data()); }
+
+// The sweep of docs/comm.md's comparison with osu_allreduce: all-reduce fp32, 8 B to 4 MiB by 2, a pair.
+std::vector<PointSpec> osu_like_sweep(TimingMode mode) {
+  SweepOptions options;
+  options.collectives = {Collective::kAllReduce};
+  options.dtypes = {DType::kFloat32};
+  options.min_bytes = 8;
+  options.max_bytes = std::size_t{4} << 20;
+  options.step_factor = 2;
+  options.mode = mode;
+  return build_points(options, 2);
+}
+
+TEST(PointBuffers, BytesPerPointFollowTheCollective) {
+  PointSpec point{Collective::kAllReduce, DType::kFloat32, 4, GroupLayout::kConsecutive, 4096, 1024,
+                  TimingMode::kPipelined};
+  EXPECT_EQ(point_buffer_bytes(point).send, 4096u);
+  EXPECT_EQ(point_buffer_bytes(point).recv, 4096u);
+  point.collective = Collective::kAllGather;  // count per rank; the receive buffer holds all ranks'
+  EXPECT_EQ(point_buffer_bytes(point).send, 4096u);
+  EXPECT_EQ(point_buffer_bytes(point).recv, 4u * 4096u);
+  point.collective = Collective::kReduceScatter;
+  EXPECT_EQ(point_buffer_bytes(point).send, 4u * 4096u);
+  EXPECT_EQ(point_buffer_bytes(point).recv, 4096u);
+  point.collective = Collective::kBroadcast;  // in place in the receive buffer; the send buffer keeps one element
+  EXPECT_EQ(point_buffer_bytes(point).send, 4u);
+  EXPECT_EQ(point_buffer_bytes(point).recv, 4096u);
+  EXPECT_EQ(largest_buffer_bytes({}).send, 0u);
+}
+
+TEST(PointBuffers, BytesToAlignment) {
+  EXPECT_EQ(bytes_to_alignment(0, 4096), 0u);
+  EXPECT_EQ(bytes_to_alignment(4096 * 7, 4096), 0u);
+  EXPECT_EQ(bytes_to_alignment(4096 * 7 + 16, 4096), 4080u);
+  EXPECT_EQ(bytes_to_alignment(4096 * 7 - 1, 4096), 1u);
+}
+
+TEST(PointBuffers, PipelinedPointsOfASweepShareOnePageAlignedPairAllocatedOnce) {
+  const auto points = osu_like_sweep(TimingMode::kPipelined);
+  ASSERT_EQ(points.size(), 20u);
+  AllocationLog log;
+  BlockBuffers buffers(TimingMode::kPipelined, points, log.allocator());
+  // Two allocations, made up front, sized for the largest point plus room to align.
+  const std::vector<std::size_t> expected = {(std::size_t{4} << 20) + kBufferAlignment - 1,
+                                             (std::size_t{4} << 20) + kBufferAlignment - 1};
+  EXPECT_EQ(log.bytes, expected);
+  std::uintptr_t send_address = 0;
+  std::uintptr_t recv_address = 0;
+  for (const PointSpec& point : points) {
+    PointBuffers pair = buffers.for_point(point);
+    EXPECT_EQ(pair.send->bytes(), point.bytes) << point.key();
+    EXPECT_EQ(pair.recv->bytes(), point.bytes) << point.key();
+    EXPECT_EQ(address_of(*pair.send) % kBufferAlignment, 0u) << point.key();
+    EXPECT_EQ(address_of(*pair.recv) % kBufferAlignment, 0u) << point.key();
+    if (send_address == 0) {
+      send_address = address_of(*pair.send);
+      recv_address = address_of(*pair.recv);
+    }
+    EXPECT_EQ(address_of(*pair.send), send_address) << point.key();  // the same memory at every size
+    EXPECT_EQ(address_of(*pair.recv), recv_address) << point.key();
+    EXPECT_NE(address_of(*pair.send), address_of(*pair.recv)) << point.key();  // never in place
+  }
+  EXPECT_EQ(log.bytes.size(), 2u);  // no allocation per point
+}
+
+TEST(PointBuffers, PipelinedPairIsSizedForTheLargestSendAndReceiveOfTheBlock) {
+  SweepOptions options;
+  options.collectives = {Collective::kAllGather, Collective::kReduceScatter, Collective::kAllToAll,
+                         Collective::kBroadcast};
+  options.dtypes = {DType::kFloat32, DType::kInt8};
+  options.group_sizes = {4};
+  options.min_bytes = 64;
+  options.max_bytes = 1 << 20;
+  options.mode = TimingMode::kPipelined;
+  const auto points = build_points(options, 4);
+  const BufferBytes largest = largest_buffer_bytes(points);
+  EXPECT_EQ(largest.send, std::size_t{1} << 20);  // reduce_scatter and all_to_all send the labelled size
+  EXPECT_EQ(largest.recv, std::size_t{1} << 20);  // all_gather, all_to_all and broadcast receive it
+  AllocationLog log;
+  BlockBuffers buffers(TimingMode::kPipelined, points, log.allocator());
+  for (const PointSpec& point : points) {
+    PointBuffers pair = buffers.for_point(point);
+    EXPECT_EQ(pair.send->bytes(), point_buffer_bytes(point).send) << point.key();
+    EXPECT_EQ(pair.recv->bytes(), point_buffer_bytes(point).recv) << point.key();
+  }
+  EXPECT_EQ(log.bytes.size(), 2u);
+  // A point larger than the pair is a bug of the caller, not a silent overrun.
+  PointSpec larger = points.back();
+  larger.count *= 2;
+  EXPECT_THROW(buffers.for_point(larger), InternalError);
+}
+
+TEST(PointBuffers, ViewsWriteIntoTheSharedBufferAtItsAlignedStart) {
+  const auto points = osu_like_sweep(TimingMode::kPipelined);
+  AllocationLog log;
+  BlockBuffers buffers(TimingMode::kPipelined, points, log.allocator());
+  PointBuffers small = buffers.for_point(points.front());
+  PointBuffers large = buffers.for_point(points.back());
+  static_cast<unsigned char*>(large.recv->data())[3] = 42;  // what one point leaves is where the next reads
+  EXPECT_EQ(static_cast<unsigned char*>(small.recv->data())[3], 42);
+  EXPECT_THROW(BufferView(*large.recv, 8, large.recv->bytes()), InternalError);  // past the end
+}
+
+TEST(PointBuffers, LatencyPointsKeepExactSizeBuffersOfTheirOwn) {
+  const auto points = osu_like_sweep(TimingMode::kLatency);
+  AllocationLog log;
+  BlockBuffers buffers(TimingMode::kLatency, points, log.allocator());
+  EXPECT_TRUE(log.bytes.empty());  // nothing up front
+  for (const PointSpec& point : points) {
+    const std::size_t before = log.bytes.size();
+    PointBuffers pair = buffers.for_point(point);
+    ASSERT_EQ(log.bytes.size(), before + 2) << point.key();
+    EXPECT_EQ(log.bytes[before], point.bytes) << point.key();  // send first, then receive, exact sizes
+    EXPECT_EQ(log.bytes[before + 1], point.bytes) << point.key();
+    EXPECT_EQ(pair.send->bytes(), point.bytes) << point.key();
+  }
 }
 
 }  // namespace
