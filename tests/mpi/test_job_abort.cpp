@@ -10,23 +10,15 @@
 #include <string>
 #include <thread>
 
+#include "tests/mpi/world.hpp"
 #include "runtime/job_abort.hpp"
 #include "runtime/mpi_communicator.hpp"
 
 namespace itertime {
 namespace {
 
-int world_rank() {
-  int rank = 0;
-  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
-  return rank;
-}
-
-int world_size() {
-  int size = 0;
-  MPI_Comm_size(MPI_COMM_WORLD, &size);
-  return size;
-}
+using mpi_test::world_rank;
+using mpi_test::world_size;
 
 TEST(JobAbort, HostCollectivesWithoutAnAbort) {
   JobAbort abort(MPI_COMM_WORLD);

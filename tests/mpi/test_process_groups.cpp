@@ -10,6 +10,7 @@
 #include <tuple>
 #include <vector>
 
+#include "tests/mpi/world.hpp"
 #include "common/errors.hpp"
 #include "runtime/mpi_session.hpp"
 #include "common/parallel_config.hpp"
@@ -17,17 +18,8 @@
 namespace itertime {
 namespace {
 
-int world_rank() {
-  int rank = 0;
-  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
-  return rank;
-}
-
-int world_size() {
-  int size = 0;
-  MPI_Comm_size(MPI_COMM_WORLD, &size);
-  return size;
-}
+using mpi_test::world_rank;
+using mpi_test::world_size;
 
 std::vector<std::tuple<int, int, int>> factorizations(int n) {
   std::vector<std::tuple<int, int, int>> out;

@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "tests/mpi/world.hpp"
 #include "common/errors.hpp"
 #include "common/h5store.hpp"
 #include "runtime/mpi_session.hpp"
@@ -17,11 +18,7 @@
 namespace itertime {
 namespace {
 
-int world_rank() {
-  int rank = 0;
-  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
-  return rank;
-}
+using mpi_test::world_rank;
 
 // A file name every rank agrees on (rank 0's pid), in the temp folder.
 std::string shared_path(const std::string& name) {
