@@ -69,17 +69,17 @@ void check_trainable(const TrainerOptions& options, int world_size) {
     throw UserError("model " + options.model.name + " ties its embeddings; the trainer supports untied LLaMA models only");
   }
   options.config.require_valid(options.model, world_size);
-  if (options.sequence_parallel && options.config.seq_len % options.config.tp != 0) {
+  if (options.techniques.sequence_parallel && options.config.seq_len % options.config.tp != 0) {
     throw UserError("sequence parallelism splits the sequence over TP: seq_len " + std::to_string(options.config.seq_len) +
                     " is not a multiple of tp " + std::to_string(options.config.tp) + "; choose a multiple, or turn it off");
   }
-  if (options.overlap_gradient_reduction && options.distributed_optimizer) {
+  if (options.techniques.overlap_gradient_reduction && options.techniques.distributed_optimizer) {
     throw UserError("overlapped gradient reduction with the distributed optimizer is not built yet; turn one of them off");
   }
-  if (options.overlap_gradient_reduction && options.gradient_bucket_bytes < 1) {
+  if (options.techniques.overlap_gradient_reduction && options.techniques.gradient_bucket_bytes < 1) {
     throw UserError("gradient_bucket_bytes must be at least 1");
   }
-  if (options.vocab_parallel && options.model.vocab_size % options.config.tp != 0) {
+  if (options.techniques.vocab_parallel && options.model.vocab_size % options.config.tp != 0) {
     throw UserError("a vocabulary-parallel head splits the vocabulary over TP: vocab_size " +
                     std::to_string(options.model.vocab_size) + " of model " + options.model.name +
                     " is not a multiple of tp " + std::to_string(options.config.tp) + "; choose another tp, or turn it off");
@@ -333,7 +333,7 @@ struct Trainer::Impl {
     const int64_t element_bytes = static_cast<int64_t>(gradient_buffer.element_size());
     // Last parameter first: the backward completes the gradients of the later layers first.
     for (std::size_t i = parameters.size(); i-- > 0;) {
-      if (buckets.empty() || buckets.back().count * element_bytes >= options.gradient_bucket_bytes) {
+      if (buckets.empty() || buckets.back().count * element_bytes >= options.techniques.gradient_bucket_bytes) {
         buckets.push_back(GradientBucket{i, i, 0, 0, 0});
       }
       GradientBucket& bucket = buckets.back();
@@ -430,7 +430,7 @@ struct Trainer::Impl {
 
   // The gradients the optimizer applies: every parameter's, or this rank's reduced shard.
   std::vector<torch::Tensor> optimizer_gradients() {
-    if (options.distributed_optimizer) return {shard_gradient};
+    if (options.techniques.distributed_optimizer) return {shard_gradient};
     std::vector<torch::Tensor> grads;
     for (const auto& p : parameters) grads.push_back(p.grad());
     return grads;
@@ -476,12 +476,12 @@ Trainer::Trainer(const TrainerOptions& options, MPI_Comm job_comm, JobAbort* abo
     }
   }
   s.tp_context = TpContext{s.tp_comm.get(), c.tp, s.groups->coords().tp_idx, options.backend == Backend::kCuda, &s.tp_timer,
-                           options.sequence_parallel, options.vocab_parallel};
+                           options.techniques.sequence_parallel, options.techniques.vocab_parallel};
 
   const auto stages = stage_layers(static_cast<int>(options.model.num_layers), c.pp);
   const StageLayers& mine = stages[static_cast<std::size_t>(s.groups->coords().pp_idx)];
   s.stage = LlamaStage(options.model, mine, options.seed, &s.tp_context, c.seq_len, resolve_attention(options.attention),
-                       options.recompute);
+                       options.techniques.recompute);
   s.stage->to(s.device, to_torch(s.policy->param_dtype));
   for (auto& p : s.stage->parameters()) s.parameters.push_back(p);
   for (const auto& module : s.stage->modules(/*include_self=*/false)) {
@@ -489,11 +489,11 @@ Trainer::Trainer(const TrainerOptions& options, MPI_Comm job_comm, JobAbort* abo
     for (auto& p : module->parameters()) s.norm_weights.push_back(p);
   }
   std::vector<torch::Tensor> updated = s.parameters;
-  if (options.distributed_optimizer) {
+  if (options.techniques.distributed_optimizer) {
     s.make_shard();
     updated = {s.shard};
   }
-  if (options.overlap_gradient_reduction && c.dp > 1) s.make_buckets();
+  if (options.techniques.overlap_gradient_reduction && c.dp > 1) s.make_buckets();
   s.optimizer = std::make_unique<torch::optim::AdamW>(
       updated, torch::optim::AdamWOptions(options.learning_rate).betas(std::make_tuple(kAdamW.beta1, kAdamW.beta2)).weight_decay(kAdamW.weight_decay).eps(adamw_eps(*s.policy)));
   if (s.policy->loss_scaling) s.loss_scale = options.initial_loss_scale;
@@ -517,7 +517,7 @@ int64_t Trainer::local_parameter_count() const {
 
 int64_t Trainer::optimizer_parameter_count() const {
   const Impl& s = *impl_;
-  return s.options.distributed_optimizer ? s.shard_count : local_parameter_count();
+  return s.options.techniques.distributed_optimizer ? s.shard_count : local_parameter_count();
 }
 
 int Trainer::overlapped_buckets_started() const { return impl_->buckets_started; }
@@ -553,7 +553,7 @@ StepResult Trainer::step(int64_t step_index) {
   // The TP sum of the norms' gradients (SP) and the DP reduction commute, but each path needs it where
   // the gradients it reads are: before the reduce-scatter (which keeps only a shard), after the
   // overlapped buckets (whose copy-back would undo it).
-  if (s.options.distributed_optimizer) {
+  if (s.options.techniques.distributed_optimizer) {
     s.all_reduce_norm_gradients();
     s.reduce_scatter_gradients();
   } else if (!s.buckets.empty()) {
@@ -580,7 +580,7 @@ StepResult Trainer::step(int64_t step_index) {
   if (apply) s.optimizer->step();
   s.sync_device();
   double gather_us = 0.0;
-  if (s.options.distributed_optimizer && apply) gather_us = s.all_gather_parameters();
+  if (s.options.techniques.distributed_optimizer && apply) gather_us = s.all_gather_parameters();
   s.phases.optimizer_us = since_us(optimizer_start) - gather_us;
   s.phases.dp_comm_us += gather_us;
   s.phases.tp_comm_us = s.tp_timer.forward_us + s.tp_timer.backward_us;

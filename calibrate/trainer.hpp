@@ -51,27 +51,22 @@ struct TrainerOptions {
   // Dynamic loss scaling (fp16 policies): the scale the first step starts from (PyTorch's GradScaler
   // default). The scale per micro-batch is this / m, so where one layout overflows another may not.
   double initial_loss_scale = 65536.0;
-  // Megatron-LM's distributed optimizer (ZeRO-1): optimizer state sharded over DP (see above). Trainer
-  // only for now: job files, the tracer and the predictor do not know it yet (docs/method.md).
-  bool distributed_optimizer = false;
-  // Megatron-LM's sequence parallelism (calibrate/tp_comm.hpp, llama_model.hpp): with tp > 1 the TP
-  // all-reduces become all-gathers and reduce-scatters along the sequence, the norms and residual adds
-  // run on sequence shards, P2P carries [micro_batch, seq/tp, hidden], and the norms' weight gradients
-  // are all-reduced over TP after the backward. Needs seq_len % tp == 0. Trainer only, as above.
-  bool sequence_parallel = false;
-  // Vocabulary-parallel embedding and LM head with Megatron's parallel cross-entropy (llama_model.hpp),
-  // instead of replicating both on every TP rank. Needs vocab_size % tp == 0. Trainer only, as above.
-  bool vocab_parallel = false;
-  // Activation recompute (common/training_techniques.hpp): none, selective (attention cores) or full
-  // (decoder layers). Trainer only, as above.
-  Recompute recompute = Recompute::kNone;
-  // Overlapped gradient reduction (Megatron-LM's overlap_grad_reduce, PyTorch DDP's buckets): with dp > 1
-  // the local gradients are grouped, last parameter first, into buckets of about gradient_bucket_bytes;
-  // during the step's last backward a bucket's all-reduce starts (Communicator::start_all_reduce_sum) as
-  // soon as every gradient in it is complete, and the step waits for them after the backward. Not with
-  // the distributed optimizer yet (refused). Trainer only, as above.
-  bool overlap_gradient_reduction = false;
-  int64_t gradient_bucket_bytes = int64_t{25} << 20;
+  // Megatron-LM's techniques (common/training_techniques.hpp), all off by default:
+  //  - distributed_optimizer (ZeRO-1): optimizer state sharded over DP (see above);
+  //  - sequence_parallel (calibrate/tp_comm.hpp, llama_model.hpp): with tp > 1 the TP all-reduces become
+  //    all-gathers and reduce-scatters along the sequence, the norms and residual adds run on sequence
+  //    shards, P2P carries [micro_batch, seq/tp, hidden], and the norms' weight gradients are summed
+  //    over TP after the backward; needs seq_len % tp == 0;
+  //  - vocab_parallel: vocabulary-parallel embedding and LM head with Megatron's parallel cross-entropy
+  //    (llama_model.hpp) instead of both replicated on every TP rank; needs vocab_size % tp == 0;
+  //  - recompute: none, selective (attention cores) or full (decoder layers);
+  //  - overlap_gradient_reduction (Megatron-LM's overlap_grad_reduce, PyTorch DDP's buckets): with dp > 1
+  //    the local gradients are grouped, last parameter first, into buckets of about
+  //    gradient_bucket_bytes; during the step's last backward a bucket's all-reduce starts
+  //    (Communicator::start_all_reduce_sum) as soon as every gradient in it is complete, and the step
+  //    waits for them after the backward. Not with the distributed optimizer yet (refused).
+  // The trainer runs them all; job files, the tracer and the predictor do not know them yet.
+  TrainingTechniques techniques;
 };
 
 // Per-rank time of one step, in microseconds. forward_us / backward_us exclude the TP all-reduces

@@ -45,6 +45,15 @@
 //   - autocast: the C copies of every local linear weight (q,k,v,o,gate,up,down, LM head) are saved by
 //     the matmuls; the autocast cache is cleared after every micro-batch's forward, so each micro-batch
 //     in flight keeps its own copies (independent of b).
+// Recompute (calibrate/llama_model.cpp, reentrant checkpoints):
+//   - selective: the core's Function saves q and the repeated k and v (as the two bmm / the kernel did);
+//     o_proj still saves the context. So the scores (sdpa: the log-sum-exp) and the causal mask go; the
+//     backward reruns one core of one micro-batch: + scores (+ mask) transiently.
+//   - full: the layer's Function saves its input [b,s,h] at A, nothing inside the layer is saved (its
+//     forward runs without autograd; the autocast copies of its weights die with the cache at the end of
+//     the micro-batch's forward). The received input of a non-first stage is layer 0's input (no extra
+//     boundary term). The backward reruns one layer of one micro-batch: + that layer's hidden, sharded and
+//     fixed bytes and, under autocast, its weights' C copies, transiently.
 #include "predict/memory_model.hpp"
 
 #include <algorithm>
@@ -109,11 +118,21 @@ int64_t stage_local_params(const LlamaSpec& model, const ParallelConfig& config,
   return params;
 }
 
+void require_modelled(const TrainingTechniques& techniques) {
+  if (techniques.sequence_parallel || techniques.vocab_parallel) {
+    throw UserError(std::string("the memory model does not know ") +
+                    (techniques.sequence_parallel ? "sequence parallelism" : "the vocabulary-parallel head") +
+                    " yet (issue 16); leave it out of this estimate");
+  }
+}
+
 ActivationBreakdown activation_memory(const LlamaSpec& model, const ParallelConfig& config,
-                                      const PrecisionPolicy& policy, int stage, AttentionKernel attention) {
+                                      const PrecisionPolicy& policy, int stage, AttentionKernel attention,
+                                      const TrainingTechniques& techniques) {
   if (attention == AttentionKernel::kAuto) {
     throw UserError("the memory model needs the attention kernel the job ran (eager or sdpa), not auto");
   }
+  require_modelled(techniques);
   require_legal(model, config, stage);
   const LocalShapes x = local_shapes(model, config);
   const StageLayers layers = stage_layers(static_cast<int>(model.num_layers), config.pp)[static_cast<std::size_t>(stage)];
@@ -139,22 +158,36 @@ ActivationBreakdown activation_memory(const LlamaSpec& model, const ParallelConf
   if (autocast) {
     a.autocast_weight_bytes = C * (layers.num_layers * layer_linear_params(x) + (layers.has_head ? x.vocab * x.h : 0));
   }
+  if (techniques.recompute == Recompute::kSelective) {
+    const int64_t mask_bytes = fused ? 0 : x.s * x.s;
+    a.layer_sharded_bytes -= a.layer_scores_bytes;
+    a.layer_fixed_bytes -= mask_bytes;
+    a.recompute_transient_bytes = a.layer_scores_bytes + mask_bytes;
+  } else if (techniques.recompute == Recompute::kFull && layers.num_layers > 0) {
+    a.recompute_transient_bytes = a.layer_hidden_bytes + a.layer_sharded_bytes + a.layer_fixed_bytes +
+                                  (autocast ? C * layer_linear_params(x) : 0);
+    a.layer_hidden_bytes = A * bsh;  // the layer's input, and nothing else
+    a.layer_sharded_bytes = 0;
+    a.layer_fixed_bytes = 0;
+    if (!layers.has_embedding && A != 4) a.boundary_bytes -= A * bsh;  // the received input is layer 0's
+    if (autocast) a.autocast_weight_bytes = C * (layers.has_head ? x.vocab * x.h : 0);
+  }
   a.batch_scaled_bytes =
       a.num_layers * (a.layer_hidden_bytes + a.layer_sharded_bytes) + a.tokens_bytes + a.head_bytes + a.boundary_bytes;
   a.fixed_bytes = a.num_layers * a.layer_fixed_bytes + a.autocast_weight_bytes;
   a.per_micro_batch_bytes = a.batch_scaled_bytes + a.fixed_bytes;
   a.micro_batches_in_flight = std::min<int64_t>(config.pp - stage, config.num_micro_batches());
-  a.total_bytes = a.per_micro_batch_bytes * a.micro_batches_in_flight;
+  a.total_bytes = a.per_micro_batch_bytes * a.micro_batches_in_flight + a.recompute_transient_bytes;
   ITERTIME_CHECK(a.total_bytes >= 0, "negative activation memory");
   return a;
 }
 
 MemoryBreakdown memory_per_gpu(const LlamaSpec& model, const ParallelConfig& config, const PrecisionPolicy& policy,
-                               int stage, AttentionKernel attention) {
+                               int stage, AttentionKernel attention, const TrainingTechniques& techniques) {
   MemoryBreakdown m;
   m.stage = stage;
   m.local_params = stage_local_params(model, config, stage);
-  m.activations = activation_memory(model, config, policy, stage, attention);
+  m.activations = activation_memory(model, config, policy, stage, attention, techniques);
   const LocalShapes x = local_shapes(model, config);
   const StageLayers layers = stage_layers(static_cast<int>(model.num_layers), config.pp)[static_cast<std::size_t>(stage)];
 
@@ -164,17 +197,27 @@ MemoryBreakdown memory_per_gpu(const LlamaSpec& model, const ParallelConfig& con
   m.activations_bytes = m.activations.total_bytes;
   m.rotary_tables_bytes = layers.num_layers * 2 * x.s * x.hd * bytes_of(policy.param_dtype);
   m.dp_flat_buffer_bytes = config.dp > 1 ? m.local_params * bytes_of(policy.grad_dtype) : 0;
-  m.buffers_bytes = m.rotary_tables_bytes + m.dp_flat_buffer_bytes;
 
   // AdamW: denom = (exp_avg_sq.sqrt() / c).add_(eps) holds two temporaries of the parameter's size.
   int64_t largest_tensor = std::max({x.h * x.hl, x.h * x.kvl, x.h * x.fl, x.h});
   if (layers.has_embedding || layers.has_head) largest_tensor = std::max(largest_tensor, x.vocab * x.h);
+  if (techniques.distributed_optimizer) {
+    // calibrate/trainer.cpp make_shard(): AdamW updates one flat shard; the buffers exist at any dp.
+    const int64_t shard = (m.local_params + config.dp - 1) / config.dp;
+    const int64_t padded = shard * config.dp;
+    m.optimizer_bytes = 2 * shard * bytes_of(policy.optimizer_dtype);
+    m.dp_flat_buffer_bytes = padded * bytes_of(policy.grad_dtype);
+    m.distributed_optimizer_bytes = padded * bytes_of(policy.param_dtype) + shard * bytes_of(policy.param_dtype) +
+                                    shard * bytes_of(policy.grad_dtype);
+    largest_tensor = shard;
+  }
+  m.buffers_bytes = m.rotary_tables_bytes + m.dp_flat_buffer_bytes + m.distributed_optimizer_bytes;
   m.optimizer_workspace_bytes = 2 * largest_tensor * bytes_of(policy.optimizer_dtype);
 
   // The DP buffer is made at the first step and kept (calibrate/tp_comm.hpp), so from the second step on
   // it is resident beside the activations.
-  m.total_bytes = m.weights_bytes + m.gradients_bytes + m.optimizer_bytes + m.rotary_tables_bytes +
-                  m.dp_flat_buffer_bytes + std::max(m.activations_bytes, m.optimizer_workspace_bytes);
+  m.total_bytes = m.weights_bytes + m.gradients_bytes + m.optimizer_bytes + m.buffers_bytes +
+                  std::max(m.activations_bytes, m.optimizer_workspace_bytes);
   return m;
 }
 

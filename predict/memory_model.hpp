@@ -21,6 +21,13 @@
 //    activation is freed, so the two do not coexist. The figure is an upper bound when m <= pp - stage (gradients are then still being
 //    allocated while the activations peak). Not modelled: transient tensors of one operator (e.g. the
 //    logits' gradient), allocator fragmentation, CUDA context, MPI/NCCL internal buffers.
+//  - Techniques (common/training_techniques.hpp): the distributed optimizer keeps AdamW's moments for a
+//    ceil(P/dp) shard only, plus the flat parameters padded to dp shards, the shard and its gradient, and
+//    the padded flat gradient buffer at any dp; selective recompute keeps no attention scores (sdpa: no
+//    log-sum-exp) and recomputes one layer's during the backward; full recompute keeps each layer's input
+//    only (the received input is layer 0's) and recomputes one layer's activations, with its autocast
+//    weight copies, during the backward; overlapped reduction holds what the plain DP buffer holds.
+//    Sequence parallelism and the vocabulary-parallel head are refused (UserError): not modelled yet.
 //  - Every figure is an exact integer number of bytes.
 #pragma once
 
@@ -32,6 +39,7 @@
 #include "common/model_spec.hpp"
 #include "common/parallel_config.hpp"
 #include "common/precision.hpp"
+#include "common/training_techniques.hpp"
 
 namespace itertime::predict {
 
@@ -50,7 +58,8 @@ struct ActivationBreakdown {
   int64_t fixed_bytes = 0;          // the part independent of it
   int64_t per_micro_batch_bytes = 0;  // batch_scaled_bytes + fixed_bytes
   int64_t micro_batches_in_flight = 0;  // min(pp - stage, m)
-  int64_t total_bytes = 0;          // per_micro_batch_bytes * micro_batches_in_flight
+  int64_t recompute_transient_bytes = 0;  // recompute: one layer's (or core's) rerun during the backward
+  int64_t total_bytes = 0;          // per_micro_batch_bytes * micro_batches_in_flight + recompute_transient_bytes
 };
 
 struct MemoryBreakdown {
@@ -60,9 +69,10 @@ struct MemoryBreakdown {
   int64_t gradients_bytes = 0;
   int64_t optimizer_bytes = 0;
   int64_t activations_bytes = 0;
-  int64_t buffers_bytes = 0;              // rotary_tables_bytes + dp_flat_buffer_bytes
+  int64_t buffers_bytes = 0;              // rotary_tables_bytes + dp_flat_buffer_bytes + distributed_optimizer_bytes
   int64_t rotary_tables_bytes = 0;
   int64_t dp_flat_buffer_bytes = 0;
+  int64_t distributed_optimizer_bytes = 0;  // padded flat parameters, the shard and its gradient
   int64_t optimizer_workspace_bytes = 0;  // AdamW step temporaries (sqrt and division of the largest tensor)
   int64_t total_bytes = 0;                // peak, see the invariants above
   ActivationBreakdown activations;
@@ -77,9 +87,11 @@ int64_t stage_local_params(const LlamaSpec& model, const ParallelConfig& config,
 // Throws UserError on an illegal configuration, a stage outside [0, pp), or tied embeddings.
 ActivationBreakdown activation_memory(const LlamaSpec& model, const ParallelConfig& config,
                                       const PrecisionPolicy& policy, int stage,
-                                      AttentionKernel attention = AttentionKernel::kEager);
+                                      AttentionKernel attention = AttentionKernel::kEager,
+                                      const TrainingTechniques& techniques = {});
 MemoryBreakdown memory_per_gpu(const LlamaSpec& model, const ParallelConfig& config, const PrecisionPolicy& policy,
-                               int stage, AttentionKernel attention = AttentionKernel::kEager);
+                               int stage, AttentionKernel attention = AttentionKernel::kEager,
+                               const TrainingTechniques& techniques = {});
 // Every stage, in order; the configuration fits when no stage exceeds the device memory.
 std::vector<MemoryBreakdown> memory_all_stages(const LlamaSpec& model, const ParallelConfig& config,
                                                const PrecisionPolicy& policy,

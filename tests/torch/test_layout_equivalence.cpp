@@ -24,39 +24,31 @@ constexpr int kSteps = 3;
 
 LlamaSpec test_model() { return load_llama_config(std::string(ITERTIME_SOURCE_DIR) + "/data/models/tiny-llama-gqa.json"); }
 
-// Megatron-LM's techniques the trainer can turn on (trainer.hpp).
-struct Techniques {
-  bool distributed_optimizer = false;
-  bool sequence_parallel = false;
-  bool vocab_parallel = false;
-  Recompute recompute = Recompute::kNone;
-  bool overlap_gradient_reduction = false;  // in 64 KiB buckets (about 14 for tiny-llama-gqa's 3.5 MB)
-  std::string name() const {
-    return std::string(distributed_optimizer ? "_distributed_optimizer" : "") + (sequence_parallel ? "_sequence_parallel" : "") +
-           (vocab_parallel ? "_vocab_parallel" : "") +
-           (recompute == Recompute::kSelective ? "_selective_recompute" : recompute == Recompute::kFull ? "_full_recompute" : "") +
-           (overlap_gradient_reduction ? "_overlapped_reduction" : "");
-  }
-};
-constexpr Techniques kDistributedOptimizer{true, false, false};
-constexpr Techniques kSequenceParallel{false, true, false};
-constexpr Techniques kVocabParallel{false, false, true};
+// Megatron-LM's techniques the trainer can turn on (common/training_techniques.hpp); overlapped
+// reduction in 64 KiB buckets (about 14 for tiny-llama-gqa's 3.5 MB of gradients).
+using Techniques = TrainingTechniques;
+constexpr int64_t kTestBucketBytes = 64 << 10;
+constexpr Techniques kDistributedOptimizer{false, false, true};
+constexpr Techniques kSequenceParallel{true, false, false};
+constexpr Techniques kVocabParallel{false, true, false};
 constexpr Techniques kSelectiveRecompute{false, false, false, Recompute::kSelective};
 constexpr Techniques kFullRecompute{false, false, false, Recompute::kFull};
-constexpr Techniques kOverlappedReduction{false, false, false, Recompute::kNone, true};
+constexpr Techniques kOverlappedReduction{false, false, false, Recompute::kNone, true, kTestBucketBytes};
 constexpr Techniques kAllTechniques{true, true, true, Recompute::kFull};
 // Everything that goes with overlapped reduction (not the distributed optimizer yet).
-constexpr Techniques kAllWithOverlap{false, true, true, Recompute::kFull, true};
+constexpr Techniques kAllWithOverlap{true, true, false, Recompute::kFull, true, kTestBucketBytes};
+
+std::string name_of(const Techniques& t) {
+  return std::string(t.distributed_optimizer ? "_distributed_optimizer" : "") + (t.sequence_parallel ? "_sequence_parallel" : "") +
+         (t.vocab_parallel ? "_vocab_parallel" : "") +
+         (t.recompute == Recompute::kSelective ? "_selective_recompute" : t.recompute == Recompute::kFull ? "_full_recompute" : "") +
+         (t.overlap_gradient_reduction ? "_overlapped_reduction" : "");
+}
 
 TrainerOptions options_for(PrecisionName precision, int dp, int tp, int pp,
                            AttentionKernel attention = AttentionKernel::kEager, Techniques techniques = {}) {
   TrainerOptions options;
-  options.distributed_optimizer = techniques.distributed_optimizer;
-  options.sequence_parallel = techniques.sequence_parallel;
-  options.vocab_parallel = techniques.vocab_parallel;
-  options.recompute = techniques.recompute;
-  options.overlap_gradient_reduction = techniques.overlap_gradient_reduction;
-  options.gradient_bucket_bytes = 64 << 10;
+  options.techniques = techniques;
   options.attention = attention;
   // fp16: a loss scale at which no layout's backward overflows, so that every layout takes the same
   // steps. At 65536 the DP layouts (fewer micro-batches per rank, so a larger scale per micro-batch)
@@ -121,7 +113,7 @@ TEST_P(LayoutEquivalence, EveryFactorizationMatchesSingleRank) {
       for (int step = 0; step < kSteps; ++step) {
         EXPECT_NEAR(losses[step], expected[step], c.tolerance)
             << "precision " << to_string(c.precision) << " attention " << to_string(c.attention)
-            << " techniques" << c.techniques.name() << " layout (dp,tp,pp)=(" << dp << "," << tp
+            << " techniques" << name_of(c.techniques) << " layout (dp,tp,pp)=(" << dp << "," << tp
             << "," << pp << ") step " << step;
       }
     }
@@ -170,7 +162,7 @@ INSTANTIATE_TEST_SUITE_P(Precisions, LayoutEquivalence,
                                            Case{PrecisionName::kAmpFp16, 2e-2, AttentionKernel::kEager, kAllTechniques}),
                          [](const ::testing::TestParamInfo<Case>& param_info) {
                            std::string name = to_string(param_info.param.precision) + "_" + to_string(param_info.param.attention) +
-                                              param_info.param.techniques.name();
+                                              name_of(param_info.param.techniques);
                            for (char& ch : name) ch = (ch == '-') ? '_' : ch;
                            return name;
                          });
@@ -208,7 +200,7 @@ TEST(Trainer, TechniquesTrainTheSameParameters) {
       // fp32 summation order: 3e-9 relative at tp 4; without the TP sum of the norms' gradients: 1e-4
       EXPECT_NEAR(trained_sum_of_squares(options_for(PrecisionName::kFp32, dp, tp, 1, AttentionKernel::kEager, techniques)),
                   expected, 1e-6 * expected)
-          << "techniques" << techniques.name() << ", dp " << dp << " tp " << tp;
+          << "techniques" << name_of(techniques) << ", dp " << dp << " tp " << tp;
     }
   }
 }
@@ -227,7 +219,7 @@ TEST(Trainer, OverlappedReductionStartsEveryBucketDuringTheBackward) {
     }
   }
   TrainerOptions refused = options_for(PrecisionName::kFp32, world, 1, 1, AttentionKernel::kEager, kOverlappedReduction);
-  refused.distributed_optimizer = true;
+  refused.techniques.distributed_optimizer = true;
   EXPECT_THROW(check_trainable(refused, world), UserError);
 }
 
