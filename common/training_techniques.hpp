@@ -2,8 +2,7 @@
 // (issue 16), what each does in calibrate/trainer.hpp and docs/method.md.
 // Invariants: torch-free; all off by default (plain TP, PP and DP as before); the trainer runs every
 // combination except overlap with the distributed optimizer; the memory model (predict/memory_model.hpp)
-// knows the distributed optimizer, recompute and overlap; job files, the tracer, the stage builder and
-// the predictor do not know them yet.
+// knows them all; job files, the tracer, the stage builder, the schedule and the predictor do not yet.
 #pragma once
 
 #include <cstdint>

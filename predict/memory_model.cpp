@@ -54,6 +54,15 @@
 //     the micro-batch's forward). The received input of a non-first stage is layer 0's input (no extra
 //     boundary term). The backward reruns one layer of one micro-batch: + that layer's hidden, sharded and
 //     fixed bytes and, under autocast, its weights' C copies, transiently.
+// Sequence parallelism (tp > 1, sl = s/tp): the norms run on [b,sl,h] shards (norm bytes at sl); the
+//   gather into a TP region returns a fresh [b,s,h] A tensor that the linears save as copy_to_tp's clone
+//   was (or cast to C under autocast), so the linears' terms stay at s; the reduce-scatter out saves
+//   nothing. The received input and the stage output are [b,sl,h]; the final norm is at sl, and the
+//   head's input is the gathered [b,s,h]. Transients (the [tp,b,sl,h] collective buffers) are left out.
+// Vocabulary-parallel head (tp > 1, Vl = V/tp): the embedding saves its local ids [b,s] int64 and the
+//   rows' mask [b,s] bool; the parallel cross-entropy saves its [b*s,Vl] fp32 softmax, the local
+//   targets [b*s] int64 and the mask; nothing keeps the token ids themselves (no tokens term). The head's
+//   input is copy_to_tp's clone (or, with SP, the gathered input), as the replicated head's was.
 #include "predict/memory_model.hpp"
 
 #include <algorithm>
@@ -108,22 +117,21 @@ double gib(int64_t bytes) { return static_cast<double>(bytes) / (1024.0 * 1024.0
 
 }  // namespace
 
-int64_t stage_local_params(const LlamaSpec& model, const ParallelConfig& config, int stage) {
+// The vocabulary rows one GPU holds of the embedding and of the LM head.
+int64_t local_vocab(const LocalShapes& x, const ParallelConfig& config, const TrainingTechniques& techniques) {
+  return techniques.vocab_parallel ? x.vocab / config.tp : x.vocab;
+}
+
+int64_t stage_local_params(const LlamaSpec& model, const ParallelConfig& config, int stage,
+                           const TrainingTechniques& techniques) {
   require_legal(model, config, stage);
   const LocalShapes x = local_shapes(model, config);
   const StageLayers layers = stage_layers(static_cast<int>(model.num_layers), config.pp)[static_cast<std::size_t>(stage)];
+  const int64_t vocab = local_vocab(x, config, techniques);
   int64_t params = layers.num_layers * (layer_linear_params(x) + 2 * x.h);
-  if (layers.has_embedding) params += x.vocab * x.h;
-  if (layers.has_head) params += x.h + x.vocab * x.h;
+  if (layers.has_embedding) params += vocab * x.h;
+  if (layers.has_head) params += x.h + vocab * x.h;
   return params;
-}
-
-void require_modelled(const TrainingTechniques& techniques) {
-  if (techniques.sequence_parallel || techniques.vocab_parallel) {
-    throw UserError(std::string("the memory model does not know ") +
-                    (techniques.sequence_parallel ? "sequence parallelism" : "the vocabulary-parallel head") +
-                    " yet (issue 16); leave it out of this estimate");
-  }
 }
 
 ActivationBreakdown activation_memory(const LlamaSpec& model, const ParallelConfig& config,
@@ -132,16 +140,21 @@ ActivationBreakdown activation_memory(const LlamaSpec& model, const ParallelConf
   if (attention == AttentionKernel::kAuto) {
     throw UserError("the memory model needs the attention kernel the job ran (eager or sdpa), not auto");
   }
-  require_modelled(techniques);
+
   require_legal(model, config, stage);
   const LocalShapes x = local_shapes(model, config);
   const StageLayers layers = stage_layers(static_cast<int>(model.num_layers), config.pp)[static_cast<std::size_t>(stage)];
   const int64_t A = bytes_of(policy.activation_dtype);
   const int64_t C = bytes_of(policy.compute_dtype);
   const bool autocast = policy.autocast;
+  const bool sequence_parallel = techniques.sequence_parallel && config.tp > 1;
+  const bool vocab_parallel = techniques.vocab_parallel && config.tp > 1;
+  const int64_t vocab = vocab_parallel ? x.vocab / config.tp : x.vocab;
   const int64_t bsh = x.b * x.s * x.h;
   const int64_t bs = x.b * x.s;
-  const int64_t norm_bytes = (4 + A) * bsh + 4 * bs;
+  const int64_t shard_s = sequence_parallel ? x.s / config.tp : x.s;  // the residual stream's sequence
+  const int64_t shard_bsh = x.b * shard_s * x.h;
+  const int64_t norm_bytes = (4 + A) * shard_bsh + 4 * x.b * shard_s;
 
   ActivationBreakdown a;
   a.num_layers = layers.num_layers;
@@ -151,12 +164,17 @@ ActivationBreakdown activation_memory(const LlamaSpec& model, const ParallelConf
                                : 4 * x.b * x.nh * x.s * x.s + (C != 4 ? C * x.b * x.nh * x.s * x.s : 0);
   a.layer_sharded_bytes = 4 * C * bs * x.hl + a.layer_scores_bytes + 4 * C * bs * x.fl;
   a.layer_fixed_bytes = (fused ? 0 : x.s * x.s) + (policy.compute_dtype != policy.param_dtype ? 4 * x.s * x.hd * C : 0);
-  if (layers.has_embedding || layers.has_head) a.tokens_bytes = 8 * x.b * (x.s + 1);
-  if (layers.has_head) a.head_bytes = norm_bytes + (autocast ? C : A) * bsh + 4 * bs * x.vocab;
-  if (!layers.has_head) a.boundary_bytes += A * bsh;
-  if (!layers.has_embedding && A != 4) a.boundary_bytes += A * bsh;
+  if (vocab_parallel) {
+    if (layers.has_embedding) a.tokens_bytes += 8 * bs + bs;  // local ids, rows' mask
+    if (layers.has_head) a.tokens_bytes += 8 * bs + bs;       // local targets, mask
+  } else if (layers.has_embedding || layers.has_head) {
+    a.tokens_bytes = 8 * x.b * (x.s + 1);
+  }
+  if (layers.has_head) a.head_bytes = norm_bytes + (autocast ? C : A) * bsh + 4 * bs * vocab;
+  if (!layers.has_head) a.boundary_bytes += A * shard_bsh;
+  if (!layers.has_embedding && A != 4) a.boundary_bytes += A * shard_bsh;
   if (autocast) {
-    a.autocast_weight_bytes = C * (layers.num_layers * layer_linear_params(x) + (layers.has_head ? x.vocab * x.h : 0));
+    a.autocast_weight_bytes = C * (layers.num_layers * layer_linear_params(x) + (layers.has_head ? vocab * x.h : 0));
   }
   if (techniques.recompute == Recompute::kSelective) {
     const int64_t mask_bytes = fused ? 0 : x.s * x.s;
@@ -166,11 +184,11 @@ ActivationBreakdown activation_memory(const LlamaSpec& model, const ParallelConf
   } else if (techniques.recompute == Recompute::kFull && layers.num_layers > 0) {
     a.recompute_transient_bytes = a.layer_hidden_bytes + a.layer_sharded_bytes + a.layer_fixed_bytes +
                                   (autocast ? C * layer_linear_params(x) : 0);
-    a.layer_hidden_bytes = A * bsh;  // the layer's input, and nothing else
+    a.layer_hidden_bytes = A * shard_bsh;  // the layer's input, and nothing else
     a.layer_sharded_bytes = 0;
     a.layer_fixed_bytes = 0;
-    if (!layers.has_embedding && A != 4) a.boundary_bytes -= A * bsh;  // the received input is layer 0's
-    if (autocast) a.autocast_weight_bytes = C * (layers.has_head ? x.vocab * x.h : 0);
+    if (!layers.has_embedding && A != 4) a.boundary_bytes -= A * shard_bsh;  // the received input is layer 0's
+    if (autocast) a.autocast_weight_bytes = C * (layers.has_head ? vocab * x.h : 0);
   }
   a.batch_scaled_bytes =
       a.num_layers * (a.layer_hidden_bytes + a.layer_sharded_bytes) + a.tokens_bytes + a.head_bytes + a.boundary_bytes;
@@ -186,7 +204,7 @@ MemoryBreakdown memory_per_gpu(const LlamaSpec& model, const ParallelConfig& con
                                int stage, AttentionKernel attention, const TrainingTechniques& techniques) {
   MemoryBreakdown m;
   m.stage = stage;
-  m.local_params = stage_local_params(model, config, stage);
+  m.local_params = stage_local_params(model, config, stage, techniques);
   m.activations = activation_memory(model, config, policy, stage, attention, techniques);
   const LocalShapes x = local_shapes(model, config);
   const StageLayers layers = stage_layers(static_cast<int>(model.num_layers), config.pp)[static_cast<std::size_t>(stage)];
@@ -200,7 +218,9 @@ MemoryBreakdown memory_per_gpu(const LlamaSpec& model, const ParallelConfig& con
 
   // AdamW: denom = (exp_avg_sq.sqrt() / c).add_(eps) holds two temporaries of the parameter's size.
   int64_t largest_tensor = std::max({x.h * x.hl, x.h * x.kvl, x.h * x.fl, x.h});
-  if (layers.has_embedding || layers.has_head) largest_tensor = std::max(largest_tensor, x.vocab * x.h);
+  if (layers.has_embedding || layers.has_head) {
+    largest_tensor = std::max(largest_tensor, local_vocab(x, config, techniques) * x.h);
+  }
   if (techniques.distributed_optimizer) {
     // calibrate/trainer.cpp make_shard(): AdamW updates one flat shard; the buffers exist at any dp.
     const int64_t shard = (m.local_params + config.dp - 1) / config.dp;

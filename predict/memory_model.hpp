@@ -27,7 +27,12 @@
 //    log-sum-exp) and recomputes one layer's during the backward; full recompute keeps each layer's input
 //    only (the received input is layer 0's) and recomputes one layer's activations, with its autocast
 //    weight copies, during the backward; overlapped reduction holds what the plain DP buffer holds.
-//    Sequence parallelism and the vocabulary-parallel head are refused (UserError): not modelled yet.
+//    With sequence parallelism (tp > 1) the norms, the residual stream between TP regions, the stage
+//    boundary and the final norm hold [b, s/tp, h]; the linears entering a TP region save the gathered
+//    full-sequence input as before. With the vocabulary-parallel head (tp > 1) the embedding and the LM
+//    head hold V/tp rows, the loss keeps its [b*s, V/tp] fp32 softmax instead of [b*s, V]
+//    log-probabilities, and the token ids are replaced by the local ids and masks the embedding and
+//    the loss save (docs/method.md).
 //  - Every figure is an exact integer number of bytes.
 #pragma once
 
@@ -81,8 +86,10 @@ struct MemoryBreakdown {
   std::string to_string() const;  // one line, GiB
 };
 
-// Parameters held by one GPU of stage `stage`.
-int64_t stage_local_params(const LlamaSpec& model, const ParallelConfig& config, int stage);
+// Parameters held by one GPU of stage `stage` (the vocabulary-parallel head divides the embedding and the
+// LM head by tp).
+int64_t stage_local_params(const LlamaSpec& model, const ParallelConfig& config, int stage,
+                           const TrainingTechniques& techniques = {});
 
 // Throws UserError on an illegal configuration, a stage outside [0, pp), or tied embeddings.
 ActivationBreakdown activation_memory(const LlamaSpec& model, const ParallelConfig& config,

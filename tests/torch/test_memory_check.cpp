@@ -88,10 +88,9 @@ TEST(MemoryCheck, MeasuredPeakMatchesTheMemoryModel) {
   }
 }
 
-// The same with the techniques the memory model knows: the distributed optimizer, recompute (selective,
-// full) and overlapped reduction, alone and the first two together.
+// The same with each technique, and with all of them that go together.
 TEST(MemoryCheck, MeasuredPeakMatchesTheMemoryModelWithTechniques) {
-  TrainingTechniques distributed_optimizer, selective, full, overlap, sharded_full;
+  TrainingTechniques distributed_optimizer, selective, full, overlap, sharded_full, sequence, vocabulary, all;
   distributed_optimizer.distributed_optimizer = true;
   selective.recompute = Recompute::kSelective;
   full.recompute = Recompute::kFull;
@@ -99,9 +98,15 @@ TEST(MemoryCheck, MeasuredPeakMatchesTheMemoryModelWithTechniques) {
   overlap.gradient_bucket_bytes = 64 << 10;
   sharded_full = full;
   sharded_full.distributed_optimizer = true;
+  sequence.sequence_parallel = true;
+  vocabulary.vocab_parallel = true;
+  all = sharded_full;
+  all.sequence_parallel = true;
+  all.vocab_parallel = true;
   const std::vector<std::pair<TrainingTechniques, std::string>> techniques = {
       {distributed_optimizer, " distributed-optimizer"}, {selective, " selective-recompute"},
-      {full, " full-recompute"}, {overlap, " overlapped-reduction"}, {sharded_full, " distributed-optimizer+full-recompute"}};
+      {full, " full-recompute"}, {overlap, " overlapped-reduction"}, {sharded_full, " distributed-optimizer+full-recompute"},
+      {sequence, " sequence-parallel"}, {vocabulary, " vocab-parallel"}, {all, " all-four"}};
   for (const auto& [technique, label] : techniques) {
     for (const PrecisionName precision : {PrecisionName::kFp32, PrecisionName::kAmpBf16}) {
       check_every_factorization(tiny_model(), precision, AttentionKernel::kEager, technique, label);
@@ -111,18 +116,6 @@ TEST(MemoryCheck, MeasuredPeakMatchesTheMemoryModelWithTechniques) {
     check_every_factorization(tiny_model(), PrecisionName::kAmpBf16, AttentionKernel::kSdpa, selective, " selective-recompute");
     check_every_factorization(tiny_model(), PrecisionName::kAmpBf16, AttentionKernel::kSdpa, full, " full-recompute");
   }
-}
-
-// Sequence parallelism and the vocabulary-parallel head are not modelled yet: refused, not guessed.
-TEST(MemoryCheck, RefusesTechniquesItDoesNotModel) {
-  const LlamaSpec model = tiny_model();
-  TrainingTechniques sequence_parallel, vocab_parallel;
-  sequence_parallel.sequence_parallel = true;
-  vocab_parallel.vocab_parallel = true;
-  const ParallelConfig config{1, 2, 1, 1, 4, 32};
-  const PrecisionPolicy& policy = precision_policy(PrecisionName::kFp32);
-  EXPECT_THROW(predict::memory_per_gpu(model, config, policy, 0, AttentionKernel::kEager, sequence_parallel), UserError);
-  EXPECT_THROW(predict::memory_per_gpu(model, config, policy, 0, AttentionKernel::kEager, vocab_parallel), UserError);
 }
 
 // The allocator's own totals ride along with each report: on CPU the running total of what LibTorch
