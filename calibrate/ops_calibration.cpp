@@ -82,7 +82,7 @@ StageTrace trace_stage(const LlamaSpec& model, int tp, int pp, int stage_index, 
   const auto token_options = torch::TensorOptions().dtype(torch::kInt64).device(device);
   const torch::DeviceType device_type = backend == Backend::kCuda ? torch::kCUDA : torch::kCPU;
 
-  torch::Tensor gradient_buffer = make_gradient_buffer(parameters);  // the trainer's DP buffer
+  torch::Tensor gradient_buffer = make_flat_buffer(parameters);  // the trainer's DP buffer
   auto one_step = [&](TraceSession* session) {
     auto phase = [&](Phase p) {
       if (session) session->set_phase(p);
@@ -112,9 +112,9 @@ StageTrace trace_stage(const LlamaSpec& model, int tp, int pp, int stage_index, 
     phase(Phase::kDpBuffer);
     {
       torch::NoGradGuard no_grad;
-      flatten_gradients_into(gradient_buffer, parameters);
+      flatten_into(gradient_buffer, parameters, FlatPart::kGradient);
       gradient_buffer.div_(2.0);
-      unflatten_gradients(gradient_buffer, parameters);
+      unflatten_from(gradient_buffer, parameters, FlatPart::kGradient);
     }
     phase(Phase::kOptimizer);
     optimizer.step();

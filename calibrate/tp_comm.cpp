@@ -16,38 +16,42 @@ TpContext* context_of(AutogradContext* ctx) {
   return reinterpret_cast<TpContext*>(static_cast<intptr_t>(ctx->saved_data["tp"].toInt()));
 }
 
-torch::Tensor timed_all_reduce(const torch::Tensor& x, TpContext* context, bool backward) {
-  torch::Tensor out = x.contiguous().clone();
-  const auto start = Clock::now();
-  all_reduce_tensor(*context->comm, out, context->cuda);
-  const double us = std::chrono::duration<double, std::micro>(Clock::now() - start).count();
-  if (context->timer) {
-    (backward ? context->timer->backward_us : context->timer->forward_us) += us;
-    context->timer->calls += 1;
-    context->timer->bytes += static_cast<int64_t>(out.numel() * out.element_size());
-  }
-  return out;
-}
-
-void add_time(TpContext* context, bool backward, double us, const torch::Tensor& moved) {
+// Adds one collective's time (to the forward or backward bucket), call and bytes to the context's timer.
+void add_time(TpContext* context, bool backward, Clock::time_point start, const torch::Tensor& moved) {
   if (!context->timer) return;
+  const double us = std::chrono::duration<double, std::micro>(Clock::now() - start).count();
   (backward ? context->timer->backward_us : context->timer->forward_us) += us;
   context->timer->calls += 1;
   context->timer->bytes += static_cast<int64_t>(moved.numel() * moved.element_size());
 }
 
-// [batch, seq/tp, hidden] shards of every TP rank -> [batch, seq, hidden] (all-gather along the sequence).
-torch::Tensor timed_all_gather_sequence(const torch::Tensor& shard, TpContext* context, bool backward) {
-  const int tp = context->size;
-  const torch::Tensor input = shard.contiguous();
-  torch::Tensor gathered = torch::empty({tp, input.size(0), input.size(1), input.size(2)}, input.options());
+torch::Tensor timed_all_reduce(const torch::Tensor& x, TpContext* context, bool backward) {
+  torch::Tensor out = x.contiguous().clone();
+  const auto start = Clock::now();
+  all_reduce_tensor(*context->comm, out, context->cuda);
+  add_time(context, backward, start, out);
+  return out;
+}
+
+// Every TP rank's `part` stacked: [tp, part's sizes...].
+torch::Tensor timed_all_gather(const torch::Tensor& part, TpContext* context, bool backward) {
+  const torch::Tensor input = part.contiguous();
+  std::vector<int64_t> sizes{context->size};
+  sizes.insert(sizes.end(), input.sizes().begin(), input.sizes().end());
+  torch::Tensor gathered = torch::empty(sizes, input.options());
   const auto start = Clock::now();
   if (context->cuda) torch::cuda::synchronize();
   context->comm->all_gather(input.data_ptr(), gathered.data_ptr(), static_cast<std::size_t>(input.numel()),
                             from_torch(input.scalar_type()));
   context->comm->synchronize();
-  add_time(context, backward, std::chrono::duration<double, std::micro>(Clock::now() - start).count(), gathered);
-  return gathered.transpose(0, 1).reshape({input.size(0), tp * input.size(1), input.size(2)});
+  add_time(context, backward, start, gathered);
+  return gathered;
+}
+
+// [batch, seq/tp, hidden] shards of every TP rank -> [batch, seq, hidden] (all-gather along the sequence).
+torch::Tensor timed_all_gather_sequence(const torch::Tensor& shard, TpContext* context, bool backward) {
+  const torch::Tensor gathered = timed_all_gather(shard, context, backward);  // [tp, batch, seq/tp, hidden]
+  return gathered.transpose(0, 1).reshape({shard.size(0), context->size * shard.size(1), shard.size(2)});
 }
 
 // [batch, seq, hidden] partial sums -> this rank's [batch, seq/tp, hidden] shard of their sum.
@@ -61,68 +65,40 @@ torch::Tensor timed_reduce_scatter_sequence(const torch::Tensor& full, TpContext
   context->comm->reduce_scatter_sum(chunks.data_ptr(), shard.data_ptr(), static_cast<std::size_t>(shard.numel()),
                                     from_torch(shard.scalar_type()));
   context->comm->synchronize();
-  add_time(context, backward, std::chrono::duration<double, std::micro>(Clock::now() - start).count(), chunks);
+  add_time(context, backward, start, chunks);
   return shard;
 }
 
 // This rank's [batch, seq/tp, hidden] shard of a full [batch, seq, hidden] tensor (no communication).
-torch::Tensor own_sequence_shard(const torch::Tensor& full, const TpContext* context) {
+torch::Tensor own_sequence_shard(const torch::Tensor& full, TpContext* context, bool /*backward*/) {
   const int64_t shard = full.size(1) / context->size;
   return full.narrow(1, context->rank * shard, shard).contiguous();
 }
 
-struct GatherFromSp : public torch::autograd::Function<GatherFromSp> {
+torch::Tensor clone_tensor(const torch::Tensor& x, TpContext*, bool) { return x.clone(); }
+torch::Tensor same_tensor(const torch::Tensor& x, TpContext*, bool) { return x; }
+
+// Megatron's TP region functions, each a forward and a backward of one tensor (tp_comm.hpp): the context
+// travels as an address in saved_data (an IValue).
+using RegionStep = torch::Tensor (*)(const torch::Tensor&, TpContext*, bool backward);
+
+template <RegionStep Forward, RegionStep Backward>
+struct TpRegionFunction : public torch::autograd::Function<TpRegionFunction<Forward, Backward>> {
   static torch::Tensor forward(AutogradContext* ctx, const torch::Tensor& x, int64_t context_address) {
     ctx->saved_data["tp"] = context_address;
-    return timed_all_gather_sequence(x, context_of(ctx), false);
+    return Forward(x, context_of(ctx), /*backward=*/false);
   }
   static variable_list backward(AutogradContext* ctx, variable_list grads) {
-    return {timed_reduce_scatter_sequence(grads[0], context_of(ctx), true), torch::Tensor()};
+    return {Backward(grads[0], context_of(ctx), /*backward=*/true), torch::Tensor()};
   }
 };
 
-struct ReduceScatterToSp : public torch::autograd::Function<ReduceScatterToSp> {
-  static torch::Tensor forward(AutogradContext* ctx, const torch::Tensor& x, int64_t context_address) {
-    ctx->saved_data["tp"] = context_address;
-    return timed_reduce_scatter_sequence(x, context_of(ctx), false);
-  }
-  static variable_list backward(AutogradContext* ctx, variable_list grads) {
-    return {timed_all_gather_sequence(grads[0], context_of(ctx), true), torch::Tensor()};
-  }
-};
-
-struct ScatterToSp : public torch::autograd::Function<ScatterToSp> {
-  static torch::Tensor forward(AutogradContext* ctx, const torch::Tensor& x, int64_t context_address) {
-    ctx->saved_data["tp"] = context_address;
-    return own_sequence_shard(x, context_of(ctx));
-  }
-  static variable_list backward(AutogradContext* ctx, variable_list grads) {
-    return {timed_all_gather_sequence(grads[0], context_of(ctx), true), torch::Tensor()};
-  }
-};
-
-struct GatherFromSpReplicated : public torch::autograd::Function<GatherFromSpReplicated> {
-  static torch::Tensor forward(AutogradContext* ctx, const torch::Tensor& x, int64_t context_address) {
-    ctx->saved_data["tp"] = context_address;
-    return timed_all_gather_sequence(x, context_of(ctx), false);
-  }
-  static variable_list backward(AutogradContext* ctx, variable_list grads) {
-    return {own_sequence_shard(grads[0], context_of(ctx)), torch::Tensor()};
-  }
-};
-
-// The all-gathered values of a per-row tensor [rows] from every TP rank: [tp, rows].
-torch::Tensor timed_all_gather_rows(const torch::Tensor& rows, TpContext* context) {
-  const torch::Tensor input = rows.contiguous();
-  torch::Tensor gathered = torch::empty({context->size, input.numel()}, input.options());
-  const auto start = Clock::now();
-  if (context->cuda) torch::cuda::synchronize();
-  context->comm->all_gather(input.data_ptr(), gathered.data_ptr(), static_cast<std::size_t>(input.numel()),
-                            from_torch(input.scalar_type()));
-  context->comm->synchronize();
-  add_time(context, false, std::chrono::duration<double, std::micro>(Clock::now() - start).count(), gathered);
-  return gathered;
-}
+using CopyToTp = TpRegionFunction<clone_tensor, timed_all_reduce>;                                // Megatron's f
+using ReduceFromTp = TpRegionFunction<timed_all_reduce, same_tensor>;                             // g
+using GatherFromSp = TpRegionFunction<timed_all_gather_sequence, timed_reduce_scatter_sequence>;  // SP's g-bar
+using ReduceScatterToSp = TpRegionFunction<timed_reduce_scatter_sequence, timed_all_gather_sequence>;
+using ScatterToSp = TpRegionFunction<own_sequence_shard, timed_all_gather_sequence>;
+using GatherFromSpReplicated = TpRegionFunction<timed_all_gather_sequence, own_sequence_shard>;
 
 struct VocabParallelCrossEntropy : public torch::autograd::Function<VocabParallelCrossEntropy> {
   // logits [rows, local_vocab] fp32, targets [rows] int64.
@@ -131,7 +107,7 @@ struct VocabParallelCrossEntropy : public torch::autograd::Function<VocabParalle
     TpContext* context = reinterpret_cast<TpContext*>(static_cast<intptr_t>(context_address));
     torch::NoGradGuard no_grad;
     const int64_t local_vocab = logits.size(1);
-    const torch::Tensor row_max = std::get<0>(timed_all_gather_rows(std::get<0>(logits.max(1)), context).max(0));
+    const torch::Tensor row_max = std::get<0>(timed_all_gather(std::get<0>(logits.max(1)), context, false).max(0));
     const torch::Tensor shifted = logits - row_max.unsqueeze(1);
     const torch::Tensor exponentials = shifted.exp();
     const torch::Tensor sum_exp = timed_all_reduce(exponentials.sum(1), context, false);
@@ -156,24 +132,6 @@ struct VocabParallelCrossEntropy : public torch::autograd::Function<VocabParalle
 
 int64_t address_of(TpContext* context) { return static_cast<int64_t>(reinterpret_cast<intptr_t>(context)); }
 
-struct CopyToTp : public torch::autograd::Function<CopyToTp> {
-  static torch::Tensor forward(AutogradContext* ctx, const torch::Tensor& x, int64_t context_address) {
-    ctx->saved_data["tp"] = context_address;
-    return x.clone();
-  }
-  static variable_list backward(AutogradContext* ctx, variable_list grads) {
-    return {timed_all_reduce(grads[0], context_of(ctx), /*backward=*/true), torch::Tensor()};
-  }
-};
-
-struct ReduceFromTp : public torch::autograd::Function<ReduceFromTp> {
-  static torch::Tensor forward(AutogradContext* ctx, const torch::Tensor& x, int64_t context_address) {
-    ctx->saved_data["tp"] = context_address;
-    return timed_all_reduce(x, reinterpret_cast<TpContext*>(static_cast<intptr_t>(context_address)), false);
-  }
-  static variable_list backward(AutogradContext*, variable_list grads) { return {grads[0], torch::Tensor()}; }
-};
-
 }  // namespace
 
 void all_reduce_tensor(Communicator& comm, torch::Tensor& tensor, bool cuda) {
@@ -184,37 +142,37 @@ void all_reduce_tensor(Communicator& comm, torch::Tensor& tensor, bool cuda) {
   comm.synchronize();
 }
 
-torch::Tensor make_gradient_buffer(const std::vector<torch::Tensor>& parameters) {
+torch::Tensor make_flat_buffer(const std::vector<torch::Tensor>& parameters) {
   int64_t count = 0;
   for (const auto& p : parameters) count += p.numel();
-  ITERTIME_CHECK(!parameters.empty(), "a gradient buffer for no parameters");
+  ITERTIME_CHECK(!parameters.empty(), "a flat buffer for no parameters");
   return torch::zeros({count}, parameters.front().options().requires_grad(false));
 }
 
-void flatten_gradients_into(torch::Tensor& buffer, const std::vector<torch::Tensor>& parameters) {
+void flatten_into(torch::Tensor& buffer, const std::vector<torch::Tensor>& parameters, FlatPart part) {
   std::vector<torch::Tensor> parts;
   parts.reserve(parameters.size());
-  for (const auto& p : parameters) parts.push_back(p.grad().reshape({-1}));
+  for (const auto& p : parameters) parts.push_back((part == FlatPart::kGradient ? p.grad() : p).reshape({-1}));
   torch::cat_out(buffer, parts, 0);
 }
 
-void unflatten_gradients(const torch::Tensor& flat, std::vector<torch::Tensor>& parameters) {
+void unflatten_from(const torch::Tensor& flat, std::vector<torch::Tensor>& parameters, FlatPart part) {
   int64_t offset = 0;
   for (auto& p : parameters) {
     const int64_t n = p.numel();
-    p.grad().copy_(flat.narrow(0, offset, n).view_as(p));
+    (part == FlatPart::kGradient ? p.grad() : p).copy_(flat.narrow(0, offset, n).view_as(p));
     offset += n;
   }
 }
 
 torch::Tensor copy_to_tp(const torch::Tensor& x, TpContext* context) {
   if (context == nullptr || context->size == 1) return x;
-  return CopyToTp::apply(x, static_cast<int64_t>(reinterpret_cast<intptr_t>(context)));
+  return CopyToTp::apply(x, address_of(context));
 }
 
 torch::Tensor reduce_from_tp(const torch::Tensor& x, TpContext* context) {
   if (context == nullptr || context->size == 1) return x;
-  return ReduceFromTp::apply(x, static_cast<int64_t>(reinterpret_cast<intptr_t>(context)));
+  return ReduceFromTp::apply(x, address_of(context));
 }
 
 torch::Tensor gather_from_sp(const torch::Tensor& x, TpContext* context) {

@@ -64,13 +64,17 @@ torch::Tensor vocab_parallel_cross_entropy(const torch::Tensor& local_logits, co
 torch::Tensor enter_tp_region(const torch::Tensor& x, TpContext* context);
 torch::Tensor leave_tp_region(const torch::Tensor& x, TpContext* context);
 
-// The data-parallel gradient buffer: one flat tensor of the gradients' dtype, allocated once per trainer
-// and reused every step (as Megatron-LM's contiguous gradient buffer), so the all-reduce runs on memory
-// that stays mapped; flatten_gradients_into() fills it (aten::cat.out), unflatten_gradients() copies it
-// back into the gradients.
-torch::Tensor make_gradient_buffer(const std::vector<torch::Tensor>& parameters);
-void flatten_gradients_into(torch::Tensor& buffer, const std::vector<torch::Tensor>& parameters);
-void unflatten_gradients(const torch::Tensor& flat, std::vector<torch::Tensor>& parameters);
+// Flat buffers: every parameter's elements in registration order, in one 1-D tensor of the parameters'
+// dtype (make_flat_buffer: zeros, as many elements as the parameters). The data-parallel gradient buffer
+// is one, allocated once per trainer and reused every step (as Megatron-LM's contiguous gradient buffer),
+// so the all-reduce runs on memory that stays mapped; the distributed optimizer's flat parameters are
+// another. flatten_into() fills a buffer (or a prefix of a padded one) from the parameters' gradients or
+// values (aten::cat.out), unflatten_from() copies it back (narrow, view_as, copy_; values: under
+// NoGradGuard).
+enum class FlatPart { kGradient, kValue };
+torch::Tensor make_flat_buffer(const std::vector<torch::Tensor>& parameters);
+void flatten_into(torch::Tensor& buffer, const std::vector<torch::Tensor>& parameters, FlatPart part);
+void unflatten_from(const torch::Tensor& flat, std::vector<torch::Tensor>& parameters, FlatPart part);
 
 // In-place all-reduce (sum) of a contiguous tensor; the device work before it is complete when it starts.
 void all_reduce_tensor(Communicator& comm, torch::Tensor& tensor, bool cuda);

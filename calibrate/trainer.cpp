@@ -300,11 +300,11 @@ struct Trainer::Impl {
     if (options.config.dp > 1) {
       // Divided before the sum, as Megatron-LM scales gradients by 1/dp before its collective: the sum of
       // dp loss-scaled fp16 gradients would overflow where one rank's does not.
-      if (!gradient_buffer.defined()) gradient_buffer = make_gradient_buffer(parameters);
-      flatten_gradients_into(gradient_buffer, parameters);
+      if (!gradient_buffer.defined()) gradient_buffer = make_flat_buffer(parameters);
+      flatten_into(gradient_buffer, parameters, FlatPart::kGradient);
       gradient_buffer.div_(static_cast<double>(options.config.dp));
       all_reduce_tensor(*dp_comm, gradient_buffer, options.backend == Backend::kCuda);
-      unflatten_gradients(gradient_buffer, parameters);
+      unflatten_from(gradient_buffer, parameters, FlatPart::kGradient);
     }
     phases.dp_comm_us += since_us(start);
   }
@@ -314,16 +314,16 @@ struct Trainer::Impl {
   void all_reduce_norm_gradients() {
     if (!tp_context.sp() || norm_weights.empty()) return;
     const auto start = Clock::now();
-    torch::Tensor flat = make_gradient_buffer(norm_weights);
-    flatten_gradients_into(flat, norm_weights);
+    torch::Tensor flat = make_flat_buffer(norm_weights);
+    flatten_into(flat, norm_weights, FlatPart::kGradient);
     all_reduce_tensor(*tp_comm, flat, options.backend == Backend::kCuda);
-    unflatten_gradients(flat, norm_weights);
+    unflatten_from(flat, norm_weights, FlatPart::kGradient);
     tp_timer.backward_us += since_us(start);
   }
 
   // ---- overlapped gradient reduction (trainer.hpp) ----
   void make_buckets() {
-    gradient_buffer = make_gradient_buffer(parameters);
+    gradient_buffer = make_flat_buffer(parameters);
     int64_t offset = 0;
     for (const auto& p : parameters) {
       flat_offset.push_back(offset);
@@ -374,7 +374,7 @@ struct Trainer::Impl {
     const auto start = Clock::now();
     ITERTIME_CHECK(buckets_started == static_cast<int>(buckets.size()), "a gradient bucket was not complete after the backward");
     dp_comm->finish_started();
-    unflatten_gradients(gradient_buffer, parameters);
+    unflatten_from(gradient_buffer, parameters, FlatPart::kGradient);
     for (GradientBucket& bucket : buckets) bucket.ready = 0;
     phases.dp_comm_us += since_us(start);
   }
@@ -388,10 +388,8 @@ struct Trainer::Impl {
     parameter_buffer = torch::zeros({shard_count * dp}, flat_options);
     {
       torch::NoGradGuard no_grad;
-      std::vector<torch::Tensor> parts;
-      for (const auto& p : parameters) parts.push_back(p.detach().reshape({-1}));
       torch::Tensor head = parameter_buffer.narrow(0, 0, flat_count);
-      torch::cat_out(head, parts, 0);
+      flatten_into(head, parameters, FlatPart::kValue);
     }
     shard = parameter_buffer.narrow(0, groups->coords().dp_idx * shard_count, shard_count).clone().requires_grad_(true);
     shard_gradient = torch::zeros({shard_count}, flat_options);
@@ -401,7 +399,7 @@ struct Trainer::Impl {
   void reduce_scatter_gradients() {
     const auto start = Clock::now();
     torch::Tensor head = gradient_buffer.narrow(0, 0, flat_count);
-    flatten_gradients_into(head, parameters);
+    flatten_into(head, parameters, FlatPart::kGradient);
     gradient_buffer.div_(static_cast<double>(options.config.dp));
     if (options.backend == Backend::kCuda) torch::cuda::synchronize();
     dp_comm->reduce_scatter_sum(gradient_buffer.data_ptr(), shard_gradient.data_ptr(),
@@ -418,11 +416,9 @@ struct Trainer::Impl {
     dp_comm->all_gather(shard.data_ptr(), parameter_buffer.data_ptr(), static_cast<std::size_t>(shard_count),
                         from_torch(shard.scalar_type()));
     dp_comm->synchronize();
-    torch::NoGradGuard no_grad;
-    int64_t offset = 0;
-    for (auto& p : parameters) {
-      p.copy_(parameter_buffer.narrow(0, offset, p.numel()).view_as(p));
-      offset += p.numel();
+    {
+      torch::NoGradGuard no_grad;
+      unflatten_from(parameter_buffer, parameters, FlatPart::kValue);
     }
     sync_device();
     return since_us(start);

@@ -140,7 +140,6 @@ ActivationBreakdown activation_memory(const LlamaSpec& model, const ParallelConf
   if (attention == AttentionKernel::kAuto) {
     throw UserError("the memory model needs the attention kernel the job ran (eager or sdpa), not auto");
   }
-
   require_legal(model, config, stage);
   const LocalShapes x = local_shapes(model, config);
   const StageLayers layers = stage_layers(static_cast<int>(model.num_layers), config.pp)[static_cast<std::size_t>(stage)];
@@ -149,7 +148,7 @@ ActivationBreakdown activation_memory(const LlamaSpec& model, const ParallelConf
   const bool autocast = policy.autocast;
   const bool sequence_parallel = techniques.sequence_parallel && config.tp > 1;
   const bool vocab_parallel = techniques.vocab_parallel && config.tp > 1;
-  const int64_t vocab = vocab_parallel ? x.vocab / config.tp : x.vocab;
+  const int64_t vocab = local_vocab(x, config, techniques);
   const int64_t bsh = x.b * x.s * x.h;
   const int64_t bs = x.b * x.s;
   const int64_t shard_s = sequence_parallel ? x.s / config.tp : x.s;  // the residual stream's sequence
