@@ -1,8 +1,8 @@
 // comm_bench.cpp: calibrate comm: the measurement loop over the sweep, one /comm row per point (comm_bench.hpp).
 // Invariants: a latency sample is the max over all world ranks of one barrier-separated call; a pipelined
 // sample is the mean over all world ranks of each rank's average over pipelined_calls_per_sample(bytes)
-// back-to-back calls (timing_loop.hpp), as osu_allreduce averages per-rank averages over ranks; pipelined points
-// of a block share one page-aligned buffer pair, latency points get exact-size buffers of their own (point_buffers.hpp).
+// back-to-back calls (timing_loop.hpp), as osu_allreduce averages per-rank averages over ranks; the points
+// of a block share one page-aligned buffer pair, in both timing modes (point_buffers.hpp).
 #include "commbench/comm_bench.hpp"
 
 #include <mpi.h>
@@ -64,7 +64,7 @@ Measurement measure_point(Communicator& comm, BlockBuffers& buffers, const Point
   const int rank = comm.rank();
   std::vector<uint8_t> send_host, recv_host;
   fill_buffers(point.collective, point.dtype, rank, n, point.count, send_host, recv_host);
-  // Pipelined: views of the block's shared page-aligned pair; latency: a fresh exact-size pair (point_buffers.hpp).
+  // Views of the block's shared page-aligned pair (point_buffers.hpp).
   PointBuffers point_buffers = buffers.for_point(point);
   CommBuffer* send = point_buffers.send.get();
   CommBuffer* recv = point_buffers.recv.get();
@@ -372,7 +372,7 @@ void measure_block(SweepRun& run, std::size_t begin, std::size_t end) {
   }
   std::vector<PointSpec> todo_points;
   for (std::size_t index : todo) todo_points.push_back(run.points[index]);
-  BlockBuffers buffers(run.options.sweep.mode, todo_points, [&](std::size_t bytes) { return comm->allocate(bytes); });
+  BlockBuffers buffers(todo_points, [&](std::size_t bytes) { return comm->allocate(bytes); });
   for (std::size_t next = 0; next < todo.size();) next = measure_stretch(run, *comm, buffers, span, todo, next);
 }
 

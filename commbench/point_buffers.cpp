@@ -1,4 +1,4 @@
-// point_buffers.cpp: the buffers of the points of a block, shared and page-aligned in pipelined mode (point_buffers.hpp).
+// point_buffers.cpp: the buffers of the points of a block, shared and page-aligned (point_buffers.hpp).
 #include "commbench/point_buffers.hpp"
 
 #include <algorithm>
@@ -39,9 +39,8 @@ BufferView::BufferView(CommBuffer& base, std::size_t offset, std::size_t bytes)
 
 void* BufferView::data() { return static_cast<unsigned char*>(base_->data()) + offset_; }
 
-BlockBuffers::BlockBuffers(TimingMode mode, const std::vector<PointSpec>& points, AllocateBuffer allocate)
-    : mode_(mode), allocate_(std::move(allocate)) {
-  if (mode_ != TimingMode::kPipelined || points.empty()) return;
+BlockBuffers::BlockBuffers(const std::vector<PointSpec>& points, AllocateBuffer allocate) : allocate_(std::move(allocate)) {
+  if (points.empty()) return;
   capacity_ = largest_buffer_bytes(points);
   shared_send_ = allocate_(capacity_.send + kBufferAlignment - 1);
   shared_recv_ = allocate_(capacity_.recv + kBufferAlignment - 1);
@@ -53,12 +52,6 @@ BlockBuffers::BlockBuffers(TimingMode mode, const std::vector<PointSpec>& points
 PointBuffers BlockBuffers::for_point(const PointSpec& point) {
   const BufferBytes bytes = point_buffer_bytes(point);
   PointBuffers buffers;
-  if (mode_ != TimingMode::kPipelined) {
-    buffers.send = allocate_(bytes.send);
-    buffers.recv = allocate_(bytes.recv);
-    ITERTIME_CHECK(buffers.send && buffers.recv, "the communicator allocated no buffer");
-    return buffers;
-  }
   ITERTIME_CHECK(shared_send_ && bytes.send <= capacity_.send && bytes.recv <= capacity_.recv,
                  "point " + point.key() + " is larger than the buffers of its block");
   buffers.send = std::make_unique<BufferView>(*shared_send_, send_offset_, bytes.send);

@@ -3,7 +3,7 @@
 //  - point_buffer_bytes(point) is what the point's calls touch: send_elements/recv_elements (comm_collectives.hpp)
 //    times the element size, the send buffer at least one element (broadcast sends from its receive buffer).
 //  - largest_buffer_bytes(points) maximises send and receive separately over the points (both 0 for none).
-//  - BlockBuffers, pipelined mode: one send and one receive buffer for all the points of a block (one
+//  - BlockBuffers, in both timing modes: one send and one receive buffer for all the points of a block (one
 //    communicator), allocated in the constructor and only there (two allocate calls), sized for the block's
 //    largest point plus kBufferAlignment - 1 bytes, so that both views start on a kBufferAlignment (page)
 //    boundary whatever address the communicator returned; every point gets views of its exact bytes at those
@@ -11,9 +11,8 @@
 //    buffer never sits a few bytes after the send buffer modulo a page, as two consecutive exact-size heap
 //    allocations do (malloc's 16-byte header: 1.2-1.3x the time of an all-reduce of 16-256 KiB over Open MPI
 //    shared memory, docs/comm.md). This is what osu_allreduce (one page-aligned pair for every size) and
-//    nccl-tests (one pair for the largest size) do.
-//  - BlockBuffers, latency mode: allocates nothing up front; every point gets a fresh exact-size pair that
-//    the returned PointBuffers owns (the send buffer allocated first), as the latency mode always had.
+//    nccl-tests (one pair for the largest size) do. Latency mode had fresh exact-size pairs until issue 14
+//    showed that they charged the trainer's TP all-reduces (in place, one buffer) for that penalty.
 //  - Views never own memory: they are valid while the BlockBuffers that made them lives.
 #pragma once
 
@@ -66,15 +65,14 @@ struct PointBuffers {
 class BlockBuffers {
  public:
   // `points`: those of the block that will be measured (the shared pair is sized for the largest of them).
-  BlockBuffers(TimingMode mode, const std::vector<PointSpec>& points, AllocateBuffer allocate);
+  BlockBuffers(const std::vector<PointSpec>& points, AllocateBuffer allocate);
   BlockBuffers(const BlockBuffers&) = delete;
   BlockBuffers& operator=(const BlockBuffers&) = delete;
 
-  // Pipelined: views of the shared pair; a point larger than the pair is an InternalError. Latency: a fresh pair.
+  // Views of the shared pair; a point larger than the pair is an InternalError.
   PointBuffers for_point(const PointSpec& point);
 
  private:
-  TimingMode mode_;
   AllocateBuffer allocate_;
   BufferBytes capacity_;  // usable (aligned) bytes of the shared pair
   std::unique_ptr<CommBuffer> shared_send_;
