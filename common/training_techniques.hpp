@@ -1,11 +1,19 @@
 // training_techniques.hpp: the options of Megatron-LM's training techniques that change what a step runs
-// (issue 16), what each does in calibrate/trainer.hpp and docs/method.md.
-// Invariants: torch-free; all off by default (plain TP, PP and DP as before); the trainer runs every
-// combination except overlap with the distributed optimizer; the memory model (predict/memory_model.hpp)
-// knows them all; job files, the tracer, the stage builder, the schedule and the predictor do not yet.
+// (issue 16), what each does in calibrate/trainer.hpp and docs/method.md, and their one text form.
+// Invariants:
+//  - Torch-free; all off by default (plain TP, PP and DP as before); the trainer runs every combination
+//    except overlap with the distributed optimizer; the memory model (predict/memory_model.hpp) knows them
+//    all.
+//  - recipe_text() is the canonical text of a set of techniques, the one job keys, stage keys, HDF5 rows
+//    and reports use: "" when every technique is off, else the tokens of the techniques that are on, in
+//    this fixed order, joined by '+': sp, vp, dopt, rc-sel | rc-full, ovl (ovl-<size> when the bucket is
+//    not the default 25M; sizes as K/M/G multiples of 1024 when exact, else bytes).
+//  - parse_recipe_text(recipe_text(t)) == t for every t; any other text is a UserError naming it.
 #pragma once
 
 #include <cstdint>
+#include <string>
+#include <string_view>
 
 namespace itertime {
 
@@ -14,13 +22,33 @@ namespace itertime {
 // only each decoder layer's input and recomputes the whole layer, its TP communication included.
 enum class Recompute { kNone, kSelective, kFull };
 
+inline constexpr int64_t kDefaultGradientBucketBytes = int64_t{25} << 20;
+
 struct TrainingTechniques {
   bool sequence_parallel = false;      // Megatron SP: sequence shards outside the TP regions
   bool vocab_parallel = false;         // vocabulary-parallel embedding, LM head and cross-entropy
   bool distributed_optimizer = false;  // ZeRO-1: optimizer state and update sharded over DP
   Recompute recompute = Recompute::kNone;
   bool overlap_gradient_reduction = false;  // DP all-reduce in buckets started during the backward
-  int64_t gradient_bucket_bytes = int64_t{25} << 20;
+  int64_t gradient_bucket_bytes = kDefaultGradientBucketBytes;
+
+  bool any() const {
+    return sequence_parallel || vocab_parallel || distributed_optimizer || recompute != Recompute::kNone ||
+           overlap_gradient_reduction;
+  }
+  // Equal when they run the same step (the bucket size only matters with overlap).
+  bool operator==(const TrainingTechniques& other) const;
+  bool operator!=(const TrainingTechniques& other) const { return !(*this == other); }
 };
+
+// "none" | "selective" | "full", and back (UserError naming the text otherwise).
+std::string to_string(Recompute recompute);
+Recompute parse_recompute(std::string_view text);
+
+// The canonical text above ("" for plain training) and its inverse.
+std::string recipe_text(const TrainingTechniques& techniques);
+TrainingTechniques parse_recipe_text(std::string_view text);
+// For people: recipe_text(), or "plain" when every technique is off.
+std::string recipe_label(const TrainingTechniques& techniques);
 
 }  // namespace itertime

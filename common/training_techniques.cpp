@@ -1,0 +1,137 @@
+// training_techniques.cpp: the text forms of TrainingTechniques (see the header's invariants).
+#include "common/training_techniques.hpp"
+
+#include <vector>
+
+#include "common/errors.hpp"
+
+namespace itertime {
+namespace {
+
+std::string size_text(int64_t bytes) {
+  const char* suffixes = "KMG";
+  for (int i = 2; i >= 0; --i) {
+    const int64_t unit = int64_t{1} << (10 * (i + 1));
+    if (bytes >= unit && bytes % unit == 0) return std::to_string(bytes / unit) + suffixes[i];
+  }
+  return std::to_string(bytes);
+}
+
+// A positive integer with an optional K, M or G suffix; -1 when the text is not one.
+int64_t parse_size(std::string_view text) {
+  if (text.empty()) return -1;
+  int shift = 0;
+  const char last = text.back();
+  if (last == 'K' || last == 'M' || last == 'G') {
+    shift = last == 'K' ? 10 : last == 'M' ? 20 : 30;
+    text.remove_suffix(1);
+  }
+  if (text.empty() || text.size() > 9) return -1;  // at most 999999999G: no overflow
+  int64_t value = 0;
+  for (char c : text) {
+    if (c < '0' || c > '9') return -1;
+    value = value * 10 + (c - '0');
+  }
+  if (value < 1) return -1;
+  return value << shift;
+}
+
+std::vector<std::string_view> split_tokens(std::string_view text) {
+  std::vector<std::string_view> tokens;
+  std::size_t start = 0;
+  while (start <= text.size()) {
+    const std::size_t end = text.find('+', start);
+    tokens.push_back(text.substr(start, end == std::string_view::npos ? std::string_view::npos : end - start));
+    if (end == std::string_view::npos) break;
+    start = end + 1;
+  }
+  return tokens;
+}
+
+[[noreturn]] void refuse(std::string_view text, const std::string& why) {
+  throw UserError("training recipe '" + std::string(text) + "': " + why +
+                  " (give tokens sp, vp, dopt, rc-sel or rc-full, ovl or ovl-<size>, joined by '+' in that order)");
+}
+
+}  // namespace
+
+bool TrainingTechniques::operator==(const TrainingTechniques& other) const {
+  return sequence_parallel == other.sequence_parallel && vocab_parallel == other.vocab_parallel &&
+         distributed_optimizer == other.distributed_optimizer && recompute == other.recompute &&
+         overlap_gradient_reduction == other.overlap_gradient_reduction &&
+         (!overlap_gradient_reduction || gradient_bucket_bytes == other.gradient_bucket_bytes);
+}
+
+std::string to_string(Recompute recompute) {
+  switch (recompute) {
+    case Recompute::kNone: return "none";
+    case Recompute::kSelective: return "selective";
+    case Recompute::kFull: return "full";
+  }
+  return "none";
+}
+
+Recompute parse_recompute(std::string_view text) {
+  if (text == "none") return Recompute::kNone;
+  if (text == "selective") return Recompute::kSelective;
+  if (text == "full") return Recompute::kFull;
+  throw UserError("recompute '" + std::string(text) + "': give none, selective or full");
+}
+
+std::string recipe_text(const TrainingTechniques& t) {
+  std::vector<std::string> tokens;
+  if (t.sequence_parallel) tokens.push_back("sp");
+  if (t.vocab_parallel) tokens.push_back("vp");
+  if (t.distributed_optimizer) tokens.push_back("dopt");
+  if (t.recompute == Recompute::kSelective) tokens.push_back("rc-sel");
+  if (t.recompute == Recompute::kFull) tokens.push_back("rc-full");
+  if (t.overlap_gradient_reduction) {
+    tokens.push_back(t.gradient_bucket_bytes == kDefaultGradientBucketBytes ? std::string("ovl")
+                                                                            : "ovl-" + size_text(t.gradient_bucket_bytes));
+  }
+  std::string out;
+  for (std::size_t i = 0; i < tokens.size(); ++i) out += (i ? "+" : "") + tokens[i];
+  return out;
+}
+
+TrainingTechniques parse_recipe_text(std::string_view text) {
+  TrainingTechniques t;
+  if (text.empty()) return t;
+  int last_order = -1;
+  for (std::string_view token : split_tokens(text)) {
+    int order = -1;
+    if (token == "sp") {
+      order = 0;
+      t.sequence_parallel = true;
+    } else if (token == "vp") {
+      order = 1;
+      t.vocab_parallel = true;
+    } else if (token == "dopt") {
+      order = 2;
+      t.distributed_optimizer = true;
+    } else if (token == "rc-sel" || token == "rc-full") {
+      order = 3;
+      t.recompute = token == "rc-sel" ? Recompute::kSelective : Recompute::kFull;
+    } else if (token == "ovl" || token.substr(0, 4) == "ovl-") {
+      order = 4;
+      t.overlap_gradient_reduction = true;
+      if (token.size() > 3) {
+        t.gradient_bucket_bytes = parse_size(token.substr(4));
+        if (t.gradient_bucket_bytes < 1) refuse(text, "'" + std::string(token) + "' is not a bucket size such as ovl-4M");
+      }
+    } else {
+      refuse(text, "unknown token '" + std::string(token) + "'");
+    }
+    if (order <= last_order) refuse(text, "'" + std::string(token) + "' repeated or out of order");
+    last_order = order;
+  }
+  if (recipe_text(t) != text) refuse(text, "not in canonical form (write it as '" + recipe_text(t) + "')");
+  return t;
+}
+
+std::string recipe_label(const TrainingTechniques& techniques) {
+  const std::string text = recipe_text(techniques);
+  return text.empty() ? "plain" : text;
+}
+
+}  // namespace itertime

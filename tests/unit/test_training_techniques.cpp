@@ -1,0 +1,88 @@
+// Tests of common/training_techniques: the canonical recipe text and its parser.
+#include "common/training_techniques.hpp"
+
+#include <gtest/gtest.h>
+
+#include "common/errors.hpp"
+
+namespace itertime {
+namespace {
+
+TrainingTechniques all_on() {
+  TrainingTechniques t;
+  t.sequence_parallel = true;
+  t.vocab_parallel = true;
+  t.distributed_optimizer = true;
+  t.recompute = Recompute::kFull;
+  t.overlap_gradient_reduction = true;
+  return t;
+}
+
+TEST(RecipeText, PlainIsEmptyAndLabelledPlain) {
+  EXPECT_EQ(recipe_text({}), "");
+  EXPECT_EQ(recipe_label({}), "plain");
+  EXPECT_FALSE(TrainingTechniques{}.any());
+  EXPECT_EQ(parse_recipe_text(""), TrainingTechniques{});
+}
+
+TEST(RecipeText, TokensComeInTheFixedOrder) {
+  EXPECT_EQ(recipe_text(all_on()), "sp+vp+dopt+rc-full+ovl");
+  TrainingTechniques t;
+  t.recompute = Recompute::kSelective;
+  t.overlap_gradient_reduction = true;
+  t.gradient_bucket_bytes = int64_t{4} << 20;
+  EXPECT_EQ(recipe_text(t), "rc-sel+ovl-4M");
+  t.gradient_bucket_bytes = 1000;
+  EXPECT_EQ(recipe_text(t), "rc-sel+ovl-1000");
+  t.gradient_bucket_bytes = int64_t{3} << 30;
+  EXPECT_EQ(recipe_text(t), "rc-sel+ovl-3G");
+  EXPECT_TRUE(t.any());
+}
+
+TEST(RecipeText, ParsesWhatItWrites) {
+  std::vector<TrainingTechniques> cases{{}, all_on()};
+  for (int mask = 1; mask < 32; ++mask) {
+    TrainingTechniques t;
+    t.sequence_parallel = mask & 1;
+    t.vocab_parallel = mask & 2;
+    t.distributed_optimizer = mask & 4;
+    t.recompute = (mask & 8) ? Recompute::kSelective : Recompute::kNone;
+    t.overlap_gradient_reduction = mask & 16;
+    if (mask & 16) t.gradient_bucket_bytes = 64 << 10;
+    cases.push_back(t);
+  }
+  for (const TrainingTechniques& t : cases) {
+    const TrainingTechniques back = parse_recipe_text(recipe_text(t));
+    EXPECT_EQ(back, t) << recipe_text(t);
+    EXPECT_EQ(back.gradient_bucket_bytes, t.gradient_bucket_bytes) << recipe_text(t);
+  }
+}
+
+TEST(RecipeText, BucketSizeOnlyMattersWithOverlap) {
+  TrainingTechniques a, b;
+  b.gradient_bucket_bytes = 1 << 20;
+  EXPECT_EQ(a, b);
+  a.overlap_gradient_reduction = b.overlap_gradient_reduction = true;
+  EXPECT_NE(a, b);
+}
+
+TEST(RecipeText, RefusesWhatIsNotCanonical) {
+  for (const char* bad : {"zero", "sp+sp", "vp+sp", "rc-sel+rc-full", "ovl-0", "ovl-", "ovl-4X", "ovl-25M",
+                          "ovl-9999999999G", "sp+", "+sp", "SP", "sp + vp", "ovl-00004M"}) {
+    EXPECT_THROW(parse_recipe_text(bad), UserError) << bad;
+  }
+  try {
+    parse_recipe_text("vp+sp");
+    FAIL();
+  } catch (const UserError& e) {
+    EXPECT_NE(std::string(e.what()).find("'vp+sp'"), std::string::npos) << e.what();
+  }
+}
+
+TEST(Recompute, NamesRoundTrip) {
+  for (Recompute r : {Recompute::kNone, Recompute::kSelective, Recompute::kFull}) EXPECT_EQ(parse_recompute(to_string(r)), r);
+  EXPECT_THROW(parse_recompute("partial"), UserError);
+}
+
+}  // namespace
+}  // namespace itertime
