@@ -64,6 +64,7 @@ GroundTruthRow base_row(const Job& job, const JobConfig& config) {
   row.seq_len = p.seq_len;
   row.num_micro_batches = (p.dp * p.micro_batch) > 0 ? p.global_batch / (p.dp * p.micro_batch) : 0;
   h5::set_string(row.precision, to_string(config.precision));
+  h5::set_string(row.recipe, recipe_text(config.techniques));
   h5::set_string(row.backend, to_string(job.backend));
   row.warmup_iters = job.warmup_iters;
   row.timed_iters = job.timed_iters;
@@ -84,6 +85,7 @@ TrainerOptions trainer_options_for(const Job& job, const JobConfig& config) {
   options.backend = job.backend;
   options.seed = job.seed;
   options.compute_threads = job.compute_threads;
+  options.techniques = config.techniques;
   return options;
 }
 
@@ -115,6 +117,7 @@ struct GroundTruthRun {
   ResumePlan plan;
   std::string in_flight;  // rank 0: the configuration the previous run died measuring ("" if none)
   GroundTruthSummary summary;
+  int key_width = 34;  // of the key column in the printed tables: the job's longest key (recipes make them long)
 };
 
 void print_start(const GroundTruthRun& run, std::size_t measuring) {
@@ -132,7 +135,7 @@ void print_start(const GroundTruthRun& run, std::size_t measuring) {
     std::printf("# %zu configurations already in %s (resuming)\n", run.summary.configs_present,
                 run.options.output_path.c_str());
   }
-  std::printf("#\n# %-5s %-7s %-34s %14s %9s %9s  %s\n", "round", "config", "key", "time_us(med)", "load", "steal",
+  std::printf("#\n# %-5s %-7s %-*s %14s %9s %9s  %s\n", "round", "config", run.key_width, "key", "time_us(med)", "load", "steal",
               "verdict so far");
   std::fflush(stdout);
 }
@@ -332,7 +335,7 @@ void measure_round(GroundTruthRun& run, const JobConfig& config, ConfigProgress&
   const std::size_t total = run.options.job.configs.size();
   if (!progress.oom.empty()) {
     progress.assessment.wants_another_round = false;
-    std::printf("  %5d %3zu/%-3zu %-34s %14s %9s %9s  %s\n", round, progress.index + 1, total, progress.key.c_str(), "-",
+    std::printf("  %5d %3zu/%-3zu %-*s %14s %9s %9s  %s\n", round, progress.index + 1, total, run.key_width, progress.key.c_str(), "-",
                 "-", "-", progress.oom.c_str());
     std::fflush(stdout);
     return;
@@ -340,8 +343,8 @@ void measure_round(GroundTruthRun& run, const JobConfig& config, ConfigProgress&
   progress.assessment = assess_rounds(progress.rounds, run.options.job.rounds);
   const RoundMeasurement& last = progress.rounds.back();
   const RoundsAssessment& a = progress.assessment;
-  std::printf("  %5d %3zu/%-3zu %-34s %14.0f %9.2f %9.2f  %s, %d of %zu counted\n", round, progress.index + 1, total,
-              progress.key.c_str(), last.time_us_median, last.outside_load_cores, last.steal_cores,
+  std::printf("  %5d %3zu/%-3zu %-*s %14.0f %9.2f %9.2f  %s, %d of %zu counted\n", round, progress.index + 1, total,
+              run.key_width, progress.key.c_str(), last.time_us_median, last.outside_load_cores, last.steal_cores,
               to_string(a.verdicts.back()).c_str(), a.counted, a.verdicts.size());
   std::fflush(stdout);
 }
@@ -421,13 +424,14 @@ void record_and_print(GroundTruthRun& run, const ConfigProgress& progress) {
   if (status == "ok") {
     ++run.summary.configs_ok;
     if (!progress.assessment.disturbance.empty()) ++run.summary.configs_disturbed;
-    std::printf("  %3zu/%-3zu %-34s %-9s %6d %14.0f %7.3f %9s %10.0f %10.4f  %s\n", progress.index + 1, total,
-                progress.key.c_str(), status.c_str(), needed, row.time_us_median, row.time_cv,
+    std::printf("  %3zu/%-3zu %-*s %-9s %6d %14.0f %7.3f %9s %10.0f %10.4f  %s\n", progress.index + 1, total,
+                run.key_width, progress.key.c_str(), status.c_str(), needed, row.time_us_median, row.time_cv,
                 (std::to_string(row.rounds_counted) + "/" + std::to_string(row.rounds_run)).c_str(), row.tokens_per_s,
                 row.loss_last, progress.assessment.disturbance.empty() ? "" : ("disturbed: " + progress.assessment.disturbance).c_str());
   } else {
     (status == "oom" ? run.summary.configs_oom : status == "failed" ? run.summary.configs_failed : run.summary.configs_skipped) += 1;
-    std::printf("  %3zu/%-3zu %-34s %-9s %6d %14s %7s %9s %10s %10s  %s\n", progress.index + 1, total, progress.key.c_str(),
+    std::printf("  %3zu/%-3zu %-*s %-9s %6d %14s %7s %9s %10s %10s  %s\n", progress.index + 1, total, run.key_width,
+                progress.key.c_str(),
                 status.c_str(), needed, "-", "-", "-", "-", "-", h5::get_string(row.reason).c_str());
   }
   std::fflush(stdout);
@@ -459,8 +463,8 @@ void measure_in_rounds(GroundTruthRun& run, const std::vector<ConfigProgress*>& 
   }
 }
 
-void print_table_header() {
-  std::printf("#\n# %-7s %-34s %-9s %6s %14s %7s %9s %10s %10s  %s\n", "config", "key", "status", "ranks",
+void print_table_header(const GroundTruthRun& run) {
+  std::printf("#\n# %-7s %-*s %-9s %6s %14s %7s %9s %10s %10s  %s\n", "config", run.key_width, "key", "status", "ranks",
               "time_us", "cv", "rounds", "tokens/s", "loss", "reason");
 }
 
@@ -474,7 +478,17 @@ GroundTruthSummary calibrate_groundtruth(const GroundTruthOptions& options) {
   MPI_Comm_size(MPI_COMM_WORLD, &run.world_size);
 
   std::vector<std::string> config_keys;
-  for (const JobConfig& config : job.configs) config_keys.push_back(config.key(job.model.name));
+  for (const JobConfig& config : job.configs) {
+    config_keys.push_back(config.key(job.model.name));
+    const std::string& key = config_keys.back();
+    // A key the row's column would cut could not be found again by --resume (every rank sees the same).
+    if (key.size() >= sizeof(GroundTruthRow::key)) {
+      throw CollectiveUserError(job.path + ": configuration key " + key + " has " + std::to_string(key.size()) +
+                                " characters; /groundtruth/configs keeps " + std::to_string(sizeof(GroundTruthRow::key) - 1) +
+                                ": give the model a shorter name");
+    }
+    run.key_width = std::max(run.key_width, static_cast<int>(key.size()));
+  }
   run.plan = open_resume_plan(StoreTarget{options.output_path, options.force, options.resume, options.provenance},
                               config_keys, existing_groundtruth_keys, [&](h5::Store& store) {
                                 const auto meta = store.meta();
@@ -502,7 +516,7 @@ GroundTruthSummary calibrate_groundtruth(const GroundTruthOptions& options) {
   if (run.world_rank == 0) print_start(run, measuring.size());
   measure_in_rounds(run, measuring);
   if (run.world_rank == 0 && !progress.empty()) {
-    print_table_header();
+    print_table_header(run);
     for (const ConfigProgress& p : progress) record_and_print(run, p);
     run.plan.store->set_meta(kInFlightAttribute, std::string());  // a failed one is now recorded
   }

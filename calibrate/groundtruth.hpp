@@ -11,8 +11,11 @@
 //    rounds, up to the job's limit, and is flagged when it stays disturbed.
 //  - Rows are written once every round is done (rank 0 only); a run stopped before that leaves no
 //    row of the configurations it was measuring, and --resume measures them again from round 0.
-//  - A configuration that cannot run (illegal layout for the model, a policy the backend cannot run,
-//    more ranks than the job has) is recorded as skipped with its reason, and the job goes on.
+//  - Every configuration trains with its job techniques (JobConfig::techniques; its row's `recipe` is
+//    their recipe_text). A configuration that cannot run (illegal layout for the model, a policy the
+//    backend cannot run, more ranks than the job has, techniques the trainer cannot combine with it:
+//    all decided by the trainer's check_trainable) is recorded as skipped with its reason, and the job
+//    goes on.
 //  - A configuration that kills the job (out of memory, a crash) is recorded as failed by the next
 //    --resume, which finds it marked in flight in /meta, and the job goes on after it.
 #pragma once

@@ -112,6 +112,7 @@ GroundTruthRecord to_record(const GroundTruthRow& row) {
                                  static_cast<int>(row.pp),          static_cast<int>(row.micro_batch),
                                  static_cast<int>(row.global_batch), static_cast<int>(row.seq_len)};
   record.precision = parse_precision(h5::get_string(row.precision)).name;
+  record.techniques = parse_recipe_text(h5::get_string(row.recipe));
   record.status = parse_run_status(h5::get_string(row.status));
   record.reason = h5::get_string(row.reason);
   record.num_micro_batches = row.num_micro_batches;
@@ -132,8 +133,7 @@ std::vector<GroundTruthRecord> to_records(const std::vector<GroundTruthRow>& row
 }
 
 std::vector<GroundTruthRecord> read_groundtruth_records(h5::Store& store) {
-  if (!store.exists(kGroundTruthTable)) return {};
-  return to_records(store.table<GroundTruthRow>(kGroundTruthTable).read_all());
+  return to_records(read_groundtruth_rows(store));
 }
 
 }  // namespace itertime::store

@@ -1,9 +1,11 @@
 // calibration_records.hpp: the rows of a calibration file (/comm, /ops, /groundtruth) read once, at the
 // store boundary, into typed records: names become enums (Collective, GroupLayout, TimingMode, DType,
-// PrecisionName, Phase, CommKind, RunStatus), a ground-truth layout a ParallelConfig. Everything past
-// this file works on records and never goes back to the rows' text fields.
+// PrecisionName, Phase, CommKind, RunStatus), a ground-truth layout a ParallelConfig, its recipe
+// TrainingTechniques (parse_recipe_text). Everything past this file works on records and never goes
+// back to the rows' text fields.
 // Invariants:
 //  - Reading never writes; an absent table reads as no records.
+//  - Ground truth of a schema-4 file (no recipe column) reads as plain techniques.
 //  - Any name a field does not admit is a UserError naming the text (the parse functions of
 //    common/dtype, precision, collective and phase), so a damaged file fails where it is read.
 //  - A stage record carries its own sequence and comm rows (the stage row's offsets resolved here).
@@ -26,6 +28,7 @@
 #include "common/parallel_config.hpp"
 #include "common/phase.hpp"
 #include "common/precision.hpp"
+#include "common/training_techniques.hpp"
 
 namespace itertime::store {
 
@@ -100,6 +103,7 @@ struct GroundTruthRecord {
   std::string model;  // model name
   ParallelConfig config;
   PrecisionName precision = PrecisionName::kFp32;
+  TrainingTechniques techniques;  // the row's recipe; all off (plain) for "" and in schema-4 files
   RunStatus status = RunStatus::kOk;
   std::string reason;  // why skipped or failed
   int64_t num_micro_batches = 0;

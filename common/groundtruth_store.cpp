@@ -1,11 +1,15 @@
 // groundtruth_store.cpp: the /groundtruth tables: row types, append and resume (groundtruth_store.hpp).
 #include "common/groundtruth_store.hpp"
 
+#include "common/errors.hpp"
 #include "common/h5_parent_rows.hpp"
 
 namespace itertime::h5 {
 
-RowType RowTraits<store::GroundTruthRow>::row_type() {
+namespace {
+// The configuration row's members in file order; without `recipe` it is schema 4's row (same names, in
+// the same order), laid over the current struct so that HDF5 leaves `recipe` as it finds it.
+RowType groundtruth_row_type(bool with_recipe) {
   using R = store::GroundTruthRow;
   RowType t(sizeof(R));
   ITERTIME_H5_FIELD(t, R, key);
@@ -18,6 +22,7 @@ RowType RowTraits<store::GroundTruthRow>::row_type() {
   ITERTIME_H5_FIELD(t, R, seq_len);
   ITERTIME_H5_FIELD(t, R, num_micro_batches);
   ITERTIME_H5_FIELD(t, R, precision);
+  if (with_recipe) ITERTIME_H5_FIELD(t, R, recipe);
   ITERTIME_H5_FIELD(t, R, backend);
   ITERTIME_H5_FIELD(t, R, status);
   ITERTIME_H5_FIELD(t, R, reason);
@@ -45,6 +50,9 @@ RowType RowTraits<store::GroundTruthRow>::row_type() {
   ITERTIME_H5_FIELD(t, R, rounds_count);
   return t;
 }
+}  // namespace
+
+RowType RowTraits<store::GroundTruthRow>::row_type() { return groundtruth_row_type(true); }
 
 RowType RowTraits<store::GroundTruthRankRow>::row_type() {
   using R = store::GroundTruthRankRow;
@@ -94,15 +102,41 @@ constexpr h5::ChildTable<GroundTruthRow> kRanksSpan{kGroundTruthRanks, &GroundTr
                                                     &GroundTruthRow::ranks_count};
 constexpr h5::ChildTable<GroundTruthRow> kRoundsSpan{kGroundTruthRounds, &GroundTruthRow::rounds_offset,
                                                      &GroundTruthRow::rounds_count};
+
+// Ground truth is added to files of this schema only: a schema-4 file's rows have no recipe.
+void refuse_older_schema(h5::Store& store) {
+  const int64_t version = store.schema_version();
+  if (version == h5::kSchemaVersion) return;
+  throw UserError(store.path() + ": written with itertime schema version " + std::to_string(version) +
+                  ", whose ground truth has no recipe column; this itertime (schema version " +
+                  std::to_string(h5::kSchemaVersion) + ") reads it but does not add ground truth to it: "
+                  "calibrate ground truth into a new file, or resume it with the itertime that wrote it");
+}
+
 }  // namespace
 
 void append_groundtruth(h5::Store& store, GroundTruthRow row, const std::vector<double>& samples_us,
                         const std::vector<GroundTruthRankRow>& ranks, const std::vector<GroundTruthRoundRow>& rounds) {
+  refuse_older_schema(store);
   h5::append_with_children(store, kGroundTruthTable, row, h5::child_rows(kSamplesSpan, samples_us),
                            h5::child_rows(kRanksSpan, ranks), h5::child_rows(kRoundsSpan, rounds));
 }
 
+std::vector<GroundTruthRow> read_groundtruth_rows(h5::Store& store) {
+  if (!store.exists(kGroundTruthTable)) return {};
+  if (store.schema_version() == h5::kOldestReadableSchemaVersion) {
+    // Schema 4 measured plain training only. The recipe is set here, not left to what HDF5's conversion
+    // does with the bytes of a member the stored type lacks.
+    std::vector<GroundTruthRow> rows =
+        store.table<GroundTruthRow>(kGroundTruthTable, h5::groundtruth_row_type(/*with_recipe=*/false)).read_all();
+    for (GroundTruthRow& row : rows) h5::set_string(row.recipe, "");
+    return rows;
+  }
+  return store.table<GroundTruthRow>(kGroundTruthTable).read_all();
+}
+
 std::set<std::string> existing_groundtruth_keys(h5::Store& store) {
+  refuse_older_schema(store);
   return h5::complete_parent_keys<GroundTruthRow>(
       store, kGroundTruthTable, [](const GroundTruthRow& row) { return h5::get_string(row.key); }, kSamplesSpan,
       kRanksSpan, kRoundsSpan);

@@ -4,7 +4,11 @@
 // wall time of the slowest rank, every round's in the order they ran), its per-rank breakdown rows
 // (/groundtruth/ranks) and its measurement rounds (/groundtruth/rounds, one per round it was measured
 // in, with that round's sample count, median and outside load); the row's offsets point at them. A
-// configuration is present when its row is.
+// configuration is present when its row is. A row's `recipe` is recipe_text() of the configuration's
+// training techniques ("" = plain; common/training_techniques.hpp); the key ends in it unless plain.
+// Schema-4 files have no `recipe` member: read_groundtruth_rows() reads them with the older row type
+// and their rows come back with an empty recipe (plain, which is what schema 4 measured); ground truth
+// is never added to them (append_groundtruth and existing_groundtruth_keys: UserError).
 #pragma once
 
 #include <cstdint>
@@ -21,6 +25,7 @@ struct GroundTruthRow {
   char model[48];
   int64_t dp, tp, pp, micro_batch, global_batch, seq_len, num_micro_batches;
   char precision[12];
+  char recipe[48];    // recipe_text of the training techniques; "" = plain (schema 5)
   char backend[8];
   char status[12];    // ok | skipped | failed
   char reason[200];   // why skipped, failed or out of memory (oom); empty when ok
@@ -70,7 +75,11 @@ inline constexpr const char* kGroundTruthRounds = "/groundtruth/rounds";
 
 void append_groundtruth(h5::Store& store, GroundTruthRow row, const std::vector<double>& samples_us,
                         const std::vector<GroundTruthRankRow>& ranks, const std::vector<GroundTruthRoundRow>& rounds);
-// Keys present; trims samples and rank rows written after the last complete configuration.
+// Every /groundtruth/configs row (none when the table is absent), from a file of this schema or of
+// schema 4 (whose rows read with recipe "").
+std::vector<GroundTruthRow> read_groundtruth_rows(h5::Store& store);
+// Keys present; trims samples and rank rows written after the last complete configuration. For writers:
+// refuses a schema-4 file, as append_groundtruth does.
 std::set<std::string> existing_groundtruth_keys(h5::Store& store);
 
 }  // namespace itertime::store

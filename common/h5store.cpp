@@ -263,10 +263,10 @@ Store Store::open(const std::string& path, bool writable) {
     }
     ITERTIME_H5_TRY(path, "read the schema version", version = read_schema_version(probe, path));
   }
-  if (version != kSchemaVersion) {
+  if (version != kSchemaVersion && version != kOldestReadableSchemaVersion) {
     throw UserError(path + ": written with itertime schema version " + std::to_string(version) +
-                    ", this itertime reads schema version " + std::to_string(kSchemaVersion) +
-                    "; use the itertime that wrote it, or calibrate again");
+                    ", this itertime reads schema version " + std::to_string(kSchemaVersion) + " (and version " +
+                    std::to_string(kOldestReadableSchemaVersion) + " files); use the itertime that wrote it, or calibrate again");
   }
   H5::H5File file;
   try {
@@ -410,6 +410,12 @@ TableHandle Store::open_table(const std::string& table_path, const RowType& row_
     file_.flush(H5F_SCOPE_GLOBAL);
   });
   return TableHandle(file_, dataset, row_type.type(), row_type.row_bytes());
+}
+
+TableHandle Store::open_existing_table(const std::string& table_path, const RowType& row_type, std::size_t row_bytes) {
+  ITERTIME_CHECK(row_type.row_bytes() == row_bytes, "a row type laid over a struct must have the struct's size");
+  if (!exists(table_path)) throw UserError(path_ + ": has no table " + table_path);
+  return open_table(table_path, row_type, 0);
 }
 
 Table<double> Store::samples(const std::string& table_path, std::size_t chunk_rows) {

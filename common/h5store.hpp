@@ -1,7 +1,12 @@
 // h5store.hpp: RAII over the HDF5 C++ API for itertime's one-file-per-cluster store.
 // Invariants:
-//  - Every store carries /meta with an integer attribute `schema_version`; opening a file with another
-//    version (or none) is refused with a UserError naming both versions, before anything is written.
+//  - Every store carries /meta with an integer attribute `schema_version`. open() accepts kSchemaVersion
+//    and kOldestReadableSchemaVersion (4), and refuses any other version (or none) with a UserError
+//    naming the versions, before anything is written. 4 -> 5 only added /groundtruth/configs `recipe`:
+//    read_groundtruth_rows (common/groundtruth_store.hpp) reads a schema-4 file's rows as recipe ""
+//    (plain), and ground truth is never added to a schema-4 file (append_groundtruth and
+//    existing_groundtruth_keys refuse it); every other table is the same in both, so the rest of a
+//    schema-4 file is read and written as before. A file keeps the version it was created with.
 //  - create() never replaces an existing file unless `force` is set; a refused create touches nothing.
 //  - Tables are 1-D, chunked, unlimited datasets of plain HDF5 compound (or native numeric) types, so
 //    h5dump and h5py read them without our code. append() extends, writes and flushes the file, so a
@@ -24,8 +29,10 @@
 
 namespace itertime::h5 {
 
-inline constexpr int64_t kSchemaVersion = 4;  // 2: /groundtruth/ranks gained peak_tensor_bytes; 3: measurement rounds;
-                                              // 4: /groundtruth/ranks gained the allocator's peak allocated and reserved
+// 2: /groundtruth/ranks gained peak_tensor_bytes; 3: measurement rounds; 4: /groundtruth/ranks gained the
+// allocator's peak allocated and reserved; 5: /groundtruth/configs gained `recipe` (the training techniques).
+inline constexpr int64_t kSchemaVersion = 5;
+inline constexpr int64_t kOldestReadableSchemaVersion = 4;  // still opened, see the invariants above
 
 // Describes a compound row type field by field. Supported members: int64_t, int32_t, double, float,
 // uint8_t and char[N] (fixed-length, NUL-padded strings).
@@ -128,6 +135,13 @@ class Store {
   Table<Row> table(const std::string& path, std::size_t chunk_rows = 256) {
     return Table<Row>(open_table(path, RowTraits<Row>::row_type(), chunk_rows));
   }
+  // Opens the existing table at `path` as `row_type`, a type laid over Row's bytes (row_bytes() ==
+  // sizeof(Row)) whose fields are the stored ones: an older layout read into the current Row. The
+  // members of Row that row_type lacks are not read: the caller sets them.
+  template <typename Row>
+  Table<Row> table(const std::string& path, const RowType& row_type) {
+    return Table<Row>(open_existing_table(path, row_type, sizeof(Row)));
+  }
   // A plain extendable array of doubles (raw samples), created when missing.
   Table<double> samples(const std::string& path, std::size_t chunk_rows = 4096);
   // --resume: shrinks the table or array at `path` to `rows` when it is longer (the rows a killed job
@@ -142,6 +156,7 @@ class Store {
  private:
   Store(H5::H5File file, std::string path, bool writable);
   TableHandle open_table(const std::string& path, const RowType& row_type, std::size_t chunk_rows);
+  TableHandle open_existing_table(const std::string& path, const RowType& row_type, std::size_t row_bytes);
 
   H5::H5File file_;
   std::string path_;

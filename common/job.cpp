@@ -1,9 +1,12 @@
 // job.cpp: job files (job.hpp, docs/jobs.md): parsed section by section, every mistake one UserError
-// naming the file, the field and what to write.
+// naming the file, the field and what to write. Techniques are parsed here, never judged: whether a
+// configuration can train with them is the trainer's check_trainable, applied by ground truth.
 #include "common/job.hpp"
 
+#include <cctype>
 #include <filesystem>
 #include <fstream>
+#include <limits>
 #include <nlohmann/json.hpp>
 #include <set>
 #include <sstream>
@@ -45,12 +48,80 @@ void reject_unknown(const json& object, const std::set<std::string>& known, cons
   }
 }
 
+bool get_bool(const json& object, const char* key, bool fallback, const std::string& where) {
+  if (!object.contains(key)) return fallback;
+  const json& value = object.at(key);
+  if (!value.is_boolean()) throw UserError(where + ": field '" + key + "' must be true or false, got " + value.dump());
+  return value.get<bool>();
+}
+
+// A byte count in the comm sweep's size grammar (docs/comm.md): digits with an optional K, M or G suffix
+// (powers of 1024, either case) and an optional trailing B; -1 when the text is not one, or too large.
+int64_t parse_byte_text(std::string text) {
+  if (!text.empty() && (text.back() == 'B' || text.back() == 'b')) text.pop_back();
+  int shift = 0;
+  if (!text.empty()) {
+    const char suffix = static_cast<char>(std::toupper(static_cast<unsigned char>(text.back())));
+    shift = suffix == 'K' ? 10 : suffix == 'M' ? 20 : suffix == 'G' ? 30 : 0;
+    if (shift) text.pop_back();
+  }
+  if (text.empty() || text.size() > 12) return -1;
+  int64_t value = 0;
+  for (const char c : text) {
+    if (!std::isdigit(static_cast<unsigned char>(c))) return -1;
+    value = value * 10 + (c - '0');
+  }
+  if (value > (std::numeric_limits<int64_t>::max() >> shift)) return -1;
+  return value << shift;
+}
+
+// A techniques object (docs/jobs.md): the fields it gives replace those of `base`, the others keep base's.
+TrainingTechniques parse_techniques(const json& object, const TrainingTechniques& base, const std::string& where) {
+  if (!object.is_object()) {
+    throw UserError(where + ": a techniques object is a JSON object such as {\"sequence_parallel\": true}, got " +
+                    object.dump());
+  }
+  reject_unknown(object, {"sequence_parallel", "vocab_parallel", "distributed_optimizer", "recompute",
+                          "overlap_gradient_reduction", "gradient_bucket_bytes"},
+                 where);
+  TrainingTechniques t = base;
+  t.sequence_parallel = get_bool(object, "sequence_parallel", t.sequence_parallel, where);
+  t.vocab_parallel = get_bool(object, "vocab_parallel", t.vocab_parallel, where);
+  t.distributed_optimizer = get_bool(object, "distributed_optimizer", t.distributed_optimizer, where);
+  t.overlap_gradient_reduction = get_bool(object, "overlap_gradient_reduction", t.overlap_gradient_reduction, where);
+  if (object.contains("recompute")) {
+    const json& value = object.at("recompute");
+    if (!value.is_string()) {
+      throw UserError(where + ": field 'recompute' must be \"none\", \"selective\" or \"full\", got " + value.dump());
+    }
+    try {
+      t.recompute = parse_recompute(value.get<std::string>());
+    } catch (const UserError& error) {
+      throw UserError(where + ": field 'recompute': " + error.what());
+    }
+  }
+  if (object.contains("gradient_bucket_bytes")) {
+    const json& value = object.at("gradient_bucket_bytes");
+    int64_t bytes = -1;
+    if (value.is_number_integer()) bytes = value.get<int64_t>();
+    if (value.is_string()) bytes = parse_byte_text(value.get<std::string>());
+    if (bytes < 1) {
+      throw UserError(where + ": field 'gradient_bucket_bytes' must be a positive integer or a size such as \"4M\" "
+                      "(an integer with an optional K, M or G suffix), got " + value.dump());
+    }
+    t.gradient_bucket_bytes = bytes;
+  }
+  return t;
+}
+
 }  // namespace
 
 std::string JobConfig::key(const std::string& model_name) const {
+  const std::string recipe = recipe_text(techniques);
   return model_name + "/dp" + std::to_string(parallel.dp) + "-tp" + std::to_string(parallel.tp) + "-pp" +
          std::to_string(parallel.pp) + "/mbs" + std::to_string(parallel.micro_batch) + "/gbs" +
-         std::to_string(parallel.global_batch) + "/seq" + std::to_string(parallel.seq_len) + "/" + to_string(precision);
+         std::to_string(parallel.global_batch) + "/seq" + std::to_string(parallel.seq_len) + "/" + to_string(precision) +
+         (recipe.empty() ? "" : "/" + recipe);
 }
 
 int Job::max_world_size() const {
@@ -131,13 +202,13 @@ class ConfigList {
   std::set<std::string> seen_;
 };
 
-void parse_configs(const json& configs, const std::string& path, ConfigList& list) {
+void parse_configs(const json& configs, const std::string& path, const TrainingTechniques& defaults, ConfigList& list) {
   if (!configs.is_array()) throw UserError(path + ": 'configs' must be an array");
   int index = 0;
   for (const json& item : configs) {
     const std::string where = path + " configs[" + std::to_string(index++) + "]";
     if (!item.is_object()) throw UserError(where + ": each configuration is an object");
-    reject_unknown(item, {"dp", "tp", "pp", "micro_batch", "global_batch", "seq_len", "precision"}, where);
+    reject_unknown(item, {"dp", "tp", "pp", "micro_batch", "global_batch", "seq_len", "precision", "techniques"}, where);
     JobConfig config;
     config.parallel.dp = get_required_int(item, "dp", where);
     config.parallel.tp = get_required_int(item, "tp", where);
@@ -146,12 +217,29 @@ void parse_configs(const json& configs, const std::string& path, ConfigList& lis
     config.parallel.global_batch = get_required_int(item, "global_batch", where);
     config.parallel.seq_len = get_required_int(item, "seq_len", where);
     config.precision = parse_precision(get_string(item, "precision", "fp32", where)).name;
+    config.techniques = item.contains("techniques") ? parse_techniques(item.at("techniques"), defaults, where + " techniques")
+                                                    : defaults;
     list.add(config);
   }
 }
 
-void parse_sweep(const json& sweep, const std::string& where, ConfigList& list) {
-  reject_unknown(sweep, {"world_sizes", "precisions", "micro_batch", "global_batch", "seq_len"}, where);
+// The sweep's recipes: each a techniques object over the job's defaults; absent, the defaults alone.
+std::vector<TrainingTechniques> parse_recipes(const json& sweep, const std::string& where,
+                                              const TrainingTechniques& defaults) {
+  if (!sweep.contains("recipes")) return {defaults};
+  const json& recipes = sweep.at("recipes");
+  if (!recipes.is_array() || recipes.empty()) {
+    throw UserError(where + ": 'recipes' must be a non-empty array of techniques objects, e.g. [{}, {\"recompute\": \"full\"}]");
+  }
+  std::vector<TrainingTechniques> out;
+  for (std::size_t i = 0; i < recipes.size(); ++i) {
+    out.push_back(parse_techniques(recipes[i], defaults, where + " recipes[" + std::to_string(i) + "]"));
+  }
+  return out;
+}
+
+void parse_sweep(const json& sweep, const std::string& where, const TrainingTechniques& defaults, ConfigList& list) {
+  reject_unknown(sweep, {"world_sizes", "precisions", "micro_batch", "global_batch", "seq_len", "recipes"}, where);
   if (!sweep.contains("world_sizes") || !sweep.at("world_sizes").is_array()) {
     throw UserError(where + ": 'world_sizes' must be an array of rank counts, e.g. [1, 2, 4]");
   }
@@ -161,6 +249,7 @@ void parse_sweep(const json& sweep, const std::string& where, ConfigList& list) 
   const int micro_batch = get_required_int(sweep, "micro_batch", where);
   const int global_batch = get_required_int(sweep, "global_batch", where);
   const int seq_len = get_required_int(sweep, "seq_len", where);
+  const std::vector<TrainingTechniques> recipes = parse_recipes(sweep, where, defaults);
   for (const json& world : sweep.at("world_sizes")) {
     if (!world.is_number_integer() || world.get<int>() < 1) throw UserError(where + ": world sizes must be positive integers");
     for (const RankLayout& layout : factorizations(world.get<int>())) {
@@ -169,7 +258,10 @@ void parse_sweep(const json& sweep, const std::string& where, ConfigList& list) 
         JobConfig config;
         config.parallel = ParallelConfig{layout.dp(), layout.tp(), layout.pp(), micro_batch, global_batch, seq_len};
         config.precision = parse_precision(precision.get<std::string>()).name;
-        list.add(config);
+        for (const TrainingTechniques& recipe : recipes) {
+          config.techniques = recipe;
+          list.add(config);
+        }
       }
     }
   }
@@ -207,15 +299,18 @@ Job parse_job(const std::string& json_text, const std::string& path) {
     throw UserError(path + ": not valid JSON (" + std::string(error.what()) + "); see docs/jobs.md for the job format");
   }
   if (!root.is_object()) throw UserError(path + ": a job is a JSON object; see docs/jobs.md");
-  reject_unknown(root, {"name", "model", "backend", "seed", "groundtruth", "configs", "sweep", "comm", "ranks", "compute_threads", "description", "attention"}, path);
+  reject_unknown(root, {"name", "model", "backend", "seed", "groundtruth", "configs", "sweep", "comm", "ranks", "compute_threads", "description", "attention", "techniques"}, path);
 
   Job job;
   parse_top_level(root, path, job);
   if (root.contains("groundtruth")) parse_groundtruth_section(root.at("groundtruth"), path + " groundtruth", job);
   if (root.contains("comm")) parse_comm_section(root.at("comm"), path + " comm", job);
+  const TrainingTechniques defaults =
+      root.contains("techniques") ? parse_techniques(root.at("techniques"), TrainingTechniques{}, path + " techniques")
+                                  : TrainingTechniques{};
   ConfigList list(job);
-  if (root.contains("configs")) parse_configs(root.at("configs"), path, list);
-  if (root.contains("sweep")) parse_sweep(root.at("sweep"), path + " sweep", list);
+  if (root.contains("configs")) parse_configs(root.at("configs"), path, defaults, list);
+  if (root.contains("sweep")) parse_sweep(root.at("sweep"), path + " sweep", defaults, list);
   if (job.configs.empty()) throw UserError(path + ": the job lists no configuration (give 'configs' or 'sweep')");
   for (const auto& config : job.configs) {
     const auto& p = config.parallel;

@@ -2,8 +2,14 @@
 // Format in docs/jobs.md. Invariants:
 //  - Relative paths in a job (the model) are resolved against the job file's folder.
 //  - configs() lists the explicit "configs" first, then the "sweep" expansion (for each world size, every
-//    (dp,tp,pp) factorization, for each precision), without duplicates; illegal configurations are kept
-//    (ground truth records them as skipped, with the reason).
+//    (dp,tp,pp) factorization, for each precision, for each recipe), without duplicates (by key);
+//    illegal configurations are kept (ground truth records them as skipped, with the reason), and so
+//    are techniques the trainer cannot run with a configuration: the parser never judges them.
+//  - Every configuration's techniques start from the job's top-level "techniques" (all off when absent);
+//    a configuration's own "techniques", or a sweep recipe, replaces the fields it gives.
+//  - JobConfig::key of a plain configuration (every technique off) is MODEL/layout/batch/seq/PRECISION;
+//    with any technique on it is followed by "/" + recipe_text(techniques)
+//    (common/training_techniques.hpp), the one text form.
 //  - A malformed job is a UserError naming the file and the field.
 #pragma once
 
@@ -17,13 +23,16 @@
 #include "common/model_spec.hpp"
 #include "common/parallel_config.hpp"
 #include "common/precision.hpp"
+#include "common/training_techniques.hpp"
 
 namespace itertime {
 
 struct JobConfig {
   ParallelConfig parallel;
   PrecisionName precision = PrecisionName::kFp32;
-  std::string key(const std::string& model_name) const;  // "tiny-llama/dp2-tp1-pp2/mbs1/gbs8/seq64/bf16"
+  TrainingTechniques techniques;  // Megatron-LM techniques the configuration trains with (all off: plain)
+  // "tiny-llama/dp2-tp1-pp2/mbs1/gbs8/seq64/bf16", plus "/sp+dopt" (recipe_text) unless plain
+  std::string key(const std::string& model_name) const;
 };
 
 struct CommSweepSpec {

@@ -1,12 +1,48 @@
-// cmd_inspect.cpp: `itertime inspect FILE.h5`: provenance, tables and row counts of an itertime store.
+// cmd_inspect.cpp: `itertime inspect FILE.h5`: provenance, tables and row counts of an itertime store,
+// and the ground-truth configurations per training recipe.
 // Read-only: the file is opened with H5F_ACC_RDONLY and never changed.
 #include <cstdio>
+#include <map>
 #include <string>
 
+#include "common/errors.hpp"
+#include "common/groundtruth_store.hpp"
 #include "common/h5store.hpp"
+#include "common/training_techniques.hpp"
 #include "launcher/commands.hpp"
 
 namespace itertime::launcher {
+namespace {
+
+// recipe_label of a stored recipe text; a text that is not a recipe is shown as it is, marked.
+std::string label_of(const std::string& recipe) {
+  try {
+    return recipe_label(parse_recipe_text(recipe));
+  } catch (const UserError&) {
+    return "'" + recipe + "' (not a recipe)";
+  }
+}
+
+// One line per recipe in /groundtruth/configs (plain first, then by name): configurations and statuses.
+void print_groundtruth_recipes(h5::Store& store) {
+  std::map<std::string, std::map<std::string, int>> statuses;  // recipe text -> status -> rows
+  for (const store::GroundTruthRow& row : store::read_groundtruth_rows(store)) {
+    ++statuses[h5::get_string(row.recipe)][h5::get_string(row.status)];
+  }
+  if (statuses.empty()) return;
+  std::printf("\ngroundtruth configurations by recipe\n");
+  for (const auto& [recipe, counts] : statuses) {
+    int total = 0;
+    std::string detail;
+    for (const auto& [status, count] : counts) {
+      total += count;
+      detail += (detail.empty() ? "" : ", ") + std::to_string(count) + " " + status;
+    }
+    std::printf("  %-36s %10d rows  (%s)\n", label_of(recipe).c_str(), total, detail.c_str());
+  }
+}
+
+}  // namespace
 
 void register_inspect(CLI::App& app, std::vector<std::pair<CLI::App*, Action>>& actions) {
   CLI::App* inspect = app.add_subcommand("inspect", "Summarize what an itertime HDF5 file holds (meta, tables, rows)");
@@ -32,6 +68,7 @@ void register_inspect(CLI::App& app, std::vector<std::pair<CLI::App*, Action>>& 
         std::printf("%s\n", line.c_str());
       }
     }
+    print_groundtruth_recipes(store);
     return 0;
   });
 }

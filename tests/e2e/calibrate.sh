@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
-# calibrate.sh: end-to-end tests of `itertime calibrate comm` and `itertime calibrate groundtruth`,
-# run for real through mpiexec, with the HDF5 contents read back by read_rows (tests/e2e/read_rows.cpp),
-# `itertime inspect` and, when present, h5dump.
+# calibrate.sh: end-to-end tests of `itertime calibrate comm` and `itertime calibrate groundtruth`
+# (training techniques from job files included), run for real through mpiexec, with the HDF5 contents
+# read back by read_rows (tests/e2e/read_rows.cpp), `itertime inspect` and, when present, h5dump.
 #
 #   calibrate.sh MPIEXEC "MPIEXEC_FLAGS" ITERTIME SOURCE_DIR READ_ROWS CORRUPT_LIB CASE...
 #
@@ -347,7 +347,7 @@ $m/dp1-tp1-pp1/$tail/fp16	$fp16_status" ]] || fail "keys and statuses: $(cut -f1
 }
 
 ALL_CASES=(comm_sweep comm_four_ranks comm_resume comm_corrupt comm_existing comm_outside_load groundtruth groundtruth_oom
-           groundtruth_oom_ranks)
+           groundtruth_oom_ranks groundtruth_techniques)
 
 case_groundtruth_oom() {
   # A one-rank configuration whose tokens alone need 1 TiB (256M sequences of 512): the allocation is
@@ -410,6 +410,72 @@ JOB
     fail "the pipeline's oom row does not name rank 1 of 2: $(head -1 <<<"$dump")"
   grep -P '\toom\tout of memory on rank [01] of 2: ' <<<"$(sed -n 3p <<<"$dump")" >/dev/null ||
     fail "the dp 2 oom row does not say it ran out of memory: $(sed -n 3p <<<"$dump")"
+}
+
+case_groundtruth_techniques() {
+  # Training techniques from a job (issue 16): the top level's default (selective recompute), turned off
+  # by one configuration and added to by another, and the sweep's two recipes crossed with the three
+  # layouts of 2 ranks. Two combinations the trainer cannot run are kept and recorded skipped with its
+  # reason: SP with a sequence TP does not divide, and overlap with the distributed optimizer.
+  cat >"$WORK/job.json" <<JOB
+{"name": "techniques", "model": "$SOURCE_DIR/data/models/tiny-llama-gqa.json", "backend": "cpu", "ranks": 2,
+ "groundtruth": {"warmup_iters": 1, "timed_iters": 2, "rounds": 1, "max_extra_rounds": 0},
+ "techniques": {"recompute": "selective"},
+ "configs": [
+  {"dp": 2, "tp": 1, "pp": 1, "micro_batch": 1, "global_batch": 2, "seq_len": 16, "techniques": {"recompute": "none"}},
+  {"dp": 1, "tp": 2, "pp": 1, "micro_batch": 1, "global_batch": 2, "seq_len": 16,
+   "techniques": {"sequence_parallel": true, "vocab_parallel": true}},
+  {"dp": 1, "tp": 2, "pp": 1, "micro_batch": 1, "global_batch": 2, "seq_len": 15, "techniques": {"sequence_parallel": true}}],
+ "sweep": {"world_sizes": [2], "precisions": ["fp32"], "micro_batch": 1, "global_batch": 2, "seq_len": 16,
+  "recipes": [{"distributed_optimizer": true, "recompute": "full"},
+              {"distributed_optimizer": true, "overlap_gradient_reduction": true, "gradient_bucket_bytes": "4K"}]}}
+JOB
+  mpi 2 -- calibrate groundtruth --job "$WORK/job.json" -o gt.h5
+  expect_status 0
+  [[ ! -s "$ERR" ]] || fail "stderr is not empty on success"
+  expect_stdout "# 5 measured, 4 skipped, 0 failed, 0 already present"
+  local m="tiny-llama-gqa" tail="mbs1/gbs2/seq16/fp32" dump
+  dump="$("$READ_ROWS" groundtruth-recipes "$WORK/gt.h5")" || fail "read_rows groundtruth-recipes failed"
+  [[ "$(cut -f1-4 <<<"$dump")" == "$m/dp2-tp1-pp1/$tail	ok		plain
+$m/dp1-tp2-pp1/$tail/sp+vp+rc-sel	ok	sp+vp+rc-sel	sp+vp+rc-sel
+$m/dp1-tp2-pp1/mbs1/gbs2/seq15/fp32/sp+rc-sel	skipped	sp+rc-sel	sp+rc-sel
+$m/dp2-tp1-pp1/$tail/dopt+rc-full	ok	dopt+rc-full	dopt+rc-full
+$m/dp2-tp1-pp1/$tail/dopt+rc-sel+ovl-4K	skipped	dopt+rc-sel+ovl-4K	dopt+rc-sel+ovl-4K
+$m/dp1-tp2-pp1/$tail/dopt+rc-full	ok	dopt+rc-full	dopt+rc-full
+$m/dp1-tp2-pp1/$tail/dopt+rc-sel+ovl-4K	skipped	dopt+rc-sel+ovl-4K	dopt+rc-sel+ovl-4K
+$m/dp1-tp1-pp2/$tail/dopt+rc-full	ok	dopt+rc-full	dopt+rc-full
+$m/dp1-tp1-pp2/$tail/dopt+rc-sel+ovl-4K	skipped	dopt+rc-sel+ovl-4K	dopt+rc-sel+ovl-4K" ]] ||
+    fail "keys, statuses and recipes: $(cut -f1-4 <<<"$dump")"
+  grep -P '/seq15/fp32/sp\+rc-sel\tskipped\t[^\t]*\t[^\t]*\t[^\t]*seq_len 15 is not a multiple of tp 2' <<<"$dump" >/dev/null ||
+    fail "the SP row with seq 15 does not give the trainer's reason: $(grep seq15 <<<"$dump")"
+  [[ "$(grep -c 'overlapped gradient reduction with the distributed optimizer is not built yet' <<<"$dump")" -eq 3 ]] ||
+    fail "the dopt+ovl rows do not give the trainer's reason: $(grep ovl <<<"$dump")"
+  # The progress and summary lines show each configuration's recipe (the end of its key).
+  grep -qE "^ +0 +[0-9]+/9 +$m/dp1-tp2-pp1/$tail/sp\+vp\+rc-sel " "$OUT" || fail "no round-0 line for the sp+vp configuration"
+  grep -qE "^ +5/9 +$m/dp2-tp1-pp1/$tail/dopt\+rc-sel\+ovl-4K +skipped " "$OUT" || fail "no summary line for a skipped recipe"
+  (cd "$WORK" && "$ITERTIME" inspect gt.h5 >"$WORK/.inspect" 2>&1) || fail "itertime inspect failed"
+  grep -qF "schema version 5" "$WORK/.inspect" || fail "inspect does not show schema version 5"
+  grep -qE '^  plain +1 rows +\(1 ok\)$' "$WORK/.inspect" || fail "inspect lacks the plain recipe line: $(cat "$WORK/.inspect")"
+  grep -qE '^  dopt\+rc-full +3 rows +\(3 ok\)$' "$WORK/.inspect" || fail "inspect lacks the dopt+rc-full line"
+  grep -qE '^  dopt\+rc-sel\+ovl-4K +3 rows +\(3 skipped\)$' "$WORK/.inspect" || fail "inspect lacks the skipped recipe line"
+
+  # --resume finds every configuration by its key, recipe included.
+  mpi 2 -- calibrate groundtruth --job "$WORK/job.json" -o gt.h5 --resume
+  expect_status 0
+  expect_stdout "# 0 measured, 0 skipped, 0 failed, 9 already present"
+  [[ "$("$READ_ROWS" groundtruth-recipes "$WORK/gt.h5")" == "$dump" ]] || fail "--resume changed the rows"
+
+  # A key the store's column would cut (resume could not find it again) is refused before any file.
+  cp "$SOURCE_DIR/data/models/tiny-llama-gqa.json" "$WORK/a-model-name-that-is-rather-long-for-the-column.json"
+  cat >"$WORK/long.json" <<JOB
+{"model": "a-model-name-that-is-rather-long-for-the-column.json", "ranks": 2,
+ "configs": [{"dp": 2, "tp": 1, "pp": 1, "micro_batch": 1, "global_batch": 2, "seq_len": 16,
+   "techniques": {"sequence_parallel": true, "vocab_parallel": true, "distributed_optimizer": true, "recompute": "full"}}]}
+JOB
+  mpi 2 -- calibrate groundtruth --job "$WORK/long.json" -o long.h5
+  expect_status 2
+  expect_stderr "/fp32/sp+vp+dopt+rc-full has 99 characters; /groundtruth/configs keeps 95"
+  [[ ! -e "$WORK/long.h5" ]] || fail "a refused key created long.h5"
 }
 
 cleanup() { [[ -n "$WORK" && -d "$WORK" ]] && rm -rf "$WORK"; }

@@ -5,6 +5,10 @@
 //                               samples in /comm/samples_us, span, backend, mode, bytes, count,
 //                               algbw_GBps, busbw_GBps, measured_utc
 //   read_rows comm-samples FILE the number of values in /comm/samples_us
+//   read_rows groundtruth-recipes FILE
+//                               per /groundtruth/configs row: key, status, the stored recipe text, the
+//                               recipe_label of the techniques its record parsed (calibration_records),
+//                               reason
 //   read_rows groundtruth FILE  key, status, reason, dp, tp, pp, timed_iters, samples_count,
 //                               ranks_count, time_us_median, time_us_min, min and max of the row's
 //                               samples, rank rows carrying the row's key, measured_utc, rounds_run,
@@ -18,9 +22,11 @@
 #include <string>
 #include <vector>
 
+#include "common/calibration_records.hpp"
 #include "common/comm_store.hpp"
 #include "common/groundtruth_store.hpp"
 #include "common/h5store.hpp"
+#include "common/training_techniques.hpp"
 
 namespace {
 
@@ -112,6 +118,18 @@ int print_groundtruth(const std::string& path) {
   return bad ? 1 : 0;
 }
 
+int print_groundtruth_recipes(const std::string& path) {
+  h5::Store store = h5::Store::open(path, false);
+  const auto rows = store::read_groundtruth_rows(store);
+  const auto records = store::read_groundtruth_records(store);
+  for (std::size_t i = 0; i < rows.size(); ++i) {
+    std::printf("%s\t%s\t%s\t%s\t%s\n", h5::get_string(rows[i].key).c_str(), h5::get_string(rows[i].status).c_str(),
+                h5::get_string(rows[i].recipe).c_str(), recipe_label(records.at(i).techniques).c_str(),
+                h5::get_string(rows[i].reason).c_str());
+  }
+  return 0;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -119,6 +137,7 @@ int main(int argc, char** argv) {
   try {
     if (mode == "comm") return print_comm(argv[2]);
     if (mode == "groundtruth") return print_groundtruth(argv[2]);
+    if (mode == "groundtruth-recipes") return print_groundtruth_recipes(argv[2]);
     if (mode == "comm-samples") {
       itertime::h5::Store store = itertime::h5::Store::open(argv[2], false);
       std::printf("%zu\n", store.samples(itertime::store::kCommSamples).size());
@@ -128,6 +147,6 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "read_rows: %s\n", error.what());
     return 2;
   }
-  std::fprintf(stderr, "usage: read_rows comm|comm-samples|groundtruth FILE\n");
+  std::fprintf(stderr, "usage: read_rows comm|comm-samples|groundtruth|groundtruth-recipes FILE\n");
   return 64;
 }

@@ -1,6 +1,7 @@
 // test_calibration_records.cpp: /comm, /ops and /groundtruth rows written to an HDF5 file and read back
 // as typed records (common/calibration_records.hpp): names become enums, a stage carries its own
-// sequence and comm rows, absent tables read as none, and a name no field admits is a UserError.
+// sequence and comm rows, a ground-truth row's recipe becomes its TrainingTechniques, absent tables read
+// as none, and a name (or recipe) no field admits is a UserError.
 #include <gtest/gtest.h>
 
 #include "common/calibration_records.hpp"
@@ -69,6 +70,29 @@ TEST(CalibrationRecords, GroundTruthRowsParseOnce) {
   EXPECT_THROW(to_record(groundtruth_row("fp32", "done")), UserError);
 }
 
+TEST(CalibrationRecords, GroundTruthRecipeBecomesTechniques) {
+  GroundTruthRow row = groundtruth_row("fp32", "ok");
+  EXPECT_FALSE(to_record(row).techniques.any());  // "" = plain
+  h5::set_string(row.recipe, "sp+vp+dopt+rc-full");
+  TrainingTechniques all;
+  all.sequence_parallel = all.vocab_parallel = all.distributed_optimizer = true;
+  all.recompute = Recompute::kFull;
+  EXPECT_EQ(to_record(row).techniques, all);
+  h5::set_string(row.recipe, "ovl-64K");
+  const TrainingTechniques overlap = to_record(row).techniques;
+  EXPECT_TRUE(overlap.overlap_gradient_reduction);
+  EXPECT_EQ(overlap.gradient_bucket_bytes, 64 * 1024);
+  for (const char* damaged : {"dopt+sp", "sp+bogus", "plain"}) {
+    h5::set_string(row.recipe, damaged);
+    try {
+      to_record(row);
+      ADD_FAILURE() << "accepted recipe " << damaged;
+    } catch (const UserError& error) {
+      EXPECT_NE(std::string(error.what()).find(std::string("'") + damaged + "'"), std::string::npos) << error.what();
+    }
+  }
+}
+
 TEST(CalibrationRecords, ReadFromAStoreWithStagesResolved) {
   testing::TempDir folder;
   const std::string path = folder.file("cal.h5");
@@ -101,6 +125,10 @@ TEST(CalibrationRecords, ReadFromAStoreWithStagesResolved) {
       append_stage(store, stage, {sequence}, {comm});
     }
     append_groundtruth(store, groundtruth_row("bf16", "ok"), {1.0, 2.0}, {}, {});
+    GroundTruthRow with_recipe = groundtruth_row("amp-bf16", "skipped");
+    h5::set_string(with_recipe.key, "tiny/dp2-tp1-pp2/mbs1/gbs8/seq64/amp-bf16/dopt+ovl");
+    h5::set_string(with_recipe.recipe, "dopt+ovl");
+    append_groundtruth(store, with_recipe, {}, {}, {});
   }
   h5::Store store = h5::Store::open(path, /*writable=*/false);
   const std::vector<CommRecord> comm = read_comm_records(store);
@@ -123,8 +151,11 @@ TEST(CalibrationRecords, ReadFromAStoreWithStagesResolved) {
   EXPECT_EQ(ops.stages[0].comms[0].dtype, DType::kFloat16);
   EXPECT_EQ(ops.stages[0].comms[0].phase, Phase::kBackward);
   const std::vector<GroundTruthRecord> groundtruth = read_groundtruth_records(store);
-  ASSERT_EQ(groundtruth.size(), 1u);
+  ASSERT_EQ(groundtruth.size(), 2u);
   EXPECT_EQ(groundtruth[0].precision, PrecisionName::kBf16);
+  EXPECT_FALSE(groundtruth[0].techniques.any());
+  EXPECT_EQ(recipe_text(groundtruth[1].techniques), "dopt+ovl");
+  EXPECT_EQ(groundtruth[1].status, RunStatus::kSkipped);
   EXPECT_DOUBLE_EQ(groundtruth[0].round_spread_pct, 2.5);
   EXPECT_EQ(groundtruth[0].rounds_counted, 3);
   EXPECT_EQ(groundtruth[0].disturbance, "");

@@ -2,7 +2,8 @@
 // existing files (no overwrite without force, schema version, not HDF5, schema of a table), that
 // standard HDF5 tools (h5dump) read what we write, and the resumable parent/child rows of
 // common/h5_parent_rows.hpp (offsets, trimming a killed job's tail) as the comm, ground-truth and ops
-// stores use them.
+// stores use them, and that a schema-4 file (ground truth without `recipe`) still opens and reads, as
+// plain recipes, but never gets ground truth added.
 #include <gtest/gtest.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -22,6 +23,7 @@
 #include <thread>
 #include <vector>
 
+#include "common/calibration_records.hpp"
 #include "common/comm_store.hpp"
 #include "common/errors.hpp"
 #include "common/groundtruth_store.hpp"
@@ -56,6 +58,28 @@ struct WideRow {
 struct ParentRow {
   char key[16];
   int64_t samples_offset, samples_count, items_offset, items_count;
+};
+
+// /groundtruth/configs as schema 4 wrote it: GroundTruthRow before `recipe`, written out here on its own
+// so that it stays the old layout whatever the store's row becomes.
+struct GroundTruthRowSchema4 {
+  char key[96];
+  char model[48];
+  int64_t dp, tp, pp, micro_batch, global_batch, seq_len, num_micro_batches;
+  char precision[12];
+  char backend[8];
+  char status[12];
+  char reason[200];
+  int64_t warmup_iters, timed_iters;
+  double time_us_min, time_us_median, time_us_mean, time_us_p90, time_us_max, time_cv;
+  double tokens_per_s;
+  double loss_first, loss_last;
+  int64_t samples_offset, samples_count, ranks_offset, ranks_count;
+  char measured_utc[24];
+  int64_t rounds_run, rounds_counted;
+  double round_spread_pct;
+  char disturbance[96];
+  int64_t rounds_offset, rounds_count;
 };
 
 }  // namespace itertime_test_rows
@@ -106,6 +130,49 @@ struct RowTraits<itertime_test_rows::ParentRow> {
     ITERTIME_H5_FIELD(type, ParentRow, items_offset);
     ITERTIME_H5_FIELD(type, ParentRow, items_count);
     return type;
+  }
+};
+template <>
+struct RowTraits<itertime_test_rows::GroundTruthRowSchema4> {
+  static RowType row_type() {
+    using R = itertime_test_rows::GroundTruthRowSchema4;
+    RowType t(sizeof(R));
+    ITERTIME_H5_FIELD(t, R, key);
+    ITERTIME_H5_FIELD(t, R, model);
+    ITERTIME_H5_FIELD(t, R, dp);
+    ITERTIME_H5_FIELD(t, R, tp);
+    ITERTIME_H5_FIELD(t, R, pp);
+    ITERTIME_H5_FIELD(t, R, micro_batch);
+    ITERTIME_H5_FIELD(t, R, global_batch);
+    ITERTIME_H5_FIELD(t, R, seq_len);
+    ITERTIME_H5_FIELD(t, R, num_micro_batches);
+    ITERTIME_H5_FIELD(t, R, precision);
+    ITERTIME_H5_FIELD(t, R, backend);
+    ITERTIME_H5_FIELD(t, R, status);
+    ITERTIME_H5_FIELD(t, R, reason);
+    ITERTIME_H5_FIELD(t, R, warmup_iters);
+    ITERTIME_H5_FIELD(t, R, timed_iters);
+    ITERTIME_H5_FIELD(t, R, time_us_min);
+    ITERTIME_H5_FIELD(t, R, time_us_median);
+    ITERTIME_H5_FIELD(t, R, time_us_mean);
+    ITERTIME_H5_FIELD(t, R, time_us_p90);
+    ITERTIME_H5_FIELD(t, R, time_us_max);
+    ITERTIME_H5_FIELD(t, R, time_cv);
+    ITERTIME_H5_FIELD(t, R, tokens_per_s);
+    ITERTIME_H5_FIELD(t, R, loss_first);
+    ITERTIME_H5_FIELD(t, R, loss_last);
+    ITERTIME_H5_FIELD(t, R, samples_offset);
+    ITERTIME_H5_FIELD(t, R, samples_count);
+    ITERTIME_H5_FIELD(t, R, ranks_offset);
+    ITERTIME_H5_FIELD(t, R, ranks_count);
+    ITERTIME_H5_FIELD(t, R, measured_utc);
+    ITERTIME_H5_FIELD(t, R, rounds_run);
+    ITERTIME_H5_FIELD(t, R, rounds_counted);
+    ITERTIME_H5_FIELD(t, R, round_spread_pct);
+    ITERTIME_H5_FIELD(t, R, disturbance);
+    ITERTIME_H5_FIELD(t, R, rounds_offset);
+    ITERTIME_H5_FIELD(t, R, rounds_count);
+    return t;
   }
 };
 }  // namespace itertime::h5
@@ -699,6 +766,149 @@ TEST(H5ParentRows, StoresTrimTheirTailsOnResume) {
   EXPECT_EQ(stage.sequence_count, 3);
   EXPECT_EQ(stage.comm_offset, 0);
   EXPECT_EQ(stage.comm_count, 1);
+}
+
+// ---- schema 4 -> 5: /groundtruth/configs gained `recipe` ----------------------------------------
+
+// A schema-4 calibration file: ground truth in the old row layout (two configurations, one skipped,
+// with their child rows), a /comm table, and /meta schema_version 4, all through the store's primitives.
+void write_schema4_file(const std::string& path) {
+  h5::Store store = h5::Store::create(path, false, kProvenance);
+  const char* keys[] = {"tiny/dp2-tp1-pp1/mbs1/gbs8/seq64/fp32", "tiny/dp1-tp3-pp1/mbs1/gbs8/seq64/fp32"};
+  for (int i = 0; i < 2; ++i) {
+    itertime_test_rows::GroundTruthRowSchema4 row{};
+    h5::set_string(row.key, keys[i]);
+    h5::set_string(row.model, "tiny");
+    row.dp = i == 0 ? 2 : 1, row.tp = i == 0 ? 1 : 3, row.pp = 1;
+    row.micro_batch = 1, row.global_batch = 8, row.seq_len = 64, row.num_micro_batches = 4;
+    h5::set_string(row.precision, "fp32");
+    h5::set_string(row.backend, "cpu");
+    h5::set_string(row.status, i == 0 ? "ok" : "skipped");
+    h5::set_string(row.reason, i == 0 ? "" : "needs 3 ranks, the job runs on 2");
+    row.time_us_median = i == 0 ? 1500.25 : 0;
+    row.round_spread_pct = 1.5;
+    row.rounds_counted = i == 0 ? 3 : 0;
+    row.samples_offset = 0, row.samples_count = i == 0 ? 2 : 0;
+    h5::set_string(row.disturbance, "");
+    h5::set_string(row.measured_utc, "2026-01-01T00:00:00Z");
+    store.table<itertime_test_rows::GroundTruthRowSchema4>(store::kGroundTruthTable).append(row);
+  }
+  store.samples(store::kGroundTruthSamples).append(std::vector<double>{1400.0, 1600.5});
+  store.table<Row>("/comm/points").append(make_row(1, 2.5, "all_reduce"));
+  store.set_meta("schema_version", int64_t{4});
+}
+
+TEST(H5StoreSchema4, GroundTruthReadsAsPlainRecipes) {
+  TempDir dir;
+  const std::string path = dir.file("v4.h5");
+  write_schema4_file(path);
+  const FileState before = file_state(path);
+  {
+    h5::Store store = h5::Store::open(path, /*writable=*/false);
+    EXPECT_EQ(store.schema_version(), 4);
+    const std::vector<store::GroundTruthRow> rows = store::read_groundtruth_rows(store);
+    ASSERT_EQ(rows.size(), 2u);
+    EXPECT_EQ(h5::get_string(rows[0].key), "tiny/dp2-tp1-pp1/mbs1/gbs8/seq64/fp32");
+    EXPECT_EQ(h5::get_string(rows[0].precision), "fp32");
+    EXPECT_EQ(h5::get_string(rows[0].recipe), "");
+    EXPECT_EQ(h5::get_string(rows[0].backend), "cpu");  // the members after the new one land in place
+    EXPECT_EQ(rows[0].time_us_median, 1500.25);
+    EXPECT_EQ(rows[0].samples_count, 2);
+    EXPECT_EQ(h5::get_string(rows[0].measured_utc), "2026-01-01T00:00:00Z");
+    EXPECT_EQ(h5::get_string(rows[1].reason), "needs 3 ranks, the job runs on 2");
+    const std::vector<store::GroundTruthRecord> records = store::read_groundtruth_records(store);
+    ASSERT_EQ(records.size(), 2u);
+    for (const auto& record : records) EXPECT_FALSE(record.techniques.any()) << record.key;
+    EXPECT_EQ(records[0].status, store::RunStatus::kOk);
+    EXPECT_EQ(records[1].status, store::RunStatus::kSkipped);
+    EXPECT_EQ(records[0].config.dp, 2);
+    EXPECT_DOUBLE_EQ(records[0].round_spread_pct, 1.5);
+    // The tables schema 5 left alone read as before.
+    EXPECT_EQ(store.samples(store::kGroundTruthSamples).read_all(), (std::vector<double>{1400.0, 1600.5}));
+    EXPECT_EQ(store.table<Row>("/comm/points").read_all().at(0).time_us, 2.5);
+    // The current row type does not match the stored fields: only read_groundtruth_rows reads them.
+    const std::string message = user_error_of([&] { store.table<store::GroundTruthRow>(store::kGroundTruthTable); });
+    EXPECT_NE(message.find("recipe"), std::string::npos) << message;
+  }
+  EXPECT_TRUE(file_state(path) == before) << "reading a schema-4 file changed it";
+}
+
+TEST(H5StoreSchema4, GroundTruthIsNeverAddedToIt) {
+  TempDir dir;
+  const std::string path = dir.file("v4.h5");
+  write_schema4_file(path);
+  h5::Store store = h5::Store::create_or_resume(path, false, /*resume=*/true, kProvenance);
+  EXPECT_EQ(store.schema_version(), 4);
+  for (const std::string& message :
+       {user_error_of([&] { store::existing_groundtruth_keys(store); }),
+        user_error_of([&] { store::append_groundtruth(store, store::GroundTruthRow{}, {1.0}, {}, {}); })}) {
+    EXPECT_NE(message.find(path), std::string::npos) << message;
+    EXPECT_NE(message.find("schema version 4"), std::string::npos) << message;
+    EXPECT_NE(message.find("schema version " + std::to_string(h5::kSchemaVersion)), std::string::npos) << message;
+    EXPECT_NE(message.find("does not add ground truth"), std::string::npos) << message;
+  }
+  EXPECT_EQ(store::read_groundtruth_rows(store).size(), 2u);
+  EXPECT_EQ(store.samples(store::kGroundTruthSamples).size(), 2u) << "nothing was trimmed or appended";
+  // The tables schema 5 did not change are added to as before; the file stays schema 4.
+  store.table<Row>("/comm/points").append(make_row(2, 3.5, "all_gather"));
+  EXPECT_EQ(store.table<Row>("/comm/points").size(), 2u);
+  EXPECT_EQ(store.schema_version(), 4);
+  // A schema-4 file without ground truth does not get a table of the new layout either.
+  const std::string bare = dir.file("v4-bare.h5");
+  write_foreign_store(bare, 4);
+  h5::Store bare_store = h5::Store::open(bare, true);
+  EXPECT_THROW(store::append_groundtruth(bare_store, store::GroundTruthRow{}, {}, {}, {}), UserError);
+  EXPECT_FALSE(bare_store.exists(store::kGroundTruthTable));
+  EXPECT_FALSE(bare_store.exists(store::kGroundTruthSamples));
+}
+
+TEST(H5StoreSchema4, OnlyFourAndTheCurrentVersionOpen) {
+  static_assert(h5::kSchemaVersion == 5 && h5::kOldestReadableSchemaVersion == 4, "update this test and docs/schema.md");
+  TempDir dir;
+  for (int64_t version : {int64_t{1}, int64_t{3}, int64_t{6}}) {
+    const std::string path = dir.file("v" + std::to_string(version) + ".h5");
+    write_foreign_store(path, version);
+    const std::string message = user_error_of([&] { h5::Store::open(path, false); });
+    EXPECT_NE(message.find("schema version " + std::to_string(version)), std::string::npos) << message;
+    EXPECT_NE(message.find("reads schema version 5 (and version 4 files)"), std::string::npos) << message;
+  }
+  const std::string v4 = dir.file("v4-empty.h5");
+  write_foreign_store(v4, 4);
+  EXPECT_EQ(h5::Store::open(v4, false).schema_version(), 4);
+  h5::Store empty = h5::Store::open(v4, false);
+  EXPECT_TRUE(store::read_groundtruth_rows(empty).empty());  // no ground truth: no rows, no error
+}
+
+// Schema 5: the recipe column sits after `precision`, and round-trips.
+TEST(H5Store, GroundTruthRecipeColumnRoundTrips) {
+  TempDir dir;
+  const std::string path = dir.file("v5.h5");
+  {
+    h5::Store store = h5::Store::create(path, false, kProvenance);
+    for (const char* recipe : {"", "sp+vp+dopt+rc-full", "ovl-64K"}) {
+      store::GroundTruthRow row{};
+      h5::set_string(row.key, std::string("k/") + recipe);
+      h5::set_string(row.recipe, recipe);
+      h5::set_string(row.status, "ok");
+      store::append_groundtruth(store, row, {1.0}, {}, {});
+    }
+  }
+  h5::Store store = h5::Store::open(path, false);
+  EXPECT_EQ(store.schema_version(), 5);
+  std::vector<std::string> fields;
+  for (const auto& info : store.list_datasets()) {
+    if (info.path == store::kGroundTruthTable) fields = info.fields;
+  }
+  ASSERT_GE(fields.size(), 12u);
+  EXPECT_EQ(fields[9], "precision");
+  EXPECT_EQ(fields[10], "recipe");
+  EXPECT_EQ(fields[11], "backend");
+  const auto rows = store::read_groundtruth_rows(store);
+  ASSERT_EQ(rows.size(), 3u);
+  EXPECT_EQ(h5::get_string(rows[0].recipe), "");
+  EXPECT_EQ(h5::get_string(rows[1].recipe), "sp+vp+dopt+rc-full");
+  EXPECT_EQ(h5::get_string(rows[2].recipe), "ovl-64K");
+  EXPECT_EQ(sizeof(store::GroundTruthRow::recipe), 48u);
 }
 
 }  // namespace

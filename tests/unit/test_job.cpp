@@ -1,7 +1,9 @@
 // Unit tests of common/job: sweeps expand to every (dp, tp, pp) factorization in order, explicit
 // configurations come first and duplicates are dropped, relative model paths resolve against the
-// job's folder, unknown fields and malformed JSON are refused naming the field or the file, and the
-// three shipped jobs (jobs/*.json) load with the configurations counted by hand.
+// job's folder, unknown fields and malformed JSON are refused naming the field or the file, training
+// techniques come from the top level, a configuration's own object or the sweep's recipes (crossed with
+// every layout and precision) and end the key in their recipe text, and the shipped jobs (jobs/*.json)
+// load with the configurations counted by hand.
 #include <gtest/gtest.h>
 
 #include <filesystem>
@@ -377,6 +379,208 @@ TEST(Job, ShippedGpuRunJobs) {
   EXPECT_EQ(cpu.backend, Backend::kCpu);
   EXPECT_EQ(cpu.ranks, 2);
   EXPECT_EQ(cpu.configs.size(), 4u * 5u);  // (1,1,1), (2,1,1), (1,2,1), (1,1,2) x 5 policies
+}
+
+// ---- training techniques (issue 16) ----------------------------------------------------------------
+
+std::vector<std::string> keys_of(const Job& job) {
+  std::vector<std::string> keys;
+  for (const auto& c : job.configs) keys.push_back(c.key(job.model.name));
+  return keys;
+}
+
+TEST(JobTechniques, AbsentMeansPlainAndKeysStayAsBefore) {
+  JobFolder folder;
+  const Job job = folder.parse(R"({"model": "models/tiny.json",
+    "configs": [{"dp": 1, "tp": 1, "pp": 2, "micro_batch": 1, "global_batch": 8, "seq_len": 64}],
+    "sweep": {"world_sizes": [1], "precisions": ["bf16"], "micro_batch": 1, "global_batch": 8, "seq_len": 64}})");
+  ASSERT_EQ(job.configs.size(), 2u);
+  for (const auto& c : job.configs) EXPECT_FALSE(c.techniques.any());
+  EXPECT_EQ(keys_of(job), (std::vector<std::string>{"tiny/dp1-tp1-pp2/mbs1/gbs8/seq64/fp32",
+                                                    "tiny/dp1-tp1-pp1/mbs1/gbs8/seq64/bf16"}));
+}
+
+TEST(JobTechniques, TopLevelDefaultsAndPerConfigurationOverrides) {
+  JobFolder folder;
+  const Job job = folder.parse(R"({"model": "models/tiny.json",
+    "techniques": {"sequence_parallel": true, "recompute": "selective"},
+    "configs": [
+      {"dp": 1, "tp": 2, "pp": 1, "micro_batch": 1, "global_batch": 8, "seq_len": 64},
+      {"dp": 2, "tp": 1, "pp": 1, "micro_batch": 1, "global_batch": 8, "seq_len": 64,
+       "techniques": {"recompute": "full", "distributed_optimizer": true}},
+      {"dp": 2, "tp": 1, "pp": 1, "micro_batch": 1, "global_batch": 8, "seq_len": 64,
+       "techniques": {"sequence_parallel": false, "recompute": "none"}},
+      {"dp": 2, "tp": 1, "pp": 1, "micro_batch": 1, "global_batch": 8, "seq_len": 64,
+       "techniques": {"overlap_gradient_reduction": true, "gradient_bucket_bytes": "4M", "vocab_parallel": true}}
+    ]})");
+  ASSERT_EQ(job.configs.size(), 4u);
+  // The top level is every configuration's default ...
+  EXPECT_TRUE(job.configs[0].techniques.sequence_parallel);
+  EXPECT_EQ(job.configs[0].techniques.recompute, Recompute::kSelective);
+  // ... and a configuration's own object replaces the fields it gives, keeping the others.
+  EXPECT_TRUE(job.configs[1].techniques.sequence_parallel);
+  EXPECT_TRUE(job.configs[1].techniques.distributed_optimizer);
+  EXPECT_EQ(job.configs[1].techniques.recompute, Recompute::kFull);
+  EXPECT_FALSE(job.configs[2].techniques.any());
+  EXPECT_TRUE(job.configs[3].techniques.overlap_gradient_reduction);
+  EXPECT_EQ(job.configs[3].techniques.gradient_bucket_bytes, int64_t{4} << 20);
+  EXPECT_EQ(keys_of(job), (std::vector<std::string>{
+                              "tiny/dp1-tp2-pp1/mbs1/gbs8/seq64/fp32/sp+rc-sel",
+                              "tiny/dp2-tp1-pp1/mbs1/gbs8/seq64/fp32/sp+dopt+rc-full",
+                              "tiny/dp2-tp1-pp1/mbs1/gbs8/seq64/fp32",  // turned back to plain: the plain key
+                              "tiny/dp2-tp1-pp1/mbs1/gbs8/seq64/fp32/sp+vp+rc-sel+ovl-4M"}));
+  // The key's recipe is the canonical text: it parses back to the configuration's techniques.
+  for (const auto& c : job.configs) {
+    const std::string key = c.key(job.model.name);
+    const std::string recipe = c.techniques.any() ? key.substr(key.rfind('/') + 1) : "";
+    EXPECT_EQ(parse_recipe_text(recipe), c.techniques) << key;
+  }
+}
+
+TEST(JobTechniques, SweepCrossesEveryLayoutAndPrecisionWithEveryRecipe) {
+  JobFolder folder;
+  const Job job = folder.parse(R"({"model": "models/tiny.json",
+    "techniques": {"distributed_optimizer": true},
+    "configs": [{"dp": 2, "tp": 1, "pp": 1, "micro_batch": 1, "global_batch": 8, "seq_len": 64,
+                 "techniques": {"recompute": "full"}}],
+    "sweep": {"world_sizes": [2], "precisions": ["fp32", "amp-bf16"], "micro_batch": 1, "global_batch": 8, "seq_len": 64,
+              "recipes": [{}, {"distributed_optimizer": false}, {"recompute": "full"},
+                          {"sequence_parallel": true, "vocab_parallel": true}, {}]}})");
+  // 3 layouts x 2 precisions x 4 distinct recipes (the repeated {} is dropped by key), less the sweep's
+  // (2,1,1) fp32 dopt+rc-full, which the explicit configuration already lists.
+  ASSERT_EQ(job.configs.size(), 1u + 3u * 2u * 4u - 1u);
+  const std::vector<std::string> keys = keys_of(job);
+  EXPECT_EQ(std::vector<std::string>(keys.begin(), keys.begin() + 8),
+            (std::vector<std::string>{"tiny/dp2-tp1-pp1/mbs1/gbs8/seq64/fp32/dopt+rc-full",
+                                      // recipes vary fastest, inside each precision of each layout
+                                      "tiny/dp2-tp1-pp1/mbs1/gbs8/seq64/fp32/dopt",
+                                      "tiny/dp2-tp1-pp1/mbs1/gbs8/seq64/fp32",
+                                      "tiny/dp2-tp1-pp1/mbs1/gbs8/seq64/fp32/sp+vp+dopt",
+                                      "tiny/dp2-tp1-pp1/mbs1/gbs8/seq64/amp-bf16/dopt",
+                                      "tiny/dp2-tp1-pp1/mbs1/gbs8/seq64/amp-bf16",
+                                      "tiny/dp2-tp1-pp1/mbs1/gbs8/seq64/amp-bf16/dopt+rc-full",
+                                      "tiny/dp2-tp1-pp1/mbs1/gbs8/seq64/amp-bf16/sp+vp+dopt"}));
+  EXPECT_EQ(keys.back(), "tiny/dp1-tp1-pp2/mbs1/gbs8/seq64/amp-bf16/sp+vp+dopt");
+  EXPECT_EQ(std::set<std::string>(keys.begin(), keys.end()).size(), keys.size()) << "duplicate keys";
+}
+
+TEST(JobTechniques, BucketSizesAndCombinationsTheTrainerRefusesAreKept) {
+  JobFolder folder;
+  const std::string layout = R"("dp": 2, "tp": 2, "pp": 1, "micro_batch": 1, "global_batch": 8, "seq_len": 63)";
+  const Job job = folder.parse(R"({"model": "models/tiny.json", "configs": [
+      {)" + layout + R"(, "techniques": {"overlap_gradient_reduction": true, "gradient_bucket_bytes": 4096}},
+      {)" + layout + R"(, "techniques": {"overlap_gradient_reduction": true, "gradient_bucket_bytes": "64kb"}},
+      {)" + layout + R"(, "techniques": {"overlap_gradient_reduction": true, "gradient_bucket_bytes": "25M"}},
+      {)" + layout + R"(, "techniques": {"overlap_gradient_reduction": true, "gradient_bucket_bytes": 1000}},
+      {)" + layout + R"(, "techniques": {"overlap_gradient_reduction": true, "distributed_optimizer": true}},
+      {)" + layout + R"(, "techniques": {"sequence_parallel": true}},
+      {)" + layout + R"(, "techniques": {"gradient_bucket_bytes": "1M"}},
+      {)" + layout + R"(}
+    ]})");
+  // Overlap with the distributed optimizer, and SP with seq 63 over tp 2, are the trainer's to refuse
+  // (ground truth records them skipped); the bucket size without overlap changes nothing, so that
+  // configuration is the plain one and the last entry is its duplicate.
+  EXPECT_EQ(keys_of(job), (std::vector<std::string>{
+                              "tiny/dp2-tp2-pp1/mbs1/gbs8/seq63/fp32/ovl-4K",
+                              "tiny/dp2-tp2-pp1/mbs1/gbs8/seq63/fp32/ovl-64K",
+                              "tiny/dp2-tp2-pp1/mbs1/gbs8/seq63/fp32/ovl",
+                              "tiny/dp2-tp2-pp1/mbs1/gbs8/seq63/fp32/ovl-1000",
+                              "tiny/dp2-tp2-pp1/mbs1/gbs8/seq63/fp32/dopt+ovl",
+                              "tiny/dp2-tp2-pp1/mbs1/gbs8/seq63/fp32/sp",
+                              "tiny/dp2-tp2-pp1/mbs1/gbs8/seq63/fp32"}));
+  EXPECT_EQ(job.configs[0].techniques.gradient_bucket_bytes, 4096);
+  EXPECT_EQ(job.configs[1].techniques.gradient_bucket_bytes, 65536);
+  EXPECT_EQ(job.configs[2].techniques.gradient_bucket_bytes, kDefaultGradientBucketBytes);
+}
+
+TEST(JobTechniques, MistakesAreRefusedNamingTheFileAndTheFieldPath) {
+  JobFolder folder;
+  const std::string path = folder.dir.file("job.json");
+  const std::string config = R"({"dp": 1, "tp": 1, "pp": 1, "micro_batch": 1, "global_batch": 1, "seq_len": 8)";
+  const std::string sweep_head =
+      R"("sweep": {"world_sizes": [1], "precisions": ["fp32"], "micro_batch": 1, "global_batch": 1, "seq_len": 8, "recipes": )";
+  // In each place a techniques object can stand.
+  auto top = [&](const std::string& body) {
+    return R"({"model": "models/tiny.json", "techniques": )" + body + R"(, "configs": [)" + config + "}]}";
+  };
+  auto own = [&](const std::string& body) {
+    return R"({"model": "models/tiny.json", "configs": [)" + config + R"(, "techniques": )" + body + "}]}";
+  };
+  auto recipe = [&](const std::string& body) {
+    return R"({"model": "models/tiny.json", )" + sweep_head + "[{}, " + body + "]}}";
+  };
+  struct Case {
+    std::string body;
+    std::vector<std::string> parts;  // the message names them all
+  };
+  const std::vector<Case> cases = {
+      {R"({"sp": true})", {"unknown field 'sp'", "sequence_parallel"}},
+      {R"({"sequence_parallel": 1})", {"'sequence_parallel'", "true or false", "1"}},
+      {R"({"vocab_parallel": "yes"})", {"'vocab_parallel'", "true or false", "\"yes\""}},
+      {R"({"distributed_optimizer": null})", {"'distributed_optimizer'", "true or false"}},
+      {R"({"overlap_gradient_reduction": 0})", {"'overlap_gradient_reduction'", "true or false"}},
+      {R"({"recompute": true})", {"'recompute'", "\"selective\""}},
+      {R"({"recompute": "partial"})", {"'recompute'", "'partial'", "none, selective or full"}},
+      {R"({"gradient_bucket_bytes": 0})", {"'gradient_bucket_bytes'", "positive", "\"4M\""}},
+      {R"({"gradient_bucket_bytes": -4096})", {"'gradient_bucket_bytes'", "-4096"}},
+      {R"({"gradient_bucket_bytes": "4X"})", {"'gradient_bucket_bytes'", "\"4X\""}},
+      {R"({"gradient_bucket_bytes": "0M"})", {"'gradient_bucket_bytes'", "\"0M\""}},
+      {R"({"gradient_bucket_bytes": "99999999999G"})", {"'gradient_bucket_bytes'"}},
+      {R"({"gradient_bucket_bytes": 1.5})", {"'gradient_bucket_bytes'", "1.5"}},
+      {R"({"gradient_bucket_bytes": true})", {"'gradient_bucket_bytes'"}},
+      {R"(["sequence_parallel"])", {"techniques object", "JSON object"}},
+      {R"("sp+vp")", {"techniques object", "\"sp+vp\""}},
+  };
+  for (const auto& c : cases) {
+    const std::vector<std::pair<std::string, std::string>> placed = {
+        {top(c.body), path + " techniques"}, {own(c.body), path + " configs[0] techniques"},
+        {recipe(c.body), path + " sweep recipes[1]"}};
+    for (const auto& [text, where] : placed) {
+      const std::string message = user_error_of([&] { folder.parse(text); });
+      EXPECT_TRUE(contains(message, where + ": ")) << where << " | " << message;
+      for (const auto& part : c.parts) EXPECT_TRUE(contains(message, part)) << part << " | " << message;
+    }
+  }
+  for (const std::string bad : {"[]", "{}", "\"plain\""}) {
+    const std::string message =
+        user_error_of([&] { folder.parse(R"({"model": "models/tiny.json", )" + sweep_head + bad + "}}"); });
+    EXPECT_TRUE(contains(message, path + " sweep: 'recipes' must be a non-empty array")) << message;
+  }
+  // "techniques" belongs to the top level and to configurations, not to the sweep itself.
+  const std::string message = user_error_of([&] {
+    folder.parse(R"({"model": "models/tiny.json", "sweep": {"world_sizes": [1], "precisions": ["fp32"], "micro_batch": 1,
+                     "global_batch": 1, "seq_len": 8, "techniques": {}}})");
+  });
+  EXPECT_TRUE(contains(message, path + " sweep: unknown field 'techniques'")) << message;
+  EXPECT_TRUE(contains(message, "recipes")) << message;
+}
+
+TEST(JobTechniques, ShippedLocalCpuTechniquesJob) {
+  const Job job = load_job(kSource + "/jobs/local-cpu-techniques.json");
+  const Job local = load_job(kSource + "/jobs/local-cpu.json");
+  EXPECT_EQ(job.name, "local-cpu-techniques");
+  EXPECT_EQ(job.model.name, "tiny-llama-gqa");
+  EXPECT_EQ(job.backend, Backend::kCpu);
+  EXPECT_EQ(job.ranks, 4);
+  // local-cpu's ground-truth policy.
+  EXPECT_EQ(job.warmup_iters, local.warmup_iters);
+  EXPECT_EQ(job.timed_iters, local.timed_iters);
+  EXPECT_EQ(job.min_timed_seconds, local.min_timed_seconds);
+  EXPECT_EQ(job.rounds.rounds, local.rounds.rounds);
+  EXPECT_EQ(job.rounds.max_extra_rounds, local.rounds.max_extra_rounds);
+  // (3 + 6 layouts of 2 and 4 ranks) x (fp32, amp-bf16) x 7 recipes.
+  ASSERT_EQ(job.configs.size(), 9u * 2u * 7u);
+  std::vector<std::string> recipes;
+  for (std::size_t i = 0; i < 7; ++i) recipes.push_back(recipe_text(job.configs[i].techniques));
+  EXPECT_EQ(recipes, (std::vector<std::string>{"", "sp+vp", "dopt", "rc-sel", "rc-full", "ovl-64K", "sp+vp+dopt+rc-full"}));
+  EXPECT_EQ(job.configs.front().key(job.model.name), "tiny-llama-gqa/dp2-tp1-pp1/mbs1/gbs8/seq64/fp32");
+  EXPECT_EQ(job.configs.back().key(job.model.name), "tiny-llama-gqa/dp1-tp1-pp4/mbs1/gbs8/seq64/amp-bf16/sp+vp+dopt+rc-full");
+  for (const auto& c : job.configs) {
+    EXPECT_EQ(c.parallel.micro_batch, 1);
+    EXPECT_EQ(c.parallel.global_batch, 8);
+    EXPECT_EQ(c.parallel.seq_len, 64);
+    EXPECT_TRUE(c.precision == PrecisionName::kFp32 || c.precision == PrecisionName::kAmpBf16);
+  }
 }
 
 }  // namespace
