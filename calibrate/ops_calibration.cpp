@@ -42,14 +42,16 @@ struct StageRequest {
   PrecisionName precision;   // the policy traced
   PrecisionName labelled;    // the configuration's policy (differs for the blind variant)
   std::string variant;       // aware | blind
+  TrainingTechniques techniques;
   std::string key;
 };
 
 // Pipeline and data-parallel transfers, from the policy (the trainer sends the residual stream at the
-// activation dtype and all-reduces gradients at the gradient dtype).
+// activation dtype, with SP the rank's sequence shard of it, and all-reduces gradients at the gradient
+// dtype).
 void add_pipeline_and_dp_comms(StageTrace& trace, const LlamaSpec& model, const PrecisionPolicy& policy, int pp,
-                               int stage_index, int micro_batch, int seq_len, int64_t local_params) {
-  const int64_t activation_bytes = static_cast<int64_t>(micro_batch) * seq_len * model.hidden_size *
+                               int stage_index, int micro_batch, int sent_seq_len, int64_t local_params) {
+  const int64_t activation_bytes = static_cast<int64_t>(micro_batch) * sent_seq_len * model.hidden_size *
                                    static_cast<int64_t>(dtype_bytes(policy.activation_dtype));
   if (stage_index < pp - 1) trace.comms.push_back(TracedComm{"pp_send_forward", policy.activation_dtype, activation_bytes, Phase::kForward});
   if (stage_index > 0) trace.comms.push_back(TracedComm{"pp_send_backward", policy.activation_dtype, activation_bytes, Phase::kBackward});
@@ -57,18 +59,40 @@ void add_pipeline_and_dp_comms(StageTrace& trace, const LlamaSpec& model, const 
                                    local_params * static_cast<int64_t>(dtype_bytes(policy.grad_dtype)), Phase::kDpBuffer});
 }
 
+// Why a stage cannot be traced with these techniques ("" when it can): the trainer's own refusals
+// (calibrate/trainer.cpp's check_trainable) and the DP-dependent techniques, not traced yet.
+std::string untraceable_reason(const LlamaSpec& model, int tp, int seq_len, const TrainingTechniques& techniques) {
+  if (techniques.distributed_optimizer || techniques.overlap_gradient_reduction) {
+    return "the distributed optimizer and overlapped gradient reduction change the DP and optimizer phases with dp, "
+           "which stage traces do not cover yet";
+  }
+  if (techniques.sequence_parallel && seq_len % tp != 0) {
+    return "sequence parallelism needs seq_len " + std::to_string(seq_len) + " to be a multiple of tp " + std::to_string(tp);
+  }
+  if (techniques.vocab_parallel && model.vocab_size % tp != 0) {
+    return "a vocabulary-parallel head needs vocab_size " + std::to_string(model.vocab_size) + " of model " + model.name +
+           " to be a multiple of tp " + std::to_string(tp);
+  }
+  return "";
+}
+
 StageTrace trace_stage(const LlamaSpec& model, int tp, int pp, int stage_index, int micro_batch, int seq_len,
-                       PrecisionName precision_name, AttentionKernel attention, Backend backend, uint64_t seed) {
+                       PrecisionName precision_name, AttentionKernel attention, Backend backend, uint64_t seed,
+                       const TrainingTechniques& techniques) {
   const PrecisionPolicy& policy = precision_policy(precision_name);
   require_supported(policy, backend, backend_capabilities());
+  const std::string untraceable = untraceable_reason(model, tp, seq_len, techniques);
+  if (!untraceable.empty()) throw UserError("training recipe '" + recipe_text(techniques) + "': " + untraceable);
   const torch::Device device = backend == Backend::kCuda ? torch::Device(torch::kCUDA) : torch::Device(torch::kCPU);
   const auto stages = stage_layers(static_cast<int>(model.num_layers), pp);
   const StageLayers& layers = stages[static_cast<std::size_t>(stage_index)];
 
+  // The trainer's TpContext and stage (calibrate/trainer.cpp), as TP rank 0 sees them.
   TracingCommunicator tp_comm(tp, nullptr);
   CommTimer timer;
-  TpContext tp_context{&tp_comm, tp, 0, backend == Backend::kCuda, &timer};
-  LlamaStage stage(model, layers, seed, &tp_context, seq_len, resolve_attention(attention));
+  TpContext tp_context{&tp_comm, tp, 0, backend == Backend::kCuda, &timer, techniques.sequence_parallel,
+                       techniques.vocab_parallel};
+  LlamaStage stage(model, layers, seed, &tp_context, seq_len, resolve_attention(attention), techniques.recompute);
   stage->to(device, to_torch(policy.param_dtype));
   std::vector<torch::Tensor> parameters;
   int64_t local_params = 0;
@@ -76,6 +100,13 @@ StageTrace trace_stage(const LlamaSpec& model, int tp, int pp, int stage_index, 
     parameters.push_back(p);
     local_params += p.numel();
   }
+  std::vector<torch::Tensor> norm_weights;  // with SP: gradients summed over TP after the backward
+  for (const auto& module : stage->modules(/*include_self=*/false)) {
+    if (module->as<RMSNormImpl>() == nullptr) continue;
+    for (auto& p : module->parameters()) norm_weights.push_back(p);
+  }
+  // With SP a stage's input and output are the rank's [batch, seq/tp, hidden] shard.
+  const int residual_seq_len = tp_context.sp() ? seq_len / tp : seq_len;
   torch::optim::AdamW optimizer(stage->parameters(), torch::optim::AdamWOptions(kAdamW.learning_rate).betas(std::make_tuple(kAdamW.beta1, kAdamW.beta2)).weight_decay(kAdamW.weight_decay).eps(adamw_eps(policy)));
 
   const auto activation_options = torch::TensorOptions().dtype(to_torch(policy.activation_dtype)).device(device);
@@ -93,7 +124,7 @@ StageTrace trace_stage(const LlamaSpec& model, int tp, int pp, int stage_index, 
     if (layers.has_embedding) {
       input = torch::randint(model.vocab_size, {micro_batch, seq_len}, token_options);
     } else {
-      input = torch::randn({micro_batch, seq_len, model.hidden_size}, activation_options).requires_grad_(true);
+      input = torch::randn({micro_batch, residual_seq_len, model.hidden_size}, activation_options).requires_grad_(true);
     }
     if (layers.has_head) targets = torch::randint(model.vocab_size, {micro_batch, seq_len}, token_options);
     phase(Phase::kForward);
@@ -108,6 +139,13 @@ StageTrace trace_stage(const LlamaSpec& model, int tp, int pp, int stage_index, 
       output.backward();
     } else {
       torch::autograd::backward({output}, {torch::randn_like(output)});
+    }
+    if (tp_context.sp() && !norm_weights.empty()) {  // the trainer's all_reduce_norm_gradients
+      phase(Phase::kSpGradients);
+      torch::Tensor flat = make_flat_buffer(norm_weights);
+      flatten_into(flat, norm_weights, FlatPart::kGradient);
+      all_reduce_tensor(tp_comm, flat, backend == Backend::kCuda);
+      unflatten_from(flat, norm_weights, FlatPart::kGradient);
     }
     phase(Phase::kDpBuffer);
     {
@@ -130,7 +168,7 @@ StageTrace trace_stage(const LlamaSpec& model, int tp, int pp, int stage_index, 
     trace.ops = session.operators();
     trace.comms = session.comms();
   }
-  add_pipeline_and_dp_comms(trace, model, policy, pp, stage_index, micro_batch, seq_len, local_params);
+  add_pipeline_and_dp_comms(trace, model, policy, pp, stage_index, micro_batch, residual_seq_len, local_params);
   trace.local_params = local_params;
   trace.num_layers = layers.num_layers;
   return trace;
@@ -177,9 +215,11 @@ std::string join(const std::vector<std::string>& items) {
 }  // namespace
 
 StageTraceInfo trace_stage_info(const LlamaSpec& model, int tp, int pp, int stage, int micro_batch, int seq_len,
-                                PrecisionName precision, AttentionKernel attention, Backend backend) {
+                                PrecisionName precision, AttentionKernel attention, Backend backend,
+                                const TrainingTechniques& techniques) {
   set_compute_threads(1);
-  const StageTrace trace = trace_stage(model, tp, pp, stage, micro_batch, seq_len, precision, attention, backend, 1234);
+  const StageTrace trace =
+      trace_stage(model, tp, pp, stage, micro_batch, seq_len, precision, attention, backend, 1234, techniques);
   StageTraceInfo info;
   for (const TracedOp& op : trace.ops) {
     info.ops.push_back(TracedOpInfo{op.name, to_string(op.phase), op.input_dtypes(), op.output_dtype, op.signature()});
@@ -193,10 +233,12 @@ StageTraceInfo trace_stage_info(const LlamaSpec& model, int tp, int pp, int stag
 
 namespace {
 
-// The stages to trace (deterministic on every rank), and the occupancies to profile at.
+// The stages to trace (deterministic on every rank), the occupancies to profile at, and the recipes
+// left out (not traceable yet), one line each.
 struct StagePlan {
   std::vector<StageRequest> requests;
   std::set<int> occupancies;
+  std::set<std::string> left_out;
 };
 
 StagePlan plan_stages(const Job& job, int world_size) {
@@ -208,13 +250,19 @@ StagePlan plan_stages(const Job& job, int world_size) {
     if (!p.violations(job.model, 0).empty()) continue;  // ground truth records it as skipped
     if (!precision_policy(config.precision).supports(job.backend, capabilities)) continue;
     if (p.world_size() > world_size) continue;
+    const std::string untraceable = untraceable_reason(job.model, p.tp, p.seq_len, config.techniques);
+    if (!untraceable.empty()) {
+      plan.left_out.insert("recipe " + recipe_text(config.techniques) + ": " + untraceable);
+      continue;
+    }
     plan.occupancies.insert(p.world_size());
     for (int s = 0; s < p.pp; ++s) {
       for (const std::string variant : {"aware", "blind"}) {
         StageRequest request{p.tp, p.pp, s, p.micro_batch, p.seq_len,
                              variant == std::string("aware") ? config.precision : PrecisionName::kFp32,
-                             config.precision, variant, ""};
-        request.key = stage_key(job.model.name, p.tp, p.pp, s, p.micro_batch, p.seq_len, to_string(config.precision), variant);
+                             config.precision, variant, config.techniques, ""};
+        request.key = stage_key(job.model.name, p.tp, p.pp, s, p.micro_batch, p.seq_len, to_string(config.precision), variant,
+                                config.techniques);
         if (request_keys.insert(request.key).second) plan.requests.push_back(request);
       }
     }
@@ -259,6 +307,7 @@ void print_start(const OpsRun& run) {
               job.model.name.c_str(), run.stages.requests.size(), run.summary.stages_present);
   for (int k : run.stages.occupancies) std::printf(" %d", k);
   std::printf(" rank(s)\n");
+  for (const std::string& line : run.stages.left_out) std::printf("  not traced: %s\n", line.c_str());
   std::fflush(stdout);
 }
 
@@ -362,14 +411,15 @@ void store_stage_trace(OpsRun& run, const StageRequest& request, const StageTrac
 void trace_all_stages(OpsRun& run) {
   const Job& job = run.options.job;
   std::map<std::string, std::size_t> unique_index;
-  std::map<std::string, StageTrace> traces_by_policy;  // "tp/pp/s/mbs/seq/precision" -> trace
+  std::map<std::string, StageTrace> traces_by_policy;  // "tp/pp/s/mbs/seq/precision/recipe" -> trace
   for (std::size_t i = 0; i < run.stages.requests.size(); ++i) {
     const StageRequest& r = run.stages.requests[i];
     const std::string trace_key = std::to_string(r.tp) + "/" + std::to_string(r.pp) + "/" + std::to_string(r.stage) + "/" +
-                                  std::to_string(r.micro_batch) + "/" + std::to_string(r.seq_len) + "/" + to_string(r.precision);
+                                  std::to_string(r.micro_batch) + "/" + std::to_string(r.seq_len) + "/" + to_string(r.precision) +
+                                  "/" + recipe_text(r.techniques);
     if (!traces_by_policy.count(trace_key)) {
       traces_by_policy[trace_key] = trace_stage(job.model, r.tp, r.pp, r.stage, r.micro_batch, r.seq_len, r.precision,
-                                                run.attention, job.backend, job.seed);
+                                                run.attention, job.backend, job.seed, r.techniques);
     }
     const StageTrace& trace = traces_by_policy[trace_key];
     for (const TracedOp& op : trace.ops) {

@@ -3,10 +3,17 @@
 // distinct operator signature in isolation at every occupancy of the job, and stores it all in /ops.
 // Torch-free interface.
 // Invariants:
-//  - A stage trace covers one micro-batch's forward and backward (TP-sharded shapes; the TP all-reduces
+//  - A stage trace covers one micro-batch's forward and backward (TP-sharded shapes; the TP collectives
 //    recorded as comm operations by a communicator that moves no data), one optimizer step, and the DP
 //    gradient-buffer operations; traced after one untraced warm-up step, so lazily created state
 //    (optimizer moments) exists as in steady-state training.
+//  - A stage is traced with the job configuration's training techniques (common/training_techniques.hpp)
+//    as calibrate/trainer.cpp runs them: sequence parallelism and the vocabulary-parallel head in the
+//    TpContext, recompute in the stage, and with SP the per-iteration TP sum of the norms' gradients
+//    (phase sp_grads). The distributed optimizer and overlapped reduction change the DP and optimizer
+//    phases with dp, which a stage key lacks: configurations with them (and those the trainer refuses:
+//    SP with seq_len % tp, the vocabulary-parallel head with vocab_size % tp) are left out of the plan
+//    with one printed line each; trace_stage_info refuses them (UserError).
 //  - Every rank traces the same stages and obtains the same ordered signature list (checked); rank 0
 //    alone writes. Profiling at occupancy k: ranks 0..k-1 time every signature at once (the others
 //    sleep), so each operator is timed with as many busy ranks as the configurations of k ranks have.
@@ -21,6 +28,7 @@
 #include <vector>
 
 #include "common/job.hpp"
+#include "common/training_techniques.hpp"
 
 namespace itertime::calibrate {
 
@@ -66,6 +74,7 @@ struct StageTraceInfo {
 };
 
 StageTraceInfo trace_stage_info(const LlamaSpec& model, int tp, int pp, int stage, int micro_batch, int seq_len,
-                                PrecisionName precision, AttentionKernel attention, Backend backend);
+                                PrecisionName precision, AttentionKernel attention, Backend backend,
+                                const TrainingTechniques& techniques = {});
 
 }  // namespace itertime::calibrate

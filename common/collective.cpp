@@ -87,13 +87,16 @@ std::string to_string(CommKind kind) {
     case CommKind::kPpSendForward: return "pp_send_forward";
     case CommKind::kPpSendBackward: return "pp_send_backward";
     case CommKind::kDpAllReduce: return "dp_all_reduce";
+    case CommKind::kTpAllGather: return "tp_all_gather";
+    case CommKind::kTpReduceScatter: return "tp_reduce_scatter";
   }
   throw InternalError("unknown comm kind", __FILE__, __LINE__);
 }
 
 const std::vector<CommKind>& all_comm_kinds() {
-  static const std::vector<CommKind> kAll = {CommKind::kTpAllReduce, CommKind::kPpSendForward,
-                                             CommKind::kPpSendBackward, CommKind::kDpAllReduce};
+  static const std::vector<CommKind> kAll = {CommKind::kTpAllReduce,    CommKind::kPpSendForward,
+                                             CommKind::kPpSendBackward, CommKind::kDpAllReduce,
+                                             CommKind::kTpAllGather,    CommKind::kTpReduceScatter};
   return kAll;
 }
 
@@ -102,7 +105,8 @@ CommKind parse_comm_kind(std::string_view text) {
     if (to_string(kind) == text) return kind;
   }
   throw UserError("unknown communication kind '" + std::string(text) +
-                  "': use tp_all_reduce, pp_send_forward, pp_send_backward or dp_all_reduce");
+                  "': use tp_all_reduce, pp_send_forward, pp_send_backward, dp_all_reduce, tp_all_gather or "
+                  "tp_reduce_scatter");
 }
 
 Collective collective_of(CommKind kind) {
@@ -111,6 +115,8 @@ Collective collective_of(CommKind kind) {
     case CommKind::kDpAllReduce: return Collective::kAllReduce;
     case CommKind::kPpSendForward:
     case CommKind::kPpSendBackward: return Collective::kSend;
+    case CommKind::kTpAllGather: return Collective::kAllGather;
+    case CommKind::kTpReduceScatter: return Collective::kReduceScatter;
   }
   throw InternalError("unknown comm kind", __FILE__, __LINE__);
 }

@@ -8,7 +8,9 @@
 //    broadcast, send and sendrecv 1. Ring latency steps: all_reduce 2(n-1); all_gather, reduce_scatter,
 //    all_to_all n-1; broadcast, send, sendrecv 1 (independent of n).
 //  - A CommKind names one communication of a training stage; collective_of() says which collective the
-//    comm model times it with (TP and DP all-reduces: all_reduce; pipeline sends: send).
+//    comm model times it with (TP and DP all-reduces: all_reduce; pipeline sends: send; sequence
+//    parallelism's and the vocabulary-parallel loss's TP all-gathers and reduce-scatters: all_gather,
+//    reduce_scatter, their bytes one rank's part).
 //  - Pure: torch-, MPI- and CUDA-free, no state.
 #pragma once
 
@@ -41,8 +43,9 @@ std::string to_string(TimingMode mode);  // "latency" | "pipelined"
 TimingMode parse_timing_mode(std::string_view text);
 
 // The communication a traced or built training stage performs.
-enum class CommKind { kTpAllReduce, kPpSendForward, kPpSendBackward, kDpAllReduce };
-std::string to_string(CommKind kind);  // "tp_all_reduce", "pp_send_forward", "pp_send_backward", "dp_all_reduce"
+enum class CommKind { kTpAllReduce, kPpSendForward, kPpSendBackward, kDpAllReduce, kTpAllGather, kTpReduceScatter };
+// "tp_all_reduce", "pp_send_forward", "pp_send_backward", "dp_all_reduce", "tp_all_gather", "tp_reduce_scatter"
+std::string to_string(CommKind kind);
 CommKind parse_comm_kind(std::string_view text);
 const std::vector<CommKind>& all_comm_kinds();
 Collective collective_of(CommKind kind);

@@ -81,9 +81,11 @@ RowType RowTraits<store::OpStageRow>::row_type() {
 namespace itertime::store {
 
 std::string stage_key(const std::string& model, int tp, int pp, int stage, int micro_batch, int seq_len,
-                      const std::string& precision, const std::string& variant) {
+                      const std::string& precision, const std::string& variant, const TrainingTechniques& techniques) {
+  const std::string recipe = recipe_text(techniques);
   return model + "/tp" + std::to_string(tp) + "/pp" + std::to_string(pp) + "/s" + std::to_string(stage) + "/mbs" +
-         std::to_string(micro_batch) + "/seq" + std::to_string(seq_len) + "/" + precision + "/" + variant;
+         std::to_string(micro_batch) + "/seq" + std::to_string(seq_len) + "/" + precision + "/" + variant +
+         (recipe.empty() ? "" : "/" + recipe);
 }
 
 namespace {

@@ -3,7 +3,9 @@
 // (signature ids with counts, per phase) and its communication operations.
 // Invariants: a signature's id is its row index in /ops/signatures and never changes; a stage trace is
 // present when its /ops/stages row is (written after its sequence and comm rows, whose offsets it
-// holds); timings are keyed by (signature_id, active_ranks, backend).
+// holds); timings are keyed by (signature_id, active_ranks, backend). A stage key carries the training
+// recipe (common/training_techniques.hpp) only when one is on, so plain keys never change. Keys past 127
+// characters are truncated by the column (h5::set_string), so two long keys could collide.
 #pragma once
 
 #include <cstdint>
@@ -16,6 +18,7 @@
 #include <string>
 
 #include "common/h5store.hpp"
+#include "common/training_techniques.hpp"
 
 namespace itertime::store {
 
@@ -67,7 +70,7 @@ struct OpCommRow {
 };
 
 struct OpStageRow {
-  char stage_key[128];  // model/tp2/pp2/s1/mbs1/seq64/amp-bf16/aware
+  char stage_key[128];  // model/tp2/pp2/s1/mbs1/seq64/amp-bf16/aware[/recipe] (stage_key())
   char model[48];
   int64_t tp, pp, stage, micro_batch, seq_len;
   char precision[12];
@@ -83,8 +86,10 @@ inline constexpr const char* kOpSequences = "/ops/sequences";
 inline constexpr const char* kOpComms = "/ops/comms";
 inline constexpr const char* kOpStages = "/ops/stages";
 
+// "model/tp2/pp2/s1/mbs1/seq64/amp-bf16/aware", then "/" + recipe_text(techniques) when any technique is
+// on ("/sp+rc-full"): plain keys are those of files written before the techniques existed.
 std::string stage_key(const std::string& model, int tp, int pp, int stage, int micro_batch, int seq_len,
-                      const std::string& precision, const std::string& variant);
+                      const std::string& precision, const std::string& variant, const TrainingTechniques& techniques = {});
 
 // Appends a stage trace: sequence rows, comm rows, then the stage row (offsets filled in here).
 void append_stage(h5::Store& store, OpStageRow stage, const std::vector<OpSequenceRow>& sequence,

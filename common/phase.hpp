@@ -1,11 +1,12 @@
 // phase.hpp: the phases of one training iteration that operators and communications are recorded in
 // (the tracer), stored under (/ops/sequences, /ops/comms) and predicted by (the predictor).
 // Invariants:
-//  - Declared in execution order: forward and backward (once per micro-batch), then the DP
-//    gradient-buffer work and the optimizer step (once per iteration); kPhaseCount counts them and
-//    a Phase converts to an index below it.
-//  - One canonical name each ("forward", "backward", "dp_buffer", "optimizer"); parse_phase of any
-//    other text is a UserError naming it.
+//  - Declared in execution order: forward and backward (once per micro-batch), then, once per
+//    iteration, the TP sum of the sequence-parallel norms' gradients (sp_grads: only with sequence
+//    parallelism and tp > 1, whatever dp), the DP gradient-buffer work and the optimizer step;
+//    kPhaseCount counts them and a Phase converts to an index below it (indices are not stored: names are).
+//  - One canonical name each ("forward", "backward", "sp_grads", "dp_buffer", "optimizer"); parse_phase
+//    of any other text is a UserError naming it.
 #pragma once
 
 #include <array>
@@ -15,10 +16,10 @@
 
 namespace itertime {
 
-enum class Phase { kForward, kBackward, kDpBuffer, kOptimizer };
-inline constexpr std::size_t kPhaseCount = 4;
-inline constexpr std::array<Phase, kPhaseCount> kAllPhases = {Phase::kForward, Phase::kBackward, Phase::kDpBuffer,
-                                                               Phase::kOptimizer};
+enum class Phase { kForward, kBackward, kSpGradients, kDpBuffer, kOptimizer };
+inline constexpr std::size_t kPhaseCount = 5;
+inline constexpr std::array<Phase, kPhaseCount> kAllPhases = {Phase::kForward, Phase::kBackward, Phase::kSpGradients,
+                                                               Phase::kDpBuffer, Phase::kOptimizer};
 
 std::string to_string(Phase phase);
 Phase parse_phase(std::string_view text);

@@ -95,6 +95,26 @@ TensorLayout elementwise_result(const TensorLayout& like, DType dtype) {
   return out;
 }
 
+bool non_overlapping_and_dense(const TensorLayout& tensor) {
+  std::vector<std::size_t> dims;
+  for (std::size_t dim = 0; dim < tensor.sizes.size(); ++dim) {
+    if (tensor.sizes[dim] >= 2) dims.push_back(dim);
+  }
+  std::stable_sort(dims.begin(), dims.end(), [&](std::size_t a, std::size_t b) { return tensor.strides[a] < tensor.strides[b]; });
+  int64_t required = 1;
+  for (std::size_t dim : dims) {
+    if (tensor.strides[dim] != required) return false;
+    required *= tensor.sizes[dim];
+  }
+  return true;
+}
+
+TensorLayout unary_result(const TensorLayout& like, DType dtype) {
+  if (like.is_contiguous()) return contiguous(dtype, like.sizes);
+  if (non_overlapping_and_dense(like)) return TensorLayout{dtype, like.sizes, like.strides};
+  return elementwise_result(like, dtype);
+}
+
 DType promote_floating(DType a, DType b) {
   if (a == b) return a;
   if (a == DType::kFloat32 || b == DType::kFloat32) return DType::kFloat32;

@@ -36,6 +36,13 @@ TensorLayout transposed(const TensorLayout& tensor, std::size_t dim_a, std::size
 // when `like` is, else `like`'s dimensions ordered innermost first by ascending stride (a size-1
 // dimension is never moved past another), packed densely.
 TensorLayout elementwise_result(const TensorLayout& like, DType dtype);
+// c10's is_non_overlapping_and_dense: the dimensions of size 2 and more, ordered by stride, pack densely
+// from stride 1 (dimensions of size 1 are ignored).
+bool non_overlapping_and_dense(const TensorLayout& tensor);
+// The layout of a result computed from `like` alone (a unary element-wise call, a cast): a non-overlapping
+// and dense `like` is kept exactly, strides of size-1 dimensions included (TensorIterator's fast setup,
+// empty_like); any other as elementwise_result.
+TensorLayout unary_result(const TensorLayout& like, DType dtype);
 // The result dtype of a binary call between two floating tensors as the builder meets them: equal
 // dtypes stay, fp32 with a 16-bit float promotes to fp32.
 DType promote_floating(DType a, DType b);

@@ -1,4 +1,4 @@
-// op_builder.cpp: see op_builder.hpp. Checks the layout, then has builder::StageBuilder
+// op_builder.cpp: see op_builder.hpp. Checks the layout and the techniques, then has builder::StageBuilder
 // (op_builder_stage.hpp) emit the stage call by call in the order the CPU autograd engine of LibTorch
 // 1.13 or 2.x (StageRecipe::dialect) runs it for calibrate/llama_model.cpp with the recipe's attention
 // kernel (learned from traces; docs/method.md lists where the dialects differ), then aggregate it.
@@ -32,6 +32,19 @@ void check_stage_request(const LlamaSpec& model, int tp, int pp, int stage, int 
     throw UserError("model " + model.name + ": tp " + std::to_string(tp) + " does not divide the heads, KV heads and FFN size");
   }
   if (model.num_layers < pp) throw UserError("model " + model.name + " has fewer layers than pp " + std::to_string(pp));
+  const TrainingTechniques& t = recipe.techniques;
+  if (t.distributed_optimizer || t.overlap_gradient_reduction) {
+    throw UserError("build_stage_ops: training recipe '" + recipe_text(t) +
+                    "': the distributed optimizer and overlapped gradient reduction are not built yet");
+  }
+  if (t.sequence_parallel && seq_len % tp != 0) {
+    throw UserError("build_stage_ops: sequence parallelism needs seq_len " + std::to_string(seq_len) +
+                    " to be a multiple of tp " + std::to_string(tp));
+  }
+  if (t.vocab_parallel && model.vocab_size % tp != 0) {
+    throw UserError("build_stage_ops: a vocabulary-parallel head needs vocab_size " + std::to_string(model.vocab_size) +
+                    " of model " + model.name + " to be a multiple of tp " + std::to_string(tp));
+  }
 }
 
 }  // namespace
@@ -58,11 +71,16 @@ BuiltStage build_stage_ops(const LlamaSpec& model, int tp, int pp, int stage, in
   shape.head_dim = model.head_dim;
   shape.ffn = model.intermediate_size / tp;
   shape.vocab = model.vocab_size;
-  builder::StageBuilder stage_builder(precision_policy(precision), recipe, shape, layers, tp > 1);
+  shape.tp = tp;
+  const bool tensor_parallel = tp > 1;
+  shape.local_vocab = tensor_parallel && recipe.techniques.vocab_parallel ? model.vocab_size / tp : model.vocab_size;
+  shape.residual_seq = tensor_parallel && recipe.techniques.sequence_parallel ? seq_len / tp : seq_len;
+  builder::StageBuilder stage_builder(precision_policy(precision), recipe, shape, layers, tensor_parallel);
   stage_builder.forward();
   stage_builder.backward();
   const std::vector<builder::StageParameter> parameters = stage_builder.parameters();
   const int64_t local_params = builder::local_parameter_count(parameters);
+  stage_builder.sp_gradients(parameters);
   stage_builder.dp_buffer(parameters, local_params);
   stage_builder.optimizer(parameters);
   stage_builder.stage_comms(stage, pp, local_params);

@@ -2,8 +2,9 @@
 // policy and the recipe (attention kernel, LibTorch dialect) alone (no LibTorch), as calibrate/op_tracer.hpp
 // would record it for calibrate/llama_model.cpp trained by calibrate/ops_calibration.cpp's trace_stage:
 // the forward of one micro-batch under the policy's autocast (and the last stage's loss * 0.25), its
-// backward, the DP gradient-buffer phase (flatten, div_, unflatten) and one AdamW step, plus the
-// communication operations trace_stage appends. The pieces: op_builder_stage.hpp.
+// backward, with sequence parallelism the TP sum of the norms' gradients (phase sp_grads), the DP
+// gradient-buffer phase (flatten, div_, unflatten) and one AdamW step, plus the communication operations
+// trace_stage appends, for the recipe's training techniques. The pieces: op_builder_stage.hpp.
 // Invariants:
 //  - Every BuiltOp's signature is byte-identical to TracedOp::signature() of the traced call with the same
 //    shapes: both are rendered by common/op_signature.hpp, the builder's value arguments as c10 prints
@@ -25,6 +26,7 @@
 #include "common/model_spec.hpp"
 #include "common/phase.hpp"
 #include "common/precision.hpp"
+#include "common/training_techniques.hpp"
 #include "predict/fitted_model.hpp"
 
 namespace itertime::predict {
@@ -58,9 +60,12 @@ enum class TorchDialect {
 TorchDialect torch_dialect(const std::string& libtorch_version);
 
 // What decides the sequence besides the model, layout and precision. A kSdpa stage needs kTorch2.
+// techniques: sequence parallelism, recompute and the vocabulary-parallel head are built (as trace_stage
+// traces them); the distributed optimizer and overlapped reduction are refused (UserError), as by the tracer.
 struct StageRecipe {
   AttentionKernel attention = AttentionKernel::kEager;
   TorchDialect dialect = TorchDialect::kTorch1;
+  TrainingTechniques techniques = {};
 };
 
 BuiltStage build_stage_ops(const LlamaSpec& model, int tp, int pp, int stage, int micro_batch, int seq_len,

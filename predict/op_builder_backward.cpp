@@ -69,7 +69,7 @@ StageBuilder::InputGradient StageBuilder::linear_input(GradBuffer& buffer) {
 
 // RMSNorm backward; `x_buffer` holds the gradients its input already has.
 void StageBuilder::rmsnorm_backward(GradBuffer& x_buffer) {
-  const int64_t batch = shape_.batch, seq = shape_.seq, hidden = shape_.hidden;
+  const int64_t batch = shape_.batch, seq = shape_.residual_seq, hidden = shape_.hidden;
   const TensorLayout grad = residual();
   emit_.mul(grad, contiguous(param_, {hidden}));
   emit_.mul(grad, grad);
@@ -123,7 +123,7 @@ TensorLayout StageBuilder::rotary_backward(const TensorLayout& grad, int64_t hea
   buffer = add_into(buffer, full);
   emit_.call("aten::neg", {tensor_arg(upper_half)}, compute_);
   emit_.call("aten::slice_backward",
-             {tensor_arg(elementwise_result(upper_half, compute_)), int_list_arg(full_dims), int_arg(-1), int_arg(head_dim / 2),
+             {tensor_arg(unary_result(upper_half, compute_)), int_list_arg(full_dims), int_arg(-1), int_arg(head_dim / 2),
               int_arg(head_dim), int_arg(1)},
              compute_);
   return add_into(buffer, full);
@@ -134,15 +134,25 @@ void StageBuilder::residual_add_backward() {
   if (compute_ != activation_) emit_.to_dtype(residual(), compute_);
 }
 
-// The TP region's entry (copy to the region) all-reduces its input's gradient.
+// The TP region's entry (copy to the region) all-reduces its input's gradient; with SP (the sequence's
+// all-gather) reduce-scatters it.
 void StageBuilder::copy_to_tp_backward() {
   if (!tensor_parallel_) return;
-  emit_.clone(residual());
-  emit_.comm(CommKind::kTpAllReduce, activation_, residual_bytes(activation_));
+  if (sp_) {
+    sp_reduce_scatter(region());
+  } else {
+    all_reduce_copy(region(), activation_);
+  }
+}
+
+// The TP region's exit: nothing to do (the all-reduce's backward is the identity), or with SP the
+// reduce-scatter's backward, an all-gather of the sequence.
+void StageBuilder::leave_region_backward() {
+  if (sp_) sp_all_gather(contiguous(compute_, residual_dims()));
 }
 
 void StageBuilder::loss_and_head_backward() {
-  const int64_t tokens = shape_.batch * shape_.seq, vocab = shape_.vocab;
+  const int64_t tokens = shape_.batch * shape_.seq, vocab = shape_.local_vocab;
   const TensorLayout logits = contiguous(kF32, {tokens, vocab});
   const TensorLayout loss = scalar_tensor(kF32);
   emit_.call("aten::ones_like", {tensor_arg(loss), none_arg(), none_arg(), none_arg(), none_arg(), int_arg(0)}, kF32);
@@ -154,17 +164,43 @@ void StageBuilder::loss_and_head_backward() {
     emit_.call("aten::to.dtype", {tensor_arg(scalar_tensor(kF64)), dtype_arg(kF32), bool_arg(false), bool_arg(false), none_arg()},
                kF32);
   }
-  emit_.call("aten::nll_loss_backward",
-             {tensor_arg(loss), tensor_arg(logits), tensor_arg(contiguous(kI64, {tokens})), none_arg(), int_arg(1), int_arg(-100),
-              tensor_arg(loss)},
-             kF32);
-  emit_.call("aten::_log_softmax_backward_data", {tensor_arg(logits), tensor_arg(logits), int_arg(1), dtype_arg(kF32)}, kF32);
+  if (vp_) {
+    vocab_parallel_loss_backward();
+  } else {
+    emit_.call("aten::nll_loss_backward",
+               {tensor_arg(loss), tensor_arg(logits), tensor_arg(contiguous(kI64, {tokens})), none_arg(), int_arg(1), int_arg(-100),
+                tensor_arg(loss)},
+               kF32);
+    emit_.call("aten::_log_softmax_backward_data", {tensor_arg(logits), tensor_arg(logits), int_arg(1), dtype_arg(kF32)}, kF32);
+  }
   emit_.reshape(logits, {shape_.batch, shape_.seq, vocab});
   if (compute_ != kF32) emit_.to_layout(contiguous(kF32, {shape_.batch, shape_.seq, vocab}), compute_);
   GradBuffer norm_out;
   linear_backward(contiguous(compute_, {shape_.batch, shape_.seq, vocab}), shape_.hidden, vocab, linear_input(norm_out));
+  if (vp_) {
+    copy_to_tp_backward();  // the column-parallel head's region entry
+  } else if (sp_) {
+    sp_own_shard(region());  // gather_from_sp_replicated's backward
+  }
   GradBuffer top;  // gradients reaching the stage's last residual tensor
   rmsnorm_backward(top);
+}
+
+// tp_comm.cpp's VocabParallelCrossEntropy backward: softmax minus the one-hot of the rank's targets,
+// times the loss gradient over the rows.
+void StageBuilder::vocab_parallel_loss_backward() {
+  const int64_t rows = shape_.batch * shape_.seq, local_vocab = shape_.local_vocab;
+  const TensorLayout softmax = contiguous(kF32, {rows, local_vocab});
+  const TensorLayout column = contiguous(kF32, {rows, 1});
+  emit_.clone(softmax);
+  logical_not(contiguous(DType::kBool, {rows}));
+  emit_.to_dtype(contiguous(DType::kBool, {rows}), kF32);
+  emit_.call("aten::unsqueeze", {tensor_arg(contiguous(kF32, {rows})), int_arg(1)}, kF32);
+  emit_.unary("aten::neg", column);
+  emit_.call("aten::unsqueeze", {tensor_arg(contiguous(kI64, {rows})), int_arg(1)}, kI64);
+  emit_.call("aten::scatter_add_", {tensor_arg(softmax), int_arg(1), tensor_arg(contiguous(kI64, {rows, 1})), tensor_arg(column)}, kF32);
+  emit_.call("aten::div.Tensor", {tensor_arg(scalar_tensor(kF32)), tensor_arg(scalar_tensor(kF64))}, kF32);
+  emit_.call("aten::mul_.Tensor", {tensor_arg(softmax), tensor_arg(scalar_tensor(kF32))}, kF32);
 }
 
 // The layers from the top. `top_fresh` of a layer: whether the gradient reaching its output is one the
@@ -173,11 +209,11 @@ void StageBuilder::loss_and_head_backward() {
 void StageBuilder::layers_backward() {
   const int layers = layers_.num_layers;
   if (layers == 0) return;
-  const auto layer_backward = [this](bool top_fresh) {
-    mlp_block_backward(top_fresh);
-    attention_block_backward();
-  };
-  if (torch2_ && !layers_.has_head) {
+  if (torch2_ && recompute_ == Recompute::kFull) {
+    // Each layer's backward is a reentrant one from the checkpoint's output gradient, which the caller holds.
+    emit_.set_repeat(layers);
+    layer_backward(false);
+  } else if (torch2_ && !layers_.has_head) {
     emit_.set_repeat(1);
     layer_backward(false);
     if (layers > 1) {
@@ -190,11 +226,28 @@ void StageBuilder::layers_backward() {
   }
 }
 
+// One decoder layer from its output gradient.
+void StageBuilder::layer_backward(bool top_fresh) {
+  if (recompute_ == Recompute::kFull) {
+    // llama_model.cpp's RecomputedLayer: the saved input detached, the layer rerun (its TP communication
+    // included), its backward run to the input as a leaf, whose gradient (laid out as the input) is kept.
+    emit_.call("aten::detach", {tensor_arg(residual())}, activation_);
+    layer_forward();
+    mlp_block_backward(top_fresh);
+    attention_block_backward();
+    emit_.call("aten::detach", {tensor_arg(residual())}, activation_);
+    return;
+  }
+  mlp_block_backward(top_fresh);
+  attention_block_backward();
+}
+
 // out = h + mlp(norm2(h)).
 void StageBuilder::mlp_block_backward(bool top_fresh) {
   residual_add_backward();
   GradBuffer h_buffer{1, top_fresh};
-  linear_backward(contiguous(compute_, residual_dims()), shape_.ffn, shape_.hidden, [](const TensorLayout&) {});
+  leave_region_backward();
+  linear_backward(contiguous(compute_, region_dims()), shape_.ffn, shape_.hidden, [](const TensorLayout&) {});
   const TensorLayout wide = contiguous(compute_, {shape_.batch, shape_.seq, shape_.ffn});
   emit_.mul(wide, wide);
   emit_.mul(wide, wide);
@@ -212,10 +265,11 @@ void StageBuilder::attention_block_backward() {
   residual_add_backward();
   GradBuffer x_buffer{1, true};  // holds the MLP block's accumulated input gradient, which the engine owns
   const int64_t query_width = shape_.heads * head_dim;
-  linear_backward(contiguous(compute_, residual_dims()), query_width, shape_.hidden, [](const TensorLayout&) {});
+  leave_region_backward();
+  linear_backward(contiguous(compute_, region_dims()), query_width, shape_.hidden, [](const TensorLayout&) {});
   const TensorLayout context = emit_.reshape(contiguous(compute_, {batch, seq, query_width}), {batch, seq, shape_.heads, head_dim});
   const TensorLayout context_grad = emit_.transpose(context, 1, 2);
-  AttentionGrads grads = sdpa_ ? sdpa_backward(context_grad) : eager_attention_backward(context_grad);
+  AttentionGrads grads = attention_core_backward(context_grad);
   if (grouped_kv_) grads = repeat_kv_backward(grads);
   const TensorLayout key_grad = rotary_backward(grads.key, shape_.kv_heads);
   const TensorLayout query_grad = rotary_backward(grads.query, shape_.heads);
@@ -232,6 +286,45 @@ void StageBuilder::attention_block_backward() {
   rmsnorm_backward(x_buffer);
 }
 
+// The attention core's backward. Under selective recompute (llama_model.cpp's RecomputedCore): q, k and v
+// detached, the core rerun, its backward run to them as leaves (AccumulateGrad), and their gradients,
+// laid out as they are, handed on.
+AttentionGrads StageBuilder::attention_core_backward(const TensorLayout& context_grad) {
+  if (recompute_ != Recompute::kSelective) return sdpa_ ? sdpa_backward(context_grad) : eager_attention_backward(context_grad);
+  const std::vector<TensorLayout> inputs = core_inputs_;
+  for (const TensorLayout& input : inputs) emit_.call("aten::detach", {tensor_arg(input)}, input.dtype);
+  attention_core_forward(inputs[0], inputs[1], inputs[2]);
+  core_leaves_ = true;
+  if (sdpa_) {
+    const AttentionGrads grads = sdpa_backward(context_grad);
+    leaf_gradient(inputs[0], grads.query);
+    leaf_gradient(inputs[1], grads.key);
+    leaf_gradient(inputs[2], grads.value);
+  } else {
+    eager_attention_backward(context_grad);
+  }
+  core_leaves_ = false;
+  return AttentionGrads{inputs[0], inputs[1], inputs[2]};
+}
+
+// AccumulateGrad of a leaf without a gradient yet: it keeps a gradient laid out as the leaf (detach), else
+// copies it into the leaf's layout (new_empty_strided + copy_; the gradient layout contract).
+void StageBuilder::leaf_gradient(const TensorLayout& leaf, const TensorLayout& grad) {
+  bool same_layout = true;
+  for (std::size_t dim = 0; dim < leaf.sizes.size(); ++dim) {
+    if (leaf.sizes[dim] != 1 && leaf.strides[dim] != grad.strides[dim]) same_layout = false;
+  }
+  if (same_layout) {
+    emit_.call("aten::detach", {tensor_arg(grad)}, grad.dtype);
+    return;
+  }
+  emit_.call("aten::new_empty_strided",
+             {tensor_arg(grad), int_list_arg(leaf.sizes), int_list_arg(leaf.strides), dtype_arg(grad.dtype), int_arg(0),
+              cpu_device_arg(), none_arg()},
+             grad.dtype);
+  emit_.call("aten::copy_", {tensor_arg(leaf), tensor_arg(grad), bool_arg(false)}, grad.dtype);
+}
+
 // The model's softmax(q k^T / sqrt(hd) + mask) v backward: bmm's of the [b * heads] folded tensors.
 AttentionGrads StageBuilder::eager_attention_backward(const TensorLayout& context_grad) {
   const int64_t batch = shape_.batch, heads = shape_.heads, seq = shape_.seq, head_dim = shape_.head_dim;
@@ -245,6 +338,7 @@ AttentionGrads StageBuilder::eager_attention_backward(const TensorLayout& contex
   emit_.bmm(grad3, emit_.transpose(reshaped(value, {folded, seq, head_dim}), 1, 2));
   AttentionGrads grads;
   grads.value = emit_.reshape(value_grad3, {batch, heads, seq, head_dim});
+  if (core_leaves_) leaf_gradient(core_inputs_[2], grads.value);
   emit_.reshape(contiguous(compute_, {folded, seq, seq}), {batch, heads, seq, seq});
   if (compute_ != kF32) emit_.to_layout(contiguous(compute_, {batch, heads, seq, seq}), kF32);
   const TensorLayout probs32 = contiguous(kF32, {batch, heads, seq, seq});
@@ -263,7 +357,9 @@ AttentionGrads StageBuilder::eager_attention_backward(const TensorLayout& contex
   const TensorLayout query_grad3 = emit_.bmm(scores_grad3, key_t3_t);
   const TensorLayout key_t_grad = emit_.reshape(key_t_grad3, {batch, heads, head_dim, seq});
   grads.query = emit_.reshape(query_grad3, {batch, heads, seq, head_dim});
+  if (core_leaves_) leaf_gradient(core_inputs_[0], grads.query);
   grads.key = emit_.transpose(key_t_grad, 2, 3);
+  if (core_leaves_) leaf_gradient(core_inputs_[1], grads.key);
   return grads;
 }
 
@@ -302,11 +398,16 @@ AttentionGrads StageBuilder::repeat_kv_backward(const AttentionGrads& grads) {
 // The embedding's gradient (first stage), or the received activation's (detached for the send).
 void StageBuilder::embedding_backward() {
   if (layers_.has_embedding) {
+    if (sp_) sp_all_gather(residual());  // the backward of the shard (replicated) or of the reduce-scatter (vp)
+    if (vp_) {
+      emit_.call("aten::masked_fill.Scalar",
+                 {tensor_arg(region()), tensor_arg(contiguous(DType::kBool, {shape_.batch, shape_.seq, 1})), int_arg(0)}, activation_);
+    }
     emit_.call("aten::embedding_backward",
-               {tensor_arg(residual()), tensor_arg(contiguous(kI64, {shape_.batch, shape_.seq})), int_arg(shape_.vocab), int_arg(-1),
-                bool_arg(false), bool_arg(false)},
+               {tensor_arg(region()), tensor_arg(contiguous(kI64, {shape_.batch, shape_.seq})), int_arg(shape_.local_vocab),
+                int_arg(-1), bool_arg(false), bool_arg(false)},
                param_);
-    emit_.call("aten::detach", {tensor_arg(contiguous(param_, {shape_.vocab, shape_.hidden}))}, param_);
+    emit_.call("aten::detach", {tensor_arg(contiguous(param_, {shape_.local_vocab, shape_.hidden}))}, param_);
   } else {
     emit_.call("aten::detach", {tensor_arg(residual())}, activation_);
   }

@@ -22,6 +22,9 @@ StageBuilder::StageBuilder(const PrecisionPolicy& policy, const StageRecipe& rec
       shape_(shape),
       layers_(layers),
       tensor_parallel_(tensor_parallel),
+      sp_(tensor_parallel && recipe.techniques.sequence_parallel),
+      vp_(tensor_parallel && recipe.techniques.vocab_parallel),
+      recompute_(recipe.techniques.recompute),
       torch2_(recipe.dialect == TorchDialect::kTorch2),
       sdpa_(recipe.attention == AttentionKernel::kSdpa),
       grouped_kv_(shape.heads != shape.kv_heads),
@@ -35,18 +38,25 @@ Dims StageBuilder::heads_transposed_strides(int64_t heads) const {
 }
 
 int64_t StageBuilder::residual_bytes(DType dtype) const {
+  return shape_.batch * shape_.residual_seq * shape_.hidden * static_cast<int64_t>(dtype_bytes(dtype));
+}
+
+int64_t StageBuilder::region_bytes(DType dtype) const {
   return shape_.batch * shape_.seq * shape_.hidden * static_cast<int64_t>(dtype_bytes(dtype));
 }
 
 void StageBuilder::forward() {
   inputs_forward();
   emit_.set_repeat(layers_.num_layers);
-  if (layers_.num_layers > 0) {
-    attention_block_forward();
-    mlp_block_forward();
-  }
+  if (layers_.num_layers > 0) layer_forward();
   emit_.set_repeat(1);
   if (layers_.has_head) head_and_loss_forward();
+}
+
+// One decoder layer's body (under full recompute: the checkpoint's forward, and its rerun in the backward).
+void StageBuilder::layer_forward() {
+  attention_block_forward();
+  mlp_block_forward();
 }
 
 // Token ids (first stage) or a received activation, the targets (last stage), the embedding lookup.
@@ -63,11 +73,40 @@ void StageBuilder::inputs_forward() {
                activation_);
   }
   if (layers_.has_head) random_tokens();
-  if (layers_.has_embedding) {
-    emit_.call("aten::embedding",
-               {tensor_arg(contiguous(param_, {shape_.vocab, shape_.hidden})), tensor_arg(contiguous(kI64, tokens)), int_arg(-1),
-                bool_arg(false), bool_arg(false)},
+  if (layers_.has_embedding) embedding_forward();
+}
+
+// The embedding lookup: replicated (with SP cut to the rank's shard), or vocabulary-parallel: ids outside
+// the rank's rows masked, their rows zeroed, the partial rows summed over TP (with SP reduce-scattered).
+// Traced on TP rank 0, whose first id is 0.
+void StageBuilder::embedding_forward() {
+  const Dims tokens{shape_.batch, shape_.seq};
+  const TensorLayout ids = contiguous(kI64, tokens);
+  const TensorLayout table = contiguous(param_, {shape_.local_vocab, shape_.hidden});
+  const auto lookup = [&](const TensorLayout& indices) {
+    emit_.call("aten::embedding", {tensor_arg(table), tensor_arg(indices), int_arg(-1), bool_arg(false), bool_arg(false)},
                param_);
+    return contiguous(param_, region_dims());
+  };
+  if (!vp_) {
+    const TensorLayout rows = lookup(ids);
+    if (sp_) sp_own_shard(rows);
+    return;
+  }
+  const TensorLayout outside = contiguous(kBool, tokens);
+  emit_.call("aten::lt.Scalar", {tensor_arg(ids), int_arg(0)}, kBool);
+  emit_.call("aten::ge.Scalar", {tensor_arg(ids), int_arg(shape_.local_vocab)}, kBool);
+  logical_or(outside);
+  emit_.call("aten::sub.Tensor", {tensor_arg(ids), tensor_arg(scalar_tensor(kI64)), int_arg(1)}, kI64);
+  emit_.call("aten::masked_fill.Scalar", {tensor_arg(ids), tensor_arg(outside), int_arg(0)}, kI64);
+  const TensorLayout rows = lookup(ids);
+  emit_.call("aten::unsqueeze", {tensor_arg(outside), int_arg(-1)}, kBool);
+  emit_.call("aten::masked_fill.Scalar", {tensor_arg(rows), tensor_arg(contiguous(kBool, {shape_.batch, shape_.seq, 1})), double_arg(0.0)},
+             param_);
+  if (sp_) {
+    sp_reduce_scatter(rows);
+  } else {
+    all_reduce_copy(rows, param_);
   }
 }
 
@@ -114,7 +153,7 @@ TensorLayout StageBuilder::rotary_forward(const TensorLayout& x, int64_t heads) 
   }
   const TensorLayout upper_half = emit_.narrow(x, -1, head_dim / 2, head_dim / 2);
   emit_.call("aten::neg", {tensor_arg(upper_half)}, x.dtype);
-  const TensorLayout negated = elementwise_result(upper_half, x.dtype);
+  const TensorLayout negated = unary_result(upper_half, x.dtype);
   const TensorLayout lower_half = emit_.narrow(x, -1, 0, head_dim / 2);
   emit_.call("aten::cat", {tensor_list_arg({negated, lower_half}), int_arg(-1)}, x.dtype);
   const TensorLayout rotated = contiguous(x.dtype, {shape_.batch, heads, seq, head_dim});
@@ -169,19 +208,77 @@ TensorLayout StageBuilder::sdpa_forward(const TensorLayout& q, const TensorLayou
   return strided(compute_, {shape_.batch, shape_.heads, shape_.seq, shape_.head_dim}, heads_transposed_strides(shape_.heads));
 }
 
-// A row-parallel projection's output under TP: copied out of the TP region and all-reduced.
+// Tensor::contiguous(): no call when the tensor already is.
+TensorLayout StageBuilder::contiguous_call(const TensorLayout& x) {
+  if (x.is_contiguous()) return x;
+  emit_.call("aten::contiguous", {tensor_arg(x), int_arg(0)}, x.dtype);
+  return contiguous(x.dtype, x.sizes);
+}
+
+// tp_comm.cpp's timed_all_reduce: a contiguous copy, all-reduced in place.
+TensorLayout StageBuilder::all_reduce_copy(const TensorLayout& x, DType comm_dtype) {
+  const TensorLayout copy = emit_.clone(contiguous_call(x));
+  int64_t bytes = static_cast<int64_t>(dtype_bytes(comm_dtype));
+  for (int64_t size : x.sizes) bytes *= size;
+  emit_.comm(CommKind::kTpAllReduce, comm_dtype, bytes);
+  return copy;
+}
+
+// tp_comm.cpp's timed_all_gather_sequence: [b, s/tp, h] shards -> [tp, b, s/tp, h] -> [b, s, h].
+TensorLayout StageBuilder::sp_all_gather(const TensorLayout& shard) {
+  contiguous_call(shard);
+  const int64_t tp = shape_.tp, batch = shard.sizes[0], part = shard.sizes[1], hidden = shard.sizes[2];
+  emit_.call("aten::empty.memory_format",
+             {int_list_arg({tp, batch, part, hidden}), dtype_arg(shard.dtype), int_arg(0), cpu_device_arg(), none_arg(), none_arg()},
+             shard.dtype);
+  emit_.comm(CommKind::kTpAllGather, shard.dtype, batch * part * hidden * static_cast<int64_t>(dtype_bytes(shard.dtype)));
+  const TensorLayout gathered = contiguous(shard.dtype, {tp, batch, part, hidden});
+  return emit_.reshape(emit_.transpose(gathered, 0, 1), {batch, tp * part, hidden});
+}
+
+// tp_comm.cpp's timed_reduce_scatter_sequence: [b, s, h] -> [tp, b, s/tp, h] chunks -> this rank's [b, s/tp, h].
+TensorLayout StageBuilder::sp_reduce_scatter(const TensorLayout& full) {
+  const int64_t tp = shape_.tp, batch = full.sizes[0], seq = full.sizes[1], hidden = full.sizes[2];
+  const TensorLayout chunks = emit_.transpose(emit_.reshape(full, {batch, tp, seq / tp, hidden}), 0, 1);
+  contiguous_call(chunks);
+  emit_.call("aten::empty.memory_format",
+             {int_list_arg({batch, seq / tp, hidden}), dtype_arg(full.dtype), int_arg(0), cpu_device_arg(), none_arg(), none_arg()},
+             full.dtype);
+  emit_.comm(CommKind::kTpReduceScatter, full.dtype, batch * (seq / tp) * hidden * static_cast<int64_t>(dtype_bytes(full.dtype)));
+  return contiguous(full.dtype, {batch, seq / tp, hidden});
+}
+
+// tp_comm.cpp's own_sequence_shard: rank 0's positions of [b, s, h], made contiguous.
+TensorLayout StageBuilder::sp_own_shard(const TensorLayout& full) {
+  return contiguous_call(emit_.narrow(full, 1, 0, full.sizes[1] / shape_.tp));
+}
+
+// Into a TP region (attention, MLP, a vocabulary-parallel head): copy_to_tp's clone, or with SP the
+// all-gather of the sequence.
+TensorLayout StageBuilder::enter_region_forward(const TensorLayout& x) {
+  if (!tensor_parallel_) return x;
+  if (sp_) return sp_all_gather(x);
+  return emit_.clone(x);
+}
+
+// A row-parallel projection's output under TP: copied out of the TP region and all-reduced, or with SP
+// reduce-scattered to the rank's sequence shard.
 TensorLayout StageBuilder::row_parallel_output(const TensorLayout& out) {
   if (!tensor_parallel_) return out;
-  const TensorLayout copy = emit_.clone(out);
-  emit_.comm(CommKind::kTpAllReduce, compute_, residual_bytes(compute_));
-  return copy;
+  if (sp_) return sp_reduce_scatter(out);
+  return all_reduce_copy(out, compute_);
+}
+
+// The attention core: the kernel's calls (under selective recompute the same, run by the checkpoint).
+TensorLayout StageBuilder::attention_core_forward(const TensorLayout& q, const TensorLayout& k, const TensorLayout& v) {
+  core_inputs_ = {q, k, v};
+  return sdpa_ ? sdpa_forward(q, k, v) : eager_attention_forward(q, k, v);
 }
 
 // h = x + o_proj(attention(rotary(q), rotary(k), v)) of norm1(x).
 void StageBuilder::attention_block_forward() {
   const TensorLayout x = residual();
-  TensorLayout normed = rmsnorm_forward(x);
-  if (tensor_parallel_) normed = emit_.clone(normed);
+  const TensorLayout normed = enter_region_forward(rmsnorm_forward(x));
   TensorLayout q = project_heads(normed, shape_.heads);
   TensorLayout k = project_heads(normed, shape_.kv_heads);
   TensorLayout v = project_heads(normed, shape_.kv_heads);
@@ -191,7 +288,7 @@ void StageBuilder::attention_block_forward() {
     k = repeat_kv_forward(k);
     v = repeat_kv_forward(v);
   }
-  const TensorLayout attended = sdpa_ ? sdpa_forward(q, k, v) : eager_attention_forward(q, k, v);
+  const TensorLayout attended = attention_core_forward(q, k, v);
   const TensorLayout context = emit_.transpose(attended, 1, 2);
   const TensorLayout flat = emit_.reshape(context, {shape_.batch, shape_.seq, shape_.heads * shape_.head_dim});
   const TensorLayout out = row_parallel_output(linear_forward(flat, shape_.heads * shape_.head_dim, shape_.hidden));
@@ -201,8 +298,7 @@ void StageBuilder::attention_block_forward() {
 // out = h + down(silu(gate(norm2(h))) * up(norm2(h))).
 void StageBuilder::mlp_block_forward() {
   const TensorLayout h = residual();
-  TensorLayout normed = rmsnorm_forward(h);
-  if (tensor_parallel_) normed = emit_.clone(normed);
+  const TensorLayout normed = enter_region_forward(rmsnorm_forward(h));
   linear_forward(normed, shape_.hidden, shape_.ffn);
   linear_forward(normed, shape_.hidden, shape_.ffn);
   const TensorLayout wide = contiguous(compute_, {shape_.batch, shape_.seq, shape_.ffn});
@@ -214,17 +310,77 @@ void StageBuilder::mlp_block_forward() {
 
 // Final norm, LM head, fp32 logits, cross entropy over the flattened tokens, and the loss * 0.25 of
 // trace_stage's micro-batch scaling.
+// With a vocabulary-parallel head the head is column-parallel (its input enters a TP region) and the loss
+// is Megatron's parallel cross-entropy; a replicated head under SP gathers the sequence first.
 void StageBuilder::head_and_loss_forward() {
-  const int64_t tokens = shape_.batch * shape_.seq, vocab = shape_.vocab;
-  const TensorLayout logits = linear_forward(rmsnorm_forward(residual()), shape_.hidden, vocab);
+  const int64_t tokens = shape_.batch * shape_.seq, vocab = shape_.local_vocab;
+  TensorLayout normed = rmsnorm_forward(residual());
+  if (vp_) {
+    normed = enter_region_forward(normed);
+  } else if (sp_) {
+    normed = sp_all_gather(normed);  // gather_from_sp_replicated
+  }
+  const TensorLayout logits = linear_forward(normed, shape_.hidden, vocab);
   emit_.to_dtype(logits, kF32);
   emit_.call("aten::reshape", {tensor_arg(contiguous(kI64, {shape_.batch, shape_.seq})), int_list_arg({-1})}, kI64);
   emit_.call("aten::reshape", {tensor_arg(contiguous(kF32, {shape_.batch, shape_.seq, vocab})), int_list_arg({-1, vocab})}, kF32);
-  emit_.call("aten::cross_entropy_loss",
-             {tensor_arg(contiguous(kF32, {tokens, vocab})), tensor_arg(contiguous(kI64, {tokens})), none_arg(), int_arg(1),
-              int_arg(-100), double_arg(0.0)},
-             kF32);
+  if (vp_) {
+    vocab_parallel_loss_forward(contiguous(kF32, {tokens, vocab}));
+  } else {
+    emit_.call("aten::cross_entropy_loss",
+               {tensor_arg(contiguous(kF32, {tokens, vocab})), tensor_arg(contiguous(kI64, {tokens})), none_arg(), int_arg(1),
+                int_arg(-100), double_arg(0.0)},
+               kF32);
+  }
   emit_.call("aten::mul.Tensor", {tensor_arg(scalar_tensor(kF32)), tensor_arg(scalar_tensor(kF64))}, kF32);
+}
+
+// tp_comm.cpp's VocabParallelCrossEntropy forward on [rows, V/tp] fp32 logits (TP rank 0: first id 0).
+void StageBuilder::vocab_parallel_loss_forward(const TensorLayout& logits) {
+  const int64_t rows = logits.sizes[0], local_vocab = logits.sizes[1], tp = shape_.tp;
+  const TensorLayout row = contiguous(kF32, {rows});
+  const TensorLayout column = contiguous(kF32, {rows, 1});
+  const TensorLayout targets = contiguous(kI64, {rows});
+  const TensorLayout outside = contiguous(kBool, {rows});
+  const int64_t row_bytes = rows * static_cast<int64_t>(dtype_bytes(kF32));
+  emit_.call("aten::max.dim", {tensor_arg(logits), int_arg(1), bool_arg(false)}, kF32);
+  emit_.call("aten::empty.memory_format", {int_list_arg({tp, rows}), dtype_arg(kF32), int_arg(0), cpu_device_arg(), none_arg(), none_arg()},
+             kF32);
+  emit_.comm(CommKind::kTpAllGather, kF32, row_bytes);
+  emit_.call("aten::max.dim", {tensor_arg(contiguous(kF32, {tp, rows})), int_arg(0), bool_arg(false)}, kF32);
+  emit_.call("aten::unsqueeze", {tensor_arg(row), int_arg(1)}, kF32);
+  emit_.call("aten::sub.Tensor", {tensor_arg(logits), tensor_arg(column), int_arg(1)}, kF32);
+  emit_.unary("aten::exp", logits);
+  emit_.call("aten::sum.dim_IntList", {tensor_arg(logits), int_list_arg({1}), bool_arg(false), none_arg()}, kF32);
+  all_reduce_copy(row, kF32);
+  emit_.call("aten::lt.Scalar", {tensor_arg(targets), int_arg(0)}, kBool);
+  emit_.call("aten::ge.Scalar", {tensor_arg(targets), int_arg(local_vocab)}, kBool);
+  logical_or(outside);
+  emit_.call("aten::sub.Tensor", {tensor_arg(targets), tensor_arg(scalar_tensor(kI64)), int_arg(1)}, kI64);
+  emit_.call("aten::masked_fill.Scalar", {tensor_arg(targets), tensor_arg(outside), int_arg(0)}, kI64);
+  emit_.call("aten::unsqueeze", {tensor_arg(targets), int_arg(1)}, kI64);
+  emit_.call("aten::gather", {tensor_arg(logits), int_arg(1), tensor_arg(contiguous(kI64, {rows, 1})), bool_arg(false)}, kF32);
+  emit_.call("aten::squeeze.dim", {tensor_arg(column), int_arg(1)}, kF32);
+  emit_.call("aten::masked_fill.Scalar", {tensor_arg(row), tensor_arg(outside), double_arg(0.0)}, kF32);
+  all_reduce_copy(row, kF32);
+  emit_.call("aten::unsqueeze", {tensor_arg(row), int_arg(1)}, kF32);
+  emit_.call("aten::div.Tensor", {tensor_arg(logits), tensor_arg(column)}, kF32);
+  emit_.unary("aten::log", row);
+  emit_.call("aten::sub.Tensor", {tensor_arg(row), tensor_arg(row), int_arg(1)}, kF32);
+  emit_.call("aten::mean.dim", {tensor_arg(row), int_list_arg({}), bool_arg(false), none_arg()}, kF32);
+}
+
+// Boolean logical_or / logical_not: into a fresh empty result (their .out overloads).
+void StageBuilder::logical_or(const TensorLayout& mask) {
+  emit_.call("aten::empty.memory_format", {int_list_arg({0}), dtype_arg(kBool), int_arg(0), cpu_device_arg(), none_arg(), none_arg()},
+             kBool);
+  emit_.call("aten::logical_or.out", {tensor_arg(mask), tensor_arg(mask), tensor_arg(contiguous(kBool, {0}))}, kBool);
+}
+
+void StageBuilder::logical_not(const TensorLayout& mask) {
+  emit_.call("aten::empty.memory_format", {int_list_arg({0}), dtype_arg(kBool), int_arg(0), cpu_device_arg(), none_arg(), none_arg()},
+             kBool);
+  emit_.call("aten::logical_not.out", {tensor_arg(mask), tensor_arg(contiguous(kBool, {0}))}, kBool);
 }
 
 }  // namespace itertime::predict::builder

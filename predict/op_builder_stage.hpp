@@ -2,7 +2,10 @@
 // stage of calibrate/llama_model.cpp emitted call by call, piece by piece as the model is built:
 // inputs and embedding, RMSNorm, attention (eager or sdpa, with rotary embedding and KV-head
 // repetition), MLP, head and loss (op_builder_forward.cpp); their backward in the autograd engine's
-// order (op_builder_backward.cpp); the DP gradient buffer and the AdamW step (op_builder_update.cpp).
+// order (op_builder_backward.cpp); the SP norms' gradient sum, the DP gradient buffer and the AdamW step
+// (op_builder_update.cpp). Training techniques: the TP regions' entry and exit (copy and all-reduce, or
+// with sequence parallelism all-gather and reduce-scatter), the vocabulary-parallel embedding and loss,
+// and recompute (the attention core or the whole layer rerun in the backward) are pieces of their own.
 // Invariants:
 //  - Shapes are per TP rank (heads, KV heads and FFN width already divided by tp).
 //  - Where LibTorch 1.13 and 2.x differ, the piece says so and branches on torch2_ (docs/method.md).
@@ -27,7 +30,10 @@ struct StageShape {
   int64_t batch = 0, seq = 0, hidden = 0;
   int64_t heads = 0, kv_heads = 0, head_dim = 0;  // per TP rank
   int64_t ffn = 0;                                // intermediate size per TP rank
-  int64_t vocab = 0;
+  int64_t vocab = 0;                              // the model's vocabulary (token ids)
+  int64_t local_vocab = 0;                        // rows of the embedding and LM head on this rank
+  int64_t tp = 1;
+  int64_t residual_seq = 0;  // the residual stream's sequence length: seq, or seq / tp with sequence parallelism
 };
 
 // A parameter in registration order; `layer`: its decoder layer's index, -1 outside the layers.
@@ -62,6 +68,7 @@ class StageBuilder {
   // communication trace_stage appends; returns the stage, aggregated.
   std::vector<StageParameter> parameters() const;
   int64_t repeat_for(const StageParameter& parameter) const;
+  void sp_gradients(const std::vector<StageParameter>& parameters);  // with SP: the norms' gradients summed over TP
   void dp_buffer(const std::vector<StageParameter>& parameters, int64_t local_params);
   void optimizer(const std::vector<StageParameter>& parameters);
   void stage_comms(int stage, int pp, int64_t local_params);
@@ -80,8 +87,20 @@ class StageBuilder {
   TensorLayout eager_attention_forward(const TensorLayout& q, const TensorLayout& k, const TensorLayout& v);
   TensorLayout sdpa_forward(const TensorLayout& q, const TensorLayout& k, const TensorLayout& v);
   TensorLayout row_parallel_output(const TensorLayout& out);
+  TensorLayout enter_region_forward(const TensorLayout& x);
+  TensorLayout sp_all_gather(const TensorLayout& shard);
+  TensorLayout sp_reduce_scatter(const TensorLayout& full);
+  TensorLayout sp_own_shard(const TensorLayout& full);
+  TensorLayout contiguous_call(const TensorLayout& x);
+  TensorLayout all_reduce_copy(const TensorLayout& x, DType comm_dtype);
+  void embedding_forward();
+  void logical_or(const TensorLayout& mask);
+  void logical_not(const TensorLayout& mask);
+  void vocab_parallel_loss_forward(const TensorLayout& logits);
+  TensorLayout attention_core_forward(const TensorLayout& q, const TensorLayout& k, const TensorLayout& v);
   void attention_block_forward();
   void mlp_block_forward();
+  void layer_forward();
   void head_and_loss_forward();
 
   // backward pieces
@@ -92,33 +111,47 @@ class StageBuilder {
   TensorLayout rotary_backward(const TensorLayout& grad, int64_t heads);
   void residual_add_backward();
   void copy_to_tp_backward();
+  void leave_region_backward();
   void loss_and_head_backward();
+  void vocab_parallel_loss_backward();
   void layers_backward();
+  void layer_backward(bool top_fresh);
   void mlp_block_backward(bool top_fresh);
   void attention_block_backward();
+  AttentionGrads attention_core_backward(const TensorLayout& context_grad);
+  void leaf_gradient(const TensorLayout& leaf, const TensorLayout& grad);
   AttentionGrads eager_attention_backward(const TensorLayout& context_grad);
   AttentionGrads sdpa_backward(const TensorLayout& context_grad);
   AttentionGrads repeat_kv_backward(const AttentionGrads& grads);
   void embedding_backward();
 
-  // shapes
-  Dims residual_dims() const { return {shape_.batch, shape_.seq, shape_.hidden}; }
+  // shapes: the residual stream between the TP regions ([b, s/tp, h] shards with SP) and a TP region's
+  // whole sequence ([b, s, h]).
+  Dims residual_dims() const { return {shape_.batch, shape_.residual_seq, shape_.hidden}; }
   TensorLayout residual() const { return contiguous(activation_, residual_dims()); }
+  Dims region_dims() const { return {shape_.batch, shape_.seq, shape_.hidden}; }
+  TensorLayout region() const { return contiguous(activation_, region_dims()); }
   // The strides of [b, heads, s, hd] transposed from a contiguous [b, s, heads, hd].
   Dims heads_transposed_strides(int64_t heads) const;
-  int64_t residual_bytes(DType dtype) const;
+  int64_t residual_bytes(DType dtype) const;  // of the residual stream (a shard with SP)
+  int64_t region_bytes(DType dtype) const;    // of a TP region's [b, s, h]
 
   OpEmitter emit_;
   const PrecisionPolicy& policy_;
   const StageShape shape_;
   const StageLayers layers_;
   const bool tensor_parallel_;
+  const bool sp_;  // sequence parallelism with tp > 1
+  const bool vp_;  // the vocabulary-parallel head with tp > 1
+  const Recompute recompute_;
   const bool torch2_;  // TorchDialect::kTorch2
   const bool sdpa_;    // AttentionKernel::kSdpa
   const bool grouped_kv_;  // fewer KV heads than heads: K and V are repeated
   const DType param_, activation_, grad_;
   const DType compute_;  // matrix products: the autocast dtype under AMP, else the parameter dtype
   std::vector<TensorLayout> sdpa_inputs_;  // q, k, v as the fused kernel received them (its backward gets them again)
+  std::vector<TensorLayout> core_inputs_;  // q, k, v as the attention core received them (selective recompute's leaves)
+  bool core_leaves_ = false;  // the core's backward runs in a recompute: its inputs' gradients go to leaves
 };
 
 }  // namespace itertime::predict::builder

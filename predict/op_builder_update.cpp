@@ -24,7 +24,7 @@ int64_t element_count(const Dims& shape) {
 }  // namespace
 
 std::vector<StageParameter> StageBuilder::parameters() const {
-  const int64_t hidden = shape_.hidden, vocab = shape_.vocab, ffn = shape_.ffn;
+  const int64_t hidden = shape_.hidden, vocab = shape_.local_vocab, ffn = shape_.ffn;
   const int64_t query_width = shape_.heads * shape_.head_dim, kv_width = shape_.kv_heads * shape_.head_dim;
   std::vector<StageParameter> out;
   if (layers_.has_embedding) out.push_back({{vocab, hidden}, -1});
@@ -52,6 +52,44 @@ int64_t local_parameter_count(const std::vector<StageParameter>& parameters) {
 // layers above it emit nothing.
 int64_t StageBuilder::repeat_for(const StageParameter& parameter) const {
   return parameter.layer == 0 ? int64_t{layers_.num_layers} : int64_t{1};
+}
+
+// With SP (trainer.cpp's all_reduce_norm_gradients): the norms' gradients in a fresh flat buffer,
+// all-reduced over TP, copied back; once per iteration, whatever dp.
+void StageBuilder::sp_gradients(const std::vector<StageParameter>& parameters) {
+  if (!sp_) return;
+  std::vector<StageParameter> norms;
+  for (const StageParameter& parameter : parameters) {
+    if (parameter.shape.size() == 1) norms.push_back(parameter);
+  }
+  if (norms.empty()) return;
+  emit_.set_phase(Phase::kSpGradients);
+  const int64_t count = local_parameter_count(norms);
+  emit_.call("aten::zeros", {int_list_arg({count}), dtype_arg(grad_), int_arg(0), cpu_device_arg(), none_arg()}, grad_);
+  const TensorLayout flat = contiguous(grad_, {count});
+  std::vector<TensorLayout> flat_parts;
+  for (const StageParameter& parameter : norms) {
+    flat_parts.push_back(contiguous(grad_, parameter.shape));
+    if (parameter.layer > 0) continue;
+    emit_.set_repeat(repeat_for(parameter));
+    emit_.call("aten::reshape", {tensor_arg(contiguous(grad_, parameter.shape)), int_list_arg({-1})}, grad_);
+  }
+  emit_.set_repeat(1);
+  emit_.call("aten::cat.out", {tensor_list_arg(flat_parts), int_arg(0), tensor_arg(flat)}, grad_);
+  emit_.comm(CommKind::kTpAllReduce, grad_, count * static_cast<int64_t>(dtype_bytes(grad_)));
+  int64_t offset = 0;
+  for (const StageParameter& parameter : norms) {
+    const int64_t n = local_parameter_count({parameter});
+    emit_.set_repeat(1);
+    emit_.call("aten::narrow", {tensor_arg(flat), int_arg(0), int_arg(offset), int_arg(n)}, grad_);
+    offset += n;
+    if (parameter.layer > 0) continue;
+    emit_.set_repeat(repeat_for(parameter));
+    const TensorLayout grad = contiguous(grad_, parameter.shape);
+    emit_.call("aten::view_as", {tensor_arg(contiguous(grad_, {n})), tensor_arg(grad)}, grad_);
+    emit_.call("aten::copy_", {tensor_arg(grad), tensor_arg(grad), bool_arg(false)}, grad_);
+  }
+  emit_.set_repeat(1);
 }
 
 void StageBuilder::dp_buffer(const std::vector<StageParameter>& parameters, int64_t local_params) {

@@ -122,7 +122,7 @@ TensorLayout OpEmitter::add(const TensorLayout& x, const TensorLayout& y) { retu
 
 TensorLayout OpEmitter::unary(const char* qualified, const TensorLayout& x) {
   call(qualified, {tensor_arg(x)}, x.dtype);
-  return elementwise_result(x, x.dtype);
+  return unary_result(x, x.dtype);
 }
 
 TensorLayout OpEmitter::narrow(const TensorLayout& x, int64_t dim, int64_t start, int64_t length) {

@@ -11,6 +11,8 @@
 
 #include "common/errors.hpp"
 #include "common/model_spec.hpp"
+#include "common/ops_store.hpp"
+#include "common/training_techniques.hpp"
 #include "comm_rows.hpp"
 #include "predict/op_builder.hpp"
 #include "predict/op_emitter.hpp"
@@ -150,6 +152,109 @@ TEST(OpBuilder, RefusesLayoutsTheModelDoesNotAdmit) {
   EXPECT_THROW(build_stage_ops(spec, 3, 1, 0, 1, 16, PrecisionName::kFp32), UserError);
   EXPECT_THROW(build_stage_ops(spec, 1, 2, 2, 1, 16, PrecisionName::kFp32), UserError);
   EXPECT_THROW(build_stage_ops(spec, 1, 8, 0, 1, 16, PrecisionName::kFp32), UserError);
+}
+
+// Training techniques (issue 16); equality with traces: tests/torch/test_op_builder.cpp.
+StageRecipe with_techniques(const char* recipe) {
+  StageRecipe out;
+  out.techniques = parse_recipe_text(recipe);
+  return out;
+}
+
+int64_t comm_count(const BuiltStage& stage, Phase phase, CommKind kind) {
+  int64_t n = 0;
+  for (const CommOp& comm : stage.comms) {
+    if (comm.phase == phase && comm.kind == kind) n += comm.count;
+  }
+  return n;
+}
+
+int64_t comm_bytes(const BuiltStage& stage, CommKind kind) {
+  for (const CommOp& comm : stage.comms) {
+    if (comm.kind == kind) return comm.bytes;
+  }
+  return -1;
+}
+
+TEST(OpBuilder, StageKeysOfPlainTrainingAreUnchanged) {
+  EXPECT_EQ(store::stage_key("tiny-llama", 2, 2, 1, 1, 64, "amp-bf16", "aware"), "tiny-llama/tp2/pp2/s1/mbs1/seq64/amp-bf16/aware");
+  EXPECT_EQ(store::stage_key("tiny-llama", 2, 2, 1, 1, 64, "amp-bf16", "aware", TrainingTechniques{}),
+            "tiny-llama/tp2/pp2/s1/mbs1/seq64/amp-bf16/aware");
+  EXPECT_EQ(store::stage_key("tiny-llama", 2, 2, 1, 1, 64, "fp32", "blind", parse_recipe_text("sp+vp+rc-full")),
+            "tiny-llama/tp2/pp2/s1/mbs1/seq64/fp32/blind/sp+vp+rc-full");
+}
+
+TEST(OpBuilder, SequenceParallelismGathersAndScattersTheSequence) {
+  const LlamaSpec spec = load("tiny-llama-gqa");
+  const int64_t layers = 2;  // stage 0 of pp 2
+  const BuiltStage plain = build_stage_ops(spec, 2, 2, 0, 1, 32, PrecisionName::kAmpBf16);
+  const BuiltStage sp = build_stage_ops(spec, 2, 2, 0, 1, 32, PrecisionName::kAmpBf16, with_techniques("sp"));
+  // One all-gather into and one reduce-scatter out of each attention and MLP block, each way; the
+  // embedding's shard costs one all-gather in the backward.
+  EXPECT_EQ(comm_count(sp, Phase::kForward, CommKind::kTpAllGather), 2 * layers);
+  EXPECT_EQ(comm_count(sp, Phase::kForward, CommKind::kTpReduceScatter), 2 * layers);
+  EXPECT_EQ(comm_count(sp, Phase::kBackward, CommKind::kTpReduceScatter), 2 * layers);
+  EXPECT_EQ(comm_count(sp, Phase::kBackward, CommKind::kTpAllGather), 2 * layers + 1);
+  EXPECT_EQ(comm_count(sp, Phase::kForward, CommKind::kTpAllReduce) + comm_count(sp, Phase::kBackward, CommKind::kTpAllReduce), 0);
+  EXPECT_EQ(comm_count(plain, Phase::kForward, CommKind::kTpAllReduce), 2 * layers);
+  // The norms' gradients summed over TP once per iteration, and a shard of the sequence sent on.
+  EXPECT_EQ(comm_count(sp, Phase::kSpGradients, CommKind::kTpAllReduce), 1);
+  EXPECT_EQ(comm_bytes(sp, CommKind::kTpAllReduce), 2 * layers * spec.hidden_size * 4);
+  EXPECT_EQ(comm_bytes(sp, CommKind::kPpSendForward), comm_bytes(plain, CommKind::kPpSendForward) / 2);
+  EXPECT_EQ(comm_bytes(sp, CommKind::kTpAllGather), 1 * (32 / 2) * spec.hidden_size * 4);  // the fp32 norm output's shard
+  EXPECT_EQ(count_of(sp, Phase::kSpGradients, "aten::cat"), 1);
+  EXPECT_EQ(sp.local_params, plain.local_params);
+  // Without TP there is nothing to split: the plain stage.
+  const BuiltStage alone = build_stage_ops(spec, 1, 2, 0, 1, 32, PrecisionName::kAmpBf16, with_techniques("sp"));
+  const BuiltStage alone_plain = build_stage_ops(spec, 1, 2, 0, 1, 32, PrecisionName::kAmpBf16);
+  ASSERT_EQ(alone.ops.size(), alone_plain.ops.size());
+  for (std::size_t i = 0; i < alone.ops.size(); ++i) EXPECT_EQ(alone.ops[i].signature, alone_plain.ops[i].signature);
+}
+
+TEST(OpBuilder, VocabularyParallelHeadShardsTheVocabulary) {
+  const LlamaSpec spec = load("tiny-llama-gqa");
+  const BuiltStage plain = build_stage_ops(spec, 2, 1, 0, 1, 16, PrecisionName::kFp32);
+  const BuiltStage vp = build_stage_ops(spec, 2, 1, 0, 1, 16, PrecisionName::kFp32, with_techniques("vp"));
+  EXPECT_EQ(plain.local_params - vp.local_params, spec.vocab_size / 2 * spec.hidden_size * 2);  // embedding and head halved
+  EXPECT_EQ(count_of(vp, Phase::kForward, "aten::cross_entropy_loss"), 0);
+  EXPECT_EQ(count_of(vp, Phase::kForward, "aten::max"), 2);  // the row maxima, then their maximum over TP
+  EXPECT_EQ(comm_count(vp, Phase::kForward, CommKind::kTpAllGather), 1);
+}
+
+TEST(OpBuilder, RecomputeRerunsTheCoreOrTheLayerInTheBackward) {
+  const LlamaSpec spec = load("tiny-llama-gqa");
+  const int64_t layers = 4;
+  const BuiltStage plain = build_stage_ops(spec, 2, 1, 0, 1, 16, PrecisionName::kFp32);
+  const BuiltStage selective = build_stage_ops(spec, 2, 1, 0, 1, 16, PrecisionName::kFp32, with_techniques("rc-sel"));
+  const BuiltStage full = build_stage_ops(spec, 2, 1, 0, 1, 16, PrecisionName::kFp32, with_techniques("rc-full"));
+  EXPECT_EQ(count_of(plain, Phase::kBackward, "aten::matmul"), 0);  // the backward of a matmul is mm / bmm
+  EXPECT_EQ(count_of(selective, Phase::kBackward, "aten::matmul"), 2 * layers);  // q k^T and p v again
+  EXPECT_EQ(count_of(full, Phase::kBackward, "aten::matmul"), (7 + 2) * layers);  // every projection too
+  EXPECT_EQ(comm_count(full, Phase::kBackward, CommKind::kTpAllReduce), 4 * layers);  // the rerun's all-reduces too
+  EXPECT_EQ(count_of(full, Phase::kForward, "aten::matmul"), count_of(plain, Phase::kForward, "aten::matmul"));
+}
+
+TEST(OpBuilder, UnaryResultsKeepADenseLayoutWithItsSizeOneStrides) {
+  // The upper half of a rotary gradient with one head per rank: [1, 1, 16, 16] of a [1, 1, 16, 32] laid out
+  // [b, h, hd, s]; dense once the size-1 dimensions are ignored, so neg keeps its strides (LibTorch 1.13 and 2.6).
+  const TensorLayout half = strided(DType::kBFloat16, {1, 1, 16, 16}, {512, 512, 1, 16});
+  EXPECT_TRUE(non_overlapping_and_dense(half));
+  EXPECT_EQ(unary_result(half, DType::kBFloat16).strides, (Dims{512, 512, 1, 16}));
+  EXPECT_EQ(elementwise_result(half, DType::kBFloat16).strides, (Dims{256, 256, 1, 16}));  // packed: the general rule
+  // Not dense (half of every row): the general rule.
+  const TensorLayout gappy = strided(DType::kFloat32, {1, 2, 16, 8}, {512, 16, 32, 1});
+  EXPECT_FALSE(non_overlapping_and_dense(gappy));
+  EXPECT_EQ(unary_result(gappy, DType::kFloat32).strides, elementwise_result(gappy, DType::kFloat32).strides);
+}
+
+TEST(OpBuilder, RefusesTechniquesItCannotBuild) {
+  const LlamaSpec spec = load("tiny-llama-gqa");
+  EXPECT_THROW(build_stage_ops(spec, 2, 1, 0, 1, 16, PrecisionName::kFp32, with_techniques("dopt")), UserError);
+  EXPECT_THROW(build_stage_ops(spec, 2, 1, 0, 1, 16, PrecisionName::kFp32, with_techniques("ovl")), UserError);
+  EXPECT_THROW(build_stage_ops(spec, 4, 1, 0, 1, 18, PrecisionName::kFp32, with_techniques("sp")), UserError);  // 18 % 4
+  LlamaSpec odd_vocabulary = spec;
+  odd_vocabulary.vocab_size = 510;
+  EXPECT_THROW(build_stage_ops(odd_vocabulary, 4, 1, 0, 1, 16, PrecisionName::kFp32, with_techniques("vp")), UserError);
 }
 
 TEST(OpBuilder, DialectFollowsTheLibTorchVersion) {

@@ -10,6 +10,8 @@
 //  - The builder follows the dialect of the LibTorch the test runs on (predict::torch_dialect of its
 //    version): the same cases check the 1.13 sequences on Debian 12 and the 2.x ones on Debian 13.
 //    sdpa and fp16 cases skip on a LibTorch without them (1.x).
+//  - Cases with training techniques (common/training_techniques.hpp) trace the stage as the trainer runs
+//    it with them and build it with StageRecipe::techniques; their names end in the recipe text.
 //  - Every rank runs every case (tracing is local); nothing is written.
 #include <gtest/gtest.h>
 
@@ -17,6 +19,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <map>
+#include <ostream>
 #include <string>
 #include <utility>
 #include <vector>
@@ -27,6 +30,7 @@
 #include "common/dtype.hpp"
 #include "common/model_spec.hpp"
 #include "common/phase.hpp"
+#include "common/training_techniques.hpp"
 #include "predict/op_builder.hpp"
 #include "tests/torch/torch_features.hpp"
 
@@ -38,14 +42,17 @@ struct BuilderCase {
   int tp, pp, stage, micro_batch, seq_len;
   PrecisionName precision;
   AttentionKernel attention = AttentionKernel::kEager;
+  TrainingTechniques techniques = {};
 };
-
 
 std::string case_name(const BuilderCase& c) {
   return std::string(c.model) + "/tp" + std::to_string(c.tp) + "/pp" + std::to_string(c.pp) + "/s" +
          std::to_string(c.stage) + "/mbs" + std::to_string(c.micro_batch) + "/seq" + std::to_string(c.seq_len) + "/" +
-         to_string(c.precision) + "/" + to_string(c.attention);
+         to_string(c.precision) + "/" + to_string(c.attention) + (c.techniques.any() ? "/" + recipe_text(c.techniques) : "");
 }
+
+// gtest prints a failing case by its name.
+void PrintTo(const BuilderCase& c, std::ostream* out) { *out << case_name(c); }
 
 LlamaSpec load(const char* model) {
   return load_llama_config(std::string(ITERTIME_SOURCE_DIR) + "/data/models/" + model + ".json");
@@ -103,8 +110,8 @@ TEST_P(OpBuilder, ReproducesTheTracedStage) {
   if (!lacking.empty()) GTEST_SKIP() << lacking;
   const LlamaSpec spec = load(c.model);
   const calibrate::StageTraceInfo trace = calibrate::trace_stage_info(spec, c.tp, c.pp, c.stage, c.micro_batch, c.seq_len,
-                                                                      c.precision, c.attention, Backend::kCpu);
-  const predict::StageRecipe recipe{c.attention, predict::torch_dialect(calibrate::query_torch().version)};
+                                                                      c.precision, c.attention, Backend::kCpu, c.techniques);
+  const predict::StageRecipe recipe{c.attention, predict::torch_dialect(calibrate::query_torch().version), c.techniques};
   const predict::BuiltStage built =
       predict::build_stage_ops(spec, c.tp, c.pp, c.stage, c.micro_batch, c.seq_len, c.precision, recipe);
   if (std::getenv("ITERTIME_PRINT_TRACE") != nullptr) {
@@ -193,7 +200,8 @@ INSTANTIATE_TEST_SUITE_P(
 INSTANTIATE_TEST_SUITE_P(
     OtherModels, OpBuilder,
     ::testing::Values(BuilderCase{"tiny-llama", 2, 1, 0, 1, 16, kAmp}, BuilderCase{"tiny-llama", 1, 2, 1, 2, 16, kBf16},
-                      BuilderCase{"small-llama", 2, 2, 0, 1, 32, kAmp}),
+                      BuilderCase{"small-llama", 2, 2, 0, 1, 32, kAmp},
+                      BuilderCase{"tiny-llama", 4, 1, 0, 1, 16, kBf16}),  // one head per rank: size-1 head dimensions
     test_name);
 
 // LibTorch 2.x: fp16 policies on cpu, and the fused attention kernel under every kind of policy.
@@ -205,6 +213,53 @@ INSTANTIATE_TEST_SUITE_P(
                       BuilderCase{"tiny-llama-gqa", 1, 2, 1, 1, 32, kAmp, kSdpa},
                       BuilderCase{"tiny-llama-gqa", 4, 1, 0, 1, 16, kAmp16, kSdpa},
                       BuilderCase{"tiny-llama", 2, 1, 0, 1, 16, kFp16, kSdpa}),
+    test_name);
+
+// Megatron-LM's techniques (issue 16): sequence parallelism, selective and full recompute, the
+// vocabulary-parallel head, and some combinations, at tp 2 and 4, pp 1 and 2 (and a middle stage of 4),
+// fp32 and amp-bf16, eager attention.
+TrainingTechniques recipe(const char* text) { return parse_recipe_text(text); }
+constexpr AttentionKernel kEager = AttentionKernel::kEager;
+
+INSTANTIATE_TEST_SUITE_P(
+    Techniques, OpBuilder,
+    ::testing::Values(
+        // sequence parallelism (tp 1: no shards, the plain stage)
+        BuilderCase{"tiny-llama-gqa", 2, 1, 0, 1, 16, kFp32, kEager, recipe("sp")},
+        BuilderCase{"tiny-llama-gqa", 2, 2, 0, 2, 16, kAmp, kEager, recipe("sp")},
+        BuilderCase{"tiny-llama-gqa", 4, 2, 1, 1, 32, kFp32, kEager, recipe("sp")},
+        BuilderCase{"tiny-llama-gqa", 2, 4, 1, 2, 16, kAmp, kEager, recipe("sp")},
+        BuilderCase{"tiny-llama", 2, 1, 0, 1, 16, kBf16, kEager, recipe("sp")},
+        BuilderCase{"tiny-llama", 4, 1, 0, 1, 16, kBf16, kEager, recipe("sp")},  // one head per rank
+        BuilderCase{"tiny-llama-gqa", 1, 2, 1, 1, 16, kAmp, kEager, recipe("sp")},
+        // selective recompute
+        BuilderCase{"tiny-llama-gqa", 1, 1, 0, 1, 16, kFp32, kEager, recipe("rc-sel")},
+        BuilderCase{"tiny-llama-gqa", 2, 2, 1, 2, 16, kAmp, kEager, recipe("rc-sel")},
+        BuilderCase{"tiny-llama-gqa", 4, 4, 2, 1, 16, kFp32, kEager, recipe("rc-sel")},
+        BuilderCase{"tiny-llama", 2, 2, 0, 1, 16, kAmp, kEager, recipe("rc-sel")},
+        // full recompute
+        BuilderCase{"tiny-llama-gqa", 1, 1, 0, 1, 16, kAmp, kEager, recipe("rc-full")},
+        BuilderCase{"tiny-llama-gqa", 2, 2, 0, 1, 16, kFp32, kEager, recipe("rc-full")},
+        BuilderCase{"tiny-llama-gqa", 4, 4, 3, 2, 16, kAmp, kEager, recipe("rc-full")},
+        BuilderCase{"tiny-llama-gqa", 2, 4, 1, 1, 16, kBf16, kEager, recipe("rc-full")},
+        // vocabulary-parallel head
+        BuilderCase{"tiny-llama-gqa", 2, 1, 0, 1, 16, kFp32, kEager, recipe("vp")},
+        BuilderCase{"tiny-llama-gqa", 4, 2, 1, 2, 16, kAmp, kEager, recipe("vp")},
+        BuilderCase{"tiny-llama-gqa", 2, 2, 0, 1, 16, kAmp, kEager, recipe("vp")},
+        // combinations
+        BuilderCase{"tiny-llama-gqa", 2, 2, 1, 1, 16, kAmp, kEager, recipe("sp+vp")},
+        BuilderCase{"tiny-llama-gqa", 4, 2, 0, 2, 32, kFp32, kEager, recipe("sp+vp+rc-full")},
+        BuilderCase{"tiny-llama-gqa", 2, 4, 1, 1, 16, kAmp, kEager, recipe("sp+rc-sel")},
+        BuilderCase{"tiny-llama-gqa", 2, 1, 0, 1, 16, kAmp, kEager, recipe("sp+vp+rc-sel")}),
+    test_name);
+
+// The techniques on LibTorch 2.x: the fused attention kernel (recomputed selectively too) and fp16.
+INSTANTIATE_TEST_SUITE_P(
+    Torch2Techniques, OpBuilder,
+    ::testing::Values(BuilderCase{"tiny-llama-gqa", 2, 2, 1, 1, 16, kAmp, kSdpa, recipe("sp+vp+rc-sel")},
+                      BuilderCase{"tiny-llama-gqa", 1, 1, 0, 1, 16, kFp32, kSdpa, recipe("rc-sel")},
+                      BuilderCase{"tiny-llama-gqa", 2, 1, 0, 1, 16, kFp16, kEager, recipe("sp+rc-full")},
+                      BuilderCase{"tiny-llama-gqa", 4, 2, 0, 1, 16, kAmp16, kSdpa, recipe("vp+rc-full")}),
     test_name);
 
 }  // namespace

@@ -51,13 +51,15 @@ TEST(Vocabulary, LayoutsAndTimingModes) {
 }
 
 TEST(Vocabulary, CommKindsNameTheirCollective) {
-  ASSERT_EQ(all_comm_kinds().size(), 4u);
+  ASSERT_EQ(all_comm_kinds().size(), 6u);
   for (CommKind kind : all_comm_kinds()) EXPECT_EQ(parse_comm_kind(to_string(kind)), kind);
   EXPECT_EQ(to_string(CommKind::kPpSendBackward), "pp_send_backward");
   EXPECT_EQ(collective_of(CommKind::kTpAllReduce), Collective::kAllReduce);
   EXPECT_EQ(collective_of(CommKind::kDpAllReduce), Collective::kAllReduce);
   EXPECT_EQ(collective_of(CommKind::kPpSendForward), Collective::kSend);
-  EXPECT_NE(user_error_of([] { parse_comm_kind("tp_all_gather"); }).find("'tp_all_gather'"), std::string::npos);
+  EXPECT_EQ(collective_of(CommKind::kTpAllGather), Collective::kAllGather);
+  EXPECT_EQ(collective_of(CommKind::kTpReduceScatter), Collective::kReduceScatter);
+  EXPECT_NE(user_error_of([] { parse_comm_kind("tp_all_to_all"); }).find("'tp_all_to_all'"), std::string::npos);
 }
 
 TEST(Vocabulary, PhasesInExecutionOrder) {
@@ -69,6 +71,7 @@ TEST(Vocabulary, PhasesInExecutionOrder) {
   EXPECT_EQ(to_string(Phase::kDpBuffer), "dp_buffer");
   EXPECT_TRUE(runs_per_micro_batch(Phase::kBackward));
   EXPECT_FALSE(runs_per_micro_batch(Phase::kOptimizer));
+  EXPECT_FALSE(runs_per_micro_batch(Phase::kSpGradients));
   EXPECT_NE(user_error_of([] { parse_phase("update"); }).find("'update'"), std::string::npos);
 }
 
