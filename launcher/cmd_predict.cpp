@@ -7,6 +7,7 @@
 
 #include "common/errors.hpp"
 #include "common/model_spec.hpp"
+#include "common/training_techniques.hpp"
 #include "launcher/commands.hpp"
 #include "predict/fitted_model.hpp"
 #include "predict/memory_model.hpp"
@@ -23,9 +24,20 @@ struct PredictArgs {
   std::string model_file;
   int dp = 1, tp = 1, pp = 1, micro_batch = 1, global_batch = 1, seq_len = 0;
   std::string precision = "fp32";
+  std::string recipe = "plain";
   bool blind = false, raw = false, json = false;
   double device_memory_gib = 0;
 };
+
+// A recipe as the CLI takes it: "plain" or recipe_text's form ("sp+vp+rc-full"); a UserError naming the option.
+TrainingTechniques parse_recipe_option(const std::string& text, const std::string& option) {
+  if (text == "plain") return {};
+  try {
+    return parse_recipe_text(text);
+  } catch (const UserError& error) {
+    throw UserError(option + " " + text + ": " + error.what());
+  }
+}
 
 int run_predict(const PredictArgs& a) {
   const LlamaSpec spec = load_llama_config(a.model_file);
@@ -39,12 +51,13 @@ int run_predict(const PredictArgs& a) {
   request.config = config;
   request.precision = policy.name;
   request.blind = a.blind;
+  request.techniques = parse_recipe_option(a.recipe, "--recipe");
   request.calibrated = !a.raw;
   predict::StageResolver resolver(model, predict::StagePolicy::kTracedThenBuilt);
   const predict::PredictOutcome outcome = predict::predict(resolver, request);
   if (!outcome.ok()) throw UserError(outcome.reason);  // the CLI boundary: a prediction that cannot be made
   const predict::Prediction& p = *outcome.prediction;
-  const auto memory = predict::memory_all_stages(spec, config, policy, parse_attention(model.attention));
+  const auto memory = predict::memory_all_stages(spec, config, policy, parse_attention(model.attention), request.techniques);
   int64_t peak_bytes = 0;
   for (const auto& m : memory) peak_bytes = std::max(peak_bytes, m.total_bytes);
   const bool too_big = a.device_memory_gib > 0 && static_cast<double>(peak_bytes) > a.device_memory_gib * (1ull << 30);
@@ -54,6 +67,7 @@ int run_predict(const PredictArgs& a) {
   record.config = config;
   record.precision = a.precision;
   record.blind = a.blind;
+  record.recipe = recipe_label(request.techniques);
   record.attention = model.attention;
   record.libtorch_version = model.libtorch_version;
   record.prediction = p;
@@ -98,6 +112,9 @@ void register_predict(CLI::App& app, std::vector<std::pair<CLI::App*, Action>>& 
   predict_cmd->add_option("--gbs", args->global_batch, "Global batch size")->capture_default_str();
   predict_cmd->add_option("--seq", args->seq_len, "Sequence length")->required();
   predict_cmd->add_option("--precision", args->precision, "fp32, tf32, bf16, fp16, amp-bf16 or amp-fp16")->capture_default_str();
+  predict_cmd->add_option("--recipe", args->recipe,
+                          "Training techniques: plain, or sp, vp, dopt, rc-sel|rc-full, ovl joined by '+' (e.g. sp+vp+rc-full)")
+      ->capture_default_str();
   predict_cmd->add_flag("--blind", args->blind, "Precision-blind baseline (fp32 traces and messages)");
   predict_cmd->add_flag("--raw", args->raw, "Without the calibration factor fitted on ground truth");
   predict_cmd->add_flag("--json", args->json, "Print JSON instead of a table");
@@ -160,6 +177,8 @@ void register_plan(CLI::App& app, std::vector<std::pair<CLI::App*, Action>>& act
     int gpus = 1, global_batch = 0, seq_len = 0, top = 10;
     std::vector<int> micro_batches = {1, 2, 4, 8};
     std::vector<std::string> precisions = {"amp-bf16"};
+    std::vector<std::string> recipes = {"plain"};
+    bool all_recipes = false;
     double device_memory_gib = 0;
     bool json = false;
   };
@@ -171,6 +190,13 @@ void register_plan(CLI::App& app, std::vector<std::pair<CLI::App*, Action>>& act
   plan_cmd->add_option("--seq", a->seq_len, "Sequence length")->required();
   plan_cmd->add_option("--mbs", a->micro_batches, "Micro-batch sizes to consider")->delimiter(',')->capture_default_str();
   plan_cmd->add_option("--precisions", a->precisions, "Precisions to consider")->delimiter(',')->capture_default_str();
+  plan_cmd->add_option("--recipes", a->recipes,
+                       "Training recipes to consider: plain, or techniques joined by '+' (sp, vp, dopt, rc-sel|rc-full, ovl), "
+                       "e.g. plain,sp+vp,sp+vp+rc-full")
+      ->delimiter(',')
+      ->capture_default_str();
+  plan_cmd->add_flag("--all-recipes", a->all_recipes,
+                     "Consider every recipe the predictor models (sequence parallelism, vocabulary-parallel head, recompute)");
   plan_cmd->add_option("--device-memory-gib", a->device_memory_gib, "Device memory; larger configurations are infeasible");
   plan_cmd->add_option("--top", a->top, "How many to list")->capture_default_str();
   plan_cmd->add_flag("--json", a->json, "Print JSON");
@@ -183,6 +209,9 @@ void register_plan(CLI::App& app, std::vector<std::pair<CLI::App*, Action>>& act
     options.micro_batches = a->micro_batches;
     options.precisions.clear();
     for (const auto& p : a->precisions) options.precisions.push_back(parse_precision(p).name);
+    options.recipes.clear();
+    for (const auto& r : a->recipes) options.recipes.push_back(parse_recipe_option(r, "--recipes"));
+    if (a->all_recipes) options.recipes = predict::modelled_recipes();
     options.device_memory_bytes = a->device_memory_gib * static_cast<double>(1ull << 30);
     const predict::FittedModel model = predict::load_or_fit(a->source);
     const auto entries = predict::plan(model, options);

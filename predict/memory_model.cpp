@@ -241,9 +241,10 @@ MemoryBreakdown memory_per_gpu(const LlamaSpec& model, const ParallelConfig& con
 }
 
 std::vector<MemoryBreakdown> memory_all_stages(const LlamaSpec& model, const ParallelConfig& config,
-                                               const PrecisionPolicy& policy, AttentionKernel attention) {
+                                               const PrecisionPolicy& policy, AttentionKernel attention,
+                                               const TrainingTechniques& techniques) {
   std::vector<MemoryBreakdown> stages;
-  for (int s = 0; s < config.pp; ++s) stages.push_back(memory_per_gpu(model, config, policy, s, attention));
+  for (int s = 0; s < config.pp; ++s) stages.push_back(memory_per_gpu(model, config, policy, s, attention, techniques));
   return stages;
 }
 

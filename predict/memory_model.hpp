@@ -102,6 +102,7 @@ MemoryBreakdown memory_per_gpu(const LlamaSpec& model, const ParallelConfig& con
 // Every stage, in order; the configuration fits when no stage exceeds the device memory.
 std::vector<MemoryBreakdown> memory_all_stages(const LlamaSpec& model, const ParallelConfig& config,
                                                const PrecisionPolicy& policy,
-                                               AttentionKernel attention = AttentionKernel::kEager);
+                                               AttentionKernel attention = AttentionKernel::kEager,
+                                               const TrainingTechniques& techniques = {});
 
 }  // namespace itertime::predict

@@ -10,6 +10,66 @@
 
 namespace itertime::predict {
 
+namespace {
+
+// Why the trainer would refuse this recipe for this layout ("" when it trains it).
+std::string untrainable_reason(const LlamaSpec& spec, const ParallelConfig& config, const TrainingTechniques& techniques) {
+  if (techniques.sequence_parallel && config.seq_len % config.tp != 0) return "sequence parallelism needs tp to divide the sequence";
+  if (techniques.vocab_parallel && spec.vocab_size % config.tp != 0) return "the vocabulary-parallel head needs tp to divide the vocabulary";
+  return "";
+}
+
+PlanEntry plan_entry(const FittedModel& model, const PlanOptions& options, StageResolver& resolver, const ParallelConfig& config,
+                     PrecisionName precision, const TrainingTechniques& techniques) {
+  PlanEntry entry;
+  entry.config = config;
+  entry.precision = precision;
+  entry.techniques = techniques;
+  entry.reason = untrainable_reason(options.model, config, techniques);
+  if (!entry.reason.empty()) return entry;
+  double peak = 0;
+  for (const MemoryBreakdown& m :
+       memory_all_stages(options.model, config, precision_policy(precision), parse_attention(model.attention), techniques)) {
+    peak = std::max(peak, static_cast<double>(m.total_bytes));
+  }
+  entry.peak_memory_bytes = peak;
+  if (options.device_memory_bytes > 0 && peak > options.device_memory_bytes) {
+    entry.reason = "exceeds the device memory (not predicted)";
+    return entry;
+  }
+  PredictRequest request;
+  request.model_name = options.model.name;
+  request.model = &options.model;
+  request.config = config;
+  request.precision = precision;
+  request.techniques = techniques;
+  const PredictOutcome outcome = predict(resolver, request);
+  if (outcome.ok()) {
+    entry.iteration_us = outcome.prediction->total_us;
+    entry.extrapolated_fraction = outcome.prediction->extrapolated_fraction;
+    entry.feasible = true;
+  } else {
+    entry.reason = outcome.reason;
+  }
+  return entry;
+}
+
+}  // namespace
+
+std::vector<TrainingTechniques> modelled_recipes() {
+  std::vector<TrainingTechniques> recipes;
+  for (Recompute recompute : {Recompute::kNone, Recompute::kSelective, Recompute::kFull}) {
+    for (int parallel = 0; parallel < 4; ++parallel) {
+      TrainingTechniques t;
+      t.sequence_parallel = (parallel & 1) != 0;
+      t.vocab_parallel = (parallel & 2) != 0;
+      t.recompute = recompute;
+      recipes.push_back(t);
+    }
+  }
+  return recipes;
+}
+
 std::vector<PlanEntry> plan(const FittedModel& model, const PlanOptions& options) {
   if (options.gpus < 1) throw UserError("plan: the number of GPUs must be positive");
   if (options.global_batch < 1 || options.seq_len < 1) throw UserError("plan: global batch and sequence length must be positive");
@@ -20,35 +80,15 @@ std::vector<PlanEntry> plan(const FittedModel& model, const PlanOptions& options
       ParallelConfig config{layout.dp(), layout.tp(), layout.pp(), micro_batch, options.global_batch, options.seq_len};
       if (!config.violations(options.model, options.gpus).empty()) continue;
       for (PrecisionName precision : options.precisions) {
-        PlanEntry entry;
-        entry.config = config;
-        entry.precision = precision;
         const PrecisionPolicy& policy = precision_policy(precision);
         if (!model.backend.empty() && model.backend != "unknown" &&
             !policy.supports(parse_backend(model.backend), backend_capabilities(model))) {
           continue;  // the calibrated backend cannot run this policy
         }
-        double peak = 0;
-        for (const MemoryBreakdown& m : memory_all_stages(options.model, config, policy, parse_attention(model.attention))) {
-          peak = std::max(peak, static_cast<double>(m.total_bytes));
+        for (const TrainingTechniques& techniques : options.recipes) {
+          if (config.tp == 1 && (techniques.sequence_parallel || techniques.vocab_parallel)) continue;  // = without them
+          entries.push_back(plan_entry(model, options, resolver, config, precision, techniques));
         }
-        entry.peak_memory_bytes = peak;
-        PredictRequest request;
-        request.model_name = options.model.name;
-        request.model = &options.model;
-        request.config = config;
-        request.precision = precision;
-        const PredictOutcome outcome = predict(resolver, request);
-        if (outcome.ok()) {
-          entry.iteration_us = outcome.prediction->total_us;
-          entry.extrapolated_fraction = outcome.prediction->extrapolated_fraction;
-          entry.feasible = options.device_memory_bytes <= 0 || peak <= options.device_memory_bytes;
-          if (!entry.feasible) entry.reason = "exceeds the device memory";
-        } else {
-          entry.feasible = false;
-          entry.reason = outcome.reason;
-        }
-        entries.push_back(entry);
       }
     }
   }

@@ -1,9 +1,16 @@
 // plan.hpp: the fastest legal, memory-feasible configurations of a model on N GPUs.
-// Invariants: every (dp, tp, pp) with dp*tp*pp == gpus, every micro-batch size given (dividing the
-// global batch per DP rank) and every precision given is considered; illegal layouts for the model are
-// not listed; each candidate is predicted (predictor.hpp) and checked against the device memory with the
-// memory model; entries come back fastest first, infeasible ones (too much memory, no trace and no way to
-// build one) after the feasible ones with their reason.
+// Invariants:
+//  - Candidates: every (dp, tp, pp) with dp*tp*pp == gpus that is legal for the model (illegal ones are not
+//    listed), every micro-batch size given (dividing the global batch per DP rank), every precision given
+//    the calibrated backend can run, and every training recipe given; a recipe with sequence parallelism or
+//    the vocabulary-parallel head only where tp > 1 (at tp 1 it is plain training, listed once).
+//  - Each candidate's peak memory comes from the memory model with its recipe. One over the device memory
+//    is infeasible and not predicted (iteration_us 0): a plan over thousands of candidates costs the memory
+//    model for most and a prediction (predictor.hpp, with the recipe) only for those that fit.
+//  - A recipe the trainer would refuse for the layout (sp with tp not dividing the sequence, vp with tp not
+//    dividing the vocabulary) and a candidate the predictor cannot predict (a technique it does not model,
+//    no trace and no way to build one) are infeasible with the reason.
+//  - Entries come back feasible ones fastest first, then the infeasible ones in candidate order.
 #pragma once
 
 #include <string>
@@ -12,6 +19,7 @@
 #include "common/model_spec.hpp"
 #include "common/parallel_config.hpp"
 #include "common/precision.hpp"
+#include "common/training_techniques.hpp"
 #include "predict/fitted_model.hpp"
 
 namespace itertime::predict {
@@ -23,12 +31,14 @@ struct PlanOptions {
   int seq_len = 1;
   std::vector<int> micro_batches = {1, 2, 4, 8};
   std::vector<PrecisionName> precisions = {PrecisionName::kAmpBf16};
+  std::vector<TrainingTechniques> recipes = {TrainingTechniques{}};  // plain training only by default
   double device_memory_bytes = 0;  // 0: no memory check
 };
 
 struct PlanEntry {
   ParallelConfig config;
   PrecisionName precision = PrecisionName::kFp32;
+  TrainingTechniques techniques;
   double iteration_us = 0;
   double peak_memory_bytes = 0;
   double extrapolated_fraction = 0;
@@ -37,5 +47,9 @@ struct PlanEntry {
 };
 
 std::vector<PlanEntry> plan(const FittedModel& model, const PlanOptions& options);
+
+// Every recipe the predictor models (predictor.hpp): sequence parallelism and the vocabulary-parallel head
+// on or off, recompute none, selective or full (12, plain first).
+std::vector<TrainingTechniques> modelled_recipes();
 
 }  // namespace itertime::predict

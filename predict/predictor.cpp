@@ -25,6 +25,17 @@ std::optional<std::string> illegal_reason(const ParallelConfig& c) {
   return std::nullopt;
 }
 
+// Step 1b: the training techniques the predictor models. Sequence parallelism, the vocabulary-parallel head
+// and recompute only change the stage's operators and TP communication, which its trace or the builder
+// gives; the distributed optimizer and overlapped reduction change the DP phase and the schedule, which
+// are not modelled yet (issue 16): refused, never predicted as plain training.
+std::optional<std::string> unmodelled_reason(const TrainingTechniques& t) {
+  if (!t.distributed_optimizer && !t.overlap_gradient_reduction) return std::nullopt;
+  return std::string("recipe ") + recipe_text(t) + ": the predictor does not model " +
+         (t.distributed_optimizer ? "the distributed optimizer" : "overlapped gradient reduction") +
+         " yet (its sharded DP phase and overlap are not in the schedule); predict the recipe without it";
+}
+
 // Step 2: the occupancy operators are timed at. Oversubscribed CPU ranks (more ranks than the node's rank
 // slots, but no more than the calibrated node ran) take their time as profiled with every slot busy
 // (the profile's median leaves time-sharing out); the schedule stretches them by processor sharing
@@ -60,6 +71,7 @@ const Calibration& choose_calibration(const FittedModel& model, const PredictReq
 // neighbours (set only where the stage has that neighbour) and the DP all-reduce per iteration.
 struct StageComm {
   double tp_forward_us = 0, tp_backward_us = 0, dp_us = 0;
+  double tp_iteration_us = 0;  // TP communication once per iteration (sequence parallelism's norm gradients)
   std::optional<double> send_forward_us, send_backward_us;  // to stage s+1, to stage s-1
   std::string failure;  // the comm model has no table for one of them
 };
@@ -74,13 +86,27 @@ StageComm stage_comm(const CommModel& comm_model, const ParallelConfig& c, int s
   // Neighbouring stages are dp*tp ranks apart (consecutive only when dp*tp == 1); DP peers tp apart.
   const GroupLayout send_layout = c.dp * c.tp == 1 ? GroupLayout::kConsecutive : GroupLayout::kStrided;
   const GroupLayout dp_layout = c.tp == 1 ? GroupLayout::kConsecutive : GroupLayout::kStrided;
+  const auto add_tp = [&](const CommOp& op, double t) {
+    double& sum = op.phase == Phase::kForward ? out.tp_forward_us : op.phase == Phase::kBackward ? out.tp_backward_us : out.tp_iteration_us;
+    sum += t * static_cast<double>(op.count);
+  };
   for (const CommOp& op : comms) {
     std::optional<double> t = 0.0;
     switch (op.kind) {
       case CommKind::kTpAllReduce:
         t = time_us(Collective::kAllReduce, op, c.tp, GroupLayout::kConsecutive);
-        if (t) (op.phase == Phase::kBackward ? out.tp_backward_us : out.tp_forward_us) += *t * static_cast<double>(op.count);
+        if (t) add_tp(op, *t);
         break;
+      case CommKind::kTpAllGather:
+      case CommKind::kTpReduceScatter: {
+        // Recorded as one rank's part; the comm model's size is nccl-tests' (the whole gathered buffer).
+        CommOp whole = op;
+        whole.bytes = op.bytes * c.tp;
+        t = time_us(op.kind == CommKind::kTpAllGather ? Collective::kAllGather : Collective::kReduceScatter, whole, c.tp,
+                    GroupLayout::kConsecutive);
+        if (t) add_tp(op, *t);
+        break;
+      }
       case CommKind::kPpSendForward:
       case CommKind::kPpSendBackward:
         if (c.pp > 1) t = time_us(Collective::kSend, op, 2, send_layout);
@@ -104,7 +130,8 @@ struct StageFigures {
   double tp_us = 0;             // m * TP comm
   double dp_us = 0;             // DP gradient-buffer work (dp > 1) and DP all-reduce
   double optimizer_us = 0;
-  double tail_us = 0, tail_raw_us = 0;  // after the pipeline: dp + optimizer
+  double sp_grads_us = 0;               // sequence parallelism's TP sum of the norms' gradients (ops and comm)
+  double tail_us = 0, tail_raw_us = 0;  // after the pipeline: sp_grads + dp + optimizer
   double compute_with_optimizer_us = 0;
   int64_t calls = 0;                                // operator calls per iteration
   std::array<double, kPhaseCount> extrapolated_us{};  // per phase and iteration; dp_buffer not counted
@@ -120,7 +147,7 @@ StageFigures stage_figures(const ResolvedStage& ops, const StageComm& comm, doub
     phase_us[i] = totals.at_overhead(overhead_us);
     phase_raw_us[i] = totals.at_overhead(0.0);
     const bool per_micro_batch = runs_per_micro_batch(phase);
-    if (per_micro_batch || phase == Phase::kOptimizer || dp > 1) {
+    if (per_micro_batch || phase == Phase::kOptimizer || phase == Phase::kSpGradients || dp > 1) {
       out.calls += static_cast<int64_t>(totals.calls) * (per_micro_batch ? m : 1);
     }
     // The share is of the compute time (forward, backward, optimizer); dp_buffer work is not in it.
@@ -128,6 +155,7 @@ StageFigures stage_figures(const ResolvedStage& ops, const StageComm& comm, doub
   }
   const double forward = phase_us[phase_index(Phase::kForward)], backward = phase_us[phase_index(Phase::kBackward)];
   const double dp_buffer = phase_us[phase_index(Phase::kDpBuffer)], optimizer = phase_us[phase_index(Phase::kOptimizer)];
+  const double sp_grads = phase_us[phase_index(Phase::kSpGradients)];
   out.times = StageTimes{forward + comm.tp_forward_us, backward + comm.tp_backward_us, comm.tp_forward_us, comm.tp_backward_us};
   out.raw_times = StageTimes{phase_raw_us[phase_index(Phase::kForward)] + comm.tp_forward_us,
                              phase_raw_us[phase_index(Phase::kBackward)] + comm.tp_backward_us, comm.tp_forward_us,
@@ -136,10 +164,12 @@ StageFigures stage_figures(const ResolvedStage& ops, const StageComm& comm, doub
   out.tp_us = m * (comm.tp_forward_us + comm.tp_backward_us);
   out.dp_us = (dp > 1 ? dp_buffer * tail_stretch : 0.0) + comm.dp_us;
   out.optimizer_us = optimizer * tail_stretch;
-  out.tail_us = out.dp_us + out.optimizer_us;
-  out.tail_raw_us = (dp > 1 ? phase_raw_us[phase_index(Phase::kDpBuffer)] * tail_stretch : 0.0) + comm.dp_us +
+  out.sp_grads_us = sp_grads * tail_stretch + comm.tp_iteration_us;
+  out.tail_us = out.sp_grads_us + out.dp_us + out.optimizer_us;
+  out.tail_raw_us = phase_raw_us[phase_index(Phase::kSpGradients)] * tail_stretch + comm.tp_iteration_us +
+                    (dp > 1 ? phase_raw_us[phase_index(Phase::kDpBuffer)] * tail_stretch : 0.0) + comm.dp_us +
                     phase_raw_us[phase_index(Phase::kOptimizer)] * tail_stretch;
-  out.compute_with_optimizer_us = out.compute_us + optimizer;
+  out.compute_with_optimizer_us = out.compute_us + optimizer + sp_grads;
   return out;
 }
 
@@ -169,14 +199,16 @@ PipelineFigures pipeline_figures(StageResolver& resolver, const PredictRequest& 
   out.send_forward_us.assign(static_cast<std::size_t>(c.pp - 1), 0.0);
   out.send_backward_us.assign(static_cast<std::size_t>(c.pp - 1), 0.0);
   for (int s = 0; s < c.pp; ++s) {
-    const StageQuery query{request.model_name, request.model, c, s, request.precision, request.blind, occupancy.profile_occupancy};
+    const StageQuery query{request.model_name, request.model,         c,
+                           s,                  request.precision,     request.blind,
+                           occupancy.profile_occupancy, request.techniques};
     const StageOutcome resolved = resolver.resolve(query);
     if (resolved.stage == nullptr) {
       out.failure = resolved.reason;
       return out;
     }
     add_stage_notes(store::stage_key(request.model_name, c.tp, c.pp, s, c.micro_batch, c.seq_len, to_string(request.precision),
-                                     request.blind ? "blind" : "aware"),
+                                     request.blind ? "blind" : "aware", request.techniques),
                     *resolved.stage, notes);
     const StageComm comm = stage_comm(resolver.model().comm, c, s, resolved.stage->comms);
     if (!comm.failure.empty()) {
@@ -229,6 +261,7 @@ Prediction assemble(const PipelineFigures& pipeline, const ParallelConfig& c, co
   out.compute_us = occupancy.shared ? std::max(0.0, schedule.busy_us[busiest] - out.tp_comm_us) : top.compute_us;
   out.pp_comm_us = schedule.send_us.empty() ? 0.0 : schedule.send_us[busiest];
   out.bubble_us = std::max(0.0, schedule.makespan_us - out.compute_us - out.tp_comm_us - out.pp_comm_us);
+  out.tp_comm_us += top.sp_grads_us;  // after the pipeline, once per iteration (its few copies included)
   out.dp_comm_us = top.dp_us;
   out.optimizer_us = top.optimizer_us;
   out.extrapolated_fraction = compute_total_us > 0 ? extrapolated_us / compute_total_us : 0.0;
@@ -255,6 +288,7 @@ Prediction assemble(const PipelineFigures& pipeline, const ParallelConfig& c, co
 
 PredictOutcome predict(StageResolver& resolver, const PredictRequest& request) {
   if (std::optional<std::string> reason = illegal_reason(request.config)) return {std::nullopt, *reason};
+  if (std::optional<std::string> reason = unmodelled_reason(request.techniques)) return {std::nullopt, *reason};
   const OccupancyPlan occupancy = plan_occupancy(resolver.model(), request.config);
   const Calibration identity;
   const Calibration& calibration = choose_calibration(resolver.model(), request, occupancy.occupancy, identity);
@@ -269,6 +303,7 @@ PredictRequest request_for(const store::GroundTruthRecord& row, bool blind, cons
   request.model_name = row.model;
   request.config = row.config;
   request.precision = row.precision;
+  request.techniques = row.techniques;
   request.blind = blind;
   request.model = model_spec;
   return request;

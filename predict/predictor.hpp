@@ -5,8 +5,14 @@
 //    (counts x profiled time at the configuration's occupancy, dp*tp*pp busy ranks) + its TP
 //    all-reduces (comm model, the TP group's consecutive layout, at the dtype the trace recorded).
 //  - The pipeline is simulated (predict/schedule.hpp, 1F1B, blocking sends) with P2P at the policy's
-//    activation dtype; then the slowest stage's DP gradient-buffer work, DP all-reduce (gradient dtype,
-//    the DP group's layout) and optimizer step are added.
+//    activation dtype; then the slowest stage's sequence-parallel norm-gradient sum, DP gradient-buffer
+//    work, DP all-reduce (gradient dtype, the DP group's layout) and optimizer step are added.
+//  - Training techniques (common/training_techniques.hpp): sequence parallelism, the vocabulary-parallel
+//    head and recompute come with the stage (its trace under the recipe's key, or the builder with the
+//    recipe): their operators, their TP all-gathers and reduce-scatters (the comm model's all_gather and
+//    reduce_scatter at the TP group, sized as nccl-tests sizes them: the whole gathered buffer) and the
+//    recomputed forward inside the backward. The distributed optimizer and overlapped gradient reduction
+//    are refused with a reason (not modelled yet), never predicted as plain training.
 //  - Shared cores: when the model has rank slots (a single-node CPU calibration) and the configuration
 //    has more ranks than slots but no more than the calibrated node ran, operators take their time at
 //    occupancy = slots, the schedule runs with processor sharing (TP all-reduces and transfers
@@ -36,6 +42,7 @@
 #include "common/model_spec.hpp"
 #include "common/parallel_config.hpp"
 #include "common/precision.hpp"
+#include "common/training_techniques.hpp"
 #include "predict/fitted_model.hpp"
 #include "predict/stage_resolver.hpp"
 
@@ -46,6 +53,7 @@ struct PredictRequest {
   ParallelConfig config;
   PrecisionName precision = PrecisionName::kFp32;
   bool blind = false;
+  TrainingTechniques techniques;     // the recipe trained with (all off: plain)
   bool calibrated = true;            // apply the model's fitted Calibration for this occupancy
   const Calibration* override_calibration = nullptr;  // use this one instead (leave-one-out validation)
   const LlamaSpec* model = nullptr;  // when set, stages are built from it as the resolver's policy says (not owned)
@@ -57,7 +65,8 @@ struct Prediction {
   double calibration_factor = 1;
   double op_overhead_us = 0;         // per operator call, included in total_us (not in raw_total_us)
   int64_t op_calls = 0;              // operator calls of the busiest stage per iteration
-  // Breakdown of the raw prediction, on the busiest stage (microseconds per iteration):
+  // Breakdown of the raw prediction, on the busiest stage (microseconds per iteration); tp_comm includes
+  // sequence parallelism's once-per-iteration TP sum of the norms' gradients:
   double compute_us = 0, tp_comm_us = 0, pp_comm_us = 0, bubble_us = 0, dp_comm_us = 0, optimizer_us = 0;
   double extrapolated_fraction = 0;  // share of compute time from the regression (no usable profile)
   std::vector<double> stage_forward_us, stage_backward_us;  // per micro-batch, TP comm included

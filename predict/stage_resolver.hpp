@@ -30,6 +30,7 @@
 #include "common/parallel_config.hpp"
 #include "common/phase.hpp"
 #include "common/precision.hpp"
+#include "common/training_techniques.hpp"
 #include "predict/fitted_model.hpp"
 
 namespace itertime::predict {
@@ -68,6 +69,7 @@ struct StageQuery {
   PrecisionName precision = PrecisionName::kFp32;
   bool blind = false;  // the precision-blind variant (fp32 traces; built stages in fp32)
   int64_t occupancy = 1;
+  TrainingTechniques techniques;  // the recipe the stage trains with (its trace's key, the builder's recipe)
 };
 
 // The resolved stage (owned by the resolver, valid while it lives), or why there is none.

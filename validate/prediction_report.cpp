@@ -4,6 +4,8 @@
 #include <cstdio>
 #include <nlohmann/json.hpp>
 
+#include "common/training_techniques.hpp"
+
 namespace itertime::validate {
 namespace {
 
@@ -19,7 +21,7 @@ std::string prediction_json(const PredictionRecord& r) {
   const nlohmann::json out = {
       {"model", r.model_name}, {"dp", r.config.dp}, {"tp", r.config.tp}, {"pp", r.config.pp},
       {"micro_batch", r.config.micro_batch}, {"global_batch", r.config.global_batch}, {"seq_len", r.config.seq_len},
-      {"precision", r.precision}, {"precision_blind", r.blind}, {"attention", r.attention},
+      {"precision", r.precision}, {"precision_blind", r.blind}, {"recipe", r.recipe}, {"attention", r.attention},
       {"libtorch_version", libtorch_shown(r.libtorch_version)},
       {"iteration_us", p.total_us}, {"raw_iteration_us", p.raw_total_us},
       {"calibration_factor", p.calibration_factor}, {"op_overhead_us", p.op_overhead_us}, {"op_calls", p.op_calls},
@@ -35,8 +37,8 @@ std::string prediction_json(const PredictionRecord& r) {
 
 void print_prediction(const PredictionRecord& r) {
   const predict::Prediction& p = r.prediction;
-  std::printf("itertime predict: %s %s %s%s on %s\n", r.model_name.c_str(), r.config.to_string().c_str(), r.precision.c_str(),
-              r.blind ? " (precision-blind)" : "", r.source.c_str());
+  std::printf("itertime predict: %s %s %s%s%s on %s\n", r.model_name.c_str(), r.config.to_string().c_str(), r.precision.c_str(),
+              r.recipe == "plain" ? "" : (" " + r.recipe).c_str(), r.blind ? " (precision-blind)" : "", r.source.c_str());
   std::printf("  calibrated with    %s attention, LibTorch %s\n", r.attention.c_str(), libtorch_shown(r.libtorch_version).c_str());
   std::printf("  iteration          %12.1f us", p.total_us);
   if (p.op_overhead_us != 0.0 || p.calibration_factor != 1.0) {
@@ -88,7 +90,7 @@ std::string plan_json(const std::vector<predict::PlanEntry>& entries) {
   nlohmann::json out = nlohmann::json::array();
   for (const auto& e : entries) {
     out.push_back({{"dp", e.config.dp}, {"tp", e.config.tp}, {"pp", e.config.pp}, {"micro_batch", e.config.micro_batch},
-                   {"precision", to_string(e.precision)}, {"iteration_us", e.iteration_us},
+                   {"precision", to_string(e.precision)}, {"recipe", recipe_label(e.techniques)}, {"iteration_us", e.iteration_us},
                    {"peak_memory_bytes", e.peak_memory_bytes}, {"feasible", e.feasible}, {"reason", e.reason},
                    {"extrapolated_fraction", e.extrapolated_fraction}});
   }
@@ -98,14 +100,16 @@ std::string plan_json(const std::vector<predict::PlanEntry>& entries) {
 void print_plan(const predict::PlanOptions& options, const std::vector<predict::PlanEntry>& entries, int top) {
   std::printf("itertime plan: %s on %d GPUs, gbs %d, seq %d: %zu candidates\n", options.model.name.c_str(), options.gpus,
               options.global_batch, options.seq_len, entries.size());
-  std::printf("  %-4s %-12s %5s %-9s %16s %14s %10s  %s\n", "rank", "(dp,tp,pp)", "mbs", "precision", "iteration_us", "memory_GiB",
-              "extrap(%)", "note");
+  std::printf("  %-4s %-12s %5s %-9s %-14s %16s %14s %10s  %s\n", "rank", "(dp,tp,pp)", "mbs", "precision", "recipe", "iteration_us",
+              "memory_GiB", "extrap(%)", "note");
   int shown = 0;
   for (const auto& e : entries) {
     if (shown >= top) break;
     ++shown;
-    std::printf("  %-4d %-12s %5d %-9s %16.0f %14.2f %10.1f  %s\n", shown, e.config.tuple_string().c_str(), e.config.micro_batch,
-                to_string(e.precision).c_str(), e.iteration_us, e.peak_memory_bytes / kGiB, 100.0 * e.extrapolated_fraction,
+    char iteration[32] = "-";  // not predicted (over the device memory, or refused)
+    if (e.iteration_us > 0) std::snprintf(iteration, sizeof(iteration), "%.0f", e.iteration_us);
+    std::printf("  %-4d %-12s %5d %-9s %-14s %16s %14.2f %10.1f  %s\n", shown, e.config.tuple_string().c_str(), e.config.micro_batch,
+                to_string(e.precision).c_str(), recipe_label(e.techniques).c_str(), iteration, e.peak_memory_bytes / kGiB, 100.0 * e.extrapolated_fraction,
                 e.feasible ? "" : e.reason.c_str());
   }
 }

@@ -20,6 +20,7 @@ struct PredictionRecord {
   ParallelConfig config;
   std::string precision;  // the policy's name
   bool blind = false;     // the precision-blind baseline
+  std::string recipe = "plain";  // the training techniques (recipe_label)
   std::string attention, libtorch_version;  // how the calibration ran (empty version: 1.13, not recorded)
   predict::Prediction prediction;
   int64_t peak_memory_bytes = 0;  // the memory model's busiest stage

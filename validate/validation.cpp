@@ -93,21 +93,25 @@ std::string layout_key(const store::GroundTruthRecord& gt) {
          " seq" + std::to_string(c.seq_len);
 }
 
-// Signature ids that only the stage traces of gt's layout (any precision, aware or blind) use: the ones
-// this layout's own trace and profiling added to the calibration.
-std::set<int64_t> layout_only_signatures(const predict::FittedModel& model, const store::GroundTruthRecord& gt) {
+// Whether a stage key (common/ops_store.hpp stage_key) is one of gt's layout: any stage, precision,
+// variant and training recipe of its (model, tp, pp, micro-batch, sequence).
+bool of_layout(const std::string& stage_key, const store::GroundTruthRecord& gt) {
   const ParallelConfig& c = gt.config;
-  std::set<std::string> own_keys;
-  for (const PrecisionName precision : all_precisions()) {
-    for (const char* variant : {"aware", "blind"}) {
-      for (int s = 0; s < c.pp; ++s) {
-        own_keys.insert(store::stage_key(gt.model, c.tp, c.pp, s, c.micro_batch, c.seq_len, to_string(precision), variant));
-      }
-    }
+  for (int s = 0; s < c.pp; ++s) {
+    // Every key of the layout begins with the key of stage s up to its sequence length.
+    const std::string plain = store::stage_key(gt.model, c.tp, c.pp, s, c.micro_batch, c.seq_len, "", "");
+    const std::string prefix = plain.substr(0, plain.size() - 1);  // ".../seqS/" (the empty precision's slash kept)
+    if (stage_key.compare(0, prefix.size(), prefix) == 0) return true;
   }
+  return false;
+}
+
+// Signature ids that only the stage traces of gt's layout (any precision, aware or blind, any recipe) use:
+// the ones this layout's own trace and profiling added to the calibration.
+std::set<int64_t> layout_only_signatures(const predict::FittedModel& model, const store::GroundTruthRecord& gt) {
   std::set<int64_t> own, others;
   for (const auto& [key, stage] : model.stages) {
-    std::set<int64_t>& into = own_keys.count(key) > 0 ? own : others;
+    std::set<int64_t>& into = of_layout(key, gt) ? own : others;
     for (const auto& entry : stage.sequence) into.insert(entry.signature_id);
   }
   std::set<int64_t> only;
@@ -139,6 +143,7 @@ ValidationRow score_traced(predict::StageResolver& resolver, const store::Ground
   row.key = gt.key;
   row.tuple = gt.tuple();
   row.precision = to_string(gt.precision);
+  row.recipe = recipe_label(gt.techniques);
   row.dp = gt.config.dp;
   row.tp = gt.config.tp;
   row.pp = gt.config.pp;
@@ -203,23 +208,25 @@ void score_built_only(BuiltOnlyResolvers& resolvers, const store::GroundTruthRec
   row.built_extrapolated_fraction = built.prediction->extrapolated_fraction;
 }
 
+}  // namespace
+
 void summarize_groups(ValidationReport& report) {
-  std::map<std::string, std::vector<const ValidationRow*>> by_tuple, by_precision, by_pair;
+  std::map<std::string, std::vector<const ValidationRow*>> by_tuple, by_precision, by_pair, by_recipe;
   std::vector<const ValidationRow*> all;
   for (const ValidationRow& row : report.rows) {
     if (row.status != "ok") continue;
     by_tuple[row.tuple].push_back(&row);
     by_precision[row.precision].push_back(&row);
     by_pair[row.tuple + " " + row.precision].push_back(&row);
+    by_recipe[row.recipe].push_back(&row);
     all.push_back(&row);
   }
   for (const auto& [group, rows] : by_tuple) report.per_tuple.push_back(summarize(group, rows));
   for (const auto& [group, rows] : by_precision) report.per_precision.push_back(summarize(group, rows));
   for (const auto& [group, rows] : by_pair) report.per_tuple_precision.push_back(summarize(group, rows));
+  for (const auto& [group, rows] : by_recipe) report.per_recipe.push_back(summarize(group, rows));
   report.overall = summarize("overall", all);
 }
-
-}  // namespace
 
 ValidationReport validate(const predict::FittedModel& model, const std::vector<store::GroundTruthRecord>& groundtruth,
                           const LlamaSpec* model_spec, Holdout holdout) {
@@ -252,7 +259,7 @@ std::vector<ComputeRow> compute_report(const predict::FittedModel& model, const 
     const ParallelConfig& c = gt.config;
     for (int s = 0; s < c.pp; ++s) {
       const std::string key =
-          store::stage_key(gt.model, c.tp, c.pp, s, c.micro_batch, c.seq_len, to_string(gt.precision), "aware");
+          store::stage_key(gt.model, c.tp, c.pp, s, c.micro_batch, c.seq_len, to_string(gt.precision), "aware", gt.techniques);
       const auto stage = model.stages.find(key);
       if (stage == model.stages.end()) continue;
       double profiled = 0;
@@ -285,7 +292,7 @@ std::vector<MemoryRow> memory_report(const LlamaSpec& model, AttentionKernel att
   std::vector<MemoryRow> out;
   for (const auto& gt : configs) {
     if (gt.status != store::RunStatus::kOk || gt.model != model.name) continue;
-    const auto predicted = predict::memory_all_stages(model, gt.config, precision_policy(gt.precision), attention);
+    const auto predicted = predict::memory_all_stages(model, gt.config, precision_policy(gt.precision), attention, gt.techniques);
     for (int s = 0; s < gt.config.pp; ++s) {
       int64_t measured = 0;
       for (int64_t i = gt.ranks_offset; i < gt.ranks_offset + gt.ranks_count; ++i) {

@@ -27,6 +27,8 @@
 //    why it stayed disturbed ("" when steady). A group's floor_pct is the mean round spread over its
 //    scored rows with a finite one (NaN when none): how well the ground truth agrees with itself, so a
 //    MAPE cannot meaningfully go below it. Reporters print it beside every MAPE.
+//  - Rows of every training recipe are scored alike; those with techniques the predictor does not model
+//    (predict/predictor.hpp) are unpredicted, with that reason. MAPE per recipe beside per tuple and precision.
 //  - Reporters (validation_report.hpp: console, CSV, JSON, SVG; validation_store.hpp: HDF5) only present
 //    a ValidationReport; they compute nothing.
 #pragma once
@@ -45,6 +47,7 @@ namespace itertime::validate {
 
 struct ValidationRow {
   std::string key, tuple, precision, status;  // status: ok | unpredicted
+  std::string recipe = "plain";               // the training techniques (recipe_label, common/training_techniques.hpp)
   std::string reason;                         // why unpredicted
   int dp = 0, tp = 0, pp = 0;
   double measured_us = 0;
@@ -69,7 +72,7 @@ struct ValidationRow {
 };
 
 struct MapeEntry {
-  std::string group;  // a tuple "(2,1,2)", a precision, a "tuple precision" pair, or "overall"
+  std::string group;  // a tuple "(2,1,2)", a precision, a "tuple precision" pair, a recipe, or "overall"
   double mape_pct = 0, blind_mape_pct = 0, blind_raw_mape_pct = 0;
   int count = 0;
   double built_mape_pct = 0;  // over the built_count rows of the group with a builder-only prediction
@@ -94,11 +97,17 @@ struct ValidationReport {
   Holdout holdout = Holdout::kTuple;
   std::vector<ValidationRow> rows;
   std::vector<MapeEntry> per_tuple, per_precision, per_tuple_precision;
+  std::vector<MapeEntry> per_recipe;  // per training recipe ("plain", "sp+vp", ...), in recipe_label order
+  bool has_recipes() const { return per_recipe.size() > 1 || (per_recipe.size() == 1 && per_recipe[0].group != "plain"); }
   MapeEntry overall;
   // How well the operator regression (used for signatures never profiled) extrapolates upwards on this
   // calibration: fitted on the smaller two thirds of each group, scored on the largest third.
   predict::PooledCheck regression_check;
 };
+
+// Fills the report's per-tuple, per-precision, per-pair, per-recipe and overall entries from its scored rows
+// (status ok), each group in its name's order. Pure.
+void summarize_groups(ValidationReport& report);
 
 // `model_spec`: the LLaMA config the ground truth trained, for the builder-only predictions; nullptr
 // leaves them out (built_status says so).

@@ -101,6 +101,7 @@ void print_report(const ValidationReport& report) {
     std::string note = row.factor_fitted ? ""
                        : "terms of occupancy " + std::to_string(row.calibration_occupancy) + " (no other " +
                              to_string(report.holdout) + " at occupancy " + std::to_string(row.dp * row.tp * row.pp) + ")";
+    if (row.recipe != "plain") note = "recipe " + row.recipe + (note.empty() ? "" : "; ") + note;
     if (!row.built_ok()) note += std::string(note.empty() ? "" : "; ") + "builder-only: " + row.built_status;
     char built_us[32] = "-", built_ape[32] = "-";
     if (row.built_ok()) {
@@ -114,6 +115,7 @@ void print_report(const ValidationReport& report) {
   print_disturbed(report);
   print_mape_table("(dp,tp,pp) tuple", "tuple", report.per_tuple);
   print_mape_table("precision", "precision", report.per_precision);
+  if (report.has_recipes()) print_mape_table("training recipe", "recipe", report.per_recipe);
   std::printf("#\n# overall MAPE (%s): %.2f%% precision-aware, %.2f%% precision-blind with its own terms fitted on ground truth "
               "(held out alike), %.2f%% precision-blind raw (no term fitted on ground truth: the paper's baseline), "
               "over %d configurations (%d disturbed)\n",
@@ -149,14 +151,14 @@ void write_csv(const ValidationReport& report, const std::string& path) {
   if (!out) throw UserError(path + ": cannot be written");
   out << "key,dp,tp,pp,precision,status,measured_us,predicted_us,raw_predicted_us,calibration_factor,factor_fitted,ape_pct,"
          "blind_predicted_us,blind_ape_pct,extrapolated_fraction,op_overhead_us,built_ok,built_predicted_us,built_ape_pct,"
-         "built_extrapolated_fraction,blind_raw_predicted_us,blind_raw_ape_pct,round_spread_pct,disturbance\n";
+         "built_extrapolated_fraction,blind_raw_predicted_us,blind_raw_ape_pct,round_spread_pct,disturbance,recipe\n";
   for (const ValidationRow& r : report.rows) {
     out << r.key << "," << r.dp << "," << r.tp << "," << r.pp << "," << r.precision << "," << r.status << "," << r.measured_us
         << "," << r.predicted_us << "," << r.raw_predicted_us << "," << r.factor << "," << (r.factor_fitted ? 1 : 0) << ","
         << r.ape_pct << "," << r.blind_predicted_us << "," << r.blind_ape_pct << "," << r.extrapolated_fraction << ","
         << r.op_overhead_us << "," << (r.built_ok() ? 1 : 0) << "," << r.built_predicted_us << "," << r.built_ape_pct << ","
         << r.built_extrapolated_fraction << "," << r.blind_raw_predicted_us << "," << r.blind_raw_ape_pct << ","
-        << csv_number(r.round_spread_pct) << "," << csv_text(r.disturbance) << "\n";
+        << csv_number(r.round_spread_pct) << "," << csv_text(r.disturbance) << "," << r.recipe << "\n";
   }
 }
 
@@ -179,7 +181,7 @@ void write_json(const ValidationReport& report, const std::string& path) {
                                       {"blind_raw_predicted_us", r.blind_raw_predicted_us},
                                       {"blind_raw_ape_pct", r.blind_raw_ape_pct},
                                       {"round_spread_pct", number_or_null(r.round_spread_pct)},
-                                      {"disturbance", r.disturbance}});
+                                      {"disturbance", r.disturbance}, {"recipe", r.recipe}});
   }
   auto entries = [](const std::vector<MapeEntry>& list) {
     nlohmann::json out = nlohmann::json::array();
@@ -194,6 +196,7 @@ void write_json(const ValidationReport& report, const std::string& path) {
   root["mape_per_tuple"] = entries(report.per_tuple);
   root["mape_per_precision"] = entries(report.per_precision);
   root["mape_per_tuple_precision"] = entries(report.per_tuple_precision);
+  root["mape_per_recipe"] = entries(report.per_recipe);
   root["mape_overall"] = {{"count", report.overall.count}, {"mape_pct", report.overall.mape_pct},
                           {"blind_mape_pct", report.overall.blind_mape_pct},
                           {"blind_raw_mape_pct", report.overall.blind_raw_mape_pct}, {"built_count", report.overall.built_count},

@@ -99,6 +99,7 @@ void write_validation(h5::Store& store, const ValidationReport& report) {
   for (const auto& e : report.per_tuple) add("tuple", e);
   for (const auto& e : report.per_precision) add("precision", e);
   for (const auto& e : report.per_tuple_precision) add("tuple_precision", e);
+  for (const auto& e : report.per_recipe) add("recipe", e);
   add("overall", report.overall);
   store.table<MapeStoreRow>("/validation/mape").append(mape);
 }

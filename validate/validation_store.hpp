@@ -26,7 +26,7 @@ struct ValidationStoreRow {
 };
 
 struct MapeStoreRow {
-  char kind[16];   // tuple | precision | tuple_precision | overall
+  char kind[16];   // tuple | precision | tuple_precision | recipe | overall
   char group[40];
   int64_t count;
   double mape_pct, blind_mape_pct;

@@ -184,6 +184,84 @@ TEST(Predictor, CalibrationFitRecordsTheRowsItCannotPredict) {
   EXPECT_EQ(none.for_occupancy(1).op_overhead_us, 0.0);
 }
 
+// A recipe's stage is its own trace (its key carries recipe_text); techniques the predictor does not
+// model are refused with their name, never predicted as plain training, and the fit lists such rows.
+TEST(Predictor, RecipeSelectsItsOwnTraceAndUnmodelledTechniquesAreRefused) {
+  const LlamaSpec spec = load("tiny-llama-gqa");
+  FittedModel model = model_with_trace(spec);
+  TrainingTechniques recompute;
+  recompute.recompute = Recompute::kFull;
+  StageOps rerun;
+  rerun.sequence = {SequenceEntry{Phase::kForward, 0, 3}, SequenceEntry{Phase::kBackward, 0, 4}};
+  model.stages[store::stage_key(spec.name, 1, 1, 0, 1, 16, "fp32", "aware", recompute)] = rerun;
+  StageResolver resolver(model);
+  PredictRequest request = request_of(spec, kSingleRank);
+  request.model = nullptr;  // traces only
+  EXPECT_DOUBLE_EQ(predict(resolver, request).prediction->raw_total_us, 60.0);  // plain: 4 x 3 x 5 us
+  request.techniques = recompute;
+  const PredictOutcome with_recipe = predict(resolver, request);
+  ASSERT_TRUE(with_recipe.ok()) << with_recipe.reason;
+  EXPECT_DOUBLE_EQ(with_recipe.prediction->raw_total_us, 140.0);  // 4 x (3 + 4) x 5 us
+  request.techniques.sequence_parallel = true;  // no trace of "sp+rc-full", no spec to build it
+  const PredictOutcome untraced = predict(resolver, request);
+  ASSERT_FALSE(untraced.ok());
+  EXPECT_NE(untraced.reason.find("/sp+rc-full"), std::string::npos) << untraced.reason;
+
+  for (const bool distributed : {true, false}) {
+    PredictRequest refused = request_of(spec, kSingleRank);
+    refused.techniques.distributed_optimizer = distributed;
+    refused.techniques.overlap_gradient_reduction = !distributed;
+    const PredictOutcome outcome = predict(resolver, refused);
+    ASSERT_FALSE(outcome.ok());
+    EXPECT_NE(outcome.reason.find(distributed ? "distributed optimizer" : "overlapped gradient reduction"), std::string::npos)
+        << outcome.reason;
+  }
+  store::GroundTruthRecord row;
+  row.key = "dopt";
+  row.model = spec.name;
+  row.config = kSingleRank;
+  row.time_us_median = 30.0;
+  row.techniques.distributed_optimizer = true;
+  const CalibrationFit fit = fit_calibration(resolver, {row}, false, {}, &spec);
+  ASSERT_EQ(fit.unpredicted.size(), 1u);
+  EXPECT_NE(fit.unpredicted[0].reason.find("distributed optimizer"), std::string::npos);
+}
+
+// Sequence parallelism's TP all-gathers and reduce-scatters are recorded as one rank's part and timed at the
+// whole buffer (nccl-tests' size) from their own tables; its once-per-iteration norm-gradient all-reduce
+// (phase sp_grads) comes after the pipeline, once, not per micro-batch.
+TEST(Predictor, SequenceParallelCommunicationIsTimedFromItsOwnTables) {
+  const LlamaSpec spec = load("tiny-llama-gqa");
+  FittedModel model = model_with_trace(spec);
+  std::vector<store::CommRow> rows = test_rows::synthetic_rows("all_gather", "fp32", 2, "consecutive", 10.0, 1e-3, 1024, 1 << 20);
+  for (const store::CommRow& row : test_rows::synthetic_rows("reduce_scatter", "fp32", 2, "consecutive", 20.0, 2e-3, 1024, 1 << 20)) rows.push_back(row);
+  for (const store::CommRow& row : test_rows::synthetic_rows("all_reduce", "fp32", 2, "consecutive", 30.0, 0.0, 1024, 1 << 20)) rows.push_back(row);
+  model.comm = CommModel(store::to_records(rows));
+  model.occupancies = {2};
+  TrainingTechniques sp;
+  sp.sequence_parallel = true;
+  const ParallelConfig tp2{1, 2, 1, 1, 4, 16};
+  StageOps stage;
+  stage.sequence = {SequenceEntry{Phase::kForward, 0, 1}};
+  stage.comms = {CommOp{Phase::kForward, CommKind::kTpAllGather, DType::kFloat32, 4096, 2},
+                 CommOp{Phase::kBackward, CommKind::kTpReduceScatter, DType::kFloat32, 8192, 1},
+                 CommOp{Phase::kSpGradients, CommKind::kTpAllReduce, DType::kFloat32, 2048, 1}};
+  model.op_time_us[{0, 2}] = 5.0;
+  model.stages[store::stage_key(spec.name, 2, 1, 0, 1, 16, "fp32", "aware", sp)] = stage;
+  StageResolver resolver(model);
+  PredictRequest request = request_of(spec, tp2);
+  request.model = nullptr;
+  request.techniques = sp;
+  const PredictOutcome outcome = predict(resolver, request);
+  ASSERT_TRUE(outcome.ok()) << outcome.reason;
+  const double all_gather_us = 10.0 + 8192 * 1e-3;       // 2 x 4096 bytes gathered
+  const double reduce_scatter_us = 20.0 + 16384 * 2e-3;  // 2 x 8192 bytes reduced
+  const double per_micro_batch_us = 5.0 + 2 * all_gather_us + reduce_scatter_us;
+  EXPECT_NEAR(outcome.prediction->raw_total_us, 4 * per_micro_batch_us + 30.0, 1e-9);
+  EXPECT_NEAR(outcome.prediction->tp_comm_us, 4 * (2 * all_gather_us + reduce_scatter_us) + 30.0, 1e-9);
+  EXPECT_NEAR(outcome.prediction->bubble_us, 0.0, 1e-9);
+}
+
 // An occupancy nothing was fitted at takes the nearest fitted occupancy's terms, the lower on a tie
 // (hand-picked: fitted at 2, 4 and 16).
 TEST(Predictor, UnfittedOccupancyTakesTheNearestFittedOne) {

@@ -112,9 +112,9 @@ TEST(ValidationReporters, CsvCarriesSpreadAndQuotedDisturbance) {
   write_csv(two_row_report(kNaN), dir.file("v.csv"));
   const std::string csv = testing::read_bytes(dir.file("v.csv"));
   const std::string header = csv.substr(0, csv.find('\n'));
-  EXPECT_NE(header.find(",round_spread_pct,disturbance"), std::string::npos) << header;
-  EXPECT_NE(csv.find(",1.25,\"outside load in 3 of 6 rounds, \"\"busy\"\"\"\n"), std::string::npos) << csv;
-  EXPECT_NE(csv.find(",,\n"), std::string::npos) << csv;  // NaN spread and no disturbance: two empty fields
+  EXPECT_NE(header.find(",round_spread_pct,disturbance,recipe"), std::string::npos) << header;
+  EXPECT_NE(csv.find(",1.25,\"outside load in 3 of 6 rounds, \"\"busy\"\"\",plain\n"), std::string::npos) << csv;
+  EXPECT_NE(csv.find(",,plain\n"), std::string::npos) << csv;  // NaN spread and no disturbance: two empty fields
 }
 
 TEST(ValidationReporters, StoreCarriesTheFloor) {
@@ -134,6 +134,40 @@ TEST(ValidationReporters, StoreCarriesTheFloor) {
   EXPECT_DOUBLE_EQ(rows[1].round_spread_pct, 2.75);
   EXPECT_EQ(h5::get_string(rows[0].disturbance), "outside load in 3 of 6 rounds, \"busy\"");
   EXPECT_EQ(h5::get_string(rows[1].disturbance), "");
+}
+
+// Rows of several training recipes: one MAPE entry per recipe, in name order, over the scored rows only;
+// a report of plain rows alone has no recipe table to print.
+TEST(ValidationSummary, GroupsByRecipe) {
+  ValidationReport report;
+  report.rows = {scored_row("(1,2,1)", 4, 1, ""), scored_row("(1,2,1)", 8, 1, ""), scored_row("(2,2,1)", 6, 1, ""),
+                 scored_row("(2,1,1)", 2, 1, "")};
+  report.rows[1].recipe = "sp+vp";
+  report.rows[2].recipe = "sp+vp";
+  report.rows[3].recipe = "dopt";
+  report.rows[3].status = "unpredicted";
+  summarize_groups(report);
+  ASSERT_EQ(report.per_recipe.size(), 2u);  // the unpredicted dopt row is in no group
+  EXPECT_EQ(report.per_recipe[0].group, "plain");
+  EXPECT_EQ(report.per_recipe[0].count, 1);
+  EXPECT_DOUBLE_EQ(report.per_recipe[0].mape_pct, 4.0);
+  EXPECT_EQ(report.per_recipe[1].group, "sp+vp");
+  EXPECT_EQ(report.per_recipe[1].count, 2);
+  EXPECT_DOUBLE_EQ(report.per_recipe[1].mape_pct, 7.0);
+  EXPECT_EQ(report.overall.count, 3);
+  EXPECT_EQ(report.per_tuple.size(), 2u);
+  EXPECT_TRUE(report.has_recipes());
+
+  const testing::TempDir dir;
+  write_json(report, dir.file("v.json"));
+  const nlohmann::json json = nlohmann::json::parse(testing::read_bytes(dir.file("v.json")));
+  EXPECT_EQ(json.at("mape_per_recipe").at(1).at("group"), "sp+vp");
+  EXPECT_EQ(json.at("configurations").at(3).at("recipe"), "dopt");
+
+  ValidationReport plain;
+  plain.rows = {scored_row("(1,1,1)", 4, 1, "")};
+  summarize_groups(plain);
+  EXPECT_FALSE(plain.has_recipes());
 }
 
 }  // namespace
