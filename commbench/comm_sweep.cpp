@@ -3,37 +3,23 @@
 
 #include <algorithm>
 #include <cctype>
+#include <optional>
 #include <set>
 
+#include "common/byte_size.hpp"
 #include "common/errors.hpp"
 
 namespace itertime::calibrate {
 
 std::size_t parse_bytes(std::string_view text) {
-  std::string body(text);
-  const std::string original(text);
-  if (!body.empty() && (body.back() == 'B' || body.back() == 'b')) body.pop_back();
-  std::size_t multiplier = 1;
-  if (!body.empty()) {
-    const char suffix = static_cast<char>(std::toupper(static_cast<unsigned char>(body.back())));
-    if (suffix == 'K') multiplier = std::size_t{1} << 10;
-    if (suffix == 'M') multiplier = std::size_t{1} << 20;
-    if (suffix == 'G') multiplier = std::size_t{1} << 30;
-    if (multiplier != 1) body.pop_back();
+  const std::optional<int64_t> bytes = parse_byte_size(text);
+  if (!bytes) {
+    throw UserError("size '" + std::string(text) + "' is not a byte count: use an integer with an optional K, M or G suffix (e.g. 8, 64K, 128M)");
   }
-  if (body.empty() || !std::all_of(body.begin(), body.end(), [](unsigned char c) { return std::isdigit(c); }) ||
-      body.size() > 12) {
-    throw UserError("size '" + original + "' is not a byte count: use an integer with an optional K, M or G suffix (e.g. 8, 64K, 128M)");
-  }
-  return static_cast<std::size_t>(std::stoull(body)) * multiplier;
+  return static_cast<std::size_t>(*bytes);
 }
 
-std::string format_bytes(std::size_t bytes) {
-  if (bytes >= (std::size_t{1} << 30) && bytes % (std::size_t{1} << 30) == 0) return std::to_string(bytes >> 30) + "G";
-  if (bytes >= (std::size_t{1} << 20) && bytes % (std::size_t{1} << 20) == 0) return std::to_string(bytes >> 20) + "M";
-  if (bytes >= (std::size_t{1} << 10) && bytes % (std::size_t{1} << 10) == 0) return std::to_string(bytes >> 10) + "K";
-  return std::to_string(bytes);
-}
+std::string format_bytes(std::size_t bytes) { return format_byte_size(static_cast<int64_t>(bytes)); }
 
 std::vector<std::size_t> message_sizes(std::size_t min_bytes, std::size_t max_bytes, double step_factor) {
   if (min_bytes == 0) throw UserError("--min-bytes must be at least 1");

@@ -1,8 +1,8 @@
 // comm_sweep.hpp: what `itertime calibrate comm` measures: the sweep grammar (nccl-tests style sizes
 // with K/M/G suffixes), the rank layouts of groups, and the ordered list of points.
 // Invariants:
-//  - parse_bytes accepts an integer with an optional K, M or G suffix (powers of 1024, case-insensitive,
-//    an optional trailing B); anything else is a UserError naming the text.
+//  - parse_bytes accepts common/byte_size.hpp's grammar (an integer with an optional K, M or G suffix,
+//    powers of 1024, case-insensitive, an optional trailing B); anything else is a UserError naming the text.
 //  - message_sizes(min, max, factor) = min, min*f, min*f^2, ... while <= max (factor > 1); with
 //    factor 1 it is invalid. min <= max is required.
 //  - A layout splits the world into world/g disjoint groups of g ranks; all groups run at once, so every

@@ -3,14 +3,13 @@
 // configuration can train with them is the trainer's check_trainable, applied by ground truth.
 #include "common/job.hpp"
 
-#include <cctype>
 #include <filesystem>
 #include <fstream>
-#include <limits>
 #include <nlohmann/json.hpp>
 #include <set>
 #include <sstream>
 
+#include "common/byte_size.hpp"
 #include "common/errors.hpp"
 
 namespace itertime {
@@ -55,26 +54,6 @@ bool get_bool(const json& object, const char* key, bool fallback, const std::str
   return value.get<bool>();
 }
 
-// A byte count in the comm sweep's size grammar (docs/comm.md): digits with an optional K, M or G suffix
-// (powers of 1024, either case) and an optional trailing B; -1 when the text is not one, or too large.
-int64_t parse_byte_text(std::string text) {
-  if (!text.empty() && (text.back() == 'B' || text.back() == 'b')) text.pop_back();
-  int shift = 0;
-  if (!text.empty()) {
-    const char suffix = static_cast<char>(std::toupper(static_cast<unsigned char>(text.back())));
-    shift = suffix == 'K' ? 10 : suffix == 'M' ? 20 : suffix == 'G' ? 30 : 0;
-    if (shift) text.pop_back();
-  }
-  if (text.empty() || text.size() > 12) return -1;
-  int64_t value = 0;
-  for (const char c : text) {
-    if (!std::isdigit(static_cast<unsigned char>(c))) return -1;
-    value = value * 10 + (c - '0');
-  }
-  if (value > (std::numeric_limits<int64_t>::max() >> shift)) return -1;
-  return value << shift;
-}
-
 // A techniques object (docs/jobs.md): the fields it gives replace those of `base`, the others keep base's.
 TrainingTechniques parse_techniques(const json& object, const TrainingTechniques& base, const std::string& where) {
   if (!object.is_object()) {
@@ -104,7 +83,7 @@ TrainingTechniques parse_techniques(const json& object, const TrainingTechniques
     const json& value = object.at("gradient_bucket_bytes");
     int64_t bytes = -1;
     if (value.is_number_integer()) bytes = value.get<int64_t>();
-    if (value.is_string()) bytes = parse_byte_text(value.get<std::string>());
+    if (value.is_string()) bytes = parse_byte_size(value.get<std::string>()).value_or(-1);
     if (bytes < 1) {
       throw UserError(where + ": field 'gradient_bucket_bytes' must be a positive integer or a size such as \"4M\" "
                       "(an integer with an optional K, M or G suffix), got " + value.dump());

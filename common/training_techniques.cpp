@@ -3,38 +3,11 @@
 
 #include <vector>
 
+#include "common/byte_size.hpp"
 #include "common/errors.hpp"
 
 namespace itertime {
 namespace {
-
-std::string size_text(int64_t bytes) {
-  const char* suffixes = "KMG";
-  for (int i = 2; i >= 0; --i) {
-    const int64_t unit = int64_t{1} << (10 * (i + 1));
-    if (bytes >= unit && bytes % unit == 0) return std::to_string(bytes / unit) + suffixes[i];
-  }
-  return std::to_string(bytes);
-}
-
-// A positive integer with an optional K, M or G suffix; -1 when the text is not one.
-int64_t parse_size(std::string_view text) {
-  if (text.empty()) return -1;
-  int shift = 0;
-  const char last = text.back();
-  if (last == 'K' || last == 'M' || last == 'G') {
-    shift = last == 'K' ? 10 : last == 'M' ? 20 : 30;
-    text.remove_suffix(1);
-  }
-  if (text.empty() || text.size() > 9) return -1;  // at most 999999999G: no overflow
-  int64_t value = 0;
-  for (char c : text) {
-    if (c < '0' || c > '9') return -1;
-    value = value * 10 + (c - '0');
-  }
-  if (value < 1) return -1;
-  return value << shift;
-}
 
 std::vector<std::string_view> split_tokens(std::string_view text) {
   std::vector<std::string_view> tokens;
@@ -87,7 +60,7 @@ std::string recipe_text(const TrainingTechniques& t) {
   if (t.recompute == Recompute::kFull) tokens.push_back("rc-full");
   if (t.overlap_gradient_reduction) {
     tokens.push_back(t.gradient_bucket_bytes == kDefaultGradientBucketBytes ? std::string("ovl")
-                                                                            : "ovl-" + size_text(t.gradient_bucket_bytes));
+                                                                            : "ovl-" + format_byte_size(t.gradient_bucket_bytes));
   }
   std::string out;
   for (std::size_t i = 0; i < tokens.size(); ++i) out += (i ? "+" : "") + tokens[i];
@@ -116,7 +89,7 @@ TrainingTechniques parse_recipe_text(std::string_view text) {
       order = 4;
       t.overlap_gradient_reduction = true;
       if (token.size() > 3) {
-        t.gradient_bucket_bytes = parse_size(token.substr(4));
+        t.gradient_bucket_bytes = parse_byte_size(token.substr(4)).value_or(0);
         if (t.gradient_bucket_bytes < 1) refuse(text, "'" + std::string(token) + "' is not a bucket size such as ovl-4M");
       }
     } else {
