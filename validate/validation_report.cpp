@@ -49,12 +49,12 @@ std::string csv_text(const std::string& text) {
 
 void print_mape_table(const char* title, const char* first_column, const std::vector<MapeEntry>& entries) {
   std::printf("#\n# MAPE per %s (floor: mean round spread of the group's ground truth, below which no MAPE is meaningful)\n"
-              "# %-12s %6s %9s %14s %14s %14s %8s %14s %6s\n",
+              "# %-16s %6s %9s %14s %14s %14s %8s %14s %6s\n",
               title, first_column, "n", "floor(%)", "aware(%)", "blind(%)", "blind_raw(%)", "n_built", "built-only(%)", "n_dist");
   for (const MapeEntry& e : entries) {
     char built[32] = "-";
     if (e.built_count > 0) std::snprintf(built, sizeof(built), "%.2f", e.built_mape_pct);
-    std::printf("  %-12s %6d %9s %14.2f %14.2f %14.2f %8d %14s %6d\n", e.group.c_str(), e.count, pct_or_dash(e.floor_pct).c_str(),
+    std::printf("  %-16s %6d %9s %14.2f %14.2f %14.2f %8d %14s %6d\n", e.group.c_str(), e.count, pct_or_dash(e.floor_pct).c_str(),
                 e.mape_pct, e.blind_mape_pct, e.blind_raw_mape_pct, e.built_count, built, e.disturbed_count);
   }
 }
