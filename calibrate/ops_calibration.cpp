@@ -39,6 +39,7 @@ struct StageTrace {
 
 struct StageRequest {
   int tp, pp, stage, micro_batch, seq_len;
+  int dp;                    // the configuration's; the stage depends on it only with the distributed optimizer
   PrecisionName precision;   // the policy traced
   PrecisionName labelled;    // the configuration's policy (differs for the blind variant)
   std::string variant;       // aware | blind
@@ -48,23 +49,24 @@ struct StageRequest {
 
 // Pipeline and data-parallel transfers, from the policy (the trainer sends the residual stream at the
 // activation dtype, with SP the rank's sequence shard of it, and all-reduces gradients at the gradient
-// dtype).
+// dtype, unless the distributed optimizer reduce-scatters them: trace_stage records its comms itself).
 void add_pipeline_and_dp_comms(StageTrace& trace, const LlamaSpec& model, const PrecisionPolicy& policy, int pp,
-                               int stage_index, int micro_batch, int sent_seq_len, int64_t local_params) {
+                               int stage_index, int micro_batch, int sent_seq_len, int64_t local_params,
+                               bool distributed_optimizer) {
   const int64_t activation_bytes = static_cast<int64_t>(micro_batch) * sent_seq_len * model.hidden_size *
                                    static_cast<int64_t>(dtype_bytes(policy.activation_dtype));
   if (stage_index < pp - 1) trace.comms.push_back(TracedComm{"pp_send_forward", policy.activation_dtype, activation_bytes, Phase::kForward});
   if (stage_index > 0) trace.comms.push_back(TracedComm{"pp_send_backward", policy.activation_dtype, activation_bytes, Phase::kBackward});
+  if (distributed_optimizer) return;
   trace.comms.push_back(TracedComm{"dp_all_reduce", policy.grad_dtype,
                                    local_params * static_cast<int64_t>(dtype_bytes(policy.grad_dtype)), Phase::kDpBuffer});
 }
 
 // Why a stage cannot be traced with these techniques ("" when it can): the trainer's own refusals
-// (calibrate/trainer.cpp's check_trainable) and the DP-dependent techniques, not traced yet.
+// (calibrate/trainer.cpp's check_trainable) and overlapped reduction, not traced yet.
 std::string untraceable_reason(const LlamaSpec& model, int tp, int seq_len, const TrainingTechniques& techniques) {
-  if (techniques.distributed_optimizer || techniques.overlap_gradient_reduction) {
-    return "the distributed optimizer and overlapped gradient reduction change the DP and optimizer phases with dp, "
-           "which stage traces do not cover yet";
+  if (techniques.overlap_gradient_reduction) {
+    return "overlapped gradient reduction starts DP all-reduces inside the backward, which stage traces do not cover yet";
   }
   if (techniques.sequence_parallel && seq_len % tp != 0) {
     return "sequence parallelism needs seq_len " + std::to_string(seq_len) + " to be a multiple of tp " + std::to_string(tp);
@@ -78,9 +80,10 @@ std::string untraceable_reason(const LlamaSpec& model, int tp, int seq_len, cons
 
 StageTrace trace_stage(const LlamaSpec& model, int tp, int pp, int stage_index, int micro_batch, int seq_len,
                        PrecisionName precision_name, AttentionKernel attention, Backend backend, uint64_t seed,
-                       const TrainingTechniques& techniques) {
+                       const TrainingTechniques& techniques, int dp) {
   const PrecisionPolicy& policy = precision_policy(precision_name);
   require_supported(policy, backend, backend_capabilities());
+  if (dp < 1) throw UserError("trace_stage: dp must be at least 1, not " + std::to_string(dp));
   const std::string untraceable = untraceable_reason(model, tp, seq_len, techniques);
   if (!untraceable.empty()) throw UserError("training recipe '" + recipe_text(techniques) + "': " + untraceable);
   const torch::Device device = backend == Backend::kCuda ? torch::Device(torch::kCUDA) : torch::Device(torch::kCPU);
@@ -107,16 +110,45 @@ StageTrace trace_stage(const LlamaSpec& model, int tp, int pp, int stage_index, 
   }
   // With SP a stage's input and output are the rank's [batch, seq/tp, hidden] shard.
   const int residual_seq_len = tp_context.sp() ? seq_len / tp : seq_len;
-  torch::optim::AdamW optimizer(stage->parameters(), torch::optim::AdamWOptions(kAdamW.learning_rate).betas(std::make_tuple(kAdamW.beta1, kAdamW.beta2)).weight_decay(kAdamW.weight_decay).eps(adamw_eps(policy)));
+
+  // The trainer's DP buffer (make_flat_buffer), or with the distributed optimizer its make_shard as DP
+  // rank 0 runs it: the flat parameters and gradients padded to dp shards of shard_count elements, this
+  // rank's shard of the parameters (the one tensor AdamW updates) and its reduced gradient.
+  const bool distributed_optimizer = techniques.distributed_optimizer;
+  torch::Tensor gradient_buffer, parameter_buffer, shard, shard_gradient;
+  int64_t shard_count = 0;
+  std::vector<torch::Tensor> updated = parameters;
+  if (distributed_optimizer) {
+    shard_count = (local_params + dp - 1) / dp;
+    const auto flat_options = parameters.front().options().requires_grad(false);
+    parameter_buffer = torch::zeros({shard_count * dp}, flat_options);
+    {
+      torch::NoGradGuard no_grad;
+      torch::Tensor head = parameter_buffer.narrow(0, 0, local_params);
+      flatten_into(head, parameters, FlatPart::kValue);
+    }
+    shard = parameter_buffer.narrow(0, 0, shard_count).clone().requires_grad_(true);
+    shard_gradient = torch::zeros({shard_count}, flat_options);
+    gradient_buffer = torch::zeros({shard_count * dp}, flat_options);
+    updated = {shard};
+  } else {
+    gradient_buffer = make_flat_buffer(parameters);
+  }
+  torch::optim::AdamW optimizer(updated, torch::optim::AdamWOptions(kAdamW.learning_rate).betas(std::make_tuple(kAdamW.beta1, kAdamW.beta2)).weight_decay(kAdamW.weight_decay).eps(adamw_eps(policy)));
 
   const auto activation_options = torch::TensorOptions().dtype(to_torch(policy.activation_dtype)).device(device);
   const auto token_options = torch::TensorOptions().dtype(torch::kInt64).device(device);
   const torch::DeviceType device_type = backend == Backend::kCuda ? torch::kCUDA : torch::kCPU;
 
-  torch::Tensor gradient_buffer = make_flat_buffer(parameters);  // the trainer's DP buffer
   auto one_step = [&](TraceSession* session) {
     auto phase = [&](Phase p) {
       if (session) session->set_phase(p);
+    };
+    // A DP collective of the distributed optimizer (one rank's shard), in the current phase.
+    auto dp_comm = [&](const char* kind, const torch::Tensor& part) {
+      if (session) {
+        session->record_comm(kind, from_torch(part.scalar_type()), part.numel() * static_cast<int64_t>(part.element_size()));
+      }
     };
     for (auto& p : parameters) p.mutable_grad() = torch::Tensor();
     torch::Tensor input;
@@ -148,7 +180,13 @@ StageTrace trace_stage(const LlamaSpec& model, int tp, int pp, int stage_index, 
       unflatten_from(flat, norm_weights, FlatPart::kGradient);
     }
     phase(Phase::kDpBuffer);
-    {
+    if (distributed_optimizer) {  // the trainer's reduce_scatter_gradients
+      torch::Tensor head = gradient_buffer.narrow(0, 0, local_params);
+      flatten_into(head, parameters, FlatPart::kGradient);
+      gradient_buffer.div_(static_cast<double>(dp));
+      dp_comm("dp_reduce_scatter", shard_gradient);
+      shard.mutable_grad() = shard_gradient;
+    } else {
       torch::NoGradGuard no_grad;
       flatten_into(gradient_buffer, parameters, FlatPart::kGradient);
       gradient_buffer.div_(2.0);
@@ -156,6 +194,11 @@ StageTrace trace_stage(const LlamaSpec& model, int tp, int pp, int stage_index, 
     }
     phase(Phase::kOptimizer);
     optimizer.step();
+    if (distributed_optimizer) {  // the trainer's all_gather_parameters, after the step
+      dp_comm("dp_all_gather", shard);
+      torch::NoGradGuard no_grad;
+      unflatten_from(parameter_buffer, parameters, FlatPart::kValue);
+    }
   };
 
   one_step(nullptr);  // warm-up: optimizer state, allocator, autocast caches
@@ -168,7 +211,8 @@ StageTrace trace_stage(const LlamaSpec& model, int tp, int pp, int stage_index, 
     trace.ops = session.operators();
     trace.comms = session.comms();
   }
-  add_pipeline_and_dp_comms(trace, model, policy, pp, stage_index, micro_batch, residual_seq_len, local_params);
+  add_pipeline_and_dp_comms(trace, model, policy, pp, stage_index, micro_batch, residual_seq_len, local_params,
+                            distributed_optimizer);
   trace.local_params = local_params;
   trace.num_layers = layers.num_layers;
   return trace;
@@ -216,10 +260,10 @@ std::string join(const std::vector<std::string>& items) {
 
 StageTraceInfo trace_stage_info(const LlamaSpec& model, int tp, int pp, int stage, int micro_batch, int seq_len,
                                 PrecisionName precision, AttentionKernel attention, Backend backend,
-                                const TrainingTechniques& techniques) {
+                                const TrainingTechniques& techniques, int dp) {
   set_compute_threads(1);
   const StageTrace trace =
-      trace_stage(model, tp, pp, stage, micro_batch, seq_len, precision, attention, backend, 1234, techniques);
+      trace_stage(model, tp, pp, stage, micro_batch, seq_len, precision, attention, backend, 1234, techniques, dp);
   StageTraceInfo info;
   for (const TracedOp& op : trace.ops) {
     info.ops.push_back(TracedOpInfo{op.name, to_string(op.phase), op.input_dtypes(), op.output_dtype, op.signature()});
@@ -258,11 +302,11 @@ StagePlan plan_stages(const Job& job, int world_size) {
     plan.occupancies.insert(p.world_size());
     for (int s = 0; s < p.pp; ++s) {
       for (const std::string variant : {"aware", "blind"}) {
-        StageRequest request{p.tp, p.pp, s, p.micro_batch, p.seq_len,
+        StageRequest request{p.tp, p.pp, s, p.micro_batch, p.seq_len, p.dp,
                              variant == std::string("aware") ? config.precision : PrecisionName::kFp32,
                              config.precision, variant, config.techniques, ""};
         request.key = stage_key(job.model.name, p.tp, p.pp, s, p.micro_batch, p.seq_len, to_string(config.precision), variant,
-                                config.techniques);
+                                config.techniques, p.dp);
         if (request_keys.insert(request.key).second) plan.requests.push_back(request);
       }
     }
@@ -411,15 +455,16 @@ void store_stage_trace(OpsRun& run, const StageRequest& request, const StageTrac
 void trace_all_stages(OpsRun& run) {
   const Job& job = run.options.job;
   std::map<std::string, std::size_t> unique_index;
-  std::map<std::string, StageTrace> traces_by_policy;  // "tp/pp/s/mbs/seq/precision/recipe" -> trace
+  std::map<std::string, StageTrace> traces_by_policy;  // "tp/pp/s/mbs/seq/precision/recipe[/dpN]" -> trace
   for (std::size_t i = 0; i < run.stages.requests.size(); ++i) {
     const StageRequest& r = run.stages.requests[i];
     const std::string trace_key = std::to_string(r.tp) + "/" + std::to_string(r.pp) + "/" + std::to_string(r.stage) + "/" +
                                   std::to_string(r.micro_batch) + "/" + std::to_string(r.seq_len) + "/" + to_string(r.precision) +
-                                  "/" + recipe_text(r.techniques);
+                                  "/" + recipe_text(r.techniques) +
+                                  (r.techniques.distributed_optimizer ? "/dp" + std::to_string(r.dp) : "");
     if (!traces_by_policy.count(trace_key)) {
       traces_by_policy[trace_key] = trace_stage(job.model, r.tp, r.pp, r.stage, r.micro_batch, r.seq_len, r.precision,
-                                                run.attention, job.backend, job.seed, r.techniques);
+                                                run.attention, job.backend, job.seed, r.techniques, r.dp);
     }
     const StageTrace& trace = traces_by_policy[trace_key];
     for (const TracedOp& op : trace.ops) {

@@ -10,10 +10,14 @@
 //  - A stage is traced with the job configuration's training techniques (common/training_techniques.hpp)
 //    as calibrate/trainer.cpp runs them: sequence parallelism and the vocabulary-parallel head in the
 //    TpContext, recompute in the stage, and with SP the per-iteration TP sum of the norms' gradients
-//    (phase sp_grads). The distributed optimizer and overlapped reduction change the DP and optimizer
-//    phases with dp, which a stage key lacks: configurations with them (and those the trainer refuses:
-//    SP with seq_len % tp, the vocabulary-parallel head with vocab_size % tp) are left out of the plan
-//    with one printed line each; trace_stage_info refuses them (UserError).
+//    (phase sp_grads). The distributed optimizer (ZeRO-1) is traced at the configuration's dp, as DP
+//    rank 0 runs it (also at dp 1, where the trainer shards over one rank): phase dp_buffer fills the
+//    flat gradient buffer (padded to shards of ceil(local parameters / dp)), divides it and records the
+//    comm dp_reduce_scatter; phase optimizer is AdamW on that one flat shard, then the comm dp_all_gather
+//    and the copies of the gathered values into the parameters. Both comms' bytes are one rank's shard.
+//    Overlapped reduction (and what the trainer refuses: SP with seq_len % tp, the vocabulary-parallel
+//    head with vocab_size % tp) is left out of the plan with one printed line each; trace_stage_info
+//    refuses it (UserError).
 //  - Every rank traces the same stages and obtains the same ordered signature list (checked); rank 0
 //    alone writes. Profiling at occupancy k: ranks 0..k-1 time every signature at once (the others
 //    sleep), so each operator is timed with as many busy ranks as the configurations of k ranks have.
@@ -73,8 +77,9 @@ struct StageTraceInfo {
   long long local_params = 0;
 };
 
+// dp: the DP degree, which only the distributed optimizer's stage depends on (>= 1).
 StageTraceInfo trace_stage_info(const LlamaSpec& model, int tp, int pp, int stage, int micro_batch, int seq_len,
                                 PrecisionName precision, AttentionKernel attention, Backend backend,
-                                const TrainingTechniques& techniques = {});
+                                const TrainingTechniques& techniques = {}, int dp = 1);
 
 }  // namespace itertime::calibrate

@@ -89,6 +89,8 @@ std::string to_string(CommKind kind) {
     case CommKind::kDpAllReduce: return "dp_all_reduce";
     case CommKind::kTpAllGather: return "tp_all_gather";
     case CommKind::kTpReduceScatter: return "tp_reduce_scatter";
+    case CommKind::kDpReduceScatter: return "dp_reduce_scatter";
+    case CommKind::kDpAllGather: return "dp_all_gather";
   }
   throw InternalError("unknown comm kind", __FILE__, __LINE__);
 }
@@ -96,7 +98,8 @@ std::string to_string(CommKind kind) {
 const std::vector<CommKind>& all_comm_kinds() {
   static const std::vector<CommKind> kAll = {CommKind::kTpAllReduce,    CommKind::kPpSendForward,
                                              CommKind::kPpSendBackward, CommKind::kDpAllReduce,
-                                             CommKind::kTpAllGather,    CommKind::kTpReduceScatter};
+                                             CommKind::kTpAllGather,    CommKind::kTpReduceScatter,
+                                             CommKind::kDpReduceScatter, CommKind::kDpAllGather};
   return kAll;
 }
 
@@ -105,8 +108,8 @@ CommKind parse_comm_kind(std::string_view text) {
     if (to_string(kind) == text) return kind;
   }
   throw UserError("unknown communication kind '" + std::string(text) +
-                  "': use tp_all_reduce, pp_send_forward, pp_send_backward, dp_all_reduce, tp_all_gather or "
-                  "tp_reduce_scatter");
+                  "': use tp_all_reduce, pp_send_forward, pp_send_backward, dp_all_reduce, tp_all_gather, "
+                  "tp_reduce_scatter, dp_reduce_scatter or dp_all_gather");
 }
 
 Collective collective_of(CommKind kind) {
@@ -115,8 +118,10 @@ Collective collective_of(CommKind kind) {
     case CommKind::kDpAllReduce: return Collective::kAllReduce;
     case CommKind::kPpSendForward:
     case CommKind::kPpSendBackward: return Collective::kSend;
-    case CommKind::kTpAllGather: return Collective::kAllGather;
-    case CommKind::kTpReduceScatter: return Collective::kReduceScatter;
+    case CommKind::kTpAllGather:
+    case CommKind::kDpAllGather: return Collective::kAllGather;
+    case CommKind::kTpReduceScatter:
+    case CommKind::kDpReduceScatter: return Collective::kReduceScatter;
   }
   throw InternalError("unknown comm kind", __FILE__, __LINE__);
 }

@@ -10,7 +10,9 @@
 //  - A CommKind names one communication of a training stage; collective_of() says which collective the
 //    comm model times it with (TP and DP all-reduces: all_reduce; pipeline sends: send; sequence
 //    parallelism's and the vocabulary-parallel loss's TP all-gathers and reduce-scatters: all_gather,
-//    reduce_scatter, their bytes one rank's part).
+//    reduce_scatter, their bytes one rank's part; the distributed optimizer's DP reduce-scatter of the
+//    gradients and all-gather of the updated parameters: reduce_scatter, all_gather, their bytes one
+//    rank's shard).
 //  - Pure: torch-, MPI- and CUDA-free, no state.
 #pragma once
 
@@ -43,8 +45,18 @@ std::string to_string(TimingMode mode);  // "latency" | "pipelined"
 TimingMode parse_timing_mode(std::string_view text);
 
 // The communication a traced or built training stage performs.
-enum class CommKind { kTpAllReduce, kPpSendForward, kPpSendBackward, kDpAllReduce, kTpAllGather, kTpReduceScatter };
-// "tp_all_reduce", "pp_send_forward", "pp_send_backward", "dp_all_reduce", "tp_all_gather", "tp_reduce_scatter"
+enum class CommKind {
+  kTpAllReduce,
+  kPpSendForward,
+  kPpSendBackward,
+  kDpAllReduce,
+  kTpAllGather,
+  kTpReduceScatter,
+  kDpReduceScatter,
+  kDpAllGather
+};
+// "tp_all_reduce", "pp_send_forward", "pp_send_backward", "dp_all_reduce", "tp_all_gather", "tp_reduce_scatter",
+// "dp_reduce_scatter", "dp_all_gather"
 std::string to_string(CommKind kind);
 CommKind parse_comm_kind(std::string_view text);
 const std::vector<CommKind>& all_comm_kinds();

@@ -1,6 +1,7 @@
 // ops_store.cpp: the /ops tables: row types, stage keys, append and resume (ops_store.hpp).
 #include "common/ops_store.hpp"
 
+#include "common/errors.hpp"
 #include "common/h5_parent_rows.hpp"
 
 namespace itertime::h5 {
@@ -81,11 +82,17 @@ RowType RowTraits<store::OpStageRow>::row_type() {
 namespace itertime::store {
 
 std::string stage_key(const std::string& model, int tp, int pp, int stage, int micro_batch, int seq_len,
-                      const std::string& precision, const std::string& variant, const TrainingTechniques& techniques) {
+                      const std::string& precision, const std::string& variant, const TrainingTechniques& techniques,
+                      int dp) {
   const std::string recipe = recipe_text(techniques);
-  return model + "/tp" + std::to_string(tp) + "/pp" + std::to_string(pp) + "/s" + std::to_string(stage) + "/mbs" +
-         std::to_string(micro_batch) + "/seq" + std::to_string(seq_len) + "/" + precision + "/" + variant +
-         (recipe.empty() ? "" : "/" + recipe);
+  std::string key = model + "/tp" + std::to_string(tp) + "/pp" + std::to_string(pp) + "/s" + std::to_string(stage) +
+                    "/mbs" + std::to_string(micro_batch) + "/seq" + std::to_string(seq_len) + "/" + precision + "/" +
+                    variant + (recipe.empty() ? "" : "/" + recipe);
+  if (techniques.distributed_optimizer) {
+    ITERTIME_CHECK(dp >= 1, "stage_key: a distributed-optimizer stage needs its dp degree");
+    key += "/dp" + std::to_string(dp);
+  }
+  return key;
 }
 
 namespace {

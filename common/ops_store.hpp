@@ -4,8 +4,9 @@
 // Invariants: a signature's id is its row index in /ops/signatures and never changes; a stage trace is
 // present when its /ops/stages row is (written after its sequence and comm rows, whose offsets it
 // holds); timings are keyed by (signature_id, active_ranks, backend). A stage key carries the training
-// recipe (common/training_techniques.hpp) only when one is on, so plain keys never change. Keys past 127
-// characters are truncated by the column (h5::set_string), so two long keys could collide.
+// recipe (common/training_techniques.hpp) only when one is on, and the DP degree only with the
+// distributed optimizer (whose shards it sizes), so plain keys never change. Keys past 127 characters are
+// truncated by the column (h5::set_string), so two long keys could collide.
 #pragma once
 
 #include <cstdint>
@@ -63,14 +64,14 @@ struct OpSequenceRow {
 struct OpCommRow {
   char stage_key[128];
   char phase[12];
-  char kind[20];  // tp_all_reduce | pp_send_forward | pp_send_backward | dp_all_reduce
+  char kind[20];  // common/collective.hpp CommKind: tp_all_reduce | ... | dp_reduce_scatter | dp_all_gather
   char dtype[8];
   int64_t bytes;
   int64_t count;  // calls per micro-batch (or per iteration for dp_all_reduce)
 };
 
 struct OpStageRow {
-  char stage_key[128];  // model/tp2/pp2/s1/mbs1/seq64/amp-bf16/aware[/recipe] (stage_key())
+  char stage_key[128];  // model/tp2/pp2/s1/mbs1/seq64/amp-bf16/aware[/recipe[/dpN]] (stage_key())
   char model[48];
   int64_t tp, pp, stage, micro_batch, seq_len;
   char precision[12];
@@ -87,9 +88,12 @@ inline constexpr const char* kOpComms = "/ops/comms";
 inline constexpr const char* kOpStages = "/ops/stages";
 
 // "model/tp2/pp2/s1/mbs1/seq64/amp-bf16/aware", then "/" + recipe_text(techniques) when any technique is
-// on ("/sp+rc-full"): plain keys are those of files written before the techniques existed.
+// on ("/sp+rc-full"), then "/dp" + dp with the distributed optimizer ("/dopt/dp4": its shards, and so its
+// stage, depend on dp): plain keys are those of files written before the techniques existed. dp is
+// ignored without the distributed optimizer and required (>= 1, else InternalError) with it.
 std::string stage_key(const std::string& model, int tp, int pp, int stage, int micro_batch, int seq_len,
-                      const std::string& precision, const std::string& variant, const TrainingTechniques& techniques = {});
+                      const std::string& precision, const std::string& variant, const TrainingTechniques& techniques = {},
+                      int dp = 0);
 
 // Appends a stage trace: sequence rows, comm rows, then the stage row (offsets filled in here).
 void append_stage(h5::Store& store, OpStageRow stage, const std::vector<OpSequenceRow>& sequence,

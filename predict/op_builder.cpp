@@ -33,10 +33,10 @@ void check_stage_request(const LlamaSpec& model, int tp, int pp, int stage, int 
   }
   if (model.num_layers < pp) throw UserError("model " + model.name + " has fewer layers than pp " + std::to_string(pp));
   const TrainingTechniques& t = recipe.techniques;
-  if (t.distributed_optimizer || t.overlap_gradient_reduction) {
-    throw UserError("build_stage_ops: training recipe '" + recipe_text(t) +
-                    "': the distributed optimizer and overlapped gradient reduction are not built yet");
+  if (t.overlap_gradient_reduction) {
+    throw UserError("build_stage_ops: training recipe '" + recipe_text(t) + "': overlapped gradient reduction is not built yet");
   }
+  if (recipe.dp < 1) throw UserError("build_stage_ops: dp must be at least 1, not " + std::to_string(recipe.dp));
   if (t.sequence_parallel && seq_len % tp != 0) {
     throw UserError("build_stage_ops: sequence parallelism needs seq_len " + std::to_string(seq_len) +
                     " to be a multiple of tp " + std::to_string(tp));
@@ -81,9 +81,17 @@ BuiltStage build_stage_ops(const LlamaSpec& model, int tp, int pp, int stage, in
   const std::vector<builder::StageParameter> parameters = stage_builder.parameters();
   const int64_t local_params = builder::local_parameter_count(parameters);
   stage_builder.sp_gradients(parameters);
-  stage_builder.dp_buffer(parameters, local_params);
-  stage_builder.optimizer(parameters);
-  stage_builder.stage_comms(stage, pp, local_params);
+  const bool distributed_optimizer = recipe.techniques.distributed_optimizer;
+  if (distributed_optimizer) {
+    const int64_t shard = builder::shard_count(local_params, recipe.dp);
+    stage_builder.dp_reduce_scatter(parameters, local_params, recipe.dp);
+    stage_builder.optimizer({builder::StageParameter{{shard}, -1}});
+    stage_builder.dp_all_gather(parameters, shard, recipe.dp);
+  } else {
+    stage_builder.dp_buffer(parameters, local_params);
+    stage_builder.optimizer(parameters);
+  }
+  stage_builder.stage_comms(stage, pp, local_params, /*dp_all_reduce=*/!distributed_optimizer);
   return stage_builder.finish(local_params);
 }
 

@@ -4,7 +4,10 @@
 // the forward of one micro-batch under the policy's autocast (and the last stage's loss * 0.25), its
 // backward, with sequence parallelism the TP sum of the norms' gradients (phase sp_grads), the DP
 // gradient-buffer phase (flatten, div_, unflatten) and one AdamW step, plus the communication operations
-// trace_stage appends, for the recipe's training techniques. The pieces: op_builder_stage.hpp.
+// trace_stage appends, for the recipe's training techniques. With the distributed optimizer (ZeRO-1, at
+// StageRecipe::dp, as DP rank 0 runs it): the gradients flattened into a buffer padded to dp shards of
+// ceil(local_params / dp), divided, reduce-scattered (dp_buffer); AdamW on the one flat shard, the shards
+// all-gathered and copied back into the parameters (optimizer). The pieces: op_builder_stage.hpp.
 // Invariants:
 //  - Every BuiltOp's signature is byte-identical to TracedOp::signature() of the traced call with the same
 //    shapes: both are rendered by common/op_signature.hpp, the builder's value arguments as c10 prints
@@ -60,12 +63,14 @@ enum class TorchDialect {
 TorchDialect torch_dialect(const std::string& libtorch_version);
 
 // What decides the sequence besides the model, layout and precision. A kSdpa stage needs kTorch2.
-// techniques: sequence parallelism, recompute and the vocabulary-parallel head are built (as trace_stage
-// traces them); the distributed optimizer and overlapped reduction are refused (UserError), as by the tracer.
+// techniques: sequence parallelism, recompute, the vocabulary-parallel head and the distributed optimizer
+// are built (as trace_stage traces them); overlapped reduction is refused (UserError), as by the tracer.
+// dp: the DP degree (>= 1), which only the distributed optimizer's stage depends on (its shard sizes).
 struct StageRecipe {
   AttentionKernel attention = AttentionKernel::kEager;
   TorchDialect dialect = TorchDialect::kTorch1;
   TrainingTechniques techniques = {};
+  int dp = 1;
 };
 
 BuiltStage build_stage_ops(const LlamaSpec& model, int tp, int pp, int stage, int micro_batch, int seq_len,

@@ -2,8 +2,8 @@
 // stage of calibrate/llama_model.cpp emitted call by call, piece by piece as the model is built:
 // inputs and embedding, RMSNorm, attention (eager or sdpa, with rotary embedding and KV-head
 // repetition), MLP, head and loss (op_builder_forward.cpp); their backward in the autograd engine's
-// order (op_builder_backward.cpp); the SP norms' gradient sum, the DP gradient buffer and the AdamW step
-// (op_builder_update.cpp). Training techniques: the TP regions' entry and exit (copy and all-reduce, or
+// order (op_builder_backward.cpp); the SP norms' gradient sum, the DP gradient buffer (or the distributed
+// optimizer's reduce-scatter and all-gather) and the AdamW step (op_builder_update.cpp). Training techniques: the TP regions' entry and exit (copy and all-reduce, or
 // with sequence parallelism all-gather and reduce-scatter), the vocabulary-parallel embedding and loss,
 // and recompute (the attention core or the whole layer rerun in the backward) are pieces of their own.
 // Invariants:
@@ -56,6 +56,8 @@ struct AttentionGrads {
 };
 
 int64_t local_parameter_count(const std::vector<StageParameter>& parameters);
+// The distributed optimizer's shard of one DP rank: ceil(local_params / dp) elements (trainer.cpp's make_shard).
+int64_t shard_count(int64_t local_params, int dp);
 
 class StageBuilder {
  public:
@@ -70,8 +72,13 @@ class StageBuilder {
   int64_t repeat_for(const StageParameter& parameter) const;
   void sp_gradients(const std::vector<StageParameter>& parameters);  // with SP: the norms' gradients summed over TP
   void dp_buffer(const std::vector<StageParameter>& parameters, int64_t local_params);
+  // The distributed optimizer: trainer.cpp's reduce_scatter_gradients (phase dp_buffer), then, after
+  // optimizer() on the one shard, its all_gather_parameters (phase optimizer); shard = shard_count().
+  void dp_reduce_scatter(const std::vector<StageParameter>& parameters, int64_t local_params, int dp);
+  void dp_all_gather(const std::vector<StageParameter>& parameters, int64_t shard, int dp);
   void optimizer(const std::vector<StageParameter>& parameters);
-  void stage_comms(int stage, int pp, int64_t local_params);
+  // The P2P sends, and the DP gradient all-reduce unless the distributed optimizer replaces it.
+  void stage_comms(int stage, int pp, int64_t local_params, bool dp_all_reduce);
   BuiltStage finish(int64_t local_params);
 
  private:
@@ -102,6 +109,12 @@ class StageBuilder {
   void mlp_block_forward();
   void layer_forward();
   void head_and_loss_forward();
+
+  // update pieces: the gradients flattened into `into` (reshape each, cat.out), and `flat`'s elements
+  // copied back into the parameters' gradients or values (narrow, view_as, copy_; tp_comm.hpp's
+  // flatten_into / unflatten_from), each call at `dtype`.
+  void flatten_gradients(const std::vector<StageParameter>& parameters, const TensorLayout& into);
+  void unflatten(const std::vector<StageParameter>& parameters, const TensorLayout& flat, DType dtype);
 
   // backward pieces
   void accumulate(GradBuffer& buffer, const TensorLayout& grad, bool grad_fresh);

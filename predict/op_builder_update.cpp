@@ -1,6 +1,8 @@
 // op_builder_update.cpp: what follows a stage's micro-batches (see op_builder_stage.hpp): the DP
 // gradient buffer (flatten every gradient, divide, copy back: the dp_buffer phase), one AdamW step
 // (common/training_recipe.hpp), the communication trace_stage appends, and the aggregated BuiltStage.
+// With the distributed optimizer: the padded buffer's prefix filled, the buffer divided and
+// reduce-scattered (dp_buffer), AdamW on the shard, its all-gather and the values copied back (optimizer).
 // Invariants: parameters in the model's registration order; calls that depend only on a parameter's
 // shape are emitted for layer 0 and counted for every layer; comms aggregated per
 // (phase, kind, dtype, bytes) in order of first appearance, as /ops/comms.
@@ -41,6 +43,8 @@ std::vector<StageParameter> StageBuilder::parameters() const {
   }
   return out;
 }
+
+int64_t shard_count(int64_t local_params, int dp) { return (local_params + dp - 1) / dp; }
 
 int64_t local_parameter_count(const std::vector<StageParameter>& parameters) {
   int64_t total = 0;
@@ -92,9 +96,7 @@ void StageBuilder::sp_gradients(const std::vector<StageParameter>& parameters) {
   emit_.set_repeat(1);
 }
 
-void StageBuilder::dp_buffer(const std::vector<StageParameter>& parameters, int64_t local_params) {
-  emit_.set_phase(Phase::kDpBuffer);
-  const TensorLayout flat = contiguous(grad_, {local_params});
+void StageBuilder::flatten_gradients(const std::vector<StageParameter>& parameters, const TensorLayout& into) {
   std::vector<TensorLayout> flat_parts;
   for (const StageParameter& parameter : parameters) {
     flat_parts.push_back(contiguous(grad_, {element_count(parameter.shape)}));
@@ -103,21 +105,54 @@ void StageBuilder::dp_buffer(const std::vector<StageParameter>& parameters, int6
     emit_.call("aten::reshape", {tensor_arg(contiguous(grad_, parameter.shape)), int_list_arg({-1})}, grad_);
   }
   emit_.set_repeat(1);
-  // Into the trainer's persistent gradient buffer (calibrate/tp_comm.hpp): cat.out, the buffer last.
-  emit_.call("aten::cat.out", {tensor_list_arg(flat_parts), int_arg(0), tensor_arg(flat)}, grad_);
-  emit_.call("aten::div_.Tensor", {tensor_arg(flat), tensor_arg(scalar_tensor(DType::kFloat64))}, grad_);
+  // Into the trainer's persistent buffer (calibrate/tp_comm.hpp): cat.out, the buffer last.
+  emit_.call("aten::cat.out", {tensor_list_arg(flat_parts), int_arg(0), tensor_arg(into)}, grad_);
+}
+
+void StageBuilder::unflatten(const std::vector<StageParameter>& parameters, const TensorLayout& flat, DType dtype) {
   int64_t offset = 0;
   for (const StageParameter& parameter : parameters) {
     const int64_t count = element_count(parameter.shape);
     emit_.set_repeat(1);
-    emit_.call("aten::narrow", {tensor_arg(flat), int_arg(0), int_arg(offset), int_arg(count)}, grad_);  // a distinct offset each
+    emit_.call("aten::narrow", {tensor_arg(flat), int_arg(0), int_arg(offset), int_arg(count)}, dtype);  // a distinct offset each
     offset += count;
     if (parameter.layer > 0) continue;
     emit_.set_repeat(repeat_for(parameter));
-    const TensorLayout grad = contiguous(grad_, parameter.shape);
-    emit_.call("aten::view_as", {tensor_arg(contiguous(grad_, {count})), tensor_arg(grad)}, grad_);
-    emit_.call("aten::copy_", {tensor_arg(grad), tensor_arg(grad), bool_arg(false)}, grad_);
+    const TensorLayout target = contiguous(dtype, parameter.shape);
+    emit_.call("aten::view_as", {tensor_arg(contiguous(dtype, {count})), tensor_arg(target)}, dtype);
+    emit_.call("aten::copy_", {tensor_arg(target), tensor_arg(target), bool_arg(false)}, dtype);
   }
+  emit_.set_repeat(1);
+}
+
+void StageBuilder::dp_buffer(const std::vector<StageParameter>& parameters, int64_t local_params) {
+  emit_.set_phase(Phase::kDpBuffer);
+  const TensorLayout flat = contiguous(grad_, {local_params});
+  flatten_gradients(parameters, flat);
+  emit_.call("aten::div_.Tensor", {tensor_arg(flat), tensor_arg(scalar_tensor(DType::kFloat64))}, grad_);
+  unflatten(parameters, flat, grad_);
+}
+
+// trainer.cpp's reduce_scatter_gradients: the gradients into the prefix (narrow) of the buffer padded to
+// dp shards, the whole buffer divided by dp, then reduce-scattered into this rank's shard.
+void StageBuilder::dp_reduce_scatter(const std::vector<StageParameter>& parameters, int64_t local_params, int dp) {
+  emit_.set_phase(Phase::kDpBuffer);
+  emit_.set_repeat(1);
+  const int64_t shard = shard_count(local_params, dp);
+  const TensorLayout padded = contiguous(grad_, {shard * dp});
+  emit_.call("aten::narrow", {tensor_arg(padded), int_arg(0), int_arg(0), int_arg(local_params)}, grad_);
+  flatten_gradients(parameters, contiguous(grad_, {local_params}));
+  emit_.call("aten::div_.Tensor", {tensor_arg(padded), tensor_arg(scalar_tensor(DType::kFloat64))}, grad_);
+  emit_.comm(CommKind::kDpReduceScatter, grad_, shard * static_cast<int64_t>(dtype_bytes(grad_)));
+}
+
+// trainer.cpp's all_gather_parameters, after the step on the shard: every rank's shard gathered into the
+// padded flat parameters, whose prefix is copied into the parameters' values.
+void StageBuilder::dp_all_gather(const std::vector<StageParameter>& parameters, int64_t shard, int dp) {
+  emit_.set_phase(Phase::kOptimizer);
+  emit_.set_repeat(1);
+  emit_.comm(CommKind::kDpAllGather, param_, shard * static_cast<int64_t>(dtype_bytes(param_)));
+  unflatten(parameters, contiguous(param_, {shard * dp}), param_);
 }
 
 // torch::optim::AdamW's step on each parameter, at the second step (trace_stage runs one warm-up step).
@@ -144,10 +179,12 @@ void StageBuilder::optimizer(const std::vector<StageParameter>& parameters) {
   emit_.set_repeat(1);
 }
 
-// The pipeline sends (activation forward, gradient backward) and the DP gradient all-reduce.
-void StageBuilder::stage_comms(int stage, int pp, int64_t local_params) {
+// The pipeline sends (activation forward, gradient backward) and the DP gradient all-reduce (not with
+// the distributed optimizer, whose DP comms dp_reduce_scatter and dp_all_gather emit in their phases).
+void StageBuilder::stage_comms(int stage, int pp, int64_t local_params, bool dp_all_reduce) {
   if (stage < pp - 1) emit_.comm_once(Phase::kForward, CommKind::kPpSendForward, activation_, residual_bytes(activation_));
   if (stage > 0) emit_.comm_once(Phase::kBackward, CommKind::kPpSendBackward, activation_, residual_bytes(activation_));
+  if (!dp_all_reduce) return;
   emit_.comm_once(Phase::kDpBuffer, CommKind::kDpAllReduce, grad_, local_params * static_cast<int64_t>(dtype_bytes(grad_)));
 }
 

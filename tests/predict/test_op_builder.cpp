@@ -182,6 +182,19 @@ TEST(OpBuilder, StageKeysOfPlainTrainingAreUnchanged) {
             "tiny-llama/tp2/pp2/s1/mbs1/seq64/amp-bf16/aware");
   EXPECT_EQ(store::stage_key("tiny-llama", 2, 2, 1, 1, 64, "fp32", "blind", parse_recipe_text("sp+vp+rc-full")),
             "tiny-llama/tp2/pp2/s1/mbs1/seq64/fp32/blind/sp+vp+rc-full");
+  // The DP degree counts only with the distributed optimizer.
+  EXPECT_EQ(store::stage_key("tiny-llama", 2, 2, 1, 1, 64, "amp-bf16", "aware", TrainingTechniques{}, 8),
+            "tiny-llama/tp2/pp2/s1/mbs1/seq64/amp-bf16/aware");
+  EXPECT_EQ(store::stage_key("tiny-llama", 2, 2, 1, 1, 64, "fp32", "blind", parse_recipe_text("sp+vp+rc-full"), 4),
+            "tiny-llama/tp2/pp2/s1/mbs1/seq64/fp32/blind/sp+vp+rc-full");
+}
+
+TEST(OpBuilder, DistributedOptimizerStageKeysCarryTheDpDegree) {
+  EXPECT_EQ(store::stage_key("tiny-llama", 2, 2, 1, 1, 64, "amp-bf16", "aware", parse_recipe_text("dopt"), 4),
+            "tiny-llama/tp2/pp2/s1/mbs1/seq64/amp-bf16/aware/dopt/dp4");
+  EXPECT_EQ(store::stage_key("tiny-llama", 1, 1, 0, 1, 64, "fp32", "blind", parse_recipe_text("sp+vp+dopt+rc-full"), 1),
+            "tiny-llama/tp1/pp1/s0/mbs1/seq64/fp32/blind/sp+vp+dopt+rc-full/dp1");
+  EXPECT_THROW(store::stage_key("tiny-llama", 1, 1, 0, 1, 64, "fp32", "aware", parse_recipe_text("dopt")), InternalError);
 }
 
 TEST(OpBuilder, SequenceParallelismGathersAndScattersTheSequence) {
@@ -234,6 +247,71 @@ TEST(OpBuilder, RecomputeRerunsTheCoreOrTheLayerInTheBackward) {
   EXPECT_EQ(count_of(full, Phase::kForward, "aten::matmul"), count_of(plain, Phase::kForward, "aten::matmul"));
 }
 
+StageRecipe sharded_over(int dp, const char* recipe = "dopt") {
+  StageRecipe out = with_techniques(recipe);
+  out.dp = dp;
+  return out;
+}
+
+int64_t comm_total(const BuiltStage& stage, CommKind kind) {
+  int64_t n = 0;
+  for (const CommOp& comm : stage.comms) {
+    if (comm.kind == kind) n += comm.count;
+  }
+  return n;
+}
+
+TEST(OpBuilder, DistributedOptimizerReduceScattersUpdatesOneShardAndAllGathers) {
+  const LlamaSpec spec = load("tiny-llama-gqa");
+  const BuiltStage plain = build_stage_ops(spec, 2, 2, 1, 1, 16, PrecisionName::kAmpBf16);
+  const int64_t params = plain.local_params;
+  ASSERT_EQ(params, 250496);  // 2 layers, the final norm and the LM head at tp 2
+  for (int dp : {1, 2, 3, 4}) {
+    const BuiltStage dopt = build_stage_ops(spec, 2, 2, 1, 1, 16, PrecisionName::kAmpBf16, sharded_over(dp));
+    const int64_t shard = (params + dp - 1) / dp;  // dp 3 pads the buffer by one element
+    // One reduce-scatter (dp_buffer) and one all-gather (optimizer) of one rank's fp32 shard, no all-reduce.
+    EXPECT_EQ(comm_total(dopt, CommKind::kDpAllReduce), 0) << dp;
+    EXPECT_EQ(comm_count(dopt, Phase::kDpBuffer, CommKind::kDpReduceScatter), 1) << dp;
+    EXPECT_EQ(comm_count(dopt, Phase::kOptimizer, CommKind::kDpAllGather), 1) << dp;
+    EXPECT_EQ(comm_total(dopt, CommKind::kDpReduceScatter) + comm_total(dopt, CommKind::kDpAllGather), 2) << dp;
+    EXPECT_EQ(comm_bytes(dopt, CommKind::kDpReduceScatter), shard * 4) << dp;
+    EXPECT_EQ(comm_bytes(dopt, CommKind::kDpAllGather), shard * 4) << dp;
+    for (const CommOp& comm : dopt.comms) {
+      if (comm.kind == CommKind::kDpReduceScatter || comm.kind == CommKind::kDpAllGather) {
+        EXPECT_EQ(comm.dtype, DType::kFloat32);
+      }
+    }
+    // The rest of the step's communication is the plain stage's.
+    EXPECT_EQ(comm_total(dopt, CommKind::kTpAllReduce), comm_total(plain, CommKind::kTpAllReduce));
+    EXPECT_EQ(comm_bytes(dopt, CommKind::kPpSendBackward), comm_bytes(plain, CommKind::kPpSendBackward));
+    // AdamW on one flat tensor: 9 calls, not 9 per parameter tensor.
+    EXPECT_EQ(count_of(dopt, Phase::kOptimizer, "aten::addcdiv_"), 1) << dp;
+    EXPECT_EQ(count_of(dopt, Phase::kOptimizer, "aten::mul_"), 3) << dp;
+    bool shard_step = false;
+    for (const BuiltOp& op : dopt.ops) {
+      shard_step = shard_step || (op.phase == Phase::kOptimizer && op.name == "aten::addcdiv_" &&
+                                  op.signature.find("fp32[" + std::to_string(shard) + "]") != std::string::npos);
+    }
+    EXPECT_TRUE(shard_step) << dp;
+    // The gathered values copied back into every parameter tensor after the step (2 layers of 9, the
+    // final norm and the head); the gradients are no longer copied back.
+    const int64_t tensors = 2 * 9 + 2;
+    EXPECT_EQ(count_of(dopt, Phase::kOptimizer, "aten::narrow"), tensors) << dp;
+    EXPECT_EQ(count_of(dopt, Phase::kOptimizer, "aten::copy_"), tensors) << dp;
+    EXPECT_EQ(count_of(dopt, Phase::kDpBuffer, "aten::copy_"), 0) << dp;
+    EXPECT_EQ(count_of(dopt, Phase::kDpBuffer, "aten::narrow"), 1) << dp;  // the padded buffer's head
+    EXPECT_EQ(count_of(dopt, Phase::kDpBuffer, "aten::cat"), 1) << dp;
+    EXPECT_EQ(dopt.local_params, params);
+  }
+  // Off, the DP degree changes nothing.
+  const BuiltStage plain_at_four = build_stage_ops(spec, 2, 2, 1, 1, 16, PrecisionName::kAmpBf16, sharded_over(4, "sp"));
+  const BuiltStage sp = build_stage_ops(spec, 2, 2, 1, 1, 16, PrecisionName::kAmpBf16, with_techniques("sp"));
+  ASSERT_EQ(plain_at_four.ops.size(), sp.ops.size());
+  for (std::size_t i = 0; i < sp.ops.size(); ++i) EXPECT_EQ(plain_at_four.ops[i].signature, sp.ops[i].signature);
+  EXPECT_EQ(comm_total(sp, CommKind::kDpAllReduce), 1);
+  EXPECT_EQ(comm_total(sp, CommKind::kDpReduceScatter) + comm_total(sp, CommKind::kDpAllGather), 0);
+}
+
 TEST(OpBuilder, UnaryResultsKeepADenseLayoutWithItsSizeOneStrides) {
   // The upper half of a rotary gradient with one head per rank: [1, 1, 16, 16] of a [1, 1, 16, 32] laid out
   // [b, h, hd, s]; dense once the size-1 dimensions are ignored, so neg keeps its strides (LibTorch 1.13 and 2.6).
@@ -249,8 +327,8 @@ TEST(OpBuilder, UnaryResultsKeepADenseLayoutWithItsSizeOneStrides) {
 
 TEST(OpBuilder, RefusesTechniquesItCannotBuild) {
   const LlamaSpec spec = load("tiny-llama-gqa");
-  EXPECT_THROW(build_stage_ops(spec, 2, 1, 0, 1, 16, PrecisionName::kFp32, with_techniques("dopt")), UserError);
   EXPECT_THROW(build_stage_ops(spec, 2, 1, 0, 1, 16, PrecisionName::kFp32, with_techniques("ovl")), UserError);
+  EXPECT_THROW(build_stage_ops(spec, 2, 1, 0, 1, 16, PrecisionName::kFp32, sharded_over(0)), UserError);
   EXPECT_THROW(build_stage_ops(spec, 4, 1, 0, 1, 18, PrecisionName::kFp32, with_techniques("sp")), UserError);  // 18 % 4
   LlamaSpec odd_vocabulary = spec;
   odd_vocabulary.vocab_size = 510;

@@ -11,7 +11,8 @@
 //    version): the same cases check the 1.13 sequences on Debian 12 and the 2.x ones on Debian 13.
 //    sdpa and fp16 cases skip on a LibTorch without them (1.x).
 //  - Cases with training techniques (common/training_techniques.hpp) trace the stage as the trainer runs
-//    it with them and build it with StageRecipe::techniques; their names end in the recipe text.
+//    it with them and build it with StageRecipe::techniques; their names end in the recipe text, and
+//    with the distributed optimizer in the DP degree both are given (".../dopt/dp4").
 //  - Every rank runs every case (tracing is local); nothing is written.
 #include <gtest/gtest.h>
 
@@ -43,12 +44,14 @@ struct BuilderCase {
   PrecisionName precision;
   AttentionKernel attention = AttentionKernel::kEager;
   TrainingTechniques techniques = {};
+  int dp = 1;  // only the distributed optimizer's stage depends on it
 };
 
 std::string case_name(const BuilderCase& c) {
   return std::string(c.model) + "/tp" + std::to_string(c.tp) + "/pp" + std::to_string(c.pp) + "/s" +
          std::to_string(c.stage) + "/mbs" + std::to_string(c.micro_batch) + "/seq" + std::to_string(c.seq_len) + "/" +
-         to_string(c.precision) + "/" + to_string(c.attention) + (c.techniques.any() ? "/" + recipe_text(c.techniques) : "");
+         to_string(c.precision) + "/" + to_string(c.attention) + (c.techniques.any() ? "/" + recipe_text(c.techniques) : "") +
+         (c.techniques.distributed_optimizer ? "/dp" + std::to_string(c.dp) : "");
 }
 
 // gtest prints a failing case by its name.
@@ -110,8 +113,10 @@ TEST_P(OpBuilder, ReproducesTheTracedStage) {
   if (!lacking.empty()) GTEST_SKIP() << lacking;
   const LlamaSpec spec = load(c.model);
   const calibrate::StageTraceInfo trace = calibrate::trace_stage_info(spec, c.tp, c.pp, c.stage, c.micro_batch, c.seq_len,
-                                                                      c.precision, c.attention, Backend::kCpu, c.techniques);
-  const predict::StageRecipe recipe{c.attention, predict::torch_dialect(calibrate::query_torch().version), c.techniques};
+                                                                      c.precision, c.attention, Backend::kCpu, c.techniques,
+                                                                      c.dp);
+  const predict::StageRecipe recipe{c.attention, predict::torch_dialect(calibrate::query_torch().version), c.techniques,
+                                    c.dp};
   const predict::BuiltStage built =
       predict::build_stage_ops(spec, c.tp, c.pp, c.stage, c.micro_batch, c.seq_len, c.precision, recipe);
   if (std::getenv("ITERTIME_PRINT_TRACE") != nullptr) {
@@ -253,13 +258,30 @@ INSTANTIATE_TEST_SUITE_P(
         BuilderCase{"tiny-llama-gqa", 2, 1, 0, 1, 16, kAmp, kEager, recipe("sp+vp+rc-sel")}),
     test_name);
 
+// The distributed optimizer (ZeRO-1) at dp 1 (sharded over one rank, as the trainer does), 2, 3 and 4:
+// the padded gradient buffer, its reduce-scatter, AdamW on one flat shard, the all-gather and the copies
+// back; dp 3 pads (local parameters not a multiple of 3). tp 1 and 2, pp 1 and 2 (first and last stage),
+// fp32, bf16 and amp-bf16, and with sp+vp+rc-full.
+INSTANTIATE_TEST_SUITE_P(
+    DistributedOptimizer, OpBuilder,
+    ::testing::Values(BuilderCase{"tiny-llama-gqa", 1, 1, 0, 1, 16, kFp32, kEager, recipe("dopt"), 1},
+                      BuilderCase{"tiny-llama-gqa", 1, 1, 0, 1, 16, kAmp, kEager, recipe("dopt"), 2},
+                      BuilderCase{"tiny-llama-gqa", 2, 1, 0, 1, 16, kFp32, kEager, recipe("dopt"), 4},
+                      BuilderCase{"tiny-llama-gqa", 1, 2, 0, 2, 16, kAmp, kEager, recipe("dopt"), 4},
+                      BuilderCase{"tiny-llama-gqa", 2, 2, 0, 1, 16, kAmp, kEager, recipe("dopt"), 2},
+                      BuilderCase{"tiny-llama-gqa", 2, 2, 1, 1, 16, kBf16, kEager, recipe("dopt"), 3},  // padded: 250,496 parameters
+                      BuilderCase{"tiny-llama", 1, 2, 1, 1, 16, kFp32, kEager, recipe("dopt"), 1},
+                      BuilderCase{"tiny-llama-gqa", 2, 2, 1, 1, 16, kAmp, kEager, recipe("sp+vp+dopt+rc-full"), 2}),
+    test_name);
+
 // The techniques on LibTorch 2.x: the fused attention kernel (recomputed selectively too) and fp16.
 INSTANTIATE_TEST_SUITE_P(
     Torch2Techniques, OpBuilder,
     ::testing::Values(BuilderCase{"tiny-llama-gqa", 2, 2, 1, 1, 16, kAmp, kSdpa, recipe("sp+vp+rc-sel")},
                       BuilderCase{"tiny-llama-gqa", 1, 1, 0, 1, 16, kFp32, kSdpa, recipe("rc-sel")},
                       BuilderCase{"tiny-llama-gqa", 2, 1, 0, 1, 16, kFp16, kEager, recipe("sp+rc-full")},
-                      BuilderCase{"tiny-llama-gqa", 4, 2, 0, 1, 16, kAmp16, kSdpa, recipe("vp+rc-full")}),
+                      BuilderCase{"tiny-llama-gqa", 4, 2, 0, 1, 16, kAmp16, kSdpa, recipe("vp+rc-full")},
+                      BuilderCase{"tiny-llama-gqa", 2, 2, 1, 1, 16, kAmp16, kSdpa, recipe("sp+dopt+rc-sel"), 4}),
     test_name);
 
 }  // namespace

@@ -51,7 +51,7 @@ TEST(Vocabulary, LayoutsAndTimingModes) {
 }
 
 TEST(Vocabulary, CommKindsNameTheirCollective) {
-  ASSERT_EQ(all_comm_kinds().size(), 6u);
+  ASSERT_EQ(all_comm_kinds().size(), 8u);
   for (CommKind kind : all_comm_kinds()) EXPECT_EQ(parse_comm_kind(to_string(kind)), kind);
   EXPECT_EQ(to_string(CommKind::kPpSendBackward), "pp_send_backward");
   EXPECT_EQ(collective_of(CommKind::kTpAllReduce), Collective::kAllReduce);
@@ -59,6 +59,11 @@ TEST(Vocabulary, CommKindsNameTheirCollective) {
   EXPECT_EQ(collective_of(CommKind::kPpSendForward), Collective::kSend);
   EXPECT_EQ(collective_of(CommKind::kTpAllGather), Collective::kAllGather);
   EXPECT_EQ(collective_of(CommKind::kTpReduceScatter), Collective::kReduceScatter);
+  // The distributed optimizer's DP collectives.
+  EXPECT_EQ(to_string(CommKind::kDpReduceScatter), "dp_reduce_scatter");
+  EXPECT_EQ(to_string(CommKind::kDpAllGather), "dp_all_gather");
+  EXPECT_EQ(collective_of(CommKind::kDpReduceScatter), Collective::kReduceScatter);
+  EXPECT_EQ(collective_of(CommKind::kDpAllGather), Collective::kAllGather);
   EXPECT_NE(user_error_of([] { parse_comm_kind("tp_all_to_all"); }).find("'tp_all_to_all'"), std::string::npos);
 }
 
