@@ -196,7 +196,8 @@ void register_plan(CLI::App& app, std::vector<std::pair<CLI::App*, Action>>& act
       ->delimiter(',')
       ->capture_default_str();
   plan_cmd->add_flag("--all-recipes", a->all_recipes,
-                     "Consider every recipe the predictor models (sequence parallelism, vocabulary-parallel head, recompute)");
+                     "Consider every recipe the predictor models (sequence parallelism, vocabulary-parallel head, "
+                     "distributed optimizer, recompute)");
   plan_cmd->add_option("--device-memory-gib", a->device_memory_gib, "Device memory; larger configurations are infeasible");
   plan_cmd->add_option("--top", a->top, "How many to list")->capture_default_str();
   plan_cmd->add_flag("--json", a->json, "Print JSON");

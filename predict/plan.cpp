@@ -59,10 +59,11 @@ PlanEntry plan_entry(const FittedModel& model, const PlanOptions& options, Stage
 std::vector<TrainingTechniques> modelled_recipes() {
   std::vector<TrainingTechniques> recipes;
   for (Recompute recompute : {Recompute::kNone, Recompute::kSelective, Recompute::kFull}) {
-    for (int parallel = 0; parallel < 4; ++parallel) {
+    for (int on = 0; on < 8; ++on) {
       TrainingTechniques t;
-      t.sequence_parallel = (parallel & 1) != 0;
-      t.vocab_parallel = (parallel & 2) != 0;
+      t.sequence_parallel = (on & 1) != 0;
+      t.vocab_parallel = (on & 2) != 0;
+      t.distributed_optimizer = (on & 4) != 0;
       t.recompute = recompute;
       recipes.push_back(t);
     }

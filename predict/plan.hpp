@@ -48,8 +48,8 @@ struct PlanEntry {
 
 std::vector<PlanEntry> plan(const FittedModel& model, const PlanOptions& options);
 
-// Every recipe the predictor models (predictor.hpp): sequence parallelism and the vocabulary-parallel head
-// on or off, recompute none, selective or full (12, plain first).
+// Every recipe the predictor models (predictor.hpp): sequence parallelism, the vocabulary-parallel head and
+// the distributed optimizer on or off, recompute none, selective or full (24, plain first).
 std::vector<TrainingTechniques> modelled_recipes();
 
 }  // namespace itertime::predict

@@ -25,15 +25,17 @@ std::optional<std::string> illegal_reason(const ParallelConfig& c) {
   return std::nullopt;
 }
 
-// Step 1b: the training techniques the predictor models. Sequence parallelism, the vocabulary-parallel head
-// and recompute only change the stage's operators and TP communication, which its trace or the builder
-// gives; the distributed optimizer and overlapped reduction change the DP phase and the schedule, which
-// are not modelled yet (issue 16): refused, never predicted as plain training.
+// Step 1b: the training techniques the predictor models. Sequence parallelism, the vocabulary-parallel head,
+// recompute and the distributed optimizer change the stage's operators and communications, which its trace
+// or the builder gives (the distributed optimizer's stage is keyed by dp); overlapped reduction changes the
+// schedule, which does not model it yet (issue 16): refused, never predicted as plain training.
 std::optional<std::string> unmodelled_reason(const TrainingTechniques& t) {
-  if (!t.distributed_optimizer && !t.overlap_gradient_reduction) return std::nullopt;
-  return std::string("recipe ") + recipe_text(t) + ": the predictor does not model " +
-         (t.distributed_optimizer ? "the distributed optimizer" : "overlapped gradient reduction") +
-         " yet (its sharded DP phase and overlap are not in the schedule); predict the recipe without it";
+  if (t.overlap_gradient_reduction) {
+    return "recipe " + recipe_text(t) +
+           ": the predictor does not model overlapped gradient reduction yet (the schedule does not overlap the DP "
+           "all-reduce with the backward); predict the recipe without it";
+  }
+  return std::nullopt;
 }
 
 // Step 2: the occupancy operators are timed at. Oversubscribed CPU ranks (more ranks than the node's rank
@@ -117,6 +119,16 @@ StageComm stage_comm(const CommModel& comm_model, const ParallelConfig& c, int s
         if (c.dp > 1) t = time_us(Collective::kAllReduce, op, c.dp, dp_layout);
         if (t && c.dp > 1) out.dp_us += *t;
         break;
+      case CommKind::kDpReduceScatter:
+      case CommKind::kDpAllGather:  // the distributed optimizer's, once per iteration, one rank's part recorded
+        if (c.dp > 1) {
+          CommOp whole = op;
+          whole.bytes = op.bytes * c.dp;
+          t = time_us(op.kind == CommKind::kDpAllGather ? Collective::kAllGather : Collective::kReduceScatter, whole, c.dp,
+                      dp_layout);
+          if (t) out.dp_us += *t * static_cast<double>(op.count);
+        }
+        break;
     }
     if (!t) return out;
   }
@@ -128,7 +140,7 @@ struct StageFigures {
   StageTimes times, raw_times;  // per micro-batch, TP comm included; raw: without the overhead
   double compute_us = 0;        // m * (forward + backward), TP comm excluded
   double tp_us = 0;             // m * TP comm
-  double dp_us = 0;             // DP gradient-buffer work (dp > 1) and DP all-reduce
+  double dp_us = 0;             // DP gradient-buffer work (when the phase runs) and DP communication
   double optimizer_us = 0;
   double sp_grads_us = 0;               // sequence parallelism's TP sum of the norms' gradients (ops and comm)
   double tail_us = 0, tail_raw_us = 0;  // after the pipeline: sp_grads + dp + optimizer
@@ -137,7 +149,8 @@ struct StageFigures {
   std::array<double, kPhaseCount> extrapolated_us{};  // per phase and iteration; dp_buffer not counted
 };
 
-StageFigures stage_figures(const ResolvedStage& ops, const StageComm& comm, double overhead_us, int m, int dp,
+// dp_phase: whether the DP gradient-buffer phase runs (dp > 1, or the distributed optimizer's, at any dp).
+StageFigures stage_figures(const ResolvedStage& ops, const StageComm& comm, double overhead_us, int m, bool dp_phase,
                            double tail_stretch) {
   StageFigures out;
   std::array<double, kPhaseCount> phase_us{}, phase_raw_us{};
@@ -147,7 +160,7 @@ StageFigures stage_figures(const ResolvedStage& ops, const StageComm& comm, doub
     phase_us[i] = totals.at_overhead(overhead_us);
     phase_raw_us[i] = totals.at_overhead(0.0);
     const bool per_micro_batch = runs_per_micro_batch(phase);
-    if (per_micro_batch || phase == Phase::kOptimizer || phase == Phase::kSpGradients || dp > 1) {
+    if (per_micro_batch || phase == Phase::kOptimizer || phase == Phase::kSpGradients || dp_phase) {
       out.calls += static_cast<int64_t>(totals.calls) * (per_micro_batch ? m : 1);
     }
     // The share is of the compute time (forward, backward, optimizer); dp_buffer work is not in it.
@@ -162,12 +175,12 @@ StageFigures stage_figures(const ResolvedStage& ops, const StageComm& comm, doub
                              comm.tp_backward_us};
   out.compute_us = m * (forward + backward);
   out.tp_us = m * (comm.tp_forward_us + comm.tp_backward_us);
-  out.dp_us = (dp > 1 ? dp_buffer * tail_stretch : 0.0) + comm.dp_us;
+  out.dp_us = (dp_phase ? dp_buffer * tail_stretch : 0.0) + comm.dp_us;
   out.optimizer_us = optimizer * tail_stretch;
   out.sp_grads_us = sp_grads * tail_stretch + comm.tp_iteration_us;
   out.tail_us = out.sp_grads_us + out.dp_us + out.optimizer_us;
   out.tail_raw_us = phase_raw_us[phase_index(Phase::kSpGradients)] * tail_stretch + comm.tp_iteration_us +
-                    (dp > 1 ? phase_raw_us[phase_index(Phase::kDpBuffer)] * tail_stretch : 0.0) + comm.dp_us +
+                    (dp_phase ? phase_raw_us[phase_index(Phase::kDpBuffer)] * tail_stretch : 0.0) + comm.dp_us +
                     phase_raw_us[phase_index(Phase::kOptimizer)] * tail_stretch;
   out.compute_with_optimizer_us = out.compute_us + optimizer + sp_grads;
   return out;
@@ -199,16 +212,22 @@ PipelineFigures pipeline_figures(StageResolver& resolver, const PredictRequest& 
   out.send_forward_us.assign(static_cast<std::size_t>(c.pp - 1), 0.0);
   out.send_backward_us.assign(static_cast<std::size_t>(c.pp - 1), 0.0);
   for (int s = 0; s < c.pp; ++s) {
-    const StageQuery query{request.model_name, request.model,         c,
-                           s,                  request.precision,     request.blind,
-                           occupancy.profile_occupancy, request.techniques};
+    StageQuery query;
+    query.model_name = request.model_name;
+    query.model = request.model;
+    query.config = c;
+    query.stage = s;
+    query.precision = request.precision;
+    query.blind = request.blind;
+    query.occupancy = occupancy.profile_occupancy;
+    query.techniques = request.techniques;
     const StageOutcome resolved = resolver.resolve(query);
     if (resolved.stage == nullptr) {
       out.failure = resolved.reason;
       return out;
     }
     add_stage_notes(store::stage_key(request.model_name, c.tp, c.pp, s, c.micro_batch, c.seq_len, to_string(request.precision),
-                                     request.blind ? "blind" : "aware", request.techniques),
+                                     request.blind ? "blind" : "aware", request.techniques, c.dp),
                     *resolved.stage, notes);
     const StageComm comm = stage_comm(resolver.model().comm, c, s, resolved.stage->comms);
     if (!comm.failure.empty()) {
@@ -217,7 +236,8 @@ PipelineFigures pipeline_figures(StageResolver& resolver, const PredictRequest& 
     }
     if (comm.send_forward_us) out.send_forward_us[static_cast<std::size_t>(s)] = *comm.send_forward_us;
     if (comm.send_backward_us) out.send_backward_us[static_cast<std::size_t>(s - 1)] = *comm.send_backward_us;
-    out.stages.push_back(stage_figures(*resolved.stage, comm, overhead_us, c.num_micro_batches(), c.dp, occupancy.tail_stretch));
+    out.stages.push_back(stage_figures(*resolved.stage, comm, overhead_us, c.num_micro_batches(),
+                                       c.dp > 1 || request.techniques.distributed_optimizer, occupancy.tail_stretch));
   }
   return out;
 }

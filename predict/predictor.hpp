@@ -11,8 +11,11 @@
 //    head and recompute come with the stage (its trace under the recipe's key, or the builder with the
 //    recipe): their operators, their TP all-gathers and reduce-scatters (the comm model's all_gather and
 //    reduce_scatter at the TP group, sized as nccl-tests sizes them: the whole gathered buffer) and the
-//    recomputed forward inside the backward. The distributed optimizer and overlapped gradient reduction
-//    are refused with a reason (not modelled yet), never predicted as plain training.
+//    recomputed forward inside the backward. The distributed optimizer's stage (keyed by dp) holds its
+//    DP reduce-scatter of the gradient buffer, its AdamW step on one shard and its DP all-gather of the
+//    parameters (all_gather and reduce_scatter at the DP group, the whole buffer), added after the
+//    pipeline at any dp (the trainer shards over one rank too). Overlapped gradient reduction is refused
+//    with a reason (not modelled yet), never predicted as plain training.
 //  - Shared cores: when the model has rank slots (a single-node CPU calibration) and the configuration
 //    has more ranks than slots but no more than the calibrated node ran, operators take their time at
 //    occupancy = slots, the schedule runs with processor sharing (TP all-reduces and transfers

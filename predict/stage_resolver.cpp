@@ -88,7 +88,8 @@ std::string built_cache_key(const StageQuery& query, PrecisionName built_precisi
   return query.model->name + "|tp" + std::to_string(c.tp) + "|mbs" + std::to_string(c.micro_batch) + "|seq" +
          std::to_string(c.seq_len) + "|" + to_string(built_precision) + "|layers" + std::to_string(layers.num_layers) +
          (query.stage == 0 ? "|first" : "") + (query.stage == c.pp - 1 ? "|last" : "") + "|" +
-         recipe_text(query.techniques) + "@" + std::to_string(query.occupancy);
+         recipe_text(query.techniques) + (query.techniques.distributed_optimizer ? "|dp" + std::to_string(c.dp) : "") + "@" +
+         std::to_string(query.occupancy);
 }
 
 }  // namespace
@@ -105,7 +106,7 @@ StageResolver::StageResolver(const FittedModel& model, StagePolicy policy, std::
 StageOutcome StageResolver::resolve(const StageQuery& query) {
   const ParallelConfig& c = query.config;
   const std::string key = store::stage_key(query.model_name, c.tp, c.pp, query.stage, c.micro_batch, c.seq_len,
-                                           to_string(query.precision), query.blind ? "blind" : "aware", query.techniques);
+                                           to_string(query.precision), query.blind ? "blind" : "aware", query.techniques, c.dp);
   if (policy_ == StagePolicy::kTracedThenBuilt) {
     const auto traced = model_.stages.find(key);
     if (traced != model_.stages.end()) return resolve_traced(key, traced->second, query.occupancy);
@@ -144,7 +145,8 @@ StageOutcome StageResolver::resolve_built(const StageQuery& query) {
 
   BuiltStage built;
   try {  // the builder refuses layouts and recipes it cannot build with a UserError: that is the reason
-    const StageRecipe recipe{parse_attention(model_.attention), torch_dialect(model_.libtorch_version), query.techniques};
+    const StageRecipe recipe{parse_attention(model_.attention), torch_dialect(model_.libtorch_version), query.techniques,
+                             query.techniques.distributed_optimizer ? c.dp : 1};
     built = build_stage_ops(*query.model, c.tp, c.pp, query.stage, c.micro_batch, c.seq_len, built_precision, recipe);
   } catch (const UserError& error) {
     return {nullptr, error.what()};

@@ -99,7 +99,7 @@ bool of_layout(const std::string& stage_key, const store::GroundTruthRecord& gt)
   const ParallelConfig& c = gt.config;
   for (int s = 0; s < c.pp; ++s) {
     // Every key of the layout begins with the key of stage s up to its sequence length.
-    const std::string plain = store::stage_key(gt.model, c.tp, c.pp, s, c.micro_batch, c.seq_len, "", "");
+    const std::string plain = store::stage_key(gt.model, c.tp, c.pp, s, c.micro_batch, c.seq_len, "", "", {}, c.dp);
     const std::string prefix = plain.substr(0, plain.size() - 1);  // ".../seqS/" (the empty precision's slash kept)
     if (stage_key.compare(0, prefix.size(), prefix) == 0) return true;
   }
@@ -259,7 +259,7 @@ std::vector<ComputeRow> compute_report(const predict::FittedModel& model, const 
     const ParallelConfig& c = gt.config;
     for (int s = 0; s < c.pp; ++s) {
       const std::string key =
-          store::stage_key(gt.model, c.tp, c.pp, s, c.micro_batch, c.seq_len, to_string(gt.precision), "aware", gt.techniques);
+          store::stage_key(gt.model, c.tp, c.pp, s, c.micro_batch, c.seq_len, to_string(gt.precision), "aware", gt.techniques, c.dp);
       const auto stage = model.stages.find(key);
       if (stage == model.stages.end()) continue;
       double profiled = 0;

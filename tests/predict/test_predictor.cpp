@@ -207,24 +207,62 @@ TEST(Predictor, RecipeSelectsItsOwnTraceAndUnmodelledTechniquesAreRefused) {
   ASSERT_FALSE(untraced.ok());
   EXPECT_NE(untraced.reason.find("/sp+rc-full"), std::string::npos) << untraced.reason;
 
-  for (const bool distributed : {true, false}) {
+  for (const bool with_optimizer : {false, true}) {  // overlap is refused, alone or with the distributed optimizer
     PredictRequest refused = request_of(spec, kSingleRank);
-    refused.techniques.distributed_optimizer = distributed;
-    refused.techniques.overlap_gradient_reduction = !distributed;
+    refused.techniques.distributed_optimizer = with_optimizer;
+    refused.techniques.overlap_gradient_reduction = true;
     const PredictOutcome outcome = predict(resolver, refused);
     ASSERT_FALSE(outcome.ok());
-    EXPECT_NE(outcome.reason.find(distributed ? "distributed optimizer" : "overlapped gradient reduction"), std::string::npos)
-        << outcome.reason;
+    EXPECT_NE(outcome.reason.find("overlapped gradient reduction"), std::string::npos) << outcome.reason;
   }
   store::GroundTruthRecord row;
-  row.key = "dopt";
+  row.key = "ovl";
   row.model = spec.name;
   row.config = kSingleRank;
   row.time_us_median = 30.0;
-  row.techniques.distributed_optimizer = true;
+  row.techniques.overlap_gradient_reduction = true;
   const CalibrationFit fit = fit_calibration(resolver, {row}, false, {}, &spec);
   ASSERT_EQ(fit.unpredicted.size(), 1u);
-  EXPECT_NE(fit.unpredicted[0].reason.find("distributed optimizer"), std::string::npos);
+  EXPECT_NE(fit.unpredicted[0].reason.find("overlapped gradient reduction"), std::string::npos);
+}
+
+// The distributed optimizer's stage is keyed by dp; its DP reduce-scatter and all-gather are recorded as one
+// rank's shard and timed at the whole buffer from their own tables at the DP group, once per iteration
+// after the pipeline; its DP gradient-buffer phase runs at dp 1 too (the trainer shards over one rank).
+TEST(Predictor, DistributedOptimizerIsTimedFromItsStageAtItsDp) {
+  const LlamaSpec spec = load("tiny-llama-gqa");
+  FittedModel model = model_with_trace(spec);
+  std::vector<store::CommRow> rows = test_rows::synthetic_rows("reduce_scatter", "fp32", 2, "consecutive", 10.0, 1e-3, 1024, 1 << 20);
+  for (const store::CommRow& row : test_rows::synthetic_rows("all_gather", "fp32", 2, "consecutive", 20.0, 2e-3, 1024, 1 << 20)) rows.push_back(row);
+  model.comm = CommModel(store::to_records(rows));
+  model.occupancies = {1, 2};
+  model.op_time_us[{0, 2}] = 5.0;
+  TrainingTechniques dopt;
+  dopt.distributed_optimizer = true;
+  StageOps stage;  // 3 forward calls per micro-batch, 2 buffer calls and 1 optimizer call per iteration
+  stage.sequence = {SequenceEntry{Phase::kForward, 0, 3}, SequenceEntry{Phase::kDpBuffer, 0, 2}, SequenceEntry{Phase::kOptimizer, 0, 1}};
+  stage.comms = {CommOp{Phase::kDpBuffer, CommKind::kDpReduceScatter, DType::kFloat32, 4096, 1},
+                 CommOp{Phase::kOptimizer, CommKind::kDpAllGather, DType::kFloat32, 4096, 1}};
+  model.stages[store::stage_key(spec.name, 1, 1, 0, 1, 16, "fp32", "aware", dopt, 2)] = stage;
+  model.stages[store::stage_key(spec.name, 1, 1, 0, 1, 16, "fp32", "aware", dopt, 1)] = stage;
+  StageResolver resolver(model);
+  PredictRequest request = request_of(spec, ParallelConfig{2, 1, 1, 1, 8, 16});  // 4 micro-batches per replica
+  request.model = nullptr;
+  request.techniques = dopt;
+  const PredictOutcome at_dp2 = predict(resolver, request);
+  ASSERT_TRUE(at_dp2.ok()) << at_dp2.reason;
+  const double reduce_scatter_us = 10.0 + 8192 * 1e-3, all_gather_us = 20.0 + 8192 * 2e-3;  // 2 x 4096 bytes
+  EXPECT_NEAR(at_dp2.prediction->raw_total_us, 4 * 3 * 5.0 + 2 * 5.0 + 5.0 + reduce_scatter_us + all_gather_us, 1e-9);
+  EXPECT_NEAR(at_dp2.prediction->dp_comm_us, 2 * 5.0 + reduce_scatter_us + all_gather_us, 1e-9);
+
+  request.config = ParallelConfig{1, 1, 1, 1, 4, 16};
+  const PredictOutcome at_dp1 = predict(resolver, request);
+  ASSERT_TRUE(at_dp1.ok()) << at_dp1.reason;
+  EXPECT_NEAR(at_dp1.prediction->raw_total_us, 4 * 3 * 5.0 + 2 * 5.0 + 5.0, 1e-9);  // buffer work, no communication
+  request.config = ParallelConfig{4, 1, 1, 1, 16, 16};  // no stage keyed dp 4
+  const PredictOutcome at_dp4 = predict(resolver, request);
+  ASSERT_FALSE(at_dp4.ok());
+  EXPECT_NE(at_dp4.reason.find("/dopt/dp4"), std::string::npos) << at_dp4.reason;
 }
 
 // Sequence parallelism's TP all-gathers and reduce-scatters are recorded as one rank's part and timed at the
