@@ -2,8 +2,9 @@
 // (issue 16), what each does in calibrate/trainer.hpp and docs/method.md, and their one text form.
 // Invariants:
 //  - Torch-free; all off by default (plain TP, PP and DP as before); the trainer runs every combination
-//    except overlap with the distributed optimizer; the memory model (predict/memory_model.hpp) knows them
-//    all.
+//    except overlap with the distributed optimizer; job files, ground truth and the memory model know them
+//    all; the tracer, the stage builder and the predictor know all but overlapped reduction, which they
+//    refuse with a reason (predict/predictor.hpp).
 //  - recipe_text() is the canonical text of a set of techniques, the one job keys, stage keys, HDF5 rows
 //    and reports use: "" when every technique is off, else the tokens of the techniques that are on, in
 //    this fixed order, joined by '+': sp, vp, dopt, rc-sel | rc-full, ovl (ovl-<size> when the bucket is
