@@ -71,29 +71,9 @@ void StageBuilder::sp_gradients(const std::vector<StageParameter>& parameters) {
   const int64_t count = local_parameter_count(norms);
   emit_.call("aten::zeros", {int_list_arg({count}), dtype_arg(grad_), int_arg(0), cpu_device_arg(), none_arg()}, grad_);
   const TensorLayout flat = contiguous(grad_, {count});
-  std::vector<TensorLayout> flat_parts;
-  for (const StageParameter& parameter : norms) {
-    flat_parts.push_back(contiguous(grad_, parameter.shape));
-    if (parameter.layer > 0) continue;
-    emit_.set_repeat(repeat_for(parameter));
-    emit_.call("aten::reshape", {tensor_arg(contiguous(grad_, parameter.shape)), int_list_arg({-1})}, grad_);
-  }
-  emit_.set_repeat(1);
-  emit_.call("aten::cat.out", {tensor_list_arg(flat_parts), int_arg(0), tensor_arg(flat)}, grad_);
+  flatten_gradients(norms, flat);  // the norms are 1-D: their flat parts are their own layouts
   emit_.comm(CommKind::kTpAllReduce, grad_, count * static_cast<int64_t>(dtype_bytes(grad_)));
-  int64_t offset = 0;
-  for (const StageParameter& parameter : norms) {
-    const int64_t n = local_parameter_count({parameter});
-    emit_.set_repeat(1);
-    emit_.call("aten::narrow", {tensor_arg(flat), int_arg(0), int_arg(offset), int_arg(n)}, grad_);
-    offset += n;
-    if (parameter.layer > 0) continue;
-    emit_.set_repeat(repeat_for(parameter));
-    const TensorLayout grad = contiguous(grad_, parameter.shape);
-    emit_.call("aten::view_as", {tensor_arg(contiguous(grad_, {n})), tensor_arg(grad)}, grad_);
-    emit_.call("aten::copy_", {tensor_arg(grad), tensor_arg(grad), bool_arg(false)}, grad_);
-  }
-  emit_.set_repeat(1);
+  unflatten(norms, flat, grad_);
 }
 
 void StageBuilder::flatten_gradients(const std::vector<StageParameter>& parameters, const TensorLayout& into) {
