@@ -111,26 +111,15 @@ StageTrace trace_stage(const LlamaSpec& model, int tp, int pp, int stage_index, 
   // With SP a stage's input and output are the rank's [batch, seq/tp, hidden] shard.
   const int residual_seq_len = tp_context.sp() ? seq_len / tp : seq_len;
 
-  // The trainer's DP buffer (make_flat_buffer), or with the distributed optimizer its make_shard as DP
-  // rank 0 runs it: the flat parameters and gradients padded to dp shards of shard_count elements, this
-  // rank's shard of the parameters (the one tensor AdamW updates) and its reduced gradient.
+  // The trainer's DP buffer (make_flat_buffer), or with the distributed optimizer its sharded buffers as
+  // DP rank 0 holds them (make_sharded_buffers, tp_comm.hpp).
   const bool distributed_optimizer = techniques.distributed_optimizer;
-  torch::Tensor gradient_buffer, parameter_buffer, shard, shard_gradient;
-  int64_t shard_count = 0;
+  torch::Tensor gradient_buffer;
+  ShardedBuffers sharded;
   std::vector<torch::Tensor> updated = parameters;
   if (distributed_optimizer) {
-    shard_count = (local_params + dp - 1) / dp;
-    const auto flat_options = parameters.front().options().requires_grad(false);
-    parameter_buffer = torch::zeros({shard_count * dp}, flat_options);
-    {
-      torch::NoGradGuard no_grad;
-      torch::Tensor head = parameter_buffer.narrow(0, 0, local_params);
-      flatten_into(head, parameters, FlatPart::kValue);
-    }
-    shard = parameter_buffer.narrow(0, 0, shard_count).clone().requires_grad_(true);
-    shard_gradient = torch::zeros({shard_count}, flat_options);
-    gradient_buffer = torch::zeros({shard_count * dp}, flat_options);
-    updated = {shard};
+    sharded = make_sharded_buffers(parameters, dp, 0);
+    updated = {sharded.shard};
   } else {
     gradient_buffer = make_flat_buffer(parameters);
   }
@@ -181,11 +170,9 @@ StageTrace trace_stage(const LlamaSpec& model, int tp, int pp, int stage_index, 
     }
     phase(Phase::kDpBuffer);
     if (distributed_optimizer) {  // the trainer's reduce_scatter_gradients
-      torch::Tensor head = gradient_buffer.narrow(0, 0, local_params);
-      flatten_into(head, parameters, FlatPart::kGradient);
-      gradient_buffer.div_(static_cast<double>(dp));
-      dp_comm("dp_reduce_scatter", shard_gradient);
-      shard.mutable_grad() = shard_gradient;
+      fill_gradient_buffer(sharded, parameters, dp);
+      dp_comm("dp_reduce_scatter", sharded.shard_gradient);
+      sharded.shard.mutable_grad() = sharded.shard_gradient;
     } else {
       torch::NoGradGuard no_grad;
       flatten_into(gradient_buffer, parameters, FlatPart::kGradient);
@@ -195,9 +182,9 @@ StageTrace trace_stage(const LlamaSpec& model, int tp, int pp, int stage_index, 
     phase(Phase::kOptimizer);
     optimizer.step();
     if (distributed_optimizer) {  // the trainer's all_gather_parameters, after the step
-      dp_comm("dp_all_gather", shard);
+      dp_comm("dp_all_gather", sharded.shard);
       torch::NoGradGuard no_grad;
-      unflatten_from(parameter_buffer, parameters, FlatPart::kValue);
+      unflatten_from(sharded.parameter_buffer, parameters, FlatPart::kValue);
     }
   };
 

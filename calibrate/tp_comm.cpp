@@ -142,6 +142,30 @@ void all_reduce_tensor(Communicator& comm, torch::Tensor& tensor, bool cuda) {
   comm.synchronize();
 }
 
+ShardedBuffers make_sharded_buffers(const std::vector<torch::Tensor>& parameters, int dp, int dp_index) {
+  ITERTIME_CHECK(!parameters.empty() && dp >= 1 && dp_index >= 0 && dp_index < dp, "sharded buffers need parameters and a DP rank");
+  ShardedBuffers b;
+  for (const auto& p : parameters) b.flat_count += p.numel();
+  b.shard_count = (b.flat_count + dp - 1) / dp;
+  const auto flat_options = parameters.front().options().requires_grad(false);
+  b.parameter_buffer = torch::zeros({b.shard_count * dp}, flat_options);
+  {
+    torch::NoGradGuard no_grad;
+    torch::Tensor head = b.parameter_buffer.narrow(0, 0, b.flat_count);
+    flatten_into(head, parameters, FlatPart::kValue);
+  }
+  b.shard = b.parameter_buffer.narrow(0, dp_index * b.shard_count, b.shard_count).clone().requires_grad_(true);
+  b.shard_gradient = torch::zeros({b.shard_count}, flat_options);
+  b.gradient_buffer = torch::zeros({b.shard_count * dp}, flat_options);
+  return b;
+}
+
+void fill_gradient_buffer(ShardedBuffers& buffers, const std::vector<torch::Tensor>& parameters, int dp) {
+  torch::Tensor head = buffers.gradient_buffer.narrow(0, 0, buffers.flat_count);
+  flatten_into(head, parameters, FlatPart::kGradient);
+  buffers.gradient_buffer.div_(static_cast<double>(dp));
+}
+
 torch::Tensor make_flat_buffer(const std::vector<torch::Tensor>& parameters) {
   int64_t count = 0;
   for (const auto& p : parameters) count += p.numel();

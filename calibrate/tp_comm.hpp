@@ -76,6 +76,21 @@ torch::Tensor make_flat_buffer(const std::vector<torch::Tensor>& parameters);
 void flatten_into(torch::Tensor& buffer, const std::vector<torch::Tensor>& parameters, FlatPart part);
 void unflatten_from(const torch::Tensor& flat, std::vector<torch::Tensor>& parameters, FlatPart part);
 
+// The distributed optimizer's buffers (ZeRO-1, Megatron-LM's), as DP rank dp_index of dp holds them: the
+// flat parameters and gradients padded to dp shards of shard_count = ceil(flat_count / dp) elements (the
+// padding stays zero), and this rank's shard of the parameters (a leaf: the one tensor AdamW updates) with
+// its reduced gradient. The trainer runs them; the tracer (ops_calibration.cpp) traces them as rank 0.
+struct ShardedBuffers {
+  int64_t flat_count = 0, shard_count = 0;
+  torch::Tensor parameter_buffer;  // [shard_count * dp]: the parameters' values, then zeros
+  torch::Tensor shard;             // [shard_count]: a copy of this rank's part of parameter_buffer
+  torch::Tensor shard_gradient;    // [shard_count]: the reduce-scatter's result
+  torch::Tensor gradient_buffer;   // [shard_count * dp]: what is reduce-scattered
+};
+ShardedBuffers make_sharded_buffers(const std::vector<torch::Tensor>& parameters, int dp, int dp_index);
+// The reduce-scatter's input: every gradient into gradient_buffer's prefix, the whole buffer divided by dp.
+void fill_gradient_buffer(ShardedBuffers& buffers, const std::vector<torch::Tensor>& parameters, int dp);
+
 // In-place all-reduce (sum) of a contiguous tensor; the device work before it is complete when it starts.
 void all_reduce_tensor(Communicator& comm, torch::Tensor& tensor, bool cuda);
 

@@ -102,10 +102,9 @@ struct Trainer::Impl {
   std::vector<torch::Tensor> norm_weights;  // with SP: gradients from sequence shards, summed over TP
   torch::Tensor gradient_buffer;  // the DP all-reduce's flat buffer, made at the first step (tp_comm.hpp)
   std::unique_ptr<torch::optim::AdamW> optimizer;
-  // Distributed optimizer only: the flat parameters (padded to a multiple of dp; the all-gather's
-  // output), this rank's shard of them (the one tensor AdamW updates) and its reduced gradient.
-  int64_t flat_count = 0, shard_count = 0;
-  torch::Tensor parameter_buffer, shard, shard_gradient;
+  // Distributed optimizer only (tp_comm.hpp): the padded flat parameters (the all-gather's output) and
+  // gradients (the reduce-scatter's input), this rank's shard (the one tensor AdamW updates) and its gradient.
+  ShardedBuffers sharded;
   // Overlapped gradient reduction only: contiguous ranges of parameters, each a slice of gradient_buffer.
   struct GradientBucket {
     std::size_t first = 0, last = 0;  // parameter indices, inclusive
@@ -380,32 +379,16 @@ struct Trainer::Impl {
   }
 
   // ---- distributed optimizer (trainer.hpp) ----
-  void make_shard() {
-    const int dp = options.config.dp;
-    for (const auto& p : parameters) flat_count += p.numel();
-    shard_count = (flat_count + dp - 1) / dp;
-    const auto flat_options = parameters.front().options().requires_grad(false);
-    parameter_buffer = torch::zeros({shard_count * dp}, flat_options);
-    {
-      torch::NoGradGuard no_grad;
-      torch::Tensor head = parameter_buffer.narrow(0, 0, flat_count);
-      flatten_into(head, parameters, FlatPart::kValue);
-    }
-    shard = parameter_buffer.narrow(0, groups->coords().dp_idx * shard_count, shard_count).clone().requires_grad_(true);
-    shard_gradient = torch::zeros({shard_count}, flat_options);
-    gradient_buffer = torch::zeros({shard_count * dp}, flat_options);  // the padding stays zero
-  }
+  void make_shard() { sharded = make_sharded_buffers(parameters, options.config.dp, groups->coords().dp_idx); }
 
   void reduce_scatter_gradients() {
     const auto start = Clock::now();
-    torch::Tensor head = gradient_buffer.narrow(0, 0, flat_count);
-    flatten_into(head, parameters, FlatPart::kGradient);
-    gradient_buffer.div_(static_cast<double>(options.config.dp));
+    fill_gradient_buffer(sharded, parameters, options.config.dp);
     if (options.backend == Backend::kCuda) torch::cuda::synchronize();
-    dp_comm->reduce_scatter_sum(gradient_buffer.data_ptr(), shard_gradient.data_ptr(),
-                                static_cast<std::size_t>(shard_count), from_torch(shard_gradient.scalar_type()));
+    dp_comm->reduce_scatter_sum(sharded.gradient_buffer.data_ptr(), sharded.shard_gradient.data_ptr(),
+                                static_cast<std::size_t>(sharded.shard_count), from_torch(sharded.shard_gradient.scalar_type()));
     dp_comm->synchronize();
-    shard.mutable_grad() = shard_gradient;
+    sharded.shard.mutable_grad() = sharded.shard_gradient;
     phases.dp_comm_us += since_us(start);
   }
 
@@ -413,12 +396,12 @@ struct Trainer::Impl {
   double all_gather_parameters() {
     const auto start = Clock::now();
     if (options.backend == Backend::kCuda) torch::cuda::synchronize();
-    dp_comm->all_gather(shard.data_ptr(), parameter_buffer.data_ptr(), static_cast<std::size_t>(shard_count),
-                        from_torch(shard.scalar_type()));
+    dp_comm->all_gather(sharded.shard.data_ptr(), sharded.parameter_buffer.data_ptr(),
+                        static_cast<std::size_t>(sharded.shard_count), from_torch(sharded.shard.scalar_type()));
     dp_comm->synchronize();
     {
       torch::NoGradGuard no_grad;
-      unflatten_from(parameter_buffer, parameters, FlatPart::kValue);
+      unflatten_from(sharded.parameter_buffer, parameters, FlatPart::kValue);
     }
     sync_device();
     return since_us(start);
@@ -426,7 +409,7 @@ struct Trainer::Impl {
 
   // The gradients the optimizer applies: every parameter's, or this rank's reduced shard.
   std::vector<torch::Tensor> optimizer_gradients() {
-    if (options.techniques.distributed_optimizer) return {shard_gradient};
+    if (options.techniques.distributed_optimizer) return {sharded.shard_gradient};
     std::vector<torch::Tensor> grads;
     for (const auto& p : parameters) grads.push_back(p.grad());
     return grads;
@@ -487,7 +470,7 @@ Trainer::Trainer(const TrainerOptions& options, MPI_Comm job_comm, JobAbort* abo
   std::vector<torch::Tensor> updated = s.parameters;
   if (options.techniques.distributed_optimizer) {
     s.make_shard();
-    updated = {s.shard};
+    updated = {s.sharded.shard};
   }
   if (options.techniques.overlap_gradient_reduction && c.dp > 1) s.make_buckets();
   s.optimizer = std::make_unique<torch::optim::AdamW>(
@@ -513,7 +496,7 @@ int64_t Trainer::local_parameter_count() const {
 
 int64_t Trainer::optimizer_parameter_count() const {
   const Impl& s = *impl_;
-  return s.options.techniques.distributed_optimizer ? s.shard_count : local_parameter_count();
+  return s.options.techniques.distributed_optimizer ? s.sharded.shard_count : local_parameter_count();
 }
 
 int Trainer::overlapped_buckets_started() const { return impl_->buckets_started; }
