@@ -7,6 +7,7 @@
 #include <cstdio>
 #include <memory>
 
+#include "calibrate/gradient_buckets.hpp"
 #include "calibrate/llama_model.hpp"
 #include "calibrate/op_tracer.hpp"
 #include "calibrate/recipe_stamp.hpp"
@@ -49,24 +50,25 @@ struct StageRequest {
 
 // Pipeline and data-parallel transfers, from the policy (the trainer sends the residual stream at the
 // activation dtype, with SP the rank's sequence shard of it, and all-reduces gradients at the gradient
-// dtype, unless the distributed optimizer reduce-scatters them: trace_stage records its comms itself).
+// dtype, unless the distributed optimizer reduce-scatters them or overlapped reduction reduces them in
+// buckets: trace_stage records those comms itself).
 void add_pipeline_and_dp_comms(StageTrace& trace, const LlamaSpec& model, const PrecisionPolicy& policy, int pp,
                                int stage_index, int micro_batch, int sent_seq_len, int64_t local_params,
-                               bool distributed_optimizer) {
+                               bool dp_all_reduce) {
   const int64_t activation_bytes = static_cast<int64_t>(micro_batch) * sent_seq_len * model.hidden_size *
                                    static_cast<int64_t>(dtype_bytes(policy.activation_dtype));
   if (stage_index < pp - 1) trace.comms.push_back(TracedComm{"pp_send_forward", policy.activation_dtype, activation_bytes, Phase::kForward});
   if (stage_index > 0) trace.comms.push_back(TracedComm{"pp_send_backward", policy.activation_dtype, activation_bytes, Phase::kBackward});
-  if (distributed_optimizer) return;
+  if (!dp_all_reduce) return;
   trace.comms.push_back(TracedComm{"dp_all_reduce", policy.grad_dtype,
                                    local_params * static_cast<int64_t>(dtype_bytes(policy.grad_dtype)), Phase::kDpBuffer});
 }
 
 // Why a stage cannot be traced with these techniques ("" when it can): the trainer's own refusals
-// (calibrate/trainer.cpp's check_trainable) and overlapped reduction, not traced yet.
+// (calibrate/trainer.cpp's check_trainable).
 std::string untraceable_reason(const LlamaSpec& model, int tp, int seq_len, const TrainingTechniques& techniques) {
-  if (techniques.overlap_gradient_reduction) {
-    return "overlapped gradient reduction starts DP all-reduces inside the backward, which stage traces do not cover yet";
+  if (techniques.overlap_gradient_reduction && techniques.distributed_optimizer) {
+    return "overlapped gradient reduction with the distributed optimizer is not built yet";
   }
   if (techniques.sequence_parallel && seq_len % tp != 0) {
     return "sequence parallelism needs seq_len " + std::to_string(seq_len) + " to be a multiple of tp " + std::to_string(tp);
@@ -80,10 +82,11 @@ std::string untraceable_reason(const LlamaSpec& model, int tp, int seq_len, cons
 
 StageTrace trace_stage(const LlamaSpec& model, int tp, int pp, int stage_index, int micro_batch, int seq_len,
                        PrecisionName precision_name, AttentionKernel attention, Backend backend, uint64_t seed,
-                       const TrainingTechniques& techniques, int dp) {
+                       const TrainingTechniques& requested, int dp) {
   const PrecisionPolicy& policy = precision_policy(precision_name);
   require_supported(policy, backend, backend_capabilities());
   if (dp < 1) throw UserError("trace_stage: dp must be at least 1, not " + std::to_string(dp));
+  const TrainingTechniques techniques = at_dp(requested, dp);
   const std::string untraceable = untraceable_reason(model, tp, seq_len, techniques);
   if (!untraceable.empty()) throw UserError("training recipe '" + recipe_text(techniques) + "': " + untraceable);
   const torch::Device device = backend == Backend::kCuda ? torch::Device(torch::kCUDA) : torch::Device(torch::kCPU);
@@ -111,15 +114,29 @@ StageTrace trace_stage(const LlamaSpec& model, int tp, int pp, int stage_index, 
   // With SP a stage's input and output are the rank's [batch, seq/tp, hidden] shard.
   const int residual_seq_len = tp_context.sp() ? seq_len / tp : seq_len;
 
-  // The trainer's DP buffer (make_flat_buffer), or with the distributed optimizer its sharded buffers as
-  // DP rank 0 holds them (make_sharded_buffers, tp_comm.hpp).
+  // The trainer's DP buffer (make_flat_buffer); with the distributed optimizer its sharded buffers as
+  // DP rank 0 holds them (make_sharded_buffers, tp_comm.hpp); with overlapped reduction its buckets, whose
+  // completion divides them (by 2, as the plain buffer) and records their all-reduce, started inside the
+  // backward (gradient_buckets.hpp).
   const bool distributed_optimizer = techniques.distributed_optimizer;
   torch::Tensor gradient_buffer;
   ShardedBuffers sharded;
+  std::unique_ptr<GradientBuckets> buckets;
+  TraceSession* tracing = nullptr;  // the session of the traced step (none in the warm-up)
   std::vector<torch::Tensor> updated = parameters;
   if (distributed_optimizer) {
     sharded = make_sharded_buffers(parameters, dp, 0);
     updated = {sharded.shard};
+  } else if (techniques.overlap_gradient_reduction) {
+    buckets = std::make_unique<GradientBuckets>(parameters, techniques.gradient_bucket_bytes,
+                                                [&tracing](std::size_t, torch::Tensor& bucket) {
+                                                  if (tracing) tracing->set_phase(Phase::kDpBuffer);
+                                                  bucket.div_(2.0);
+                                                  if (!tracing) return;
+                                                  tracing->set_phase(Phase::kBackward);
+                                                  tracing->record_comm("dp_all_reduce", from_torch(bucket.scalar_type()),
+                                                                       bucket.numel() * static_cast<int64_t>(bucket.element_size()));
+                                                });
   } else {
     gradient_buffer = make_flat_buffer(parameters);
   }
@@ -139,7 +156,12 @@ StageTrace trace_stage(const LlamaSpec& model, int tp, int pp, int stage_index, 
         session->record_comm(kind, from_torch(part.scalar_type()), part.numel() * static_cast<int64_t>(part.element_size()));
       }
     };
-    for (auto& p : parameters) p.mutable_grad() = torch::Tensor();
+    if (buckets) {  // the gradient views start from zero (the trainer's step start)
+      phase(Phase::kDpBuffer);
+      buckets->begin_step();
+    } else {
+      for (auto& p : parameters) p.mutable_grad() = torch::Tensor();
+    }
     torch::Tensor input;
     torch::Tensor targets;
     if (layers.has_embedding) {
@@ -156,11 +178,13 @@ StageTrace trace_stage(const LlamaSpec& model, int tp, int pp, int stage_index, 
     }
     if (layers.has_head) output = output * 0.25;  // the trainer's loss * (loss_scale / m)
     phase(Phase::kBackward);
+    if (buckets) buckets->arm(true);  // one micro-batch: its backward is the step's last
     if (layers.has_head) {
       output.backward();
     } else {
       torch::autograd::backward({output}, {torch::randn_like(output)});
     }
+    if (buckets) buckets->arm(false);
     if (tp_context.sp() && !norm_weights.empty()) {  // the trainer's all_reduce_norm_gradients
       phase(Phase::kSpGradients);
       torch::Tensor flat = make_flat_buffer(norm_weights);
@@ -173,7 +197,7 @@ StageTrace trace_stage(const LlamaSpec& model, int tp, int pp, int stage_index, 
       fill_gradient_buffer(sharded, parameters, dp);
       dp_comm("dp_reduce_scatter", sharded.shard_gradient);
       sharded.shard.mutable_grad() = sharded.shard_gradient;
-    } else {
+    } else if (!buckets) {
       torch::NoGradGuard no_grad;
       flatten_into(gradient_buffer, parameters, FlatPart::kGradient);
       gradient_buffer.div_(2.0);
@@ -193,13 +217,15 @@ StageTrace trace_stage(const LlamaSpec& model, int tp, int pp, int stage_index, 
   {
     TraceSession session;
     tp_comm.set_session(&session);
+    tracing = &session;
     one_step(&session);
+    tracing = nullptr;
     tp_comm.set_session(nullptr);
     trace.ops = session.operators();
     trace.comms = session.comms();
   }
   add_pipeline_and_dp_comms(trace, model, policy, pp, stage_index, micro_batch, residual_seq_len, local_params,
-                            distributed_optimizer);
+                            !distributed_optimizer && !buckets);
   trace.local_params = local_params;
   trace.num_layers = layers.num_layers;
   return trace;
@@ -281,9 +307,10 @@ StagePlan plan_stages(const Job& job, int world_size) {
     if (!p.violations(job.model, 0).empty()) continue;  // ground truth records it as skipped
     if (!precision_policy(config.precision).supports(job.backend, capabilities)) continue;
     if (p.world_size() > world_size) continue;
-    const std::string untraceable = untraceable_reason(job.model, p.tp, p.seq_len, config.techniques);
+    const TrainingTechniques techniques = at_dp(config.techniques, p.dp);  // what the stage runs at this dp
+    const std::string untraceable = untraceable_reason(job.model, p.tp, p.seq_len, techniques);
     if (!untraceable.empty()) {
-      plan.left_out.insert("recipe " + recipe_text(config.techniques) + ": " + untraceable);
+      plan.left_out.insert("recipe " + recipe_text(techniques) + ": " + untraceable);
       continue;
     }
     plan.occupancies.insert(p.world_size());
@@ -291,9 +318,9 @@ StagePlan plan_stages(const Job& job, int world_size) {
       for (const std::string variant : {"aware", "blind"}) {
         StageRequest request{p.tp, p.pp, s, p.micro_batch, p.seq_len, p.dp,
                              variant == std::string("aware") ? config.precision : PrecisionName::kFp32,
-                             config.precision, variant, config.techniques, ""};
+                             config.precision, variant, techniques, ""};
         request.key = stage_key(job.model.name, p.tp, p.pp, s, p.micro_batch, p.seq_len, to_string(config.precision), variant,
-                                config.techniques, p.dp);
+                                techniques, p.dp);
         if (request_keys.insert(request.key).second) plan.requests.push_back(request);
       }
     }

@@ -6,6 +6,7 @@
 #include <chrono>
 #include <deque>
 
+#include "calibrate/gradient_buckets.hpp"
 #include "calibrate/llama_model.hpp"
 #include "calibrate/torch_compat.hpp"
 #include "calibrate/torch_info.hpp"
@@ -105,18 +106,8 @@ struct Trainer::Impl {
   // Distributed optimizer only (tp_comm.hpp): the padded flat parameters (the all-gather's output) and
   // gradients (the reduce-scatter's input), this rank's shard (the one tensor AdamW updates) and its gradient.
   ShardedBuffers sharded;
-  // Overlapped gradient reduction only: contiguous ranges of parameters, each a slice of gradient_buffer.
-  struct GradientBucket {
-    std::size_t first = 0, last = 0;  // parameter indices, inclusive
-    int64_t offset = 0, count = 0;    // in gradient_buffer
-    std::size_t ready = 0;            // gradients complete in this step's last backward
-  };
-  std::vector<GradientBucket> buckets;
-  std::vector<std::size_t> bucket_of;  // per parameter
-  std::vector<int64_t> flat_offset;    // per parameter, in gradient_buffer
+  std::unique_ptr<GradientBuckets> buckets;  // overlapped gradient reduction at dp > 1 only
   int backwards_this_step = 0;
-  bool last_backward = false;          // the step's last micro-batch backward is running
-  int buckets_started = 0;             // in this step's backward
   double loss_scale = 1.0;
   int64_t good_steps = 0;
   PhaseTimes phases;
@@ -237,7 +228,7 @@ struct Trainer::Impl {
   }
 
   torch::Tensor backward_micro_batch(InFlight& flight, const torch::Tensor& output_grad) {
-    last_backward = ++backwards_this_step == options.config.num_micro_batches();
+    if (buckets) buckets->arm(++backwards_this_step == options.config.num_micro_batches());
     const auto start = Clock::now();
     const double tp_before = tp_timer.backward_us;
     if (last_stage()) {
@@ -320,61 +311,26 @@ struct Trainer::Impl {
     tp_timer.backward_us += since_us(start);
   }
 
-  // ---- overlapped gradient reduction (trainer.hpp) ----
+  // ---- overlapped gradient reduction (trainer.hpp, gradient_buckets.hpp) ----
+  // A bucket whose gradients are final is divided by dp (before the sum, as all_reduce_gradients) and its
+  // all-reduce started; MPI advances started reductions only inside its calls, so every final gradient
+  // gives it a chance.
   void make_buckets() {
-    gradient_buffer = make_flat_buffer(parameters);
-    int64_t offset = 0;
-    for (const auto& p : parameters) {
-      flat_offset.push_back(offset);
-      offset += p.numel();
-    }
-    bucket_of.assign(parameters.size(), 0);
-    const int64_t element_bytes = static_cast<int64_t>(gradient_buffer.element_size());
-    // Last parameter first: the backward completes the gradients of the later layers first.
-    for (std::size_t i = parameters.size(); i-- > 0;) {
-      if (buckets.empty() || buckets.back().count * element_bytes >= options.techniques.gradient_bucket_bytes) {
-        buckets.push_back(GradientBucket{i, i, 0, 0, 0});
-      }
-      GradientBucket& bucket = buckets.back();
-      bucket.first = i;
-      bucket.offset = flat_offset[i];
-      bucket.count += parameters[i].numel();
-      bucket_of[i] = buckets.size() - 1;
-    }
-    for (std::size_t i = 0; i < parameters.size(); ++i) {
-      parameters[i].register_hook([this, i](const torch::Tensor& grad) { gradient_ready(i, grad); });
-    }
+    buckets = std::make_unique<GradientBuckets>(
+        parameters, options.techniques.gradient_bucket_bytes,
+        [this](std::size_t, torch::Tensor& bucket) {
+          bucket.div_(static_cast<double>(options.config.dp));
+          dp_comm->start_all_reduce_sum(bucket.data_ptr(), static_cast<std::size_t>(bucket.numel()),
+                                        from_torch(bucket.scalar_type()));
+        },
+        [this] { dp_comm->progress(); });
   }
 
-  // A parameter's gradient of the last backward (before LibTorch adds it to .grad): its full gradient
-  // goes into the bucket's slice; a complete bucket's all-reduce starts.
-  void gradient_ready(std::size_t index, const torch::Tensor& grad) {
-    if (!last_backward) return;
-    torch::NoGradGuard no_grad;
-    torch::Tensor slice = gradient_buffer.narrow(0, flat_offset[index], parameters[index].numel());
-    const torch::Tensor& accumulated = parameters[index].grad();
-    if (accumulated.defined()) {
-      torch::add_out(slice, accumulated.reshape({-1}), grad.reshape({-1}));
-    } else {
-      slice.copy_(grad.reshape({-1}));
-    }
-    GradientBucket& bucket = buckets[bucket_of[index]];
-    if (++bucket.ready == bucket.last - bucket.first + 1) {
-      torch::Tensor whole = gradient_buffer.narrow(0, bucket.offset, bucket.count);
-      whole.div_(static_cast<double>(options.config.dp));  // before the sum, as all_reduce_gradients
-      dp_comm->start_all_reduce_sum(whole.data_ptr(), static_cast<std::size_t>(bucket.count), from_torch(whole.scalar_type()));
-      ++buckets_started;
-    }
-    dp_comm->progress();
-  }
-
-  // After the backward: waits for the buckets' reductions and puts the reduced gradients in place.
+  // After the backward: waits for the buckets' reductions (in place, in the gradients' views).
   void finish_overlapped_reduction() {
     const auto start = Clock::now();
-    ITERTIME_CHECK(buckets_started == static_cast<int>(buckets.size()), "a gradient bucket was not complete after the backward");
+    ITERTIME_CHECK(buckets->completed() == static_cast<int>(buckets->size()), "a gradient bucket was not complete after the backward");
     dp_comm->finish_started();
-    unflatten_from(gradient_buffer, parameters, FlatPart::kGradient);
-    for (GradientBucket& bucket : buckets) bucket.ready = 0;
     phases.dp_comm_us += since_us(start);
   }
 
@@ -499,8 +455,8 @@ int64_t Trainer::optimizer_parameter_count() const {
   return s.options.techniques.distributed_optimizer ? s.sharded.shard_count : local_parameter_count();
 }
 
-int Trainer::overlapped_buckets_started() const { return impl_->buckets_started; }
-int Trainer::gradient_bucket_count() const { return static_cast<int>(impl_->buckets.size()); }
+int Trainer::overlapped_buckets_started() const { return impl_->buckets ? impl_->buckets->completed() : 0; }
+int Trainer::gradient_bucket_count() const { return impl_->buckets ? static_cast<int>(impl_->buckets->size()) : 0; }
 
 double Trainer::parameter_sum_of_squares() const {
   const Impl& s = *impl_;
@@ -524,18 +480,21 @@ StepResult Trainer::step(int64_t step_index) {
   s.host_barrier();
   const auto start = Clock::now();
 
-  for (auto& p : s.parameters) p.mutable_grad() = torch::Tensor();
+  if (s.buckets) {
+    s.buckets->begin_step();
+  } else {
+    for (auto& p : s.parameters) p.mutable_grad() = torch::Tensor();
+  }
   s.backwards_this_step = 0;
-  s.buckets_started = 0;
   const double local_loss_sum = s.run_schedule(step_index);
-  s.last_backward = false;
+  if (s.buckets) s.buckets->arm(false);
   // The TP sum of the norms' gradients (SP) and the DP reduction commute, but each path needs it where
   // the gradients it reads are: before the reduce-scatter (which keeps only a shard), after the
-  // overlapped buckets (whose copy-back would undo it).
+  // overlapped buckets (whose reduction writes every gradient view).
   if (s.options.techniques.distributed_optimizer) {
     s.all_reduce_norm_gradients();
     s.reduce_scatter_gradients();
-  } else if (!s.buckets.empty()) {
+  } else if (s.buckets) {
     s.finish_overlapped_reduction();
     s.all_reduce_norm_gradients();
   } else {

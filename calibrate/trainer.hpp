@@ -61,11 +61,13 @@ struct TrainerOptions {
   //    (llama_model.hpp) instead of both replicated on every TP rank; needs vocab_size % tp == 0;
   //  - recompute: none, selective (attention cores) or full (decoder layers);
   //  - overlap_gradient_reduction (Megatron-LM's overlap_grad_reduce, PyTorch DDP's buckets): with dp > 1
-  //    the local gradients are grouped, last parameter first, into buckets of about
-  //    gradient_bucket_bytes; during the step's last backward a bucket's all-reduce starts
-  //    (Communicator::start_all_reduce_sum) as soon as every gradient in it is complete, and the step
-  //    waits for them after the backward. Not with the distributed optimizer yet (refused).
-  // The trainer runs them all; job files, the tracer and the predictor do not know them yet.
+  //    every parameter's .grad is a view of one flat gradient buffer, zeroed before each step, so each
+  //    backward's gradient accumulator adds into it in place (aten::add_, Megatron's main_grad); the
+  //    buffer is cut, last parameter first, into buckets of about gradient_bucket_bytes; during the
+  //    step's last backward a post-hook on each accumulator counts the gradients that are final, and a
+  //    complete bucket is divided by dp and its all-reduce started (Communicator::start_all_reduce_sum);
+  //    the step waits for them after the backward. Not with the distributed optimizer yet (refused).
+  // Job files, the tracer, the stage builder and the predictor know them all (common/training_techniques.hpp).
   TrainingTechniques techniques;
 };
 

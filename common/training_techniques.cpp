@@ -107,4 +107,12 @@ std::string recipe_label(const TrainingTechniques& techniques) {
   return text.empty() ? "plain" : text;
 }
 
+TrainingTechniques at_dp(TrainingTechniques techniques, int dp) {
+  if (dp <= 1) {
+    techniques.overlap_gradient_reduction = false;
+    techniques.gradient_bucket_bytes = kDefaultGradientBucketBytes;
+  }
+  return techniques;
+}
+
 }  // namespace itertime

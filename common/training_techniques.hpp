@@ -2,9 +2,10 @@
 // (issue 16), what each does in calibrate/trainer.hpp and docs/method.md, and their one text form.
 // Invariants:
 //  - Torch-free; all off by default (plain TP, PP and DP as before); the trainer runs every combination
-//    except overlap with the distributed optimizer; job files, ground truth and the memory model know them
-//    all; the tracer, the stage builder and the predictor know all but overlapped reduction, which they
-//    refuse with a reason (predict/predictor.hpp).
+//    except overlap with the distributed optimizer; job files, ground truth, the memory model, the
+//    tracer, the stage builder and the predictor know them all.
+//  - Overlapped reduction needs dp > 1: at dp 1 there is nothing to reduce and the trainer trains plainly,
+//    so at_dp() drops it there; stages are traced, built and predicted with at_dp(techniques, dp).
 //  - recipe_text() is the canonical text of a set of techniques, the one job keys, stage keys, HDF5 rows
 //    and reports use: "" when every technique is off, else the tokens of the techniques that are on, in
 //    this fixed order, joined by '+': sp, vp, dopt, rc-sel | rc-full, ovl (ovl-<size> when the bucket is
@@ -51,5 +52,8 @@ std::string recipe_text(const TrainingTechniques& techniques);
 TrainingTechniques parse_recipe_text(std::string_view text);
 // For people: recipe_text(), or "plain" when every technique is off.
 std::string recipe_label(const TrainingTechniques& techniques);
+
+// What a configuration at data-parallel degree `dp` really runs (see above).
+TrainingTechniques at_dp(TrainingTechniques techniques, int dp);
 
 }  // namespace itertime

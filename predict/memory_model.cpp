@@ -213,7 +213,10 @@ MemoryBreakdown memory_per_gpu(const LlamaSpec& model, const ParallelConfig& con
   m.optimizer_bytes = 2 * m.local_params * bytes_of(policy.optimizer_dtype);
   m.activations_bytes = m.activations.total_bytes;
   m.rotary_tables_bytes = layers.num_layers * 2 * x.s * x.hd * bytes_of(policy.param_dtype);
-  m.dp_flat_buffer_bytes = config.dp > 1 ? m.local_params * bytes_of(policy.grad_dtype) : 0;
+  // Overlapped reduction's gradients are views of its flat buffer (calibrate/trainer.cpp make_buckets):
+  // counted once, as gradients.
+  const bool gradients_in_buffer = techniques.overlap_gradient_reduction && !techniques.distributed_optimizer;
+  m.dp_flat_buffer_bytes = config.dp > 1 && !gradients_in_buffer ? m.local_params * bytes_of(policy.grad_dtype) : 0;
 
   // AdamW: denom = (exp_avg_sq.sqrt() / c).add_(eps) holds two temporaries of the parameter's size.
   int64_t largest_tensor = std::max({x.h * x.hl, x.h * x.kvl, x.h * x.fl, x.h});

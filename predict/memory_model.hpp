@@ -26,7 +26,8 @@
 //    the padded flat gradient buffer at any dp; selective recompute keeps no attention scores (sdpa: no
 //    log-sum-exp) and recomputes one layer's during the backward; full recompute keeps each layer's input
 //    only (the received input is layer 0's) and recomputes one layer's activations, with its autocast
-//    weight copies, during the backward; overlapped reduction holds what the plain DP buffer holds.
+//    weight copies, during the backward; with overlapped reduction the gradients are views of the flat DP
+//    buffer (Megatron's main_grad), so the buffer adds nothing beside them.
 //    With sequence parallelism (tp > 1) the norms, the residual stream between TP regions, the stage
 //    boundary and the final norm hold [b, s/tp, h]; the linears entering a TP region save the gathered
 //    full-sequence input as before. With the vocabulary-parallel head (tp > 1) the embedding and the LM

@@ -1,0 +1,81 @@
+// gradient_buckets.cpp: gradient views of one flat buffer, cut into buckets reduced as they complete (gradient_buckets.hpp).
+#include "calibrate/gradient_buckets.hpp"
+
+#include <torch/csrc/autograd/function.h>
+#include <torch/csrc/autograd/function_hook.h>
+#include <torch/csrc/autograd/variable.h>
+
+#include "calibrate/tp_comm.hpp"
+#include "common/errors.hpp"
+
+namespace itertime::calibrate {
+namespace {
+
+// Runs a callback after a gradient accumulator has added one backward's gradient to its parameter's.
+struct AfterAccumulation : torch::autograd::FunctionPostHook {
+  std::function<void()> callback;
+  explicit AfterAccumulation(std::function<void()> f) : callback(std::move(f)) {}
+  torch::autograd::variable_list operator()(const torch::autograd::variable_list& outputs,
+                                            const torch::autograd::variable_list& /*inputs*/) override {
+    callback();
+    return outputs;
+  }
+};
+
+}  // namespace
+
+GradientBuckets::GradientBuckets(std::vector<torch::Tensor> parameters, int64_t bucket_bytes, BucketCallback on_bucket,
+                                 std::function<void()> on_final)
+    : parameters_(std::move(parameters)), on_bucket_(std::move(on_bucket)), on_final_(std::move(on_final)) {
+  ITERTIME_CHECK(bucket_bytes >= 1, "gradient buckets of fewer than 1 byte");
+  buffer_ = make_flat_buffer(parameters_);
+  std::vector<int64_t> offsets;
+  int64_t offset = 0;
+  for (auto& p : parameters_) {
+    offsets.push_back(offset);
+    p.mutable_grad() = buffer_.narrow(0, offset, p.numel()).view_as(p);
+    offset += p.numel();
+  }
+  bucket_of_.assign(parameters_.size(), 0);
+  const auto element_bytes = static_cast<int64_t>(buffer_.element_size());
+  for (std::size_t i = parameters_.size(); i-- > 0;) {
+    if (buckets_.empty() || buckets_.back().count * element_bytes >= bucket_bytes) buckets_.push_back(Bucket{i, i, 0, 0, 0});
+    Bucket& bucket = buckets_.back();
+    bucket.first = i;
+    bucket.offset = offsets[i];
+    bucket.count += parameters_[i].numel();
+    bucket_of_[i] = buckets_.size() - 1;
+  }
+  for (std::size_t i = 0; i < parameters_.size(); ++i) {
+    std::shared_ptr<torch::autograd::Node> accumulator = torch::autograd::impl::grad_accumulator(parameters_[i]);
+    ITERTIME_CHECK(accumulator != nullptr, "a trained parameter has no gradient accumulator");
+    accumulator->add_post_hook(std::make_unique<AfterAccumulation>([this, i] { gradient_final(i); }));
+    accumulators_.push_back(std::move(accumulator));
+  }
+}
+
+GradientBuckets::~GradientBuckets() = default;
+
+void GradientBuckets::begin_step() {
+  torch::NoGradGuard no_grad;
+  buffer_.zero_();
+  for (Bucket& bucket : buckets_) bucket.ready = 0;
+  completed_ = 0;
+  armed_ = false;
+}
+
+void GradientBuckets::gradient_final(std::size_t parameter) {
+  if (!armed_) return;
+  const std::size_t index = bucket_of_[parameter];
+  Bucket& bucket = buckets_[index];
+  ITERTIME_CHECK(bucket.ready <= bucket.last - bucket.first, "a gradient bucket completed twice in one backward");
+  if (++bucket.ready == bucket.last - bucket.first + 1) {
+    torch::NoGradGuard no_grad;
+    torch::Tensor part = buffer_.narrow(0, bucket.offset, bucket.count);
+    on_bucket_(index, part);
+    ++completed_;
+  }
+  if (on_final_) on_final_();
+}
+
+}  // namespace itertime::calibrate

@@ -1,0 +1,62 @@
+// gradient_buckets.hpp: overlapped gradient reduction's buckets (Megatron-LM's overlap_grad_reduce with
+// its main_grad buffer, PyTorch DDP's buckets), shared by the trainer and the tracer that mirrors it.
+// Invariants:
+//  - One flat buffer of every parameter's elements in registration order (make_flat_buffer), and every
+//    parameter's .grad a view of its part of it, set once: each backward's gradient accumulator adds
+//    into the view in place (aten::add_), so no gradient is copied into the buffer.
+//  - Buckets are contiguous ranges of the buffer, filled last parameter first (the backward completes the
+//    later layers' gradients first): a bucket closes once it holds at least bucket_bytes; the last one
+//    (the first parameters) may be smaller. Bucket 0 holds the last parameters.
+//  - While armed (the step's last backward), a post-hook on each parameter's gradient accumulator counts
+//    the parameter's gradient as final, then calls on_final(); when that completes a bucket,
+//    on_bucket(index, the bucket's part of the buffer) runs first. Each bucket completes once per armed
+//    backward; begin_step() zeroes the buffer and the counts.
+//  - The accumulators are kept alive here (a parameter holds its own weakly) and the hooks point at this
+//    object: it is neither copied nor moved, and outlives every backward of its parameters.
+#pragma once
+
+#include <torch/torch.h>
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <vector>
+
+namespace itertime::calibrate {
+
+class GradientBuckets {
+ public:
+  using BucketCallback = std::function<void(std::size_t index, torch::Tensor& bucket)>;
+  GradientBuckets(std::vector<torch::Tensor> parameters, int64_t bucket_bytes, BucketCallback on_bucket,
+                  std::function<void()> on_final = {});
+  ~GradientBuckets();
+  GradientBuckets(const GradientBuckets&) = delete;
+  GradientBuckets& operator=(const GradientBuckets&) = delete;
+
+  void begin_step();                 // zero the buffer (aten::zero_), reset the counts, disarm
+  void arm(bool armed) { armed_ = armed; }
+  std::size_t size() const { return buckets_.size(); }
+  int completed() const { return completed_; }  // buckets completed since begin_step()
+  const torch::Tensor& buffer() const { return buffer_; }
+  int64_t bucket_elements(std::size_t index) const { return buckets_.at(index).count; }
+
+ private:
+  struct Bucket {
+    std::size_t first = 0, last = 0;  // parameter indices, inclusive
+    int64_t offset = 0, count = 0;    // in the buffer
+    std::size_t ready = 0;            // gradients final since begin_step()
+  };
+  void gradient_final(std::size_t parameter);
+
+  std::vector<torch::Tensor> parameters_;
+  torch::Tensor buffer_;
+  std::vector<Bucket> buckets_;
+  std::vector<std::size_t> bucket_of_;  // per parameter
+  std::vector<std::shared_ptr<void>> accumulators_;
+  BucketCallback on_bucket_;
+  std::function<void()> on_final_;
+  bool armed_ = false;
+  int completed_ = 0;
+};
+
+}  // namespace itertime::calibrate
