@@ -159,6 +159,7 @@ StageTrace trace_stage(const LlamaSpec& model, int tp, int pp, int stage_index, 
     if (buckets) {  // the gradient views start from zero (the trainer's step start)
       phase(Phase::kDpBuffer);
       buckets->begin_step();
+      phase(Phase::kForward);  // the inputs are drawn in the forward, as without overlap
     } else {
       for (auto& p : parameters) p.mutable_grad() = torch::Tensor();
     }

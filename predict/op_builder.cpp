@@ -1,7 +1,8 @@
-// op_builder.cpp: see op_builder.hpp. Checks the layout and the techniques, then has builder::StageBuilder
-// (op_builder_stage.hpp) emit the stage call by call in the order the CPU autograd engine of LibTorch
-// 1.13 or 2.x (StageRecipe::dialect) runs it for calibrate/llama_model.cpp with the recipe's attention
-// kernel (learned from traces; docs/method.md lists where the dialects differ), then aggregate it.
+// op_builder.cpp: see op_builder.hpp. Checks the layout and the techniques (taken at the recipe's dp: no
+// overlap at dp 1), then has builder::StageBuilder (op_builder_stage.hpp) emit the stage call by call in
+// the order the CPU autograd engine of LibTorch 1.13 or 2.x (StageRecipe::dialect) runs it for
+// calibrate/llama_model.cpp with the recipe's attention kernel (learned from traces; docs/method.md lists
+// where the dialects differ), then aggregate it.
 // Invariants:
 //  - Signatures are rendered by common/op_signature.hpp, the tracer's own format, and their FLOPs and
 //    bytes come from common/op_cost.hpp as the tracer's do, so an equal signature implies equal figures.
@@ -33,10 +34,14 @@ void check_stage_request(const LlamaSpec& model, int tp, int pp, int stage, int 
   }
   if (model.num_layers < pp) throw UserError("model " + model.name + " has fewer layers than pp " + std::to_string(pp));
   const TrainingTechniques& t = recipe.techniques;
-  if (t.overlap_gradient_reduction) {
-    throw UserError("build_stage_ops: training recipe '" + recipe_text(t) + "': overlapped gradient reduction is not built yet");
-  }
   if (recipe.dp < 1) throw UserError("build_stage_ops: dp must be at least 1, not " + std::to_string(recipe.dp));
+  if (t.overlap_gradient_reduction && t.distributed_optimizer) {
+    throw UserError("build_stage_ops: training recipe '" + recipe_text(t) +
+                    "': overlapped gradient reduction with the distributed optimizer is not built yet");
+  }
+  if (t.overlap_gradient_reduction && t.gradient_bucket_bytes < 1) {
+    throw UserError("build_stage_ops: training recipe '" + recipe_text(t) + "': gradient_bucket_bytes must be at least 1");
+  }
   if (t.sequence_parallel && seq_len % tp != 0) {
     throw UserError("build_stage_ops: sequence parallelism needs seq_len " + std::to_string(seq_len) +
                     " to be a multiple of tp " + std::to_string(tp));
@@ -58,8 +63,10 @@ TorchDialect torch_dialect(const std::string& libtorch_version) {
 }
 
 BuiltStage build_stage_ops(const LlamaSpec& model, int tp, int pp, int stage, int micro_batch, int seq_len,
-                           PrecisionName precision, const StageRecipe& recipe) {
-  check_stage_request(model, tp, pp, stage, micro_batch, seq_len, recipe);
+                           PrecisionName precision, const StageRecipe& requested) {
+  check_stage_request(model, tp, pp, stage, micro_batch, seq_len, requested);
+  StageRecipe recipe = requested;  // what the stage runs at its dp: no overlap at dp 1
+  recipe.techniques = at_dp(requested.techniques, requested.dp);
   const auto stages = stage_layers(static_cast<int>(model.num_layers), pp);
   const StageLayers& layers = stages[static_cast<std::size_t>(stage)];
   builder::StageShape shape;
@@ -76,22 +83,24 @@ BuiltStage build_stage_ops(const LlamaSpec& model, int tp, int pp, int stage, in
   shape.local_vocab = tensor_parallel && recipe.techniques.vocab_parallel ? model.vocab_size / tp : model.vocab_size;
   shape.residual_seq = tensor_parallel && recipe.techniques.sequence_parallel ? seq_len / tp : seq_len;
   builder::StageBuilder stage_builder(precision_policy(precision), recipe, shape, layers, tensor_parallel);
+  stage_builder.begin_step();
   stage_builder.forward();
   stage_builder.backward();
   const std::vector<builder::StageParameter> parameters = stage_builder.parameters();
   const int64_t local_params = builder::local_parameter_count(parameters);
   stage_builder.sp_gradients(parameters);
   const bool distributed_optimizer = recipe.techniques.distributed_optimizer;
+  const bool overlap = stage_builder.overlaps_reduction();
   if (distributed_optimizer) {
     const int64_t shard = builder::shard_count(local_params, recipe.dp);
     stage_builder.dp_reduce_scatter(parameters, local_params, recipe.dp);
     stage_builder.optimizer({builder::StageParameter{{shard}, -1}});
     stage_builder.dp_all_gather(parameters, shard, recipe.dp);
   } else {
-    stage_builder.dp_buffer(parameters, local_params);
+    if (!overlap) stage_builder.dp_buffer(parameters, local_params);  // overlap reduced the buckets in the backward
     stage_builder.optimizer(parameters);
   }
-  stage_builder.stage_comms(stage, pp, local_params, /*dp_all_reduce=*/!distributed_optimizer);
+  stage_builder.stage_comms(stage, pp, local_params, /*dp_all_reduce=*/!distributed_optimizer && !overlap);
   return stage_builder.finish(local_params);
 }
 

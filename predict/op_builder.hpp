@@ -7,7 +7,11 @@
 // trace_stage appends, for the recipe's training techniques. With the distributed optimizer (ZeRO-1, at
 // StageRecipe::dp, as DP rank 0 runs it): the gradients flattened into a buffer padded to dp shards of
 // ceil(local_params / dp), divided, reduce-scattered (dp_buffer); AdamW on the one flat shard, the shards
-// all-gathered and copied back into the parameters (optimizer). The pieces: op_builder_stage.hpp.
+// all-gathered and copied back into the parameters (optimizer). With overlapped gradient reduction (ovl,
+// at StageRecipe::dp > 1; calibrate/gradient_buckets.hpp): the flat gradient buffer zeroed at the step's
+// start (dp_buffer), each backward's AccumulateGrad adding into it (add_), and each bucket, as its last
+// gradient is added, narrowed, divided (dp_buffer) and all-reduced (comm in phase backward); no blocking
+// DP phase. The pieces: op_builder_stage.hpp.
 // Invariants:
 //  - Every BuiltOp's signature is byte-identical to TracedOp::signature() of the traced call with the same
 //    shapes: both are rendered by common/op_signature.hpp, the builder's value arguments as c10 prints
@@ -18,6 +22,8 @@
 //    /ops/sequences rows of a traced stage; comms are aggregated per (phase, kind, dtype, bytes) as /ops/comms.
 //  - local_params equals the traced stage's parameter count (TP-sharded projections, replicated norms,
 //    embedding and LM head).
+//  - The stage is built for at_dp(recipe.techniques, recipe.dp), as trace_stage traces it: ovl at dp 1 is
+//    the plain stage. Overlap with the distributed optimizer is refused (UserError), as by the trainer.
 //  - Pure: no I/O, no global mutable state; throws UserError for a layout the model does not admit.
 #pragma once
 
@@ -63,9 +69,11 @@ enum class TorchDialect {
 TorchDialect torch_dialect(const std::string& libtorch_version);
 
 // What decides the sequence besides the model, layout and precision. A kSdpa stage needs kTorch2.
-// techniques: sequence parallelism, recompute, the vocabulary-parallel head and the distributed optimizer
-// are built (as trace_stage traces them); overlapped reduction is refused (UserError), as by the tracer.
-// dp: the DP degree (>= 1), which only the distributed optimizer's stage depends on (its shard sizes).
+// techniques: sequence parallelism, recompute, the vocabulary-parallel head, the distributed optimizer and
+// overlapped gradient reduction (its buckets of gradient_bucket_bytes) are built, as trace_stage traces
+// them; overlap together with the distributed optimizer is refused (UserError), as by the trainer.
+// dp: the DP degree (>= 1), which only the distributed optimizer's stage (its shard sizes) and overlapped
+// reduction's (dropped at dp 1, common/training_techniques.hpp's at_dp) depend on.
 struct StageRecipe {
   AttentionKernel attention = AttentionKernel::kEager;
   TorchDialect dialect = TorchDialect::kTorch1;

@@ -3,7 +3,9 @@
 // received gradient), each decoder layer's MLP and attention blocks from the top, the embedding.
 // Invariants: a tensor's gradient contributions meet in a GradBuffer (the engine's InputBuffer), whose
 // additions are emitted as the second and later contributions arrive; 1.13 and 2.x differ where a
-// piece says so.
+// piece says so. Each parameter's AccumulateGrad (parameter_gradient, by its registration index) runs
+// where the engine runs it, right after the gradient is computed; with overlapped reduction the layers
+// are emitted one by one, top first, each with the same top_fresh as the repeated layers would have.
 #include "predict/op_builder_stage.hpp"
 
 namespace itertime::predict::builder {
@@ -43,7 +45,8 @@ void StageBuilder::accumulate(GradBuffer& buffer, const TensorLayout& grad, bool
 
 // Linear backward, from the matmul's output-fold reshape to the weight's AccumulateGrad; `input_grad`
 // receives the input gradient [b, s, in] before the weight's path runs.
-void StageBuilder::linear_backward(const TensorLayout& grad, int64_t in, int64_t out, const InputGradient& input_grad) {
+void StageBuilder::linear_backward(const TensorLayout& grad, int64_t in, int64_t out, const InputGradient& input_grad,
+                                   std::size_t parameter) {
   const int64_t tokens = shape_.batch * shape_.seq;
   const TensorLayout grad2 = emit_.reshape(grad, {tokens, out});
   const TensorLayout grad2_t = emit_.t(grad2);
@@ -53,7 +56,7 @@ void StageBuilder::linear_backward(const TensorLayout& grad, int64_t in, int64_t
   input_grad(input_gradient);
   if (policy_.autocast) emit_.to_layout(strided(compute_, {in, out}, {1, in}), param_);
   emit_.t(strided(param_, {in, out}, {1, in}));
-  emit_.call("aten::detach", {tensor_arg(contiguous(param_, {out, in}))}, param_);
+  parameter_gradient(parameter, contiguous(param_, {out, in}));
 }
 
 // The gradient of a linear's input reaching its (shared) source: through autocast's cast, then added.
@@ -68,14 +71,14 @@ StageBuilder::InputGradient StageBuilder::linear_input(GradBuffer& buffer) {
 }
 
 // RMSNorm backward; `x_buffer` holds the gradients its input already has.
-void StageBuilder::rmsnorm_backward(GradBuffer& x_buffer) {
+void StageBuilder::rmsnorm_backward(GradBuffer& x_buffer, std::size_t parameter) {
   const int64_t batch = shape_.batch, seq = shape_.residual_seq, hidden = shape_.hidden;
   const TensorLayout grad = residual();
   emit_.mul(grad, contiguous(param_, {hidden}));
   emit_.mul(grad, grad);
   emit_.call("aten::sum.dim_IntList", {tensor_arg(grad), int_list_arg({0, 1}), bool_arg(true), none_arg()}, activation_);
   emit_.call("aten::view", {tensor_arg(contiguous(activation_, {1, 1, hidden})), int_list_arg({hidden})}, activation_);
-  emit_.call("aten::detach", {tensor_arg(contiguous(param_, {hidden}))}, param_);
+  parameter_gradient(parameter, contiguous(param_, {hidden}));
   const bool cast = activation_ != kF32;  // the norm computes in fp32
   if (cast) emit_.to_layout(grad, kF32);
   const TensorLayout grad32 = contiguous(kF32, {batch, seq, hidden});
@@ -176,14 +179,15 @@ void StageBuilder::loss_and_head_backward() {
   emit_.reshape(logits, {shape_.batch, shape_.seq, vocab});
   if (compute_ != kF32) emit_.to_layout(contiguous(kF32, {shape_.batch, shape_.seq, vocab}), compute_);
   GradBuffer norm_out;
-  linear_backward(contiguous(compute_, {shape_.batch, shape_.seq, vocab}), shape_.hidden, vocab, linear_input(norm_out));
+  linear_backward(contiguous(compute_, {shape_.batch, shape_.seq, vocab}), shape_.hidden, vocab, linear_input(norm_out),
+                  head_parameter(1));
   if (vp_) {
     copy_to_tp_backward();  // the column-parallel head's region entry
   } else if (sp_) {
     sp_own_shard(region());  // gather_from_sp_replicated's backward
   }
   GradBuffer top;  // gradients reaching the stage's last residual tensor
-  rmsnorm_backward(top);
+  rmsnorm_backward(top, head_parameter(0));
 }
 
 // tp_comm.cpp's VocabParallelCrossEntropy backward: softmax minus the one-hot of the rank's targets,
@@ -209,6 +213,17 @@ void StageBuilder::vocab_parallel_loss_backward() {
 void StageBuilder::layers_backward() {
   const int layers = layers_.num_layers;
   if (layers == 0) return;
+  if (overlap_) {
+    // Layer by layer from the top (each completes its own buckets), each as it would be repeated below.
+    emit_.set_repeat(1);
+    for (backward_layer_ = layers - 1; backward_layer_ >= 0; --backward_layer_) {
+      const bool top = backward_layer_ == layers - 1;
+      layer_backward(!(torch2_ && (recompute_ == Recompute::kFull || (!layers_.has_head && top))));
+    }
+    backward_layer_ = 0;
+    return;
+  }
+  backward_layer_ = 0;  // one layer stands for all: its parameters are layer 0's
   if (torch2_ && recompute_ == Recompute::kFull) {
     // Each layer's backward is a reentrant one from the checkpoint's output gradient, which the caller holds.
     emit_.set_repeat(layers);
@@ -247,16 +262,17 @@ void StageBuilder::mlp_block_backward(bool top_fresh) {
   residual_add_backward();
   GradBuffer h_buffer{1, top_fresh};
   leave_region_backward();
-  linear_backward(contiguous(compute_, region_dims()), shape_.ffn, shape_.hidden, [](const TensorLayout&) {});
+  linear_backward(contiguous(compute_, region_dims()), shape_.ffn, shape_.hidden, [](const TensorLayout&) {},
+                  layer_parameter(8));
   const TensorLayout wide = contiguous(compute_, {shape_.batch, shape_.seq, shape_.ffn});
   emit_.mul(wide, wide);
   emit_.mul(wide, wide);
   emit_.call("aten::silu_backward", {tensor_arg(wide), tensor_arg(wide)}, compute_);
   GradBuffer mlp_input;
-  linear_backward(wide, shape_.hidden, shape_.ffn, linear_input(mlp_input));
-  linear_backward(wide, shape_.hidden, shape_.ffn, linear_input(mlp_input));
+  linear_backward(wide, shape_.hidden, shape_.ffn, linear_input(mlp_input), layer_parameter(6));  // gate
+  linear_backward(wide, shape_.hidden, shape_.ffn, linear_input(mlp_input), layer_parameter(7));  // up
   copy_to_tp_backward();
-  rmsnorm_backward(h_buffer);
+  rmsnorm_backward(h_buffer, layer_parameter(5));
 }
 
 // h = x + o_proj(attention(norm1(x))).
@@ -266,7 +282,8 @@ void StageBuilder::attention_block_backward() {
   GradBuffer x_buffer{1, true};  // holds the MLP block's accumulated input gradient, which the engine owns
   const int64_t query_width = shape_.heads * head_dim;
   leave_region_backward();
-  linear_backward(contiguous(compute_, region_dims()), query_width, shape_.hidden, [](const TensorLayout&) {});
+  linear_backward(contiguous(compute_, region_dims()), query_width, shape_.hidden, [](const TensorLayout&) {},
+                  layer_parameter(4));
   const TensorLayout context = emit_.reshape(contiguous(compute_, {batch, seq, query_width}), {batch, seq, shape_.heads, head_dim});
   const TensorLayout context_grad = emit_.transpose(context, 1, 2);
   AttentionGrads grads = attention_core_backward(context_grad);
@@ -274,16 +291,20 @@ void StageBuilder::attention_block_backward() {
   const TensorLayout key_grad = rotary_backward(grads.key, shape_.kv_heads);
   const TensorLayout query_grad = rotary_backward(grads.query, shape_.heads);
   GradBuffer attention_input;
-  // v, k, q: the most recently created node first.
-  for (const auto& [grad, heads] : {std::pair<const TensorLayout&, int64_t>{grads.value, shape_.kv_heads},
-                                    std::pair<const TensorLayout&, int64_t>{key_grad, shape_.kv_heads},
-                                    std::pair<const TensorLayout&, int64_t>{query_grad, shape_.heads}}) {
-    const TensorLayout per_token = emit_.transpose(grad, 1, 2);
-    const TensorLayout flat = emit_.reshape(per_token, {batch, seq, heads * head_dim});
-    linear_backward(flat, shape_.hidden, heads * head_dim, linear_input(attention_input));
+  // v, k, q (layer parameters 3, 2, 1): the most recently created node first.
+  const struct {
+    const TensorLayout& grad;
+    int64_t heads;
+    int slot;
+  } projections[] = {{grads.value, shape_.kv_heads, 3}, {key_grad, shape_.kv_heads, 2}, {query_grad, shape_.heads, 1}};
+  for (const auto& projection : projections) {
+    const TensorLayout per_token = emit_.transpose(projection.grad, 1, 2);
+    const TensorLayout flat = emit_.reshape(per_token, {batch, seq, projection.heads * head_dim});
+    linear_backward(flat, shape_.hidden, projection.heads * head_dim, linear_input(attention_input),
+                    layer_parameter(projection.slot));
   }
   copy_to_tp_backward();
-  rmsnorm_backward(x_buffer);
+  rmsnorm_backward(x_buffer, layer_parameter(0));
 }
 
 // The attention core's backward. Under selective recompute (llama_model.cpp's RecomputedCore): q, k and v
@@ -407,7 +428,7 @@ void StageBuilder::embedding_backward() {
                {tensor_arg(region()), tensor_arg(contiguous(kI64, {shape_.batch, shape_.seq})), int_arg(shape_.local_vocab),
                 int_arg(-1), bool_arg(false), bool_arg(false)},
                param_);
-    emit_.call("aten::detach", {tensor_arg(contiguous(param_, {shape_.local_vocab, shape_.hidden}))}, param_);
+    parameter_gradient(0, contiguous(param_, {shape_.local_vocab, shape_.hidden}));
   } else {
     emit_.call("aten::detach", {tensor_arg(residual())}, activation_);
   }

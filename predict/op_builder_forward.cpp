@@ -31,7 +31,10 @@ StageBuilder::StageBuilder(const PrecisionPolicy& policy, const StageRecipe& rec
       param_(policy.param_dtype),
       activation_(policy.activation_dtype),
       grad_(policy.grad_dtype),
-      compute_(policy.autocast ? policy.compute_dtype : policy.param_dtype) {}
+      compute_(policy.autocast ? policy.compute_dtype : policy.param_dtype),
+      overlap_(recipe.techniques.overlap_gradient_reduction) {
+  if (overlap_) plan_buckets(recipe.techniques.gradient_bucket_bytes);
+}
 
 Dims StageBuilder::heads_transposed_strides(int64_t heads) const {
   return {shape_.seq * heads * shape_.head_dim, shape_.head_dim, heads * shape_.head_dim, 1};

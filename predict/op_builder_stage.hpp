@@ -5,15 +5,23 @@
 // order (op_builder_backward.cpp); the SP norms' gradient sum, the DP gradient buffer (or the distributed
 // optimizer's reduce-scatter and all-gather) and the AdamW step (op_builder_update.cpp). Training techniques: the TP regions' entry and exit (copy and all-reduce, or
 // with sequence parallelism all-gather and reduce-scatter), the vocabulary-parallel embedding and loss,
-// and recompute (the attention core or the whole layer rerun in the backward) are pieces of their own.
+// and recompute (the attention core or the whole layer rerun in the backward) are pieces of their own;
+// overlapped gradient reduction (ovl at dp > 1) changes each parameter's AccumulateGrad and adds its
+// buckets' reductions to the backward (GradientBucket).
 // Invariants:
 //  - Shapes are per TP rank (heads, KV heads and FFN width already divided by tp).
 //  - Where LibTorch 1.13 and 2.x differ, the piece says so and branches on torch2_ (docs/method.md).
 //  - Backward gradient accumulation ("add" into an input buffer; "add_" in 2.x when the buffer holds a
 //    fresh tensor, see GradBuffer) is emitted when a tensor's second and later gradient contributions
 //    arrive, in the engine's order (most recently created node first).
+//  - A parameter's AccumulateGrad runs right after its gradient is computed: without overlap it keeps the
+//    gradient (detach); with overlap it adds it into the parameter's view of the flat buffer (add_), and
+//    a bucket whose parameters are all final is cut out (narrow, backward), divided (div_, dp_buffer)
+//    and all-reduced (a comm in the backward) right there. Under overlap the layers' backward is emitted
+//    layer by layer (the buckets' boundaries differ between layers); elsewhere one layer stands for all.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 #include <functional>
 #include <vector>
@@ -51,6 +59,15 @@ struct GradBuffer {
   bool fresh = false;  // the buffered tensor is owned and dense (2.x may add into it)
 };
 
+// Overlapped gradient reduction's bucket (calibrate/gradient_buckets.hpp): a contiguous range of the flat
+// gradient buffer (every parameter in registration order, at the parameters' dtype). Buckets are filled
+// last parameter first and close once they hold at least gradient_bucket_bytes; the last may be smaller.
+struct GradientBucket {
+  std::size_t first = 0, last = 0;  // parameter indices, inclusive
+  int64_t offset = 0, count = 0;    // elements of the buffer
+  std::size_t ready = 0;            // parameters whose gradient is final in this backward
+};
+
 struct AttentionGrads {
   TensorLayout query, key, value;
 };
@@ -64,6 +81,8 @@ class StageBuilder {
   StageBuilder(const PrecisionPolicy& policy, const StageRecipe& recipe, const StageShape& shape,
                const StageLayers& layers, bool tensor_parallel);
 
+  // With overlap: the step's start, the flat gradient buffer zeroed (phase dp_buffer); else nothing.
+  void begin_step();  // op_builder_update.cpp
   void forward();   // op_builder_forward.cpp
   void backward();  // op_builder_backward.cpp
   // op_builder_update.cpp: the DP gradient buffer and the AdamW step over `parameters`, then the
@@ -77,7 +96,8 @@ class StageBuilder {
   void dp_reduce_scatter(const std::vector<StageParameter>& parameters, int64_t local_params, int dp);
   void dp_all_gather(const std::vector<StageParameter>& parameters, int64_t shard, int dp);
   void optimizer(const std::vector<StageParameter>& parameters);
-  // The P2P sends, and the DP gradient all-reduce unless the distributed optimizer replaces it.
+  bool overlaps_reduction() const { return overlap_; }
+  // The P2P sends, and the DP gradient all-reduce unless the distributed optimizer or overlap replaces it.
   void stage_comms(int stage, int pp, int64_t local_params, bool dp_all_reduce);
   BuiltStage finish(int64_t local_params);
 
@@ -116,11 +136,19 @@ class StageBuilder {
   void flatten_gradients(const std::vector<StageParameter>& parameters, const TensorLayout& into);
   void unflatten(const std::vector<StageParameter>& parameters, const TensorLayout& flat, DType dtype);
 
+  // overlap pieces (op_builder_update.cpp): the buckets of the parameters, and a parameter's AccumulateGrad
+  // (index in registration order; `grad` the gradient it receives), which completes its bucket last.
+  void plan_buckets(int64_t bucket_bytes);
+  void parameter_gradient(std::size_t index, const TensorLayout& grad);
+  std::size_t layer_parameter(int slot) const;  // slot 0..8 of the layer being emitted (backward_layer_)
+  std::size_t head_parameter(int slot) const;   // 0: the final norm, 1: the LM head
+
   // backward pieces
   void accumulate(GradBuffer& buffer, const TensorLayout& grad, bool grad_fresh);
-  void linear_backward(const TensorLayout& grad, int64_t in, int64_t out, const InputGradient& input_grad);
+  void linear_backward(const TensorLayout& grad, int64_t in, int64_t out, const InputGradient& input_grad,
+                       std::size_t parameter);
   InputGradient linear_input(GradBuffer& buffer);
-  void rmsnorm_backward(GradBuffer& x_buffer);
+  void rmsnorm_backward(GradBuffer& x_buffer, std::size_t parameter);
   TensorLayout rotary_backward(const TensorLayout& grad, int64_t heads);
   void residual_add_backward();
   void copy_to_tp_backward();
@@ -165,6 +193,11 @@ class StageBuilder {
   std::vector<TensorLayout> sdpa_inputs_;  // q, k, v as the fused kernel received them (its backward gets them again)
   std::vector<TensorLayout> core_inputs_;  // q, k, v as the attention core received them (selective recompute's leaves)
   bool core_leaves_ = false;  // the core's backward runs in a recompute: its inputs' gradients go to leaves
+  const bool overlap_;        // overlapped gradient reduction (the recipe already at its dp)
+  std::vector<GradientBucket> buckets_;   // with overlap: bucket 0 holds the last parameters
+  std::vector<std::size_t> bucket_of_;    // per parameter
+  int64_t buffer_elements_ = 0;           // the flat gradient buffer's
+  int backward_layer_ = 0;                // the decoder layer whose backward is being emitted
 };
 
 }  // namespace itertime::predict::builder

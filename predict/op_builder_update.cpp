@@ -3,9 +3,14 @@
 // (common/training_recipe.hpp), the communication trace_stage appends, and the aggregated BuiltStage.
 // With the distributed optimizer: the padded buffer's prefix filled, the buffer divided and
 // reduce-scattered (dp_buffer), AdamW on the shard, its all-gather and the values copied back (optimizer).
+// With overlapped gradient reduction (calibrate/gradient_buckets.hpp, as trace_stage traces it): the flat
+// buffer zeroed at the step's start (dp_buffer), each parameter's gradient added into its view of it in
+// the backward, each completed bucket narrowed (backward), divided (dp_buffer) and all-reduced (a comm
+// in phase backward), and no dp_buffer flatten, division or all-reduce after the backward.
 // Invariants: parameters in the model's registration order; calls that depend only on a parameter's
 // shape are emitted for layer 0 and counted for every layer; comms aggregated per
-// (phase, kind, dtype, bytes) in order of first appearance, as /ops/comms.
+// (phase, kind, dtype, bytes) in order of first appearance, as /ops/comms; the overlapped buffer and
+// its buckets are at the parameters' dtype (make_flat_buffer), whatever the gradient dtype.
 #include <cmath>
 #include <map>
 #include <tuple>
@@ -50,6 +55,67 @@ int64_t local_parameter_count(const std::vector<StageParameter>& parameters) {
   int64_t total = 0;
   for (const StageParameter& parameter : parameters) total += element_count(parameter.shape);
   return total;
+}
+
+// gradient_buckets.cpp's buckets: the parameters taken last first, a bucket closed once it holds at least
+// bucket_bytes.
+void StageBuilder::plan_buckets(int64_t bucket_bytes) {
+  const std::vector<StageParameter> all = parameters();
+  std::vector<int64_t> offsets;
+  for (const StageParameter& parameter : all) {
+    offsets.push_back(buffer_elements_);
+    buffer_elements_ += element_count(parameter.shape);
+  }
+  const auto element_bytes = static_cast<int64_t>(dtype_bytes(param_));
+  bucket_of_.assign(all.size(), 0);
+  for (std::size_t i = all.size(); i-- > 0;) {
+    if (buckets_.empty() || buckets_.back().count * element_bytes >= bucket_bytes) {
+      buckets_.push_back(GradientBucket{i, i, 0, 0, 0});
+    }
+    GradientBucket& bucket = buckets_.back();
+    bucket.first = i;
+    bucket.offset = offsets[i];
+    bucket.count += element_count(all[i].shape);
+    bucket_of_[i] = buckets_.size() - 1;
+  }
+}
+
+std::size_t StageBuilder::layer_parameter(int slot) const {
+  return (layers_.has_embedding ? 1 : 0) + static_cast<std::size_t>(backward_layer_) * 9 + static_cast<std::size_t>(slot);
+}
+
+std::size_t StageBuilder::head_parameter(int slot) const {
+  return (layers_.has_embedding ? 1 : 0) + static_cast<std::size_t>(layers_.num_layers) * 9 + static_cast<std::size_t>(slot);
+}
+
+// GradientBuckets::begin_step: the whole buffer zeroed before the step's first forward.
+void StageBuilder::begin_step() {
+  if (!overlap_) return;
+  emit_.set_phase(Phase::kDpBuffer);
+  emit_.set_repeat(1);
+  emit_.call("aten::zero_", {tensor_arg(contiguous(param_, {buffer_elements_}))}, param_);
+  emit_.set_phase(Phase::kForward);
+}
+
+// A parameter's AccumulateGrad (in the backward's phase). Without overlap the parameter has no gradient
+// at the traced micro-batch: it keeps this one (detach). With overlap its gradient is a view of the
+// buffer: the new one is added in place (no grad mode: `grad += new_grad`), and when that makes its
+// bucket's gradients all final the bucket is divided by dp (as 2, the tracer's) and its all-reduce started.
+void StageBuilder::parameter_gradient(std::size_t index, const TensorLayout& grad) {
+  if (!overlap_) {
+    emit_.call("aten::detach", {tensor_arg(grad)}, param_);
+    return;
+  }
+  emit_.call("aten::add_.Tensor", {tensor_arg(contiguous(param_, grad.sizes)), tensor_arg(grad), int_arg(1)}, param_);
+  GradientBucket& bucket = buckets_.at(bucket_of_.at(index));
+  if (++bucket.ready != bucket.last - bucket.first + 1) return;
+  const TensorLayout buffer = contiguous(param_, {buffer_elements_});
+  emit_.call("aten::narrow", {tensor_arg(buffer), int_arg(0), int_arg(bucket.offset), int_arg(bucket.count)}, param_);
+  emit_.set_phase(Phase::kDpBuffer);
+  emit_.call("aten::div_.Tensor",
+             {tensor_arg(contiguous(param_, {bucket.count})), tensor_arg(scalar_tensor(DType::kFloat64))}, param_);
+  emit_.set_phase(Phase::kBackward);  // the all-reduce starts inside the backward
+  emit_.comm(CommKind::kDpAllReduce, param_, bucket.count * static_cast<int64_t>(dtype_bytes(param_)));
 }
 
 // How many identical calls one emitted call of `parameter` stands for: layer 0's count for every layer,
@@ -160,7 +226,8 @@ void StageBuilder::optimizer(const std::vector<StageParameter>& parameters) {
 }
 
 // The pipeline sends (activation forward, gradient backward) and the DP gradient all-reduce (not with
-// the distributed optimizer, whose DP comms dp_reduce_scatter and dp_all_gather emit in their phases).
+// the distributed optimizer, whose DP comms dp_reduce_scatter and dp_all_gather emit in their phases, nor
+// with overlap, whose buckets' all-reduces parameter_gradient emits in the backward).
 void StageBuilder::stage_comms(int stage, int pp, int64_t local_params, bool dp_all_reduce) {
   if (stage < pp - 1) emit_.comm_once(Phase::kForward, CommKind::kPpSendForward, activation_, residual_bytes(activation_));
   if (stage > 0) emit_.comm_once(Phase::kBackward, CommKind::kPpSendBackward, activation_, residual_bytes(activation_));

@@ -66,6 +66,10 @@ std::vector<TrainingTechniques> modelled_recipes() {
       t.distributed_optimizer = (on & 4) != 0;
       t.recompute = recompute;
       recipes.push_back(t);
+      if (!t.distributed_optimizer) {  // overlap with the distributed optimizer is not built
+        t.overlap_gradient_reduction = true;
+        recipes.push_back(t);
+      }
     }
   }
   return recipes;
@@ -88,6 +92,7 @@ std::vector<PlanEntry> plan(const FittedModel& model, const PlanOptions& options
         }
         for (const TrainingTechniques& techniques : options.recipes) {
           if (config.tp == 1 && (techniques.sequence_parallel || techniques.vocab_parallel)) continue;  // = without them
+          if (config.dp == 1 && techniques.overlap_gradient_reduction) continue;                        // = without it
           entries.push_back(plan_entry(model, options, resolver, config, precision, techniques));
         }
       }

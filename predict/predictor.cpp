@@ -25,15 +25,13 @@ std::optional<std::string> illegal_reason(const ParallelConfig& c) {
   return std::nullopt;
 }
 
-// Step 1b: the training techniques the predictor models. Sequence parallelism, the vocabulary-parallel head,
-// recompute and the distributed optimizer change the stage's operators and communications, which its trace
-// or the builder gives (the distributed optimizer's stage is keyed by dp); overlapped reduction changes the
-// schedule, which does not model it yet (issue 16): refused, never predicted as plain training.
+// Step 1b: the training techniques the predictor models: every one the trainer runs. Overlapped reduction
+// with the distributed optimizer is refused, as the trainer refuses it.
 std::optional<std::string> unmodelled_reason(const TrainingTechniques& t) {
-  if (t.overlap_gradient_reduction) {
+  if (t.overlap_gradient_reduction && t.distributed_optimizer) {
     return "recipe " + recipe_text(t) +
-           ": the predictor does not model overlapped gradient reduction yet (the schedule does not overlap the DP "
-           "all-reduce with the backward); predict the recipe without it";
+           ": overlapped gradient reduction with the distributed optimizer is not built (the trainer refuses it); "
+           "predict the recipe without one of them";
   }
   return std::nullopt;
 }
@@ -70,9 +68,13 @@ const Calibration& choose_calibration(const FittedModel& model, const PredictReq
 }
 
 // Step 4: one stage's communication times: TP all-reduces per micro-batch (per phase), the sends to its
-// neighbours (set only where the stage has that neighbour) and the DP all-reduce per iteration.
+// neighbours (set only where the stage has that neighbour) and the DP all-reduce per iteration, or with
+// overlapped reduction (dp_all_reduce recorded in the backward) its buckets in completion order, each
+// complete after the share of the stage's gradient bytes up to and including it (the backward's work
+// per parameter taken as even; the stage's last bucket is complete when the backward ends).
 struct StageComm {
   double tp_forward_us = 0, tp_backward_us = 0, dp_us = 0;
+  std::vector<BucketReduction> buckets;
   double tp_iteration_us = 0;  // TP communication once per iteration (sequence parallelism's norm gradients)
   std::optional<double> send_forward_us, send_backward_us;  // to stage s+1, to stage s-1
   std::string failure;  // the comm model has no table for one of them
@@ -117,7 +119,11 @@ StageComm stage_comm(const CommModel& comm_model, const ParallelConfig& c, int s
         break;
       case CommKind::kDpAllReduce:
         if (c.dp > 1) t = time_us(Collective::kAllReduce, op, c.dp, dp_layout);
-        if (t && c.dp > 1) out.dp_us += *t;
+        if (t && c.dp > 1 && op.phase == Phase::kBackward) {
+          for (int64_t i = 0; i < op.count; ++i) out.buckets.push_back(BucketReduction{static_cast<double>(op.bytes), *t});
+        } else if (t && c.dp > 1) {
+          out.dp_us += *t * static_cast<double>(op.count);
+        }
         break;
       case CommKind::kDpReduceScatter:
       case CommKind::kDpAllGather:  // the distributed optimizer's, once per iteration, one rank's part recorded
@@ -131,6 +137,13 @@ StageComm stage_comm(const CommModel& comm_model, const ParallelConfig& c, int s
         break;
     }
     if (!t) return out;
+  }
+  // The buckets' bytes so far (ready_fraction holds each bucket's bytes until here) over all of them.
+  double total_bytes = 0, done_bytes = 0;
+  for (const BucketReduction& bucket : out.buckets) total_bytes += bucket.ready_fraction;
+  for (BucketReduction& bucket : out.buckets) {
+    done_bytes += bucket.ready_fraction;
+    bucket.ready_fraction = total_bytes > 0 ? std::min(1.0, done_bytes / total_bytes) : 1.0;
   }
   return out;
 }
@@ -147,6 +160,7 @@ struct StageFigures {
   double compute_with_optimizer_us = 0;
   int64_t calls = 0;                                // operator calls per iteration
   std::array<double, kPhaseCount> extrapolated_us{};  // per phase and iteration; dp_buffer not counted
+  std::vector<BucketReduction> buckets;               // overlapped reduction's, started in the last backward
 };
 
 // dp_phase: whether the DP gradient-buffer phase runs (dp > 1, or the distributed optimizer's, at any dp).
@@ -183,6 +197,7 @@ StageFigures stage_figures(const ResolvedStage& ops, const StageComm& comm, doub
                     (dp_phase ? phase_raw_us[phase_index(Phase::kDpBuffer)] * tail_stretch : 0.0) + comm.dp_us +
                     phase_raw_us[phase_index(Phase::kOptimizer)] * tail_stretch;
   out.compute_with_optimizer_us = out.compute_us + optimizer + sp_grads;
+  out.buckets = comm.buckets;
   return out;
 }
 
@@ -227,7 +242,7 @@ PipelineFigures pipeline_figures(StageResolver& resolver, const PredictRequest& 
       return out;
     }
     add_stage_notes(store::stage_key(request.model_name, c.tp, c.pp, s, c.micro_batch, c.seq_len, to_string(request.precision),
-                                     request.blind ? "blind" : "aware", request.techniques, c.dp),
+                                     request.blind ? "blind" : "aware", at_dp(request.techniques, c.dp), c.dp),
                     *resolved.stage, notes);
     const StageComm comm = stage_comm(resolver.model().comm, c, s, resolved.stage->comms);
     if (!comm.failure.empty()) {
@@ -255,40 +270,58 @@ ScheduleInput schedule_input(const PipelineFigures& pipeline, const ParallelConf
 }
 
 // Step 6: the iteration time and its breakdown on the busiest stage.
+// Each stage's ranks finish after their timeline is free, their overlapped buckets' reductions have
+// ended, and their tail (once-per-iteration work) has run; the step ends with the last stage to finish.
+struct StepEnd {
+  double total_us = 0;
+  std::vector<double> exposed_reduction_us;  // per stage
+};
+
+StepEnd step_end(const ScheduleResult& schedule, const std::vector<StageFigures>& stages, bool raw) {
+  StepEnd out;
+  for (std::size_t s = 0; s < stages.size(); ++s) {
+    const double free_us = schedule.end_us[s];
+    const double exposed_us = exposed_reduction_us(stages[s].buckets, schedule.last_backward_start_us[s],
+                                                   schedule.last_backward_end_us[s], free_us);
+    out.exposed_reduction_us.push_back(exposed_us);
+    out.total_us = std::max(out.total_us, free_us + exposed_us + (raw ? stages[s].tail_raw_us : stages[s].tail_us));
+  }
+  return out;
+}
+
 Prediction assemble(const PipelineFigures& pipeline, const ParallelConfig& c, const OccupancyPlan& occupancy,
                     const Calibration& calibration, std::vector<std::string> notes) {
   const std::vector<StageFigures>& stages = pipeline.stages;
   const ScheduleResult schedule = simulate_1f1b(schedule_input(pipeline, c, occupancy, /*raw=*/false));
+  const StepEnd end = step_end(schedule, stages, /*raw=*/false);
   std::size_t busiest = 0;
   for (std::size_t s = 0; s < schedule.busy_us.size(); ++s) {
     if (schedule.busy_us[s] > schedule.busy_us[busiest]) busiest = s;
   }
-  double extrapolated_us = 0, compute_total_us = 0, tail_us = stages.front().tail_us, tail_raw_us = stages.front().tail_raw_us;
+  double extrapolated_us = 0, compute_total_us = 0;
   for (const StageFigures& stage : stages) {
     for (Phase phase : kAllPhases) {
       if (phase != Phase::kDpBuffer) extrapolated_us += stage.extrapolated_us[phase_index(phase)];
     }
     compute_total_us += stage.compute_with_optimizer_us;
-    tail_us = std::max(tail_us, stage.tail_us);
-    tail_raw_us = std::max(tail_raw_us, stage.tail_raw_us);
   }
   const StageFigures& top = stages[busiest];
   Prediction out;
   out.notes = std::move(notes);
   const double overhead_us = calibration.op_overhead_us;
-  const double total_with_overhead = schedule.makespan_us + tail_us;
+  const double total_with_overhead = end.total_us;
   out.tp_comm_us = top.tp_us;
   out.compute_us = occupancy.shared ? std::max(0.0, schedule.busy_us[busiest] - out.tp_comm_us) : top.compute_us;
   out.pp_comm_us = schedule.send_us.empty() ? 0.0 : schedule.send_us[busiest];
   out.bubble_us = std::max(0.0, schedule.makespan_us - out.compute_us - out.tp_comm_us - out.pp_comm_us);
   out.tp_comm_us += top.sp_grads_us;  // after the pipeline, once per iteration (its few copies included)
-  out.dp_comm_us = top.dp_us;
+  out.dp_comm_us = top.dp_us + end.exposed_reduction_us[busiest];
   out.optimizer_us = top.optimizer_us;
   out.extrapolated_fraction = compute_total_us > 0 ? extrapolated_us / compute_total_us : 0.0;
   out.op_calls = top.calls;
   out.op_overhead_us = overhead_us;
   if (occupancy.shared) {  // the overhead is stretched with the operators: simulate again without it
-    out.raw_total_us = simulate_1f1b(schedule_input(pipeline, c, occupancy, /*raw=*/true)).makespan_us + tail_raw_us;
+    out.raw_total_us = step_end(simulate_1f1b(schedule_input(pipeline, c, occupancy, /*raw=*/true)), stages, /*raw=*/true).total_us;
     out.notes.push_back(std::to_string(occupancy.occupancy) + " ranks share " + std::to_string(static_cast<int64_t>(occupancy.slots)) +
                         " rank slots (cores / threads per rank): operators timed at occupancy " +
                         std::to_string(occupancy.profile_occupancy) + ", stretched by processor sharing");

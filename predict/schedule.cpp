@@ -67,6 +67,9 @@ class PipelineState {
     result_.busy_us.assign(static_cast<std::size_t>(pp_), 0.0);
     result_.send_us.assign(static_cast<std::size_t>(pp_), 0.0);
     result_.idle_us.assign(static_cast<std::size_t>(pp_), 0.0);
+    result_.end_us.assign(static_cast<std::size_t>(pp_), 0.0);
+    result_.last_backward_start_us.assign(static_cast<std::size_t>(pp_), 0.0);
+    result_.last_backward_end_us.assign(static_cast<std::size_t>(pp_), 0.0);
     if (input.record_timeline) result_.timeline.assign(static_cast<std::size_t>(pp_), {});
   }
 
@@ -112,12 +115,18 @@ class PipelineState {
     const bool forward = pass.kind == PassKind::kForward;
     (forward ? forward_end_us_ : backward_end_us_)[cell(s, pass.micro_batch)] = end_us;
     result_.busy_us[index(s)] += end_us - start_us;
+    result_.end_us[index(s)] = std::max(result_.end_us[index(s)], end_us);
+    if (!forward) {  // the passes run in order: the last one recorded is the last backward
+      result_.last_backward_start_us[index(s)] = start_us;
+      result_.last_backward_end_us[index(s)] = end_us;
+    }
     if (input_.record_timeline) result_.timeline[index(s)].push_back({pass.kind, pass.micro_batch, start_us, end_us});
     ++next_[index(s)];
     const bool sends = forward ? (s < pp_ - 1) : (s > 0);
     if (!input_.blocking_send || !sends) return 0.0;
     const double transfer_us = forward ? input_.p2p_forward_us[index(s)] : input_.p2p_backward_us[index(s) - 1];
     result_.send_us[index(s)] += transfer_us;
+    result_.end_us[index(s)] = std::max(result_.end_us[index(s)], end_us + transfer_us);
     if (input_.record_timeline) {
       result_.timeline[index(s)].push_back(
           {forward ? PassKind::kSendForward : PassKind::kSendBackward, pass.micro_batch, end_us, end_us + transfer_us});
@@ -343,6 +352,27 @@ ScheduleResult simulate_1f1b(const std::vector<StageTimes>& stages, const std::v
   input.blocking_send = blocking_send;
   input.record_timeline = record_timeline;
   return simulate_1f1b(input);
+}
+
+double exposed_reduction_us(const std::vector<BucketReduction>& buckets, double backward_start_us, double backward_end_us,
+                            double timeline_free_us) {
+  require_time(backward_start_us, "the last backward's start");
+  if (!std::isfinite(backward_end_us) || backward_end_us < backward_start_us) {
+    throw UserError("overlapped reduction: the last backward ends before it starts");
+  }
+  const double backward_us = backward_end_us - backward_start_us;
+  double chain_end_us = -std::numeric_limits<double>::infinity();
+  for (std::size_t k = 0; k < buckets.size(); ++k) {
+    const BucketReduction& bucket = buckets[k];
+    if (!(bucket.ready_fraction >= 0.0 && bucket.ready_fraction <= 1.0)) {
+      throw UserError("overlapped reduction: bucket " + std::to_string(k) + " completes after a fraction " +
+                      std::to_string(bucket.ready_fraction) + " of the backward; it must lie in [0, 1]");
+    }
+    require_time(bucket.time_us, "bucket " + std::to_string(k) + "'s all-reduce");
+    const double ready_us = backward_start_us + bucket.ready_fraction * backward_us;
+    chain_end_us = std::max(chain_end_us, ready_us) + bucket.time_us;
+  }
+  return buckets.empty() ? 0.0 : std::max(0.0, chain_end_us - timeline_free_us);
 }
 
 }  // namespace itertime::predict

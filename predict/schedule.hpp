@@ -20,6 +20,13 @@
 //    core (ranks waiting in MPI yield when oversubscribed). A pass is then shared part, then fixed part.
 //    rank_slots = 0 runs the list-scheduling simulation; any rank_slots > 0 the event simulation, which
 //    gives the same result when the slots are never short.
+//  - end_us[s] is when stage s's timeline is last busy (its last pass, or the blocking send after it);
+//    last_backward_start_us / last_backward_end_us[s] bound its last backward pass as simulated.
+//  - Overlapped gradient reduction (exposed_reduction_us): a stage's DP buckets complete during its last
+//    backward, bucket k after the fraction ready_fraction[k] of it, and their all-reduces run one after
+//    another (one DP communicator), each starting when its bucket is complete and the previous one has
+//    ended; what ends after the stage's timeline is free is exposed. Assumes the reduction progresses
+//    while the stage computes and costs the compute nothing (no contention term).
 //  - Pure: no state outside the call; O(pp * m) work unshared, O(pp^2 * m) shared.
 #pragma once
 
@@ -64,6 +71,8 @@ struct ScheduleResult {
   std::vector<double> send_us;  // per stage: time its timeline was held by blocking sends
   std::vector<double> idle_us;  // per stage: makespan - busy - send
   double bubble_us = 0.0;       // makespan minus the busiest stage's busy time
+  std::vector<double> end_us;                // per stage: its timeline's last busy instant
+  std::vector<double> last_backward_start_us, last_backward_end_us;  // per stage
   // Per stage, in execution order (empty unless record_timeline).
   std::vector<std::vector<TimelineEntry>> timeline;
 };
@@ -84,5 +93,18 @@ ScheduleResult simulate_1f1b(const std::vector<StageTimes>& stages, double p2p_f
 ScheduleResult simulate_1f1b(const std::vector<StageTimes>& stages, const std::vector<double>& p2p_forward_us,
                              const std::vector<double>& p2p_backward_us, int num_micro_batches, bool blocking_send,
                              bool record_timeline = false);
+
+// One bucket of overlapped gradient reduction: when it completes, as the fraction of the last backward
+// done (0..1), and how long its all-reduce takes.
+struct BucketReduction {
+  double ready_fraction = 1.0;
+  double time_us = 0.0;
+};
+
+// How long the buckets' all-reduces run past timeline_free_us, for a last backward from
+// backward_start_us to backward_end_us (see above); buckets in completion order. 0 without buckets.
+// Throws UserError on a fraction outside [0, 1], a negative time or backward_end_us < backward_start_us.
+double exposed_reduction_us(const std::vector<BucketReduction>& buckets, double backward_start_us, double backward_end_us,
+                            double timeline_free_us);
 
 }  // namespace itertime::predict

@@ -103,7 +103,9 @@ StageResolver::StageResolver(const FittedModel& model, StagePolicy policy) : mod
 StageResolver::StageResolver(const FittedModel& model, StagePolicy policy, std::set<int64_t> unprofiled_signatures)
     : model_(model), policy_(policy), unprofiled_signatures_(std::move(unprofiled_signatures)) {}
 
-StageOutcome StageResolver::resolve(const StageQuery& query) {
+StageOutcome StageResolver::resolve(const StageQuery& requested) {
+  StageQuery query = requested;
+  query.techniques = at_dp(requested.techniques, requested.config.dp);  // what the stage runs at its dp
   const ParallelConfig& c = query.config;
   const std::string key = store::stage_key(query.model_name, c.tp, c.pp, query.stage, c.micro_batch, c.seq_len,
                                            to_string(query.precision), query.blind ? "blind" : "aware", query.techniques, c.dp);
@@ -146,7 +148,7 @@ StageOutcome StageResolver::resolve_built(const StageQuery& query) {
   BuiltStage built;
   try {  // the builder refuses layouts and recipes it cannot build with a UserError: that is the reason
     const StageRecipe recipe{parse_attention(model_.attention), torch_dialect(model_.libtorch_version), query.techniques,
-                             query.techniques.distributed_optimizer ? c.dp : 1};
+                             query.techniques.distributed_optimizer || query.techniques.overlap_gradient_reduction ? c.dp : 1};
     built = build_stage_ops(*query.model, c.tp, c.pp, query.stage, c.micro_batch, c.seq_len, built_precision, recipe);
   } catch (const UserError& error) {
     return {nullptr, error.what()};

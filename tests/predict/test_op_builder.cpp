@@ -327,7 +327,9 @@ TEST(OpBuilder, UnaryResultsKeepADenseLayoutWithItsSizeOneStrides) {
 
 TEST(OpBuilder, RefusesTechniquesItCannotBuild) {
   const LlamaSpec spec = load("tiny-llama-gqa");
-  EXPECT_THROW(build_stage_ops(spec, 2, 1, 0, 1, 16, PrecisionName::kFp32, with_techniques("ovl")), UserError);
+  StageRecipe overlapped_sharded = with_techniques("dopt+ovl");
+  overlapped_sharded.dp = 2;
+  EXPECT_THROW(build_stage_ops(spec, 2, 1, 0, 1, 16, PrecisionName::kFp32, overlapped_sharded), UserError);
   EXPECT_THROW(build_stage_ops(spec, 2, 1, 0, 1, 16, PrecisionName::kFp32, sharded_over(0)), UserError);
   EXPECT_THROW(build_stage_ops(spec, 4, 1, 0, 1, 18, PrecisionName::kFp32, with_techniques("sp")), UserError);  // 18 % 4
   LlamaSpec odd_vocabulary = spec;

@@ -207,23 +207,80 @@ TEST(Predictor, RecipeSelectsItsOwnTraceAndUnmodelledTechniquesAreRefused) {
   ASSERT_FALSE(untraced.ok());
   EXPECT_NE(untraced.reason.find("/sp+rc-full"), std::string::npos) << untraced.reason;
 
-  for (const bool with_optimizer : {false, true}) {  // overlap is refused, alone or with the distributed optimizer
-    PredictRequest refused = request_of(spec, kSingleRank);
-    refused.techniques.distributed_optimizer = with_optimizer;
-    refused.techniques.overlap_gradient_reduction = true;
-    const PredictOutcome outcome = predict(resolver, refused);
-    ASSERT_FALSE(outcome.ok());
-    EXPECT_NE(outcome.reason.find("overlapped gradient reduction"), std::string::npos) << outcome.reason;
-  }
+  // Overlap needs dp > 1: at dp 1 the plain stage is predicted. With the distributed optimizer it is refused.
+  PredictRequest single = request_of(spec, kSingleRank);
+  single.model = nullptr;
+  single.techniques.overlap_gradient_reduction = true;
+  const PredictOutcome overlapped_alone = predict(resolver, single);
+  ASSERT_TRUE(overlapped_alone.ok()) << overlapped_alone.reason;
+  EXPECT_DOUBLE_EQ(overlapped_alone.prediction->raw_total_us, 60.0);
+  single.techniques.distributed_optimizer = true;
+  const PredictOutcome outcome = predict(resolver, single);
+  ASSERT_FALSE(outcome.ok());
+  EXPECT_NE(outcome.reason.find("overlapped gradient reduction with the distributed optimizer"), std::string::npos) << outcome.reason;
   store::GroundTruthRecord row;
-  row.key = "ovl";
+  row.key = "dopt+ovl";
   row.model = spec.name;
   row.config = kSingleRank;
   row.time_us_median = 30.0;
-  row.techniques.overlap_gradient_reduction = true;
+  row.techniques = single.techniques;
   const CalibrationFit fit = fit_calibration(resolver, {row}, false, {}, &spec);
   ASSERT_EQ(fit.unpredicted.size(), 1u);
   EXPECT_NE(fit.unpredicted[0].reason.find("overlapped gradient reduction"), std::string::npos);
+}
+
+// Overlapped reduction (hand-derived): the stage's buckets (dp_all_reduce recorded in the backward) start
+// as the last backward completes them, after the share of the bucket bytes up to each, and run one after
+// another; only what ends after the backward is exposed. All-reduce at dp 2: 10 us + 1e-3 us per byte;
+// buckets 4096, 4096, 2048 bytes: ready after 0.4, 0.8 and 1.0 of the last backward, 14.096, 14.096 and
+// 12.048 us long. Four micro-batches per replica (gbs 8, dp 2), forward 3 x 5 us, dp_buffer 1 x 5 us.
+TEST(Predictor, OverlappedReductionHidesBucketsBehindTheLastBackward) {
+  const LlamaSpec spec = load("tiny-llama-gqa");
+  FittedModel model = model_with_trace(spec);
+  model.comm = CommModel(store::to_records(test_rows::synthetic_rows("all_reduce", "fp32", 2, "consecutive", 10.0, 1e-3, 1024, 1 << 20)));
+  model.occupancies = {2};
+  model.op_time_us[{0, 2}] = 5.0;
+  TrainingTechniques ovl;
+  ovl.overlap_gradient_reduction = true;
+  const auto stage_with_backward = [](int64_t backward_calls) {
+    StageOps stage;
+    stage.sequence = {SequenceEntry{Phase::kForward, 0, 3}, SequenceEntry{Phase::kBackward, 0, backward_calls},
+                      SequenceEntry{Phase::kDpBuffer, 0, 1}};
+    stage.comms = {CommOp{Phase::kBackward, CommKind::kDpAllReduce, DType::kFloat32, 4096, 2},
+                   CommOp{Phase::kBackward, CommKind::kDpAllReduce, DType::kFloat32, 2048, 1}};
+    return stage;
+  };
+  const std::string key = store::stage_key(spec.name, 1, 1, 0, 1, 16, "fp32", "aware", ovl, 2);
+  PredictRequest request = request_of(spec, ParallelConfig{2, 1, 1, 1, 8, 16});
+  request.model = nullptr;
+  request.techniques = ovl;
+
+  // A short backward (20 us): the last backward runs 120..140 us; buckets ready at 128, 136, 140; the
+  // chain ends at 142.096, 156.192, 168.24: 28.24 us exposed, then the 5 us of buffer work.
+  model.stages[key] = stage_with_backward(4);
+  StageResolver short_backward(model);
+  const PredictOutcome exposed = predict(short_backward, request);
+  ASSERT_TRUE(exposed.ok()) << exposed.reason;
+  EXPECT_NEAR(exposed.prediction->raw_total_us, 140.0 + 28.24 + 5.0, 1e-9);
+  EXPECT_NEAR(exposed.prediction->dp_comm_us, 28.24 + 5.0, 1e-9);
+
+  // A long backward (200 us): 660..860 us; ready at 740, 820, 860; the chain ends at 754.096, 834.096,
+  // 872.048: only the last bucket is exposed.
+  model.stages[key] = stage_with_backward(40);
+  StageResolver long_backward(model);
+  const PredictOutcome hidden = predict(long_backward, request);
+  ASSERT_TRUE(hidden.ok()) << hidden.reason;
+  EXPECT_NEAR(hidden.prediction->raw_total_us, 860.0 + 12.048 + 5.0, 1e-9);
+
+  // The same reduction blocking after the pipeline (plain DP, one 10240-byte all-reduce): 20.24 us, all exposed.
+  StageOps plain = stage_with_backward(40);
+  plain.comms = {CommOp{Phase::kDpBuffer, CommKind::kDpAllReduce, DType::kFloat32, 10240, 1}};
+  model.stages[store::stage_key(spec.name, 1, 1, 0, 1, 16, "fp32", "aware")] = plain;
+  StageResolver blocking(model);
+  request.techniques = TrainingTechniques{};
+  const PredictOutcome after = predict(blocking, request);
+  ASSERT_TRUE(after.ok()) << after.reason;
+  EXPECT_NEAR(after.prediction->raw_total_us, 860.0 + 5.0 + 20.24, 1e-9);
 }
 
 // The distributed optimizer's stage is keyed by dp; its DP reduce-scatter and all-gather are recorded as one

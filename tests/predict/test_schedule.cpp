@@ -252,6 +252,40 @@ ScheduleInput shared_input(std::vector<StageTimes> stages, int m, double slots, 
   return input;
 }
 
+// Each stage's end (its last pass or the blocking send after it) and its last backward, from the hand
+// timeline of TransferBlockingSendHoldsSender: stage 0 ends with B1 [8,10], stage 1 with B1 [5.75,7.75]
+// and its send to 8.
+TEST(Schedule, StageEndsAndLastBackwards) {
+  const ScheduleResult r = simulate_1f1b(uniform(2, 1.0, 2.0), 0.5, 0.25, 2, true);
+  ASSERT_EQ(r.end_us.size(), 2u);
+  EXPECT_DOUBLE_EQ(r.end_us[0], 10.0);
+  EXPECT_DOUBLE_EQ(r.end_us[1], 8.0);
+  EXPECT_DOUBLE_EQ(r.last_backward_start_us[0], 8.0);
+  EXPECT_DOUBLE_EQ(r.last_backward_end_us[0], 10.0);
+  EXPECT_DOUBLE_EQ(r.last_backward_start_us[1], 5.75);
+  EXPECT_DOUBLE_EQ(r.last_backward_end_us[1], 7.75);
+  // Shared cores (TwoStagesOnOneSlotHandTimeline): stage 1's last backward is stretched to [7, 10].
+  const ScheduleResult shared = simulate_1f1b(shared_input(uniform(2, 1.0, 2.0), 2, 1.0, 1.0));
+  EXPECT_NEAR(shared.last_backward_start_us[1], 7.0, 1e-9);
+  EXPECT_NEAR(shared.last_backward_end_us[1], 10.0, 1e-9);
+  EXPECT_NEAR(shared.end_us[0], 12.0, 1e-9);
+}
+
+// Overlapped reduction's buckets, for a last backward over [8, 16] and a timeline free at 17:
+//  - one bucket ready at the end (fraction 1), 2 long: ends at 18, 1 exposed;
+//  - ready at 0.25 (10) and 0.5 (12), 1 each: end at 11 and 13, before 17: nothing exposed;
+//  - ready at 0 (8), 10 long, then at 0.5 (12), 1 long: the second waits for the first: 18, then 19: 2;
+//  - none: 0.
+TEST(Schedule, OverlappedReductionExposesOnlyWhatOutlastsTheTimeline) {
+  EXPECT_DOUBLE_EQ(exposed_reduction_us({{1.0, 2.0}}, 8.0, 16.0, 17.0), 1.0);
+  EXPECT_DOUBLE_EQ(exposed_reduction_us({{0.25, 1.0}, {0.5, 1.0}}, 8.0, 16.0, 17.0), 0.0);
+  EXPECT_DOUBLE_EQ(exposed_reduction_us({{0.0, 10.0}, {0.5, 1.0}}, 8.0, 16.0, 17.0), 2.0);
+  EXPECT_DOUBLE_EQ(exposed_reduction_us({}, 8.0, 16.0, 17.0), 0.0);
+  EXPECT_THROW(exposed_reduction_us({{1.5, 1.0}}, 8.0, 16.0, 17.0), UserError);
+  EXPECT_THROW(exposed_reduction_us({{0.5, -1.0}}, 8.0, 16.0, 17.0), UserError);
+  EXPECT_THROW(exposed_reduction_us({{0.5, 1.0}}, 8.0, 7.0, 17.0), UserError);
+}
+
 TEST(ScheduleShared, TwoStagesOnOneSlotHandTimeline) {
   // pp=2, m=2, f=1, b=2, one rank per stage, one slot: two stages computing at once run at half speed.
   // t=0 s0 F0 alone -> 1. t=1 s0 F1 and s1 F0 together at 1/2 -> both end at 3.

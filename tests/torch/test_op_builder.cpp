@@ -12,7 +12,8 @@
 //    sdpa and fp16 cases skip on a LibTorch without them (1.x).
 //  - Cases with training techniques (common/training_techniques.hpp) trace the stage as the trainer runs
 //    it with them and build it with StageRecipe::techniques; their names end in the recipe text, and
-//    with the distributed optimizer in the DP degree both are given (".../dopt/dp4").
+//    with the distributed optimizer or overlapped gradient reduction in the DP degree both are given
+//    (".../dopt/dp4", ".../ovl-64K/dp2"): those stages depend on it (ovl is dropped at dp 1).
 //  - Every rank runs every case (tracing is local); nothing is written.
 #include <gtest/gtest.h>
 
@@ -29,6 +30,7 @@
 #include "calibrate/torch_info.hpp"
 #include "common/collective.hpp"
 #include "common/dtype.hpp"
+#include "common/errors.hpp"
 #include "common/model_spec.hpp"
 #include "common/phase.hpp"
 #include "common/training_techniques.hpp"
@@ -44,14 +46,14 @@ struct BuilderCase {
   PrecisionName precision;
   AttentionKernel attention = AttentionKernel::kEager;
   TrainingTechniques techniques = {};
-  int dp = 1;  // only the distributed optimizer's stage depends on it
+  int dp = 1;  // only the distributed optimizer's and overlapped reduction's stages depend on it
 };
 
 std::string case_name(const BuilderCase& c) {
   return std::string(c.model) + "/tp" + std::to_string(c.tp) + "/pp" + std::to_string(c.pp) + "/s" +
          std::to_string(c.stage) + "/mbs" + std::to_string(c.micro_batch) + "/seq" + std::to_string(c.seq_len) + "/" +
          to_string(c.precision) + "/" + to_string(c.attention) + (c.techniques.any() ? "/" + recipe_text(c.techniques) : "") +
-         (c.techniques.distributed_optimizer ? "/dp" + std::to_string(c.dp) : "");
+         (c.techniques.distributed_optimizer || c.techniques.overlap_gradient_reduction ? "/dp" + std::to_string(c.dp) : "");
 }
 
 // gtest prints a failing case by its name.
@@ -282,6 +284,99 @@ INSTANTIATE_TEST_SUITE_P(
                       BuilderCase{"tiny-llama-gqa", 2, 1, 0, 1, 16, kFp16, kEager, recipe("sp+rc-full")},
                       BuilderCase{"tiny-llama-gqa", 4, 2, 0, 1, 16, kAmp16, kSdpa, recipe("vp+rc-full")},
                       BuilderCase{"tiny-llama-gqa", 2, 2, 1, 1, 16, kAmp16, kSdpa, recipe("sp+dopt+rc-sel"), 4}),
+    test_name);
+
+// Overlapped gradient reduction (ovl, gradient_buckets.hpp): every gradient a view of one flat buffer
+// zeroed at step start, each backward adding into it (add_), and each bucket, once its gradients are
+// final, divided (dp_buffer) and all-reduced (a comm of phase backward); no blocking reduction after the
+// backward. Buckets of 64K (several per stage), the 25M default (one bucket, larger than the stage) and
+// 1K (about one per parameter); fp32, bf16 and amp-bf16; first, last and only stages; with sp+vp+rc-full;
+// a model without KV groups; and at dp 1, where overlap is dropped (the plain stage).
+INSTANTIATE_TEST_SUITE_P(
+    OverlappedReduction, OpBuilder,
+    ::testing::Values(BuilderCase{"tiny-llama-gqa", 1, 1, 0, 1, 16, kFp32, kEager, recipe("ovl-64K"), 2},
+                      BuilderCase{"tiny-llama-gqa", 2, 2, 0, 1, 16, kAmp, kEager, recipe("ovl-64K"), 2},
+                      BuilderCase{"tiny-llama-gqa", 2, 2, 1, 1, 16, kAmp, kEager, recipe("ovl-64K"), 2},
+                      BuilderCase{"tiny-llama-gqa", 1, 2, 1, 2, 16, kBf16, kEager, recipe("ovl-64K"), 2},
+                      BuilderCase{"tiny-llama-gqa", 2, 1, 0, 1, 16, kFp32, kEager, recipe("ovl"), 4},  // one bucket
+                      BuilderCase{"tiny-llama-gqa", 1, 2, 0, 1, 16, kAmp, kEager, recipe("ovl-1K"), 2},  // ~1 per parameter
+                      BuilderCase{"tiny-llama-gqa", 2, 2, 1, 1, 16, kAmp, kEager, recipe("sp+vp+rc-full+ovl-64K"), 2},
+                      BuilderCase{"tiny-llama", 2, 2, 0, 1, 16, kBf16, kEager, recipe("ovl-64K"), 2},
+                      BuilderCase{"tiny-llama-gqa", 2, 2, 1, 1, 16, kAmp, kEager, recipe("ovl-64K"), 1}),  // dropped: plain
+    test_name);
+
+// Overlapped reduction without tracing, on a real model's stages (llama3.1-8b, 16 layers at pp 2, first
+// and last stage) in both dialects and with recompute and SP: every parameter reduced exactly once, in
+// buckets of at least the bucket size but the last, and the layers' backward, emitted layer by layer under
+// overlap, counting as the plain stage's one-for-all layers do (each AccumulateGrad's detach an add_).
+TEST(OpBuilderOverlap, ReducesEveryParameterOnceAndKeepsThePlainBackward) {
+  const LlamaSpec spec = load("llama3.1-8b");
+  for (const predict::TorchDialect dialect : {predict::TorchDialect::kTorch1, predict::TorchDialect::kTorch2}) {
+    for (const std::string techniques : {"", "rc-full", "sp+vp+rc-sel"}) {
+      for (const int stage : {0, 1}) {
+        SCOPED_TRACE("dialect " + std::to_string(static_cast<int>(dialect)) + " recipe '" + techniques + "' stage " +
+                     std::to_string(stage));
+        const std::string with_overlap = techniques.empty() ? "ovl-64M" : techniques + "+ovl-64M";
+        const predict::StageRecipe plain{AttentionKernel::kEager, dialect, recipe(techniques.c_str()), 8};
+        const predict::StageRecipe overlapped{AttentionKernel::kEager, dialect, recipe(with_overlap.c_str()), 8};
+        const predict::BuiltStage a = predict::build_stage_ops(spec, 2, 2, stage, 1, 64, kAmp, plain);
+        const predict::BuiltStage b = predict::build_stage_ops(spec, 2, 2, stage, 1, 64, kAmp, overlapped);
+        ASSERT_EQ(a.local_params, b.local_params);
+        int64_t reduced_bytes = 0;
+        int buckets = 0;
+        for (const predict::CommOp& comm : b.comms) {
+          EXPECT_NE(comm.phase, Phase::kDpBuffer) << "a blocking DP comm with overlap";
+          if (comm.kind != CommKind::kDpAllReduce) continue;
+          EXPECT_EQ(comm.phase, Phase::kBackward);
+          EXPECT_EQ(comm.dtype, DType::kFloat32);  // the parameters' dtype under amp-bf16
+          reduced_bytes += comm.bytes * comm.count;
+          buckets += static_cast<int>(comm.count);
+        }
+        EXPECT_EQ(reduced_bytes, b.local_params * 4);
+        EXPECT_GT(buckets, 3);
+        EXPECT_LE(buckets, static_cast<int>(reduced_bytes / (int64_t{64} << 20)) + 1);
+        const int64_t parameters = 16 * 9 + (stage == 0 ? 1 : 2);  // the layers', and the embedding or final norm and head
+        std::map<std::pair<Phase, std::string>, int64_t> overlapped_backward;
+        int64_t zeroed = 0, added = 0;
+        for (const auto& op : b.ops) {
+          if (op.name == "aten::zero_") zeroed += op.count;
+          if (op.phase != Phase::kBackward) continue;
+          overlapped_backward[{op.phase, op.signature}] = op.count;
+          if (op.signature.rfind("aten::add_.Tensor", 0) == 0) added += op.count;
+        }
+        EXPECT_EQ(zeroed, 1);
+        int64_t kept = 0;  // the plain stage's AccumulateGrad detaches
+        for (const auto& op : a.ops) {
+          if (op.phase != Phase::kBackward) continue;
+          const auto found = overlapped_backward.find({op.phase, op.signature});
+          if (found == overlapped_backward.end()) {
+            EXPECT_EQ(op.name, "aten::detach") << "not in the overlapped backward: " << op.signature;
+            kept += op.count;
+          } else if (op.signature.rfind("aten::add_.Tensor", 0) != 0) {
+            EXPECT_EQ(found->second, op.count) << op.signature;
+          }
+        }
+        EXPECT_EQ(kept, parameters);
+        if (dialect == predict::TorchDialect::kTorch1) {
+          EXPECT_EQ(added, parameters);  // 2.x adds in place elsewhere too
+        }
+      }
+    }
+  }
+}
+
+// The trainer and the tracer refuse overlap with the distributed optimizer; so does the builder.
+TEST(OpBuilderOverlap, RefusesTheDistributedOptimizer) {
+  const LlamaSpec spec = load("tiny-llama-gqa");
+  const predict::StageRecipe both{AttentionKernel::kEager, predict::TorchDialect::kTorch1, recipe("dopt+ovl"), 2};
+  EXPECT_THROW(predict::build_stage_ops(spec, 1, 1, 0, 1, 16, kFp32, both), UserError);
+}
+
+// Overlapped reduction on LibTorch 2.x: fp16 (its buffer in fp16) and the fused attention kernel.
+INSTANTIATE_TEST_SUITE_P(
+    Torch2OverlappedReduction, OpBuilder,
+    ::testing::Values(BuilderCase{"tiny-llama-gqa", 2, 2, 1, 1, 16, kFp16, kEager, recipe("ovl-64K"), 2},
+                      BuilderCase{"tiny-llama-gqa", 2, 2, 0, 1, 16, kAmp16, kSdpa, recipe("sp+rc-sel+ovl-64K"), 2}),
     test_name);
 
 }  // namespace
