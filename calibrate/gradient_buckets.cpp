@@ -25,26 +25,42 @@ struct AfterAccumulation : torch::autograd::FunctionPostHook {
 }  // namespace
 
 GradientBuckets::GradientBuckets(std::vector<torch::Tensor> parameters, int64_t bucket_bytes, BucketCallback on_bucket,
-                                 std::function<void()> on_final)
+                                 std::function<void()> on_final, int64_t pad_multiple)
     : parameters_(std::move(parameters)), on_bucket_(std::move(on_bucket)), on_final_(std::move(on_final)) {
   ITERTIME_CHECK(bucket_bytes >= 1, "gradient buckets of fewer than 1 byte");
-  buffer_ = make_flat_buffer(parameters_);
-  std::vector<int64_t> offsets;
-  int64_t offset = 0;
-  for (auto& p : parameters_) {
-    offsets.push_back(offset);
-    p.mutable_grad() = buffer_.narrow(0, offset, p.numel()).view_as(p);
-    offset += p.numel();
-  }
+  ITERTIME_CHECK(pad_multiple >= 1, "gradient buckets padded to a multiple of fewer than 1 element");
+  ITERTIME_CHECK(!parameters_.empty(), "gradient buckets of no parameters");
+  // Which bucket each parameter falls in: by the parameters' elements alone, whatever the padding.
+  const auto element_bytes = static_cast<int64_t>(parameters_.front().element_size());
   bucket_of_.assign(parameters_.size(), 0);
-  const auto element_bytes = static_cast<int64_t>(buffer_.element_size());
+  int64_t filled = 0;  // elements of the bucket being filled
   for (std::size_t i = parameters_.size(); i-- > 0;) {
-    if (buckets_.empty() || buckets_.back().count * element_bytes >= bucket_bytes) buckets_.push_back(Bucket{i, i, 0, 0, 0});
-    Bucket& bucket = buckets_.back();
-    bucket.first = i;
-    bucket.offset = offsets[i];
-    bucket.count += parameters_[i].numel();
+    if (buckets_.empty() || filled * element_bytes >= bucket_bytes) {
+      buckets_.push_back(Bucket{i, i, 0, 0, 0});
+      filled = 0;
+    }
+    buckets_.back().first = i;
+    filled += parameters_[i].numel();
     bucket_of_[i] = buckets_.size() - 1;
+  }
+  // The layout: the last bucket (the first parameters) first, each padded to a multiple of pad_multiple.
+  offsets_.assign(parameters_.size(), 0);
+  int64_t offset = 0;
+  for (std::size_t b = buckets_.size(); b-- > 0;) {
+    Bucket& bucket = buckets_[b];
+    bucket.offset = offset;
+    for (std::size_t i = bucket.first; i <= bucket.last; ++i) {
+      offsets_[i] = offset;
+      offset += parameters_[i].numel();
+    }
+    offset += (pad_multiple - (offset - bucket.offset) % pad_multiple) % pad_multiple;
+    bucket.count = offset - bucket.offset;
+  }
+  buffer_ = pad_multiple == 1 ? make_flat_buffer(parameters_)
+                              : torch::zeros({offset}, parameters_.front().options().requires_grad(false));
+  ITERTIME_CHECK(buffer_.numel() == offset, "gradient buffer of another size than its buckets");
+  for (std::size_t i = 0; i < parameters_.size(); ++i) {
+    parameters_[i].mutable_grad() = buffer_.narrow(0, offsets_[i], parameters_[i].numel()).view_as(parameters_[i]);
   }
   for (std::size_t i = 0; i < parameters_.size(); ++i) {
     std::shared_ptr<torch::autograd::Node> accumulator = torch::autograd::impl::grad_accumulator(parameters_[i]);

@@ -5,11 +5,16 @@
 //    parameter's .grad a view of its part of it, set once: each backward's gradient accumulator adds
 //    into the view in place (aten::add_), so no gradient is copied into the buffer.
 //  - Buckets are contiguous ranges of the buffer, filled last parameter first (the backward completes the
-//    later layers' gradients first): a bucket closes once it holds at least bucket_bytes; the last one
-//    (the first parameters) may be smaller. Bucket 0 holds the last parameters.
+//    later layers' gradients first): a bucket closes once its parameters hold at least bucket_bytes; the
+//    last one (the first parameters) may be smaller. Bucket 0 holds the last parameters.
+//  - With pad_multiple > 1 (the distributed optimizer's, Megatron-LM's: dp) each bucket's range is its
+//    parameters, then zeros up to a multiple of pad_multiple; the buffer is the buckets' ranges back to
+//    back (the last bucket first, so the parameters stay in registration order) and the padding stays
+//    zero. With pad_multiple 1 (the default) the buffer is make_flat_buffer's, every parameter at its
+//    flat offset.
 //  - While armed (the step's last backward), a post-hook on each parameter's gradient accumulator counts
 //    the parameter's gradient as final, then calls on_final(); when that completes a bucket,
-//    on_bucket(index, the bucket's part of the buffer) runs first. Each bucket completes once per armed
+//    on_bucket(index, the bucket's range of the buffer, padding included) runs first. Each bucket completes once per armed
 //    backward; begin_step() zeroes the buffer and the counts.
 //  - The accumulators are kept alive here (a parameter holds its own weakly) and the hooks point at this
 //    object: it is neither copied nor moved, and outlives every backward of its parameters.
@@ -28,7 +33,7 @@ class GradientBuckets {
  public:
   using BucketCallback = std::function<void(std::size_t index, torch::Tensor& bucket)>;
   GradientBuckets(std::vector<torch::Tensor> parameters, int64_t bucket_bytes, BucketCallback on_bucket,
-                  std::function<void()> on_final = {});
+                  std::function<void()> on_final = {}, int64_t pad_multiple = 1);
   ~GradientBuckets();
   GradientBuckets(const GradientBuckets&) = delete;
   GradientBuckets& operator=(const GradientBuckets&) = delete;
@@ -38,12 +43,17 @@ class GradientBuckets {
   std::size_t size() const { return buckets_.size(); }
   int completed() const { return completed_; }  // buckets completed since begin_step()
   const torch::Tensor& buffer() const { return buffer_; }
+  // A bucket's range of the buffer (padding included: a multiple of pad_multiple elements), and where a
+  // parameter's gradient view starts in it.
   int64_t bucket_elements(std::size_t index) const { return buckets_.at(index).count; }
+  int64_t bucket_offset(std::size_t index) const { return buckets_.at(index).offset; }
+  int64_t parameter_offset(std::size_t parameter) const { return offsets_.at(parameter); }
+  const std::vector<torch::Tensor>& parameters() const { return parameters_; }
 
  private:
   struct Bucket {
     std::size_t first = 0, last = 0;  // parameter indices, inclusive
-    int64_t offset = 0, count = 0;    // in the buffer
+    int64_t offset = 0, count = 0;    // in the buffer, padding included
     std::size_t ready = 0;            // gradients final since begin_step()
   };
   void gradient_final(std::size_t parameter);
@@ -52,6 +62,7 @@ class GradientBuckets {
   torch::Tensor buffer_;
   std::vector<Bucket> buckets_;
   std::vector<std::size_t> bucket_of_;  // per parameter
+  std::vector<int64_t> offsets_;        // per parameter, in the buffer
   std::vector<std::shared_ptr<void>> accumulators_;
   BucketCallback on_bucket_;
   std::function<void()> on_final_;

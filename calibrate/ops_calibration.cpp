@@ -65,10 +65,10 @@ void add_pipeline_and_dp_comms(StageTrace& trace, const LlamaSpec& model, const 
 }
 
 // Why a stage cannot be traced with these techniques ("" when it can): the trainer's own refusals
-// (calibrate/trainer.cpp's check_trainable).
+// (calibrate/trainer.cpp's check_trainable), and overlap with the distributed optimizer, which it runs.
 std::string untraceable_reason(const LlamaSpec& model, int tp, int seq_len, const TrainingTechniques& techniques) {
   if (techniques.overlap_gradient_reduction && techniques.distributed_optimizer) {
-    return "overlapped gradient reduction with the distributed optimizer is not built yet";
+    return "overlapped gradient reduction with the distributed optimizer is not traced yet (its reduce-scatters run per bucket)";
   }
   if (techniques.sequence_parallel && seq_len % tp != 0) {
     return "sequence parallelism needs seq_len " + std::to_string(seq_len) + " to be a multiple of tp " + std::to_string(tp);

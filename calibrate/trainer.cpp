@@ -3,8 +3,10 @@
 
 #include <torch/torch.h>
 
+#include <algorithm>
 #include <chrono>
 #include <deque>
+#include <utility>
 
 #include "calibrate/gradient_buckets.hpp"
 #include "calibrate/llama_model.hpp"
@@ -74,9 +76,6 @@ void check_trainable(const TrainerOptions& options, int world_size) {
     throw UserError("sequence parallelism splits the sequence over TP: seq_len " + std::to_string(options.config.seq_len) +
                     " is not a multiple of tp " + std::to_string(options.config.tp) + "; choose a multiple, or turn it off");
   }
-  if (options.techniques.overlap_gradient_reduction && options.techniques.distributed_optimizer) {
-    throw UserError("overlapped gradient reduction with the distributed optimizer is not built yet; turn one of them off");
-  }
   if (options.techniques.overlap_gradient_reduction && options.techniques.gradient_bucket_bytes < 1) {
     throw UserError("gradient_bucket_bytes must be at least 1");
   }
@@ -105,8 +104,15 @@ struct Trainer::Impl {
   std::unique_ptr<torch::optim::AdamW> optimizer;
   // Distributed optimizer only (tp_comm.hpp): the padded flat parameters (the all-gather's output) and
   // gradients (the reduce-scatter's input), this rank's shard (the one tensor AdamW updates) and its gradient.
+  // With overlapped reduction too (dp > 1), the gradients are the buckets' padded buffer instead
+  // (sharded.gradient_buffer stays undefined) and parameter_buffer has its layout (make_bucketed_shard).
   ShardedBuffers sharded;
   std::unique_ptr<GradientBuckets> buckets;  // overlapped gradient reduction at dp > 1 only
+  // Distributed optimizer with overlapped reduction: where bucket k's 1/dp slice owned by this rank lies in
+  // the shard (shard_offsets[k], bucket_elements(k) / dp elements), and the shard's ranges that hold
+  // norm weights (SP: their gradients summed over TP after the reduce-scatters).
+  std::vector<int64_t> shard_offsets;
+  std::vector<std::pair<int64_t, int64_t>> shard_norm_ranges;  // (offset in the shard, elements)
   int backwards_this_step = 0;
   double loss_scale = 1.0;
   int64_t good_steps = 0;
@@ -316,6 +322,10 @@ struct Trainer::Impl {
   // all-reduce started; MPI advances started reductions only inside its calls, so every final gradient
   // gives it a chance.
   void make_buckets() {
+    if (options.techniques.distributed_optimizer) {
+      make_bucketed_shard();
+      return;
+    }
     buckets = std::make_unique<GradientBuckets>(
         parameters, options.techniques.gradient_bucket_bytes,
         [this](std::size_t, torch::Tensor& bucket) {
@@ -324,6 +334,94 @@ struct Trainer::Impl {
                                         from_torch(bucket.scalar_type()));
         },
         [this] { dp_comm->progress(); });
+  }
+
+  // ---- distributed optimizer with overlapped reduction (Megatron-LM's, without overlap_param_gather) ----
+  // The buckets are padded to multiples of dp; DP rank r owns the r-th 1/dp slice of every bucket. Its
+  // shard is the parameter values of its slices, bucket 0's first; the shard's gradient receives each
+  // bucket's reduce-scatter, started (divided by dp first) as the last backward completes the bucket.
+  void make_bucketed_shard() {
+    const int dp = options.config.dp;
+    const int r = groups->coords().dp_idx;
+    buckets = std::make_unique<GradientBuckets>(
+        parameters, options.techniques.gradient_bucket_bytes,
+        [this, dp](std::size_t index, torch::Tensor& bucket) {
+          bucket.div_(static_cast<double>(dp));
+          sync_device();  // NCCL's reduce-scatter runs on its own stream (comm.hpp)
+          const int64_t slice = bucket.numel() / dp;
+          dp_comm->start_reduce_scatter_sum(bucket.data_ptr(), sharded.shard_gradient.narrow(0, shard_offsets[index], slice).data_ptr(),
+                                            static_cast<std::size_t>(slice), from_torch(bucket.scalar_type()));
+        },
+        [this] { dp_comm->progress(); }, dp);
+    const torch::Tensor& layout = buckets->buffer();
+    sharded = ShardedBuffers{};
+    sharded.flat_count = layout.numel();
+    sharded.shard_count = layout.numel() / dp;
+    sharded.parameter_buffer = torch::zeros_like(layout);
+    std::vector<torch::Tensor> slices;
+    int64_t offset = 0;
+    for (std::size_t k = 0; k < buckets->size(); ++k) {
+      const int64_t slice = buckets->bucket_elements(k) / dp;
+      shard_offsets.push_back(offset);
+      slices.push_back(sharded.parameter_buffer.narrow(0, buckets->bucket_offset(k) + r * slice, slice));
+      offset += slice;
+    }
+    {
+      torch::NoGradGuard no_grad;
+      for (std::size_t i = 0; i < parameters.size(); ++i) {
+        sharded.parameter_buffer.narrow(0, buckets->parameter_offset(i), parameters[i].numel()).copy_(parameters[i].reshape({-1}));
+      }
+    }
+    sharded.shard = torch::cat(slices).requires_grad_(true);
+    sharded.shard_gradient = torch::zeros_like(sharded.shard).requires_grad_(false);
+    // SP: the norm weights' elements among this rank's slices (the same on every TP rank: the layouts are).
+    if (tp_context.sp()) {
+      for (const auto& norm : norm_weights) {
+        std::size_t i = 0;
+        while (i < parameters.size() && !parameters[i].is_same(norm)) ++i;
+        ITERTIME_CHECK(i < parameters.size(), "a norm weight is not a trained parameter");
+        const int64_t begin = buckets->parameter_offset(i), end = begin + norm.numel();
+        for (std::size_t k = 0; k < buckets->size(); ++k) {
+          const int64_t slice = buckets->bucket_elements(k) / dp;
+          const int64_t mine = buckets->bucket_offset(k) + r * slice;
+          const int64_t lo = std::max(begin, mine), hi = std::min(end, mine + slice);
+          if (lo < hi) shard_norm_ranges.emplace_back(shard_offsets[k] + (lo - mine), hi - lo);
+        }
+      }
+    }
+  }
+
+  // After the backward: the buckets' reduce-scatters are complete (finish_overlapped_reduction); with SP
+  // the norms' gradients in the shard, DP-reduced already, are summed over TP (the sums commute, as in
+  // Megatron-LM's finalize_model_grads, which sums them over TP after the DP reduction).
+  void all_reduce_shard_norm_gradients() {
+    if (shard_norm_ranges.empty()) return;
+    const auto start = Clock::now();
+    std::vector<torch::Tensor> parts;
+    for (const auto& [offset, count] : shard_norm_ranges) parts.push_back(sharded.shard_gradient.narrow(0, offset, count));
+    torch::Tensor flat = torch::cat(parts);
+    all_reduce_tensor(*tp_comm, flat, options.backend == Backend::kCuda);
+    int64_t at = 0;
+    for (auto& part : parts) {
+      part.copy_(flat.narrow(0, at, part.numel()));
+      at += part.numel();
+    }
+    tp_timer.backward_us += since_us(start);
+  }
+
+  // The updated slices of every DP rank into every rank's parameters, bucket by bucket (blocking).
+  void all_gather_bucketed_parameters() {
+    for (std::size_t k = 0; k < buckets->size(); ++k) {
+      const int64_t slice = buckets->bucket_elements(k) / options.config.dp;
+      dp_comm->all_gather(sharded.shard.narrow(0, shard_offsets[k], slice).data_ptr(),
+                          sharded.parameter_buffer.narrow(0, buckets->bucket_offset(k), buckets->bucket_elements(k)).data_ptr(),
+                          static_cast<std::size_t>(slice), from_torch(sharded.shard.scalar_type()));
+    }
+    dp_comm->synchronize();
+    torch::NoGradGuard no_grad;
+    for (std::size_t i = 0; i < parameters.size(); ++i) {
+      parameters[i].copy_(sharded.parameter_buffer.narrow(0, buckets->parameter_offset(i), parameters[i].numel()).view_as(parameters[i]));
+    }
   }
 
   // After the backward: waits for the buckets' reductions (in place, in the gradients' views).
@@ -352,10 +450,12 @@ struct Trainer::Impl {
   double all_gather_parameters() {
     const auto start = Clock::now();
     if (options.backend == Backend::kCuda) torch::cuda::synchronize();
-    dp_comm->all_gather(sharded.shard.data_ptr(), sharded.parameter_buffer.data_ptr(),
-                        static_cast<std::size_t>(sharded.shard_count), from_torch(sharded.shard.scalar_type()));
-    dp_comm->synchronize();
-    {
+    if (buckets) {
+      all_gather_bucketed_parameters();
+    } else {
+      dp_comm->all_gather(sharded.shard.data_ptr(), sharded.parameter_buffer.data_ptr(),
+                          static_cast<std::size_t>(sharded.shard_count), from_torch(sharded.shard.scalar_type()));
+      dp_comm->synchronize();
       torch::NoGradGuard no_grad;
       unflatten_from(sharded.parameter_buffer, parameters, FlatPart::kValue);
     }
@@ -424,11 +524,10 @@ Trainer::Trainer(const TrainerOptions& options, MPI_Comm job_comm, JobAbort* abo
     for (auto& p : module->parameters()) s.norm_weights.push_back(p);
   }
   std::vector<torch::Tensor> updated = s.parameters;
-  if (options.techniques.distributed_optimizer) {
-    s.make_shard();
-    updated = {s.sharded.shard};
-  }
-  if (options.techniques.overlap_gradient_reduction && c.dp > 1) s.make_buckets();
+  const bool overlap = options.techniques.overlap_gradient_reduction && c.dp > 1;
+  if (options.techniques.distributed_optimizer && !overlap) s.make_shard();
+  if (overlap) s.make_buckets();  // with the distributed optimizer, its shard too (make_bucketed_shard)
+  if (options.techniques.distributed_optimizer) updated = {s.sharded.shard};
   s.optimizer = std::make_unique<torch::optim::AdamW>(
       updated, torch::optim::AdamWOptions(options.learning_rate).betas(std::make_tuple(kAdamW.beta1, kAdamW.beta2)).weight_decay(kAdamW.weight_decay).eps(adamw_eps(*s.policy)));
   if (s.policy->loss_scaling) s.loss_scale = options.initial_loss_scale;
@@ -490,8 +589,13 @@ StepResult Trainer::step(int64_t step_index) {
   if (s.buckets) s.buckets->arm(false);
   // The TP sum of the norms' gradients (SP) and the DP reduction commute, but each path needs it where
   // the gradients it reads are: before the reduce-scatter (which keeps only a shard), after the
-  // overlapped buckets (whose reduction writes every gradient view).
-  if (s.options.techniques.distributed_optimizer) {
+  // overlapped buckets (whose reduction writes every gradient view); with both, on the shard's norm
+  // elements after the buckets' reduce-scatters.
+  if (s.options.techniques.distributed_optimizer && s.buckets) {
+    s.finish_overlapped_reduction();
+    s.all_reduce_shard_norm_gradients();
+    s.sharded.shard.mutable_grad() = s.sharded.shard_gradient;
+  } else if (s.options.techniques.distributed_optimizer) {
     s.all_reduce_norm_gradients();
     s.reduce_scatter_gradients();
   } else if (s.buckets) {

@@ -66,7 +66,14 @@ struct TrainerOptions {
   //    buffer is cut, last parameter first, into buckets of about gradient_bucket_bytes; during the
   //    step's last backward a post-hook on each accumulator counts the gradients that are final, and a
   //    complete bucket is divided by dp and its all-reduce started (Communicator::start_all_reduce_sum);
-  //    the step waits for them after the backward. Not with the distributed optimizer yet (refused).
+  //    the step waits for them after the backward. With the distributed optimizer too (Megatron-LM's
+  //    overlap_grad_reduce without overlap_param_gather): every bucket is padded with zeros to a multiple
+  //    of dp and DP rank r owns the r-th 1/dp slice of each; its shard (the tensor AdamW updates) is the
+  //    parameter values of its slices, bucket after bucket. A complete bucket is divided by dp and its
+  //    reduce-scatter started (Communicator::start_reduce_scatter_sum) into its segment of the shard's
+  //    gradient; after the backward the step waits for them, sums the norms' gradients over TP on the
+  //    shard (SP), steps AdamW on the shard, then all-gathers every bucket's slices (blocking) into a
+  //    padded parameter buffer of the same layout and copies it into the parameters.
   // Job files, the tracer, the stage builder and the predictor know them all (common/training_techniques.hpp).
   TrainingTechniques techniques;
 };

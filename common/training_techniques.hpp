@@ -1,9 +1,9 @@
 // training_techniques.hpp: the options of Megatron-LM's training techniques that change what a step runs
 // (issue 16), what each does in calibrate/trainer.hpp and docs/method.md, and their one text form.
 // Invariants:
-//  - Torch-free; all off by default (plain TP, PP and DP as before); the trainer runs every combination
-//    except overlap with the distributed optimizer; job files, ground truth, the memory model, the
-//    tracer, the stage builder and the predictor know them all.
+//  - Torch-free; all off by default (plain TP, PP and DP as before); the trainer, job files, ground
+//    truth and the memory model know every combination; the tracer, the stage builder and the predictor
+//    every one but overlap with the distributed optimizer (refused with a reason).
 //  - Overlapped reduction needs dp > 1: at dp 1 there is nothing to reduce and the trainer trains plainly,
 //    so at_dp() drops it there; stages are traced, built and predicted with at_dp(techniques, dp).
 //  - recipe_text() is the canonical text of a set of techniques, the one job keys, stage keys, HDF5 rows

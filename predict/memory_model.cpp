@@ -115,6 +115,40 @@ int64_t bytes_of(DType dtype) { return static_cast<int64_t>(dtype_bytes(dtype));
 
 double gib(int64_t bytes) { return static_cast<double>(bytes) / (1024.0 * 1024.0 * 1024.0); }
 
+// The elements of the stage's parameters in registration order (calibrate/llama_model.cpp): embedding;
+// per layer input norm, q, k, v, o, post-attention norm, gate, up, down; final norm, LM head.
+std::vector<int64_t> stage_parameter_elements(const LocalShapes& x, const StageLayers& layers, int64_t vocab) {
+  std::vector<int64_t> sizes;
+  if (layers.has_embedding) sizes.push_back(vocab * x.h);
+  for (int64_t l = 0; l < layers.num_layers; ++l) {
+    for (int64_t n : {x.h, x.h * x.hl, x.h * x.kvl, x.h * x.kvl, x.hl * x.h, x.h, x.h * x.fl, x.h * x.fl, x.fl * x.h}) {
+      sizes.push_back(n);
+    }
+  }
+  if (layers.has_head) {
+    sizes.push_back(x.h);
+    sizes.push_back(vocab * x.h);
+  }
+  return sizes;
+}
+
+// calibrate/gradient_buckets.cpp's buffer: buckets of at least bucket_bytes, last parameter first, each
+// padded with zeros to a multiple of pad elements; its elements.
+int64_t padded_bucket_elements(const std::vector<int64_t>& sizes, int64_t element_bytes, int64_t bucket_bytes, int64_t pad) {
+  int64_t total = 0, filled = 0;
+  bool open = false;
+  for (auto it = sizes.rbegin(); it != sizes.rend(); ++it) {
+    if (open && filled * element_bytes >= bucket_bytes) {
+      total += (filled + pad - 1) / pad * pad;
+      filled = 0;
+    }
+    open = true;
+    filled += *it;
+  }
+  if (open) total += (filled + pad - 1) / pad * pad;
+  return total;
+}
+
 }  // namespace
 
 // The vocabulary rows one GPU holds of the embedding and of the LM head.
@@ -225,10 +259,21 @@ MemoryBreakdown memory_per_gpu(const LlamaSpec& model, const ParallelConfig& con
   }
   if (techniques.distributed_optimizer) {
     // calibrate/trainer.cpp make_shard(): AdamW updates one flat shard; the buffers exist at any dp.
-    const int64_t shard = (m.local_params + config.dp - 1) / config.dp;
-    const int64_t padded = shard * config.dp;
+    // With overlapped reduction (dp > 1, make_bucketed_shard) every bucket is padded to a multiple of dp
+    // and the gradients are views of that padded buffer: no separate flat gradient copy.
+    const bool bucketed = techniques.overlap_gradient_reduction && config.dp > 1;
+    const int64_t padded =
+        bucketed ? padded_bucket_elements(stage_parameter_elements(x, layers, local_vocab(x, config, techniques)),
+                                          bytes_of(policy.param_dtype), techniques.gradient_bucket_bytes, config.dp)
+                 : (m.local_params + config.dp - 1) / config.dp * config.dp;
+    const int64_t shard = padded / config.dp;
     m.optimizer_bytes = 2 * shard * bytes_of(policy.optimizer_dtype);
-    m.dp_flat_buffer_bytes = padded * bytes_of(policy.grad_dtype);
+    if (bucketed) {
+      m.gradients_bytes = padded * bytes_of(policy.grad_dtype);
+      m.dp_flat_buffer_bytes = 0;
+    } else {
+      m.dp_flat_buffer_bytes = padded * bytes_of(policy.grad_dtype);
+    }
     m.distributed_optimizer_bytes = padded * bytes_of(policy.param_dtype) + shard * bytes_of(policy.param_dtype) +
                                     shard * bytes_of(policy.grad_dtype);
     largest_tensor = shard;

@@ -27,7 +27,10 @@
 //    log-sum-exp) and recomputes one layer's during the backward; full recompute keeps each layer's input
 //    only (the received input is layer 0's) and recomputes one layer's activations, with its autocast
 //    weight copies, during the backward; with overlapped reduction the gradients are views of the flat DP
-//    buffer (Megatron's main_grad), so the buffer adds nothing beside them.
+//    buffer (Megatron's main_grad), so the buffer adds nothing beside them. Both (dp > 1): the gradients
+//    are views of the buckets' buffer, each bucket padded to a multiple of dp (counted as gradients, no
+//    separate flat gradient buffer), plus the padded parameter buffer of the same layout, the shard
+//    (padded / dp) and its gradient; AdamW's moments for the shard.
 //    With sequence parallelism (tp > 1) the norms, the residual stream between TP regions, the stage
 //    boundary and the final norm hold [b, s/tp, h]; the linears entering a TP region save the gathered
 //    full-sequence input as before. With the vocabulary-parallel head (tp > 1) the embedding and the LM

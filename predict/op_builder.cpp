@@ -37,7 +37,8 @@ void check_stage_request(const LlamaSpec& model, int tp, int pp, int stage, int 
   if (recipe.dp < 1) throw UserError("build_stage_ops: dp must be at least 1, not " + std::to_string(recipe.dp));
   if (t.overlap_gradient_reduction && t.distributed_optimizer) {
     throw UserError("build_stage_ops: training recipe '" + recipe_text(t) +
-                    "': overlapped gradient reduction with the distributed optimizer is not built yet");
+                    "': overlapped gradient reduction with the distributed optimizer is not built yet (the trainer runs it; its "
+                    "per-bucket reduce-scatters are not traced either)");
   }
   if (t.overlap_gradient_reduction && t.gradient_bucket_bytes < 1) {
     throw UserError("build_stage_ops: training recipe '" + recipe_text(t) + "': gradient_bucket_bytes must be at least 1");

@@ -25,12 +25,13 @@ std::optional<std::string> illegal_reason(const ParallelConfig& c) {
   return std::nullopt;
 }
 
-// Step 1b: the training techniques the predictor models: every one the trainer runs. Overlapped reduction
-// with the distributed optimizer is refused, as the trainer refuses it.
+// Step 1b: the training techniques the predictor models: every one the trainer runs but overlapped
+// reduction with the distributed optimizer, which neither the tracer nor the builder has yet: refused.
 std::optional<std::string> unmodelled_reason(const TrainingTechniques& t) {
   if (t.overlap_gradient_reduction && t.distributed_optimizer) {
     return "recipe " + recipe_text(t) +
-           ": overlapped gradient reduction with the distributed optimizer is not built (the trainer refuses it); "
+           ": overlapped gradient reduction with the distributed optimizer is not traced, built or predicted yet "
+           "(the trainer runs it); "
            "predict the recipe without one of them";
   }
   return std::nullopt;

@@ -64,6 +64,13 @@ class Communicator {
   // `calibrate comm` measures); NCCL: enqueued on the communicator's stream after the work already
   // queued on the device's legacy default stream.
   virtual void start_all_reduce_sum(void* buffer, std::size_t count, DType dtype) { all_reduce_sum(buffer, buffer, count, dtype); }
+  // The same for a reduce-scatter (sum; buffer sizes as reduce_scatter_sum's), for the distributed
+  // optimizer's buckets: `send` and `recv` must stay untouched until finish_started(). MPI:
+  // MPI_Ireduce_scatter_block; by default (NCCL) the blocking call, enqueued on the communicator's stream
+  // (the caller makes the device's work on `send` complete first).
+  virtual void start_reduce_scatter_sum(const void* send, void* recv, std::size_t count, DType dtype) {
+    reduce_scatter_sum(send, recv, count, dtype);
+  }
   virtual void finish_started() { synchronize(); }
   virtual void progress() {}
 

@@ -160,6 +160,12 @@ void MpiCommunicator::start_all_reduce_sum(void* buffer, std::size_t count, DTyp
   ITERTIME_MPI_CHECK(MPI_Iallreduce(MPI_IN_PLACE, buffer, checked_count(count), mpi_type(dtype), sum_op(dtype), comm_, &request));
 }
 
+void MpiCommunicator::start_reduce_scatter_sum(const void* send, void* recv, std::size_t count, DType dtype) {
+  MPI_Request& request = started_.emplace_back(MPI_REQUEST_NULL);
+  ITERTIME_MPI_CHECK(
+      MPI_Ireduce_scatter_block(send, recv, checked_count(count), mpi_type(dtype), sum_op(dtype), comm_, &request));
+}
+
 void MpiCommunicator::finish_started() {
   for (MPI_Request& request : started_) {
     if (abort_ != nullptr) {

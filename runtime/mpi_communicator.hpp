@@ -43,6 +43,7 @@ class MpiCommunicator final : public Communicator {
   void barrier() override;
   void set_abort(JobAbort* abort) override { abort_ = abort; }
   void start_all_reduce_sum(void* buffer, std::size_t count, DType dtype) override;
+  void start_reduce_scatter_sum(const void* send, void* recv, std::size_t count, DType dtype) override;
   void finish_started() override;  // abortable with a JobAbort set
   void progress() override;
 
@@ -58,7 +59,7 @@ class MpiCommunicator final : public Communicator {
   MPI_Op fp16_sum_ = MPI_OP_NULL;
   MPI_Op bf16_sum_ = MPI_OP_NULL;
   JobAbort* abort_ = nullptr;  // when set, point-to-point calls are non-blocking and polled (comm.hpp)
-  std::vector<MPI_Request> started_;  // start_all_reduce_sum's requests, until finish_started()
+  std::vector<MPI_Request> started_;  // the started reductions' requests, until finish_started()
 };
 
 }  // namespace itertime

@@ -35,8 +35,11 @@ constexpr Techniques kSelectiveRecompute{false, false, false, Recompute::kSelect
 constexpr Techniques kFullRecompute{false, false, false, Recompute::kFull};
 constexpr Techniques kOverlappedReduction{false, false, false, Recompute::kNone, true, kTestBucketBytes};
 constexpr Techniques kAllTechniques{true, true, true, Recompute::kFull};
-// Everything that goes with overlapped reduction (not the distributed optimizer yet).
+// Everything with overlapped reduction but the distributed optimizer; the distributed optimizer with
+// overlapped reduction (per-bucket reduce-scatters), alone and with everything (sp+vp+dopt+rc-full+ovl-64K).
 constexpr Techniques kAllWithOverlap{true, true, false, Recompute::kFull, true, kTestBucketBytes};
+constexpr Techniques kDistributedOverlap{false, false, true, Recompute::kNone, true, kTestBucketBytes};
+constexpr Techniques kEverything{true, true, true, Recompute::kFull, true, kTestBucketBytes};
 
 std::string name_of(const Techniques& t) {
   return std::string(t.distributed_optimizer ? "_distributed_optimizer" : "") + (t.sequence_parallel ? "_sequence_parallel" : "") +
@@ -156,6 +159,14 @@ INSTANTIATE_TEST_SUITE_P(Precisions, LayoutEquivalence,
                                            Case{PrecisionName::kAmpBf16, 2e-2, AttentionKernel::kEager, kOverlappedReduction},
                                            Case{PrecisionName::kFp16, 5e-2, AttentionKernel::kEager, kOverlappedReduction},
                                            Case{PrecisionName::kAmpBf16, 2e-2, AttentionKernel::kEager, kAllWithOverlap},
+                                           // the distributed optimizer with overlapped reduction
+                                           Case{PrecisionName::kFp32, 1e-4, AttentionKernel::kEager, kDistributedOverlap},
+                                           Case{PrecisionName::kBf16, 5e-2, AttentionKernel::kEager, kDistributedOverlap},
+                                           Case{PrecisionName::kAmpBf16, 2e-2, AttentionKernel::kEager, kDistributedOverlap},
+                                           Case{PrecisionName::kFp16, 5e-2, AttentionKernel::kEager, kDistributedOverlap},
+                                           Case{PrecisionName::kFp32, 1e-4, AttentionKernel::kEager, kEverything},
+                                           Case{PrecisionName::kBf16, 5e-2, AttentionKernel::kEager, kEverything},
+                                           Case{PrecisionName::kAmpBf16, 2e-2, AttentionKernel::kEager, kEverything},
                                            // all of them together
                                            Case{PrecisionName::kFp32, 1e-4, AttentionKernel::kEager, kAllTechniques},
                                            Case{PrecisionName::kAmpBf16, 2e-2, AttentionKernel::kEager, kAllTechniques},
@@ -196,7 +207,7 @@ TEST(Trainer, TechniquesTrainTheSameParameters) {
     const double expected = trained_sum_of_squares(options_for(PrecisionName::kFp32, dp, tp, 1));
     for (const Techniques techniques :
          {kDistributedOptimizer, kSequenceParallel, kVocabParallel, kSelectiveRecompute, kFullRecompute, kOverlappedReduction,
-          kAllTechniques, kAllWithOverlap}) {
+          kAllTechniques, kAllWithOverlap, kDistributedOverlap, kEverything}) {
       // fp32 summation order: 3e-9 relative at tp 4; without the TP sum of the norms' gradients: 1e-4
       EXPECT_NEAR(trained_sum_of_squares(options_for(PrecisionName::kFp32, dp, tp, 1, AttentionKernel::kEager, techniques)),
                   expected, 1e-6 * expected)
@@ -206,21 +217,37 @@ TEST(Trainer, TechniquesTrainTheSameParameters) {
 }
 
 // Overlapped reduction really starts during the backward: every bucket of the last step was started
-// before the backward returned, and there are several. Refused with the distributed optimizer.
+// before the backward returned (its all-reduce, or with the distributed optimizer its reduce-scatter),
+// and there are several.
 TEST(Trainer, OverlappedReductionStartsEveryBucketDuringTheBackward) {
   int world = 1;
   MPI_Comm_size(MPI_COMM_WORLD, &world);
-  for (int pp = 1; pp <= std::min(world / 2, 2); ++pp) {
-    Trainer trainer(options_for(PrecisionName::kFp32, world / pp, 1, pp, AttentionKernel::kEager, kOverlappedReduction), MPI_COMM_WORLD);
-    for (int step = 0; step < 2; ++step) {
-      trainer.step(step);
-      EXPECT_GT(trainer.gradient_bucket_count(), 2) << "pp " << pp;
-      EXPECT_EQ(trainer.overlapped_buckets_started(), trainer.gradient_bucket_count()) << "pp " << pp << " step " << step;
+  for (const Techniques techniques : {kOverlappedReduction, kDistributedOverlap}) {
+    for (int pp = 1; pp <= std::min(world / 2, 2); ++pp) {
+      Trainer trainer(options_for(PrecisionName::kFp32, world / pp, 1, pp, AttentionKernel::kEager, techniques), MPI_COMM_WORLD);
+      for (int step = 0; step < 2; ++step) {
+        trainer.step(step);
+        EXPECT_GT(trainer.gradient_bucket_count(), 2) << "techniques" << name_of(techniques) << " pp " << pp;
+        EXPECT_EQ(trainer.overlapped_buckets_started(), trainer.gradient_bucket_count())
+            << "techniques" << name_of(techniques) << " pp " << pp << " step " << step;
+      }
     }
   }
-  TrainerOptions refused = options_for(PrecisionName::kFp32, world, 1, 1, AttentionKernel::kEager, kOverlappedReduction);
-  refused.techniques.distributed_optimizer = true;
-  EXPECT_THROW(check_trainable(refused, world), UserError);
+  TrainerOptions accepted = options_for(PrecisionName::kFp32, world, 1, 1, AttentionKernel::kEager, kDistributedOverlap);
+  EXPECT_NO_THROW(check_trainable(accepted, world));
+}
+
+// The distributed optimizer with overlapped reduction shards AdamW's state too: each bucket is padded to
+// a multiple of dp and a rank keeps one 1/dp slice of each, so its shard is at least ceil(P / dp) and
+// exceeds it by less than one element per bucket.
+TEST(Trainer, DistributedOptimizerWithOverlapShardsEveryBucket) {
+  int world = 1;
+  MPI_Comm_size(MPI_COMM_WORLD, &world);
+  if (world < 2) GTEST_SKIP() << "overlapped reduction needs dp > 1";
+  const Trainer trainer(options_for(PrecisionName::kFp32, world, 1, 1, AttentionKernel::kEager, kDistributedOverlap), MPI_COMM_WORLD);
+  const int64_t local = trainer.local_parameter_count();
+  EXPECT_GE(trainer.optimizer_parameter_count(), (local + world - 1) / world);
+  EXPECT_LE(trainer.optimizer_parameter_count(), local / world + trainer.gradient_bucket_count());
 }
 
 // Recompute really drops activations: the peak of tensor bytes during a step (after the first, which

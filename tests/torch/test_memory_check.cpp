@@ -94,12 +94,14 @@ TEST(MemoryCheck, MeasuredPeakMatchesTheMemoryModel) {
 // recompute on LibTorch 2.6, where 1.13 measures 1.00-1.07): 2.x's autocast holds fewer low-precision
 // copies than the model, written against 1.13, counts. The lower end of the band is 0.90 there.
 TEST(MemoryCheck, MeasuredPeakMatchesTheMemoryModelWithTechniques) {
-  TrainingTechniques distributed_optimizer, selective, full, overlap, sharded_full, sequence, vocabulary, all;
+  TrainingTechniques distributed_optimizer, selective, full, overlap, sharded_overlap, sharded_full, sequence, vocabulary, all;
   distributed_optimizer.distributed_optimizer = true;
   selective.recompute = Recompute::kSelective;
   full.recompute = Recompute::kFull;
   overlap.overlap_gradient_reduction = true;
   overlap.gradient_bucket_bytes = 64 << 10;
+  sharded_overlap = overlap;
+  sharded_overlap.distributed_optimizer = true;
   sharded_full = full;
   sharded_full.distributed_optimizer = true;
   sequence.sequence_parallel = true;
@@ -109,7 +111,8 @@ TEST(MemoryCheck, MeasuredPeakMatchesTheMemoryModelWithTechniques) {
   all.vocab_parallel = true;
   const std::vector<std::pair<TrainingTechniques, std::string>> techniques = {
       {distributed_optimizer, " distributed-optimizer"}, {selective, " selective-recompute"},
-      {full, " full-recompute"}, {overlap, " overlapped-reduction"}, {sharded_full, " distributed-optimizer+full-recompute"},
+      {full, " full-recompute"}, {overlap, " overlapped-reduction"},
+      {sharded_overlap, " distributed-optimizer+overlapped-reduction"}, {sharded_full, " distributed-optimizer+full-recompute"},
       {sequence, " sequence-parallel"}, {vocabulary, " vocab-parallel"}, {all, " all-four"}};
   const bool torch2 = has_sdpa();
   const double autocast_lower = torch2 ? 0.90 : 0.95;

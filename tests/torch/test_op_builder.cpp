@@ -365,7 +365,7 @@ TEST(OpBuilderOverlap, ReducesEveryParameterOnceAndKeepsThePlainBackward) {
   }
 }
 
-// The trainer and the tracer refuse overlap with the distributed optimizer; so does the builder.
+// The tracer refuses overlap with the distributed optimizer (which the trainer runs); so does the builder.
 TEST(OpBuilderOverlap, RefusesTheDistributedOptimizer) {
   const LlamaSpec spec = load("tiny-llama-gqa");
   const predict::StageRecipe both{AttentionKernel::kEager, predict::TorchDialect::kTorch1, recipe("dopt+ovl"), 2};
