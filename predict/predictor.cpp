@@ -25,17 +25,9 @@ std::optional<std::string> illegal_reason(const ParallelConfig& c) {
   return std::nullopt;
 }
 
-// Step 1b: the training techniques the predictor models: every one the trainer runs but overlapped
-// reduction with the distributed optimizer, which neither the tracer nor the builder has yet: refused.
-std::optional<std::string> unmodelled_reason(const TrainingTechniques& t) {
-  if (t.overlap_gradient_reduction && t.distributed_optimizer) {
-    return "recipe " + recipe_text(t) +
-           ": overlapped gradient reduction with the distributed optimizer is not traced, built or predicted yet "
-           "(the trainer runs it); "
-           "predict the recipe without one of them";
-  }
-  return std::nullopt;
-}
+// Step 1b: the training techniques the predictor models: every one the trainer runs (a stage the tracer or
+// the builder cannot give comes back as the resolver's reason).
+std::optional<std::string> unmodelled_reason(const TrainingTechniques&) { return std::nullopt; }
 
 // Step 2: the occupancy operators are timed at. Oversubscribed CPU ranks (more ranks than the node's rank
 // slots, but no more than the calibrated node ran) take their time as profiled with every slot busy
@@ -70,7 +62,8 @@ const Calibration& choose_calibration(const FittedModel& model, const PredictReq
 
 // Step 4: one stage's communication times: TP all-reduces per micro-batch (per phase), the sends to its
 // neighbours (set only where the stage has that neighbour) and the DP all-reduce per iteration, or with
-// overlapped reduction (dp_all_reduce recorded in the backward) its buckets in completion order, each
+// overlapped reduction (dp_all_reduce, or with the distributed optimizer dp_reduce_scatter, recorded in
+// the backward) its buckets in completion order, each
 // complete after the share of the stage's gradient bytes up to and including it (the backward's work
 // per parameter taken as even; the stage's last bucket is complete when the backward ends).
 struct StageComm {
@@ -133,7 +126,11 @@ StageComm stage_comm(const CommModel& comm_model, const ParallelConfig& c, int s
           whole.bytes = op.bytes * c.dp;
           t = time_us(op.kind == CommKind::kDpAllGather ? Collective::kAllGather : Collective::kReduceScatter, whole, c.dp,
                       dp_layout);
-          if (t) out.dp_us += *t * static_cast<double>(op.count);
+          if (t && op.phase == Phase::kBackward) {  // with overlapped reduction: one per bucket, started in the backward
+            for (int64_t i = 0; i < op.count; ++i) out.buckets.push_back(BucketReduction{static_cast<double>(whole.bytes), *t});
+          } else if (t) {
+            out.dp_us += *t * static_cast<double>(op.count);
+          }
         }
         break;
     }

@@ -5,8 +5,9 @@
 //    (counts x profiled time at the configuration's occupancy, dp*tp*pp busy ranks) + its TP
 //    all-reduces (comm model, the TP group's consecutive layout, at the dtype the trace recorded).
 //  - The pipeline is simulated (predict/schedule.hpp, 1F1B, blocking sends) with P2P at the policy's
-//    activation dtype; then the slowest stage's sequence-parallel norm-gradient sum, DP gradient-buffer
-//    work, DP all-reduce (gradient dtype, the DP group's layout) and optimizer step are added.
+//    activation dtype; then each stage's sequence-parallel norm-gradient sum, DP gradient-buffer work,
+//    DP all-reduce (gradient dtype, the DP group's layout) and optimizer step follow its own timeline
+//    (see the step end below).
 //  - Training techniques (common/training_techniques.hpp): sequence parallelism, the vocabulary-parallel
 //    head and recompute come with the stage (its trace under the recipe's key, or the builder with the
 //    recipe): their operators, their TP all-gathers and reduce-scatters (the comm model's all_gather and
@@ -14,8 +15,13 @@
 //    recomputed forward inside the backward. The distributed optimizer's stage (keyed by dp) holds its
 //    DP reduce-scatter of the gradient buffer, its AdamW step on one shard and its DP all-gather of the
 //    parameters (all_gather and reduce_scatter at the DP group, the whole buffer), added after the
-//    pipeline at any dp (the trainer shards over one rank too). Overlapped gradient reduction is refused
-//    with a reason (not modelled yet), never predicted as plain training.
+//    pipeline at any dp (the trainer shards over one rank too). Overlapped gradient reduction (dp > 1;
+//    at dp 1 the plain stage) records its buckets' dp_all_reduce (with the distributed optimizer
+//    dp_reduce_scatter) in the backward: they run one after another from when the stage's last backward
+//    completes each (after its share of the bucket bytes) and only what outlasts the stage's timeline
+//    adds to its time (predict/schedule.hpp exposed_reduction_us; no contention term).
+//  - The step ends when the last stage finishes: its timeline's end, its exposed reduction, then its
+//    once-per-iteration tail (sp_grads, dp_buffer, DP communication, optimizer).
 //  - Shared cores: when the model has rank slots (a single-node CPU calibration) and the configuration
 //    has more ranks than slots but no more than the calibrated node ran, operators take their time at
 //    occupancy = slots, the schedule runs with processor sharing (TP all-reduces and transfers

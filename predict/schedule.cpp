@@ -24,13 +24,23 @@ void require_time(double value_us, const std::string& what) {
 
 // Every user-facing check of a ScheduleInput (UserError), and the p2p vector sizes (ITERTIME_CHECK).
 void require_valid(const ScheduleInput& input) {
-  const int pp = static_cast<int>(input.stages.size());
+  const int pp = static_cast<int>(input.stages.size());  // virtual stages
   const int m = input.num_micro_batches;
+  const int v = input.virtual_stages;
   if (pp < 1) throw UserError("1F1B schedule: no pipeline stages given");
   if (m < 1) throw UserError("1F1B schedule: " + std::to_string(m) + " micro-batches; need at least 1");
+  if (v < 1 || pp % v != 0) {
+    throw UserError("1F1B schedule: " + std::to_string(pp) + " stage times for " + std::to_string(v) +
+                    " model chunks per rank; give pp * v of them, in virtual-stage order");
+  }
+  const int ranks = pp / v;
+  if (v > 1 && m % ranks != 0) {
+    throw UserError("interleaved 1F1B: " + std::to_string(m) + " micro-batches is not a multiple of pp " + std::to_string(ranks) +
+                    " (Megatron-LM's interleaved schedule needs that); choose a global batch that gives a multiple, or v = 1");
+  }
   ITERTIME_CHECK(static_cast<int>(input.p2p_forward_us.size()) == pp - 1 &&
                      static_cast<int>(input.p2p_backward_us.size()) == pp - 1,
-                 "p2p transfer vectors need pp-1 = " + std::to_string(pp - 1) + " entries");
+                 "p2p transfer vectors need pp*v-1 = " + std::to_string(pp - 1) + " entries");
   for (int s = 0; s < pp; ++s) {
     const StageTimes& times = input.stages[static_cast<std::size_t>(s)];
     require_time(times.forward_us, "stage " + std::to_string(s) + " forward");
@@ -58,12 +68,13 @@ class PipelineState {
  public:
   explicit PipelineState(const ScheduleInput& input)
       : input_(input),
-        pp_(static_cast<int>(input.stages.size())),
+        v_(input.virtual_stages),
+        pp_(static_cast<int>(input.stages.size()) / input.virtual_stages),
         m_(input.num_micro_batches),
         forward_end_us_(cells(), kNotDone),
         backward_end_us_(cells(), kNotDone),
         next_(static_cast<std::size_t>(pp_), 0) {
-    for (int s = 0; s < pp_; ++s) orders_.push_back(one_f_one_b_order(pp_, s, m_));
+    for (int s = 0; s < pp_; ++s) orders_.push_back(v_ == 1 ? one_f_one_b_order(pp_, s, m_) : interleaved_order(pp_, s, m_, v_));
     result_.busy_us.assign(static_cast<std::size_t>(pp_), 0.0);
     result_.send_us.assign(static_cast<std::size_t>(pp_), 0.0);
     result_.idle_us.assign(static_cast<std::size_t>(pp_), 0.0);
@@ -73,8 +84,9 @@ class PipelineState {
     if (input.record_timeline) result_.timeline.assign(static_cast<std::size_t>(pp_), {});
   }
 
-  int stages() const { return pp_; }
-  std::size_t cells() const { return static_cast<std::size_t>(pp_) * static_cast<std::size_t>(m_); }
+  int stages() const { return pp_; }  // pipeline ranks: one timeline each
+  // One (virtual stage, micro-batch) cell per forward and per backward: 2 * cells() passes in all.
+  std::size_t cells() const { return static_cast<std::size_t>(pp_ * v_) * static_cast<std::size_t>(m_); }
   bool has_next(int s) const { return next_[index(s)] < orders_[index(s)].size(); }
   const TimelineEntry& next_pass(int s) const { return orders_[index(s)][next_[index(s)]]; }
 
@@ -83,25 +95,26 @@ class PipelineState {
   double dependencies_ready_us(int s) const {
     const TimelineEntry& pass = next_pass(s);
     const int i = pass.micro_batch;
+    const int vs = virtual_stage(s, pass);
     if (pass.kind == PassKind::kForward) {
-      if (s == 0) return 0.0;
-      const double upstream_us = forward_end_us_[cell(s - 1, i)];
-      return upstream_us == kNotDone ? kNotDone : upstream_us + input_.p2p_forward_us[index(s) - 1];
+      if (vs == 0) return 0.0;
+      const double upstream_us = forward_end_us_[cell(vs - 1, i)];
+      return upstream_us == kNotDone ? kNotDone : upstream_us + input_.p2p_forward_us[index(vs) - 1];
     }
-    ITERTIME_CHECK(forward_end_us_[cell(s, i)] != kNotDone, "1F1B order runs a backward before its forward");
-    if (s == pp_ - 1) return forward_end_us_[cell(s, i)];
-    const double downstream_us = backward_end_us_[cell(s + 1, i)];
-    return downstream_us == kNotDone ? kNotDone : downstream_us + input_.p2p_backward_us[index(s)];
+    ITERTIME_CHECK(forward_end_us_[cell(vs, i)] != kNotDone, "1F1B order runs a backward before its forward");
+    if (vs == pp_ * v_ - 1) return forward_end_us_[cell(vs, i)];
+    const double downstream_us = backward_end_us_[cell(vs + 1, i)];
+    return downstream_us == kNotDone ? kNotDone : downstream_us + input_.p2p_backward_us[index(vs)];
   }
 
   double next_pass_us(int s) const {
-    const StageTimes& times = input_.stages[index(s)];
+    const StageTimes& times = input_.stages[index(virtual_stage(s, next_pass(s)))];
     return next_pass(s).kind == PassKind::kForward ? times.forward_us : times.backward_us;
   }
 
   // The next pass's compute time: its shared (processor-shared) and fixed parts.
   std::pair<double, double> next_pass_parts_us(int s) const {
-    const StageTimes& times = input_.stages[index(s)];
+    const StageTimes& times = input_.stages[index(virtual_stage(s, next_pass(s)))];
     const bool forward = next_pass(s).kind == PassKind::kForward;
     const double total_us = forward ? times.forward_us : times.backward_us;
     const double fixed_us = forward ? times.forward_fixed_us : times.backward_fixed_us;
@@ -113,28 +126,34 @@ class PipelineState {
   double complete_next_pass(int s, double start_us, double end_us) {
     const TimelineEntry pass = next_pass(s);
     const bool forward = pass.kind == PassKind::kForward;
-    (forward ? forward_end_us_ : backward_end_us_)[cell(s, pass.micro_batch)] = end_us;
+    const int vs = virtual_stage(s, pass);
+    (forward ? forward_end_us_ : backward_end_us_)[cell(vs, pass.micro_batch)] = end_us;
     result_.busy_us[index(s)] += end_us - start_us;
     result_.end_us[index(s)] = std::max(result_.end_us[index(s)], end_us);
     if (!forward) {  // the passes run in order: the last one recorded is the last backward
       result_.last_backward_start_us[index(s)] = start_us;
       result_.last_backward_end_us[index(s)] = end_us;
     }
-    if (input_.record_timeline) result_.timeline[index(s)].push_back({pass.kind, pass.micro_batch, start_us, end_us});
+    if (input_.record_timeline) result_.timeline[index(s)].push_back({pass.kind, pass.micro_batch, start_us, end_us, pass.chunk});
     ++next_[index(s)];
-    const bool sends = forward ? (s < pp_ - 1) : (s > 0);
-    if (!input_.blocking_send || !sends) return 0.0;
-    const double transfer_us = forward ? input_.p2p_forward_us[index(s)] : input_.p2p_backward_us[index(s) - 1];
+    if (!input_.blocking_send || !sends_after(s, pass)) return 0.0;
+    const double transfer_us = forward ? input_.p2p_forward_us[index(vs)] : input_.p2p_backward_us[index(vs) - 1];
     result_.send_us[index(s)] += transfer_us;
     result_.end_us[index(s)] = std::max(result_.end_us[index(s)], end_us + transfer_us);
     if (input_.record_timeline) {
       result_.timeline[index(s)].push_back(
-          {forward ? PassKind::kSendForward : PassKind::kSendBackward, pass.micro_batch, end_us, end_us + transfer_us});
+          {forward ? PassKind::kSendForward : PassKind::kSendBackward, pass.micro_batch, end_us, end_us + transfer_us, pass.chunk});
     }
     return transfer_us;
   }
 
   void extend_makespan(double time_us) { result_.makespan_us = std::max(result_.makespan_us, time_us); }
+
+  // Whether a pass sends its result on: forwards but the last virtual stage's, backwards but the first's.
+  bool sends_after(int s, const TimelineEntry& pass) const {
+    const int vs = virtual_stage(s, pass);
+    return pass.kind == PassKind::kForward ? vs < pp_ * v_ - 1 : vs > 0;
+  }
 
   // Idle time per stage and the bubble, from the makespan, busy and send times.
   ScheduleResult finish() {
@@ -149,10 +168,11 @@ class PipelineState {
 
  private:
   static std::size_t index(int s) { return static_cast<std::size_t>(s); }
-  std::size_t cell(int s, int i) const { return index(s) * static_cast<std::size_t>(m_) + static_cast<std::size_t>(i); }
+  int virtual_stage(int rank, const TimelineEntry& pass) const { return pass.chunk * pp_ + rank; }
+  std::size_t cell(int vs, int i) const { return index(vs) * static_cast<std::size_t>(m_) + static_cast<std::size_t>(i); }
 
   const ScheduleInput& input_;
-  int pp_, m_;
+  int v_, pp_, m_;
   std::vector<std::vector<TimelineEntry>> orders_;
   std::vector<double> forward_end_us_, backward_end_us_;
   std::vector<std::size_t> next_;  // per stage: index of its next pass in its order
@@ -195,7 +215,7 @@ class SharedCoreSimulation {
         remaining_passes_(2 * pipeline_.cells()) {
     double scale = 1.0;  // for the "reached zero" tolerance
     for (const StageTimes& t : input.stages) scale = std::max({scale, t.forward_us, t.backward_us});
-    epsilon_ = 1e-12 * scale * static_cast<double>(2 * input.num_micro_batches + pipeline_.stages());
+    epsilon_ = 1e-12 * scale * static_cast<double>(2 * input.num_micro_batches * input.virtual_stages + pipeline_.stages());
   }
 
   ScheduleResult run() {
@@ -272,9 +292,7 @@ class SharedCoreSimulation {
       moved = true;
     }
     if (st.activity == Activity::kFixed && st.remaining_us <= epsilon_) {
-      const TimelineEntry pass = pipeline_.next_pass(s);
-      const bool forward = pass.kind == PassKind::kForward;
-      const bool sends = forward ? (s < pipeline_.stages() - 1) : (s > 0);
+      const bool sends = pipeline_.sends_after(s, pipeline_.next_pass(s));
       const double transfer_us = pipeline_.complete_next_pass(s, st.pass_start_us, now_us_);
       --remaining_passes_;
       st.activity = input_.blocking_send && sends ? Activity::kSending : Activity::kIdle;
@@ -324,6 +342,30 @@ std::vector<TimelineEntry> one_f_one_b_order(int pp, int stage, int m) {
     order.push_back({PassKind::kBackward, next_backward++, 0.0, 0.0});
   }
   for (int i = 0; i < warmup; ++i) order.push_back({PassKind::kBackward, next_backward++, 0.0, 0.0});
+  return order;
+}
+
+std::vector<TimelineEntry> interleaved_order(int pp, int rank, int m, int virtual_stages) {
+  const int v = virtual_stages;
+  ITERTIME_CHECK(pp >= 1 && rank >= 0 && rank < pp && m >= 1 && v >= 1, "interleaved order needs 0 <= rank < pp, m >= 1, v >= 1");
+  if (v == 1) return one_f_one_b_order(pp, rank, m);
+  ITERTIME_CHECK(m % pp == 0, "interleaved order needs m a multiple of pp");
+  const int total = m * v;
+  const int group = pp * v;
+  const int warmup = m == pp ? total : std::min((pp - rank - 1) * 2 + (v - 1) * pp, total);
+  const auto pass = [&](PassKind kind, int k) {
+    const int in_group = k % group;
+    const int chunk = kind == PassKind::kForward ? in_group / pp : v - 1 - in_group / pp;
+    return TimelineEntry{kind, (k / group) * pp + k % pp, 0.0, 0.0, chunk};
+  };
+  std::vector<TimelineEntry> order;
+  order.reserve(static_cast<std::size_t>(2 * total));
+  for (int k = 0; k < warmup; ++k) order.push_back(pass(PassKind::kForward, k));
+  for (int k = 0; k < total - warmup; ++k) {
+    order.push_back(pass(PassKind::kForward, warmup + k));
+    order.push_back(pass(PassKind::kBackward, k));
+  }
+  for (int k = total - warmup; k < total; ++k) order.push_back(pass(PassKind::kBackward, k));
   return order;
 }
 

@@ -1,13 +1,20 @@
-// schedule.hpp: event simulation of Megatron's non-interleaved 1F1B pipeline schedule (not a closed
-// formula), so that unbalanced stages, the first/last stage's extra work and per-boundary transfer
-// times are exact.
+// schedule.hpp: event simulation of Megatron's 1F1B pipeline schedules, non-interleaved and interleaved
+// (virtual pipeline stages), not a closed formula, so that unbalanced stages, the first/last stage's
+// extra work and per-boundary transfer times are exact.
 // Invariants:
-//  - Stage s of pp (0-based) runs warm-up = min(pp-s-1, m) forwards, then alternates (forward,
-//    backward) for the remaining m - warm-up forwards, then runs the remaining backwards: the order of
-//    calibrate/trainer.cpp. Each stage runs one pass at a time, in that order.
-//  - F(s,i) starts when stage s is free and F(s-1,i) ended + p2p_forward_us[s-1]; B(s,i) starts when
-//    stage s is free, F(s,i) is done and B(s+1,i) ended + p2p_backward_us[s]; B(pp-1,i) needs F(pp-1,i)
-//    only. Boundary j lies between stages j and j+1.
+//  - Non-interleaved (virtual_stages 1): stage s of pp (0-based) runs warm-up = min(pp-s-1, m) forwards,
+//    then alternates (forward, backward) for the remaining m - warm-up forwards, then runs the remaining
+//    backwards: the order of calibrate/trainer.cpp. Each stage runs one pass at a time, in that order.
+//  - Interleaved (virtual_stages v > 1, Megatron-LM's schedule; needs m a multiple of pp, else a
+//    UserError): pipeline rank r holds model chunks c = 0..v-1, virtual stage c*pp + r of pp*v (layers
+//    assigned round-robin). Its k-th forward (k = 0..m*v-1) runs chunk (k mod pp*v) / pp on micro-batch
+//    (k / (pp*v))*pp + k mod pp, its k-th backward chunk v-1 - (k mod pp*v) / pp on the same micro-batch
+//    rule; warm-up = min((pp-r-1)*2 + (v-1)*pp, m*v) forwards (all of them when m == pp), then
+//    alternating (forward, backward), then the remaining backwards.
+//  - Dependencies run along virtual stages (with v 1 they are the stages): F(s,i) starts when its rank is
+//    free and F(s-1,i) ended + p2p_forward_us[s-1]; B(s,i) when its rank is free, F(s,i) is done and
+//    B(s+1,i) ended + p2p_backward_us[s]; B(last,i) needs F(last,i) only. Boundary j lies between virtual
+//    stages j and j+1 (with v > 1 the boundary after rank pp-1's chunk goes back to rank 0).
 //  - blocking_send: the sender's timeline is also busy for the transfer (right after the pass that
 //    produced the payload), as with blocking MPI sends; otherwise the transfer overlaps the sender's
 //    next pass. The receiver sees the payload at the same time in both modes.
@@ -20,8 +27,9 @@
 //    core (ranks waiting in MPI yield when oversubscribed). A pass is then shared part, then fixed part.
 //    rank_slots = 0 runs the list-scheduling simulation; any rank_slots > 0 the event simulation, which
 //    gives the same result when the slots are never short.
-//  - end_us[s] is when stage s's timeline is last busy (its last pass, or the blocking send after it);
-//    last_backward_start_us / last_backward_end_us[s] bound its last backward pass as simulated.
+//  - Per pipeline rank (a timeline; with v 1 a stage): busy_us, send_us, idle_us, end_us, the last
+//    backward and the timeline; end_us[r] is when rank r's timeline is last busy (its last pass, or the
+//    blocking send after it); last_backward_start_us / last_backward_end_us[r] bound its last backward.
 //  - Overlapped gradient reduction (exposed_reduction_us): a stage's DP buckets complete during its last
 //    backward, bucket k after the fraction ready_fraction[k] of it, and their all-reduces run one after
 //    another (one DP communicator), each starting when its bucket is complete and the previous one has
@@ -52,13 +60,15 @@ struct TimelineEntry {
   int micro_batch = 0;
   double start_us = 0.0;
   double end_us = 0.0;
+  int chunk = 0;  // the model chunk (virtual stage chunk*pp + rank) with interleaving, else 0
 };
 
 struct ScheduleInput {
-  std::vector<StageTimes> stages;        // pp entries
-  std::vector<double> p2p_forward_us;    // pp-1 entries: activations, stage j -> j+1
-  std::vector<double> p2p_backward_us;   // pp-1 entries: gradients, stage j+1 -> j
+  std::vector<StageTimes> stages;        // pp * virtual_stages entries, in virtual-stage order
+  std::vector<double> p2p_forward_us;    // (pp * v) - 1 entries: activations, virtual stage j -> j+1
+  std::vector<double> p2p_backward_us;   // (pp * v) - 1 entries: gradients, virtual stage j+1 -> j
   int num_micro_batches = 1;             // m
+  int virtual_stages = 1;                // v: model chunks per pipeline rank (interleaved 1F1B when > 1)
   bool blocking_send = false;
   bool record_timeline = false;
   double rank_slots = 0;       // ranks that can compute at once on the node (cores / threads per rank); 0: unlimited
@@ -67,10 +77,10 @@ struct ScheduleInput {
 
 struct ScheduleResult {
   double makespan_us = 0.0;
-  std::vector<double> busy_us;  // per stage: sum of its forward and backward passes
-  std::vector<double> send_us;  // per stage: time its timeline was held by blocking sends
-  std::vector<double> idle_us;  // per stage: makespan - busy - send
-  double bubble_us = 0.0;       // makespan minus the busiest stage's busy time
+  std::vector<double> busy_us;  // per pipeline rank: sum of its forward and backward passes
+  std::vector<double> send_us;  // per pipeline rank: time its timeline was held by blocking sends
+  std::vector<double> idle_us;  // per pipeline rank: makespan - busy - send
+  double bubble_us = 0.0;       // makespan minus the busiest rank's busy time
   std::vector<double> end_us;                // per stage: its timeline's last busy instant
   std::vector<double> last_backward_start_us, last_backward_end_us;  // per stage
   // Per stage, in execution order (empty unless record_timeline).
@@ -80,6 +90,9 @@ struct ScheduleResult {
 // The pass order of stage `stage` (0-based) of `pp` with `m` micro-batches: (kind, micro-batch) pairs,
 // forwards and backwards only.
 std::vector<TimelineEntry> one_f_one_b_order(int pp, int stage, int m);
+// The interleaved order of pipeline rank `rank` with v model chunks (see above; chunk set per entry).
+// ITERTIME_CHECK on m not a multiple of pp when v > 1 (simulate_1f1b refuses that as a UserError first).
+std::vector<TimelineEntry> interleaved_order(int pp, int rank, int m, int virtual_stages);
 
 // Throws UserError on m < 1, no stages, or negative / non-finite times; ITERTIME_CHECK on p2p vectors
 // whose size is not pp-1.

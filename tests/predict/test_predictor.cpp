@@ -184,9 +184,9 @@ TEST(Predictor, CalibrationFitRecordsTheRowsItCannotPredict) {
   EXPECT_EQ(none.for_occupancy(1).op_overhead_us, 0.0);
 }
 
-// A recipe's stage is its own trace (its key carries recipe_text); techniques the predictor does not
-// model are refused with their name, never predicted as plain training, and the fit lists such rows.
-TEST(Predictor, RecipeSelectsItsOwnTraceAndUnmodelledTechniquesAreRefused) {
+// A recipe's stage is its own trace (its key carries recipe_text), never the plain one; a recipe without
+// a trace or a spec to build it fails with its key; overlap at dp 1 is the plain stage.
+TEST(Predictor, RecipeSelectsItsOwnTraceAndOverlapNeedsDataParallelism) {
   const LlamaSpec spec = load("tiny-llama-gqa");
   FittedModel model = model_with_trace(spec);
   TrainingTechniques recompute;
@@ -207,26 +207,13 @@ TEST(Predictor, RecipeSelectsItsOwnTraceAndUnmodelledTechniquesAreRefused) {
   ASSERT_FALSE(untraced.ok());
   EXPECT_NE(untraced.reason.find("/sp+rc-full"), std::string::npos) << untraced.reason;
 
-  // Overlap needs dp > 1: at dp 1 the plain stage is predicted. With the distributed optimizer it is refused.
+  // Overlap needs dp > 1: at dp 1 the plain stage is predicted.
   PredictRequest single = request_of(spec, kSingleRank);
   single.model = nullptr;
   single.techniques.overlap_gradient_reduction = true;
   const PredictOutcome overlapped_alone = predict(resolver, single);
   ASSERT_TRUE(overlapped_alone.ok()) << overlapped_alone.reason;
   EXPECT_DOUBLE_EQ(overlapped_alone.prediction->raw_total_us, 60.0);
-  single.techniques.distributed_optimizer = true;
-  const PredictOutcome outcome = predict(resolver, single);
-  ASSERT_FALSE(outcome.ok());
-  EXPECT_NE(outcome.reason.find("overlapped gradient reduction with the distributed optimizer"), std::string::npos) << outcome.reason;
-  store::GroundTruthRecord row;
-  row.key = "dopt+ovl";
-  row.model = spec.name;
-  row.config = kSingleRank;
-  row.time_us_median = 30.0;
-  row.techniques = single.techniques;
-  const CalibrationFit fit = fit_calibration(resolver, {row}, false, {}, &spec);
-  ASSERT_EQ(fit.unpredicted.size(), 1u);
-  EXPECT_NE(fit.unpredicted[0].reason.find("overlapped gradient reduction"), std::string::npos);
 }
 
 // Overlapped reduction (hand-derived): the stage's buckets (dp_all_reduce recorded in the backward) start
@@ -281,6 +268,39 @@ TEST(Predictor, OverlappedReductionHidesBucketsBehindTheLastBackward) {
   const PredictOutcome after = predict(blocking, request);
   ASSERT_TRUE(after.ok()) << after.reason;
   EXPECT_NEAR(after.prediction->raw_total_us, 860.0 + 5.0 + 20.24, 1e-9);
+}
+
+// The distributed optimizer with overlapped reduction (hand-derived): its buckets' reduce-scatters
+// (dp_reduce_scatter recorded in the backward, one rank's part) chain behind the last backward like
+// all-reduce buckets, timed at the whole bucket; its all-gathers stay after the optimizer. At dp 2:
+// reduce-scatter 10 us + 1e-3 us per byte, all-gather 20 us + 2e-3 us per byte. Two buckets of 4096 bytes
+// (2048 per rank): ready after 0.5 and 1.0 of the last backward (120..140 us: at 130 and 140), 14.096 us
+// each: the chain ends at 144.096 and 158.192, 18.192 us exposed. Then dp_buffer 5 us, the optimizer
+// 5 us and two all-gathers of 4096 bytes, 28.192 us each.
+TEST(Predictor, DistributedOptimizerWithOverlapChainsItsReduceScatters) {
+  const LlamaSpec spec = load("tiny-llama-gqa");
+  FittedModel model = model_with_trace(spec);
+  std::vector<store::CommRow> rows = test_rows::synthetic_rows("reduce_scatter", "fp32", 2, "consecutive", 10.0, 1e-3, 1024, 1 << 20);
+  for (const store::CommRow& row : test_rows::synthetic_rows("all_gather", "fp32", 2, "consecutive", 20.0, 2e-3, 1024, 1 << 20)) rows.push_back(row);
+  model.comm = CommModel(store::to_records(rows));
+  model.occupancies = {2};
+  model.op_time_us[{0, 2}] = 5.0;
+  const TrainingTechniques both = parse_recipe_text("dopt+ovl");
+  StageOps stage;
+  stage.sequence = {SequenceEntry{Phase::kForward, 0, 3}, SequenceEntry{Phase::kBackward, 0, 4},
+                    SequenceEntry{Phase::kDpBuffer, 0, 1}, SequenceEntry{Phase::kOptimizer, 0, 1}};
+  stage.comms = {CommOp{Phase::kBackward, CommKind::kDpReduceScatter, DType::kFloat32, 2048, 2},
+                 CommOp{Phase::kOptimizer, CommKind::kDpAllGather, DType::kFloat32, 2048, 2}};
+  model.stages[store::stage_key(spec.name, 1, 1, 0, 1, 16, "fp32", "aware", both, 2)] = stage;
+  StageResolver resolver(model);
+  PredictRequest request = request_of(spec, ParallelConfig{2, 1, 1, 1, 8, 16});
+  request.model = nullptr;
+  request.techniques = both;
+  const PredictOutcome outcome = predict(resolver, request);
+  ASSERT_TRUE(outcome.ok()) << outcome.reason;
+  EXPECT_NEAR(outcome.prediction->raw_total_us, 140.0 + 18.192 + 5.0 + 5.0 + 2 * 28.192, 1e-9);
+  EXPECT_NEAR(outcome.prediction->dp_comm_us, 18.192 + 5.0 + 2 * 28.192, 1e-9);
+  EXPECT_NEAR(outcome.prediction->optimizer_us, 5.0, 1e-9);
 }
 
 // The distributed optimizer's stage is keyed by dp; its DP reduce-scatter and all-gather are recorded as one

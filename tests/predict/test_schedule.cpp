@@ -3,6 +3,9 @@
 // running the code under test; times are small binary fractions, so comparisons are exact.
 #include <gtest/gtest.h>
 
+#include <string>
+#include <vector>
+
 #include "common/errors.hpp"
 #include "predict/schedule.hpp"
 
@@ -284,6 +287,97 @@ TEST(Schedule, OverlappedReductionExposesOnlyWhatOutlastsTheTimeline) {
   EXPECT_THROW(exposed_reduction_us({{1.5, 1.0}}, 8.0, 16.0, 17.0), UserError);
   EXPECT_THROW(exposed_reduction_us({{0.5, -1.0}}, 8.0, 16.0, 17.0), UserError);
   EXPECT_THROW(exposed_reduction_us({{0.5, 1.0}}, 8.0, 7.0, 17.0), UserError);
+}
+
+// Megatron-LM's interleaved order (pp 2, v 2, m 4): rank 0 warms up with (2-0-1)*2 + (2-1)*2 = 4
+// forwards, rank 1 with 2; forward k runs chunk (k mod 4) / 2 on micro-batch (k / 4)*2 + k mod 2, backward
+// k chunk 1 - (k mod 4) / 2 on the same micro-batch. With v 1 it is the non-interleaved order.
+TEST(ScheduleInterleaved, OrderIsMegatrons) {
+  const auto text = [](const std::vector<TimelineEntry>& order) {
+    std::string out;
+    for (const TimelineEntry& e : order) out += to_string(e.kind) + std::to_string(e.chunk) + "." + std::to_string(e.micro_batch) + " ";
+    return out;
+  };
+  EXPECT_EQ(text(interleaved_order(2, 0, 4, 2)), "F0.0 F0.1 F1.0 F1.1 F0.2 B1.0 F0.3 B1.1 F1.2 B0.0 F1.3 B0.1 B1.2 B1.3 B0.2 B0.3 ");
+  EXPECT_EQ(text(interleaved_order(2, 1, 4, 2)), "F0.0 F0.1 F1.0 B1.0 F1.1 B1.1 F0.2 B0.0 F0.3 B0.1 F1.2 B1.2 F1.3 B1.3 B0.2 B0.3 ");
+  // m == pp: every forward is warm-up, as Megatron-LM does.
+  EXPECT_EQ(text(interleaved_order(2, 1, 2, 2)), "F0.0 F0.1 F1.0 F1.1 B1.0 B1.1 B0.0 B0.1 ");
+  EXPECT_EQ(text(interleaved_order(4, 1, 5, 1)), text(one_f_one_b_order(4, 1, 5)));
+}
+
+// pp 2, v 2, m 2, chunk passes f 1, b 2, free transfers. Virtual stages: 0 = (chunk 0, rank 0),
+// 1 = (0, 1), 2 = (1, 0), 3 = (1, 1). m == pp: both ranks run F0.0 F0.1 F1.0 F1.1 B1.0 B1.1 B0.0 B0.1.
+//   r0 F0.0 [0,1] F0.1 [1,2]; r1 F0.0 [1,2] F0.1 [2,3]; r0 F1.0 [2,3] (after r1 F0.0) F1.1 [3,4];
+//   r1 F1.0 [3,4] (after r0 F1.0), F1.1 [4,5], B1.0 [5,7] (last virtual stage: after its own forward),
+//   B1.1 [7,9]; r0 B1.0 [7,9], B1.1 [9,11]; r1 B0.0 [9,11] (after r0 B1.0), B0.1 [11,13];
+//   r0 B0.0 [11,13], B0.1 [13,15]. Makespan 15 = m*v*(f+b) + (pp-1)*(f+b) = 12 + 3.
+TEST(ScheduleInterleaved, TwoRanksTwoChunksHandTimeline) {
+  ScheduleInput input;
+  input.stages = uniform(4, 1.0, 2.0);
+  input.p2p_forward_us.assign(3, 0.0);
+  input.p2p_backward_us.assign(3, 0.0);
+  input.num_micro_batches = 2;
+  input.virtual_stages = 2;
+  input.record_timeline = true;
+  const ScheduleResult r = simulate_1f1b(input);
+  EXPECT_DOUBLE_EQ(r.makespan_us, 15.0);
+  ASSERT_EQ(r.timeline.size(), 2u);
+  ASSERT_EQ(r.timeline[0].size(), 8u);
+  ASSERT_EQ(r.timeline[1].size(), 8u);
+  const double r0[8][2] = {{0, 1}, {1, 2}, {2, 3}, {3, 4}, {7, 9}, {9, 11}, {11, 13}, {13, 15}};
+  const double r1[8][2] = {{1, 2}, {2, 3}, {3, 4}, {4, 5}, {5, 7}, {7, 9}, {9, 11}, {11, 13}};
+  for (std::size_t i = 0; i < 8; ++i) {
+    EXPECT_DOUBLE_EQ(r.timeline[0][i].start_us, r0[i][0]) << "rank 0 pass " << i;
+    EXPECT_DOUBLE_EQ(r.timeline[0][i].end_us, r0[i][1]) << "rank 0 pass " << i;
+    EXPECT_DOUBLE_EQ(r.timeline[1][i].start_us, r1[i][0]) << "rank 1 pass " << i;
+    EXPECT_DOUBLE_EQ(r.timeline[1][i].end_us, r1[i][1]) << "rank 1 pass " << i;
+  }
+  EXPECT_EQ(r.timeline[1][4].kind, Kind::kBackward);
+  EXPECT_EQ(r.timeline[1][4].chunk, 1);
+  EXPECT_DOUBLE_EQ(r.busy_us[0], 12.0);
+  EXPECT_DOUBLE_EQ(r.bubble_us, 3.0);
+  EXPECT_DOUBLE_EQ(r.last_backward_start_us[0], 13.0);
+  EXPECT_DOUBLE_EQ(r.end_us[1], 13.0);
+}
+
+// Balanced chunks, free transfers: the bubble is Megatron-LM's (pp-1)/(v*m) of the ideal time m*v*(f+b),
+// i.e. (pp-1)*(f+b), for every v, with b = 2f as for a transformer layer (f 1, b 2, times in us).
+TEST(ScheduleInterleaved, BalancedBubbleIsMegatrons) {
+  for (const int pp : {2, 4}) {
+    for (const int v : {1, 2, 3}) {
+      for (const int m : {pp, 2 * pp, 4 * pp}) {
+        ScheduleInput input;
+        input.stages = uniform(pp * v, 1.0, 2.0);
+        input.p2p_forward_us.assign(static_cast<std::size_t>(pp * v - 1), 0.0);
+        input.p2p_backward_us.assign(static_cast<std::size_t>(pp * v - 1), 0.0);
+        input.num_micro_batches = m;
+        input.virtual_stages = v;
+        const ScheduleResult r = simulate_1f1b(input);
+        const double ideal_us = m * v * 3.0;
+        EXPECT_DOUBLE_EQ(r.makespan_us, ideal_us + (pp - 1) * 3.0) << "pp " << pp << " v " << v << " m " << m;
+        EXPECT_DOUBLE_EQ(r.bubble_us / ideal_us, (pp - 1.0) / (v * m)) << "pp " << pp << " v " << v << " m " << m;
+      }
+    }
+  }
+}
+
+// Megatron-LM's constraint: m a multiple of pp with v > 1; and the stage count must be pp * v.
+TEST(ScheduleInterleaved, RefusesWhatMegatronRefuses) {
+  ScheduleInput input;
+  input.stages = uniform(4, 1.0, 2.0);
+  input.p2p_forward_us.assign(3, 0.0);
+  input.p2p_backward_us.assign(3, 0.0);
+  input.virtual_stages = 2;
+  input.num_micro_batches = 3;
+  try {
+    simulate_1f1b(input);
+    FAIL() << "m 3 with pp 2 accepted";
+  } catch (const UserError& e) {
+    EXPECT_NE(std::string(e.what()).find("not a multiple of pp 2"), std::string::npos) << e.what();
+  }
+  input.num_micro_batches = 4;
+  input.virtual_stages = 3;  // 4 stage times are not pp * 3
+  EXPECT_THROW(simulate_1f1b(input), UserError);
 }
 
 TEST(ScheduleShared, TwoStagesOnOneSlotHandTimeline) {
