@@ -1,10 +1,15 @@
 // trainer.cpp: the 1F1B trainer over (dp, tp, pp) process groups (trainer.hpp).
+// Invariants: with virtual_stages 1 the pipeline runs run_schedule (blocking P2P through the PP
+// Communicator); with v > 1 run_interleaved_schedule runs common/pipeline_order's interleaved order with
+// non-blocking MPI sends and blocking receives on the PP group's MPI communicator (CPU backend only),
+// every send's tensor kept alive until the send completes.
 #include "calibrate/trainer.hpp"
 
 #include <torch/torch.h>
 
 #include <algorithm>
 #include <chrono>
+#include <climits>
 #include <deque>
 #include <utility>
 
@@ -14,6 +19,7 @@
 #include "calibrate/torch_info.hpp"
 #include "calibrate/tp_comm.hpp"
 #include "common/errors.hpp"
+#include "common/pipeline_order.hpp"
 #include "runtime/mpi_communicator.hpp"
 #include "runtime/mpi_session.hpp"
 #include "runtime/nccl_communicator.hpp"
@@ -54,6 +60,10 @@ torch::Tensor synthetic_tokens(uint64_t seed, int64_t step, int64_t first_sample
   return tokens;
 }
 
+void check_mpi(int status, const char* call) {
+  if (status != MPI_SUCCESS) throw InternalError(std::string(call) + " failed in the interleaved pipeline", __FILE__, __LINE__);
+}
+
 std::unique_ptr<Communicator> make_comm(Backend backend, MPI_Comm comm) {
   if (backend == Backend::kCuda) return std::make_unique<NcclCommunicator>(comm);
   return std::make_unique<MpiCommunicator>(comm);
@@ -71,7 +81,34 @@ void check_trainable(const TrainerOptions& options, int world_size) {
   if (options.model.tie_word_embeddings) {
     throw UserError("model " + options.model.name + " ties its embeddings; the trainer supports untied LLaMA models only");
   }
+  const int v = options.virtual_stages;
+  if (v < 1) {
+    throw UserError("virtual_stages is " + std::to_string(v) + "; it must be at least 1 (1: the non-interleaved 1F1B schedule)");
+  }
   options.config.require_valid(options.model, world_size);
+  if (v > 1) {
+    const ParallelConfig& c = options.config;
+    const std::string what = "virtual_stages " + std::to_string(v) + " (interleaved 1F1B)";
+    if (c.pp == 1) throw UserError(what + " needs a pipeline, but pp is 1; choose pp > 1 or virtual_stages 1");
+    if (options.model.num_layers < static_cast<int64_t>(c.pp) * v) {
+      throw UserError(what + " at pp " + std::to_string(c.pp) + " cuts model " + options.model.name + "'s " +
+                      std::to_string(options.model.num_layers) + " layers into pp*v = " + std::to_string(c.pp * v) +
+                      " chunks of at least one layer each; choose pp*virtual_stages <= " + std::to_string(options.model.num_layers));
+    }
+    if (c.num_micro_batches() % c.pp != 0) {
+      throw UserError(what + " needs the number of micro-batches m = global_batch/(dp*micro_batch) = " +
+                      std::to_string(c.num_micro_batches()) + " to be a multiple of pp " + std::to_string(c.pp) +
+                      " (Megatron-LM's rule); choose global_batch a multiple of dp*micro_batch*pp = " +
+                      std::to_string(c.dp * c.micro_batch * c.pp) + ", or virtual_stages 1");
+    }
+    if (options.backend == Backend::kCuda) {
+      throw UserError(what + " runs on the cpu backend only (its P2P uses non-blocking MPI sends, not NCCL); use backend cpu or virtual_stages 1");
+    }
+    if (options.techniques.overlap_gradient_reduction && c.dp > 1) {
+      throw UserError(what + " with overlapped gradient reduction is not supported (a chunk's gradients are final at its own last "
+                      "backward, not the step's); turn overlap_gradient_reduction off or use virtual_stages 1");
+    }
+  }
   if (options.techniques.sequence_parallel && options.config.seq_len % options.config.tp != 0) {
     throw UserError("sequence parallelism splits the sequence over TP: seq_len " + std::to_string(options.config.seq_len) +
                     " is not a multiple of tp " + std::to_string(options.config.tp) + "; choose a multiple, or turn it off");
@@ -97,7 +134,8 @@ struct Trainer::Impl {
   CommTimer tp_timer;
   TpContext tp_context;
   torch::Device device{torch::kCPU};
-  LlamaStage stage{nullptr};
+  // This rank's model chunks: chunk c is virtual stage c*pp + pp_idx of pp*v (v = 1: the rank's stage).
+  std::vector<LlamaStage> chunks;
   std::vector<torch::Tensor> parameters;
   std::vector<torch::Tensor> norm_weights;  // with SP: gradients from sequence shards, summed over TP
   torch::Tensor gradient_buffer;  // the DP all-reduce's flat buffer, made at the first step (tp_comm.hpp)
@@ -196,22 +234,26 @@ struct Trainer::Impl {
     torch::Tensor output;  // stage output, or the scaled loss on the last stage
   };
 
-  InFlight forward_micro_batch(int64_t step, int micro_batch, torch::Tensor input, double& loss_sum) {
+  // Chunk `chunk` of this rank (v = 1: its stage) runs micro-batch `micro_batch`; only the chunk with the
+  // head (the last virtual stage) adds to loss_sum.
+  InFlight forward_micro_batch(int64_t step, int micro_batch, torch::Tensor input, double& loss_sum, int chunk = 0) {
     const ParallelConfig& c = options.config;
+    LlamaStage& stage = chunks[static_cast<std::size_t>(chunk)];
+    const bool first_chunk = stage->is_first(), last_chunk = stage->is_last();
     const auto start = Clock::now();
     const double tp_before = tp_timer.forward_us;
     InFlight flight;
     torch::Tensor targets;
     torch::Tensor stage_input;
-    if (first_stage() || last_stage()) {
+    if (first_chunk || last_chunk) {
       const int64_t samples_per_dp = c.global_batch / c.dp;
       const int64_t first = groups->coords().dp_idx * samples_per_dp + static_cast<int64_t>(micro_batch) * c.micro_batch;
       const torch::Tensor tokens =
           synthetic_tokens(options.seed, step, first, c.micro_batch, c.seq_len, options.model.vocab_size).to(device);
-      if (first_stage()) stage_input = tokens.narrow(1, 0, c.seq_len);
-      if (last_stage()) targets = tokens.narrow(1, 1, c.seq_len);
+      if (first_chunk) stage_input = tokens.narrow(1, 0, c.seq_len);
+      if (last_chunk) targets = tokens.narrow(1, 1, c.seq_len);
     }
-    if (!first_stage()) {
+    if (!first_chunk) {
       input.requires_grad_(true);
       flight.input = input;
       stage_input = input;
@@ -221,7 +263,7 @@ struct Trainer::Impl {
       AutocastGuard autocast(device_type, to_torch(policy->compute_dtype), policy->autocast);
       flight.output = stage->forward(stage_input, targets);
     }
-    if (last_stage()) {
+    if (last_chunk) {
       loss_sum += flight.output.item<double>();
       flight.output = flight.output * (loss_scale / static_cast<double>(c.num_micro_batches()));
     } else {
@@ -233,17 +275,19 @@ struct Trainer::Impl {
     return flight;
   }
 
-  torch::Tensor backward_micro_batch(InFlight& flight, const torch::Tensor& output_grad) {
+  // Buckets exist with v = 1 only (check_trainable), so the step's m-th backward is its last.
+  torch::Tensor backward_micro_batch(InFlight& flight, const torch::Tensor& output_grad, int chunk = 0) {
     if (buckets) buckets->arm(++backwards_this_step == options.config.num_micro_batches());
     const auto start = Clock::now();
     const double tp_before = tp_timer.backward_us;
-    if (last_stage()) {
+    const LlamaStage& stage = chunks[static_cast<std::size_t>(chunk)];
+    if (stage->is_last()) {
       flight.output.backward();
     } else {
       torch::autograd::backward({flight.output}, {output_grad});
     }
     torch::Tensor input_grad;
-    if (!first_stage()) input_grad = flight.input.grad();
+    if (!stage->is_first()) input_grad = flight.input.grad();
     flight = InFlight{};
     sync_device();
     phases.backward_us += since_us(start) - (tp_timer.backward_us - tp_before);
@@ -287,6 +331,139 @@ struct Trainer::Impl {
       torch::Tensor input_grad = backward_micro_batch(in_flight.front(), output_grad);
       in_flight.pop_front();
       if (!first_stage()) p2p_send(input_grad, prev);
+    }
+    return loss_sum;
+  }
+
+  // ---- interleaved 1F1B (virtual_stages v > 1; Megatron-LM's virtual pipeline stages) ----
+  // Rank r runs common/pipeline_order's interleaved order. Virtual stage c*pp + r (its chunk c) takes its
+  // input from virtual stage c*pp + r - 1: rank r-1's chunk c, or for r = 0 rank pp-1's chunk c-1; its
+  // output goes to rank r+1's chunk c, or for r = pp-1 rank 0's chunk c+1; gradients go the other way.
+  //
+  // Sends are non-blocking (MPI_Isend), receives blocking, so a rank waits only in a receive, for the
+  // pass on a neighbour that produces it. That is exactly the dependency graph of predict/schedule's
+  // simulation of the same orders (forward (vs, i) after forward (vs-1, i), backward (vs, i) after backward
+  // (vs+1, i)), which completes for every valid (pp, m, v) (its no-progress sweep is an ITERTIME_CHECK;
+  // tests/torch/test_layout_equivalence.cpp replays the orders too), so no cycle of waits can form; a send
+  // never waits for its receiver. MPI progresses the sends inside the sender's later MPI calls (each pass
+  // is followed by MPI_Test on the pending sends, and the step ends waiting for all of them).
+  //
+  // Matching: a message's tag names its direction and the receiver's chunk (kInterleavedTagBase + 2*chunk
+  // + direction; MpiCommunicator's own tags 7 and 8 are below it). Between one source and one receiver
+  // chunk, in one direction, every payload belongs to the same virtual-stage boundary, and both ends
+  // enumerate that boundary's micro-batches in increasing order (the order runs each chunk's forwards,
+  // and its backwards, in increasing micro-batch); MPI does not reorder messages of one (source, tag,
+  // communicator), so the n-th receive gets the n-th send: the right micro-batch. (With pp = 2 the
+  // previous and next rank coincide; the tags keep the directions and chunks apart.)
+  static constexpr int kInterleavedTagBase = 1000;
+  struct PendingSend {
+    MPI_Request request = MPI_REQUEST_NULL;
+    torch::Tensor data;  // kept alive until the send completed
+  };
+  std::vector<PendingSend> pending_sends;
+
+  static int interleaved_tag(PipelinePassKind direction, int receiver_chunk) {
+    return kInterleavedTagBase + 2 * receiver_chunk + (direction == PipelinePassKind::kForward ? 0 : 1);
+  }
+  static int bytes_of(const torch::Tensor& tensor) {
+    const int64_t bytes = tensor.numel() * static_cast<int64_t>(tensor.element_size());
+    ITERTIME_CHECK(bytes <= INT_MAX, "an activation over 2 GiB cannot go through one MPI message");
+    return static_cast<int>(bytes);
+  }
+
+  void isend_pipeline(const torch::Tensor& tensor, int peer, int tag) {
+    const auto start = Clock::now();
+    sync_device();
+    PendingSend send;
+    send.data = tensor.contiguous();
+    check_mpi(MPI_Isend(send.data.data_ptr(), bytes_of(send.data), MPI_BYTE, peer, tag, groups->pp().get(), &send.request),
+              "MPI_Isend");
+    pending_sends.push_back(std::move(send));
+    phases.pp_comm_us += since_us(start);
+  }
+  torch::Tensor recv_pipeline(int peer, int tag) {
+    const auto start = Clock::now();
+    torch::Tensor tensor = activation_buffer();
+    if (abort != nullptr) {
+      MPI_Request none = MPI_REQUEST_NULL, recv = MPI_REQUEST_NULL;
+      check_mpi(MPI_Irecv(tensor.data_ptr(), bytes_of(tensor), MPI_BYTE, peer, tag, groups->pp().get(), &recv), "MPI_Irecv");
+      abort->wait(none, recv);
+    } else {
+      check_mpi(MPI_Recv(tensor.data_ptr(), bytes_of(tensor), MPI_BYTE, peer, tag, groups->pp().get(), MPI_STATUS_IGNORE),
+                "MPI_Recv");
+    }
+    phases.pp_comm_us += since_us(start);
+    return tensor;
+  }
+  // Drops the sends that completed (and their tensors).
+  void reap_sends() {
+    const auto start = Clock::now();
+    for (auto& send : pending_sends) {
+      int done = 0;
+      check_mpi(MPI_Test(&send.request, &done, MPI_STATUS_IGNORE), "MPI_Test");
+    }
+    pending_sends.erase(std::remove_if(pending_sends.begin(), pending_sends.end(),
+                                       [](const PendingSend& send) { return send.request == MPI_REQUEST_NULL; }),
+                        pending_sends.end());
+    phases.pp_comm_us += since_us(start);
+  }
+  void finish_sends() {
+    const auto start = Clock::now();
+    for (auto& send : pending_sends) {
+      if (abort != nullptr) {
+        MPI_Request none = MPI_REQUEST_NULL;
+        abort->wait(send.request, none);
+      } else {
+        check_mpi(MPI_Wait(&send.request, MPI_STATUS_IGNORE), "MPI_Wait");
+      }
+    }
+    pending_sends.clear();
+    phases.pp_comm_us += since_us(start);
+  }
+
+  double run_interleaved_schedule(int64_t step) {
+    const int pp = options.config.pp;
+    const int v = options.virtual_stages;
+    const int r = pp_rank();
+    const int prev = (r + pp - 1) % pp;
+    const int next = (r + 1) % pp;
+    double loss_sum = 0.0;
+    // Per chunk, its forwards awaiting their backward, oldest first (micro-batch, activations).
+    std::vector<std::deque<std::pair<int, InFlight>>> in_flight(static_cast<std::size_t>(v));
+    try {
+      for (const PipelinePass& pass : interleaved_passes(pp, r, options.config.num_micro_batches(), v)) {
+        const int c = pass.chunk;
+        const LlamaStage& chunk = chunks[static_cast<std::size_t>(c)];
+        auto& flights = in_flight[static_cast<std::size_t>(c)];
+        if (pass.kind == PipelinePassKind::kForward) {
+          const torch::Tensor input =
+              chunk->is_first() ? torch::Tensor() : recv_pipeline(prev, interleaved_tag(PipelinePassKind::kForward, c));
+          InFlight flight = forward_micro_batch(step, pass.micro_batch, input, loss_sum, c);
+          if (!chunk->is_last()) {
+            isend_pipeline(flight.output.detach(), next, interleaved_tag(PipelinePassKind::kForward, r == pp - 1 ? c + 1 : c));
+          }
+          flights.emplace_back(pass.micro_batch, std::move(flight));
+        } else {
+          ITERTIME_CHECK(!flights.empty() && flights.front().first == pass.micro_batch,
+                         "the interleaved order runs a backward before its forward");
+          const torch::Tensor output_grad =
+              chunk->is_last() ? torch::Tensor() : recv_pipeline(next, interleaved_tag(PipelinePassKind::kBackward, c));
+          const torch::Tensor input_grad = backward_micro_batch(flights.front().second, output_grad, c);
+          flights.pop_front();
+          if (!chunk->is_first()) {
+            isend_pipeline(input_grad, prev, interleaved_tag(PipelinePassKind::kBackward, r == 0 ? c - 1 : c));
+          }
+        }
+        reap_sends();
+      }
+      finish_sends();
+    } catch (const JobAborted&) {
+      // Sends an MPI request may still read: their buffers live as long as the trainer (trainer.hpp).
+      for (auto& send : pending_sends) {
+        if (send.request != MPI_REQUEST_NULL) unmatched_send_buffers.push_back(send.data);
+      }
+      pending_sends.clear();
+      throw;
     }
     return loss_sum;
   }
@@ -513,15 +690,21 @@ Trainer::Trainer(const TrainerOptions& options, MPI_Comm job_comm, JobAbort* abo
   s.tp_context = TpContext{s.tp_comm.get(), c.tp, s.groups->coords().tp_idx, options.backend == Backend::kCuda, &s.tp_timer,
                            options.techniques.sequence_parallel, options.techniques.vocab_parallel};
 
-  const auto stages = stage_layers(static_cast<int>(options.model.num_layers), c.pp);
-  const StageLayers& mine = stages[static_cast<std::size_t>(s.groups->coords().pp_idx)];
-  s.stage = LlamaStage(options.model, mine, options.seed, &s.tp_context, c.seq_len, resolve_attention(options.attention),
-                       options.techniques.recompute);
-  s.stage->to(s.device, to_torch(s.policy->param_dtype));
-  for (auto& p : s.stage->parameters()) s.parameters.push_back(p);
-  for (const auto& module : s.stage->modules(/*include_self=*/false)) {
-    if (module->as<RMSNormImpl>() == nullptr) continue;
-    for (auto& p : module->parameters()) s.norm_weights.push_back(p);
+  // Chunk k of this rank is virtual stage k*pp + pp_idx of pp*v; its parameters follow chunk k-1's in
+  // `parameters` (the DP buffers, the shard and the optimizer all run over that one list).
+  const int v = options.virtual_stages;
+  const auto stages = stage_layers(static_cast<int>(options.model.num_layers), c.pp * v);
+  for (int chunk = 0; chunk < v; ++chunk) {
+    const StageLayers& mine = stages[static_cast<std::size_t>(chunk * c.pp + s.groups->coords().pp_idx)];
+    LlamaStage stage(options.model, mine, options.seed, &s.tp_context, c.seq_len, resolve_attention(options.attention),
+                     options.techniques.recompute);
+    stage->to(s.device, to_torch(s.policy->param_dtype));
+    for (auto& p : stage->parameters()) s.parameters.push_back(p);
+    for (const auto& module : stage->modules(/*include_self=*/false)) {
+      if (module->as<RMSNormImpl>() == nullptr) continue;
+      for (auto& p : module->parameters()) s.norm_weights.push_back(p);
+    }
+    s.chunks.push_back(stage);
   }
   std::vector<torch::Tensor> updated = s.parameters;
   const bool overlap = options.techniques.overlap_gradient_reduction && c.dp > 1;
@@ -561,11 +744,13 @@ double Trainer::parameter_sum_of_squares() const {
   const Impl& s = *impl_;
   torch::NoGradGuard no_grad;
   double sharded = 0.0, replicated = 0.0;
-  for (const auto& item : s.stage->named_parameters()) {
-    const std::string& name = item.key();
-    const bool vocabulary = name.find("embed_tokens") != std::string::npos || name.find("lm_head") != std::string::npos;
-    const bool tp_sharded = name.find("_proj") != std::string::npos || (vocabulary && s.tp_context.vp());
-    (tp_sharded ? sharded : replicated) += item.value().to(torch::kFloat64).pow(2).sum().item<double>();
+  for (const auto& stage : s.chunks) {
+    for (const auto& item : stage->named_parameters()) {
+      const std::string& name = item.key();
+      const bool vocabulary = name.find("embed_tokens") != std::string::npos || name.find("lm_head") != std::string::npos;
+      const bool tp_sharded = name.find("_proj") != std::string::npos || (vocabulary && s.tp_context.vp());
+      (tp_sharded ? sharded : replicated) += item.value().to(torch::kFloat64).pow(2).sum().item<double>();
+    }
   }
   MPI_Allreduce(MPI_IN_PLACE, &sharded, 1, MPI_DOUBLE, MPI_SUM, s.groups->tp().get());
   return sharded + replicated;
@@ -585,7 +770,7 @@ StepResult Trainer::step(int64_t step_index) {
     for (auto& p : s.parameters) p.mutable_grad() = torch::Tensor();
   }
   s.backwards_this_step = 0;
-  const double local_loss_sum = s.run_schedule(step_index);
+  const double local_loss_sum = s.options.virtual_stages > 1 ? s.run_interleaved_schedule(step_index) : s.run_schedule(step_index);
   if (s.buckets) s.buckets->arm(false);
   // The TP sum of the norms' gradients (SP) and the DP reduction commute, but each path needs it where
   // the gradients it reads are: before the reduce-scatter (which keeps only a shard), after the
@@ -631,7 +816,8 @@ StepResult Trainer::step(int64_t step_index) {
   s.phases.total_us = local_us;
   result.time_us = s.host_all_reduce(local_us, MPI_MAX);
 
-  // The loss lives on the last stage's TP-rank-0 ranks, one per DP replica: mean over m and DP.
+  // The loss lives on the last stage's TP-rank-0 ranks, one per DP replica: mean over m and DP. With
+  // v > 1 the last virtual stage (pp*v - 1) is rank pp-1's last chunk, the only one with the head.
   const RankCoords c = s.groups->coords();
   const int m = s.options.config.num_micro_batches();
   double contribution = (s.last_stage() && c.tp_idx == 0) ? local_loss_sum / m : 0.0;

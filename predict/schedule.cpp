@@ -9,6 +9,7 @@
 #include <utility>
 
 #include "common/errors.hpp"
+#include "common/pipeline_order.hpp"
 
 namespace itertime::predict {
 namespace {
@@ -328,45 +329,25 @@ std::string to_string(PassKind kind) {
   throw InternalError("unknown PassKind", __FILE__, __LINE__);
 }
 
-std::vector<TimelineEntry> one_f_one_b_order(int pp, int stage, int m) {
-  ITERTIME_CHECK(pp >= 1 && stage >= 0 && stage < pp && m >= 1, "1F1B order needs 0 <= stage < pp and m >= 1");
-  const int warmup = std::min(pp - stage - 1, m);
-  const int remaining = m - warmup;
+namespace {
+
+// common/pipeline_order's passes as timeline entries (no times yet).
+std::vector<TimelineEntry> as_timeline(const std::vector<PipelinePass>& passes) {
   std::vector<TimelineEntry> order;
-  order.reserve(static_cast<std::size_t>(2 * m));
-  int next_forward = 0;
-  int next_backward = 0;
-  for (int i = 0; i < warmup; ++i) order.push_back({PassKind::kForward, next_forward++, 0.0, 0.0});
-  for (int i = 0; i < remaining; ++i) {
-    order.push_back({PassKind::kForward, next_forward++, 0.0, 0.0});
-    order.push_back({PassKind::kBackward, next_backward++, 0.0, 0.0});
+  order.reserve(passes.size());
+  for (const PipelinePass& pass : passes) {
+    order.push_back({pass.kind == PipelinePassKind::kForward ? PassKind::kForward : PassKind::kBackward, pass.micro_batch, 0.0,
+                     0.0, pass.chunk});
   }
-  for (int i = 0; i < warmup; ++i) order.push_back({PassKind::kBackward, next_backward++, 0.0, 0.0});
   return order;
 }
 
+}  // namespace
+
+std::vector<TimelineEntry> one_f_one_b_order(int pp, int stage, int m) { return as_timeline(one_f_one_b_passes(pp, stage, m)); }
+
 std::vector<TimelineEntry> interleaved_order(int pp, int rank, int m, int virtual_stages) {
-  const int v = virtual_stages;
-  ITERTIME_CHECK(pp >= 1 && rank >= 0 && rank < pp && m >= 1 && v >= 1, "interleaved order needs 0 <= rank < pp, m >= 1, v >= 1");
-  if (v == 1) return one_f_one_b_order(pp, rank, m);
-  ITERTIME_CHECK(m % pp == 0, "interleaved order needs m a multiple of pp");
-  const int total = m * v;
-  const int group = pp * v;
-  const int warmup = m == pp ? total : std::min((pp - rank - 1) * 2 + (v - 1) * pp, total);
-  const auto pass = [&](PassKind kind, int k) {
-    const int in_group = k % group;
-    const int chunk = kind == PassKind::kForward ? in_group / pp : v - 1 - in_group / pp;
-    return TimelineEntry{kind, (k / group) * pp + k % pp, 0.0, 0.0, chunk};
-  };
-  std::vector<TimelineEntry> order;
-  order.reserve(static_cast<std::size_t>(2 * total));
-  for (int k = 0; k < warmup; ++k) order.push_back(pass(PassKind::kForward, k));
-  for (int k = 0; k < total - warmup; ++k) {
-    order.push_back(pass(PassKind::kForward, warmup + k));
-    order.push_back(pass(PassKind::kBackward, k));
-  }
-  for (int k = total - warmup; k < total; ++k) order.push_back(pass(PassKind::kBackward, k));
-  return order;
+  return as_timeline(interleaved_passes(pp, rank, m, virtual_stages));
 }
 
 ScheduleResult simulate_1f1b(const ScheduleInput& input) {

@@ -87,6 +87,7 @@ struct ScheduleResult {
   std::vector<std::vector<TimelineEntry>> timeline;
 };
 
+// common/pipeline_order.hpp's orders (the trainer runs the same ones) as timeline entries without times.
 // The pass order of stage `stage` (0-based) of `pp` with `m` micro-batches: (kind, micro-batch) pairs,
 // forwards and backwards only.
 std::vector<TimelineEntry> one_f_one_b_order(int pp, int stage, int m);

@@ -1,7 +1,7 @@
 // Layout equivalence: with a fixed seed and the same global batch, every (DP,TP,PP) factorization of the
 // MPI world trains to the same loss trajectory as single-rank training, within a tolerance per precision;
 // with the distributed optimizer (ZeRO-1), sequence parallelism and both together too, against the same
-// plain single-rank reference.
+// plain single-rank reference; with the interleaved schedule (virtual pipeline stages) too.
 #include <gtest/gtest.h>
 #include <mpi.h>
 
@@ -15,6 +15,7 @@
 #include "calibrate/trainer.hpp"
 #include "common/errors.hpp"
 #include "common/model_spec.hpp"
+#include "common/pipeline_order.hpp"
 #include "tests/torch/torch_features.hpp"
 
 namespace itertime::calibrate {
@@ -351,6 +352,179 @@ TEST(Trainer, RefusesIllegalLayouts) {
   EXPECT_THROW(check_trainable(options, 2), UserError);
   options = options_for(PrecisionName::kFp32, 2, 1, 1);
   EXPECT_THROW(check_trainable(options, 4), UserError);  // world mismatch
+}
+
+// ---- interleaved 1F1B (virtual pipeline stages) ----
+
+// Replays every rank's interleaved order under the trainer's dependencies (forward (vs, i) after forward
+// (vs-1, i); backward (vs, i) after forward (vs, i) and backward (vs+1, i); virtual stage c*pp + r on
+// rank r) with sends that never block: every pass runs, so the trainer's blocking receives cannot wait on
+// each other in a cycle. Each rank also runs every chunk's forwards, and its backwards, in increasing
+// micro-batch order, which the trainer's per-(direction, chunk) tags rely on.
+TEST(InterleavedOrder, RunsToTheEndWithNonBlockingSends) {
+  for (int pp = 2; pp <= 5; ++pp) {
+    for (int v = 1; v <= 4; ++v) {
+      for (int m = pp; m <= 4 * pp; m += (v > 1 ? pp : 1)) {
+        const int stages = pp * v;
+        std::vector<std::vector<PipelinePass>> orders;
+        for (int r = 0; r < pp; ++r) orders.push_back(interleaved_passes(pp, r, m, v));
+        // done[kind][vs][i]
+        std::vector<std::vector<std::vector<bool>>> done(2, std::vector<std::vector<bool>>(stages, std::vector<bool>(m, false)));
+        std::vector<std::size_t> next(pp, 0);
+        std::size_t remaining = 0;
+        for (int r = 0; r < pp; ++r) {
+          ASSERT_EQ(orders[r].size(), static_cast<std::size_t>(2 * m * v));
+          remaining += orders[r].size();
+          std::vector<std::vector<int>> last(2, std::vector<int>(v, -1));
+          for (const PipelinePass& pass : orders[r]) {
+            int& previous = last[pass.kind == PipelinePassKind::kForward ? 0 : 1][pass.chunk];
+            EXPECT_GT(pass.micro_batch, previous) << "pp " << pp << " v " << v << " m " << m << " rank " << r;
+            previous = pass.micro_batch;
+          }
+        }
+        bool progress = true;
+        while (remaining > 0 && progress) {
+          progress = false;
+          for (int r = 0; r < pp; ++r) {
+            while (next[r] < orders[r].size()) {
+              const PipelinePass& pass = orders[r][next[r]];
+              const int vs = pass.chunk * pp + r;
+              const int i = pass.micro_batch;
+              const bool ready = pass.kind == PipelinePassKind::kForward
+                                     ? (vs == 0 || done[0][vs - 1][i])
+                                     : (done[0][vs][i] && (vs == stages - 1 || done[1][vs + 1][i]));
+              if (!ready) break;
+              done[pass.kind == PipelinePassKind::kForward ? 0 : 1][vs][i] = true;
+              ++next[r];
+              --remaining;
+              progress = true;
+            }
+          }
+        }
+        EXPECT_EQ(remaining, 0u) << "deadlock at pp " << pp << " v " << v << " m " << m;
+      }
+    }
+  }
+}
+
+// tiny-llama-gqa with `layers` decoder layers (4 in data/models; 8 gives pp 4 two one-layer chunks per rank).
+TrainerOptions interleaved_options(PrecisionName precision, int dp, int tp, int pp, int virtual_stages, int layers,
+                                   int64_t global_batch, Techniques techniques = {}) {
+  TrainerOptions options = options_for(precision, dp, tp, pp, AttentionKernel::kEager, techniques);
+  options.model.num_layers = layers;
+  options.config.global_batch = global_batch;
+  options.virtual_stages = virtual_stages;
+  return options;
+}
+
+struct InterleavedCase {
+  PrecisionName precision;
+  double tolerance;
+  Techniques techniques = {};
+};
+
+class InterleavedLayoutEquivalence : public ::testing::TestWithParam<InterleavedCase> {};
+
+// v = 2 at pp 2 (world 2: dp1 pp2; world 4: dp2 pp2 and tp2 pp2) and at pp 4 (world 4, 8 layers), with
+// 4 and 8 samples per step (m a multiple of pp; with 8, ranks reach the steady one-forward-one-backward
+// phase): the losses of single-rank training.
+TEST_P(InterleavedLayoutEquivalence, MatchesSingleRank) {
+  const InterleavedCase c = GetParam();
+  const std::string lacking = lacks_on_cpu(c.precision, AttentionKernel::kEager);
+  if (!lacking.empty()) GTEST_SKIP() << lacking;
+  int world = 1, rank = 0;
+  MPI_Comm_size(MPI_COMM_WORLD, &world);
+  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+  if (world < 2) GTEST_SKIP() << "interleaving needs pp > 1";
+  const bool sp = c.techniques.sequence_parallel || c.techniques.vocab_parallel;
+  for (const int layers : {4, 8}) {
+    if (layers == 8 && world % 4 != 0) continue;  // pp 4 only
+    for (const int64_t global_batch : {4, 8}) {
+      std::vector<double> expected(kSteps, 0.0);
+      if (rank == 0) expected = train(interleaved_options(c.precision, 1, 1, 1, 1, layers, global_batch), MPI_COMM_SELF);
+      MPI_Bcast(expected.data(), kSteps, MPI_DOUBLE, 0, MPI_COMM_WORLD);
+      for (int tp = 1; tp <= 2; ++tp) {
+        for (int pp = 2; pp <= 4; pp *= 2) {
+          if (world % (tp * pp) != 0 || layers < 2 * pp || (layers == 8) != (pp == 4)) continue;
+          if (sp && tp == 1) continue;  // SP and VP change nothing at tp 1
+          const int dp = world / (tp * pp);
+          const std::vector<double> losses =
+              train(interleaved_options(c.precision, dp, tp, pp, 2, layers, global_batch, c.techniques), MPI_COMM_WORLD);
+          for (int step = 0; step < kSteps; ++step) {
+            EXPECT_NEAR(losses[step], expected[step], c.tolerance)
+                << "precision " << to_string(c.precision) << " techniques" << name_of(c.techniques) << " layout (dp,tp,pp)=("
+                << dp << "," << tp << "," << pp << ") v 2, " << layers << " layers, global batch " << global_batch << ", step " << step;
+          }
+        }
+      }
+    }
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Precisions, InterleavedLayoutEquivalence,
+                         ::testing::Values(InterleavedCase{PrecisionName::kFp32, 1e-4}, InterleavedCase{PrecisionName::kBf16, 5e-2},
+                                           InterleavedCase{PrecisionName::kAmpBf16, 2e-2},
+                                           // several chunks' parameters in one DP buffer / one shard
+                                           InterleavedCase{PrecisionName::kFp32, 1e-4, kDistributedOptimizer},
+                                           InterleavedCase{PrecisionName::kAmpBf16, 2e-2, kDistributedOptimizer},
+                                           InterleavedCase{PrecisionName::kFp32, 1e-4, kSequenceParallel},
+                                           InterleavedCase{PrecisionName::kFp32, 1e-4, kAllTechniques}),
+                         [](const ::testing::TestParamInfo<InterleavedCase>& param_info) {
+                           std::string name = to_string(param_info.param.precision) + name_of(param_info.param.techniques);
+                           for (char& ch : name) ch = (ch == '-') ? '_' : ch;
+                           return name;
+                         });
+
+// The same parameters as the non-interleaved pipeline of the same layout after three steps (SP at tp 2:
+// the norms' gradients of every chunk summed over TP). The ranks hold other layers with v 2 (rank 0 layers
+// 0 and 2 instead of 0 and 1), so the whole model's sum is compared: each stage's (the same on its TP
+// ranks) summed over the world, divided by tp (dp is 1).
+double whole_model_sum_of_squares(const TrainerOptions& options) {
+  double sum = trained_sum_of_squares(options);
+  MPI_Allreduce(MPI_IN_PLACE, &sum, 1, MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD);
+  return sum / options.config.tp;
+}
+
+TEST(InterleavedTrainer, TrainsTheSameParametersAsOneChunkPerRank) {
+  int world = 1;
+  MPI_Comm_size(MPI_COMM_WORLD, &world);
+  if (world < 2) GTEST_SKIP() << "interleaving needs pp > 1";
+  const int tp = world / 2;
+  for (const Techniques techniques : {Techniques{}, kAllTechniques}) {
+    if (tp == 1 && techniques.sequence_parallel) continue;
+    const double expected = whole_model_sum_of_squares(interleaved_options(PrecisionName::kFp32, 1, tp, 2, 1, 4, 8, techniques));
+    EXPECT_NEAR(whole_model_sum_of_squares(interleaved_options(PrecisionName::kFp32, 1, tp, 2, 2, 4, 8, techniques)), expected,
+                1e-6 * expected)
+        << "techniques" << name_of(techniques) << " tp " << tp;
+  }
+}
+
+TEST(InterleavedTrainer, RefusesWhatItCannotRun) {
+  TrainerOptions accepted = interleaved_options(PrecisionName::kFp32, 1, 1, 2, 2, 4, 4);
+  EXPECT_NO_THROW(check_trainable(accepted, 2));
+  TrainerOptions options = accepted;
+  options.virtual_stages = 0;
+  EXPECT_THROW(check_trainable(options, 2), UserError);
+  options = interleaved_options(PrecisionName::kFp32, 2, 1, 1, 2, 4, 4);  // pp 1
+  EXPECT_THROW(check_trainable(options, 2), UserError);
+  options = interleaved_options(PrecisionName::kFp32, 1, 1, 4, 2, 4, 4);  // 8 chunks of 4 layers
+  EXPECT_THROW(check_trainable(options, 4), UserError);
+  options = interleaved_options(PrecisionName::kFp32, 1, 1, 2, 3, 4, 4);  // 6 chunks of 4 layers
+  EXPECT_THROW(check_trainable(options, 2), UserError);
+  options = interleaved_options(PrecisionName::kFp32, 1, 1, 2, 2, 4, 6);  // m = 6 is fine at pp 2...
+  EXPECT_NO_THROW(check_trainable(options, 2));
+  options = interleaved_options(PrecisionName::kFp32, 1, 1, 2, 2, 4, 3);  // ...m = 3 is not
+  EXPECT_THROW(check_trainable(options, 2), UserError);
+  options = interleaved_options(PrecisionName::kFp32, 2, 1, 2, 2, 4, 4, kOverlappedReduction);  // ovl at dp 2
+  EXPECT_THROW(check_trainable(options, 4), UserError);
+  options = interleaved_options(PrecisionName::kFp32, 1, 1, 2, 2, 4, 4, kOverlappedReduction);  // ovl is off at dp 1
+  EXPECT_NO_THROW(check_trainable(options, 2));
+  options = accepted;
+  options.backend = Backend::kCuda;  // the interleaved P2P is MPI's (or no CUDA here at all)
+  EXPECT_THROW(check_trainable(options, 2), UserError);
+  // the non-interleaved schedule keeps its own rules: m need not be a multiple of pp
+  options = interleaved_options(PrecisionName::kFp32, 1, 1, 2, 1, 4, 3);
+  EXPECT_NO_THROW(check_trainable(options, 2));
 }
 
 }  // namespace
