@@ -65,11 +65,8 @@ void add_pipeline_and_dp_comms(StageTrace& trace, const LlamaSpec& model, const 
 }
 
 // Why a stage cannot be traced with these techniques ("" when it can): the trainer's own refusals
-// (calibrate/trainer.cpp's check_trainable), and overlap with the distributed optimizer, which it runs.
+// (calibrate/trainer.cpp's check_trainable).
 std::string untraceable_reason(const LlamaSpec& model, int tp, int seq_len, const TrainingTechniques& techniques) {
-  if (techniques.overlap_gradient_reduction && techniques.distributed_optimizer) {
-    return "overlapped gradient reduction with the distributed optimizer is not traced yet (its reduce-scatters run per bucket)";
-  }
   if (techniques.sequence_parallel && seq_len % tp != 0) {
     return "sequence parallelism needs seq_len " + std::to_string(seq_len) + " to be a multiple of tp " + std::to_string(tp);
   }
@@ -117,14 +114,69 @@ StageTrace trace_stage(const LlamaSpec& model, int tp, int pp, int stage_index, 
   // The trainer's DP buffer (make_flat_buffer); with the distributed optimizer its sharded buffers as
   // DP rank 0 holds them (make_sharded_buffers, tp_comm.hpp); with overlapped reduction its buckets, whose
   // completion divides them (by 2, as the plain buffer) and records their all-reduce, started inside the
-  // backward (gradient_buckets.hpp).
+  // backward (gradient_buckets.hpp). With both (overlap only at dp > 1: at_dp), the trainer's
+  // make_bucketed_shard as DP rank 0 holds it: buckets padded to multiples of dp, the shard rank 0's
+  // slice of each (bucket 0's first), each bucket divided by dp (dp_buffer) as it completes and its
+  // reduce-scatter into the shard's gradient recorded as one rank's slice, started inside the backward.
   const bool distributed_optimizer = techniques.distributed_optimizer;
   torch::Tensor gradient_buffer;
   ShardedBuffers sharded;
   std::unique_ptr<GradientBuckets> buckets;
+  std::vector<int64_t> shard_offsets;                          // per bucket: where rank 0's slice lies in the shard
+  std::vector<std::pair<int64_t, int64_t>> shard_norm_ranges;  // SP: (offset in the shard, elements) of norm weights
   TraceSession* tracing = nullptr;  // the session of the traced step (none in the warm-up)
   std::vector<torch::Tensor> updated = parameters;
-  if (distributed_optimizer) {
+  if (distributed_optimizer && techniques.overlap_gradient_reduction) {
+    buckets = std::make_unique<GradientBuckets>(
+        parameters, techniques.gradient_bucket_bytes,
+        [&tracing, &sharded, &shard_offsets, dp](std::size_t index, torch::Tensor& bucket) {
+          if (tracing) tracing->set_phase(Phase::kDpBuffer);
+          bucket.div_(static_cast<double>(dp));
+          if (tracing) tracing->set_phase(Phase::kBackward);  // the reduce-scatter starts inside the backward
+          const int64_t slice = bucket.numel() / dp;
+          const torch::Tensor part = sharded.shard_gradient.narrow(0, shard_offsets[index], slice);
+          if (!tracing) return;
+          tracing->record_comm("dp_reduce_scatter", from_torch(bucket.scalar_type()),
+                               slice * static_cast<int64_t>(bucket.element_size()));
+        },
+        std::function<void()>(), dp);
+    // The trainer's make_bucketed_shard at DP rank 0 (r = 0: each bucket's first slice).
+    const torch::Tensor& layout = buckets->buffer();
+    sharded.flat_count = layout.numel();
+    sharded.shard_count = layout.numel() / dp;
+    sharded.parameter_buffer = torch::zeros_like(layout);
+    std::vector<torch::Tensor> slices;
+    int64_t offset = 0;
+    for (std::size_t k = 0; k < buckets->size(); ++k) {
+      const int64_t slice = buckets->bucket_elements(k) / dp;
+      shard_offsets.push_back(offset);
+      slices.push_back(sharded.parameter_buffer.narrow(0, buckets->bucket_offset(k), slice));
+      offset += slice;
+    }
+    {
+      torch::NoGradGuard no_grad;
+      for (std::size_t i = 0; i < parameters.size(); ++i) {
+        sharded.parameter_buffer.narrow(0, buckets->parameter_offset(i), parameters[i].numel()).copy_(parameters[i].reshape({-1}));
+      }
+    }
+    sharded.shard = torch::cat(slices).requires_grad_(true);
+    sharded.shard_gradient = torch::zeros_like(sharded.shard).requires_grad_(false);
+    if (tp_context.sp()) {
+      for (const auto& norm : norm_weights) {
+        std::size_t i = 0;
+        while (i < parameters.size() && !parameters[i].is_same(norm)) ++i;
+        ITERTIME_CHECK(i < parameters.size(), "a norm weight is not a trained parameter");
+        const int64_t begin = buckets->parameter_offset(i), end = begin + norm.numel();
+        for (std::size_t k = 0; k < buckets->size(); ++k) {
+          const int64_t slice = buckets->bucket_elements(k) / dp;
+          const int64_t mine = buckets->bucket_offset(k);
+          const int64_t lo = std::max(begin, mine), hi = std::min(end, mine + slice);
+          if (lo < hi) shard_norm_ranges.emplace_back(shard_offsets[k] + (lo - mine), hi - lo);
+        }
+      }
+    }
+    updated = {sharded.shard};
+  } else if (distributed_optimizer) {
     sharded = make_sharded_buffers(parameters, dp, 0);
     updated = {sharded.shard};
   } else if (techniques.overlap_gradient_reduction) {
@@ -186,7 +238,20 @@ StageTrace trace_stage(const LlamaSpec& model, int tp, int pp, int stage_index, 
       torch::autograd::backward({output}, {torch::randn_like(output)});
     }
     if (buckets) buckets->arm(false);
-    if (tp_context.sp() && !norm_weights.empty()) {  // the trainer's all_reduce_norm_gradients
+    if (distributed_optimizer && buckets) {  // the trainer's all_reduce_shard_norm_gradients
+      if (!shard_norm_ranges.empty()) {
+        phase(Phase::kSpGradients);
+        std::vector<torch::Tensor> parts;
+        for (const auto& [offset, count] : shard_norm_ranges) parts.push_back(sharded.shard_gradient.narrow(0, offset, count));
+        torch::Tensor flat = torch::cat(parts);
+        all_reduce_tensor(tp_comm, flat, backend == Backend::kCuda);
+        int64_t at = 0;
+        for (auto& part : parts) {
+          part.copy_(flat.narrow(0, at, part.numel()));
+          at += part.numel();
+        }
+      }
+    } else if (tp_context.sp() && !norm_weights.empty()) {  // the trainer's all_reduce_norm_gradients
       phase(Phase::kSpGradients);
       torch::Tensor flat = make_flat_buffer(norm_weights);
       flatten_into(flat, norm_weights, FlatPart::kGradient);
@@ -194,7 +259,9 @@ StageTrace trace_stage(const LlamaSpec& model, int tp, int pp, int stage_index, 
       unflatten_from(flat, norm_weights, FlatPart::kGradient);
     }
     phase(Phase::kDpBuffer);
-    if (distributed_optimizer) {  // the trainer's reduce_scatter_gradients
+    if (distributed_optimizer && buckets) {  // the buckets' reduce-scatters filled the shard's gradient
+      sharded.shard.mutable_grad() = sharded.shard_gradient;
+    } else if (distributed_optimizer) {  // the trainer's reduce_scatter_gradients
       fill_gradient_buffer(sharded, parameters, dp);
       dp_comm("dp_reduce_scatter", sharded.shard_gradient);
       sharded.shard.mutable_grad() = sharded.shard_gradient;
@@ -206,7 +273,19 @@ StageTrace trace_stage(const LlamaSpec& model, int tp, int pp, int stage_index, 
     }
     phase(Phase::kOptimizer);
     optimizer.step();
-    if (distributed_optimizer) {  // the trainer's all_gather_parameters, after the step
+    if (distributed_optimizer && buckets) {  // the trainer's all_gather_bucketed_parameters, after the step
+      for (std::size_t k = 0; k < buckets->size(); ++k) {
+        const int64_t slice = buckets->bucket_elements(k) / dp;
+        // The trainer's all_gather call narrows both in its arguments; GCC evaluates them last first.
+        const torch::Tensor gathered = sharded.parameter_buffer.narrow(0, buckets->bucket_offset(k), buckets->bucket_elements(k));
+        const torch::Tensor mine = sharded.shard.narrow(0, shard_offsets[k], slice);
+        dp_comm("dp_all_gather", mine);
+      }
+      torch::NoGradGuard no_grad;
+      for (std::size_t i = 0; i < parameters.size(); ++i) {
+        parameters[i].copy_(sharded.parameter_buffer.narrow(0, buckets->parameter_offset(i), parameters[i].numel()).view_as(parameters[i]));
+      }
+    } else if (distributed_optimizer) {  // the trainer's all_gather_parameters, after the step
       dp_comm("dp_all_gather", sharded.shard);
       torch::NoGradGuard no_grad;
       unflatten_from(sharded.parameter_buffer, parameters, FlatPart::kValue);

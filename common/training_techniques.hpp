@@ -2,8 +2,7 @@
 // (issue 16), what each does in calibrate/trainer.hpp and docs/method.md, and their one text form.
 // Invariants:
 //  - Torch-free; all off by default (plain TP, PP and DP as before); the trainer, job files, ground
-//    truth and the memory model know every combination; the tracer, the stage builder and the predictor
-//    every one but overlap with the distributed optimizer (refused with a reason).
+//    truth, the memory model, the tracer, the stage builder and the predictor know every combination.
 //  - Overlapped reduction needs dp > 1: at dp 1 there is nothing to reduce and the trainer trains plainly,
 //    so at_dp() drops it there; stages are traced, built and predicted with at_dp(techniques, dp).
 //  - recipe_text() is the canonical text of a set of techniques, the one job keys, stage keys, HDF5 rows

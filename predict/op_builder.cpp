@@ -35,11 +35,6 @@ void check_stage_request(const LlamaSpec& model, int tp, int pp, int stage, int 
   if (model.num_layers < pp) throw UserError("model " + model.name + " has fewer layers than pp " + std::to_string(pp));
   const TrainingTechniques& t = recipe.techniques;
   if (recipe.dp < 1) throw UserError("build_stage_ops: dp must be at least 1, not " + std::to_string(recipe.dp));
-  if (t.overlap_gradient_reduction && t.distributed_optimizer) {
-    throw UserError("build_stage_ops: training recipe '" + recipe_text(t) +
-                    "': overlapped gradient reduction with the distributed optimizer is not built yet (the trainer runs it; its "
-                    "per-bucket reduce-scatters are not traced either)");
-  }
   if (t.overlap_gradient_reduction && t.gradient_bucket_bytes < 1) {
     throw UserError("build_stage_ops: training recipe '" + recipe_text(t) + "': gradient_bucket_bytes must be at least 1");
   }
@@ -89,15 +84,21 @@ BuiltStage build_stage_ops(const LlamaSpec& model, int tp, int pp, int stage, in
   stage_builder.backward();
   const std::vector<builder::StageParameter> parameters = stage_builder.parameters();
   const int64_t local_params = builder::local_parameter_count(parameters);
-  stage_builder.sp_gradients(parameters);
   const bool distributed_optimizer = recipe.techniques.distributed_optimizer;
   const bool overlap = stage_builder.overlaps_reduction();
-  if (distributed_optimizer) {
+  if (distributed_optimizer && overlap) {
+    // The buckets were reduce-scattered into the shard's gradient in the backward.
+    stage_builder.shard_norm_gradients(parameters);
+    stage_builder.optimizer({builder::StageParameter{{stage_builder.bucketed_shard_count()}, -1}});
+    stage_builder.bucketed_all_gather(parameters);
+  } else if (distributed_optimizer) {
+    stage_builder.sp_gradients(parameters);
     const int64_t shard = builder::shard_count(local_params, recipe.dp);
     stage_builder.dp_reduce_scatter(parameters, local_params, recipe.dp);
     stage_builder.optimizer({builder::StageParameter{{shard}, -1}});
     stage_builder.dp_all_gather(parameters, shard, recipe.dp);
   } else {
+    stage_builder.sp_gradients(parameters);
     if (!overlap) stage_builder.dp_buffer(parameters, local_params);  // overlap reduced the buckets in the backward
     stage_builder.optimizer(parameters);
   }

@@ -11,7 +11,12 @@
 // at StageRecipe::dp > 1; calibrate/gradient_buckets.hpp): the flat gradient buffer zeroed at the step's
 // start (dp_buffer), each backward's AccumulateGrad adding into it (add_), and each bucket, as its last
 // gradient is added, narrowed, divided (dp_buffer) and all-reduced (comm in phase backward); no blocking
-// DP phase. The pieces: op_builder_stage.hpp.
+// DP phase. With both (dopt+ovl at dp > 1, trainer.cpp's make_bucketed_shard as DP rank 0 runs it): the
+// buckets padded to multiples of dp (the buffer zeroed at the step's start, dp_buffer), each completed
+// bucket divided (dp_buffer) and reduce-scattered into rank 0's slice of the shard's gradient (narrow and
+// a dp_reduce_scatter of one rank's slice, phase backward); with SP the shard's norm elements summed over
+// TP (sp_grads); AdamW on the shard; each bucket's slice all-gathered (dp_all_gather of one rank's slice)
+// and the parameters copied from the padded buffer (optimizer). The pieces: op_builder_stage.hpp.
 // Invariants:
 //  - Every BuiltOp's signature is byte-identical to TracedOp::signature() of the traced call with the same
 //    shapes: both are rendered by common/op_signature.hpp, the builder's value arguments as c10 prints
@@ -23,7 +28,7 @@
 //  - local_params equals the traced stage's parameter count (TP-sharded projections, replicated norms,
 //    embedding and LM head).
 //  - The stage is built for at_dp(recipe.techniques, recipe.dp), as trace_stage traces it: ovl at dp 1 is
-//    the plain stage. Overlap with the distributed optimizer is refused (UserError), as by the trainer.
+//    the plain stage, and dopt+ovl at dp 1 the plain distributed optimizer's.
 //  - Pure: no I/O, no global mutable state; throws UserError for a layout the model does not admit.
 #pragma once
 
@@ -71,7 +76,7 @@ TorchDialect torch_dialect(const std::string& libtorch_version);
 // What decides the sequence besides the model, layout and precision. A kSdpa stage needs kTorch2.
 // techniques: sequence parallelism, recompute, the vocabulary-parallel head, the distributed optimizer and
 // overlapped gradient reduction (its buckets of gradient_bucket_bytes) are built, as trace_stage traces
-// them; overlap together with the distributed optimizer is refused (UserError), as by the trainer.
+// them, together too (the trainer's bucketed shard).
 // dp: the DP degree (>= 1), which only the distributed optimizer's stage (its shard sizes) and overlapped
 // reduction's (dropped at dp 1, common/training_techniques.hpp's at_dp) depend on.
 struct StageRecipe {

@@ -32,8 +32,10 @@ StageBuilder::StageBuilder(const PrecisionPolicy& policy, const StageRecipe& rec
       activation_(policy.activation_dtype),
       grad_(policy.grad_dtype),
       compute_(policy.autocast ? policy.compute_dtype : policy.param_dtype),
-      overlap_(recipe.techniques.overlap_gradient_reduction) {
-  if (overlap_) plan_buckets(recipe.techniques.gradient_bucket_bytes);
+      overlap_(recipe.techniques.overlap_gradient_reduction),
+      dp_(recipe.dp),
+      sharded_buckets_(overlap_ && recipe.techniques.distributed_optimizer) {
+  if (overlap_) plan_buckets(recipe.techniques.gradient_bucket_bytes, sharded_buckets_ ? dp_ : 1);
 }
 
 Dims StageBuilder::heads_transposed_strides(int64_t heads) const {

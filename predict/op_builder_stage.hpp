@@ -7,7 +7,9 @@
 // with sequence parallelism all-gather and reduce-scatter), the vocabulary-parallel embedding and loss,
 // and recompute (the attention core or the whole layer rerun in the backward) are pieces of their own;
 // overlapped gradient reduction (ovl at dp > 1) changes each parameter's AccumulateGrad and adds its
-// buckets' reductions to the backward (GradientBucket).
+// buckets' reductions to the backward (GradientBucket); with the distributed optimizer too (dopt+ovl)
+// the buckets are padded to multiples of dp and reduce-scattered into rank 0's shard, and gathered back
+// bucket by bucket after the step.
 // Invariants:
 //  - Shapes are per TP rank (heads, KV heads and FFN width already divided by tp).
 //  - Where LibTorch 1.13 and 2.x differ, the piece says so and branches on torch2_ (docs/method.md).
@@ -62,9 +64,11 @@ struct GradBuffer {
 // Overlapped gradient reduction's bucket (calibrate/gradient_buckets.hpp): a contiguous range of the flat
 // gradient buffer (every parameter in registration order, at the parameters' dtype). Buckets are filled
 // last parameter first and close once they hold at least gradient_bucket_bytes; the last may be smaller.
+// With the distributed optimizer each bucket's range is padded to a multiple of dp (zeros after its
+// parameters) and the buffer is the ranges back to back, the last bucket first.
 struct GradientBucket {
   std::size_t first = 0, last = 0;  // parameter indices, inclusive
-  int64_t offset = 0, count = 0;    // elements of the buffer
+  int64_t offset = 0, count = 0;    // elements of the buffer, padding included
   std::size_t ready = 0;            // parameters whose gradient is final in this backward
 };
 
@@ -97,6 +101,14 @@ class StageBuilder {
   void dp_all_gather(const std::vector<StageParameter>& parameters, int64_t shard, int dp);
   void optimizer(const std::vector<StageParameter>& parameters);
   bool overlaps_reduction() const { return overlap_; }
+  // The distributed optimizer with overlapped reduction (trainer.cpp's make_bucketed_shard, as DP rank 0
+  // runs it): the shard is rank 0's 1/dp slice of every padded bucket, bucket 0's first.
+  int64_t bucketed_shard_count() const { return buffer_elements_ / dp_; }
+  // With SP: trainer.cpp's all_reduce_shard_norm_gradients, the shard's norm elements summed over TP.
+  void shard_norm_gradients(const std::vector<StageParameter>& parameters);
+  // trainer.cpp's all_gather_bucketed_parameters (phase optimizer): each bucket's all-gather of one
+  // rank's slice, then every parameter's values copied from the padded buffer.
+  void bucketed_all_gather(const std::vector<StageParameter>& parameters);
   // The P2P sends, and the DP gradient all-reduce unless the distributed optimizer or overlap replaces it.
   void stage_comms(int stage, int pp, int64_t local_params, bool dp_all_reduce);
   BuiltStage finish(int64_t local_params);
@@ -134,11 +146,15 @@ class StageBuilder {
   // copied back into the parameters' gradients or values (narrow, view_as, copy_; tp_comm.hpp's
   // flatten_into / unflatten_from), each call at `dtype`.
   void flatten_gradients(const std::vector<StageParameter>& parameters, const TensorLayout& into);
-  void unflatten(const std::vector<StageParameter>& parameters, const TensorLayout& flat, DType dtype);
+  // `offsets` (when given): each parameter's offset in `flat` (a padded layout), else back to back.
+  void unflatten(const std::vector<StageParameter>& parameters, const TensorLayout& flat, DType dtype,
+                 const std::vector<int64_t>* offsets = nullptr);
 
   // overlap pieces (op_builder_update.cpp): the buckets of the parameters, and a parameter's AccumulateGrad
   // (index in registration order; `grad` the gradient it receives), which completes its bucket last.
-  void plan_buckets(int64_t bucket_bytes);
+  // pad_multiple: each bucket's range padded to a multiple of it (the distributed optimizer's dp), the
+  // buffer laid out last bucket first, as gradient_buckets.cpp does.
+  void plan_buckets(int64_t bucket_bytes, int64_t pad_multiple);
   void parameter_gradient(std::size_t index, const TensorLayout& grad);
   std::size_t layer_parameter(int slot) const;  // slot 0..8 of the layer being emitted (backward_layer_)
   std::size_t head_parameter(int slot) const;   // 0: the final norm, 1: the LM head
@@ -194,9 +210,13 @@ class StageBuilder {
   std::vector<TensorLayout> core_inputs_;  // q, k, v as the attention core received them (selective recompute's leaves)
   bool core_leaves_ = false;  // the core's backward runs in a recompute: its inputs' gradients go to leaves
   const bool overlap_;        // overlapped gradient reduction (the recipe already at its dp)
+  const int dp_;                          // the recipe's DP degree
+  const bool sharded_buckets_;            // the distributed optimizer with overlap: padded buckets, reduce-scattered
   std::vector<GradientBucket> buckets_;   // with overlap: bucket 0 holds the last parameters
   std::vector<std::size_t> bucket_of_;    // per parameter
-  int64_t buffer_elements_ = 0;           // the flat gradient buffer's
+  std::vector<int64_t> parameter_offsets_;  // per parameter: where its gradient view starts in the buffer
+  std::vector<int64_t> shard_offsets_;    // per bucket (sharded_buckets_): where rank 0's slice lies in the shard
+  int64_t buffer_elements_ = 0;           // the flat gradient buffer's (padding included)
   int backward_layer_ = 0;                // the decoder layer whose backward is being emitted
 };
 

@@ -6,11 +6,15 @@
 // With overlapped gradient reduction (calibrate/gradient_buckets.hpp, as trace_stage traces it): the flat
 // buffer zeroed at the step's start (dp_buffer), each parameter's gradient added into its view of it in
 // the backward, each completed bucket narrowed (backward), divided (dp_buffer) and all-reduced (a comm
-// in phase backward), and no dp_buffer flatten, division or all-reduce after the backward.
+// in phase backward), and no dp_buffer flatten, division or all-reduce after the backward. With the
+// distributed optimizer too (dopt+ovl): the buckets padded to multiples of dp, each reduce-scattered into
+// rank 0's shard as it completes (narrow, a comm in phase backward), with SP the shard's norm ranges
+// summed over TP (sp_grads), AdamW on the shard, and the buckets all-gathered and copied back (optimizer).
 // Invariants: parameters in the model's registration order; calls that depend only on a parameter's
 // shape are emitted for layer 0 and counted for every layer; comms aggregated per
 // (phase, kind, dtype, bytes) in order of first appearance, as /ops/comms; the overlapped buffer and
 // its buckets are at the parameters' dtype (make_flat_buffer), whatever the gradient dtype.
+#include <algorithm>
 #include <cmath>
 #include <map>
 #include <tuple>
@@ -57,26 +61,40 @@ int64_t local_parameter_count(const std::vector<StageParameter>& parameters) {
   return total;
 }
 
-// gradient_buckets.cpp's buckets: the parameters taken last first, a bucket closed once it holds at least
-// bucket_bytes.
-void StageBuilder::plan_buckets(int64_t bucket_bytes) {
+// gradient_buckets.cpp's buckets: the parameters taken last first, a bucket closed once its parameters
+// hold at least bucket_bytes; then the layout, the last bucket first, each range padded to a multiple of
+// pad_multiple; with the distributed optimizer, where each bucket's first 1/dp slice lies in the shard.
+void StageBuilder::plan_buckets(int64_t bucket_bytes, int64_t pad_multiple) {
   const std::vector<StageParameter> all = parameters();
-  std::vector<int64_t> offsets;
-  for (const StageParameter& parameter : all) {
-    offsets.push_back(buffer_elements_);
-    buffer_elements_ += element_count(parameter.shape);
-  }
   const auto element_bytes = static_cast<int64_t>(dtype_bytes(param_));
   bucket_of_.assign(all.size(), 0);
+  int64_t filled = 0;  // elements of the bucket being filled
   for (std::size_t i = all.size(); i-- > 0;) {
-    if (buckets_.empty() || buckets_.back().count * element_bytes >= bucket_bytes) {
+    if (buckets_.empty() || filled * element_bytes >= bucket_bytes) {
       buckets_.push_back(GradientBucket{i, i, 0, 0, 0});
+      filled = 0;
     }
-    GradientBucket& bucket = buckets_.back();
-    bucket.first = i;
-    bucket.offset = offsets[i];
-    bucket.count += element_count(all[i].shape);
+    buckets_.back().first = i;
+    filled += element_count(all[i].shape);
     bucket_of_[i] = buckets_.size() - 1;
+  }
+  parameter_offsets_.assign(all.size(), 0);
+  int64_t offset = 0;
+  for (std::size_t b = buckets_.size(); b-- > 0;) {
+    GradientBucket& bucket = buckets_[b];
+    bucket.offset = offset;
+    for (std::size_t i = bucket.first; i <= bucket.last; ++i) {
+      parameter_offsets_[i] = offset;
+      offset += element_count(all[i].shape);
+    }
+    offset += (pad_multiple - (offset - bucket.offset) % pad_multiple) % pad_multiple;
+    bucket.count = offset - bucket.offset;
+  }
+  buffer_elements_ = offset;
+  int64_t in_shard = 0;
+  for (const GradientBucket& bucket : buckets_) {
+    shard_offsets_.push_back(in_shard);
+    in_shard += bucket.count / pad_multiple;
   }
 }
 
@@ -114,7 +132,17 @@ void StageBuilder::parameter_gradient(std::size_t index, const TensorLayout& gra
   emit_.set_phase(Phase::kDpBuffer);
   emit_.call("aten::div_.Tensor",
              {tensor_arg(contiguous(param_, {bucket.count})), tensor_arg(scalar_tensor(DType::kFloat64))}, param_);
-  emit_.set_phase(Phase::kBackward);  // the all-reduce starts inside the backward
+  emit_.set_phase(Phase::kBackward);  // the all-reduce (reduce-scatter) starts inside the backward
+  if (sharded_buckets_) {
+    // make_bucketed_shard's callback: reduce-scattered into rank 0's slice of the shard's gradient.
+    const int64_t slice = bucket.count / dp_;
+    emit_.call("aten::narrow",
+               {tensor_arg(contiguous(param_, {bucketed_shard_count()})), int_arg(0),
+                int_arg(shard_offsets_.at(bucket_of_.at(index))), int_arg(slice)},
+               param_);
+    emit_.comm(CommKind::kDpReduceScatter, param_, slice * static_cast<int64_t>(dtype_bytes(param_)));
+    return;
+  }
   emit_.comm(CommKind::kDpAllReduce, param_, bucket.count * static_cast<int64_t>(dtype_bytes(param_)));
 }
 
@@ -155,10 +183,13 @@ void StageBuilder::flatten_gradients(const std::vector<StageParameter>& paramete
   emit_.call("aten::cat.out", {tensor_list_arg(flat_parts), int_arg(0), tensor_arg(into)}, grad_);
 }
 
-void StageBuilder::unflatten(const std::vector<StageParameter>& parameters, const TensorLayout& flat, DType dtype) {
+void StageBuilder::unflatten(const std::vector<StageParameter>& parameters, const TensorLayout& flat, DType dtype,
+                             const std::vector<int64_t>* offsets) {
   int64_t offset = 0;
-  for (const StageParameter& parameter : parameters) {
+  for (std::size_t i = 0; i < parameters.size(); ++i) {
+    const StageParameter& parameter = parameters[i];
     const int64_t count = element_count(parameter.shape);
+    if (offsets != nullptr) offset = offsets->at(i);
     emit_.set_repeat(1);
     emit_.call("aten::narrow", {tensor_arg(flat), int_arg(0), int_arg(offset), int_arg(count)}, dtype);  // a distinct offset each
     offset += count;
@@ -199,6 +230,60 @@ void StageBuilder::dp_all_gather(const std::vector<StageParameter>& parameters, 
   emit_.set_repeat(1);
   emit_.comm(CommKind::kDpAllGather, param_, shard * static_cast<int64_t>(dtype_bytes(param_)));
   unflatten(parameters, contiguous(param_, {shard * dp}), param_);
+}
+
+// trainer.cpp's all_reduce_shard_norm_gradients (SP with dopt+ovl): the norm weights' elements among
+// rank 0's slices (per norm in registration order, per bucket), narrowed from the shard's gradient,
+// concatenated, all-reduced over TP at the parameters' dtype and copied back range by range.
+void StageBuilder::shard_norm_gradients(const std::vector<StageParameter>& parameters) {
+  if (!sp_) return;
+  std::vector<std::pair<int64_t, int64_t>> ranges;  // (offset in the shard, elements)
+  for (std::size_t i = 0; i < parameters.size(); ++i) {
+    if (parameters[i].shape.size() != 1) continue;
+    const int64_t begin = parameter_offsets_.at(i), end = begin + element_count(parameters[i].shape);
+    for (std::size_t k = 0; k < buckets_.size(); ++k) {
+      const int64_t slice = buckets_[k].count / dp_, mine = buckets_[k].offset;
+      const int64_t lo = std::max(begin, mine), hi = std::min(end, mine + slice);
+      if (lo < hi) ranges.emplace_back(shard_offsets_[k] + (lo - mine), hi - lo);
+    }
+  }
+  if (ranges.empty()) return;
+  emit_.set_phase(Phase::kSpGradients);
+  emit_.set_repeat(1);
+  const TensorLayout shard_gradient = contiguous(param_, {bucketed_shard_count()});
+  std::vector<TensorLayout> parts;
+  int64_t total = 0;
+  for (const auto& [offset, count] : ranges) {
+    emit_.call("aten::narrow", {tensor_arg(shard_gradient), int_arg(0), int_arg(offset), int_arg(count)}, param_);
+    parts.push_back(contiguous(param_, {count}));
+    total += count;
+  }
+  emit_.call("aten::cat", {tensor_list_arg(parts), int_arg(0)}, param_);
+  emit_.comm(CommKind::kTpAllReduce, param_, total * static_cast<int64_t>(dtype_bytes(param_)));
+  const TensorLayout flat = contiguous(param_, {total});
+  int64_t at = 0;
+  for (const TensorLayout& part : parts) {
+    emit_.call("aten::narrow", {tensor_arg(flat), int_arg(0), int_arg(at), int_arg(part.sizes.at(0))}, param_);
+    emit_.call("aten::copy_", {tensor_arg(part), tensor_arg(part), bool_arg(false)}, param_);
+    at += part.sizes.at(0);
+  }
+}
+
+// trainer.cpp's all_gather_bucketed_parameters: per bucket, the padded buffer's range and rank 0's slice
+// of the shard narrowed (the buffer's first: GCC evaluates the all_gather call's arguments last first)
+// and one rank's slice all-gathered; then each parameter's values copied from its offset in the buffer.
+void StageBuilder::bucketed_all_gather(const std::vector<StageParameter>& parameters) {
+  emit_.set_phase(Phase::kOptimizer);
+  emit_.set_repeat(1);
+  const TensorLayout buffer = contiguous(param_, {buffer_elements_});
+  const TensorLayout shard = contiguous(param_, {bucketed_shard_count()});
+  for (std::size_t k = 0; k < buckets_.size(); ++k) {
+    const int64_t slice = buckets_[k].count / dp_;
+    emit_.call("aten::narrow", {tensor_arg(buffer), int_arg(0), int_arg(buckets_[k].offset), int_arg(buckets_[k].count)}, param_);
+    emit_.call("aten::narrow", {tensor_arg(shard), int_arg(0), int_arg(shard_offsets_[k]), int_arg(slice)}, param_);
+    emit_.comm(CommKind::kDpAllGather, param_, slice * static_cast<int64_t>(dtype_bytes(param_)));
+  }
+  unflatten(parameters, buffer, param_, &parameter_offsets_);
 }
 
 // torch::optim::AdamW's step on each parameter, at the second step (trace_stage runs one warm-up step).

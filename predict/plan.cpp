@@ -66,10 +66,8 @@ std::vector<TrainingTechniques> modelled_recipes() {
       t.distributed_optimizer = (on & 4) != 0;
       t.recompute = recompute;
       recipes.push_back(t);
-      if (!t.distributed_optimizer) {  // overlap with the distributed optimizer is not built
-        t.overlap_gradient_reduction = true;
-        recipes.push_back(t);
-      }
+      t.overlap_gradient_reduction = true;
+      recipes.push_back(t);
     }
   }
   return recipes;

@@ -57,11 +57,11 @@ jq -e 'map(select(.feasible) | .iteration_us) | . == sort' "$WORK/plan.json" >/d
 test "$(jq -r '.recipe' "$WORK/p4.json")" = "sp+vp+rc-full"
 jq -e --slurpfile base "$WORK/p5.json" '.iteration_us > $base[0].iteration_us' "$WORK/p4.json" >/dev/null
 "$ITERTIME" plan "$WORK/model.itm" --model "$MODEL" --gpus 4 --gbs 8 --seq 32 --mbs 1 --precisions fp32 --all-recipes --json > "$WORK/plan-recipes.json"
-# 6 layouts of the 36 recipes: sp and vp only at tp > 1, ovl only at dp > 1 (never with dopt): (4,1,1) and
-# (2,1,2) 9 each, (1,1,4) 6, (2,2,1) 36, (1,4,1) and (1,2,2) 24 each: 108.
-test "$(jq 'length' "$WORK/plan-recipes.json")" = 108
-jq -e 'map(.recipe) | unique | length == 36' "$WORK/plan-recipes.json" >/dev/null
-jq -e 'map(select(.recipe | test("ovl"))) | all(.dp > 1 and (.recipe | test("dopt") | not))' "$WORK/plan-recipes.json" >/dev/null
+# 6 layouts of the 48 recipes: sp and vp only at tp > 1, ovl only at dp > 1: (4,1,1) and (2,1,2) 12 each,
+# (1,1,4) 6, (2,2,1) 48, (1,4,1) and (1,2,2) 24 each: 126.
+test "$(jq 'length' "$WORK/plan-recipes.json")" = 126
+jq -e 'map(.recipe) | unique | length == 48' "$WORK/plan-recipes.json" >/dev/null
+jq -e 'map(select(.recipe | test("ovl"))) | all(.dp > 1)' "$WORK/plan-recipes.json" >/dev/null
 jq -e 'map(select(.recipe == "ovl" and .feasible) | [.dp, .tp, .pp]) | contains([[4,1,1]])' "$WORK/plan-recipes.json" >/dev/null
 # The distributed optimizer is predicted where the calibration has the tables (this 2-rank one lacks strided
 # layouts: (2,2,1) and the pipelines are infeasible, with the reason); whatever is infeasible says why.
@@ -82,7 +82,8 @@ expect_user_error "version 999" predict "$WORK/future.itm" --model "$MODEL" --gb
 expect_user_error "--recipe zero1" predict "$WORK/model.itm" --model "$MODEL" --gbs 4 --seq 32 --recipe zero1
 "$ITERTIME" predict "$WORK/model.itm" --model "$MODEL" --dp 2 --gbs 4 --seq 32 --precision fp32 --recipe ovl-4K --json > "$WORK/p6.json"
 test "$(jq -r '.recipe' "$WORK/p6.json")" = "ovl-4K"
-expect_user_error "overlapped gradient reduction with the distributed optimizer" predict "$WORK/model.itm" --model "$MODEL" --dp 2 --gbs 4 --seq 32 --recipe dopt+ovl
+"$ITERTIME" predict "$WORK/model.itm" --model "$MODEL" --dp 2 --gbs 4 --seq 32 --precision fp32 --recipe dopt+ovl --json > "$WORK/p7.json"
+test "$(jq -r '.recipe' "$WORK/p7.json")" = "dopt+ovl"
 expect_user_error "--recipes vp+sp" plan "$WORK/model.itm" --model "$MODEL" --gpus 4 --gbs 8 --seq 32 --recipes plain,vp+sp
 expect_user_error "number of GPUs" plan "$WORK/model.itm" --model "$MODEL" --gpus 0 --gbs 8 --seq 32
 expect_user_error "foreign.itm" fit "$WORK/foreign.itm" -o "$WORK/never.itm"

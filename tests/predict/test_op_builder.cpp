@@ -327,9 +327,12 @@ TEST(OpBuilder, UnaryResultsKeepADenseLayoutWithItsSizeOneStrides) {
 
 TEST(OpBuilder, RefusesTechniquesItCannotBuild) {
   const LlamaSpec spec = load("tiny-llama-gqa");
-  StageRecipe overlapped_sharded = with_techniques("dopt+ovl");
+  StageRecipe overlapped_sharded = with_techniques("dopt+ovl");  // built (the trainer runs it): not refused
   overlapped_sharded.dp = 2;
-  EXPECT_THROW(build_stage_ops(spec, 2, 1, 0, 1, 16, PrecisionName::kFp32, overlapped_sharded), UserError);
+  const BuiltStage both = build_stage_ops(spec, 2, 1, 0, 1, 16, PrecisionName::kFp32, overlapped_sharded);
+  EXPECT_EQ(comm_total(both, CommKind::kDpAllReduce), 0);
+  EXPECT_GE(comm_total(both, CommKind::kDpReduceScatter), 1);
+  EXPECT_EQ(comm_total(both, CommKind::kDpReduceScatter), comm_total(both, CommKind::kDpAllGather));
   EXPECT_THROW(build_stage_ops(spec, 2, 1, 0, 1, 16, PrecisionName::kFp32, sharded_over(0)), UserError);
   EXPECT_THROW(build_stage_ops(spec, 4, 1, 0, 1, 18, PrecisionName::kFp32, with_techniques("sp")), UserError);  // 18 % 4
   LlamaSpec odd_vocabulary = spec;

@@ -365,11 +365,45 @@ TEST(OpBuilderOverlap, ReducesEveryParameterOnceAndKeepsThePlainBackward) {
   }
 }
 
-// The tracer refuses overlap with the distributed optimizer (which the trainer runs); so does the builder.
-TEST(OpBuilderOverlap, RefusesTheDistributedOptimizer) {
-  const LlamaSpec spec = load("tiny-llama-gqa");
-  const predict::StageRecipe both{AttentionKernel::kEager, predict::TorchDialect::kTorch1, recipe("dopt+ovl"), 2};
-  EXPECT_THROW(predict::build_stage_ops(spec, 1, 1, 0, 1, 16, kFp32, both), UserError);
+// The distributed optimizer with overlapped reduction (dopt+ovl, trainer.cpp's make_bucketed_shard),
+// built without tracing on a real model's stage: the buckets padded to multiples of dp, each
+// reduce-scattered in the backward as one rank's slice and all-gathered after the step (phase optimizer)
+// likewise, the shard (the one tensor AdamW updates) 1/dp of the padded buffer; no blocking DP comm.
+TEST(OpBuilderOverlap, BuildsTheDistributedOptimizerInBuckets) {
+  const LlamaSpec spec = load("llama3.1-8b");
+  for (const predict::TorchDialect dialect : {predict::TorchDialect::kTorch1, predict::TorchDialect::kTorch2}) {
+    for (const int dp : {2, 3, 8}) {
+      SCOPED_TRACE("dialect " + std::to_string(static_cast<int>(dialect)) + " dp " + std::to_string(dp));
+      const predict::StageRecipe both{AttentionKernel::kEager, dialect, recipe("sp+dopt+ovl-64M"), dp};
+      const predict::BuiltStage b = predict::build_stage_ops(spec, 2, 2, 1, 1, 64, kAmp, both);
+      int64_t scattered = 0, gathered = 0, scatters = 0, gathers = 0;
+      for (const predict::CommOp& comm : b.comms) {
+        EXPECT_NE(comm.phase, Phase::kDpBuffer) << "a blocking DP comm with overlap";
+        EXPECT_NE(comm.kind, CommKind::kDpAllReduce);
+        if (comm.kind == CommKind::kDpReduceScatter) {
+          EXPECT_EQ(comm.phase, Phase::kBackward);
+          scattered += comm.bytes * comm.count;
+          scatters += comm.count;
+        }
+        if (comm.kind == CommKind::kDpAllGather) {
+          EXPECT_EQ(comm.phase, Phase::kOptimizer);
+          gathered += comm.bytes * comm.count;
+          gathers += comm.count;
+        }
+      }
+      EXPECT_GT(scatters, 3);
+      EXPECT_EQ(scatters, gathers);
+      EXPECT_EQ(scattered, gathered);
+      // One rank's slices: at least its 1/dp of the parameters, at most dp - 1 padding elements per bucket more.
+      EXPECT_GE(scattered * dp, b.local_params * 4);
+      EXPECT_LE(scattered * dp, (b.local_params + scatters * (dp - 1)) * 4);
+      int64_t zeroed = 0;
+      for (const auto& op : b.ops) {
+        if (op.name == "aten::zero_") zeroed += op.count;
+      }
+      EXPECT_EQ(zeroed, 1);
+    }
+  }
 }
 
 // Overlapped reduction on LibTorch 2.x: fp16 (its buffer in fp16) and the fused attention kernel.
@@ -377,6 +411,38 @@ INSTANTIATE_TEST_SUITE_P(
     Torch2OverlappedReduction, OpBuilder,
     ::testing::Values(BuilderCase{"tiny-llama-gqa", 2, 2, 1, 1, 16, kFp16, kEager, recipe("ovl-64K"), 2},
                       BuilderCase{"tiny-llama-gqa", 2, 2, 0, 1, 16, kAmp16, kSdpa, recipe("sp+rc-sel+ovl-64K"), 2}),
+    test_name);
+
+// The distributed optimizer with overlapped reduction (dopt+ovl, trainer.cpp's make_bucketed_shard, as DP
+// rank 0 runs it): the bucket buffer padded to multiples of dp and zeroed at step start (dp_buffer), each
+// bucket divided (dp_buffer) and reduce-scattered into the shard's gradient as it completes in the
+// backward (one rank's slice), with SP the shard's norm elements summed over TP (sp_grads), AdamW on the
+// shard, and each bucket's slice all-gathered and the parameters copied back (optimizer). fp32, bf16 and
+// amp-bf16; first and last stages; dp 2, 3 (padding) and 4; 64K, 1K (many) and 25M (one) buckets; with
+// SP (one, a partial and four norm ranges in the shard), sp+vp+rc-full; a model without KV groups; and at
+// dp 1, where overlap is dropped (the plain distributed optimizer).
+INSTANTIATE_TEST_SUITE_P(
+    DistributedOptimizerWithOverlap, OpBuilder,
+    ::testing::Values(BuilderCase{"tiny-llama-gqa", 1, 1, 0, 1, 16, kFp32, kEager, recipe("dopt+ovl-64K"), 2},
+                      BuilderCase{"tiny-llama-gqa", 2, 2, 0, 1, 16, kAmp, kEager, recipe("dopt+ovl-64K"), 2},
+                      BuilderCase{"tiny-llama-gqa", 2, 2, 1, 1, 16, kAmp, kEager, recipe("dopt+ovl-64K"), 2},
+                      BuilderCase{"tiny-llama-gqa", 2, 2, 1, 1, 16, kFp32, kEager, recipe("dopt+ovl-64K"), 3},  // padded
+                      BuilderCase{"tiny-llama-gqa", 1, 2, 1, 2, 16, kBf16, kEager, recipe("dopt+ovl-64K"), 4},
+                      BuilderCase{"tiny-llama-gqa", 1, 2, 0, 1, 16, kAmp, kEager, recipe("dopt+ovl-1K"), 3},  // ~1 per parameter
+                      BuilderCase{"tiny-llama-gqa", 2, 2, 1, 1, 16, kAmp, kEager, recipe("sp+vp+dopt+rc-full+ovl-64K"), 2},
+                      // SP: a norm split by rank 0's slice boundary (43 of its 128 elements), and one bucket (25M)
+                      // whose first half holds four norms
+                      BuilderCase{"tiny-llama-gqa", 2, 2, 1, 1, 16, kFp32, kEager, recipe("sp+dopt+ovl-1K"), 3},
+                      BuilderCase{"tiny-llama-gqa", 2, 2, 1, 2, 16, kAmp, kEager, recipe("sp+vp+dopt+ovl"), 2},
+                      BuilderCase{"tiny-llama", 2, 2, 0, 1, 16, kBf16, kEager, recipe("dopt+ovl-64K"), 2},
+                      BuilderCase{"tiny-llama-gqa", 2, 2, 1, 1, 16, kAmp, kEager, recipe("dopt+ovl-64K"), 1}),  // plain dopt
+    test_name);
+
+// dopt+ovl on LibTorch 2.x: fp16 (its buffer and shard in fp16) and the fused attention kernel.
+INSTANTIATE_TEST_SUITE_P(
+    Torch2DistributedOptimizerWithOverlap, OpBuilder,
+    ::testing::Values(BuilderCase{"tiny-llama-gqa", 2, 2, 1, 1, 16, kFp16, kEager, recipe("dopt+ovl-64K"), 2},
+                      BuilderCase{"tiny-llama-gqa", 2, 2, 0, 1, 16, kAmp16, kSdpa, recipe("sp+dopt+rc-sel+ovl-64K"), 3}),
     test_name);
 
 }  // namespace
