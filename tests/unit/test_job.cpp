@@ -562,17 +562,18 @@ TEST(JobTechniques, ShippedLocalCpuTechniquesJob) {
   EXPECT_EQ(job.model.name, "tiny-llama-gqa");
   EXPECT_EQ(job.backend, Backend::kCpu);
   EXPECT_EQ(job.ranks, 4);
-  // local-cpu's steps, fewer and shorter rounds (126 configurations).
+  // local-cpu's steps, fewer and shorter rounds (144 configurations).
   EXPECT_EQ(job.warmup_iters, local.warmup_iters);
   EXPECT_EQ(job.timed_iters, local.timed_iters);
   EXPECT_EQ(job.min_timed_seconds, 0.5);
   EXPECT_EQ(job.rounds.rounds, 2);
   EXPECT_EQ(job.rounds.max_extra_rounds, 2);
-  // (3 + 6 layouts of 2 and 4 ranks) x (fp32, amp-bf16) x 7 recipes.
-  ASSERT_EQ(job.configs.size(), 9u * 2u * 7u);
+  // (3 + 6 layouts of 2 and 4 ranks) x (fp32, amp-bf16) x 8 recipes.
+  ASSERT_EQ(job.configs.size(), 9u * 2u * 8u);
   std::vector<std::string> recipes;
-  for (std::size_t i = 0; i < 7; ++i) recipes.push_back(recipe_text(job.configs[i].techniques));
-  EXPECT_EQ(recipes, (std::vector<std::string>{"", "sp+vp", "dopt", "rc-sel", "rc-full", "ovl-64K", "sp+vp+rc-full"}));
+  for (std::size_t i = 0; i < 8; ++i) recipes.push_back(recipe_text(job.configs[i].techniques));
+  EXPECT_EQ(recipes, (std::vector<std::string>{"", "sp+vp", "dopt", "rc-sel", "rc-full", "ovl-64K", "dopt+ovl-64K",
+                                               "sp+vp+rc-full"}));
   EXPECT_EQ(job.configs.front().key(job.model.name), "tiny-llama-gqa/dp2-tp1-pp1/mbs1/gbs8/seq64/fp32");
   EXPECT_EQ(job.configs.back().key(job.model.name), "tiny-llama-gqa/dp1-tp1-pp4/mbs1/gbs8/seq64/amp-bf16/sp+vp+rc-full");
   for (const auto& c : job.configs) {
