@@ -1,6 +1,8 @@
 // gradient_buckets.cpp: gradient views of one flat buffer, cut into buckets reduced as they complete (gradient_buckets.hpp).
 #include "calibrate/gradient_buckets.hpp"
 
+#include <algorithm>
+
 #include <torch/csrc/autograd/function.h>
 #include <torch/csrc/autograd/function_hook.h>
 #include <torch/csrc/autograd/variable.h>
@@ -92,6 +94,48 @@ void GradientBuckets::gradient_final(std::size_t parameter) {
     ++completed_;
   }
   if (on_final_) on_final_();
+}
+
+BucketedShard shard_over_buckets(const GradientBuckets& buckets, const std::vector<torch::Tensor>& norm_weights, int dp,
+                                 int dp_index) {
+  ITERTIME_CHECK(dp >= 1 && dp_index >= 0 && dp_index < dp, "a bucketed shard needs 0 <= dp_index < dp");
+  const std::vector<torch::Tensor>& parameters = buckets.parameters();
+  const torch::Tensor& layout = buckets.buffer();
+  BucketedShard out;
+  ShardedBuffers& b = out.buffers;
+  b.flat_count = layout.numel();
+  b.shard_count = layout.numel() / dp;
+  b.parameter_buffer = torch::zeros_like(layout);
+  std::vector<torch::Tensor> slices;
+  int64_t offset = 0;
+  for (std::size_t k = 0; k < buckets.size(); ++k) {
+    ITERTIME_CHECK(buckets.bucket_elements(k) % dp == 0, "a bucket is not padded to a multiple of dp");
+    const int64_t slice = buckets.bucket_elements(k) / dp;
+    out.offsets.push_back(offset);
+    slices.push_back(b.parameter_buffer.narrow(0, buckets.bucket_offset(k) + dp_index * slice, slice));
+    offset += slice;
+  }
+  {
+    torch::NoGradGuard no_grad;
+    for (std::size_t i = 0; i < parameters.size(); ++i) {
+      b.parameter_buffer.narrow(0, buckets.parameter_offset(i), parameters[i].numel()).copy_(parameters[i].reshape({-1}));
+    }
+  }
+  b.shard = torch::cat(slices).requires_grad_(true);
+  b.shard_gradient = torch::zeros_like(b.shard).requires_grad_(false);
+  for (const auto& norm : norm_weights) {
+    std::size_t i = 0;
+    while (i < parameters.size() && !parameters[i].is_same(norm)) ++i;
+    ITERTIME_CHECK(i < parameters.size(), "a norm weight is not a trained parameter");
+    const int64_t begin = buckets.parameter_offset(i), end = begin + norm.numel();
+    for (std::size_t k = 0; k < buckets.size(); ++k) {
+      const int64_t slice = buckets.bucket_elements(k) / dp;
+      const int64_t mine = buckets.bucket_offset(k) + dp_index * slice;
+      const int64_t lo = std::max(begin, mine), hi = std::min(end, mine + slice);
+      if (lo < hi) out.norm_ranges.emplace_back(out.offsets[k] + (lo - mine), hi - lo);
+    }
+  }
+  return out;
 }
 
 }  // namespace itertime::calibrate

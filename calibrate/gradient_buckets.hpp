@@ -25,7 +25,10 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <utility>
 #include <vector>
+
+#include "calibrate/tp_comm.hpp"
 
 namespace itertime::calibrate {
 
@@ -69,5 +72,21 @@ class GradientBuckets {
   bool armed_ = false;
   int completed_ = 0;
 };
+
+// The distributed optimizer over overlapped buckets (Megatron-LM's layout), as DP rank dp_index of dp holds
+// it; the trainer and the tracer that mirrors it make it here. The buckets must be padded to multiples of
+// dp; rank dp_index owns the dp_index-th 1/dp slice of every bucket.
+struct BucketedShard {
+  // parameter_buffer: the buckets' layout holding the parameters' values (the all-gathers' output);
+  // shard: a copy of this rank's slices, bucket 0's first (the one tensor AdamW updates); shard_gradient:
+  // zeros, segment k the reduce-scatter output of bucket k; gradient_buffer stays undefined (the
+  // buckets' buffer holds the gradients).
+  ShardedBuffers buffers;
+  std::vector<int64_t> offsets;                          // per bucket: where its slice lies in the shard
+  std::vector<std::pair<int64_t, int64_t>> norm_ranges;  // (offset in the shard, elements) of norm_weights
+};
+// norm_weights: the parameters whose gradients are summed over TP afterwards (SP), else empty.
+BucketedShard shard_over_buckets(const GradientBuckets& buckets, const std::vector<torch::Tensor>& norm_weights, int dp,
+                                 int dp_index);
 
 }  // namespace itertime::calibrate

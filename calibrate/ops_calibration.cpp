@@ -140,41 +140,11 @@ StageTrace trace_stage(const LlamaSpec& model, int tp, int pp, int stage_index, 
                                slice * static_cast<int64_t>(bucket.element_size()));
         },
         std::function<void()>(), dp);
-    // The trainer's make_bucketed_shard at DP rank 0 (r = 0: each bucket's first slice).
-    const torch::Tensor& layout = buckets->buffer();
-    sharded.flat_count = layout.numel();
-    sharded.shard_count = layout.numel() / dp;
-    sharded.parameter_buffer = torch::zeros_like(layout);
-    std::vector<torch::Tensor> slices;
-    int64_t offset = 0;
-    for (std::size_t k = 0; k < buckets->size(); ++k) {
-      const int64_t slice = buckets->bucket_elements(k) / dp;
-      shard_offsets.push_back(offset);
-      slices.push_back(sharded.parameter_buffer.narrow(0, buckets->bucket_offset(k), slice));
-      offset += slice;
-    }
-    {
-      torch::NoGradGuard no_grad;
-      for (std::size_t i = 0; i < parameters.size(); ++i) {
-        sharded.parameter_buffer.narrow(0, buckets->parameter_offset(i), parameters[i].numel()).copy_(parameters[i].reshape({-1}));
-      }
-    }
-    sharded.shard = torch::cat(slices).requires_grad_(true);
-    sharded.shard_gradient = torch::zeros_like(sharded.shard).requires_grad_(false);
-    if (tp_context.sp()) {
-      for (const auto& norm : norm_weights) {
-        std::size_t i = 0;
-        while (i < parameters.size() && !parameters[i].is_same(norm)) ++i;
-        ITERTIME_CHECK(i < parameters.size(), "a norm weight is not a trained parameter");
-        const int64_t begin = buckets->parameter_offset(i), end = begin + norm.numel();
-        for (std::size_t k = 0; k < buckets->size(); ++k) {
-          const int64_t slice = buckets->bucket_elements(k) / dp;
-          const int64_t mine = buckets->bucket_offset(k);
-          const int64_t lo = std::max(begin, mine), hi = std::min(end, mine + slice);
-          if (lo < hi) shard_norm_ranges.emplace_back(shard_offsets[k] + (lo - mine), hi - lo);
-        }
-      }
-    }
+    // The trainer's make_bucketed_shard at DP rank 0 (each bucket's first slice).
+    BucketedShard shard = shard_over_buckets(*buckets, tp_context.sp() ? norm_weights : std::vector<torch::Tensor>{}, dp, 0);
+    sharded = std::move(shard.buffers);
+    shard_offsets = std::move(shard.offsets);
+    shard_norm_ranges = std::move(shard.norm_ranges);
     updated = {sharded.shard};
   } else if (distributed_optimizer) {
     sharded = make_sharded_buffers(parameters, dp, 0);

@@ -530,42 +530,10 @@ struct Trainer::Impl {
                                             static_cast<std::size_t>(slice), from_torch(bucket.scalar_type()));
         },
         [this] { dp_comm->progress(); }, dp);
-    const torch::Tensor& layout = buckets->buffer();
-    sharded = ShardedBuffers{};
-    sharded.flat_count = layout.numel();
-    sharded.shard_count = layout.numel() / dp;
-    sharded.parameter_buffer = torch::zeros_like(layout);
-    std::vector<torch::Tensor> slices;
-    int64_t offset = 0;
-    for (std::size_t k = 0; k < buckets->size(); ++k) {
-      const int64_t slice = buckets->bucket_elements(k) / dp;
-      shard_offsets.push_back(offset);
-      slices.push_back(sharded.parameter_buffer.narrow(0, buckets->bucket_offset(k) + r * slice, slice));
-      offset += slice;
-    }
-    {
-      torch::NoGradGuard no_grad;
-      for (std::size_t i = 0; i < parameters.size(); ++i) {
-        sharded.parameter_buffer.narrow(0, buckets->parameter_offset(i), parameters[i].numel()).copy_(parameters[i].reshape({-1}));
-      }
-    }
-    sharded.shard = torch::cat(slices).requires_grad_(true);
-    sharded.shard_gradient = torch::zeros_like(sharded.shard).requires_grad_(false);
-    // SP: the norm weights' elements among this rank's slices (the same on every TP rank: the layouts are).
-    if (tp_context.sp()) {
-      for (const auto& norm : norm_weights) {
-        std::size_t i = 0;
-        while (i < parameters.size() && !parameters[i].is_same(norm)) ++i;
-        ITERTIME_CHECK(i < parameters.size(), "a norm weight is not a trained parameter");
-        const int64_t begin = buckets->parameter_offset(i), end = begin + norm.numel();
-        for (std::size_t k = 0; k < buckets->size(); ++k) {
-          const int64_t slice = buckets->bucket_elements(k) / dp;
-          const int64_t mine = buckets->bucket_offset(k) + r * slice;
-          const int64_t lo = std::max(begin, mine), hi = std::min(end, mine + slice);
-          if (lo < hi) shard_norm_ranges.emplace_back(shard_offsets[k] + (lo - mine), hi - lo);
-        }
-      }
-    }
+    BucketedShard shard = shard_over_buckets(*buckets, tp_context.sp() ? norm_weights : std::vector<torch::Tensor>{}, dp, r);
+    sharded = std::move(shard.buffers);
+    shard_offsets = std::move(shard.offsets);
+    shard_norm_ranges = std::move(shard.norm_ranges);
   }
 
   // After the backward: the buckets' reduce-scatters are complete (finish_overlapped_reduction); with SP
