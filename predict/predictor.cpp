@@ -81,6 +81,13 @@ StageComm stage_comm(const CommModel& comm_model, const ParallelConfig& c, int s
     if (!found) out.failure = comm_model.missing_reason(collective, layout);
     return found ? std::optional<double>(found->time_us) : std::nullopt;
   };
+  std::vector<double> bucket_bytes;  // per overlapped bucket, in completion order
+  const auto add_buckets = [&](const CommOp& op, int64_t bytes, double t) {
+    for (int64_t i = 0; i < op.count; ++i) {
+      bucket_bytes.push_back(static_cast<double>(bytes));
+      out.buckets.push_back(BucketReduction{1.0, t});
+    }
+  };
   // Neighbouring stages are dp*tp ranks apart (consecutive only when dp*tp == 1); DP peers tp apart.
   const GroupLayout send_layout = c.dp * c.tp == 1 ? GroupLayout::kConsecutive : GroupLayout::kStrided;
   const GroupLayout dp_layout = c.tp == 1 ? GroupLayout::kConsecutive : GroupLayout::kStrided;
@@ -114,7 +121,7 @@ StageComm stage_comm(const CommModel& comm_model, const ParallelConfig& c, int s
       case CommKind::kDpAllReduce:
         if (c.dp > 1) t = time_us(Collective::kAllReduce, op, c.dp, dp_layout);
         if (t && c.dp > 1 && op.phase == Phase::kBackward) {
-          for (int64_t i = 0; i < op.count; ++i) out.buckets.push_back(BucketReduction{static_cast<double>(op.bytes), *t});
+          add_buckets(op, op.bytes, *t);
         } else if (t && c.dp > 1) {
           out.dp_us += *t * static_cast<double>(op.count);
         }
@@ -127,7 +134,7 @@ StageComm stage_comm(const CommModel& comm_model, const ParallelConfig& c, int s
           t = time_us(op.kind == CommKind::kDpAllGather ? Collective::kAllGather : Collective::kReduceScatter, whole, c.dp,
                       dp_layout);
           if (t && op.phase == Phase::kBackward) {  // with overlapped reduction: one per bucket, started in the backward
-            for (int64_t i = 0; i < op.count; ++i) out.buckets.push_back(BucketReduction{static_cast<double>(whole.bytes), *t});
+            add_buckets(op, whole.bytes, *t);
           } else if (t) {
             out.dp_us += *t * static_cast<double>(op.count);
           }
@@ -136,12 +143,12 @@ StageComm stage_comm(const CommModel& comm_model, const ParallelConfig& c, int s
     }
     if (!t) return out;
   }
-  // The buckets' bytes so far (ready_fraction holds each bucket's bytes until here) over all of them.
+  // Each bucket is complete after the buckets' bytes so far, over all of them.
   double total_bytes = 0, done_bytes = 0;
-  for (const BucketReduction& bucket : out.buckets) total_bytes += bucket.ready_fraction;
-  for (BucketReduction& bucket : out.buckets) {
-    done_bytes += bucket.ready_fraction;
-    bucket.ready_fraction = total_bytes > 0 ? std::min(1.0, done_bytes / total_bytes) : 1.0;
+  for (double bytes : bucket_bytes) total_bytes += bytes;
+  for (std::size_t k = 0; k < out.buckets.size(); ++k) {
+    done_bytes += bucket_bytes[k];
+    out.buckets[k].ready_fraction = total_bytes > 0 ? std::min(1.0, done_bytes / total_bytes) : 1.0;
   }
   return out;
 }
