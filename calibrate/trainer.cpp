@@ -1,5 +1,5 @@
 // trainer.cpp: the 1F1B trainer over (dp, tp, pp) process groups (trainer.hpp).
-// Invariants: with virtual_stages 1 the pipeline runs run_schedule (blocking P2P through the PP
+// Invariants: with vp 1 the pipeline runs run_schedule (blocking P2P through the PP
 // Communicator); with v > 1 run_interleaved_schedule runs common/pipeline_order's interleaved order with
 // non-blocking MPI sends and blocking receives on the PP group's MPI communicator (CPU backend only),
 // every send's tensor kept alive until the send completes.
@@ -81,32 +81,20 @@ void check_trainable(const TrainerOptions& options, int world_size) {
   if (options.model.tie_word_embeddings) {
     throw UserError("model " + options.model.name + " ties its embeddings; the trainer supports untied LLaMA models only");
   }
-  const int v = options.virtual_stages;
-  if (v < 1) {
-    throw UserError("virtual_stages is " + std::to_string(v) + "; it must be at least 1 (1: the non-interleaved 1F1B schedule)");
+  options.config.require_valid(options.model, world_size);  // vp's own rules (pp > 1, layers, m % pp) among them
+  if (options.config.cp > 1) {
+    throw UserError("cp " + std::to_string(options.config.cp) + " (context parallelism): the trainer does not run it yet; use cp 1");
   }
-  options.config.require_valid(options.model, world_size);
+  const int v = options.config.vp;
   if (v > 1) {
     const ParallelConfig& c = options.config;
-    const std::string what = "virtual_stages " + std::to_string(v) + " (interleaved 1F1B)";
-    if (c.pp == 1) throw UserError(what + " needs a pipeline, but pp is 1; choose pp > 1 or virtual_stages 1");
-    if (options.model.num_layers < static_cast<int64_t>(c.pp) * v) {
-      throw UserError(what + " at pp " + std::to_string(c.pp) + " cuts model " + options.model.name + "'s " +
-                      std::to_string(options.model.num_layers) + " layers into pp*v = " + std::to_string(c.pp * v) +
-                      " chunks of at least one layer each; choose pp*virtual_stages <= " + std::to_string(options.model.num_layers));
-    }
-    if (c.num_micro_batches() % c.pp != 0) {
-      throw UserError(what + " needs the number of micro-batches m = global_batch/(dp*micro_batch) = " +
-                      std::to_string(c.num_micro_batches()) + " to be a multiple of pp " + std::to_string(c.pp) +
-                      " (Megatron-LM's rule); choose global_batch a multiple of dp*micro_batch*pp = " +
-                      std::to_string(c.dp * c.micro_batch * c.pp) + ", or virtual_stages 1");
-    }
+    const std::string what = "vp " + std::to_string(v) + " (interleaved 1F1B)";
     if (options.backend == Backend::kCuda) {
-      throw UserError(what + " runs on the cpu backend only (its P2P uses non-blocking MPI sends, not NCCL); use backend cpu or virtual_stages 1");
+      throw UserError(what + " runs on the cpu backend only (its P2P uses non-blocking MPI sends, not NCCL); use backend cpu or vp 1");
     }
     if (options.techniques.overlap_gradient_reduction && c.dp > 1) {
       throw UserError(what + " with overlapped gradient reduction is not supported (a chunk's gradients are final at its own last "
-                      "backward, not the step's); turn overlap_gradient_reduction off or use virtual_stages 1");
+                      "backward, not the step's); turn overlap_gradient_reduction off or use vp 1");
     }
   }
   if (options.techniques.sequence_parallel && options.config.seq_len % options.config.tp != 0) {
@@ -335,7 +323,7 @@ struct Trainer::Impl {
     return loss_sum;
   }
 
-  // ---- interleaved 1F1B (virtual_stages v > 1; Megatron-LM's virtual pipeline stages) ----
+  // ---- interleaved 1F1B (config.vp = v > 1; Megatron-LM's virtual pipeline stages) ----
   // Rank r runs common/pipeline_order's interleaved order. Virtual stage c*pp + r (its chunk c) takes its
   // input from virtual stage c*pp + r - 1: rank r-1's chunk c, or for r = 0 rank pp-1's chunk c-1; its
   // output goes to rank r+1's chunk c, or for r = pp-1 rank 0's chunk c+1; gradients go the other way.
@@ -423,7 +411,7 @@ struct Trainer::Impl {
 
   double run_interleaved_schedule(int64_t step) {
     const int pp = options.config.pp;
-    const int v = options.virtual_stages;
+    const int v = options.config.vp;
     const int r = pp_rank();
     const int prev = (r + pp - 1) % pp;
     const int next = (r + 1) % pp;
@@ -660,7 +648,7 @@ Trainer::Trainer(const TrainerOptions& options, MPI_Comm job_comm, JobAbort* abo
 
   // Chunk k of this rank is virtual stage k*pp + pp_idx of pp*v; its parameters follow chunk k-1's in
   // `parameters` (the DP buffers, the shard and the optimizer all run over that one list).
-  const int v = options.virtual_stages;
+  const int v = options.config.vp;
   const auto stages = stage_layers(static_cast<int>(options.model.num_layers), c.pp * v);
   for (int chunk = 0; chunk < v; ++chunk) {
     const StageLayers& mine = stages[static_cast<std::size_t>(chunk * c.pp + s.groups->coords().pp_idx)];
@@ -738,7 +726,7 @@ StepResult Trainer::step(int64_t step_index) {
     for (auto& p : s.parameters) p.mutable_grad() = torch::Tensor();
   }
   s.backwards_this_step = 0;
-  const double local_loss_sum = s.options.virtual_stages > 1 ? s.run_interleaved_schedule(step_index) : s.run_schedule(step_index);
+  const double local_loss_sum = s.options.config.vp > 1 ? s.run_interleaved_schedule(step_index) : s.run_schedule(step_index);
   if (s.buckets) s.buckets->arm(false);
   // The TP sum of the norms' gradients (SP) and the DP reduction commute, but each path needs it where
   // the gradients it reads are: before the reduce-scatter (which keeps only a shard), after the

@@ -8,11 +8,12 @@
 //    gradients; then the DP all-reduce (divided by dp, then summed) of all gradients in one flat buffer in
 //    the gradient dtype; then the AdamW step. Loss per micro-batch is divided by m, so the gradient is
 //    the mean over the global batch, whatever the layout.
-//  - With virtual_stages v > 1 (Megatron-LM's interleaved 1F1B): each pipeline rank r holds v model
+//  - With config.vp = v > 1 (Megatron-LM's interleaved 1F1B): each pipeline rank r holds v model
 //    chunks, chunk c being virtual stage c*pp + r of stage_layers(num_layers, pp*v), and runs
 //    common/pipeline_order's interleaved order, with non-blocking MPI sends and blocking receives
 //    (trainer.cpp argues why it cannot deadlock). CPU backend only; needs m % pp == 0, at least one
 //    layer per virtual stage, and no overlapped gradient reduction at dp > 1 (UserError otherwise).
+//  - Context parallelism (config.cp > 1) is not run yet: UserError.
 //    The DP reduction, the distributed optimizer and AdamW run over all chunks' parameters.
 //  - With the distributed optimizer (Megatron-LM's, ZeRO stage 1): the flat gradient buffer, padded to a
 //    multiple of dp, is reduce-scattered over DP instead (divided by dp first); each DP rank keeps the
@@ -57,9 +58,6 @@ struct TrainerOptions {
   // Dynamic loss scaling (fp16 policies): the scale the first step starts from (PyTorch's GradScaler
   // default). The scale per micro-batch is this / m, so where one layout overflows another may not.
   double initial_loss_scale = 65536.0;
-  // Model chunks per pipeline rank (Megatron-LM's virtual pipeline stages): 1 is the non-interleaved 1F1B
-  // schedule; v > 1 the interleaved one (see above).
-  int virtual_stages = 1;
   // Megatron-LM's techniques (common/training_techniques.hpp), all off by default:
   //  - distributed_optimizer (ZeRO-1): optimizer state sharded over DP (see above);
   //  - sequence_parallel (calibrate/tp_comm.hpp, llama_model.hpp): with tp > 1 the TP all-reduces become

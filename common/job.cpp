@@ -97,8 +97,7 @@ TrainingTechniques parse_techniques(const json& object, const TrainingTechniques
 
 std::string JobConfig::key(const std::string& model_name) const {
   const std::string recipe = recipe_text(techniques);
-  return model_name + "/dp" + std::to_string(parallel.dp) + "-tp" + std::to_string(parallel.tp) + "-pp" +
-         std::to_string(parallel.pp) + "/mbs" + std::to_string(parallel.micro_batch) + "/gbs" +
+  return model_name + "/" + parallel.layout_text() + "/mbs" + std::to_string(parallel.micro_batch) + "/gbs" +
          std::to_string(parallel.global_batch) + "/seq" + std::to_string(parallel.seq_len) + "/" + to_string(precision) +
          (recipe.empty() ? "" : "/" + recipe);
 }
@@ -187,7 +186,7 @@ void parse_configs(const json& configs, const std::string& path, const TrainingT
   for (const json& item : configs) {
     const std::string where = path + " configs[" + std::to_string(index++) + "]";
     if (!item.is_object()) throw UserError(where + ": each configuration is an object");
-    reject_unknown(item, {"dp", "tp", "pp", "micro_batch", "global_batch", "seq_len", "precision", "techniques"}, where);
+    reject_unknown(item, {"dp", "tp", "pp", "cp", "vp", "micro_batch", "global_batch", "seq_len", "precision", "techniques"}, where);
     JobConfig config;
     config.parallel.dp = get_required_int(item, "dp", where);
     config.parallel.tp = get_required_int(item, "tp", where);
@@ -195,6 +194,8 @@ void parse_configs(const json& configs, const std::string& path, const TrainingT
     config.parallel.micro_batch = get_required_int(item, "micro_batch", where);
     config.parallel.global_batch = get_required_int(item, "global_batch", where);
     config.parallel.seq_len = get_required_int(item, "seq_len", where);
+    config.parallel.cp = get_int(item, "cp", 1, where);
+    config.parallel.vp = get_int(item, "vp", 1, where);
     config.precision = parse_precision(get_string(item, "precision", "fp32", where)).name;
     config.techniques = item.contains("techniques") ? parse_techniques(item.at("techniques"), defaults, where + " techniques")
                                                     : defaults;
@@ -217,8 +218,28 @@ std::vector<TrainingTechniques> parse_recipes(const json& sweep, const std::stri
   return out;
 }
 
+// A sweep's optional list of positive degrees (absent: [1]).
+std::vector<int> positive_list(const json& sweep, const char* name, const std::string& where, const char* meaning) {
+  if (!sweep.contains(name)) return {1};
+  const json& list = sweep.at(name);
+  std::vector<int> out;
+  if (list.is_array()) {
+    for (const json& item : list) {
+      if (!item.is_number_integer() || item.get<int>() < 1) {
+        out.clear();
+        break;
+      }
+      out.push_back(item.get<int>());
+    }
+  }
+  if (out.empty()) {
+    throw UserError(where + ": '" + name + "' must be a non-empty array of positive integers (" + meaning + "), e.g. [1, 2]");
+  }
+  return out;
+}
+
 void parse_sweep(const json& sweep, const std::string& where, const TrainingTechniques& defaults, ConfigList& list) {
-  reject_unknown(sweep, {"world_sizes", "precisions", "micro_batch", "global_batch", "seq_len", "recipes"}, where);
+  reject_unknown(sweep, {"world_sizes", "precisions", "micro_batch", "global_batch", "seq_len", "recipes", "cp", "vp"}, where);
   if (!sweep.contains("world_sizes") || !sweep.at("world_sizes").is_array()) {
     throw UserError(where + ": 'world_sizes' must be an array of rank counts, e.g. [1, 2, 4]");
   }
@@ -229,17 +250,25 @@ void parse_sweep(const json& sweep, const std::string& where, const TrainingTech
   const int global_batch = get_required_int(sweep, "global_batch", where);
   const int seq_len = get_required_int(sweep, "seq_len", where);
   const std::vector<TrainingTechniques> recipes = parse_recipes(sweep, where, defaults);
+  const std::vector<int> cps = positive_list(sweep, "cp", where, "context-parallel degrees");
+  const std::vector<int> vps = positive_list(sweep, "vp", where, "virtual pipeline stages per pipeline rank");
   for (const json& world : sweep.at("world_sizes")) {
     if (!world.is_number_integer() || world.get<int>() < 1) throw UserError(where + ": world sizes must be positive integers");
-    for (const RankLayout& layout : factorizations(world.get<int>())) {
-      for (const json& precision : sweep.at("precisions")) {
-        if (!precision.is_string()) throw UserError(where + ": precisions must be strings");
-        JobConfig config;
-        config.parallel = ParallelConfig{layout.dp(), layout.tp(), layout.pp(), micro_batch, global_batch, seq_len};
-        config.precision = parse_precision(precision.get<std::string>()).name;
-        for (const TrainingTechniques& recipe : recipes) {
-          config.techniques = recipe;
-          list.add(config);
+    for (int cp : cps) {
+      if (world.get<int>() % cp != 0) continue;  // cp must divide the world
+      for (const RankLayout& layout : factorizations(world.get<int>() / cp)) {
+        for (int vp : vps) {
+          if (vp > 1 && layout.pp() == 1) continue;  // interleaving needs a pipeline
+          for (const json& precision : sweep.at("precisions")) {
+            if (!precision.is_string()) throw UserError(where + ": precisions must be strings");
+            JobConfig config;
+            config.parallel = ParallelConfig{layout.dp(), layout.tp(), layout.pp(), micro_batch, global_batch, seq_len, cp, vp};
+            config.precision = parse_precision(precision.get<std::string>()).name;
+            for (const TrainingTechniques& recipe : recipes) {
+              config.techniques = recipe;
+              list.add(config);
+            }
+          }
         }
       }
     }
@@ -293,7 +322,7 @@ Job parse_job(const std::string& json_text, const std::string& path) {
   if (job.configs.empty()) throw UserError(path + ": the job lists no configuration (give 'configs' or 'sweep')");
   for (const auto& config : job.configs) {
     const auto& p = config.parallel;
-    if (p.dp < 1 || p.tp < 1 || p.pp < 1 || p.micro_batch < 1 || p.global_batch < 1 || p.seq_len < 1) {
+    if (p.dp < 1 || p.tp < 1 || p.pp < 1 || p.cp < 1 || p.vp < 1 || p.micro_batch < 1 || p.global_batch < 1 || p.seq_len < 1) {
       throw UserError(path + ": configuration " + config.key(job.model.name) + " has a zero degree or size");
     }
   }

@@ -1,13 +1,16 @@
 // job.hpp: a job file (JSON): which model, backend and configurations to calibrate, measure and predict.
 // Format in docs/jobs.md. Invariants:
 //  - Relative paths in a job (the model) are resolved against the job file's folder.
-//  - configs() lists the explicit "configs" first, then the "sweep" expansion (for each world size, every
-//    (dp,tp,pp) factorization, for each precision, for each recipe), without duplicates (by key);
+//  - configs() lists the explicit "configs" first, then the "sweep" expansion (for each world size, each
+//    cp of the sweep's "cp" list that divides it, every (dp,tp,pp) factorization of world / cp, each vp of
+//    its "vp" list (vp > 1 only where pp > 1), for each precision, for each recipe), without duplicates
+//    (by key);
 //    illegal configurations are kept (ground truth records them as skipped, with the reason), and so
 //    are techniques the trainer cannot run with a configuration: the parser never judges them.
 //  - Every configuration's techniques start from the job's top-level "techniques" (all off when absent);
 //    a configuration's own "techniques", or a sweep recipe, replaces the fields it gives.
-//  - JobConfig::key of a plain configuration (every technique off) is MODEL/layout/batch/seq/PRECISION;
+//  - JobConfig::key of a plain configuration (every technique off) is MODEL/layout/batch/seq/PRECISION
+//    (layout: ParallelConfig::layout_text, "dp2-tp1-pp2" or with cp or vp > 1 "dp2-tp1-pp2-cp1-vp2");
 //    with any technique on it is followed by "/" + recipe_text(techniques)
 //    (common/training_techniques.hpp), the one text form.
 //  - A malformed job is a UserError naming the file and the field.

@@ -7,15 +7,23 @@
 
 namespace itertime {
 
+std::string ParallelConfig::layout_text() const {
+  std::ostringstream out;
+  out << "dp" << dp << "-tp" << tp << "-pp" << pp;
+  if (extended()) out << "-cp" << cp << "-vp" << vp;
+  return out.str();
+}
+
 std::string ParallelConfig::to_string() const {
   std::ostringstream out;
-  out << "dp" << dp << "-tp" << tp << "-pp" << pp << " mbs" << micro_batch << " gbs" << global_batch << " seq"
-      << seq_len;
+  out << layout_text() << " mbs" << micro_batch << " gbs" << global_batch << " seq" << seq_len;
   return out.str();
 }
 
 std::string ParallelConfig::tuple_string() const {
-  return "(" + std::to_string(dp) + "," + std::to_string(tp) + "," + std::to_string(pp) + ")";
+  std::string out = "(" + std::to_string(dp) + "," + std::to_string(tp) + "," + std::to_string(pp);
+  if (extended()) out += "," + std::to_string(cp) + "," + std::to_string(vp);
+  return out + ")";
 }
 
 std::vector<std::string> ParallelConfig::violations(const LlamaSpec& model, int world_size) const {
@@ -26,13 +34,29 @@ std::vector<std::string> ParallelConfig::violations(const LlamaSpec& model, int 
   };
   const bool ok = positive(dp, "dp") & positive(tp, "tp") & positive(pp, "pp") &
                   positive(micro_batch, "micro_batch") & positive(global_batch, "global_batch") &
-                  positive(seq_len, "seq_len");
+                  positive(seq_len, "seq_len") & positive(cp, "cp") & positive(vp, "vp");
   if (!ok) return broken;
 
-  if (world_size > 0 && dp * tp * pp != world_size) {
-    broken.push_back("dp*tp*pp = " + std::to_string(dp) + "*" + std::to_string(tp) + "*" + std::to_string(pp) +
-                     " = " + std::to_string(dp * tp * pp) + " differs from the world size " +
-                     std::to_string(world_size));
+  if (world_size > 0 && this->world_size() != world_size) {
+    broken.push_back((cp == 1 ? "dp*tp*pp = " + std::to_string(dp) + "*" + std::to_string(tp) + "*" + std::to_string(pp)
+                              : "dp*cp*tp*pp = " + std::to_string(dp) + "*" + std::to_string(cp) + "*" + std::to_string(tp) +
+                                    "*" + std::to_string(pp)) +
+                     " = " + std::to_string(this->world_size()) + " differs from the world size " + std::to_string(world_size));
+  }
+  if (cp > 1 && seq_len % (2 * cp) != 0) {
+    broken.push_back("cp=" + std::to_string(cp) + " needs seq_len divisible by 2*cp = " + std::to_string(2 * cp) +
+                     " (each context-parallel rank holds two of 2*cp sequence chunks), got seq_len=" + std::to_string(seq_len));
+  }
+  if (vp > 1 && pp == 1) {
+    broken.push_back("vp=" + std::to_string(vp) + " (interleaved 1F1B) needs a pipeline, but pp is 1; use vp=1");
+  }
+  if (vp > 1 && pp > 1 && pp * vp > model.num_layers) {
+    broken.push_back("pp*vp = " + std::to_string(pp * vp) + " model chunks exceed the " + std::to_string(model.num_layers) +
+                     " layers (each chunk needs a layer)");
+  }
+  if (vp > 1 && global_batch % (dp * micro_batch) == 0 && num_micro_batches() % pp != 0) {
+    broken.push_back("vp=" + std::to_string(vp) + " (interleaved 1F1B) needs the " + std::to_string(num_micro_batches()) +
+                     " micro-batches to be a multiple of pp=" + std::to_string(pp) + ", as Megatron-LM requires");
   }
   if (model.num_heads % tp != 0) {
     broken.push_back("tp=" + std::to_string(tp) + " does not divide the " + std::to_string(model.num_heads) +

@@ -1,6 +1,10 @@
-// parallel_config.hpp: a (DP, TP, PP, micro-batch, global batch, sequence length) training layout,
-// the rank layout of docs/method.md (DESIGN.md §5) and the split of layers over pipeline stages.
+// parallel_config.hpp: a (DP, TP, PP, CP, VP, micro-batch, global batch, sequence length) training
+// layout, the rank layout of docs/method.md (DESIGN.md §5) and the split of layers over pipeline stages.
 // Invariants:
+//  - cp (context parallelism: the sequence split over cp ranks) and vp (virtual pipeline stages: model
+//    chunks per pipeline rank, Megatron-LM's interleaved 1F1B) are 1 unless a layout asks for them; a
+//    layout with both 1 prints as before ("(2,1,2)", "dp2-tp1-pp2"), any other with all five degrees
+//    ("(2,1,2,1,2)", "dp2-tp1-pp2-cp1-vp2"), so (DP,TP,PP) jobs keep their keys and tables;
 //  - rank = pp_idx * (dp * tp) + dp_idx * tp + tp_idx: TP fastest, then DP, then PP, so TP groups are
 //    consecutive ranks;
 //  - violations() names every rule broken, not only the first; require_valid() throws them all in
@@ -22,12 +26,16 @@ struct ParallelConfig {
   int micro_batch = 1;
   int global_batch = 1;
   int seq_len = 128;
+  int cp = 1;  // context-parallel ranks the sequence is split over
+  int vp = 1;  // virtual pipeline stages (model chunks) per pipeline rank: 1 non-interleaved, > 1 interleaved 1F1B
 
-  int world_size() const { return dp * tp * pp; }
+  int world_size() const { return dp * cp * tp * pp; }
+  bool extended() const { return cp != 1 || vp != 1; }  // a (DP,TP,PP,CP,VP) layout rather than (DP,TP,PP)
   // m = global_batch / (dp * micro_batch); valid only for a valid config.
   int num_micro_batches() const { return global_batch / (dp * micro_batch); }
-  std::string to_string() const;  // "dp2-tp1-pp2 mbs1 gbs8 seq128"
-  std::string tuple_string() const;  // "(2,1,2)"
+  std::string layout_text() const;   // "dp2-tp1-pp2", or "dp2-tp1-pp2-cp1-vp2" when extended()
+  std::string to_string() const;     // layout_text() + " mbs1 gbs8 seq128"
+  std::string tuple_string() const;  // "(2,1,2)", or "(2,1,2,1,2)" (DP,TP,PP,CP,VP) when extended()
 
   // Every rule broken, each as one phrase. world_size <= 0 skips the world check.
   std::vector<std::string> violations(const LlamaSpec& model, int world_size) const;

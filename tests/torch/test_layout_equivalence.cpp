@@ -413,7 +413,7 @@ TrainerOptions interleaved_options(PrecisionName precision, int dp, int tp, int 
   TrainerOptions options = options_for(precision, dp, tp, pp, AttentionKernel::kEager, techniques);
   options.model.num_layers = layers;
   options.config.global_batch = global_batch;
-  options.virtual_stages = virtual_stages;
+  options.config.vp = virtual_stages;
   return options;
 }
 
@@ -503,7 +503,7 @@ TEST(InterleavedTrainer, RefusesWhatItCannotRun) {
   TrainerOptions accepted = interleaved_options(PrecisionName::kFp32, 1, 1, 2, 2, 4, 4);
   EXPECT_NO_THROW(check_trainable(accepted, 2));
   TrainerOptions options = accepted;
-  options.virtual_stages = 0;
+  options.config.vp = 0;
   EXPECT_THROW(check_trainable(options, 2), UserError);
   options = interleaved_options(PrecisionName::kFp32, 2, 1, 1, 2, 4, 4);  // pp 1
   EXPECT_THROW(check_trainable(options, 2), UserError);

@@ -90,6 +90,32 @@ TEST(Job, SweepExpandsToEveryFactorizationInOrder) {
   EXPECT_EQ(job.configs[4].key(job.model.name), "tiny/dp4-tp1-pp1/mbs1/gbs8/seq64/fp32");
 }
 
+// Sweeps over cp and vp: cp divides the world and (dp,tp,pp) factorizes the rest; vp > 1 only with a
+// pipeline; explicit configurations take cp and vp too; keys carry them only when they are not 1.
+TEST(Job, SweepsAndConfigsWithContextAndVirtualStages) {
+  JobFolder folder;
+  const Job job = folder.parse(R"({
+    "model": "models/tiny.json",
+    "configs": [{"dp": 1, "tp": 1, "pp": 2, "vp": 2, "micro_batch": 1, "global_batch": 4, "seq_len": 64}],
+    "sweep": {"world_sizes": [2], "precisions": ["fp32"], "micro_batch": 1, "global_batch": 8, "seq_len": 64,
+              "cp": [1, 2], "vp": [1, 2]}
+  })");
+  std::vector<std::string> keys;
+  for (const auto& c : job.configs) keys.push_back(c.key(job.model.name));
+  EXPECT_EQ(keys, (std::vector<std::string>{"tiny/dp1-tp1-pp2-cp1-vp2/mbs1/gbs4/seq64/fp32",
+                                            "tiny/dp2-tp1-pp1/mbs1/gbs8/seq64/fp32", "tiny/dp1-tp2-pp1/mbs1/gbs8/seq64/fp32",
+                                            "tiny/dp1-tp1-pp2/mbs1/gbs8/seq64/fp32", "tiny/dp1-tp1-pp2-cp1-vp2/mbs1/gbs8/seq64/fp32",
+                                            "tiny/dp1-tp1-pp1-cp2-vp1/mbs1/gbs8/seq64/fp32"}));
+  EXPECT_EQ(job.configs.back().parallel.world_size(), 2);
+  for (const char* bad : {R"("vp": [])", R"("vp": [0])", R"("cp": 2)", R"("cp": ["2"])"}) {
+    const std::string message = user_error_of([&] {
+      folder.parse(std::string(R"({"model": "models/tiny.json", "sweep": {"world_sizes": [2], "precisions": ["fp32"], )"
+                               R"("micro_batch": 1, "global_batch": 8, "seq_len": 64, )") + bad + "}}");
+    });
+    EXPECT_TRUE(contains(message, "must be a non-empty array of positive integers")) << bad << ": " << message;
+  }
+}
+
 TEST(Job, SweepLoopsPrecisionsInsideEachLayout) {
   JobFolder folder;
   const Job job = folder.parse(R"({

@@ -154,6 +154,56 @@ TEST(ParallelConfig, Strings) {
   EXPECT_EQ(c.world_size(), 4);
 }
 
+// cp and vp: a (DP,TP,PP) layout prints as before; any other with all five degrees.
+TEST(ParallelConfig, ExtendedLayoutStrings) {
+  ParallelConfig c = make(2, 1, 2, 1, 8, 128);
+  c.vp = 2;
+  EXPECT_TRUE(c.extended());
+  EXPECT_EQ(c.layout_text(), "dp2-tp1-pp2-cp1-vp2");
+  EXPECT_EQ(c.to_string(), "dp2-tp1-pp2-cp1-vp2 mbs1 gbs8 seq128");
+  EXPECT_EQ(c.tuple_string(), "(2,1,2,1,2)");
+  EXPECT_EQ(c.world_size(), 4);  // vp adds no rank
+  c.vp = 1;
+  c.cp = 2;
+  EXPECT_EQ(c.tuple_string(), "(2,1,2,2,1)");
+  EXPECT_EQ(c.world_size(), 8);  // cp does
+  c.cp = 1;
+  EXPECT_FALSE(c.extended());
+  EXPECT_EQ(c.layout_text(), "dp2-tp1-pp2");
+}
+
+// Megatron-LM's rules for interleaving and context parallelism, each named.
+TEST(ParallelConfig, VirtualStageAndContextParallelRules) {
+  const LlamaSpec model = tiny();
+  const auto broken = [&](ParallelConfig c, int world) {
+    std::string all;
+    for (const std::string& v : c.violations(model, world)) all += v + "; ";
+    return all;
+  };
+  ParallelConfig c = make(1, 1, 2, 1, 8, 64);
+  c.vp = 2;
+  EXPECT_EQ(broken(c, 2), "");
+  c.pp = 1;
+  EXPECT_NE(broken(c, 1).find("needs a pipeline"), std::string::npos);
+  c.pp = 2;
+  c.vp = static_cast<int>(model.num_layers);  // pp*vp chunks > layers
+  EXPECT_NE(broken(c, 2).find("model chunks exceed"), std::string::npos) << broken(c, 2);
+  c.vp = 2;
+  c.global_batch = 6;  // m = 6 is a multiple of pp 2
+  EXPECT_EQ(broken(c, 2), "");
+  c.global_batch = 3;  // m = 3 is not
+  EXPECT_NE(broken(c, 2).find("multiple of pp=2"), std::string::npos);
+  c.global_batch = 8;
+  c.vp = 0;
+  EXPECT_NE(broken(c, 2).find("vp=0 must be positive"), std::string::npos);
+  c.vp = 1;
+  c.cp = 2;
+  EXPECT_EQ(broken(c, 4), "");
+  EXPECT_NE(broken(c, 2).find("dp*cp*tp*pp = 1*2*1*2 = 4 differs from the world size 2"), std::string::npos) << broken(c, 2);
+  c.seq_len = 66;  // not a multiple of 2*cp = 4
+  EXPECT_NE(broken(c, 4).find("divisible by 2*cp = 4"), std::string::npos);
+}
+
 // ---- RankLayout --------------------------------------------------------------------------------
 
 using Layout = std::tuple<int, int, int>;  // dp, tp, pp
