@@ -363,13 +363,21 @@ StagePlan plan_stages(const Job& job, int world_size) {
       plan.left_out.insert("recipe " + recipe_text(techniques) + ": " + untraceable);
       continue;
     }
+    if (p.cp > 1) {
+      plan.left_out.insert("cp " + std::to_string(p.cp) + ": context parallelism is not traced yet");
+      continue;
+    }
     plan.occupancies.insert(p.world_size());
-    for (int s = 0; s < p.pp; ++s) {
+    // With vp chunks per pipeline rank, chunk c of rank r runs exactly stage c*pp + r of a pp*vp pipeline
+    // (its layers, embedding or head, its P2P): those stages are traced, and the predictor assembles
+    // each rank from them (predict/predictor.hpp).
+    const int pipeline = p.pp * p.vp;
+    for (int s = 0; s < pipeline; ++s) {
       for (const std::string variant : {"aware", "blind"}) {
-        StageRequest request{p.tp, p.pp, s, p.micro_batch, p.seq_len, p.dp,
+        StageRequest request{p.tp, pipeline, s, p.micro_batch, p.seq_len, p.dp,
                              variant == std::string("aware") ? config.precision : PrecisionName::kFp32,
                              config.precision, variant, techniques, ""};
-        request.key = stage_key(job.model.name, p.tp, p.pp, s, p.micro_batch, p.seq_len, to_string(config.precision), variant,
+        request.key = stage_key(job.model.name, p.tp, pipeline, s, p.micro_batch, p.seq_len, to_string(config.precision), variant,
                                 techniques, p.dp);
         if (request_keys.insert(request.key).second) plan.requests.push_back(request);
       }

@@ -15,9 +15,11 @@
 //    flat gradient buffer (padded to shards of ceil(local parameters / dp)), divides it and records the
 //    comm dp_reduce_scatter; phase optimizer is AdamW on that one flat shard, then the comm dp_all_gather
 //    and the copies of the gathered values into the parameters. Both comms' bytes are one rank's shard.
-//    Overlapped reduction (and what the trainer refuses: SP with seq_len % tp, the vocabulary-parallel
-//    head with vocab_size % tp) is left out of the plan with one printed line each; trace_stage_info
-//    refuses it (UserError).
+//    What the trainer refuses (SP with seq_len % tp, the vocabulary-parallel head with vocab_size % tp)
+//    is left out of the plan with one printed line each; trace_stage_info refuses it (UserError).
+//  - Interleaved 1F1B (vp > 1): the stages of the pp*vp pipeline are traced (chunk c of rank r runs
+//    stage c*pp + r of it, predict/predictor.hpp). Context parallelism (cp > 1) is left out (not traced
+//    yet), with one line.
 //  - Every rank traces the same stages and obtains the same ordered signature list (checked); rank 0
 //    alone writes. Profiling at occupancy k: ranks 0..k-1 time every signature at once (the others
 //    sleep), so each operator is timed with as many busy ranks as the configurations of k ranks have.

@@ -54,6 +54,17 @@ PlanEntry plan_entry(const FittedModel& model, const PlanOptions& options, Stage
   return entry;
 }
 
+// The (micro-batch, vp) pairs to try at pipeline depth pp: vp > 1 only with a pipeline.
+std::vector<std::pair<int, int>> micro_batch_and_vp(const PlanOptions& options, int pp) {
+  std::vector<std::pair<int, int>> out;
+  for (int micro_batch : options.micro_batches) {
+    for (int vp : options.virtual_stages) {
+      if (vp == 1 || pp > 1) out.emplace_back(micro_batch, vp);
+    }
+  }
+  return out;
+}
+
 }  // namespace
 
 std::vector<TrainingTechniques> modelled_recipes() {
@@ -79,8 +90,9 @@ std::vector<PlanEntry> plan(const FittedModel& model, const PlanOptions& options
   std::vector<PlanEntry> entries;
   StageResolver resolver(model, StagePolicy::kTracedThenBuilt);  // candidates share their built stages
   for (const RankLayout& layout : factorizations(options.gpus)) {
-    for (int micro_batch : options.micro_batches) {
+    for (const auto& [micro_batch, vp] : micro_batch_and_vp(options, layout.pp())) {
       ParallelConfig config{layout.dp(), layout.tp(), layout.pp(), micro_batch, options.global_batch, options.seq_len};
+      config.vp = vp;
       if (!config.violations(options.model, options.gpus).empty()) continue;
       for (PrecisionName precision : options.precisions) {
         const PrecisionPolicy& policy = precision_policy(precision);

@@ -1,7 +1,8 @@
 // plan.hpp: the fastest legal, memory-feasible configurations of a model on N GPUs.
 // Invariants:
 //  - Candidates: every (dp, tp, pp) with dp*tp*pp == gpus that is legal for the model (illegal ones are not
-//    listed), every micro-batch size given (dividing the global batch per DP rank), every precision given
+//    listed), every micro-batch size given (dividing the global batch per DP rank), every vp given (vp > 1
+//    only where pp > 1 and the layout stays legal: m a multiple of pp, a layer per chunk), every precision given
 //    the calibrated backend can run, and every training recipe given; a recipe with sequence parallelism or
 //    the vocabulary-parallel head only where tp > 1 (at tp 1 it is plain training, listed once).
 //  - Each candidate's peak memory comes from the memory model with its recipe. One over the device memory
@@ -30,6 +31,7 @@ struct PlanOptions {
   int global_batch = 1;
   int seq_len = 1;
   std::vector<int> micro_batches = {1, 2, 4, 8};
+  std::vector<int> virtual_stages = {1};  // vp values; > 1 (interleaved 1F1B) only where pp > 1
   std::vector<PrecisionName> precisions = {PrecisionName::kAmpBf16};
   std::vector<TrainingTechniques> recipes = {TrainingTechniques{}};  // plain training only by default
   double device_memory_bytes = 0;  // 0: no memory check

@@ -17,17 +17,33 @@ constexpr std::size_t kMaxTracedNotes = 8;   // occupancy fallbacks of traced st
 constexpr std::size_t kMaxNotes = 16;        // with those of built stages and their "built" lines
 
 // Step 1: the configuration is one a training run can have.
-std::optional<std::string> illegal_reason(const ParallelConfig& c) {
-  if (c.dp < 1 || c.tp < 1 || c.pp < 1 || c.micro_batch < 1 || c.global_batch % (c.dp * c.micro_batch) != 0) {
+std::optional<std::string> illegal_reason(const ParallelConfig& c, const LlamaSpec* model) {
+  if (c.dp < 1 || c.tp < 1 || c.pp < 1 || c.cp < 1 || c.vp < 1 || c.micro_batch < 1 ||
+      c.global_batch % (c.dp * c.micro_batch) != 0) {
     return "configuration " + c.to_string() +
-           " is not legal: dp, tp, pp, micro_batch must be positive and global_batch divisible by dp*micro_batch";
+           " is not legal: dp, tp, pp, cp, vp, micro_batch must be positive and global_batch divisible by dp*micro_batch";
+  }
+  if (c.vp > 1 && (c.pp == 1 || c.num_micro_batches() % c.pp != 0)) {
+    return "configuration " + c.to_string() + " is not legal: vp " + std::to_string(c.vp) +
+           " (interleaved 1F1B) needs pp > 1 and a number of micro-batches that is a multiple of pp";
+  }
+  if (model != nullptr && static_cast<int64_t>(c.pp) * c.vp > model->num_layers) {
+    return "configuration " + c.to_string() + " is not legal: pp*vp = " + std::to_string(c.pp * c.vp) +
+           " pipeline chunks exceed the model's " + std::to_string(model->num_layers) + " layers";
   }
   return std::nullopt;
 }
 
-// Step 1b: the training techniques the predictor models: every one the trainer runs (a stage the tracer or
-// the builder cannot give comes back as the resolver's reason).
-std::optional<std::string> unmodelled_reason(const TrainingTechniques&) { return std::nullopt; }
+// Step 1b: what the predictor models: every technique and layout the trainer runs (a stage the tracer or
+// the builder cannot give comes back as the resolver's reason), but not context parallelism yet.
+std::optional<std::string> unmodelled_reason(const ParallelConfig& c, const TrainingTechniques& techniques) {
+  if (c.cp > 1) return "configuration " + c.to_string() + ": context parallelism (cp > 1) is not predicted yet";
+  if (c.vp > 1 && at_dp(techniques, c.dp).overlap_gradient_reduction) {
+    return "configuration " + c.to_string() + ": interleaved 1F1B (vp > 1) with overlapped gradient reduction at dp > 1 is "
+           "neither trained nor predicted (each chunk's gradients are final at its own last backward)";
+  }
+  return std::nullopt;
+}
 
 // Step 2: the occupancy operators are timed at. Oversubscribed CPU ranks (more ranks than the node's rank
 // slots, but no more than the calibrated node ran) take their time as profiled with every slot busy
@@ -218,24 +234,84 @@ void add_stage_notes(const std::string& stage_key, const ResolvedStage& stage, s
   }
 }
 
-// Every stage resolved and timed, in pipeline order, or the first reason one could not be.
+// A pipeline rank's figures from its chunks' (interleaved 1F1B): their per-micro-batch work and tails
+// summed, with `dp_comm_us`, the rank's DP communication over all its chunks' parameters, added to the tail.
+StageFigures rank_figures(const std::vector<const StageFigures*>& chunks, double dp_comm_us) {
+  StageFigures out;
+  for (const StageFigures* chunk : chunks) {
+    out.compute_us += chunk->compute_us;
+    out.tp_us += chunk->tp_us;
+    out.dp_us += chunk->dp_us;
+    out.optimizer_us += chunk->optimizer_us;
+    out.sp_grads_us += chunk->sp_grads_us;
+    out.tail_us += chunk->tail_us;
+    out.tail_raw_us += chunk->tail_raw_us;
+    out.compute_with_optimizer_us += chunk->compute_with_optimizer_us;
+    out.calls += chunk->calls;
+    for (std::size_t i = 0; i < out.extrapolated_us.size(); ++i) out.extrapolated_us[i] += chunk->extrapolated_us[i];
+    ITERTIME_CHECK(chunk->buckets.empty(), "overlapped reduction's buckets with interleaved 1F1B are not modelled");
+  }
+  out.dp_us += dp_comm_us;
+  out.tail_us += dp_comm_us;
+  out.tail_raw_us += dp_comm_us;
+  return out;
+}
+
+// The DP collectives run once per iteration (not overlapped ones, which are in the backward).
+bool once_per_iteration_dp(const CommOp& op) {
+  return op.phase != Phase::kBackward &&
+         (op.kind == CommKind::kDpAllReduce || op.kind == CommKind::kDpReduceScatter || op.kind == CommKind::kDpAllGather);
+}
+
+// A rank's chunks' once-per-iteration DP collectives as the trainer runs them over its one flat buffer
+// (or one shard): one call per (kind, phase, dtype) carrying all their bytes.
+std::vector<CommOp> merged_dp_comms(const std::vector<CommOp>& ops) {
+  std::vector<CommOp> merged;
+  for (const CommOp& op : ops) {
+    const auto same = std::find_if(merged.begin(), merged.end(), [&](const CommOp& m) {
+      return m.kind == op.kind && m.phase == op.phase && m.dtype == op.dtype;
+    });
+    if (same == merged.end()) {
+      CommOp first = op;
+      first.bytes = op.bytes * op.count;
+      first.count = 1;
+      merged.push_back(first);
+    } else {
+      same->bytes += op.bytes * op.count;
+    }
+  }
+  return merged;
+}
+
+// Every stage resolved and timed, in pipeline order, or the first reason one could not be. With
+// interleaved 1F1B (vp > 1) the stages are the pp*vp virtual stages: chunk c of pipeline rank r is
+// stage c*pp + r of a pp*vp pipeline (the same layers, embedding or head and P2P; traced or built as
+// that stage), and each rank's once-per-iteration tail is its chunks' tails with their DP collectives
+// merged into the one the trainer runs over the rank's flat buffer (the operators of the tails are
+// summed: v smaller flattens, divides and sequence-parallel norm sums instead of one each).
 struct PipelineFigures {
-  std::vector<StageFigures> stages;
-  std::vector<double> send_forward_us, send_backward_us;  // pp-1 entries each
+  std::vector<StageFigures> stages;  // per virtual stage (pp*vp of them): the schedule's passes
+  std::vector<StageFigures> ranks;   // per pipeline rank: what it runs per iteration, its tail included
+  std::vector<double> send_forward_us, send_backward_us;  // pp*vp-1 entries each
   std::string failure;
 };
 
 PipelineFigures pipeline_figures(StageResolver& resolver, const PredictRequest& request, const OccupancyPlan& occupancy,
                                  double overhead_us, std::vector<std::string>& notes) {
   const ParallelConfig& c = request.config;
+  ParallelConfig chunked = c;  // the pp*vp pipeline whose stages the chunks are
+  chunked.pp = c.pp * c.vp;
+  chunked.vp = 1;
+  const int virtual_stages = chunked.pp;
   PipelineFigures out;
-  out.send_forward_us.assign(static_cast<std::size_t>(c.pp - 1), 0.0);
-  out.send_backward_us.assign(static_cast<std::size_t>(c.pp - 1), 0.0);
-  for (int s = 0; s < c.pp; ++s) {
+  out.send_forward_us.assign(static_cast<std::size_t>(virtual_stages - 1), 0.0);
+  out.send_backward_us.assign(static_cast<std::size_t>(virtual_stages - 1), 0.0);
+  std::vector<std::vector<CommOp>> rank_dp_comms(static_cast<std::size_t>(c.pp));
+  for (int s = 0; s < virtual_stages; ++s) {
     StageQuery query;
     query.model_name = request.model_name;
     query.model = request.model;
-    query.config = c;
+    query.config = chunked;
     query.stage = s;
     query.precision = request.precision;
     query.blind = request.blind;
@@ -246,10 +322,18 @@ PipelineFigures pipeline_figures(StageResolver& resolver, const PredictRequest& 
       out.failure = resolved.reason;
       return out;
     }
-    add_stage_notes(store::stage_key(request.model_name, c.tp, c.pp, s, c.micro_batch, c.seq_len, to_string(request.precision),
+    add_stage_notes(store::stage_key(request.model_name, c.tp, chunked.pp, s, c.micro_batch, c.seq_len, to_string(request.precision),
                                      request.blind ? "blind" : "aware", at_dp(request.techniques, c.dp), c.dp),
                     *resolved.stage, notes);
-    const StageComm comm = stage_comm(resolver.model().comm, c, s, resolved.stage->comms);
+    std::vector<CommOp> comms = resolved.stage->comms;
+    if (c.vp > 1) {  // the rank's DP collectives are timed once, merged (below)
+      std::vector<CommOp>& dp_comms = rank_dp_comms[static_cast<std::size_t>(s % c.pp)];
+      for (const CommOp& op : comms) {
+        if (once_per_iteration_dp(op)) dp_comms.push_back(op);
+      }
+      comms.erase(std::remove_if(comms.begin(), comms.end(), once_per_iteration_dp), comms.end());
+    }
+    const StageComm comm = stage_comm(resolver.model().comm, chunked, s, comms);
     if (!comm.failure.empty()) {
       out.failure = comm.failure;
       return out;
@@ -258,6 +342,20 @@ PipelineFigures pipeline_figures(StageResolver& resolver, const PredictRequest& 
     if (comm.send_backward_us) out.send_backward_us[static_cast<std::size_t>(s - 1)] = *comm.send_backward_us;
     out.stages.push_back(stage_figures(*resolved.stage, comm, overhead_us, c.num_micro_batches(),
                                        c.dp > 1 || request.techniques.distributed_optimizer, occupancy.tail_stretch));
+  }
+  if (c.vp == 1) {
+    out.ranks = out.stages;
+    return out;
+  }
+  for (int r = 0; r < c.pp; ++r) {
+    const StageComm dp = stage_comm(resolver.model().comm, c, r, merged_dp_comms(rank_dp_comms[static_cast<std::size_t>(r)]));
+    if (!dp.failure.empty()) {
+      out.failure = dp.failure;
+      return out;
+    }
+    std::vector<const StageFigures*> chunks;
+    for (int chunk = 0; chunk < c.vp; ++chunk) chunks.push_back(&out.stages[static_cast<std::size_t>(chunk * c.pp + r)]);
+    out.ranks.push_back(rank_figures(chunks, dp.dp_us));
   }
   return out;
 }
@@ -268,6 +366,7 @@ ScheduleInput schedule_input(const PipelineFigures& pipeline, const ParallelConf
   input.p2p_forward_us = pipeline.send_forward_us;
   input.p2p_backward_us = pipeline.send_backward_us;
   input.num_micro_batches = c.num_micro_batches();
+  input.virtual_stages = c.vp;
   input.blocking_send = true;
   input.rank_slots = occupancy.shared ? occupancy.slots : 0.0;
   input.ranks_per_stage = static_cast<double>(c.dp * c.tp);
@@ -296,7 +395,7 @@ StepEnd step_end(const ScheduleResult& schedule, const std::vector<StageFigures>
 
 Prediction assemble(const PipelineFigures& pipeline, const ParallelConfig& c, const OccupancyPlan& occupancy,
                     const Calibration& calibration, std::vector<std::string> notes) {
-  const std::vector<StageFigures>& stages = pipeline.stages;
+  const std::vector<StageFigures>& stages = pipeline.ranks;  // per pipeline rank, as the schedule reports
   const ScheduleResult schedule = simulate_1f1b(schedule_input(pipeline, c, occupancy, /*raw=*/false));
   const StepEnd end = step_end(schedule, stages, /*raw=*/false);
   std::size_t busiest = 0;
@@ -333,7 +432,7 @@ Prediction assemble(const PipelineFigures& pipeline, const ParallelConfig& c, co
   } else {
     out.raw_total_us = total_with_overhead - overhead_us * static_cast<double>(out.op_calls);
   }
-  for (const StageFigures& stage : stages) {
+  for (const StageFigures& stage : pipeline.stages) {
     out.stage_forward_us.push_back(stage.times.forward_us);
     out.stage_backward_us.push_back(stage.times.backward_us);
   }
@@ -345,8 +444,8 @@ Prediction assemble(const PipelineFigures& pipeline, const ParallelConfig& c, co
 }  // namespace
 
 PredictOutcome predict(StageResolver& resolver, const PredictRequest& request) {
-  if (std::optional<std::string> reason = illegal_reason(request.config)) return {std::nullopt, *reason};
-  if (std::optional<std::string> reason = unmodelled_reason(request.techniques)) return {std::nullopt, *reason};
+  if (std::optional<std::string> reason = illegal_reason(request.config, request.model)) return {std::nullopt, *reason};
+  if (std::optional<std::string> reason = unmodelled_reason(request.config, request.techniques)) return {std::nullopt, *reason};
   const OccupancyPlan occupancy = plan_occupancy(resolver.model(), request.config);
   const Calibration identity;
   const Calibration& calibration = choose_calibration(resolver.model(), request, occupancy.occupancy, identity);

@@ -22,6 +22,15 @@
 //    adds to its time (predict/schedule.hpp exposed_reduction_us; no contention term).
 //  - The step ends when the last stage finishes: its timeline's end, its exposed reduction, then its
 //    once-per-iteration tail (sp_grads, dp_buffer, DP communication, optimizer).
+//  - Interleaved 1F1B (config.vp = v > 1): chunk c of pipeline rank r runs exactly stage c*pp + r of a
+//    pp*v pipeline, so the schedule's pp*v virtual stages are those stages (traced, keyed pp*v, or built);
+//    rank r's tail is its chunks' tails with their once-per-iteration DP collectives merged into one call
+//    per kind carrying all their bytes, as the trainer reduces one flat buffer (their operators are
+//    summed: v smaller flattens and sequence-parallel norm sums where the trainer runs one; a few
+//    operator calls more, not modelled away). Busiest-stage figures are per pipeline rank;
+//    stage_forward_us / stage_backward_us per virtual stage. Overlapped reduction at dp > 1 with v > 1
+//    is not predicted (the trainer does not run it), nor is context parallelism (cp > 1) yet: both come
+//    back with their reason.
 //  - Shared cores: when the model has rank slots (a single-node CPU calibration) and the configuration
 //    has more ranks than slots but no more than the calibrated node ran, operators take their time at
 //    occupancy = slots, the schedule runs with processor sharing (TP all-reduces and transfers

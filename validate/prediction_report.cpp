@@ -19,7 +19,8 @@ std::string prediction_json(const PredictionRecord& r) {
   const predict::Prediction& p = r.prediction;
   const predict::PooledCheck& check = r.regression_check;
   const nlohmann::json out = {
-      {"model", r.model_name}, {"dp", r.config.dp}, {"tp", r.config.tp}, {"pp", r.config.pp},
+      {"model", r.model_name}, {"dp", r.config.dp}, {"tp", r.config.tp}, {"pp", r.config.pp}, {"cp", r.config.cp},
+      {"vp", r.config.vp},
       {"micro_batch", r.config.micro_batch}, {"global_batch", r.config.global_batch}, {"seq_len", r.config.seq_len},
       {"precision", r.precision}, {"precision_blind", r.blind}, {"recipe", r.recipe}, {"attention", r.attention},
       {"libtorch_version", libtorch_shown(r.libtorch_version)},
@@ -89,7 +90,8 @@ void print_fit_summary(const predict::FittedModel& model, const std::string& cal
 std::string plan_json(const std::vector<predict::PlanEntry>& entries) {
   nlohmann::json out = nlohmann::json::array();
   for (const auto& e : entries) {
-    out.push_back({{"dp", e.config.dp}, {"tp", e.config.tp}, {"pp", e.config.pp}, {"micro_batch", e.config.micro_batch},
+    out.push_back({{"dp", e.config.dp}, {"tp", e.config.tp}, {"pp", e.config.pp}, {"cp", e.config.cp}, {"vp", e.config.vp},
+                   {"micro_batch", e.config.micro_batch},
                    {"precision", to_string(e.precision)}, {"recipe", recipe_label(e.techniques)}, {"iteration_us", e.iteration_us},
                    {"peak_memory_bytes", e.peak_memory_bytes}, {"feasible", e.feasible}, {"reason", e.reason},
                    {"extrapolated_fraction", e.extrapolated_fraction}});
@@ -100,7 +102,9 @@ std::string plan_json(const std::vector<predict::PlanEntry>& entries) {
 void print_plan(const predict::PlanOptions& options, const std::vector<predict::PlanEntry>& entries, int top) {
   std::printf("itertime plan: %s on %d GPUs, gbs %d, seq %d: %zu candidates\n", options.model.name.c_str(), options.gpus,
               options.global_batch, options.seq_len, entries.size());
-  std::printf("  %-4s %-12s %5s %-9s %-14s %16s %14s %10s  %s\n", "rank", "(dp,tp,pp)", "mbs", "precision", "recipe", "iteration_us",
+  bool extended = false;  // any candidate with cp or vp > 1: the tuples show all five degrees
+  for (const auto& e : entries) extended = extended || e.config.extended();
+  std::printf("  %-4s %-12s %5s %-9s %-14s %16s %14s %10s  %s\n", "rank", extended ? "(dp,tp,pp[,cp,vp])" : "(dp,tp,pp)", "mbs", "precision", "recipe", "iteration_us",
               "memory_GiB", "extrap(%)", "note");
   int shown = 0;
   for (const auto& e : entries) {

@@ -270,6 +270,50 @@ TEST(Predictor, OverlappedReductionHidesBucketsBehindTheLastBackward) {
   EXPECT_NEAR(after.prediction->raw_total_us, 860.0 + 5.0 + 20.24, 1e-9);
 }
 
+// Interleaved 1F1B (hand-derived): pp 2, vp 2, dp 2, m 2. Chunk c of rank r is stage c*2 + r of a
+// 4-stage pipeline, whose traces (keyed pp 4) give forward 5 us, backward 10 us, per iteration 5 us of
+// buffer work, a 5 us optimizer call and a DP all-reduce of 4096 bytes; transfers are free.
+// Rank 0 (warm-up min(2 + 2, 4) = 4 forwards): F(vs0,0) 0-5, F(vs0,1) 5-10, F(vs2,0) 10-15, F(vs2,1)
+// 15-20. Rank 1 (warm-up 2): F(vs1,0) 5-10, F(vs1,1) 10-15, F(vs3,0) 15-20, B(vs3,0) 20-30, F(vs3,1)
+// 30-35, B(vs3,1) 35-45. Rank 0: B(vs2,0) 30-40, B(vs2,1) 45-55; rank 1: B(vs1,0) 45-55, B(vs1,1) 55-65;
+// rank 0: B(vs0,0) 55-65, B(vs0,1) 65-75. Each rank's tail: its two chunks' buffer work and optimizer
+// (2 x (5 + 5) us) and ONE all-reduce of their 8192 bytes (10 + 8.192 us), as the trainer reduces one flat
+// buffer: rank 0 ends at 75 + 38.192 us.
+TEST(Predictor, InterleavedPipelineRunsTheVirtualStagesAndMergesEachRanksReduction) {
+  const LlamaSpec spec = load("tiny-llama-gqa");
+  FittedModel model = model_with_trace(spec);
+  model.comm = CommModel(store::to_records(test_rows::synthetic_rows("all_reduce", "fp32", 2, "consecutive", 10.0, 1e-3, 1024, 1 << 20)));
+  model.occupancies = {4};
+  model.op_time_us[{0, 4}] = 5.0;
+  StageOps chunk;
+  chunk.sequence = {SequenceEntry{Phase::kForward, 0, 1}, SequenceEntry{Phase::kBackward, 0, 2},
+                    SequenceEntry{Phase::kDpBuffer, 0, 1}, SequenceEntry{Phase::kOptimizer, 0, 1}};
+  chunk.comms = {CommOp{Phase::kDpBuffer, CommKind::kDpAllReduce, DType::kFloat32, 4096, 1}};
+  for (int s = 0; s < 4; ++s) model.stages[store::stage_key(spec.name, 1, 4, s, 1, 16, "fp32", "aware")] = chunk;
+  StageResolver resolver(model);
+  ParallelConfig config{2, 1, 2, 1, 4, 16};
+  config.vp = 2;
+  PredictRequest request = request_of(spec, config);
+  request.model = nullptr;
+  const PredictOutcome outcome = predict(resolver, request);
+  ASSERT_TRUE(outcome.ok()) << outcome.reason;
+  EXPECT_NEAR(outcome.prediction->raw_total_us, 75.0 + 2 * (5.0 + 5.0) + 18.192, 1e-9);
+  EXPECT_NEAR(outcome.prediction->dp_comm_us, 2 * 5.0 + 18.192, 1e-9);
+  EXPECT_EQ(outcome.prediction->stage_forward_us.size(), 4u);  // per virtual stage
+
+  // What the trainer does not run, or Megatron-LM refuses, comes back with its reason.
+  PredictRequest odd = request;
+  odd.config.global_batch = 6;  // m = 3, not a multiple of pp 2
+  EXPECT_NE(predict(resolver, odd).reason.find("multiple of pp"), std::string::npos);
+  PredictRequest overlapped = request;
+  overlapped.techniques.overlap_gradient_reduction = true;
+  EXPECT_NE(predict(resolver, overlapped).reason.find("overlapped gradient reduction"), std::string::npos);
+  PredictRequest context = request;
+  context.config.vp = 1;
+  context.config.cp = 2;
+  EXPECT_NE(predict(resolver, context).reason.find("context parallelism"), std::string::npos);
+}
+
 // The distributed optimizer with overlapped reduction (hand-derived): its buckets' reduce-scatters
 // (dp_reduce_scatter recorded in the backward, one rank's part) chain behind the last backward like
 // all-reduce buckets, timed at the whole bucket; its all-gathers stay after the optimizer. At dp 2:
