@@ -19,6 +19,10 @@
 
 namespace itertime::validate {
 
+bool ValidationReport::has_extended_layouts() const {
+  return std::any_of(rows.begin(), rows.end(), [](const ValidationRow& row) { return row.cp != 1 || row.vp != 1; });
+}
+
 std::string to_string(Holdout holdout) { return holdout == Holdout::kTuple ? "tuple" : "precision"; }
 
 Holdout parse_holdout(std::string_view text) {
@@ -147,6 +151,8 @@ ValidationRow score_traced(predict::StageResolver& resolver, const store::Ground
   row.dp = gt.config.dp;
   row.tp = gt.config.tp;
   row.pp = gt.config.pp;
+  row.cp = gt.config.cp;
+  row.vp = gt.config.vp;
   row.measured_us = gt.time_us_median;
   row.round_spread_pct = gt.round_spread_pct;
   row.disturbance = gt.disturbance;

@@ -49,7 +49,7 @@ struct ValidationRow {
   std::string key, tuple, precision, status;  // status: ok | unpredicted
   std::string recipe = "plain";               // the training techniques (recipe_label, common/training_techniques.hpp)
   std::string reason;                         // why unpredicted
-  int dp = 0, tp = 0, pp = 0;
+  int dp = 0, tp = 0, pp = 0, cp = 1, vp = 1;
   double measured_us = 0;
   // The ground truth's agreement with itself (common/calibration_records.hpp GroundTruthRecord): the
   // counted rounds' spread in % (NaN below 2 rounds) and why it stayed disturbed ("" when steady).
@@ -99,6 +99,10 @@ struct ValidationReport {
   std::vector<MapeEntry> per_tuple, per_precision, per_tuple_precision;
   std::vector<MapeEntry> per_recipe;  // per training recipe ("plain", "sp+vp", ...), in recipe_label order
   bool has_recipes() const { return per_recipe.size() > 1 || (per_recipe.size() == 1 && per_recipe[0].group != "plain"); }
+  // Whether a row has cp or vp > 1: tables then name their tuples (DP,TP,PP[,CP,VP]) (rows with both 1
+  // keep their (dp,tp,pp) form, as ParallelConfig::tuple_string gives it); else today's (DP,TP,PP) view.
+  bool has_extended_layouts() const;
+  std::string tuple_heading() const { return has_extended_layouts() ? "(dp,tp,pp[,cp,vp])" : "(dp,tp,pp)"; }
   MapeEntry overall;
   // How well the operator regression (used for signatures never profiled) extrapolates upwards on this
   // calibration: fitted on the smaller two thirds of each group, scored on the largest third.

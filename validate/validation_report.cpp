@@ -89,7 +89,7 @@ void print_report(const ValidationReport& report) {
   std::printf("# validation of %s (calibration factors fitted %s)\n#\n", report.calibration_file.c_str(),
               holdout_text(report.holdout));
   std::printf("# spread(%%): the ground truth's round spread (mean |round median - time| / time); ! marks a disturbed one\n");
-  std::printf("# %-10s %-9s %14s %9s  %14s %9s %16s %9s %16s %9s  %s\n", "(dp,tp,pp)", "precision", "measured_us", "spread(%)",
+  std::printf("# %-10s %-9s %14s %9s  %14s %9s %16s %9s %16s %9s  %s\n", report.tuple_heading().c_str(), "precision", "measured_us", "spread(%)",
               "predicted_us", "APE(%)", "blind_pred_us", "blind(%)", "built_pred_us", "built(%)", "note");
   for (const ValidationRow& row : report.rows) {
     const std::string spread = pct_or_dash(row.round_spread_pct) + (row.disturbed() ? "!" : " ");
@@ -100,7 +100,7 @@ void print_report(const ValidationReport& report) {
     }
     std::string note = row.factor_fitted ? ""
                        : "terms of occupancy " + std::to_string(row.calibration_occupancy) + " (no other " +
-                             to_string(report.holdout) + " at occupancy " + std::to_string(row.dp * row.tp * row.pp) + ")";
+                             to_string(report.holdout) + " at occupancy " + std::to_string(row.dp * row.cp * row.tp * row.pp) + ")";
     if (row.recipe != "plain") note = "recipe " + row.recipe + (note.empty() ? "" : "; ") + note;
     if (!row.built_ok()) note += std::string(note.empty() ? "" : "; ") + "builder-only: " + row.built_status;
     char built_us[32] = "-", built_ape[32] = "-";
@@ -113,7 +113,7 @@ void print_report(const ValidationReport& report) {
                 built_ape, note.c_str());
   }
   print_disturbed(report);
-  print_mape_table("(dp,tp,pp) tuple", "tuple", report.per_tuple);
+  print_mape_table((report.tuple_heading() + " tuple").c_str(), "tuple", report.per_tuple);
   print_mape_table("precision", "precision", report.per_precision);
   if (report.has_recipes()) print_mape_table("training recipe", "recipe", report.per_recipe);
   std::printf("#\n# overall MAPE (%s): %.2f%% precision-aware, %.2f%% precision-blind with its own terms fitted on ground truth "
@@ -151,14 +151,14 @@ void write_csv(const ValidationReport& report, const std::string& path) {
   if (!out) throw UserError(path + ": cannot be written");
   out << "key,dp,tp,pp,precision,status,measured_us,predicted_us,raw_predicted_us,calibration_factor,factor_fitted,ape_pct,"
          "blind_predicted_us,blind_ape_pct,extrapolated_fraction,op_overhead_us,built_ok,built_predicted_us,built_ape_pct,"
-         "built_extrapolated_fraction,blind_raw_predicted_us,blind_raw_ape_pct,round_spread_pct,disturbance,recipe\n";
+         "built_extrapolated_fraction,blind_raw_predicted_us,blind_raw_ape_pct,round_spread_pct,disturbance,recipe,cp,vp\n";
   for (const ValidationRow& r : report.rows) {
     out << r.key << "," << r.dp << "," << r.tp << "," << r.pp << "," << r.precision << "," << r.status << "," << r.measured_us
         << "," << r.predicted_us << "," << r.raw_predicted_us << "," << r.factor << "," << (r.factor_fitted ? 1 : 0) << ","
         << r.ape_pct << "," << r.blind_predicted_us << "," << r.blind_ape_pct << "," << r.extrapolated_fraction << ","
         << r.op_overhead_us << "," << (r.built_ok() ? 1 : 0) << "," << r.built_predicted_us << "," << r.built_ape_pct << ","
         << r.built_extrapolated_fraction << "," << r.blind_raw_predicted_us << "," << r.blind_raw_ape_pct << ","
-        << csv_number(r.round_spread_pct) << "," << csv_text(r.disturbance) << "," << r.recipe << "\n";
+        << csv_number(r.round_spread_pct) << "," << csv_text(r.disturbance) << "," << r.recipe << "," << r.cp << "," << r.vp << "\n";
   }
 }
 
@@ -168,7 +168,7 @@ void write_json(const ValidationReport& report, const std::string& path) {
   root["leave_one_tuple_out"] = report.holdout == Holdout::kTuple;
   root["holdout"] = to_string(report.holdout);
   for (const ValidationRow& r : report.rows) {
-    root["configurations"].push_back({{"key", r.key}, {"dp", r.dp}, {"tp", r.tp}, {"pp", r.pp}, {"precision", r.precision},
+    root["configurations"].push_back({{"key", r.key}, {"dp", r.dp}, {"tp", r.tp}, {"pp", r.pp}, {"cp", r.cp}, {"vp", r.vp}, {"precision", r.precision},
                                       {"status", r.status}, {"measured_us", r.measured_us}, {"predicted_us", r.predicted_us},
                                       {"raw_predicted_us", r.raw_predicted_us}, {"calibration_factor", r.factor},
                                       {"factor_fitted", r.factor_fitted}, {"ape_pct", r.ape_pct},
@@ -222,8 +222,8 @@ void write_svg_mape_bars(std::ostream& out, const ValidationReport& report, std:
   const double left_w = kSvgLeftWidth;
   char buf[512];
   const std::string floor = pct_or_dash(report.overall.floor_pct);
-  std::snprintf(buf, sizeof(buf), "<text x='20' y='22' font-size='14'>MAPE per (dp,tp,pp) and precision, %s holdout: overall %.2f%% (blind %.2f%%, floor %s%s)</text>\n",
-                to_string(report.holdout).c_str(), report.overall.mape_pct, report.overall.blind_mape_pct, floor.c_str(),
+  std::snprintf(buf, sizeof(buf), "<text x='20' y='22' font-size='14'>MAPE per %s and precision, %s holdout: overall %.2f%% (blind %.2f%%, floor %s%s)</text>\n",
+                report.tuple_heading().c_str(), to_string(report.holdout).c_str(), report.overall.mape_pct, report.overall.blind_mape_pct, floor.c_str(),
                 floor == "-" ? "" : "%");
   out << buf;
   const std::vector<std::string> colors = {"#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b"};
