@@ -4,7 +4,9 @@
 //  - BM_PlanLlama405B: a plan over every legal configuration of LLaMA 3.1-405B on 16,384 GPUs
 //    (every dp/tp/pp factorization, micro-batches 1/2/4/8, amp-bf16 and bf16), target < 1 s, with
 //    an empty stage cache at every iteration; recipes:0 plain training only, recipes:1 every recipe the
-//    predictor models (predict::modelled_recipes: sequence parallelism, vocabulary-parallel head, recompute).
+//    predictor models (predict::modelled_recipes: sequence parallelism, vocabulary-parallel head, recompute,
+//    distributed optimizer, overlapped reduction); vp:0 the non-interleaved schedule only, vp:1 also
+//    interleaved 1F1B with 2, 4 and 8 virtual stages per pipeline rank where the layout allows it.
 // Both need a fitted model: the calibration file in ITERTIME_BENCH_CAL (default out/local-cpu.h5, written
 // by the README's main job). Stages that were not traced are built from the model (predict/op_builder)
 // and their operators timed by the regression, as for any configuration of a model never traced.
@@ -87,6 +89,7 @@ void BM_PlanLlama405B(benchmark::State& state) {
   options.precisions = {PrecisionName::kAmpBf16, PrecisionName::kBf16};
   options.device_memory_bytes = 80.0 * (1ull << 30);
   if (state.range(0) != 0) options.recipes = predict::modelled_recipes();
+  if (state.range(1) != 0) options.virtual_stages = {1, 2, 4, 8};
   std::size_t candidates = 0;
   std::size_t feasible = 0;
   for (auto _ : state) {
@@ -100,7 +103,14 @@ void BM_PlanLlama405B(benchmark::State& state) {
   state.counters["candidates"] = static_cast<double>(candidates);
   state.counters["feasible"] = static_cast<double>(feasible);
 }
-BENCHMARK(BM_PlanLlama405B)->ArgName("recipes")->Arg(0)->Arg(1)->Unit(benchmark::kMillisecond)->Iterations(3);
+BENCHMARK(BM_PlanLlama405B)
+    ->ArgNames({"recipes", "vp"})
+    ->Args({0, 0})
+    ->Args({1, 0})
+    ->Args({0, 1})
+    ->Args({1, 1})
+    ->Unit(benchmark::kMillisecond)
+    ->Iterations(3);
 
 }  // namespace
 
