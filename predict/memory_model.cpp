@@ -59,6 +59,12 @@
 //   was (or cast to C under autocast), so the linears' terms stay at s; the reduce-scatter out saves
 //   nothing. The received input and the stage output are [b,sl,h]; the final norm is at sl, and the
 //   head's input is the gathered [b,s,h]. Transients (the [tp,b,sl,h] collective buffers) are left out.
+// Interleaved 1F1B (vp = v > 1): each chunk of the rank is a stage of its own for the terms above (its
+//   layers; the embedding and the tokens only in virtual stage 0, the head only in pp*v-1; the received
+//   input unless virtual stage 0, the output unless pp*v-1: run_interleaved_schedule keeps both in its
+//   InFlight until the chunk's backward, as run_schedule does). A chunk's saved bytes live from its
+//   forward to its backward of the same micro-batch, so the rank's activations peak at the largest sum
+//   over the points of its pass order (common/pipeline_order.hpp), walked pass by pass.
 // Vocabulary-parallel head (tp > 1, Vl = V/tp): the embedding saves its local ids [b,s] int64 and the
 //   rows' mask [b,s] bool; the parallel cross-entropy saves its [b*s,Vl] fp32 softmax, the local
 //   targets [b*s] int64 and the mask; nothing keeps the token ids themselves (no tokens term). The head's
@@ -71,6 +77,7 @@
 
 #include "common/dtype.hpp"
 #include "common/errors.hpp"
+#include "common/pipeline_order.hpp"
 
 namespace itertime::predict {
 namespace {
@@ -104,6 +111,17 @@ LocalShapes local_shapes(const LlamaSpec& model, const ParallelConfig& config) {
   x.fl = model.intermediate_size / config.tp;
   x.vocab = model.vocab_size;
   return x;
+}
+
+// The layers of each model chunk pipeline rank `rank` holds, in chunk order: with vp = 1 its one stage of
+// stage_layers(L, pp), else virtual stage c*pp + rank of stage_layers(L, pp*vp) for chunk c (as
+// calibrate/trainer.cpp builds them).
+std::vector<StageLayers> rank_chunks(const LlamaSpec& model, const ParallelConfig& config, int rank) {
+  const int v = config.vp;
+  const std::vector<StageLayers> stages = stage_layers(static_cast<int>(model.num_layers), config.pp * v);
+  std::vector<StageLayers> chunks;
+  for (int c = 0; c < v; ++c) chunks.push_back(stages[static_cast<std::size_t>(c * config.pp + rank)]);
+  return chunks;
 }
 
 // Parameters of the TP-sharded linears of one layer (q, k, v, o, gate, up, down) on one GPU.
@@ -156,27 +174,22 @@ int64_t local_vocab(const LocalShapes& x, const ParallelConfig& config, const Tr
   return techniques.vocab_parallel ? x.vocab / config.tp : x.vocab;
 }
 
-int64_t stage_local_params(const LlamaSpec& model, const ParallelConfig& config, int stage,
-                           const TrainingTechniques& techniques) {
-  require_legal(model, config, stage);
-  const LocalShapes x = local_shapes(model, config);
-  const StageLayers layers = stage_layers(static_cast<int>(model.num_layers), config.pp)[static_cast<std::size_t>(stage)];
-  const int64_t vocab = local_vocab(x, config, techniques);
+namespace {
+
+// One chunk's parameters (one stage's when vp = 1) on one GPU.
+int64_t chunk_local_params(const LocalShapes& x, const StageLayers& layers, int64_t vocab) {
   int64_t params = layers.num_layers * (layer_linear_params(x) + 2 * x.h);
   if (layers.has_embedding) params += vocab * x.h;
   if (layers.has_head) params += x.h + vocab * x.h;
   return params;
 }
 
-ActivationBreakdown activation_memory(const LlamaSpec& model, const ParallelConfig& config,
-                                      const PrecisionPolicy& policy, int stage, AttentionKernel attention,
+// What one micro-batch through one chunk (one stage when vp = 1) saves: every per-micro-batch field and
+// recompute_transient_bytes; chunks, the chunk vectors, micro_batches_in_flight and total_bytes are left
+// to the caller.
+ActivationBreakdown chunk_activations(const LocalShapes& x, const ParallelConfig& config, const PrecisionPolicy& policy,
+                                      const StageLayers& layers, AttentionKernel attention,
                                       const TrainingTechniques& techniques) {
-  if (attention == AttentionKernel::kAuto) {
-    throw UserError("the memory model needs the attention kernel the job ran (eager or sdpa), not auto");
-  }
-  require_legal(model, config, stage);
-  const LocalShapes x = local_shapes(model, config);
-  const StageLayers layers = stage_layers(static_cast<int>(model.num_layers), config.pp)[static_cast<std::size_t>(stage)];
   const int64_t A = bytes_of(policy.activation_dtype);
   const int64_t C = bytes_of(policy.compute_dtype);
   const bool autocast = policy.autocast;
@@ -227,8 +240,89 @@ ActivationBreakdown activation_memory(const LlamaSpec& model, const ParallelConf
       a.num_layers * (a.layer_hidden_bytes + a.layer_sharded_bytes) + a.tokens_bytes + a.head_bytes + a.boundary_bytes;
   a.fixed_bytes = a.num_layers * a.layer_fixed_bytes + a.autocast_weight_bytes;
   a.per_micro_batch_bytes = a.batch_scaled_bytes + a.fixed_bytes;
-  a.micro_batches_in_flight = std::min<int64_t>(config.pp - stage, config.num_micro_batches());
-  a.total_bytes = a.per_micro_batch_bytes * a.micro_batches_in_flight + a.recompute_transient_bytes;
+  return a;
+}
+
+}  // namespace
+
+int64_t stage_local_params(const LlamaSpec& model, const ParallelConfig& config, int stage,
+                           const TrainingTechniques& techniques) {
+  require_legal(model, config, stage);
+  const LocalShapes x = local_shapes(model, config);
+  const int64_t vocab = local_vocab(x, config, techniques);
+  int64_t params = 0;
+  for (const StageLayers& chunk : rank_chunks(model, config, stage)) params += chunk_local_params(x, chunk, vocab);
+  return params;
+}
+
+std::vector<int64_t> chunk_micro_batches_in_flight_at_peak(const ParallelConfig& config, int rank,
+                                                           const std::vector<int64_t>& chunk_bytes) {
+  ITERTIME_CHECK(chunk_bytes.size() == static_cast<std::size_t>(config.vp), "one byte count per model chunk");
+  std::vector<int64_t> live(chunk_bytes.size(), 0);
+  std::vector<int64_t> at_peak = live;
+  int64_t bytes = 0, peak = -1;
+  for (const PipelinePass& pass : interleaved_passes(config.pp, rank, config.num_micro_batches(), config.vp)) {
+    const auto c = static_cast<std::size_t>(pass.chunk);
+    if (pass.kind == PipelinePassKind::kForward) {
+      ++live[c];
+      bytes += chunk_bytes[c];
+      if (bytes > peak) {
+        peak = bytes;
+        at_peak = live;
+      }
+    } else {
+      --live[c];
+      bytes -= chunk_bytes[c];
+    }
+  }
+  return at_peak;
+}
+
+ActivationBreakdown activation_memory(const LlamaSpec& model, const ParallelConfig& config,
+                                      const PrecisionPolicy& policy, int stage, AttentionKernel attention,
+                                      const TrainingTechniques& techniques) {
+  if (attention == AttentionKernel::kAuto) {
+    throw UserError("the memory model needs the attention kernel the job ran (eager or sdpa), not auto");
+  }
+  require_legal(model, config, stage);
+  const LocalShapes x = local_shapes(model, config);
+  const std::vector<StageLayers> chunks = rank_chunks(model, config, stage);
+  ActivationBreakdown a;
+  if (config.vp == 1) {
+    // One chunk, the stage: 1F1B holds min(pp - stage, m) micro-batches at its peak (the closed form of
+    // chunk_micro_batches_in_flight_at_peak with v = 1, without walking the order).
+    a = chunk_activations(x, config, policy, chunks.front(), attention, techniques);
+    a.micro_batches_in_flight = std::min<int64_t>(config.pp - stage, config.num_micro_batches());
+    a.chunk_per_micro_batch_bytes = {a.per_micro_batch_bytes};
+    a.chunk_micro_batches_in_flight = {a.micro_batches_in_flight};
+    a.total_bytes = a.per_micro_batch_bytes * a.micro_batches_in_flight + a.recompute_transient_bytes;
+  } else {
+    // The per-layer terms are alike in every chunk (same shapes); the rest adds up over the chunks.
+    for (const StageLayers& layers : chunks) {
+      const ActivationBreakdown c = chunk_activations(x, config, policy, layers, attention, techniques);
+      a.layer_hidden_bytes = c.layer_hidden_bytes;
+      a.layer_sharded_bytes = c.layer_sharded_bytes;
+      a.layer_scores_bytes = c.layer_scores_bytes;
+      a.layer_fixed_bytes = c.layer_fixed_bytes;
+      a.num_layers += c.num_layers;
+      a.tokens_bytes += c.tokens_bytes;
+      a.head_bytes += c.head_bytes;
+      a.boundary_bytes += c.boundary_bytes;
+      a.autocast_weight_bytes += c.autocast_weight_bytes;
+      a.batch_scaled_bytes += c.batch_scaled_bytes;
+      a.fixed_bytes += c.fixed_bytes;
+      a.per_micro_batch_bytes += c.per_micro_batch_bytes;
+      a.recompute_transient_bytes = std::max(a.recompute_transient_bytes, c.recompute_transient_bytes);
+      a.chunk_per_micro_batch_bytes.push_back(c.per_micro_batch_bytes);
+    }
+    a.chunk_micro_batches_in_flight = chunk_micro_batches_in_flight_at_peak(config, stage, a.chunk_per_micro_batch_bytes);
+    for (std::size_t c = 0; c < chunks.size(); ++c) {
+      a.micro_batches_in_flight += a.chunk_micro_batches_in_flight[c];
+      a.total_bytes += a.chunk_per_micro_batch_bytes[c] * a.chunk_micro_batches_in_flight[c];
+    }
+    a.total_bytes += a.recompute_transient_bytes;
+  }
+  a.chunks = config.vp;
   ITERTIME_CHECK(a.total_bytes >= 0, "negative activation memory");
   return a;
 }
@@ -240,13 +334,23 @@ MemoryBreakdown memory_per_gpu(const LlamaSpec& model, const ParallelConfig& con
   m.local_params = stage_local_params(model, config, stage, techniques);
   m.activations = activation_memory(model, config, policy, stage, attention, techniques);
   const LocalShapes x = local_shapes(model, config);
-  const StageLayers layers = stage_layers(static_cast<int>(model.num_layers), config.pp)[static_cast<std::size_t>(stage)];
+  const int64_t vocab = local_vocab(x, config, techniques);
+  const std::vector<StageLayers> chunks = rank_chunks(model, config, stage);
+  int64_t layer_count = 0;
+  bool has_vocabulary = false;  // the embedding or the LM head
+  std::vector<int64_t> parameter_elements;  // every chunk's, chunk after chunk (the trainer's `parameters`)
+  for (const StageLayers& layers : chunks) {
+    layer_count += layers.num_layers;
+    has_vocabulary = has_vocabulary || layers.has_embedding || layers.has_head;
+    const std::vector<int64_t> sizes = stage_parameter_elements(x, layers, vocab);
+    parameter_elements.insert(parameter_elements.end(), sizes.begin(), sizes.end());
+  }
 
   m.weights_bytes = m.local_params * bytes_of(policy.param_dtype);
   m.gradients_bytes = m.local_params * bytes_of(policy.grad_dtype);
   m.optimizer_bytes = 2 * m.local_params * bytes_of(policy.optimizer_dtype);
   m.activations_bytes = m.activations.total_bytes;
-  m.rotary_tables_bytes = layers.num_layers * 2 * x.s * x.hd * bytes_of(policy.param_dtype);
+  m.rotary_tables_bytes = layer_count * 2 * x.s * x.hd * bytes_of(policy.param_dtype);
   // Overlapped reduction's gradients are views of its flat buffer (calibrate/trainer.cpp make_buckets):
   // counted once, as gradients.
   const bool gradients_in_buffer = techniques.overlap_gradient_reduction && !techniques.distributed_optimizer;
@@ -254,17 +358,15 @@ MemoryBreakdown memory_per_gpu(const LlamaSpec& model, const ParallelConfig& con
 
   // AdamW: denom = (exp_avg_sq.sqrt() / c).add_(eps) holds two temporaries of the parameter's size.
   int64_t largest_tensor = std::max({x.h * x.hl, x.h * x.kvl, x.h * x.fl, x.h});
-  if (layers.has_embedding || layers.has_head) {
-    largest_tensor = std::max(largest_tensor, local_vocab(x, config, techniques) * x.h);
-  }
+  if (has_vocabulary) largest_tensor = std::max(largest_tensor, vocab * x.h);
   if (techniques.distributed_optimizer) {
     // calibrate/trainer.cpp make_shard(): AdamW updates one flat shard; the buffers exist at any dp.
     // With overlapped reduction (dp > 1, make_bucketed_shard) every bucket is padded to a multiple of dp
     // and the gradients are views of that padded buffer: no separate flat gradient copy.
     const bool bucketed = techniques.overlap_gradient_reduction && config.dp > 1;
     const int64_t padded =
-        bucketed ? padded_bucket_elements(stage_parameter_elements(x, layers, local_vocab(x, config, techniques)),
-                                          bytes_of(policy.param_dtype), techniques.gradient_bucket_bytes, config.dp)
+        bucketed ? padded_bucket_elements(parameter_elements, bytes_of(policy.param_dtype),
+                                          techniques.gradient_bucket_bytes, config.dp)
                  : (m.local_params + config.dp - 1) / config.dp * config.dp;
     const int64_t shard = padded / config.dp;
     m.optimizer_bytes = 2 * shard * bytes_of(policy.optimizer_dtype);
@@ -301,7 +403,9 @@ std::string MemoryBreakdown::to_string() const {
   out << std::fixed << std::setprecision(2) << "stage " << stage << ": total " << gib(total_bytes)
       << " GiB (weights " << gib(weights_bytes) << ", gradients " << gib(gradients_bytes) << ", optimizer "
       << gib(optimizer_bytes) << ", activations " << gib(activations_bytes) << " for "
-      << activations.micro_batches_in_flight << " micro-batches, buffers " << gib(buffers_bytes)
+      << activations.micro_batches_in_flight << " micro-batches";
+  if (activations.chunks > 1) out << " over " << activations.chunks << " model chunks";
+  out << ", buffers " << gib(buffers_bytes)
       << ", optimizer workspace " << gib(optimizer_workspace_bytes) << ")";
   return out.str();
 }

@@ -1,5 +1,8 @@
-// memory_model.hpp: per-GPU peak memory of one pipeline stage of a (DP, TP, PP) configuration under a
-// precision policy, as calibrate/trainer.cpp and calibrate/llama_model.cpp really hold it.
+// memory_model.hpp: per-GPU peak memory of one pipeline rank of a (DP, TP, PP, VP) configuration under a
+// precision policy, as calibrate/trainer.cpp and calibrate/llama_model.cpp really hold it. "stage" below is
+// the pipeline rank r in [0, pp): with vp 1 it holds the one stage r of stage_layers(L, pp); with vp = v > 1
+// it holds v model chunks, chunk c being virtual stage c*pp + r of stage_layers(L, pp*v) (the first
+// virtual stage has the embedding, the last the final norm and the LM head).
 // Invariants:
 //  - Local parameters: per decoder layer the TP shards of q/k/v/o and gate/up/down plus both RMSNorm
 //    weights (replicated); the first stage adds the embedding, the last the final norm and the LM head,
@@ -15,11 +18,24 @@
 //    sizes) materializes the scores and is not modelled.
 //  - Activations: the tensors autograd saves per micro-batch (derivation in memory_model.cpp), times
 //    the micro-batches in flight on the stage under 1F1B, min(pp - stage, m).
+//  - Interleaved 1F1B (vp = v > 1): parameters, gradients, moments, rotary tables and the AdamW workspace
+//    are the sums (the largest tensor) over the rank's chunks, with one flat DP buffer and one
+//    distributed-optimizer shard over all of them (the trainer's one `parameters` list, chunk after
+//    chunk; overlapped buckets, which the trainer refuses with vp > 1 at dp > 1, are cut over that list).
+//    Each chunk saves per micro-batch what a stage of its layers would (its own boundary, token and head
+//    terms). The activations are the peak, over the points of the rank's pass order
+//    (common/pipeline_order.hpp interleaved_passes: a forward adds its chunk's per-micro-batch bytes, a
+//    backward frees them), of the sum of the in-flight (chunk, micro-batch) pairs' bytes; the peak is
+//    taken at its first occurrence. With v 1 that walk gives min(pp - stage, m) micro-batches of the one
+//    chunk, so vp 1 keeps the closed form and every figure of before. The recompute transient is
+//    counted once (the same for every chunk: one layer or core of one micro-batch).
 //  - total_bytes is the peak: weights + gradients + optimizer + rotary tables + the DP flat buffer
 //    (dp > 1: made at the first step and kept, as Megatron-LM's contiguous gradient buffer) + the larger
 //    of (activations, AdamW step workspace). The AdamW workspace exists only during the step, after every
 //    activation is freed, so the two do not coexist. The figure is an upper bound when m <= pp - stage (gradients are then still being
-//    allocated while the activations peak). Not modelled: transient tensors of one operator (e.g. the
+//    allocated while the activations peak), and with vp > 1 when m == pp (the warm-up runs every
+//    forward; the trainer drops the gradients every step, and chunks other than the last allocate theirs
+//    only after the last chunk's backwards freed activations). Not modelled: transient tensors of one operator (e.g. the
 //    logits' gradient), allocator fragmentation, CUDA context, MPI/NCCL internal buffers.
 //  - Techniques (common/training_techniques.hpp): the distributed optimizer keeps AdamW's moments for a
 //    ceil(P/dp) shard only, plus the flat parameters padded to dp shards, the shard and its gradient, and
@@ -66,13 +82,20 @@ struct ActivationBreakdown {
   int64_t batch_scaled_bytes = 0;   // the part proportional to the micro-batch size
   int64_t fixed_bytes = 0;          // the part independent of it
   int64_t per_micro_batch_bytes = 0;  // batch_scaled_bytes + fixed_bytes
-  int64_t micro_batches_in_flight = 0;  // min(pp - stage, m)
+  int64_t micro_batches_in_flight = 0;  // min(pp - stage, m); vp > 1: (chunk, micro-batch) pairs at the peak
   int64_t recompute_transient_bytes = 0;  // recompute: one layer's (or core's) rerun during the backward
-  int64_t total_bytes = 0;          // per_micro_batch_bytes * micro_batches_in_flight + recompute_transient_bytes
+  int64_t total_bytes = 0;          // per_micro_batch_bytes * micro_batches_in_flight + recompute_transient_bytes;
+                                    // vp > 1: sum over chunks of chunk bytes * chunk in flight, + the transient
+  // Model chunks (vp). With vp > 1 num_layers and the tokens, head, boundary, autocast, batch-scaled,
+  // fixed and per-micro-batch bytes are sums over the chunks (one micro-batch through each), the layer_*
+  // terms per layer of any chunk (all alike).
+  int64_t chunks = 1;
+  std::vector<int64_t> chunk_per_micro_batch_bytes;    // per chunk c: one micro-batch's saved bytes
+  std::vector<int64_t> chunk_micro_batches_in_flight;  // per chunk c: its micro-batches in flight at the peak
 };
 
 struct MemoryBreakdown {
-  int stage = 0;
+  int stage = 0;  // the pipeline rank (vp > 1: its chunks' virtual stages are c*pp + stage)
   int64_t local_params = 0;
   int64_t weights_bytes = 0;
   int64_t gradients_bytes = 0;
@@ -90,10 +113,16 @@ struct MemoryBreakdown {
   std::string to_string() const;  // one line, GiB
 };
 
-// Parameters held by one GPU of stage `stage` (the vocabulary-parallel head divides the embedding and the
-// LM head by tp).
+// Parameters held by one GPU of stage `stage` (vp > 1: of all its chunks; the vocabulary-parallel head
+// divides the embedding and the LM head by tp).
 int64_t stage_local_params(const LlamaSpec& model, const ParallelConfig& config, int stage,
                            const TrainingTechniques& techniques = {});
+
+// Per chunk of pipeline rank `rank`, its micro-batches in flight at the first point of the rank's pass
+// order (interleaved_passes(pp, rank, m, vp)) where the in-flight bytes, chunk_bytes[c] per micro-batch of
+// chunk c (vp entries), peak. With vp 1: {min(pp - rank, m)} for positive bytes. Needs a valid config.
+std::vector<int64_t> chunk_micro_batches_in_flight_at_peak(const ParallelConfig& config, int rank,
+                                                           const std::vector<int64_t>& chunk_bytes);
 
 // Throws UserError on an illegal configuration, a stage outside [0, pp), or tied embeddings.
 ActivationBreakdown activation_memory(const LlamaSpec& model, const ParallelConfig& config,
@@ -103,7 +132,7 @@ ActivationBreakdown activation_memory(const LlamaSpec& model, const ParallelConf
 MemoryBreakdown memory_per_gpu(const LlamaSpec& model, const ParallelConfig& config, const PrecisionPolicy& policy,
                                int stage, AttentionKernel attention = AttentionKernel::kEager,
                                const TrainingTechniques& techniques = {});
-// Every stage, in order; the configuration fits when no stage exceeds the device memory.
+// Every stage (pipeline rank), in order; the configuration fits when no stage exceeds the device memory.
 std::vector<MemoryBreakdown> memory_all_stages(const LlamaSpec& model, const ParallelConfig& config,
                                                const PrecisionPolicy& policy,
                                                AttentionKernel attention = AttentionKernel::kEager,

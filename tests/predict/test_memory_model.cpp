@@ -1,7 +1,9 @@
-// test_memory_model.cpp: the memory model against hand-computed figures for LLaMA 3.1-8B.
-// Invariants: the model is read from data/models/llama3.1-8b.json; parameter, weight, gradient and
-// optimizer figures are exact integers computed by hand in the comments; activation figures restate
-// the formula of predict/memory_model.cpp numerically and check its proportionality.
+// test_memory_model.cpp: the memory model against hand-computed figures for LLaMA 3.1-8B, and for
+// interleaved 1F1B (vp 2) on the tiny model.
+// Invariants: the models are read from data/models/llama3.1-8b.json and tiny-llama-gqa.json; parameter,
+// weight, gradient and optimizer figures are exact integers computed by hand in the comments; activation
+// figures restate the formula of predict/memory_model.cpp numerically and check its proportionality; the
+// interleaved in-flight counts are derived by hand from common/pipeline_order.hpp's order.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -9,6 +11,7 @@
 #include "common/errors.hpp"
 #include "common/model_spec.hpp"
 #include "common/parallel_config.hpp"
+#include "common/pipeline_order.hpp"
 #include "common/precision.hpp"
 #include "predict/memory_model.hpp"
 
@@ -247,6 +250,226 @@ TEST(MemoryModel, UserMistakesAreUserErrors) {
   EXPECT_THROW(memory_per_gpu(model, config(1, 3, 1, 1, 1, 128), fp32(), 0), UserError);  // 3 does not divide 32 heads
   model.tie_word_embeddings = true;
   EXPECT_THROW(memory_per_gpu(model, config(1, 1, 1, 1, 1, 128), fp32(), 0), UserError);
+}
+
+// ---- interleaved 1F1B (vp 2) on the tiny model ----
+// tiny-llama-gqa: h 128, FFN 352, 4 layers, 8 heads of 16 (4 KV heads), V 512, untied.
+LlamaSpec tiny() { return load_llama_config(std::string(ITERTIME_SOURCE_DIR) + "/data/models/tiny-llama-gqa.json"); }
+
+ParallelConfig interleaved(int dp, int pp, int vp, int mbs, int gbs, int seq) {
+  ParallelConfig c = config(dp, 1, pp, mbs, gbs, seq);
+  c.vp = vp;
+  return c;
+}
+
+TEST(MemoryModelInterleaved, ParametersAreTheSumOfTheChunks) {
+  // One layer: q 128*128 = 16,384; k+v 2*128*64 = 16,384; o 16,384; gate+up+down 3*128*352 = 135,168;
+  // norms 256 => 184,576. Embedding 512*128 = 65,536; final norm + LM head 128 + 65,536 = 65,664.
+  // pp 2, v 2: 4 virtual stages of one layer; rank 0 holds virtual stages 0 (layer 0 + embedding,
+  // 250,112) and 2 (layer 2, 184,576) => 434,688; rank 1 holds 1 (layer 1, 184,576) and 3 (layer 3 +
+  // head, 250,240) => 434,816.
+  const LlamaSpec model = tiny();
+  const ParallelConfig c = interleaved(1, 2, 2, 2, 8, 64);
+  EXPECT_EQ(stage_local_params(model, c, 0), 434'688);
+  EXPECT_EQ(stage_local_params(model, c, 1), 434'816);
+  // Each chunk is the stage of pp*v = 4 with its virtual-stage index.
+  const ParallelConfig pp4 = config(1, 1, 4, 2, 8, 64);
+  EXPECT_EQ(stage_local_params(model, pp4, 0), 250'112);
+  EXPECT_EQ(stage_local_params(model, pp4, 1), 184'576);
+  EXPECT_EQ(stage_local_params(model, pp4, 3), 250'240);
+  EXPECT_EQ(stage_local_params(model, c, 0), stage_local_params(model, pp4, 0) + stage_local_params(model, pp4, 2));
+  EXPECT_EQ(stage_local_params(model, c, 1), stage_local_params(model, pp4, 1) + stage_local_params(model, pp4, 3));
+
+  // fp32: weights, gradients at 4 B, two moments at 4 B; rotary tables of 2 layers, 2*[64, 16] fp32 each
+  // = 16,384; both ranks hold a vocabulary matrix, so AdamW's workspace is 2*65,536*4 = 524,288.
+  const MemoryBreakdown r0 = memory_per_gpu(model, c, fp32(), 0);
+  const MemoryBreakdown r1 = memory_per_gpu(model, c, fp32(), 1);
+  EXPECT_EQ(r0.local_params, 434'688);
+  EXPECT_EQ(r0.weights_bytes, 1'738'752);
+  EXPECT_EQ(r0.gradients_bytes, 1'738'752);
+  EXPECT_EQ(r0.optimizer_bytes, 3'477'504);
+  EXPECT_EQ(r1.weights_bytes, 1'739'264);
+  EXPECT_EQ(r0.rotary_tables_bytes, 16'384);
+  EXPECT_EQ(r1.rotary_tables_bytes, 16'384);
+  EXPECT_EQ(r0.optimizer_workspace_bytes, 524'288);
+  EXPECT_EQ(r1.optimizer_workspace_bytes, 524'288);
+  EXPECT_EQ(r0.dp_flat_buffer_bytes, 0);
+  EXPECT_EQ(r0.total_bytes, 1'738'752 * 2 + 3'477'504 + 16'384 + r0.activations_bytes);
+  EXPECT_EQ(r0.stage, 0);
+  EXPECT_NE(r0.to_string().find("over 2 model chunks"), std::string::npos) << r0.to_string();
+}
+
+TEST(MemoryModelInterleaved, OneFlatBufferAndOneShardOverAllChunks) {
+  // dp 3 (m = 12 / (3*1) = 4, a multiple of pp 2), the distributed optimizer: one shard of the rank's
+  // 434,688 parameters, 434,688 / 3 = 144,896 (no padding); per-chunk shards would be ceil(250,112/3) +
+  // ceil(184,576/3) = 83,371 + 61,526 = 144,897. Rank 1: 434,816 pads to 434,817, shard 144,939.
+  TrainingTechniques dopt;
+  dopt.distributed_optimizer = true;
+  const LlamaSpec model = tiny();
+  const ParallelConfig c = interleaved(3, 2, 2, 1, 12, 64);
+  const MemoryBreakdown r0 = memory_per_gpu(model, c, fp32(), 0, AttentionKernel::kEager, dopt);
+  const MemoryBreakdown r1 = memory_per_gpu(model, c, fp32(), 1, AttentionKernel::kEager, dopt);
+  EXPECT_EQ(r0.optimizer_bytes, 2 * 144'896 * 4);
+  EXPECT_EQ(r0.dp_flat_buffer_bytes, 434'688 * 4);
+  EXPECT_EQ(r0.distributed_optimizer_bytes, (434'688 + 2 * 144'896) * 4);
+  EXPECT_EQ(r0.optimizer_workspace_bytes, 2 * 144'896 * 4);
+  EXPECT_EQ(r1.optimizer_bytes, 2 * 144'939 * 4);
+  EXPECT_EQ(r1.dp_flat_buffer_bytes, 434'817 * 4);
+  EXPECT_EQ(r1.distributed_optimizer_bytes, (434'817 + 2 * 144'939) * 4);
+  // Plain dp 3: one flat DP buffer of every local gradient.
+  const MemoryBreakdown plain = memory_per_gpu(model, c, fp32(), 0);
+  EXPECT_EQ(plain.dp_flat_buffer_bytes, 434'688 * 4);
+}
+
+// fp32, b 2, s 64 (A = C = P = 4, no autocast), per chunk of one layer:
+//   bsh = 2*64*128 = 16,384; norm = 8*bsh + 4*b*s = 131,584
+//   layer: hidden 2*131,584 + 2*4*bsh = 394,240; sharded 4*4*128*128 + 4*2*8*64*64 + 4*4*128*352
+//          = 262,144 + 262,144 + 720,896 = 1,245,184; fixed (mask) 64*64 = 4,096 => 1,643,520
+//   tokens 8*b*(s+1) = 1,040; output boundary A*bsh = 65,536 (the received input is the first norm's
+//   saved tensor at A = 4: nothing more); head norm + A*bsh + 4*b*s*V = 131,584 + 65,536 + 262,144 = 459,264
+//   virtual stage 0 (rank 0 chunk 0): layer + tokens + output = 1,710,096
+//   virtual stage 1 (rank 1 chunk 0): layer + output           = 1,709,056
+//   virtual stage 2 (rank 0 chunk 1): layer + output           = 1,709,056
+//   virtual stage 3 (rank 1 chunk 1): layer + tokens + head    = 2,103,824
+constexpr int64_t kVs0 = 1'710'096, kVs1 = 1'709'056, kVs2 = 1'709'056, kVs3 = 2'103'824;
+
+TEST(MemoryModelInterleaved, ChunkBytesFollowTheVirtualStages) {
+  const LlamaSpec model = tiny();
+  const ParallelConfig c = interleaved(1, 2, 2, 2, 8, 64);
+  const ActivationBreakdown r0 = activation_memory(model, c, fp32(), 0);
+  const ActivationBreakdown r1 = activation_memory(model, c, fp32(), 1);
+  EXPECT_EQ(r0.chunks, 2);
+  EXPECT_EQ(r0.layer_hidden_bytes, 394'240);
+  EXPECT_EQ(r0.layer_sharded_bytes, 1'245'184);
+  EXPECT_EQ(r0.layer_fixed_bytes, 4'096);
+  EXPECT_EQ(r0.chunk_per_micro_batch_bytes, (std::vector<int64_t>{kVs0, kVs2}));
+  EXPECT_EQ(r1.chunk_per_micro_batch_bytes, (std::vector<int64_t>{kVs1, kVs3}));
+  // The sums over the chunks: 2 layers; rank 0 the tokens once and two outputs; rank 1 the tokens and
+  // the head once, one output.
+  EXPECT_EQ(r0.num_layers, 2);
+  EXPECT_EQ(r0.tokens_bytes, 1'040);
+  EXPECT_EQ(r0.head_bytes, 0);
+  EXPECT_EQ(r0.boundary_bytes, 2 * 65'536);
+  EXPECT_EQ(r1.tokens_bytes, 1'040);
+  EXPECT_EQ(r1.head_bytes, 459'264);
+  EXPECT_EQ(r1.boundary_bytes, 65'536);
+  EXPECT_EQ(r0.per_micro_batch_bytes, kVs0 + kVs2);
+  EXPECT_EQ(r1.per_micro_batch_bytes, kVs1 + kVs3);
+  // bf16 (A = 2): a chunk that is not virtual stage 0 also holds its received input: rank 0's chunk 1
+  // (virtual stage 2) holds input and output, 2*2*bsh, chunk 0 its output only, 2*bsh.
+  const ActivationBreakdown bf = activation_memory(model, c, precision_policy(PrecisionName::kBf16), 0);
+  EXPECT_EQ(bf.boundary_bytes, 3 * 2 * 16'384);
+}
+
+TEST(MemoryModelInterleaved, InFlightPeakWalksTheOrderPp2V2M2) {
+  // m = 2 = pp: warm-up is every forward (m*v = 4), so both ranks run F(c0,0) F(c0,1) F(c1,0) F(c1,1)
+  // before any backward: 2 micro-batches of each chunk in flight.
+  //   rank 0: 2*1,710,096 + 2*1,709,056 = 6,838,304; rank 1: 2*1,709,056 + 2*2,103,824 = 7,625,760.
+  const LlamaSpec model = tiny();
+  const ParallelConfig c = interleaved(1, 2, 2, 2, 4, 64);
+  const ActivationBreakdown r0 = activation_memory(model, c, fp32(), 0);
+  const ActivationBreakdown r1 = activation_memory(model, c, fp32(), 1);
+  EXPECT_EQ(r0.chunk_micro_batches_in_flight, (std::vector<int64_t>{2, 2}));
+  EXPECT_EQ(r1.chunk_micro_batches_in_flight, (std::vector<int64_t>{2, 2}));
+  EXPECT_EQ(r0.micro_batches_in_flight, 4);
+  EXPECT_EQ(r0.total_bytes, 6'838'304);
+  EXPECT_EQ(r1.total_bytes, 7'625'760);
+  EXPECT_EQ(memory_per_gpu(model, c, fp32(), 1).activations_bytes, 7'625'760);
+}
+
+TEST(MemoryModelInterleaved, InFlightPeakWalksTheOrderPp2V2M4) {
+  // m = 4, m*v = 8 passes of each kind; the k-th forward runs chunk (k mod 4)/2 on micro-batch
+  // (k/4)*2 + k mod 2, the k-th backward chunk 1 - (k mod 4)/2 on the same micro-batch.
+  // Rank 0: warm-up min((2-0-1)*2 + (2-1)*2, 8) = 4:
+  //   F(c0,0) F(c0,1) F(c1,0) F(c1,1)          in flight {c0: 2, c1: 2}
+  //   F(c0,2) -> {3,2}  B(c1,0) -> {3,1}  F(c0,3) -> {4,1}  B(c1,1) -> {4,0}
+  //   F(c1,2) -> {4,1}  B(c0,0) -> {3,1}  F(c1,3) -> {3,2}  B(c0,1) -> {2,2}, then 4 backwards.
+  //   {3,2} = 3*1,710,096 + 2*1,709,056 = 8,548,400; {4,1} = 4*1,710,096 + 1,709,056 = 8,549,440:
+  //   the peak is {4,1} (chunk 0, with the token ids, is the heavier), 5 pairs.
+  // Rank 1: warm-up min(0*2 + 2, 8) = 2:
+  //   F(c0,0) F(c0,1) -> {2,0}  F(c1,0) -> {2,1}  B(c1,0)  F(c1,1) -> {2,1}  B(c1,1)  F(c0,2) -> {3,0}
+  //   B(c0,0)  F(c0,3) -> {3,0}  B(c0,1)  F(c1,2) -> {2,1}  B(c1,2)  F(c1,3) -> {2,1}, then 3 backwards.
+  //   {2,1} = 2*1,709,056 + 2,103,824 = 5,521,936 beats {3,0} = 5,127,168 (chunk 1 holds the head's
+  //   log-probabilities): 3 pairs, but not 3 of chunk 0.
+  const LlamaSpec model = tiny();
+  const ParallelConfig c = interleaved(1, 2, 2, 2, 8, 64);
+  const ActivationBreakdown r0 = activation_memory(model, c, fp32(), 0);
+  const ActivationBreakdown r1 = activation_memory(model, c, fp32(), 1);
+  EXPECT_EQ(r0.chunk_micro_batches_in_flight, (std::vector<int64_t>{4, 1}));
+  EXPECT_EQ(r0.micro_batches_in_flight, 5);
+  EXPECT_EQ(r0.total_bytes, 8'549'440);
+  EXPECT_EQ(r1.chunk_micro_batches_in_flight, (std::vector<int64_t>{2, 1}));
+  EXPECT_EQ(r1.micro_batches_in_flight, 3);
+  EXPECT_EQ(r1.total_bytes, 5'521'936);
+  // Non-interleaved pp 2 on the same 4 layers holds min(2 - s, 4) micro-batches of 2 layers:
+  //   stage 0: 2 * (2*1,643,520 + 1,040 + 65,536) = 2 * 3,353,616 = 6,707,232; interleaving holds more.
+  const ActivationBreakdown flat0 = activation_memory(model, config(1, 1, 2, 2, 8, 64), fp32(), 0);
+  EXPECT_EQ(flat0.total_bytes, 6'707'232);
+  EXPECT_GT(r0.total_bytes, flat0.total_bytes);
+  // Full recompute: each layer keeps its input (A*bsh = 65,536) only; the transient (one layer's
+  // 1,643,520) is counted once, not per chunk. Rank 0: chunk 0 = 65,536 + 1,040 + 65,536 = 132,112,
+  // chunk 1 = 131,072; still {4,1}: 4*132,112 + 131,072 + 1,643,520 = 2,303,040.
+  TrainingTechniques full;
+  full.recompute = Recompute::kFull;
+  const ActivationBreakdown rc = activation_memory(model, c, fp32(), 0, AttentionKernel::kEager, full);
+  EXPECT_EQ(rc.chunk_per_micro_batch_bytes, (std::vector<int64_t>{132'112, 131'072}));
+  EXPECT_EQ(rc.recompute_transient_bytes, 1'643'520);
+  EXPECT_EQ(rc.chunk_micro_batches_in_flight, (std::vector<int64_t>{4, 1}));
+  EXPECT_EQ(rc.total_bytes, 2'303'040);
+}
+
+TEST(MemoryModelInterleaved, EqualChunksPeakAtWarmUpPlusOne) {
+  // With every chunk alike, the peak count is Megatron's warm-up + 1, (pp-r-1)*2 + (v-1)*pp + 1, at most
+  // m*v (all of them when m == pp, where the warm-up is every forward).
+  for (int pp : {2, 3, 4}) {
+    for (int v : {2, 3}) {
+      for (int m : {pp, 2 * pp, 3 * pp}) {
+        ParallelConfig c = interleaved(1, pp, v, 1, m, 64);
+        for (int r = 0; r < pp; ++r) {
+          const std::vector<int64_t> count = chunk_micro_batches_in_flight_at_peak(c, r, std::vector<int64_t>(v, 1));
+          int64_t sum = 0;
+          for (int64_t n : count) sum += n;
+          const int64_t expected = m == pp ? m * v : std::min<int64_t>((pp - r - 1) * 2 + (v - 1) * pp + 1, m * v);
+          EXPECT_EQ(sum, expected) << "pp " << pp << " v " << v << " m " << m << " rank " << r;
+        }
+      }
+    }
+  }
+}
+
+TEST(MemoryModelInterleaved, VirtualStagesOneIsTheOldPath) {
+  // The walk of the order with v 1 gives min(pp - s, m), the closed form vp 1 keeps; and vp 1 set
+  // explicitly changes no figure.
+  for (int pp : {1, 2, 4, 8}) {
+    for (int m : {1, 2, 3, 4, 8, 16}) {
+      ParallelConfig c = config(1, 1, pp, 1, m, 64);
+      for (int s = 0; s < pp; ++s) {
+        const std::vector<int64_t> walk = chunk_micro_batches_in_flight_at_peak(c, s, {7});
+        EXPECT_EQ(walk, (std::vector<int64_t>{std::min(pp - s, m)})) << "pp " << pp << " m " << m << " stage " << s;
+      }
+    }
+  }
+  const LlamaSpec model = llama8b();
+  for (int stage = 0; stage < 4; ++stage) {
+    ParallelConfig c = config(2, 2, 4, 1, 16, 512);
+    const MemoryBreakdown before = memory_per_gpu(model, c, amp_bf16(), stage);
+    c.vp = 1;
+    const MemoryBreakdown after = memory_per_gpu(model, c, amp_bf16(), stage);
+    EXPECT_EQ(after.total_bytes, before.total_bytes);
+    EXPECT_EQ(after.activations.total_bytes,
+              after.activations.per_micro_batch_bytes * std::min(4 - stage, 8) + after.activations.recompute_transient_bytes);
+    EXPECT_EQ(after.activations.chunks, 1);
+    EXPECT_EQ(after.activations.chunk_micro_batches_in_flight, (std::vector<int64_t>{std::min(4 - stage, 8)}));
+    EXPECT_EQ(after.to_string().find("chunks"), std::string::npos);
+  }
+}
+
+TEST(MemoryModelInterleaved, IllegalInterleavingIsAUserError) {
+  const LlamaSpec model = tiny();
+  EXPECT_THROW(memory_per_gpu(model, interleaved(1, 1, 2, 2, 8, 64), fp32(), 0), UserError);  // vp needs pp > 1
+  EXPECT_THROW(memory_per_gpu(model, interleaved(1, 2, 4, 2, 8, 64), fp32(), 0), UserError);  // 8 chunks, 4 layers
+  EXPECT_THROW(memory_per_gpu(model, interleaved(1, 2, 2, 2, 6, 64), fp32(), 0), UserError);  // m 3, pp 2
+  EXPECT_THROW(memory_per_gpu(model, interleaved(1, 2, 2, 2, 8, 64), fp32(), 2), UserError);  // rank 2 of pp 2
 }
 
 }  // namespace
