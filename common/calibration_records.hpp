@@ -101,7 +101,7 @@ RunStatus parse_run_status(std::string_view text);
 struct GroundTruthRecord {
   std::string key;
   std::string model;  // model name
-  ParallelConfig config;
+  ParallelConfig config;  // cp and vp from the row: 1 in files before schema 6
   PrecisionName precision = PrecisionName::kFp32;
   TrainingTechniques techniques;  // the row's recipe; all off (plain) for "" and in schema-4 files
   RunStatus status = RunStatus::kOk;

@@ -7,9 +7,11 @@
 namespace itertime::h5 {
 
 namespace {
-// The configuration row's members in file order; without `recipe` it is schema 4's row (same names, in
-// the same order), laid over the current struct so that HDF5 leaves `recipe` as it finds it.
-RowType groundtruth_row_type(bool with_recipe) {
+// The configuration row's members in file order as schema `version` (4, 5 or 6) stored them: 5 added
+// `recipe` after `precision`, 6 added `cp` and `vp` after `pp`; the other names and their order are the
+// same in all three. An older type is laid over the current struct, so HDF5 leaves the members it lacks
+// as it finds them (read_groundtruth_rows sets them).
+RowType groundtruth_row_type(int64_t version) {
   using R = store::GroundTruthRow;
   RowType t(sizeof(R));
   ITERTIME_H5_FIELD(t, R, key);
@@ -17,12 +19,16 @@ RowType groundtruth_row_type(bool with_recipe) {
   ITERTIME_H5_FIELD(t, R, dp);
   ITERTIME_H5_FIELD(t, R, tp);
   ITERTIME_H5_FIELD(t, R, pp);
+  if (version >= 6) {
+    ITERTIME_H5_FIELD(t, R, cp);
+    ITERTIME_H5_FIELD(t, R, vp);
+  }
   ITERTIME_H5_FIELD(t, R, micro_batch);
   ITERTIME_H5_FIELD(t, R, global_batch);
   ITERTIME_H5_FIELD(t, R, seq_len);
   ITERTIME_H5_FIELD(t, R, num_micro_batches);
   ITERTIME_H5_FIELD(t, R, precision);
-  if (with_recipe) ITERTIME_H5_FIELD(t, R, recipe);
+  if (version >= 5) ITERTIME_H5_FIELD(t, R, recipe);
   ITERTIME_H5_FIELD(t, R, backend);
   ITERTIME_H5_FIELD(t, R, status);
   ITERTIME_H5_FIELD(t, R, reason);
@@ -52,7 +58,7 @@ RowType groundtruth_row_type(bool with_recipe) {
 }
 }  // namespace
 
-RowType RowTraits<store::GroundTruthRow>::row_type() { return groundtruth_row_type(true); }
+RowType RowTraits<store::GroundTruthRow>::row_type() { return groundtruth_row_type(kSchemaVersion); }
 
 RowType RowTraits<store::GroundTruthRankRow>::row_type() {
   using R = store::GroundTruthRankRow;
@@ -103,12 +109,14 @@ constexpr h5::ChildTable<GroundTruthRow> kRanksSpan{kGroundTruthRanks, &GroundTr
 constexpr h5::ChildTable<GroundTruthRow> kRoundsSpan{kGroundTruthRounds, &GroundTruthRow::rounds_offset,
                                                      &GroundTruthRow::rounds_count};
 
-// Ground truth is added to files of this schema only: a schema-4 file's rows have no recipe.
+// Ground truth is added to files of this schema only: an older file's rows lack columns a new row has
+// (schema 5: cp and vp; schema 4: those and recipe).
 void refuse_older_schema(h5::Store& store) {
   const int64_t version = store.schema_version();
   if (version == h5::kSchemaVersion) return;
+  const std::string lacks = version == 5 ? "no cp or vp columns" : "no cp, vp or recipe columns";
   throw UserError(store.path() + ": written with itertime schema version " + std::to_string(version) +
-                  ", whose ground truth has no recipe column; this itertime (schema version " +
+                  ", whose ground truth has " + lacks + "; this itertime (schema version " +
                   std::to_string(h5::kSchemaVersion) + ") reads it but does not add ground truth to it: "
                   "calibrate ground truth into a new file, or resume it with the itertime that wrote it");
 }
@@ -124,15 +132,18 @@ void append_groundtruth(h5::Store& store, GroundTruthRow row, const std::vector<
 
 std::vector<GroundTruthRow> read_groundtruth_rows(h5::Store& store) {
   if (!store.exists(kGroundTruthTable)) return {};
-  if (store.schema_version() == h5::kOldestReadableSchemaVersion) {
-    // Schema 4 measured plain training only. The recipe is set here, not left to what HDF5's conversion
-    // does with the bytes of a member the stored type lacks.
-    std::vector<GroundTruthRow> rows =
-        store.table<GroundTruthRow>(kGroundTruthTable, h5::groundtruth_row_type(/*with_recipe=*/false)).read_all();
-    for (GroundTruthRow& row : rows) h5::set_string(row.recipe, "");
-    return rows;
+  const int64_t version = store.schema_version();
+  if (version == h5::kSchemaVersion) return store.table<GroundTruthRow>(kGroundTruthTable).read_all();
+  // Schemas 4 and 5 measured (DP,TP,PP) layouts only, and schema 4 plain training only. The members the
+  // stored type lacks are set here, not left to what HDF5's conversion does with their bytes.
+  std::vector<GroundTruthRow> rows =
+      store.table<GroundTruthRow>(kGroundTruthTable, h5::groundtruth_row_type(version)).read_all();
+  for (GroundTruthRow& row : rows) {
+    row.cp = 1;
+    row.vp = 1;
+    if (version < 5) h5::set_string(row.recipe, "");
   }
-  return store.table<GroundTruthRow>(kGroundTruthTable).read_all();
+  return rows;
 }
 
 std::set<std::string> existing_groundtruth_keys(h5::Store& store) {

@@ -6,9 +6,12 @@
 // in, with that round's sample count, median and outside load); the row's offsets point at them. A
 // configuration is present when its row is. A row's `recipe` is recipe_text() of the configuration's
 // training techniques ("" = plain; common/training_techniques.hpp); the key ends in it unless plain.
-// Schema-4 files have no `recipe` member: read_groundtruth_rows() reads them with the older row type
-// and their rows come back with an empty recipe (plain, which is what schema 4 measured); ground truth
-// is never added to them (append_groundtruth and existing_groundtruth_keys: UserError).
+// A row's cp and vp are the configuration's context-parallel degree and virtual pipeline stages per
+// pipeline rank (common/parallel_config.hpp), each at least 1; the key shows them unless both are 1.
+// Older files are read with the row type of their version (read_groundtruth_rows): schema 5 has no `cp`
+// and `vp`, schema 4 neither those nor `recipe`; their rows come back with cp = vp = 1 and, from schema
+// 4, an empty recipe (plain), which is what those versions measured. Ground truth is added only to
+// files of the current schema (append_groundtruth and existing_groundtruth_keys: UserError otherwise).
 #pragma once
 
 #include <cstdint>
@@ -23,7 +26,9 @@ namespace itertime::store {
 struct GroundTruthRow {
   char key[96];
   char model[48];
-  int64_t dp, tp, pp, micro_batch, global_batch, seq_len, num_micro_batches;
+  int64_t dp, tp, pp;
+  int64_t cp, vp;  // context-parallel degree, virtual pipeline stages per pipeline rank; 1 = none (schema 6)
+  int64_t micro_batch, global_batch, seq_len, num_micro_batches;
   char precision[12];
   char recipe[48];    // recipe_text of the training techniques; "" = plain (schema 5)
   char backend[8];
@@ -75,11 +80,11 @@ inline constexpr const char* kGroundTruthRounds = "/groundtruth/rounds";
 
 void append_groundtruth(h5::Store& store, GroundTruthRow row, const std::vector<double>& samples_us,
                         const std::vector<GroundTruthRankRow>& ranks, const std::vector<GroundTruthRoundRow>& rounds);
-// Every /groundtruth/configs row (none when the table is absent), from a file of this schema or of
-// schema 4 (whose rows read with recipe "").
+// Every /groundtruth/configs row (none when the table is absent), from a file of this schema or an
+// older one still opened (schema 4 and 5 rows read with cp = vp = 1; schema 4's with recipe "").
 std::vector<GroundTruthRow> read_groundtruth_rows(h5::Store& store);
 // Keys present; trims samples and rank rows written after the last complete configuration. For writers:
-// refuses a schema-4 file, as append_groundtruth does.
+// refuses a file of an older schema, as append_groundtruth does.
 std::set<std::string> existing_groundtruth_keys(h5::Store& store);
 
 }  // namespace itertime::store

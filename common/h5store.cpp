@@ -263,10 +263,18 @@ Store Store::open(const std::string& path, bool writable) {
     }
     ITERTIME_H5_TRY(path, "read the schema version", version = read_schema_version(probe, path));
   }
-  if (version != kSchemaVersion && version != kOldestReadableSchemaVersion) {
+  if (version < kOldestReadableSchemaVersion || version > kSchemaVersion) {
+    // The older versions still read, as "4 and 5" (or "4", or "4, 5 and 6").
+    std::string older;
+    for (int64_t v = kOldestReadableSchemaVersion; v < kSchemaVersion; ++v) {
+      if (!older.empty()) older += v + 1 == kSchemaVersion ? " and " : ", ";
+      older += std::to_string(v);
+    }
+    const bool several_older = kSchemaVersion - kOldestReadableSchemaVersion > 1;
     throw UserError(path + ": written with itertime schema version " + std::to_string(version) +
-                    ", this itertime reads schema version " + std::to_string(kSchemaVersion) + " (and version " +
-                    std::to_string(kOldestReadableSchemaVersion) + " files); use the itertime that wrote it, or calibrate again");
+                    ", this itertime reads schema version " + std::to_string(kSchemaVersion) +
+                    (older.empty() ? "" : (several_older ? " (and versions " : " (and version ") + older + " files)") +
+                    "; use the itertime that wrote it, or calibrate again");
   }
   H5::H5File file;
   try {

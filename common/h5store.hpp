@@ -1,12 +1,14 @@
 // h5store.hpp: RAII over the HDF5 C++ API for itertime's one-file-per-cluster store.
 // Invariants:
-//  - Every store carries /meta with an integer attribute `schema_version`. open() accepts kSchemaVersion
-//    and kOldestReadableSchemaVersion (4), and refuses any other version (or none) with a UserError
-//    naming the versions, before anything is written. 4 -> 5 only added /groundtruth/configs `recipe`:
-//    read_groundtruth_rows (common/groundtruth_store.hpp) reads a schema-4 file's rows as recipe ""
-//    (plain), and ground truth is never added to a schema-4 file (append_groundtruth and
-//    existing_groundtruth_keys refuse it); every other table is the same in both, so the rest of a
-//    schema-4 file is read and written as before. A file keeps the version it was created with.
+//  - Every store carries /meta with an integer attribute `schema_version`. open() accepts every version
+//    from kOldestReadableSchemaVersion (4) to kSchemaVersion (6), and refuses any other version (or none)
+//    with a UserError naming the versions, before anything is written. 4 -> 5 only added
+//    /groundtruth/configs `recipe`, and 5 -> 6 only added its `cp` and `vp` (after `pp`):
+//    read_groundtruth_rows (common/groundtruth_store.hpp) reads an older file's rows with the row type of
+//    its version, as recipe "" (plain) in a schema-4 file and cp = vp = 1 in schema-4 and -5 files, and
+//    ground truth is only ever added to a schema-6 file (append_groundtruth and existing_groundtruth_keys
+//    refuse the others); every other table is the same in all three, so the rest of an older file is
+//    read and written as before. A file keeps the version it was created with.
 //  - create() never replaces an existing file unless `force` is set; a refused create touches nothing.
 //  - Tables are 1-D, chunked, unlimited datasets of plain HDF5 compound (or native numeric) types, so
 //    h5dump and h5py read them without our code. append() extends, writes and flushes the file, so a
@@ -30,8 +32,9 @@
 namespace itertime::h5 {
 
 // 2: /groundtruth/ranks gained peak_tensor_bytes; 3: measurement rounds; 4: /groundtruth/ranks gained the
-// allocator's peak allocated and reserved; 5: /groundtruth/configs gained `recipe` (the training techniques).
-inline constexpr int64_t kSchemaVersion = 5;
+// allocator's peak allocated and reserved; 5: /groundtruth/configs gained `recipe` (the training techniques);
+// 6: /groundtruth/configs gained `cp` and `vp` (context-parallel degree, virtual pipeline stages).
+inline constexpr int64_t kSchemaVersion = 6;
 inline constexpr int64_t kOldestReadableSchemaVersion = 4;  // still opened, see the invariants above
 
 // Describes a compound row type field by field. Supported members: int64_t, int32_t, double, float,

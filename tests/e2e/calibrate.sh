@@ -452,7 +452,7 @@ $m/dp1-tp1-pp2/$tail/dopt+rc-sel+ovl-4K	ok	dopt+rc-sel+ovl-4K	dopt+rc-sel+ovl-4K
   grep -qE "^ +0 +[0-9]+/9 +$m/dp1-tp2-pp1/$tail/sp\+vp\+rc-sel " "$OUT" || fail "no round-0 line for the sp+vp configuration"
   grep -qE "^ +3/9 +$m/dp1-tp2-pp1/mbs1/gbs2/seq15/fp32/sp\+rc-sel +skipped " "$OUT" || fail "no summary line for a skipped recipe"
   (cd "$WORK" && "$ITERTIME" inspect gt.h5 >"$WORK/.inspect" 2>&1) || fail "itertime inspect failed"
-  grep -qF "schema version 5" "$WORK/.inspect" || fail "inspect does not show schema version 5"
+  grep -qF "schema version 6" "$WORK/.inspect" || fail "inspect does not show schema version 6"
   grep -qE '^  plain +1 rows +\(1 ok\)$' "$WORK/.inspect" || fail "inspect lacks the plain recipe line: $(cat "$WORK/.inspect")"
   grep -qE '^  dopt\+rc-full +3 rows +\(3 ok\)$' "$WORK/.inspect" || fail "inspect lacks the dopt+rc-full line"
   grep -qE '^  dopt\+rc-sel\+ovl-4K +3 rows +\(3 ok\)$' "$WORK/.inspect" || fail "inspect lacks the dopt+ovl recipe line"

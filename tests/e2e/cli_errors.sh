@@ -169,7 +169,7 @@ case_inspect_text_file() {
 case_inspect_foreign_schema() {
   "$FIXTURE" foreign "$WORK/future.h5" 99 || { fail "make_h5_fixture foreign failed"; return; }
   expect_user_error "99" inspect future.h5
-  grep -qF "schema version 5" "$ERR" || fail "the error does not name this itertime's schema version 5"
+  grep -qF "schema version 6" "$ERR" || fail "the error does not name this itertime's schema version 6"
   grep -qF "future.h5" "$ERR" || fail "the error does not name the file"
   expect_user_error "99" inspect --fields future.h5
 }
@@ -185,7 +185,7 @@ case_inspect_store() {
   before="$(snapshot)"
   expect_success inspect --fields cluster.h5
   [[ "$before" == "$(snapshot)" ]] || fail "inspect changed the file it read"
-  expect_stdout "schema version 5"
+  expect_stdout "schema version 6"
   expect_stdout "make_h5_fixture store"
   expect_stdout "/comm/points"
   expect_stdout "/comm/samples"

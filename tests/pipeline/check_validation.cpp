@@ -21,6 +21,7 @@
 
 #include "common/groundtruth_store.hpp"
 #include "common/h5store.hpp"
+#include "common/parallel_config.hpp"
 #include "validate/validation_store.hpp"
 
 using namespace itertime;
@@ -38,7 +39,7 @@ int main(int argc, char** argv) {
   // Equal up to the rounding of a JSON or HDF5 round trip, relative to `reference`.
   auto same_value = [](double value, double reference) { return std::abs(value - reference) <= 1e-9 * (1 + std::abs(reference)); };
   h5::Store store = h5::Store::open(argv[1], false);
-  const auto groundtruth = store.table<store::GroundTruthRow>(store::kGroundTruthTable).read_all();
+  const auto groundtruth = store::read_groundtruth_rows(store);
   std::set<std::string> ok_keys;
   std::map<std::string, int> rows_per_group;  // ok rows per tuple "(2,1,2)" and per precision "bf16"
   std::map<std::string, double> spread_of;    // ok rows' round_spread_pct, by key
@@ -46,7 +47,10 @@ int main(int argc, char** argv) {
     if (h5::get_string(row.status) != "ok") continue;
     ok_keys.insert(h5::get_string(row.key));
     spread_of[h5::get_string(row.key)] = row.round_spread_pct;
-    rows_per_group["(" + std::to_string(row.dp) + "," + std::to_string(row.tp) + "," + std::to_string(row.pp) + ")"]++;
+    ParallelConfig layout;  // the report's tuple: "(2,1,2)", or "(2,1,2,1,2)" with cp or vp not 1
+    layout.dp = static_cast<int>(row.dp), layout.tp = static_cast<int>(row.tp), layout.pp = static_cast<int>(row.pp);
+    layout.cp = static_cast<int>(row.cp), layout.vp = static_cast<int>(row.vp);
+    rows_per_group[layout.tuple_string()]++;
     rows_per_group[h5::get_string(row.precision)]++;
   }
   if (ok_keys.empty()) fail("no ground-truth configuration with status ok");

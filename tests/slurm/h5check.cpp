@@ -76,7 +76,7 @@ int main(int argc, char** argv) {
       std::size_t rows = 0;
       std::set<std::string> keys;
       if (present.count(store::kGroundTruthTable)) {
-        for (const auto& row : store.table<store::GroundTruthRow>(store::kGroundTruthTable).read_all()) {
+        for (const auto& row : store::read_groundtruth_rows(store)) {  // any schema still read
           keys.insert(h5::get_string(row.key));
           ++rows;
         }

@@ -28,7 +28,7 @@ GroundTruthRow groundtruth_row(const std::string& precision, const std::string& 
   GroundTruthRow row{};
   h5::set_string(row.key, "tiny/dp2-tp1-pp2");
   h5::set_string(row.model, "tiny");
-  row.dp = 2, row.tp = 1, row.pp = 2, row.micro_batch = 1, row.global_batch = 8, row.seq_len = 64;
+  row.dp = 2, row.tp = 1, row.pp = 2, row.cp = 1, row.vp = 1, row.micro_batch = 1, row.global_batch = 8, row.seq_len = 64;
   row.num_micro_batches = 4;
   h5::set_string(row.precision, precision);
   h5::set_string(row.status, status);

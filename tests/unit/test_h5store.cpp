@@ -2,8 +2,9 @@
 // existing files (no overwrite without force, schema version, not HDF5, schema of a table), that
 // standard HDF5 tools (h5dump) read what we write, and the resumable parent/child rows of
 // common/h5_parent_rows.hpp (offsets, trimming a killed job's tail) as the comm, ground-truth and ops
-// stores use them, and that a schema-4 file (ground truth without `recipe`) still opens and reads, as
-// plain recipes, but never gets ground truth added.
+// stores use them, and that older files still open and read but never get ground truth added: a
+// schema-4 file (ground truth without `recipe`, `cp`, `vp`) reads as plain recipes with cp = vp = 1, a
+// schema-5 file (without `cp`, `vp`) keeps its recipes and reads with cp = vp = 1.
 #include <gtest/gtest.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -67,6 +68,28 @@ struct GroundTruthRowSchema4 {
   char model[48];
   int64_t dp, tp, pp, micro_batch, global_batch, seq_len, num_micro_batches;
   char precision[12];
+  char backend[8];
+  char status[12];
+  char reason[200];
+  int64_t warmup_iters, timed_iters;
+  double time_us_min, time_us_median, time_us_mean, time_us_p90, time_us_max, time_cv;
+  double tokens_per_s;
+  double loss_first, loss_last;
+  int64_t samples_offset, samples_count, ranks_offset, ranks_count;
+  char measured_utc[24];
+  int64_t rounds_run, rounds_counted;
+  double round_spread_pct;
+  char disturbance[96];
+  int64_t rounds_offset, rounds_count;
+};
+
+// /groundtruth/configs as schema 5 wrote it: with `recipe`, before `cp` and `vp`; on its own, as above.
+struct GroundTruthRowSchema5 {
+  char key[96];
+  char model[48];
+  int64_t dp, tp, pp, micro_batch, global_batch, seq_len, num_micro_batches;
+  char precision[12];
+  char recipe[48];
   char backend[8];
   char status[12];
   char reason[200];
@@ -147,6 +170,50 @@ struct RowTraits<itertime_test_rows::GroundTruthRowSchema4> {
     ITERTIME_H5_FIELD(t, R, seq_len);
     ITERTIME_H5_FIELD(t, R, num_micro_batches);
     ITERTIME_H5_FIELD(t, R, precision);
+    ITERTIME_H5_FIELD(t, R, backend);
+    ITERTIME_H5_FIELD(t, R, status);
+    ITERTIME_H5_FIELD(t, R, reason);
+    ITERTIME_H5_FIELD(t, R, warmup_iters);
+    ITERTIME_H5_FIELD(t, R, timed_iters);
+    ITERTIME_H5_FIELD(t, R, time_us_min);
+    ITERTIME_H5_FIELD(t, R, time_us_median);
+    ITERTIME_H5_FIELD(t, R, time_us_mean);
+    ITERTIME_H5_FIELD(t, R, time_us_p90);
+    ITERTIME_H5_FIELD(t, R, time_us_max);
+    ITERTIME_H5_FIELD(t, R, time_cv);
+    ITERTIME_H5_FIELD(t, R, tokens_per_s);
+    ITERTIME_H5_FIELD(t, R, loss_first);
+    ITERTIME_H5_FIELD(t, R, loss_last);
+    ITERTIME_H5_FIELD(t, R, samples_offset);
+    ITERTIME_H5_FIELD(t, R, samples_count);
+    ITERTIME_H5_FIELD(t, R, ranks_offset);
+    ITERTIME_H5_FIELD(t, R, ranks_count);
+    ITERTIME_H5_FIELD(t, R, measured_utc);
+    ITERTIME_H5_FIELD(t, R, rounds_run);
+    ITERTIME_H5_FIELD(t, R, rounds_counted);
+    ITERTIME_H5_FIELD(t, R, round_spread_pct);
+    ITERTIME_H5_FIELD(t, R, disturbance);
+    ITERTIME_H5_FIELD(t, R, rounds_offset);
+    ITERTIME_H5_FIELD(t, R, rounds_count);
+    return t;
+  }
+};
+template <>
+struct RowTraits<itertime_test_rows::GroundTruthRowSchema5> {
+  static RowType row_type() {
+    using R = itertime_test_rows::GroundTruthRowSchema5;
+    RowType t(sizeof(R));
+    ITERTIME_H5_FIELD(t, R, key);
+    ITERTIME_H5_FIELD(t, R, model);
+    ITERTIME_H5_FIELD(t, R, dp);
+    ITERTIME_H5_FIELD(t, R, tp);
+    ITERTIME_H5_FIELD(t, R, pp);
+    ITERTIME_H5_FIELD(t, R, micro_batch);
+    ITERTIME_H5_FIELD(t, R, global_batch);
+    ITERTIME_H5_FIELD(t, R, seq_len);
+    ITERTIME_H5_FIELD(t, R, num_micro_batches);
+    ITERTIME_H5_FIELD(t, R, precision);
+    ITERTIME_H5_FIELD(t, R, recipe);
     ITERTIME_H5_FIELD(t, R, backend);
     ITERTIME_H5_FIELD(t, R, status);
     ITERTIME_H5_FIELD(t, R, reason);
@@ -768,7 +835,7 @@ TEST(H5ParentRows, StoresTrimTheirTailsOnResume) {
   EXPECT_EQ(stage.comm_count, 1);
 }
 
-// ---- schema 4 -> 5: /groundtruth/configs gained `recipe` ----------------------------------------
+// ---- schema 4 -> 5: /groundtruth/configs gained `recipe`; 5 -> 6: `cp` and `vp` ------------------
 
 // A schema-4 calibration file: ground truth in the old row layout (two configurations, one skipped,
 // with their child rows), a /comm table, and /meta schema_version 4, all through the store's primitives.
@@ -816,14 +883,24 @@ TEST(H5StoreSchema4, GroundTruthReadsAsPlainRecipes) {
     EXPECT_EQ(rows[0].samples_count, 2);
     EXPECT_EQ(h5::get_string(rows[0].measured_utc), "2026-01-01T00:00:00Z");
     EXPECT_EQ(h5::get_string(rows[1].reason), "needs 3 ranks, the job runs on 2");
+    for (const auto& row : rows) {  // schema 4 had no cp and vp: (DP,TP,PP) layouts
+      EXPECT_EQ(row.cp, 1) << h5::get_string(row.key);
+      EXPECT_EQ(row.vp, 1) << h5::get_string(row.key);
+    }
+    EXPECT_EQ(rows[0].micro_batch, 1);  // the members after cp and vp land in place
+    EXPECT_EQ(rows[0].num_micro_batches, 4);
     const std::vector<store::GroundTruthRecord> records = store::read_groundtruth_records(store);
     ASSERT_EQ(records.size(), 2u);
     for (const auto& record : records) EXPECT_FALSE(record.techniques.any()) << record.key;
     EXPECT_EQ(records[0].status, store::RunStatus::kOk);
     EXPECT_EQ(records[1].status, store::RunStatus::kSkipped);
     EXPECT_EQ(records[0].config.dp, 2);
+    EXPECT_EQ(records[0].config.cp, 1);
+    EXPECT_EQ(records[0].config.vp, 1);
+    EXPECT_EQ(records[0].tuple(), "(2,1,1)");
+    EXPECT_EQ(records[1].occupancy(), 3);
     EXPECT_DOUBLE_EQ(records[0].round_spread_pct, 1.5);
-    // The tables schema 5 left alone read as before.
+    // The tables schemas 5 and 6 left alone read as before.
     EXPECT_EQ(store.samples(store::kGroundTruthSamples).read_all(), (std::vector<double>{1400.0, 1600.5}));
     EXPECT_EQ(store.table<Row>("/comm/points").read_all().at(0).time_us, 2.5);
     // The current row type does not match the stored fields: only read_groundtruth_rows reads them.
@@ -844,12 +921,13 @@ TEST(H5StoreSchema4, GroundTruthIsNeverAddedToIt) {
         user_error_of([&] { store::append_groundtruth(store, store::GroundTruthRow{}, {1.0}, {}, {}); })}) {
     EXPECT_NE(message.find(path), std::string::npos) << message;
     EXPECT_NE(message.find("schema version 4"), std::string::npos) << message;
+    EXPECT_NE(message.find("no cp, vp or recipe columns"), std::string::npos) << message;
     EXPECT_NE(message.find("schema version " + std::to_string(h5::kSchemaVersion)), std::string::npos) << message;
     EXPECT_NE(message.find("does not add ground truth"), std::string::npos) << message;
   }
   EXPECT_EQ(store::read_groundtruth_rows(store).size(), 2u);
   EXPECT_EQ(store.samples(store::kGroundTruthSamples).size(), 2u) << "nothing was trimmed or appended";
-  // The tables schema 5 did not change are added to as before; the file stays schema 4.
+  // The tables schemas 5 and 6 did not change are added to as before; the file stays schema 4.
   store.table<Row>("/comm/points").append(make_row(2, 3.5, "all_gather"));
   EXPECT_EQ(store.table<Row>("/comm/points").size(), 2u);
   EXPECT_EQ(store.schema_version(), 4);
@@ -862,53 +940,166 @@ TEST(H5StoreSchema4, GroundTruthIsNeverAddedToIt) {
   EXPECT_FALSE(bare_store.exists(store::kGroundTruthSamples));
 }
 
-TEST(H5StoreSchema4, OnlyFourAndTheCurrentVersionOpen) {
-  static_assert(h5::kSchemaVersion == 5 && h5::kOldestReadableSchemaVersion == 4, "update this test and docs/schema.md");
+TEST(H5StoreSchema4, OnlyFourToTheCurrentVersionOpen) {
+  static_assert(h5::kSchemaVersion == 6 && h5::kOldestReadableSchemaVersion == 4, "update this test and docs/schema.md");
   TempDir dir;
-  for (int64_t version : {int64_t{1}, int64_t{3}, int64_t{6}}) {
+  for (int64_t version : {int64_t{1}, int64_t{3}, int64_t{7}}) {
     const std::string path = dir.file("v" + std::to_string(version) + ".h5");
     write_foreign_store(path, version);
     const std::string message = user_error_of([&] { h5::Store::open(path, false); });
     EXPECT_NE(message.find("schema version " + std::to_string(version)), std::string::npos) << message;
-    EXPECT_NE(message.find("reads schema version 5 (and version 4 files)"), std::string::npos) << message;
+    EXPECT_NE(message.find("reads schema version 6 (and versions 4 and 5 files)"), std::string::npos) << message;
   }
-  const std::string v4 = dir.file("v4-empty.h5");
-  write_foreign_store(v4, 4);
-  EXPECT_EQ(h5::Store::open(v4, false).schema_version(), 4);
-  h5::Store empty = h5::Store::open(v4, false);
-  EXPECT_TRUE(store::read_groundtruth_rows(empty).empty());  // no ground truth: no rows, no error
+  for (int64_t version : {int64_t{4}, int64_t{5}, int64_t{6}}) {
+    const std::string path = dir.file("v" + std::to_string(version) + "-empty.h5");
+    write_foreign_store(path, version);
+    EXPECT_EQ(h5::Store::open(path, false).schema_version(), version);
+    h5::Store empty = h5::Store::open(path, false);
+    EXPECT_TRUE(store::read_groundtruth_rows(empty).empty());  // no ground truth: no rows, no error
+  }
 }
 
-// Schema 5: the recipe column sits after `precision`, and round-trips.
-TEST(H5Store, GroundTruthRecipeColumnRoundTrips) {
+// A schema-5 calibration file: ground truth with recipes but without cp and vp (two configurations, one
+// plain, one with a recipe), and /meta schema_version 5.
+void write_schema5_file(const std::string& path) {
+  h5::Store store = h5::Store::create(path, false, kProvenance);
+  const char* recipes[] = {"", "dopt+rc-full"};
+  for (int i = 0; i < 2; ++i) {
+    itertime_test_rows::GroundTruthRowSchema5 row{};
+    h5::set_string(row.key, std::string("tiny/dp2-tp1-pp2/mbs1/gbs8/seq64/fp32") + (i == 0 ? "" : "/dopt+rc-full"));
+    h5::set_string(row.model, "tiny");
+    row.dp = 2, row.tp = 1, row.pp = 2;
+    row.micro_batch = 1, row.global_batch = 8, row.seq_len = 64, row.num_micro_batches = 4;
+    h5::set_string(row.precision, "fp32");
+    h5::set_string(row.recipe, recipes[i]);
+    h5::set_string(row.backend, "cpu");
+    h5::set_string(row.status, "ok");
+    row.time_us_median = 2000.5 + i;
+    row.samples_offset = i, row.samples_count = 1;
+    h5::set_string(row.measured_utc, "2026-06-01T00:00:00Z");
+    store.table<itertime_test_rows::GroundTruthRowSchema5>(store::kGroundTruthTable).append(row);
+  }
+  store.samples(store::kGroundTruthSamples).append(std::vector<double>{2000.5, 2001.5});
+  store.set_meta("schema_version", int64_t{5});
+}
+
+TEST(H5StoreSchema5, GroundTruthKeepsRecipesAndReadsWithoutCpOrVp) {
   TempDir dir;
   const std::string path = dir.file("v5.h5");
+  write_schema5_file(path);
+  const FileState before = file_state(path);
+  {
+    h5::Store store = h5::Store::open(path, /*writable=*/false);
+    EXPECT_EQ(store.schema_version(), 5);
+    const std::vector<store::GroundTruthRow> rows = store::read_groundtruth_rows(store);
+    ASSERT_EQ(rows.size(), 2u);
+    EXPECT_EQ(h5::get_string(rows[0].recipe), "");
+    EXPECT_EQ(h5::get_string(rows[1].recipe), "dopt+rc-full");
+    for (const auto& row : rows) {
+      EXPECT_EQ(row.cp, 1) << h5::get_string(row.key);
+      EXPECT_EQ(row.vp, 1) << h5::get_string(row.key);
+      EXPECT_EQ(row.pp, 2);
+      EXPECT_EQ(row.micro_batch, 1);  // the members after cp and vp land in place
+      EXPECT_EQ(row.global_batch, 8);
+      EXPECT_EQ(h5::get_string(row.backend), "cpu");
+    }
+    EXPECT_EQ(rows[1].time_us_median, 2001.5);
+    EXPECT_EQ(h5::get_string(rows[1].measured_utc), "2026-06-01T00:00:00Z");
+    const std::vector<store::GroundTruthRecord> records = store::read_groundtruth_records(store);
+    ASSERT_EQ(records.size(), 2u);
+    EXPECT_FALSE(records[0].techniques.any());
+    EXPECT_TRUE(records[1].techniques.any());
+    for (const auto& record : records) {
+      EXPECT_EQ(record.config.cp, 1) << record.key;
+      EXPECT_EQ(record.config.vp, 1) << record.key;
+      EXPECT_EQ(record.tuple(), "(2,1,2)") << record.key;
+      EXPECT_EQ(record.occupancy(), 4) << record.key;
+    }
+    // The current row type does not match the stored fields: only read_groundtruth_rows reads them.
+    const std::string message = user_error_of([&] { store.table<store::GroundTruthRow>(store::kGroundTruthTable); });
+    EXPECT_NE(message.find("expects [key,model,dp,tp,pp,cp,vp,micro_batch"), std::string::npos) << message;
+  }
+  EXPECT_TRUE(file_state(path) == before) << "reading a schema-5 file changed it";
+}
+
+TEST(H5StoreSchema5, GroundTruthIsNeverAddedToIt) {
+  TempDir dir;
+  const std::string path = dir.file("v5.h5");
+  write_schema5_file(path);
+  h5::Store store = h5::Store::create_or_resume(path, false, /*resume=*/true, kProvenance);
+  EXPECT_EQ(store.schema_version(), 5);
+  for (const std::string& message :
+       {user_error_of([&] { store::existing_groundtruth_keys(store); }),
+        user_error_of([&] { store::append_groundtruth(store, store::GroundTruthRow{}, {1.0}, {}, {}); })}) {
+    EXPECT_NE(message.find(path), std::string::npos) << message;
+    EXPECT_NE(message.find("schema version 5"), std::string::npos) << message;
+    EXPECT_NE(message.find("no cp or vp columns"), std::string::npos) << message;
+    EXPECT_NE(message.find("schema version " + std::to_string(h5::kSchemaVersion)), std::string::npos) << message;
+    EXPECT_NE(message.find("does not add ground truth"), std::string::npos) << message;
+  }
+  EXPECT_EQ(store::read_groundtruth_rows(store).size(), 2u);
+  EXPECT_EQ(store.samples(store::kGroundTruthSamples).size(), 2u) << "nothing was trimmed or appended";
+  EXPECT_EQ(store.schema_version(), 5);
+}
+
+// Schema 6: cp and vp sit after `pp`, the recipe after `precision`, and both round-trip.
+TEST(H5Store, GroundTruthRecipeCpAndVpColumnsRoundTrip) {
+  TempDir dir;
+  const std::string path = dir.file("v6.h5");
   {
     h5::Store store = h5::Store::create(path, false, kProvenance);
     for (const char* recipe : {"", "sp+vp+dopt+rc-full", "ovl-64K"}) {
       store::GroundTruthRow row{};
       h5::set_string(row.key, std::string("k/") + recipe);
+      row.dp = 2, row.tp = 1, row.pp = 2, row.cp = 1, row.vp = 1;
+      h5::set_string(row.precision, "fp32");
       h5::set_string(row.recipe, recipe);
       h5::set_string(row.status, "ok");
       store::append_groundtruth(store, row, {1.0}, {}, {});
     }
+    store::GroundTruthRow extended{};
+    h5::set_string(extended.key, "tiny/dp2-tp1-pp2-cp2-vp3/mbs1/gbs8/seq64/fp32");
+    extended.dp = 2, extended.tp = 1, extended.pp = 2, extended.cp = 2, extended.vp = 3;
+    extended.micro_batch = 1, extended.global_batch = 8, extended.seq_len = 64, extended.num_micro_batches = 4;
+    h5::set_string(extended.precision, "fp32");
+    h5::set_string(extended.status, "ok");
+    store::append_groundtruth(store, extended, {1.0}, {}, {});
   }
   h5::Store store = h5::Store::open(path, false);
-  EXPECT_EQ(store.schema_version(), 5);
+  EXPECT_EQ(store.schema_version(), 6);
   std::vector<std::string> fields;
   for (const auto& info : store.list_datasets()) {
     if (info.path == store::kGroundTruthTable) fields = info.fields;
   }
-  ASSERT_GE(fields.size(), 12u);
-  EXPECT_EQ(fields[9], "precision");
-  EXPECT_EQ(fields[10], "recipe");
-  EXPECT_EQ(fields[11], "backend");
+  ASSERT_GE(fields.size(), 14u);
+  EXPECT_EQ(fields[4], "pp");
+  EXPECT_EQ(fields[5], "cp");
+  EXPECT_EQ(fields[6], "vp");
+  EXPECT_EQ(fields[7], "micro_batch");
+  EXPECT_EQ(fields[11], "precision");
+  EXPECT_EQ(fields[12], "recipe");
+  EXPECT_EQ(fields[13], "backend");
   const auto rows = store::read_groundtruth_rows(store);
-  ASSERT_EQ(rows.size(), 3u);
+  ASSERT_EQ(rows.size(), 4u);
   EXPECT_EQ(h5::get_string(rows[0].recipe), "");
   EXPECT_EQ(h5::get_string(rows[1].recipe), "sp+vp+dopt+rc-full");
   EXPECT_EQ(h5::get_string(rows[2].recipe), "ovl-64K");
   EXPECT_EQ(sizeof(store::GroundTruthRow::recipe), 48u);
+  EXPECT_EQ(rows[0].cp, 1);
+  EXPECT_EQ(rows[0].vp, 1);
+  EXPECT_EQ(rows[3].cp, 2);
+  EXPECT_EQ(rows[3].vp, 3);
+  EXPECT_EQ(rows[3].micro_batch, 1);
+  EXPECT_EQ(rows[3].num_micro_batches, 4);
+  const auto records = store::read_groundtruth_records(store);
+  ASSERT_EQ(records.size(), 4u);
+  EXPECT_EQ(records[0].tuple(), "(2,1,2)");
+  EXPECT_EQ(records[3].config.cp, 2);
+  EXPECT_EQ(records[3].config.vp, 3);
+  EXPECT_EQ(records[3].config.pp, 2);
+  EXPECT_EQ(records[3].tuple(), "(2,1,2,2,3)");
+  EXPECT_EQ(records[3].occupancy(), 8);  // dp * cp * tp * pp
+  EXPECT_EQ(records[3].config.layout_text(), "dp2-tp1-pp2-cp2-vp3");
 }
 
 }  // namespace
