@@ -59,6 +59,8 @@ GroundTruthRow base_row(const Job& job, const JobConfig& config) {
   row.dp = p.dp;
   row.tp = p.tp;
   row.pp = p.pp;
+  row.cp = p.cp;
+  row.vp = p.vp;
   row.micro_batch = p.micro_batch;
   row.global_batch = p.global_batch;
   row.seq_len = p.seq_len;
@@ -257,7 +259,7 @@ RankTraining train_and_time(const Job& job, const JobConfig& config, MPI_Comm jo
 std::vector<GroundTruthRankRow> gather_rank_rows(const RankTraining& training, const JobConfig& config,
                                                  const std::string& key, MPI_Comm job_comm, int world_rank) {
   const int needed = config.parallel.world_size();
-  const RankLayout layout(config.parallel.dp, config.parallel.tp, config.parallel.pp);
+  const RankLayout layout(config.parallel.dp, config.parallel.tp, config.parallel.pp, config.parallel.cp);
   // phases, peak RSS, local parameters, peak tensor bytes, the allocator's peak allocated and reserved
   constexpr int kValues = kStepTimingCount + 5;
   double local[kValues];

@@ -127,11 +127,19 @@ torch::Tensor RotaryImpl::apply(const torch::Tensor& x) const {
   return x * cos + rotated * sin;
 }
 
+torch::Tensor RotaryImpl::apply(const torch::Tensor& x, const torch::Tensor& positions) const {
+  const int64_t half = x.size(3) / 2;
+  const torch::Tensor cos = cos_.index_select(0, positions).to(x.scalar_type());
+  const torch::Tensor sin = sin_.index_select(0, positions).to(x.scalar_type());
+  const torch::Tensor rotated = torch::cat({-x.narrow(-1, half, half), x.narrow(-1, 0, half)}, -1);
+  return x * cos + rotated * sin;
+}
+
 // ---- Attention ---------------------------------------------------------------------------------
 
 AttentionImpl::AttentionImpl(const LlamaSpec& spec, int layer, uint64_t seed, TpContext* tp, int64_t max_seq_len,
-                             AttentionKernel kernel, Recompute recompute)
-    : kernel_(kernel), recompute_(recompute), tp_(tp) {
+                             AttentionKernel kernel, Recompute recompute, CpContext* cp)
+    : kernel_(kernel), recompute_(recompute), tp_(tp), cp_(cp) {
   ITERTIME_CHECK(kernel != AttentionKernel::kAuto, "attention kernel must be resolved before the model is built");
   const int tp_size = tp ? tp->size : 1;
   const int tp_rank = tp ? tp->rank : 0;
@@ -161,8 +169,17 @@ torch::Tensor AttentionImpl::forward(const torch::Tensor& x) {
   torch::Tensor q = q_(input).view({batch, seq, local_heads_, head_dim_}).transpose(1, 2);
   torch::Tensor k = k_(input).view({batch, seq, local_kv_heads_, head_dim_}).transpose(1, 2);
   torch::Tensor v = v_(input).view({batch, seq, local_kv_heads_, head_dim_}).transpose(1, 2);
-  q = rotary_->apply(q);
-  k = rotary_->apply(k);
+  if (context_parallel()) {
+    // This CP rank's tokens at their global positions; every CP rank's keys and values (before the
+    // KV heads are repeated: fewer bytes).
+    const torch::Tensor positions = context_parallel_positions(seq * cp_->size, cp_->size, cp_->rank).to(q.device());
+    q = rotary_->apply(q, positions);
+    k = cp_all_gather_sequence(rotary_->apply(k, positions), cp_);
+    v = cp_all_gather_sequence(v, cp_);
+  } else {
+    q = rotary_->apply(q);
+    k = rotary_->apply(k);
+  }
   if (local_heads_ != local_kv_heads_) {
     const int64_t group = local_heads_ / local_kv_heads_;
     k = k.repeat_interleave(group, 1);
@@ -176,6 +193,24 @@ torch::Tensor AttentionImpl::forward(const torch::Tensor& x) {
 }
 
 torch::Tensor AttentionImpl::core(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v) const {
+  if (context_parallel()) {
+    // Causal over global positions: this rank's queries against every CP rank's keys.
+    const int64_t seq = k.size(2);
+    const torch::Tensor query_positions = context_parallel_positions(seq, cp_->size, cp_->rank).unsqueeze(1);
+    const torch::Tensor key_positions = context_parallel_key_positions(seq, cp_->size).unsqueeze(0);
+    const torch::Tensor hidden = key_positions.gt(query_positions).to(q.device());  // [seq/cp, seq]
+    if (kernel_ == AttentionKernel::kSdpa) {
+#if ITERTIME_TORCH_AT_LEAST(2, 0)
+      return at::scaled_dot_product_attention(q, k, v, /*attn_mask=*/hidden.logical_not(), /*dropout_p=*/0.0, /*is_causal=*/false);
+#else
+      throw InternalError("sdpa on LibTorch < 2.0 (resolve_attention refuses it)", __FILE__, __LINE__);
+#endif
+    }
+    torch::Tensor scores = torch::matmul(q, k.transpose(2, 3)) / std::sqrt(static_cast<double>(head_dim_));
+    scores = scores.masked_fill(hidden, -std::numeric_limits<float>::infinity());
+    const torch::Tensor probabilities = torch::softmax(scores, -1, torch::kFloat32).to(q.scalar_type());
+    return torch::matmul(probabilities, v);
+  }
   if (kernel_ == AttentionKernel::kSdpa) return causal_sdpa(q, k, v);
   const int64_t seq = q.size(2);
   torch::Tensor scores = torch::matmul(q, k.transpose(2, 3)) / std::sqrt(static_cast<double>(head_dim_));
@@ -209,10 +244,10 @@ torch::Tensor MlpImpl::forward(const torch::Tensor& x) {
 // ---- Decoder layer -----------------------------------------------------------------------------
 
 DecoderLayerImpl::DecoderLayerImpl(const LlamaSpec& spec, int layer, uint64_t seed, TpContext* tp, int64_t max_seq_len,
-                                   AttentionKernel attention, Recompute recompute)
+                                   AttentionKernel attention, Recompute recompute, CpContext* cp)
     : recompute_(recompute) {
   input_norm_ = register_module("input_layernorm", RMSNorm(spec.hidden_size, spec.rms_norm_eps));
-  attention_ = register_module("self_attn", Attention(spec, layer, seed, tp, max_seq_len, attention, recompute));
+  attention_ = register_module("self_attn", Attention(spec, layer, seed, tp, max_seq_len, attention, recompute, cp));
   post_attention_norm_ = register_module("post_attention_layernorm", RMSNorm(spec.hidden_size, spec.rms_norm_eps));
   mlp_ = register_module("mlp", Mlp(spec, layer, seed, tp));
 }
@@ -230,7 +265,7 @@ torch::Tensor DecoderLayerImpl::body(const torch::Tensor& x) {
 // ---- Stage -------------------------------------------------------------------------------------
 
 LlamaStageImpl::LlamaStageImpl(const LlamaSpec& spec, const StageLayers& stage, uint64_t seed, TpContext* tp,
-                               int64_t max_seq_len, AttentionKernel attention, Recompute recompute)
+                               int64_t max_seq_len, AttentionKernel attention, Recompute recompute, CpContext* cp)
     : stage_(stage), tp_(tp) {
   // Vocabulary-parallel: this TP rank's rows [first_id_, first_id_ + local_vocab) of the embedding and head.
   const bool vocab_parallel = tp != nullptr && tp->vp();
@@ -245,7 +280,7 @@ LlamaStageImpl::LlamaStageImpl(const LlamaSpec& spec, const StageLayers& stage, 
   }
   layers_ = register_module("layers", torch::nn::ModuleList());
   for (int i = 0; i < stage.num_layers; ++i) {
-    layers_->push_back(DecoderLayer(spec, stage.first_layer + i, seed, tp, max_seq_len, attention, recompute));
+    layers_->push_back(DecoderLayer(spec, stage.first_layer + i, seed, tp, max_seq_len, attention, recompute, cp));
   }
   if (stage.has_head) {
     final_norm_ = register_module("norm", RMSNorm(spec.hidden_size, spec.rms_norm_eps));

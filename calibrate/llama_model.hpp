@@ -22,6 +22,15 @@
 //  - The attention core is eager (matmul, masked_fill, fp32 softmax, matmul, as HF's eager attention) or
 //    LibTorch's fused causal scaled_dot_product_attention (common/attention.hpp); both repeat the KV
 //    heads for GQA first. The kernel is resolved (never kAuto) before the model is built.
+//  - Context parallelism (a CpContext with size cp > 1, tp_comm.hpp): the stage's sequence dimension is
+//    this CP rank's seq/cp tokens (chunks i and 2cp-1-i, context_parallel_positions; with SP its 1/tp
+//    shard of them outside the TP regions). Rotary embeddings use the tokens' global positions; queries
+//    stay local, keys and values are all-gathered over CP (cp_all_gather_sequence, before the KV heads
+//    are repeated for GQA; its backward reduce-scatters their gradients), and the causal mask comes from
+//    global positions: a query at position p sees a key at q iff q <= p (eager: masked_fill; sdpa: an
+//    explicit boolean attn_mask instead of is_causal). Full recompute reruns the all-gather. Without a
+//    CpContext, or with cp 1, the operators are exactly those of before (the tracer's and stage
+//    builder's call-by-call tests hold the cp-1 model to them).
 //  - Every submodule is registered; parameters are created in fp32 and cast to the policy's parameter
 //    dtype by the trainer.
 #pragma once
@@ -57,8 +66,10 @@ TORCH_MODULE(RMSNorm);
 class RotaryImpl : public torch::nn::Module {
  public:
   RotaryImpl(int64_t head_dim, int64_t max_seq_len, double theta);
-  // x: [batch, heads, seq, head_dim]
+  // x: [batch, heads, seq, head_dim], at positions 0..seq-1
   torch::Tensor apply(const torch::Tensor& x) const;
+  // x: [batch, heads, n, head_dim] at the given global positions ([n], int64, on x's device)
+  torch::Tensor apply(const torch::Tensor& x, const torch::Tensor& positions) const;
 
  private:
   torch::Tensor cos_, sin_;
@@ -68,18 +79,21 @@ TORCH_MODULE(Rotary);
 class AttentionImpl : public torch::nn::Module {
  public:
   AttentionImpl(const LlamaSpec& spec, int layer, uint64_t seed, TpContext* tp, int64_t max_seq_len,
-                AttentionKernel kernel, Recompute recompute = Recompute::kNone);
+                AttentionKernel kernel, Recompute recompute = Recompute::kNone, CpContext* cp = nullptr);
   torch::Tensor forward(const torch::Tensor& x);
-  // The attention core: q [batch, heads, seq, head_dim], k and v with their KV heads repeated.
+  // The attention core: q [batch, heads, seq, head_dim], k and v with their KV heads repeated (with
+  // context parallelism: q [.., seq/cp, ..], k and v [.., seq, ..] all-gathered, context_parallel_key_positions).
   torch::Tensor core(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v) const;
 
  private:
+  bool context_parallel() const { return cp_ != nullptr && cp_->active(); }
   AttentionKernel kernel_;
   Recompute recompute_;
   int64_t local_heads_, local_kv_heads_, head_dim_;
   torch::nn::Linear q_{nullptr}, k_{nullptr}, v_{nullptr}, o_{nullptr};
   Rotary rotary_{nullptr};
   TpContext* tp_;
+  CpContext* cp_;
 };
 TORCH_MODULE(Attention);
 
@@ -97,7 +111,7 @@ TORCH_MODULE(Mlp);
 class DecoderLayerImpl : public torch::nn::Module {
  public:
   DecoderLayerImpl(const LlamaSpec& spec, int layer, uint64_t seed, TpContext* tp, int64_t max_seq_len,
-                   AttentionKernel attention, Recompute recompute = Recompute::kNone);
+                   AttentionKernel attention, Recompute recompute = Recompute::kNone, CpContext* cp = nullptr);
   torch::Tensor forward(const torch::Tensor& x);
   torch::Tensor body(const torch::Tensor& x);  // the layer itself, whatever the recompute
 
@@ -113,10 +127,10 @@ TORCH_MODULE(DecoderLayer);
 class LlamaStageImpl : public torch::nn::Module {
  public:
   LlamaStageImpl(const LlamaSpec& spec, const StageLayers& stage, uint64_t seed, TpContext* tp, int64_t max_seq_len,
-                 AttentionKernel attention, Recompute recompute = Recompute::kNone);
+                 AttentionKernel attention, Recompute recompute = Recompute::kNone, CpContext* cp = nullptr);
   // First stage: `input` holds token ids [batch, seq] (int64); other stages: hidden states
   // [batch, seq, hidden]. Returns hidden states, or (last stage) the mean cross-entropy against
-  // `targets` [batch, seq].
+  // `targets` [batch, seq]. With context parallelism seq is this CP rank's seq/cp tokens.
   torch::Tensor forward(const torch::Tensor& input, const torch::Tensor& targets);
   bool is_first() const { return stage_.has_embedding; }
   bool is_last() const { return stage_.has_head; }

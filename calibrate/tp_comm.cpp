@@ -130,6 +130,50 @@ struct VocabParallelCrossEntropy : public torch::autograd::Function<VocabParalle
   }
 };
 
+// Context parallelism's all-gather of keys or values along the sequence (tp_comm.hpp).
+struct CpAllGatherSequence : public torch::autograd::Function<CpAllGatherSequence> {
+  static CpContext* cp_of(AutogradContext* ctx) {
+    return reinterpret_cast<CpContext*>(static_cast<intptr_t>(ctx->saved_data["cp"].toInt()));
+  }
+  static void add_cp_time(CpContext* context, bool backward, Clock::time_point start, const torch::Tensor& moved) {
+    if (!context->timer) return;
+    const double us = std::chrono::duration<double, std::micro>(Clock::now() - start).count();
+    (backward ? context->timer->backward_us : context->timer->forward_us) += us;
+    context->timer->calls += 1;
+    context->timer->bytes += static_cast<int64_t>(moved.numel() * moved.element_size());
+  }
+  // x: [batch, heads, seq/cp, head_dim]
+  static torch::Tensor forward(AutogradContext* ctx, const torch::Tensor& x, int64_t context_address) {
+    ctx->saved_data["cp"] = context_address;
+    CpContext* context = cp_of(ctx);
+    const torch::Tensor input = x.contiguous();
+    std::vector<int64_t> sizes{context->size};
+    sizes.insert(sizes.end(), input.sizes().begin(), input.sizes().end());
+    torch::Tensor gathered = torch::empty(sizes, input.options());  // [cp, batch, heads, seq/cp, head_dim]
+    const auto start = Clock::now();
+    if (context->cuda) torch::cuda::synchronize();
+    context->comm->all_gather(input.data_ptr(), gathered.data_ptr(), static_cast<std::size_t>(input.numel()),
+                              from_torch(input.scalar_type()));
+    context->comm->synchronize();
+    add_cp_time(context, false, start, gathered);
+    return gathered.permute({1, 2, 0, 3, 4}).reshape({x.size(0), x.size(1), context->size * x.size(2), x.size(3)});
+  }
+  static variable_list backward(AutogradContext* ctx, variable_list grads) {
+    CpContext* context = cp_of(ctx);
+    const torch::Tensor& grad = grads[0];  // [batch, heads, seq, head_dim]
+    const int64_t batch = grad.size(0), heads = grad.size(1), local = grad.size(2) / context->size, dim = grad.size(3);
+    const torch::Tensor parts = grad.reshape({batch, heads, context->size, local, dim}).permute({2, 0, 1, 3, 4}).contiguous();
+    torch::Tensor mine = torch::empty({batch, heads, local, dim}, grad.options());
+    const auto start = Clock::now();
+    if (context->cuda) torch::cuda::synchronize();
+    context->comm->reduce_scatter_sum(parts.data_ptr(), mine.data_ptr(), static_cast<std::size_t>(mine.numel()),
+                                      from_torch(mine.scalar_type()));
+    context->comm->synchronize();
+    add_cp_time(context, true, start, parts);
+    return {mine, torch::Tensor()};
+  }
+};
+
 int64_t address_of(TpContext* context) { return static_cast<int64_t>(reinterpret_cast<intptr_t>(context)); }
 
 }  // namespace
@@ -222,6 +266,24 @@ torch::Tensor gather_from_sp_replicated(const torch::Tensor& x, TpContext* conte
 torch::Tensor vocab_parallel_cross_entropy(const torch::Tensor& local_logits, const torch::Tensor& targets,
                                            int64_t first_id, TpContext* context) {
   return VocabParallelCrossEntropy::apply(local_logits, targets, first_id, address_of(context));
+}
+
+torch::Tensor context_parallel_positions(int64_t seq, int cp, int rank) {
+  ITERTIME_CHECK(cp >= 1 && rank >= 0 && rank < cp && seq % (2 * cp) == 0, "context-parallel chunks need seq % (2*cp) == 0");
+  const int64_t chunk = seq / (2 * cp);
+  return torch::cat({torch::arange(rank * chunk, (rank + 1) * chunk, torch::kInt64),
+                     torch::arange((2 * cp - 1 - rank) * chunk, (2 * cp - rank) * chunk, torch::kInt64)});
+}
+
+torch::Tensor context_parallel_key_positions(int64_t seq, int cp) {
+  std::vector<torch::Tensor> parts;
+  for (int rank = 0; rank < cp; ++rank) parts.push_back(context_parallel_positions(seq, cp, rank));
+  return torch::cat(parts);
+}
+
+torch::Tensor cp_all_gather_sequence(const torch::Tensor& x, CpContext* context) {
+  if (context == nullptr || !context->active()) return x;
+  return CpAllGatherSequence::apply(x, static_cast<int64_t>(reinterpret_cast<intptr_t>(context)));
 }
 
 torch::Tensor enter_tp_region(const torch::Tensor& x, TpContext* context) {

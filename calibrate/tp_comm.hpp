@@ -1,4 +1,5 @@
-// tp_comm.hpp: Megatron's two tensor-parallel autograd functions over itertime's Communicator.
+// tp_comm.hpp: Megatron's two tensor-parallel autograd functions over itertime's Communicator, and the
+// context-parallel all-gather of keys and values.
 // Invariants:
 //  - copy_to_tp (Megatron's "f"): forward identity, backward all-reduce (sum) of the gradient over TP;
 //    reduce_from_tp ("g"): forward all-reduce (sum) over TP, backward identity.
@@ -16,6 +17,13 @@
 //    buffers; the sequence dimension is 1, so a batch above 1 costs a copy each way.
 //  - The parallel cross-entropy's small TP collectives (per-row maxima, sums) count as forward TP
 //    communication too.
+//  - Context parallelism (CpContext, cp ranks; Megatron-LM's load balancing): a sample's seq tokens are
+//    cut into 2*cp chunks of seq/(2*cp); CP rank i holds chunks i and 2*cp-1-i, in that order
+//    (context_parallel_positions). cp_all_gather_sequence concatenates every CP rank's keys or values
+//    along the sequence, CP rank 0's first (not in global position order: the attention mask follows
+//    the positions, context_parallel_key_positions); its backward reduce-scatters (sums) their gradients
+//    back to each rank's part. Blocking, not overlapped with compute (Transformer Engine's cp_comm_type
+//    "all_gather"); its time goes to the CpContext's timer. With cp == 1 it is the identity.
 #pragma once
 
 #include <torch/torch.h>
@@ -63,6 +71,26 @@ torch::Tensor vocab_parallel_cross_entropy(const torch::Tensor& local_logits, co
 // reduce_scatter_to_sp.
 torch::Tensor enter_tp_region(const torch::Tensor& x, TpContext* context);
 torch::Tensor leave_tp_region(const torch::Tensor& x, TpContext* context);
+
+// Context parallelism (see above): the CP group's communicator (null when size == 1), size and rank, and
+// where to add its communication time. Owned by the trainer; attention layers hold a plain pointer.
+struct CpContext {
+  Communicator* comm = nullptr;
+  int size = 1;
+  int rank = 0;
+  bool cuda = false;
+  CommTimer* timer = nullptr;
+  bool active() const { return size > 1 && comm != nullptr; }
+};
+
+// The global positions of the seq / cp tokens CP rank `rank` of `cp` holds: chunks rank and 2*cp-1-rank
+// of seq / (2*cp) tokens each, in that order (int64, on the CPU). Needs seq % (2*cp) == 0.
+torch::Tensor context_parallel_positions(int64_t seq, int cp, int rank);
+// The positions of cp_all_gather_sequence's output: every CP rank's, rank 0's first ([seq], int64, CPU).
+torch::Tensor context_parallel_key_positions(int64_t seq, int cp);
+// x: [batch, heads, seq/cp, head_dim] -> [batch, heads, seq, head_dim], every CP rank's part in CP-rank
+// order (forward all-gather, backward reduce-scatter of the gradient); identity when !context->active().
+torch::Tensor cp_all_gather_sequence(const torch::Tensor& x, CpContext* context);
 
 // Flat buffers: every parameter's elements in registration order, in one 1-D tensor of the parameters'
 // dtype (make_flat_buffer: zeros, as many elements as the parameters). The data-parallel gradient buffer

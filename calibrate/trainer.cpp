@@ -1,4 +1,4 @@
-// trainer.cpp: the 1F1B trainer over (dp, tp, pp) process groups (trainer.hpp).
+// trainer.cpp: the 1F1B trainer over (dp, cp, tp, pp) process groups (trainer.hpp).
 // Invariants: with vp 1 the pipeline runs run_schedule (blocking P2P through the PP
 // Communicator); with v > 1 run_interleaved_schedule runs common/pipeline_order's interleaved order with
 // non-blocking MPI sends and blocking receives on the PP group's MPI communicator (CPU backend only),
@@ -82,8 +82,10 @@ void check_trainable(const TrainerOptions& options, int world_size) {
     throw UserError("model " + options.model.name + " ties its embeddings; the trainer supports untied LLaMA models only");
   }
   options.config.require_valid(options.model, world_size);  // vp's own rules (pp > 1, layers, m % pp) among them
-  if (options.config.cp > 1) {
-    throw UserError("cp " + std::to_string(options.config.cp) + " (context parallelism): the trainer does not run it yet; use cp 1");
+  const int cp = options.config.cp;
+  if (cp > 1 && options.backend == Backend::kCuda) {
+    throw UserError("cp " + std::to_string(cp) + " (context parallelism) runs on the cpu backend only (its all-gather of keys and "
+                    "values is MPI's, not NCCL); use backend cpu or cp 1");
   }
   const int v = options.config.vp;
   if (v > 1) {
@@ -92,14 +94,19 @@ void check_trainable(const TrainerOptions& options, int world_size) {
     if (options.backend == Backend::kCuda) {
       throw UserError(what + " runs on the cpu backend only (its P2P uses non-blocking MPI sends, not NCCL); use backend cpu or vp 1");
     }
-    if (options.techniques.overlap_gradient_reduction && c.dp > 1) {
-      throw UserError(what + " with overlapped gradient reduction is not supported (a chunk's gradients are final at its own last "
-                      "backward, not the step's); turn overlap_gradient_reduction off or use vp 1");
+    if (options.techniques.overlap_gradient_reduction && c.dp * c.cp > 1) {
+      throw UserError(what + " with overlapped gradient reduction (at dp*cp > 1) is not supported (a chunk's gradients are final at "
+                      "its own last backward, not the step's); turn overlap_gradient_reduction off or use vp 1");
     }
   }
-  if (options.techniques.sequence_parallel && options.config.seq_len % options.config.tp != 0) {
+  if (options.techniques.sequence_parallel && cp == 1 && options.config.seq_len % options.config.tp != 0) {
     throw UserError("sequence parallelism splits the sequence over TP: seq_len " + std::to_string(options.config.seq_len) +
                     " is not a multiple of tp " + std::to_string(options.config.tp) + "; choose a multiple, or turn it off");
+  }
+  if (options.techniques.sequence_parallel && cp > 1 && (options.config.seq_len / cp) % options.config.tp != 0) {
+    throw UserError("sequence parallelism splits each context-parallel rank's seq_len/cp = " +
+                    std::to_string(options.config.seq_len / cp) + " tokens over TP, which is not a multiple of tp " +
+                    std::to_string(options.config.tp) + "; choose seq_len a multiple of cp*tp (and of 2*cp), or turn it off");
   }
   if (options.techniques.overlap_gradient_reduction && options.techniques.gradient_bucket_bytes < 1) {
     throw UserError("gradient_bucket_bytes must be at least 1");
@@ -118,9 +125,13 @@ struct Trainer::Impl {
   JobAbort* abort = nullptr;  // when set, the waits that can give way to a job abort do (trainer.hpp)
   std::vector<torch::Tensor> unmatched_send_buffers;  // after an abort: sends an MPI request still holds
   std::unique_ptr<ProcessGroups> groups;
-  std::unique_ptr<Communicator> tp_comm, dp_comm, pp_comm;
-  CommTimer tp_timer;
+  // dp_comm is the dp*cp group's (ProcessGroups::dp_cp): with context parallelism the gradients are
+  // reduced, and the distributed optimizer sharded, over dp*cp ranks (Megatron-LM's data-parallel group
+  // with context parallelism). cp_comm (cp > 1 only) runs the keys' and values' all-gathers.
+  std::unique_ptr<Communicator> tp_comm, dp_comm, pp_comm, cp_comm;
+  CommTimer tp_timer, cp_timer;
   TpContext tp_context;
+  CpContext cp_context;
   torch::Device device{torch::kCPU};
   // This rank's model chunks: chunk c is virtual stage c*pp + pp_idx of pp*v (v = 1: the rank's stage).
   std::vector<LlamaStage> chunks;
@@ -147,6 +158,10 @@ struct Trainer::Impl {
   void sync_device() {
     if (options.backend == Backend::kCuda) torch::cuda::synchronize();
   }
+
+  // The gradient reduction's group: dp*cp ranks; this rank's index in it (dp_idx * cp + cp_idx).
+  int reduction_size() const { return options.config.dp * options.config.cp; }
+  int reduction_rank() const { return groups->coords().dp_idx * options.config.cp + groups->coords().cp_idx; }
 
   // The step's host collectives over the job's ranks: abortable when the trainer has a JobAbort.
   void host_barrier() {
@@ -175,7 +190,8 @@ struct Trainer::Impl {
   }
 
   torch::Tensor activation_buffer() const {
-    const int64_t seq = tp_context.sp() ? options.config.seq_len / options.config.tp : options.config.seq_len;
+    const int64_t local_seq = options.config.seq_len / options.config.cp;  // this CP rank's tokens
+    const int64_t seq = tp_context.sp() ? local_seq / options.config.tp : local_seq;
     return torch::empty({options.config.micro_batch, seq, options.model.hidden_size},
                         torch::TensorOptions().dtype(to_torch(policy->activation_dtype)).device(device));
   }
@@ -229,7 +245,7 @@ struct Trainer::Impl {
     LlamaStage& stage = chunks[static_cast<std::size_t>(chunk)];
     const bool first_chunk = stage->is_first(), last_chunk = stage->is_last();
     const auto start = Clock::now();
-    const double tp_before = tp_timer.forward_us;
+    const double tp_before = tp_timer.forward_us + cp_timer.forward_us;
     InFlight flight;
     torch::Tensor targets;
     torch::Tensor stage_input;
@@ -238,8 +254,15 @@ struct Trainer::Impl {
       const int64_t first = groups->coords().dp_idx * samples_per_dp + static_cast<int64_t>(micro_batch) * c.micro_batch;
       const torch::Tensor tokens =
           synthetic_tokens(options.seed, step, first, c.micro_batch, c.seq_len, options.model.vocab_size).to(device);
-      if (first_chunk) stage_input = tokens.narrow(1, 0, c.seq_len);
-      if (last_chunk) targets = tokens.narrow(1, 1, c.seq_len);
+      if (c.cp > 1) {
+        // This CP rank's two chunks of the sequence, at their global positions (tp_comm.hpp).
+        const torch::Tensor positions = context_parallel_positions(c.seq_len, c.cp, groups->coords().cp_idx).to(device);
+        if (first_chunk) stage_input = tokens.index_select(1, positions);
+        if (last_chunk) targets = tokens.index_select(1, positions + 1);
+      } else {
+        if (first_chunk) stage_input = tokens.narrow(1, 0, c.seq_len);
+        if (last_chunk) targets = tokens.narrow(1, 1, c.seq_len);
+      }
     }
     if (!first_chunk) {
       input.requires_grad_(true);
@@ -259,7 +282,7 @@ struct Trainer::Impl {
                      "stage output dtype differs from the policy's activation dtype");
     }
     sync_device();
-    phases.forward_us += since_us(start) - (tp_timer.forward_us - tp_before);
+    phases.forward_us += since_us(start) - (tp_timer.forward_us + cp_timer.forward_us - tp_before);
     return flight;
   }
 
@@ -267,7 +290,7 @@ struct Trainer::Impl {
   torch::Tensor backward_micro_batch(InFlight& flight, const torch::Tensor& output_grad, int chunk = 0) {
     if (buckets) buckets->arm(++backwards_this_step == options.config.num_micro_batches());
     const auto start = Clock::now();
-    const double tp_before = tp_timer.backward_us;
+    const double tp_before = tp_timer.backward_us + cp_timer.backward_us;
     const LlamaStage& stage = chunks[static_cast<std::size_t>(chunk)];
     if (stage->is_last()) {
       flight.output.backward();
@@ -278,7 +301,7 @@ struct Trainer::Impl {
     if (!stage->is_first()) input_grad = flight.input.grad();
     flight = InFlight{};
     sync_device();
-    phases.backward_us += since_us(start) - (tp_timer.backward_us - tp_before);
+    phases.backward_us += since_us(start) - (tp_timer.backward_us + cp_timer.backward_us - tp_before);
     return input_grad;
   }
 
@@ -458,12 +481,14 @@ struct Trainer::Impl {
 
   void all_reduce_gradients() {
     const auto start = Clock::now();
-    if (options.config.dp > 1) {
+    if (reduction_size() > 1) {
       // Divided before the sum, as Megatron-LM scales gradients by 1/dp before its collective: the sum of
-      // dp loss-scaled fp16 gradients would overflow where one rank's does not.
+      // dp loss-scaled fp16 gradients would overflow where one rank's does not. With context parallelism
+      // each rank's loss is the mean over its own seq/cp tokens of a sample, the same count on every CP
+      // rank, so the mean over dp*cp of their gradients is the global batch's (trainer.hpp).
       if (!gradient_buffer.defined()) gradient_buffer = make_flat_buffer(parameters);
       flatten_into(gradient_buffer, parameters, FlatPart::kGradient);
-      gradient_buffer.div_(static_cast<double>(options.config.dp));
+      gradient_buffer.div_(static_cast<double>(reduction_size()));
       all_reduce_tensor(*dp_comm, gradient_buffer, options.backend == Backend::kCuda);
       unflatten_from(gradient_buffer, parameters, FlatPart::kGradient);
     }
@@ -494,7 +519,7 @@ struct Trainer::Impl {
     buckets = std::make_unique<GradientBuckets>(
         parameters, options.techniques.gradient_bucket_bytes,
         [this](std::size_t, torch::Tensor& bucket) {
-          bucket.div_(static_cast<double>(options.config.dp));
+          bucket.div_(static_cast<double>(reduction_size()));
           dp_comm->start_all_reduce_sum(bucket.data_ptr(), static_cast<std::size_t>(bucket.numel()),
                                         from_torch(bucket.scalar_type()));
         },
@@ -506,8 +531,8 @@ struct Trainer::Impl {
   // shard is the parameter values of its slices, bucket 0's first; the shard's gradient receives each
   // bucket's reduce-scatter, started (divided by dp first) as the last backward completes the bucket.
   void make_bucketed_shard() {
-    const int dp = options.config.dp;
-    const int r = groups->coords().dp_idx;
+    const int dp = reduction_size();  // dp*cp: the reduction group's ranks
+    const int r = reduction_rank();
     buckets = std::make_unique<GradientBuckets>(
         parameters, options.techniques.gradient_bucket_bytes,
         [this, dp](std::size_t index, torch::Tensor& bucket) {
@@ -545,7 +570,7 @@ struct Trainer::Impl {
   // The updated slices of every DP rank into every rank's parameters, bucket by bucket (blocking).
   void all_gather_bucketed_parameters() {
     for (std::size_t k = 0; k < buckets->size(); ++k) {
-      const int64_t slice = buckets->bucket_elements(k) / options.config.dp;
+      const int64_t slice = buckets->bucket_elements(k) / reduction_size();
       dp_comm->all_gather(sharded.shard.narrow(0, shard_offsets[k], slice).data_ptr(),
                           sharded.parameter_buffer.narrow(0, buckets->bucket_offset(k), buckets->bucket_elements(k)).data_ptr(),
                           static_cast<std::size_t>(slice), from_torch(sharded.shard.scalar_type()));
@@ -566,11 +591,11 @@ struct Trainer::Impl {
   }
 
   // ---- distributed optimizer (trainer.hpp) ----
-  void make_shard() { sharded = make_sharded_buffers(parameters, options.config.dp, groups->coords().dp_idx); }
+  void make_shard() { sharded = make_sharded_buffers(parameters, reduction_size(), reduction_rank()); }
 
   void reduce_scatter_gradients() {
     const auto start = Clock::now();
-    fill_gradient_buffer(sharded, parameters, options.config.dp);
+    fill_gradient_buffer(sharded, parameters, reduction_size());
     if (options.backend == Backend::kCuda) torch::cuda::synchronize();
     dp_comm->reduce_scatter_sum(sharded.gradient_buffer.data_ptr(), sharded.shard_gradient.data_ptr(),
                                 static_cast<std::size_t>(sharded.shard_count), from_torch(sharded.shard_gradient.scalar_type()));
@@ -627,13 +652,17 @@ Trainer::Trainer(const TrainerOptions& options, MPI_Comm job_comm, JobAbort* abo
   s.abort = abort;
   set_compute_threads(options.compute_threads);  // LibTorch's pool and OpenBLAS's
   const ParallelConfig& c = options.config;
-  s.groups = std::make_unique<ProcessGroups>(RankLayout(c.dp, c.tp, c.pp), job_comm);
+  s.groups = std::make_unique<ProcessGroups>(RankLayout(c.dp, c.tp, c.pp, c.cp), job_comm);
   int device_index = 0;
   if (options.backend == Backend::kCuda) device_index = bind_cuda_device(node_local_rank(job_comm));
   s.tp_comm = make_comm(options.backend, s.groups->tp().get());
-  s.dp_comm = make_comm(options.backend, s.groups->dp().get());
+  s.dp_comm = make_comm(options.backend, s.groups->dp_cp().get());  // dp*cp ranks (the DP group with cp 1)
   s.pp_comm = make_comm(options.backend, s.groups->pp().get());
   for (Communicator* comm : {s.tp_comm.get(), s.dp_comm.get(), s.pp_comm.get()}) comm->set_abort(abort);
+  if (c.cp > 1) {
+    s.cp_comm = std::make_unique<MpiCommunicator>(s.groups->cp().get());  // cpu backend only (check_trainable)
+    s.cp_comm->set_abort(abort);
+  }
   if (options.backend == Backend::kCuda) {
     // One rank per GPU: the device was bound from the node-local rank (bind_cuda_device) before the
     // NCCL communicators were created; LibTorch uses the same current device.
@@ -645,6 +674,7 @@ Trainer::Trainer(const TrainerOptions& options, MPI_Comm job_comm, JobAbort* abo
   }
   s.tp_context = TpContext{s.tp_comm.get(), c.tp, s.groups->coords().tp_idx, options.backend == Backend::kCuda, &s.tp_timer,
                            options.techniques.sequence_parallel, options.techniques.vocab_parallel};
+  s.cp_context = CpContext{s.cp_comm.get(), c.cp, s.groups->coords().cp_idx, false, &s.cp_timer};
 
   // Chunk k of this rank is virtual stage k*pp + pp_idx of pp*v; its parameters follow chunk k-1's in
   // `parameters` (the DP buffers, the shard and the optimizer all run over that one list).
@@ -653,7 +683,7 @@ Trainer::Trainer(const TrainerOptions& options, MPI_Comm job_comm, JobAbort* abo
   for (int chunk = 0; chunk < v; ++chunk) {
     const StageLayers& mine = stages[static_cast<std::size_t>(chunk * c.pp + s.groups->coords().pp_idx)];
     LlamaStage stage(options.model, mine, options.seed, &s.tp_context, c.seq_len, resolve_attention(options.attention),
-                     options.techniques.recompute);
+                     options.techniques.recompute, &s.cp_context);
     stage->to(s.device, to_torch(s.policy->param_dtype));
     for (auto& p : stage->parameters()) s.parameters.push_back(p);
     for (const auto& module : stage->modules(/*include_self=*/false)) {
@@ -663,7 +693,7 @@ Trainer::Trainer(const TrainerOptions& options, MPI_Comm job_comm, JobAbort* abo
     s.chunks.push_back(stage);
   }
   std::vector<torch::Tensor> updated = s.parameters;
-  const bool overlap = options.techniques.overlap_gradient_reduction && c.dp > 1;
+  const bool overlap = options.techniques.overlap_gradient_reduction && c.dp * c.cp > 1;
   if (options.techniques.distributed_optimizer && !overlap) s.make_shard();
   if (overlap) s.make_buckets();  // with the distributed optimizer, its shard too (make_bucketed_shard)
   if (options.techniques.distributed_optimizer) updated = {s.sharded.shard};
@@ -676,7 +706,9 @@ Trainer::~Trainer() = default;
 
 void Trainer::abandon() {
   Impl& s = *impl_;
-  for (Communicator* comm : {s.tp_comm.get(), s.dp_comm.get(), s.pp_comm.get()}) comm->abandon();
+  for (Communicator* comm : {s.tp_comm.get(), s.dp_comm.get(), s.pp_comm.get(), s.cp_comm.get()}) {
+    if (comm != nullptr) comm->abandon();
+  }
   s.groups->abandon();
 }
 
@@ -696,26 +728,45 @@ int64_t Trainer::optimizer_parameter_count() const {
 int Trainer::overlapped_buckets_started() const { return impl_->buckets ? impl_->buckets->completed() : 0; }
 int Trainer::gradient_bucket_count() const { return impl_->buckets ? static_cast<int>(impl_->buckets->size()) : 0; }
 
-double Trainer::parameter_sum_of_squares() const {
-  const Impl& s = *impl_;
+namespace {
+
+// Sum of squares of the stage's parameters (or of their gradients) as single-rank training holds them:
+// TP-sharded ones summed over the TP group, replicated ones counted once (collective over TP).
+double whole_stage_sum_of_squares(const std::vector<LlamaStage>& chunks, const TpContext& tp, MPI_Comm tp_comm, bool gradients) {
   torch::NoGradGuard no_grad;
   double sharded = 0.0, replicated = 0.0;
-  for (const auto& stage : s.chunks) {
+  for (const auto& stage : chunks) {
     for (const auto& item : stage->named_parameters()) {
       const std::string& name = item.key();
       const bool vocabulary = name.find("embed_tokens") != std::string::npos || name.find("lm_head") != std::string::npos;
-      const bool tp_sharded = name.find("_proj") != std::string::npos || (vocabulary && s.tp_context.vp());
-      (tp_sharded ? sharded : replicated) += item.value().to(torch::kFloat64).pow(2).sum().item<double>();
+      const bool tp_sharded = name.find("_proj") != std::string::npos || (vocabulary && tp.vp());
+      const torch::Tensor& value = gradients ? item.value().grad() : item.value();
+      ITERTIME_CHECK(value.defined(), "gradient_sum_of_squares before a step");
+      (tp_sharded ? sharded : replicated) += value.to(torch::kFloat64).pow(2).sum().item<double>();
     }
   }
-  MPI_Allreduce(MPI_IN_PLACE, &sharded, 1, MPI_DOUBLE, MPI_SUM, s.groups->tp().get());
+  MPI_Allreduce(MPI_IN_PLACE, &sharded, 1, MPI_DOUBLE, MPI_SUM, tp_comm);
   return sharded + replicated;
+}
+
+}  // namespace
+
+double Trainer::parameter_sum_of_squares() const {
+  const Impl& s = *impl_;
+  return whole_stage_sum_of_squares(s.chunks, s.tp_context, s.groups->tp().get(), false);
+}
+
+double Trainer::gradient_sum_of_squares() const {
+  const Impl& s = *impl_;
+  ITERTIME_CHECK(!s.options.techniques.distributed_optimizer, "gradient_sum_of_squares without the distributed optimizer only");
+  return whole_stage_sum_of_squares(s.chunks, s.tp_context, s.groups->tp().get(), true);
 }
 
 StepResult Trainer::step(int64_t step_index) {
   Impl& s = *impl_;
   s.phases = PhaseTimes{};
   s.tp_timer.reset();
+  s.cp_timer.reset();
   StepResult result;
   s.host_barrier();
   const auto start = Clock::now();
@@ -767,18 +818,20 @@ StepResult Trainer::step(int64_t step_index) {
   s.phases.optimizer_us = since_us(optimizer_start) - gather_us;
   s.phases.dp_comm_us += gather_us;
   s.phases.tp_comm_us = s.tp_timer.forward_us + s.tp_timer.backward_us;
+  s.phases.cp_comm_us = s.cp_timer.forward_us + s.cp_timer.backward_us;
 
   const double local_us = since_us(start);
   s.phases.total_us = local_us;
   result.time_us = s.host_all_reduce(local_us, MPI_MAX);
 
-  // The loss lives on the last stage's TP-rank-0 ranks, one per DP replica: mean over m and DP. With
-  // v > 1 the last virtual stage (pp*v - 1) is rank pp-1's last chunk, the only one with the head.
+  // The loss lives on the last stage's TP-rank-0 ranks, one per DP replica and CP rank: mean over m, DP
+  // and CP (each CP rank's loss is the mean over as many tokens). With v > 1 the last virtual stage
+  // (pp*v - 1) is rank pp-1's last chunk, the only one with the head.
   const RankCoords c = s.groups->coords();
   const int m = s.options.config.num_micro_batches();
   double contribution = (s.last_stage() && c.tp_idx == 0) ? local_loss_sum / m : 0.0;
   const double total = s.host_all_reduce(contribution, MPI_SUM);
-  result.loss = total / s.options.config.dp;
+  result.loss = total / (s.options.config.dp * s.options.config.cp);
   result.phases = s.phases;
   result.skipped = !apply;
   return result;

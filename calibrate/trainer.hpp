@@ -1,8 +1,8 @@
-// trainer.hpp: real LLaMA training of one (DP,TP,PP) configuration under one precision policy, for
+// trainer.hpp: real LLaMA training of one (DP,TP,PP,CP,VP) configuration under one precision policy, for
 // ground truth. Torch-free interface (pimpl) so that includers stay light.
 // Invariants:
-//  - Collective over `job_comm`, whose size equals dp*tp*pp; ranks are laid out as in
-//    common/parallel_config.hpp (TP fastest, then DP, then PP).
+//  - Collective over `job_comm`, whose size equals dp*cp*tp*pp; ranks are laid out as in
+//    common/parallel_config.hpp (TP fastest, then CP, then DP, then PP).
 //  - One step = m = gbs/(dp*mbs) micro-batches through the 1F1B schedule (warm-up forwards,
 //    steady one-forward-one-backward, cool-down backwards) with blocking P2P of activations and their
 //    gradients; then the DP all-reduce (divided by dp, then summed) of all gradients in one flat buffer in
@@ -13,8 +13,18 @@
 //    common/pipeline_order's interleaved order, with non-blocking MPI sends and blocking receives
 //    (trainer.cpp argues why it cannot deadlock). CPU backend only; needs m % pp == 0, at least one
 //    layer per virtual stage, and no overlapped gradient reduction at dp > 1 (UserError otherwise).
-//  - Context parallelism (config.cp > 1) is not run yet: UserError.
 //    The DP reduction, the distributed optimizer and AdamW run over all chunks' parameters.
+//  - Context parallelism (config.cp > 1, Megatron-LM's; CPU backend only): each sample's seq_len tokens
+//    are cut into 2*cp chunks and CP rank i holds chunks i and 2cp-1-i (causal load balancing): its
+//    token ids, labels and rotary positions are those chunks' global ones. Attention all-gathers keys
+//    and values over the CP group (blocking; backward: reduce-scatter), with the causal mask of the
+//    global positions (llama_model.hpp). Each rank's loss is the mean over its own seq/cp tokens of a
+//    micro-batch; every DP collective below (the all-reduce, the distributed optimizer's reduce-scatter,
+//    all-gather and shard, the overlapped buckets) runs over the dp*cp ranks with the same tp and pp
+//    index (ProcessGroups::dp_cp), "divided by dp" reading "divided by dp*cp": equal token counts per
+//    CP rank make that mean of per-rank mean gradients the global batch's. P2P carries
+//    [mbs, seq/cp, hidden] (/tp with SP, which needs (seq/cp) % tp == 0). The CP all-gathers' time is
+//    PhaseTimes::cp_comm_us, outside forward_us and backward_us.
 //  - With the distributed optimizer (Megatron-LM's, ZeRO stage 1): the flat gradient buffer, padded to a
 //    multiple of dp, is reduce-scattered over DP instead (divided by dp first); each DP rank keeps the
 //    AdamW state of its contiguous shard only, updates that shard of the flat parameters, and the
@@ -89,6 +99,7 @@ struct TrainerOptions {
 // inside them (tp_comm_us); pp_comm_us includes waiting for the neighbour stage.
 struct PhaseTimes {
   double forward_us = 0, backward_us = 0, tp_comm_us = 0, pp_comm_us = 0, dp_comm_us = 0, optimizer_us = 0, total_us = 0;
+  double cp_comm_us = 0;  // context parallelism's all-gathers of keys and values (and their backward reduce-scatters)
 };
 
 struct StepResult {
@@ -106,7 +117,7 @@ class Trainer {
  public:
   // With `abort` (runtime/job_abort.hpp, outliving the trainer), every wait that can give way to a job
   // abort does: point-to-point transfers, NCCL synchronizations and the step's host collectives throw
-  // JobAborted once any rank of the job raised; CPU TP and DP collectives stay blocking MPI calls.
+  // JobAborted once any rank of the job raised; CPU TP, CP and DP collectives stay blocking MPI calls.
   Trainer(const TrainerOptions& options, MPI_Comm job_comm, JobAbort* abort = nullptr);
   ~Trainer();
   Trainer(const Trainer&) = delete;
@@ -120,7 +131,7 @@ class Trainer {
   RankCoords coords() const;
   int64_t local_parameter_count() const;
   // The elements AdamW updates (and keeps two moments of) on this rank: every local parameter, or with
-  // the distributed optimizer its shard, ceil(local parameters / dp).
+  // the distributed optimizer its shard, ceil(local parameters / (dp*cp)).
   int64_t optimizer_parameter_count() const;
   // With overlapped gradient reduction: how many buckets the last step started during its backward, and
   // how many there are.
@@ -130,6 +141,10 @@ class Trainer {
   // double: TP-sharded parameters summed over the TP group, replicated ones counted once. Collective over
   // the TP group. Two layouts of the same (dp, tp, pp) that trained alike agree on it.
   double parameter_sum_of_squares() const;
+  // The same over the gradients the last step applied (reduced over dp*cp, unscaled), without the
+  // distributed optimizer (whose reduced gradient is a shard): AdamW does not see a wrong gradient scale,
+  // this does. Collective over the TP group.
+  double gradient_sum_of_squares() const;
 
  private:
   struct Impl;

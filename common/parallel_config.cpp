@@ -1,4 +1,4 @@
-// parallel_config.cpp: (dp, tp, pp) layouts and their rules (parallel_config.hpp).
+// parallel_config.cpp: (dp, tp, pp, cp, vp) layouts and their rules, rank layouts (parallel_config.hpp).
 #include "common/parallel_config.hpp"
 
 #include <sstream>
@@ -92,10 +92,10 @@ void ParallelConfig::require_valid(const LlamaSpec& model, int world_size) const
   throw UserError(message);
 }
 
-RankLayout::RankLayout(int dp, int tp, int pp) : dp_(dp), tp_(tp), pp_(pp) {
-  if (dp <= 0 || tp <= 0 || pp <= 0) {
+RankLayout::RankLayout(int dp, int tp, int pp, int cp) : dp_(dp), tp_(tp), pp_(pp), cp_(cp) {
+  if (dp <= 0 || tp <= 0 || pp <= 0 || cp <= 0) {
     throw UserError("rank layout dp=" + std::to_string(dp) + " tp=" + std::to_string(tp) + " pp=" +
-                    std::to_string(pp) + ": every degree must be positive");
+                    std::to_string(pp) + " cp=" + std::to_string(cp) + ": every degree must be positive");
   }
 }
 
@@ -103,22 +103,30 @@ RankCoords RankLayout::coords(int rank) const {
   ITERTIME_CHECK(rank >= 0 && rank < world_size(), "rank " + std::to_string(rank) + " outside the layout");
   RankCoords c;
   c.tp_idx = rank % tp_;
-  c.dp_idx = (rank / tp_) % dp_;
-  c.pp_idx = rank / (tp_ * dp_);
+  c.cp_idx = (rank / tp_) % cp_;
+  c.dp_idx = (rank / (tp_ * cp_)) % dp_;
+  c.pp_idx = rank / (tp_ * cp_ * dp_);
   return c;
 }
 
 int RankLayout::rank_of(const RankCoords& c) const {
   ITERTIME_CHECK(c.dp_idx >= 0 && c.dp_idx < dp_ && c.tp_idx >= 0 && c.tp_idx < tp_ && c.pp_idx >= 0 &&
-                     c.pp_idx < pp_,
+                     c.pp_idx < pp_ && c.cp_idx >= 0 && c.cp_idx < cp_,
                  "coordinates outside the layout");
-  return c.pp_idx * (dp_ * tp_) + c.dp_idx * tp_ + c.tp_idx;
+  return c.pp_idx * (dp_ * cp_ * tp_) + c.dp_idx * (cp_ * tp_) + c.cp_idx * tp_ + c.tp_idx;
 }
 
 std::vector<int> RankLayout::tp_group(int rank) const {
   RankCoords c = coords(rank);
   std::vector<int> group;
   for (c.tp_idx = 0; c.tp_idx < tp_; ++c.tp_idx) group.push_back(rank_of(c));
+  return group;
+}
+
+std::vector<int> RankLayout::cp_group(int rank) const {
+  RankCoords c = coords(rank);
+  std::vector<int> group;
+  for (c.cp_idx = 0; c.cp_idx < cp_; ++c.cp_idx) group.push_back(rank_of(c));
   return group;
 }
 
@@ -133,6 +141,15 @@ std::vector<int> RankLayout::pp_group(int rank) const {
   RankCoords c = coords(rank);
   std::vector<int> group;
   for (c.pp_idx = 0; c.pp_idx < pp_; ++c.pp_idx) group.push_back(rank_of(c));
+  return group;
+}
+
+std::vector<int> RankLayout::dp_cp_group(int rank) const {
+  RankCoords c = coords(rank);
+  std::vector<int> group;
+  for (c.dp_idx = 0; c.dp_idx < dp_; ++c.dp_idx) {
+    for (c.cp_idx = 0; c.cp_idx < cp_; ++c.cp_idx) group.push_back(rank_of(c));
+  }
   return group;
 }
 

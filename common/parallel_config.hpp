@@ -5,8 +5,12 @@
 //    chunks per pipeline rank, Megatron-LM's interleaved 1F1B) are 1 unless a layout asks for them; a
 //    layout with both 1 prints as before ("(2,1,2)", "dp2-tp1-pp2"), any other with all five degrees
 //    ("(2,1,2,1,2)", "dp2-tp1-pp2-cp1-vp2"), so (DP,TP,PP) jobs keep their keys and tables;
-//  - rank = pp_idx * (dp * tp) + dp_idx * tp + tp_idx: TP fastest, then DP, then PP, so TP groups are
-//    consecutive ranks;
+//  - rank = pp_idx * (dp * cp * tp) + dp_idx * (cp * tp) + cp_idx * tp + tp_idx: TP fastest, then CP,
+//    then DP, then PP (Megatron-LM's order tp-cp-dp-pp), so TP groups are consecutive ranks; with cp 1
+//    this is pp_idx * (dp * tp) + dp_idx * tp + tp_idx, the (DP,TP,PP) order of before;
+//  - RankLayout's groups: tp, cp, dp and pp vary one index; dp_cp (Megatron's data-parallel group with
+//    context parallelism, over which gradients are reduced) varies dp_idx and cp_idx together, its
+//    dp*cp members in rank order (group rank dp_idx * cp + cp_idx);
 //  - violations() names every rule broken, not only the first; require_valid() throws them all in
 //    one UserError;
 //  - stage_layers() gives each stage floor(L/pp) layers and the first L % pp stages one more.
@@ -46,27 +50,32 @@ struct RankCoords {
   int dp_idx = 0;
   int tp_idx = 0;
   int pp_idx = 0;
+  int cp_idx = 0;
   bool operator==(const RankCoords& other) const {
-    return dp_idx == other.dp_idx && tp_idx == other.tp_idx && pp_idx == other.pp_idx;
+    return dp_idx == other.dp_idx && tp_idx == other.tp_idx && pp_idx == other.pp_idx && cp_idx == other.cp_idx;
   }
 };
 
 class RankLayout {
  public:
-  RankLayout(int dp, int tp, int pp);
+  RankLayout(int dp, int tp, int pp, int cp = 1);
   int dp() const { return dp_; }
   int tp() const { return tp_; }
   int pp() const { return pp_; }
-  int world_size() const { return dp_ * tp_ * pp_; }
+  int cp() const { return cp_; }
+  int world_size() const { return dp_ * cp_ * tp_ * pp_; }
   RankCoords coords(int rank) const;
   int rank_of(const RankCoords& coords) const;
   // The ranks of `rank`'s groups, in group-rank order (ascending index along that dimension).
   std::vector<int> tp_group(int rank) const;
-  std::vector<int> dp_group(int rank) const;
+  std::vector<int> cp_group(int rank) const;
+  std::vector<int> dp_group(int rank) const;  // the dp ranks with rank's cp_idx (and tp_idx, pp_idx)
   std::vector<int> pp_group(int rank) const;
+  // The dp*cp ranks with rank's tp_idx and pp_idx, in rank order (dp_idx major, cp_idx minor).
+  std::vector<int> dp_cp_group(int rank) const;
 
  private:
-  int dp_, tp_, pp_;
+  int dp_, tp_, pp_, cp_;
 };
 
 struct StageLayers {

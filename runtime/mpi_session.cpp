@@ -127,15 +127,18 @@ ProcessGroups::ProcessGroups(const RankLayout& layout, MPI_Comm parent) : layout
   MPI_Comm_rank(parent, &world_rank);
   if (world_size != layout.world_size()) {
     throw UserError("layout dp=" + std::to_string(layout.dp()) + " tp=" + std::to_string(layout.tp()) +
-                    " pp=" + std::to_string(layout.pp()) + " needs " + std::to_string(layout.world_size()) +
+                    " pp=" + std::to_string(layout.pp()) + (layout.cp() > 1 ? " cp=" + std::to_string(layout.cp()) : "") + " needs " + std::to_string(layout.world_size()) +
                     " ranks but the job has " + std::to_string(world_size) + "; change -np or the layout");
   }
   coords_ = layout.coords(world_rank);
   const RankCoords& c = coords_;
   // Color: the coordinates that stay fixed within the group; key: the index that varies.
-  tp_ = MpiComm::split(parent, c.pp_idx * layout.dp() + c.dp_idx, c.tp_idx);
-  dp_ = MpiComm::split(parent, c.pp_idx * layout.tp() + c.tp_idx, c.dp_idx);
-  pp_ = MpiComm::split(parent, c.dp_idx * layout.tp() + c.tp_idx, c.pp_idx);
+  const int dp = layout.dp(), tp = layout.tp(), cp = layout.cp();
+  tp_ = MpiComm::split(parent, (c.pp_idx * dp + c.dp_idx) * cp + c.cp_idx, c.tp_idx);
+  dp_ = MpiComm::split(parent, (c.pp_idx * cp + c.cp_idx) * tp + c.tp_idx, c.dp_idx);
+  pp_ = MpiComm::split(parent, (c.dp_idx * cp + c.cp_idx) * tp + c.tp_idx, c.pp_idx);
+  cp_ = MpiComm::split(parent, (c.pp_idx * dp + c.dp_idx) * tp + c.tp_idx, c.cp_idx);
+  dp_cp_ = MpiComm::split(parent, c.pp_idx * tp + c.tp_idx, c.dp_idx * cp + c.cp_idx);
 }
 
 NodeInfo detect_nodes() {

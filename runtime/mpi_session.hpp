@@ -1,12 +1,14 @@
-// mpi_session.hpp: RAII over MPI: the session (init/finalize), owned communicators, the DP/TP/PP
-// process groups of a RankLayout, and node detection.
+// mpi_session.hpp: RAII over MPI: the session (init/finalize), owned communicators, the DP/TP/PP/CP
+// (and DP*CP) process groups of a RankLayout, and node detection.
 // Invariants:
 //  - MpiSession finalizes MPI only if it initialized it, and not while an exception unwinds (main()
 //    then aborts all ranks); it never runs twice in a process.
 //  - MpiComm owns its communicator (freed on destruction) unless it wraps MPI_COMM_WORLD/SELF or was
 //    abandoned after a job abort (then it is never freed).
 //  - ProcessGroups' communicators order ranks by their index along the group's dimension, so that
-//    group rank i is the member with tp_idx (dp_idx, pp_idx) == i.
+//    group rank i is the member with tp_idx (dp_idx, pp_idx, cp_idx) == i; dp_cp (the dp*cp ranks with
+//    the same tp_idx and pp_idx: Megatron's data-parallel group with context parallelism) is in rank
+//    order, group rank dp_idx * cp + cp_idx. With cp 1 it has the DP group's members.
 //  - abort_all() never returns: it aborts every rank of the job with the given exit code.
 #pragma once
 
@@ -77,17 +79,21 @@ class ProcessGroups {
   const MpiComm& tp() const { return tp_; }
   const MpiComm& dp() const { return dp_; }
   const MpiComm& pp() const { return pp_; }
-  // After a job abort: the three communicators are never freed (MpiComm::abandon).
+  const MpiComm& cp() const { return cp_; }
+  const MpiComm& dp_cp() const { return dp_cp_; }
+  // After a job abort: the five communicators are never freed (MpiComm::abandon).
   void abandon() {
     tp_.abandon();
     dp_.abandon();
     pp_.abandon();
+    cp_.abandon();
+    dp_cp_.abandon();
   }
 
  private:
   RankLayout layout_;
   RankCoords coords_;
-  MpiComm tp_, dp_, pp_;
+  MpiComm tp_, dp_, pp_, cp_, dp_cp_;
 };
 
 struct NodeInfo {

@@ -1,6 +1,7 @@
 // MPI tests of ProcessGroups (common/mpi_session): for every factorization dp*tp*pp of the world size,
 // the TP/DP/PP communicators have the right sizes, the group rank equals the coordinate index, and the
-// members of each communicator (gathered over it) are exactly RankLayout's group of this rank.
+// members of each communicator (gathered over it) are exactly RankLayout's group of this rank; with
+// context parallelism (cp 2, and cp = world) the CP and DP*CP communicators too.
 // Every rank runs the same sequence of collectives: no ASSERT may skip one on a single rank.
 #include <gtest/gtest.h>
 #include <mpi.h>
@@ -104,6 +105,41 @@ TEST(ProcessGroups, EveryFactorizationOfTheWorld) {
       int sum = rank;
       EXPECT_EQ(MPI_Allreduce(MPI_IN_PLACE, &sum, 1, MPI_INT, MPI_SUM, comm->get()), MPI_SUCCESS);
       EXPECT_EQ(sum, std::accumulate(group.begin(), group.end(), 0));
+    }
+  }
+}
+
+// Every factorization dp*tp*pp*cp of the world with cp 2 (and cp = world size): the five groups'
+// sizes, group ranks and members, and a reduction over each sums exactly its members.
+TEST(ProcessGroups, ContextParallelFactorizations) {
+  const int rank = world_rank();
+  const int n = world_size();
+  for (const int cp : {2, n}) {
+    if (n % cp != 0 || (cp == n && cp == 2)) continue;
+    for (const auto& [dp, tp, pp] : factorizations(n / cp)) {
+      SCOPED_TRACE("dp" + std::to_string(dp) + " tp" + std::to_string(tp) + " pp" + std::to_string(pp) + " cp" +
+                   std::to_string(cp) + " rank " + std::to_string(rank));
+      const RankLayout layout(dp, tp, pp, cp);
+      const ProcessGroups groups(layout);
+      const RankCoords expected = layout.coords(rank);
+      EXPECT_EQ(groups.coords(), expected);
+      EXPECT_EQ(groups.cp().size(), cp);
+      EXPECT_EQ(groups.cp().rank(), expected.cp_idx);
+      EXPECT_EQ(groups.dp().size(), dp);
+      EXPECT_EQ(groups.dp().rank(), expected.dp_idx);
+      EXPECT_EQ(groups.dp_cp().size(), dp * cp);
+      EXPECT_EQ(groups.dp_cp().rank(), expected.dp_idx * cp + expected.cp_idx);
+      EXPECT_EQ(members(groups.tp()), layout.tp_group(rank));
+      EXPECT_EQ(members(groups.cp()), layout.cp_group(rank));
+      EXPECT_EQ(members(groups.dp()), layout.dp_group(rank));
+      EXPECT_EQ(members(groups.pp()), layout.pp_group(rank));
+      EXPECT_EQ(members(groups.dp_cp()), layout.dp_cp_group(rank));
+      for (const auto& [comm, group] : {std::make_pair(&groups.cp(), layout.cp_group(rank)),
+                                        std::make_pair(&groups.dp_cp(), layout.dp_cp_group(rank))}) {
+        int sum = rank;
+        EXPECT_EQ(MPI_Allreduce(MPI_IN_PLACE, &sum, 1, MPI_INT, MPI_SUM, comm->get()), MPI_SUCCESS);
+        EXPECT_EQ(sum, std::accumulate(group.begin(), group.end(), 0));
+      }
     }
   }
 }

@@ -1,7 +1,8 @@
 // Layout equivalence: with a fixed seed and the same global batch, every (DP,TP,PP) factorization of the
 // MPI world trains to the same loss trajectory as single-rank training, within a tolerance per precision;
 // with the distributed optimizer (ZeRO-1), sequence parallelism and both together too, against the same
-// plain single-rank reference; with the interleaved schedule (virtual pipeline stages) too.
+// plain single-rank reference; with the interleaved schedule (virtual pipeline stages) too; with context
+// parallelism (cp 2 and 4, alone and with DP, TP, PP, the interleaved schedule and the techniques) too.
 #include <gtest/gtest.h>
 #include <mpi.h>
 
@@ -12,6 +13,7 @@
 #include <vector>
 
 #include "calibrate/tensor_memory.hpp"
+#include "calibrate/tp_comm.hpp"
 #include "calibrate/trainer.hpp"
 #include "common/errors.hpp"
 #include "common/model_spec.hpp"
@@ -525,6 +527,201 @@ TEST(InterleavedTrainer, RefusesWhatItCannotRun) {
   // the non-interleaved schedule keeps its own rules: m need not be a multiple of pp
   options = interleaved_options(PrecisionName::kFp32, 1, 1, 2, 1, 4, 3);
   EXPECT_NO_THROW(check_trainable(options, 2));
+}
+
+// ---- context parallelism ----
+
+// Megatron's load balancing: CP rank i holds chunks i and 2cp-1-i of 2cp, in that order.
+TEST(ContextParallel, EachRankHoldsTwoMirroredChunks) {
+  const auto positions = [](int64_t seq, int cp, int rank) {
+    const torch::Tensor p = context_parallel_positions(seq, cp, rank);
+    return std::vector<int64_t>(p.data_ptr<int64_t>(), p.data_ptr<int64_t>() + p.numel());
+  };
+  EXPECT_EQ(positions(8, 2, 0), (std::vector<int64_t>{0, 1, 6, 7}));
+  EXPECT_EQ(positions(8, 2, 1), (std::vector<int64_t>{2, 3, 4, 5}));
+  EXPECT_EQ(positions(16, 4, 3), (std::vector<int64_t>{6, 7, 8, 9}));
+  EXPECT_EQ(positions(16, 4, 0), (std::vector<int64_t>{0, 1, 14, 15}));
+  EXPECT_EQ(positions(6, 1, 0), (std::vector<int64_t>{0, 1, 2, 3, 4, 5}));
+  const torch::Tensor keys = context_parallel_key_positions(8, 2);
+  EXPECT_EQ(std::vector<int64_t>(keys.data_ptr<int64_t>(), keys.data_ptr<int64_t>() + keys.numel()),
+            (std::vector<int64_t>{0, 1, 6, 7, 2, 3, 4, 5}));
+  // Every position once over the CP ranks, and as many causal (query, key) pairs on each rank.
+  for (const int cp : {2, 4}) {
+    const int64_t seq = 32;
+    std::vector<int> seen(seq, 0);
+    std::vector<int64_t> pairs;
+    for (int rank = 0; rank < cp; ++rank) {
+      int64_t visible = 0;
+      for (int64_t p : positions(seq, cp, rank)) {
+        ++seen[static_cast<std::size_t>(p)];
+        visible += p + 1;
+      }
+      pairs.push_back(visible);
+    }
+    EXPECT_EQ(std::count(seen.begin(), seen.end(), 1), seq) << "cp " << cp;
+    EXPECT_EQ(std::count(pairs.begin(), pairs.end(), pairs.front()), cp) << "cp " << cp << ": unbalanced causal work";
+  }
+}
+
+// cp ranks of a (dp, tp, pp, cp, vp) layout (tiny-llama-gqa, 4 layers, 4 samples of 32 tokens: cp 4 holds
+// 8 tokens per rank, two chunks of 4).
+// The techniques run on the layouts marked `techniques` only (CI runs these on 2 cores): dp 2 (the
+// reduction and shard over dp*cp = 4, overlapped reduction at dp 2), tp 2 (SP, the vocabulary-parallel
+// head) and pp 2 vp 2 (the interleaved schedule).
+struct CpLayout {
+  int dp, tp, pp, cp, vp;
+  bool techniques;
+};
+
+std::vector<CpLayout> cp_layouts(int world) {
+  if (world == 2) return {{1, 1, 1, 2, 1, true}};
+  if (world == 4) {
+    return {{2, 1, 1, 2, 1, true}, {1, 2, 1, 2, 1, true}, {1, 1, 2, 2, 1, false}, {1, 1, 2, 2, 2, true}, {1, 1, 1, 4, 1, false}};
+  }
+  return {};
+}
+
+struct CpCase {
+  PrecisionName precision;
+  double tolerance;  // today's per precision (LayoutEquivalence)
+  Techniques techniques = {};
+  AttentionKernel attention = AttentionKernel::kEager;
+};
+
+class ContextParallelLayoutEquivalence : public ::testing::TestWithParam<CpCase> {};
+
+// cp 2 at 2 ranks; at 4 ranks cp 2 with dp 2, tp 2, pp 2 and pp 2 vp 2, and cp 4: the losses of
+// single-rank training. With techniques, the layouts marked for them, less those where a technique
+// changes nothing (SP and the vocabulary-parallel head at tp 1) or that are refused (overlapped reduction
+// with vp 2 at dp*cp > 1).
+TEST_P(ContextParallelLayoutEquivalence, MatchesSingleRank) {
+  const CpCase c = GetParam();
+  const std::string lacking = lacks_on_cpu(c.precision, c.attention);
+  if (!lacking.empty()) GTEST_SKIP() << lacking;
+  int world = 1;
+  MPI_Comm_size(MPI_COMM_WORLD, &world);
+  if (cp_layouts(world).empty()) GTEST_SKIP() << "context-parallel layouts at 2 and 4 ranks";
+  const std::vector<double> expected = reference(c.precision, c.attention);
+  const bool needs_tp = (c.techniques.sequence_parallel || c.techniques.vocab_parallel) && !c.techniques.distributed_optimizer;
+  int layouts_run = 0;
+  const bool any_technique = needs_tp || c.techniques.distributed_optimizer || c.techniques.recompute != Recompute::kNone ||
+                             c.techniques.overlap_gradient_reduction;
+  for (const CpLayout& l : cp_layouts(world)) {
+    if (any_technique && !l.techniques) continue;
+    if (needs_tp && l.tp == 1) continue;
+    if (c.techniques.overlap_gradient_reduction && l.vp > 1) continue;
+    TrainerOptions options = options_for(c.precision, l.dp, l.tp, l.pp, c.attention, c.techniques);
+    options.config.cp = l.cp;
+    options.config.vp = l.vp;
+    const std::vector<double> losses = train(options, MPI_COMM_WORLD);
+    ++layouts_run;
+    for (int step = 0; step < kSteps; ++step) {
+      EXPECT_NEAR(losses[step], expected[step], c.tolerance)
+          << "precision " << to_string(c.precision) << " attention " << to_string(c.attention) << " techniques"
+          << name_of(c.techniques) << " layout (dp,tp,pp,cp,vp)=(" << l.dp << "," << l.tp << "," << l.pp << "," << l.cp << ","
+          << l.vp << ") step " << step;
+    }
+  }
+  if (layouts_run == 0) GTEST_SKIP() << "no layout of " << world << " ranks with tp > 1";
+}
+
+constexpr Techniques kSequenceAndVocabParallel{true, true, false};
+
+INSTANTIATE_TEST_SUITE_P(Precisions, ContextParallelLayoutEquivalence,
+                         ::testing::Values(CpCase{PrecisionName::kFp32, 1e-4}, CpCase{PrecisionName::kBf16, 5e-2},
+                                           CpCase{PrecisionName::kAmpBf16, 2e-2},
+                                           CpCase{PrecisionName::kFp32, 1e-4, {}, AttentionKernel::kSdpa},  // LibTorch 2.x
+                                           CpCase{PrecisionName::kFp32, 1e-4, kSequenceAndVocabParallel},
+                                           CpCase{PrecisionName::kFp32, 1e-4, kDistributedOptimizer},
+                                           CpCase{PrecisionName::kFp32, 1e-4, kSelectiveRecompute},
+                                           CpCase{PrecisionName::kFp32, 1e-4, kFullRecompute},
+                                           CpCase{PrecisionName::kFp32, 1e-4, kOverlappedReduction},
+                                           CpCase{PrecisionName::kFp32, 1e-4, kDistributedOverlap},
+                                           CpCase{PrecisionName::kFp32, 1e-4, kEverything},
+                                           CpCase{PrecisionName::kAmpBf16, 2e-2, kEverything},
+                                           CpCase{PrecisionName::kFp32, 1e-4, kAllTechniques}),
+                         [](const ::testing::TestParamInfo<CpCase>& param_info) {
+                           std::string name = to_string(param_info.param.precision) + "_" +
+                                              to_string(param_info.param.attention) + name_of(param_info.param.techniques);
+                           for (char& ch : name) ch = (ch == '-') ? '_' : ch;
+                           return name;
+                         });
+
+// The reduced gradients of the first step are single-rank training's, whole model: each stage's sum of
+// squares (the same on its dp*cp*tp ranks) summed over the world. AdamW hardly sees a gradient off by a
+// constant factor (dividing by dp instead of dp*cp passes every loss above); this sees a factor 4.
+TEST(ContextParallelTrainer, ReducesTheGradientsOfTheGlobalBatch) {
+  int world = 1, rank = 0;
+  MPI_Comm_size(MPI_COMM_WORLD, &world);
+  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+  if (cp_layouts(world).empty()) GTEST_SKIP() << "context-parallel layouts at 2 and 4 ranks";
+  for (const Techniques techniques : {Techniques{}, kOverlappedReduction, kFullRecompute}) {
+    double expected = 0.0;
+    if (rank == 0) {
+      Trainer single(options_for(PrecisionName::kFp32, 1, 1, 1, AttentionKernel::kEager, techniques), MPI_COMM_SELF);
+      single.step(0);
+      expected = single.gradient_sum_of_squares();
+    }
+    MPI_Bcast(&expected, 1, MPI_DOUBLE, 0, MPI_COMM_WORLD);
+    for (const CpLayout& l : cp_layouts(world)) {
+      if (techniques.overlap_gradient_reduction && l.vp > 1) continue;
+      TrainerOptions options = options_for(PrecisionName::kFp32, l.dp, l.tp, l.pp, AttentionKernel::kEager, techniques);
+      options.config.cp = l.cp;
+      options.config.vp = l.vp;
+      Trainer trainer(options, MPI_COMM_WORLD);
+      trainer.step(0);
+      double sum = trainer.gradient_sum_of_squares();
+      MPI_Allreduce(MPI_IN_PLACE, &sum, 1, MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD);
+      sum /= l.dp * l.cp * l.tp;
+      EXPECT_NEAR(sum, expected, 1e-5 * expected)
+          << "techniques" << name_of(techniques) << " layout (dp,tp,pp,cp,vp)=(" << l.dp << "," << l.tp << "," << l.pp << ","
+          << l.cp << "," << l.vp << ")";
+    }
+  }
+}
+
+// The gradients are reduced, and the distributed optimizer's state sharded, over dp*cp ranks.
+TEST(ContextParallelTrainer, ShardsTheOptimizerStateOverDpTimesCp) {
+  int world = 1;
+  MPI_Comm_size(MPI_COMM_WORLD, &world);
+  if (world < 2 || world % 2 != 0) GTEST_SKIP() << "cp 2 needs an even world";
+  TrainerOptions options = options_for(PrecisionName::kFp32, world / 2, 1, 1, AttentionKernel::kEager, kDistributedOptimizer);
+  options.config.cp = 2;
+  const Trainer trainer(options, MPI_COMM_WORLD);
+  EXPECT_EQ(trainer.coords().cp_idx, [] {
+    int rank = 0;
+    MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+    return rank % 2;
+  }());
+  EXPECT_EQ(trainer.optimizer_parameter_count(), (trainer.local_parameter_count() + world - 1) / world);
+}
+
+TEST(ContextParallelTrainer, RefusesWhatItCannotRun) {
+  TrainerOptions accepted = options_for(PrecisionName::kFp32, 1, 1, 1);
+  accepted.config.cp = 2;
+  EXPECT_NO_THROW(check_trainable(accepted, 2));
+  TrainerOptions options = accepted;
+  options.backend = Backend::kCuda;  // the CP all-gather is MPI's (or no CUDA here at all)
+  EXPECT_THROW(check_trainable(options, 2), UserError);
+  options = accepted;
+  options.config.seq_len = 30;  // not a multiple of 2*cp = 4
+  EXPECT_THROW(check_trainable(options, 2), UserError);
+  // SP shards each CP rank's seq/cp tokens over TP: seq 36 at cp 2 is 18 tokens, not a multiple of tp 4...
+  options = options_for(PrecisionName::kFp32, 1, 4, 1, AttentionKernel::kEager, kSequenceParallel);
+  options.config.seq_len = 36;
+  options.config.cp = 2;
+  EXPECT_THROW(check_trainable(options, 8), UserError);
+  options.config.cp = 1;  // ...while 36 is
+  EXPECT_NO_THROW(check_trainable(options, 4));
+  options.config.seq_len = 48;  // 24 tokens per CP rank: fine
+  options.config.cp = 2;
+  EXPECT_NO_THROW(check_trainable(options, 8));
+  // The interleaved schedule with overlapped reduction at dp*cp > 1, as at dp > 1.
+  options = interleaved_options(PrecisionName::kFp32, 1, 1, 2, 2, 4, 4, kOverlappedReduction);
+  options.config.cp = 2;
+  EXPECT_THROW(check_trainable(options, 4), UserError);
+  options.techniques = {};
+  EXPECT_NO_THROW(check_trainable(options, 4));
 }
 
 }  // namespace

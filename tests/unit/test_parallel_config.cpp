@@ -258,6 +258,80 @@ TEST(RankLayout, ExplicitGroups) {
   EXPECT_EQ(wide.pp_group(9), (std::vector<int>{3, 9, 15, 21}));
 }
 
+// With context parallelism: rank = pp_idx*(dp*cp*tp) + dp_idx*(cp*tp) + cp_idx*tp + tp_idx (tp, cp, dp, pp).
+using CpLayout = std::tuple<int, int, int, int>;  // dp, tp, pp, cp
+const std::vector<CpLayout> kCpLayouts = {{1, 1, 1, 2}, {2, 1, 1, 2}, {1, 2, 1, 2}, {1, 1, 2, 2}, {1, 1, 1, 4},
+                                          {2, 2, 2, 2}, {3, 2, 2, 3}, {2, 1, 3, 4}, {1, 3, 1, 1}};
+
+TEST(RankLayout, CoordsAndRankOfRoundTripWithContextParallelism) {
+  for (const auto& [dp, tp, pp, cp] : kCpLayouts) {
+    const RankLayout layout(dp, tp, pp, cp);
+    SCOPED_TRACE("dp" + std::to_string(dp) + " tp" + std::to_string(tp) + " pp" + std::to_string(pp) + " cp" + std::to_string(cp));
+    ASSERT_EQ(layout.world_size(), dp * cp * tp * pp);
+    EXPECT_EQ(layout.cp(), cp);
+    std::set<std::tuple<int, int, int, int>> seen;
+    for (int rank = 0; rank < layout.world_size(); ++rank) {
+      const RankCoords c = layout.coords(rank);
+      ASSERT_TRUE(c.dp_idx >= 0 && c.dp_idx < dp && c.tp_idx >= 0 && c.tp_idx < tp && c.pp_idx >= 0 && c.pp_idx < pp &&
+                  c.cp_idx >= 0 && c.cp_idx < cp);
+      EXPECT_EQ(layout.rank_of(c), rank);
+      EXPECT_EQ(c.pp_idx * (dp * cp * tp) + c.dp_idx * (cp * tp) + c.cp_idx * tp + c.tp_idx, rank);
+      seen.insert({c.dp_idx, c.tp_idx, c.pp_idx, c.cp_idx});
+      // Groups: each varies its own coordinates only, holds the rank at its own index, and agrees
+      // between its members; dp_cp is dp*cp ranks in rank order, group rank dp_idx*cp + cp_idx.
+      const auto cpg = layout.cp_group(rank);
+      const auto dpg = layout.dp_group(rank);
+      const auto dpcpg = layout.dp_cp_group(rank);
+      ASSERT_EQ(static_cast<int>(cpg.size()), cp);
+      ASSERT_EQ(static_cast<int>(dpg.size()), dp);
+      ASSERT_EQ(static_cast<int>(dpcpg.size()), dp * cp);
+      EXPECT_EQ(cpg[static_cast<std::size_t>(c.cp_idx)], rank);
+      EXPECT_EQ(dpg[static_cast<std::size_t>(c.dp_idx)], rank);
+      EXPECT_EQ(dpcpg[static_cast<std::size_t>(c.dp_idx * cp + c.cp_idx)], rank);
+      EXPECT_TRUE(std::is_sorted(dpcpg.begin(), dpcpg.end()));
+      for (int member : cpg) {
+        const RankCoords m = layout.coords(member);
+        EXPECT_TRUE(m.dp_idx == c.dp_idx && m.tp_idx == c.tp_idx && m.pp_idx == c.pp_idx);
+        EXPECT_EQ(layout.cp_group(member), cpg);
+      }
+      for (int member : dpg) {
+        const RankCoords m = layout.coords(member);
+        EXPECT_TRUE(m.cp_idx == c.cp_idx && m.tp_idx == c.tp_idx && m.pp_idx == c.pp_idx);
+      }
+      for (int member : dpcpg) {
+        const RankCoords m = layout.coords(member);
+        EXPECT_TRUE(m.tp_idx == c.tp_idx && m.pp_idx == c.pp_idx);
+        EXPECT_EQ(layout.dp_cp_group(member), dpcpg);
+      }
+    }
+    EXPECT_EQ(static_cast<int>(seen.size()), layout.world_size()) << "coords must be a bijection";
+  }
+}
+
+TEST(RankLayout, ExplicitGroupsWithContextParallelism) {
+  // dp 2, tp 2, pp 2, cp 2: 16 ranks; rank 13 = 1*8 + 1*4 + 0*2 + 1.
+  const RankLayout layout(2, 2, 2, 2);
+  EXPECT_EQ(layout.coords(13), (RankCoords{1, 1, 1, 0}));  // dp_idx, tp_idx, pp_idx, cp_idx
+  EXPECT_EQ(layout.coords(6), (RankCoords{1, 0, 0, 1}));
+  EXPECT_EQ(layout.rank_of(RankCoords{0, 1, 0, 1}), 3);
+  EXPECT_EQ(layout.tp_group(13), (std::vector<int>{12, 13}));
+  EXPECT_EQ(layout.cp_group(13), (std::vector<int>{13, 15}));
+  EXPECT_EQ(layout.dp_group(13), (std::vector<int>{9, 13}));
+  EXPECT_EQ(layout.pp_group(13), (std::vector<int>{5, 13}));
+  EXPECT_EQ(layout.dp_cp_group(13), (std::vector<int>{9, 11, 13, 15}));
+  // cp 4 alone: one CP group of the whole world, which is also the dp_cp group.
+  const RankLayout cp4(1, 1, 1, 4);
+  EXPECT_EQ(cp4.cp_group(2), (std::vector<int>{0, 1, 2, 3}));
+  EXPECT_EQ(cp4.dp_cp_group(2), (std::vector<int>{0, 1, 2, 3}));
+  EXPECT_EQ(cp4.dp_group(2), (std::vector<int>{2}));
+  // cp 1: dp_cp is the dp group, and cp_idx is 0 everywhere.
+  const RankLayout plain(3, 2, 4);
+  EXPECT_EQ(plain.dp_cp_group(9), plain.dp_group(9));
+  EXPECT_EQ(plain.cp_group(9), (std::vector<int>{9}));
+  EXPECT_THROW(RankLayout(1, 1, 1, 0), UserError);
+  EXPECT_THROW(layout.rank_of(RankCoords{0, 0, 0, 2}), InternalError);
+}
+
 TEST(RankLayout, GroupsAreStridedAndOrderedByIndex) {
   for (const auto& [dp, tp, pp] : kLayouts) {
     const RankLayout layout(dp, tp, pp);
