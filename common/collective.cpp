@@ -91,6 +91,8 @@ std::string to_string(CommKind kind) {
     case CommKind::kTpReduceScatter: return "tp_reduce_scatter";
     case CommKind::kDpReduceScatter: return "dp_reduce_scatter";
     case CommKind::kDpAllGather: return "dp_all_gather";
+    case CommKind::kCpAllGather: return "cp_all_gather";
+    case CommKind::kCpReduceScatter: return "cp_reduce_scatter";
   }
   throw InternalError("unknown comm kind", __FILE__, __LINE__);
 }
@@ -99,7 +101,8 @@ const std::vector<CommKind>& all_comm_kinds() {
   static const std::vector<CommKind> kAll = {CommKind::kTpAllReduce,    CommKind::kPpSendForward,
                                              CommKind::kPpSendBackward, CommKind::kDpAllReduce,
                                              CommKind::kTpAllGather,    CommKind::kTpReduceScatter,
-                                             CommKind::kDpReduceScatter, CommKind::kDpAllGather};
+                                             CommKind::kDpReduceScatter, CommKind::kDpAllGather,
+                                             CommKind::kCpAllGather,    CommKind::kCpReduceScatter};
   return kAll;
 }
 
@@ -119,9 +122,11 @@ Collective collective_of(CommKind kind) {
     case CommKind::kPpSendForward:
     case CommKind::kPpSendBackward: return Collective::kSend;
     case CommKind::kTpAllGather:
-    case CommKind::kDpAllGather: return Collective::kAllGather;
+    case CommKind::kDpAllGather:
+    case CommKind::kCpAllGather: return Collective::kAllGather;
     case CommKind::kTpReduceScatter:
-    case CommKind::kDpReduceScatter: return Collective::kReduceScatter;
+    case CommKind::kDpReduceScatter:
+    case CommKind::kCpReduceScatter: return Collective::kReduceScatter;
   }
   throw InternalError("unknown comm kind", __FILE__, __LINE__);
 }

@@ -53,10 +53,12 @@ enum class CommKind {
   kTpAllGather,
   kTpReduceScatter,
   kDpReduceScatter,
-  kDpAllGather
+  kDpAllGather,
+  kCpAllGather,     // context parallelism: keys and values gathered over the CP group (forward; one rank's part)
+  kCpReduceScatter  // their gradients reduce-scattered back (backward; one rank's part)
 };
 // "tp_all_reduce", "pp_send_forward", "pp_send_backward", "dp_all_reduce", "tp_all_gather", "tp_reduce_scatter",
-// "dp_reduce_scatter", "dp_all_gather"
+// "dp_reduce_scatter", "dp_all_gather", "cp_all_gather", "cp_reduce_scatter"
 std::string to_string(CommKind kind);
 CommKind parse_comm_kind(std::string_view text);
 const std::vector<CommKind>& all_comm_kinds();

@@ -83,7 +83,7 @@ namespace itertime::store {
 
 std::string stage_key(const std::string& model, int tp, int pp, int stage, int micro_batch, int seq_len,
                       const std::string& precision, const std::string& variant, const TrainingTechniques& techniques,
-                      int dp) {
+                      int dp, int cp) {
   const std::string recipe = recipe_text(techniques);
   std::string key = model + "/tp" + std::to_string(tp) + "/pp" + std::to_string(pp) + "/s" + std::to_string(stage) +
                     "/mbs" + std::to_string(micro_batch) + "/seq" + std::to_string(seq_len) + "/" + precision + "/" +
@@ -92,6 +92,7 @@ std::string stage_key(const std::string& model, int tp, int pp, int stage, int m
     ITERTIME_CHECK(dp >= 1, "stage_key: a distributed-optimizer stage needs its dp degree");
     key += "/dp" + std::to_string(dp);
   }
+  if (cp > 1) key += "/cp" + std::to_string(cp);
   return key;
 }
 

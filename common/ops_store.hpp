@@ -90,10 +90,12 @@ inline constexpr const char* kOpStages = "/ops/stages";
 // "model/tp2/pp2/s1/mbs1/seq64/amp-bf16/aware", then "/" + recipe_text(techniques) when any technique is
 // on ("/sp+rc-full"), then "/dp" + dp with the distributed optimizer ("/dopt/dp4": its shards, and so its
 // stage, depend on dp): plain keys are those of files written before the techniques existed. dp is
-// ignored without the distributed optimizer and required (>= 1, else InternalError) with it.
+// ignored without the distributed optimizer and required (>= 1, else InternalError) with it. With context
+// parallelism (cp > 1) "/cp" + cp ends the key: a CP stage holds seq_len / cp tokens of each sequence and
+// gathers the rest's keys and values.
 std::string stage_key(const std::string& model, int tp, int pp, int stage, int micro_batch, int seq_len,
                       const std::string& precision, const std::string& variant, const TrainingTechniques& techniques = {},
-                      int dp = 0);
+                      int dp = 0, int cp = 1);
 
 // Appends a stage trace: sequence rows, comm rows, then the stage row (offsets filled in here).
 void append_stage(h5::Store& store, OpStageRow stage, const std::vector<OpSequenceRow>& sequence,

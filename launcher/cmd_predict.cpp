@@ -22,7 +22,7 @@ namespace {
 struct PredictArgs {
   std::string source;
   std::string model_file;
-  int dp = 1, tp = 1, pp = 1, vp = 1, micro_batch = 1, global_batch = 1, seq_len = 0;
+  int dp = 1, tp = 1, pp = 1, cp = 1, vp = 1, micro_batch = 1, global_batch = 1, seq_len = 0;
   std::string precision = "fp32";
   std::string recipe = "plain";
   bool blind = false, raw = false, json = false;
@@ -42,6 +42,7 @@ TrainingTechniques parse_recipe_option(const std::string& text, const std::strin
 int run_predict(const PredictArgs& a) {
   const LlamaSpec spec = load_llama_config(a.model_file);
   ParallelConfig config{a.dp, a.tp, a.pp, a.micro_batch, a.global_batch, a.seq_len};
+  config.cp = a.cp;
   config.vp = a.vp;
   config.require_valid(spec, 0);
   const PrecisionPolicy& policy = parse_precision(a.precision);
@@ -109,6 +110,7 @@ void register_predict(CLI::App& app, std::vector<std::pair<CLI::App*, Action>>& 
   predict_cmd->add_option("--dp", args->dp, "Data-parallel degree")->capture_default_str();
   predict_cmd->add_option("--tp", args->tp, "Tensor-parallel degree")->capture_default_str();
   predict_cmd->add_option("--pp", args->pp, "Pipeline-parallel degree")->capture_default_str();
+  predict_cmd->add_option("--cp", args->cp, "Context-parallel degree (the sequence split over cp ranks)")->capture_default_str();
   predict_cmd->add_option("--vp", args->vp, "Virtual pipeline stages (model chunks) per pipeline rank: > 1 is interleaved 1F1B")
       ->capture_default_str();
   predict_cmd->add_option("--mbs", args->micro_batch, "Micro-batch size")->capture_default_str();
@@ -180,6 +182,7 @@ void register_plan(CLI::App& app, std::vector<std::pair<CLI::App*, Action>>& act
     int gpus = 1, global_batch = 0, seq_len = 0, top = 10;
     std::vector<int> micro_batches = {1, 2, 4, 8};
     std::vector<int> virtual_stages = {1};
+    std::vector<int> context_parallel = {1};
     std::vector<std::string> precisions = {"amp-bf16"};
     std::vector<std::string> recipes = {"plain"};
     bool all_recipes = false;
@@ -193,6 +196,9 @@ void register_plan(CLI::App& app, std::vector<std::pair<CLI::App*, Action>>& act
   plan_cmd->add_option("--gbs", a->global_batch, "Global batch size")->required();
   plan_cmd->add_option("--seq", a->seq_len, "Sequence length")->required();
   plan_cmd->add_option("--mbs", a->micro_batches, "Micro-batch sizes to consider")->delimiter(',')->capture_default_str();
+  plan_cmd->add_option("--cp", a->context_parallel, "Context-parallel degrees to consider (each dividing --gpus)")
+      ->delimiter(',')
+      ->capture_default_str();
   plan_cmd->add_option("--vp", a->virtual_stages,
                        "Virtual pipeline stages per pipeline rank to consider (interleaved 1F1B when > 1; only with pp > 1)")
       ->delimiter(',')
@@ -217,6 +223,7 @@ void register_plan(CLI::App& app, std::vector<std::pair<CLI::App*, Action>>& act
     options.seq_len = a->seq_len;
     options.micro_batches = a->micro_batches;
     options.virtual_stages = a->virtual_stages;
+    options.context_parallel = a->context_parallel;
     options.precisions.clear();
     for (const auto& p : a->precisions) options.precisions.push_back(parse_precision(p).name);
     options.recipes.clear();

@@ -1,6 +1,7 @@
 // plan.hpp: the fastest legal, memory-feasible configurations of a model on N GPUs.
 // Invariants:
-//  - Candidates: every (dp, tp, pp) with dp*tp*pp == gpus that is legal for the model (illegal ones are not
+//  - Candidates: for every cp given that divides gpus, every (dp, tp, pp) with dp*cp*tp*pp == gpus that is
+//    legal for the model (illegal ones are not
 //    listed), every micro-batch size given (dividing the global batch per DP rank), every vp given (vp > 1
 //    only where pp > 1 and the layout stays legal: m a multiple of pp, a layer per chunk), every precision given
 //    the calibrated backend can run, and every training recipe given; a recipe with sequence parallelism or
@@ -32,6 +33,7 @@ struct PlanOptions {
   int seq_len = 1;
   std::vector<int> micro_batches = {1, 2, 4, 8};
   std::vector<int> virtual_stages = {1};  // vp values; > 1 (interleaved 1F1B) only where pp > 1
+  std::vector<int> context_parallel = {1};  // cp values; each that divides gpus, with (dp, tp, pp) factorizing gpus / cp
   std::vector<PrecisionName> precisions = {PrecisionName::kAmpBf16};
   std::vector<TrainingTechniques> recipes = {TrainingTechniques{}};  // plain training only by default
   double device_memory_bytes = 0;  // 0: no memory check

@@ -16,12 +16,20 @@ namespace {
 constexpr std::size_t kMaxTracedNotes = 8;   // occupancy fallbacks of traced stages
 constexpr std::size_t kMaxNotes = 16;        // with those of built stages and their "built" lines
 
+// The ranks gradients are reduced over: the DP group with context parallelism (dp * cp), as the trainer
+// reduces them (calibrate/trainer.hpp).
+int reduction_ranks(const ParallelConfig& c) { return c.dp * c.cp; }
+
 // Step 1: the configuration is one a training run can have.
 std::optional<std::string> illegal_reason(const ParallelConfig& c, const LlamaSpec* model) {
   if (c.dp < 1 || c.tp < 1 || c.pp < 1 || c.cp < 1 || c.vp < 1 || c.micro_batch < 1 ||
       c.global_batch % (c.dp * c.micro_batch) != 0) {
     return "configuration " + c.to_string() +
            " is not legal: dp, tp, pp, cp, vp, micro_batch must be positive and global_batch divisible by dp*micro_batch";
+  }
+  if (c.cp > 1 && c.seq_len % (2 * c.cp) != 0) {
+    return "configuration " + c.to_string() + " is not legal: cp " + std::to_string(c.cp) +
+           " needs seq_len divisible by 2*cp (each context-parallel rank holds two of 2*cp chunks)";
   }
   if (c.vp > 1 && (c.pp == 1 || c.num_micro_batches() % c.pp != 0)) {
     return "configuration " + c.to_string() + " is not legal: vp " + std::to_string(c.vp) +
@@ -35,11 +43,10 @@ std::optional<std::string> illegal_reason(const ParallelConfig& c, const LlamaSp
 }
 
 // Step 1b: what the predictor models: every technique and layout the trainer runs (a stage the tracer or
-// the builder cannot give comes back as the resolver's reason), but not context parallelism yet.
+// the builder cannot give comes back as the resolver's reason).
 std::optional<std::string> unmodelled_reason(const ParallelConfig& c, const TrainingTechniques& techniques) {
-  if (c.cp > 1) return "configuration " + c.to_string() + ": context parallelism (cp > 1) is not predicted yet";
-  if (c.vp > 1 && at_dp(techniques, c.dp).overlap_gradient_reduction) {
-    return "configuration " + c.to_string() + ": interleaved 1F1B (vp > 1) with overlapped gradient reduction at dp > 1 is "
+  if (c.vp > 1 && at_dp(techniques, reduction_ranks(c)).overlap_gradient_reduction) {
+    return "configuration " + c.to_string() + ": interleaved 1F1B (vp > 1) with overlapped gradient reduction at dp*cp > 1 is "
            "neither trained nor predicted (each chunk's gradients are final at its own last backward)";
   }
   return std::nullopt;
@@ -84,6 +91,7 @@ const Calibration& choose_calibration(const FittedModel& model, const PredictReq
 // per parameter taken as even; the stage's last bucket is complete when the backward ends).
 struct StageComm {
   double tp_forward_us = 0, tp_backward_us = 0, dp_us = 0;
+  double cp_forward_us = 0, cp_backward_us = 0;  // context parallelism's per micro-batch (inside the passes)
   std::vector<BucketReduction> buckets;
   double tp_iteration_us = 0;  // TP communication once per iteration (sequence parallelism's norm gradients)
   std::optional<double> send_forward_us, send_backward_us;  // to stage s+1, to stage s-1
@@ -104,12 +112,18 @@ StageComm stage_comm(const CommModel& comm_model, const ParallelConfig& c, int s
       out.buckets.push_back(BucketReduction{1.0, t});
     }
   };
-  // Neighbouring stages are dp*tp ranks apart (consecutive only when dp*tp == 1); DP peers tp apart.
-  const GroupLayout send_layout = c.dp * c.tp == 1 ? GroupLayout::kConsecutive : GroupLayout::kStrided;
+  // Neighbouring stages are dp*cp*tp ranks apart (consecutive only when that is 1); the DP*CP group's
+  // ranks and the CP group's are tp apart (consecutive when tp == 1).
+  const int reduction = reduction_ranks(c);
+  const GroupLayout send_layout = c.dp * c.cp * c.tp == 1 ? GroupLayout::kConsecutive : GroupLayout::kStrided;
   const GroupLayout dp_layout = c.tp == 1 ? GroupLayout::kConsecutive : GroupLayout::kStrided;
+  const GroupLayout cp_layout = dp_layout;
   const auto add_tp = [&](const CommOp& op, double t) {
     double& sum = op.phase == Phase::kForward ? out.tp_forward_us : op.phase == Phase::kBackward ? out.tp_backward_us : out.tp_iteration_us;
     sum += t * static_cast<double>(op.count);
+  };
+  const auto add_cp = [&](const CommOp& op, double t) {  // inside the passes, like TP's
+    (op.phase == Phase::kForward ? out.cp_forward_us : out.cp_backward_us) += t * static_cast<double>(op.count);
   };
   for (const CommOp& op : comms) {
     std::optional<double> t = 0.0;
@@ -134,20 +148,29 @@ StageComm stage_comm(const CommModel& comm_model, const ParallelConfig& c, int s
         if (t && op.kind == CommKind::kPpSendForward && stage < c.pp - 1) out.send_forward_us = *t;
         if (t && op.kind == CommKind::kPpSendBackward && stage > 0) out.send_backward_us = *t;
         break;
+      case CommKind::kCpAllGather:
+      case CommKind::kCpReduceScatter: {
+        // Context parallelism's keys and values (one rank's part recorded), timed at the whole buffer.
+        CommOp whole = op;
+        whole.bytes = op.bytes * c.cp;
+        t = time_us(collective_of(op.kind), whole, c.cp, cp_layout);
+        if (t) add_cp(op, *t);
+        break;
+      }
       case CommKind::kDpAllReduce:
-        if (c.dp > 1) t = time_us(Collective::kAllReduce, op, c.dp, dp_layout);
-        if (t && c.dp > 1 && op.phase == Phase::kBackward) {
+        if (reduction > 1) t = time_us(Collective::kAllReduce, op, reduction, dp_layout);
+        if (t && reduction > 1 && op.phase == Phase::kBackward) {
           add_buckets(op, op.bytes, *t);
-        } else if (t && c.dp > 1) {
+        } else if (t && reduction > 1) {
           out.dp_us += *t * static_cast<double>(op.count);
         }
         break;
       case CommKind::kDpReduceScatter:
       case CommKind::kDpAllGather:  // the distributed optimizer's, once per iteration, one rank's part recorded
-        if (c.dp > 1) {
+        if (reduction > 1) {
           CommOp whole = op;
-          whole.bytes = op.bytes * c.dp;
-          t = time_us(op.kind == CommKind::kDpAllGather ? Collective::kAllGather : Collective::kReduceScatter, whole, c.dp,
+          whole.bytes = op.bytes * reduction;
+          t = time_us(op.kind == CommKind::kDpAllGather ? Collective::kAllGather : Collective::kReduceScatter, whole, reduction,
                       dp_layout);
           if (t && op.phase == Phase::kBackward) {  // with overlapped reduction: one per bucket, started in the backward
             add_buckets(op, whole.bytes, *t);
@@ -174,6 +197,7 @@ struct StageFigures {
   StageTimes times, raw_times;  // per micro-batch, TP comm included; raw: without the overhead
   double compute_us = 0;        // m * (forward + backward), TP comm excluded
   double tp_us = 0;             // m * TP comm
+  double cp_us = 0;             // m * CP comm (context parallelism's gathers and reduce-scatters)
   double dp_us = 0;             // DP gradient-buffer work (when the phase runs) and DP communication
   double optimizer_us = 0;
   double sp_grads_us = 0;               // sequence parallelism's TP sum of the norms' gradients (ops and comm)
@@ -184,7 +208,7 @@ struct StageFigures {
   std::vector<BucketReduction> buckets;               // overlapped reduction's, started in the last backward
 };
 
-// dp_phase: whether the DP gradient-buffer phase runs (dp > 1, or the distributed optimizer's, at any dp).
+// dp_phase: whether the DP gradient-buffer phase runs (dp*cp > 1, or the distributed optimizer's, at any dp).
 StageFigures stage_figures(const ResolvedStage& ops, const StageComm& comm, double overhead_us, int m, bool dp_phase,
                            double tail_stretch) {
   StageFigures out;
@@ -204,12 +228,13 @@ StageFigures stage_figures(const ResolvedStage& ops, const StageComm& comm, doub
   const double forward = phase_us[phase_index(Phase::kForward)], backward = phase_us[phase_index(Phase::kBackward)];
   const double dp_buffer = phase_us[phase_index(Phase::kDpBuffer)], optimizer = phase_us[phase_index(Phase::kOptimizer)];
   const double sp_grads = phase_us[phase_index(Phase::kSpGradients)];
-  out.times = StageTimes{forward + comm.tp_forward_us, backward + comm.tp_backward_us, comm.tp_forward_us, comm.tp_backward_us};
-  out.raw_times = StageTimes{phase_raw_us[phase_index(Phase::kForward)] + comm.tp_forward_us,
-                             phase_raw_us[phase_index(Phase::kBackward)] + comm.tp_backward_us, comm.tp_forward_us,
-                             comm.tp_backward_us};
+  const double fixed_forward = comm.tp_forward_us + comm.cp_forward_us, fixed_backward = comm.tp_backward_us + comm.cp_backward_us;
+  out.times = StageTimes{forward + fixed_forward, backward + fixed_backward, fixed_forward, fixed_backward};
+  out.raw_times = StageTimes{phase_raw_us[phase_index(Phase::kForward)] + fixed_forward,
+                             phase_raw_us[phase_index(Phase::kBackward)] + fixed_backward, fixed_forward, fixed_backward};
   out.compute_us = m * (forward + backward);
   out.tp_us = m * (comm.tp_forward_us + comm.tp_backward_us);
+  out.cp_us = m * (comm.cp_forward_us + comm.cp_backward_us);
   out.dp_us = (dp_phase ? dp_buffer * tail_stretch : 0.0) + comm.dp_us;
   out.optimizer_us = optimizer * tail_stretch;
   out.sp_grads_us = sp_grads * tail_stretch + comm.tp_iteration_us;
@@ -241,6 +266,7 @@ StageFigures rank_figures(const std::vector<const StageFigures*>& chunks, double
   for (const StageFigures* chunk : chunks) {
     out.compute_us += chunk->compute_us;
     out.tp_us += chunk->tp_us;
+    out.cp_us += chunk->cp_us;
     out.dp_us += chunk->dp_us;
     out.optimizer_us += chunk->optimizer_us;
     out.sp_grads_us += chunk->sp_grads_us;
@@ -323,7 +349,8 @@ PipelineFigures pipeline_figures(StageResolver& resolver, const PredictRequest& 
       return out;
     }
     add_stage_notes(store::stage_key(request.model_name, c.tp, chunked.pp, s, c.micro_batch, c.seq_len, to_string(request.precision),
-                                     request.blind ? "blind" : "aware", at_dp(request.techniques, c.dp), c.dp),
+                                     request.blind ? "blind" : "aware", at_dp(request.techniques, reduction_ranks(c)),
+                                     reduction_ranks(c), c.cp),
                     *resolved.stage, notes);
     std::vector<CommOp> comms = resolved.stage->comms;
     if (c.vp > 1) {  // the rank's DP collectives are timed once, merged (below)
@@ -341,7 +368,7 @@ PipelineFigures pipeline_figures(StageResolver& resolver, const PredictRequest& 
     if (comm.send_forward_us) out.send_forward_us[static_cast<std::size_t>(s)] = *comm.send_forward_us;
     if (comm.send_backward_us) out.send_backward_us[static_cast<std::size_t>(s - 1)] = *comm.send_backward_us;
     out.stages.push_back(stage_figures(*resolved.stage, comm, overhead_us, c.num_micro_batches(),
-                                       c.dp > 1 || request.techniques.distributed_optimizer, occupancy.tail_stretch));
+                                       reduction_ranks(c) > 1 || request.techniques.distributed_optimizer, occupancy.tail_stretch));
   }
   if (c.vp == 1) {
     out.ranks = out.stages;
@@ -369,7 +396,7 @@ ScheduleInput schedule_input(const PipelineFigures& pipeline, const ParallelConf
   input.virtual_stages = c.vp;
   input.blocking_send = true;
   input.rank_slots = occupancy.shared ? occupancy.slots : 0.0;
-  input.ranks_per_stage = static_cast<double>(c.dp * c.tp);
+  input.ranks_per_stage = static_cast<double>(c.dp * c.cp * c.tp);
   return input;
 }
 
@@ -415,9 +442,10 @@ Prediction assemble(const PipelineFigures& pipeline, const ParallelConfig& c, co
   const double overhead_us = calibration.op_overhead_us;
   const double total_with_overhead = end.total_us;
   out.tp_comm_us = top.tp_us;
-  out.compute_us = occupancy.shared ? std::max(0.0, schedule.busy_us[busiest] - out.tp_comm_us) : top.compute_us;
+  out.cp_comm_us = top.cp_us;
+  out.compute_us = occupancy.shared ? std::max(0.0, schedule.busy_us[busiest] - out.tp_comm_us - out.cp_comm_us) : top.compute_us;
   out.pp_comm_us = schedule.send_us.empty() ? 0.0 : schedule.send_us[busiest];
-  out.bubble_us = std::max(0.0, schedule.makespan_us - out.compute_us - out.tp_comm_us - out.pp_comm_us);
+  out.bubble_us = std::max(0.0, schedule.makespan_us - out.compute_us - out.tp_comm_us - out.cp_comm_us - out.pp_comm_us);
   out.tp_comm_us += top.sp_grads_us;  // after the pipeline, once per iteration (its few copies included)
   out.dp_comm_us = top.dp_us + end.exposed_reduction_us[busiest];
   out.optimizer_us = top.optimizer_us;

@@ -29,8 +29,12 @@
 //    summed: v smaller flattens and sequence-parallel norm sums where the trainer runs one; a few
 //    operator calls more, not modelled away). Busiest-stage figures are per pipeline rank;
 //    stage_forward_us / stage_backward_us per virtual stage. Overlapped reduction at dp > 1 with v > 1
-//    is not predicted (the trainer does not run it), nor is context parallelism (cp > 1) yet: both come
-//    back with their reason.
+//    is not predicted (the trainer does not run it): it comes back with its reason.
+//  - Context parallelism (cp > 1): stages are keyed and resolved with cp (traced or built as CP rank 0 runs
+//    them); their cp_all_gather / cp_reduce_scatter (one rank's part recorded) are timed as the comm
+//    model's all_gather / reduce_scatter of the whole buffer at the CP group (tp apart: consecutive when
+//    tp is 1) and run inside the passes like TP's; every DP collective runs over the dp*cp ranks the
+//    trainer reduces over (at_dp and the distributed optimizer's shard at dp*cp).
 //  - Shared cores: when the model has rank slots (a single-node CPU calibration) and the configuration
 //    has more ranks than slots but no more than the calibrated node ran, operators take their time at
 //    occupancy = slots, the schedule runs with processor sharing (TP all-reduces and transfers
@@ -86,6 +90,7 @@ struct Prediction {
   // Breakdown of the raw prediction, on the busiest stage (microseconds per iteration); tp_comm includes
   // sequence parallelism's once-per-iteration TP sum of the norms' gradients:
   double compute_us = 0, tp_comm_us = 0, pp_comm_us = 0, bubble_us = 0, dp_comm_us = 0, optimizer_us = 0;
+  double cp_comm_us = 0;  // context parallelism's key/value all-gathers and their gradients' reduce-scatters
   double extrapolated_fraction = 0;  // share of compute time from the regression (no usable profile)
   std::vector<double> stage_forward_us, stage_backward_us;  // per micro-batch, TP comm included
   std::vector<std::string> notes;

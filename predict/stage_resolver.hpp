@@ -69,7 +69,7 @@ struct StageQuery {
   PrecisionName precision = PrecisionName::kFp32;
   bool blind = false;  // the precision-blind variant (fp32 traces; built stages in fp32)
   int64_t occupancy = 1;
-  TrainingTechniques techniques;  // the recipe trained with; the stage is resolved with at_dp(techniques, config.dp)
+  TrainingTechniques techniques;  // the recipe trained with; the stage is resolved with at_dp(techniques, dp * cp)
 };
 
 // The resolved stage (owned by the resolver, valid while it lives), or why there is none.

@@ -26,7 +26,7 @@ std::string prediction_json(const PredictionRecord& r) {
       {"libtorch_version", libtorch_shown(r.libtorch_version)},
       {"iteration_us", p.total_us}, {"raw_iteration_us", p.raw_total_us},
       {"calibration_factor", p.calibration_factor}, {"op_overhead_us", p.op_overhead_us}, {"op_calls", p.op_calls},
-      {"breakdown_us", {{"compute", p.compute_us}, {"tp_comm", p.tp_comm_us}, {"pp_comm", p.pp_comm_us},
+      {"breakdown_us", {{"compute", p.compute_us}, {"tp_comm", p.tp_comm_us}, {"cp_comm", p.cp_comm_us}, {"pp_comm", p.pp_comm_us},
                         {"bubble", p.bubble_us}, {"dp_comm", p.dp_comm_us}, {"optimizer", p.optimizer_us}}},
       {"stage_forward_us", p.stage_forward_us}, {"stage_backward_us", p.stage_backward_us},
       {"extrapolated_fraction", p.extrapolated_fraction}, {"peak_memory_bytes", r.peak_memory_bytes},
@@ -47,8 +47,9 @@ void print_prediction(const PredictionRecord& r) {
                 p.op_overhead_us, static_cast<long long>(p.op_calls), p.calibration_factor);
   }
   std::printf("\n  breakdown on the busiest stage (raw):\n");
-  std::printf("    compute          %12.1f us\n    TP comm          %12.1f us\n    PP comm          %12.1f us\n",
-              p.compute_us, p.tp_comm_us, p.pp_comm_us);
+  std::printf("    compute          %12.1f us\n    TP comm          %12.1f us\n", p.compute_us, p.tp_comm_us);
+  if (r.config.cp > 1) std::printf("    CP comm          %12.1f us\n", p.cp_comm_us);
+  std::printf("    PP comm          %12.1f us\n", p.pp_comm_us);
   std::printf("    bubble           %12.1f us\n    DP comm + buffer %12.1f us\n    optimizer        %12.1f us\n", p.bubble_us,
               p.dp_comm_us, p.optimizer_us);
   std::printf("  extrapolated       %12.1f %% of compute time from the operator regression\n", 100.0 * p.extrapolated_fraction);

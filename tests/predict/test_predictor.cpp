@@ -308,10 +308,47 @@ TEST(Predictor, InterleavedPipelineRunsTheVirtualStagesAndMergesEachRanksReducti
   PredictRequest overlapped = request;
   overlapped.techniques.overlap_gradient_reduction = true;
   EXPECT_NE(predict(resolver, overlapped).reason.find("overlapped gradient reduction"), std::string::npos);
-  PredictRequest context = request;
-  context.config.vp = 1;
-  context.config.cp = 2;
-  EXPECT_NE(predict(resolver, context).reason.find("context parallelism"), std::string::npos);
+}
+
+// Context parallelism (hand-derived): cp 2, dp 1 (2 ranks), m 4. The stage keyed /cp2 records per
+// micro-batch 2 key/value gathers of 1024 bytes (one rank's part) forward and their 2 reduce-scatters
+// backward, timed at the whole 2048-byte buffer at the CP group: all-gather 20 + 2e-3 us/B = 24.096 us,
+// reduce-scatter 10 + 1e-3 us/B = 12.048 us. Forward 3 x 5 + 2 x 24.096 = 63.192 us, backward 4 x 5 +
+// 2 x 12.048 = 44.096 us, 4 micro-batches: 429.152 us. The gradients are reduced over dp*cp = 2 ranks:
+// the buffer work (5 us) and the all-reduce of 4096 bytes (10 + 4.096 us) follow.
+TEST(Predictor, ContextParallelGathersRunInsideThePassesAndGradientsReduceOverDpTimesCp) {
+  const LlamaSpec spec = load("tiny-llama-gqa");
+  FittedModel model = model_with_trace(spec);
+  std::vector<store::CommRow> rows = test_rows::synthetic_rows("all_gather", "fp32", 2, "consecutive", 20.0, 2e-3, 1024, 1 << 20);
+  for (const store::CommRow& row : test_rows::synthetic_rows("reduce_scatter", "fp32", 2, "consecutive", 10.0, 1e-3, 1024, 1 << 20)) rows.push_back(row);
+  for (const store::CommRow& row : test_rows::synthetic_rows("all_reduce", "fp32", 2, "consecutive", 10.0, 1e-3, 1024, 1 << 20)) rows.push_back(row);
+  model.comm = CommModel(store::to_records(rows));
+  model.occupancies = {2};
+  model.op_time_us[{0, 2}] = 5.0;
+  StageOps stage;
+  stage.sequence = {SequenceEntry{Phase::kForward, 0, 3}, SequenceEntry{Phase::kBackward, 0, 4}, SequenceEntry{Phase::kDpBuffer, 0, 1}};
+  stage.comms = {CommOp{Phase::kForward, CommKind::kCpAllGather, DType::kFloat32, 1024, 2},
+                 CommOp{Phase::kBackward, CommKind::kCpReduceScatter, DType::kFloat32, 1024, 2},
+                 CommOp{Phase::kDpBuffer, CommKind::kDpAllReduce, DType::kFloat32, 4096, 1}};
+  model.stages[store::stage_key(spec.name, 1, 1, 0, 1, 16, "fp32", "aware", {}, 2, 2)] = stage;
+  StageResolver resolver(model);
+  ParallelConfig config{1, 1, 1, 1, 4, 16};
+  config.cp = 2;
+  PredictRequest request = request_of(spec, config);
+  request.model = nullptr;
+  const PredictOutcome outcome = predict(resolver, request);
+  ASSERT_TRUE(outcome.ok()) << outcome.reason;
+  EXPECT_NEAR(outcome.prediction->raw_total_us, 429.152 + 5.0 + 14.096, 1e-9);
+  EXPECT_NEAR(outcome.prediction->cp_comm_us, 4 * (2 * 24.096 + 2 * 12.048), 1e-9);
+  EXPECT_NEAR(outcome.prediction->dp_comm_us, 5.0 + 14.096, 1e-9);
+  // cp 4 has no /cp4 trace (and no model to build from): the reason names the key.
+  request.config.cp = 4;
+  const std::string reason = predict(resolver, request).reason;
+  EXPECT_NE(reason.find("no operator trace"), std::string::npos) << reason;
+  EXPECT_NE(reason.find("/cp4"), std::string::npos) << reason;
+  PredictRequest odd = request_of(spec, config);
+  odd.config.seq_len = 18;  // not a multiple of 2*cp
+  EXPECT_NE(predict(resolver, odd).reason.find("divisible by 2*cp"), std::string::npos);
 }
 
 // The distributed optimizer with overlapped reduction (hand-derived): its buckets' reduce-scatters

@@ -51,7 +51,7 @@ TEST(Vocabulary, LayoutsAndTimingModes) {
 }
 
 TEST(Vocabulary, CommKindsNameTheirCollective) {
-  ASSERT_EQ(all_comm_kinds().size(), 8u);
+  ASSERT_EQ(all_comm_kinds().size(), 10u);
   for (CommKind kind : all_comm_kinds()) EXPECT_EQ(parse_comm_kind(to_string(kind)), kind);
   EXPECT_EQ(to_string(CommKind::kPpSendBackward), "pp_send_backward");
   EXPECT_EQ(collective_of(CommKind::kTpAllReduce), Collective::kAllReduce);
