@@ -236,7 +236,7 @@ HardwareSpec parse_hardware_spec(const std::string& json_text, const std::string
   HardwareSpec spec;
   Reader reader(source, spec);
   reader.only_known(doc, "",
-                    {"name", "description", "device_kind", "reference_system", "notes", "peak_flops_dense",
+                    {"name", "description", "device_kind", "device_names", "reference_system", "notes", "peak_flops_dense",
                      "peak_flops_dense_per_core", "memory_capacity", "memory_bandwidth", "l2_cache", "sm_count",
                      "nvlink_bandwidth_per_direction", "gpus_per_node", "cores_per_node", "nics_per_node",
                      "nic_bandwidth_per_direction"});
@@ -258,6 +258,14 @@ HardwareSpec parse_hardware_spec(const std::string& json_text, const std::string
     reader.fail("device_kind", "must be \"gpu\" or \"cpu\", got \"" + kind + "\"");
   }
   if (doc.contains("notes") && !doc.at("notes").is_string()) reader.fail("notes", "must be a string");
+  if (doc.contains("device_names")) {
+    const json& names = doc.at("device_names");
+    if (!names.is_array()) reader.fail("device_names", "must be an array of the names the device reports");
+    for (const json& name : names) {
+      if (!name.is_string() || name.get<std::string>().empty()) reader.fail("device_names", "must hold non-empty strings");
+      spec.device_names.push_back(name.get<std::string>());
+    }
+  }
 
   spec.peak_flops_per_s = reader.peaks(doc, "peak_flops_dense", /*fp32_required=*/true);
   if (doc.contains("peak_flops_dense_per_core")) {
@@ -331,6 +339,42 @@ HardwareSpec find_hardware_spec(const std::string& name_or_path, const std::stri
                     "; or pass the path of a .json file");
   }
   return load_hardware_spec((std::filesystem::path(dir) / (name_or_path + ".json")).string());
+}
+
+std::string match_hardware_spec(const std::vector<std::string>& gpu_names, const std::string& cpu_model, int cores,
+                                const std::string& dir) {
+  const bool gpus = !gpu_names.empty();
+  if (gpus && std::any_of(gpu_names.begin(), gpu_names.end(), [&](const std::string& n) { return n != gpu_names.front(); })) {
+    return "";  // a mixed node is no one description
+  }
+  const std::string& reported = gpus ? gpu_names.front() : cpu_model;
+  if (reported.empty()) return "";
+  for (const std::string& name : list_hardware_specs(dir)) {
+    HardwareSpec spec;
+    try {
+      spec = load_hardware_spec((std::filesystem::path(dir) / (name + ".json")).string());
+    } catch (const UserError&) {
+      continue;
+    }
+    if ((spec.kind == DeviceKind::kGpu) != gpus) continue;
+    if (std::find(spec.device_names.begin(), spec.device_names.end(), reported) == spec.device_names.end()) continue;
+    if (!gpus && spec.cores_per_node != cores) continue;
+    return spec.name;
+  }
+  return "";
+}
+
+std::string cpu_model_name() {
+  std::ifstream in("/proc/cpuinfo");
+  std::string line;
+  while (std::getline(in, line)) {
+    if (line.rfind("model name", 0) != 0) continue;
+    const std::size_t colon = line.find(':');
+    if (colon == std::string::npos) continue;
+    std::size_t first = line.find_first_not_of(" \t", colon + 1);
+    return first == std::string::npos ? "" : line.substr(first);
+  }
+  return "";
 }
 
 }  // namespace itertime

@@ -42,6 +42,9 @@ struct HardwareSpec {
   std::string description;       // one line: device, form factor, memory
   std::string reference_system;  // the node the per-node figures describe, e.g. "NVIDIA DGX H100"
   DeviceKind kind = DeviceKind::kGpu;
+  // The names the device reports, exactly (GPUs: the CUDA device name; CPU nodes: /proc/cpuinfo's
+  // "model name"): what match_hardware_spec() recognizes it by. May be empty (never matched).
+  std::vector<std::string> device_names;
 
   // Dense (no 2:4 sparsity) peak of one device; a dtype the device lacks has no entry.
   std::map<ComputeDType, double> peak_flops_per_s;
@@ -78,5 +81,14 @@ std::vector<std::string> list_hardware_specs(const std::string& dir = hardware_d
 // `name_or_path`: a name from list_hardware_specs(dir), or a path to a file (anything with a '/' or
 // ending in ".json"). Throws UserError naming the known names when there is no such description.
 HardwareSpec find_hardware_spec(const std::string& name_or_path, const std::string& dir = hardware_dir());
+
+// Which description of `dir` the devices a calibration ran on match, for its /meta: with GPUs, the one
+// whose device_names holds the name every GPU reports (none when they differ); without, the CPU node
+// whose device_names holds `cpu_model` and whose cores_per_node equals `cores`. "" when none matches.
+// A description that fails to load is skipped (find_hardware_spec reports it when it is asked for).
+std::string match_hardware_spec(const std::vector<std::string>& gpu_names, const std::string& cpu_model, int cores,
+                                const std::string& dir = hardware_dir());
+// /proc/cpuinfo's first "model name" (Linux), or "" when there is none.
+std::string cpu_model_name();
 
 }  // namespace itertime

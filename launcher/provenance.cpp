@@ -5,10 +5,14 @@
 
 #include "calibrate/torch_info.hpp"
 #include "common/build_info.hpp"
+#include "common/hardware_spec.hpp"
 #include "runtime/cuda_info.hpp"
 #include "runtime/mpi_session.hpp"
 
 namespace itertime::launcher {
+namespace {
+std::string hardware_or_none(const std::string& name) { return name.empty() ? "none" : name; }
+}  // namespace
 
 std::map<std::string, std::string> collect_provenance(const std::string& command_line, const std::string& backend) {
   const NodeInfo nodes = detect_nodes();
@@ -34,6 +38,8 @@ std::map<std::string, std::string> collect_provenance(const std::string& command
       {"cpu_cores_per_node", std::to_string(sysconf(_SC_NPROCESSORS_ONLN))},  // rank 0's node: cores online
       {"backend", backend},
       {"device_names", devices.empty() ? "cpu" : devices},
+      // The data/hardware description these devices match ("none" when no description names them).
+      {"hardware", hardware_or_none(match_hardware_spec(cuda.device_names, cpu_model_name(), static_cast<int>(sysconf(_SC_NPROCESSORS_ONLN))))},
       {"mpi_version", MpiSession::library_version()},
       {"hdf5_version", build.hdf5_version},
       {"cuda_version", cuda.runtime_version.empty() ? "none" : cuda.runtime_version},

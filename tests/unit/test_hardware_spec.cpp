@@ -235,6 +235,23 @@ TEST(HardwareSpec, FindByNameListsTheKnownNames) {
   EXPECT_TRUE(list_hardware_specs(dir.file("missing")).empty());
 }
 
+// What a calibration's /meta "hardware" says: the shipped description whose device_names holds what the
+// devices report (GPUs all alike; a CPU node also by its core count), "" when none does.
+TEST(HardwareSpec, MatchesTheDevicesACalibrationRanOn) {
+  const std::string shipped = std::string(ITERTIME_SOURCE_DIR) + "/data/hardware";
+  EXPECT_EQ(match_hardware_spec({"NVIDIA H100 80GB HBM3", "NVIDIA H100 80GB HBM3"}, "", 16, shipped), "h100-sxm");
+  EXPECT_EQ(match_hardware_spec({"NVIDIA H200"}, "", 16, shipped), "h200-sxm");
+  EXPECT_EQ(match_hardware_spec({"NVIDIA A100-SXM4-80GB"}, "", 16, shipped), "a100-sxm-80gb");
+  EXPECT_EQ(match_hardware_spec({"NVIDIA H100 80GB HBM3", "NVIDIA H200"}, "", 16, shipped), "");  // mixed
+  EXPECT_EQ(match_hardware_spec({"NVIDIA H100 PCIe"}, "", 16, shipped), "");  // not described
+  EXPECT_EQ(match_hardware_spec({}, "AMD EPYC", 2, shipped), "cpu-node-local");
+  EXPECT_EQ(match_hardware_spec({}, "AMD EPYC", 64, shipped), "");  // another node of that CPU
+  EXPECT_EQ(match_hardware_spec({}, "", 2, shipped), "");
+  for (const std::string& name : list_hardware_specs(shipped)) {
+    EXPECT_FALSE(find_hardware_spec(name, shipped).device_names.empty()) << name << " names no device";
+  }
+}
+
 TEST(HardwareSpec, DefaultFolderIsTheSourceTreesOrTheEnvironments) {
   // Without ITERTIME_HARDWARE_DIR the build-time default is data/hardware of this source tree.
   const char* saved = std::getenv("ITERTIME_HARDWARE_DIR");
