@@ -65,6 +65,20 @@
 //   InFlight until the chunk's backward, as run_schedule does). A chunk's saved bytes live from its
 //   forward to its backward of the same micro-batch, so the rank's activations peak at the largest sum
 //   over the points of its pass order (common/pipeline_order.hpp), walked pass by pass.
+// Context parallelism (cp > 1, sq = s/cp, calibrate/llama_model.cpp's CP path): every term above that
+//   scales with the tokens is at sq (bs = b*sq, bsh = b*sq*h, sl = sq/tp with SP), except inside the
+//   attention: rotary q and k at sq; k (after rotary) and v all-gathered over CP into fresh [b,kv,s,hd]
+//   C tensors (the autograd Function saves nothing; its [cp,...] buffer is a transient), then repeated
+//   for GQA, so the two bmm save q [b,nh,sq,hd], k and v [b,nh,s,hd]: 2*C*b*sq*hl + 2*C*b*s*hl (with
+//   cp 1 the 4*C*b*s*hl above); the scores [b,nh,sq,s] (softmax f32 + its C copy) and the mask
+//   key_positions.gt(query_positions) [sq,s] bool, fresh per layer. sdpa gets that mask explicitly
+//   (logical_not); LibTorch 2.x casts it to the query dtype and the fused CPU kernel saves it: C*sq*s,
+//   beside its [b,nh,sq] log-sum-exp (not measured here: Debian's 1.13 has no sdpa). Rotary:
+//   cos_.index_select(0, positions) of the buffer (no autograd: it saves nothing) is a fresh [sq,hd]
+//   tensor, cast to C when P != C (the P one dies): x*cos and rotated*sin save 4 of them per layer
+//   => 4*sq*hd*C at any precision. Token ids: the trainer's tokens.index_select(1, positions) and
+//   (positions + 1) are two fresh [b,sq] int64 tensors (the [b,s+1] tokens die): the embedding saves the
+//   first, the loss the second => 8*b*sq per stage end. The DP collectives run over dp*cp ranks.
 // Vocabulary-parallel head (tp > 1, Vl = V/tp): the embedding saves its local ids [b,s] int64 and the
 //   rows' mask [b,s] bool; the parallel cross-entropy saves its [b*s,Vl] fp32 softmax, the local
 //   targets [b*s] int64 and the mask; nothing keeps the token ids themselves (no tokens term). The head's
@@ -82,8 +96,10 @@
 namespace itertime::predict {
 namespace {
 
+// s is the whole sequence (the keys' and the rotary tables' length); sq the tokens this rank holds,
+// s/cp (s with cp 1): its queries, residual stream, projections and loss.
 struct LocalShapes {
-  int64_t b, s, h, hd, nh, hl, kvl, fl, vocab;
+  int64_t b, s, sq, h, hd, nh, hl, kvl, fl, vocab;
 };
 
 void require_legal(const LlamaSpec& model, const ParallelConfig& config, int stage) {
@@ -103,6 +119,7 @@ LocalShapes local_shapes(const LlamaSpec& model, const ParallelConfig& config) {
   LocalShapes x{};
   x.b = config.micro_batch;
   x.s = config.seq_len;
+  x.sq = config.seq_len / config.cp;
   x.h = model.hidden_size;
   x.hd = model.head_dim;
   x.nh = model.num_heads / config.tp;
@@ -196,9 +213,10 @@ ActivationBreakdown chunk_activations(const LocalShapes& x, const ParallelConfig
   const bool sequence_parallel = techniques.sequence_parallel && config.tp > 1;
   const bool vocab_parallel = techniques.vocab_parallel && config.tp > 1;
   const int64_t vocab = local_vocab(x, config, techniques);
-  const int64_t bsh = x.b * x.s * x.h;
-  const int64_t bs = x.b * x.s;
-  const int64_t shard_s = sequence_parallel ? x.s / config.tp : x.s;  // the residual stream's sequence
+  const bool context_parallel = config.cp > 1;
+  const int64_t bsh = x.b * x.sq * x.h;
+  const int64_t bs = x.b * x.sq;
+  const int64_t shard_s = sequence_parallel ? x.sq / config.tp : x.sq;  // the residual stream's sequence
   const int64_t shard_bsh = x.b * shard_s * x.h;
   const int64_t norm_bytes = (4 + A) * shard_bsh + 4 * x.b * shard_s;
 
@@ -206,13 +224,23 @@ ActivationBreakdown chunk_activations(const LocalShapes& x, const ParallelConfig
   a.num_layers = layers.num_layers;
   a.layer_hidden_bytes = 2 * norm_bytes + (autocast ? 5 * C : 2 * A) * bsh;
   const bool fused = attention == AttentionKernel::kSdpa;
-  a.layer_scores_bytes = fused ? 4 * x.b * x.nh * x.s  // log-sum-exp
-                               : 4 * x.b * x.nh * x.s * x.s + (C != 4 ? C * x.b * x.nh * x.s * x.s : 0);
-  a.layer_sharded_bytes = 4 * C * bs * x.hl + a.layer_scores_bytes + 4 * C * bs * x.fl;
-  a.layer_fixed_bytes = (fused ? 0 : x.s * x.s) + (policy.compute_dtype != policy.param_dtype ? 4 * x.s * x.hd * C : 0);
+  const int64_t scores = x.b * x.nh * x.sq * x.s;  // [b, nh, sq, s]: this rank's queries, every key
+  a.layer_scores_bytes = fused ? 4 * x.b * x.nh * x.sq  // log-sum-exp
+                               : 4 * scores + (C != 4 ? C * scores : 0);
+  // q and the context at sq, the (gathered, repeated) k and v at s.
+  a.layer_sharded_bytes = 2 * C * bs * x.hl + 2 * C * x.b * x.s * x.hl + a.layer_scores_bytes + 4 * C * bs * x.fl;
+  // The mask: eager's [sq, s] bool; sdpa's explicit mask (cp > 1 only) cast to C.
+  const int64_t mask_bytes = fused ? (context_parallel ? C * x.sq * x.s : 0) : x.sq * x.s;
+  // Rotary casts: with cp > 1 index_select makes fresh [sq, hd] tables for every apply.
+  const int64_t rotary_bytes =
+      context_parallel ? 4 * x.sq * x.hd * C : (policy.compute_dtype != policy.param_dtype ? 4 * x.s * x.hd * C : 0);
+  a.layer_fixed_bytes = mask_bytes + rotary_bytes;
   if (vocab_parallel) {
     if (layers.has_embedding) a.tokens_bytes += 8 * bs + bs;  // local ids, rows' mask
     if (layers.has_head) a.tokens_bytes += 8 * bs + bs;       // local targets, mask
+  } else if (context_parallel) {
+    if (layers.has_embedding) a.tokens_bytes += 8 * bs;  // the input ids index_select gathered
+    if (layers.has_head) a.tokens_bytes += 8 * bs;       // the targets, a second gather
   } else if (layers.has_embedding || layers.has_head) {
     a.tokens_bytes = 8 * x.b * (x.s + 1);
   }
@@ -223,7 +251,6 @@ ActivationBreakdown chunk_activations(const LocalShapes& x, const ParallelConfig
     a.autocast_weight_bytes = C * (layers.num_layers * layer_linear_params(x) + (layers.has_head ? vocab * x.h : 0));
   }
   if (techniques.recompute == Recompute::kSelective) {
-    const int64_t mask_bytes = fused ? 0 : x.s * x.s;
     a.layer_sharded_bytes -= a.layer_scores_bytes;
     a.layer_fixed_bytes -= mask_bytes;
     a.recompute_transient_bytes = a.layer_scores_bytes + mask_bytes;
@@ -351,10 +378,13 @@ MemoryBreakdown memory_per_gpu(const LlamaSpec& model, const ParallelConfig& con
   m.optimizer_bytes = 2 * m.local_params * bytes_of(policy.optimizer_dtype);
   m.activations_bytes = m.activations.total_bytes;
   m.rotary_tables_bytes = layer_count * 2 * x.s * x.hd * bytes_of(policy.param_dtype);
+  // Every DP collective runs over the dp*cp ranks (calibrate/trainer.cpp reduction_size): the flat buffer,
+  // the buckets and the distributed optimizer's shard are those of dp*cp ranks.
+  const int64_t reduction = static_cast<int64_t>(config.dp) * config.cp;
   // Overlapped reduction's gradients are views of its flat buffer (calibrate/trainer.cpp make_buckets):
   // counted once, as gradients.
   const bool gradients_in_buffer = techniques.overlap_gradient_reduction && !techniques.distributed_optimizer;
-  m.dp_flat_buffer_bytes = config.dp > 1 && !gradients_in_buffer ? m.local_params * bytes_of(policy.grad_dtype) : 0;
+  m.dp_flat_buffer_bytes = reduction > 1 && !gradients_in_buffer ? m.local_params * bytes_of(policy.grad_dtype) : 0;
 
   // AdamW: denom = (exp_avg_sq.sqrt() / c).add_(eps) holds two temporaries of the parameter's size.
   int64_t largest_tensor = std::max({x.h * x.hl, x.h * x.kvl, x.h * x.fl, x.h});
@@ -363,12 +393,12 @@ MemoryBreakdown memory_per_gpu(const LlamaSpec& model, const ParallelConfig& con
     // calibrate/trainer.cpp make_shard(): AdamW updates one flat shard; the buffers exist at any dp.
     // With overlapped reduction (dp > 1, make_bucketed_shard) every bucket is padded to a multiple of dp
     // and the gradients are views of that padded buffer: no separate flat gradient copy.
-    const bool bucketed = techniques.overlap_gradient_reduction && config.dp > 1;
+    const bool bucketed = techniques.overlap_gradient_reduction && reduction > 1;
     const int64_t padded =
         bucketed ? padded_bucket_elements(parameter_elements, bytes_of(policy.param_dtype),
-                                          techniques.gradient_bucket_bytes, config.dp)
-                 : (m.local_params + config.dp - 1) / config.dp * config.dp;
-    const int64_t shard = padded / config.dp;
+                                          techniques.gradient_bucket_bytes, reduction)
+                 : (m.local_params + reduction - 1) / reduction * reduction;
+    const int64_t shard = padded / reduction;
     m.optimizer_bytes = 2 * shard * bytes_of(policy.optimizer_dtype);
     if (bucketed) {
       m.gradients_bytes = padded * bytes_of(policy.grad_dtype);

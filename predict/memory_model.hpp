@@ -1,4 +1,4 @@
-// memory_model.hpp: per-GPU peak memory of one pipeline rank of a (DP, TP, PP, VP) configuration under a
+// memory_model.hpp: per-GPU peak memory of one pipeline rank of a (DP, TP, PP, CP, VP) configuration under a
 // precision policy, as calibrate/trainer.cpp and calibrate/llama_model.cpp really hold it. "stage" below is
 // the pipeline rank r in [0, pp): with vp 1 it holds the one stage r of stage_layers(L, pp); with vp = v > 1
 // it holds v model chunks, chunk c being virtual stage c*pp + r of stage_layers(L, pp*v) (the first
@@ -53,6 +53,16 @@
 //    head hold V/tp rows, the loss keeps its [b*s, V/tp] fp32 softmax instead of [b*s, V]
 //    log-probabilities, and the token ids are replaced by the local ids and masks the embedding and
 //    the loss save (docs/method.md).
+//  - Context parallelism (cp > 1): every per-token term (residual stream, norms, projections, MLP, the
+//    boundary tensors, the head and the loss, the token ids) is at this CP rank's s/cp tokens; the
+//    attention saves q and the context at s/cp and the keys and values, all-gathered over CP and
+//    repeated for GQA, at s; eager scores are [b, heads, s/cp, s] and the mask [s/cp, s] bool (sdpa: a
+//    [b, heads, s/cp] log-sum-exp and its explicit mask, [s/cp, s] at the compute dtype); the rotary
+//    tables' index_select makes fresh [s/cp, head_dim] cos/sin for q and k in every layer (at any
+//    precision); the input ids and the targets are two [b, s/cp] int64 gathers. The rotary buffers stay
+//    [s, head_dim]. The DP flat buffer, the buckets and the distributed optimizer's shard are those of
+//    dp*cp ranks (shard ceil(P/(dp*cp))), as the trainer reduces over dp*cp. With cp 1 every figure is
+//    that of before.
 //  - Every figure is an exact integer number of bytes.
 #pragma once
 

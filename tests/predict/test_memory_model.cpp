@@ -472,5 +472,123 @@ TEST(MemoryModelInterleaved, IllegalInterleavingIsAUserError) {
   EXPECT_THROW(memory_per_gpu(model, interleaved(1, 2, 2, 2, 8, 64), fp32(), 2), UserError);  // rank 2 of pp 2
 }
 
+// ---- Context parallelism (cp > 1) ----------------------------------------------------------------
+// The tiny model (h 128, 8 heads of 16, 4 KV heads, FFN 352, V 512, 4 layers), b 2, s 64: each CP rank
+// holds sq = s/cp tokens; its keys and values (gathered, repeated for GQA) all s.
+
+ParallelConfig context_parallel(int dp, int pp, int cp, int mbs, int gbs, int seq) {
+  ParallelConfig c = config(dp, 1, pp, mbs, gbs, seq);
+  c.cp = cp;
+  return c;
+}
+
+TEST(MemoryModelContextParallel, Fp32ActivationsPerMicroBatchCp2) {
+  // cp 2, sq 32, fp32 (A = C = P = 4): bsh = b*sq*h = 2*32*128 = 8,192; bs = b*sq = 64.
+  //   norm    = (4+4)*8,192 + 4*64                                  = 65,792
+  //   hidden  = 2*norm + 2*A*bsh = 131,584 + 65,536                 = 197,120
+  //   sharded = q + context 2*C*bs*hl = 2*4*64*128                  = 65,536
+  //           + k + v (all 64 keys) 2*C*b*s*hl = 2*4*2*64*128       = 131,072
+  //           + scores fp32 [b, 8, sq, s] 4*2*8*32*64               = 131,072
+  //           + MLP 4*C*bs*fl = 4*4*64*352                          = 360,448  => 688,128
+  //   fixed   = mask [sq, s] bool 32*64 + rotary (fresh index_select tables, q and k, cos and sin)
+  //             4*sq*hd*C = 4*32*16*4 = 2,048 + 8,192                          = 10,240
+  //   tokens  = input ids and targets, two [b, sq] int64 gathers = 2*8*64      = 1,024
+  //   head    = norm + A*bsh + 4*bs*V = 65,792 + 32,768 + 131,072              = 229,632
+  //   per micro-batch = 4*(197,120 + 688,128 + 10,240) + 1,024 + 229,632      = 3,812,608
+  const LlamaSpec model = tiny();
+  const ActivationBreakdown a = activation_memory(model, context_parallel(1, 1, 2, 2, 8, 64), fp32(), 0);
+  EXPECT_EQ(a.layer_hidden_bytes, 197'120);
+  EXPECT_EQ(a.layer_scores_bytes, 131'072);
+  EXPECT_EQ(a.layer_sharded_bytes, 688'128);
+  EXPECT_EQ(a.layer_fixed_bytes, 10'240);
+  EXPECT_EQ(a.tokens_bytes, 1'024);
+  EXPECT_EQ(a.head_bytes, 229'632);
+  EXPECT_EQ(a.boundary_bytes, 0);
+  EXPECT_EQ(a.per_micro_batch_bytes, 3'812'608);
+  EXPECT_EQ(a.micro_batches_in_flight, 1);
+  EXPECT_EQ(a.total_bytes, 3'812'608);
+  // cp 1 on the same shapes (one layer 394,240 + 1,245,184 + 4,096 = 1,643,520; tokens 8*2*65 = 1,040;
+  // head 131,584 + 65,536 + 262,144 = 459,264): 4*1,643,520 + 1,040 + 459,264 = 7,034,384, unchanged.
+  const ActivationBreakdown whole = activation_memory(model, config(1, 1, 1, 2, 8, 64), fp32(), 0);
+  EXPECT_EQ(whole.per_micro_batch_bytes, 7'034'384);
+  ParallelConfig explicit_cp1 = config(1, 1, 1, 2, 8, 64);
+  explicit_cp1.cp = 1;
+  EXPECT_EQ(activation_memory(model, explicit_cp1, fp32(), 0).per_micro_batch_bytes, 7'034'384);
+}
+
+TEST(MemoryModelContextParallel, ScoresAreLocalQueriesAgainstEveryKey) {
+  // Eager scores [b, 8, sq, s]: amp-bf16 keeps the fp32 softmax and its bf16 copy, (4 + 2)*b*8*sq*64.
+  //   cp 2 (sq 32): 6*2*8*32*64 = 196,608; cp 4 (sq 16): 98,304; cp 1: 6*2*8*64*64 = 393,216.
+  // amp-bf16 fixed at cp 2: mask 32*64 = 2,048 + rotary 4*32*16*2 = 4,096 => 6,144.
+  // sdpa at cp 2 (fused, with the explicit mask): log-sum-exp 4*b*8*sq = 2,048 as its "scores", and the
+  //   mask cast to bf16, 2*32*64 = 4,096, + rotary 4,096 => fixed 8,192.
+  const LlamaSpec model = tiny();
+  EXPECT_EQ(activation_memory(model, context_parallel(1, 1, 2, 2, 8, 64), amp_bf16(), 0).layer_scores_bytes, 196'608);
+  EXPECT_EQ(activation_memory(model, context_parallel(1, 1, 4, 2, 8, 64), amp_bf16(), 0).layer_scores_bytes, 98'304);
+  EXPECT_EQ(activation_memory(model, config(1, 1, 1, 2, 8, 64), amp_bf16(), 0).layer_scores_bytes, 393'216);
+  EXPECT_EQ(activation_memory(model, context_parallel(1, 1, 2, 2, 8, 64), amp_bf16(), 0).layer_fixed_bytes, 6'144);
+  const ActivationBreakdown sdpa =
+      activation_memory(model, context_parallel(1, 1, 2, 2, 8, 64), amp_bf16(), 0, AttentionKernel::kSdpa);
+  EXPECT_EQ(sdpa.layer_scores_bytes, 2'048);
+  EXPECT_EQ(sdpa.layer_fixed_bytes, 8'192);
+  // Selective recompute (fp32, cp 2) drops the scores and the mask: sharded 688,128 - 131,072 = 557,056,
+  // fixed 8,192 (rotary), transient 131,072 + 2,048 = 133,120. Full recompute keeps A*bsh = 32,768 per
+  // layer, and reruns one layer: 197,120 + 688,128 + 10,240 = 895,488.
+  TrainingTechniques selective, full;
+  selective.recompute = Recompute::kSelective;
+  full.recompute = Recompute::kFull;
+  const ActivationBreakdown sel =
+      activation_memory(model, context_parallel(1, 1, 2, 2, 8, 64), fp32(), 0, AttentionKernel::kEager, selective);
+  EXPECT_EQ(sel.layer_sharded_bytes, 557'056);
+  EXPECT_EQ(sel.layer_fixed_bytes, 8'192);
+  EXPECT_EQ(sel.recompute_transient_bytes, 133'120);
+  const ActivationBreakdown rc =
+      activation_memory(model, context_parallel(1, 1, 2, 2, 8, 64), fp32(), 0, AttentionKernel::kEager, full);
+  EXPECT_EQ(rc.layer_hidden_bytes, 32'768);
+  EXPECT_EQ(rc.recompute_transient_bytes, 895'488);
+}
+
+TEST(MemoryModelContextParallel, PipelineBoundaryAtLocalTokens) {
+  // cp 2, pp 2, fp32, m = 8/2 = 4: stage 0 holds 2 layers, the input ids (8*64 = 512) and its output
+  // [b, sq, h] (4*8,192 = 32,768): 2*895,488 + 512 + 32,768 = 1,824,256, for min(2, 4) = 2 micro-batches.
+  // Stage 1: 2 layers, the targets (512), the head (229,632) and, A == 4, no received-input term:
+  // 1,790,976 + 512 + 229,632 = 2,021,120, for 1 micro-batch.
+  const LlamaSpec model = tiny();
+  const ParallelConfig c = context_parallel(1, 2, 2, 2, 8, 64);
+  const ActivationBreakdown s0 = activation_memory(model, c, fp32(), 0);
+  const ActivationBreakdown s1 = activation_memory(model, c, fp32(), 1);
+  EXPECT_EQ(s0.per_micro_batch_bytes, 1'824'256);
+  EXPECT_EQ(s0.boundary_bytes, 32'768);
+  EXPECT_EQ(s0.total_bytes, 2 * 1'824'256);
+  EXPECT_EQ(s1.per_micro_batch_bytes, 2'021'120);
+  EXPECT_EQ(s1.total_bytes, 2'021'120);
+}
+
+TEST(MemoryModelContextParallel, DistributedOptimizerShardsOverDpTimesCp) {
+  // P = 4 layers * 184,576 + embedding 65,536 + final norm 128 + LM head 65,536 = 869,504 (pp 1).
+  // dp 2 cp 2: the shard is ceil(869,504 / 4) = 217,376: moments 2*217,376*4 = 1,739,008; padded flat
+  //   parameters 869,504*4 = 3,478,016 + shard and its gradient 2*217,376*4 => 5,217,024; the padded
+  //   flat gradient buffer 3,478,016. dp 4 cp 1 shards the same; dp 2 cp 1 in halves (434,752).
+  const LlamaSpec model = tiny();
+  TrainingTechniques sharded;
+  sharded.distributed_optimizer = true;
+  const MemoryBreakdown m = memory_per_gpu(model, context_parallel(2, 1, 2, 2, 16, 64), fp32(), 0, AttentionKernel::kEager, sharded);
+  EXPECT_EQ(m.local_params, 869'504);
+  EXPECT_EQ(m.optimizer_bytes, 1'739'008);
+  EXPECT_EQ(m.distributed_optimizer_bytes, 5'217'024);
+  EXPECT_EQ(m.dp_flat_buffer_bytes, 3'478'016);
+  EXPECT_EQ(m.optimizer_workspace_bytes, 2 * 217'376 * 4);
+  const MemoryBreakdown dp4 = memory_per_gpu(model, config(4, 1, 1, 2, 32, 64), fp32(), 0, AttentionKernel::kEager, sharded);
+  EXPECT_EQ(dp4.optimizer_bytes, m.optimizer_bytes);
+  EXPECT_EQ(dp4.distributed_optimizer_bytes, m.distributed_optimizer_bytes);
+  const MemoryBreakdown dp2 = memory_per_gpu(model, config(2, 1, 1, 2, 16, 64), fp32(), 0, AttentionKernel::kEager, sharded);
+  EXPECT_EQ(dp2.optimizer_bytes, 2 * 434'752 * 4);
+  // Without the distributed optimizer, dp 1 cp 2 reduces gradients over 2 ranks: the flat buffer
+  // 869,504*4 = 3,478,016 exists (dp 1 cp 1 has none).
+  const MemoryBreakdown plain = memory_per_gpu(model, context_parallel(1, 1, 2, 2, 8, 64), fp32(), 0);
+  EXPECT_EQ(plain.dp_flat_buffer_bytes, 3'478'016);
+  EXPECT_EQ(memory_per_gpu(model, config(1, 1, 1, 2, 8, 64), fp32(), 0).dp_flat_buffer_bytes, 0);
+}
+
 }  // namespace
 }  // namespace itertime::predict
