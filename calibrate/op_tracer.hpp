@@ -21,6 +21,7 @@
 
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "runtime/comm.hpp"
@@ -88,10 +89,14 @@ class TraceSession {
 };
 
 // A Communicator that moves no data: it records every call (kind, dtype, bytes) in a TraceSession, so a
-// TP-sharded stage can be traced in one process without its peers. Results are meaningless numerically.
+// TP-sharded (or context-parallel) stage can be traced in one process without its peers. Collective kinds
+// are "<group>_all_reduce", "<group>_all_gather", ... with group "tp" (the default) or "cp" (common/collective.hpp);
+// bytes are count * dtype size (one rank's part for all-gathers and reduce-scatters). Results are
+// meaningless numerically.
 class TracingCommunicator final : public Communicator {
  public:
-  TracingCommunicator(int size, TraceSession* session) : size_(size), session_(session) {}
+  TracingCommunicator(int size, TraceSession* session, std::string group = "tp")
+      : size_(size), session_(session), group_(std::move(group)) {}
   int rank() const override { return 0; }
   int size() const override { return size_; }
   Backend backend() const override { return Backend::kCpu; }
@@ -99,15 +104,13 @@ class TracingCommunicator final : public Communicator {
   std::unique_ptr<CommBuffer> allocate(std::size_t) override { return nullptr; }
   void copy_in(CommBuffer&, const void*, std::size_t) override {}
   void copy_out(void*, const CommBuffer&, std::size_t) override {}
-  void all_reduce_sum(const void*, void*, std::size_t count, DType dtype) override {
-    record("tp_all_reduce", count, dtype);
-  }
-  void all_gather(const void*, void*, std::size_t count, DType dtype) override { record("tp_all_gather", count, dtype); }
+  void all_reduce_sum(const void*, void*, std::size_t count, DType dtype) override { record(group_ + "_all_reduce", count, dtype); }
+  void all_gather(const void*, void*, std::size_t count, DType dtype) override { record(group_ + "_all_gather", count, dtype); }
   void reduce_scatter_sum(const void*, void*, std::size_t count, DType dtype) override {
-    record("tp_reduce_scatter", count, dtype);
+    record(group_ + "_reduce_scatter", count, dtype);
   }
-  void broadcast(void*, std::size_t count, DType dtype, int) override { record("tp_broadcast", count, dtype); }
-  void all_to_all(const void*, void*, std::size_t count, DType dtype) override { record("tp_all_to_all", count, dtype); }
+  void broadcast(void*, std::size_t count, DType dtype, int) override { record(group_ + "_broadcast", count, dtype); }
+  void all_to_all(const void*, void*, std::size_t count, DType dtype) override { record(group_ + "_all_to_all", count, dtype); }
   void send(const void*, std::size_t count, DType dtype, int) override { record("send", count, dtype); }
   void recv(void*, std::size_t count, DType dtype, int) override { record("recv", count, dtype); }
   void send_recv(const void*, int, void*, int, std::size_t count, DType dtype) override { record("sendrecv", count, dtype); }
@@ -116,11 +119,12 @@ class TracingCommunicator final : public Communicator {
   void set_session(TraceSession* session) { session_ = session; }
 
  private:
-  void record(const char* kind, std::size_t count, DType dtype) {
+  void record(const std::string& kind, std::size_t count, DType dtype) {
     if (session_) session_->record_comm(kind, dtype, static_cast<int64_t>(count * dtype_bytes(dtype)));
   }
   int size_;
   TraceSession* session_;
+  std::string group_;
 };
 
 // Builds the call's arguments (fresh tensors: normal(0,1) for floating types, zeros otherwise) once;

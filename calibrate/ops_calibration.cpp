@@ -40,7 +40,8 @@ struct StageTrace {
 
 struct StageRequest {
   int tp, pp, stage, micro_batch, seq_len;
-  int dp;                    // the configuration's; the stage depends on it only with the distributed optimizer
+  int dp;                    // the reduction size dp*cp; the stage depends on it only with dopt (and ovl)
+  int cp;                    // context parallelism: the stage as CP rank 0 runs it (seq_len / cp tokens)
   PrecisionName precision;   // the policy traced
   PrecisionName labelled;    // the configuration's policy (differs for the blind variant)
   std::string variant;       // aware | blind
@@ -66,9 +67,22 @@ void add_pipeline_and_dp_comms(StageTrace& trace, const LlamaSpec& model, const 
 
 // Why a stage cannot be traced with these techniques ("" when it can): the trainer's own refusals
 // (calibrate/trainer.cpp's check_trainable).
-std::string untraceable_reason(const LlamaSpec& model, int tp, int seq_len, const TrainingTechniques& techniques) {
-  if (techniques.sequence_parallel && seq_len % tp != 0) {
+// techniques: already at the reduction size (at_dp(.., dp*cp)).
+std::string untraceable_reason(const LlamaSpec& model, int tp, int seq_len, const TrainingTechniques& techniques, int cp = 1,
+                               int vp = 1) {
+  if (cp > 1 && seq_len % (2 * cp) != 0) {
+    return "context parallelism (cp " + std::to_string(cp) + ") needs seq_len " + std::to_string(seq_len) +
+           " to be a multiple of 2*cp";
+  }
+  if (techniques.sequence_parallel && cp == 1 && seq_len % tp != 0) {
     return "sequence parallelism needs seq_len " + std::to_string(seq_len) + " to be a multiple of tp " + std::to_string(tp);
+  }
+  if (techniques.sequence_parallel && cp > 1 && (seq_len / cp) % tp != 0) {
+    return "sequence parallelism with cp " + std::to_string(cp) + " needs seq_len/cp " + std::to_string(seq_len / cp) +
+           " to be a multiple of tp " + std::to_string(tp);
+  }
+  if (cp > 1 && vp > 1 && techniques.overlap_gradient_reduction) {
+    return "interleaved 1F1B (vp " + std::to_string(vp) + ") with overlapped gradient reduction at dp*cp > 1 is refused by the trainer";
   }
   if (techniques.vocab_parallel && model.vocab_size % tp != 0) {
     return "a vocabulary-parallel head needs vocab_size " + std::to_string(model.vocab_size) + " of model " + model.name +
@@ -79,12 +93,14 @@ std::string untraceable_reason(const LlamaSpec& model, int tp, int seq_len, cons
 
 StageTrace trace_stage(const LlamaSpec& model, int tp, int pp, int stage_index, int micro_batch, int seq_len,
                        PrecisionName precision_name, AttentionKernel attention, Backend backend, uint64_t seed,
-                       const TrainingTechniques& requested, int dp) {
+                       const TrainingTechniques& requested, int dp, int cp) {
   const PrecisionPolicy& policy = precision_policy(precision_name);
   require_supported(policy, backend, backend_capabilities());
   if (dp < 1) throw UserError("trace_stage: dp must be at least 1, not " + std::to_string(dp));
+  if (cp < 1) throw UserError("trace_stage: cp must be at least 1, not " + std::to_string(cp));
+  if (dp % cp != 0) throw InternalError("trace_stage: the reduction size dp*cp is not a multiple of cp", __FILE__, __LINE__);
   const TrainingTechniques techniques = at_dp(requested, dp);
-  const std::string untraceable = untraceable_reason(model, tp, seq_len, techniques);
+  const std::string untraceable = untraceable_reason(model, tp, seq_len, techniques, cp);
   if (!untraceable.empty()) throw UserError("training recipe '" + recipe_text(techniques) + "': " + untraceable);
   const torch::Device device = backend == Backend::kCuda ? torch::Device(torch::kCUDA) : torch::Device(torch::kCPU);
   const auto stages = stage_layers(static_cast<int>(model.num_layers), pp);
@@ -95,7 +111,15 @@ StageTrace trace_stage(const LlamaSpec& model, int tp, int pp, int stage_index, 
   CommTimer timer;
   TpContext tp_context{&tp_comm, tp, 0, backend == Backend::kCuda, &timer, techniques.sequence_parallel,
                        techniques.vocab_parallel};
-  LlamaStage stage(model, layers, seed, &tp_context, seq_len, resolve_attention(attention), techniques.recompute);
+  // With context parallelism the trainer's CpContext as CP rank 0 sees it (chunks 0 and 2cp-1), its
+  // all-gathers and reduce-scatters recorded (cp_all_gather, cp_reduce_scatter) by a communicator that
+  // moves no data; the stage runs seq_len / cp tokens (the rotary tables still cover seq_len).
+  TracingCommunicator cp_comm(cp, nullptr, "cp");
+  CommTimer cp_timer;
+  CpContext cp_context{cp > 1 ? &cp_comm : nullptr, cp, 0, false, &cp_timer};
+  const int local_seq_len = seq_len / cp;
+  LlamaStage stage(model, layers, seed, &tp_context, seq_len, resolve_attention(attention), techniques.recompute,
+                   cp > 1 ? &cp_context : nullptr);
   stage->to(device, to_torch(policy.param_dtype));
   std::vector<torch::Tensor> parameters;
   int64_t local_params = 0;
@@ -109,7 +133,7 @@ StageTrace trace_stage(const LlamaSpec& model, int tp, int pp, int stage_index, 
     for (auto& p : module->parameters()) norm_weights.push_back(p);
   }
   // With SP a stage's input and output are the rank's [batch, seq/tp, hidden] shard.
-  const int residual_seq_len = tp_context.sp() ? seq_len / tp : seq_len;
+  const int residual_seq_len = tp_context.sp() ? local_seq_len / tp : local_seq_len;
 
   // The trainer's DP buffer (make_flat_buffer); with the distributed optimizer its sharded buffers as
   // DP rank 0 holds them (make_sharded_buffers, tp_comm.hpp); with overlapped reduction its buckets, whose
@@ -188,11 +212,11 @@ StageTrace trace_stage(const LlamaSpec& model, int tp, int pp, int stage_index, 
     torch::Tensor input;
     torch::Tensor targets;
     if (layers.has_embedding) {
-      input = torch::randint(model.vocab_size, {micro_batch, seq_len}, token_options);
+      input = torch::randint(model.vocab_size, {micro_batch, local_seq_len}, token_options);
     } else {
       input = torch::randn({micro_batch, residual_seq_len, model.hidden_size}, activation_options).requires_grad_(true);
     }
-    if (layers.has_head) targets = torch::randint(model.vocab_size, {micro_batch, seq_len}, token_options);
+    if (layers.has_head) targets = torch::randint(model.vocab_size, {micro_batch, local_seq_len}, token_options);
     phase(Phase::kForward);
     torch::Tensor output;
     {
@@ -267,10 +291,12 @@ StageTrace trace_stage(const LlamaSpec& model, int tp, int pp, int stage_index, 
   {
     TraceSession session;
     tp_comm.set_session(&session);
+    cp_comm.set_session(&session);
     tracing = &session;
     one_step(&session);
     tracing = nullptr;
     tp_comm.set_session(nullptr);
+    cp_comm.set_session(nullptr);
     trace.ops = session.operators();
     trace.comms = session.comms();
   }
@@ -323,10 +349,11 @@ std::string join(const std::vector<std::string>& items) {
 
 StageTraceInfo trace_stage_info(const LlamaSpec& model, int tp, int pp, int stage, int micro_batch, int seq_len,
                                 PrecisionName precision, AttentionKernel attention, Backend backend,
-                                const TrainingTechniques& techniques, int dp) {
+                                const TrainingTechniques& techniques, int dp, int cp) {
   set_compute_threads(1);
+  if (dp < 1 || cp < 1) throw UserError("trace_stage_info: dp and cp must be at least 1");
   const StageTrace trace =
-      trace_stage(model, tp, pp, stage, micro_batch, seq_len, precision, attention, backend, 1234, techniques, dp);
+      trace_stage(model, tp, pp, stage, micro_batch, seq_len, precision, attention, backend, 1234, techniques, dp * cp, cp);
   StageTraceInfo info;
   for (const TracedOp& op : trace.ops) {
     info.ops.push_back(TracedOpInfo{op.name, to_string(op.phase), op.input_dtypes(), op.output_dtype, op.signature()});
@@ -357,14 +384,14 @@ StagePlan plan_stages(const Job& job, int world_size) {
     if (!p.violations(job.model, 0).empty()) continue;  // ground truth records it as skipped
     if (!precision_policy(config.precision).supports(job.backend, capabilities)) continue;
     if (p.world_size() > world_size) continue;
-    const TrainingTechniques techniques = at_dp(config.techniques, p.dp);  // what the stage runs at this dp
-    const std::string untraceable = untraceable_reason(job.model, p.tp, p.seq_len, techniques);
+    // The reduction size: with context parallelism the gradients are reduced (and the distributed
+    // optimizer sharded) over dp*cp ranks (trainer.hpp); the stage runs at it.
+    const int reduction = p.dp * p.cp;
+    const TrainingTechniques techniques = at_dp(config.techniques, reduction);  // what the stage runs at this dp*cp
+    const std::string untraceable = untraceable_reason(job.model, p.tp, p.seq_len, techniques, p.cp, p.vp);
     if (!untraceable.empty()) {
-      plan.left_out.insert("recipe " + recipe_text(techniques) + ": " + untraceable);
-      continue;
-    }
-    if (p.cp > 1) {
-      plan.left_out.insert("cp " + std::to_string(p.cp) + ": context parallelism is not traced yet");
+      plan.left_out.insert("recipe " + recipe_text(techniques) + (p.cp > 1 ? " at cp " + std::to_string(p.cp) : "") + ": " +
+                           untraceable);
       continue;
     }
     plan.occupancies.insert(p.world_size());
@@ -374,11 +401,11 @@ StagePlan plan_stages(const Job& job, int world_size) {
     const int pipeline = p.pp * p.vp;
     for (int s = 0; s < pipeline; ++s) {
       for (const std::string variant : {"aware", "blind"}) {
-        StageRequest request{p.tp, pipeline, s, p.micro_batch, p.seq_len, p.dp,
+        StageRequest request{p.tp, pipeline, s, p.micro_batch, p.seq_len, reduction, p.cp,
                              variant == std::string("aware") ? config.precision : PrecisionName::kFp32,
                              config.precision, variant, techniques, ""};
         request.key = stage_key(job.model.name, p.tp, pipeline, s, p.micro_batch, p.seq_len, to_string(config.precision), variant,
-                                techniques, p.dp);
+                                techniques, reduction, p.cp);
         if (request_keys.insert(request.key).second) plan.requests.push_back(request);
       }
     }
@@ -533,10 +560,11 @@ void trace_all_stages(OpsRun& run) {
     const std::string trace_key = std::to_string(r.tp) + "/" + std::to_string(r.pp) + "/" + std::to_string(r.stage) + "/" +
                                   std::to_string(r.micro_batch) + "/" + std::to_string(r.seq_len) + "/" + to_string(r.precision) +
                                   "/" + recipe_text(r.techniques) +
-                                  (r.techniques.distributed_optimizer ? "/dp" + std::to_string(r.dp) : "");
+                                  (r.techniques.distributed_optimizer ? "/dp" + std::to_string(r.dp) : "") +
+                                  (r.cp > 1 ? "/cp" + std::to_string(r.cp) : "");
     if (!traces_by_policy.count(trace_key)) {
       traces_by_policy[trace_key] = trace_stage(job.model, r.tp, r.pp, r.stage, r.micro_batch, r.seq_len, r.precision,
-                                                run.attention, job.backend, job.seed, r.techniques, r.dp);
+                                                run.attention, job.backend, job.seed, r.techniques, r.dp, r.cp);
     }
     const StageTrace& trace = traces_by_policy[trace_key];
     for (const TracedOp& op : trace.ops) {

@@ -18,8 +18,16 @@
 //    What the trainer refuses (SP with seq_len % tp, the vocabulary-parallel head with vocab_size % tp)
 //    is left out of the plan with one printed line each; trace_stage_info refuses it (UserError).
 //  - Interleaved 1F1B (vp > 1): the stages of the pp*vp pipeline are traced (chunk c of rank r runs
-//    stage c*pp + r of it, predict/predictor.hpp). Context parallelism (cp > 1) is left out (not traced
-//    yet), with one line.
+//    stage c*pp + r of it, predict/predictor.hpp).
+//  - Context parallelism (cp > 1): a stage is traced as CP rank 0 runs it (chunks 0 and 2cp-1 of the
+//    sequence; every CP rank runs the same operators at the same shapes): seq_len / cp tokens, the
+//    rotary tables index_select-ed at the global positions, keys and values all-gathered over CP by a
+//    tracing communicator (comm cp_all_gather, phase forward, or backward when full recompute reruns
+//    it; its backward's cp_reduce_scatter in the backward; bytes one rank's part, at the tensor's dtype)
+//    and the mask built from global positions. The reduction size is dp*cp: the techniques are taken at
+//    at_dp(.., dp*cp), the distributed optimizer shards over dp*cp, and the stage key carries dp*cp (with
+//    dopt) and /cp<N>. What the trainer refuses with cp (seq_len % (2*cp), SP with (seq_len/cp) % tp,
+//    vp > 1 with overlapped reduction at dp*cp > 1) is left out with one line each.
 //  - Every rank traces the same stages and obtains the same ordered signature list (checked); rank 0
 //    alone writes. Profiling at occupancy k: ranks 0..k-1 time every signature at once (the others
 //    sleep), so each operator is timed with as many busy ranks as the configurations of k ranks have.
@@ -79,9 +87,11 @@ struct StageTraceInfo {
   long long local_params = 0;
 };
 
-// dp: the DP degree, which only the distributed optimizer's stage depends on (>= 1).
+// dp: the DP degree, which only the distributed optimizer's and overlapped reduction's stages depend on
+// (>= 1); cp: the context-parallel degree (>= 1; seq_len % (2*cp) == 0): the stage as CP rank 0 runs it,
+// reducing over dp*cp ranks.
 StageTraceInfo trace_stage_info(const LlamaSpec& model, int tp, int pp, int stage, int micro_batch, int seq_len,
                                 PrecisionName precision, AttentionKernel attention, Backend backend,
-                                const TrainingTechniques& techniques = {}, int dp = 1);
+                                const TrainingTechniques& techniques = {}, int dp = 1, int cp = 1);
 
 }  // namespace itertime::calibrate

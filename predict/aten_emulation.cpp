@@ -71,6 +71,15 @@ TensorLayout transposed(const TensorLayout& tensor, std::size_t dim_a, std::size
   return out;
 }
 
+TensorLayout permuted(const TensorLayout& tensor, const Dims& dims) {
+  TensorLayout out = tensor;
+  for (std::size_t i = 0; i < dims.size(); ++i) {
+    out.sizes[i] = tensor.sizes[static_cast<std::size_t>(dims[i])];
+    out.strides[i] = tensor.strides[static_cast<std::size_t>(dims[i])];
+  }
+  return out;
+}
+
 TensorLayout elementwise_result(const TensorLayout& like, DType dtype) {
   const std::size_t rank = like.sizes.size();
   if (like.is_contiguous()) return contiguous(dtype, like.sizes);

@@ -32,6 +32,8 @@ std::optional<Dims> view_strides(const Dims& sizes, const Dims& strides, const D
 TensorLayout reshaped(const TensorLayout& tensor, const Dims& new_sizes);
 // Tensor::transpose(a, b) / t(): sizes and strides swapped.
 TensorLayout transposed(const TensorLayout& tensor, std::size_t dim_a, std::size_t dim_b);
+// Tensor::permute(dims): dimension i of the result is dimension dims[i] of `tensor` (a view).
+TensorLayout permuted(const TensorLayout& tensor, const Dims& dims);
 // The layout TensorIterator gives an element-wise result computed like `like`, in `dtype`: contiguous
 // when `like` is, else `like`'s dimensions ordered innermost first by ascending stride (a size-1
 // dimension is never moved past another), packed densely.

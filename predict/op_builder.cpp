@@ -38,9 +38,15 @@ void check_stage_request(const LlamaSpec& model, int tp, int pp, int stage, int 
   if (t.overlap_gradient_reduction && t.gradient_bucket_bytes < 1) {
     throw UserError("build_stage_ops: training recipe '" + recipe_text(t) + "': gradient_bucket_bytes must be at least 1");
   }
-  if (t.sequence_parallel && seq_len % tp != 0) {
-    throw UserError("build_stage_ops: sequence parallelism needs seq_len " + std::to_string(seq_len) +
-                    " to be a multiple of tp " + std::to_string(tp));
+  if (recipe.cp < 1) throw UserError("build_stage_ops: cp must be at least 1, not " + std::to_string(recipe.cp));
+  if (recipe.cp > 1 && seq_len % (2 * recipe.cp) != 0) {
+    throw UserError("build_stage_ops: context parallelism (cp " + std::to_string(recipe.cp) + ") needs seq_len " +
+                    std::to_string(seq_len) + " to be a multiple of 2*cp");
+  }
+  const int local_seq = seq_len / recipe.cp;
+  if (t.sequence_parallel && local_seq % tp != 0) {
+    throw UserError("build_stage_ops: sequence parallelism needs seq_len" + std::string(recipe.cp > 1 ? "/cp " : " ") +
+                    std::to_string(local_seq) + " to be a multiple of tp " + std::to_string(tp));
   }
   if (t.vocab_parallel && model.vocab_size % tp != 0) {
     throw UserError("build_stage_ops: a vocabulary-parallel head needs vocab_size " + std::to_string(model.vocab_size) +
@@ -67,7 +73,9 @@ BuiltStage build_stage_ops(const LlamaSpec& model, int tp, int pp, int stage, in
   const StageLayers& layers = stages[static_cast<std::size_t>(stage)];
   builder::StageShape shape;
   shape.batch = micro_batch;
-  shape.seq = seq_len;
+  shape.seq = seq_len / requested.cp;  // CP rank 0's tokens (all of them at cp 1)
+  shape.kv_seq = seq_len;
+  shape.cp = requested.cp;
   shape.hidden = model.hidden_size;
   shape.heads = model.num_heads / tp;
   shape.kv_heads = model.num_kv_heads / tp;
@@ -77,7 +85,7 @@ BuiltStage build_stage_ops(const LlamaSpec& model, int tp, int pp, int stage, in
   shape.tp = tp;
   const bool tensor_parallel = tp > 1;
   shape.local_vocab = tensor_parallel && recipe.techniques.vocab_parallel ? model.vocab_size / tp : model.vocab_size;
-  shape.residual_seq = tensor_parallel && recipe.techniques.sequence_parallel ? seq_len / tp : seq_len;
+  shape.residual_seq = tensor_parallel && recipe.techniques.sequence_parallel ? shape.seq / tp : shape.seq;
   builder::StageBuilder stage_builder(precision_policy(precision), recipe, shape, layers, tensor_parallel);
   stage_builder.begin_step();
   stage_builder.forward();

@@ -16,7 +16,12 @@
 // bucket divided (dp_buffer) and reduce-scattered into rank 0's slice of the shard's gradient (narrow and
 // a dp_reduce_scatter of one rank's slice, phase backward); with SP the shard's norm elements summed over
 // TP (sp_grads); AdamW on the shard; each bucket's slice all-gathered (dp_all_gather of one rank's slice)
-// and the parameters copied from the padded buffer (optimizer). The pieces: op_builder_stage.hpp.
+// and the parameters copied from the padded buffer (optimizer). With context parallelism (StageRecipe::cp
+// > 1) the stage as CP rank 0 runs it: seq_len / cp tokens, the rotary tables index_select-ed at the
+// global positions, each layer's keys and values all-gathered (cp_all_gather, forward; with full
+// recompute again in the backward) and their gradients reduce-scattered (cp_reduce_scatter, backward),
+// one rank's part each, and the causal mask built from the global positions; StageRecipe::dp is then the
+// reduction size dp*cp. The pieces: op_builder_stage.hpp.
 // Invariants:
 //  - Every BuiltOp's signature is byte-identical to TracedOp::signature() of the traced call with the same
 //    shapes: both are rendered by common/op_signature.hpp, the builder's value arguments as c10 prints
@@ -29,6 +34,8 @@
 //    embedding and LM head).
 //  - The stage is built for at_dp(recipe.techniques, recipe.dp), as trace_stage traces it: ovl at dp 1 is
 //    the plain stage, and dopt+ovl at dp 1 the plain distributed optimizer's.
+//  - cp == 1 builds exactly the calls of before context parallelism; cp > 1 needs seq_len % (2*cp) == 0
+//    and (seq_len/cp) % tp == 0 with SP (UserError otherwise).
 //  - Pure: no I/O, no global mutable state; throws UserError for a layout the model does not admit.
 #pragma once
 
@@ -77,13 +84,16 @@ TorchDialect torch_dialect(const std::string& libtorch_version);
 // techniques: sequence parallelism, recompute, the vocabulary-parallel head, the distributed optimizer and
 // overlapped gradient reduction (its buckets of gradient_bucket_bytes) are built, as trace_stage traces
 // them, together too (the trainer's bucketed shard).
-// dp: the DP degree (>= 1), which only the distributed optimizer's stage (its shard sizes) and overlapped
-// reduction's (dropped at dp 1, common/training_techniques.hpp's at_dp) depend on.
+// dp: the reduction size (>= 1): the DP degree, with context parallelism dp*cp (the trainer's DP·CP group);
+// only the distributed optimizer's stage (its shard sizes) and overlapped reduction's (dropped at 1,
+// common/training_techniques.hpp's at_dp) depend on it. cp: the context-parallel degree (seq_len % (2*cp)
+// == 0), the stage built as CP rank 0 runs it.
 struct StageRecipe {
   AttentionKernel attention = AttentionKernel::kEager;
   TorchDialect dialect = TorchDialect::kTorch1;
   TrainingTechniques techniques = {};
   int dp = 1;
+  int cp = 1;  // context-parallel degree: the stage as CP rank 0 runs it (dp above is then the dp*cp reduction ranks)
 };
 
 BuiltStage build_stage_ops(const LlamaSpec& model, int tp, int pp, int stage, int micro_batch, int seq_len,

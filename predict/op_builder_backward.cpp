@@ -288,6 +288,10 @@ void StageBuilder::attention_block_backward() {
   const TensorLayout context_grad = emit_.transpose(context, 1, 2);
   AttentionGrads grads = attention_core_backward(context_grad);
   if (grouped_kv_) grads = repeat_kv_backward(grads);
+  if (cp_) {  // the all-gathers' backward, V's first (the most recently created node)
+    grads.value = cp_reduce_scatter(grads.value);
+    grads.key = cp_reduce_scatter(grads.key);
+  }
   const TensorLayout key_grad = rotary_backward(grads.key, shape_.kv_heads);
   const TensorLayout query_grad = rotary_backward(grads.query, shape_.heads);
   GradBuffer attention_input;
@@ -347,36 +351,39 @@ void StageBuilder::leaf_gradient(const TensorLayout& leaf, const TensorLayout& g
 }
 
 // The model's softmax(q k^T / sqrt(hd) + mask) v backward: bmm's of the [b * heads] folded tensors.
+// With context parallelism the queries' seq/cp rows against the gathered keys' seq columns.
 AttentionGrads StageBuilder::eager_attention_backward(const TensorLayout& context_grad) {
-  const int64_t batch = shape_.batch, heads = shape_.heads, seq = shape_.seq, head_dim = shape_.head_dim;
+  const int64_t batch = shape_.batch, heads = shape_.heads, seq = shape_.seq, kv_seq = shape_.kv_seq, head_dim = shape_.head_dim;
   const int64_t folded = batch * heads;
   const TensorLayout query = strided(compute_, {batch, heads, seq, head_dim}, heads_transposed_strides(heads));
   const TensorLayout grad3 = emit_.reshape(context_grad, {folded, seq, head_dim});
-  const TensorLayout probs_t = emit_.transpose(contiguous(compute_, {folded, seq, seq}), 1, 2);
+  const TensorLayout probs_t = emit_.transpose(contiguous(compute_, {folded, seq, kv_seq}), 1, 2);
   const TensorLayout value_grad3 = emit_.bmm(probs_t, grad3);
-  const TensorLayout value = grouped_kv_ ? contiguous(compute_, {batch, heads, seq, head_dim})
-                                         : strided(compute_, {batch, heads, seq, head_dim}, heads_transposed_strides(shape_.kv_heads));
-  emit_.bmm(grad3, emit_.transpose(reshaped(value, {folded, seq, head_dim}), 1, 2));
+  // K and V as the core used them: repeated, or all-gathered (contiguous), else the projections' transposed views.
+  const bool kv_contiguous = grouped_kv_ || cp_;
+  const TensorLayout value = kv_contiguous ? contiguous(compute_, {batch, heads, kv_seq, head_dim})
+                                           : strided(compute_, {batch, heads, seq, head_dim}, heads_transposed_strides(shape_.kv_heads));
+  emit_.bmm(grad3, emit_.transpose(reshaped(value, {folded, kv_seq, head_dim}), 1, 2));
   AttentionGrads grads;
-  grads.value = emit_.reshape(value_grad3, {batch, heads, seq, head_dim});
+  grads.value = emit_.reshape(value_grad3, {batch, heads, kv_seq, head_dim});
   if (core_leaves_) leaf_gradient(core_inputs_[2], grads.value);
-  emit_.reshape(contiguous(compute_, {folded, seq, seq}), {batch, heads, seq, seq});
-  if (compute_ != kF32) emit_.to_layout(contiguous(compute_, {batch, heads, seq, seq}), kF32);
-  const TensorLayout probs32 = contiguous(kF32, {batch, heads, seq, seq});
+  emit_.reshape(contiguous(compute_, {folded, seq, kv_seq}), {batch, heads, seq, kv_seq});
+  if (compute_ != kF32) emit_.to_layout(contiguous(compute_, {batch, heads, seq, kv_seq}), kF32);
+  const TensorLayout probs32 = contiguous(kF32, {batch, heads, seq, kv_seq});
   emit_.call("aten::_softmax_backward_data", {tensor_arg(probs32), tensor_arg(probs32), int_arg(-1), dtype_arg(kF32)}, kF32);
   if (compute_ != kF32) emit_.to_layout(probs32, compute_);
-  const TensorLayout scores_grad = contiguous(compute_, {batch, heads, seq, seq});
-  emit_.call("aten::masked_fill.Scalar", {tensor_arg(scores_grad), tensor_arg(contiguous(DType::kBool, {seq, seq})), int_arg(0)},
+  const TensorLayout scores_grad = contiguous(compute_, {batch, heads, seq, kv_seq});
+  emit_.call("aten::masked_fill.Scalar", {tensor_arg(scores_grad), tensor_arg(contiguous(DType::kBool, {seq, kv_seq})), int_arg(0)},
              compute_);
   if (!torch2_) emit_.call("aten::lift_fresh", {tensor_arg(scalar_tensor(kF64))}, kF64);
   emit_.call("aten::div.Tensor", {tensor_arg(scores_grad), tensor_arg(scalar_tensor(kF64))}, compute_);
-  const TensorLayout scores_grad3 = emit_.reshape(scores_grad, {folded, seq, seq});
+  const TensorLayout scores_grad3 = emit_.reshape(scores_grad, {folded, seq, kv_seq});
   const TensorLayout query3_t = emit_.transpose(reshaped(query, {folded, seq, head_dim}), 1, 2);
   const TensorLayout key_t_grad3 = emit_.bmm(query3_t, scores_grad3);
-  const TensorLayout key = grouped_kv_ ? contiguous(compute_, {batch, heads, seq, head_dim}) : query;  // as used: after rotary (or repeat)
-  const TensorLayout key_t3_t = emit_.transpose(reshaped(transposed(key, 2, 3), {folded, head_dim, seq}), 1, 2);
+  const TensorLayout key = kv_contiguous ? contiguous(compute_, {batch, heads, kv_seq, head_dim}) : query;  // as used: after rotary (or repeat)
+  const TensorLayout key_t3_t = emit_.transpose(reshaped(transposed(key, 2, 3), {folded, head_dim, kv_seq}), 1, 2);
   const TensorLayout query_grad3 = emit_.bmm(scores_grad3, key_t3_t);
-  const TensorLayout key_t_grad = emit_.reshape(key_t_grad3, {batch, heads, head_dim, seq});
+  const TensorLayout key_t_grad = emit_.reshape(key_t_grad3, {batch, heads, head_dim, kv_seq});
   grads.query = emit_.reshape(query_grad3, {batch, heads, seq, head_dim});
   if (core_leaves_) leaf_gradient(core_inputs_[0], grads.query);
   grads.key = emit_.transpose(key_t_grad, 2, 3);
@@ -385,21 +392,26 @@ AttentionGrads StageBuilder::eager_attention_backward(const TensorLayout& contex
 }
 
 // The fused kernel's backward: one call; it writes its gradients laid out like its output.
+// With context parallelism (not verified against a 2.x trace yet): the explicit mask, converted by sdpa to
+// the queries' dtype ([seq/cp, seq]), passed again, is_causal false; K's and V's gradients [.., seq, ..].
 AttentionGrads StageBuilder::sdpa_backward(const TensorLayout& context_grad) {
-  const int64_t batch = shape_.batch, heads = shape_.heads, seq = shape_.seq;
+  const int64_t batch = shape_.batch, heads = shape_.heads, seq = shape_.seq, kv_seq = shape_.kv_seq;
   const TensorLayout out = strided(compute_, {batch, heads, seq, shape_.head_dim}, heads_transposed_strides(heads));
   const TensorLayout logsumexp = strided(kF32, {batch, heads, seq}, {seq * heads, 1, heads});
+  const OpArgument mask = cp_ ? tensor_arg(contiguous(compute_, {seq, kv_seq})) : none_arg();
   emit_.call("aten::_scaled_dot_product_flash_attention_for_cpu_backward",
              {tensor_arg(context_grad), tensor_arg(sdpa_inputs_[0]), tensor_arg(sdpa_inputs_[1]), tensor_arg(sdpa_inputs_[2]),
-              tensor_arg(out), tensor_arg(logsumexp), double_arg(0.0), bool_arg(true), none_arg(), none_arg()},
+              tensor_arg(out), tensor_arg(logsumexp), double_arg(0.0), bool_arg(!cp_), mask, none_arg()},
              compute_);
-  return AttentionGrads{out, out, out};
+  if (!cp_) return AttentionGrads{out, out, out};
+  const TensorLayout kv = strided(compute_, {batch, heads, kv_seq, shape_.head_dim}, {kv_seq * heads * shape_.head_dim, shape_.head_dim, heads * shape_.head_dim, 1});
+  return AttentionGrads{out, kv, kv};
 }
 
 // K's and V's gradients summed over each group of heads they were repeated to (V first): 2.x folds the
 // group, sums it and drops it (repeat_interleave.self_int's backward); 1.13 runs index_select_backward.
 AttentionGrads StageBuilder::repeat_kv_backward(const AttentionGrads& grads) {
-  const int64_t batch = shape_.batch, kv_heads = shape_.kv_heads, seq = shape_.seq, head_dim = shape_.head_dim;
+  const int64_t batch = shape_.batch, kv_heads = shape_.kv_heads, seq = shape_.kv_seq, head_dim = shape_.head_dim;
   for (const TensorLayout* grad : {&grads.value, &grads.key}) {
     if (torch2_) {
       const TensorLayout folded = emit_.reshape(*grad, {batch, kv_heads, shape_.heads / kv_heads, seq, head_dim});
@@ -414,6 +426,20 @@ AttentionGrads StageBuilder::repeat_kv_backward(const AttentionGrads& grads) {
   }
   const TensorLayout kv_grad = contiguous(compute_, {batch, kv_heads, seq, head_dim});
   return AttentionGrads{grads.query, kv_grad, kv_grad};
+}
+
+// tp_comm.cpp's CpAllGatherSequence backward: the gradient [b, kv heads, seq, hd] cut into the CP ranks'
+// parts [cp, b, kv heads, seq/cp, hd] (reshape, permute, contiguous), reduce-scattered into a fresh
+// [b, kv heads, seq/cp, hd] (one rank's part moved).
+TensorLayout StageBuilder::cp_reduce_scatter(const TensorLayout& grad) {
+  const int64_t cp = shape_.cp, batch = grad.sizes[0], heads = grad.sizes[1], local = grad.sizes[2] / cp, dim = grad.sizes[3];
+  const TensorLayout parts = emit_.permute(emit_.reshape(grad, {batch, heads, cp, local, dim}), {2, 0, 1, 3, 4});
+  contiguous_call(parts);
+  emit_.call("aten::empty.memory_format",
+             {int_list_arg({batch, heads, local, dim}), dtype_arg(grad.dtype), int_arg(0), cpu_device_arg(), none_arg(), none_arg()},
+             grad.dtype);
+  emit_.comm(CommKind::kCpReduceScatter, grad.dtype, batch * heads * local * dim * static_cast<int64_t>(dtype_bytes(grad.dtype)));
+  return contiguous(grad.dtype, {batch, heads, local, dim});
 }
 
 // The embedding's gradient (first stage), or the received activation's (detached for the send).

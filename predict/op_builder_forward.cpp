@@ -28,6 +28,7 @@ StageBuilder::StageBuilder(const PrecisionPolicy& policy, const StageRecipe& rec
       torch2_(recipe.dialect == TorchDialect::kTorch2),
       sdpa_(recipe.attention == AttentionKernel::kSdpa),
       grouped_kv_(shape.heads != shape.kv_heads),
+      cp_(shape.cp > 1),
       param_(policy.param_dtype),
       activation_(policy.activation_dtype),
       grad_(policy.grad_dtype),
@@ -149,12 +150,18 @@ TensorLayout StageBuilder::project_heads(const TensorLayout& x, int64_t heads) {
 
 // Rotary embedding: the cos / sin tables (buffers in the parameter dtype) cut to the sequence and cast,
 // x * cos + rotate_half(x) * sin.
+// With context parallelism the tables (seq_len rows) are index_select-ed at the rank's global positions.
 TensorLayout StageBuilder::rotary_forward(const TensorLayout& x, int64_t heads) {
   const int64_t seq = shape_.seq, head_dim = shape_.head_dim;
-  const TensorLayout table = contiguous(param_, {seq, head_dim});
+  const TensorLayout table = contiguous(param_, {shape_.kv_seq, head_dim});
+  const TensorLayout rows = contiguous(param_, {seq, head_dim});
   for (int cos_then_sin = 0; cos_then_sin < 2; ++cos_then_sin) {
-    emit_.call("aten::narrow", {tensor_arg(table), int_arg(0), int_arg(0), int_arg(seq)}, param_);
-    emit_.call("aten::to.dtype", {tensor_arg(table), dtype_arg(x.dtype), bool_arg(false), bool_arg(false), none_arg()}, x.dtype);
+    if (cp_) {
+      emit_.call("aten::index_select", {tensor_arg(table), int_arg(0), tensor_arg(contiguous(kI64, {seq}))}, param_);
+    } else {
+      emit_.call("aten::narrow", {tensor_arg(table), int_arg(0), int_arg(0), int_arg(seq)}, param_);
+    }
+    emit_.call("aten::to.dtype", {tensor_arg(rows), dtype_arg(x.dtype), bool_arg(false), bool_arg(false), none_arg()}, x.dtype);
   }
   const TensorLayout upper_half = emit_.narrow(x, -1, head_dim / 2, head_dim / 2);
   emit_.call("aten::neg", {tensor_arg(upper_half)}, x.dtype);
@@ -170,7 +177,7 @@ TensorLayout StageBuilder::rotary_forward(const TensorLayout& x, int64_t heads) 
 // K or V repeated to every head of its group: one call in 2.x; 1.13 builds the index and selects.
 TensorLayout StageBuilder::repeat_kv_forward(const TensorLayout& x) {
   const int64_t group = shape_.heads / shape_.kv_heads;
-  const TensorLayout repeated = contiguous(x.dtype, {shape_.batch, shape_.heads, shape_.seq, shape_.head_dim});
+  const TensorLayout repeated = contiguous(x.dtype, {shape_.batch, shape_.heads, shape_.kv_seq, shape_.head_dim});
   if (torch2_) {
     emit_.call("aten::repeat_interleave.self_int", {tensor_arg(x), int_arg(group), int_arg(1), none_arg()}, x.dtype);
     return repeated;
@@ -187,15 +194,20 @@ TensorLayout StageBuilder::repeat_kv_forward(const TensorLayout& x) {
 }
 
 // softmax(q k^T / sqrt(hd) + causal mask) v, in the model's own code.
+// With context parallelism: the mask of the global positions first (cp_mask), scores [.., seq/cp, seq].
 TensorLayout StageBuilder::eager_attention_forward(const TensorLayout& q, const TensorLayout& k, const TensorLayout& v) {
-  const int64_t seq = shape_.seq;
+  const int64_t seq = shape_.seq, kv_seq = shape_.kv_seq;
+  const TensorLayout cp_hidden = cp_ ? cp_mask() : TensorLayout{};
   const TensorLayout k_t = emit_.transpose(k, 2, 3);
   emit_.call("aten::matmul", {tensor_arg(q), tensor_arg(k_t)}, compute_);
-  const TensorLayout scores = contiguous(compute_, {shape_.batch, shape_.heads, seq, seq});
+  const TensorLayout scores = contiguous(compute_, {shape_.batch, shape_.heads, seq, kv_seq});
   emit_.call("aten::div.Tensor", {tensor_arg(scores), tensor_arg(scalar_tensor(kF64))}, compute_);
-  emit_.call("aten::ones", {int_list_arg({seq, seq}), dtype_arg(kBool), none_arg(), cpu_device_arg(), none_arg()}, kBool);
-  const TensorLayout mask = contiguous(kBool, {seq, seq});
-  emit_.call("aten::triu", {tensor_arg(mask), int_arg(1)}, kBool);
+  TensorLayout mask = cp_hidden;
+  if (!cp_) {
+    emit_.call("aten::ones", {int_list_arg({seq, seq}), dtype_arg(kBool), none_arg(), cpu_device_arg(), none_arg()}, kBool);
+    mask = contiguous(kBool, {seq, seq});
+    emit_.call("aten::triu", {tensor_arg(mask), int_arg(1)}, kBool);
+  }
   emit_.call("aten::masked_fill.Scalar", {tensor_arg(scores), tensor_arg(mask), text_arg("-inf")}, compute_);
   emit_.call("aten::softmax.int", {tensor_arg(scores), int_arg(-1), dtype_arg(kF32)}, kF32);
   emit_.to_dtype(contiguous(kF32, scores.sizes), compute_);
@@ -205,12 +217,76 @@ TensorLayout StageBuilder::eager_attention_forward(const TensorLayout& q, const 
 
 // One fused call (autocast keeps it in the compute dtype: q, k, v already are); the CPU flash kernel
 // writes its output laid out [b, s, heads, hd], so the transpose + reshape after it are views.
+// With context parallelism: an explicit boolean mask (the global positions' causal mask, negated: true
+// where a key is visible) and is_causal false.
 TensorLayout StageBuilder::sdpa_forward(const TensorLayout& q, const TensorLayout& k, const TensorLayout& v) {
-  emit_.call("aten::scaled_dot_product_attention",
-             {tensor_arg(q), tensor_arg(k), tensor_arg(v), none_arg(), double_arg(0.0), bool_arg(true), none_arg(), bool_arg(false)},
-             compute_);
+  if (cp_) {
+    const TensorLayout hidden = cp_mask();
+    logical_not(hidden);
+    emit_.call("aten::scaled_dot_product_attention",
+               {tensor_arg(q), tensor_arg(k), tensor_arg(v), tensor_arg(hidden), double_arg(0.0), bool_arg(false), none_arg(),
+                bool_arg(false)},
+               compute_);
+  } else {
+    emit_.call("aten::scaled_dot_product_attention",
+               {tensor_arg(q), tensor_arg(k), tensor_arg(v), none_arg(), double_arg(0.0), bool_arg(true), none_arg(), bool_arg(false)},
+               compute_);
+  }
   sdpa_inputs_ = {q, k, v};
   return strided(compute_, {shape_.batch, shape_.heads, shape_.seq, shape_.head_dim}, heads_transposed_strides(shape_.heads));
+}
+
+// tp_comm.cpp's context_parallel_positions(seq_len, cp, rank): chunks rank and 2cp-1-rank of seq_len / (2cp)
+// tokens, each torch::arange (an empty int64 tensor, arange.start_out), then their cat.
+void StageBuilder::cp_positions(int64_t rank) {
+  const int64_t chunk = shape_.kv_seq / (2 * shape_.cp);
+  for (const int64_t index : {rank, 2 * shape_.cp - 1 - rank}) {
+    emit_.call("aten::empty.memory_format", {int_list_arg({0}), dtype_arg(kI64), none_arg(), none_arg(), none_arg(), none_arg()},
+               kI64);
+    emit_.call("aten::arange.start_out",
+               {int_arg(index * chunk), int_arg((index + 1) * chunk), int_arg(1), tensor_arg(contiguous(kI64, {0}))}, kI64);
+  }
+  emit_.call("aten::cat", {tensor_list_arg({contiguous(kI64, {chunk}), contiguous(kI64, {chunk})}), int_arg(0)}, kI64);
+}
+
+// The attention's rotary positions (CP rank 0's), moved to the queries' device (recorded although a no-op on cpu).
+void StageBuilder::cp_rotary_positions() {
+  cp_positions(0);
+  emit_.call("aten::to.dtype_layout",
+             {tensor_arg(contiguous(kI64, {shape_.seq})), none_arg(), none_arg(), cpu_device_arg(), none_arg(), bool_arg(false),
+              bool_arg(false), none_arg()},
+             kI64);
+}
+
+// llama_model.cpp's context-parallel mask: the queries' positions [seq/cp, 1], every CP rank's key
+// positions (context_parallel_key_positions: each rank's, cat) [1, seq], key > query (hidden), on the device.
+TensorLayout StageBuilder::cp_mask() {
+  const int64_t seq = shape_.seq, kv_seq = shape_.kv_seq;
+  cp_positions(0);
+  emit_.call("aten::unsqueeze", {tensor_arg(contiguous(kI64, {seq})), int_arg(1)}, kI64);
+  for (int64_t rank = 0; rank < shape_.cp; ++rank) cp_positions(rank);
+  emit_.call("aten::cat", {tensor_list_arg(std::vector<TensorLayout>(static_cast<std::size_t>(shape_.cp), contiguous(kI64, {seq}))), int_arg(0)},
+             kI64);
+  emit_.call("aten::unsqueeze", {tensor_arg(contiguous(kI64, {kv_seq})), int_arg(0)}, kI64);
+  emit_.call("aten::gt.Tensor", {tensor_arg(contiguous(kI64, {1, kv_seq})), tensor_arg(contiguous(kI64, {seq, 1}))}, kBool);
+  const TensorLayout hidden = contiguous(kBool, {seq, kv_seq});
+  emit_.call("aten::to.dtype_layout",
+             {tensor_arg(hidden), none_arg(), none_arg(), cpu_device_arg(), none_arg(), bool_arg(false), bool_arg(false), none_arg()},
+             kBool);
+  return hidden;
+}
+
+// tp_comm.cpp's CpAllGatherSequence forward: [b, kv heads, seq/cp, hd] made contiguous, gathered into
+// [cp, b, kv heads, seq/cp, hd] (one rank's part moved), permuted and reshaped to [b, kv heads, seq, hd].
+TensorLayout StageBuilder::cp_all_gather(const TensorLayout& x) {
+  const TensorLayout part = contiguous_call(x);
+  const int64_t cp = shape_.cp, batch = part.sizes[0], heads = part.sizes[1], local = part.sizes[2], dim = part.sizes[3];
+  emit_.call("aten::empty.memory_format",
+             {int_list_arg({cp, batch, heads, local, dim}), dtype_arg(x.dtype), int_arg(0), cpu_device_arg(), none_arg(), none_arg()},
+             x.dtype);
+  emit_.comm(CommKind::kCpAllGather, x.dtype, batch * heads * local * dim * static_cast<int64_t>(dtype_bytes(x.dtype)));
+  const TensorLayout gathered = emit_.permute(contiguous(x.dtype, {cp, batch, heads, local, dim}), {1, 2, 0, 3, 4});
+  return emit_.reshape(gathered, {batch, heads, cp * local, dim});
 }
 
 // Tensor::contiguous(): no call when the tensor already is.
@@ -287,8 +363,13 @@ void StageBuilder::attention_block_forward() {
   TensorLayout q = project_heads(normed, shape_.heads);
   TensorLayout k = project_heads(normed, shape_.kv_heads);
   TensorLayout v = project_heads(normed, shape_.kv_heads);
+  if (cp_) cp_rotary_positions();
   q = rotary_forward(q, shape_.heads);
   k = rotary_forward(k, shape_.kv_heads);
+  if (cp_) {  // every CP rank's keys (after rotary) and values, before the KV heads are repeated
+    k = cp_all_gather(k);
+    v = cp_all_gather(v);
+  }
   if (grouped_kv_) {
     k = repeat_kv_forward(k);
     v = repeat_kv_forward(v);

@@ -9,9 +9,12 @@
 // overlapped gradient reduction (ovl at dp > 1) changes each parameter's AccumulateGrad and adds its
 // buckets' reductions to the backward (GradientBucket); with the distributed optimizer too (dopt+ovl)
 // the buckets are padded to multiples of dp and reduce-scattered into rank 0's shard, and gathered back
-// bucket by bucket after the step.
+// bucket by bucket after the step. Context parallelism (cp > 1) adds its pieces to the attention: the
+// positions (cp_positions), the rotary tables index_select-ed at them, the K/V all-gather and its
+// backward's reduce-scatter, and the mask of the global positions in the core.
 // Invariants:
-//  - Shapes are per TP rank (heads, KV heads and FFN width already divided by tp).
+//  - Shapes are per TP rank (heads, KV heads and FFN width already divided by tp) and per CP rank 0
+//    (StageShape::seq the rank's seq_len / cp queries; gathered keys and values kv_seq = seq_len).
 //  - Where LibTorch 1.13 and 2.x differ, the piece says so and branches on torch2_ (docs/method.md).
 //  - Backward gradient accumulation ("add" into an input buffer; "add_" in 2.x when the buffer holds a
 //    fresh tensor, see GradBuffer) is emitted when a tensor's second and later gradient contributions
@@ -44,6 +47,10 @@ struct StageShape {
   int64_t local_vocab = 0;                        // rows of the embedding and LM head on this rank
   int64_t tp = 1;
   int64_t residual_seq = 0;  // the residual stream's sequence length: seq, or seq / tp with sequence parallelism
+  // Context parallelism: seq is CP rank 0's seq_len / cp tokens (its queries); keys and values, once
+  // all-gathered, span kv_seq = seq_len, the rotary tables' rows too. cp 1: kv_seq == seq.
+  int64_t cp = 1;
+  int64_t kv_seq = 0;
 };
 
 // A parameter in registration order; `layer`: its decoder layer's index, -1 outside the layers.
@@ -123,6 +130,15 @@ class StageBuilder {
   TensorLayout project_heads(const TensorLayout& x, int64_t heads);
   TensorLayout rotary_forward(const TensorLayout& x, int64_t heads);
   TensorLayout repeat_kv_forward(const TensorLayout& x);
+  // context parallelism (op_builder_forward.cpp / op_builder_backward.cpp): tp_comm.cpp's
+  // context_parallel_positions of CP rank `rank` (two aranges and a cat), the rotary positions moved to
+  // the device, the causal mask of the global positions (attention core), the K/V all-gather and its
+  // backward's reduce-scatter.
+  void cp_positions(int64_t rank);
+  void cp_rotary_positions();
+  TensorLayout cp_mask();
+  TensorLayout cp_all_gather(const TensorLayout& x);
+  TensorLayout cp_reduce_scatter(const TensorLayout& grad);
   TensorLayout eager_attention_forward(const TensorLayout& q, const TensorLayout& k, const TensorLayout& v);
   TensorLayout sdpa_forward(const TensorLayout& q, const TensorLayout& k, const TensorLayout& v);
   TensorLayout row_parallel_output(const TensorLayout& out);
@@ -204,6 +220,7 @@ class StageBuilder {
   const bool torch2_;  // TorchDialect::kTorch2
   const bool sdpa_;    // AttentionKernel::kSdpa
   const bool grouped_kv_;  // fewer KV heads than heads: K and V are repeated
+  const bool cp_;          // context parallelism (cp > 1): K and V all-gathered, the mask from global positions
   const DType param_, activation_, grad_;
   const DType compute_;  // matrix products: the autocast dtype under AMP, else the parameter dtype
   std::vector<TensorLayout> sdpa_inputs_;  // q, k, v as the fused kernel received them (its backward gets them again)

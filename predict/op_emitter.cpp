@@ -89,6 +89,11 @@ TensorLayout OpEmitter::transpose(const TensorLayout& x, int64_t dim_a, int64_t 
   return transposed(x, static_cast<std::size_t>(dim_a), static_cast<std::size_t>(dim_b));
 }
 
+TensorLayout OpEmitter::permute(const TensorLayout& x, const Dims& dims) {
+  call("aten::permute", {tensor_arg(x), int_list_arg(dims)}, x.dtype);
+  return permuted(x, dims);
+}
+
 TensorLayout OpEmitter::reshape(const TensorLayout& x, const Dims& sizes) {
   call("aten::reshape", {tensor_arg(x), int_list_arg(sizes)}, x.dtype);
   return reshaped(x, sizes);

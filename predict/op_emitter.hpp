@@ -63,6 +63,7 @@ class OpEmitter {
   TensorLayout to_layout(const TensorLayout& x, DType dtype);  // ToCopyBackward's cast
   TensorLayout t(const TensorLayout& x);
   TensorLayout transpose(const TensorLayout& x, int64_t dim_a, int64_t dim_b);
+  TensorLayout permute(const TensorLayout& x, const Dims& dims);
   TensorLayout reshape(const TensorLayout& x, const Dims& sizes);
   TensorLayout view(const TensorLayout& x, const Dims& sizes);
   TensorLayout mm(const TensorLayout& a, const TensorLayout& b);

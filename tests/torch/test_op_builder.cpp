@@ -47,13 +47,15 @@ struct BuilderCase {
   AttentionKernel attention = AttentionKernel::kEager;
   TrainingTechniques techniques = {};
   int dp = 1;  // only the distributed optimizer's and overlapped reduction's stages depend on it
+  int cp = 1;  // context parallelism: traced and built as CP rank 0 runs it, reducing over dp*cp ranks
 };
 
 std::string case_name(const BuilderCase& c) {
   return std::string(c.model) + "/tp" + std::to_string(c.tp) + "/pp" + std::to_string(c.pp) + "/s" +
          std::to_string(c.stage) + "/mbs" + std::to_string(c.micro_batch) + "/seq" + std::to_string(c.seq_len) + "/" +
          to_string(c.precision) + "/" + to_string(c.attention) + (c.techniques.any() ? "/" + recipe_text(c.techniques) : "") +
-         (c.techniques.distributed_optimizer || c.techniques.overlap_gradient_reduction ? "/dp" + std::to_string(c.dp) : "");
+         (c.techniques.distributed_optimizer || c.techniques.overlap_gradient_reduction ? "/dp" + std::to_string(c.dp) : "") +
+         (c.cp > 1 ? "/cp" + std::to_string(c.cp) : "");
 }
 
 // gtest prints a failing case by its name.
@@ -116,9 +118,9 @@ TEST_P(OpBuilder, ReproducesTheTracedStage) {
   const LlamaSpec spec = load(c.model);
   const calibrate::StageTraceInfo trace = calibrate::trace_stage_info(spec, c.tp, c.pp, c.stage, c.micro_batch, c.seq_len,
                                                                       c.precision, c.attention, Backend::kCpu, c.techniques,
-                                                                      c.dp);
+                                                                      c.dp, c.cp);
   const predict::StageRecipe recipe{c.attention, predict::torch_dialect(calibrate::query_torch().version), c.techniques,
-                                    c.dp};
+                                    c.dp * c.cp, c.cp};
   const predict::BuiltStage built =
       predict::build_stage_ops(spec, c.tp, c.pp, c.stage, c.micro_batch, c.seq_len, c.precision, recipe);
   if (std::getenv("ITERTIME_PRINT_TRACE") != nullptr) {
@@ -443,6 +445,82 @@ INSTANTIATE_TEST_SUITE_P(
     Torch2DistributedOptimizerWithOverlap, OpBuilder,
     ::testing::Values(BuilderCase{"tiny-llama-gqa", 2, 2, 1, 1, 16, kFp16, kEager, recipe("dopt+ovl-64K"), 2},
                       BuilderCase{"tiny-llama-gqa", 2, 2, 0, 1, 16, kAmp16, kSdpa, recipe("sp+dopt+rc-sel+ovl-64K"), 3}),
+    test_name);
+
+// Context parallelism (issue 17, cp 2 and 4): the stage as CP rank 0 runs it, seq_len/cp tokens; the rotary
+// tables index_select-ed at the global positions, keys and values all-gathered over CP (cp_all_gather in
+// the forward, its gradients reduce-scattered in the backward: cp_reduce_scatter), the causal mask of the
+// global positions (eager masked_fill), the rest at seq_len/cp; the reduction over dp*cp ranks. fp32, bf16,
+// amp-bf16; tp 2, with sp; rc-sel and rc-full (its rerun gathering in the backward); dopt at dp 2 (reduction
+// size 4) and dopt+ovl; first, middle and last stages; with and without KV groups.
+INSTANTIATE_TEST_SUITE_P(
+    ContextParallel, OpBuilder,
+    ::testing::Values(BuilderCase{"tiny-llama-gqa", 1, 1, 0, 1, 16, kFp32, kEager, {}, 1, 2},
+                      BuilderCase{"tiny-llama-gqa", 1, 1, 0, 2, 32, kBf16, kEager, {}, 1, 2},
+                      BuilderCase{"tiny-llama-gqa", 1, 1, 0, 1, 32, kAmp, kEager, {}, 1, 4},
+                      BuilderCase{"tiny-llama-gqa", 2, 2, 0, 1, 16, kAmp, kEager, {}, 1, 2},
+                      BuilderCase{"tiny-llama-gqa", 2, 2, 1, 2, 16, kFp32, kEager, {}, 1, 2},
+                      BuilderCase{"tiny-llama-gqa", 1, 3, 1, 1, 16, kBf16, kEager, {}, 1, 4},
+                      BuilderCase{"tiny-llama", 2, 1, 0, 1, 16, kAmp, kEager, {}, 1, 2},
+                      BuilderCase{"tiny-llama-gqa", 2, 2, 0, 1, 16, kAmp, kEager, recipe("sp"), 1, 2},
+                      BuilderCase{"tiny-llama-gqa", 2, 2, 1, 1, 32, kFp32, kEager, recipe("sp+vp"), 1, 4},
+                      BuilderCase{"tiny-llama-gqa", 1, 2, 1, 1, 16, kAmp, kEager, recipe("rc-sel"), 1, 2},
+                      BuilderCase{"tiny-llama-gqa", 2, 2, 0, 1, 16, kFp32, kEager, recipe("rc-full"), 1, 2},
+                      BuilderCase{"tiny-llama-gqa", 2, 3, 2, 1, 32, kAmp, kEager, recipe("sp+rc-full"), 1, 4},
+                      BuilderCase{"tiny-llama-gqa", 2, 2, 1, 1, 16, kAmp, kEager, recipe("dopt"), 2, 2},
+                      BuilderCase{"tiny-llama-gqa", 1, 2, 0, 1, 16, kBf16, kEager, recipe("dopt"), 1, 2},
+                      BuilderCase{"tiny-llama-gqa", 2, 2, 1, 1, 16, kAmp, kEager, recipe("ovl-64K"), 1, 2},
+                      BuilderCase{"tiny-llama-gqa", 2, 2, 0, 1, 16, kAmp, kEager, recipe("sp+dopt+ovl-64K"), 2, 2}),
+    test_name);
+
+// Context parallelism without tracing, on a real model's first stage (llama3.1-8b at tp 2, pp 2, seq 64,
+// amp-bf16) in both dialects: per layer two all-gathers (keys and values, forward, one rank's bf16 part
+// [1, 4 KV heads, 64/cp, 128]) and two reduce-scatters (backward); full recompute gathers again in the
+// backward; the P2P activation is CP rank 0's 64/cp tokens; the parameters are the cp-1 stage's; and the
+// builder refuses what the trainer refuses (seq % 2cp, SP with (seq/cp) % tp).
+TEST(OpBuilderContextParallel, GathersEachLayersKeysAndValuesAndRefusesWhatItCannotBuild) {
+  const LlamaSpec spec = load("llama3.1-8b");
+  const int64_t layers = 16;
+  for (const predict::TorchDialect dialect : {predict::TorchDialect::kTorch1, predict::TorchDialect::kTorch2}) {
+    const predict::BuiltStage whole = predict::build_stage_ops(spec, 2, 2, 0, 1, 64, kAmp, {kEager, dialect});
+    for (const int cp : {2, 4}) {
+      for (const char* techniques : {"", "rc-full"}) {
+        SCOPED_TRACE("dialect " + std::to_string(static_cast<int>(dialect)) + " cp " + std::to_string(cp) + " '" + techniques + "'");
+        const predict::StageRecipe with_cp{kEager, dialect, recipe(techniques), cp, cp};
+        const predict::BuiltStage b = predict::build_stage_ops(spec, 2, 2, 0, 1, 64, kAmp, with_cp);
+        EXPECT_EQ(b.local_params, whole.local_params);
+        const int64_t part_bytes = 1 * 4 * (64 / cp) * 128 * 2;
+        std::map<std::string, int64_t> counts;
+        for (const predict::CommOp& comm : b.comms) {
+          if (comm.kind == CommKind::kCpAllGather || comm.kind == CommKind::kCpReduceScatter) {
+            EXPECT_EQ(comm.bytes, part_bytes);
+            EXPECT_EQ(comm.dtype, DType::kBFloat16);
+            counts[to_string(comm.phase) + " " + to_string(comm.kind)] += comm.count;
+          }
+          if (comm.kind == CommKind::kPpSendForward) EXPECT_EQ(comm.bytes, 64 / cp * spec.hidden_size * 4);  // fp32 activations
+        }
+        EXPECT_EQ(counts["forward cp_all_gather"], 2 * layers);
+        EXPECT_EQ(counts["backward cp_reduce_scatter"], 2 * layers);
+        EXPECT_EQ(counts["backward cp_all_gather"], std::string(techniques) == "rc-full" ? 2 * layers : 0);
+      }
+    }
+  }
+  const auto build = [&](int tp, int seq, const char* techniques, int dp, int cp) {
+    return predict::build_stage_ops(spec, tp, 2, 0, 1, seq, kAmp, {kEager, predict::TorchDialect::kTorch1, recipe(techniques), dp, cp});
+  };
+  EXPECT_THROW(build(2, 60, "", 4, 4), UserError);    // 60 % 8
+  EXPECT_THROW(build(4, 24, "sp", 4, 4), UserError);  // 24 / 4 = 6 tokens, not a multiple of tp 4
+  EXPECT_THROW(build(2, 64, "", 2, 0), UserError);
+  EXPECT_NO_THROW(build(4, 32, "sp", 4, 2));
+  EXPECT_NO_THROW(build(2, 64, "", 1, 2));  // a plain stage does not depend on the reduction size
+}
+
+// Context parallelism on LibTorch 2.x: the fused kernel with an explicit mask, and fp16.
+INSTANTIATE_TEST_SUITE_P(
+    Torch2ContextParallel, OpBuilder,
+    ::testing::Values(BuilderCase{"tiny-llama-gqa", 2, 2, 1, 1, 16, kAmp, kSdpa, {}, 1, 2},
+                      BuilderCase{"tiny-llama-gqa", 1, 2, 0, 1, 32, kFp16, kSdpa, recipe("rc-sel"), 1, 4},
+                      BuilderCase{"tiny-llama-gqa", 2, 1, 0, 1, 16, kFp16, kEager, recipe("sp+rc-full"), 1, 2}),
     test_name);
 
 }  // namespace

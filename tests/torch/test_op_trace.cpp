@@ -7,6 +7,7 @@
 
 #include "calibrate/ops_calibration.hpp"
 #include "common/model_spec.hpp"
+#include "common/training_techniques.hpp"
 
 namespace itertime::calibrate {
 namespace {
@@ -119,6 +120,43 @@ TEST(OpTrace, TensorParallelShardsShapesAndRecordsAllReduces) {
   }
   EXPECT_TRUE(pp_backward);
   EXPECT_TRUE(dp);
+}
+
+// Context parallelism (cp 2) as CP rank 0 runs it: seq_len / cp tokens, per layer the keys' and values'
+// all-gathers (forward, one rank's part) and their gradients' reduce-scatters (backward); full recompute
+// gathers again in the backward; the reduction over dp*cp (the distributed optimizer's shard of 1/4).
+TEST(OpTrace, ContextParallelGathersKeysAndValuesPerLayer) {
+  const LlamaSpec spec = model();  // 4 KV heads of 16, 2 layers per stage at pp 2
+  const int64_t part_bytes = 1 * spec.num_kv_heads * (32 / 2) * spec.head_dim * 4;  // fp32 [1, kv heads, 16, hd]
+  const auto count = [](const StageTraceInfo& trace, const std::string& kind, const std::string& phase, int64_t bytes) {
+    int n = 0;
+    for (const auto& comm : trace.comms) n += comm.kind == kind && comm.phase == phase && comm.bytes == bytes;
+    return n;
+  };
+  const StageTraceInfo plain = trace_stage_info(spec, 1, 2, 1, 1, 32, PrecisionName::kFp32, AttentionKernel::kEager, Backend::kCpu, {}, 1, 2);
+  print(plain);
+  EXPECT_EQ(count(plain, "cp_all_gather", "forward", part_bytes), 2 * 2);
+  EXPECT_EQ(count(plain, "cp_reduce_scatter", "backward", part_bytes), 2 * 2);
+  EXPECT_EQ(count(plain, "cp_all_gather", "backward", part_bytes), 0);
+  bool local_tokens = false;  // the loss sees 16 of the 32 tokens
+  for (const auto& op : plain.ops) {
+    local_tokens = local_tokens || op.signature.find("fp32[16," + std::to_string(spec.vocab_size) + "]") != std::string::npos;
+  }
+  EXPECT_TRUE(local_tokens);
+  const StageTraceInfo full = trace_stage_info(spec, 1, 2, 1, 1, 32, PrecisionName::kFp32, AttentionKernel::kEager, Backend::kCpu,
+                                               parse_recipe_text("rc-full"), 1, 2);
+  EXPECT_EQ(count(full, "cp_all_gather", "forward", part_bytes), 2 * 2);
+  EXPECT_EQ(count(full, "cp_all_gather", "backward", part_bytes), 2 * 2);
+  EXPECT_EQ(count(full, "cp_reduce_scatter", "backward", part_bytes), 2 * 2);
+  const StageTraceInfo sharded = trace_stage_info(spec, 1, 2, 1, 1, 32, PrecisionName::kFp32, AttentionKernel::kEager, Backend::kCpu,
+                                                  parse_recipe_text("dopt"), 2, 2);
+  int scatters = 0;
+  for (const auto& comm : sharded.comms) {
+    if (comm.kind != "dp_reduce_scatter") continue;
+    ++scatters;
+    EXPECT_EQ(comm.bytes, (sharded.local_params + 3) / 4 * 4);  // ceil(local / (dp*cp)) fp32 elements
+  }
+  EXPECT_EQ(scatters, 1);
 }
 
 }  // namespace
