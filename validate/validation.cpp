@@ -98,12 +98,13 @@ std::string layout_key(const store::GroundTruthRecord& gt) {
 }
 
 // Whether a stage key (common/ops_store.hpp stage_key) is one of gt's layout: any stage, precision,
-// variant and training recipe of its (model, tp, pp, micro-batch, sequence).
+// variant, training recipe and CP degree of its (model, tp, pp*vp, micro-batch, sequence) (with vp > 1
+// the traced stages are those of the pp*vp pipeline).
 bool of_layout(const std::string& stage_key, const store::GroundTruthRecord& gt) {
   const ParallelConfig& c = gt.config;
-  for (int s = 0; s < c.pp; ++s) {
+  for (int s = 0; s < c.pp * c.vp; ++s) {
     // Every key of the layout begins with the key of stage s up to its sequence length.
-    const std::string plain = store::stage_key(gt.model, c.tp, c.pp, s, c.micro_batch, c.seq_len, "", "", {}, c.dp);
+    const std::string plain = store::stage_key(gt.model, c.tp, c.pp * c.vp, s, c.micro_batch, c.seq_len, "", "", {}, c.dp);
     const std::string prefix = plain.substr(0, plain.size() - 1);  // ".../seqS/" (the empty precision's slash kept)
     if (stage_key.compare(0, prefix.size(), prefix) == 0) return true;
   }
@@ -263,17 +264,26 @@ std::vector<ComputeRow> compute_report(const predict::FittedModel& model, const 
   for (const auto& gt : configs) {
     if (gt.status != store::RunStatus::kOk) continue;
     const ParallelConfig& c = gt.config;
+    // The traced stages as calibrate ops keys them: at the reduction size dp*cp, and with vp > 1 those of
+    // the pp*vp pipeline, pipeline rank s running stages chunk*pp + s.
+    const int reduction = c.dp * c.cp;
+    const TrainingTechniques techniques = at_dp(gt.techniques, reduction);
     for (int s = 0; s < c.pp; ++s) {
-      const std::string key =
-          store::stage_key(gt.model, c.tp, c.pp, s, c.micro_batch, c.seq_len, to_string(gt.precision), "aware", gt.techniques, c.dp);
-      const auto stage = model.stages.find(key);
-      if (stage == model.stages.end()) continue;
       double profiled = 0;
-      for (const auto& entry : stage->second.sequence) {
-        if (entry.phase != Phase::kForward && entry.phase != Phase::kBackward) continue;
-        const auto t = model.op_time_us.find({entry.signature_id, gt.occupancy()});
-        if (t != model.op_time_us.end()) profiled += t->second * static_cast<double>(entry.count);
+      bool traced = true;
+      for (int chunk = 0; chunk < c.vp && traced; ++chunk) {
+        const std::string key = store::stage_key(gt.model, c.tp, c.pp * c.vp, chunk * c.pp + s, c.micro_batch, c.seq_len,
+                                                 to_string(gt.precision), "aware", techniques, reduction, c.cp);
+        const auto stage = model.stages.find(key);
+        traced = stage != model.stages.end();
+        if (!traced) break;
+        for (const auto& entry : stage->second.sequence) {
+          if (entry.phase != Phase::kForward && entry.phase != Phase::kBackward) continue;
+          const auto t = model.op_time_us.find({entry.signature_id, gt.occupancy()});
+          if (t != model.op_time_us.end()) profiled += t->second * static_cast<double>(entry.count);
+        }
       }
+      if (!traced) continue;
       profiled *= static_cast<double>(gt.num_micro_batches);
       std::vector<double> measured;
       for (int64_t i = gt.ranks_offset; i < gt.ranks_offset + gt.ranks_count; ++i) {
