@@ -1,0 +1,241 @@
+// fuzz_h5.cpp: damaged calibration files given to the HDF5 readers (h5::Store::open, list_datasets,
+// meta, read_groundtruth_rows, read_comm_records, read_ops_records, read_groundtruth_records).
+// A small valid store (comm points, op signatures, timings, two stage traces, ground truth with rank
+// and round rows) is written once in a TempDir; each input is a copy truncated at a random length, with
+// random bytes flipped, a random range overwritten, or 8-byte words replaced by huge integers (sizes and
+// dimensions), written to the TempDir and read with the library's readers, read-only.
+// Invariants checked per input: the readers return or throw a one-line UserError, and leave the damaged
+// file unchanged; a crash, a hang (> 20 s) or another exception fails. Known bug classes (reported, counted
+// as excluded, each commented where it is classified): InternalError from HDF5 read failures (status 1
+// where a wrong file should be a UserError), std::out_of_range from read_stages' unchecked offsets,
+// std::bad_alloc from a damaged dimension, a SIGSEGV inside libhdf5 itself, multi-line messages. The
+// worker's address space is capped at 4 GiB. Opening HDF5 files is slow: the run lasts about
+// ITERTIME_FUZZ_H5_SECONDS (default 45 s) or ITERTIME_FUZZ_INPUTS inputs, whichever comes first.
+#include <gtest/gtest.h>
+
+#include <H5Cpp.h>
+#include <sys/resource.h>
+
+#include <chrono>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "common/calibration_records.hpp"
+#include "common/comm_store.hpp"
+#include "common/errors.hpp"
+#include "common/groundtruth_store.hpp"
+#include "common/h5store.hpp"
+#include "common/ops_store.hpp"
+#include "fuzz_common.hpp"
+#include "tests/unit/temp_dir.hpp"
+
+namespace itertime::fuzz {
+namespace {
+
+using namespace itertime::store;
+
+void write_store(const std::string& path) {
+  h5::Store store = h5::Store::create(path, false, {{"argv", "fuzz"}, {"backend", "cpu"}});
+  for (int i = 0; i < 3; ++i) {
+    CommRow row{};
+    h5::set_string(row.collective, i == 2 ? "all_gather" : "all_reduce");
+    h5::set_string(row.dtype, "fp32");
+    row.group_size = 2;
+    h5::set_string(row.layout, "consecutive");
+    h5::set_string(row.span, "intra-node");
+    h5::set_string(row.mode, "latency");
+    h5::set_string(row.backend, "mpi");
+    row.bytes = int64_t{1024} << i;
+    row.count = row.bytes / 4;
+    row.time_us_median = 10.0 + i;
+    append_comm_point(store, row, {10.0, 11.0, 12.0});
+  }
+  OpSignatureRow signature{};
+  h5::set_string(signature.name, "aten::mm");
+  h5::set_string(signature.signature, "aten::mm(fp32[2,2], fp32[2,2])->fp32");
+  h5::set_string(signature.input_dtypes, "fp32,fp32");
+  h5::set_string(signature.output_dtype, "fp32");
+  signature.flops = 16;
+  store.table<OpSignatureRow>(kOpSignatures).append(signature);
+  OpTimingRow timing{};
+  timing.active_ranks = 2, timing.time_us_median = 3.5, timing.ok = 1;
+  h5::set_string(timing.backend, "cpu");
+  store.table<OpTimingRow>(kOpTimings).append(timing);
+  for (int s = 0; s < 2; ++s) {
+    OpStageRow stage{};
+    h5::set_string(stage.stage_key, "tiny/tp1/pp2/s" + std::to_string(s) + "/mbs1/seq64/fp32/aware");
+    h5::set_string(stage.model, "tiny");
+    stage.tp = 1, stage.pp = 2, stage.stage = s, stage.micro_batch = 1, stage.seq_len = 64;
+    h5::set_string(stage.precision, "fp32");
+    h5::set_string(stage.variant, "aware");
+    stage.local_params = 100 + s;
+    OpSequenceRow sequence{};
+    h5::set_string(sequence.phase, "forward");
+    sequence.count = 3;
+    OpCommRow comm{};
+    h5::set_string(comm.phase, "backward");
+    h5::set_string(comm.kind, "pp_send_backward");
+    h5::set_string(comm.dtype, "fp32");
+    comm.bytes = 64, comm.count = 1;
+    append_stage(store, stage, {sequence}, {comm});
+  }
+  for (int c = 0; c < 2; ++c) {
+    GroundTruthRow row{};
+    const std::string key = "tiny/dp" + std::to_string(2 - c) + "-tp1-pp" + std::to_string(1 + c) + "/mbs1/gbs8/seq64/fp32";
+    h5::set_string(row.key, key);
+    h5::set_string(row.model, "tiny");
+    row.dp = 2 - c, row.tp = 1, row.pp = 1 + c, row.cp = 1, row.vp = 1;
+    row.micro_batch = 1, row.global_batch = 8, row.seq_len = 64, row.num_micro_batches = 4;
+    h5::set_string(row.precision, "fp32");
+    h5::set_string(row.backend, "cpu");
+    h5::set_string(row.status, "ok");
+    row.time_us_median = 1000.0 + c;
+    row.rounds_run = 2, row.rounds_counted = 2;
+    GroundTruthRankRow rank{};
+    h5::set_string(rank.key, key);
+    rank.total_us = 1000.0;
+    GroundTruthRoundRow round{};
+    h5::set_string(round.key, key);
+    round.samples = 2;
+    h5::set_string(round.verdict, "counted");
+    append_groundtruth(store, row, {1000.0, 1001.0}, {rank, rank}, {round, round});
+  }
+}
+
+// A damaged copy of `file`: truncated, bytes flipped, a range overwritten, or words made huge.
+std::string damage(Rng& rng, const std::string& file) {
+  std::string out = file;
+  const unsigned kind = static_cast<unsigned>(rng.below(4));
+  if (kind == 0) {
+    out.resize(rng.below(out.size()));
+    return out;
+  }
+  const std::size_t edits = 1 + rng.below(rng.chance(60) ? 2 : 16);
+  for (std::size_t e = 0; e < edits; ++e) {
+    const std::size_t at = rng.below(out.size());
+    if (kind == 1) {
+      out[at] ^= static_cast<char>(1u << rng.below(8));
+    } else if (kind == 2) {
+      const std::size_t n = std::min<std::size_t>(out.size() - at, 1 + rng.below(64));
+      const char fill = rng.chance(30) ? '\0' : rng.chance(30) ? '\xff' : 'r';
+      for (std::size_t k = 0; k < n; ++k) out[at + k] = fill == 'r' ? static_cast<char>(rng.below(256)) : fill;
+    } else {
+      static const std::vector<uint64_t> kHuge = {0xffffffffffffffffull, 0x7fffffffffffffffull, 0x100000000ull,
+                                                  0x80000000ull, 0xffffffffull, 1ull << 40, 0};
+      const uint64_t value = rng.pick(kHuge);
+      const std::size_t aligned = (at / 8) * 8;
+      if (aligned + 8 <= out.size()) std::memcpy(&out[aligned], &value, 8);
+    }
+  }
+  if (rng.chance(10)) out.resize(rng.below(out.size() + 1));
+  return out;
+}
+
+void read_everything(const std::string& path) {
+  h5::Store store = h5::Store::open(path, /*writable=*/false);
+  (void)store.meta();
+  (void)store.list_datasets();
+  (void)read_groundtruth_rows(store);
+  (void)read_comm_records(store);
+  (void)read_ops_records(store);
+  (void)read_groundtruth_records(store);
+}
+
+TEST(Fuzz, Hdf5Readers) {
+  testing::TempDir folder;
+  const std::string seed_path = folder.file("seed.h5");
+  write_store(seed_path);
+  read_everything(seed_path);  // the undamaged file reads
+  const std::string original = read_file(seed_path);
+  ASSERT_GT(original.size(), 1000u);
+  testing::TempDir work;
+  const std::string path = folder.file("damaged.h5");
+  const uint64_t seed = fuzz_seed();
+  auto input_of = [&](int64_t index) {
+    Rng rng = input_rng(seed, "hdf5", static_cast<uint64_t>(index));
+    return damage(rng, original);
+  };
+  const double budget_s = static_cast<double>(env_int("ITERTIME_FUZZ_H5_SECONDS", 45));
+  const auto start = std::chrono::steady_clock::now();
+  int64_t ran = 0;
+  // Runs in blocks until the time budget (or the input count) is spent; each block in forked workers.
+  Tally total;
+  const int64_t first = fuzz_first();
+  const int64_t limit = fuzz_inputs(100000);
+  while (ran < limit && std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count() < budget_s) {
+    const int64_t block = std::min<int64_t>(500, limit - ran);
+    const Tally tally = run_isolated(first + ran, block, 20.0, work.path().string(), [&](int64_t index) {
+#ifndef __SANITIZE_ADDRESS__  // AddressSanitizer reserves terabytes of address space
+      // A damaged dimension makes a reader allocate rows x row size (see the bad_alloc class below): cap
+      // the worker's address space so that such a file fails fast instead of exhausting the machine.
+      const rlimit cap{rlim_t{4} << 30, rlim_t{4} << 30};
+      setrlimit(RLIMIT_AS, &cap);
+#endif
+      const std::string bytes = input_of(index);
+      {
+        std::ofstream out(path, std::ios::binary | std::ios::trunc);
+        out << bytes;
+      }
+      Verdict verdict;
+      try {
+        read_everything(path);
+        verdict = {Result::kAccepted, ""};
+      } catch (const InternalError& error) {
+        // Known bug class (reported): a damaged file's HDF5 read failure surfaces as InternalError
+        // (exit status 1, "internal error") where a user's wrong file should be a UserError (status 2).
+        verdict = {Result::kExcluded, std::string("InternalError: ") + error.what()};
+      } catch (const std::bad_alloc&) {
+        // Known bug class (reported): Table::read_all (common/h5store.hpp) allocates as many rows as the
+        // stored dimension says; a damaged one (2^31 rows of /ops/timings) throws std::bad_alloc (status 1),
+        // and a moderately large one would allocate gigabytes before failing.
+        verdict = {Result::kExcluded, "std::bad_alloc: a damaged table dimension sizes the read buffer"};
+      } catch (const std::out_of_range& error) {
+        // Known bug class (reported): read_stages (common/calibration_records.cpp) trusts a stage row's
+        // sequence/comm offsets; damaged ones make vector::at throw std::out_of_range (status 1).
+        verdict = std::string(error.what()).rfind("vector::_M_range_check", 0) == 0
+                      ? Verdict{Result::kExcluded, std::string("std::out_of_range in read_stages: ") + error.what()}
+                      : Verdict{Result::kOther, std::string("std::out_of_range: ") + error.what()};
+      } catch (...) {
+        verdict = classify([] { throw; });
+      }
+      if (read_file(path) != bytes) verdict = {Result::kOther, "reading changed the file"};
+      return verdict;
+    },
+    // Known bug class (reported): libhdf5 1.10 itself segfaults on some damaged compound datatypes
+    // (H5T__conv_struct_opt inside H5Dread, called by TableHandle::read): counted as excluded.
+    "libhdf5");
+    ran += tally.inputs;
+    total.inputs += tally.inputs;
+    total.accepted += tally.accepted;
+    total.user_error += tally.user_error;
+    total.excluded += tally.excluded;
+    total.other += tally.other;
+    total.crash += tally.crash;
+    total.hang += tally.hang;
+    total.seconds += tally.seconds;
+    if (tally.slowest_seconds > total.slowest_seconds) {
+      total.slowest_seconds = tally.slowest_seconds;
+      total.slowest_index = tally.slowest_index;
+    }
+    for (const auto& f : tally.failures) if (total.failures.size() < 10) total.failures.push_back(f);
+    for (const auto& f : tally.excluded_examples) {
+      bool seen = false;
+      for (const auto& kept : total.excluded_examples) seen = seen || kept.message.substr(0, 24) == f.message.substr(0, 24);
+      if (!seen) total.excluded_examples.push_back(f);
+    }
+  }
+  report("hdf5", total, [&](int64_t index) {
+    // The input is a whole damaged file: describe how it differs from the seed instead.
+    const std::string bytes = input_of(index);
+    std::size_t differ = 0;
+    for (std::size_t i = 0; i < std::min(bytes.size(), original.size()); ++i) differ += bytes[i] != original[i];
+    return "damaged copy of " + std::to_string(original.size()) + " bytes: " + std::to_string(bytes.size()) + " bytes long, " +
+           std::to_string(differ) + " bytes differ";
+  });
+  EXPECT_TRUE(empty_dir(work.path()));
+  EXPECT_EQ(total.failed(), 0);
+}
+
+}  // namespace
+}  // namespace itertime::fuzz
