@@ -13,6 +13,7 @@
 #include <sstream>
 
 #include "common/errors.hpp"
+#include "common/json_excerpt.hpp"
 
 #ifndef ITERTIME_DEFAULT_HARDWARE_DIR
 #define ITERTIME_DEFAULT_HARDWARE_DIR "data/hardware"
@@ -97,11 +98,15 @@ class Reader {
 
   // A figure {"value": number|null, "unit": "...", "source": "...", "reason": "..."}, converted to base
   // units; nullopt when the value is null. `required` figures may not be null.
+  static std::string unit_text_of(const json& item) {
+    return item.contains("unit") && item.at("unit").is_string() ? item.at("unit").get<std::string>() : "its unit";
+  }
+
   std::optional<double> figure(const json& object, const std::string& key, const std::string& path,
                                Quantity quantity, bool required) {
     const json& item = member(object, key, path);
     if (!item.is_object()) {
-      fail(path, "must be an object {\"value\": ..., \"unit\": ..., \"source\": ...}, got " + item.dump());
+      fail(path, "must be an object {\"value\": ..., \"unit\": ..., \"source\": ...}, got " + json_excerpt(item));
     }
     only_known(item, path, {"value", "unit", "source", "reason"});
     for (const char* needed : {"value", "unit", "source"}) {
@@ -133,14 +138,16 @@ class Reader {
       return std::nullopt;
     }
     if (item.contains("reason") && !item.at("reason").is_string()) fail(path + ".reason", "must be a string");
-    if (!value.is_number()) fail(path + ".value", "must be a number or null, got " + value.dump());
+    if (!value.is_number()) fail(path + ".value", "must be a number or null, got " + json_excerpt(value));
     const double number = value.get<double>();
-    if (!std::isfinite(number) || number <= 0) fail(path + ".value", "must be a positive number, got " + value.dump());
+    if (!std::isfinite(number) || number <= 0) fail(path + ".value", "must be a positive number, got " + json_excerpt(value));
     if (quantity == Quantity::kCount && std::floor(number) != number) {
-      fail(path + ".value", "must be a whole number, got " + value.dump());
+      fail(path + ".value", "must be a whole number, got " + json_excerpt(value));
     }
+    const double base = number * unit->factor;
+    if (!std::isfinite(base)) fail(path + ".value", "is out of range once converted from " + unit_text_of(item) + " to base units");
     spec_.sources[path] = recorded;
-    return number * unit->factor;
+    return base;
   }
 
   std::optional<int> count(const json& object, const std::string& key, bool required) {
@@ -153,6 +160,7 @@ class Reader {
   std::optional<int64_t> bytes(const json& object, const std::string& key, bool required) {
     const auto value = figure(object, key, key, Quantity::kBytes, required);
     if (!value) return std::nullopt;
+    if (*value > 9.0e18) fail(key + ".value", "is implausibly large (more than 9 EB)");
     return static_cast<int64_t>(std::llround(*value));
   }
 
@@ -228,7 +236,7 @@ HardwareSpec parse_hardware_spec(const std::string& json_text, const std::string
   json doc;
   try {
     doc = json::parse(json_text);
-  } catch (const json::parse_error& error) {
+  } catch (const json::exception& error) {  // parse_error, and out_of_range for numbers like 1e999
     throw UserError(source + ": not valid JSON (" + error.what() + ")");
   }
   if (!doc.is_object()) throw UserError(source + ": must hold one JSON object, got " + std::string(doc.type_name()));

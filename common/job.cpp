@@ -11,6 +11,7 @@
 
 #include "common/byte_size.hpp"
 #include "common/errors.hpp"
+#include "common/json_excerpt.hpp"
 
 namespace itertime {
 namespace {
@@ -21,7 +22,7 @@ int get_int(const json& object, const char* key, int fallback, const std::string
   if (!object.contains(key)) return fallback;
   const json& value = object.at(key);
   if (!value.is_number_integer() || value.get<int64_t>() < 0 || value.get<int64_t>() > (1ll << 31)) {
-    throw UserError(where + ": field '" + key + "' must be a non-negative integer, got " + value.dump());
+    throw UserError(where + ": field '" + key + "' must be a non-negative integer, got " + json_excerpt(value));
   }
   return value.get<int>();
 }
@@ -50,7 +51,7 @@ void reject_unknown(const json& object, const std::set<std::string>& known, cons
 bool get_bool(const json& object, const char* key, bool fallback, const std::string& where) {
   if (!object.contains(key)) return fallback;
   const json& value = object.at(key);
-  if (!value.is_boolean()) throw UserError(where + ": field '" + key + "' must be true or false, got " + value.dump());
+  if (!value.is_boolean()) throw UserError(where + ": field '" + key + "' must be true or false, got " + json_excerpt(value));
   return value.get<bool>();
 }
 
@@ -58,7 +59,7 @@ bool get_bool(const json& object, const char* key, bool fallback, const std::str
 TrainingTechniques parse_techniques(const json& object, const TrainingTechniques& base, const std::string& where) {
   if (!object.is_object()) {
     throw UserError(where + ": a techniques object is a JSON object such as {\"sequence_parallel\": true}, got " +
-                    object.dump());
+                    json_excerpt(object));
   }
   reject_unknown(object, {"sequence_parallel", "vocab_parallel", "distributed_optimizer", "recompute",
                           "overlap_gradient_reduction", "gradient_bucket_bytes"},
@@ -71,7 +72,7 @@ TrainingTechniques parse_techniques(const json& object, const TrainingTechniques
   if (object.contains("recompute")) {
     const json& value = object.at("recompute");
     if (!value.is_string()) {
-      throw UserError(where + ": field 'recompute' must be \"none\", \"selective\" or \"full\", got " + value.dump());
+      throw UserError(where + ": field 'recompute' must be \"none\", \"selective\" or \"full\", got " + json_excerpt(value));
     }
     try {
       t.recompute = parse_recompute(value.get<std::string>());
@@ -86,7 +87,7 @@ TrainingTechniques parse_techniques(const json& object, const TrainingTechniques
     if (value.is_string()) bytes = parse_byte_size(value.get<std::string>()).value_or(-1);
     if (bytes < 1) {
       throw UserError(where + ": field 'gradient_bucket_bytes' must be a positive integer or a size such as \"4M\" "
-                      "(an integer with an optional K, M or G suffix), got " + value.dump());
+                      "(an integer with an optional K, M or G suffix), got " + json_excerpt(value));
     }
     t.gradient_bucket_bytes = bytes;
   }
@@ -218,6 +219,10 @@ std::vector<TrainingTechniques> parse_recipes(const json& sweep, const std::stri
   return out;
 }
 
+// The largest world size (and cp or vp) a sweep may ask for: beyond it the factorizations alone take
+// minutes, and int would truncate larger numbers silently.
+constexpr int64_t kMaxSweepRanks = int64_t{1} << 20;
+
 // A sweep's optional list of positive degrees (absent: [1]).
 std::vector<int> positive_list(const json& sweep, const char* name, const std::string& where, const char* meaning) {
   if (!sweep.contains(name)) return {1};
@@ -225,7 +230,7 @@ std::vector<int> positive_list(const json& sweep, const char* name, const std::s
   std::vector<int> out;
   if (list.is_array()) {
     for (const json& item : list) {
-      if (!item.is_number_integer() || item.get<int>() < 1) {
+      if (!item.is_number_integer() || item.get<int64_t>() < 1 || item.get<int64_t>() > kMaxSweepRanks) {
         out.clear();
         break;
       }
@@ -253,7 +258,9 @@ void parse_sweep(const json& sweep, const std::string& where, const TrainingTech
   const std::vector<int> cps = positive_list(sweep, "cp", where, "context-parallel degrees");
   const std::vector<int> vps = positive_list(sweep, "vp", where, "virtual pipeline stages per pipeline rank");
   for (const json& world : sweep.at("world_sizes")) {
-    if (!world.is_number_integer() || world.get<int>() < 1) throw UserError(where + ": world sizes must be positive integers");
+    if (!world.is_number_integer() || world.get<int64_t>() < 1 || world.get<int64_t>() > kMaxSweepRanks) {
+      throw UserError(where + ": world sizes must be integers from 1 to " + std::to_string(kMaxSweepRanks));
+    }
     for (int cp : cps) {
       if (world.get<int>() % cp != 0) continue;  // cp must divide the world
       for (const RankLayout& layout : factorizations(world.get<int>() / cp)) {
@@ -303,7 +310,7 @@ Job parse_job(const std::string& json_text, const std::string& path) {
   json root;
   try {
     root = json::parse(json_text);
-  } catch (const json::parse_error& error) {
+  } catch (const json::exception& error) {  // parse_error, and out_of_range for numbers like 1e999
     throw UserError(path + ": not valid JSON (" + std::string(error.what()) + "); see docs/jobs.md for the job format");
   }
   if (!root.is_object()) throw UserError(path + ": a job is a JSON object; see docs/jobs.md");

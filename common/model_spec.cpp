@@ -7,6 +7,7 @@
 #include <sstream>
 
 #include "common/errors.hpp"
+#include "common/json_excerpt.hpp"
 
 namespace itertime {
 namespace {
@@ -20,7 +21,7 @@ int64_t required_positive(const json& config, const char* key, const std::string
   }
   const json& value = config.at(key);
   if (!value.is_number_integer() || value.get<int64_t>() <= 0) {
-    throw UserError(source + ": field '" + key + "' must be a positive integer, got " + value.dump());
+    throw UserError(source + ": field '" + key + "' must be a positive integer, got " + json_excerpt(value));
   }
   return value.get<int64_t>();
 }
@@ -33,7 +34,7 @@ int64_t optional_positive(const json& config, const char* key, int64_t fallback,
 double optional_number(const json& config, const char* key, double fallback, const std::string& source) {
   if (!config.contains(key) || config.at(key).is_null()) return fallback;
   if (!config.at(key).is_number()) {
-    throw UserError(source + ": field '" + key + "' must be a number, got " + config.at(key).dump());
+    throw UserError(source + ": field '" + key + "' must be a number, got " + json_excerpt(config.at(key)));
   }
   return config.at(key).get<double>();
 }
@@ -83,7 +84,7 @@ LlamaSpec parse_llama_config(const std::string& json_text, const std::string& so
   json config;
   try {
     config = json::parse(json_text);
-  } catch (const json::parse_error& error) {
+  } catch (const json::exception& error) {  // parse_error, and out_of_range for numbers like 1e999
     throw UserError(source + ": not valid JSON (" + std::string(error.what()) +
                     "); expected a Hugging Face config.json");
   }

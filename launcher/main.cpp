@@ -65,12 +65,28 @@ int run(int argc, char** argv) {
 
 }  // namespace
 
+// A message on one line, as the error contract asks: line breaks that came with the input (a file's
+// text quoted in a message) are shown escaped.
+static std::string one_line(const std::string& message) {
+  std::string out;
+  for (char c : message) {
+    if (c == '\n') {
+      out += "\\n";
+    } else if (c == '\r') {
+      out += "\\r";
+    } else {
+      out += c;
+    }
+  }
+  return out;
+}
+
 int main(int argc, char** argv) {
   using namespace itertime;
   try {
     return run(argc, argv);
   } catch (const UserError& error) {
-    std::cerr << "itertime: error: " << error.what() << "\n";
+    std::cerr << "itertime: error: " << one_line(error.what()) << "\n";
     // Under MPI with several ranks, a user's mistake seen by one rank must not hang the others.
     int size = 1;
     if (MpiSession::initialized()) MPI_Comm_size(MPI_COMM_WORLD, &size);
