@@ -398,7 +398,8 @@ AttentionGrads StageBuilder::sdpa_backward(const TensorLayout& context_grad) {
   const int64_t batch = shape_.batch, heads = shape_.heads, seq = shape_.seq, kv_seq = shape_.kv_seq;
   const TensorLayout out = strided(compute_, {batch, heads, seq, shape_.head_dim}, heads_transposed_strides(heads));
   const TensorLayout logsumexp = strided(kF32, {batch, heads, seq}, {seq * heads, 1, heads});
-  const OpArgument mask = cp_ ? tensor_arg(contiguous(compute_, {seq, kv_seq})) : none_arg();
+  const TensorLayout mask_layout = contiguous(compute_, {seq, kv_seq});  // outlives the call: arguments borrow tensors
+  const OpArgument mask = cp_ ? tensor_arg(mask_layout) : none_arg();
   emit_.call("aten::_scaled_dot_product_flash_attention_for_cpu_backward",
              {tensor_arg(context_grad), tensor_arg(sdpa_inputs_[0]), tensor_arg(sdpa_inputs_[1]), tensor_arg(sdpa_inputs_[2]),
               tensor_arg(out), tensor_arg(logsumexp), double_arg(0.0), bool_arg(!cp_), mask, none_arg()},
