@@ -386,7 +386,7 @@ StagePlan plan_stages(const Job& job, int world_size) {
     if (p.world_size() > world_size) continue;
     // The reduction size: with context parallelism the gradients are reduced (and the distributed
     // optimizer sharded) over dp*cp ranks (trainer.hpp); the stage runs at it.
-    const int reduction = p.dp * p.cp;
+    const int reduction = p.reduction_ranks();
     const TrainingTechniques techniques = at_dp(config.techniques, reduction);  // what the stage runs at this dp*cp
     const std::string untraceable = untraceable_reason(job.model, p.tp, p.seq_len, techniques, p.cp, p.vp);
     if (!untraceable.empty()) {

@@ -94,7 +94,7 @@ void check_trainable(const TrainerOptions& options, int world_size) {
     if (options.backend == Backend::kCuda) {
       throw UserError(what + " runs on the cpu backend only (its P2P uses non-blocking MPI sends, not NCCL); use backend cpu or vp 1");
     }
-    if (options.techniques.overlap_gradient_reduction && c.dp * c.cp > 1) {
+    if (options.techniques.overlap_gradient_reduction && c.reduction_ranks() > 1) {
       throw UserError(what + " with overlapped gradient reduction (at dp*cp > 1) is not supported (a chunk's gradients are final at "
                       "its own last backward, not the step's); turn overlap_gradient_reduction off or use vp 1");
     }
@@ -160,7 +160,7 @@ struct Trainer::Impl {
   }
 
   // The gradient reduction's group: dp*cp ranks; this rank's index in it (dp_idx * cp + cp_idx).
-  int reduction_size() const { return options.config.dp * options.config.cp; }
+  int reduction_size() const { return options.config.reduction_ranks(); }
   int reduction_rank() const { return groups->coords().dp_idx * options.config.cp + groups->coords().cp_idx; }
 
   // The step's host collectives over the job's ranks: abortable when the trainer has a JobAbort.
@@ -693,7 +693,7 @@ Trainer::Trainer(const TrainerOptions& options, MPI_Comm job_comm, JobAbort* abo
     s.chunks.push_back(stage);
   }
   std::vector<torch::Tensor> updated = s.parameters;
-  const bool overlap = options.techniques.overlap_gradient_reduction && c.dp * c.cp > 1;
+  const bool overlap = options.techniques.overlap_gradient_reduction && c.reduction_ranks() > 1;
   if (options.techniques.distributed_optimizer && !overlap) s.make_shard();
   if (overlap) s.make_buckets();  // with the distributed optimizer, its shard too (make_bucketed_shard)
   if (options.techniques.distributed_optimizer) updated = {s.sharded.shard};
@@ -831,7 +831,7 @@ StepResult Trainer::step(int64_t step_index) {
   const int m = s.options.config.num_micro_batches();
   double contribution = (s.last_stage() && c.tp_idx == 0) ? local_loss_sum / m : 0.0;
   const double total = s.host_all_reduce(contribution, MPI_SUM);
-  result.loss = total / (s.options.config.dp * s.options.config.cp);
+  result.loss = total / s.options.config.reduction_ranks();
   result.phases = s.phases;
   result.skipped = !apply;
   return result;

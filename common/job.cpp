@@ -121,6 +121,15 @@ std::vector<RankLayout> factorizations(int world_size) {
   return out;
 }
 
+std::vector<std::pair<int, RankLayout>> factorizations(int world_size, const std::vector<int>& cps) {
+  std::vector<std::pair<int, RankLayout>> out;
+  for (int cp : cps) {
+    if (cp < 1 || world_size % cp != 0) continue;
+    for (const RankLayout& layout : factorizations(world_size / cp)) out.emplace_back(cp, layout);
+  }
+  return out;
+}
+
 namespace {
 
 double get_nonnegative_number(const json& section, const char* name, double fallback, const std::string& where,
@@ -261,20 +270,17 @@ void parse_sweep(const json& sweep, const std::string& where, const TrainingTech
     if (!world.is_number_integer() || world.get<int64_t>() < 1 || world.get<int64_t>() > kMaxSweepRanks) {
       throw UserError(where + ": world sizes must be integers from 1 to " + std::to_string(kMaxSweepRanks));
     }
-    for (int cp : cps) {
-      if (world.get<int>() % cp != 0) continue;  // cp must divide the world
-      for (const RankLayout& layout : factorizations(world.get<int>() / cp)) {
-        for (int vp : vps) {
-          if (vp > 1 && layout.pp() == 1) continue;  // interleaving needs a pipeline
-          for (const json& precision : sweep.at("precisions")) {
-            if (!precision.is_string()) throw UserError(where + ": precisions must be strings");
-            JobConfig config;
-            config.parallel = ParallelConfig{layout.dp(), layout.tp(), layout.pp(), micro_batch, global_batch, seq_len, cp, vp};
-            config.precision = parse_precision(precision.get<std::string>()).name;
-            for (const TrainingTechniques& recipe : recipes) {
-              config.techniques = recipe;
-              list.add(config);
-            }
+    for (const auto& [cp, layout] : factorizations(world.get<int>(), cps)) {
+      for (int vp : vps) {
+        if (vp > 1 && layout.pp() == 1) continue;  // interleaving needs a pipeline
+        for (const json& precision : sweep.at("precisions")) {
+          if (!precision.is_string()) throw UserError(where + ": precisions must be strings");
+          JobConfig config;
+          config.parallel = ParallelConfig{layout.dp(), layout.tp(), layout.pp(), micro_batch, global_batch, seq_len, cp, vp};
+          config.precision = parse_precision(precision.get<std::string>()).name;
+          for (const TrainingTechniques& recipe : recipes) {
+            config.techniques = recipe;
+            list.add(config);
           }
         }
       }

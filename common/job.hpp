@@ -18,6 +18,7 @@
 
 #include <cstdint>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "common/attention.hpp"
@@ -76,5 +77,8 @@ Job parse_job(const std::string& json_text, const std::string& path);
 
 // All (dp, tp, pp) with dp*tp*pp == world_size, ordered by pp, then tp, then dp.
 std::vector<RankLayout> factorizations(int world_size);
+// For each cp of `cps` (in order) that is positive and divides world_size, every factorization of
+// world_size / cp: the layouts of world_size ranks with those context-parallel degrees.
+std::vector<std::pair<int, RankLayout>> factorizations(int world_size, const std::vector<int>& cps);
 
 }  // namespace itertime

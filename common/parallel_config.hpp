@@ -34,6 +34,8 @@ struct ParallelConfig {
   int vp = 1;  // virtual pipeline stages (model chunks) per pipeline rank: 1 non-interleaved, > 1 interleaved 1F1B
 
   int world_size() const { return dp * cp * tp * pp; }
+  // The ranks gradients are reduced over: the DP group with context parallelism (Megatron-LM's), dp * cp.
+  int reduction_ranks() const { return dp * cp; }
   bool extended() const { return cp != 1 || vp != 1; }  // a (DP,TP,PP,CP,VP) layout rather than (DP,TP,PP)
   // m = global_batch / (dp * micro_batch); valid only for a valid config.
   int num_micro_batches() const { return global_batch / (dp * micro_batch); }

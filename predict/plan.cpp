@@ -54,16 +54,6 @@ PlanEntry plan_entry(const FittedModel& model, const PlanOptions& options, Stage
   return entry;
 }
 
-// The (cp, (dp, tp, pp)) layouts to try: each cp that divides the GPUs, with every factorization of the rest.
-std::vector<std::pair<int, RankLayout>> layouts(const PlanOptions& options) {
-  std::vector<std::pair<int, RankLayout>> out;
-  for (int cp : options.context_parallel) {
-    if (cp < 1 || options.gpus % cp != 0) continue;
-    for (const RankLayout& layout : factorizations(options.gpus / cp)) out.emplace_back(cp, layout);
-  }
-  return out;
-}
-
 // The (micro-batch, vp) pairs to try at pipeline depth pp: vp > 1 only with a pipeline.
 std::vector<std::pair<int, int>> micro_batch_and_vp(const PlanOptions& options, int pp) {
   std::vector<std::pair<int, int>> out;
@@ -99,7 +89,7 @@ std::vector<PlanEntry> plan(const FittedModel& model, const PlanOptions& options
   if (options.global_batch < 1 || options.seq_len < 1) throw UserError("plan: global batch and sequence length must be positive");
   std::vector<PlanEntry> entries;
   StageResolver resolver(model, StagePolicy::kTracedThenBuilt);  // candidates share their built stages
-  for (const auto& [cp, layout] : layouts(options)) {
+  for (const auto& [cp, layout] : factorizations(options.gpus, options.context_parallel)) {
     for (const auto& [micro_batch, vp] : micro_batch_and_vp(options, layout.pp())) {
       ParallelConfig config{layout.dp(), layout.tp(), layout.pp(), micro_batch, options.global_batch, options.seq_len};
       config.cp = cp;
@@ -113,7 +103,7 @@ std::vector<PlanEntry> plan(const FittedModel& model, const PlanOptions& options
         }
         for (const TrainingTechniques& techniques : options.recipes) {
           if (config.tp == 1 && (techniques.sequence_parallel || techniques.vocab_parallel)) continue;  // = without them
-          if (config.dp * config.cp == 1 && techniques.overlap_gradient_reduction) continue;            // = without it
+          if (config.reduction_ranks() == 1 && techniques.overlap_gradient_reduction) continue;           // = without it
           entries.push_back(plan_entry(model, options, resolver, config, precision, techniques));
         }
       }

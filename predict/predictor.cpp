@@ -16,10 +16,6 @@ namespace {
 constexpr std::size_t kMaxTracedNotes = 8;   // occupancy fallbacks of traced stages
 constexpr std::size_t kMaxNotes = 16;        // with those of built stages and their "built" lines
 
-// The ranks gradients are reduced over: the DP group with context parallelism (dp * cp), as the trainer
-// reduces them (calibrate/trainer.hpp).
-int reduction_ranks(const ParallelConfig& c) { return c.dp * c.cp; }
-
 // Step 1: the configuration is one a training run can have.
 std::optional<std::string> illegal_reason(const ParallelConfig& c, const LlamaSpec* model) {
   if (c.dp < 1 || c.tp < 1 || c.pp < 1 || c.cp < 1 || c.vp < 1 || c.micro_batch < 1 ||
@@ -45,7 +41,7 @@ std::optional<std::string> illegal_reason(const ParallelConfig& c, const LlamaSp
 // Step 1b: what the predictor models: every technique and layout the trainer runs (a stage the tracer or
 // the builder cannot give comes back as the resolver's reason).
 std::optional<std::string> unmodelled_reason(const ParallelConfig& c, const TrainingTechniques& techniques) {
-  if (c.vp > 1 && at_dp(techniques, reduction_ranks(c)).overlap_gradient_reduction) {
+  if (c.vp > 1 && at_dp(techniques, c.reduction_ranks()).overlap_gradient_reduction) {
     return "configuration " + c.to_string() + ": interleaved 1F1B (vp > 1) with overlapped gradient reduction at dp*cp > 1 is "
            "neither trained nor predicted (each chunk's gradients are final at its own last backward)";
   }
@@ -114,7 +110,7 @@ StageComm stage_comm(const CommModel& comm_model, const ParallelConfig& c, int s
   };
   // Neighbouring stages are dp*cp*tp ranks apart (consecutive only when that is 1); the DP*CP group's
   // ranks and the CP group's are tp apart (consecutive when tp == 1).
-  const int reduction = reduction_ranks(c);
+  const int reduction = c.reduction_ranks();
   const GroupLayout send_layout = c.dp * c.cp * c.tp == 1 ? GroupLayout::kConsecutive : GroupLayout::kStrided;
   const GroupLayout dp_layout = c.tp == 1 ? GroupLayout::kConsecutive : GroupLayout::kStrided;
   const GroupLayout cp_layout = dp_layout;
@@ -349,8 +345,8 @@ PipelineFigures pipeline_figures(StageResolver& resolver, const PredictRequest& 
       return out;
     }
     add_stage_notes(store::stage_key(request.model_name, c.tp, chunked.pp, s, c.micro_batch, c.seq_len, to_string(request.precision),
-                                     request.blind ? "blind" : "aware", at_dp(request.techniques, reduction_ranks(c)),
-                                     reduction_ranks(c), c.cp),
+                                     request.blind ? "blind" : "aware", at_dp(request.techniques, c.reduction_ranks()),
+                                     c.reduction_ranks(), c.cp),
                     *resolved.stage, notes);
     std::vector<CommOp> comms = resolved.stage->comms;
     if (c.vp > 1) {  // the rank's DP collectives are timed once, merged (below)
@@ -368,7 +364,7 @@ PipelineFigures pipeline_figures(StageResolver& resolver, const PredictRequest& 
     if (comm.send_forward_us) out.send_forward_us[static_cast<std::size_t>(s)] = *comm.send_forward_us;
     if (comm.send_backward_us) out.send_backward_us[static_cast<std::size_t>(s - 1)] = *comm.send_backward_us;
     out.stages.push_back(stage_figures(*resolved.stage, comm, overhead_us, c.num_micro_batches(),
-                                       reduction_ranks(c) > 1 || request.techniques.distributed_optimizer, occupancy.tail_stretch));
+                                       c.reduction_ranks() > 1 || request.techniques.distributed_optimizer, occupancy.tail_stretch));
   }
   if (c.vp == 1) {
     out.ranks = out.stages;

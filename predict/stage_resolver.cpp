@@ -88,7 +88,7 @@ std::string built_cache_key(const StageQuery& query, PrecisionName built_precisi
   return query.model->name + "|tp" + std::to_string(c.tp) + "|mbs" + std::to_string(c.micro_batch) + "|seq" +
          std::to_string(c.seq_len) + "|" + to_string(built_precision) + "|layers" + std::to_string(layers.num_layers) +
          (query.stage == 0 ? "|first" : "") + (query.stage == c.pp - 1 ? "|last" : "") + "|" +
-         recipe_text(query.techniques) + (query.techniques.distributed_optimizer ? "|dp" + std::to_string(c.dp * c.cp) : "") +
+         recipe_text(query.techniques) + (query.techniques.distributed_optimizer ? "|dp" + std::to_string(c.reduction_ranks()) : "") +
          (c.cp > 1 ? "|cp" + std::to_string(c.cp) : "") + "@" +
          std::to_string(query.occupancy);
 }
@@ -107,7 +107,7 @@ StageResolver::StageResolver(const FittedModel& model, StagePolicy policy, std::
 StageOutcome StageResolver::resolve(const StageQuery& requested) {
   StageQuery query = requested;
   // What the stage runs at its reduction size (dp*cp: the trainer reduces over the DP group with CP).
-  const int reduction = requested.config.dp * requested.config.cp;
+  const int reduction = requested.config.reduction_ranks();
   query.techniques = at_dp(requested.techniques, reduction);
   const ParallelConfig& c = query.config;
   const std::string key = store::stage_key(query.model_name, c.tp, c.pp, query.stage, c.micro_batch, c.seq_len,
@@ -152,7 +152,7 @@ StageOutcome StageResolver::resolve_built(const StageQuery& query) {
   BuiltStage built;
   try {  // the builder refuses layouts and recipes it cannot build with a UserError: that is the reason
     StageRecipe recipe{parse_attention(model_.attention), torch_dialect(model_.libtorch_version), query.techniques,
-                       query.techniques.distributed_optimizer || query.techniques.overlap_gradient_reduction ? c.dp * c.cp : 1};
+                       query.techniques.distributed_optimizer || query.techniques.overlap_gradient_reduction ? c.reduction_ranks() : 1};
     recipe.cp = c.cp;
     built = build_stage_ops(*query.model, c.tp, c.pp, query.stage, c.micro_batch, c.seq_len, built_precision, recipe);
   } catch (const UserError& error) {

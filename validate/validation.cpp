@@ -266,7 +266,7 @@ std::vector<ComputeRow> compute_report(const predict::FittedModel& model, const 
     const ParallelConfig& c = gt.config;
     // The traced stages as calibrate ops keys them: at the reduction size dp*cp, and with vp > 1 those of
     // the pp*vp pipeline, pipeline rank s running stages chunk*pp + s.
-    const int reduction = c.dp * c.cp;
+    const int reduction = c.reduction_ranks();
     const TrainingTechniques techniques = at_dp(gt.techniques, reduction);
     for (int s = 0; s < c.pp; ++s) {
       double profiled = 0;
