@@ -62,6 +62,8 @@ std::vector<OpStageRecord> read_stages(h5::Store& store) {
     OpStageRecord record;
     record.stage_key = h5::get_string(stage.stage_key);
     record.local_params = stage.local_params;
+    h5::check_span(store.path(), kOpSequences, stage.sequence_offset, stage.sequence_count, sequences.size());
+    h5::check_span(store.path(), kOpComms, stage.comm_offset, stage.comm_count, comms.size());
     for (int64_t i = stage.sequence_offset; i < stage.sequence_offset + stage.sequence_count; ++i) {
       const OpSequenceRow& row = sequences.at(static_cast<std::size_t>(i));
       record.sequence.push_back(StageSequenceRecord{parse_phase(h5::get_string(row.phase)), row.signature_id, row.count});

@@ -31,12 +31,43 @@ void silence_hdf5() {
                       file, line);
 }
 
+// A write that fails is ours to explain (InternalError, file and line).
 #define ITERTIME_H5_TRY(path, what, body)                  \
   try {                                                    \
     body;                                                  \
   } catch (const H5::Exception& h5_error_) {               \
     rethrow_h5(h5_error_, (path), (what), __FILE__, __LINE__); \
   }
+
+// A read of a file that opened and passed the schema check fails when the file was damaged after it was
+// written (a checksum mismatch, a broken object header, a cut-off tail): the user's file, so a UserError.
+#define ITERTIME_H5_READ(path, what, body)                                          \
+  try {                                                                             \
+    body;                                                                           \
+  } catch (const H5::Exception& h5_error_) {                                        \
+    throw damaged_file((path), std::string(what) + " (" + h5_error_.getDetailMsg() + ")"); \
+  }
+
+// The format every new store is written in: HDF5 1.8's (superblock 2, version-2 object headers, compact
+// link storage), whose metadata carries checksums; Debian 12's 1.10 and 13's 1.14 (and every h5py) read
+// it. Tables add a Fletcher-32 checksum per chunk (table_properties). Not 1.10's format (superblock 3,
+// checksummed chunk indexes): its superblock records an open writer durably, so the file of a killed
+// job would refuse to reopen for --resume until h5clear is run on it. 1.8's chunk indexes (version-1
+// B-trees) carry no checksum; a damaged one points at bytes whose signature or Fletcher-32 then fails.
+H5::FileAccPropList checksummed_format() {
+  H5::FileAccPropList access;
+  access.setLibverBounds(H5F_LIBVER_V18, H5F_LIBVER_V18);
+  return access;
+}
+
+// Adds the per-chunk Fletcher-32 checksum to a table's creation properties.
+H5::DSetCreatPropList table_properties(std::size_t chunk_rows) {
+  H5::DSetCreatPropList properties;
+  const hsize_t chunk[1] = {chunk_rows};
+  properties.setChunk(1, chunk);
+  properties.setFletcher32();
+  return properties;
+}
 
 std::vector<std::string> member_names(const H5::CompType& type) {
   std::vector<std::string> names;
@@ -152,6 +183,21 @@ std::string utc_now_for_meta() {
 
 }  // namespace
 
+// ---- damaged files ---------------------------------------------------------------------------
+
+UserError damaged_file(const std::string& path, const std::string& what) {
+  return UserError(path + ": damaged: " + what +
+                   "; the file was changed or cut off after itertime wrote it: restore it from a copy, or calibrate again");
+}
+
+void check_span(const std::string& path, const std::string& table, int64_t offset, int64_t count, std::size_t table_rows) {
+  if (offset < 0 || count < 0 || static_cast<uint64_t>(offset) > table_rows ||
+      static_cast<uint64_t>(count) > table_rows - static_cast<uint64_t>(offset)) {
+    throw damaged_file(path, "a row points at rows [" + std::to_string(offset) + ", +" + std::to_string(count) + ") of " +
+                                 table + ", which has " + std::to_string(table_rows));
+  }
+}
+
 // ---- RowType -----------------------------------------------------------------------------------
 
 RowType::RowType(std::size_t row_bytes) : type_(row_bytes), row_bytes_(row_bytes) { silence_hdf5(); }
@@ -167,10 +213,31 @@ TableHandle::TableHandle(H5::H5File file, H5::DataSet dataset, H5::DataType memo
     : file_(std::move(file)), dataset_(std::move(dataset)), memory_type_(std::move(memory_type)), row_bytes_(row_bytes) {}
 
 std::size_t TableHandle::rows() const {
-  H5::DataSpace space = dataset_.getSpace();
   hsize_t dims[1] = {0};
-  space.getSimpleExtentDims(dims);
+  ITERTIME_H5_READ(file_.getFileName(), "read a table's size", {
+    H5::DataSpace space = dataset_.getSpace();
+    if (space.getSimpleExtentNdims() != 1) throw damaged_file(file_.getFileName(), "a table is not one-dimensional");
+    space.getSimpleExtentDims(dims);
+  });
   return static_cast<std::size_t>(dims[0]);
+}
+
+void TableHandle::check_readable(std::size_t count) const {
+  if (count == 0) return;
+  // Rows that were appended occupy stored chunks; an extend that a killed job never wrote (--resume trims
+  // it) leaves at most one append's rows unstored. A dimension beyond twice the stored bytes plus 64 MiB
+  // is a damaged one: refuse it before it sizes an allocation.
+  hsize_t stored_bytes = 0;
+  std::size_t row_bytes = 0;
+  ITERTIME_H5_READ(file_.getFileName(), "read a table's storage size", {
+    stored_bytes = dataset_.getStorageSize();
+    row_bytes = dataset_.getDataType().getSize();
+  });
+  const long double wanted = static_cast<long double>(count) * static_cast<long double>(row_bytes);
+  if (wanted > 2.0L * static_cast<long double>(stored_bytes) + static_cast<long double>(64u << 20)) {
+    throw damaged_file(file_.getFileName(), "a table claims " + std::to_string(count) + " rows of " + std::to_string(row_bytes) +
+                                                " bytes but stores " + std::to_string(stored_bytes) + " bytes");
+  }
 }
 
 void TableHandle::append(const void* rows_data, std::size_t count) {
@@ -193,7 +260,7 @@ void TableHandle::append(const void* rows_data, std::size_t count) {
 void TableHandle::read(void* out, std::size_t first, std::size_t count) const {
   ITERTIME_CHECK(first + count <= rows(), "read past the end of a table");
   if (count == 0) return;
-  ITERTIME_H5_TRY(file_.getFileName(), "read rows", {
+  ITERTIME_H5_READ(file_.getFileName(), "cannot read rows", {
     H5::DataSpace file_space = dataset_.getSpace();
     const hsize_t start[1] = {first};
     const hsize_t block[1] = {count};
@@ -230,7 +297,7 @@ Store Store::create(const std::string& path, bool force, const std::map<std::str
   }
   H5::H5File file;
   try {
-    file = H5::H5File(path, H5F_ACC_TRUNC);
+    file = H5::H5File(path, H5F_ACC_TRUNC, H5::FileCreatPropList::DEFAULT, checksummed_format());
   } catch (const H5::Exception& h5_error) {
     throw UserError(path + ": cannot create the HDF5 file (" + h5_error.getDetailMsg() + "); check the path and permissions");
   }
@@ -261,7 +328,7 @@ Store Store::open(const std::string& path, bool writable) {
     } catch (const H5::Exception& h5_error) {
       throw UserError(path + ": cannot open the HDF5 file (" + h5_error.getDetailMsg() + ")");
     }
-    ITERTIME_H5_TRY(path, "read the schema version", version = read_schema_version(probe, path));
+    ITERTIME_H5_READ(path, "cannot read the schema version", version = read_schema_version(probe, path));
   }
   if (version < kOldestReadableSchemaVersion || version > kSchemaVersion) {
     // The older versions still read, as "4 and 5" (or "4", or "4, 5 and 6").
@@ -278,7 +345,14 @@ Store Store::open(const std::string& path, bool writable) {
   }
   H5::H5File file;
   try {
-    file = H5::H5File(path, writable ? H5F_ACC_RDWR : H5F_ACC_RDONLY);
+    // Appending keeps a checksummed file's format for what it adds; a store written before that format
+    // (HDF5's earliest) does not open with those bounds and is appended to in its own format.
+    try {
+      file = H5::H5File(path, writable ? H5F_ACC_RDWR : H5F_ACC_RDONLY, H5::FileCreatPropList::DEFAULT,
+                        checksummed_format());
+    } catch (const H5::Exception&) {
+      file = H5::H5File(path, writable ? H5F_ACC_RDWR : H5F_ACC_RDONLY);
+    }
   } catch (const H5::Exception& h5_error) {
     throw UserError(path + ": cannot open for " + (writable ? "writing" : "reading") + " (" +
                     h5_error.getDetailMsg() + "); check permissions, or whether another process holds it");
@@ -302,13 +376,13 @@ Store Store::create_or_resume(const std::string& path, bool force, bool resume,
 
 int64_t Store::schema_version() const {
   int64_t version = 0;
-  ITERTIME_H5_TRY(path_, "read the schema version", version = read_schema_version(file_, path_));
+  ITERTIME_H5_READ(path_, "cannot read the schema version", version = read_schema_version(file_, path_));
   return version;
 }
 
 std::map<std::string, std::string> Store::meta() const {
   std::map<std::string, std::string> out;
-  ITERTIME_H5_TRY(path_, "read /meta", {
+  ITERTIME_H5_READ(path_, "cannot read /meta", {
     H5::Group meta = file_.openGroup(kMetaGroup);
     const int count = meta.getNumAttrs();
     for (int i = 0; i < count; ++i) {
@@ -390,11 +464,16 @@ void Store::trim(const std::string& object_path, int64_t rows) {
 TableHandle Store::open_table(const std::string& table_path, const RowType& row_type, std::size_t chunk_rows) {
   if (exists(table_path)) {
     H5::DataSet dataset;
-    ITERTIME_H5_TRY(path_, "open table " + table_path, dataset = file_.openDataSet(table_path));
-    if (dataset.getTypeClass() != H5T_COMPOUND) {
+    std::vector<std::string> stored;
+    bool compound = false;
+    ITERTIME_H5_READ(path_, "cannot open table " + table_path, {
+      dataset = file_.openDataSet(table_path);
+      compound = dataset.getTypeClass() == H5T_COMPOUND;
+      if (compound) stored = member_names(dataset.getCompType());
+    });
+    if (!compound) {
       throw UserError(path_ + ": " + table_path + " is not a compound table; the file was not written by this itertime");
     }
-    const auto stored = member_names(dataset.getCompType());
     if (stored != row_type.field_names()) {
       throw UserError(path_ + ": table " + table_path + " has fields [" + join(stored) + "] but this itertime expects [" +
                       join(row_type.field_names()) + "]; the file was written by another version");
@@ -411,9 +490,7 @@ TableHandle Store::open_table(const std::string& table_path, const RowType& row_
     const hsize_t initial[1] = {0};
     const hsize_t maximum[1] = {H5S_UNLIMITED};
     H5::DataSpace space(1, initial, maximum);
-    H5::DSetCreatPropList properties;
-    const hsize_t chunk[1] = {chunk_rows};
-    properties.setChunk(1, chunk);
+    const H5::DSetCreatPropList properties = table_properties(chunk_rows);
     dataset = file_.createDataSet(table_path, row_type.type(), space, properties);
     file_.flush(H5F_SCOPE_GLOBAL);
   });
@@ -429,8 +506,12 @@ TableHandle Store::open_existing_table(const std::string& table_path, const RowT
 Table<double> Store::samples(const std::string& table_path, std::size_t chunk_rows) {
   if (exists(table_path)) {
     H5::DataSet dataset;
-    ITERTIME_H5_TRY(path_, "open array " + table_path, dataset = file_.openDataSet(table_path));
-    if (dataset.getTypeClass() != H5T_FLOAT) {
+    bool floats = false;
+    ITERTIME_H5_READ(path_, "cannot open array " + table_path, {
+      dataset = file_.openDataSet(table_path);
+      floats = dataset.getTypeClass() == H5T_FLOAT;
+    });
+    if (!floats) {
       throw UserError(path_ + ": " + table_path + " is not an array of floats; the file was written by another version");
     }
     return Table<double>(TableHandle(file_, dataset, H5::PredType::NATIVE_DOUBLE, sizeof(double)));
@@ -443,9 +524,7 @@ Table<double> Store::samples(const std::string& table_path, std::size_t chunk_ro
     const hsize_t initial[1] = {0};
     const hsize_t maximum[1] = {H5S_UNLIMITED};
     H5::DataSpace space(1, initial, maximum);
-    H5::DSetCreatPropList properties;
-    const hsize_t chunk[1] = {chunk_rows};
-    properties.setChunk(1, chunk);
+    const H5::DSetCreatPropList properties = table_properties(chunk_rows);
     dataset = file_.createDataSet(table_path, H5::PredType::IEEE_F64LE, space, properties);
     file_.flush(H5F_SCOPE_GLOBAL);
   });
@@ -454,7 +533,7 @@ Table<double> Store::samples(const std::string& table_path, std::size_t chunk_ro
 
 std::vector<DatasetInfo> Store::list_datasets() const {
   std::vector<DatasetInfo> out;
-  ITERTIME_H5_TRY(path_, "list datasets", walk(file_.openGroup("/"), "", out));
+  ITERTIME_H5_READ(path_, "cannot list datasets", walk(file_.openGroup("/"), "", out));
   return out;
 }
 

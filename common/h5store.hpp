@@ -15,8 +15,14 @@
 //    killed job loses at most the rows not yet appended; SIGTERM, SIGINT and SIGHUP wait for a write in
 //    progress (append, truncate, set_meta) to finish (common/signal_deferral.hpp).
 //  - Opening an existing table checks that its field names equal the expected ones (a schema check).
-//  - HDF5's own error stack printing is switched off; HDF5 exceptions surface as InternalError or
-//    UserError with the file name.
+//  - New stores are written in HDF5 1.8's file format, whose superblock and object headers carry
+//    checksums, and every table chunk carries a Fletcher-32 checksum; so a file damaged after it was
+//    written fails a checksum instead of being read as garbage (stores written before this format, in
+//    HDF5's earliest one, are still read and appended to in their own format, unchecked).
+//  - HDF5's own error stack printing is switched off. A failed write is an InternalError; a failed read
+//    of a file that opened and passed the schema check, and a table whose stored dimension or row spans
+//    cannot be right, mean a damaged file: a UserError (damaged_file) naming the file and what failed.
+//    Table::read refuses a dimension larger than the dataset's stored bytes allow before allocating.
 #pragma once
 
 #include <H5Cpp.h>
@@ -29,7 +35,15 @@
 #include <type_traits>
 #include <vector>
 
+#include "common/errors.hpp"
+
 namespace itertime::h5 {
+
+// The UserError for a file that cannot be what itertime wrote: "<path>: damaged: <what>; ...".
+UserError damaged_file(const std::string& path, const std::string& what);
+// Checks that rows [offset, offset + count) lie inside a table of `table_rows` rows (a parent row's span
+// of a child table); a span that does not is a damaged file.
+void check_span(const std::string& path, const std::string& table, int64_t offset, int64_t count, std::size_t table_rows);
 
 // 2: /groundtruth/ranks gained peak_tensor_bytes; 3: measurement rounds; 4: /groundtruth/ranks gained the
 // allocator's peak allocated and reserved; 5: /groundtruth/configs gained `recipe` (the training techniques);
@@ -64,6 +78,8 @@ class TableHandle {
  public:
   TableHandle(H5::H5File file, H5::DataSet dataset, H5::DataType memory_type, std::size_t row_bytes);
   std::size_t rows() const;
+  // Refuses (damaged_file) reading `count` rows when the dataset's stored bytes cannot hold them.
+  void check_readable(std::size_t count) const;
   void append(const void* rows, std::size_t count);
   void read(void* out, std::size_t first, std::size_t count) const;
   // Shrinks the table to `count` rows (used by --resume to drop a partly written tail).
@@ -91,6 +107,7 @@ class Table {
   }
   std::vector<Row> read_all() const { return read(0, size()); }
   std::vector<Row> read(std::size_t first, std::size_t count) const {
+    handle_.check_readable(first + count);
     std::vector<Row> rows(count);
     if (count > 0) handle_.read(rows.data(), first, count);
     return rows;

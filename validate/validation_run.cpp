@@ -50,6 +50,7 @@ ValidationReport run_validation(const ValidationRunOptions& given) {
     rows = store::read_groundtruth_records(store);
     if (options.compute_report || options.memory_report) {
       const auto ranks = store.table<store::GroundTruthRankRow>(store::kGroundTruthRanks).read_all();
+      for (const auto& row : rows) h5::check_span(file, store::kGroundTruthRanks, row.ranks_offset, row.ranks_count, ranks.size());
       if (options.compute_report) print_compute_report(compute_report(model, rows, ranks));
       if (options.memory_report && options.model) {
         print_memory_report(memory_report(*options.model, parse_attention(model.attention), rows, ranks));

@@ -17,7 +17,9 @@
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
+#include <fstream>
 #include <functional>
+#include <iterator>
 #include <map>
 #include <set>
 #include <string>
@@ -1100,6 +1102,148 @@ TEST(H5Store, GroundTruthRecipeCpAndVpColumnsRoundTrip) {
   EXPECT_EQ(records[3].tuple(), "(2,1,2,2,3)");
   EXPECT_EQ(records[3].occupancy(), 8);  // dp * cp * tp * pp
   EXPECT_EQ(records[3].config.layout_text(), "dp2-tp1-pp2-cp2-vp3");
+}
+
+
+// ---- damaged files: checksums, spans and dimensions ---------------------------------------------
+
+std::string file_bytes(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  return std::string(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+}
+
+void write_bytes(const std::string& path, const std::string& bytes) {
+  std::ofstream out(path, std::ios::binary | std::ios::trunc);
+  out << bytes;
+}
+
+// Flips one bit of the first occurrence of `needle` in the file; fails the test when it is absent.
+void flip_bit_in(const std::string& path, const std::string& needle) {
+  std::string bytes = file_bytes(path);
+  const std::size_t at = bytes.find(needle);
+  ASSERT_NE(at, std::string::npos) << needle << " not found in " << path;
+  bytes[at + 1] = static_cast<char>(bytes[at + 1] ^ 0x04);
+  write_bytes(path, bytes);
+}
+
+TEST(H5StoreDamage, NewStoresAreWrittenInTheChecksummedFormat) {
+  TempDir dir;
+  const std::string path = dir.file("cluster.h5");
+  {
+    h5::Store store = h5::Store::create(path, false, kProvenance);
+    store.table<Row>("/comm/points").append(make_row(1, 2.5, "alpha"));
+    store.samples("/comm/samples_us").append(1.0);
+  }
+  H5::H5File file(path, H5F_ACC_RDONLY);
+  H5F_info2_t info{};
+  ASSERT_GE(H5Fget_info2(file.getId(), &info), 0);
+  // Superblock 2 (HDF5 1.8 format) carries a checksum, and unlike 3 it records no open writer that a
+  // killed job would leave behind (AppendedRowsSurviveAKilledWriter reopens such a file).
+  EXPECT_EQ(info.super.version, 2u);
+  for (const char* table : {"/comm/points", "/comm/samples_us"}) {
+    const H5::DSetCreatPropList properties = file.openDataSet(table).getCreatePlist();
+    bool fletcher = false;
+    for (int i = 0; i < properties.getNfilters(); ++i) {
+      unsigned flags = 0;
+      size_t values = 0;
+      unsigned config = 0;
+      char name[64];
+      fletcher = fletcher || properties.getFilter(i, flags, values, nullptr, sizeof(name), name, config) == H5Z_FILTER_FLETCHER32;
+    }
+    EXPECT_TRUE(fletcher) << table;
+  }
+}
+
+TEST(H5StoreDamage, AFlippedBitInARowIsADamagedFileNotWrongData) {
+  TempDir dir;
+  const std::string path = dir.file("cluster.h5");
+  {
+    h5::Store store = h5::Store::create(path, false, kProvenance);
+    store.table<Row>("/comm/points").append({make_row(1, 2.5, "first-row"), make_row(2, 3.5, "needle-row")});
+  }
+  flip_bit_in(path, "needle-row");
+  h5::Store store = h5::Store::open(path, false);
+  const std::string message = user_error_of([&] { (void)store.table<Row>("/comm/points").read_all(); });
+  EXPECT_NE(message.find(path + ": damaged: cannot read rows"), std::string::npos) << message;
+  EXPECT_NE(message.find("restore it from a copy, or calibrate again"), std::string::npos) << message;
+  EXPECT_EQ(message.find('\n'), std::string::npos) << message;
+}
+
+TEST(H5StoreDamage, AFlippedBitInATablesHeaderIsADamagedFile) {
+  TempDir dir;
+  const std::string path = dir.file("cluster.h5");
+  {
+    h5::Store store = h5::Store::create(path, false, kProvenance);
+    store.table<Row>("/comm/points").append(make_row(1, 2.5, "alpha"));
+  }
+  // The member name lives in the dataset's object header; without its checksum the flipped name would
+  // read as a table "written by another version" instead.
+  flip_bit_in(path, "time_us");
+  const std::string message = user_error_of([&] {
+    h5::Store store = h5::Store::open(path, false);
+    (void)store.table<Row>("/comm/points").read_all();
+  });
+  EXPECT_NE(message.find(": damaged: cannot open table /comm/points"), std::string::npos) << message;
+}
+
+TEST(H5StoreDamage, ASpanOutsideItsChildTableIsADamagedFile) {
+  EXPECT_NO_THROW(h5::check_span("f.h5", "/ops/comms", 0, 0, 0));
+  EXPECT_NO_THROW(h5::check_span("f.h5", "/ops/comms", 2, 3, 5));
+  EXPECT_NO_THROW(h5::check_span("f.h5", "/ops/comms", 5, 0, 5));
+  for (const auto& [offset, count] : std::vector<std::pair<int64_t, int64_t>>{
+           {3, 3}, {-1, 1}, {0, -1}, {6, 0}, {int64_t{1} << 62, int64_t{1} << 62}, {1, INT64_MAX}}) {
+    const std::string message = user_error_of([&] { h5::check_span("f.h5", "/ops/comms", offset, count, 5); });
+    EXPECT_NE(message.find("f.h5: damaged: a row points at rows [" + std::to_string(offset) + ", +" +
+                           std::to_string(count) + ") of /ops/comms, which has 5"),
+              std::string::npos)
+        << offset << " " << count << ": " << message;
+  }
+}
+
+TEST(H5StoreDamage, ADimensionBeyondTheStoredBytesIsRefusedBeforeItSizesABuffer) {
+  TempDir dir;
+  const std::string path = dir.file("cluster.h5");
+  {
+    h5::Store store = h5::Store::create(path, false, kProvenance);
+    store.table<Row>("/comm/points").append(make_row(1, 2.5, "alpha"));
+  }
+  {
+    // What a damaged dimension looks like to the reader: 2^40 rows, one chunk stored.
+    H5::H5File file(path, H5F_ACC_RDWR);
+    const hsize_t huge[1] = {hsize_t{1} << 40};
+    file.openDataSet("/comm/points").extend(huge);
+  }
+  h5::Store store = h5::Store::open(path, false);
+  auto table = store.table<Row>("/comm/points");
+  EXPECT_EQ(table.size(), std::size_t{1} << 40);
+  const std::string message = user_error_of([&] { (void)table.read_all(); });
+  EXPECT_NE(message.find(": damaged: a table claims 1099511627776 rows of 32 bytes but stores"), std::string::npos) << message;
+  EXPECT_EQ(table.read(0, 1).at(0).id, 1) << "the stored rows still read";
+}
+
+TEST(H5StoreDamage, StoresOfTheEarlierFormatStillOpenReadAndAppend) {
+  TempDir dir;
+  const std::string path = dir.file("old-format.h5");
+  {
+    // What earlier itertime wrote: HDF5's default (earliest) format, no checksums.
+    H5::H5File file(path, H5F_ACC_TRUNC);
+    H5::Group meta = file.createGroup("/meta");
+    const int64_t version = h5::kSchemaVersion;
+    meta.createAttribute("schema_version", H5::PredType::NATIVE_INT64, H5::DataSpace(H5S_SCALAR))
+        .write(H5::PredType::NATIVE_INT64, &version);
+  }
+  {
+    h5::Store store = h5::Store::open(path, true);
+    store.table<Row>("/comm/points").append(make_row(7, 1.5, "old"));
+  }
+  h5::Store store = h5::Store::open(path, false);
+  const auto rows = store.table<Row>("/comm/points").read_all();
+  ASSERT_EQ(rows.size(), 1u);
+  EXPECT_EQ(rows[0].id, 7);
+  H5F_info2_t info{};
+  H5::H5File file(path, H5F_ACC_RDONLY);
+  ASSERT_GE(H5Fget_info2(file.getId(), &info), 0);
+  EXPECT_EQ(info.super.version, 0u) << "the file keeps its format";
 }
 
 }  // namespace
