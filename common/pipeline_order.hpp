@@ -12,7 +12,13 @@
 //    (forward, backward), then the remaining backwards. Needs m a multiple of pp (ITERTIME_CHECK).
 //  - Every rank enumerates the (chunk, micro-batch) pairs of each kind in the same k order, so the
 //    producer of a virtual-stage boundary emits its payloads in the order its consumer needs them.
-//  - Pure functions; 2*m*v entries per rank.
+//  - Pure functions; 2*m*v entries per rank (interleaved_passes).
+//  - The steady state repeats: its (forward, backward) pairs k and k + pp*v run the same chunks, and any
+//    pp*v consecutive pairs run every chunk pp times forward and pp times backward. So the balance of
+//    forwards over backwards per chunk (what is in flight) after warm-up + j pairs equals the one after
+//    warm-up + (j mod pp*v) pairs, and the cool-down only lowers it: every maximum over the order of a
+//    quantity that adds per forward and subtracts per backward is reached within the warm-up and the
+//    first pp*v pairs (interleaved_passes_to_first_period), whatever m is.
 #pragma once
 
 #include <vector>
@@ -31,5 +37,9 @@ struct PipelinePass {
 std::vector<PipelinePass> one_f_one_b_passes(int pp, int stage, int m);
 // The interleaved order of pipeline rank `rank` with v model chunks (v == 1: one_f_one_b_passes).
 std::vector<PipelinePass> interleaved_passes(int pp, int rank, int m, int virtual_stages);
+// The first passes of interleaved_passes: the warm-up and the first min(pp*v, pairs) pairs of the
+// steady state (with v == 1: the warm-up and one pair). Its running maxima are the whole order's (see the
+// invariants), at a cost independent of m.
+std::vector<PipelinePass> interleaved_passes_to_first_period(int pp, int rank, int m, int virtual_stages);
 
 }  // namespace itertime

@@ -288,7 +288,8 @@ std::vector<int64_t> chunk_micro_batches_in_flight_at_peak(const ParallelConfig&
   std::vector<int64_t> live(chunk_bytes.size(), 0);
   std::vector<int64_t> at_peak = live;
   int64_t bytes = 0, peak = -1;
-  for (const PipelinePass& pass : interleaved_passes(config.pp, rank, config.num_micro_batches(), config.vp)) {
+  // The peak lies within the warm-up and the steady state's first period (common/pipeline_order.hpp).
+  for (const PipelinePass& pass : interleaved_passes_to_first_period(config.pp, rank, config.num_micro_batches(), config.vp)) {
     const auto c = static_cast<std::size_t>(pass.chunk);
     if (pass.kind == PipelinePassKind::kForward) {
       ++live[c];
@@ -426,6 +427,21 @@ std::vector<MemoryBreakdown> memory_all_stages(const LlamaSpec& model, const Par
   std::vector<MemoryBreakdown> stages;
   for (int s = 0; s < config.pp; ++s) stages.push_back(memory_per_gpu(model, config, policy, s, attention, techniques));
   return stages;
+}
+
+int64_t peak_memory_bytes(const LlamaSpec& model, const ParallelConfig& config, const PrecisionPolicy& policy,
+                          AttentionKernel attention, const TrainingTechniques& techniques) {
+  int64_t peak = 0;
+  const auto consider = [&](int stage) {
+    peak = std::max(peak, memory_per_gpu(model, config, policy, stage, attention, techniques).total_bytes);
+  };
+  if (config.vp == 1) {
+    consider(0);
+    if (config.pp > 1) consider(config.pp - 1);
+  } else {
+    for (int stage = 0; stage < config.pp; ++stage) consider(stage);
+  }
+  return peak;
 }
 
 std::string MemoryBreakdown::to_string() const {

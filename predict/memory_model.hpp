@@ -147,5 +147,12 @@ std::vector<MemoryBreakdown> memory_all_stages(const LlamaSpec& model, const Par
                                                const PrecisionPolicy& policy,
                                                AttentionKernel attention = AttentionKernel::kEager,
                                                const TrainingTechniques& techniques = {});
+// The largest total_bytes over every stage, as memory_all_stages would give it, for plan's memory
+// filter. Without interleaving, only stages 0 and pp-1 are evaluated: a stage between them holds no
+// embedding or head, no more layers than stage 0 (stage_layers gives the extra layers to the first
+// stages) and no more micro-batches in flight (min(pp - s, m) falls with s), and every term of its
+// breakdown grows with those, so stage 0 bounds them all. With interleaving, every rank.
+int64_t peak_memory_bytes(const LlamaSpec& model, const ParallelConfig& config, const PrecisionPolicy& policy,
+                          AttentionKernel attention = AttentionKernel::kEager, const TrainingTechniques& techniques = {});
 
 }  // namespace itertime::predict

@@ -27,11 +27,8 @@ PlanEntry plan_entry(const FittedModel& model, const PlanOptions& options, Stage
   entry.techniques = techniques;
   entry.reason = untrainable_reason(options.model, config, techniques);
   if (!entry.reason.empty()) return entry;
-  double peak = 0;
-  for (const MemoryBreakdown& m :
-       memory_all_stages(options.model, config, precision_policy(precision), parse_attention(model.attention), techniques)) {
-    peak = std::max(peak, static_cast<double>(m.total_bytes));
-  }
+  const double peak = static_cast<double>(
+      peak_memory_bytes(options.model, config, precision_policy(precision), parse_attention(model.attention), techniques));
   entry.peak_memory_bytes = peak;
   if (options.device_memory_bytes > 0 && peak > options.device_memory_bytes) {
     entry.reason = "exceeds the device memory (not predicted)";

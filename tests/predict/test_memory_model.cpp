@@ -13,6 +13,7 @@
 #include "common/parallel_config.hpp"
 #include "common/pipeline_order.hpp"
 #include "common/precision.hpp"
+#include "common/training_techniques.hpp"
 #include "predict/memory_model.hpp"
 
 namespace itertime::predict {
@@ -435,6 +436,97 @@ TEST(MemoryModelInterleaved, EqualChunksPeakAtWarmUpPlusOne) {
       }
     }
   }
+}
+
+TEST(MemoryModelInterleaved, TheFirstSteadyPeriodHoldsTheWholeOrdersPeak) {
+  // The memory walk stops after the warm-up and pp*v steady pairs (interleaved_passes_to_first_period);
+  // the peak and the per-chunk counts at it must be those of the whole order, for unequal chunks too.
+  uint64_t state = 12345;
+  const auto next = [&state] {
+    state = state * 6364136223846793005ull + 1442695040888963407ull;
+    return static_cast<int64_t>((state >> 33) % 1000) + 1;
+  };
+  int compared = 0;
+  for (int pp : {1, 2, 3, 4, 8}) {
+    for (int v : {1, 2, 3, 4}) {
+      for (int m : {pp, 2 * pp, 3 * pp, 7 * pp, 16 * pp}) {
+        if (v > 1 && pp == 1) continue;
+        for (int r = 0; r < pp; ++r) {
+          for (int trial = 0; trial < 3; ++trial) {
+            std::vector<int64_t> bytes(static_cast<std::size_t>(v));
+            for (auto& b : bytes) b = next();
+            const auto peak_of = [&](const std::vector<PipelinePass>& order) {
+              std::vector<int64_t> live(bytes.size(), 0), at_peak = live;
+              int64_t total = 0, peak = -1;
+              for (const PipelinePass& pass : order) {
+                const auto c = static_cast<std::size_t>(pass.chunk);
+                const int64_t sign = pass.kind == PipelinePassKind::kForward ? 1 : -1;
+                live[c] += sign;
+                total += sign * bytes[c];
+                if (total > peak) peak = total, at_peak = live;
+              }
+              return std::make_pair(peak, at_peak);
+            };
+            const auto whole = interleaved_passes(pp, r, m, v);
+            const auto prefix = interleaved_passes_to_first_period(pp, r, m, v);
+            ASSERT_LE(prefix.size(), whole.size());
+            for (std::size_t i = 0; i < prefix.size(); ++i) {
+              ASSERT_EQ(prefix[i].kind, whole[i].kind);
+              ASSERT_EQ(prefix[i].chunk, whole[i].chunk);
+              ASSERT_EQ(prefix[i].micro_batch, whole[i].micro_batch);
+            }
+            EXPECT_EQ(peak_of(prefix), peak_of(whole)) << "pp " << pp << " v " << v << " m " << m << " rank " << r;
+            ParallelConfig c = interleaved(1, pp, v, 1, m, 64);
+            c.vp = v;
+            EXPECT_EQ(chunk_micro_batches_in_flight_at_peak(c, r, bytes), peak_of(whole).second);
+            ++compared;
+          }
+        }
+      }
+    }
+  }
+  EXPECT_GT(compared, 500);
+  // Its length does not grow with m: warm-up + pp*v pairs at most.
+  EXPECT_EQ(interleaved_passes_to_first_period(4, 0, 4096, 2).size(), static_cast<std::size_t>(10 + 2 * 8));
+  EXPECT_EQ(interleaved_passes_to_first_period(4, 1, 4096, 1).size(), static_cast<std::size_t>(2 + 2));
+}
+
+TEST(MemoryModel, PeakMemoryIsTheLargestStageOfMemoryAllStages) {
+  // plan's filter evaluates stages 0, 1 and pp-1 only (without interleaving): it must equal the largest
+  // stage of the full list for every layout, recipe, precision and micro-batch count, including layer
+  // counts that pp does not divide (32 layers over 3, 5, 6, 7 stages) and m below pp.
+  const LlamaSpec model = llama8b();
+  int compared = 0;
+  for (int pp : {1, 2, 3, 4, 5, 6, 7, 8}) {
+    for (int tp : {1, 2}) {
+      for (int cp : {1, 2}) {
+        for (int m : {1, 2, 5, 16}) {
+          for (int vp : {1, 2}) {
+            if (vp > 1 && (pp == 1 || m % pp != 0 || 32 % (pp * vp) != 0)) continue;
+            ParallelConfig c = config(2, tp, pp, 1, 2 * m, 1024);
+            c.cp = cp;
+            c.vp = vp;
+            if (!c.violations(model, c.world_size()).empty()) continue;
+            for (PrecisionName precision : {PrecisionName::kFp32, PrecisionName::kAmpBf16}) {
+              for (const TrainingTechniques& t : {TrainingTechniques{}, parse_recipe_text("sp+vp+dopt+rc-full"),
+                                                  parse_recipe_text("rc-sel"), parse_recipe_text("dopt+ovl")}) {
+                if (tp == 1 && (t.sequence_parallel || t.vocab_parallel)) continue;
+                int64_t largest = 0;
+                for (const MemoryBreakdown& stage :
+                     memory_all_stages(model, c, precision_policy(precision), AttentionKernel::kEager, t)) {
+                  largest = std::max(largest, stage.total_bytes);
+                }
+                EXPECT_EQ(peak_memory_bytes(model, c, precision_policy(precision), AttentionKernel::kEager, t), largest)
+                    << c.layout_text() << " m " << m << " " << to_string(precision) << " " << recipe_text(t);
+                ++compared;
+              }
+            }
+          }
+        }
+      }
+    }
+  }
+  EXPECT_GT(compared, 400);
 }
 
 TEST(MemoryModelInterleaved, VirtualStagesOneIsTheOldPath) {
