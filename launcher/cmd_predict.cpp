@@ -13,6 +13,7 @@
 #include "predict/memory_model.hpp"
 #include "predict/plan.hpp"
 #include "predict/predictor.hpp"
+#include "predict/throughput.hpp"
 #include "validate/prediction_report.hpp"
 #include "validate/validation_run.hpp"
 
@@ -27,7 +28,15 @@ struct PredictArgs {
   std::string recipe = "plain";
   bool blind = false, raw = false, json = false;
   double device_memory_gib = 0;
+  std::string hardware;  // --hardware: a data/hardware description (must be the calibration's)
 };
+
+// --device-memory-gib when given, else a GPU description's memory (a CPU node's is shared by its ranks: none).
+double device_memory_bytes(double gib, const std::optional<HardwareSpec>& hardware) {
+  if (gib > 0) return gib * static_cast<double>(1ull << 30);
+  if (hardware && hardware->kind == DeviceKind::kGpu) return static_cast<double>(hardware->memory_bytes);
+  return 0;
+}
 
 // A recipe as the CLI takes it: "plain" or recipe_text's form ("sp+vp+rc-full"); a UserError naming the option.
 TrainingTechniques parse_recipe_option(const std::string& text, const std::string& option) {
@@ -47,6 +56,7 @@ int run_predict(const PredictArgs& a) {
   config.require_valid(spec, 0);
   const PrecisionPolicy& policy = parse_precision(a.precision);
   const predict::FittedModel model = predict::load_or_fit(a.source);
+  const std::optional<HardwareSpec> hardware = predict::hardware_for(model, a.hardware);
   predict::PredictRequest request;
   request.model_name = spec.name;
   request.model = &spec;  // stages never traced are built from the model
@@ -62,7 +72,8 @@ int run_predict(const PredictArgs& a) {
   const auto memory = predict::memory_all_stages(spec, config, policy, parse_attention(model.attention), request.techniques);
   int64_t peak_bytes = 0;
   for (const auto& m : memory) peak_bytes = std::max(peak_bytes, m.total_bytes);
-  const bool too_big = a.device_memory_gib > 0 && static_cast<double>(peak_bytes) > a.device_memory_gib * (1ull << 30);
+  const double memory_limit = device_memory_bytes(a.device_memory_gib, hardware);
+  const bool too_big = memory_limit > 0 && static_cast<double>(peak_bytes) > memory_limit;
   validate::PredictionRecord record;
   record.source = a.source;
   record.model_name = spec.name;
@@ -76,6 +87,8 @@ int run_predict(const PredictArgs& a) {
   record.peak_memory_bytes = peak_bytes;
   record.exceeds_device_memory = too_big;
   record.regression_check = predict::pooled_regression_check(model);
+  record.throughput = predict::throughput(spec, config, policy.name, p.total_us, hardware ? &*hardware : nullptr);
+  record.hardware = hardware ? hardware->name : "";
   if (a.json) {
     std::printf("%s\n", validate::prediction_json(record).c_str());
   } else {
@@ -123,7 +136,11 @@ void register_predict(CLI::App& app, std::vector<std::pair<CLI::App*, Action>>& 
   predict_cmd->add_flag("--blind", args->blind, "Precision-blind baseline (fp32 traces and messages)");
   predict_cmd->add_flag("--raw", args->raw, "Without the calibration factor fitted on ground truth");
   predict_cmd->add_flag("--json", args->json, "Print JSON instead of a table");
-  predict_cmd->add_option("--device-memory-gib", args->device_memory_gib, "Flag configurations whose peak memory exceeds this");
+  predict_cmd->add_option("--device-memory-gib", args->device_memory_gib,
+                          "Flag configurations whose peak memory exceeds this (default: the GPU description's memory)");
+  predict_cmd->add_option("--hardware", args->hardware,
+                          "Hardware description (data/hardware) for MFU and the device memory; must be the one the "
+                          "calibration's devices match (default: that one)");
   actions.emplace_back(predict_cmd, [args](Context&) { return run_predict(*args); });
 
   // validate
@@ -187,6 +204,7 @@ void register_plan(CLI::App& app, std::vector<std::pair<CLI::App*, Action>>& act
     std::vector<std::string> recipes = {"plain"};
     bool all_recipes = false;
     double device_memory_gib = 0;
+    std::string hardware;
     bool json = false;
   };
   auto a = std::make_shared<PlanArgs>();
@@ -212,7 +230,11 @@ void register_plan(CLI::App& app, std::vector<std::pair<CLI::App*, Action>>& act
   plan_cmd->add_flag("--all-recipes", a->all_recipes,
                      "Consider every recipe the predictor models (sequence parallelism, vocabulary-parallel head, "
                      "distributed optimizer, recompute)");
-  plan_cmd->add_option("--device-memory-gib", a->device_memory_gib, "Device memory; larger configurations are infeasible");
+  plan_cmd->add_option("--device-memory-gib", a->device_memory_gib,
+                       "Device memory; larger configurations are infeasible (default: the GPU description's memory)");
+  plan_cmd->add_option("--hardware", a->hardware,
+                       "Hardware description (data/hardware) for MFU and the device memory; must be the one the "
+                       "calibration's devices match (default: that one)");
   plan_cmd->add_option("--top", a->top, "How many to list")->capture_default_str();
   plan_cmd->add_flag("--json", a->json, "Print JSON");
   actions.emplace_back(plan_cmd, [a](Context&) {
@@ -229,8 +251,9 @@ void register_plan(CLI::App& app, std::vector<std::pair<CLI::App*, Action>>& act
     options.recipes.clear();
     for (const auto& r : a->recipes) options.recipes.push_back(parse_recipe_option(r, "--recipes"));
     if (a->all_recipes) options.recipes = predict::modelled_recipes();
-    options.device_memory_bytes = a->device_memory_gib * static_cast<double>(1ull << 30);
     const predict::FittedModel model = predict::load_or_fit(a->source);
+    options.hardware = predict::hardware_for(model, a->hardware);
+    options.device_memory_bytes = device_memory_bytes(a->device_memory_gib, options.hardware);
     const auto entries = predict::plan(model, options);
     if (a->json) {
       std::printf("%s\n", validate::plan_json(entries).c_str());

@@ -94,6 +94,7 @@ FittedModel fit_model(const std::string& calibration_path) {
   model.backend = meta.count("backend") ? meta.at("backend") : "unknown";
   if (meta.count("attention")) model.attention = meta.at("attention");
   if (meta.count("libtorch_version")) model.libtorch_version = meta.at("libtorch_version");
+  if (meta.count("hardware") && meta.at("hardware") != "none") model.hardware = meta.at("hardware");
   // Oversubscribed CPU ranks share cores (predict/schedule.hpp): how many can compute at once.
   if (model.backend == "cpu" && meta.count("cpu_cores_per_node") && (!meta.count("num_nodes") || meta.at("num_nodes") == "1")) {
     const auto number = [](const std::string& text) {

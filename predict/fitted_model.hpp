@@ -35,9 +35,10 @@
 
 namespace itertime::predict {
 
-inline constexpr int kFittedModelVersion = 5;  // 2: non-negative regressions and their checks; 3: rank_slots;
+inline constexpr int kFittedModelVersion = 6;  // 2: non-negative regressions and their checks; 3: rank_slots;
                                                // 4: the calibration's attention kernel and LibTorch version;
-                                               // 5: no global calibration (the nearest occupancy's instead)
+                                               // 5: no global calibration (the nearest occupancy's instead);
+                                               // 6: the hardware description the devices matched
 
 struct OpInfo {
   std::string name;
@@ -137,12 +138,15 @@ struct FittedModel {
   // How the calibration ran (calibrate/recipe_stamp.hpp): stages built for untraced shapes follow it.
   std::string attention = "eager";
   std::string libtorch_version;  // "" for files from before it was stored (LibTorch 1.13)
+  // The data/hardware description the calibrated devices matched (/meta `hardware`): "" when the file
+  // names none (written before it was stored, or `none`: no description matched).
+  std::string hardware;
   CalibrationSet calibration;        // precision-aware predictions
   CalibrationSet calibration_blind;  // the precision-blind baseline gets the same treatment
 
   template <class A> void serialize(A& a, unsigned) {
     a & source_file & backend & comm & signatures & signature_ids & op_time_us & stages & regressions & regression_checks & occupancies & rank_slots & node_ranks &
-        attention & libtorch_version & calibration & calibration_blind;
+        attention & libtorch_version & hardware & calibration & calibration_blind;
   }
 };
 

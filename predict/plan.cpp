@@ -7,6 +7,7 @@
 #include "common/job.hpp"
 #include "predict/memory_model.hpp"
 #include "predict/predictor.hpp"
+#include "predict/throughput.hpp"
 
 namespace itertime::predict {
 
@@ -45,6 +46,10 @@ PlanEntry plan_entry(const FittedModel& model, const PlanOptions& options, Stage
     entry.iteration_us = outcome.prediction->total_us;
     entry.extrapolated_fraction = outcome.prediction->extrapolated_fraction;
     entry.feasible = true;
+    const Throughput rate = throughput(options.model, config, precision, entry.iteration_us,
+                                       options.hardware ? &*options.hardware : nullptr);
+    entry.tokens_per_s_per_rank = rate.tokens_per_s_per_rank;
+    entry.mfu = rate.mfu;
   } else {
     entry.reason = outcome.reason;
   }

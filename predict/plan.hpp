@@ -13,8 +13,11 @@
 //    dividing the vocabulary) and a candidate the predictor cannot predict (a technique it does not model,
 //    no trace and no way to build one) are infeasible with the reason.
 //  - Entries come back feasible ones fastest first, then the infeasible ones in candidate order.
+//  - A feasible entry carries its tokens per second per rank, and its MFU when the options name a
+//    hardware description (predict/throughput.hpp).
 #pragma once
 
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -22,6 +25,7 @@
 #include "common/parallel_config.hpp"
 #include "common/precision.hpp"
 #include "common/training_techniques.hpp"
+#include "common/hardware_spec.hpp"
 #include "predict/fitted_model.hpp"
 
 namespace itertime::predict {
@@ -37,6 +41,7 @@ struct PlanOptions {
   std::vector<PrecisionName> precisions = {PrecisionName::kAmpBf16};
   std::vector<TrainingTechniques> recipes = {TrainingTechniques{}};  // plain training only by default
   double device_memory_bytes = 0;  // 0: no memory check
+  std::optional<HardwareSpec> hardware;  // for MFU (predict::hardware_for); none: no MFU
 };
 
 struct PlanEntry {
@@ -46,6 +51,8 @@ struct PlanEntry {
   double iteration_us = 0;
   double peak_memory_bytes = 0;
   double extrapolated_fraction = 0;
+  double tokens_per_s_per_rank = 0;  // feasible entries
+  std::optional<double> mfu;         // feasible entries, with a hardware description that has the peak
   bool feasible = false;
   std::string reason;  // why infeasible
 };

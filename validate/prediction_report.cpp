@@ -31,6 +31,10 @@ std::string prediction_json(const PredictionRecord& r) {
       {"stage_forward_us", p.stage_forward_us}, {"stage_backward_us", p.stage_backward_us},
       {"extrapolated_fraction", p.extrapolated_fraction}, {"peak_memory_bytes", r.peak_memory_bytes},
       {"exceeds_device_memory", r.exceeds_device_memory}, {"notes", p.notes},
+      {"tokens_per_s_per_rank", r.throughput.tokens_per_s_per_rank},
+      {"model_flops_per_iteration", r.throughput.model_flops_per_iteration},
+      {"hardware", r.hardware.empty() ? nlohmann::json(nullptr) : nlohmann::json(r.hardware)},
+      {"mfu", r.throughput.mfu ? nlohmann::json(*r.throughput.mfu) : nlohmann::json(nullptr)},
       {"regression_check", {{"groups", check.groups}, {"held_out_signatures", check.held_out_points},
                             {"mape_pct", check.mape_pct}, {"time_weighted_mape_pct", check.time_weighted_mape_pct}}}};
   return out.dump(2);
@@ -65,6 +69,17 @@ void print_prediction(const PredictionRecord& r) {
   }
   std::printf("  peak memory        %12.2f GiB per rank (busiest stage)%s\n", static_cast<double>(r.peak_memory_bytes) / kGiB,
               r.exceeds_device_memory ? "  EXCEEDS the device memory" : "");
+  std::printf("  tokens/s per rank  %12.1f  (model: %.3g FLOP per iteration)\n", r.throughput.tokens_per_s_per_rank,
+              r.throughput.model_flops_per_iteration);
+  if (r.throughput.mfu) {
+    std::printf("  MFU                %12.2f %% of %s's dense %s peak (%.3g FLOP/s over the ranks' devices)\n", 100.0 * *r.throughput.mfu,
+                r.hardware.c_str(), to_string(predict::compute_dtype_of(parse_precision(r.precision).name)).c_str(),
+                *r.throughput.peak_flops_per_s);
+  } else {
+    std::printf("  MFU                %12s  (%s)\n", "-",
+                r.hardware.empty() ? "the calibration names no hardware description; see --hardware"
+                                   : (r.hardware + " has no dense peak for this precision's math").c_str());
+  }
   for (const auto& note : p.notes) std::printf("  note: %s\n", note.c_str());
 }
 
@@ -95,7 +110,9 @@ std::string plan_json(const std::vector<predict::PlanEntry>& entries) {
                    {"micro_batch", e.config.micro_batch},
                    {"precision", to_string(e.precision)}, {"recipe", recipe_label(e.techniques)}, {"iteration_us", e.iteration_us},
                    {"peak_memory_bytes", e.peak_memory_bytes}, {"feasible", e.feasible}, {"reason", e.reason},
-                   {"extrapolated_fraction", e.extrapolated_fraction}});
+                   {"extrapolated_fraction", e.extrapolated_fraction},
+                   {"tokens_per_s_per_rank", e.tokens_per_s_per_rank},
+                   {"mfu", e.mfu ? nlohmann::json(*e.mfu) : nlohmann::json(nullptr)}});
   }
   return out.dump(2);
 }
@@ -105,17 +122,24 @@ void print_plan(const predict::PlanOptions& options, const std::vector<predict::
               options.global_batch, options.seq_len, entries.size());
   bool extended = false;  // any candidate with cp or vp > 1: the tuples show all five degrees
   for (const auto& e : entries) extended = extended || e.config.extended();
-  std::printf("  %-4s %-12s %5s %-9s %-14s %16s %14s %10s  %s\n", "rank", extended ? "(dp,tp,pp[,cp,vp])" : "(dp,tp,pp)", "mbs", "precision", "recipe", "iteration_us",
-              "memory_GiB", "extrap(%)", "note");
+  if (options.hardware) {
+    std::printf("  MFU against %s's dense peak per precision; tokens/s per rank\n", options.hardware->name.c_str());
+  }
+  std::printf("  %-4s %-12s %5s %-9s %-14s %16s %14s %10s %14s %7s  %s\n", "rank", extended ? "(dp,tp,pp[,cp,vp])" : "(dp,tp,pp)", "mbs", "precision", "recipe", "iteration_us",
+              "memory_GiB", "extrap(%)", "tokens/s/rank", "MFU(%)", "note");
   int shown = 0;
   for (const auto& e : entries) {
     if (shown >= top) break;
     ++shown;
     char iteration[32] = "-";  // not predicted (over the device memory, or refused)
     if (e.iteration_us > 0) std::snprintf(iteration, sizeof(iteration), "%.0f", e.iteration_us);
-    std::printf("  %-4d %-12s %5d %-9s %-14s %16s %14.2f %10.1f  %s\n", shown, e.config.tuple_string().c_str(), e.config.micro_batch,
+    char rate[32] = "-";
+    if (e.feasible) std::snprintf(rate, sizeof(rate), "%.1f", e.tokens_per_s_per_rank);
+    char mfu[32] = "-";
+    if (e.mfu) std::snprintf(mfu, sizeof(mfu), "%.2f", 100.0 * *e.mfu);
+    std::printf("  %-4d %-12s %5d %-9s %-14s %16s %14.2f %10.1f %14s %7s  %s\n", shown, e.config.tuple_string().c_str(), e.config.micro_batch,
                 to_string(e.precision).c_str(), recipe_label(e.techniques).c_str(), iteration, e.peak_memory_bytes / kGiB, 100.0 * e.extrapolated_fraction,
-                e.feasible ? "" : e.reason.c_str());
+                rate, mfu, e.feasible ? "" : e.reason.c_str());
   }
 }
 

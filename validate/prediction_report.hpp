@@ -9,6 +9,7 @@
 #include "common/parallel_config.hpp"
 #include "predict/fitted_model.hpp"
 #include "predict/plan.hpp"
+#include "predict/throughput.hpp"
 #include "predict/predictor.hpp"
 
 namespace itertime::validate {
@@ -26,6 +27,8 @@ struct PredictionRecord {
   int64_t peak_memory_bytes = 0;  // the memory model's busiest stage
   bool exceeds_device_memory = false;
   predict::PooledCheck regression_check;
+  predict::Throughput throughput;  // tokens/s per rank; MFU against `hardware` when it has the peak
+  std::string hardware;            // the description's name, "" when there is none
 };
 
 void print_prediction(const PredictionRecord& record);

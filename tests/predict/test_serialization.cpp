@@ -147,10 +147,12 @@ struct TempFolder {
 TEST(Serialization, FittedModelSaveLoadRoundTrip) {
   TempFolder folder;
   const std::string file = (folder.path / "model.itm").string();
-  const FittedModel original = full_model();
+  FittedModel original = full_model();
+  original.hardware = "h100-sxm";
   save_model(original, file, /*force=*/false);
   const FittedModel loaded = load_model(file);
   EXPECT_EQ(loaded.source_file, original.source_file);
+  EXPECT_EQ(loaded.hardware, "h100-sxm");
   EXPECT_EQ(loaded.backend, original.backend);
   EXPECT_EQ(loaded.occupancies, original.occupancies);
   EXPECT_EQ(loaded.signature_ids, original.signature_ids);

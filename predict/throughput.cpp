@@ -1,0 +1,65 @@
+// throughput.cpp: tokens per second and MFU of a predicted iteration (throughput.hpp).
+#include "predict/throughput.hpp"
+
+#include "common/errors.hpp"
+
+namespace itertime::predict {
+
+ComputeDType compute_dtype_of(PrecisionName precision) {
+  switch (precision) {
+    case PrecisionName::kFp32: return ComputeDType::kFp32;
+    case PrecisionName::kTf32: return ComputeDType::kTf32;
+    case PrecisionName::kBf16:
+    case PrecisionName::kAmpBf16: return ComputeDType::kBf16;
+    case PrecisionName::kFp16:
+    case PrecisionName::kAmpFp16: return ComputeDType::kFp16;
+  }
+  throw InternalError("unknown precision", __FILE__, __LINE__);
+}
+
+Throughput throughput(const LlamaSpec& model, const ParallelConfig& config, PrecisionName precision, double iteration_us,
+                      const HardwareSpec* hardware) {
+  ITERTIME_CHECK(iteration_us > 0, "throughput of a predicted iteration needs a positive time");
+  const double seconds = iteration_us * 1e-6;
+  const double tokens = static_cast<double>(config.global_batch) * static_cast<double>(config.seq_len);
+  const double ranks = static_cast<double>(config.world_size());
+  Throughput out;
+  out.tokens_per_s_per_rank = tokens / seconds / ranks;
+  out.model_flops_per_iteration = tokens * model.training_flops_per_token(config.seq_len);
+  if (hardware != nullptr) {
+    const std::optional<double> peak = hardware->peak(compute_dtype_of(precision));
+    if (peak) {
+      const double devices = hardware->kind == DeviceKind::kGpu ? ranks : 1.0;
+      out.peak_flops_per_s = *peak * devices;
+      out.mfu = out.model_flops_per_iteration / seconds / *out.peak_flops_per_s;
+    }
+  }
+  return out;
+}
+
+std::optional<HardwareSpec> hardware_for(const FittedModel& model, const std::string& requested, const std::string& dir) {
+  if (requested.empty()) {
+    if (model.hardware.empty()) return std::nullopt;
+    try {
+      return find_hardware_spec(model.hardware, dir);
+    } catch (const UserError&) {
+      return std::nullopt;  // a description this build does not ship: no MFU, as for none
+    }
+  }
+  HardwareSpec spec = find_hardware_spec(requested, dir);
+  if (model.hardware.empty()) {
+    throw UserError("--hardware " + requested + ": " + model.source_file +
+                    " does not say which hardware description its devices match (/meta hardware is none or absent), and "
+                    "predicting a device from its description alone needs the transferable operator model, which itertime "
+                    "does not have yet; omit --hardware, or calibrate on that device");
+  }
+  if (spec.name != model.hardware) {
+    throw UserError("--hardware " + requested + ": " + model.source_file + " was measured on " + model.hardware +
+                    "; its times do not carry to " + spec.name +
+                    " (that needs the transferable operator model, which itertime does not have yet): calibrate on " +
+                    spec.name + ", or omit --hardware");
+  }
+  return spec;
+}
+
+}  // namespace itertime::predict

@@ -1,0 +1,116 @@
+// Unit tests of predict/throughput: tokens per second per rank and MFU derived by hand for a small
+// model, GPU descriptions (one device per rank) against CPU node descriptions (one device for the
+// node), a precision whose peak the description lacks (no MFU), and which description hardware_for
+// picks or refuses.
+#include <gtest/gtest.h>
+
+#include <functional>
+#include <string>
+
+#include "common/errors.hpp"
+#include "predict/throughput.hpp"
+
+namespace itertime::predict {
+namespace {
+
+// hidden 64, ffn 128, 2 layers, 4 heads of 16, 2 KV heads, vocabulary 100. Matrix parameters per layer:
+// q 64*64 = 4,096, k and v 2*64*32 = 4,096, o 4,096, gate/up/down 3*64*128 = 24,576 => 36,864; two
+// layers 73,728; the head 100*64 = 6,400 => 80,128. FLOPs per token at sequence 32: 6*80,128 +
+// 12*2*64*32 = 480,768 + 49,152 = 529,920.
+LlamaSpec small_model() {
+  LlamaSpec m;
+  m.name = "small";
+  m.hidden_size = 64;
+  m.intermediate_size = 128;
+  m.num_layers = 2;
+  m.num_heads = 4;
+  m.num_kv_heads = 2;
+  m.head_dim = 16;
+  m.vocab_size = 100;
+  return m;
+}
+
+HardwareSpec device(DeviceKind kind) {
+  HardwareSpec h;
+  h.name = "test-device";
+  h.kind = kind;
+  h.peak_flops_per_s[ComputeDType::kFp32] = 0.5e12;
+  h.peak_flops_per_s[ComputeDType::kBf16] = 1e12;
+  return h;
+}
+
+ParallelConfig dp2_gbs4_seq32() {
+  ParallelConfig c;
+  c.dp = 2;
+  c.global_batch = 4;
+  c.seq_len = 32;
+  return c;
+}
+
+TEST(Throughput, TokensAndModelFlopsByHand) {
+  const LlamaSpec model = small_model();
+  EXPECT_EQ(model.matmul_params(), 80'128);
+  EXPECT_DOUBLE_EQ(model.training_flops_per_token(32), 529'920.0);
+  // 4 samples of 32 tokens = 128 tokens in 1,000 us over 2 ranks => 64,000 tokens/s per rank.
+  const Throughput t = throughput(model, dp2_gbs4_seq32(), PrecisionName::kAmpBf16, 1000.0, nullptr);
+  EXPECT_DOUBLE_EQ(t.tokens_per_s_per_rank, 64'000.0);
+  EXPECT_DOUBLE_EQ(t.model_flops_per_iteration, 128.0 * 529'920.0);  // 67,829,760
+  EXPECT_FALSE(t.mfu.has_value()) << "no description, no MFU";
+}
+
+TEST(Throughput, MfuCountsOneGpuPerRankAndOneCpuNodeForAllRanks) {
+  const LlamaSpec model = small_model();
+  const HardwareSpec gpu = device(DeviceKind::kGpu);
+  // 67,829,760 FLOP in 1 ms = 6.782976e10 FLOP/s over 2 GPUs of 1e12 bf16 => 3.391488%.
+  const Throughput on_gpus = throughput(model, dp2_gbs4_seq32(), PrecisionName::kAmpBf16, 1000.0, &gpu);
+  ASSERT_TRUE(on_gpus.mfu.has_value());
+  EXPECT_DOUBLE_EQ(*on_gpus.peak_flops_per_s, 2e12);
+  EXPECT_NEAR(*on_gpus.mfu, 0.03391488, 1e-12);
+  // fp32 math against the fp32 peak, 0.5e12 per GPU => 6.782976%.
+  EXPECT_NEAR(*throughput(model, dp2_gbs4_seq32(), PrecisionName::kFp32, 1000.0, &gpu).mfu, 0.06782976, 1e-12);
+  // A CPU node is one device whatever the rank count => twice the GPU figure.
+  const HardwareSpec node = device(DeviceKind::kCpu);
+  const Throughput on_node = throughput(model, dp2_gbs4_seq32(), PrecisionName::kBf16, 1000.0, &node);
+  EXPECT_DOUBLE_EQ(*on_node.peak_flops_per_s, 1e12);
+  EXPECT_NEAR(*on_node.mfu, 0.06782976, 1e-12);
+}
+
+TEST(Throughput, APrecisionWithoutItsPeakHasNoMfu) {
+  const HardwareSpec gpu = device(DeviceKind::kGpu);  // no fp16 or tf32 figure
+  EXPECT_FALSE(throughput(small_model(), dp2_gbs4_seq32(), PrecisionName::kAmpFp16, 1000.0, &gpu).mfu.has_value());
+  EXPECT_FALSE(throughput(small_model(), dp2_gbs4_seq32(), PrecisionName::kTf32, 1000.0, &gpu).mfu.has_value());
+  EXPECT_EQ(compute_dtype_of(PrecisionName::kAmpFp16), ComputeDType::kFp16);
+  EXPECT_EQ(compute_dtype_of(PrecisionName::kBf16), ComputeDType::kBf16);
+  EXPECT_EQ(compute_dtype_of(PrecisionName::kTf32), ComputeDType::kTf32);
+}
+
+std::string user_error_of(const std::function<void()>& body) {
+  try {
+    body();
+  } catch (const UserError& error) {
+    return error.what();
+  }
+  return "";
+}
+
+TEST(Throughput, HardwareForUsesTheCalibrationsDescriptionAndRefusesAnother) {
+  const std::string dir = std::string(ITERTIME_SOURCE_DIR) + "/data/hardware";
+  FittedModel model;
+  model.source_file = "cal.h5";
+  EXPECT_FALSE(hardware_for(model, "", dir).has_value()) << "none recorded, none asked: no MFU";
+  EXPECT_NE(user_error_of([&] { (void)hardware_for(model, "h100-sxm", dir); }).find("cal.h5 does not say which hardware"),
+            std::string::npos);
+  model.hardware = "h100-sxm";
+  const auto implicit = hardware_for(model, "", dir);
+  ASSERT_TRUE(implicit.has_value());
+  EXPECT_EQ(implicit->name, "h100-sxm");
+  EXPECT_EQ(hardware_for(model, "h100-sxm", dir)->name, "h100-sxm");
+  const std::string refused = user_error_of([&] { (void)hardware_for(model, "a100-sxm-80gb", dir); });
+  EXPECT_NE(refused.find("--hardware a100-sxm-80gb: cal.h5 was measured on h100-sxm"), std::string::npos) << refused;
+  EXPECT_NE(user_error_of([&] { (void)hardware_for(model, "no-such-device", dir); }), "");
+  model.hardware = "a-device-this-build-lacks";
+  EXPECT_FALSE(hardware_for(model, "", dir).has_value());
+}
+
+}  // namespace
+}  // namespace itertime::predict
