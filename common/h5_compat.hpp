@@ -23,4 +23,16 @@ inline std::optional<H5O_type_t> object_type(hid_t location, const char* name) {
   return info.type;
 }
 
+// Asks HDF5 not to take its flock(2) on the file for this access list (readers beside a writer). HDF5
+// 1.10.7 and 1.12.1 added H5Pset_file_locking; before them only HDF5_USE_FILE_LOCKING=FALSE in the
+// environment does it, so this returns false and the reader takes the shared lock as before.
+inline bool disable_file_locking(hid_t access_list) {
+#if H5_VERSION_GE(1, 10, 7)
+  return H5Pset_file_locking(access_list, false, true) >= 0;
+#else
+  (void)access_list;
+  return false;
+#endif
+}
+
 }  // namespace itertime::h5compat

@@ -1,9 +1,18 @@
 // h5store.cpp: the HDF5 store: files, /meta, typed tables (h5store.hpp).
 #include "common/h5store.hpp"
 
+#include <fcntl.h>
+#include <sys/file.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdlib>
 #include <ctime>
 #include <filesystem>
+#include <fstream>
 #include <functional>
+#include <sstream>
 
 #include "common/errors.hpp"
 #include "common/h5_compat.hpp"
@@ -58,6 +67,66 @@ H5::FileAccPropList checksummed_format() {
   H5::FileAccPropList access;
   access.setLibverBounds(H5F_LIBVER_V18, H5F_LIBVER_V18);
   return access;
+}
+
+// Whether HDF5's own flock is off for every open of a store (HDF5 >= 1.10.7, and no
+// HDF5_USE_FILE_LOCKING other than FALSE in the environment, which overrides the access list). Then
+// itertime locks writers itself (WriterLock); otherwise HDF5 does, as before, and readers take its shared
+// lock (they cannot read beside a writer).
+bool hdf5_locking_off() {
+  static const bool off = [] {
+    const char* env = std::getenv("HDF5_USE_FILE_LOCKING");
+    if (env != nullptr && std::string(env) != "FALSE") return false;
+    H5::FileAccPropList probe;
+    return h5compat::disable_file_locking(probe.getId());
+  }();
+  return off;
+}
+
+// The access list of every open: HDF5's flock off (see hdf5_locking_off), so that `itertime inspect`,
+// validate or h5py (File(..., locking=False)) read a file while a calibration appends to it (the writer
+// flushes after every append), and so that a reader and a writer of one file can share a process (HDF5
+// refuses one file opened twice with different locking settings); with the checksummed format's bounds
+// when `checksummed`.
+H5::FileAccPropList access_list(bool checksummed) {
+  H5::FileAccPropList access = checksummed ? checksummed_format() : H5::FileAccPropList();
+  if (hdf5_locking_off()) h5compat::disable_file_locking(access.getId());
+  return access;
+}
+
+// Whether another open file description holds HDF5's exclusive flock on `path`: a writer has the file
+// open (HDF5 locks a file with flock(2) for as long as it is open, exclusively when writing). A probe,
+// not a lock: the shared lock it may take is released at once.
+// This process's own writer (a Store open for appending) does not count: /proc/locks names the holder.
+bool writer_holds(const std::string& path) {
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return false;
+  const bool held = ::flock(fd, LOCK_SH | LOCK_NB) != 0 && errno == EWOULDBLOCK;
+  ::close(fd);
+  if (!held) return false;
+  struct stat status {};
+  if (::stat(path.c_str(), &status) != 0) return true;
+  // Lines read "1: FLOCK  ADVISORY  WRITE 1234 08:01:5678 0 EOF": the holder's pid, then major:minor:inode.
+  std::ifstream locks("/proc/locks");
+  std::string line;
+  const std::string inode = ":" + std::to_string(status.st_ino) + " ";
+  bool someone_else = false, listed = false;
+  while (std::getline(locks, line)) {
+    if (line.find("FLOCK") == std::string::npos || line.find(" WRITE ") == std::string::npos ||
+        line.find(inode) == std::string::npos) {
+      continue;
+    }
+    listed = true;
+    std::istringstream fields(line.substr(line.find(" WRITE ") + 7));
+    long pid = 0;
+    fields >> pid;
+    someone_else = someone_else || pid != static_cast<long>(::getpid());
+  }
+  return someone_else || !listed;
+}
+
+std::string being_written(const std::string& path) {
+  return path + ": another process is writing it (a calibration in progress?); wait for it to end, or write to another file";
 }
 
 // Adds the per-chunk Fletcher-32 checksum to a table's creation properties.
@@ -186,6 +255,10 @@ std::string utc_now_for_meta() {
 // ---- damaged files ---------------------------------------------------------------------------
 
 UserError damaged_file(const std::string& path, const std::string& what) {
+  if (writer_holds(path)) {
+    return UserError(path + ": changed while it was read (" + what +
+                     "): another process is writing it; read it again, or wait for that job to end");
+  }
   return UserError(path + ": damaged: " + what +
                    "; the file was changed or cut off after itertime wrote it: restore it from a copy, or calibrate again");
 }
@@ -280,25 +353,54 @@ void TableHandle::truncate(std::size_t count) {
   });
 }
 
+// ---- WriterLock --------------------------------------------------------------------------------
+
+WriterLock WriterLock::acquire(const std::string& path, bool create) {
+  if (!hdf5_locking_off()) return WriterLock();  // HDF5 takes its own exclusive lock
+  const int fd = ::open(path.c_str(), O_RDWR | O_CLOEXEC | (create ? O_CREAT : 0), 0644);
+  if (fd < 0) return WriterLock();  // HDF5's open reports why (permissions, missing folder)
+  if (::flock(fd, LOCK_EX | LOCK_NB) == 0) return WriterLock(fd);
+  ::close(fd);
+  if (writer_holds(path)) throw UserError(being_written(path));
+  return WriterLock();  // this process's own writable Store holds it (HDF5 shares the open file)
+}
+
+WriterLock& WriterLock::operator=(WriterLock&& other) noexcept {
+  if (this != &other) {
+    if (fd_ >= 0) ::close(fd_);
+    fd_ = other.fd_;
+    other.fd_ = -1;
+  }
+  return *this;
+}
+
+WriterLock::~WriterLock() {
+  if (fd_ >= 0) ::close(fd_);  // closing the descriptor releases the flock
+}
+
 // ---- Store -------------------------------------------------------------------------------------
 
-Store::Store(H5::H5File file, std::string path, bool writable)
-    : file_(std::move(file)), path_(std::move(path)), writable_(writable) {}
+Store::Store(WriterLock lock, H5::H5File file, std::string path, bool writable)
+    : lock_(std::move(lock)), file_(std::move(file)), path_(std::move(path)), writable_(writable) {}
 
 Store Store::create(const std::string& path, bool force, const std::map<std::string, std::string>& provenance) {
   silence_hdf5();
   std::error_code error;
-  if (std::filesystem::exists(path, error) && !force) {
+  const bool existed = std::filesystem::exists(path, error);
+  if (existed && !force) {
     throw UserError(path + ": file exists; pass --force to overwrite it (or --resume to continue it)");
   }
   const auto parent = std::filesystem::path(path).parent_path();
   if (!parent.empty() && !std::filesystem::is_directory(parent, error)) {
     throw UserError(path + ": folder " + parent.string() + " does not exist; create it first");
   }
+  // Locked before HDF5 truncates: a live writer's file is refused, never emptied under it.
+  WriterLock lock = WriterLock::acquire(path, /*create=*/true);
   H5::H5File file;
   try {
-    file = H5::H5File(path, H5F_ACC_TRUNC, H5::FileCreatPropList::DEFAULT, checksummed_format());
+    file = H5::H5File(path, H5F_ACC_TRUNC, H5::FileCreatPropList::DEFAULT, access_list(true));
   } catch (const H5::Exception& h5_error) {
+    if (!existed) std::filesystem::remove(path, error);  // the lock's empty file: nothing is left behind
     throw UserError(path + ": cannot create the HDF5 file (" + h5_error.getDetailMsg() + "); check the path and permissions");
   }
   ITERTIME_H5_TRY(path, "write /meta", {
@@ -307,7 +409,7 @@ Store Store::create(const std::string& path, bool force, const std::map<std::str
     for (const auto& [name, value] : provenance) write_string_attribute(meta, name, value);
     file.flush(H5F_SCOPE_GLOBAL);
   });
-  return Store(std::move(file), path, true);
+  return Store(std::move(lock), std::move(file), path, true);
 }
 
 Store Store::open(const std::string& path, bool writable) {
@@ -324,7 +426,7 @@ Store Store::open(const std::string& path, bool writable) {
   {
     H5::H5File probe;
     try {
-      probe = H5::H5File(path, H5F_ACC_RDONLY);
+      probe = H5::H5File(path, H5F_ACC_RDONLY, H5::FileCreatPropList::DEFAULT, access_list(false));
     } catch (const H5::Exception& h5_error) {
       throw UserError(path + ": cannot open the HDF5 file (" + h5_error.getDetailMsg() + ")");
     }
@@ -343,21 +445,26 @@ Store Store::open(const std::string& path, bool writable) {
                     (older.empty() ? "" : (several_older ? " (and versions " : " (and version ") + older + " files)") +
                     "; use the itertime that wrote it, or calibrate again");
   }
+  WriterLock lock = writable ? WriterLock::acquire(path, /*create=*/false) : WriterLock();
   H5::H5File file;
   try {
-    // Appending keeps a checksummed file's format for what it adds; a store written before that format
-    // (HDF5's earliest) does not open with those bounds and is appended to in its own format.
-    try {
-      file = H5::H5File(path, writable ? H5F_ACC_RDWR : H5F_ACC_RDONLY, H5::FileCreatPropList::DEFAULT,
-                        checksummed_format());
-    } catch (const H5::Exception&) {
-      file = H5::H5File(path, writable ? H5F_ACC_RDWR : H5F_ACC_RDONLY);
+    if (!writable) {
+      file = H5::H5File(path, H5F_ACC_RDONLY, H5::FileCreatPropList::DEFAULT, access_list(false));
+    } else {
+      // Appending keeps a checksummed file's format for what it adds; a store written before that format
+      // (HDF5's earliest) does not open with those bounds and is appended to in its own format.
+      try {
+        file = H5::H5File(path, H5F_ACC_RDWR, H5::FileCreatPropList::DEFAULT, access_list(true));
+      } catch (const H5::Exception&) {
+        file = H5::H5File(path, H5F_ACC_RDWR, H5::FileCreatPropList::DEFAULT, access_list(false));
+      }
     }
   } catch (const H5::Exception& h5_error) {
+    if (writable && writer_holds(path)) throw UserError(being_written(path));
     throw UserError(path + ": cannot open for " + (writable ? "writing" : "reading") + " (" +
-                    h5_error.getDetailMsg() + "); check permissions, or whether another process holds it");
+                    h5_error.getDetailMsg() + "); check permissions");
   }
-  return Store(std::move(file), path, writable);
+  return Store(std::move(lock), std::move(file), path, writable);
 }
 
 Store Store::create_or_resume(const std::string& path, bool force, bool resume,

@@ -19,6 +19,14 @@
 //    checksums, and every table chunk carries a Fletcher-32 checksum; so a file damaged after it was
 //    written fails a checksum instead of being read as garbage (stores written before this format, in
 //    HDF5's earliest one, are still read and appended to in their own format, unchecked).
+//  - One writer per file: a writable Store holds an exclusive flock(2) on its file (WriterLock, taken
+//    before HDF5 opens or truncates it, released after HDF5 closes it), so a second job on the same file,
+//    and create --force of a file another process is writing, are refused with one line ("another
+//    process is writing it") and touch nothing. HDF5's own flock is switched off (HDF5 >= 1.10.7), so
+//    readers take no lock: `inspect`, validate and h5py (locking=False) read a file while a calibration
+//    appends to it, seeing every row appended so far (each append is flushed). Where HDF5's locking
+//    cannot be switched off (older HDF5, or HDF5_USE_FILE_LOCKING set to other than FALSE), HDF5 locks
+//    as before and readers wait for the writer to end.
 //  - HDF5's own error stack printing is switched off. A failed write is an InternalError; a failed read
 //    of a file that opened and passed the schema check, and a table whose stored dimension or row spans
 //    cannot be right, mean a damaged file: a UserError (damaged_file) naming the file and what failed.
@@ -125,6 +133,24 @@ struct DatasetInfo {
   std::string element;             // "compound" or the numeric type
 };
 
+// An exclusive flock(2) on a store's file for as long as a writable Store holds it (see the invariants).
+// Empty (no lock) where HDF5 locks by itself, or when this process already holds the file's lock.
+class WriterLock {
+ public:
+  WriterLock() = default;
+  // Throws UserError when another process holds the lock. `create`: make the file when it is missing.
+  static WriterLock acquire(const std::string& path, bool create);
+  WriterLock(WriterLock&& other) noexcept : fd_(other.fd_) { other.fd_ = -1; }
+  WriterLock& operator=(WriterLock&& other) noexcept;
+  WriterLock(const WriterLock&) = delete;
+  WriterLock& operator=(const WriterLock&) = delete;
+  ~WriterLock();
+
+ private:
+  explicit WriterLock(int fd) : fd_(fd) {}
+  int fd_ = -1;
+};
+
 class Store {
  public:
   // Creates a new store. Refuses (UserError) an existing path unless `force`. Writes /meta with the
@@ -174,10 +200,11 @@ class Store {
   void flush();
 
  private:
-  Store(H5::H5File file, std::string path, bool writable);
+  Store(WriterLock lock, H5::H5File file, std::string path, bool writable);
   TableHandle open_table(const std::string& path, const RowType& row_type, std::size_t chunk_rows);
   TableHandle open_existing_table(const std::string& path, const RowType& row_type, std::size_t row_bytes);
 
+  WriterLock lock_;  // declared before file_: released after HDF5 has closed the file
   H5::H5File file_;
   std::string path_;
   bool writable_ = false;

@@ -1241,9 +1241,80 @@ TEST(H5StoreDamage, StoresOfTheEarlierFormatStillOpenReadAndAppend) {
   ASSERT_EQ(rows.size(), 1u);
   EXPECT_EQ(rows[0].id, 7);
   H5F_info2_t info{};
-  H5::H5File file(path, H5F_ACC_RDONLY);
+  H5::FileAccPropList unlocked;  // the store above has it open without HDF5's lock: the same settings
+  H5Pset_file_locking(unlocked.getId(), false, true);
+  H5::H5File file(path, H5F_ACC_RDONLY, H5::FileCreatPropList::DEFAULT, unlocked);
   ASSERT_GE(H5Fget_info2(file.getId(), &info), 0);
   EXPECT_EQ(info.super.version, 0u) << "the file keeps its format";
+}
+
+
+// ---- two writers; readers beside a writer -------------------------------------------------------
+
+TEST(H5StoreWriters, ASecondWriterIsRefusedAndReadersReadBesideTheWriter) {
+  TempDir dir;
+  const std::string path = dir.file("live.h5");
+  {
+    h5::Store store = h5::Store::create(path, false, kProvenance);
+    store.table<Row>("/comm/points").append(make_row(1, 1.5, "first"));
+  }
+  int ready[2], done[2];
+  ASSERT_EQ(pipe(ready), 0);
+  ASSERT_EQ(pipe(done), 0);
+  const pid_t child = fork();
+  ASSERT_GE(child, 0);
+  if (child == 0) {
+    // The writer: appends a row, says so, and keeps the file open until told to close it.
+    int status = 0;
+    try {
+      h5::Store store = h5::Store::open(path, true);
+      store.table<Row>("/comm/points").append(make_row(2, 2.5, "second"));
+      char byte = 'r';
+      if (write(ready[1], &byte, 1) != 1) status = 4;
+      if (read(done[0], &byte, 1) != 1) status = 5;
+    } catch (...) {
+      status = 3;
+    }
+    std::_Exit(status);
+  }
+  char byte = 0;
+  ASSERT_EQ(read(ready[0], &byte, 1), 1);
+  const std::string before = file_bytes(path);
+  const std::string second_writer = user_error_of([&] { (void)h5::Store::open(path, true); });
+  EXPECT_NE(second_writer.find(path + ": another process is writing it"), std::string::npos) << second_writer;
+  const std::string forced = user_error_of([&] { (void)h5::Store::create(path, /*force=*/true, kProvenance); });
+  EXPECT_NE(forced.find(path + ": another process is writing it"), std::string::npos) << forced;
+  EXPECT_EQ(file_bytes(path), before) << "a refused --force leaves the live file as it was";
+  {
+    // A reader beside the writer sees every row the writer appended (it flushes after each append).
+    h5::Store reader = h5::Store::open(path, false);
+    const auto rows = reader.table<Row>("/comm/points").read_all();
+    ASSERT_EQ(rows.size(), 2u);
+    EXPECT_EQ(h5::get_string(rows[1].label), "second");
+  }
+  ASSERT_EQ(write(done[1], &byte, 1), 1);
+  int status = 0;
+  ASSERT_EQ(waitpid(child, &status, 0), child);
+  ASSERT_TRUE(WIFEXITED(status));
+  EXPECT_EQ(WEXITSTATUS(status), 0);
+  for (int fd : {ready[0], ready[1], done[0], done[1]}) close(fd);
+  h5::Store after = h5::Store::open(path, true);  // the writer is gone: writing is allowed again
+  EXPECT_EQ(after.table<Row>("/comm/points").size(), 2u);
+}
+
+TEST(H5StoreWriters, ThisProcesssOwnWriterIsNotAnotherProcess) {
+  // A damaged read while this process has the file open for appending is a damaged file, not "another
+  // process is writing it" (the flock probe sees this process's own lock; /proc/locks names the holder).
+  TempDir dir;
+  const std::string path = dir.file("own.h5");
+  {
+    h5::Store store = h5::Store::create(path, false, kProvenance);
+    store.table<Row>("/comm/points").append(make_row(1, 1.5, "first"));
+  }
+  h5::Store writer = h5::Store::open(path, true);
+  EXPECT_NE(h5::damaged_file(path, "test").what(), std::string());
+  EXPECT_NE(std::string(h5::damaged_file(path, "test").what()).find(path + ": damaged: test"), std::string::npos)
+      << h5::damaged_file(path, "test").what();
 }
 
 }  // namespace
