@@ -10,6 +10,7 @@
 #include "common/half.hpp"
 #include "runtime/job_abort.hpp"
 #include "runtime/mpi_check.hpp"
+#include "runtime/watchdog.hpp"
 
 namespace itertime {
 namespace {
@@ -123,6 +124,7 @@ void MpiCommunicator::all_to_all(const void* send, void* recv, std::size_t count
 
 void MpiCommunicator::send(const void* buffer, std::size_t count, DType dtype, int peer) {
   if (abort_ != nullptr) {
+    WatchedOperation watched("send", static_cast<long long>(count * dtype_bytes(dtype)), size_);
     MPI_Request send = MPI_REQUEST_NULL, none = MPI_REQUEST_NULL;
     ITERTIME_MPI_CHECK(MPI_Isend(buffer, checked_count(count), mpi_type(dtype), peer, /*tag=*/7, comm_, &send));
     abort_->wait(send, none);
@@ -133,6 +135,7 @@ void MpiCommunicator::send(const void* buffer, std::size_t count, DType dtype, i
 
 void MpiCommunicator::recv(void* buffer, std::size_t count, DType dtype, int peer) {
   if (abort_ != nullptr) {
+    WatchedOperation watched("recv", static_cast<long long>(count * dtype_bytes(dtype)), size_);
     MPI_Request none = MPI_REQUEST_NULL, recv = MPI_REQUEST_NULL;
     ITERTIME_MPI_CHECK(MPI_Irecv(buffer, checked_count(count), mpi_type(dtype), peer, /*tag=*/7, comm_, &recv));
     abort_->wait(none, recv);
@@ -145,6 +148,7 @@ void MpiCommunicator::send_recv(const void* send, int send_peer, void* recv, int
                                 DType dtype) {
   const int n = checked_count(count);
   if (abort_ != nullptr) {
+    WatchedOperation watched("send_recv", static_cast<long long>(count * dtype_bytes(dtype)), size_);
     MPI_Request send_request = MPI_REQUEST_NULL, recv_request = MPI_REQUEST_NULL;
     ITERTIME_MPI_CHECK(MPI_Irecv(recv, n, mpi_type(dtype), recv_peer, /*tag=*/8, comm_, &recv_request));
     ITERTIME_MPI_CHECK(MPI_Isend(send, n, mpi_type(dtype), send_peer, /*tag=*/8, comm_, &send_request));
@@ -167,6 +171,7 @@ void MpiCommunicator::start_reduce_scatter_sum(const void* send, void* recv, std
 }
 
 void MpiCommunicator::finish_started() {
+  WatchedOperation watched("finish_started (overlapped reductions)", -1, size_);
   for (MPI_Request& request : started_) {
     if (abort_ != nullptr) {
       abort_->wait_collective(request);

@@ -4,6 +4,8 @@
 // round to nearest even); int8 sums wrap as MPI_INT8_T does. Does not own the MPI_Comm it is given.
 // With a JobAbort set, send/recv/send_recv post MPI_Isend/MPI_Irecv and wait through it (the same
 // point-to-point protocol as the blocking calls); the collectives stay blocking.
+// Every wait is watched (watchdog.hpp): the blocking calls through the MPI profiling interface, the
+// polled waits (abortable point-to-point, finish_started) by their own guard.
 #pragma once
 
 #include <mpi.h>

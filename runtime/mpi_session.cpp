@@ -9,20 +9,55 @@
 #include <cstdio>
 #include <cstdlib>
 #include <exception>
+#include <initializer_list>
 
 #include "common/errors.hpp"
 #include "runtime/mpi_check.hpp"
+#include "runtime/watchdog.hpp"
 
 namespace itertime {
+
+namespace {
+
+// This process's world rank or size as its launcher exported it (Open MPI, PMIx, PMI, Slurm); -1 if none.
+int launcher_number(std::initializer_list<const char*> names) {
+  for (const char* name : names) {
+    const char* text = std::getenv(name);
+    if (text != nullptr && *text != '\0') return std::atoi(text);
+  }
+  return -1;
+}
+
+// The watchdog's limit for MPI_Init, before the command line is read: ITERTIME_WATCHDOG_S or the default
+// (a malformed value is reported by the command later).
+double init_watchdog_seconds() {
+  try {
+    return watchdog_seconds();
+  } catch (const UserError&) {
+    return kDefaultWatchdogSeconds;
+  }
+}
+
+}  // namespace
 
 MpiSession::MpiSession(int* argc, char*** argv) {
   if (!initialized()) {
     int provided = 0;
+    // MPI_Init waits for every rank of the job too: a rank stopped before it would hold the others there.
+    Watchdog init_watchdog(init_watchdog_seconds(),
+                           launcher_number({"OMPI_COMM_WORLD_RANK", "PMIX_RANK", "PMI_RANK", "SLURM_PROCID"}),
+                           launcher_number({"OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "SLURM_NTASKS"}));
+    WatchedOperation watched("MPI_Init_thread", -1, 0);
     ITERTIME_MPI_CHECK(MPI_Init_thread(argc, argv, MPI_THREAD_FUNNELED, &provided));
     owns_ = true;
     // Errors come back as codes, checked by ITERTIME_MPI_CHECK, instead of killing the job silently.
     MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
   }
+}
+
+void MpiSession::start_watchdog(double timeout_s) {
+  if (watchdog_ != nullptr) return;
+  watchdog_ = std::make_unique<Watchdog>(timeout_s, world_rank(), world_size());
 }
 
 MpiSession::~MpiSession() {
@@ -201,6 +236,7 @@ std::string broadcast_string(const std::string& text, MPI_Comm comm) {
 }
 
 void quiet_barrier(MPI_Comm comm) {
+  WatchedOperation watched("quiet barrier", -1, MPI_DATATYPE_NULL, comm);
   MPI_Request request;
   ITERTIME_MPI_CHECK(MPI_Ibarrier(comm, &request));
   int done = 0;

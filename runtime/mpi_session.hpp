@@ -10,10 +10,15 @@
 //    the same tp_idx and pp_idx: Megatron's data-parallel group with context parallelism) is in rank
 //    order, group rank dp_idx * cp + cp_idx. With cp 1 it has the DP group's members.
 //  - abort_all() never returns: it aborts every rank of the job with the given exit code.
+//  - MPI_Init is watched by a Watchdog of its own (limit: ITERTIME_WATCHDOG_S or the default; rank from
+//    the launcher's environment). start_watchdog() starts the session's Watchdog (watchdog.hpp) once; it
+//    stops when the session ends, after MPI_Finalize, so that a finalize that waits on a stopped peer is
+//    bounded too.
 #pragma once
 
 #include <mpi.h>
 
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -21,6 +26,8 @@
 #include "common/parallel_config.hpp"
 
 namespace itertime {
+
+class Watchdog;  // runtime/watchdog.hpp
 
 class MpiSession {
  public:
@@ -36,9 +43,13 @@ class MpiSession {
   [[noreturn]] static void abort_all(int exit_code);
   // Finalizes MPI if a session left it initialized (a single-rank run that stopped with an error).
   static void finalize_if_initialized();
+  // Ends this process (and so the job, through mpirun) when one blocking MPI wait lasts `timeout_s`
+  // (watchdog.hpp); 0 turns it off. Resolve the limit with watchdog_seconds(). Later calls do nothing.
+  void start_watchdog(double timeout_s);
 
  private:
   bool owns_ = false;
+  std::unique_ptr<Watchdog> watchdog_;
 };
 
 class MpiComm {
@@ -115,7 +126,7 @@ int node_local_rank(MPI_Comm comm);
 std::string broadcast_string(const std::string& text, MPI_Comm comm);
 
 // A barrier over `comm` that sleeps between polls, so that a waiting rank leaves its core to the ranks
-// still measuring (collective).
+// still measuring (collective; watched as one operation, "quiet barrier").
 void quiet_barrier(MPI_Comm comm);
 
 // Runs `body` on rank 0 of MPI_COMM_WORLD only; a UserError it throws reaches every rank as a

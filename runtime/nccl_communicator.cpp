@@ -8,6 +8,7 @@
 
 #include "common/errors.hpp"
 #include "runtime/job_abort.hpp"
+#include "runtime/watchdog.hpp"
 
 #define ITERTIME_CUDA_CALL(call)                                                                        \
   do {                                                                                                  \
@@ -64,12 +65,30 @@ class DeviceBuffer final : public CommBuffer {
 
 }  // namespace
 
-struct NcclCommunicator::State {
+// The communicator is watched (watchdog.hpp) from its creation until it is destroyed or abandoned: the
+// watchdog thread polls its asynchronous error and aborts it before ending the process.
+struct NcclCommunicator::State final : WatchedResource {
   ncclComm_t comm = nullptr;
   cudaStream_t stream = nullptr;
-  ~State() {
+  std::unique_ptr<WatchedResourceRegistration> registration;  // while `comm` is live
+  State() = default;
+  State(const State&) = delete;
+  State& operator=(const State&) = delete;
+  ~State() override {
+    registration.reset();
     if (comm) ncclCommDestroy(comm);
     if (stream) cudaStreamDestroy(stream);
+  }
+  std::string async_error() override {
+    ncclResult_t result = ncclSuccess;
+    if (comm == nullptr || ncclCommGetAsyncError(comm, &result) != ncclSuccess) return "";
+#if defined(NCCL_VERSION_CODE) && NCCL_VERSION_CODE >= NCCL_VERSION(2, 14, 0)
+    if (result == ncclInProgress) return "";
+#endif
+    return result == ncclSuccess ? "" : std::string("NCCL: ") + ncclGetErrorString(result);
+  }
+  void abort() noexcept override {
+    if (comm) ncclCommAbort(comm);
   }
 };
 
@@ -99,6 +118,7 @@ NcclCommunicator::NcclCommunicator(MPI_Comm bootstrap) : state_(std::make_unique
   MPI_Bcast(&id, sizeof(id), MPI_BYTE, 0, bootstrap_);
   ITERTIME_CUDA_CALL(cudaStreamCreateWithFlags(&state_->stream, cudaStreamNonBlocking));
   ITERTIME_NCCL_CALL(ncclCommInitRank(&state_->comm, size_, id, rank_));
+  state_->registration = std::make_unique<WatchedResourceRegistration>(state_.get());
 }
 
 NcclCommunicator::~NcclCommunicator() = default;
@@ -161,6 +181,7 @@ void NcclCommunicator::send_recv(const void* send, int send_peer, void* recv, in
 }
 
 void NcclCommunicator::synchronize() {
+  WatchedOperation watched("synchronize (NCCL stream)", -1, size_);
   if (abort_ == nullptr) {
     ITERTIME_CUDA_CALL(cudaStreamSynchronize(state_->stream));
     return;
@@ -189,6 +210,7 @@ void NcclCommunicator::start_all_reduce_sum(void* buffer, std::size_t count, DTy
 
 void NcclCommunicator::abandon() {
   if (state_->comm == nullptr) return;
+  state_->registration.reset();  // the watchdog no longer polls or aborts it
   ncclCommAbort(state_->comm);  // ends this communicator's kernels in flight; nothing to report if it fails
   state_->comm = nullptr;
 }

@@ -5,6 +5,9 @@
 // With a JobAbort set, synchronize() polls the stream (and NCCL's asynchronous error) instead of
 // blocking, and abandon() aborts the NCCL communicator (ncclCommAbort), which ends its kernels in flight.
 // fp16 and bf16 are native NCCL types; reductions run on the device.
+// Watchdog (watchdog.hpp): synchronize() is a watched wait, and the communicator is registered with
+// the watchdog, which polls ncclCommGetAsyncError and calls ncclCommAbort before ending the process.
+// Builds without CUDA have no NCCL communicator and nothing to register.
 // Declared without CUDA or NCCL headers so that includers stay plain C++.
 #pragma once
 
