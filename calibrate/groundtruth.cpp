@@ -8,10 +8,15 @@
 #include <chrono>
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <fstream>
 #include <limits>
 #include <optional>
 #include <memory>
+#include <set>
+#include <thread>
+
+#include <unistd.h>
 
 #include "common/groundtruth_store.hpp"
 #include "calibrate/recipe_stamp.hpp"
@@ -21,6 +26,7 @@
 #include "common/errors.hpp"
 #include "common/timing_row.hpp"
 #include "common/h5store.hpp"
+#include "common/interruption_journal.hpp"
 #include "common/measurement_rounds.hpp"
 #include "runtime/job_abort.hpp"
 #include "runtime/mpi_session.hpp"
@@ -104,6 +110,7 @@ struct ConfigProgress {
   std::string key;
   std::string skip_reason;  // why it does not run ("" when it does)
   bool failed = false;      // the previous run died measuring it
+  int interruptions = 0;    // rank 0: times in a row a signal ended a run while it was in flight (journaled)
   std::string oom;          // rank 0: what ran out of memory ("" unless it did; then it gets no more rounds)
   std::vector<RoundMeasurement> rounds;  // what assess_rounds judges, one per round measured
   std::vector<MeasuredRound> measured;   // the rest of each round, in the same order
@@ -113,11 +120,18 @@ struct ConfigProgress {
 
 // One ground-truth run in progress: what every configuration reads, and the summary it fills.
 struct GroundTruthRun {
+  explicit GroundTruthRun(const GroundTruthOptions& run_options) : options(run_options) {}
   const GroundTruthOptions& options;
   int world_rank = 0;
   int world_size = 1;
   ResumePlan plan;
-  std::string in_flight;  // rank 0: the configuration the previous run died measuring ("" if none)
+  std::string in_flight;         // rank 0: the configuration the previous run died measuring ("" if none)
+  std::string in_flight_reason;  // rank 0: why it is recorded failed
+  std::string interrupted;       // rank 0: the configuration a signal interrupted, measured again ("" if none)
+  int interrupted_count = 0;     // rank 0: its interruptions in a row so far
+  std::size_t retried = 0;       // rank 0: failed configurations measured again (--retry-failed)
+  InterruptionJournal* journal = nullptr;  // rank 0: the interruption journal (null elsewhere)
+  double hold_in_flight_s = 0;   // rank 0: the test hook's hold (ITERTIME_TEST_HOLD_IN_FLIGHT_S), once
   GroundTruthSummary summary;
   int key_width = 34;  // of the key column in the printed tables: the job's longest key (recipes make them long)
 };
@@ -137,6 +151,13 @@ void print_start(const GroundTruthRun& run, std::size_t measuring) {
     std::printf("# %zu configurations already in %s (resuming)\n", run.summary.configs_present,
                 run.options.output_path.c_str());
   }
+  if (run.retried) std::printf("# %zu recorded failed, measured again (--retry-failed)\n", run.retried);
+  if (!run.interrupted.empty() && run.interrupted_count > 0) {
+    std::printf("# %s was in flight when the previous run was interrupted (%d in a row): measured again\n",
+                run.interrupted.c_str(), run.interrupted_count);
+  } else if (!run.interrupted.empty()) {
+    std::printf("# %s was in flight when the previous run ended: measured again (--retry-failed)\n", run.interrupted.c_str());
+  }
   std::printf("#\n# %-5s %-7s %-*s %14s %9s %9s  %s\n", "round", "config", run.key_width, "key", "time_us(med)", "load", "steal",
               "verdict so far");
   std::fflush(stdout);
@@ -146,7 +167,7 @@ void print_start(const GroundTruthRun& run, std::size_t measuring) {
 void decide_whether_it_runs(const GroundTruthRun& run, const JobConfig& config, ConfigProgress& progress) {
   std::string skip_reason;
   if (run.world_rank == 0 && !run.in_flight.empty() && run.in_flight == progress.key) {
-    skip_reason = "failed: the previous run died while measuring this configuration (out of memory or a crash); see its log";
+    skip_reason = run.in_flight_reason;
   }
   progress.skip_reason = broadcast_string(skip_reason, MPI_COMM_WORLD);
   progress.failed = !progress.skip_reason.empty();
@@ -305,7 +326,17 @@ std::vector<GroundTruthRankRow> gather_rank_rows(const RankTraining& training, c
 // of ranks, and the job goes on (train_and_time).
 void measure_round(GroundTruthRun& run, const JobConfig& config, ConfigProgress& progress, int round, int position) {
   const int needed = config.parallel.world_size();
-  if (run.world_rank == 0) run.plan.store->set_meta(kInFlightAttribute, progress.key);
+  if (run.world_rank == 0) {
+    // The journal first: while it is rewritten the attribute does not name this key (interruption_journal.hpp).
+    if (run.journal) run.journal->begin(progress.key, progress.interruptions);
+    run.plan.store->set_meta(kInFlightAttribute, progress.key);
+    if (run.hold_in_flight_s > 0) {  // test hook (groundtruth.hpp)
+      std::fprintf(stderr, "itertime: test hook: holding %s in flight for %.0f s (pid %d)\n", progress.key.c_str(),
+                   run.hold_in_flight_s, static_cast<int>(::getpid()));
+      std::this_thread::sleep_for(std::chrono::duration<double>(run.hold_in_flight_s));
+      run.hold_in_flight_s = 0;
+    }
+  }
   MPI_Comm job_comm = MPI_COMM_NULL;
   MPI_Comm_split(MPI_COMM_WORLD, run.world_rank < needed ? 0 : MPI_UNDEFINED, run.world_rank, &job_comm);
   if (job_comm != MPI_COMM_NULL) {
@@ -334,6 +365,7 @@ void measure_round(GroundTruthRun& run, const JobConfig& config, ConfigProgress&
   quiet_barrier(MPI_COMM_WORLD);
   if (run.world_rank != 0) return;
   run.plan.store->set_meta(kInFlightAttribute, std::string());
+  progress.interruptions = 0;  // it came through a round
   const std::size_t total = run.options.job.configs.size();
   if (!progress.oom.empty()) {
     progress.assessment.wants_another_round = false;
@@ -475,9 +507,19 @@ void print_table_header(const GroundTruthRun& run) {
 GroundTruthSummary calibrate_groundtruth(const GroundTruthOptions& options) {
   const auto started = Clock::now();
   const Job& job = options.job;
-  GroundTruthRun run{options, 0, 1, {}, {}, {}};
+  GroundTruthRun run{options};
   MPI_Comm_rank(MPI_COMM_WORLD, &run.world_rank);
   MPI_Comm_size(MPI_COMM_WORLD, &run.world_size);
+  if (options.retry_failed && !options.resume) {
+    throw CollectiveUserError("--retry-failed measures again what a file already holds: use it with --resume");
+  }
+  // Rank 0 journals the in-flight configuration for the signal handler (common/interruption_journal.hpp).
+  std::optional<InterruptionJournal> journal;
+  if (run.world_rank == 0) {
+    journal.emplace(interruption_journal_path(options.output_path));
+    run.journal = &*journal;
+    if (const char* text = std::getenv("ITERTIME_TEST_HOLD_IN_FLIGHT_S")) run.hold_in_flight_s = std::atof(text);
+  }
 
   std::vector<std::string> config_keys;
   for (const JobConfig& config : job.configs) {
@@ -491,11 +533,32 @@ GroundTruthSummary calibrate_groundtruth(const GroundTruthOptions& options) {
     }
     run.key_width = std::max(run.key_width, static_cast<int>(key.size()));
   }
+  // Present: a key with a row, unless --retry-failed and its newest row is failed.
+  const auto present_keys = [&](h5::Store& store) {
+    std::set<std::string> keys = existing_groundtruth_keys(store);
+    if (!options.retry_failed) return keys;
+    const std::set<std::string> planned(config_keys.begin(), config_keys.end());
+    for (const GroundTruthRow& row : read_groundtruth_rows(store)) {
+      const std::string key = h5::get_string(row.key);
+      if (h5::get_string(row.status) == "failed" && planned.count(key) && keys.erase(key)) ++run.retried;
+    }
+    return keys;
+  };
   run.plan = open_resume_plan(StoreTarget{options.output_path, options.force, options.resume, options.provenance},
-                              config_keys, existing_groundtruth_keys, [&](h5::Store& store) {
+                              config_keys, present_keys, [&](h5::Store& store) {
                                 const auto meta = store.meta();
                                 const auto found = meta.find(kInFlightAttribute);
-                                if (found != meta.end()) run.in_flight = found->second;
+                                const std::string in_flight = found != meta.end() ? found->second : std::string();
+                                const InFlightVerdict verdict = judge_in_flight(
+                                    in_flight, read_interruption_journal(run.journal->path()), options.retry_failed);
+                                if (verdict.kind == InFlightVerdict::Kind::failed) {
+                                  run.in_flight = in_flight;  // recorded failed; the attribute stays until it is
+                                  run.in_flight_reason = verdict.reason;
+                                } else if (verdict.kind == InFlightVerdict::Kind::pending) {
+                                  run.interrupted = in_flight;  // an ordinary pending configuration from now on
+                                  run.interrupted_count = verdict.interruptions;
+                                  store.set_meta(kInFlightAttribute, std::string());
+                                }
                                 stamp_recipe(store, resolve_attention_kernel(job.attention));
                                 store.set_meta("groundtruth_job", job.path);
                                 store.set_meta("groundtruth_model", job.model_path);
@@ -509,6 +572,7 @@ GroundTruthSummary calibrate_groundtruth(const GroundTruthOptions& options) {
     ConfigProgress& p = progress.emplace_back();
     p.index = index;
     p.key = config_keys[index];
+    if (p.key == run.interrupted) p.interruptions = run.interrupted_count;
     decide_whether_it_runs(run, job.configs[index], p);
   }
   std::vector<ConfigProgress*> measuring;
@@ -522,6 +586,7 @@ GroundTruthSummary calibrate_groundtruth(const GroundTruthOptions& options) {
     for (const ConfigProgress& p : progress) record_and_print(run, p);
     run.plan.store->set_meta(kInFlightAttribute, std::string());  // a failed one is now recorded
   }
+  if (run.journal) run.journal->finish();  // the clean end: nothing is in flight
 
   GroundTruthSummary& summary = run.summary;
   summary.elapsed_s = std::chrono::duration<double>(Clock::now() - started).count();

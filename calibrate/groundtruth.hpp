@@ -17,7 +17,15 @@
 //    all decided by the trainer's check_trainable) is recorded as skipped with its reason, and the job
 //    goes on.
 //  - A configuration that kills the job (out of memory, a crash) is recorded as failed by the next
-//    --resume, which finds it marked in flight in /meta, and the job goes on after it.
+//    --resume, which finds it marked in flight in /meta, and the job goes on after it. One whose run was
+//    ended by SIGTERM, SIGINT or SIGHUP (a preemption, a requeue, a Ctrl-C) stays pending and is measured
+//    again, unless that happened twice in a row while it was in flight: rank 0 journals interruptions
+//    (common/interruption_journal.hpp, `OUTPUT.inflight`), since mpirun also sends SIGTERM to every rank
+//    when one crashes. --retry-failed (with --resume) measures the failed ones again; their new row
+//    supersedes the old (the newest row of a key wins, common/groundtruth_store.hpp).
+//  - Test hook: ITERTIME_TEST_HOLD_IN_FLIGHT_S=S makes rank 0 hold the first round it measures in flight
+//    for S seconds (after marking it), saying so on stderr with its pid, so that a test can signal the
+//    job while a configuration is in flight (tests/e2e/groundtruth_preempt.sh).
 #pragma once
 
 #include <map>
@@ -32,6 +40,7 @@ struct GroundTruthOptions {
   std::string output_path;
   bool force = false;
   bool resume = false;
+  bool retry_failed = false;  // with resume: measure the configurations recorded failed again
   std::map<std::string, std::string> provenance;
 };
 

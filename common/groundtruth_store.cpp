@@ -1,6 +1,8 @@
 // groundtruth_store.cpp: the /groundtruth tables: row types, append and resume (groundtruth_store.hpp).
 #include "common/groundtruth_store.hpp"
 
+#include <map>
+
 #include "common/errors.hpp"
 #include "common/h5_parent_rows.hpp"
 
@@ -130,7 +132,23 @@ void append_groundtruth(h5::Store& store, GroundTruthRow row, const std::vector<
                            h5::child_rows(kRanksSpan, ranks), h5::child_rows(kRoundsSpan, rounds));
 }
 
+std::vector<GroundTruthRow> newest_groundtruth_rows(const std::vector<GroundTruthRow>& rows) {
+  std::map<std::string, std::size_t> newest;  // key -> index of its last row
+  for (std::size_t i = 0; i < rows.size(); ++i) newest[h5::get_string(rows[i].key)] = i;
+  if (newest.size() == rows.size()) return rows;
+  std::vector<GroundTruthRow> kept;
+  kept.reserve(newest.size());
+  for (std::size_t i = 0; i < rows.size(); ++i) {
+    if (newest[h5::get_string(rows[i].key)] == i) kept.push_back(rows[i]);
+  }
+  return kept;
+}
+
 std::vector<GroundTruthRow> read_groundtruth_rows(h5::Store& store) {
+  return newest_groundtruth_rows(read_every_groundtruth_row(store));
+}
+
+std::vector<GroundTruthRow> read_every_groundtruth_row(h5::Store& store) {
   if (!store.exists(kGroundTruthTable)) return {};
   const int64_t version = store.schema_version();
   if (version == h5::kSchemaVersion) return store.table<GroundTruthRow>(kGroundTruthTable).read_all();

@@ -1,10 +1,12 @@
 // groundtruth_store.hpp: the /groundtruth tables (schema in docs/schema.md).
-// Invariants: one GroundTruthRow per configuration of a job (status ok, skipped or failed, with the
+// Invariants: one GroundTruthRow per configuration of a job (status ok, skipped, failed or oom, with the
 // reason), appended last, after its samples (/groundtruth/samples_us, one per timed iteration: the
 // wall time of the slowest rank, every round's in the order they ran), its per-rank breakdown rows
 // (/groundtruth/ranks) and its measurement rounds (/groundtruth/rounds, one per round it was measured
 // in, with that round's sample count, median and outside load); the row's offsets point at them. A
-// configuration is present when its row is. A row's `recipe` is recipe_text() of the configuration's
+// configuration is present when its row is. The tables are append-only: a configuration measured again
+// (`calibrate groundtruth --resume --retry-failed` on a `failed` row) gets a second row, and the newest row
+// of a key wins: read_groundtruth_rows returns that one only (read_every_groundtruth_row returns all). A row's `recipe` is recipe_text() of the configuration's
 // training techniques ("" = plain; common/training_techniques.hpp); the key ends in it unless plain.
 // A row's cp and vp are the configuration's context-parallel degree and virtual pipeline stages per
 // pipeline rank (common/parallel_config.hpp), each at least 1; the key shows them unless both are 1.
@@ -80,9 +82,14 @@ inline constexpr const char* kGroundTruthRounds = "/groundtruth/rounds";
 
 void append_groundtruth(h5::Store& store, GroundTruthRow row, const std::vector<double>& samples_us,
                         const std::vector<GroundTruthRankRow>& ranks, const std::vector<GroundTruthRoundRow>& rounds);
-// Every /groundtruth/configs row (none when the table is absent), from a file of this schema or an
-// older one still opened (schema 4 and 5 rows read with cp = vp = 1; schema 4's with recipe "").
+// The /groundtruth/configs rows (none when the table is absent), from a file of this schema or an
+// older one still opened (schema 4 and 5 rows read with cp = vp = 1; schema 4's with recipe ""): the
+// newest row of each key, in file order (what fit, predict, validate and inspect read).
 std::vector<GroundTruthRow> read_groundtruth_rows(h5::Store& store);
+// Every row, superseded ones included, in file order (for checks of the file itself).
+std::vector<GroundTruthRow> read_every_groundtruth_row(h5::Store& store);
+// The newest row of each key of `rows`, in their order (the rule read_groundtruth_rows applies).
+std::vector<GroundTruthRow> newest_groundtruth_rows(const std::vector<GroundTruthRow>& rows);
 // Keys present; trims samples and rank rows written after the last complete configuration. For writers:
 // refuses a file of an older schema, as append_groundtruth does.
 std::set<std::string> existing_groundtruth_keys(h5::Store& store);

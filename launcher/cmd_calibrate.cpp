@@ -11,6 +11,7 @@
 #include "common/job.hpp"
 #include "common/errors.hpp"
 #include "runtime/mpi_session.hpp"
+#include "runtime/watchdog.hpp"
 #include "launcher/commands.hpp"
 #include "launcher/provenance.hpp"
 
@@ -34,6 +35,7 @@ struct CommArgs {
   std::string mode = "latency";
   double outside_load_cores = calibrate::CommCalibrationOptions().outside_load_cores;
   int max_extra_tries = calibrate::CommCalibrationOptions().max_extra_tries;
+  std::string watchdog_s;  // empty: $ITERTIME_WATCHDOG_S, else the default (runtime/watchdog.hpp)
 };
 
 int run_comm(Context& context, const CommArgs& args) {
@@ -62,6 +64,7 @@ int run_comm(Context& context, const CommArgs& args) {
       options.sweep.iters = args.iters;
       options.sweep.mode = calibrate::parse_timing_mode(args.mode);
       if (args.force && args.resume) throw UserError("--force and --resume exclude each other: pick one");
+      mpi.start_watchdog(watchdog_seconds(args.watchdog_s));
       if (!(args.outside_load_cores >= 0)) throw UserError("--outside-load-cores must not be negative");
       if (args.max_extra_tries < 0) throw UserError("--max-extra-tries must not be negative");
       options.outside_load_cores = args.outside_load_cores;
@@ -96,6 +99,8 @@ struct GroundTruthArgs {
   std::string output;
   bool force = false;
   bool resume = false;
+  bool retry_failed = false;  // groundtruth only
+  std::string watchdog_s;     // empty: $ITERTIME_WATCHDOG_S, else the default (runtime/watchdog.hpp)
 };
 
 // A job-driven LibTorch stage (ops, groundtruth): loads the job on every rank, fills the options that
@@ -110,6 +115,7 @@ int run_job_stage(Context& context, const GroundTruthArgs& args, const char* wha
     Options options;
     try {
       if (args.force && args.resume) throw UserError("--force and --resume exclude each other: pick one");
+      mpi.start_watchdog(watchdog_seconds(args.watchdog_s));
       options.job = load_job(args.job);
     } catch (const CollectiveUserError&) {
       throw;
@@ -142,10 +148,12 @@ using OpsOptions = GroundTruthOptions;
 #endif
 
 int run_groundtruth(Context& context, const GroundTruthArgs& args) {
-  return run_job_stage<GroundTruthOptions>(context, args, "ground truth", [](const auto& options) {
+  return run_job_stage<GroundTruthOptions>(context, args, "ground truth", [&args](auto options) {
 #ifdef ITERTIME_HAVE_TORCH
+    options.retry_failed = args.retry_failed;
     calibrate::calibrate_groundtruth(options);
 #else
+    (void)args;
     (void)options;
 #endif
   });
@@ -194,6 +202,9 @@ void register_calibrate(CLI::App& app, std::vector<std::pair<CLI::App*, Action>>
   comm->add_option("--max-extra-tries", args->max_extra_tries,
                    "Times a loaded stretch is measured again before it is kept as it is")
       ->capture_default_str();
+  comm->add_option("--watchdog-s", args->watchdog_s,
+                   "End the job when a rank waits this many seconds in one MPI operation (a peer stopped or hung); "
+                   "0: never (default: $ITERTIME_WATCHDOG_S, else 300)");
   actions.emplace_back(comm, [args](Context& context) { return run_comm(context, *args); });
 
   CLI::App* groundtruth = calibrate->add_subcommand(
@@ -203,6 +214,11 @@ void register_calibrate(CLI::App& app, std::vector<std::pair<CLI::App*, Action>>
   groundtruth->add_option("-o,--output", gt_args->output, "HDF5 file to write (refused if it exists, unless --force or --resume)")->required();
   groundtruth->add_flag("--force", gt_args->force, "Overwrite an existing output file");
   groundtruth->add_flag("--resume", gt_args->resume, "Continue an existing output file: measure only the missing configurations");
+  groundtruth->add_flag("--retry-failed", gt_args->retry_failed,
+                        "With --resume: measure again the configurations recorded failed (their new row supersedes the old)");
+  groundtruth->add_option("--watchdog-s", gt_args->watchdog_s,
+                          "End the job when a rank waits this many seconds in one MPI operation (a peer stopped or hung); "
+                          "0: never (default: $ITERTIME_WATCHDOG_S, else 300)");
   actions.emplace_back(groundtruth, [gt_args](Context& context) { return run_groundtruth(context, *gt_args); });
 
   CLI::App* ops = calibrate->add_subcommand(
@@ -212,6 +228,9 @@ void register_calibrate(CLI::App& app, std::vector<std::pair<CLI::App*, Action>>
   ops->add_option("-o,--output", ops_args->output, "HDF5 file to write (refused if it exists, unless --force or --resume)")->required();
   ops->add_flag("--force", ops_args->force, "Overwrite an existing output file");
   ops->add_flag("--resume", ops_args->resume, "Continue an existing output file: trace and time only what is missing");
+  ops->add_option("--watchdog-s", ops_args->watchdog_s,
+                  "End the job when a rank waits this many seconds in one MPI operation (a peer stopped or hung); "
+                  "0: never (default: $ITERTIME_WATCHDOG_S, else 300)");
   actions.emplace_back(ops, [ops_args](Context& context) { return run_ops(context, *ops_args); });
 }
 

@@ -76,7 +76,7 @@ int main(int argc, char** argv) {
       std::size_t rows = 0;
       std::set<std::string> keys;
       if (present.count(store::kGroundTruthTable)) {
-        for (const auto& row : store::read_groundtruth_rows(store)) {  // any schema still read
+        for (const auto& row : store::read_every_groundtruth_row(store)) {  // any schema still read; duplicates included
           keys.insert(h5::get_string(row.key));
           ++rows;
         }
