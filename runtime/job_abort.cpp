@@ -2,6 +2,7 @@
 #include "runtime/job_abort.hpp"
 
 #include "runtime/mpi_check.hpp"
+#include "runtime/watchdog.hpp"
 
 namespace itertime {
 namespace {
@@ -88,6 +89,7 @@ void JobAbort::wait_collective(MPI_Request& request) {
 }
 
 void JobAbort::barrier() {
+  const WatchedOperation watched("MPI_Ibarrier (job abort channel)", -1, MPI_DATATYPE_NULL, comm_);  // a polled wait
   MPI_Request request = MPI_REQUEST_NULL;
   ITERTIME_MPI_CHECK(MPI_Ibarrier(comm_, &request));
   wait_collective(request);
@@ -99,6 +101,7 @@ double JobAbort::all_reduce(double value, MPI_Op op) {
   double& in = buffers.back();
   buffers.push_back(0.0);
   double& out = buffers.back();
+  const WatchedOperation watched("MPI_Iallreduce (job abort channel)", 1, MPI_DOUBLE, comm_);  // a polled wait
   MPI_Request request = MPI_REQUEST_NULL;
   ITERTIME_MPI_CHECK(MPI_Iallreduce(&in, &out, 1, MPI_DOUBLE, op, comm_, &request));
   wait_collective(request);  // on an abort the two buffers stay with the pending operation
