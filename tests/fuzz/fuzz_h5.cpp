@@ -8,8 +8,9 @@
 // file unchanged; a crash (in our code or inside libhdf5), a hang (> 20 s), an InternalError or another
 // exception fails. The seed is written by today's writer (HDF5 1.8 format with metadata checksums,
 // Fletcher-32 per table chunk, see common/h5store.hpp); stores of the earlier format are not fuzzed. The
-// worker's address space is capped at 4 GiB. The run is a fixed number of inputs, ITERTIME_FUZZ_INPUTS
-// (default 8,000, about 60 s on the 2-core development machine), so every machine runs the same inputs.
+// worker's address space is capped at 4 GiB. The run is a fixed number of inputs, ITERTIME_FUZZ_H5_INPUTS
+// or else ITERTIME_FUZZ_INPUTS (default 8,000, about 60 s on the 2-core development machine), so every
+// machine runs the same inputs.
 #include <gtest/gtest.h>
 
 #include <H5Cpp.h>
@@ -160,7 +161,7 @@ TEST(Fuzz, Hdf5Readers) {
   // Runs in blocks of forked workers until the input count is spent.
   Tally total;
   const int64_t first = fuzz_first();
-  const int64_t limit = fuzz_inputs(8000);
+  const int64_t limit = env_int("ITERTIME_FUZZ_H5_INPUTS", fuzz_inputs(8000));
   while (ran < limit) {
     const int64_t block = std::min<int64_t>(500, limit - ran);
     const Tally tally = run_isolated(first + ran, block, 20.0, work.path().string(), [&](int64_t index) {
