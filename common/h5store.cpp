@@ -94,9 +94,9 @@ H5::FileAccPropList access_list(bool checksummed) {
   return access;
 }
 
-// Whether another open file description holds HDF5's exclusive flock on `path`: a writer has the file
-// open (HDF5 locks a file with flock(2) for as long as it is open, exclusively when writing). A probe,
-// not a lock: the shared lock it may take is released at once.
+// Whether another open file description holds an exclusive flock on `path`: a writer has the file open
+// (WriterLock's, or HDF5's own where HDF5 still locks: it holds flock(2) for as long as a file is open,
+// exclusively when writing). A probe, not a lock: the shared lock it may take is released at once.
 // This process's own writer (a Store open for appending) does not count: /proc/locks names the holder.
 bool writer_holds(const std::string& path) {
   const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
