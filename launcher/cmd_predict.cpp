@@ -69,9 +69,8 @@ int run_predict(const PredictArgs& a) {
   const predict::PredictOutcome outcome = predict::predict(resolver, request);
   if (!outcome.ok()) throw UserError(outcome.reason);  // the CLI boundary: a prediction that cannot be made
   const predict::Prediction& p = *outcome.prediction;
-  const auto memory = predict::memory_all_stages(spec, config, policy, parse_attention(model.attention), request.techniques);
-  int64_t peak_bytes = 0;
-  for (const auto& m : memory) peak_bytes = std::max(peak_bytes, m.total_bytes);
+  const int64_t peak_bytes =
+      predict::peak_memory_bytes(spec, config, policy, parse_attention(model.attention), request.techniques);
   const double memory_limit = device_memory_bytes(a.device_memory_gib, hardware);
   const bool too_big = memory_limit > 0 && static_cast<double>(peak_bytes) > memory_limit;
   validate::PredictionRecord record;

@@ -19,7 +19,6 @@
 #include <filesystem>
 #include <fstream>
 #include <functional>
-#include <iterator>
 #include <map>
 #include <set>
 #include <string>
@@ -1107,11 +1106,6 @@ TEST(H5Store, GroundTruthRecipeCpAndVpColumnsRoundTrip) {
 
 // ---- damaged files: checksums, spans and dimensions ---------------------------------------------
 
-std::string file_bytes(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  return std::string(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
-}
-
 void write_bytes(const std::string& path, const std::string& bytes) {
   std::ofstream out(path, std::ios::binary | std::ios::trunc);
   out << bytes;
@@ -1119,7 +1113,7 @@ void write_bytes(const std::string& path, const std::string& bytes) {
 
 // Flips one bit of the first occurrence of `needle` in the file; fails the test when it is absent.
 void flip_bit_in(const std::string& path, const std::string& needle) {
-  std::string bytes = file_bytes(path);
+  std::string bytes = read_bytes(path);
   const std::size_t at = bytes.find(needle);
   ASSERT_NE(at, std::string::npos) << needle << " not found in " << path;
   bytes[at + 1] = static_cast<char>(bytes[at + 1] ^ 0x04);
@@ -1279,12 +1273,12 @@ TEST(H5StoreWriters, ASecondWriterIsRefusedAndReadersReadBesideTheWriter) {
   }
   char byte = 0;
   ASSERT_EQ(read(ready[0], &byte, 1), 1);
-  const std::string before = file_bytes(path);
+  const std::string before = read_bytes(path);
   const std::string second_writer = user_error_of([&] { (void)h5::Store::open(path, true); });
   EXPECT_NE(second_writer.find(path + ": another process is writing it"), std::string::npos) << second_writer;
   const std::string forced = user_error_of([&] { (void)h5::Store::create(path, /*force=*/true, kProvenance); });
   EXPECT_NE(forced.find(path + ": another process is writing it"), std::string::npos) << forced;
-  EXPECT_EQ(file_bytes(path), before) << "a refused --force leaves the live file as it was";
+  EXPECT_EQ(read_bytes(path), before) << "a refused --force leaves the live file as it was";
   {
     // A reader beside the writer sees every row the writer appended (it flushes after each append).
     h5::Store reader = h5::Store::open(path, false);
