@@ -1,6 +1,8 @@
 // cmd_predict.cpp: `itertime fit`, `predict`, `validate` and `plan`: options, then the libraries; the
 // reporters are validate/prediction_report and validate/validation_report. No MPI, no LibTorch.
 #include <cstdio>
+#include <filesystem>
+#include <fstream>
 #include <memory>
 #include <optional>
 #include <string>
@@ -13,6 +15,7 @@
 #include "predict/memory_model.hpp"
 #include "predict/plan.hpp"
 #include "predict/predictor.hpp"
+#include "predict/target_device.hpp"
 #include "predict/throughput.hpp"
 #include "validate/prediction_report.hpp"
 #include "validate/validation_run.hpp"
@@ -28,8 +31,22 @@ struct PredictArgs {
   std::string recipe = "plain";
   bool blind = false, raw = false, json = false;
   double device_memory_gib = 0;
-  std::string hardware;  // --hardware: a data/hardware description (must be the calibration's)
+  std::string hardware;  // --hardware: a data/hardware description (another than the calibration's: described)
+  std::string efficiency;  // --efficiency: operator efficiencies to carry to a described device
+  int nodes = 0;           // --nodes: must agree with the layout on the described device
 };
+
+// --nodes N on a GPU description: the layout's ranks must fill exactly N nodes of gpus_per_node.
+void check_nodes(int nodes, int64_t ranks, const std::optional<HardwareSpec>& hardware) {
+  if (nodes == 0) return;
+  if (nodes < 0) throw UserError("--nodes " + std::to_string(nodes) + ": give a positive node count");
+  if (!hardware || !hardware->gpus_per_node) throw UserError("--nodes needs --hardware with a GPU description (GPUs per node)");
+  const int64_t per_node = *hardware->gpus_per_node;
+  if (ranks != int64_t{nodes} * per_node) {
+    throw UserError("--nodes " + std::to_string(nodes) + ": " + std::to_string(nodes) + " nodes of " + hardware->name + " hold " +
+                    std::to_string(int64_t{nodes} * per_node) + " GPUs, the layout has " + std::to_string(ranks) + " ranks");
+  }
+}
 
 // --device-memory-gib when given, else a GPU description's memory (a CPU node's is shared by its ranks: none).
 double device_memory_bytes(double gib, const std::optional<HardwareSpec>& hardware) {
@@ -48,6 +65,22 @@ TrainingTechniques parse_recipe_option(const std::string& text, const std::strin
   }
 }
 
+// `path` must not exist unless `force`; refused before anything is written.
+void refuse_existing(const std::string& path, bool force, const std::string& option) {
+  std::error_code error;
+  if (!force && std::filesystem::exists(path, error)) throw UserError(option + " " + path + ": file exists; pass --force to overwrite it");
+}
+
+// Written to PATH.tmp and renamed: never a half-written file under the real name.
+void write_text_file(const std::string& path, const std::string& text) {
+  const std::string temporary = path + ".tmp";
+  {
+    std::ofstream out(temporary, std::ios::binary | std::ios::trunc);
+    if (!(out << text) || !out.flush()) throw UserError(path + ": cannot be written; check the folder and permissions");
+  }
+  std::filesystem::rename(temporary, path);
+}
+
 int run_predict(const PredictArgs& a) {
   const LlamaSpec spec = load_llama_config(a.model_file);
   ParallelConfig config{a.dp, a.tp, a.pp, a.micro_batch, a.global_batch, a.seq_len};
@@ -55,8 +88,11 @@ int run_predict(const PredictArgs& a) {
   config.vp = a.vp;
   config.require_valid(spec, 0);
   const PrecisionPolicy& policy = parse_precision(a.precision);
-  const predict::FittedModel model = predict::load_or_fit(a.source);
-  const std::optional<HardwareSpec> hardware = predict::hardware_for(model, a.hardware);
+  const predict::FittedModel model = a.source.empty() ? predict::FittedModel{} : predict::load_or_fit(a.source);
+  const predict::HardwareChoice choice = predict::choose_hardware(a.source.empty() ? nullptr : &model, a.hardware, a.efficiency);
+  const std::optional<HardwareSpec>& hardware = choice.hardware;
+  const predict::TargetDevice* target = choice.target ? &*choice.target : nullptr;
+  check_nodes(a.nodes, config.world_size(), hardware);
   predict::PredictRequest request;
   request.model_name = spec.name;
   request.model = &spec;  // stages never traced are built from the model
@@ -65,27 +101,33 @@ int run_predict(const PredictArgs& a) {
   request.blind = a.blind;
   request.techniques = parse_recipe_option(a.recipe, "--recipe");
   request.calibrated = !a.raw;
-  predict::StageResolver resolver(model, predict::StagePolicy::kTracedThenBuilt);
+  predict::StageResolver resolver = target != nullptr ? predict::StageResolver(model, target)
+                                                      : predict::StageResolver(model, predict::StagePolicy::kTracedThenBuilt);
   const predict::PredictOutcome outcome = predict::predict(resolver, request);
   if (!outcome.ok()) throw UserError(outcome.reason);  // the CLI boundary: a prediction that cannot be made
   const predict::Prediction& p = *outcome.prediction;
   const int64_t peak_bytes =
-      predict::peak_memory_bytes(spec, config, policy, parse_attention(model.attention), request.techniques);
+      predict::peak_memory_bytes(spec, config, policy, target != nullptr ? target->attention : parse_attention(model.attention),
+                                 request.techniques);
   const double memory_limit = device_memory_bytes(a.device_memory_gib, hardware);
   const bool too_big = memory_limit > 0 && static_cast<double>(peak_bytes) > memory_limit;
   validate::PredictionRecord record;
-  record.source = a.source;
+  record.source = target != nullptr ? "described " + target->hardware.name : a.source;
+  if (target != nullptr) {
+    record.described = "operator efficiencies fitted on " + target->operators.fitted_from +
+                       ", communication from NCCL's cost model of the description; no ground-truth factor";
+  }
   record.model_name = spec.name;
   record.config = config;
   record.precision = a.precision;
   record.blind = a.blind;
   record.recipe = recipe_label(request.techniques);
-  record.attention = model.attention;
-  record.libtorch_version = model.libtorch_version;
+  record.attention = target != nullptr ? to_string(target->attention) : model.attention;
+  record.libtorch_version = target != nullptr ? "" : model.libtorch_version;
   record.prediction = p;
   record.peak_memory_bytes = peak_bytes;
   record.exceeds_device_memory = too_big;
-  record.regression_check = predict::pooled_regression_check(model);
+  if (target == nullptr) record.regression_check = predict::pooled_regression_check(model);
   record.throughput = predict::throughput(spec, config, policy.name, p.total_us, hardware ? &*hardware : nullptr);
   record.hardware = hardware ? hardware->name : "";
   if (a.json) {
@@ -107,9 +149,18 @@ void register_predict(CLI::App& app, std::vector<std::pair<CLI::App*, Action>>& 
   fit->add_option("CAL", *fit_in, "Calibration HDF5 file (with /comm and /ops)")->required();
   fit->add_option("-o,--output", *fit_out, "Where to save the fitted model")->required();
   fit->add_flag("--force", *fit_force, "Overwrite an existing model file");
-  actions.emplace_back(fit, [fit_in, fit_out, fit_force](Context&) {
+  auto efficiency_out = std::make_shared<std::string>();
+  fit->add_option("--efficiency-out", *efficiency_out,
+                  "Also write the operator efficiencies (JSON) that `predict --hardware` carries to other devices");
+  actions.emplace_back(fit, [fit_in, fit_out, fit_force, efficiency_out](Context&) {
     const predict::FittedModel model = predict::fit_model(*fit_in);
+    if (!efficiency_out->empty() && model.roofline.empty()) {
+      throw UserError("--efficiency-out " + *efficiency_out + ": " + *fit_in +
+                      " has no operator efficiencies (its devices match no hardware description this build ships)");
+    }
+    if (!efficiency_out->empty()) refuse_existing(*efficiency_out, *fit_force, "--efficiency-out");
     predict::save_model(model, *fit_out, *fit_force);
+    if (!efficiency_out->empty()) write_text_file(*efficiency_out, predict::roofline_to_json(model.roofline));
     validate::print_fit_summary(model, *fit_in, *fit_out);
     return 0;
   });
@@ -117,7 +168,8 @@ void register_predict(CLI::App& app, std::vector<std::pair<CLI::App*, Action>>& 
   // predict
   CLI::App* predict_cmd = app.add_subcommand("predict", "Predict the iteration time and its breakdown of one configuration");
   auto args = std::make_shared<PredictArgs>();
-  predict_cmd->add_option("SOURCE", args->source, "A model from `itertime fit`, or a calibration .h5 (fitted on the fly)")->required();
+  predict_cmd->add_option("SOURCE", args->source,
+                          "A model from `itertime fit`, or a calibration .h5 (fitted on the fly); optional with --hardware");
   predict_cmd->add_option("--model", args->model_file, "LLaMA config.json (the model that was traced)")->required();
   predict_cmd->add_option("--dp", args->dp, "Data-parallel degree")->capture_default_str();
   predict_cmd->add_option("--tp", args->tp, "Tensor-parallel degree")->capture_default_str();
@@ -138,8 +190,12 @@ void register_predict(CLI::App& app, std::vector<std::pair<CLI::App*, Action>>& 
   predict_cmd->add_option("--device-memory-gib", args->device_memory_gib,
                           "Flag configurations whose peak memory exceeds this (default: the GPU description's memory)");
   predict_cmd->add_option("--hardware", args->hardware,
-                          "Hardware description (data/hardware) for MFU and the device memory; must be the one the "
-                          "calibration's devices match (default: that one)");
+                          "Hardware description (data/hardware): the calibration's own (default) for MFU and the device memory, "
+                          "or another device, predicted from its description with the calibration's operator efficiencies");
+  predict_cmd->add_option("--efficiency", args->efficiency,
+                          "Operator efficiencies to carry to --hardware (a file from `itertime fit --efficiency-out`; default: "
+                          "the calibration's, or data/efficiency/default.json without one)");
+  predict_cmd->add_option("--nodes", args->nodes, "With --hardware: the nodes the layout fills (checked against its ranks)");
   actions.emplace_back(predict_cmd, [args](Context&) { return run_predict(*args); });
 
   // validate
@@ -195,7 +251,7 @@ void register_plan(CLI::App& app, std::vector<std::pair<CLI::App*, Action>>& act
   CLI::App* plan_cmd = app.add_subcommand("plan", "List the fastest legal, memory-feasible configurations of a model on N GPUs");
   struct PlanArgs {
     std::string source, model_file;
-    int gpus = 1, global_batch = 0, seq_len = 0, top = 10;
+    int gpus = 0, global_batch = 0, seq_len = 0, top = 10;
     std::vector<int> micro_batches = {1, 2, 4, 8};
     std::vector<int> virtual_stages = {1};
     std::vector<int> context_parallel = {1};
@@ -203,13 +259,16 @@ void register_plan(CLI::App& app, std::vector<std::pair<CLI::App*, Action>>& act
     std::vector<std::string> recipes = {"plain"};
     bool all_recipes = false;
     double device_memory_gib = 0;
-    std::string hardware;
+    std::string hardware, efficiency;
+    int nodes = 0;
     bool json = false;
   };
   auto a = std::make_shared<PlanArgs>();
-  plan_cmd->add_option("SOURCE", a->source, "A model from `itertime fit`, or a calibration .h5")->required();
+  plan_cmd->add_option("SOURCE", a->source, "A model from `itertime fit`, or a calibration .h5; optional with --hardware");
   plan_cmd->add_option("--model", a->model_file, "LLaMA config.json")->required();
-  plan_cmd->add_option("--gpus", a->gpus, "Number of GPUs (ranks)")->required();
+  CLI::Option* gpus = plan_cmd->add_option("--gpus", a->gpus, "Number of GPUs (ranks)");
+  CLI::Option* nodes = plan_cmd->add_option("--nodes", a->nodes, "Number of nodes of the --hardware description (GPUs: nodes x its GPUs per node)");
+  gpus->excludes(nodes);
   plan_cmd->add_option("--gbs", a->global_batch, "Global batch size")->required();
   plan_cmd->add_option("--seq", a->seq_len, "Sequence length")->required();
   plan_cmd->add_option("--mbs", a->micro_batches, "Micro-batch sizes to consider")->delimiter(',')->capture_default_str();
@@ -232,8 +291,10 @@ void register_plan(CLI::App& app, std::vector<std::pair<CLI::App*, Action>>& act
   plan_cmd->add_option("--device-memory-gib", a->device_memory_gib,
                        "Device memory; larger configurations are infeasible (default: the GPU description's memory)");
   plan_cmd->add_option("--hardware", a->hardware,
-                       "Hardware description (data/hardware) for MFU and the device memory; must be the one the "
-                       "calibration's devices match (default: that one)");
+                       "Hardware description (data/hardware): the calibration's own (default) for MFU and the device memory, "
+                       "or another device, predicted from its description with the calibration's operator efficiencies");
+  plan_cmd->add_option("--efficiency", a->efficiency,
+                       "Operator efficiencies to carry to --hardware (default: the calibration's, or data/efficiency/default.json)");
   plan_cmd->add_option("--top", a->top, "How many to list")->capture_default_str();
   plan_cmd->add_flag("--json", a->json, "Print JSON");
   actions.emplace_back(plan_cmd, [a](Context&) {
@@ -250,8 +311,16 @@ void register_plan(CLI::App& app, std::vector<std::pair<CLI::App*, Action>>& act
     options.recipes.clear();
     for (const auto& r : a->recipes) options.recipes.push_back(parse_recipe_option(r, "--recipes"));
     if (a->all_recipes) options.recipes = predict::modelled_recipes();
-    const predict::FittedModel model = predict::load_or_fit(a->source);
-    options.hardware = predict::hardware_for(model, a->hardware);
+    const predict::FittedModel model = a->source.empty() ? predict::FittedModel{} : predict::load_or_fit(a->source);
+    const predict::HardwareChoice choice = predict::choose_hardware(a->source.empty() ? nullptr : &model, a->hardware, a->efficiency);
+    options.hardware = choice.hardware;
+    options.target = choice.target ? &*choice.target : nullptr;
+    if (a->nodes > 0) {
+      if (!choice.hardware || !choice.hardware->gpus_per_node) throw UserError("--nodes needs --hardware with a GPU description (GPUs per node)");
+      options.gpus = a->nodes * *choice.hardware->gpus_per_node;
+    } else if (a->gpus < 1) {
+      throw UserError("plan: give --gpus N or --nodes N");
+    }
     options.device_memory_bytes = device_memory_bytes(a->device_memory_gib, options.hardware);
     const auto entries = predict::plan(model, options);
     if (a->json) {

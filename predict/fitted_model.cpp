@@ -16,6 +16,7 @@
 #include "common/calibration_records.hpp"
 #include "common/errors.hpp"
 #include "common/h5store.hpp"
+#include "common/hardware_spec.hpp"
 #include "predict/predictor.hpp"
 #include "predict/stage_resolver.hpp"
 
@@ -62,6 +63,45 @@ void add_ops(FittedModel& model, const store::OpsRecords& ops) {
   }
 }
 
+// The transferable operator model (operator_roofline.hpp): fitted at the lowest profiled occupancy
+// against the description the devices matched, checked at every other occupancy. Nothing when the
+// description is not shipped here (the file still predicts with its own profiles).
+void add_roofline(FittedModel& model, const store::OpsRecords& ops, int threads_per_rank) {
+  if (model.hardware.empty() || model.occupancies.empty()) return;
+  HardwareSpec hardware;
+  try {
+    hardware = find_hardware_spec(model.hardware);
+  } catch (const UserError&) {
+    return;
+  }
+  std::set<int64_t> optimizer_signatures;
+  for (const store::OpStageRecord& stage : ops.stages) {
+    for (const store::StageSequenceRecord& row : stage.sequence) {
+      if (row.phase == Phase::kOptimizer) optimizer_signatures.insert(row.signature_id);
+    }
+  }
+  std::map<int64_t, std::vector<ProfiledCall>> calls_by_occupancy;
+  for (const auto& [key, time_us] : model.op_time_us) {
+    const OpInfo& info = model.signatures.at(key.first);
+    ProfiledCall call;
+    call.op_class = classify_operator(info.name, optimizer_signatures.count(key.first) ? Phase::kOptimizer : Phase::kForward);
+    call.math = math_dtype_of(info.input_dtypes, call.op_class, false);
+    call.flops = call.op_class == OperatorClass::kAttention ? attention_flops(info.name, info.signature) : info.flops;
+    call.bytes = info.bytes;
+    call.time_us = time_us;
+    calls_by_occupancy[key.second].push_back(call);
+  }
+  const int64_t fit_occupancy = model.occupancies.front();
+  model.roofline = fit_operator_roofline(calls_by_occupancy[fit_occupancy], rank_rates(hardware, fit_occupancy, threads_per_rank));
+  model.roofline.fitted_on = hardware.name;
+  model.roofline.fitted_from = model.source_file + " at occupancy " + std::to_string(fit_occupancy);
+  for (int64_t occupancy : model.occupancies) {
+    if (occupancy == fit_occupancy) continue;
+    model.roofline_transfer.push_back(check_transfer(model.roofline, rank_rates(hardware, occupancy, threads_per_rank),
+                                                     calls_by_occupancy[occupancy], fit_occupancy, occupancy));
+  }
+}
+
 }  // namespace
 
 int64_t CalibrationSet::source_occupancy(int64_t occupancy) const {
@@ -95,6 +135,7 @@ FittedModel fit_model(const std::string& calibration_path) {
   if (meta.count("attention")) model.attention = meta.at("attention");
   if (meta.count("libtorch_version")) model.libtorch_version = meta.at("libtorch_version");
   if (meta.count("hardware") && meta.at("hardware") != "none") model.hardware = meta.at("hardware");
+  int threads_per_rank = 1;
   // Oversubscribed CPU ranks share cores (predict/schedule.hpp): how many can compute at once.
   if (model.backend == "cpu" && meta.count("cpu_cores_per_node") && (!meta.count("num_nodes") || meta.at("num_nodes") == "1")) {
     const auto number = [](const std::string& text) {
@@ -104,6 +145,7 @@ FittedModel fit_model(const std::string& calibration_path) {
     };
     const double cores = number(meta.at("cpu_cores_per_node"));
     const double threads = meta.count("ops_compute_threads") ? std::max(1.0, number(meta.at("ops_compute_threads"))) : 1.0;
+    threads_per_rank = static_cast<int>(threads);
     if (cores >= 1) model.rank_slots = std::max(1.0, std::floor(cores / threads));
     model.node_ranks = meta.count("world_size") ? number(meta.at("world_size")) : 0.0;
   }
@@ -111,7 +153,9 @@ FittedModel fit_model(const std::string& calibration_path) {
   // configuration that communicates is then unpredicted, with the reason, and one that does not is
   // predicted as usual.
   if (store.exists(store::kCommTable)) model.comm = CommModel(store::read_comm_records(store));
-  add_ops(model, store::read_ops_records(store));
+  const store::OpsRecords ops = store::read_ops_records(store);
+  add_ops(model, ops);
+  add_roofline(model, ops, threads_per_rank);
   const std::vector<store::GroundTruthRecord> groundtruth = store::read_groundtruth_records(store);
   if (!groundtruth.empty()) {
     StageResolver resolver(model, StagePolicy::kTracedThenBuilt);

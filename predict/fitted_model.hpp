@@ -32,13 +32,15 @@
 #include "common/precision.hpp"
 #include "predict/comm_model.hpp"
 #include "predict/op_regression.hpp"
+#include "predict/operator_roofline.hpp"
 
 namespace itertime::predict {
 
-inline constexpr int kFittedModelVersion = 6;  // 2: non-negative regressions and their checks; 3: rank_slots;
+inline constexpr int kFittedModelVersion = 7;  // 2: non-negative regressions and their checks; 3: rank_slots;
                                                // 4: the calibration's attention kernel and LibTorch version;
                                                // 5: no global calibration (the nearest occupancy's instead);
                                                // 6: the hardware description the devices matched
+                                               // 7: the operator roofline (operator_roofline.hpp) and its transfer checks
 
 struct OpInfo {
   std::string name;
@@ -141,12 +143,17 @@ struct FittedModel {
   // The data/hardware description the calibrated devices matched (/meta `hardware`): "" when the file
   // names none (written before it was stored, or `none`: no description matched).
   std::string hardware;
+  // The transferable operator model fitted on /ops against that description at the lowest profiled
+  // occupancy (empty when the file names no description this build ships, or the description lacks a
+  // figure it needs), and how it predicts each other profiled occupancy.
+  OperatorRoofline roofline;
+  std::vector<TransferCheck> roofline_transfer;
   CalibrationSet calibration;        // precision-aware predictions
   CalibrationSet calibration_blind;  // the precision-blind baseline gets the same treatment
 
   template <class A> void serialize(A& a, unsigned) {
     a & source_file & backend & comm & signatures & signature_ids & op_time_us & stages & regressions & regression_checks & occupancies & rank_slots & node_ranks &
-        attention & libtorch_version & hardware & calibration & calibration_blind;
+        attention & libtorch_version & hardware & roofline & roofline_transfer & calibration & calibration_blind;
   }
 };
 

@@ -29,7 +29,8 @@ PlanEntry plan_entry(const FittedModel& model, const PlanOptions& options, Stage
   entry.reason = untrainable_reason(options.model, config, techniques);
   if (!entry.reason.empty()) return entry;
   const double peak = static_cast<double>(
-      peak_memory_bytes(options.model, config, precision_policy(precision), parse_attention(model.attention), techniques));
+      peak_memory_bytes(options.model, config, precision_policy(precision),
+                        options.target != nullptr ? options.target->attention : parse_attention(model.attention), techniques));
   entry.peak_memory_bytes = peak;
   if (options.device_memory_bytes > 0 && peak > options.device_memory_bytes) {
     entry.reason = "exceeds the device memory (not predicted)";
@@ -90,7 +91,8 @@ std::vector<PlanEntry> plan(const FittedModel& model, const PlanOptions& options
   if (options.gpus < 1) throw UserError("plan: the number of GPUs must be positive");
   if (options.global_batch < 1 || options.seq_len < 1) throw UserError("plan: global batch and sequence length must be positive");
   std::vector<PlanEntry> entries;
-  StageResolver resolver(model, StagePolicy::kTracedThenBuilt);  // candidates share their built stages
+  // Candidates share their built stages.
+  StageResolver resolver = options.target != nullptr ? StageResolver(model, options.target) : StageResolver(model, StagePolicy::kTracedThenBuilt);
   for (const auto& [cp, layout] : factorizations(options.gpus, options.context_parallel)) {
     for (const auto& [micro_batch, vp] : micro_batch_and_vp(options, layout.pp())) {
       ParallelConfig config{layout.dp(), layout.tp(), layout.pp(), micro_batch, options.global_batch, options.seq_len};
@@ -99,8 +101,11 @@ std::vector<PlanEntry> plan(const FittedModel& model, const PlanOptions& options
       if (!config.violations(options.model, options.gpus).empty()) continue;
       for (PrecisionName precision : options.precisions) {
         const PrecisionPolicy& policy = precision_policy(precision);
-        if (!model.backend.empty() && model.backend != "unknown" &&
-            !policy.supports(parse_backend(model.backend), backend_capabilities(model))) {
+        if (options.target != nullptr) {
+          const Backend backend = options.target->hardware.kind == DeviceKind::kGpu ? Backend::kCuda : Backend::kCpu;
+          if (!policy.supports(backend, BackendCapabilities{options.target->dialect == TorchDialect::kTorch2})) continue;
+        } else if (!model.backend.empty() && model.backend != "unknown" &&
+                   !policy.supports(parse_backend(model.backend), backend_capabilities(model))) {
           continue;  // the calibrated backend cannot run this policy
         }
         for (const TrainingTechniques& techniques : options.recipes) {

@@ -8,6 +8,7 @@
 
 #include "common/errors.hpp"
 #include "common/stats.hpp"
+#include "predict/described_comm.hpp"
 #include "predict/schedule.hpp"
 
 namespace itertime::predict {
@@ -60,10 +61,10 @@ struct OccupancyPlan {
   double tail_stretch = 1.0;      // ranks / slots when shared
 };
 
-OccupancyPlan plan_occupancy(const FittedModel& model, const ParallelConfig& c) {
+OccupancyPlan plan_occupancy(const FittedModel& model, const TargetDevice* target, const ParallelConfig& c) {
   OccupancyPlan plan;
   plan.occupancy = c.world_size();
-  plan.slots = model.rank_slots;
+  plan.slots = target != nullptr ? 0.0 : model.rank_slots;  // a described device: every rank on its own device
   plan.shared = plan.slots > 0 && static_cast<double>(plan.occupancy) > plan.slots &&
                 static_cast<double>(plan.occupancy) <= model.node_ranks;
   plan.profile_occupancy = plan.shared ? static_cast<int64_t>(plan.slots) : plan.occupancy;
@@ -72,10 +73,10 @@ OccupancyPlan plan_occupancy(const FittedModel& model, const ParallelConfig& c) 
 }
 
 // Step 3: the calibration applied (an override, the model's for this occupancy, or the identity).
-const Calibration& choose_calibration(const FittedModel& model, const PredictRequest& request, int64_t occupancy,
+const Calibration& choose_calibration(const FittedModel& model, const TargetDevice* target, const PredictRequest& request, int64_t occupancy,
                                       const Calibration& identity) {
   if (request.override_calibration != nullptr) return *request.override_calibration;
-  if (!request.calibrated) return identity;
+  if (!request.calibrated || target != nullptr) return identity;  // factors fitted on another device do not carry
   return (request.blind ? model.calibration_blind : model.calibration).for_occupancy(occupancy);
 }
 
@@ -94,9 +95,26 @@ struct StageComm {
   std::string failure;  // the comm model has no table for one of them
 };
 
-StageComm stage_comm(const CommModel& comm_model, const ParallelConfig& c, int stage, const std::vector<CommOp>& comms) {
+// On a described target (no calibration of it): the description's NCCL model with the group placed on
+// nodes by its rank stride (stride_ranks: TP 1, DP*CP and CP tp, pipeline neighbours dp*cp*tp).
+StageComm stage_comm(const CommModel& comm_model, const TargetDevice* target, const ParallelConfig& c, int stage,
+                     const std::vector<CommOp>& comms) {
   StageComm out;
+  const auto stride_of = [&](Collective collective, GroupLayout layout) -> int64_t {
+    if (layout == GroupLayout::kConsecutive) return 1;
+    return is_point_to_point(collective) ? int64_t{c.dp} * c.cp * c.tp : c.tp;
+  };
   const auto time_us = [&](Collective collective, const CommOp& op, int64_t group_size, GroupLayout layout) -> std::optional<double> {
+    if (target != nullptr) {
+      const int64_t gpus_per_node = target->hardware.gpus_per_node.value_or(1);
+      const std::optional<DescribedCommTime> described =
+          described_comm_us(target->hardware, collective, place_group(group_size, stride_of(collective, layout), gpus_per_node), op.bytes);
+      if (!described) {
+        out.failure = target->hardware.name + " describes no link for " + to_string(collective) + " over " + std::to_string(group_size) +
+                      " ranks (its NVLink or NIC figures are missing)";
+      }
+      return described ? std::optional<double>(described->time_us) : std::nullopt;
+    }
     const std::optional<CommPrediction> found = comm_model.find_us(collective, op.dtype, group_size, layout, op.bytes);
     if (!found) out.failure = comm_model.missing_reason(collective, layout);
     return found ? std::optional<double>(found->time_us) : std::nullopt;
@@ -248,7 +266,12 @@ void add_stage_notes(const std::string& stage_key, const ResolvedStage& stage, s
   for (const std::string& note : stage.fallback_notes) {
     if (notes.size() < limit) notes.push_back(note);
   }
-  if (stage.built && notes.size() < kMaxNotes) {
+  if (!stage.described_on.empty()) {
+    if (notes.size() < kMaxNotes) {
+      notes.push_back("stage " + stage_key + " built from the model, its " + std::to_string(stage.operators) +
+                      " operators timed by the operator roofline of " + stage.described_on);
+    }
+  } else if (stage.built && notes.size() < kMaxNotes) {
     notes.push_back("stage " + stage_key + " built from the model (not traced): " + std::to_string(stage.profiled) + " of " +
                     std::to_string(stage.operators) + " operators profiled, the rest from the regression" +
                     (stage.without_time ? " (" + std::to_string(stage.without_time) + " without a regression, counted as 0)" : ""));
@@ -356,7 +379,7 @@ PipelineFigures pipeline_figures(StageResolver& resolver, const PredictRequest& 
       }
       comms.erase(std::remove_if(comms.begin(), comms.end(), once_per_iteration_dp), comms.end());
     }
-    const StageComm comm = stage_comm(resolver.model().comm, chunked, s, comms);
+    const StageComm comm = stage_comm(resolver.model().comm, resolver.target(), chunked, s, comms);
     if (!comm.failure.empty()) {
       out.failure = comm.failure;
       return out;
@@ -371,7 +394,7 @@ PipelineFigures pipeline_figures(StageResolver& resolver, const PredictRequest& 
     return out;
   }
   for (int r = 0; r < c.pp; ++r) {
-    const StageComm dp = stage_comm(resolver.model().comm, c, r, merged_dp_comms(rank_dp_comms[static_cast<std::size_t>(r)]));
+    const StageComm dp = stage_comm(resolver.model().comm, resolver.target(), c, r, merged_dp_comms(rank_dp_comms[static_cast<std::size_t>(r)]));
     if (!dp.failure.empty()) {
       out.failure = dp.failure;
       return out;
@@ -470,9 +493,9 @@ Prediction assemble(const PipelineFigures& pipeline, const ParallelConfig& c, co
 PredictOutcome predict(StageResolver& resolver, const PredictRequest& request) {
   if (std::optional<std::string> reason = illegal_reason(request.config, request.model)) return {std::nullopt, *reason};
   if (std::optional<std::string> reason = unmodelled_reason(request.config, request.techniques)) return {std::nullopt, *reason};
-  const OccupancyPlan occupancy = plan_occupancy(resolver.model(), request.config);
+  const OccupancyPlan occupancy = plan_occupancy(resolver.model(), resolver.target(), request.config);
   const Calibration identity;
-  const Calibration& calibration = choose_calibration(resolver.model(), request, occupancy.occupancy, identity);
+  const Calibration& calibration = choose_calibration(resolver.model(), resolver.target(), request, occupancy.occupancy, identity);
   std::vector<std::string> notes;
   const PipelineFigures pipeline = pipeline_figures(resolver, request, occupancy, calibration.op_overhead_us, notes);
   if (!pipeline.failure.empty()) return {std::nullopt, pipeline.failure};

@@ -93,6 +93,30 @@ std::string built_cache_key(const StageQuery& query, PrecisionName built_precisi
          std::to_string(query.occupancy);
 }
 
+// A built stage timed by the target's operator roofline (the invariants); `failure` says why not.
+ResolvedStage time_on_target(const TargetDevice& target, const BuiltStage& built, const StageQuery& query, std::string& failure) {
+  ResolvedStage stage;
+  stage.built = true;
+  stage.described_on = target.hardware.name;
+  stage.comms = built.comms;
+  stage.operators = built.ops.size();
+  const RankRates rates = rank_rates(target.hardware, query.occupancy, 1);
+  const bool tf32 = !query.blind && precision_policy(query.precision).tf32_math;
+  for (const BuiltOp& op : built.ops) {
+    const OperatorClass op_class = classify_operator(op.name, op.phase);
+    const ComputeDType math = math_dtype_of(op.input_dtypes, op_class, tf32);
+    const double flops = op_class == OperatorClass::kAttention ? attention_flops(op.name, op.signature) : op.flops;
+    const std::optional<double> t = roofline_time_us(target.operators, rates, op_class, math, flops, op.bytes);
+    if (!t) {
+      failure = target.hardware.name + " has no " + to_string(op_class) + " time for " + to_string(math) + " math (" + op.name +
+                "): its description lacks that peak, or no efficiency was fitted for the class";
+      return stage;
+    }
+    add_calls(stage, op.phase, op.count, OpTime{*t, false});
+  }
+  return stage;
+}
+
 }  // namespace
 
 std::string to_string(StagePolicy policy) {
@@ -104,6 +128,9 @@ StageResolver::StageResolver(const FittedModel& model, StagePolicy policy) : mod
 StageResolver::StageResolver(const FittedModel& model, StagePolicy policy, std::set<int64_t> unprofiled_signatures)
     : model_(model), policy_(policy), unprofiled_signatures_(std::move(unprofiled_signatures)) {}
 
+StageResolver::StageResolver(const FittedModel& model, const TargetDevice* target)
+    : model_(model), policy_(StagePolicy::kBuiltOnly), target_(target) {}
+
 StageOutcome StageResolver::resolve(const StageQuery& requested) {
   StageQuery query = requested;
   // What the stage runs at its reduction size (dp*cp: the trainer reduces over the DP group with CP).
@@ -113,7 +140,7 @@ StageOutcome StageResolver::resolve(const StageQuery& requested) {
   const std::string key = store::stage_key(query.model_name, c.tp, c.pp, query.stage, c.micro_batch, c.seq_len,
                                            to_string(query.precision), query.blind ? "blind" : "aware", query.techniques,
                                            reduction, c.cp);
-  if (policy_ == StagePolicy::kTracedThenBuilt) {
+  if (policy_ == StagePolicy::kTracedThenBuilt && target_ == nullptr) {
     const auto traced = model_.stages.find(key);
     if (traced != model_.stages.end()) return resolve_traced(key, traced->second, query.occupancy);
     if (query.model == nullptr) {
@@ -151,12 +178,20 @@ StageOutcome StageResolver::resolve_built(const StageQuery& query) {
 
   BuiltStage built;
   try {  // the builder refuses layouts and recipes it cannot build with a UserError: that is the reason
-    StageRecipe recipe{parse_attention(model_.attention), torch_dialect(model_.libtorch_version), query.techniques,
+    StageRecipe recipe{target_ != nullptr ? target_->attention : parse_attention(model_.attention),
+                       target_ != nullptr ? target_->dialect : torch_dialect(model_.libtorch_version), query.techniques,
                        query.techniques.distributed_optimizer || query.techniques.overlap_gradient_reduction ? c.reduction_ranks() : 1};
     recipe.cp = c.cp;
     built = build_stage_ops(*query.model, c.tp, c.pp, query.stage, c.micro_batch, c.seq_len, built_precision, recipe);
   } catch (const UserError& error) {
     return {nullptr, error.what()};
+  }
+  if (target_ != nullptr) {
+    std::string failure;
+    ResolvedStage stage = time_on_target(*target_, built, query, failure);
+    if (!failure.empty()) return {nullptr, failure};
+    cached = built_.emplace(cache_key, std::move(stage)).first;
+    return {&cached->second, ""};
   }
   if (signature_ids_.empty()) signature_ids_.insert(model_.signature_ids.begin(), model_.signature_ids.end());
   ResolvedStage stage;

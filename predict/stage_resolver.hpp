@@ -14,6 +14,10 @@
 //    at all counts 0 and is counted in without_time).
 //  - Totals per phase: time_us = sum of count * time per call, calls = sum of counts; a phase's time
 //    at a per-call overhead o is time_us + o * calls.
+//  - With a TargetDevice (a described device nobody calibrated, target_device.hpp), every stage is built
+//    with the target's attention kernel and dialect, and every operator takes its roofline time on the
+//    target (one rank's share of it at the occupancy); no profile, trace or regression of the
+//    calibration is used. An operator whose math the target has no peak for fails the stage.
 //  - A failure is a value (StageOutcome::reason), never an exception. Resolving the same query twice
 //    gives the same stage. Not thread-safe: one resolver per thread.
 #pragma once
@@ -32,6 +36,7 @@
 #include "common/precision.hpp"
 #include "common/training_techniques.hpp"
 #include "predict/fitted_model.hpp"
+#include "predict/target_device.hpp"
 
 namespace itertime::predict {
 
@@ -55,6 +60,7 @@ struct ResolvedStage {
   std::vector<CommOp> comms;
   std::vector<std::string> fallback_notes;  // occupancies not profiled (at most 8)
   bool built = false;                       // built from the model rather than traced
+  std::string described_on;                 // set when timed by a described device's roofline: its name
   std::size_t operators = 0, profiled = 0, without_time = 0;  // built stages: how operator times were found
 
   const PhaseTotals& phase(Phase p) const { return phases[phase_index(p)]; }
@@ -84,11 +90,14 @@ class StageResolver {
   // Built stages take the regression for these signature ids, as if they had never been profiled (how
   // validation predicts a layout as if it had never been traced or profiled). Traced stages ignore it.
   StageResolver(const FittedModel& model, StagePolicy policy, std::set<int64_t> unprofiled_signatures);
+  // Every stage built and timed on `target` (not owned; outlives the resolver), as the invariants say.
+  StageResolver(const FittedModel& model, const TargetDevice* target);
   StageResolver(const StageResolver&) = delete;
   StageResolver& operator=(const StageResolver&) = delete;
 
   const FittedModel& model() const { return model_; }
   StagePolicy policy() const { return policy_; }
+  const TargetDevice* target() const { return target_; }
   StageOutcome resolve(const StageQuery& query);
   std::size_t cached_stages() const { return traced_.size() + built_.size(); }
 
@@ -98,6 +107,7 @@ class StageResolver {
 
   const FittedModel& model_;
   StagePolicy policy_;
+  const TargetDevice* target_ = nullptr;
   std::set<int64_t> unprofiled_signatures_;
   std::map<std::string, ResolvedStage> traced_;  // "stage key@occupancy"
   // Built stages keyed by what they depend on (model, tp, micro-batch, sequence, built precision,

@@ -37,29 +37,4 @@ Throughput throughput(const LlamaSpec& model, const ParallelConfig& config, Prec
   return out;
 }
 
-std::optional<HardwareSpec> hardware_for(const FittedModel& model, const std::string& requested, const std::string& dir) {
-  if (requested.empty()) {
-    if (model.hardware.empty()) return std::nullopt;
-    try {
-      return find_hardware_spec(model.hardware, dir);
-    } catch (const UserError&) {
-      return std::nullopt;  // a description this build does not ship: no MFU, as for none
-    }
-  }
-  HardwareSpec spec = find_hardware_spec(requested, dir);
-  if (model.hardware.empty()) {
-    throw UserError("--hardware " + requested + ": " + model.source_file +
-                    " does not say which hardware description its devices match (/meta hardware is none or absent), and "
-                    "predicting a device from its description alone needs the transferable operator model, which itertime "
-                    "does not have yet; omit --hardware, or calibrate on that device");
-  }
-  if (spec.name != model.hardware) {
-    throw UserError("--hardware " + requested + ": " + model.source_file + " was measured on " + model.hardware +
-                    "; its times do not carry to " + spec.name +
-                    " (that needs the transferable operator model, which itertime does not have yet): calibrate on " +
-                    spec.name + ", or omit --hardware");
-  }
-  return spec;
-}
-
 }  // namespace itertime::predict

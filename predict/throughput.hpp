@@ -39,13 +39,4 @@ ComputeDType compute_dtype_of(PrecisionName precision);
 Throughput throughput(const LlamaSpec& model, const ParallelConfig& config, PrecisionName precision, double iteration_us,
                       const HardwareSpec* hardware);
 
-// The description that MFU and plan's default device memory use: `requested` (--hardware, a name or a
-// path; "" when not given), else the one the calibration's devices matched (nullopt when it names none,
-// or names one this build does not ship). Refuses with a UserError a requested description other than
-// the calibration's, or one given for a calibration that names none: every time comes from the
-// calibration, and carrying times to another device needs the transferable operator model of issue
-// 18, which itertime does not have yet.
-std::optional<HardwareSpec> hardware_for(const FittedModel& model, const std::string& requested,
-                                         const std::string& dir = hardware_dir());
-
 }  // namespace itertime::predict

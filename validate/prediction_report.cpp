@@ -23,7 +23,8 @@ std::string prediction_json(const PredictionRecord& r) {
       {"vp", r.config.vp},
       {"micro_batch", r.config.micro_batch}, {"global_batch", r.config.global_batch}, {"seq_len", r.config.seq_len},
       {"precision", r.precision}, {"precision_blind", r.blind}, {"recipe", r.recipe}, {"attention", r.attention},
-      {"libtorch_version", libtorch_shown(r.libtorch_version)},
+      {"libtorch_version", r.described.empty() ? libtorch_shown(r.libtorch_version) : "2.x (described)"},
+      {"described", r.described.empty() ? nlohmann::json(nullptr) : nlohmann::json(r.described)},
       {"iteration_us", p.total_us}, {"raw_iteration_us", p.raw_total_us},
       {"calibration_factor", p.calibration_factor}, {"op_overhead_us", p.op_overhead_us}, {"op_calls", p.op_calls},
       {"breakdown_us", {{"compute", p.compute_us}, {"tp_comm", p.tp_comm_us}, {"cp_comm", p.cp_comm_us}, {"pp_comm", p.pp_comm_us},
@@ -44,7 +45,11 @@ void print_prediction(const PredictionRecord& r) {
   const predict::Prediction& p = r.prediction;
   std::printf("itertime predict: %s %s %s%s%s on %s\n", r.model_name.c_str(), r.config.to_string().c_str(), r.precision.c_str(),
               r.recipe == "plain" ? "" : (" " + r.recipe).c_str(), r.blind ? " (precision-blind)" : "", r.source.c_str());
-  std::printf("  calibrated with    %s attention, LibTorch %s\n", r.attention.c_str(), libtorch_shown(r.libtorch_version).c_str());
+  if (!r.described.empty()) {
+    std::printf("  described          %s attention, LibTorch 2.x operator sequence; %s\n", r.attention.c_str(), r.described.c_str());
+  } else {
+    std::printf("  calibrated with    %s attention, LibTorch %s\n", r.attention.c_str(), libtorch_shown(r.libtorch_version).c_str());
+  }
   std::printf("  iteration          %12.1f us", p.total_us);
   if (p.op_overhead_us != 0.0 || p.calibration_factor != 1.0) {
     std::printf("  (operators alone %.1f us; + %.1f us x %lld operator calls, x %.3f, fitted on ground truth)", p.raw_total_us,
@@ -83,6 +88,36 @@ void print_prediction(const PredictionRecord& r) {
   for (const auto& note : p.notes) std::printf("  note: %s\n", note.c_str());
 }
 
+namespace {
+
+// The transferable operator model: each class's efficiency and floor, and how the fit carries to the
+// other profiled occupancies (predict/operator_roofline.hpp).
+void print_roofline_summary(const predict::FittedModel& model) {
+  if (model.roofline.empty()) {
+    std::printf("operator roofline: none (the calibration's devices match no hardware description this build ships)\n");
+    return;
+  }
+  std::printf("operator roofline against %s, fitted on %s:\n", model.roofline.fitted_on.c_str(), model.roofline.fitted_from.c_str());
+  const auto line = [](const std::string& name, const predict::ClassEfficiency& e) {
+    std::printf("  %-26s efficiency %7.4f  floor %8.2f us  over %5lld calls  rms log error %.3f\n", name.c_str(), e.efficiency,
+                e.floor_us, static_cast<long long>(e.points), e.fit_rms_log);
+  };
+  for (const auto& [dtype, e] : model.roofline.matrix) line("matrix_product/" + to_string(dtype), e);
+  for (const auto& [dtype, e] : model.roofline.attention) line("attention/" + to_string(dtype), e);
+  for (const auto& [key, e] : model.roofline.memory) line(predict::to_string(key.first) + "/" + to_string(key.second), e);
+  for (const predict::TransferCheck& check : model.roofline_transfer) {
+    std::printf("operator roofline transfer: fitted at occupancy %lld, predicting the %lld calls profiled at occupancy %lld: "
+                "MAPE %.2f%%, time-weighted %.2f%%\n",
+                static_cast<long long>(check.fit_occupancy), static_cast<long long>(check.calls),
+                static_cast<long long>(check.check_occupancy), check.mape_pct, check.time_weighted_mape_pct);
+    std::printf("   time-weighted by class:");
+    for (const auto& [op_class, pct] : check.class_time_weighted_mape_pct) std::printf(" %s %.1f%%", predict::to_string(op_class).c_str(), pct);
+    std::printf("\n");
+  }
+}
+
+}  // namespace
+
 void print_fit_summary(const predict::FittedModel& model, const std::string& calibration_file, const std::string& model_file) {
   std::printf("fitted %s -> %s: %zu comm tables, %zu operator signatures, %zu timings, %zu stage traces, %zu regressions\n",
               calibration_file.c_str(), model_file.c_str(), model.comm.tables().size(), model.signatures.size(),
@@ -101,6 +136,7 @@ void print_fit_summary(const predict::FittedModel& model, const std::string& cal
     std::printf("calibration at %lld busy rank(s): %.1f us per operator call, factor %.3f (from %lld configurations)\n",
                 static_cast<long long>(occupancy), c.op_overhead_us, c.factor, static_cast<long long>(c.rows));
   }
+  print_roofline_summary(model);
 }
 
 std::string plan_json(const std::vector<predict::PlanEntry>& entries) {

@@ -1,13 +1,14 @@
 // Unit tests of predict/throughput: tokens per second per rank and MFU derived by hand for a small
 // model, GPU descriptions (one device per rank) against CPU node descriptions (one device for the
-// node), a precision whose peak the description lacks (no MFU), and which description hardware_for
-// picks or refuses.
+// node), a precision whose peak the description lacks (no MFU), and which description choose_hardware
+// picks, or describes.
 #include <gtest/gtest.h>
 
 #include <functional>
 #include <string>
 
 #include "common/errors.hpp"
+#include "predict/target_device.hpp"
 #include "predict/throughput.hpp"
 
 namespace itertime::predict {
@@ -93,23 +94,36 @@ std::string user_error_of(const std::function<void()>& body) {
   return "";
 }
 
-TEST(Throughput, HardwareForUsesTheCalibrationsDescriptionAndRefusesAnother) {
+TEST(Throughput, ChooseHardwareUsesTheCalibrationsDescriptionOrDescribesAnother) {
   const std::string dir = std::string(ITERTIME_SOURCE_DIR) + "/data/hardware";
   FittedModel model;
   model.source_file = "cal.h5";
-  EXPECT_FALSE(hardware_for(model, "", dir).has_value()) << "none recorded, none asked: no MFU";
-  EXPECT_NE(user_error_of([&] { (void)hardware_for(model, "h100-sxm", dir); }).find("cal.h5 does not say which hardware"),
-            std::string::npos);
+  const HardwareChoice none = choose_hardware(&model, "", "", dir);
+  EXPECT_FALSE(none.hardware.has_value()) << "none recorded, none asked: no MFU";
+  EXPECT_FALSE(none.target.has_value());
+  const std::string no_efficiencies = user_error_of([&] { (void)choose_hardware(&model, "h100-sxm", "", dir); });
+  EXPECT_NE(no_efficiencies.find("--hardware h100-sxm: cal.h5 has no operator efficiencies"), std::string::npos) << no_efficiencies;
   model.hardware = "h100-sxm";
-  const auto implicit = hardware_for(model, "", dir);
-  ASSERT_TRUE(implicit.has_value());
-  EXPECT_EQ(implicit->name, "h100-sxm");
-  EXPECT_EQ(hardware_for(model, "h100-sxm", dir)->name, "h100-sxm");
-  const std::string refused = user_error_of([&] { (void)hardware_for(model, "a100-sxm-80gb", dir); });
-  EXPECT_NE(refused.find("--hardware a100-sxm-80gb: cal.h5 was measured on h100-sxm"), std::string::npos) << refused;
-  EXPECT_NE(user_error_of([&] { (void)hardware_for(model, "no-such-device", dir); }), "");
+  const HardwareChoice implicit = choose_hardware(&model, "", "", dir);
+  ASSERT_TRUE(implicit.hardware.has_value());
+  EXPECT_EQ(implicit.hardware->name, "h100-sxm");
+  EXPECT_FALSE(implicit.target.has_value()) << "the calibration's own device: its own times";
+  const HardwareChoice same = choose_hardware(&model, "h100-sxm", "", dir);
+  EXPECT_EQ(same.hardware->name, "h100-sxm");
+  EXPECT_FALSE(same.target.has_value());
+  // Another description: described, with the calibration's efficiencies carried to it.
+  model.roofline.matrix[ComputeDType::kBf16] = ClassEfficiency{0.6, 40.0, 10, 0.1};
+  model.roofline.memory[{OperatorClass::kElementwise, ComputeDType::kBf16}] = ClassEfficiency{0.5, 20.0, 10, 0.1};
+  const HardwareChoice other = choose_hardware(&model, "a100-sxm-80gb", "", dir);
+  ASSERT_TRUE(other.target.has_value());
+  EXPECT_EQ(other.hardware->name, "a100-sxm-80gb");
+  EXPECT_EQ(other.target->hardware.name, "a100-sxm-80gb");
+  EXPECT_DOUBLE_EQ(other.target->operators.matrix.at(ComputeDType::kBf16).efficiency, 0.6);
+  EXPECT_DOUBLE_EQ(other.target->operators.matrix.at(ComputeDType::kBf16).floor_us, kGpuKernelFloorUs) << "the target's floor";
+  EXPECT_NE(user_error_of([&] { (void)choose_hardware(&model, "no-such-device", "", dir); }), "");
   model.hardware = "a-device-this-build-lacks";
-  EXPECT_FALSE(hardware_for(model, "", dir).has_value());
+  EXPECT_FALSE(choose_hardware(&model, "", "", dir).hardware.has_value());
+  EXPECT_NE(user_error_of([] { (void)choose_hardware(nullptr, "", "", "."); }).find("nothing to predict on"), std::string::npos);
 }
 
 }  // namespace
