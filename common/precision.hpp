@@ -1,5 +1,5 @@
 // precision.hpp: the precision policies of docs/method.md (DESIGN.md §4).
-// Invariants: a policy is identified by its canonical name (fp32, tf32, bf16, fp16, amp-bf16, amp-fp16);
+// Invariants: a policy is identified by its canonical name (fp32, tf32, bf16, fp16, amp-bf16, amp-fp16, fp8);
 // parse_precision(to_string(p)) == p; the table below is the only place that says which dtype each part
 // of training uses and which backend may run it. A policy a backend cannot run is refused with a
 // UserError (require_supported), never silently replaced.
@@ -19,7 +19,7 @@ struct BackendCapabilities {
   bool cpu_fp16_matmul = false;  // LibTorch 1.13's CPU kernels have no fp16 matrix product; 2.x's do
 };
 
-enum class PrecisionName { kFp32, kTf32, kBf16, kFp16, kAmpBf16, kAmpFp16 };
+enum class PrecisionName { kFp32, kTf32, kBf16, kFp16, kAmpBf16, kAmpFp16, kFp8 };
 
 struct PrecisionPolicy {
   PrecisionName name;
@@ -34,6 +34,10 @@ struct PrecisionPolicy {
   bool supports_cpu = false;
   bool supports_cuda = false;
   bool needs_fp16_matmul = false;  // fp16 matrix products: every CUDA LibTorch, on CPU LibTorch >= 2.x only
+  // Transformer Engine style FP8 (fp8): amp-bf16 with every matrix product in fp8 (e4m3 forward, e5m2
+  // gradients) behind scaling casts. Predicted on a hardware description with an fp8 peak only: no
+  // backend runs it (supports() is false everywhere), so no calibration measures it.
+  bool fp8_matmul = false;
 
   bool supports(Backend backend, const BackendCapabilities& capabilities = {}) const {
     if (backend == Backend::kCuda) return supports_cuda;

@@ -190,11 +190,13 @@ ComputeDType math_dtype_of(std::string_view input_dtypes, OperatorClass op_class
   return math == ComputeDType::kFp32 && tf32_math && is_compute_bound(op_class) ? ComputeDType::kTf32 : math;
 }
 
-double attention_flops(std::string_view name, std::string_view signature) {
+namespace {
+
+// The sizes of a signature's first `limit` tensors ("bf16[2,8,128,64]{...}" -> {2, 8, 128, 64}).
+std::vector<std::vector<double>> tensor_shapes(const std::string& text, std::size_t limit) {
   static const std::regex kTensor(R"([a-z0-9]+\[([0-9,]+)\])");
   std::vector<std::vector<double>> shapes;
-  const std::string text(signature);
-  for (auto it = std::sregex_iterator(text.begin(), text.end(), kTensor); it != std::sregex_iterator() && shapes.size() < 6; ++it) {
+  for (auto it = std::sregex_iterator(text.begin(), text.end(), kTensor); it != std::sregex_iterator() && shapes.size() < limit; ++it) {
     std::vector<double> dims;
     const std::string list = (*it)[1].str();
     std::size_t start = 0;
@@ -206,6 +208,26 @@ double attention_flops(std::string_view name, std::string_view signature) {
     }
     shapes.push_back(std::move(dims));
   }
+  return shapes;
+}
+
+double elements(const std::vector<double>& shape) {
+  double n = 1;
+  for (double d : shape) n *= d;
+  return n;
+}
+
+}  // namespace
+
+Fp8Casts fp8_casts_of(std::string_view signature) {
+  const std::vector<std::vector<double>> shapes = tensor_shapes(std::string(signature), 2);
+  if (shapes.size() < 2) return {};
+  return {1, 3.0 * elements(shapes[0]), elements(shapes[0]) + elements(shapes[1])};
+}
+
+double attention_flops(std::string_view name, std::string_view signature) {
+  const std::string text(signature);
+  const std::vector<std::vector<double>> shapes = tensor_shapes(text, 6);
   const bool backward = name.find("backward") != std::string_view::npos;
   // A backward's first tensor is the output gradient, shaped like q: q and k follow it.
   const std::size_t q_index = backward ? 1 : 0;

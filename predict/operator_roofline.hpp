@@ -59,6 +59,19 @@ ComputeDType math_dtype_of(std::string_view input_dtypes, OperatorClass op_class
 // the signature has no such tensors.
 double attention_flops(std::string_view name, std::string_view signature);
 
+// Transformer Engine's fp8 matrix product (PrecisionPolicy::fp8_matmul), from its bf16 signature: one
+// scaling cast of its first operand (the activation, or the gradient in the backward: bf16 read, fp8
+// written, amax in the same pass, 3 bytes per element, one kernel); the weight's fp8 copy is made once
+// per iteration and reused across micro-batches (Megatron's is_first_microbatch), not modelled. The
+// product itself reads its operands in fp8: `product_bytes` = the bf16 call's bytes less one byte per
+// operand element. calls = 0 when the signature has fewer than two tensors (nothing changes then).
+struct Fp8Casts {
+  int64_t calls = 0;
+  double bytes = 0;
+  double operand_elements = 0;  // of both operands
+};
+Fp8Casts fp8_casts_of(std::string_view signature);
+
 // One rank's share of a device. GPUs: a whole device per rank. A CPU node of C cores, its ranks using
 // `threads_per_rank` threads each, `occupancy` ranks busy, running = min(occupancy, C) of them at once:
 // compute per running rank = per-core peak times min(threads, C / running) (the node peak / C where the

@@ -103,7 +103,11 @@ std::vector<PlanEntry> plan(const FittedModel& model, const PlanOptions& options
         const PrecisionPolicy& policy = precision_policy(precision);
         if (options.target != nullptr) {
           const Backend backend = options.target->hardware.kind == DeviceKind::kGpu ? Backend::kCuda : Backend::kCpu;
-          if (!policy.supports(backend, BackendCapabilities{options.target->dialect == TorchDialect::kTorch2})) continue;
+          if (policy.fp8_matmul) {
+            if (!options.target->hardware.peak(ComputeDType::kFp8)) continue;  // a device without fp8 math
+          } else if (!policy.supports(backend, BackendCapabilities{options.target->dialect == TorchDialect::kTorch2})) {
+            continue;
+          }
         } else if (!model.backend.empty() && model.backend != "unknown" &&
                    !policy.supports(parse_backend(model.backend), backend_capabilities(model))) {
           continue;  // the calibrated backend cannot run this policy

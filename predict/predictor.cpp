@@ -493,6 +493,9 @@ Prediction assemble(const PipelineFigures& pipeline, const ParallelConfig& c, co
 PredictOutcome predict(StageResolver& resolver, const PredictRequest& request) {
   if (std::optional<std::string> reason = illegal_reason(request.config, request.model)) return {std::nullopt, *reason};
   if (std::optional<std::string> reason = unmodelled_reason(request.config, request.techniques)) return {std::nullopt, *reason};
+  if (precision_policy(request.precision).fp8_matmul && !request.blind && resolver.target() == nullptr) {
+    return {std::nullopt, "fp8 is predicted from a hardware description only (--hardware NAME): no calibration measures fp8"};
+  }
   const OccupancyPlan occupancy = plan_occupancy(resolver.model(), resolver.target(), request.config);
   const Calibration identity;
   const Calibration& calibration = choose_calibration(resolver.model(), resolver.target(), request, occupancy.occupancy, identity);

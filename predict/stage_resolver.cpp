@@ -101,18 +101,36 @@ ResolvedStage time_on_target(const TargetDevice& target, const BuiltStage& built
   stage.comms = built.comms;
   stage.operators = built.ops.size();
   const RankRates rates = rank_rates(target.hardware, query.occupancy, 1);
-  const bool tf32 = !query.blind && precision_policy(query.precision).tf32_math;
+  const PrecisionPolicy& policy = precision_policy(query.precision);
+  const bool tf32 = !query.blind && policy.tf32_math;
+  const bool fp8 = !query.blind && policy.fp8_matmul;
+  const auto add = [&](Phase phase, int64_t count, OperatorClass op_class, ComputeDType math, double flops, double bytes,
+                       const std::string& name) {
+    const std::optional<double> t = roofline_time_us(target.operators, rates, op_class, math, flops, bytes);
+    if (!t) {
+      failure = target.hardware.name + " has no " + to_string(op_class) + " time for " + to_string(math) + " math (" + name +
+                "): its description lacks that peak, or no efficiency was fitted for the class";
+      return;
+    }
+    add_calls(stage, phase, count, OpTime{*t, false});
+  };
   for (const BuiltOp& op : built.ops) {
     const OperatorClass op_class = classify_operator(op.name, op.phase);
-    const ComputeDType math = math_dtype_of(op.input_dtypes, op_class, tf32);
+    ComputeDType math = math_dtype_of(op.input_dtypes, op_class, tf32);
     const double flops = op_class == OperatorClass::kAttention ? attention_flops(op.name, op.signature) : op.flops;
-    const std::optional<double> t = roofline_time_us(target.operators, rates, op_class, math, flops, op.bytes);
-    if (!t) {
-      failure = target.hardware.name + " has no " + to_string(op_class) + " time for " + to_string(math) + " math (" + op.name +
-                "): its description lacks that peak, or no efficiency was fitted for the class";
-      return stage;
+    double bytes = op.bytes;
+    if (fp8 && op_class == OperatorClass::kMatrixProduct && math == ComputeDType::kBf16) {
+      // Transformer Engine: the product in fp8 behind its activation's scaling cast (operator_roofline.hpp).
+      const Fp8Casts casts = fp8_casts_of(op.signature);
+      if (casts.calls > 0) {
+        math = ComputeDType::kFp8;
+        bytes = std::max(0.0, op.bytes - casts.operand_elements);
+        add(op.phase, op.count * casts.calls, OperatorClass::kCopy, ComputeDType::kBf16, 0, casts.bytes, "fp8 cast");
+        if (!failure.empty()) return stage;
+      }
     }
-    add_calls(stage, op.phase, op.count, OpTime{*t, false});
+    add(op.phase, op.count, op_class, math, flops, bytes, op.name);
+    if (!failure.empty()) return stage;
   }
   return stage;
 }

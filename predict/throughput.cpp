@@ -13,6 +13,7 @@ ComputeDType compute_dtype_of(PrecisionName precision) {
     case PrecisionName::kAmpBf16: return ComputeDType::kBf16;
     case PrecisionName::kFp16:
     case PrecisionName::kAmpFp16: return ComputeDType::kFp16;
+    case PrecisionName::kFp8: return ComputeDType::kFp8;
   }
   throw InternalError("unknown precision", __FILE__, __LINE__);
 }

@@ -6,7 +6,8 @@
 //    causal mask not halved) times global batch x sequence. Recomputation, the optimizer and
 //    communication add time but no model FLOPs, as MFU is defined.
 //  - The peak is the description's dense peak for the math the precision's matrix products run in:
-//    fp32 -> fp32, tf32 -> tf32, bf16 and amp-bf16 -> bf16, fp16 and amp-fp16 -> fp16. A description
+//    fp32 -> fp32, tf32 -> tf32, bf16 and amp-bf16 -> bf16, fp16 and amp-fp16 -> fp16, fp8 -> fp8 (its
+//    matrix products' math: an fp8 MFU is against the fp8 peak, twice the bf16 one on Hopper). A description
 //    without that figure gives no MFU (nullopt), never a guess.
 //  - Devices: a GPU description counts one device per rank (dp x tp x pp x cp); a CPU node description
 //    is the whole node, and a calibration of CPU ranks runs on one node (predict/fitted_model.hpp), so

@@ -236,8 +236,9 @@ LlamaSpec small_model() {
 
 OperatorRoofline every_class(double efficiency, double floor_us) {
   OperatorRoofline roofline;
-  for (ComputeDType dtype : {ComputeDType::kFp32, ComputeDType::kBf16}) {
+  for (ComputeDType dtype : {ComputeDType::kFp32, ComputeDType::kBf16, ComputeDType::kFp8}) {
     roofline.matrix[dtype] = ClassEfficiency{efficiency, floor_us, 1, 0};
+    roofline.attention[dtype] = ClassEfficiency{efficiency, floor_us, 1, 0};
     for (OperatorClass c : all_operator_classes()) {
       if (!is_compute_bound(c)) roofline.memory[{c, dtype}] = ClassEfficiency{efficiency, floor_us, 1, 0};
     }
@@ -283,6 +284,63 @@ TEST(OperatorRoofline, APredictionOnADescribedDeviceFollowsTheDescription) {
   EXPECT_NE(refused.reason.find("test-cpu describes no link"), std::string::npos) << refused.reason;
   EXPECT_NE(user_error_of([] { (void)make_target_device(gpu(), OperatorRoofline{}); }).find("no operator efficiencies"),
             std::string::npos);
+}
+
+TEST(OperatorRoofline, Fp8CastsByHand) {
+  // A [64, 128] (the activation) cast: 3 bytes x 8,192 elements, one kernel; operands 8,192 + 32,768.
+  const Fp8Casts casts = fp8_casts_of("aten::mm(bf16[64,128], bf16[128,256]{1,128})->bf16");
+  EXPECT_EQ(casts.calls, 1);
+  EXPECT_DOUBLE_EQ(casts.bytes, 3.0 * 64 * 128);
+  EXPECT_DOUBLE_EQ(casts.operand_elements, 64 * 128 + 128 * 256);
+  EXPECT_EQ(fp8_casts_of("aten::mm()->bf16").calls, 0);
+}
+
+// fp8: amp-bf16's stage with the bf16 products at the fp8 peak plus their casts; refused without an
+// fp8 peak, and refused on a calibration (nothing measures fp8).
+TEST(OperatorRoofline, Fp8IsAmpBf16WithFp8ProductsAndTheirCasts) {
+  LlamaSpec spec = small_model();  // large enough for its products to be compute-bound
+  spec.hidden_size = 2048;
+  spec.intermediate_size = 8192;
+  spec.num_heads = 16;
+  spec.num_kv_heads = 8;
+  spec.head_dim = 128;
+  spec.vocab_size = 1024;
+  FittedModel empty;
+  PredictRequest request;
+  request.model_name = spec.name;
+  request.model = &spec;
+  request.config = ParallelConfig{1, 1, 1, 1, 4, 1024};
+  // Floors of 0 (not the GPU's 3 us): compute time is the sum of the bounds alone.
+  TargetDevice target = make_target_device(gpu(), every_class(0.5, 0.0));
+  target.operators = every_class(0.5, 0.0);
+  const auto compute_us = [&](const TargetDevice& device, PrecisionName precision) {
+    StageResolver resolver(empty, &device);
+    request.precision = precision;
+    const PredictOutcome outcome = predict(resolver, request);
+    EXPECT_TRUE(outcome.ok()) << outcome.reason;
+    return outcome.ok() ? outcome.prediction->compute_us : -1.0;
+  };
+  const double amp = compute_us(target, PrecisionName::kAmpBf16);
+  // With the fp8 peak equal to bf16's, fp8 differs from amp-bf16 by its casts alone: slower.
+  TargetDevice same_peak = target;
+  same_peak.hardware.peak_flops_per_s[ComputeDType::kFp8] = same_peak.hardware.peak_flops_per_s[ComputeDType::kBf16];
+  const double fp8_same_peak = compute_us(same_peak, PrecisionName::kFp8);
+  EXPECT_GT(fp8_same_peak, amp);
+  // Twice the bf16 peak (Hopper's ratio): the compute-bound products halve, which outweighs the casts.
+  TargetDevice fast_fp8 = target;
+  fast_fp8.hardware.peak_flops_per_s[ComputeDType::kFp8] = 2 * fast_fp8.hardware.peak_flops_per_s[ComputeDType::kBf16];
+  EXPECT_LT(compute_us(fast_fp8, PrecisionName::kFp8), amp);
+  TargetDevice no_fp8 = target;
+  no_fp8.hardware.peak_flops_per_s.erase(ComputeDType::kFp8);
+  StageResolver no_fp8_resolver(empty, &no_fp8);
+  request.precision = PrecisionName::kFp8;
+  const PredictOutcome refused = predict(no_fp8_resolver, request);
+  ASSERT_FALSE(refused.ok());
+  EXPECT_NE(refused.reason.find("no matrix_product time for fp8 math"), std::string::npos) << refused.reason;
+  StageResolver calibrated(empty, StagePolicy::kTracedThenBuilt);
+  const PredictOutcome not_measured = predict(calibrated, request);
+  ASSERT_FALSE(not_measured.ok());
+  EXPECT_NE(not_measured.reason.find("fp8 is predicted from a hardware description only"), std::string::npos);
 }
 
 }  // namespace

@@ -103,7 +103,7 @@ TEST(Backend, NamesAndAliases) {
 // ---- Precision policies --------------------------------------------------------------------------
 
 TEST(Precision, CanonicalNamesRoundTrip) {
-  const std::set<std::string> expected = {"fp32", "tf32", "bf16", "fp16", "amp-bf16", "amp-fp16"};
+  const std::set<std::string> expected = {"fp32", "tf32", "bf16", "fp16", "amp-bf16", "amp-fp16", "fp8"};
   std::set<std::string> seen;
   for (PrecisionName name : all_precisions()) {
     const std::string text = to_string(name);
@@ -121,8 +121,22 @@ TEST(Precision, UnderscoreSpellingAccepted) {
   EXPECT_EQ(parse_precision("amp_fp16").name, PrecisionName::kAmpFp16);
 }
 
+TEST(Precision, Fp8IsPredictedOnlyAndEveryBackendRefusesItWithTheReason) {
+  const PrecisionPolicy& fp8 = parse_precision("fp8");
+  EXPECT_TRUE(fp8.fp8_matmul);
+  for (Backend backend : {Backend::kCpu, Backend::kCuda}) {
+    try {
+      require_supported(fp8, backend, BackendCapabilities{true});
+      ADD_FAILURE() << "fp8 accepted on " << to_string(backend);
+    } catch (const UserError& error) {
+      EXPECT_NE(std::string(error.what()).find("fp8 is predicted only"), std::string::npos) << error.what();
+    }
+  }
+  for (PrecisionName name : all_precisions()) EXPECT_EQ(precision_policy(name).fp8_matmul, name == PrecisionName::kFp8);
+}
+
 TEST(Precision, UnknownNameThrowsUserError) {
-  for (const char* bad : {"fp8", "amp", "ampbf16", "", "amp-tf32", "float32"}) {
+  for (const char* bad : {"fp8-e4m3", "amp", "ampbf16", "", "amp-tf32", "float32"}) {
     try {
       parse_precision(bad);
       ADD_FAILURE() << "parse_precision('" << bad << "') did not throw";
@@ -154,6 +168,9 @@ const PolicyRow kExpected[] = {
      false, true, true},
     {"amp-fp16", DType::kFloat32, DType::kFloat16, DType::kFloat32, DType::kFloat32, DType::kFloat32, true, false, true,
      true, true},
+    // fp8: amp-bf16's stage with fp8 products; predicted only, so no backend runs it.
+    {"fp8", DType::kFloat32, DType::kBFloat16, DType::kFloat32, DType::kFloat32, DType::kFloat32, true, false, false,
+     false, false},
 };
 
 TEST(Precision, PolicyTableMatchesDesign) {
