@@ -319,7 +319,7 @@ void register_plan(CLI::App& app, std::vector<std::pair<CLI::App*, Action>>& act
       if (!choice.hardware || !choice.hardware->gpus_per_node) throw UserError("--nodes needs --hardware with a GPU description (GPUs per node)");
       options.gpus = a->nodes * *choice.hardware->gpus_per_node;
     } else if (a->gpus < 1) {
-      throw UserError("plan: give --gpus N or --nodes N");
+      throw UserError("plan: the number of GPUs must be positive: give --gpus N, or --hardware NAME --nodes N");
     }
     options.device_memory_bytes = device_memory_bytes(a->device_memory_gib, options.hardware);
     const auto entries = predict::plan(model, options);

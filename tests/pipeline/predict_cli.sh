@@ -89,4 +89,32 @@ expect_user_error "number of GPUs" plan "$WORK/model.itm" --model "$MODEL" --gpu
 expect_user_error "foreign.itm" fit "$WORK/foreign.itm" -o "$WORK/never.itm"
 test ! -e "$WORK/never.itm"
 test ! -e "$WORK/never.itm.tmp"
+# A described device (no calibration of it): every stage built and timed by the operator roofline of the
+# description, its communication from NCCL's cost model, no ground-truth factor; MFU against its peak.
+EFF="$SRC/data/efficiency/default.json"
+"$ITERTIME" predict --hardware h100-sxm --model "$MODEL" --tp 2 --gbs 4 --seq 32 --precision amp-bf16 --json > "$WORK/d1.json"
+jq -e '.iteration_us > 0 and .calibration_factor == 1 and .breakdown_us.tp_comm > 0 and .mfu > 0 and .hardware == "h100-sxm"' "$WORK/d1.json" >/dev/null
+jq -e '.described | test("carried to h100-sxm")' "$WORK/d1.json" >/dev/null
+# The same with the efficiency file named, and on top of a calibration: the same figure (the calibration's times are not used).
+"$ITERTIME" predict --hardware h100-sxm --efficiency "$EFF" --model "$MODEL" --tp 2 --gbs 4 --seq 32 --precision amp-bf16 --json > "$WORK/d2.json"
+"$ITERTIME" predict "$WORK/model.itm" --hardware h100-sxm --efficiency "$EFF" --model "$MODEL" --tp 2 --gbs 4 --seq 32 --precision amp-bf16 --json > "$WORK/d3.json"
+test "$(jq '.iteration_us' "$WORK/d1.json")" = "$(jq '.iteration_us' "$WORK/d2.json")"
+test "$(jq '.iteration_us' "$WORK/d1.json")" = "$(jq '.iteration_us' "$WORK/d3.json")"
+# fp8 on a device with an fp8 peak; refused on the A100 (none) and on a calibration (nothing measures fp8).
+"$ITERTIME" predict --hardware h100-sxm --model "$MODEL" --tp 2 --gbs 4 --seq 32 --precision fp8 --nodes 1 --json > /dev/null 2>&1 && {
+  echo "FAIL: --nodes 1 accepted for 2 ranks of an 8-GPU node"; exit 1; } || true
+"$ITERTIME" predict --hardware h100-sxm --model "$MODEL" --tp 2 --gbs 4 --seq 32 --precision fp8 --json > "$WORK/d4.json"
+jq -e '.iteration_us > 0 and .precision == "fp8"' "$WORK/d4.json" >/dev/null
+expect_user_error "no matrix_product time for fp8 math" predict --hardware a100-sxm-80gb --model "$MODEL" --tp 2 --gbs 4 --seq 32 --precision fp8
+expect_user_error "fp8 is predicted from a hardware description only" predict "$WORK/model.itm" --model "$MODEL" --gbs 4 --seq 32 --precision fp8
+expect_user_error "--nodes 1: 1 nodes of h100-sxm hold 8 GPUs, the layout has 2 ranks" predict --hardware h100-sxm --model "$MODEL" --tp 2 --gbs 4 --seq 32 --nodes 1
+expect_user_error "nothing to predict on" predict --model "$MODEL" --gbs 4 --seq 32
+expect_user_error "not an efficiency file" predict --hardware h100-sxm --efficiency "$WORK/foreign.itm" --model "$MODEL" --gbs 4 --seq 32
+expect_user_error "no-such-device" predict --hardware no-such-device --model "$MODEL" --gbs 4 --seq 32
+# plan on one described node: 8 GPUs, fp8 among the precisions, MFU per candidate.
+"$ITERTIME" plan --hardware h100-sxm --nodes 1 --model "$MODEL" --gbs 8 --seq 32 --precisions amp-bf16,fp8 | tee "$WORK/dplan.txt"
+grep -q "on 8 GPUs" "$WORK/dplan.txt"
+grep -q " fp8 " "$WORK/dplan.txt"
+grep -q "MFU against h100-sxm" "$WORK/dplan.txt"
+expect_user_error "needs --hardware with a GPU description" plan "$WORK/model.itm" --nodes 2 --model "$MODEL" --gbs 8 --seq 32
 echo "predict CLI test passed"
