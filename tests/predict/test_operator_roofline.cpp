@@ -10,6 +10,7 @@
 #include <string>
 
 #include "common/errors.hpp"
+#include "tests/predict/fixtures.hpp"
 #include "predict/operator_roofline.hpp"
 #include "predict/predictor.hpp"
 #include "predict/target_device.hpp"
@@ -17,14 +18,8 @@
 namespace itertime::predict {
 namespace {
 
-std::string user_error_of(const std::function<void()>& body) {
-  try {
-    body();
-  } catch (const UserError& error) {
-    return error.what();
-  }
-  return "";
-}
+using fixtures::small_model;
+using fixtures::user_error_of;
 
 HardwareSpec gpu() {
   HardwareSpec h;
@@ -219,19 +214,6 @@ TEST(OperatorRoofline, JsonRoundTripAndRefusals) {
             }),
             "");
   EXPECT_NE(user_error_of([] { (void)load_efficiency_file("/nonexistent/eff.json"); }).find("no such efficiency file"), std::string::npos);
-}
-
-LlamaSpec small_model() {
-  LlamaSpec m;
-  m.name = "small";
-  m.hidden_size = 64;
-  m.intermediate_size = 128;
-  m.num_layers = 2;
-  m.num_heads = 4;
-  m.num_kv_heads = 2;
-  m.head_dim = 16;
-  m.vocab_size = 100;
-  return m;
 }
 
 OperatorRoofline every_class(double efficiency, double floor_us) {
