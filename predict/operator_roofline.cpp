@@ -447,8 +447,12 @@ OperatorRoofline roofline_from_json(const std::string& text, const std::string& 
       }
       return e;
     };
-    out.fitted_on = json.value("fitted_on", std::string());
-    out.fitted_from = json.value("fitted_from", std::string());
+    const auto text_of = [&](const char* key) {  // not json.value(): GCC 12 warns of a null dereference in it
+      const auto found = json.find(key);
+      return found != json.end() && found->is_string() ? *found->get_ptr<const std::string*>() : std::string();
+    };
+    out.fitted_on = text_of("fitted_on");
+    out.fitted_from = text_of("fitted_from");
     if (json.contains("matrix_product")) {
       for (const auto& [key, value] : json.at("matrix_product").items()) out.matrix[parse_compute_dtype(key)] = entry(value, "matrix_product." + key);
     }
