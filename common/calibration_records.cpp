@@ -115,7 +115,7 @@ GroundTruthRecord to_record(const GroundTruthRow& row) {
                                  static_cast<int>(row.global_batch), static_cast<int>(row.seq_len)};
   record.config.cp = static_cast<int>(row.cp);  // 1 in files before schema 6 (read_groundtruth_rows)
   record.config.vp = static_cast<int>(row.vp);
-  record.precision = parse_precision(h5::get_string(row.precision)).name;
+  record.precision = parse_trainable_precision(h5::get_string(row.precision)).name;
   record.techniques = parse_recipe_text(h5::get_string(row.recipe));
   record.status = parse_run_status(h5::get_string(row.status));
   record.reason = h5::get_string(row.reason);

@@ -206,7 +206,7 @@ void parse_configs(const json& configs, const std::string& path, const TrainingT
     config.parallel.seq_len = get_required_int(item, "seq_len", where);
     config.parallel.cp = get_int(item, "cp", 1, where);
     config.parallel.vp = get_int(item, "vp", 1, where);
-    config.precision = parse_precision(get_string(item, "precision", "fp32", where)).name;
+    config.precision = parse_trainable_precision(get_string(item, "precision", "fp32", where)).name;
     config.techniques = item.contains("techniques") ? parse_techniques(item.at("techniques"), defaults, where + " techniques")
                                                     : defaults;
     list.add(config);
@@ -277,7 +277,7 @@ void parse_sweep(const json& sweep, const std::string& where, const TrainingTech
           if (!precision.is_string()) throw UserError(where + ": precisions must be strings");
           JobConfig config;
           config.parallel = ParallelConfig{layout.dp(), layout.tp(), layout.pp(), micro_batch, global_batch, seq_len, cp, vp};
-          config.precision = parse_precision(precision.get<std::string>()).name;
+          config.precision = parse_trainable_precision(precision.get<std::string>()).name;
           for (const TrainingTechniques& recipe : recipes) {
             config.techniques = recipe;
             list.add(config);

@@ -71,6 +71,16 @@ const PrecisionPolicy& parse_precision(std::string_view text) {
                   "': use one of fp32, tf32, bf16, fp16, amp-bf16, amp-fp16, fp8");
 }
 
+const PrecisionPolicy& parse_trainable_precision(std::string_view text) {
+  const PrecisionPolicy& policy = parse_precision(text);
+  if (policy.fp8_matmul) {
+    throw UserError("precision policy '" + to_string(policy.name) +
+                    "' is predicted only (itertime predict --hardware NAME --precision fp8): no itertime trainer runs it, "
+                    "so a job cannot calibrate it; use bf16 or amp-bf16");
+  }
+  return policy;
+}
+
 void require_supported(const PrecisionPolicy& policy, Backend backend, const BackendCapabilities& capabilities) {
   if (policy.supports(backend, capabilities)) return;
   std::string hint = policy.supports_cuda ? "it runs on cuda only" : "it runs on cpu only";

@@ -57,6 +57,9 @@ const PrecisionPolicy& precision_policy(PrecisionName name);
 // Throws UserError naming the text and the known policies.
 const PrecisionPolicy& parse_precision(std::string_view text);
 const std::vector<PrecisionName>& all_precisions();
+// parse_precision() for what a trainer runs (job files, stored ground truth): a predicted-only policy
+// (fp8) is a UserError saying so.
+const PrecisionPolicy& parse_trainable_precision(std::string_view text);
 // Throws UserError when `backend` (with `capabilities`) cannot run `policy`, saying why and what can.
 void require_supported(const PrecisionPolicy& policy, Backend backend, const BackendCapabilities& capabilities = {});
 

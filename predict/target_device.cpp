@@ -42,8 +42,11 @@ HardwareChoice choose_hardware(const FittedModel* calibration, const std::string
   if (calibration == nullptr && requested.empty()) {
     throw UserError("nothing to predict on: pass a calibration (or a model from `itertime fit`), or --hardware NAME (see data/hardware)");
   }
-  if (requested.empty() || (calibration != nullptr && !calibration->hardware.empty() && requested == calibration->hardware &&
-                            efficiency_path.empty())) {
+  if (requested.empty() && !efficiency_path.empty()) {
+    throw UserError("--efficiency " + efficiency_path + ": efficiencies are carried to a described device; name it with --hardware NAME");
+  }
+  if (requested.empty()) {
+    // The calibration's own device: its own times.
     if (calibration->hardware.empty()) return choice;
     try {
       choice.hardware = find_hardware_spec(calibration->hardware, dir);
@@ -54,7 +57,7 @@ HardwareChoice choose_hardware(const FittedModel* calibration, const std::string
   }
   const HardwareSpec spec = find_hardware_spec(requested, dir);
   if (calibration != nullptr && spec.name == calibration->hardware && efficiency_path.empty()) {
-    choice.hardware = spec;
+    choice.hardware = spec;  // the calibration's own device, named: its own times
     return choice;
   }
   OperatorRoofline fitted;

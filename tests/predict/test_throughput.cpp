@@ -102,6 +102,7 @@ TEST(Throughput, ChooseHardwareUsesTheCalibrationsDescriptionOrDescribesAnother)
   model.hardware = "a-device-this-build-lacks";
   EXPECT_FALSE(choose_hardware(&model, "", "", dir).hardware.has_value());
   EXPECT_NE(user_error_of([] { (void)choose_hardware(nullptr, "", "", "."); }).find("nothing to predict on"), std::string::npos);
+  EXPECT_NE(user_error_of([&] { (void)choose_hardware(&model, "", "eff.json", dir); }).find("name it with --hardware"), std::string::npos);
 }
 
 }  // namespace

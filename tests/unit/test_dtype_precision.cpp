@@ -133,6 +133,14 @@ TEST(Precision, Fp8IsPredictedOnlyAndEveryBackendRefusesItWithTheReason) {
     }
   }
   for (PrecisionName name : all_precisions()) EXPECT_EQ(precision_policy(name).fp8_matmul, name == PrecisionName::kFp8);
+  // Job files and stored ground truth name what a trainer ran: fp8 is refused there, with the reason.
+  try {
+    (void)parse_trainable_precision("fp8");
+    ADD_FAILURE() << "fp8 accepted as a trainable precision";
+  } catch (const UserError& error) {
+    EXPECT_NE(std::string(error.what()).find("'fp8' is predicted only"), std::string::npos) << error.what();
+  }
+  EXPECT_EQ(parse_trainable_precision("amp_bf16").name, PrecisionName::kAmpBf16);
 }
 
 TEST(Precision, UnknownNameThrowsUserError) {
