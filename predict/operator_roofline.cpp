@@ -163,6 +163,8 @@ OperatorClass classify_operator(std::string_view name, Phase phase) {
   return OperatorClass::kElementwise;
 }
 
+// Not parse_dtype_list (common/dtype_list.hpp): /ops/signatures stores input_dtypes cut at its field's
+// capacity, so a long list can end in a partial name, which that parser refuses; unknown items are skipped here.
 ComputeDType math_dtype_of(std::string_view input_dtypes, OperatorClass op_class, bool tf32_math) {
   bool fp32 = false, bf16 = false, fp16 = false;
   std::optional<ComputeDType> first;
