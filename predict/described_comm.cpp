@@ -352,16 +352,6 @@ Candidate all_to_all(const Context& c, int64_t bytes) {
   return out;
 }
 
-std::string format_detail(NcclAlgorithm a, NcclProtocol p, const Candidate& k, int64_t bytes, const Context& c) {
-  std::ostringstream s;
-  s.setf(std::ios::fixed);
-  s.precision(1);
-  s << to_string(a) << "/" << to_string(p) << ": " << k.latency_us << " us + " << bytes << " B / " << k.algbw_gbps
-    << " GB/s algbw (" << c.nodes << " node" << (c.nodes == 1 ? "" : "s") << " x " << c.ppn << " ranks, "
-    << to_string(static_cast<NcclGeneration>(c.gen)) << ")";
-  return s.str();
-}
-
 void check_placement(const GroupPlacement& p) {
   if (p.group_size < 1 || p.ranks_per_node < 1 || p.group_size % p.ranks_per_node != 0)
     throw UserError("group placement of " + std::to_string(p.group_size) + " ranks with " +
@@ -429,15 +419,15 @@ DescribedCommTime to_result(const Context& c, NcclAlgorithm a, int proto, const 
   r.protocol = static_cast<NcclProtocol>(proto);
   r.time_us = k.latency_us + static_cast<double>(bytes) / (1000.0 * k.algbw_gbps);
   r.bus_bandwidth_bytes_per_s = static_cast<double>(bytes) * busbw_factor(c.collective, c.n) / (r.time_us * 1e-6);
-  r.detail = format_detail(a, r.protocol, k, bytes, c);
+  r.latency_us = k.latency_us;
+  r.algorithmic_bandwidth_bytes_per_s = k.algbw_gbps * 1e9;
+  r.bytes = bytes;
+  r.placement = GroupPlacement{c.n, c.ppn};
+  r.generation = static_cast<NcclGeneration>(c.gen);
   return r;
 }
 
-DescribedCommTime zero_result() {
-  DescribedCommTime r;
-  r.detail = "no communication (one rank or no bytes)";
-  return r;
-}
+DescribedCommTime zero_result() { return DescribedCommTime{}; }
 
 // send / sendrecv: a two-rank group, inside a node when ranks_per_node >= 2.
 GroupPlacement p2p_placement(const GroupPlacement& p) {
@@ -478,6 +468,18 @@ NcclGeneration infer_nccl_generation(const HardwareSpec& hw) {
   if (!hw.peak(ComputeDType::kFp8)) return NcclGeneration::kAmpere;
   if (hw.nvlink_bandwidth_bytes_per_s && *hw.nvlink_bandwidth_bytes_per_s >= 800e9) return NcclGeneration::kBlackwell;
   return NcclGeneration::kHopper;
+}
+
+std::string describe(const DescribedCommTime& time) {
+  if (time.algorithmic_bandwidth_bytes_per_s <= 0) return "no communication (one rank or no bytes)";
+  const int64_t nodes = time.placement.nodes();
+  std::ostringstream s;
+  s.setf(std::ios::fixed);
+  s.precision(1);
+  s << to_string(time.algorithm) << "/" << to_string(time.protocol) << ": " << time.latency_us << " us + " << time.bytes
+    << " B / " << time.algorithmic_bandwidth_bytes_per_s / 1e9 << " GB/s algbw (" << nodes << " node" << (nodes == 1 ? "" : "s")
+    << " x " << time.placement.ranks_per_node << " ranks, " << to_string(time.generation) << ")";
+  return s.str();
 }
 
 int64_t GroupPlacement::nodes() const { return ranks_per_node > 0 ? group_size / ranks_per_node : 0; }

@@ -86,13 +86,23 @@ struct NcclTuning {
   bool tree_size_correction = true;
 };
 
+// One call's time and how NCCL's model reached it, as typed values (describe() renders them for reports;
+// a plan evaluates thousands of calls and renders none).
 struct DescribedCommTime {
-  double time_us = 0;
+  double time_us = 0;  // latency_us + bytes / algorithmic bandwidth; 0 for no communication
   NcclAlgorithm algorithm = NcclAlgorithm::kRing;
   NcclProtocol protocol = NcclProtocol::kSimple;
-  double bus_bandwidth_bytes_per_s = 0;  // bytes * busbw_factor / time (0 when time is 0)
-  std::string detail;                    // e.g. "nvls/Simple: 25.0 us + 1073741824 B / 272.0 GB/s (1 node x 8)"
+  double bus_bandwidth_bytes_per_s = 0;        // bytes * busbw_factor / time (0 when time is 0)
+  double latency_us = 0;                       // the chosen (algorithm, protocol)'s latency
+  double algorithmic_bandwidth_bytes_per_s = 0;  // its bandwidth for the whole buffer (0: no communication)
+  int64_t bytes = 0;
+  GroupPlacement placement;                    // as timed (a two-rank group for send / sendrecv)
+  NcclGeneration generation = NcclGeneration::kHopper;
 };
+
+// "nvls/Simple: 25.0 us + 1073741824 B / 272.0 GB/s algbw (1 node x 8 ranks, hopper)", or
+// "no communication (one rank or no bytes)".
+std::string describe(const DescribedCommTime& time);
 
 // Time of one call of `collective` moving `bytes` (nccl-tests convention) over `placement` on devices
 // described by `hw`: the fastest (algorithm, protocol) NCCL's model would pick (see the file comment).

@@ -5,7 +5,6 @@
 #include <cmath>
 #include <limits>
 #include <nlohmann/json.hpp>
-#include <regex>
 #include <set>
 
 #include "common/errors.hpp"
@@ -194,19 +193,30 @@ ComputeDType math_dtype_of(std::string_view input_dtypes, OperatorClass op_class
 
 namespace {
 
-// The sizes of a signature's first `limit` tensors ("bf16[2,8,128,64]{...}" -> {2, 8, 128, 64}).
-std::vector<std::vector<double>> tensor_shapes(const std::string& text, std::size_t limit) {
-  static const std::regex kTensor(R"([a-z0-9]+\[([0-9,]+)\])");
+// The sizes of a signature's first `limit` tensors ("bf16[2,8,128,64]{...}" -> {2, 8, 128, 64}): each
+// "[digits and commas]" right after a lowercase letter or digit (a dtype name); a 0-dim tensor ("f32[]")
+// has no sizes and is skipped. A hand scan: a plan parses thousands of signatures.
+std::vector<std::vector<double>> tensor_shapes(std::string_view text, std::size_t limit) {
+  const auto is_name = [](char c) { return (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9'); };
   std::vector<std::vector<double>> shapes;
-  for (auto it = std::sregex_iterator(text.begin(), text.end(), kTensor); it != std::sregex_iterator() && shapes.size() < limit; ++it) {
+  for (std::size_t open = text.find('['); open != std::string_view::npos && shapes.size() < limit;
+       open = text.find('[', open + 1)) {
+    if (open == 0 || !is_name(text[open - 1])) continue;
+    std::size_t end = open + 1;
+    while (end < text.size() && ((text[end] >= '0' && text[end] <= '9') || text[end] == ',')) ++end;
+    if (end == open + 1 || end >= text.size() || text[end] != ']') continue;
     std::vector<double> dims;
-    const std::string list = (*it)[1].str();
-    std::size_t start = 0;
-    while (start < list.size()) {
-      const std::size_t comma = list.find(',', start);
-      dims.push_back(std::stod(list.substr(start, comma == std::string::npos ? std::string::npos : comma - start)));
-      if (comma == std::string::npos) break;
-      start = comma + 1;
+    double value = 0;
+    bool digits = false;
+    for (std::size_t i = open + 1; i <= end; ++i) {
+      if (i < end && text[i] != ',') {
+        value = value * 10 + (text[i] - '0');
+        digits = true;
+      } else {
+        if (digits) dims.push_back(value);
+        value = 0;
+        digits = false;
+      }
     }
     shapes.push_back(std::move(dims));
   }
@@ -222,7 +232,7 @@ double elements(const std::vector<double>& shape) {
 }  // namespace
 
 Fp8Casts fp8_casts_of(std::string_view signature) {
-  const std::vector<std::vector<double>> shapes = tensor_shapes(std::string(signature), 2);
+  const std::vector<std::vector<double>> shapes = tensor_shapes(signature, 2);
   if (shapes.size() < 2) return {};
   return {1, 3.0 * elements(shapes[0]), elements(shapes[0]) + elements(shapes[1])};
 }

@@ -7,8 +7,12 @@
 //    predictor models (predict::modelled_recipes: sequence parallelism, vocabulary-parallel head, recompute,
 //    distributed optimizer, overlapped reduction); vp:0 the non-interleaved schedule only, vp:1 also
 //    interleaved 1F1B with 2, 4 and 8 virtual stages per pipeline rank where the layout allows it.
-// Both need a fitted model: the calibration file in ITERTIME_BENCH_CAL (default out/local-cpu.h5, written
-// by the README's main job). Stages that were not traced are built from the model (predict/op_builder)
+//  - BM_PlanLlama405BDescribed: the same plan on 2,048 DGX H100 nodes described by data/hardware/h100-sxm.json
+//    and data/efficiency/default.json (predict --hardware h100-sxm, no calibration): every candidate that
+//    fits the device memory is built and timed by the operator roofline and NCCL's cost model; cp:1 also
+//    splits the sequence over 2 context-parallel ranks (NeMo's 405B recipe uses cp 2).
+// The first two need a fitted model: the calibration file in ITERTIME_BENCH_CAL (default out/local-cpu.h5,
+// written by the README's main job); the described plan needs none. Stages that were not traced are built from the model (predict/op_builder)
 // and their operators timed by the regression, as for any configuration of a model never traced.
 #include <benchmark/benchmark.h>
 
@@ -21,6 +25,7 @@
 #include "predict/fitted_model.hpp"
 #include "predict/plan.hpp"
 #include "predict/predictor.hpp"
+#include "predict/target_device.hpp"
 
 namespace {
 
@@ -109,6 +114,43 @@ BENCHMARK(BM_PlanLlama405B)
     ->Args({1, 0})
     ->Args({0, 1})
     ->Args({1, 1})
+    ->Unit(benchmark::kMillisecond)
+    ->Iterations(3);
+
+// Args recipes, vp as above, and cp; the global batch is 2,048 sequences of 8,192 tokens (16M tokens).
+void BM_PlanLlama405BDescribed(benchmark::State& state) {
+  const predict::FittedModel no_calibration;
+  const predict::HardwareChoice choice = predict::choose_hardware(nullptr, "h100-sxm", "");
+  predict::PlanOptions options;
+  options.model = load_llama_config(source_dir() + "/data/models/llama3.1-405b.json");
+  options.gpus = 2048 * *choice.hardware->gpus_per_node;
+  options.global_batch = 2048;
+  options.seq_len = 8192;
+  options.micro_batches = {1, 2, 4, 8};
+  options.precisions = {PrecisionName::kAmpBf16, PrecisionName::kBf16};
+  options.hardware = choice.hardware;
+  options.target = &*choice.target;
+  options.device_memory_bytes = static_cast<double>(choice.hardware->memory_bytes);
+  if (state.range(0) != 0) options.recipes = predict::modelled_recipes();
+  if (state.range(1) != 0) options.virtual_stages = {1, 2, 4, 8};
+  if (state.range(2) != 0) options.context_parallel = {1, 2};
+  std::size_t candidates = 0;
+  std::size_t feasible = 0;
+  for (auto _ : state) {
+    const auto entries = predict::plan(no_calibration, options);
+    candidates = entries.size();
+    feasible = 0;
+    for (const auto& e : entries) feasible += e.feasible ? 1 : 0;
+    benchmark::DoNotOptimize(entries.data());
+  }
+  state.counters["candidates"] = static_cast<double>(candidates);
+  state.counters["feasible"] = static_cast<double>(feasible);
+}
+BENCHMARK(BM_PlanLlama405BDescribed)
+    ->ArgNames({"recipes", "vp", "cp"})
+    ->Args({0, 0, 0})
+    ->Args({1, 1, 0})
+    ->Args({1, 1, 1})
     ->Unit(benchmark::kMillisecond)
     ->Iterations(3);
 

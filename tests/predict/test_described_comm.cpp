@@ -201,7 +201,7 @@ TEST(DescribedComm, MonotoneInBytes) {
           const auto t = described_comm_us(hw, coll, p, static_cast<int64_t>(b));
           ASSERT_TRUE(t) << hw.name << " " << to_string(coll);
           ASSERT_GE(t->time_us, previous - 1e-9) << hw.name << " " << to_string(coll) << " n=" << p.group_size
-                                                 << " ppn=" << p.ranks_per_node << " bytes=" << b << " " << t->detail;
+                                                 << " ppn=" << p.ranks_per_node << " bytes=" << b << " " << describe(*t);
           previous = t->time_us;
         }
       }
@@ -245,6 +245,30 @@ TEST(DescribedComm, PointToPointIntraVersusInterNode) {
   EXPECT_NEAR(tiny->time_us, 7.2, 1e-3);
 }
 
+// The result carries how it was reached as values; describe() renders them only when a report asks.
+TEST(DescribedComm, ResultCarriesItsTermsAndDescribesThem) {
+  const HardwareSpec h100 = spec("h100-sxm");
+  const auto best8 = described_comm_us(h100, Collective::kAllReduce, {8, 8}, kGiB);
+  ASSERT_TRUE(best8);
+  EXPECT_EQ(best8->bytes, kGiB);
+  EXPECT_EQ(best8->placement.group_size, 8);
+  EXPECT_EQ(best8->placement.ranks_per_node, 8);
+  EXPECT_EQ(best8->generation, NcclGeneration::kHopper);
+  EXPECT_NEAR(best8->time_us, best8->latency_us + static_cast<double>(kGiB) / best8->algorithmic_bandwidth_bytes_per_s * 1e6,
+              1e-6 * best8->time_us);
+  EXPECT_EQ(describe(*best8).rfind("nvls/Simple: ", 0), 0u) << describe(*best8);
+  EXPECT_NE(describe(*best8).find("(1 node x 8 ranks, hopper)"), std::string::npos) << describe(*best8);
+  // A send is timed as a two-rank group (here inside one node: its group has 8 ranks per node).
+  const auto send = described_comm_us(h100, Collective::kSend, {16, 8}, 1 << 20);
+  ASSERT_TRUE(send);
+  EXPECT_EQ(send->placement.group_size, 2);
+  EXPECT_NE(describe(*send).find("(1 node x 2 ranks"), std::string::npos) << describe(*send);
+  const auto none = described_comm_us(h100, Collective::kAllReduce, {1, 1}, kGiB);
+  ASSERT_TRUE(none);
+  EXPECT_EQ(none->time_us, 0.0);
+  EXPECT_EQ(describe(*none), "no communication (one rank or no bytes)");
+}
+
 // The comparison with public component measurements (a check, not a fit): printed for the report.
 TEST(DescribedComm, ComparisonWithMeasuredComponents) {
   const HardwareSpec h100 = spec("h100-sxm");
@@ -258,15 +282,15 @@ TEST(DescribedComm, ComparisonWithMeasuredComponents) {
   const auto lat8 = described_comm_us(h100, Collective::kAllReduce, {8, 8}, 8);
   ASSERT_TRUE(ring8 && best8 && ring16 && best16 && lat8);
   std::printf("8x H100, all_reduce 1 GiB, ring only : busbw %.1f GB/s (measured ~370)  %s\n",
-              ring8->bus_bandwidth_bytes_per_s / 1e9, ring8->detail.c_str());
+              ring8->bus_bandwidth_bytes_per_s / 1e9, describe(*ring8).c_str());
   std::printf("8x H100, all_reduce 1 GiB, best      : busbw %.1f GB/s (measured ~480 NVLS)  %s\n",
-              best8->bus_bandwidth_bytes_per_s / 1e9, best8->detail.c_str());
+              best8->bus_bandwidth_bytes_per_s / 1e9, describe(*best8).c_str());
   std::printf("16x H100 (2 nodes), all_reduce 1 GiB, ring only: busbw %.1f GB/s = %.1f GB/s per NIC (measured ~46-48)  %s\n",
-              ring16->bus_bandwidth_bytes_per_s / 1e9, ring16->bus_bandwidth_bytes_per_s / 1e9 / 8, ring16->detail.c_str());
+              ring16->bus_bandwidth_bytes_per_s / 1e9, ring16->bus_bandwidth_bytes_per_s / 1e9 / 8, describe(*ring16).c_str());
   std::printf("16x H100 (2 nodes), all_reduce 1 GiB, best     : busbw %.1f GB/s  %s\n",
-              best16->bus_bandwidth_bytes_per_s / 1e9, best16->detail.c_str());
+              best16->bus_bandwidth_bytes_per_s / 1e9, describe(*best16).c_str());
   std::printf("8x H100, all_reduce 8 B: %.2f us (nccl-tests typically ~10-20 us)  %s\n", lat8->time_us,
-              lat8->detail.c_str());
+              describe(*lat8).c_str());
   for (const char* name : {"a100-sxm-80gb", "h200-sxm", "b200"}) {
     const auto r = described_comm_us(spec(name), Collective::kAllReduce, {8, 8}, kGiB, ring_only);
     const auto b = described_comm_us(spec(name), Collective::kAllReduce, {8, 8}, kGiB);
