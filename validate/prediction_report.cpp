@@ -1,7 +1,9 @@
 // prediction_report.cpp: console and JSON reporters of fit, predict and plan (see the header).
 #include "validate/prediction_report.hpp"
 
+#include <algorithm>
 #include <cstdio>
+#include <cstring>
 #include <nlohmann/json.hpp>
 
 #include "common/training_techniques.hpp"
@@ -161,8 +163,15 @@ void print_plan(const predict::PlanOptions& options, const std::vector<predict::
   if (options.hardware) {
     std::printf("  MFU against %s's dense peak per precision; tokens/s per rank\n", options.hardware->name.c_str());
   }
-  std::printf("  %-4s %-12s %5s %-9s %-14s %16s %14s %10s %14s %7s  %s\n", "rank", extended ? "(dp,tp,pp[,cp,vp])" : "(dp,tp,pp)", "mbs", "precision", "recipe", "iteration_us",
-              "memory_GiB", "extrap(%)", "tokens/s/rank", "MFU(%)", "note");
+  // The tuple and recipe columns are as wide as their longest shown value, so the columns stay aligned.
+  const char* tuple_header = extended ? "(dp,tp,pp[,cp,vp])" : "(dp,tp,pp)";
+  int tuple_width = static_cast<int>(std::strlen(tuple_header)), recipe_width = 14;
+  for (std::size_t i = 0; i < entries.size() && static_cast<int>(i) < top; ++i) {
+    tuple_width = std::max(tuple_width, static_cast<int>(entries[i].config.tuple_string().size()));
+    recipe_width = std::max(recipe_width, static_cast<int>(recipe_label(entries[i].techniques).size()));
+  }
+  std::printf("  %-4s %-*s %5s %-9s %-*s %16s %14s %10s %14s %7s  %s\n", "rank", tuple_width, tuple_header, "mbs", "precision",
+              recipe_width, "recipe", "iteration_us", "memory_GiB", "extrap(%)", "tokens/s/rank", "MFU(%)", "note");
   int shown = 0;
   for (const auto& e : entries) {
     if (shown >= top) break;
@@ -173,8 +182,8 @@ void print_plan(const predict::PlanOptions& options, const std::vector<predict::
     if (e.feasible) std::snprintf(rate, sizeof(rate), "%.1f", e.tokens_per_s_per_rank);
     char mfu[32] = "-";
     if (e.mfu) std::snprintf(mfu, sizeof(mfu), "%.2f", 100.0 * *e.mfu);
-    std::printf("  %-4d %-12s %5d %-9s %-14s %16s %14.2f %10.1f %14s %7s  %s\n", shown, e.config.tuple_string().c_str(), e.config.micro_batch,
-                to_string(e.precision).c_str(), recipe_label(e.techniques).c_str(), iteration, e.peak_memory_bytes / kGiB, 100.0 * e.extrapolated_fraction,
+    std::printf("  %-4d %-*s %5d %-9s %-*s %16s %14.2f %10.1f %14s %7s  %s\n", shown, tuple_width, e.config.tuple_string().c_str(),
+                e.config.micro_batch, to_string(e.precision).c_str(), recipe_width, recipe_label(e.techniques).c_str(), iteration, e.peak_memory_bytes / kGiB, 100.0 * e.extrapolated_fraction,
                 rate, mfu, e.feasible ? "" : e.reason.c_str());
   }
 }

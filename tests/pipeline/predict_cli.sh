@@ -116,5 +116,12 @@ expect_user_error "no-such-device" predict --hardware no-such-device --model "$M
 grep -q "on 8 GPUs" "$WORK/dplan.txt"
 grep -q " fp8 " "$WORK/dplan.txt"
 grep -q "MFU against h100-sxm" "$WORK/dplan.txt"
+# The table's columns stay aligned with long recipe names: every row's iteration figure ends where the
+# header's "iteration_us" ends.
+"$ITERTIME" plan --hardware h100-sxm --nodes 1 --model "$MODEL" --gbs 8 --seq 32 --all-recipes --top 100000 > "$WORK/dplan-recipes.txt"
+grep -q "sp+vp+dopt+rc-full+ovl" "$WORK/dplan-recipes.txt"
+awk '/ iteration_us /{end = index($0, "iteration_us") + length("iteration_us") - 1; next}
+     end && /^  [0-9]/{c = substr($0, end, 2); if (c !~ /^[0-9-] $/) {print "misaligned: " $0; bad = 1}}
+     END{exit bad || !end}' "$WORK/dplan-recipes.txt"
 expect_user_error "needs --hardware with a GPU description" plan "$WORK/model.itm" --nodes 2 --model "$MODEL" --gbs 8 --seq 32
 echo "predict CLI test passed"
