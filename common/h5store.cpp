@@ -583,11 +583,12 @@ Store Store::create(const std::string& path, bool force, const std::map<std::str
   // Locked before W is emptied: a live writer's file is refused, and P stays as it is until the commit.
   const std::string work = work_path_of(path);
   WriterLock lock = WriterLock::acquire(path, work);
+  if (!hdf5_locking_off() && writer_holds(path)) throw UserError(being_written(path));  // HDF5's own lock on W
   H5::H5File file;
   try {
     file = H5::H5File(work, H5F_ACC_TRUNC, H5::FileCreatPropList::DEFAULT, access_list(true));
   } catch (const H5::Exception& h5_error) {
-    std::filesystem::remove(work, error);  // the lock's empty file: nothing is left behind
+    if (hdf5_locking_off()) std::filesystem::remove(work, error);  // ours (locked): nothing is left behind
     throw UserError(path + ": cannot create the HDF5 file (" + h5_error.getDetailMsg() + "); check the path and permissions");
   }
   auto shadow = std::make_shared<Shadow>(path, work, std::move(lock), file);
@@ -648,6 +649,7 @@ Store Store::open(const std::string& path, bool writable) {
   // The working copy is rebuilt from P, under the lock: whatever a killed writer left in it is dropped.
   const std::string work = work_path_of(path);
   WriterLock lock = WriterLock::acquire(path, work);
+  if (!hdf5_locking_off() && writer_holds(path)) throw UserError(being_written(path));  // HDF5's own lock on W
   if (!copy_file(path, work, [] {})) {
     const std::string reason = std::strerror(errno);
     std::filesystem::remove(work, error);
@@ -659,8 +661,8 @@ Store Store::open(const std::string& path, bool writable) {
     // (HDF5's earliest) does not open with those bounds and is appended to in its own format.
     file = open_work_copy(work);
   } catch (const H5::Exception& h5_error) {
-    std::filesystem::remove(work, error);
     if (!hdf5_locking_off() && writer_holds(path)) throw UserError(being_written(path));
+    std::filesystem::remove(work, error);
     throw UserError(path + ": cannot open for writing (" + h5_error.getDetailMsg() + "); check permissions");
   }
   auto shadow = std::make_shared<Shadow>(path, work, std::move(lock), file);

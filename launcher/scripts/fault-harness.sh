@@ -19,6 +19,7 @@
 # (inside a commit's copy), resumes, chains compared, damaged files, lost, duplicate and extra rows, and
 # (ground truth) configurations recorded failed because a kill landed while they were measured (by
 # design: calibrate/groundtruth.cpp; their child rows are left out of the comparison).
+# MPIEXEC and MPIEXEC_FLAGS (environment) name the launcher and its extra flags (default: mpiexec, none).
 # Exit status 1 when damaged, lost, duplicate or extra is not 0 in some stage (or fit/validate fail), 2
 # on a usage error or a missing tool.
 set -uo pipefail
@@ -45,7 +46,7 @@ while [[ $# -gt 0 ]]; do
     --work) WORK="${2:?}"; shift 2 ;;
     --pause-us) PAUSE_US="${2:?}"; shift 2 ;;
     --keep) KEEP=1; shift ;;
-    -h|--help) sed -n '2,25p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    -h|--help) sed -n '2,26p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'; exit 0 ;;
     *) die "unknown option $1 (see --help)" ;;
   esac
 done
@@ -64,6 +65,7 @@ JOB="$ROOT/jobs/fault-cpu.json"
 [[ -x "$ROWS" ]] || die "$ROWS not found; build it (ninja -C $BUILD itertime_fault_rows; needs -DITERTIME_BUILD_TESTS=ON)"
 MPIEXEC="${MPIEXEC:-$(command -v mpiexec || true)}"
 [[ -n "$MPIEXEC" ]] || die "mpiexec not found"
+read -r -a MPIEXEC_EXTRA <<<"${MPIEXEC_FLAGS:-}"  # e.g. --oversubscribe
 command -v h5dump > /dev/null || die "h5dump not found (apt-get install hdf5-tools)"
 
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMP_NUM_THREADS=1 OMPI_MCA_btl=^tcp
@@ -90,7 +92,7 @@ stage_args() {
 start() {
   local -a args
   read -r -a args <<<"$(stage_args "$1")"
-  "$MPIEXEC" "${QUIET[@]}" -n 2 "$ITERTIME" "${args[@]}" -o "$2" --resume > "$3" 2>&1 &
+  "$MPIEXEC" "${QUIET[@]}" -n 2 ${MPIEXEC_EXTRA[@]+"${MPIEXEC_EXTRA[@]}"} "$ITERTIME" "${args[@]}" -o "$2" --resume > "$3" 2>&1 &
   PID=$!
 }
 
