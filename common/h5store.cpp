@@ -255,7 +255,6 @@ std::string utc_now_for_meta() {
   return text;
 }
 
-
 // The file a commit writes before renaming it onto the store (same folder: the rename is atomic).
 std::string commit_path_of(const std::string& path) { return path + ".itertime-commit"; }
 
