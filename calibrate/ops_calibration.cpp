@@ -541,6 +541,7 @@ OpStageRow stage_row(const StageRequest& request, const StageTrace& trace, const
 // Rank 0: a stage trace not yet stored: its new signatures, then its sequence, comms and stage row.
 void store_stage_trace(OpsRun& run, const StageRequest& request, const StageTrace& trace) {
   h5::Store& store = *run.plan.store;
+  const h5::Store::Transaction together(store);  // a stage's new signatures reach the file with its rows
   append_new_signatures(store, trace, run.stored);
   const std::vector<OpSequenceRow> sequence = sequence_rows(request, trace, run.stored);
   append_stage(store, stage_row(request, trace, run.options.job.model.name), sequence, comm_rows(request, trace));

@@ -3,11 +3,13 @@
 // of its child tables or sample arrays, and records each span as (offset, count) members of its own.
 // Invariants:
 //  - append_with_children() appends every child span first, then the parent row with the offsets filled
-//    in, so a parent row never points past its children; a job killed in between leaves child rows that
-//    no parent points at, never a parent without its children.
+//    in, all in one Store::Transaction: they reach the file in one commit, so a killed job leaves either
+//    all of them or none (h5store.hpp), and a parent row never points past its children.
 //  - complete_parent_keys() returns the keys of the parent rows present and, on a writable store, trims
-//    every child table to the end of the last span a parent points at (the tail a killed job left), so
-//    that the next append's offsets are right. A parent is present exactly when its row is.
+//    every child table to the end of the last span a parent points at (to nothing when the parent table
+//    is missing), so that the next append's offsets are right. Files written before transactions (by a
+//    job killed between a child span and its parent row) can hold such child rows; this drops them. A
+//    parent is present exactly when its row is.
 #pragma once
 
 #include <algorithm>
@@ -65,19 +67,26 @@ void append_child_span(Store& store, Parent& parent, const ChildRows<Parent, Chi
 template <typename Parent, typename... Child>
 void append_with_children(Store& store, const char* parent_path, Parent parent,
                           const ChildRows<Parent, Child>&... children) {
+  const Store::Transaction together(store);
   (detail::append_child_span(store, parent, children), ...);
   store.table<Parent>(parent_path).append(parent);
 }
 
 // The keys (`key_of(row)`) of the parent rows at `parent_path`; on a writable store, each child table is
-// trimmed to the end of the last span the parents point at. Nothing is read or trimmed when the parent
-// table does not exist.
+// trimmed to the end of the last span the parents point at, or emptied when the parent table does not
+// exist (one commit).
 template <typename Parent, typename KeyOf, typename... Tables>
 std::set<std::string> complete_parent_keys(Store& store, const char* parent_path, KeyOf&& key_of,
                                            const Tables&... child_tables) {
   static_assert((std::is_same_v<Tables, ChildTable<Parent>> && ...), "child tables must describe the parent's spans");
   std::set<std::string> keys;
-  if (!store.exists(parent_path)) return keys;
+  if (!store.exists(parent_path)) {
+    if (store.writable()) {
+      const Store::Transaction trims(store);
+      (store.trim(child_tables.path, 0), ...);
+    }
+    return keys;
+  }
   const std::vector<Parent> rows = store.table<Parent>(parent_path).read_all();
   for (const Parent& row : rows) keys.insert(key_of(row));
   auto span_end = [&rows](const ChildTable<Parent>& table) {
@@ -85,7 +94,10 @@ std::set<std::string> complete_parent_keys(Store& store, const char* parent_path
     for (const Parent& row : rows) end = std::max(end, row.*(table.offset) + row.*(table.count));
     return end;
   };
-  if (store.writable()) (store.trim(child_tables.path, span_end(child_tables)), ...);
+  if (store.writable()) {
+    const Store::Transaction trims(store);
+    (store.trim(child_tables.path, span_end(child_tables)), ...);
+  }
   return keys;
 }
 

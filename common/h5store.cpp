@@ -6,13 +6,17 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
+#include <cstring>
 #include <cstdlib>
 #include <ctime>
+#include <exception>
 #include <filesystem>
 #include <fstream>
 #include <functional>
 #include <sstream>
+#include <thread>
 
 #include "common/errors.hpp"
 #include "common/h5_compat.hpp"
@@ -94,18 +98,19 @@ H5::FileAccPropList access_list(bool checksummed) {
   return access;
 }
 
-// Whether another open file description holds an exclusive flock on `path`: a writer has the file open
-// (WriterLock's, or HDF5's own where HDF5 still locks: it holds flock(2) for as long as a file is open,
-// exclusively when writing). A probe, not a lock: the shared lock it may take is released at once.
-// This process's own writer (a Store open for appending) does not count: /proc/locks names the holder.
+// Whether another open file description holds an exclusive flock on the working copy of the store at
+// `path` (a writer has it open: WriterLock's, or HDF5's own where HDF5 still locks). A probe, not a lock:
+// the shared lock it may take is released at once. This process's own writer (a Store open for
+// appending) does not count: /proc/locks names the holder.
 bool writer_holds(const std::string& path) {
-  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  const std::string work = work_path_of(path);
+  const int fd = ::open(work.c_str(), O_RDONLY | O_CLOEXEC);
   if (fd < 0) return false;
   const bool held = ::flock(fd, LOCK_SH | LOCK_NB) != 0 && errno == EWOULDBLOCK;
   ::close(fd);
   if (!held) return false;
   struct stat status {};
-  if (::stat(path.c_str(), &status) != 0) return true;
+  if (::stat(work.c_str(), &status) != 0) return true;
   // Lines read "1: FLOCK  ADVISORY  WRITE 1234 08:01:5678 0 EOF": the holder's pid, then major:minor:inode.
   std::ifstream locks("/proc/locks");
   std::string line;
@@ -250,6 +255,82 @@ std::string utc_now_for_meta() {
   return text;
 }
 
+// The file a commit writes before renaming it onto the store (same folder: the rename is atomic).
+std::string commit_path_of(const std::string& path) { return path + ".itertime-commit"; }
+
+[[noreturn]] void system_failure(const std::string& what, const std::string& path, const char* file, int line) {
+  throw InternalError(what + " " + path + ": " + std::strerror(errno), file, line);
+}
+
+// Copies the whole of `from` into `to` (created or truncated; mode 0666 less the umask, as HDF5 creates
+// files). `pause` runs half way (the test hook: a kill then leaves `to` cut off). Returns false, with
+// errno set, when `from` cannot be opened or read or `to` cannot be written.
+template <typename Pause>
+bool copy_file(const std::string& from, const std::string& to, Pause&& pause) {
+  const int in = ::open(from.c_str(), O_RDONLY | O_CLOEXEC);
+  if (in < 0) return false;
+  const int out = ::open(to.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0666);
+  if (out < 0) {
+    const int saved = errno;
+    ::close(in);
+    errno = saved;
+    return false;
+  }
+  struct stat status {};
+  bool ok = ::fstat(in, &status) == 0;
+  off_t done = 0;
+  std::vector<char> buffer;
+  const auto copy_to = [&](off_t end) {
+    while (ok && done < end) {
+      const std::size_t want = static_cast<std::size_t>(end - done);
+      ssize_t n = ::copy_file_range(in, nullptr, out, nullptr, want, 0);
+      if (n < 0 && (errno == EXDEV || errno == ENOSYS || errno == EINVAL || errno == EOPNOTSUPP)) {
+        // Another file system, or no copy_file_range: read and write.
+        if (buffer.empty()) buffer.resize(1 << 20);
+        n = ::read(in, buffer.data(), std::min(buffer.size(), want));
+        if (n > 0 && ::write(out, buffer.data(), static_cast<std::size_t>(n)) != n) n = -1;
+      }
+      if (n < 0 && errno == EINTR) continue;
+      if (n <= 0) {
+        if (n == 0) errno = EIO;  // the file shrank under us
+        ok = false;
+      } else {
+        done += n;
+      }
+    }
+  };
+  if (ok) {
+    copy_to(status.st_size / 2);
+    pause();
+    copy_to(status.st_size);
+  }
+  const int saved = errno;
+  ::close(in);
+  if (::close(out) != 0 && ok) ok = false;
+  else errno = saved;
+  return ok;
+}
+
+long commit_pause_us() {
+  const char* text = std::getenv("ITERTIME_TEST_COMMIT_PAUSE_US");
+  return text == nullptr ? 0 : std::max(0L, std::atol(text));
+}
+
+}  // namespace
+
+std::string work_path_of(const std::string& path) { return path + ".itertime-wip"; }
+
+namespace {
+
+// Opens the working copy `work` in HDF5 for writing (its own format kept; see Store::open).
+H5::H5File open_work_copy(const std::string& work) {
+  try {
+    return H5::H5File(work, H5F_ACC_RDWR, H5::FileCreatPropList::DEFAULT, access_list(true));
+  } catch (const H5::Exception&) {
+    return H5::H5File(work, H5F_ACC_RDWR, H5::FileCreatPropList::DEFAULT, access_list(false));
+  }
+}
+
 }  // namespace
 
 // ---- damaged files ---------------------------------------------------------------------------
@@ -282,14 +363,20 @@ void RowType::insert(const std::string& name, std::size_t offset, const H5::Data
 
 // ---- TableHandle -------------------------------------------------------------------------------
 
-TableHandle::TableHandle(H5::H5File file, H5::DataSet dataset, H5::DataType memory_type, std::size_t row_bytes)
-    : file_(std::move(file)), dataset_(std::move(dataset)), memory_type_(std::move(memory_type)), row_bytes_(row_bytes) {}
+TableHandle::TableHandle(std::shared_ptr<Shadow> shadow, std::string path, H5::H5File file, H5::DataSet dataset,
+                         H5::DataType memory_type, std::size_t row_bytes)
+    : shadow_(std::move(shadow)),
+      path_(std::move(path)),
+      file_(std::move(file)),
+      dataset_(std::move(dataset)),
+      memory_type_(std::move(memory_type)),
+      row_bytes_(row_bytes) {}
 
 std::size_t TableHandle::rows() const {
   hsize_t dims[1] = {0};
-  ITERTIME_H5_READ(file_.getFileName(), "read a table's size", {
+  ITERTIME_H5_READ(path_, "read a table's size", {
     H5::DataSpace space = dataset_.getSpace();
-    if (space.getSimpleExtentNdims() != 1) throw damaged_file(file_.getFileName(), "a table is not one-dimensional");
+    if (space.getSimpleExtentNdims() != 1) throw damaged_file(path_, "a table is not one-dimensional");
     space.getSimpleExtentDims(dims);
   });
   return static_cast<std::size_t>(dims[0]);
@@ -302,38 +389,40 @@ void TableHandle::check_readable(std::size_t count) const {
   // is a damaged one: refuse it before it sizes an allocation.
   hsize_t stored_bytes = 0;
   std::size_t row_bytes = 0;
-  ITERTIME_H5_READ(file_.getFileName(), "read a table's storage size", {
+  ITERTIME_H5_READ(path_, "read a table's storage size", {
     stored_bytes = dataset_.getStorageSize();
     row_bytes = dataset_.getDataType().getSize();
   });
   const long double wanted = static_cast<long double>(count) * static_cast<long double>(row_bytes);
   if (wanted > 2.0L * static_cast<long double>(stored_bytes) + static_cast<long double>(64u << 20)) {
-    throw damaged_file(file_.getFileName(), "a table claims " + std::to_string(count) + " rows of " + std::to_string(row_bytes) +
+    throw damaged_file(path_, "a table claims " + std::to_string(count) + " rows of " + std::to_string(row_bytes) +
                                                 " bytes but stores " + std::to_string(stored_bytes) + " bytes");
   }
 }
 
 void TableHandle::append(const void* rows_data, std::size_t count) {
   if (count == 0) return;
-  const SignalDeferral whole_write;  // a SIGTERM waits for the extend, write and flush to finish
-  ITERTIME_H5_TRY(file_.getFileName(), "append rows", {
+  ITERTIME_CHECK(shadow_ != nullptr, "append to a read-only store");
+  const SignalDeferral whole_write;  // a SIGTERM waits for the extend, write and commit to finish
+  ITERTIME_H5_TRY(path_, "append rows", {
     const hsize_t old_rows = rows();
     const hsize_t new_size[1] = {old_rows + count};
     dataset_.extend(new_size);
+    shadow_->test_pause();
     H5::DataSpace file_space = dataset_.getSpace();
     const hsize_t start[1] = {old_rows};
     const hsize_t block[1] = {count};
     file_space.selectHyperslab(H5S_SELECT_SET, block, start);
     H5::DataSpace memory_space(1, block);
     dataset_.write(rows_data, memory_type_, memory_space, file_space);
-    file_.flush(H5F_SCOPE_GLOBAL);
   });
+  shadow_->written();
 }
 
 void TableHandle::read(void* out, std::size_t first, std::size_t count) const {
   ITERTIME_CHECK(first + count <= rows(), "read past the end of a table");
   if (count == 0) return;
-  ITERTIME_H5_READ(file_.getFileName(), "cannot read rows", {
+  ITERTIME_H5_READ(path_, "cannot read rows", {
     H5::DataSpace file_space = dataset_.getSpace();
     const hsize_t start[1] = {first};
     const hsize_t block[1] = {count};
@@ -345,24 +434,39 @@ void TableHandle::read(void* out, std::size_t first, std::size_t count) const {
 
 void TableHandle::truncate(std::size_t count) {
   ITERTIME_CHECK(count <= rows(), "truncate cannot grow a table");
+  ITERTIME_CHECK(shadow_ != nullptr, "truncate a table of a read-only store");
   const SignalDeferral whole_write;
-  ITERTIME_H5_TRY(file_.getFileName(), "truncate a table", {
+  ITERTIME_H5_TRY(path_, "truncate a table", {
     const hsize_t new_size[1] = {count};
     dataset_.extend(new_size);
-    file_.flush(H5F_SCOPE_GLOBAL);
   });
+  shadow_->written();
 }
 
 // ---- WriterLock --------------------------------------------------------------------------------
 
-WriterLock WriterLock::acquire(const std::string& path, bool create) {
-  if (!hdf5_locking_off()) return WriterLock();  // HDF5 takes its own exclusive lock
-  const int fd = ::open(path.c_str(), O_RDWR | O_CLOEXEC | (create ? O_CREAT : 0), 0644);
-  if (fd < 0) return WriterLock();  // HDF5's open reports why (permissions, missing folder)
-  if (::flock(fd, LOCK_EX | LOCK_NB) == 0) return WriterLock(fd);
-  ::close(fd);
-  if (writer_holds(path)) throw UserError(being_written(path));
-  return WriterLock();  // this process's own writable Store holds it (HDF5 shares the open file)
+WriterLock WriterLock::acquire(const std::string& store_path, const std::string& work_path) {
+  if (!hdf5_locking_off()) return WriterLock();  // HDF5 takes its own exclusive lock on W
+  for (int attempt = 0; attempt < 100; ++attempt) {
+    const int fd = ::open(work_path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0666);
+    if (fd < 0) {
+      throw UserError(store_path + ": cannot create " + work_path + " (" + std::strerror(errno) +
+                      "); itertime writes a working copy beside the file: check the folder's permissions");
+    }
+    if (::flock(fd, LOCK_EX | LOCK_NB) != 0) {
+      ::close(fd);
+      throw UserError(being_written(store_path));
+    }
+    // A writer that was closing may have removed W between our open and our lock: then the lock is on a
+    // file nobody else will find; take it again on the file the name now holds.
+    struct stat locked {}, named {};
+    if (::fstat(fd, &locked) == 0 && ::stat(work_path.c_str(), &named) == 0 && locked.st_dev == named.st_dev &&
+        locked.st_ino == named.st_ino) {
+      return WriterLock(fd);
+    }
+    ::close(fd);
+  }
+  throw UserError(being_written(store_path));
 }
 
 WriterLock& WriterLock::operator=(WriterLock&& other) noexcept {
@@ -378,10 +482,90 @@ WriterLock::~WriterLock() {
   if (fd_ >= 0) ::close(fd_);  // closing the descriptor releases the flock
 }
 
+// ---- Shadow ------------------------------------------------------------------------------------
+
+Shadow::Shadow(std::string path, std::string work_path, WriterLock lock, H5::H5File file)
+    : path_(std::move(path)),
+      work_path_(std::move(work_path)),
+      lock_(std::move(lock)),
+      file_(std::move(file)),
+      pause_us_(commit_pause_us()) {}
+
+Shadow::~Shadow() {
+  try {
+    file_.close();  // HDF5 closes W once no table holds it either (every table holds this Shadow)
+  } catch (const H5::Exception&) {
+    // Nothing to save: what was committed is in P.
+  }
+  std::error_code error;
+  std::filesystem::remove(work_path_, error);  // still locked: no other writer is using it
+  // lock_ is released after this body: a writer waiting for it finds W gone and creates its own.
+}
+
+void Shadow::test_pause() const {
+  if (pause_us_ > 0) std::this_thread::sleep_for(std::chrono::microseconds(pause_us_));
+}
+
+void Shadow::written() {
+  dirty_ = true;
+  if (depth_ == 0) commit();
+}
+
+void Shadow::begin_transaction() { ++depth_; }
+
+void Shadow::end_transaction(bool committing) {
+  ITERTIME_CHECK(depth_ > 0, "a transaction ended twice");
+  if (!committing) abandoned_ = true;
+  if (--depth_ == 0 && dirty_ && !abandoned_) commit();
+}
+
+void Shadow::commit() {
+  if (abandoned_) {
+    throw InternalError(path_ + ": a write was left half done by an earlier error; nothing more is committed to it",
+                        __FILE__, __LINE__);
+  }
+  const SignalDeferral whole_commit;  // a SIGTERM waits for the rename
+  ITERTIME_H5_TRY(path_, "flush the working copy", file_.flush(H5F_SCOPE_GLOBAL));
+  test_pause();
+  const std::string staged = commit_path_of(path_);
+  if (!copy_file(work_path_, staged, [this] { test_pause(); })) system_failure("cannot copy the working copy to", staged, __FILE__, __LINE__);
+  test_pause();
+  if (::rename(staged.c_str(), path_.c_str()) != 0) system_failure("cannot rename the committed copy onto", path_, __FILE__, __LINE__);
+  dirty_ = false;
+}
+
 // ---- Store -------------------------------------------------------------------------------------
 
-Store::Store(WriterLock lock, H5::H5File file, std::string path, bool writable)
-    : lock_(std::move(lock)), file_(std::move(file)), path_(std::move(path)), writable_(writable) {}
+Store::Transaction::Transaction(Store& store)
+    : shadow_(store.shadow_), uncaught_(std::uncaught_exceptions()) {
+  if (shadow_ == nullptr) return;
+  deferral_ = std::make_unique<SignalDeferral>();
+  shadow_->begin_transaction();
+}
+
+Store::Transaction::~Transaction() {
+  if (shadow_ == nullptr) return;
+  const bool committing = std::uncaught_exceptions() <= uncaught_;
+  if (!committing) {
+    shadow_->end_transaction(false);
+    return;
+  }
+  try {
+    shadow_->end_transaction(true);
+  } catch (const std::exception& error) {
+    // A destructor cannot throw: a failed commit ends the process as an internal failure would.
+    std::fprintf(stderr, "itertime: internal error: %s\n", error.what());
+    std::fflush(stderr);
+    std::abort();
+  }
+}
+
+Store::Store(std::shared_ptr<Shadow> shadow, H5::H5File file, std::string path, bool writable)
+    : shadow_(std::move(shadow)), file_(std::move(file)), path_(std::move(path)), writable_(writable) {}
+
+void Store::written() {
+  if (shadow_ != nullptr) shadow_->written();
+}
 
 Store Store::create(const std::string& path, bool force, const std::map<std::string, std::string>& provenance) {
   silence_hdf5();
@@ -394,22 +578,26 @@ Store Store::create(const std::string& path, bool force, const std::map<std::str
   if (!parent.empty() && !std::filesystem::is_directory(parent, error)) {
     throw UserError(path + ": folder " + parent.string() + " does not exist; create it first");
   }
-  // Locked before HDF5 truncates: a live writer's file is refused, never emptied under it.
-  WriterLock lock = WriterLock::acquire(path, /*create=*/true);
+  if (existed && std::filesystem::is_directory(path, error)) throw UserError(path + ": is a directory, not an HDF5 file");
+  // Locked before W is emptied: a live writer's file is refused, and P stays as it is until the commit.
+  const std::string work = work_path_of(path);
+  WriterLock lock = WriterLock::acquire(path, work);
+  if (!hdf5_locking_off() && writer_holds(path)) throw UserError(being_written(path));  // HDF5's own lock on W
   H5::H5File file;
   try {
-    file = H5::H5File(path, H5F_ACC_TRUNC, H5::FileCreatPropList::DEFAULT, access_list(true));
+    file = H5::H5File(work, H5F_ACC_TRUNC, H5::FileCreatPropList::DEFAULT, access_list(true));
   } catch (const H5::Exception& h5_error) {
-    if (!existed) std::filesystem::remove(path, error);  // the lock's empty file: nothing is left behind
+    if (hdf5_locking_off()) std::filesystem::remove(work, error);  // ours (locked): nothing is left behind
     throw UserError(path + ": cannot create the HDF5 file (" + h5_error.getDetailMsg() + "); check the path and permissions");
   }
+  auto shadow = std::make_shared<Shadow>(path, work, std::move(lock), file);
   ITERTIME_H5_TRY(path, "write /meta", {
     H5::Group meta = file.createGroup(kMetaGroup);
     write_int_attribute(meta, kSchemaAttribute, kSchemaVersion);
     for (const auto& [name, value] : provenance) write_string_attribute(meta, name, value);
-    file.flush(H5F_SCOPE_GLOBAL);
   });
-  return Store(std::move(lock), std::move(file), path, true);
+  shadow->written();  // P appears (or replaces the old one) only now, whole
+  return Store(std::move(shadow), std::move(file), path, true);
 }
 
 Store Store::open(const std::string& path, bool writable) {
@@ -445,26 +633,39 @@ Store Store::open(const std::string& path, bool writable) {
                     (older.empty() ? "" : (several_older ? " (and versions " : " (and version ") + older + " files)") +
                     "; use the itertime that wrote it, or calibrate again");
   }
-  WriterLock lock = writable ? WriterLock::acquire(path, /*create=*/false) : WriterLock();
+  if (!writable) {
+    H5::H5File file;
+    try {
+      file = H5::H5File(path, H5F_ACC_RDONLY, H5::FileCreatPropList::DEFAULT, access_list(false));
+    } catch (const H5::Exception& h5_error) {
+      throw UserError(path + ": cannot open for reading (" + h5_error.getDetailMsg() + "); check permissions");
+    }
+    return Store(nullptr, std::move(file), path, false);
+  }
+  if (::access(path.c_str(), W_OK) != 0) {
+    throw UserError(path + ": cannot open for writing (" + std::strerror(errno) + "); check permissions");
+  }
+  // The working copy is rebuilt from P, under the lock: whatever a killed writer left in it is dropped.
+  const std::string work = work_path_of(path);
+  WriterLock lock = WriterLock::acquire(path, work);
+  if (!hdf5_locking_off() && writer_holds(path)) throw UserError(being_written(path));  // HDF5's own lock on W
+  if (!copy_file(path, work, [] {})) {
+    const std::string reason = std::strerror(errno);
+    std::filesystem::remove(work, error);
+    throw UserError(path + ": cannot copy it to " + work + " (" + reason + "); check the folder's permissions and free space");
+  }
   H5::H5File file;
   try {
-    if (!writable) {
-      file = H5::H5File(path, H5F_ACC_RDONLY, H5::FileCreatPropList::DEFAULT, access_list(false));
-    } else {
-      // Appending keeps a checksummed file's format for what it adds; a store written before that format
-      // (HDF5's earliest) does not open with those bounds and is appended to in its own format.
-      try {
-        file = H5::H5File(path, H5F_ACC_RDWR, H5::FileCreatPropList::DEFAULT, access_list(true));
-      } catch (const H5::Exception&) {
-        file = H5::H5File(path, H5F_ACC_RDWR, H5::FileCreatPropList::DEFAULT, access_list(false));
-      }
-    }
+    // Appending keeps a checksummed file's format for what it adds; a store written before that format
+    // (HDF5's earliest) does not open with those bounds and is appended to in its own format.
+    file = open_work_copy(work);
   } catch (const H5::Exception& h5_error) {
-    if (writable && writer_holds(path)) throw UserError(being_written(path));
-    throw UserError(path + ": cannot open for " + (writable ? "writing" : "reading") + " (" +
-                    h5_error.getDetailMsg() + "); check permissions");
+    if (!hdf5_locking_off() && writer_holds(path)) throw UserError(being_written(path));
+    std::filesystem::remove(work, error);
+    throw UserError(path + ": cannot open for writing (" + h5_error.getDetailMsg() + "); check permissions");
   }
-  return Store(std::move(lock), std::move(file), path, writable);
+  auto shadow = std::make_shared<Shadow>(path, work, std::move(lock), file);
+  return Store(std::move(shadow), std::move(file), path, true);
 }
 
 Store Store::create_or_resume(const std::string& path, bool force, bool resume,
@@ -506,8 +707,8 @@ void Store::set_meta(const std::string& name, const std::string& value) {
   ITERTIME_H5_TRY(path_, "write /meta", {
     H5::Group meta = file_.openGroup(kMetaGroup);
     write_string_attribute(meta, name, value);
-    file_.flush(H5F_SCOPE_GLOBAL);
   });
+  written();
 }
 
 void Store::set_meta(const std::string& name, int64_t value) {
@@ -516,8 +717,8 @@ void Store::set_meta(const std::string& name, int64_t value) {
   ITERTIME_H5_TRY(path_, "write /meta", {
     H5::Group meta = file_.openGroup(kMetaGroup);
     write_int_attribute(meta, name, value);
-    file_.flush(H5F_SCOPE_GLOBAL);
   });
+  written();
 }
 
 bool Store::exists(const std::string& object_path) const {
@@ -537,24 +738,29 @@ bool Store::exists(const std::string& object_path) const {
 void Store::remove(const std::string& object_path) {
   ITERTIME_CHECK(writable_, "remove on a read-only store");
   if (!exists(object_path)) return;
+  const SignalDeferral whole_write;
   ITERTIME_H5_TRY(path_, "remove " + object_path, {
     if (H5Ldelete(file_.getId(), object_path.c_str(), H5P_DEFAULT) < 0) throw H5::FileIException("H5Ldelete", "failed");
-    file_.flush(H5F_SCOPE_GLOBAL);
   });
+  written();
 }
 
 void Store::ensure_group(const std::string& group_path) {
   ITERTIME_CHECK(writable_, "ensure_group on a read-only store");
+  const SignalDeferral whole_write;
+  bool created = false;
   std::size_t start = 1;
   while (start <= group_path.size()) {
     const std::size_t slash = group_path.find('/', start);
     const std::string prefix = group_path.substr(0, slash);
     if (H5Lexists(file_.getId(), prefix.c_str(), H5P_DEFAULT) <= 0) {
       ITERTIME_H5_TRY(path_, "create group " + prefix, file_.createGroup(prefix));
+      created = true;
     }
     if (slash == std::string::npos) break;
     start = slash + 1;
   }
+  if (created) written();
 }
 
 void Store::trim(const std::string& object_path, int64_t rows) {
@@ -564,7 +770,7 @@ void Store::trim(const std::string& object_path, int64_t rows) {
   H5::DataSet dataset;
   ITERTIME_H5_TRY(path_, "open " + object_path, dataset = file_.openDataSet(object_path));
   // Truncation reads and writes no rows, so the stored type serves as the memory type.
-  TableHandle handle(file_, dataset, dataset.getDataType(), 0);
+  TableHandle handle(shadow_, path_, file_, dataset, dataset.getDataType(), 0);
   if (handle.rows() > static_cast<std::size_t>(rows)) handle.truncate(static_cast<std::size_t>(rows));
 }
 
@@ -585,7 +791,7 @@ TableHandle Store::open_table(const std::string& table_path, const RowType& row_
       throw UserError(path_ + ": table " + table_path + " has fields [" + join(stored) + "] but this itertime expects [" +
                       join(row_type.field_names()) + "]; the file was written by another version");
     }
-    return TableHandle(file_, dataset, row_type.type(), row_type.row_bytes());
+    return TableHandle(shadow_, path_, file_, dataset, row_type.type(), row_type.row_bytes());
   }
   if (!writable_) {
     throw UserError(path_ + ": has no table " + table_path + "; run the calibration step that writes it first");
@@ -593,15 +799,16 @@ TableHandle Store::open_table(const std::string& table_path, const RowType& row_
   const auto slash = table_path.find_last_of('/');
   if (slash != std::string::npos && slash > 0) ensure_group(table_path.substr(0, slash));
   H5::DataSet dataset;
+  const SignalDeferral whole_write;
   ITERTIME_H5_TRY(path_, "create table " + table_path, {
     const hsize_t initial[1] = {0};
     const hsize_t maximum[1] = {H5S_UNLIMITED};
     H5::DataSpace space(1, initial, maximum);
     const H5::DSetCreatPropList properties = table_properties(chunk_rows);
     dataset = file_.createDataSet(table_path, row_type.type(), space, properties);
-    file_.flush(H5F_SCOPE_GLOBAL);
   });
-  return TableHandle(file_, dataset, row_type.type(), row_type.row_bytes());
+  written();
+  return TableHandle(shadow_, path_, file_, dataset, row_type.type(), row_type.row_bytes());
 }
 
 TableHandle Store::open_existing_table(const std::string& table_path, const RowType& row_type, std::size_t row_bytes) {
@@ -621,21 +828,22 @@ Table<double> Store::samples(const std::string& table_path, std::size_t chunk_ro
     if (!floats) {
       throw UserError(path_ + ": " + table_path + " is not an array of floats; the file was written by another version");
     }
-    return Table<double>(TableHandle(file_, dataset, H5::PredType::NATIVE_DOUBLE, sizeof(double)));
+    return Table<double>(TableHandle(shadow_, path_, file_, dataset, H5::PredType::NATIVE_DOUBLE, sizeof(double)));
   }
   if (!writable_) throw UserError(path_ + ": has no array " + table_path);
   const auto slash = table_path.find_last_of('/');
   if (slash != std::string::npos && slash > 0) ensure_group(table_path.substr(0, slash));
   H5::DataSet dataset;
+  const SignalDeferral whole_write;
   ITERTIME_H5_TRY(path_, "create array " + table_path, {
     const hsize_t initial[1] = {0};
     const hsize_t maximum[1] = {H5S_UNLIMITED};
     H5::DataSpace space(1, initial, maximum);
     const H5::DSetCreatPropList properties = table_properties(chunk_rows);
     dataset = file_.createDataSet(table_path, H5::PredType::IEEE_F64LE, space, properties);
-    file_.flush(H5F_SCOPE_GLOBAL);
   });
-  return Table<double>(TableHandle(file_, dataset, H5::PredType::NATIVE_DOUBLE, sizeof(double)));
+  written();
+  return Table<double>(TableHandle(shadow_, path_, file_, dataset, H5::PredType::NATIVE_DOUBLE, sizeof(double)));
 }
 
 std::vector<DatasetInfo> Store::list_datasets() const {
@@ -644,6 +852,6 @@ std::vector<DatasetInfo> Store::list_datasets() const {
   return out;
 }
 
-void Store::flush() { ITERTIME_H5_TRY(path_, "flush", file_.flush(H5F_SCOPE_GLOBAL)); }
+void Store::flush() { written(); }
 
 }  // namespace itertime::h5

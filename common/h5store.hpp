@@ -11,22 +11,40 @@
 //    read and written as before. A file keeps the version it was created with.
 //  - create() never replaces an existing file unless `force` is set; a refused create touches nothing.
 //  - Tables are 1-D, chunked, unlimited datasets of plain HDF5 compound (or native numeric) types, so
-//    h5dump and h5py read them without our code. append() extends, writes and flushes the file, so a
-//    killed job loses at most the rows not yet appended; SIGTERM, SIGINT and SIGHUP wait for a write in
-//    progress (append, truncate, set_meta) to finish (common/signal_deferral.hpp).
+//    h5dump and h5py read them without our code.
+//  - Crash consistency: a writable Store for path P writes to a working copy W beside it (P.itertime-wip,
+//    same folder), never to P. A commit flushes W, copies W's bytes to P.itertime-commit and renames that
+//    file onto P (atomic), so P is always a whole file as of some commit: a process killed at any
+//    instant (SIGKILL included) leaves P as it was before or after one commit. Opening for writing
+//    (--resume) always rebuilds W from P (a W left by a killed writer is discarded); create() writes W
+//    and commits, so a killed create leaves no P (or, with `force`, the old P until the new one is
+//    committed). Closing removes W. No fsync: P survives the death of the process, not of the machine
+//    (a power loss may leave the last commits, or with an old kernel a renamed file's data, unwritten).
+//  - Every write (append, truncate, set_meta, remove, a new table) commits before it returns, so a
+//    killed job loses at most the rows not yet appended; writes inside a Store::Transaction commit once,
+//    together, when it ends (append_with_children: child spans and their parent row; never a parent
+//    without its children, nor children without their parent, on disk). A transaction left by an
+//    exception is not committed, and the store commits nothing after it (its W holds a partial write).
+//    SIGTERM, SIGINT and SIGHUP wait for a write or transaction in progress, with its commit, to finish
+//    (common/signal_deferral.hpp). ITERTIME_TEST_COMMIT_PAUSE_US (a test hook: the fault harness,
+//    launcher/scripts/fault-harness.sh) pauses that many microseconds inside appends and at each step of
+//    a commit, to widen the windows a kill can land in.
 //  - Opening an existing table checks that its field names equal the expected ones (a schema check).
 //  - New stores are written in HDF5 1.8's file format, whose superblock and object headers carry
 //    checksums, and every table chunk carries a Fletcher-32 checksum; so a file damaged after it was
 //    written fails a checksum instead of being read as garbage (stores written before this format, in
 //    HDF5's earliest one, are still read and appended to in their own format, unchecked).
-//  - One writer per file: a writable Store holds an exclusive flock(2) on its file (WriterLock, taken
-//    before HDF5 opens or truncates it, released after HDF5 closes it), so a second job on the same file,
-//    and create --force of a file another process is writing, are refused with one line ("another
-//    process is writing it") and touch nothing. HDF5's own flock is switched off (HDF5 >= 1.10.7), so
-//    readers take no lock: `inspect`, validate and h5py (locking=False) read a file while a calibration
-//    appends to it, seeing every row appended so far (each append is flushed). Where HDF5's locking
-//    cannot be switched off (older HDF5, or HDF5_USE_FILE_LOCKING set to other than FALSE), HDF5 locks
-//    as before and readers wait for the writer to end.
+//  - One writer per file: a writable Store holds an exclusive flock(2) on its working copy W (WriterLock,
+//    taken before W is rebuilt or created, held until W is removed), a file that is never renamed (P's
+//    inode changes at every commit), so a second job on the same file, a second writable Store of it in
+//    one process, and create --force of a file another process is writing, are refused with one line
+//    ("another process is writing it") and touch nothing. Readers open P and take no lock (HDF5's own
+//    flock is switched off, HDF5 >= 1.10.7): `inspect`, validate and h5py read a file while a
+//    calibration appends to it, seeing every row committed so far, always in a whole file (a reader
+//    keeps the P it opened; the next commit replaces the name, not its bytes). Where HDF5's locking
+//    cannot be switched off (older HDF5, or HDF5_USE_FILE_LOCKING set to other than FALSE), HDF5's own
+//    exclusive lock on W, taken when W opens, refuses a second writer instead (a second writer racing
+//    the first one's rebuild of W is not refused there).
 //  - HDF5's own error stack printing is switched off. A failed write is an InternalError; a failed read
 //    of a file that opened and passed the schema check, and a table whose stored dimension or row spans
 //    cannot be right, mean a damaged file: a UserError (damaged_file) naming the file and what failed.
@@ -44,6 +62,7 @@
 #include <vector>
 
 #include "common/errors.hpp"
+#include "common/signal_deferral.hpp"
 
 namespace itertime::h5 {
 
@@ -81,10 +100,14 @@ class RowType {
 #define ITERTIME_H5_FIELD(row_type, Row, member) \
   (row_type).add<decltype(Row::member)>(#member, offsetof(Row, member))
 
-// An untyped handle to one extendable table dataset.
+class Shadow;
+
+// An untyped handle to one extendable table dataset. `shadow`: the writable store's commits (null when
+// read-only); `path`: the store's path, for messages.
 class TableHandle {
  public:
-  TableHandle(H5::H5File file, H5::DataSet dataset, H5::DataType memory_type, std::size_t row_bytes);
+  TableHandle(std::shared_ptr<Shadow> shadow, std::string path, H5::H5File file, H5::DataSet dataset,
+              H5::DataType memory_type, std::size_t row_bytes);
   std::size_t rows() const;
   // Refuses (damaged_file) reading `count` rows when the dataset's stored bytes cannot hold them.
   void check_readable(std::size_t count) const;
@@ -94,6 +117,8 @@ class TableHandle {
   void truncate(std::size_t count);
 
  private:
+  std::shared_ptr<Shadow> shadow_;  // declared first: outlives the HDF5 handles below (W is removed last)
+  std::string path_;
   H5::H5File file_;
   H5::DataSet dataset_;
   H5::DataType memory_type_;
@@ -133,13 +158,14 @@ struct DatasetInfo {
   std::string element;             // "compound" or the numeric type
 };
 
-// An exclusive flock(2) on a store's file for as long as a writable Store holds it (see the invariants).
-// Empty (no lock) where HDF5 locks by itself, or when this process already holds the file's lock.
+// An exclusive flock(2) on a store's working copy (see the invariants) for as long as a writable Store
+// holds it. Empty (no lock) where HDF5 locks by itself.
 class WriterLock {
  public:
   WriterLock() = default;
-  // Throws UserError when another process holds the lock. `create`: make the file when it is missing.
-  static WriterLock acquire(const std::string& path, bool create);
+  // Locks `work_path` (creating it when missing) for the store at `store_path`; throws UserError naming
+  // the store when another writer holds it, in this process or another.
+  static WriterLock acquire(const std::string& store_path, const std::string& work_path);
   WriterLock(WriterLock&& other) noexcept : fd_(other.fd_) { other.fd_ = -1; }
   WriterLock& operator=(WriterLock&& other) noexcept;
   WriterLock(const WriterLock&) = delete;
@@ -151,8 +177,54 @@ class WriterLock {
   int fd_ = -1;
 };
 
+// A writable store's working copy and commits (see the invariants); shared by the Store and its tables.
+class Shadow {
+ public:
+  Shadow(std::string path, std::string work_path, WriterLock lock, H5::H5File file);
+  ~Shadow();  // closes W in HDF5 (once no table holds it), removes it, then releases the lock
+  Shadow(const Shadow&) = delete;
+  Shadow& operator=(const Shadow&) = delete;
+  // After a write to W: commits it, or, inside a transaction, leaves it for the transaction's end.
+  void written();
+  void begin_transaction();
+  // `committing`: false when an exception left the transaction (nothing more is ever committed).
+  void end_transaction(bool committing);
+  // Flushes W and replaces P with a copy of it. Throws InternalError after an abandoned transaction.
+  void commit();
+  // The test hook's pause (ITERTIME_TEST_COMMIT_PAUSE_US); nothing when it is unset.
+  void test_pause() const;
+
+ private:
+  std::string path_;
+  std::string work_path_;
+  WriterLock lock_;
+  H5::H5File file_;
+  int depth_ = 0;
+  bool dirty_ = false;
+  bool abandoned_ = false;
+  long pause_us_ = 0;
+};
+
+// Path of the working copy of the store at `path` (see the invariants).
+std::string work_path_of(const std::string& path);
+
 class Store {
  public:
+  // Writes inside it commit once, when it ends without an exception (see the invariants); nests. SIGTERM,
+  // SIGINT and SIGHUP wait for it to end. A no-op on a read-only store.
+  class Transaction {
+   public:
+    explicit Transaction(Store& store);
+    ~Transaction();
+    Transaction(const Transaction&) = delete;
+    Transaction& operator=(const Transaction&) = delete;
+
+   private:
+    std::shared_ptr<Shadow> shadow_;
+    int uncaught_ = 0;
+    std::unique_ptr<SignalDeferral> deferral_;  // held from before the first write until after the commit
+  };
+
   // Creates a new store. Refuses (UserError) an existing path unless `force`. Writes /meta with the
   // schema version and `provenance` as string attributes.
   static Store create(const std::string& path, bool force, const std::map<std::string, std::string>& provenance);
@@ -197,14 +269,17 @@ class Store {
 
   // Every dataset in the file, depth first, with row counts and field names.
   std::vector<DatasetInfo> list_datasets() const;
+  // Commits what was written (writable stores; nothing else to do on a read-only one).
   void flush();
 
  private:
-  Store(WriterLock lock, H5::H5File file, std::string path, bool writable);
+  Store(std::shared_ptr<Shadow> shadow, H5::H5File file, std::string path, bool writable);
+  // After a write: commits it (or leaves it to the open transaction).
+  void written();
   TableHandle open_table(const std::string& path, const RowType& row_type, std::size_t chunk_rows);
   TableHandle open_existing_table(const std::string& path, const RowType& row_type, std::size_t row_bytes);
 
-  WriterLock lock_;  // declared before file_: released after HDF5 has closed the file
+  std::shared_ptr<Shadow> shadow_;  // writable stores; declared before file_: W is removed after it closes
   H5::H5File file_;
   std::string path_;
   bool writable_ = false;

@@ -23,6 +23,8 @@ ResumePlan open_resume_plan(const StoreTarget& target, const std::vector<std::st
   on_root_collectively(world_rank, [&] {
     plan.store = std::make_unique<h5::Store>(
         h5::Store::create_or_resume(target.path, target.force, target.resume, target.provenance));
+    // The trims of existing_keys and on_open's notes reach the file in one commit (h5store.hpp).
+    const h5::Store::Transaction opening(*plan.store);
     const std::set<std::string> keys = existing_keys(*plan.store);
     for (std::size_t i = 0; i < planned_keys.size(); ++i) plan.present[i] = keys.count(planned_keys[i]) ? 1 : 0;
     if (on_open) on_open(*plan.store);

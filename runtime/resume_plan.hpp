@@ -8,6 +8,8 @@
 //  - A UserError while opening, reading the keys or running the stage's own on-open step stops every
 //    rank as a CollectiveUserError with rank 0's message (so all exit 2), and no flags are broadcast.
 //  - present[i] is 1 exactly when planned_keys[i] is among the keys read, identical on every rank.
+//  - Reading the keys (with the trims it does) and the on-open step write in one store transaction: they
+//    reach the file in one commit, or, when one of them throws, not at all (common/h5store.hpp).
 #pragma once
 
 #include <cstddef>

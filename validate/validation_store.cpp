@@ -52,6 +52,7 @@ RowType RowTraits<validate::MapeStoreRow>::row_type() {
 namespace itertime::validate {
 
 void write_validation(h5::Store& store, const ValidationReport& report) {
+  const h5::Store::Transaction whole(store);  // the old /validation is replaced in one commit
   store.remove("/validation");
   std::vector<ValidationStoreRow> rows;
   for (const ValidationRow& r : report.rows) {

@@ -1,5 +1,5 @@
 // validation_store.hpp: /validation in the calibration file: one row per scored configuration and one
-// per MAPE group. Rewritten as a whole by every `itertime validate` (the tables are replaced), so its
+// per MAPE group. Rewritten as a whole by every `itertime validate` (the tables are replaced, in one commit), so its
 // row types may grow without a schema version.
 #pragma once
 

@@ -779,13 +779,13 @@ TEST(H5ParentRows, ResumeTrimsTheChildRowsOfAParentNeverWritten) {
   EXPECT_EQ(store.table<Row>("/p/items").read(3, 1)[0].id, 4);
 }
 
-TEST(H5ParentRows, NoParentTableMeansNoKeysAndNothingCreated) {
+TEST(H5ParentRows, NoParentTableMeansNoKeysNothingCreatedAndNoChildRowsKept) {
   TempDir dir;
   h5::Store store = h5::Store::create(dir.file("empty.h5"), false, {});
   store.samples("/p/samples").append(std::vector<double>{1, 2});
   EXPECT_TRUE(parent_keys(store).empty());
   EXPECT_FALSE(store.exists(kParents));
-  EXPECT_EQ(store.samples("/p/samples").size(), 2u) << "without parents nothing is known to be a tail";
+  EXPECT_EQ(store.samples("/p/samples").size(), 0u) << "without parents every child row is a killed job's tail";
 }
 
 // The three stores use the pattern with their own tables and offset members.
@@ -1280,7 +1280,7 @@ TEST(H5StoreWriters, ASecondWriterIsRefusedAndReadersReadBesideTheWriter) {
   EXPECT_NE(forced.find(path + ": another process is writing it"), std::string::npos) << forced;
   EXPECT_EQ(read_bytes(path), before) << "a refused --force leaves the live file as it was";
   {
-    // A reader beside the writer sees every row the writer appended (it flushes after each append).
+    // A reader beside the writer sees every row the writer appended (each append commits).
     h5::Store reader = h5::Store::open(path, false);
     const auto rows = reader.table<Row>("/comm/points").read_all();
     ASSERT_EQ(rows.size(), 2u);
