@@ -489,7 +489,12 @@ Shadow::Shadow(std::string path, std::string work_path, WriterLock lock, H5::H5F
       work_path_(std::move(work_path)),
       lock_(std::move(lock)),
       file_(std::move(file)),
-      pause_us_(commit_pause_us()) {}
+      pause_us_(commit_pause_us()) {
+  // A commit file a killed writer left (its copy cut off, or not yet renamed) is dropped: W is held
+  // (this writer's flock, or HDF5's own lock since W opened), so no other writer is committing.
+  std::error_code error;
+  std::filesystem::remove(commit_path_of(path_), error);
+}
 
 Shadow::~Shadow() {
   try {

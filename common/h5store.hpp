@@ -16,7 +16,8 @@
 //    same folder), never to P. A commit flushes W, copies W's bytes to P.itertime-commit and renames that
 //    file onto P (atomic), so P is always a whole file as of some commit: a process killed at any
 //    instant (SIGKILL included) leaves P as it was before or after one commit. Opening for writing
-//    (--resume) always rebuilds W from P (a W left by a killed writer is discarded); create() writes W
+//    (--resume) always rebuilds W from P (a W left by a killed writer is discarded, and so is its
+//    P.itertime-commit, which is never read); create() writes W
 //    and commits, so a killed create leaves no P (or, with `force`, the old P until the new one is
 //    committed). Closing removes W. No fsync: P survives the death of the process, not of the machine
 //    (a power loss may leave the last commits, or with an old kernel a renamed file's data, unwritten).

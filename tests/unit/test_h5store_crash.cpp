@@ -13,6 +13,7 @@
 
 #include <chrono>
 #include <cstdint>
+#include <cstdio>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
@@ -226,7 +227,6 @@ TEST(H5StoreCrash, AWriterKilledAnywhereLeavesWholeRowsAndResumeContinues) {
       }
       // Every second such round waits a random part of the commit's pauses more (copy, rename).
       if (round % 2 == 0) std::this_thread::sleep_for(std::chrono::microseconds(random() % 700));
-      inside_commits += std::filesystem::exists(staged) ? 1 : 0;
     } else {
       std::this_thread::sleep_for(std::chrono::microseconds(random() % 20000));
     }
@@ -234,6 +234,9 @@ TEST(H5StoreCrash, AWriterKilledAnywhereLeavesWholeRowsAndResumeContinues) {
     const int status = wait_for(child);
     ASSERT_TRUE(WIFSIGNALED(status)) << "round " << round << ": the writer ended by itself (status " << status << ")";
     ++killed;
+    // A commit file now means the kill landed inside a commit, after its copy began and before its
+    // rename: every writer drops the one a killed writer left when it takes the working copy.
+    inside_commits += std::filesystem::exists(staged) ? 1 : 0;
     if (!std::filesystem::exists(path)) {
       ASSERT_FALSE(existed) << "round " << round << ": a kill removed the file";
       continue;
@@ -247,7 +250,8 @@ TEST(H5StoreCrash, AWriterKilledAnywhereLeavesWholeRowsAndResumeContinues) {
     last = now;
   }
   EXPECT_EQ(killed, 45);
-  EXPECT_GE(inside_commits, 10) << "too few kills landed inside a commit to test it";
+  EXPECT_GE(inside_commits, 6) << "too few kills landed inside a commit to test it";
+  std::printf("[crash] %d of %d kills landed inside a commit\n", inside_commits, killed);
   // The file is resumed once more, to its end: every row and parent since the first is there, once.
   const pid_t child = fork();
   ASSERT_GE(child, 0);
