@@ -215,7 +215,9 @@ TEST(H5StoreCrash, AWriterKilledAnywhereLeavesWholeRowsAndResumeContinues) {
     // A third of the rounds kill while the file is being opened or created; the others once the
     // writer has begun to append (whatever the load on the machine), at random or inside a commit.
     char byte = 0;
-    if (round % 3 != 0) ASSERT_EQ(read(ready[0], &byte, 1), 1);
+    if (round % 3 != 0) {
+      ASSERT_EQ(read(ready[0], &byte, 1), 1);
+    }
     close(ready[0]);
     if (round % 3 == 0) {
       std::this_thread::sleep_for(std::chrono::microseconds(random() % 30000));
