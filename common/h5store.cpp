@@ -801,10 +801,10 @@ TableHandle Store::open_table(const std::string& table_path, const RowType& row_
   if (!writable_) {
     throw UserError(path_ + ": has no table " + table_path + "; run the calibration step that writes it first");
   }
+  const Transaction together(*this);  // a new table and the groups made for it: one commit, not one each
   const auto slash = table_path.find_last_of('/');
   if (slash != std::string::npos && slash > 0) ensure_group(table_path.substr(0, slash));
   H5::DataSet dataset;
-  const SignalDeferral whole_write;
   ITERTIME_H5_TRY(path_, "create table " + table_path, {
     const hsize_t initial[1] = {0};
     const hsize_t maximum[1] = {H5S_UNLIMITED};
@@ -836,10 +836,10 @@ Table<double> Store::samples(const std::string& table_path, std::size_t chunk_ro
     return Table<double>(TableHandle(shadow_, path_, file_, dataset, H5::PredType::NATIVE_DOUBLE, sizeof(double)));
   }
   if (!writable_) throw UserError(path_ + ": has no array " + table_path);
+  const Transaction together(*this);  // a new array and the groups made for it: one commit
   const auto slash = table_path.find_last_of('/');
   if (slash != std::string::npos && slash > 0) ensure_group(table_path.substr(0, slash));
   H5::DataSet dataset;
-  const SignalDeferral whole_write;
   ITERTIME_H5_TRY(path_, "create array " + table_path, {
     const hsize_t initial[1] = {0};
     const hsize_t maximum[1] = {H5S_UNLIMITED};
