@@ -46,7 +46,8 @@ MpiSession::MpiSession(int* argc, char*** argv) {
     // MPI_Init waits for every rank of the job too: a rank stopped before it would hold the others there.
     Watchdog init_watchdog(init_watchdog_seconds(),
                            launcher_number({"OMPI_COMM_WORLD_RANK", "PMIX_RANK", "PMI_RANK", "SLURM_PROCID"}),
-                           launcher_number({"OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "SLURM_NTASKS"}));
+                           launcher_number({"OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "SLURM_NTASKS"}), {},
+                           Watchdog::kAsyncErrorGrace_s, launcher_to_watch());
     WatchedOperation watched("MPI_Init_thread", -1, 0);
     ITERTIME_MPI_CHECK(MPI_Init_thread(argc, argv, MPI_THREAD_FUNNELED, &provided));
     owns_ = true;
@@ -57,7 +58,8 @@ MpiSession::MpiSession(int* argc, char*** argv) {
 
 void MpiSession::start_watchdog(double timeout_s) {
   if (watchdog_ != nullptr) return;
-  watchdog_ = std::make_unique<Watchdog>(timeout_s, world_rank(), world_size());
+  watchdog_ = std::make_unique<Watchdog>(timeout_s, world_rank(), world_size(), Watchdog::Handler{},
+                                         Watchdog::kAsyncErrorGrace_s, launcher_to_watch());
 }
 
 MpiSession::~MpiSession() {

@@ -13,7 +13,8 @@
 //  - MPI_Init is watched by a Watchdog of its own (limit: ITERTIME_WATCHDOG_S or the default; rank from
 //    the launcher's environment). start_watchdog() starts the session's Watchdog (watchdog.hpp) once; it
 //    stops when the session ends, after MPI_Finalize, so that a finalize that waits on a stopped peer is
-//    bounded too.
+//    bounded too. Both watch the launcher too (launcher_to_watch()): a rank whose mpiexec or srun died
+//    ends instead of running on alone.
 #pragma once
 
 #include <mpi.h>

@@ -3,6 +3,7 @@
 #include "runtime/watchdog.hpp"
 
 #include <dlfcn.h>
+#include <signal.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -71,6 +72,14 @@ double watchdog_seconds(const std::string& option_s) {
   return parse_seconds(text, kWatchdogEnvironment);
 }
 
+pid_t launcher_to_watch() {
+  for (const char* name : {"OMPI_COMM_WORLD_SIZE", "PMI_RANK", "SLURM_PROCID"}) {
+    const char* text = std::getenv(name);
+    if (text != nullptr && *text != '\0') return ::getppid();
+  }
+  return 0;
+}
+
 WatchedResourceRegistration::WatchedResourceRegistration(WatchedResource* resource) : resource_(resource) {
   ResourceRegistry& r = registry();
   std::lock_guard<std::mutex> lock(r.mutex);
@@ -88,11 +97,13 @@ WatchedResourceRegistration::~WatchedResourceRegistration() {
   }
 }
 
-Watchdog::Watchdog(double timeout_s, int world_rank, int world_size, Handler on_stall, double async_error_grace_s)
+Watchdog::Watchdog(double timeout_s, int world_rank, int world_size, Handler on_stall, double async_error_grace_s,
+                   pid_t launcher_pid)
     : timeout_s_(timeout_s),
       async_error_grace_s_(async_error_grace_s),
       world_rank_(world_rank),
       world_size_(world_size),
+      launcher_pid_(launcher_pid),
       on_stall_(std::move(on_stall)) {
   if (!on_stall_) on_stall_ = [](const std::string& line) { end_process(line); };
   if (timeout_s_ > 0) thread_ = std::thread([this] { watch(); });
@@ -141,10 +152,23 @@ void Watchdog::watch() {
                                            : "rank " + std::to_string(world_rank_) +
                                                  (world_size_ > 0 ? " of " + std::to_string(world_size_) : "");
   const auto& slot = watchdog_detail::operation_slot;
+  // A report written to the pipe of a launcher that is gone must not kill this thread by SIGPIPE before
+  // the watched communicators are aborted (the write fails with EPIPE instead).
+  sigset_t pipe_signal;
+  sigemptyset(&pipe_signal);
+  sigaddset(&pipe_signal, SIGPIPE);
+  pthread_sigmask(SIG_BLOCK, &pipe_signal, nullptr);
   StallTimer timer;
   double async_error_since_s = -1.0;
   std::unique_lock<std::mutex> lock(mutex_);
   while (!wake_.wait_for(lock, poll, [this] { return stop_; })) {
+    if (launcher_pid_ > 0 && ::getppid() != launcher_pid_) {
+      lock.unlock();
+      on_stall_("itertime: error: " + who + " lost the launcher that started it (pid " +
+                std::to_string(launcher_pid_) +
+                ", killed?); ending this rank so that it does not run on alone without its job");
+      return;
+    }
     const double now_s = std::chrono::duration<double>(Clock::now() - origin).count();
     const std::uint64_t sequence = slot.sequence.load(std::memory_order_acquire);
     const double waited_s = timer.observe(sequence, now_s);

@@ -30,9 +30,16 @@
 //    for the grace (5 s by default: the main thread's own check, where it polls, comes first) is
 //    reported like a stall. Before the default handler ends the process it aborts them (ncclCommAbort),
 //    waiting at most kAbortWait_s for that.
+//  - A rank started by a launcher (mpiexec, srun) watches that launcher too: given its pid (the parent's
+//    at start, launcher_to_watch()), the thread checks at every poll that it is still the parent; a rank
+//    reparented because its launcher was killed (Open MPI 5's prterun leaves its ranks running when it is
+//    SIGKILLed) is reported like a stall and ends, instead of running on alone and holding the output
+//    file's writer lock. A process started without a launcher (a singleton) watches nothing: `nohup`
+//    runs outlive their shell on purpose.
 #pragma once
 
 #include <mpi.h>
+#include <sys/types.h>
 
 #include <atomic>
 #include <chrono>
@@ -53,6 +60,11 @@ inline constexpr const char* kWatchdogEnvironment = "ITERTIME_WATCHDOG_S";
 // The limit to use: `option_s` (the text of --watchdog-s) when not empty, else ITERTIME_WATCHDOG_S when
 // set, else the default. Throws UserError for a negative or malformed value, naming where it came from.
 double watchdog_seconds(const std::string& option_s = "");
+
+// The pid the watchdog should see as this process's parent while the job lives: the parent's now when a
+// launcher's environment names this process a rank of a job (OMPI_COMM_WORLD_SIZE: mpiexec of Open MPI;
+// PMI_RANK: MPICH's hydra and Slurm's PMI; SLURM_PROCID: srun), else 0 (nothing to watch).
+pid_t launcher_to_watch();
 
 namespace watchdog_detail {
 // What the guard writes and the watchdog thread reads (see the invariants above).
@@ -155,8 +167,9 @@ class Watchdog {
 
   // timeout_s <= 0: no thread, nothing watched. world_rank / world_size < 0: unknown (before MPI_Init).
   // async_error_grace_s: how long a watched resource's asynchronous error must stay to be reported.
+  // launcher_pid > 0: the parent this process must keep (launcher_to_watch()); 0: none watched.
   Watchdog(double timeout_s, int world_rank, int world_size, Handler on_stall = {},
-           double async_error_grace_s = kAsyncErrorGrace_s);
+           double async_error_grace_s = kAsyncErrorGrace_s, pid_t launcher_pid = 0);
   ~Watchdog();
   Watchdog(const Watchdog&) = delete;
   Watchdog& operator=(const Watchdog&) = delete;
@@ -173,6 +186,7 @@ class Watchdog {
   double async_error_grace_s_;
   int world_rank_;
   int world_size_;
+  pid_t launcher_pid_;
   Handler on_stall_;
   std::mutex mutex_;  // guards stop_
   std::condition_variable wake_;

@@ -71,9 +71,16 @@ command -v h5dump > /dev/null || die "h5dump not found (apt-get install hdf5-too
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMP_NUM_THREADS=1 OMPI_MCA_btl=^tcp
 QUIET=(--quiet)
 if ! "$MPIEXEC" --quiet -n 1 true > /dev/null 2>&1; then QUIET=(); fi
+# The launcher's session directories go to a folder of the harness's own, removed at the end: a SIGKILLed
+# launcher cannot remove its own (Open MPI 5's prterun leaves /tmp/prterun.HOST.PID.UID), and one left in
+# /tmp makes a later mpiexec that gets the same pid fail ("PMIX_ERR_EXISTS"). A short path under /tmp, as
+# the PMIx sockets in it must fit in 108 bytes.
+MPI_TMP="$(mktemp -d /tmp/itertime-fault-mpi.XXXXXX)" || die "cannot create a folder in /tmp"
+CLEANUP=("$MPI_TMP")
+trap 'rm -rf "${CLEANUP[@]}"' EXIT
 if [[ -z "$WORK" ]]; then
   WORK="$(mktemp -d /tmp/itertime-fault.XXXXXX)"
-  [[ "$KEEP" == 1 ]] || trap 'rm -rf "$WORK"' EXIT
+  [[ "$KEEP" == 1 ]] || CLEANUP+=("$WORK")
 else
   mkdir -p "$WORK" || die "cannot create $WORK"
 fi
@@ -92,7 +99,7 @@ stage_args() {
 start() {
   local -a args
   read -r -a args <<<"$(stage_args "$1")"
-  "$MPIEXEC" "${QUIET[@]}" -n 2 ${MPIEXEC_EXTRA[@]+"${MPIEXEC_EXTRA[@]}"} "$ITERTIME" "${args[@]}" -o "$2" --resume > "$3" 2>&1 &
+  TMPDIR="$MPI_TMP" "$MPIEXEC" "${QUIET[@]}" -n 2 ${MPIEXEC_EXTRA[@]+"${MPIEXEC_EXTRA[@]}"} "$ITERTIME" "${args[@]}" -o "$2" --resume > "$3" 2>&1 &
   PID=$!
 }
 
@@ -183,6 +190,7 @@ for stage in "${STAGE_LIST[@]}"; do
     ITERTIME_TEST_COMMIT_PAUSE_US=$PAUSE_US start "$stage" "$VICTIM" "$WORK/victim-$stage.log"
     t0=$(now_ms)
     killed=0
+    ranks=()
     if ((delay_ms >= 0)); then
       while kill -0 "$PID" 2> /dev/null && (($(now_ms) - t0 < delay_ms)); do sleep 0.01; done
       ranks=($(ranks_of "$PID"))
@@ -194,7 +202,9 @@ for stage in "${STAGE_LIST[@]}"; do
         fi
       fi
     fi
-    ranks=($(ranks_of "$PID"))
+    # Ranks seen before the kill count too: once mpiexec is dead its ranks are no children of it any more
+    # (each rank's watchdog ends it then: runtime/watchdog.hpp).
+    ranks+=($(ranks_of "$PID"))
     { wait "$PID"; } 2> /dev/null  # not bash's "Killed" line
     status=$?
     ((${#ranks[@]} > 0)) && wait_gone "${ranks[@]}"

@@ -3,11 +3,16 @@
 // once, naming the rank, the operation, its size and group; operations that each end in time are never
 // reported however long they run together; a nested guard keeps the outer description; a real blocking
 // MPI_Recv, guarded by nothing but the profiling-interface entry point, is reported with its size and
-// group; a watched resource's lasting asynchronous error (NCCL's) is reported; the limit's resolution
+// group; a watched resource's lasting asynchronous error (NCCL's) is reported; a process whose launcher
+// dies (its parent, in a fork()ed pair) is reported, one whose launcher lives is not, and which
+// environments name a launcher; the limit's resolution
 // (option, ITERTIME_WATCHDOG_S, default) and its refusals.
 // Every rank runs the same sequence of tests (each rank watches its own waits).
 #include <gtest/gtest.h>
 #include <mpi.h>
+#include <poll.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include <atomic>
 #include <chrono>
@@ -186,6 +191,76 @@ TEST(Watchdog, LimitFromOptionEnvironmentOrDefault) {
   EXPECT_THROW(watchdog_seconds("-1"), UserError);
   EXPECT_THROW(watchdog_seconds("1s"), UserError);
   EXPECT_THROW(watchdog_seconds("inf"), UserError);
+}
+
+// A fork()ed "launcher" starts a "rank" that watches it, then dies as a SIGKILLed mpiexec would: the
+// rank's watchdog must report it (through a pipe, the rank being no child of this process any more).
+TEST(Watchdog, ARankWhoseLauncherDiesIsReported) {
+  int report_pipe[2];
+  ASSERT_EQ(pipe(report_pipe), 0);
+  const pid_t launcher = fork();
+  ASSERT_GE(launcher, 0);
+  if (launcher == 0) {
+    close(report_pipe[0]);
+    const pid_t launcher_self = getpid();  // not the rank's getppid(): the launcher may be gone by then
+    const pid_t rank = fork();
+    if (rank == 0) {
+      const int out = report_pipe[1];
+      Watchdog watchdog(
+          0.2, 3, 4,
+          [out](const std::string& line) {
+            const std::string text = line + "\n";
+            if (write(out, text.data(), text.size()) < 0) _exit(4);
+            _exit(0);
+          },
+          Watchdog::kAsyncErrorGrace_s, launcher_self);
+      sleep_s(20.0);
+      _exit(3);  // never reported
+    }
+    _exit(rank > 0 ? 0 : 5);  // the launcher dies at once, its rank still running
+  }
+  close(report_pipe[1]);
+  int status = 0;
+  ASSERT_EQ(waitpid(launcher, &status, 0), launcher);
+  ASSERT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+  std::string report;
+  pollfd readable{report_pipe[0], POLLIN, 0};
+  char buffer[512];
+  while (poll(&readable, 1, 15000) > 0) {  // the report comes within one poll period (20 ms here)
+    const ssize_t got = read(report_pipe[0], buffer, sizeof(buffer));
+    if (got <= 0) break;
+    report.append(buffer, static_cast<std::size_t>(got));
+  }
+  close(report_pipe[0]);
+  EXPECT_EQ(report.rfind("itertime: error: rank 3 of 4 lost the launcher that started it (pid " +
+                             std::to_string(launcher) + ", killed?)", 0),
+            0U)
+      << report;
+}
+
+TEST(Watchdog, ARankWhoseLauncherLivesIsNotReported) {
+  Reports reports;
+  {
+    Watchdog watchdog(0.1, world_rank(), world_size(), reports.handler(), Watchdog::kAsyncErrorGrace_s, getppid());
+    sleep_s(0.3);  // 30 polls
+  }
+  EXPECT_TRUE(reports.get().empty());
+}
+
+TEST(Watchdog, TheLauncherIsWatchedOnlyWhenTheEnvironmentNamesOne) {
+  const char* names[] = {"OMPI_COMM_WORLD_SIZE", "PMI_RANK", "SLURM_PROCID"};
+  std::vector<std::pair<std::string, std::string>> saved;
+  for (const char* name : names) {
+    if (const char* value = std::getenv(name)) saved.emplace_back(name, value);
+    unsetenv(name);
+  }
+  EXPECT_EQ(launcher_to_watch(), 0);  // a singleton (or nohup) run: nothing to watch
+  for (const char* name : names) {
+    setenv(name, "1", 1);
+    EXPECT_EQ(launcher_to_watch(), getppid()) << name;
+    unsetenv(name);
+  }
+  for (const auto& [name, value] : saved) setenv(name.c_str(), value.c_str(), 1);
 }
 
 }  // namespace
