@@ -23,7 +23,7 @@ std::vector<std::string_view> split_tokens(std::string_view text) {
 
 [[noreturn]] void refuse(std::string_view text, const std::string& why) {
   throw UserError("training recipe '" + std::string(text) + "': " + why +
-                  " (give tokens sp, vp, dopt, rc-sel or rc-full, ovl or ovl-<size>, joined by '+' in that order)");
+                  " (give tokens sp, vp, dopt, rc-sel or rc-full, ovl or ovl-<size>, opg, joined by '+' in that order)");
 }
 
 }  // namespace
@@ -32,7 +32,8 @@ bool TrainingTechniques::operator==(const TrainingTechniques& other) const {
   return sequence_parallel == other.sequence_parallel && vocab_parallel == other.vocab_parallel &&
          distributed_optimizer == other.distributed_optimizer && recompute == other.recompute &&
          overlap_gradient_reduction == other.overlap_gradient_reduction &&
-         (!overlap_gradient_reduction || gradient_bucket_bytes == other.gradient_bucket_bytes);
+         (!overlap_gradient_reduction || gradient_bucket_bytes == other.gradient_bucket_bytes) &&
+         overlap_parameter_gather == other.overlap_parameter_gather;
 }
 
 std::string to_string(Recompute recompute) {
@@ -62,6 +63,7 @@ std::string recipe_text(const TrainingTechniques& t) {
     tokens.push_back(t.gradient_bucket_bytes == kDefaultGradientBucketBytes ? std::string("ovl")
                                                                             : "ovl-" + format_byte_size(t.gradient_bucket_bytes));
   }
+  if (t.overlap_parameter_gather) tokens.push_back("opg");
   std::string out;
   for (std::size_t i = 0; i < tokens.size(); ++i) out += (i ? "+" : "") + tokens[i];
   return out;
@@ -92,11 +94,17 @@ TrainingTechniques parse_recipe_text(std::string_view text) {
         t.gradient_bucket_bytes = parse_byte_size(token.substr(4)).value_or(0);
         if (t.gradient_bucket_bytes < 1) refuse(text, "'" + std::string(token) + "' is not a bucket size such as ovl-4M");
       }
+    } else if (token == "opg") {
+      order = 5;
+      t.overlap_parameter_gather = true;
     } else {
       refuse(text, "unknown token '" + std::string(token) + "'");
     }
     if (order <= last_order) refuse(text, "'" + std::string(token) + "' repeated or out of order");
     last_order = order;
+  }
+  if (t.overlap_parameter_gather && !(t.distributed_optimizer && t.overlap_gradient_reduction)) {
+    refuse(text, "opg overlaps the distributed optimizer's bucketed all-gathers: it needs dopt and ovl too (e.g. 'dopt+ovl+opg')");
   }
   if (recipe_text(t) != text) refuse(text, "not in canonical form (write it as '" + recipe_text(t) + "')");
   return t;
@@ -111,6 +119,7 @@ TrainingTechniques at_dp(TrainingTechniques techniques, int dp) {
   if (dp <= 1) {
     techniques.overlap_gradient_reduction = false;
     techniques.gradient_bucket_bytes = kDefaultGradientBucketBytes;
+    techniques.overlap_parameter_gather = false;
   }
   return techniques;
 }

@@ -8,7 +8,10 @@
 //  - recipe_text() is the canonical text of a set of techniques, the one job keys, stage keys, HDF5 rows
 //    and reports use: "" when every technique is off, else the tokens of the techniques that are on, in
 //    this fixed order, joined by '+': sp, vp, dopt, rc-sel | rc-full, ovl (ovl-<size> when the bucket is
-//    not the default 25M; sizes as K/M/G multiples of 1024 when exact, else bytes).
+//    not the default 25M; sizes as K/M/G multiples of 1024 when exact, else bytes), opg.
+//  - Overlapped parameter gather (opg, Megatron-LM's overlap_param_gather) needs the distributed optimizer
+//    and overlapped reduction (its all-gathers are the bucketed optimizer's): parse_recipe_text refuses it
+//    alone, and at_dp() drops it with ovl at dp 1.
 //  - parse_recipe_text(recipe_text(t)) == t for every t; any other text is a UserError naming it.
 #pragma once
 
@@ -32,10 +35,14 @@ struct TrainingTechniques {
   Recompute recompute = Recompute::kNone;
   bool overlap_gradient_reduction = false;  // DP all-reduce in buckets started during the backward
   int64_t gradient_bucket_bytes = kDefaultGradientBucketBytes;
+  // The distributed optimizer's per-bucket parameter all-gathers started after the update and waited for
+  // bucket by bucket in the next step's first forward (Megatron-LM's overlap_param_gather); needs
+  // distributed_optimizer and overlap_gradient_reduction.
+  bool overlap_parameter_gather = false;
 
   bool any() const {
     return sequence_parallel || vocab_parallel || distributed_optimizer || recompute != Recompute::kNone ||
-           overlap_gradient_reduction;
+           overlap_gradient_reduction || overlap_parameter_gather;
   }
   // Equal when they run the same step (the bucket size only matters with overlap).
   bool operator==(const TrainingTechniques& other) const;

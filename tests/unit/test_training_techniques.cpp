@@ -15,6 +15,7 @@ TrainingTechniques all_on() {
   t.distributed_optimizer = true;
   t.recompute = Recompute::kFull;
   t.overlap_gradient_reduction = true;
+  t.overlap_parameter_gather = true;
   return t;
 }
 
@@ -26,7 +27,7 @@ TEST(RecipeText, PlainIsEmptyAndLabelledPlain) {
 }
 
 TEST(RecipeText, TokensComeInTheFixedOrder) {
-  EXPECT_EQ(recipe_text(all_on()), "sp+vp+dopt+rc-full+ovl");
+  EXPECT_EQ(recipe_text(all_on()), "sp+vp+dopt+rc-full+ovl+opg");
   TrainingTechniques t;
   t.recompute = Recompute::kSelective;
   t.overlap_gradient_reduction = true;
@@ -41,7 +42,8 @@ TEST(RecipeText, TokensComeInTheFixedOrder) {
 
 TEST(RecipeText, ParsesWhatItWrites) {
   std::vector<TrainingTechniques> cases{{}, all_on()};
-  for (int mask = 1; mask < 32; ++mask) {
+  for (int mask = 1; mask < 64; ++mask) {
+    if ((mask & 32) && (mask & 20) != 20) continue;  // opg needs dopt and ovl
     TrainingTechniques t;
     t.sequence_parallel = mask & 1;
     t.vocab_parallel = mask & 2;
@@ -49,6 +51,7 @@ TEST(RecipeText, ParsesWhatItWrites) {
     t.recompute = (mask & 8) ? Recompute::kSelective : Recompute::kNone;
     t.overlap_gradient_reduction = mask & 16;
     if (mask & 16) t.gradient_bucket_bytes = 64 << 10;
+    t.overlap_parameter_gather = mask & 32;
     cases.push_back(t);
   }
   for (const TrainingTechniques& t : cases) {
@@ -66,8 +69,24 @@ TEST(RecipeText, BucketSizeOnlyMattersWithOverlap) {
   EXPECT_NE(a, b);
 }
 
+TEST(RecipeText, OverlappedParameterGatherNeedsTheBucketedDistributedOptimizer) {
+  EXPECT_EQ(recipe_text(parse_recipe_text("dopt+ovl-64K+opg")), "dopt+ovl-64K+opg");
+  for (const char* alone : {"opg", "dopt+opg", "ovl+opg", "sp+rc-full+ovl-1M+opg"}) {
+    try {
+      parse_recipe_text(alone);
+      FAIL() << alone;
+    } catch (const UserError& e) {
+      EXPECT_NE(std::string(e.what()).find("needs dopt and ovl"), std::string::npos) << e.what();
+    }
+  }
+  TrainingTechniques t = parse_recipe_text("dopt+ovl+opg");
+  EXPECT_NE(t, parse_recipe_text("dopt+ovl"));
+  EXPECT_EQ(at_dp(t, 2), t);
+  EXPECT_EQ(recipe_text(at_dp(t, 1)), "dopt");  // nothing to reduce or gather at dp 1
+}
+
 TEST(RecipeText, RefusesWhatIsNotCanonical) {
-  for (const char* bad : {"zero", "sp+sp", "vp+sp", "rc-sel+rc-full", "ovl-0", "ovl-", "ovl-4X", "ovl-25M",
+  for (const char* bad : {"opg+dopt+ovl", "dopt+ovl+opg+opg", "zero", "sp+sp", "vp+sp", "rc-sel+rc-full", "ovl-0", "ovl-", "ovl-4X", "ovl-25M",
                           "ovl-9999999999G", "sp+", "+sp", "SP", "sp + vp", "ovl-00004M"}) {
     EXPECT_THROW(parse_recipe_text(bad), UserError) << bad;
   }
