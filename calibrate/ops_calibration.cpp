@@ -170,6 +170,14 @@ StageTrace trace_stage(const LlamaSpec& model, int tp, int pp, int stage_index, 
     shard_offsets = std::move(shard.offsets);
     shard_norm_ranges = std::move(shard.norm_ranges);
     updated = {sharded.shard};
+    if (techniques.overlap_parameter_gather) {
+      // The trainer's parameters are views of the padded parameter buffer (which holds their values), so
+      // the all-gathers write them and nothing copies them back (trainer.hpp).
+      torch::NoGradGuard no_grad;
+      for (std::size_t i = 0; i < parameters.size(); ++i) {
+        parameters[i].set_data(sharded.parameter_buffer.narrow(0, buckets->parameter_offset(i), parameters[i].numel()).view_as(parameters[i]));
+      }
+    }
   } else if (distributed_optimizer) {
     sharded = make_sharded_buffers(parameters, dp, 0);
     updated = {sharded.shard};
@@ -268,7 +276,12 @@ StageTrace trace_stage(const LlamaSpec& model, int tp, int pp, int stage_index, 
     phase(Phase::kOptimizer);
     optimizer.step();
     if (distributed_optimizer && buckets) {  // the trainer's all_gather_bucketed_parameters, after the step
-      for (std::size_t k = 0; k < buckets->size(); ++k) {
+      // With opg the all-gathers are started in the order the next forward needs them (the last bucket,
+      // the first parameters, first) and write the parameters themselves (views of the buffer).
+      const bool gather_overlapped = techniques.overlap_parameter_gather;
+      const std::size_t bucket_count = buckets->size();
+      for (std::size_t i = 0; i < bucket_count; ++i) {
+        const std::size_t k = gather_overlapped ? bucket_count - 1 - i : i;
         const int64_t slice = buckets->bucket_elements(k) / dp;
         // The trainer's all_gather call narrows both in its arguments; GCC evaluates them last first.
         const torch::Tensor gathered = sharded.parameter_buffer.narrow(0, buckets->bucket_offset(k), buckets->bucket_elements(k));
@@ -276,7 +289,7 @@ StageTrace trace_stage(const LlamaSpec& model, int tp, int pp, int stage_index, 
         dp_comm("dp_all_gather", mine);
       }
       torch::NoGradGuard no_grad;
-      for (std::size_t i = 0; i < parameters.size(); ++i) {
+      for (std::size_t i = 0; i < parameters.size() && !gather_overlapped; ++i) {
         parameters[i].copy_(sharded.parameter_buffer.narrow(0, buckets->parameter_offset(i), parameters[i].numel()).view_as(parameters[i]));
       }
     } else if (distributed_optimizer) {  // the trainer's all_gather_parameters, after the step

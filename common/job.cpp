@@ -62,13 +62,18 @@ TrainingTechniques parse_techniques(const json& object, const TrainingTechniques
                     json_excerpt(object));
   }
   reject_unknown(object, {"sequence_parallel", "vocab_parallel", "distributed_optimizer", "recompute",
-                          "overlap_gradient_reduction", "gradient_bucket_bytes"},
+                          "overlap_gradient_reduction", "gradient_bucket_bytes", "overlap_parameter_gather"},
                  where);
   TrainingTechniques t = base;
   t.sequence_parallel = get_bool(object, "sequence_parallel", t.sequence_parallel, where);
   t.vocab_parallel = get_bool(object, "vocab_parallel", t.vocab_parallel, where);
   t.distributed_optimizer = get_bool(object, "distributed_optimizer", t.distributed_optimizer, where);
   t.overlap_gradient_reduction = get_bool(object, "overlap_gradient_reduction", t.overlap_gradient_reduction, where);
+  t.overlap_parameter_gather = get_bool(object, "overlap_parameter_gather", t.overlap_parameter_gather, where);
+  if (t.overlap_parameter_gather && !(t.distributed_optimizer && t.overlap_gradient_reduction)) {
+    throw UserError(where + ": field 'overlap_parameter_gather' overlaps the distributed optimizer's bucketed all-gathers: "
+                    "set 'distributed_optimizer' and 'overlap_gradient_reduction' true too");
+  }
   if (object.contains("recompute")) {
     const json& value = object.at("recompute");
     if (!value.is_string()) {

@@ -9,7 +9,8 @@
 // overlapped gradient reduction (ovl at dp > 1) changes each parameter's AccumulateGrad and adds its
 // buckets' reductions to the backward (GradientBucket); with the distributed optimizer too (dopt+ovl)
 // the buckets are padded to multiples of dp and reduce-scattered into rank 0's shard, and gathered back
-// bucket by bucket after the step. Context parallelism (cp > 1) adds its pieces to the attention: the
+// bucket by bucket after the step (with opg in the next forward's order, the last bucket first, into the
+// parameters themselves: views of the buffer, so nothing is copied back). Context parallelism (cp > 1) adds its pieces to the attention: the
 // positions (cp_positions), the rotary tables index_select-ed at them, the K/V all-gather and its
 // backward's reduce-scatter, and the mask of the global positions in the core.
 // Invariants:
@@ -229,6 +230,7 @@ class StageBuilder {
   const bool overlap_;        // overlapped gradient reduction (the recipe already at its dp)
   const int dp_;                          // the recipe's DP degree
   const bool sharded_buckets_;            // the distributed optimizer with overlap: padded buckets, reduce-scattered
+  const bool gather_overlapped_;          // opg (with sharded_buckets_): gathers in forward order, parameters are the buffer
   std::vector<GradientBucket> buckets_;   // with overlap: bucket 0 holds the last parameters
   std::vector<std::size_t> bucket_of_;    // per parameter
   std::vector<int64_t> parameter_offsets_;  // per parameter: where its gradient view starts in the buffer

@@ -444,7 +444,21 @@ INSTANTIATE_TEST_SUITE_P(
 INSTANTIATE_TEST_SUITE_P(
     Torch2DistributedOptimizerWithOverlap, OpBuilder,
     ::testing::Values(BuilderCase{"tiny-llama-gqa", 2, 2, 1, 1, 16, kFp16, kEager, recipe("dopt+ovl-64K"), 2},
-                      BuilderCase{"tiny-llama-gqa", 2, 2, 0, 1, 16, kAmp16, kSdpa, recipe("sp+dopt+rc-sel+ovl-64K"), 3}),
+                      BuilderCase{"tiny-llama-gqa", 2, 2, 0, 1, 16, kAmp16, kSdpa, recipe("sp+dopt+rc-sel+ovl-64K"), 3},
+                      BuilderCase{"tiny-llama-gqa", 2, 2, 1, 1, 16, kFp16, kEager, recipe("dopt+ovl-64K+opg"), 2}),
+    test_name);
+
+// dopt+ovl+opg (Megatron-LM's overlap_param_gather): the parameters are views of the padded parameter
+// buffer, so after AdamW the buckets' slices are all-gathered last bucket first (the next forward's order)
+// and nothing is copied back; the rest is dopt+ovl's. fp32, amp-bf16 and bf16; first and last stages; dp
+// 2, 3 (padding) and 4; 64K and 1K buckets; every technique at once; and dp 1, where opg and ovl drop.
+INSTANTIATE_TEST_SUITE_P(
+    OverlappedParameterGather, OpBuilder,
+    ::testing::Values(BuilderCase{"tiny-llama-gqa", 1, 1, 0, 1, 16, kFp32, kEager, recipe("dopt+ovl-64K+opg"), 2},
+                      BuilderCase{"tiny-llama-gqa", 2, 2, 1, 1, 16, kAmp, kEager, recipe("dopt+ovl-64K+opg"), 3},  // padded
+                      BuilderCase{"tiny-llama-gqa", 1, 2, 0, 2, 16, kBf16, kEager, recipe("dopt+ovl-1K+opg"), 4},
+                      BuilderCase{"tiny-llama-gqa", 2, 2, 1, 1, 16, kAmp, kEager, recipe("sp+vp+dopt+rc-full+ovl-64K+opg"), 2},
+                      BuilderCase{"tiny-llama-gqa", 2, 2, 1, 1, 16, kAmp, kEager, recipe("dopt+ovl-64K+opg"), 1}),  // plain dopt
     test_name);
 
 // Context parallelism (issue 17, cp 2 and 4): the stage as CP rank 0 runs it, seq_len/cp tokens; the rotary

@@ -519,6 +519,8 @@ TEST(JobTechniques, BucketSizesAndCombinationsTheTrainerRefusesAreKept) {
       {)" + layout + R"(, "techniques": {"overlap_gradient_reduction": true, "gradient_bucket_bytes": "25M"}},
       {)" + layout + R"(, "techniques": {"overlap_gradient_reduction": true, "gradient_bucket_bytes": 1000}},
       {)" + layout + R"(, "techniques": {"overlap_gradient_reduction": true, "distributed_optimizer": true}},
+      {)" + layout + R"(, "techniques": {"overlap_gradient_reduction": true, "distributed_optimizer": true,
+                                         "overlap_parameter_gather": true, "gradient_bucket_bytes": "64K"}},
       {)" + layout + R"(, "techniques": {"sequence_parallel": true}},
       {)" + layout + R"(, "techniques": {"gradient_bucket_bytes": "1M"}},
       {)" + layout + R"(}
@@ -532,6 +534,7 @@ TEST(JobTechniques, BucketSizesAndCombinationsTheTrainerRefusesAreKept) {
                               "tiny/dp2-tp2-pp1/mbs1/gbs8/seq63/fp32/ovl",
                               "tiny/dp2-tp2-pp1/mbs1/gbs8/seq63/fp32/ovl-1000",
                               "tiny/dp2-tp2-pp1/mbs1/gbs8/seq63/fp32/dopt+ovl",
+                              "tiny/dp2-tp2-pp1/mbs1/gbs8/seq63/fp32/dopt+ovl-64K+opg",
                               "tiny/dp2-tp2-pp1/mbs1/gbs8/seq63/fp32/sp",
                               "tiny/dp2-tp2-pp1/mbs1/gbs8/seq63/fp32"}));
   EXPECT_EQ(job.configs[0].techniques.gradient_bucket_bytes, 4096);
@@ -565,6 +568,9 @@ TEST(JobTechniques, MistakesAreRefusedNamingTheFileAndTheFieldPath) {
       {R"({"vocab_parallel": "yes"})", {"'vocab_parallel'", "true or false", "\"yes\""}},
       {R"({"distributed_optimizer": null})", {"'distributed_optimizer'", "true or false"}},
       {R"({"overlap_gradient_reduction": 0})", {"'overlap_gradient_reduction'", "true or false"}},
+      {R"({"overlap_parameter_gather": "on"})", {"'overlap_parameter_gather'", "true or false"}},
+      {R"({"overlap_parameter_gather": true, "distributed_optimizer": true})",
+       {"'overlap_parameter_gather'", "'distributed_optimizer' and 'overlap_gradient_reduction' true too"}},
       {R"({"recompute": true})", {"'recompute'", "\"selective\""}},
       {R"({"recompute": "partial"})", {"'recompute'", "'partial'", "none, selective or full"}},
       {R"({"gradient_bucket_bytes": 0})", {"'gradient_bucket_bytes'", "positive", "\"4M\""}},
@@ -608,18 +614,18 @@ TEST(JobTechniques, ShippedLocalCpuTechniquesJob) {
   EXPECT_EQ(job.model.name, "tiny-llama-gqa");
   EXPECT_EQ(job.backend, Backend::kCpu);
   EXPECT_EQ(job.ranks, 4);
-  // local-cpu's steps, fewer and shorter rounds (144 configurations).
+  // local-cpu's steps, fewer and shorter rounds (162 configurations).
   EXPECT_EQ(job.warmup_iters, local.warmup_iters);
   EXPECT_EQ(job.timed_iters, local.timed_iters);
   EXPECT_EQ(job.min_timed_seconds, 0.5);
   EXPECT_EQ(job.rounds.rounds, 2);
   EXPECT_EQ(job.rounds.max_extra_rounds, 2);
-  // (3 + 6 layouts of 2 and 4 ranks) x (fp32, amp-bf16) x 8 recipes.
-  ASSERT_EQ(job.configs.size(), 9u * 2u * 8u);
+  // (3 + 6 layouts of 2 and 4 ranks) x (fp32, amp-bf16) x 9 recipes.
+  ASSERT_EQ(job.configs.size(), 9u * 2u * 9u);
   std::vector<std::string> recipes;
-  for (std::size_t i = 0; i < 8; ++i) recipes.push_back(recipe_text(job.configs[i].techniques));
+  for (std::size_t i = 0; i < 9; ++i) recipes.push_back(recipe_text(job.configs[i].techniques));
   EXPECT_EQ(recipes, (std::vector<std::string>{"", "sp+vp", "dopt", "rc-sel", "rc-full", "ovl-64K", "dopt+ovl-64K",
-                                               "sp+vp+rc-full"}));
+                                               "dopt+ovl-64K+opg", "sp+vp+rc-full"}));
   EXPECT_EQ(job.configs.front().key(job.model.name), "tiny-llama-gqa/dp2-tp1-pp1/mbs1/gbs8/seq64/fp32");
   EXPECT_EQ(job.configs.back().key(job.model.name), "tiny-llama-gqa/dp1-tp1-pp4/mbs1/gbs8/seq64/amp-bf16/sp+vp+rc-full");
   for (const auto& c : job.configs) {
