@@ -64,8 +64,12 @@ TorchDialect torch_dialect(const std::string& libtorch_version) {
                   "configuration you predict (`itertime calibrate ops`) instead");
 }
 
-BuiltStage build_stage_ops(const LlamaSpec& model, int tp, int pp, int stage, int micro_batch, int seq_len,
-                           PrecisionName precision, const StageRecipe& requested) {
+namespace {
+
+// The stage, or with gather_pair the bucketed distributed optimizer's two gather variants ({without opg,
+// with opg}) sharing every piece up to the all-gathers.
+std::vector<BuiltStage> build_stages(const LlamaSpec& model, int tp, int pp, int stage, int micro_batch, int seq_len,
+                                     PrecisionName precision, const StageRecipe& requested, bool gather_pair) {
   check_stage_request(model, tp, pp, stage, micro_batch, seq_len, requested);
   StageRecipe recipe = requested;  // what the stage runs at its dp: no overlap at dp 1
   recipe.techniques = at_dp(requested.techniques, requested.dp);
@@ -94,11 +98,24 @@ BuiltStage build_stage_ops(const LlamaSpec& model, int tp, int pp, int stage, in
   const int64_t local_params = builder::local_parameter_count(parameters);
   const bool distributed_optimizer = recipe.techniques.distributed_optimizer;
   const bool overlap = stage_builder.overlaps_reduction();
+  if (gather_pair && !(distributed_optimizer && overlap)) {
+    throw UserError("build_stage_ops_gather_pair: training recipe '" + recipe_text(recipe.techniques) + "' at dp " +
+                    std::to_string(recipe.dp) + " has no bucketed distributed optimizer (dopt+ovl at dp > 1)");
+  }
+  std::vector<BuiltStage> built;
   if (distributed_optimizer && overlap) {
     // The buckets were reduce-scattered into the shard's gradient in the backward.
     stage_builder.shard_norm_gradients(parameters);
     stage_builder.optimizer({builder::StageParameter{{stage_builder.bucketed_shard_count()}, -1}});
-    stage_builder.bucketed_all_gather(parameters);
+    if (gather_pair) {
+      builder::StageBuilder without = stage_builder;  // a copy of everything emitted so far
+      without.bucketed_all_gather(parameters, /*overlapped=*/false);
+      without.stage_comms(stage, pp, local_params, /*dp_all_reduce=*/false);
+      built.push_back(without.finish(local_params));
+      stage_builder.bucketed_all_gather(parameters, /*overlapped=*/true);
+    } else {
+      stage_builder.bucketed_all_gather(parameters, recipe.techniques.overlap_parameter_gather);
+    }
   } else if (distributed_optimizer) {
     stage_builder.sp_gradients(parameters);
     const int64_t shard = builder::shard_count(local_params, recipe.dp);
@@ -111,7 +128,20 @@ BuiltStage build_stage_ops(const LlamaSpec& model, int tp, int pp, int stage, in
     stage_builder.optimizer(parameters);
   }
   stage_builder.stage_comms(stage, pp, local_params, /*dp_all_reduce=*/!distributed_optimizer && !overlap);
-  return stage_builder.finish(local_params);
+  built.push_back(stage_builder.finish(local_params));
+  return built;
+}
+
+}  // namespace
+
+BuiltStage build_stage_ops(const LlamaSpec& model, int tp, int pp, int stage, int micro_batch, int seq_len,
+                           PrecisionName precision, const StageRecipe& recipe) {
+  return std::move(build_stages(model, tp, pp, stage, micro_batch, seq_len, precision, recipe, false).front());
+}
+
+std::vector<BuiltStage> build_stage_ops_gather_pair(const LlamaSpec& model, int tp, int pp, int stage, int micro_batch,
+                                                    int seq_len, PrecisionName precision, const StageRecipe& recipe) {
+  return build_stages(model, tp, pp, stage, micro_batch, seq_len, precision, recipe, true);
 }
 
 }  // namespace itertime::predict

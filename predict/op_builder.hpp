@@ -99,4 +99,11 @@ struct StageRecipe {
 BuiltStage build_stage_ops(const LlamaSpec& model, int tp, int pp, int stage, int micro_batch, int seq_len,
                            PrecisionName precision, const StageRecipe& recipe = {});
 
+// A bucketed distributed-optimizer stage (dopt+ovl at its dp > 1) with and without opg: {without, with}.
+// The two differ only in the update's last piece (the all-gathers' order and the copy back), so the rest
+// is built once: each equals build_stage_ops of its recipe. Needs recipe.techniques at recipe.dp to hold
+// dopt and ovl (UserError otherwise); opg in the recipe is ignored.
+std::vector<BuiltStage> build_stage_ops_gather_pair(const LlamaSpec& model, int tp, int pp, int stage, int micro_batch,
+                                                    int seq_len, PrecisionName precision, const StageRecipe& recipe);
+
 }  // namespace itertime::predict

@@ -35,8 +35,7 @@ StageBuilder::StageBuilder(const PrecisionPolicy& policy, const StageRecipe& rec
       compute_(policy.autocast ? policy.compute_dtype : policy.param_dtype),
       overlap_(recipe.techniques.overlap_gradient_reduction),
       dp_(recipe.dp),
-      sharded_buckets_(overlap_ && recipe.techniques.distributed_optimizer),
-      gather_overlapped_(sharded_buckets_ && recipe.techniques.overlap_parameter_gather) {
+      sharded_buckets_(overlap_ && recipe.techniques.distributed_optimizer) {
   if (overlap_) plan_buckets(recipe.techniques.gradient_bucket_bytes, sharded_buckets_ ? dp_ : 1);
 }
 

@@ -116,7 +116,8 @@ class StageBuilder {
   void shard_norm_gradients(const std::vector<StageParameter>& parameters);
   // trainer.cpp's all_gather_bucketed_parameters (phase optimizer): each bucket's all-gather of one
   // rank's slice, then every parameter's values copied from the padded buffer.
-  void bucketed_all_gather(const std::vector<StageParameter>& parameters);
+  // overlapped (opg): the buckets in the next forward's order, no copy back (the parameters are the buffer).
+  void bucketed_all_gather(const std::vector<StageParameter>& parameters, bool overlapped);
   // The P2P sends, and the DP gradient all-reduce unless the distributed optimizer or overlap replaces it.
   void stage_comms(int stage, int pp, int64_t local_params, bool dp_all_reduce);
   BuiltStage finish(int64_t local_params);
@@ -230,7 +231,6 @@ class StageBuilder {
   const bool overlap_;        // overlapped gradient reduction (the recipe already at its dp)
   const int dp_;                          // the recipe's DP degree
   const bool sharded_buckets_;            // the distributed optimizer with overlap: padded buckets, reduce-scattered
-  const bool gather_overlapped_;          // opg (with sharded_buckets_): gathers in forward order, parameters are the buffer
   std::vector<GradientBucket> buckets_;   // with overlap: bucket 0 holds the last parameters
   std::vector<std::size_t> bucket_of_;    // per parameter
   std::vector<int64_t> parameter_offsets_;  // per parameter: where its gradient view starts in the buffer

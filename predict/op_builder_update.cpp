@@ -274,19 +274,19 @@ void StageBuilder::shard_norm_gradients(const std::vector<StageParameter>& param
 // and one rank's slice all-gathered; then each parameter's values copied from its offset in the buffer.
 // With opg the buckets go last first (the order the next forward needs them) and nothing is copied: the
 // parameters are views of the buffer.
-void StageBuilder::bucketed_all_gather(const std::vector<StageParameter>& parameters) {
+void StageBuilder::bucketed_all_gather(const std::vector<StageParameter>& parameters, bool overlapped) {
   emit_.set_phase(Phase::kOptimizer);
   emit_.set_repeat(1);
   const TensorLayout buffer = contiguous(param_, {buffer_elements_});
   const TensorLayout shard = contiguous(param_, {bucketed_shard_count()});
   for (std::size_t i = 0; i < buckets_.size(); ++i) {
-    const std::size_t k = gather_overlapped_ ? buckets_.size() - 1 - i : i;
+    const std::size_t k = overlapped ? buckets_.size() - 1 - i : i;
     const int64_t slice = buckets_[k].count / dp_;
     emit_.call("aten::narrow", {tensor_arg(buffer), int_arg(0), int_arg(buckets_[k].offset), int_arg(buckets_[k].count)}, param_);
     emit_.call("aten::narrow", {tensor_arg(shard), int_arg(0), int_arg(shard_offsets_[k]), int_arg(slice)}, param_);
     emit_.comm(CommKind::kDpAllGather, param_, slice * static_cast<int64_t>(dtype_bytes(param_)));
   }
-  if (!gather_overlapped_) unflatten(parameters, buffer, param_, &parameter_offsets_);
+  if (!overlapped) unflatten(parameters, buffer, param_, &parameter_offsets_);
 }
 
 // torch::optim::AdamW's step on each parameter, at the second step (trace_stage runs one warm-up step).

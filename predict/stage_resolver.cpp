@@ -185,32 +185,59 @@ StageOutcome StageResolver::resolve_traced(const std::string& stage_key, const S
   return {&cached->second, ""};
 }
 
-// Building a stage costs far more than evaluating it: each stage shape is built once per occupancy.
+// Building a stage costs far more than evaluating it: each stage shape is built once per occupancy. A
+// bucketed distributed optimizer's stage is built with and without opg at once (they share all but the
+// all-gathers: build_stage_ops_gather_pair), and both are kept.
 StageOutcome StageResolver::resolve_built(const StageQuery& query) {
   const ParallelConfig& c = query.config;
   const PrecisionName built_precision = query.blind ? PrecisionName::kFp32 : query.precision;
   const std::vector<StageLayers> layer_split = stage_layers(static_cast<int>(query.model->num_layers), c.pp);
-  const std::string cache_key = built_cache_key(query, built_precision, layer_split[static_cast<std::size_t>(query.stage)]);
+  const StageLayers& layers = layer_split[static_cast<std::size_t>(query.stage)];
+  const std::string cache_key = built_cache_key(query, built_precision, layers);
   auto cached = built_.find(cache_key);
   if (cached != built_.end()) return {&cached->second, ""};
 
-  BuiltStage built;
+  const int reduction = query.techniques.distributed_optimizer || query.techniques.overlap_gradient_reduction ? c.reduction_ranks() : 1;
+  const TrainingTechniques at_reduction = at_dp(query.techniques, reduction);
+  const bool gather_pair = at_reduction.distributed_optimizer && at_reduction.overlap_gradient_reduction;
+  std::vector<BuiltStage> built;  // the query's stage, or {without opg, with opg}
   try {  // the builder refuses layouts and recipes it cannot build with a UserError: that is the reason
     StageRecipe recipe{target_ != nullptr ? target_->attention : parse_attention(model_.attention),
                        target_ != nullptr ? target_->dialect : torch_dialect(model_.libtorch_version), query.techniques,
-                       query.techniques.distributed_optimizer || query.techniques.overlap_gradient_reduction ? c.reduction_ranks() : 1};
+                       reduction};
     recipe.cp = c.cp;
-    built = build_stage_ops(*query.model, c.tp, c.pp, query.stage, c.micro_batch, c.seq_len, built_precision, recipe);
+    if (gather_pair) {
+      built = build_stage_ops_gather_pair(*query.model, c.tp, c.pp, query.stage, c.micro_batch, c.seq_len, built_precision, recipe);
+    } else {
+      built.push_back(build_stage_ops(*query.model, c.tp, c.pp, query.stage, c.micro_batch, c.seq_len, built_precision, recipe));
+    }
   } catch (const UserError& error) {
     return {nullptr, error.what()};
   }
-  if (target_ != nullptr) {
-    std::string failure;
-    ResolvedStage stage = time_on_target(*target_, built, query, failure);
-    if (!failure.empty()) return {nullptr, failure};
-    cached = built_.emplace(cache_key, std::move(stage)).first;
-    return {&cached->second, ""};
+  std::vector<std::string> keys{cache_key};
+  std::size_t wanted = 0;
+  if (gather_pair) {
+    StageQuery other = query;
+    other.techniques.overlap_parameter_gather = !query.techniques.overlap_parameter_gather;
+    const std::string other_key = built_cache_key(other, built_precision, layers);
+    keys = query.techniques.overlap_parameter_gather ? std::vector<std::string>{other_key, cache_key}
+                                                     : std::vector<std::string>{cache_key, other_key};
+    wanted = query.techniques.overlap_parameter_gather ? 1 : 0;
   }
+  for (std::size_t i = 0; i < built.size(); ++i) {
+    std::string failure;
+    ResolvedStage stage = target_ != nullptr ? time_on_target(*target_, built[i], query, failure) : time_on_calibration(built[i], query);
+    if (!failure.empty()) {
+      if (i == wanted) return {nullptr, failure};
+      continue;
+    }
+    built_.emplace(keys[i], std::move(stage));
+  }
+  return {&built_.at(cache_key), ""};
+}
+
+// A built stage timed by the calibration's profiled signatures, else its operator regression.
+ResolvedStage StageResolver::time_on_calibration(const BuiltStage& built, const StageQuery& query) {
   if (signature_ids_.empty()) signature_ids_.insert(model_.signature_ids.begin(), model_.signature_ids.end());
   ResolvedStage stage;
   stage.built = true;
@@ -233,8 +260,7 @@ StageOutcome StageResolver::resolve_built(const StageQuery& query) {
     }
     add_calls(stage, op.phase, op.count, time);
   }
-  cached = built_.emplace(cache_key, std::move(stage)).first;
-  return {&cached->second, ""};
+  return stage;
 }
 
 }  // namespace itertime::predict

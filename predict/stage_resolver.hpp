@@ -104,6 +104,7 @@ class StageResolver {
  private:
   StageOutcome resolve_traced(const std::string& stage_key, const StageOps& ops, int64_t occupancy);
   StageOutcome resolve_built(const StageQuery& query);
+  ResolvedStage time_on_calibration(const BuiltStage& built, const StageQuery& query);
 
   const FittedModel& model_;
   StagePolicy policy_;

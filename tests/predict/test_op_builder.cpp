@@ -169,6 +169,50 @@ int64_t comm_count(const BuiltStage& stage, Phase phase, CommKind kind) {
   return n;
 }
 
+// A stage as text: every operator and comm in order, so that two builds compare whole.
+std::string stage_text(const BuiltStage& stage) {
+  std::string text;
+  for (const BuiltOp& op : stage.ops) {
+    text += to_string(op.phase) + " " + op.signature + " x" + std::to_string(op.count) + "\n";
+  }
+  for (const CommOp& comm : stage.comms) {
+    text += to_string(comm.phase) + " " + to_string(comm.kind) + " " + to_string(comm.dtype) + " " +
+            std::to_string(comm.bytes) + " x" + std::to_string(comm.count) + "\n";
+  }
+  return text + "params " + std::to_string(stage.local_params) + " layers " + std::to_string(stage.num_layers);
+}
+
+// build_stage_ops_gather_pair builds dopt+ovl and dopt+ovl+opg once up to the all-gathers: each of the
+// two must equal its own build, and they must differ (the gathers' order, the copy back).
+TEST(OpBuilder, TheGatherPairEqualsBothOwnBuilds) {
+  const LlamaSpec spec = load("tiny-llama-gqa");
+  for (const char* text : {"dopt+ovl-64K", "dopt+ovl-64K+opg", "sp+vp+dopt+rc-full+ovl-1K"}) {
+    for (int dp : {2, 3}) {
+      for (int stage : {0, 1}) {
+        StageRecipe recipe = with_techniques(text);
+        recipe.dp = dp;
+        const std::vector<BuiltStage> pair = build_stage_ops_gather_pair(spec, 2, 2, stage, 1, 16, PrecisionName::kAmpBf16, recipe);
+        ASSERT_EQ(pair.size(), 2u);
+        recipe.techniques.overlap_parameter_gather = false;
+        const std::string without = stage_text(build_stage_ops(spec, 2, 2, stage, 1, 16, PrecisionName::kAmpBf16, recipe));
+        recipe.techniques.overlap_parameter_gather = true;
+        const std::string with = stage_text(build_stage_ops(spec, 2, 2, stage, 1, 16, PrecisionName::kAmpBf16, recipe));
+        EXPECT_EQ(stage_text(pair[0]), without) << text << " dp " << dp << " stage " << stage;
+        EXPECT_EQ(stage_text(pair[1]), with) << text << " dp " << dp << " stage " << stage;
+        EXPECT_NE(without, with);
+        EXPECT_EQ(count_of(pair[0], Phase::kOptimizer, "aten::copy_") - count_of(pair[1], Phase::kOptimizer, "aten::copy_"),
+                  count_of(pair[0], Phase::kOptimizer, "aten::view_as"))
+            << "opg copies nothing back";
+      }
+    }
+  }
+  StageRecipe plain = with_techniques("dopt");
+  plain.dp = 2;
+  EXPECT_THROW(build_stage_ops_gather_pair(spec, 2, 2, 0, 1, 16, PrecisionName::kFp32, plain), UserError);
+  StageRecipe at_one = with_techniques("dopt+ovl-64K");  // ovl drops at dp 1
+  EXPECT_THROW(build_stage_ops_gather_pair(spec, 2, 2, 0, 1, 16, PrecisionName::kFp32, at_one), UserError);
+}
+
 int64_t comm_bytes(const BuiltStage& stage, CommKind kind) {
   for (const CommOp& comm : stage.comms) {
     if (comm.kind == kind) return comm.bytes;
@@ -452,6 +496,35 @@ TEST(OpBuilder, PredictorBuildsEachStageShapeOnceAndKeepsStagesApart) {
   const Prediction warm = predicted(model, request);
   EXPECT_EQ(warm.total_us, cold.total_us);
   EXPECT_EQ(warm.stage_backward_us, cold.stage_backward_us);
+}
+
+// The resolver builds a bucketed distributed optimizer's stage with and without opg at once and keeps
+// both: the second recipe costs no build, and each resolves to its own operators and comm order.
+TEST(OpBuilder, ResolverBuildsDoptOvlAndOpgOnce) {
+  const LlamaSpec spec = load("tiny-llama-gqa");
+  FittedModel model;
+  model.source_file = "synthetic";
+  model.occupancies = {4};
+  StageQuery query;
+  query.model_name = spec.name;
+  query.model = &spec;
+  query.config = ParallelConfig{2, 2, 1, 1, 4, 16};
+  query.precision = PrecisionName::kFp32;
+  query.occupancy = 4;
+  query.techniques = parse_recipe_text("dopt+ovl-64K+opg");
+  StageResolver resolver(model, StagePolicy::kBuiltOnly);
+  const StageOutcome with = resolver.resolve(query);
+  ASSERT_NE(with.stage, nullptr) << with.reason;
+  EXPECT_EQ(resolver.cached_stages(), 2u);
+  query.techniques.overlap_parameter_gather = false;
+  const StageOutcome without = resolver.resolve(query);
+  ASSERT_NE(without.stage, nullptr) << without.reason;
+  EXPECT_EQ(resolver.cached_stages(), 2u) << "dopt+ovl came with opg's build";
+  EXPECT_NE(with.stage, without.stage);
+  EXPECT_GT(without.stage->operators, with.stage->operators) << "dopt+ovl copies the parameters back";
+  query.techniques = parse_recipe_text("dopt");  // not bucketed: one build
+  ASSERT_NE(resolver.resolve(query).stage, nullptr);
+  EXPECT_EQ(resolver.cached_stages(), 3u);
 }
 
 // Oversubscribed CPU ranks: with 4 data-parallel ranks on 2 rank slots every rank always computes, so
