@@ -409,6 +409,13 @@ MemoryBreakdown memory_per_gpu(const LlamaSpec& model, const ParallelConfig& con
     }
     m.distributed_optimizer_bytes = padded * bytes_of(policy.param_dtype) + shard * bytes_of(policy.param_dtype) +
                                     shard * bytes_of(policy.grad_dtype);
+    // Overlapped parameter gather (opg, bucketed only: at_dp drops it with ovl at one rank): the
+    // parameters are views of the padded parameter buffer (Megatron's param buffer), counted once, as
+    // weights, like the gradients above.
+    if (bucketed && techniques.overlap_parameter_gather) {
+      m.weights_bytes = padded * bytes_of(policy.param_dtype);
+      m.distributed_optimizer_bytes = shard * bytes_of(policy.param_dtype) + shard * bytes_of(policy.grad_dtype);
+    }
     largest_tensor = shard;
   }
   m.buffers_bytes = m.rotary_tables_bytes + m.dp_flat_buffer_bytes + m.distributed_optimizer_bytes;

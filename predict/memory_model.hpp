@@ -46,7 +46,10 @@
 //    buffer (Megatron's main_grad), so the buffer adds nothing beside them. Both (dp > 1): the gradients
 //    are views of the buckets' buffer, each bucket padded to a multiple of dp (counted as gradients, no
 //    separate flat gradient buffer), plus the padded parameter buffer of the same layout, the shard
-//    (padded / dp) and its gradient; AdamW's moments for the shard.
+//    (padded / dp) and its gradient; AdamW's moments for the shard. With overlapped parameter gather too
+//    (opg, dp > 1) the parameters are views of that padded parameter buffer: weights_bytes is the padded
+//    buffer and distributed_optimizer_bytes holds the shard and its gradient only (the parameters are
+//    not counted a second time).
 //    With sequence parallelism (tp > 1) the norms, the residual stream between TP regions, the stage
 //    boundary and the final norm hold [b, s/tp, h]; the linears entering a TP region save the gathered
 //    full-sequence input as before. With the vocabulary-parallel head (tp > 1) the embedding and the LM
@@ -114,7 +117,7 @@ struct MemoryBreakdown {
   int64_t buffers_bytes = 0;              // rotary_tables_bytes + dp_flat_buffer_bytes + distributed_optimizer_bytes
   int64_t rotary_tables_bytes = 0;
   int64_t dp_flat_buffer_bytes = 0;
-  int64_t distributed_optimizer_bytes = 0;  // padded flat parameters, the shard and its gradient
+  int64_t distributed_optimizer_bytes = 0;  // padded flat parameters (opg: in weights_bytes), the shard and its gradient
   int64_t optimizer_workspace_bytes = 0;  // AdamW step temporaries (sqrt and division of the largest tensor)
   int64_t total_bytes = 0;                // peak, see the invariants above
   ActivationBreakdown activations;

@@ -82,6 +82,10 @@ std::vector<TrainingTechniques> modelled_recipes() {
       recipes.push_back(t);
       t.overlap_gradient_reduction = true;
       recipes.push_back(t);
+      if (t.distributed_optimizer) {  // opg overlaps the distributed optimizer's bucketed all-gathers
+        t.overlap_parameter_gather = true;
+        recipes.push_back(t);
+      }
     }
   }
   return recipes;
@@ -114,7 +118,7 @@ std::vector<PlanEntry> plan(const FittedModel& model, const PlanOptions& options
         }
         for (const TrainingTechniques& techniques : options.recipes) {
           if (config.tp == 1 && (techniques.sequence_parallel || techniques.vocab_parallel)) continue;  // = without them
-          if (config.reduction_ranks() == 1 && techniques.overlap_gradient_reduction) continue;           // = without it
+          if (config.reduction_ranks() == 1 && techniques.overlap_gradient_reduction) continue;           // = without it (opg too)
           entries.push_back(plan_entry(model, options, resolver, config, precision, techniques));
         }
       }

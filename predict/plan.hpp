@@ -65,9 +65,10 @@ struct PlanEntry {
 std::vector<PlanEntry> plan(const FittedModel& model, const PlanOptions& options);
 
 // Every recipe the predictor models (predictor.hpp): sequence parallelism, the vocabulary-parallel head and
-// the distributed optimizer on or off, recompute none, selective or full, and overlapped reduction
-// (default buckets) on or off (48, plain first). plan() skips a recipe that equals another at the
-// layout (sp or vp at tp 1, ovl at dp 1).
+// the distributed optimizer on or off, recompute none, selective or full, overlapped reduction (default
+// buckets) on or off, and with both the distributed optimizer and overlapped reduction, overlapped
+// parameter gather on or off (60, plain first). plan() skips a recipe that equals another at the layout
+// (sp or vp at tp 1, ovl, and with it opg, at dp*cp 1).
 std::vector<TrainingTechniques> modelled_recipes();
 
 }  // namespace itertime::predict

@@ -85,11 +85,15 @@ const Calibration& choose_calibration(const FittedModel& model, const TargetDevi
 // overlapped reduction (dp_all_reduce, or with the distributed optimizer dp_reduce_scatter, recorded in
 // the backward) its buckets in completion order, each
 // complete after the share of the stage's gradient bytes up to and including it (the backward's work
-// per parameter taken as even; the stage's last bucket is complete when the backward ends).
+// per parameter taken as even; the stage's last bucket is complete when the backward ends). With
+// overlapped parameter gather (overlap_gather: opg at the configuration's reduction ranks) the
+// once-per-iteration dp_all_gather comms are not in dp_us but in `gathers`, one per call (see
+// parameter_gathers below).
 struct StageComm {
   double tp_forward_us = 0, tp_backward_us = 0, dp_us = 0;
   double cp_forward_us = 0, cp_backward_us = 0;  // context parallelism's per micro-batch (inside the passes)
   std::vector<BucketReduction> buckets;
+  std::vector<BucketGather> gathers;  // overlapped parameter gather's, in the order they are started
   double tp_iteration_us = 0;  // TP communication once per iteration (sequence parallelism's norm gradients)
   std::optional<double> send_forward_us, send_backward_us;  // to stage s+1, to stage s-1
   std::string failure;  // the comm model has no table for one of them
@@ -98,7 +102,7 @@ struct StageComm {
 // On a described target (no calibration of it): the description's NCCL model with the group placed on
 // nodes by its rank stride (stride_ranks: TP 1, DP*CP and CP tp, pipeline neighbours dp*cp*tp).
 StageComm stage_comm(const CommModel& comm_model, const TargetDevice* target, const ParallelConfig& c, int stage,
-                     const std::vector<CommOp>& comms) {
+                     const std::vector<CommOp>& comms, bool overlap_gather) {
   StageComm out;
   const auto stride_of = [&](Collective collective, GroupLayout layout) -> int64_t {
     if (layout == GroupLayout::kConsecutive) return 1;
@@ -124,6 +128,21 @@ StageComm stage_comm(const CommModel& comm_model, const TargetDevice* target, co
     for (int64_t i = 0; i < op.count; ++i) {
       bucket_bytes.push_back(static_cast<double>(bytes));
       out.buckets.push_back(BucketReduction{1.0, t});
+    }
+  };
+  // Overlapped parameter gather's buckets, assuming the stage's dp_all_gather comms come in the order the
+  // trainer starts them, the next forward's (bucket K-1, holding the stage's first parameters, first; the
+  // builder's and tracer's opg order) and that each call's bytes are its bucket's share of the padded
+  // parameter buffer (one rank's slice: the shares are those of the whole buffer). A bucket's first
+  // parameter then lies after the bytes of the buckets gathered before it; the padding (< dp elements per
+  // bucket) is counted as parameters. Comms are aggregated per (phase, kind, dtype, bytes) in order of
+  // first appearance, so buckets of equal size are taken back to back at the first one's place (exact
+  // when equal sizes are consecutive; otherwise an approximation of where in the forward they lie).
+  std::vector<double> gather_bytes;
+  const auto add_gathers = [&](const CommOp& op, int64_t bytes, double t) {
+    for (int64_t i = 0; i < op.count; ++i) {
+      gather_bytes.push_back(static_cast<double>(bytes));
+      out.gathers.push_back(BucketGather{0.0, t});
     }
   };
   // Neighbouring stages are dp*cp*tp ranks apart (consecutive only when that is 1); the DP*CP group's
@@ -188,6 +207,8 @@ StageComm stage_comm(const CommModel& comm_model, const TargetDevice* target, co
                       dp_layout);
           if (t && op.phase == Phase::kBackward) {  // with overlapped reduction: one per bucket, started in the backward
             add_buckets(op, whole.bytes, *t);
+          } else if (t && overlap_gather && op.kind == CommKind::kDpAllGather) {  // opg: one per bucket, started after the update
+            add_gathers(op, whole.bytes, *t);
           } else if (t) {
             out.dp_us += *t * static_cast<double>(op.count);
           }
@@ -202,6 +223,13 @@ StageComm stage_comm(const CommModel& comm_model, const TargetDevice* target, co
   for (std::size_t k = 0; k < out.buckets.size(); ++k) {
     done_bytes += bucket_bytes[k];
     out.buckets[k].ready_fraction = total_bytes > 0 ? std::min(1.0, done_bytes / total_bytes) : 1.0;
+  }
+  // Each gathered bucket's first parameter lies after the bytes gathered before it, over all of them.
+  double gather_total_bytes = 0, gathered_bytes = 0;
+  for (double bytes : gather_bytes) gather_total_bytes += bytes;
+  for (std::size_t k = 0; k < out.gathers.size(); ++k) {
+    out.gathers[k].before_fraction = gather_total_bytes > 0 ? std::min(1.0, gathered_bytes / gather_total_bytes) : 0.0;
+    gathered_bytes += gather_bytes[k];
   }
   return out;
 }
@@ -220,6 +248,7 @@ struct StageFigures {
   int64_t calls = 0;                                // operator calls per iteration
   std::array<double, kPhaseCount> extrapolated_us{};  // per phase and iteration; dp_buffer not counted
   std::vector<BucketReduction> buckets;               // overlapped reduction's, started in the last backward
+  std::vector<BucketGather> gathers;                  // overlapped parameter gather's, started after the update
 };
 
 // dp_phase: whether the DP gradient-buffer phase runs (dp*cp > 1, or the distributed optimizer's, at any dp).
@@ -258,6 +287,7 @@ StageFigures stage_figures(const ResolvedStage& ops, const StageComm& comm, doub
                     phase_raw_us[phase_index(Phase::kOptimizer)] * tail_stretch;
   out.compute_with_optimizer_us = out.compute_us + optimizer + sp_grads;
   out.buckets = comm.buckets;
+  out.gathers = comm.gathers;
   return out;
 }
 
@@ -294,7 +324,8 @@ StageFigures rank_figures(const std::vector<const StageFigures*>& chunks, double
     out.compute_with_optimizer_us += chunk->compute_with_optimizer_us;
     out.calls += chunk->calls;
     for (std::size_t i = 0; i < out.extrapolated_us.size(); ++i) out.extrapolated_us[i] += chunk->extrapolated_us[i];
-    ITERTIME_CHECK(chunk->buckets.empty(), "overlapped reduction's buckets with interleaved 1F1B are not modelled");
+    ITERTIME_CHECK(chunk->buckets.empty() && chunk->gathers.empty(),
+                   "overlapped reduction's or parameter gather's buckets with interleaved 1F1B are not modelled");
   }
   out.dp_us += dp_comm_us;
   out.tail_us += dp_comm_us;
@@ -352,6 +383,8 @@ PipelineFigures pipeline_figures(StageResolver& resolver, const PredictRequest& 
   out.send_forward_us.assign(static_cast<std::size_t>(virtual_stages - 1), 0.0);
   out.send_backward_us.assign(static_cast<std::size_t>(virtual_stages - 1), 0.0);
   std::vector<std::vector<CommOp>> rank_dp_comms(static_cast<std::size_t>(c.pp));
+  // opg at the reduction ranks (at_dp drops it with ovl at 1; with vp > 1 ovl at dp*cp > 1 is refused before).
+  const bool overlap_gather = at_dp(request.techniques, c.reduction_ranks()).overlap_parameter_gather;
   for (int s = 0; s < virtual_stages; ++s) {
     StageQuery query;
     query.model_name = request.model_name;
@@ -379,7 +412,7 @@ PipelineFigures pipeline_figures(StageResolver& resolver, const PredictRequest& 
       }
       comms.erase(std::remove_if(comms.begin(), comms.end(), once_per_iteration_dp), comms.end());
     }
-    const StageComm comm = stage_comm(resolver.model().comm, resolver.target(), chunked, s, comms);
+    const StageComm comm = stage_comm(resolver.model().comm, resolver.target(), chunked, s, comms, overlap_gather);
     if (!comm.failure.empty()) {
       out.failure = comm.failure;
       return out;
@@ -394,7 +427,8 @@ PipelineFigures pipeline_figures(StageResolver& resolver, const PredictRequest& 
     return out;
   }
   for (int r = 0; r < c.pp; ++r) {
-    const StageComm dp = stage_comm(resolver.model().comm, resolver.target(), c, r, merged_dp_comms(rank_dp_comms[static_cast<std::size_t>(r)]));
+    const StageComm dp = stage_comm(resolver.model().comm, resolver.target(), c, r, merged_dp_comms(rank_dp_comms[static_cast<std::size_t>(r)]),
+                                  /*overlap_gather=*/false);
     if (!dp.failure.empty()) {
       out.failure = dp.failure;
       return out;
@@ -420,22 +454,41 @@ ScheduleInput schedule_input(const PipelineFigures& pipeline, const ParallelConf
 }
 
 // Step 6: the iteration time and its breakdown on the busiest stage.
-// Each stage's ranks finish after their timeline is free, their overlapped buckets' reductions have
-// ended, and their tail (once-per-iteration work) has run; the step ends with the last stage to finish.
+// Each stage's ranks finish their update after their timeline is free, their overlapped buckets'
+// reductions have ended, and their tail (once-per-iteration work) has run; the step ends with the last
+// stage to finish. With overlapped parameter gather the tail holds no DP all-gather: each stage's
+// all-gathers run from its update's end into the next step, whose first forward on stage s (at the
+// step's end + its first forward's start in this schedule, taking as long as this one's) waits for the
+// buckets still being gathered (predict/schedule.hpp exposed_parameter_gather_us). The iteration is
+// longer by the largest wait over the stages: an approximation, as one stage's wait also shifts the
+// pipeline behind it (and a stage whose update ended early has that head start).
 struct StepEnd {
   double total_us = 0;
   std::vector<double> exposed_reduction_us;  // per stage
+  std::vector<double> exposed_gather_us;     // per stage: its next first forward's wait for the all-gathers
+  double gather_delay_us = 0;                // max of exposed_gather_us: what it adds to the iteration
 };
 
 StepEnd step_end(const ScheduleResult& schedule, const std::vector<StageFigures>& stages, bool raw) {
   StepEnd out;
+  std::vector<double> update_end_us;
   for (std::size_t s = 0; s < stages.size(); ++s) {
     const double free_us = schedule.end_us[s];
     const double exposed_us = exposed_reduction_us(stages[s].buckets, schedule.last_backward_start_us[s],
                                                    schedule.last_backward_end_us[s], free_us);
     out.exposed_reduction_us.push_back(exposed_us);
-    out.total_us = std::max(out.total_us, free_us + exposed_us + (raw ? stages[s].tail_raw_us : stages[s].tail_us));
+    update_end_us.push_back(free_us + exposed_us + (raw ? stages[s].tail_raw_us : stages[s].tail_us));
+    out.total_us = std::max(out.total_us, update_end_us.back());
   }
+  const double next_step_us = out.total_us;  // where the next step's schedule starts
+  for (std::size_t s = 0; s < stages.size(); ++s) {
+    const double forward_start_us = schedule.first_forward_start_us[s];
+    const double wait_us = exposed_parameter_gather_us(stages[s].gathers, update_end_us[s], next_step_us + forward_start_us,
+                                                       schedule.first_forward_end_us[s] - forward_start_us);
+    out.exposed_gather_us.push_back(wait_us);
+    out.gather_delay_us = std::max(out.gather_delay_us, wait_us);
+  }
+  out.total_us += out.gather_delay_us;
   return out;
 }
 
@@ -466,7 +519,10 @@ Prediction assemble(const PipelineFigures& pipeline, const ParallelConfig& c, co
   out.pp_comm_us = schedule.send_us.empty() ? 0.0 : schedule.send_us[busiest];
   out.bubble_us = std::max(0.0, schedule.makespan_us - out.compute_us - out.tp_comm_us - out.cp_comm_us - out.pp_comm_us);
   out.tp_comm_us += top.sp_grads_us;  // after the pipeline, once per iteration (its few copies included)
-  out.dp_comm_us = top.dp_us + end.exposed_reduction_us[busiest];
+  // The exposed parameter gather (the iteration's extra length, from whichever stage waits longest) is DP
+  // communication, as the trainer counts its waits in the forward: so the breakdown still sums to the
+  // iteration as before (one stage: compute + tp + pp + bubble + dp + optimizer).
+  out.dp_comm_us = top.dp_us + end.exposed_reduction_us[busiest] + end.gather_delay_us;
   out.optimizer_us = top.optimizer_us;
   out.extrapolated_fraction = compute_total_us > 0 ? extrapolated_us / compute_total_us : 0.0;
   out.op_calls = top.calls;

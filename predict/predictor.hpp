@@ -20,8 +20,17 @@
 //    dp_reduce_scatter) in the backward: they run one after another from when the stage's last backward
 //    completes each (after its share of the bucket bytes) and only what outlasts the stage's timeline
 //    adds to its time (predict/schedule.hpp exposed_reduction_us; no contention term).
+//  - Overlapped parameter gather (opg, at dp*cp > 1; at 1 dropped with ovl): the stage's dp_all_gather
+//    comms (phase optimizer) leave the tail. Taken to be recorded one per bucket in the order the trainer
+//    starts them (the next forward's: the bucket with the stage's first parameters first), each bucket's
+//    first parameter after the bytes of those gathered before it; they run one after another from the
+//    stage's update end, and the next step (starting at this step's end without them) waits, on each stage,
+//    before its first forward (micro-batch 0's, as long as in this schedule) reaches a bucket not yet
+//    gathered (schedule.hpp exposed_parameter_gather_us). The iteration is longer by the largest wait over
+//    the stages (an approximation: a wait shifts the pipeline behind it), counted in dp_comm_us.
 //  - The step ends when the last stage finishes: its timeline's end, its exposed reduction, then its
-//    once-per-iteration tail (sp_grads, dp_buffer, DP communication, optimizer).
+//    once-per-iteration tail (sp_grads, dp_buffer, DP communication, optimizer); with opg, plus the
+//    exposed parameter gather.
 //  - Interleaved 1F1B (config.vp = v > 1): chunk c of pipeline rank r runs exactly stage c*pp + r of a
 //    pp*v pipeline, so the schedule's pp*v virtual stages are those stages (traced, keyed pp*v, or built);
 //    rank r's tail is its chunks' tails with their once-per-iteration DP collectives merged into one call
@@ -88,7 +97,8 @@ struct Prediction {
   double op_overhead_us = 0;         // per operator call, included in total_us (not in raw_total_us)
   int64_t op_calls = 0;              // operator calls of the busiest stage per iteration
   // Breakdown of the raw prediction, on the busiest stage (microseconds per iteration); tp_comm includes
-  // sequence parallelism's once-per-iteration TP sum of the norms' gradients:
+  // sequence parallelism's once-per-iteration TP sum of the norms' gradients; dp_comm the DP buffer work,
+  // the DP collectives of the tail, the exposed overlapped reduction and (opg) the exposed parameter gather:
   double compute_us = 0, tp_comm_us = 0, pp_comm_us = 0, bubble_us = 0, dp_comm_us = 0, optimizer_us = 0;
   double cp_comm_us = 0;  // context parallelism's key/value all-gathers and their gradients' reduce-scatters
   double extrapolated_fraction = 0;  // share of compute time from the regression (no usable profile)

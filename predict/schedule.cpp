@@ -82,6 +82,8 @@ class PipelineState {
     result_.end_us.assign(static_cast<std::size_t>(pp_), 0.0);
     result_.last_backward_start_us.assign(static_cast<std::size_t>(pp_), 0.0);
     result_.last_backward_end_us.assign(static_cast<std::size_t>(pp_), 0.0);
+    result_.first_forward_start_us.assign(static_cast<std::size_t>(pp_), kNotDone);
+    result_.first_forward_end_us.assign(static_cast<std::size_t>(pp_), kNotDone);
     if (input.record_timeline) result_.timeline.assign(static_cast<std::size_t>(pp_), {});
   }
 
@@ -131,6 +133,10 @@ class PipelineState {
     (forward ? forward_end_us_ : backward_end_us_)[cell(vs, pass.micro_batch)] = end_us;
     result_.busy_us[index(s)] += end_us - start_us;
     result_.end_us[index(s)] = std::max(result_.end_us[index(s)], end_us);
+    if (forward && result_.first_forward_start_us[index(s)] == kNotDone) {  // the first one recorded
+      result_.first_forward_start_us[index(s)] = start_us;
+      result_.first_forward_end_us[index(s)] = end_us;
+    }
     if (!forward) {  // the passes run in order: the last one recorded is the last backward
       result_.last_backward_start_us[index(s)] = start_us;
       result_.last_backward_end_us[index(s)] = end_us;
@@ -396,6 +402,27 @@ double exposed_reduction_us(const std::vector<BucketReduction>& buckets, double 
     chain_end_us = std::max(chain_end_us, ready_us) + bucket.time_us;
   }
   return buckets.empty() ? 0.0 : std::max(0.0, chain_end_us - timeline_free_us);
+}
+
+double exposed_parameter_gather_us(const std::vector<BucketGather>& buckets, double gather_start_us, double forward_start_us,
+                                   double forward_us) {
+  if (!std::isfinite(gather_start_us) || !std::isfinite(forward_start_us)) {
+    throw UserError("overlapped parameter gather: the update's end and the next forward's start must be finite");
+  }
+  require_time(forward_us, "the first forward");
+  double wait_us = 0.0;
+  double chain_end_us = gather_start_us;
+  for (std::size_t k = 0; k < buckets.size(); ++k) {
+    const BucketGather& bucket = buckets[k];
+    if (!(bucket.before_fraction >= 0.0 && bucket.before_fraction <= 1.0)) {
+      throw UserError("overlapped parameter gather: bucket " + std::to_string(k) + "'s first parameter lies after a fraction " +
+                      std::to_string(bucket.before_fraction) + " of the parameters; it must lie in [0, 1]");
+    }
+    require_time(bucket.time_us, "bucket " + std::to_string(k) + "'s all-gather");
+    chain_end_us += bucket.time_us;
+    wait_us = std::max(wait_us, chain_end_us - (forward_start_us + forward_us * bucket.before_fraction));
+  }
+  return wait_us;
 }
 
 }  // namespace itertime::predict

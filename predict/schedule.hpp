@@ -35,6 +35,15 @@
 //    another (one DP communicator), each starting when its bucket is complete and the previous one has
 //    ended; what ends after the stage's timeline is free is exposed. Assumes the reduction progresses
 //    while the stage computes and costs the compute nothing (no contention term).
+//  - Overlapped parameter gather (exposed_parameter_gather_us, Megatron-LM's overlap_param_gather): a
+//    stage's DP all-gathers run one after another (one DP communicator) from when its update ends, in the
+//    order the next forward needs them; the next step's first forward waits, before the first parameter
+//    of each bucket, until that bucket's all-gather has ended. The forward's progress through the stage
+//    is taken as proportional to the parameter bytes it has passed (registration order = forward order):
+//    the wait is max(0, max_k(ready_k - (forward_start + forward_us * before_fraction_k))), one wait
+//    shifting every later need by as much. Same no-contention assumption as above.
+//  - first_forward_start_us / first_forward_end_us[r]: rank r's first forward pass (micro-batch 0; with
+//    interleaving chunk 0), the one the next step's parameter gather can delay.
 //  - Pure: no state outside the call; O(pp * m) work unshared, O(pp^2 * m) shared.
 #pragma once
 
@@ -83,6 +92,7 @@ struct ScheduleResult {
   double bubble_us = 0.0;       // makespan minus the busiest rank's busy time
   std::vector<double> end_us;                // per stage: its timeline's last busy instant
   std::vector<double> last_backward_start_us, last_backward_end_us;  // per stage
+  std::vector<double> first_forward_start_us, first_forward_end_us;  // per stage: its first forward pass
   // Per stage, in execution order (empty unless record_timeline).
   std::vector<std::vector<TimelineEntry>> timeline;
 };
@@ -120,5 +130,22 @@ struct BucketReduction {
 // Throws UserError on a fraction outside [0, 1], a negative time or backward_end_us < backward_start_us.
 double exposed_reduction_us(const std::vector<BucketReduction>& buckets, double backward_start_us, double backward_end_us,
                             double timeline_free_us);
+
+// One bucket of overlapped parameter gather, in the order the all-gathers are started (the next forward's
+// order: the bucket holding the stage's first parameters first): where its first parameter lies in the
+// forward, as the share (0..1) of the stage's parameter bytes registered before it, and how long its
+// all-gather takes.
+struct BucketGather {
+  double before_fraction = 0.0;
+  double time_us = 0.0;
+};
+
+// How long the next step's first forward on a stage waits for the buckets' all-gathers (see above): they
+// run one after another from gather_start_us (the stage's update ended); the forward would start at
+// forward_start_us and take forward_us without waiting; both instants on one clock (either may be
+// negative). 0 without buckets. Throws UserError on a fraction outside [0, 1], a negative or
+// non-finite time, or a non-finite instant.
+double exposed_parameter_gather_us(const std::vector<BucketGather>& buckets, double gather_start_us, double forward_start_us,
+                                   double forward_us);
 
 }  // namespace itertime::predict

@@ -5,8 +5,8 @@
 //    (every dp/tp/pp factorization, micro-batches 1/2/4/8, amp-bf16 and bf16), target < 1 s, with
 //    an empty stage cache at every iteration; recipes:0 plain training only, recipes:1 every recipe the
 //    predictor models (predict::modelled_recipes: sequence parallelism, vocabulary-parallel head, recompute,
-//    distributed optimizer, overlapped reduction); vp:0 the non-interleaved schedule only, vp:1 also
-//    interleaved 1F1B with 2, 4 and 8 virtual stages per pipeline rank where the layout allows it.
+//    distributed optimizer, overlapped reduction, overlapped parameter gather); vp:0 the non-interleaved
+//    schedule only, vp:1 also interleaved 1F1B with 2, 4 and 8 virtual stages per pipeline rank where the layout allows it.
 //  - BM_PlanLlama405BDescribed: the same plan on 2,048 DGX H100 nodes described by data/hardware/h100-sxm.json
 //    and data/efficiency/default.json (predict --hardware h100-sxm, no calibration): every candidate that
 //    fits the device memory is built and timed by the operator roofline and NCCL's cost model; cp:1 also

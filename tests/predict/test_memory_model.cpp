@@ -509,7 +509,8 @@ TEST(MemoryModel, PeakMemoryIsTheLargestStageOfMemoryAllStages) {
             if (!c.violations(model, c.world_size()).empty()) continue;
             for (PrecisionName precision : {PrecisionName::kFp32, PrecisionName::kAmpBf16}) {
               for (const TrainingTechniques& t : {TrainingTechniques{}, parse_recipe_text("sp+vp+dopt+rc-full"),
-                                                  parse_recipe_text("rc-sel"), parse_recipe_text("dopt+ovl")}) {
+                                                  parse_recipe_text("rc-sel"), parse_recipe_text("dopt+ovl"),
+                                                  parse_recipe_text("dopt+ovl+opg")}) {
                 if (tp == 1 && (t.sequence_parallel || t.vocab_parallel)) continue;
                 int64_t largest = 0;
                 for (const MemoryBreakdown& stage :
@@ -680,6 +681,39 @@ TEST(MemoryModelContextParallel, DistributedOptimizerShardsOverDpTimesCp) {
   const MemoryBreakdown plain = memory_per_gpu(model, context_parallel(1, 1, 2, 2, 8, 64), fp32(), 0);
   EXPECT_EQ(plain.dp_flat_buffer_bytes, 3'478'016);
   EXPECT_EQ(memory_per_gpu(model, config(1, 1, 1, 2, 8, 64), fp32(), 0).dp_flat_buffer_bytes, 0);
+}
+
+TEST(MemoryModel, OverlappedParameterGatherCountsTheParametersOnceInTheirPaddedBuffer) {
+  // tiny, pp 1, fp32, dp 3, buckets of 64 KiB (16,384 fp32 elements), filled last parameter first and
+  // closed once they hold at least that: the LM head (65,536); per layer (final or next input norm 128 +
+  // down 45,056 = 45,184), up 45,056, gate 45,056, (post-attention norm 128 + o 16,384 = 16,512),
+  // (v + k = 16,384), q 16,384; then (layer 0's input norm 128 + embedding 65,536 = 65,664): 869,504.
+  // Padded to multiples of 3: 65,538; per layer 45,186 + 45,057 + 45,057 + 16,512 + 16,386 + 16,386 =
+  // 184,584 (x4 = 738,336); 65,664: 869,538 elements, shard 289,846.
+  // dopt+ovl: weights 869,504*4 = 3,478,016; gradients (views of the padded buffer) 869,538*4 =
+  // 3,478,152; moments 2*289,846*4 = 2,318,768; the padded parameter buffer 3,478,152 + shard and its
+  // gradient 2,318,768 = 5,796,920.
+  // dopt+ovl+opg: the parameters are the padded buffer: weights 3,478,152, distributed optimizer 2,318,768;
+  // the peak 3,478,016 lower. At dp 1 opg (dropped with ovl) changes nothing.
+  const LlamaSpec model = tiny();
+  const ParallelConfig dp3 = config(3, 1, 1, 1, 6, 64);
+  const MemoryBreakdown ovl = memory_per_gpu(model, dp3, fp32(), 0, AttentionKernel::kEager, parse_recipe_text("dopt+ovl-64K"));
+  const MemoryBreakdown opg = memory_per_gpu(model, dp3, fp32(), 0, AttentionKernel::kEager, parse_recipe_text("dopt+ovl-64K+opg"));
+  EXPECT_EQ(ovl.local_params, 869'504);
+  EXPECT_EQ(ovl.weights_bytes, 3'478'016);
+  EXPECT_EQ(ovl.gradients_bytes, 3'478'152);
+  EXPECT_EQ(ovl.optimizer_bytes, 2'318'768);
+  EXPECT_EQ(ovl.distributed_optimizer_bytes, 5'796'920);
+  EXPECT_EQ(opg.local_params, 869'504);
+  EXPECT_EQ(opg.weights_bytes, 3'478'152);
+  EXPECT_EQ(opg.gradients_bytes, 3'478'152);
+  EXPECT_EQ(opg.optimizer_bytes, 2'318'768);
+  EXPECT_EQ(opg.distributed_optimizer_bytes, 2'318'768);
+  EXPECT_EQ(opg.buffers_bytes, opg.rotary_tables_bytes + 2'318'768);
+  EXPECT_EQ(opg.total_bytes, ovl.total_bytes - 3'478'016);
+  const ParallelConfig dp1 = config(1, 1, 1, 1, 2, 64);
+  EXPECT_EQ(memory_per_gpu(model, dp1, fp32(), 0, AttentionKernel::kEager, parse_recipe_text("dopt+ovl-64K+opg")).total_bytes,
+            memory_per_gpu(model, dp1, fp32(), 0, AttentionKernel::kEager, parse_recipe_text("dopt+ovl-64K")).total_bytes);
 }
 
 }  // namespace

@@ -384,6 +384,90 @@ TEST(Predictor, DistributedOptimizerWithOverlapChainsItsReduceScatters) {
   EXPECT_NEAR(outcome.prediction->optimizer_us, 5.0, 1e-9);
 }
 
+// Overlapped parameter gather (dopt+ovl+opg, hand-derived): the stage's all-gathers leave the tail and run
+// from its update's end, in the order recorded (the next forward's), delaying the next step's first forward.
+// dp 2, 4 micro-batches, forward 3 x 5 us, backward 4 x 5 us, dp_buffer 5 us, optimizer 5 us per stage;
+// all-gather 20 us + 2e-3 us per byte of the whole buffer (dp x the recorded slice).
+//  - pp 1, reduce-scatters as in DistributedOptimizerWithOverlapChainsItsReduceScatters (18.192 us
+//    exposed): the update ends at 140 + 18.192 + 5 + 5 = 168.192, the next step starts there. Gathers
+//    of 1,024 then 3,072 bytes per rank: 2,048 bytes whole, 24.096 us, then 6,144, 32.288 us; the second
+//    bucket's first parameter lies after 1,024 / 4,096 = 0.25 of the bytes, reached 0.25 x 15 = 3.75 us
+//    into the forward. Ready at +24.096 (needed at +0: 24.096) and +56.384 (needed at +3.75: 52.634): the
+//    iteration is 168.192 + 52.634 = 220.826, and dp_comm 18.192 + 5 + 52.634. Recorded the other way
+//    round (3,072 first) the wait would be 32.288 and 56.384 - 11.25 = 45.134.
+//  - pp 2, no reduce-scatters, no transfer time: 1F1B gives stage 0 F0 [0,15] ... B3 [155,175], stage 1
+//    F0 [15,30] ... B3 [135,155]; updates end at 185 and 165; the next step starts at 185. Stage 0 as
+//    above (52.634). Stage 1 gathers two buckets of 8,192 bytes per rank (16,384 whole, 52.768 us each,
+//    the second after half the bytes) from 165: ready 217.768 and 270.536; its next first forward would
+//    start at 185 + 15 = 200: needed at 200 and 207.5: waits 17.768 and 63.036. The iteration is
+//    185 + 63.036 = 248.036 (dp_comm on stage 0, the first of the equally busy: 5 + 63.036). Without
+//    opg (dopt+ovl) the all-gathers are in the tail: max(175 + 10 + 56.384, 155 + 10 + 105.536) = 270.536.
+TEST(Predictor, OverlappedParameterGatherDelaysTheNextFirstForward) {
+  const LlamaSpec spec = load("tiny-llama-gqa");
+  FittedModel model = model_with_trace(spec);
+  std::vector<store::CommRow> rows = test_rows::synthetic_rows("reduce_scatter", "fp32", 2, "consecutive", 10.0, 1e-3, 1024, 1 << 20);
+  for (const store::CommRow& row : test_rows::synthetic_rows("all_gather", "fp32", 2, "consecutive", 20.0, 2e-3, 1024, 1 << 20)) rows.push_back(row);
+  model.comm = CommModel(store::to_records(rows));
+  model.occupancies = {2, 4};
+  model.op_time_us[{0, 2}] = 5.0;
+  model.op_time_us[{0, 4}] = 5.0;
+  const TrainingTechniques opg = parse_recipe_text("dopt+ovl+opg");
+  const TrainingTechniques ovl = parse_recipe_text("dopt+ovl");
+  const std::vector<SequenceEntry> sequence = {SequenceEntry{Phase::kForward, 0, 3}, SequenceEntry{Phase::kBackward, 0, 4},
+                                               SequenceEntry{Phase::kDpBuffer, 0, 1}, SequenceEntry{Phase::kOptimizer, 0, 1}};
+  StageOps single;
+  single.sequence = sequence;
+  single.comms = {CommOp{Phase::kBackward, CommKind::kDpReduceScatter, DType::kFloat32, 2048, 2},
+                  CommOp{Phase::kOptimizer, CommKind::kDpAllGather, DType::kFloat32, 1024, 1},
+                  CommOp{Phase::kOptimizer, CommKind::kDpAllGather, DType::kFloat32, 3072, 1}};
+  model.stages[store::stage_key(spec.name, 1, 1, 0, 1, 16, "fp32", "aware", opg, 2)] = single;
+  StageOps reversed = single;
+  std::swap(reversed.comms[1], reversed.comms[2]);
+  StageOps first;
+  first.sequence = sequence;
+  first.comms = {single.comms[1], single.comms[2]};
+  StageOps last;
+  last.sequence = sequence;
+  last.comms = {CommOp{Phase::kOptimizer, CommKind::kDpAllGather, DType::kFloat32, 8192, 2}};
+  for (const TrainingTechniques& t : {opg, ovl}) {
+    model.stages[store::stage_key(spec.name, 1, 2, 0, 1, 16, "fp32", "aware", t, 2)] = first;
+    model.stages[store::stage_key(spec.name, 1, 2, 1, 1, 16, "fp32", "aware", t, 2)] = last;
+  }
+  {
+    StageResolver resolver(model);
+    PredictRequest request = request_of(spec, ParallelConfig{2, 1, 1, 1, 8, 16});
+    request.model = nullptr;
+    request.techniques = opg;
+    const PredictOutcome outcome = predict(resolver, request);
+    ASSERT_TRUE(outcome.ok()) << outcome.reason;
+    EXPECT_NEAR(outcome.prediction->raw_total_us, 168.192 + 52.634, 1e-9);
+    EXPECT_NEAR(outcome.prediction->dp_comm_us, 18.192 + 5.0 + 52.634, 1e-9);
+    EXPECT_NEAR(outcome.prediction->optimizer_us, 5.0, 1e-9);
+  }
+  {
+    model.stages[store::stage_key(spec.name, 1, 1, 0, 1, 16, "fp32", "aware", opg, 2)] = reversed;
+    StageResolver resolver(model);
+    PredictRequest request = request_of(spec, ParallelConfig{2, 1, 1, 1, 8, 16});
+    request.model = nullptr;
+    request.techniques = opg;
+    const PredictOutcome outcome = predict(resolver, request);
+    ASSERT_TRUE(outcome.ok()) << outcome.reason;
+    EXPECT_NEAR(outcome.prediction->raw_total_us, 168.192 + 45.134, 1e-9);
+  }
+  StageResolver resolver(model);
+  PredictRequest request = request_of(spec, ParallelConfig{2, 1, 2, 1, 8, 16});
+  request.model = nullptr;
+  request.techniques = opg;
+  const PredictOutcome pipelined = predict(resolver, request);
+  ASSERT_TRUE(pipelined.ok()) << pipelined.reason;
+  EXPECT_NEAR(pipelined.prediction->raw_total_us, 185.0 + 63.036, 1e-9);
+  EXPECT_NEAR(pipelined.prediction->dp_comm_us, 5.0 + 63.036, 1e-9);
+  request.techniques = ovl;
+  const PredictOutcome in_tail = predict(resolver, request);
+  ASSERT_TRUE(in_tail.ok()) << in_tail.reason;
+  EXPECT_NEAR(in_tail.prediction->raw_total_us, 270.536, 1e-9);
+}
+
 // The distributed optimizer's stage is keyed by dp; its DP reduce-scatter and all-gather are recorded as one
 // rank's shard and timed at the whole buffer from their own tables at the DP group, once per iteration
 // after the pipeline; its DP gradient-buffer phase runs at dp 1 too (the trainer shards over one rank).

@@ -3,6 +3,7 @@
 // running the code under test; times are small binary fractions, so comparisons are exact.
 #include <gtest/gtest.h>
 
+#include <limits>
 #include <string>
 #include <vector>
 
@@ -274,6 +275,23 @@ TEST(Schedule, StageEndsAndLastBackwards) {
   EXPECT_NEAR(shared.end_us[0], 12.0, 1e-9);
 }
 
+// Each stage's first forward (micro-batch 0), what the next step's parameter gather can delay: in
+// TransferBlockingSendHoldsSender stage 0's F0 is [0, 1] and stage 1's [1.5, 2.5] (after the 0.5 transfer);
+// with shared cores (TwoStagesOnOneSlotHandTimeline) stage 1's F0 runs beside stage 0's F1 at half
+// speed: [1, 3].
+TEST(Schedule, FirstForwards) {
+  const ScheduleResult r = simulate_1f1b(uniform(2, 1.0, 2.0), 0.5, 0.25, 2, true);
+  ASSERT_EQ(r.first_forward_start_us.size(), 2u);
+  ASSERT_EQ(r.first_forward_end_us.size(), 2u);
+  EXPECT_DOUBLE_EQ(r.first_forward_start_us[0], 0.0);
+  EXPECT_DOUBLE_EQ(r.first_forward_end_us[0], 1.0);
+  EXPECT_DOUBLE_EQ(r.first_forward_start_us[1], 1.5);
+  EXPECT_DOUBLE_EQ(r.first_forward_end_us[1], 2.5);
+  const ScheduleResult shared = simulate_1f1b(shared_input(uniform(2, 1.0, 2.0), 2, 1.0, 1.0));
+  EXPECT_NEAR(shared.first_forward_start_us[1], 1.0, 1e-9);
+  EXPECT_NEAR(shared.first_forward_end_us[1], 3.0, 1e-9);
+}
+
 // Overlapped reduction's buckets, for a last backward over [8, 16] and a timeline free at 17:
 //  - one bucket ready at the end (fraction 1), 2 long: ends at 18, 1 exposed;
 //  - ready at 0.25 (10) and 0.5 (12), 1 each: end at 11 and 13, before 17: nothing exposed;
@@ -287,6 +305,30 @@ TEST(Schedule, OverlappedReductionExposesOnlyWhatOutlastsTheTimeline) {
   EXPECT_THROW(exposed_reduction_us({{1.5, 1.0}}, 8.0, 16.0, 17.0), UserError);
   EXPECT_THROW(exposed_reduction_us({{0.5, -1.0}}, 8.0, 16.0, 17.0), UserError);
   EXPECT_THROW(exposed_reduction_us({{0.5, 1.0}}, 8.0, 7.0, 17.0), UserError);
+}
+
+// Overlapped parameter gather's wait, for a next forward of 8 us (hand-derived):
+//  - all-gathers from 0, forward from 0: bucket 0 (first parameters, fraction 0) ready at 2, needed at 0:
+//    2; bucket 1 (after half the parameters) ready at 4, needed at 0 + 8 * 0.5 = 4: 0. Wait 2;
+//  - the forward starts at 3 instead (a later stage): ready 2 <= 3, ready 4 <= 7: no wait;
+//  - bucket 1 takes 6: ready at 1 and 7, needed at 0 and 0 + 8 * 0.25 = 2: 1 and 5; the forward, having
+//    waited 1, reaches bucket 1 at 3 and waits until 7: 5 in all;
+//  - the update ended 3 before the next step (gathers from -3): ready at -1 and 1, needed at 0 and 4: 0;
+//  - a long first bucket (6, three quarters of the bytes): ready 6, needed 0: 6; then ready 7, needed
+//    8 * 0.75 = 6: 1. Wait 6;
+//  - no buckets: 0.
+TEST(Schedule, OverlappedParameterGatherDelaysTheFirstForwardByItsLargestWait) {
+  EXPECT_DOUBLE_EQ(exposed_parameter_gather_us({{0.0, 2.0}, {0.5, 2.0}}, 0.0, 0.0, 8.0), 2.0);
+  EXPECT_DOUBLE_EQ(exposed_parameter_gather_us({{0.0, 2.0}, {0.5, 2.0}}, 0.0, 3.0, 8.0), 0.0);
+  EXPECT_DOUBLE_EQ(exposed_parameter_gather_us({{0.0, 1.0}, {0.25, 6.0}}, 0.0, 0.0, 8.0), 5.0);
+  EXPECT_DOUBLE_EQ(exposed_parameter_gather_us({{0.0, 2.0}, {0.5, 2.0}}, -3.0, 0.0, 8.0), 0.0);
+  EXPECT_DOUBLE_EQ(exposed_parameter_gather_us({{0.0, 6.0}, {0.75, 1.0}}, 0.0, 0.0, 8.0), 6.0);
+  EXPECT_DOUBLE_EQ(exposed_parameter_gather_us({}, 5.0, 0.0, 8.0), 0.0);
+  EXPECT_THROW(exposed_parameter_gather_us({{1.5, 1.0}}, 0.0, 0.0, 8.0), UserError);
+  EXPECT_THROW(exposed_parameter_gather_us({{-0.5, 1.0}}, 0.0, 0.0, 8.0), UserError);
+  EXPECT_THROW(exposed_parameter_gather_us({{0.5, -1.0}}, 0.0, 0.0, 8.0), UserError);
+  EXPECT_THROW(exposed_parameter_gather_us({{0.5, 1.0}}, 0.0, 0.0, -8.0), UserError);
+  EXPECT_THROW(exposed_parameter_gather_us({{0.5, 1.0}}, std::numeric_limits<double>::infinity(), 0.0, 8.0), UserError);
 }
 
 // Megatron-LM's interleaved order (pp 2, v 2, m 4): rank 0 warms up with (2-0-1)*2 + (2-1)*2 = 4
