@@ -145,7 +145,7 @@ void print_start(const GroundTruthRun& run, std::size_t measuring) {
               "or a round more than %.0f%% from the others)\n",
               measuring, policy.rounds, policy.max_extra_rounds, policy.outside_load_cores, policy.disagreement_pct);
   std::printf("# per round: %d warm-up + at least %d timed iterations (and %.1f s); iteration time = barrier to the end "
-              "of the slowest rank\n",
+              "of the slowest rank (with opg: from the previous iteration's end, its all-gathers started, to this one's)\n",
               job.warmup_iters, job.timed_iters, job.min_timed_seconds);
   if (run.summary.configs_present) {
     std::printf("# %zu configurations already in %s (resuming)\n", run.summary.configs_present,

@@ -289,6 +289,16 @@ LlamaStageImpl::LlamaStageImpl(const LlamaSpec& spec, const StageLayers& stage, 
     lm_head_->weight.copy_(init_full_weight(seed, kGlobalLayer, kLmHead, {spec.vocab_size, spec.hidden_size})
                                .narrow(0, first_id_, local_vocab));
   }
+  std::size_t end = 0;
+  if (stage.has_embedding) part_ends_.push_back(end += embedding_->parameters().size());
+  for (const auto& layer : *layers_) part_ends_.push_back(end += layer->parameters().size());
+  if (stage.has_head) part_ends_.push_back(end += final_norm_->parameters().size() + lm_head_->parameters().size());
+  ITERTIME_CHECK(end == parameters().size(), "a stage's parts do not hold its parameters in registration order");
+}
+
+void LlamaStageImpl::before_parameters(std::size_t part) const {
+  if (!before_parameters_) return;
+  before_parameters_(part == 0 ? 0 : part_ends_.at(part - 1), part_ends_.at(part));
 }
 
 torch::Tensor LlamaStageImpl::embed(const torch::Tensor& tokens) {
@@ -313,9 +323,15 @@ torch::Tensor LlamaStageImpl::head_loss(const torch::Tensor& h, const torch::Ten
 
 torch::Tensor LlamaStageImpl::forward(const torch::Tensor& input, const torch::Tensor& targets) {
   // With SP the residual stream between the TP regions is this rank's sequence shard.
+  std::size_t part = 0;
+  if (stage_.has_embedding) before_parameters(part++);
   torch::Tensor h = stage_.has_embedding ? embed(input) : input;
-  for (const auto& layer : *layers_) h = layer->as<DecoderLayer>()->forward(h);
+  for (const auto& layer : *layers_) {
+    before_parameters(part++);
+    h = layer->as<DecoderLayer>()->forward(h);
+  }
   if (!stage_.has_head) return h;
+  before_parameters(part);
   return head_loss(h, targets);
 }
 

@@ -33,11 +33,17 @@
 //    builder's call-by-call tests hold the cp-1 model to them).
 //  - Every submodule is registered; parameters are created in fp32 and cast to the policy's parameter
 //    dtype by the trainer.
+//  - A stage's forward calls its before-parameters hook (set_before_parameters; unset by default) before
+//    each part that holds parameters first uses them, and runs no operator for it.
 #pragma once
 
 #include <torch/torch.h>
 
+#include <cstddef>
+#include <functional>
 #include <optional>
+#include <utility>
+#include <vector>
 
 #include "calibrate/tp_comm.hpp"
 #include "common/attention.hpp"
@@ -134,8 +140,15 @@ class LlamaStageImpl : public torch::nn::Module {
   torch::Tensor forward(const torch::Tensor& input, const torch::Tensor& targets);
   bool is_first() const { return stage_.has_embedding; }
   bool is_last() const { return stage_.has_head; }
+  // Called by forward() before each part that holds parameters (the embedding, each decoder layer, the
+  // final norm with the LM head), with the range [first, end) of parameters() that the part holds; the
+  // ranges cover parameters() in order. No tensor operation of its own; unset (the default), nothing.
+  // The trainer's overlapped parameter gather waits there for the buckets holding them (trainer.hpp).
+  using BeforeParameters = std::function<void(std::size_t first, std::size_t end)>;
+  void set_before_parameters(BeforeParameters hook) { before_parameters_ = std::move(hook); }
 
  private:
+  void before_parameters(std::size_t part) const;
   torch::Tensor embed(const torch::Tensor& tokens);
   torch::Tensor head_loss(const torch::Tensor& h, const torch::Tensor& targets);
 
@@ -146,6 +159,9 @@ class LlamaStageImpl : public torch::nn::Module {
   RMSNorm final_norm_{nullptr};
   torch::nn::Linear lm_head_{nullptr};
   TpContext* tp_ = nullptr;
+  // Where each part's parameters end in parameters(): [embedding], each layer, [final norm + LM head].
+  std::vector<std::size_t> part_ends_;
+  BeforeParameters before_parameters_;
 };
 TORCH_MODULE(LlamaStage);
 

@@ -11,6 +11,7 @@
 #include <chrono>
 #include <climits>
 #include <deque>
+#include <exception>
 #include <utility>
 
 #include "calibrate/gradient_buckets.hpp"
@@ -108,6 +109,11 @@ void check_trainable(const TrainerOptions& options, int world_size) {
                     std::to_string(options.config.seq_len / cp) + " tokens over TP, which is not a multiple of tp " +
                     std::to_string(options.config.tp) + "; choose seq_len a multiple of cp*tp (and of 2*cp), or turn it off");
   }
+  if (options.techniques.overlap_parameter_gather &&
+      !(options.techniques.distributed_optimizer && options.techniques.overlap_gradient_reduction)) {
+    throw UserError("overlap_parameter_gather (opg) overlaps the distributed optimizer's bucket all-gathers: it needs "
+                    "distributed_optimizer and overlap_gradient_reduction (dopt+ovl); turn them on, or opg off");
+  }
   if (options.techniques.overlap_gradient_reduction && options.techniques.gradient_bucket_bytes < 1) {
     throw UserError("gradient_bucket_bytes must be at least 1");
   }
@@ -150,6 +156,20 @@ struct Trainer::Impl {
   // norm weights (SP: their gradients summed over TP after the reduce-scatters).
   std::vector<int64_t> shard_offsets;
   std::vector<std::pair<int64_t, int64_t>> shard_norm_ranges;  // (offset in the shard, elements)
+  // Overlapped parameter gather (opg, with the distributed optimizer's buckets at dp*cp > 1): every
+  // parameter is a view of its range of sharded.parameter_buffer; after AdamW the buckets' all-gathers
+  // are started, bucket K-1 first, and the next forward waits for a bucket before the first part of a
+  // chunk that holds its parameters (wait_for_parameters). Per bucket: whether its all-gather is in
+  // flight, and its id (Communicator::start_all_gather); per parameter (all chunks'), its bucket.
+  bool overlap_gather = false;
+  std::vector<std::size_t> bucket_of_parameter;
+  std::vector<char> gather_in_flight;
+  std::vector<std::size_t> gather_ids;
+  int gathers_in_flight = 0;
+  // opg's timing: the previous step's timing point (right after its all-gathers were started, trainer.hpp).
+  bool timed_before = false;
+  Clock::time_point timing_point;
+  bool abandoned = false;
   int backwards_this_step = 0;
   double loss_scale = 1.0;
   int64_t good_steps = 0;
@@ -246,6 +266,7 @@ struct Trainer::Impl {
     const bool first_chunk = stage->is_first(), last_chunk = stage->is_last();
     const auto start = Clock::now();
     const double tp_before = tp_timer.forward_us + cp_timer.forward_us;
+    const double dp_before = phases.dp_comm_us;  // opg's waits for parameters (DP communication)
     InFlight flight;
     torch::Tensor targets;
     torch::Tensor stage_input;
@@ -282,7 +303,8 @@ struct Trainer::Impl {
                      "stage output dtype differs from the policy's activation dtype");
     }
     sync_device();
-    phases.forward_us += since_us(start) - (tp_timer.forward_us + cp_timer.forward_us - tp_before);
+    phases.forward_us +=
+        since_us(start) - (tp_timer.forward_us + cp_timer.forward_us - tp_before) - (phases.dp_comm_us - dp_before);
     return flight;
   }
 
@@ -582,6 +604,77 @@ struct Trainer::Impl {
     }
   }
 
+  // ---- overlapped parameter gather (opg; Megatron-LM's overlap_param_gather) ----
+  // At construction: every parameter becomes a view of its range of the padded parameter buffer (which
+  // holds their values already, shard_over_buckets), as Megatron's parameters are views of its param
+  // buffer, so the all-gathers write the parameters themselves and nothing is copied back. The old
+  // storage is released (the parameters are held once). Same dtype and device: set_data keeps each
+  // parameter's gradient accumulator (the buckets' hooks) and its .grad view.
+  void make_parameters_views_of_buffer() {
+    torch::NoGradGuard no_grad;
+    for (std::size_t i = 0; i < parameters.size(); ++i) {
+      torch::Tensor& p = parameters[i];
+      p.set_data(sharded.parameter_buffer.narrow(0, buckets->parameter_offset(i), p.numel()).view_as(p));
+    }
+    bucket_of_parameter.assign(parameters.size(), 0);
+    for (std::size_t k = 0; k < buckets->size(); ++k) {
+      const int64_t begin = buckets->bucket_offset(k), end = begin + buckets->bucket_elements(k);
+      for (std::size_t i = 0; i < parameters.size(); ++i) {
+        if (buckets->parameter_offset(i) >= begin && buckets->parameter_offset(i) < end) bucket_of_parameter[i] = k;
+      }
+    }
+    gather_in_flight.assign(buckets->size(), 0);
+    gather_ids.assign(buckets->size(), 0);
+  }
+
+  // After AdamW: starts every bucket's all-gather of the updated slices into the parameter buffer (the
+  // parameters), in the order the next forward needs them: bucket K-1 (the first parameters) first.
+  // The operators of all_gather_bucketed_parameters, reversed in bucket order, without its copy loop.
+  // Returns the time the starts took (DP communication).
+  double start_parameter_gathers() {
+    const auto start = Clock::now();
+    sync_device();  // the shard's update is complete before the all-gathers read it
+    for (std::size_t k = buckets->size(); k-- > 0;) {
+      const int64_t slice = buckets->bucket_elements(k) / reduction_size();
+      const torch::Tensor bucket = sharded.parameter_buffer.narrow(0, buckets->bucket_offset(k), buckets->bucket_elements(k));
+      const torch::Tensor mine = sharded.shard.narrow(0, shard_offsets[k], slice);
+      ITERTIME_CHECK(!gather_in_flight[k], "a bucket's all-gather started while the previous one is in flight");
+      gather_ids[k] = dp_comm->start_all_gather(mine.data_ptr(), bucket.data_ptr(), static_cast<std::size_t>(slice),
+                                                from_torch(sharded.shard.scalar_type()));
+      gather_in_flight[k] = 1;
+      ++gathers_in_flight;
+    }
+    return since_us(start);
+  }
+
+  // Before the forward uses parameters [first, end) of `parameters` (a part of a chunk, in forward
+  // order): waits for the all-gathers of the buckets holding them (bucket_of_parameter decreases along
+  // the parameters), lets the library advance the others; the time counts as DP communication.
+  void wait_for_parameters(std::size_t first, std::size_t end) {
+    if (gathers_in_flight == 0 || first >= end) return;
+    const auto start = Clock::now();
+    for (std::size_t k = bucket_of_parameter[first] + 1; k-- > bucket_of_parameter[end - 1];) {
+      if (!gather_in_flight[k]) continue;
+      dp_comm->wait_started(gather_ids[k]);
+      gather_in_flight[k] = 0;
+      --gathers_in_flight;
+    }
+    if (gathers_in_flight > 0) dp_comm->progress();
+    phases.dp_comm_us += since_us(start);
+  }
+
+  // Every started all-gather finished (after the last step: before a parameter check, or at the end).
+  void finish_parameter_gathers() {
+    if (gathers_in_flight == 0) return;
+    for (std::size_t k = gather_in_flight.size(); k-- > 0;) {
+      if (!gather_in_flight[k]) continue;
+      dp_comm->wait_started(gather_ids[k]);
+      gather_in_flight[k] = 0;
+      --gathers_in_flight;
+    }
+    sync_device();
+  }
+
   // After the backward: waits for the buckets' reductions (in place, in the gradients' views).
   void finish_overlapped_reduction() {
     const auto start = Clock::now();
@@ -696,16 +789,39 @@ Trainer::Trainer(const TrainerOptions& options, MPI_Comm job_comm, JobAbort* abo
   const bool overlap = options.techniques.overlap_gradient_reduction && c.reduction_ranks() > 1;
   if (options.techniques.distributed_optimizer && !overlap) s.make_shard();
   if (overlap) s.make_buckets();  // with the distributed optimizer, its shard too (make_bucketed_shard)
+  // opg at dp*cp > 1 (at dp*cp 1 there are no buckets, and training is plain, as for ovl)
+  s.overlap_gather = overlap && options.techniques.distributed_optimizer && options.techniques.overlap_parameter_gather;
+  if (s.overlap_gather) {
+    s.make_parameters_views_of_buffer();
+    std::size_t first = 0;  // chunk k's parameters follow chunk k-1's in `parameters`
+    for (auto& stage : s.chunks) {
+      Impl* impl = &s;
+      stage->set_before_parameters(
+          [impl, first](std::size_t begin, std::size_t end) { impl->wait_for_parameters(first + begin, first + end); });
+      first += stage->parameters().size();
+    }
+  }
   if (options.techniques.distributed_optimizer) updated = {s.sharded.shard};
   s.optimizer = std::make_unique<torch::optim::AdamW>(
       updated, torch::optim::AdamWOptions(options.learning_rate).betas(std::make_tuple(kAdamW.beta1, kAdamW.beta2)).weight_decay(kAdamW.weight_decay).eps(adamw_eps(*s.policy)));
   if (s.policy->loss_scaling) s.loss_scale = options.initial_loss_scale;
 }
 
-Trainer::~Trainer() = default;
+// With opg the all-gathers the last step started write into the parameters: finished before they go,
+// unless the trainer was abandoned (a job abort: they stay pending, job_abort.hpp) or an exception is
+// unwinding through its owner (its rank is failing; waiting could wait on a rank that will not come).
+Trainer::~Trainer() {
+  if (!impl_ || impl_->abandoned || std::uncaught_exceptions() > 0) return;
+  try {
+    impl_->finish_parameter_gathers();
+  } catch (const JobAborted&) {
+    // another rank raised meanwhile: left pending, as abandon() would
+  }
+}
 
 void Trainer::abandon() {
   Impl& s = *impl_;
+  s.abandoned = true;
   for (Communicator* comm : {s.tp_comm.get(), s.dp_comm.get(), s.pp_comm.get(), s.cp_comm.get()}) {
     if (comm != nullptr) comm->abandon();
   }
@@ -727,6 +843,7 @@ int64_t Trainer::optimizer_parameter_count() const {
 
 int Trainer::overlapped_buckets_started() const { return impl_->buckets ? impl_->buckets->completed() : 0; }
 int Trainer::gradient_bucket_count() const { return impl_->buckets ? static_cast<int>(impl_->buckets->size()) : 0; }
+int Trainer::parameter_gathers_in_flight() const { return impl_->gathers_in_flight; }
 
 namespace {
 
@@ -752,7 +869,8 @@ double whole_stage_sum_of_squares(const std::vector<LlamaStage>& chunks, const T
 }  // namespace
 
 double Trainer::parameter_sum_of_squares() const {
-  const Impl& s = *impl_;
+  Impl& s = *impl_;
+  s.finish_parameter_gathers();  // opg: the last step's all-gathers write the parameters
   return whole_stage_sum_of_squares(s.chunks, s.tp_context, s.groups->tp().get(), false);
 }
 
@@ -768,8 +886,13 @@ StepResult Trainer::step(int64_t step_index) {
   s.tp_timer.reset();
   s.cp_timer.reset();
   StepResult result;
-  s.host_barrier();
-  const auto start = Clock::now();
+  // With opg only the trainer's first step begins with a barrier: a later one runs from the previous
+  // step's timing point, so that its forward's waits for the parameters are inside it (trainer.hpp).
+  Clock::time_point start = s.timing_point;
+  if (!s.overlap_gather || !s.timed_before) {
+    s.host_barrier();
+    start = Clock::now();
+  }
 
   if (s.buckets) {
     s.buckets->begin_step();
@@ -779,6 +902,7 @@ StepResult Trainer::step(int64_t step_index) {
   s.backwards_this_step = 0;
   const double local_loss_sum = s.options.config.vp > 1 ? s.run_interleaved_schedule(step_index) : s.run_schedule(step_index);
   if (s.buckets) s.buckets->arm(false);
+  ITERTIME_CHECK(s.gathers_in_flight == 0, "a bucket's parameter all-gather was not waited for in the step's forward");
   // The TP sum of the norms' gradients (SP) and the DP reduction commute, but each path needs it where
   // the gradients it reads are: before the reduce-scatter (which keeps only a shard), after the
   // overlapped buckets (whose reduction writes every gradient view); with both, on the shard's norm
@@ -814,13 +938,20 @@ StepResult Trainer::step(int64_t step_index) {
   if (apply) s.optimizer->step();
   s.sync_device();
   double gather_us = 0.0;
-  if (s.options.techniques.distributed_optimizer && apply) gather_us = s.all_gather_parameters();
+  if (s.overlap_gather && apply) {
+    gather_us = s.start_parameter_gathers();  // waited for in the next forward (or finish_parameter_gathers)
+  } else if (s.options.techniques.distributed_optimizer && apply) {
+    gather_us = s.all_gather_parameters();
+  }
   s.phases.optimizer_us = since_us(optimizer_start) - gather_us;
   s.phases.dp_comm_us += gather_us;
   s.phases.tp_comm_us = s.tp_timer.forward_us + s.tp_timer.backward_us;
   s.phases.cp_comm_us = s.cp_timer.forward_us + s.cp_timer.backward_us;
 
-  const double local_us = since_us(start);
+  // The step's timing point (with opg the next step's start).
+  s.timing_point = Clock::now();
+  s.timed_before = true;
+  const double local_us = std::chrono::duration<double, std::micro>(s.timing_point - start).count();
   s.phases.total_us = local_us;
   result.time_us = s.host_all_reduce(local_us, MPI_MAX);
 

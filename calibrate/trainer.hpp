@@ -34,7 +34,23 @@
 //  - The data are synthetic tokens that depend only on (seed, step, sample index in the global batch,
 //    position), so every layout trains on the same global batch.
 //  - step() starts with a barrier over job_comm; its wall time is the max over ranks; its loss is the
-//    global-batch mean, known on every rank.
+//    global-batch mean, known on every rank. With the overlapped parameter gather (opg, active at
+//    dp*cp > 1) only the trainer's first step starts with that barrier: a step's time on a rank runs from
+//    the previous step's timing point to its own, the timing point being right after the step started
+//    its all-gathers (or, a skipped fp16 step, after its optimizer phase), so the next forward's waits
+//    for them are inside the next step; the time between steps (the two host all-reduces of time and
+//    loss, the caller's work) counts in the next step. time_us stays the max over ranks.
+//  - opg (Megatron-LM's overlap_param_gather; needs the distributed optimizer and overlapped reduction,
+//    UserError otherwise; vp > 1 with dp*cp > 1 is refused with ovl): every parameter is a view of its
+//    range of the padded parameter buffer (set at construction), so the all-gathers write the
+//    parameters and nothing is copied back. After AdamW the buckets' all-gathers
+//    (Communicator::start_all_gather) are started, bucket K-1 (the first parameters) down to bucket 0,
+//    with the operators of the blocking path minus its copy loop; the next step's forward waits, before
+//    each part of a chunk (embedding, decoder layer, final norm and head; LlamaStage's
+//    set_before_parameters) for the buckets holding that part's parameters, adding no operator. Every
+//    all-gather is waited for in the first micro-batch's forward (checked); after the last step,
+//    parameter_sum_of_squares() and the destructor finish them (not after abandon(), nor while an
+//    exception unwinds). The starts and the waits count in dp_comm_us (the waits not in forward_us).
 //  - A policy the backend cannot run (fp16 on a CPU LibTorch without fp16 products), an attention kernel
 //    this LibTorch lacks, a CUDA backend without CUDA LibTorch, or tied embeddings are
 //    refused with a UserError before any collective.
@@ -90,7 +106,10 @@ struct TrainerOptions {
   //    reduce-scatter started (Communicator::start_reduce_scatter_sum) into its segment of the shard's
   //    gradient; after the backward the step waits for them, sums the norms' gradients over TP on the
   //    shard (SP), steps AdamW on the shard, then all-gathers every bucket's slices (blocking) into a
-  //    padded parameter buffer of the same layout and copies it into the parameters.
+  //    padded parameter buffer of the same layout and copies it into the parameters;
+  //  - overlap_parameter_gather (opg, with both of the above at dp*cp > 1): the parameters are views of
+  //    that padded buffer and its all-gathers are started after AdamW and waited for, bucket by bucket,
+  //    in the next step's forward (see the invariants above).
   // Job files, the tracer, the stage builder and the predictor know them all (common/training_techniques.hpp).
   TrainingTechniques techniques;
 };
@@ -137,9 +156,13 @@ class Trainer {
   // how many there are.
   int overlapped_buckets_started() const;
   int gradient_bucket_count() const;
+  // With opg: how many of the buckets' parameter all-gathers are started and not yet waited for (after a
+  // step that updated: every bucket's, until the next forward or parameter_sum_of_squares); else 0.
+  int parameter_gathers_in_flight() const;
   // Sum of squares of the stage's whole model (its parameters as single-rank training holds them), in
   // double: TP-sharded parameters summed over the TP group, replicated ones counted once. Collective over
-  // the TP group. Two layouts of the same (dp, tp, pp) that trained alike agree on it.
+  // the TP group (with opg over the DP group too: it finishes the last step's all-gathers first). Two
+  // layouts of the same (dp, tp, pp) that trained alike agree on it.
   double parameter_sum_of_squares() const;
   // The same over the gradients the last step applied (reduced over dp*cp, unscaled), without the
   // distributed optimizer (whose reduced gradient is a shard): AdamW does not see a wrong gradient scale,

@@ -6,7 +6,8 @@
 //    all_to_all send = recv = count * size (count per peer); broadcast count.
 //  - Reductions are sums. 16-bit floats are summed in float and rounded back (ties to even).
 //  - Calls are blocking from the caller's point of view once synchronize() returns; the MPI backend
-//    completes every call before returning, NCCL enqueues on the communicator's stream.
+//    completes every call before returning, NCCL enqueues on the communicator's stream. The start_*
+//    calls (overlapped reductions and all-gathers, below) complete at their wait or finish_started().
 //  - Buffers come from allocate(): host memory for MPI, device memory for NCCL; copy_in/copy_out move
 //    host data into and out of them.
 #pragma once
@@ -71,6 +72,19 @@ class Communicator {
   virtual void start_reduce_scatter_sum(const void* send, void* recv, std::size_t count, DType dtype) {
     reduce_scatter_sum(send, recv, count, dtype);
   }
+  // Overlapped parameter gather (the distributed optimizer's buckets, Megatron-LM's overlap_param_gather):
+  // starts an all-gather (buffer sizes as all_gather's) that may run while the caller computes, and
+  // returns its id (ids grow from 0, one per start, per communicator); wait_started(id) waits for that
+  // one only, in any order; an id already waited for (or finished by finish_started()) returns at once.
+  // `send` and `recv` must stay untouched until it was waited for. finish_started() waits for the
+  // started all-gathers too, progress() advances them. MPI: MPI_Iallgather (libnbc's algorithm);
+  // NCCL: enqueued on the communicator's stream after the work queued on the device's legacy default
+  // stream, waited for by its own event. By default the blocking call (synchronize() on the wait).
+  virtual std::size_t start_all_gather(const void* send, void* recv, std::size_t count, DType dtype) {
+    all_gather(send, recv, count, dtype);
+    return next_started_gather_++;
+  }
+  virtual void wait_started(std::size_t /*id*/) { synchronize(); }
   virtual void finish_started() { synchronize(); }
   virtual void progress() {}
 
@@ -81,6 +95,9 @@ class Communicator {
   virtual void set_abort(JobAbort* /*abort*/) {}
   // After a job abort: gives up what is in flight (NCCL: ncclCommAbort); the communicator is unusable.
   virtual void abandon() {}
+
+ private:
+  std::size_t next_started_gather_ = 0;  // the default start_all_gather's ids
 };
 
 }  // namespace itertime

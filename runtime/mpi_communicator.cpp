@@ -1,6 +1,7 @@
 // mpi_communicator.cpp: the Communicator over MPI on host buffers (mpi_communicator.hpp).
 #include "runtime/mpi_communicator.hpp"
 
+#include <algorithm>
 #include <climits>
 #include <cstdlib>
 #include <cstring>
@@ -170,8 +171,35 @@ void MpiCommunicator::start_reduce_scatter_sum(const void* send, void* recv, std
       MPI_Ireduce_scatter_block(send, recv, checked_count(count), mpi_type(dtype), sum_op(dtype), comm_, &request));
 }
 
+std::size_t MpiCommunicator::start_all_gather(const void* send, void* recv, std::size_t count, DType dtype) {
+  const int n = checked_count(count);
+  StartedGather& gather = gathers_.emplace_back();
+  gather.id = next_gather_id_++;
+  gather.bytes = static_cast<long long>(count * dtype_bytes(dtype)) * size_;
+  ITERTIME_MPI_CHECK(MPI_Iallgather(send, n, mpi_type(dtype), recv, n, mpi_type(dtype), comm_, &gather.request));
+  return gather.id;
+}
+
+// Waits for one started all-gather; on a job abort it stays pending (and held) and JobAborted is thrown.
+void MpiCommunicator::wait_gather(StartedGather& gather) {
+  if (abort_ != nullptr) {
+    abort_->wait_collective(gather.request);
+  } else {
+    ITERTIME_MPI_CHECK(MPI_Wait(&gather.request, MPI_STATUS_IGNORE));
+  }
+}
+
+void MpiCommunicator::wait_started(std::size_t id) {
+  ITERTIME_CHECK(id < next_gather_id_, "wait_started for an all-gather that was never started");
+  const auto found = std::find_if(gathers_.begin(), gathers_.end(), [id](const StartedGather& g) { return g.id == id; });
+  if (found == gathers_.end()) return;  // waited for already
+  WatchedOperation watched("wait_started (overlapped all-gather)", found->bytes, size_);
+  wait_gather(*found);
+  gathers_.erase(found);
+}
+
 void MpiCommunicator::finish_started() {
-  WatchedOperation watched("finish_started (overlapped reductions)", -1, size_);
+  WatchedOperation watched("finish_started (overlapped reductions and all-gathers)", -1, size_);
   for (MPI_Request& request : started_) {
     if (abort_ != nullptr) {
       abort_->wait_collective(request);
@@ -180,12 +208,23 @@ void MpiCommunicator::finish_started() {
     }
   }
   started_.clear();
+  for (StartedGather& gather : gathers_) wait_gather(gather);
+  gathers_.clear();
 }
 
 void MpiCommunicator::progress() {
-  if (started_.empty()) return;
-  int done = 0;
-  ITERTIME_MPI_CHECK(MPI_Testall(static_cast<int>(started_.size()), started_.data(), &done, MPI_STATUSES_IGNORE));
+  if (!started_.empty()) {
+    int done = 0;
+    ITERTIME_MPI_CHECK(MPI_Testall(static_cast<int>(started_.size()), started_.data(), &done, MPI_STATUSES_IGNORE));
+  }
+  if (gathers_.empty()) return;
+  for (StartedGather& gather : gathers_) {
+    int done = 0;
+    ITERTIME_MPI_CHECK(MPI_Test(&gather.request, &done, MPI_STATUS_IGNORE));
+  }
+  gathers_.erase(std::remove_if(gathers_.begin(), gathers_.end(),
+                                [](const StartedGather& g) { return g.request == MPI_REQUEST_NULL; }),
+                 gathers_.end());
 }
 
 void MpiCommunicator::barrier() { ITERTIME_MPI_CHECK(MPI_Barrier(comm_)); }

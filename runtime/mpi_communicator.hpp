@@ -4,8 +4,10 @@
 // round to nearest even); int8 sums wrap as MPI_INT8_T does. Does not own the MPI_Comm it is given.
 // With a JobAbort set, send/recv/send_recv post MPI_Isend/MPI_Irecv and wait through it (the same
 // point-to-point protocol as the blocking calls); the collectives stay blocking.
+// Started operations (comm.hpp): reductions are kept until finish_started(); all-gathers by id until
+// their wait_started(id) or finish_started(); a request left pending by a job abort stays held.
 // Every wait is watched (watchdog.hpp): the blocking calls through the MPI profiling interface, the
-// polled waits (abortable point-to-point, finish_started) by their own guard.
+// polled waits (abortable point-to-point, finish_started, wait_started) by their own guard.
 #pragma once
 
 #include <mpi.h>
@@ -46,6 +48,8 @@ class MpiCommunicator final : public Communicator {
   void set_abort(JobAbort* abort) override { abort_ = abort; }
   void start_all_reduce_sum(void* buffer, std::size_t count, DType dtype) override;
   void start_reduce_scatter_sum(const void* send, void* recv, std::size_t count, DType dtype) override;
+  std::size_t start_all_gather(const void* send, void* recv, std::size_t count, DType dtype) override;
+  void wait_started(std::size_t id) override;  // abortable with a JobAbort set
   void finish_started() override;  // abortable with a JobAbort set
   void progress() override;
 
@@ -62,6 +66,15 @@ class MpiCommunicator final : public Communicator {
   MPI_Op bf16_sum_ = MPI_OP_NULL;
   JobAbort* abort_ = nullptr;  // when set, point-to-point calls are non-blocking and polled (comm.hpp)
   std::vector<MPI_Request> started_;  // the started reductions' requests, until finish_started()
+  // The started all-gathers not yet waited for, by id (ids below next_gather_id_ and absent: done).
+  struct StartedGather {
+    std::size_t id = 0;
+    MPI_Request request = MPI_REQUEST_NULL;
+    long long bytes = 0;  // received, for the watchdog's report
+  };
+  std::vector<StartedGather> gathers_;
+  std::size_t next_gather_id_ = 0;
+  void wait_gather(StartedGather& gather);
 };
 
 }  // namespace itertime

@@ -4,7 +4,10 @@
 #include <cuda_runtime.h>
 #include <nccl.h>
 
+#include <algorithm>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "common/errors.hpp"
 #include "runtime/job_abort.hpp"
@@ -71,10 +74,18 @@ struct NcclCommunicator::State final : WatchedResource {
   ncclComm_t comm = nullptr;
   cudaStream_t stream = nullptr;
   std::unique_ptr<WatchedResourceRegistration> registration;  // while `comm` is live
+  // The started all-gathers not yet waited for: (id, the event recorded after it on `stream`).
+  std::vector<std::pair<std::size_t, cudaEvent_t>> gathers;
+  std::size_t next_gather_id = 0;
   State() = default;
   State(const State&) = delete;
   State& operator=(const State&) = delete;
+  void destroy_gather_events() noexcept {
+    for (auto& gather : gathers) cudaEventDestroy(gather.second);
+    gathers.clear();
+  }
   ~State() override {
+    destroy_gather_events();
     registration.reset();
     if (comm) ncclCommDestroy(comm);
     if (stream) cudaStreamDestroy(stream);
@@ -206,6 +217,50 @@ void NcclCommunicator::start_all_reduce_sum(void* buffer, std::size_t count, DTy
   ITERTIME_CUDA_CALL(cudaStreamWaitEvent(state_->stream, written, 0));
   ITERTIME_CUDA_CALL(cudaEventDestroy(written));  // released once recorded and waited on
   ITERTIME_NCCL_CALL(ncclAllReduce(buffer, buffer, count, nccl_type(dtype), ncclSum, state_->comm, state_->stream));
+}
+
+std::size_t NcclCommunicator::start_all_gather(const void* send, void* recv, std::size_t count, DType dtype) {
+  // `send` (the updated shard) is written on the legacy default stream: the gather waits for it there.
+  cudaEvent_t written = nullptr;
+  ITERTIME_CUDA_CALL(cudaEventCreateWithFlags(&written, cudaEventDisableTiming));
+  ITERTIME_CUDA_CALL(cudaEventRecord(written, cudaStreamLegacy));
+  ITERTIME_CUDA_CALL(cudaStreamWaitEvent(state_->stream, written, 0));
+  ITERTIME_CUDA_CALL(cudaEventDestroy(written));  // released once recorded and waited on
+  ITERTIME_NCCL_CALL(ncclAllGather(send, recv, count, nccl_type(dtype), state_->comm, state_->stream));
+  cudaEvent_t done = nullptr;
+  ITERTIME_CUDA_CALL(cudaEventCreateWithFlags(&done, cudaEventDisableTiming));
+  state_->gathers.emplace_back(state_->next_gather_id, done);  // owned from here (destroy_gather_events)
+  ITERTIME_CUDA_CALL(cudaEventRecord(done, state_->stream));
+  return state_->next_gather_id++;
+}
+
+void NcclCommunicator::wait_started(std::size_t id) {
+  ITERTIME_CHECK(id < state_->next_gather_id, "wait_started for an all-gather that was never started");
+  auto& gathers = state_->gathers;
+  const auto found = std::find_if(gathers.begin(), gathers.end(), [id](const auto& g) { return g.first == id; });
+  if (found == gathers.end()) return;  // waited for already
+  WatchedOperation watched("wait_started (overlapped all-gather, NCCL)", -1, size_);
+  const cudaEvent_t done = found->second;
+  if (abort_ == nullptr) {
+    ITERTIME_CUDA_CALL(cudaEventSynchronize(done));
+  } else {
+    abort_->wait_until([this, done] {
+      const cudaError_t status = cudaEventQuery(done);
+      if (status == cudaSuccess) return true;
+      if (status != cudaErrorNotReady) ITERTIME_CUDA_CALL(status);
+      ncclResult_t async_error = ncclSuccess;
+      ITERTIME_NCCL_CALL(ncclCommGetAsyncError(state_->comm, &async_error));
+      ITERTIME_NCCL_CALL(async_error);
+      return false;
+    });
+  }
+  cudaEventDestroy(done);
+  gathers.erase(found);
+}
+
+void NcclCommunicator::finish_started() {
+  synchronize();  // every started operation is on the stream
+  state_->destroy_gather_events();
 }
 
 void NcclCommunicator::abandon() {

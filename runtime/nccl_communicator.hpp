@@ -5,7 +5,10 @@
 // With a JobAbort set, synchronize() polls the stream (and NCCL's asynchronous error) instead of
 // blocking, and abandon() aborts the NCCL communicator (ncclCommAbort), which ends its kernels in flight.
 // fp16 and bf16 are native NCCL types; reductions run on the device.
-// Watchdog (watchdog.hpp): synchronize() is a watched wait, and the communicator is registered with
+// A started all-gather (start_all_gather) records its own CUDA event on the stream after it; its
+// wait_started(id) waits (on the host, polled with a JobAbort set) for that event only; the events are
+// owned by the communicator until waited for, finished (finish_started(): synchronize()) or destroyed.
+// Watchdog (watchdog.hpp): synchronize() and wait_started() are watched waits, and the communicator is registered with
 // the watchdog, which polls ncclCommGetAsyncError and calls ncclCommAbort before ending the process.
 // Builds without CUDA have no NCCL communicator and nothing to register.
 // Declared without CUDA or NCCL headers so that includers stay plain C++.
@@ -54,6 +57,9 @@ class NcclCommunicator final : public Communicator {
   void set_abort(JobAbort* abort) override { abort_ = abort; }
   void abandon() override;
   void start_all_reduce_sum(void* buffer, std::size_t count, DType dtype) override;
+  std::size_t start_all_gather(const void* send, void* recv, std::size_t count, DType dtype) override;
+  void wait_started(std::size_t id) override;
+  void finish_started() override;
 
  private:
   struct State;

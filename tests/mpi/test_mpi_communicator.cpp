@@ -1,7 +1,8 @@
 // MPI tests of MpiCommunicator (common/mpi_communicator) driven through the calibration plugins
 // (calibrate/comm_collectives): every collective and dtype over MPI_COMM_WORLD, checked with
 // fill_buffers/check_result on every rank; point-to-point between ranks 0 and 1, pairwise and ring
-// exchanges; broadcast from a non-zero root; in-place all-reduce; int8 sums of large values.
+// exchanges; broadcast from a non-zero root; in-place all-reduce; int8 sums of large values; started
+// (non-blocking) all-gathers waited for one by one, out of order.
 //
 // 16-bit float sums are checked numerically with non-integer values: rank r contributes
 // x_r[i] = 0.1*(r+1) + i*1e-3, encoded in fp16/bf16. MPI may associate the n contributions in any
@@ -32,6 +33,7 @@
 
 #include "commbench/comm_collectives.hpp"
 #include "common/half.hpp"
+#include "runtime/job_abort.hpp"
 #include "runtime/mpi_communicator.hpp"
 #include "runtime/mpi_session.hpp"
 
@@ -231,6 +233,76 @@ TEST(MpiCommunicator, Int8SumsOfLargeValuesWithinRange) {
   for (std::size_t i = 0; i < count; ++i) {
     const int want = n * (i % 2 ? -1 : 1) * (share - static_cast<int>(i % 3));
     errors += values[i] != want;
+  }
+  EXPECT_EQ(errors, 0u);
+}
+
+// ---- started all-gathers (the trainer's overlapped parameter gather) --------------------------
+
+// What rank r sends in all-gather k: distinct per (k, r, i), exact in float32.
+float gathered_value(std::size_t k, int r, std::size_t i) { return static_cast<float>(k * 1000000 + r * 100000 + i % 99991); }
+
+// Every started all-gather's receive buffer is complete after its own wait, in any order of waits (the
+// reverse of the starts, then interleaved), while the others are still pending; a second wait of an id
+// returns at once; finish_started() completes the rest; ids grow by one per start. With a JobAbort set
+// (no raise) the same waits go through it. Sizes from one element to above the eager limit.
+void check_started_all_gathers(MpiCommunicator& comm) {
+  const int n = comm.size();
+  const std::vector<std::size_t> counts = {1, 7, 1000, 70001, 3};
+  std::vector<std::vector<float>> send(counts.size()), recv(counts.size());
+  std::vector<std::size_t> ids;
+  for (std::size_t k = 0; k < counts.size(); ++k) {
+    send[k].resize(counts[k]);
+    for (std::size_t i = 0; i < counts[k]; ++i) send[k][i] = gathered_value(k, comm.rank(), i);
+    recv[k].assign(counts[k] * static_cast<std::size_t>(n), -1.0f);
+    ids.push_back(comm.start_all_gather(send[k].data(), recv[k].data(), counts[k], DType::kFloat32));
+    if (k > 0) {
+      EXPECT_EQ(ids[k], ids[k - 1] + 1);
+    }
+  }
+  auto check = [&](std::size_t k) {
+    std::size_t errors = 0;
+    for (int r = 0; r < n; ++r) {
+      for (std::size_t i = 0; i < counts[k]; ++i) errors += recv[k][static_cast<std::size_t>(r) * counts[k] + i] != gathered_value(k, r, i);
+    }
+    EXPECT_EQ(errors, 0u) << "all-gather " << k << " of " << counts[k] << " elements";
+  };
+  // Out of order: 3, then 1 (progress between), 1 again, 4; then 0 and 2 by finish_started().
+  comm.wait_started(ids[3]);
+  check(3);
+  comm.progress();
+  comm.wait_started(ids[1]);
+  check(1);
+  comm.wait_started(ids[1]);  // waited for already
+  comm.wait_started(ids[4]);
+  check(4);
+  comm.finish_started();
+  check(0);
+  check(2);
+  comm.wait_started(ids[0]);  // finished by finish_started()
+}
+
+TEST(MpiCommunicator, StartedAllGathersCompleteEachAtItsOwnWaitInAnyOrder) {
+  MpiCommunicator comm(MPI_COMM_WORLD);
+  check_started_all_gathers(comm);
+  check_started_all_gathers(comm);  // ids go on
+  JobAbort abort(MPI_COMM_WORLD);
+  comm.set_abort(&abort);
+  check_started_all_gathers(comm);
+  comm.set_abort(nullptr);
+}
+
+// A started all-gather of 16-bit elements (bf16 parameters) moves the bits unchanged.
+TEST(MpiCommunicator, StartedAllGatherOfBf16IsExact) {
+  MpiCommunicator comm(MPI_COMM_WORLD);
+  const std::size_t count = 513;
+  std::vector<uint16_t> send(count), recv(count * static_cast<std::size_t>(comm.size()), 0);
+  for (std::size_t i = 0; i < count; ++i) send[i] = static_cast<uint16_t>(comm.rank() * 1000 + i);
+  const std::size_t id = comm.start_all_gather(send.data(), recv.data(), count, DType::kBFloat16);
+  comm.wait_started(id);
+  std::size_t errors = 0;
+  for (int r = 0; r < comm.size(); ++r) {
+    for (std::size_t i = 0; i < count; ++i) errors += recv[static_cast<std::size_t>(r) * count + i] != r * 1000 + i;
   }
   EXPECT_EQ(errors, 0u);
 }

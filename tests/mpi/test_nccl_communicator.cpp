@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 #include <mpi.h>
 
+#include <memory>
 #include <vector>
 
 #include "commbench/comm_collectives.hpp"
@@ -40,6 +41,43 @@ TEST(NcclCommunicator, EveryCollectiveAndDtypeIsRight) {
       EXPECT_EQ(check.errors, 0u) << to_string(collective) << " " << to_string(dtype) << ": " << check.first_error;
     }
   }
+}
+
+// Started all-gathers (the trainer's overlapped parameter gather): each complete after its own wait, in
+// any order; a second wait returns at once; finish_started() completes the rest.
+TEST(NcclCommunicator, StartedAllGathersCompleteEachAtItsOwnWait) {
+  if (!every_rank_has_a_device()) GTEST_SKIP() << "no CUDA device on every rank";
+  bind_cuda_device(node_local_rank(MPI_COMM_WORLD));
+  NcclCommunicator comm(MPI_COMM_WORLD);
+  const std::vector<std::size_t> counts = {1, 1000, 70001};
+  const auto n = static_cast<std::size_t>(comm.size());
+  auto value = [](std::size_t k, std::size_t r, std::size_t i) { return static_cast<float>(k * 1000000 + r * 100000 + i % 99991); };
+  std::vector<std::unique_ptr<CommBuffer>> send, recv;
+  std::vector<std::size_t> ids;
+  for (std::size_t k = 0; k < counts.size(); ++k) {
+    std::vector<float> host(counts[k]);
+    for (std::size_t i = 0; i < counts[k]; ++i) host[i] = value(k, static_cast<std::size_t>(comm.rank()), i);
+    send.push_back(comm.allocate(counts[k] * sizeof(float)));
+    recv.push_back(comm.allocate(counts[k] * n * sizeof(float)));
+    comm.copy_in(*send.back(), host.data(), counts[k] * sizeof(float));
+    ids.push_back(comm.start_all_gather(send.back()->data(), recv.back()->data(), counts[k], DType::kFloat32));
+  }
+  auto check = [&](std::size_t k) {
+    std::vector<float> host(counts[k] * n);
+    comm.copy_out(host.data(), *recv[k], host.size() * sizeof(float));
+    std::size_t errors = 0;
+    for (std::size_t r = 0; r < n; ++r) {
+      for (std::size_t i = 0; i < counts[k]; ++i) errors += host[r * counts[k] + i] != value(k, r, i);
+    }
+    EXPECT_EQ(errors, 0u) << "all-gather " << k;
+  };
+  comm.wait_started(ids[2]);
+  check(2);
+  comm.wait_started(ids[2]);
+  comm.wait_started(ids[0]);
+  check(0);
+  comm.finish_started();
+  check(1);
 }
 
 }  // namespace

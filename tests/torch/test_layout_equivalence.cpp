@@ -9,9 +9,11 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <limits>
 #include <string>
 #include <vector>
 
+#include "calibrate/llama_model.hpp"
 #include "calibrate/tensor_memory.hpp"
 #include "calibrate/tp_comm.hpp"
 #include "calibrate/trainer.hpp"
@@ -43,12 +45,17 @@ constexpr Techniques kAllTechniques{true, true, true, Recompute::kFull};
 constexpr Techniques kAllWithOverlap{true, true, false, Recompute::kFull, true, kTestBucketBytes};
 constexpr Techniques kDistributedOverlap{false, false, true, Recompute::kNone, true, kTestBucketBytes};
 constexpr Techniques kEverything{true, true, true, Recompute::kFull, true, kTestBucketBytes};
+// The same two with the overlapped parameter gather (dopt+ovl-64K+opg, sp+vp+dopt+rc-full+ovl-64K+opg):
+// the parameters are views of the padded buffer, the all-gathers started after AdamW and waited for in
+// the next forward.
+constexpr Techniques kOverlappedGather{false, false, true, Recompute::kNone, true, kTestBucketBytes, true};
+constexpr Techniques kEverythingWithGather{true, true, true, Recompute::kFull, true, kTestBucketBytes, true};
 
 std::string name_of(const Techniques& t) {
   return std::string(t.distributed_optimizer ? "_distributed_optimizer" : "") + (t.sequence_parallel ? "_sequence_parallel" : "") +
          (t.vocab_parallel ? "_vocab_parallel" : "") +
          (t.recompute == Recompute::kSelective ? "_selective_recompute" : t.recompute == Recompute::kFull ? "_full_recompute" : "") +
-         (t.overlap_gradient_reduction ? "_overlapped_reduction" : "");
+         (t.overlap_gradient_reduction ? "_overlapped_reduction" : "") + (t.overlap_parameter_gather ? "_overlapped_gather" : "");
 }
 
 TrainerOptions options_for(PrecisionName precision, int dp, int tp, int pp,
@@ -170,6 +177,13 @@ INSTANTIATE_TEST_SUITE_P(Precisions, LayoutEquivalence,
                                            Case{PrecisionName::kFp32, 1e-4, AttentionKernel::kEager, kEverything},
                                            Case{PrecisionName::kBf16, 5e-2, AttentionKernel::kEager, kEverything},
                                            Case{PrecisionName::kAmpBf16, 2e-2, AttentionKernel::kEager, kEverything},
+                                           // ...and with the overlapped parameter gather
+                                           Case{PrecisionName::kFp32, 1e-4, AttentionKernel::kEager, kOverlappedGather},
+                                           Case{PrecisionName::kBf16, 5e-2, AttentionKernel::kEager, kOverlappedGather},
+                                           Case{PrecisionName::kAmpBf16, 2e-2, AttentionKernel::kEager, kOverlappedGather},
+                                           Case{PrecisionName::kFp16, 5e-2, AttentionKernel::kEager, kOverlappedGather},
+                                           Case{PrecisionName::kFp32, 1e-4, AttentionKernel::kEager, kEverythingWithGather},
+                                           Case{PrecisionName::kAmpBf16, 2e-2, AttentionKernel::kEager, kEverythingWithGather},
                                            // all of them together
                                            Case{PrecisionName::kFp32, 1e-4, AttentionKernel::kEager, kAllTechniques},
                                            Case{PrecisionName::kAmpBf16, 2e-2, AttentionKernel::kEager, kAllTechniques},
@@ -210,7 +224,7 @@ TEST(Trainer, TechniquesTrainTheSameParameters) {
     const double expected = trained_sum_of_squares(options_for(PrecisionName::kFp32, dp, tp, 1));
     for (const Techniques techniques :
          {kDistributedOptimizer, kSequenceParallel, kVocabParallel, kSelectiveRecompute, kFullRecompute, kOverlappedReduction,
-          kAllTechniques, kAllWithOverlap, kDistributedOverlap, kEverything}) {
+          kAllTechniques, kAllWithOverlap, kDistributedOverlap, kEverything, kOverlappedGather, kEverythingWithGather}) {
       // fp32 summation order: 3e-9 relative at tp 4; without the TP sum of the norms' gradients: 1e-4
       EXPECT_NEAR(trained_sum_of_squares(options_for(PrecisionName::kFp32, dp, tp, 1, AttentionKernel::kEager, techniques)),
                   expected, 1e-6 * expected)
@@ -225,7 +239,7 @@ TEST(Trainer, TechniquesTrainTheSameParameters) {
 TEST(Trainer, OverlappedReductionStartsEveryBucketDuringTheBackward) {
   int world = 1;
   MPI_Comm_size(MPI_COMM_WORLD, &world);
-  for (const Techniques techniques : {kOverlappedReduction, kDistributedOverlap}) {
+  for (const Techniques techniques : {kOverlappedReduction, kDistributedOverlap, kOverlappedGather}) {
     for (int pp = 1; pp <= std::min(world / 2, 2); ++pp) {
       Trainer trainer(options_for(PrecisionName::kFp32, world / pp, 1, pp, AttentionKernel::kEager, techniques), MPI_COMM_WORLD);
       for (int step = 0; step < 2; ++step) {
@@ -238,6 +252,93 @@ TEST(Trainer, OverlappedReductionStartsEveryBucketDuringTheBackward) {
   }
   TrainerOptions accepted = options_for(PrecisionName::kFp32, world, 1, 1, AttentionKernel::kEager, kDistributedOverlap);
   EXPECT_NO_THROW(check_trainable(accepted, world));
+}
+
+// The overlapped parameter gather really leaves the all-gathers in flight after a step (every bucket's,
+// waited for in the next forward), and only with opg at dp > 1; the parameters a step leaves are the
+// same as dopt+ovl's once they are finished (parameter_sum_of_squares finishes them). Two steps in a
+// row also check that the next forward waited for every one (the trainer checks it after the schedule).
+TEST(Trainer, OverlappedGatherLeavesTheAllGathersInFlightForTheNextForward) {
+  int world = 1;
+  MPI_Comm_size(MPI_COMM_WORLD, &world);
+  for (int pp = 1; pp <= std::min(world / 2, 2); ++pp) {
+    for (const Techniques techniques : {kDistributedOverlap, kOverlappedGather}) {
+      Trainer trainer(options_for(PrecisionName::kFp32, world / pp, 1, pp, AttentionKernel::kEager, techniques), MPI_COMM_WORLD);
+      EXPECT_EQ(trainer.parameter_gathers_in_flight(), 0);
+      for (int step = 0; step < 2; ++step) {
+        trainer.step(step);
+        const int expected = techniques.overlap_parameter_gather ? trainer.gradient_bucket_count() : 0;
+        EXPECT_GT(trainer.gradient_bucket_count(), 2);
+        EXPECT_EQ(trainer.parameter_gathers_in_flight(), expected) << "techniques" << name_of(techniques) << " pp " << pp;
+      }
+      trainer.parameter_sum_of_squares();
+      EXPECT_EQ(trainer.parameter_gathers_in_flight(), 0) << "techniques" << name_of(techniques) << " pp " << pp;
+    }
+  }
+  // At dp 1 opg is dropped with ovl: nothing is in flight (one rank, its own layout).
+  int rank = 0;
+  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+  if (rank == 0) {
+    Trainer single(options_for(PrecisionName::kFp32, 1, 1, 1, AttentionKernel::kEager, kOverlappedGather), MPI_COMM_SELF);
+    single.step(0);
+    EXPECT_EQ(single.parameter_gathers_in_flight(), 0);
+  }
+}
+
+// LlamaStage's before-parameters hook (where opg's forward waits for its buckets) runs before each part
+// first uses its parameters: with every parameter NaN until the hook puts back its part's range, the
+// stage's output is the one with the parameters in place, and the ranges cover parameters() in order.
+// (The trainer's own tests cannot see a late wait: on CPU ranks the all-gathers usually complete inside
+// the host all-reduces that end the step.) Stages with the embedding, without, and with the head; with
+// full recompute too (the layer's body runs after the hook).
+TEST(LlamaStageHook, RunsBeforeEachPartUsesItsParameters) {
+  const LlamaSpec model = test_model();
+  const int64_t seq = 32;
+  const auto halves = stage_layers(static_cast<int>(model.num_layers), 2);
+  const StageLayers whole{0, static_cast<int>(model.num_layers), true, true};
+  for (const Recompute recompute : {Recompute::kNone, Recompute::kFull}) {
+    for (const StageLayers& layers : {whole, halves[0], halves[1]}) {
+      LlamaStage stage(model, layers, 42, nullptr, seq, AttentionKernel::kEager, recompute);
+      torch::manual_seed(7);
+      const torch::Tensor tokens = torch::randint(model.vocab_size, {1, seq + 1}, torch::kInt64);
+      const torch::Tensor input = layers.has_embedding ? tokens.narrow(1, 0, seq) : torch::randn({1, seq, model.hidden_size});
+      const torch::Tensor targets = layers.has_head ? tokens.narrow(1, 1, seq) : torch::Tensor();
+      const torch::Tensor expected = stage->forward(input, targets).detach();
+      std::vector<torch::Tensor> parameters = stage->parameters(), saved;
+      {
+        torch::NoGradGuard no_grad;
+        for (auto& p : parameters) {
+          saved.push_back(p.detach().clone());
+          p.fill_(std::numeric_limits<float>::quiet_NaN());
+        }
+      }
+      std::size_t covered = 0;
+      stage->set_before_parameters([&](std::size_t first, std::size_t end) {
+        EXPECT_EQ(first, covered);
+        EXPECT_GT(end, first);
+        torch::NoGradGuard no_grad;
+        for (std::size_t i = first; i < end; ++i) parameters[i].copy_(saved[i]);
+        covered = end;
+      });
+      const torch::Tensor output = stage->forward(input, targets).detach();
+      const std::string what = std::string(layers.has_embedding ? "embedding " : "") + std::to_string(layers.num_layers) +
+                               " layers" + (layers.has_head ? " head" : "") + " recompute " + to_string(recompute);
+      EXPECT_EQ(covered, parameters.size()) << what;
+      EXPECT_FALSE(torch::isnan(output).any().item<bool>()) << what;
+      EXPECT_TRUE(torch::equal(output, expected)) << what;
+    }
+  }
+}
+
+// opg needs what it overlaps: the distributed optimizer's buckets (dopt and ovl).
+TEST(Trainer, RefusesOverlappedGatherWithoutTheDistributedOptimizersBuckets) {
+  TrainerOptions options = options_for(PrecisionName::kFp32, 2, 1, 1, AttentionKernel::kEager, kOverlappedGather);
+  EXPECT_NO_THROW(check_trainable(options, 2));
+  options.techniques.distributed_optimizer = false;
+  EXPECT_THROW(check_trainable(options, 2), UserError);
+  options.techniques = kOverlappedGather;
+  options.techniques.overlap_gradient_reduction = false;
+  EXPECT_THROW(check_trainable(options, 2), UserError);
 }
 
 // The distributed optimizer with overlapped reduction shards AdamW's state too: each bucket is padded to
@@ -521,6 +622,10 @@ TEST(InterleavedTrainer, RefusesWhatItCannotRun) {
   EXPECT_THROW(check_trainable(options, 4), UserError);
   options = interleaved_options(PrecisionName::kFp32, 1, 1, 2, 2, 4, 4, kOverlappedReduction);  // ovl is off at dp 1
   EXPECT_NO_THROW(check_trainable(options, 2));
+  options = interleaved_options(PrecisionName::kFp32, 2, 1, 2, 2, 4, 4, kOverlappedGather);  // opg (with ovl) at dp 2
+  EXPECT_THROW(check_trainable(options, 4), UserError);
+  options = interleaved_options(PrecisionName::kFp32, 1, 1, 2, 2, 4, 4, kOverlappedGather);  // dropped at dp 1
+  EXPECT_NO_THROW(check_trainable(options, 2));
   options = accepted;
   options.backend = Backend::kCuda;  // the interleaved P2P is MPI's (or no CUDA here at all)
   EXPECT_THROW(check_trainable(options, 2), UserError);
@@ -638,6 +743,7 @@ INSTANTIATE_TEST_SUITE_P(Precisions, ContextParallelLayoutEquivalence,
                                            CpCase{PrecisionName::kFp32, 1e-4, kOverlappedReduction},
                                            CpCase{PrecisionName::kFp32, 1e-4, kDistributedOverlap},
                                            CpCase{PrecisionName::kFp32, 1e-4, kEverything},
+                                           CpCase{PrecisionName::kFp32, 1e-4, kOverlappedGather},
                                            CpCase{PrecisionName::kAmpBf16, 2e-2, kEverything},
                                            CpCase{PrecisionName::kFp32, 1e-4, kAllTechniques}),
                          [](const ::testing::TestParamInfo<CpCase>& param_info) {

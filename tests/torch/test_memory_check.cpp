@@ -117,7 +117,8 @@ TEST(MemoryCheck, MeasuredPeakMatchesTheMemoryModel) {
 // recompute on LibTorch 2.6, where 1.13 measures 1.00-1.07): 2.x's autocast holds fewer low-precision
 // copies than the model, written against 1.13, counts. The lower end of the band is 0.90 there.
 TEST(MemoryCheck, MeasuredPeakMatchesTheMemoryModelWithTechniques) {
-  TrainingTechniques distributed_optimizer, selective, full, overlap, sharded_overlap, sharded_full, sequence, vocabulary, all;
+  TrainingTechniques distributed_optimizer, selective, full, overlap, sharded_overlap, sharded_gather, sharded_full, sequence,
+      vocabulary, all;
   distributed_optimizer.distributed_optimizer = true;
   selective.recompute = Recompute::kSelective;
   full.recompute = Recompute::kFull;
@@ -125,6 +126,8 @@ TEST(MemoryCheck, MeasuredPeakMatchesTheMemoryModelWithTechniques) {
   overlap.gradient_bucket_bytes = 64 << 10;
   sharded_overlap = overlap;
   sharded_overlap.distributed_optimizer = true;
+  sharded_gather = sharded_overlap;  // opg: the parameters are views of the padded buffer (held once)
+  sharded_gather.overlap_parameter_gather = true;
   sharded_full = full;
   sharded_full.distributed_optimizer = true;
   sequence.sequence_parallel = true;
@@ -135,8 +138,10 @@ TEST(MemoryCheck, MeasuredPeakMatchesTheMemoryModelWithTechniques) {
   const std::vector<std::pair<TrainingTechniques, std::string>> techniques = {
       {distributed_optimizer, " distributed-optimizer"}, {selective, " selective-recompute"},
       {full, " full-recompute"}, {overlap, " overlapped-reduction"},
-      {sharded_overlap, " distributed-optimizer+overlapped-reduction"}, {sharded_full, " distributed-optimizer+full-recompute"},
-      {sequence, " sequence-parallel"}, {vocabulary, " vocab-parallel"}, {all, " all-four"}};
+      {sharded_overlap, " distributed-optimizer+overlapped-reduction"},
+      {sharded_gather, " distributed-optimizer+overlapped-reduction+overlapped-gather"},
+      {sharded_full, " distributed-optimizer+full-recompute"}, {sequence, " sequence-parallel"},
+      {vocabulary, " vocab-parallel"}, {all, " all-four"}};
   const bool torch2 = has_sdpa();
   const double autocast_lower = torch2 ? 0.90 : 0.95;
   for (const auto& [technique, label] : techniques) {
@@ -188,7 +193,7 @@ TEST(MemoryCheck, InterleavedMeasuredPeakMatchesTheMemoryModel) {
 
 // Context parallelism (cp 2): cp 2 alone at 2 ranks; cp 2 x dp 2 and cp 2 x pp 2 at 4 ranks; plain, with
 // the distributed optimizer (its shard over dp*cp ranks), with full recompute and with the distributed
-// optimizer and overlapped reduction (buckets padded to dp*cp), fp32 and amp-bf16, in
+// optimizer and overlapped reduction (buckets padded to dp*cp), also with opg, fp32 and amp-bf16, in
 // the band above (each CP rank holds seq/cp = 32 of the 64 tokens, its keys and values all 64); and
 // cp 2 x tp 2 with sequence parallelism and the vocabulary-parallel head. Measured/model on LibTorch 1.13
 // when written: cp 2 and cp 2 x dp 2 1.022-1.033 (full recompute 0.997-1.007), cp 2 x pp 2 1.028-1.046
@@ -207,9 +212,12 @@ TEST(MemoryCheck, ContextParallelMeasuredPeakMatchesTheMemoryModel) {
   sharded_overlap.distributed_optimizer = true;  // buckets padded to multiples of dp*cp
   sharded_overlap.overlap_gradient_reduction = true;
   sharded_overlap.gradient_bucket_bytes = 64 << 10;
+  TrainingTechniques sharded_gather = sharded_overlap;  // opg over dp*cp
+  sharded_gather.overlap_parameter_gather = true;
   const std::vector<std::pair<TrainingTechniques, std::string>> techniques = {
       {{}, ""}, {distributed_optimizer, " distributed-optimizer"}, {full, " full-recompute"},
-      {sharded_overlap, " distributed-optimizer+overlapped-reduction"}};
+      {sharded_overlap, " distributed-optimizer+overlapped-reduction"},
+      {sharded_gather, " distributed-optimizer+overlapped-reduction+overlapped-gather"}};
   const double autocast_lower = has_sdpa() ? 0.90 : 0.95;
   TrainingTechniques sequence_vocabulary;  // tp 2: the residual stream at seq/(cp*tp), the head's V/tp rows
   sequence_vocabulary.sequence_parallel = true;
