@@ -57,10 +57,10 @@ jq -e 'map(select(.feasible) | .iteration_us) | . == sort' "$WORK/plan.json" >/d
 test "$(jq -r '.recipe' "$WORK/p4.json")" = "sp+vp+rc-full"
 jq -e --slurpfile base "$WORK/p5.json" '.iteration_us > $base[0].iteration_us' "$WORK/p4.json" >/dev/null
 "$ITERTIME" plan "$WORK/model.itm" --model "$MODEL" --gpus 4 --gbs 8 --seq 32 --mbs 1 --precisions fp32 --all-recipes --json > "$WORK/plan-recipes.json"
-# 6 layouts of the 48 recipes: sp and vp only at tp > 1, ovl only at dp > 1: (4,1,1) and (2,1,2) 12 each,
-# (1,1,4) 6, (2,2,1) 48, (1,4,1) and (1,2,2) 24 each: 126.
-test "$(jq 'length' "$WORK/plan-recipes.json")" = 126
-jq -e 'map(.recipe) | unique | length == 48' "$WORK/plan-recipes.json" >/dev/null
+# 6 layouts of the 60 recipes: sp and vp only at tp > 1, ovl (and opg with it) only at dp > 1: (4,1,1) and
+# (2,1,2) 15 each, (1,1,4) 6, (2,2,1) 60, (1,4,1) and (1,2,2) 24 each: 144.
+test "$(jq 'length' "$WORK/plan-recipes.json")" = 144
+jq -e 'map(.recipe) | unique | length == 60' "$WORK/plan-recipes.json" >/dev/null
 jq -e 'map(select(.recipe | test("ovl"))) | all(.dp > 1)' "$WORK/plan-recipes.json" >/dev/null
 jq -e 'map(select(.recipe == "ovl" and .feasible) | [.dp, .tp, .pp]) | contains([[4,1,1]])' "$WORK/plan-recipes.json" >/dev/null
 # The distributed optimizer is predicted where the calibration has the tables (this 2-rank one lacks strided
