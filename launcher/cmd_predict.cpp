@@ -182,7 +182,7 @@ void register_predict(CLI::App& app, std::vector<std::pair<CLI::App*, Action>>& 
   predict_cmd->add_option("--seq", args->seq_len, "Sequence length")->required();
   predict_cmd->add_option("--precision", args->precision, "fp32, tf32, bf16, fp16, amp-bf16 or amp-fp16")->capture_default_str();
   predict_cmd->add_option("--recipe", args->recipe,
-                          "Training techniques: plain, or sp, vp, dopt, rc-sel|rc-full, ovl joined by '+' (e.g. sp+vp+rc-full)")
+                          "Training techniques: plain, or sp, vp, dopt, rc-sel|rc-full, ovl, opg joined by '+' (e.g. sp+vp+rc-full)")
       ->capture_default_str();
   predict_cmd->add_flag("--blind", args->blind, "Precision-blind baseline (fp32 traces and messages)");
   predict_cmd->add_flag("--raw", args->raw, "Without the calibration factor fitted on ground truth");
@@ -281,7 +281,7 @@ void register_plan(CLI::App& app, std::vector<std::pair<CLI::App*, Action>>& act
       ->capture_default_str();
   plan_cmd->add_option("--precisions", a->precisions, "Precisions to consider")->delimiter(',')->capture_default_str();
   plan_cmd->add_option("--recipes", a->recipes,
-                       "Training recipes to consider: plain, or techniques joined by '+' (sp, vp, dopt, rc-sel|rc-full, ovl), "
+                       "Training recipes to consider: plain, or techniques joined by '+' (sp, vp, dopt, rc-sel|rc-full, ovl, opg), "
                        "e.g. plain,sp+vp,sp+vp+rc-full")
       ->delimiter(',')
       ->capture_default_str();
