@@ -31,5 +31,8 @@ void NcclCommunicator::synchronize() {}
 void NcclCommunicator::barrier() {}
 void NcclCommunicator::abandon() {}
 void NcclCommunicator::start_all_reduce_sum(void*, std::size_t, DType) {}
+std::size_t NcclCommunicator::start_all_gather(const void*, void*, std::size_t, DType) { return 0; }
+void NcclCommunicator::wait_started(std::size_t) {}
+void NcclCommunicator::finish_started() {}
 
 }  // namespace itertime
