@@ -87,8 +87,8 @@ const Calibration& choose_calibration(const FittedModel& model, const TargetDevi
 // complete after the share of the stage's gradient bytes up to and including it (the backward's work
 // per parameter taken as even; the stage's last bucket is complete when the backward ends). With
 // overlapped parameter gather (overlap_gather: opg at the configuration's reduction ranks) the
-// once-per-iteration dp_all_gather comms are not in dp_us but in `gathers`, one per call (see
-// parameter_gathers below).
+// once-per-iteration dp_all_gather comms are not in dp_us but in `gathers`, one per call (their
+// before_fraction set at the end of stage_comm).
 struct StageComm {
   double tp_forward_us = 0, tp_backward_us = 0, dp_us = 0;
   double cp_forward_us = 0, cp_backward_us = 0;  // context parallelism's per micro-batch (inside the passes)

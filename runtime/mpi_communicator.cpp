@@ -180,12 +180,11 @@ std::size_t MpiCommunicator::start_all_gather(const void* send, void* recv, std:
   return gather.id;
 }
 
-// Waits for one started all-gather; on a job abort it stays pending (and held) and JobAborted is thrown.
-void MpiCommunicator::wait_gather(StartedGather& gather) {
+void MpiCommunicator::wait_started_request(MPI_Request& request) {
   if (abort_ != nullptr) {
-    abort_->wait_collective(gather.request);
+    abort_->wait_collective(request);
   } else {
-    ITERTIME_MPI_CHECK(MPI_Wait(&gather.request, MPI_STATUS_IGNORE));
+    ITERTIME_MPI_CHECK(MPI_Wait(&request, MPI_STATUS_IGNORE));
   }
 }
 
@@ -194,21 +193,15 @@ void MpiCommunicator::wait_started(std::size_t id) {
   const auto found = std::find_if(gathers_.begin(), gathers_.end(), [id](const StartedGather& g) { return g.id == id; });
   if (found == gathers_.end()) return;  // waited for already
   WatchedOperation watched("wait_started (overlapped all-gather)", found->bytes, size_);
-  wait_gather(*found);
+  wait_started_request(found->request);
   gathers_.erase(found);
 }
 
 void MpiCommunicator::finish_started() {
   WatchedOperation watched("finish_started (overlapped reductions and all-gathers)", -1, size_);
-  for (MPI_Request& request : started_) {
-    if (abort_ != nullptr) {
-      abort_->wait_collective(request);
-    } else {
-      ITERTIME_MPI_CHECK(MPI_Wait(&request, MPI_STATUS_IGNORE));
-    }
-  }
+  for (MPI_Request& request : started_) wait_started_request(request);
   started_.clear();
-  for (StartedGather& gather : gathers_) wait_gather(gather);
+  for (StartedGather& gather : gathers_) wait_started_request(gather.request);
   gathers_.clear();
 }
 

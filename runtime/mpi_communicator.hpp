@@ -74,7 +74,8 @@ class MpiCommunicator final : public Communicator {
   };
   std::vector<StartedGather> gathers_;
   std::size_t next_gather_id_ = 0;
-  void wait_gather(StartedGather& gather);
+  // Waits for a started request; on a job abort it stays pending (and held) and JobAborted is thrown.
+  void wait_started_request(MPI_Request& request);
 };
 
 }  // namespace itertime

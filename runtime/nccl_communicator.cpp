@@ -191,21 +191,24 @@ void NcclCommunicator::send_recv(const void* send, int send_peer, void* recv, in
   ITERTIME_NCCL_CALL(ncclGroupEnd());
 }
 
+// One poll of a polled device wait (JobAbort::wait_until): `status` is the stream's or event's query;
+// true once its work is done; an error of the query, or the communicator's asynchronous error, throws.
+static bool device_work_done(cudaError_t status, ncclComm_t comm) {
+  if (status == cudaSuccess) return true;
+  if (status != cudaErrorNotReady) ITERTIME_CUDA_CALL(status);
+  ncclResult_t async_error = ncclSuccess;
+  ITERTIME_NCCL_CALL(ncclCommGetAsyncError(comm, &async_error));
+  ITERTIME_NCCL_CALL(async_error);
+  return false;
+}
+
 void NcclCommunicator::synchronize() {
   WatchedOperation watched("synchronize (NCCL stream)", -1, size_);
   if (abort_ == nullptr) {
     ITERTIME_CUDA_CALL(cudaStreamSynchronize(state_->stream));
     return;
   }
-  abort_->wait_until([this] {
-    const cudaError_t status = cudaStreamQuery(state_->stream);
-    if (status == cudaSuccess) return true;
-    if (status != cudaErrorNotReady) ITERTIME_CUDA_CALL(status);
-    ncclResult_t async_error = ncclSuccess;
-    ITERTIME_NCCL_CALL(ncclCommGetAsyncError(state_->comm, &async_error));
-    ITERTIME_NCCL_CALL(async_error);
-    return false;
-  });
+  abort_->wait_until([this] { return device_work_done(cudaStreamQuery(state_->stream), state_->comm); });
 }
 
 void NcclCommunicator::start_all_reduce_sum(void* buffer, std::size_t count, DType dtype) {
@@ -244,15 +247,7 @@ void NcclCommunicator::wait_started(std::size_t id) {
   if (abort_ == nullptr) {
     ITERTIME_CUDA_CALL(cudaEventSynchronize(done));
   } else {
-    abort_->wait_until([this, done] {
-      const cudaError_t status = cudaEventQuery(done);
-      if (status == cudaSuccess) return true;
-      if (status != cudaErrorNotReady) ITERTIME_CUDA_CALL(status);
-      ncclResult_t async_error = ncclSuccess;
-      ITERTIME_NCCL_CALL(ncclCommGetAsyncError(state_->comm, &async_error));
-      ITERTIME_NCCL_CALL(async_error);
-      return false;
-    });
+    abort_->wait_until([this, done] { return device_work_done(cudaEventQuery(done), state_->comm); });
   }
   cudaEventDestroy(done);
   gathers.erase(found);
