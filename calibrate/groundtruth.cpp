@@ -33,6 +33,7 @@
 #include "runtime/outside_load_probe.hpp"
 #include "runtime/resume_plan.hpp"
 #include "common/stats.hpp"
+#include "common/store_meta.hpp"
 
 namespace itertime::calibrate {
 using namespace itertime::store;
@@ -40,7 +41,7 @@ using namespace itertime::store;
 namespace {
 
 using Clock = std::chrono::steady_clock;
-constexpr const char* kInFlightAttribute = "groundtruth_in_flight";
+constexpr const char* kInFlightAttribute = store::meta_key::kGroundTruthInFlight;
 
 // Resets the kernel's peak-RSS counter of this process (Linux: writing 5 to clear_refs).
 void reset_peak_rss() {
@@ -560,8 +561,8 @@ GroundTruthSummary calibrate_groundtruth(const GroundTruthOptions& options) {
                                   store.set_meta(kInFlightAttribute, std::string());
                                 }
                                 stamp_recipe(store, resolve_attention_kernel(job.attention));
-                                store.set_meta("groundtruth_job", job.path);
-                                store.set_meta("groundtruth_model", job.model_path);
+                                store.set_meta(store::meta_key::kGroundTruthJob, job.path);
+                                store.set_meta(store::meta_key::kGroundTruthModel, job.model_path);
                               });
   run.summary.configs_total = job.configs.size();
   run.summary.configs_present = run.plan.present_count();

@@ -22,6 +22,7 @@
 #include "runtime/outside_load_probe.hpp"
 #include "common/ops_store.hpp"
 #include "common/stats.hpp"
+#include "common/store_meta.hpp"
 #include "common/training_recipe.hpp"
 
 namespace itertime::calibrate {
@@ -756,9 +757,9 @@ OpsCalibrationSummary calibrate_ops(const OpsCalibrationOptions& options) {
                               request_keys(run.stages), existing_stage_keys, [&](h5::Store& store) {
                                 read_stored_ops(store, run.stored);
                                 stamp_recipe(store, attention);
-                                store.set_meta("ops_job", job.path);
+                                store.set_meta(store::meta_key::kOpsJob, job.path);
                                 // per rank, for rank slots
-                                store.set_meta("ops_compute_threads", static_cast<int64_t>(job.compute_threads));
+                                store.set_meta(store::meta_key::kOpsComputeThreads, static_cast<int64_t>(job.compute_threads));
                               });
   run.summary.stages_present = run.plan.present_count();
   if (world_rank == 0) print_start(run);

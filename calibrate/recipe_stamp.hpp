@@ -14,11 +14,12 @@
 
 #include "common/attention.hpp"
 #include "common/h5store.hpp"
+#include "common/store_meta.hpp"
 
 namespace itertime::calibrate {
 
-inline constexpr const char* kAttentionAttribute = "attention";
-inline constexpr const char* kTorchVersionAttribute = "libtorch_version";
+inline constexpr const char* kAttentionAttribute = store::meta_key::kAttention;
+inline constexpr const char* kTorchVersionAttribute = store::meta_key::kLibtorchVersion;
 
 // The LibTorch version this build runs ("1.13.1"), or "" without LibTorch.
 std::string torch_version();

@@ -25,6 +25,7 @@
 #include "runtime/outside_load_probe.hpp"
 #include "runtime/resume_plan.hpp"
 #include "common/stats.hpp"
+#include "common/store_meta.hpp"
 #include "commbench/point_buffers.hpp"
 #include "commbench/timing_loop.hpp"
 
@@ -172,11 +173,11 @@ void record_topology(h5::Store& store, const NodeInfo& nodes, int world_size, Ba
   }
   std::string hostnames;
   for (std::size_t i = 0; i < nodes.hostnames.size(); ++i) hostnames += (i ? "," : "") + nodes.hostnames[i];
-  store.set_meta("comm_world_size", static_cast<int64_t>(world_size));
-  store.set_meta("comm_num_nodes", static_cast<int64_t>(nodes.num_nodes));
-  store.set_meta("comm_node_of_rank", node_of_rank);
-  store.set_meta("comm_hostnames", hostnames);
-  store.set_meta("comm_backend", backend == Backend::kCuda ? "nccl" : "mpi");
+  store.set_meta(store::meta_key::kCommWorldSize, static_cast<int64_t>(world_size));
+  store.set_meta(store::meta_key::kCommNumNodes, static_cast<int64_t>(nodes.num_nodes));
+  store.set_meta(store::meta_key::kCommNodeOfRank, node_of_rank);
+  store.set_meta(store::meta_key::kCommHostnames, hostnames);
+  store.set_meta(store::meta_key::kCommBackend, backend == Backend::kCuda ? "nccl" : "mpi");
 }
 
 std::vector<std::string> point_keys(const std::vector<PointSpec>& points) {

@@ -1,5 +1,6 @@
 // h5store.cpp: the HDF5 store: files, /meta, typed tables (h5store.hpp).
 #include "common/h5store.hpp"
+#include "common/store_meta.hpp"
 
 #include <fcntl.h>
 #include <sys/file.h>
@@ -26,7 +27,7 @@ namespace itertime::h5 {
 namespace {
 
 constexpr const char* kMetaGroup = "/meta";
-constexpr const char* kSchemaAttribute = "schema_version";
+constexpr const char* kSchemaAttribute = store::meta_key::kSchemaVersion;
 
 void silence_hdf5() {
   // HDF5 prints its error stack on every failed call by default; we report errors ourselves.
@@ -679,9 +680,9 @@ Store Store::create_or_resume(const std::string& path, bool force, bool resume,
   if (resume && std::filesystem::exists(path, error)) {
     Store store = open(path, true);
     // The file keeps the provenance of the run that created it; each resumed run is noted beside it.
-    const auto argv = provenance.find("argv");
-    store.set_meta("resumed_utc", utc_now_for_meta());
-    if (argv != provenance.end()) store.set_meta("resumed_argv", argv->second);
+    const auto argv = provenance.find(store::meta_key::kArgv);
+    store.set_meta(store::meta_key::kResumedUtc, utc_now_for_meta());
+    if (argv != provenance.end()) store.set_meta(store::meta_key::kResumedArgv, argv->second);
     return store;
   }
   return create(path, force, provenance);

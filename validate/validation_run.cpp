@@ -9,6 +9,7 @@
 #include "common/calibration_records.hpp"
 #include "common/groundtruth_store.hpp"
 #include "common/h5store.hpp"
+#include "common/store_meta.hpp"
 #include "predict/fitted_model.hpp"
 #include "validate/validation_report.hpp"
 #include "validate/validation_store.hpp"
@@ -28,10 +29,9 @@ namespace {
 
 // The model config /meta groundtruth_model names, when that file is readable here.
 std::optional<LlamaSpec> recorded_model(const h5::Store& store) {
-  const auto meta = store.meta();
-  const auto found = meta.find("groundtruth_model");
-  if (found == meta.end() || found->second.empty() || !std::filesystem::is_regular_file(found->second)) return std::nullopt;
-  return load_llama_config(found->second);
+  const std::string model_path = store::read_store_meta(store).groundtruth_model;
+  if (model_path.empty() || !std::filesystem::is_regular_file(model_path)) return std::nullopt;
+  return load_llama_config(model_path);
 }
 
 }  // namespace

@@ -1,0 +1,59 @@
+// store_meta.cpp: see store_meta.hpp.
+#include "common/store_meta.hpp"
+
+#include <charconv>
+
+#include "common/errors.hpp"
+
+namespace itertime::store {
+namespace {
+
+const std::string* find(const std::map<std::string, std::string>& attributes, const char* key) {
+  const auto found = attributes.find(key);
+  return found == attributes.end() ? nullptr : &found->second;
+}
+
+int64_t parse_count(const std::map<std::string, std::string>& attributes, const char* key, const std::string& file) {
+  const std::string* text = find(attributes, key);
+  if (text == nullptr) return 0;
+  int64_t value = 0;
+  const char* end = text->data() + text->size();
+  const auto [stop, error] = std::from_chars(text->data(), end, value);
+  if (error != std::errc() || stop != end || value < 0) {
+    throw UserError(file + ": /meta " + key + " is '" + *text +
+                    "', not a count; the file was not written by itertime or is damaged: calibrate again");
+  }
+  return value;
+}
+
+template <typename Parse>
+auto parse_enum(const std::map<std::string, std::string>& attributes, const char* key, const std::string& file,
+                Parse parse) -> std::optional<decltype(parse(std::string_view()))> {
+  const std::string* text = find(attributes, key);
+  if (text == nullptr) return std::nullopt;
+  try {
+    return parse(*text);
+  } catch (const UserError& error) {
+    throw UserError(file + ": /meta " + key + ": " + error.what());
+  }
+}
+
+}  // namespace
+
+StoreMeta parse_store_meta(const std::map<std::string, std::string>& attributes, const std::string& file) {
+  StoreMeta meta;
+  meta.backend = parse_enum(attributes, meta_key::kBackend, file, [](std::string_view text) { return parse_backend(text); });
+  meta.attention = parse_enum(attributes, meta_key::kAttention, file, [](std::string_view text) { return parse_attention(text); });
+  if (const std::string* text = find(attributes, meta_key::kLibtorchVersion)) meta.libtorch_version = *text;
+  if (const std::string* text = find(attributes, meta_key::kHardware); text != nullptr && *text != "none") meta.hardware = *text;
+  if (const std::string* text = find(attributes, meta_key::kGroundTruthModel)) meta.groundtruth_model = *text;
+  meta.world_size = parse_count(attributes, meta_key::kWorldSize, file);
+  meta.num_nodes = parse_count(attributes, meta_key::kNumNodes, file);
+  meta.cpu_cores_per_node = parse_count(attributes, meta_key::kCpuCoresPerNode, file);
+  meta.ops_compute_threads = parse_count(attributes, meta_key::kOpsComputeThreads, file);
+  return meta;
+}
+
+StoreMeta read_store_meta(const h5::Store& store) { return parse_store_meta(store.meta(), store.path()); }
+
+}  // namespace itertime::store

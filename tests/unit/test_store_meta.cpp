@@ -1,0 +1,97 @@
+// Unit tests of common/store_meta: /meta read once into a typed record. Absent attributes read as the
+// documented defaults (older files); present ones parse into enums and counts, and text that does not
+// parse is a UserError naming the file and the attribute (never silently a default); a round trip
+// through a real store reads what the provenance and the stages wrote, integer attributes included.
+#include <gtest/gtest.h>
+
+#include <map>
+#include <string>
+
+#include "common/errors.hpp"
+#include "common/h5store.hpp"
+#include "common/store_meta.hpp"
+#include "temp_dir.hpp"
+
+namespace itertime::store {
+namespace {
+
+std::string error_of(const std::map<std::string, std::string>& attributes) {
+  try {
+    parse_store_meta(attributes, "cal.h5");
+  } catch (const UserError& error) {
+    return error.what();
+  }
+  return "";
+}
+
+TEST(StoreMeta, AbsentAttributesReadAsTheirDefaults) {
+  const StoreMeta meta = parse_store_meta({{meta_key::kSchemaVersion, "6"}}, "cal.h5");
+  EXPECT_FALSE(meta.backend.has_value());
+  EXPECT_FALSE(meta.attention.has_value());
+  EXPECT_EQ(meta.libtorch_version, "");
+  EXPECT_EQ(meta.hardware, "");
+  EXPECT_EQ(meta.world_size, 0);
+  EXPECT_EQ(meta.num_nodes, 0);
+  EXPECT_EQ(meta.cpu_cores_per_node, 0);
+  EXPECT_EQ(meta.ops_compute_threads, 0);
+  EXPECT_EQ(meta.groundtruth_model, "");
+}
+
+TEST(StoreMeta, PresentAttributesParseIntoTypes) {
+  const StoreMeta meta = parse_store_meta({{meta_key::kBackend, "cuda"},
+                                           {meta_key::kAttention, "sdpa"},
+                                           {meta_key::kLibtorchVersion, "2.6.0"},
+                                           {meta_key::kHardware, "h100-sxm"},
+                                           {meta_key::kWorldSize, "16"},
+                                           {meta_key::kNumNodes, "2"},
+                                           {meta_key::kCpuCoresPerNode, "112"},
+                                           {meta_key::kOpsComputeThreads, "4"},
+                                           {meta_key::kGroundTruthModel, "data/models/tiny.json"}},
+                                          "cal.h5");
+  EXPECT_EQ(meta.backend, Backend::kCuda);
+  EXPECT_EQ(meta.attention, AttentionKernel::kSdpa);
+  EXPECT_EQ(meta.libtorch_version, "2.6.0");
+  EXPECT_EQ(meta.hardware, "h100-sxm");
+  EXPECT_EQ(meta.world_size, 16);
+  EXPECT_EQ(meta.num_nodes, 2);
+  EXPECT_EQ(meta.cpu_cores_per_node, 112);
+  EXPECT_EQ(meta.ops_compute_threads, 4);
+  EXPECT_EQ(meta.groundtruth_model, "data/models/tiny.json");
+}
+
+TEST(StoreMeta, HardwareNoneMeansNoDescription) {
+  EXPECT_EQ(parse_store_meta({{meta_key::kHardware, "none"}}, "cal.h5").hardware, "");
+}
+
+TEST(StoreMeta, TextThatDoesNotParseIsAUserErrorNamingFileAndAttribute) {
+  for (const char* bad : {"", "4x", "-1", "1e3", " 4", "99999999999999999999"}) {
+    const std::string message = error_of({{meta_key::kWorldSize, bad}});
+    EXPECT_NE(message.find("cal.h5"), std::string::npos) << bad;
+    EXPECT_NE(message.find("world_size"), std::string::npos) << bad;
+  }
+  const std::string backend = error_of({{meta_key::kBackend, "tpu"}});
+  EXPECT_NE(backend.find("/meta backend"), std::string::npos) << backend;
+  EXPECT_NE(backend.find("tpu"), std::string::npos) << backend;
+  const std::string attention = error_of({{meta_key::kAttention, "flash"}});
+  EXPECT_NE(attention.find("/meta attention"), std::string::npos) << attention;
+}
+
+TEST(StoreMeta, ReadsWhatAStoreHolds) {
+  itertime::testing::TempDir dir;
+  const std::string path = (dir.path() / "meta.h5").string();
+  {
+    h5::Store store = h5::Store::create(path, /*force=*/false,
+                                        {{meta_key::kBackend, "cpu"}, {meta_key::kWorldSize, "4"}, {meta_key::kHardware, "none"}});
+    store.set_meta(meta_key::kOpsComputeThreads, static_cast<int64_t>(2));  // an integer attribute
+    store.set_meta(meta_key::kAttention, "eager");
+  }
+  const StoreMeta meta = read_store_meta(h5::Store::open(path, /*writable=*/false));
+  EXPECT_EQ(meta.backend, Backend::kCpu);
+  EXPECT_EQ(meta.world_size, 4);
+  EXPECT_EQ(meta.ops_compute_threads, 2);
+  EXPECT_EQ(meta.attention, AttentionKernel::kEager);
+  EXPECT_EQ(meta.hardware, "");
+}
+
+}  // namespace
+}  // namespace itertime::store
