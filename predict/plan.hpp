@@ -27,8 +27,8 @@
 #include "common/precision.hpp"
 #include "common/training_techniques.hpp"
 #include "common/hardware_spec.hpp"
-#include "predict/fitted_model.hpp"
-#include "predict/target_device.hpp"
+#include "predict/model/fitted_model.hpp"
+#include "predict/resolver/target_device.hpp"
 
 namespace itertime::predict {
 

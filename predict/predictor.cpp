@@ -8,8 +8,8 @@
 
 #include "common/errors.hpp"
 #include "common/stats.hpp"
-#include "predict/described_comm.hpp"
-#include "predict/schedule.hpp"
+#include "predict/device/described_comm.hpp"
+#include "predict/schedule/schedule.hpp"
 
 namespace itertime::predict {
 namespace {
@@ -52,7 +52,7 @@ std::optional<std::string> unmodelled_reason(const ParallelConfig& c, const Trai
 // Step 2: the occupancy operators are timed at. Oversubscribed CPU ranks (more ranks than the node's rank
 // slots, but no more than the calibrated node ran) take their time as profiled with every slot busy
 // (the profile's median leaves time-sharing out); the schedule stretches them by processor sharing
-// (predict/schedule.hpp), the tail by ranks / slots.
+// (predict/schedule/schedule.hpp), the tail by ranks / slots.
 struct OccupancyPlan {
   int64_t occupancy = 1;          // ranks busy at once
   int64_t profile_occupancy = 1;  // the occupancy operator times are taken at
@@ -459,7 +459,7 @@ ScheduleInput schedule_input(const PipelineFigures& pipeline, const ParallelConf
 // stage to finish. With overlapped parameter gather the tail holds no DP all-gather: each stage's
 // all-gathers run from its update's end into the next step, whose first forward on stage s (at the
 // step's end + its first forward's start in this schedule, taking as long as this one's) waits for the
-// buckets still being gathered (predict/schedule.hpp exposed_parameter_gather_us). The iteration is
+// buckets still being gathered (predict/schedule/schedule.hpp exposed_parameter_gather_us). The iteration is
 // longer by the largest wait over the stages: an approximation, as one stage's wait also shifts the
 // pipeline behind it (and a stage whose update ended early has that head start).
 struct StepEnd {

@@ -14,7 +14,7 @@
 #include "common/pipeline_order.hpp"
 #include "common/precision.hpp"
 #include "common/training_techniques.hpp"
-#include "predict/memory_model.hpp"
+#include "predict/memory/memory_model.hpp"
 
 namespace itertime::predict {
 namespace {

@@ -15,9 +15,10 @@
 #include "common/dtype.hpp"
 #include "common/errors.hpp"
 #include "common/model_spec.hpp"
-#include "predict/comm_model.hpp"
-#include "predict/fitted_model.hpp"
-#include "predict/op_builder.hpp"
+#include "predict/device/comm_model.hpp"
+#include "predict/model/fitted_model.hpp"
+#include "predict/model/fitted_model_archive.hpp"  // the archive text itself (private to the model room)
+#include "predict/builder/op_builder.hpp"
 #include "predict/predictor.hpp"
 #include "common/calibration_records.hpp"
 #include "tests/predict/comm_rows.hpp"
@@ -110,7 +111,7 @@ TEST(Serialization, EmptyCommModelRoundTrips) {
 FittedModel full_model() {
   FittedModel model;
   model.source_file = "synthetic.h5";
-  model.backend = "cpu";
+  model.backend = Backend::kCpu;
   std::vector<store::CommRow> rows = test_rows::synthetic_rows("send", "float32", 2, "consecutive", 5.0, 1e-3, 1024, 1 << 20);
   model.comm = CommModel(store::to_records(rows));
   model.occupancies = {1, 2};
@@ -215,7 +216,7 @@ TEST(Serialization, SaveRefusesToOverwriteWithoutForce) {
   std::getline(in, text);
   EXPECT_EQ(text, "keep me");
   save_model(full_model(), file, /*force=*/true);
-  EXPECT_EQ(load_model(file).backend, "cpu");
+  EXPECT_EQ(load_model(file).backend, Backend::kCpu);
 }
 
 TEST(Serialization, LoadRefusesAnotherVersionAndForeignFiles) {
