@@ -59,7 +59,7 @@ void add_ops(FittedModel& model, const store::OpsRecords& ops) {
   }
 }
 
-// The transferable operator model (operator_roofline.hpp): fitted at the lowest profiled occupancy
+// The transferable operator model (device/operator_roofline.hpp): fitted at the lowest profiled occupancy
 // against the description the devices matched, checked at every other occupancy. Nothing when the
 // description is not shipped here (the file still predicts with its own profiles).
 void add_roofline(FittedModel& model, const store::OpsRecords& ops, int threads_per_rank) {

@@ -26,7 +26,7 @@
 //    first parameter after the bytes of those gathered before it; they run one after another from the
 //    stage's update end, and the next step (starting at this step's end without them) waits, on each stage,
 //    before its first forward (micro-batch 0's, as long as in this schedule) reaches a bucket not yet
-//    gathered (schedule.hpp exposed_parameter_gather_us). The iteration is longer by the largest wait over
+//    gathered (schedule/schedule.hpp exposed_parameter_gather_us). The iteration is longer by the largest wait over
 //    the stages (an approximation: a wait shifts the pipeline behind it), counted in dp_comm_us.
 //  - The step ends when the last stage finishes: its timeline's end, its exposed reduction, then its
 //    once-per-iteration tail (sp_grads, dp_buffer, DP communication, optimizer); with opg, plus the
