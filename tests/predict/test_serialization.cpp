@@ -206,6 +206,31 @@ TEST(Serialization, TypedTermsKeepTheTextArchiveFormat) {
   EXPECT_EQ(loaded.count, 2);
 }
 
+// The backend and the attention kernel are enums in memory and their names in the archive, as the strings
+// of models saved before them were; a backend the calibration did not record is "unknown" and loads as none.
+TEST(Serialization, BackendAndAttentionKeepTheirNamesInTheArchive) {
+  TempFolder folder;
+  const std::string file = (folder.path / "model.itm").string();
+  FittedModel model = full_model();
+  model.backend = Backend::kCuda;
+  model.attention = AttentionKernel::kSdpa;
+  save_model(model, file, /*force=*/false);
+  std::stringstream text;
+  text << std::ifstream(file).rdbuf();
+  EXPECT_NE(text.str().find(" 12 synthetic.h5 4 cuda "), std::string::npos) << text.str().substr(0, 200);
+  EXPECT_NE(text.str().find(" 4 sdpa "), std::string::npos);
+  const FittedModel loaded = load_model(file);
+  EXPECT_EQ(loaded.backend, Backend::kCuda);
+  EXPECT_EQ(loaded.attention, AttentionKernel::kSdpa);
+
+  model.backend.reset();
+  save_model(model, file, /*force=*/true);
+  std::stringstream unknown;
+  unknown << std::ifstream(file).rdbuf();
+  EXPECT_NE(unknown.str().find(" 12 synthetic.h5 7 unknown "), std::string::npos) << unknown.str().substr(0, 200);
+  EXPECT_FALSE(load_model(file).backend.has_value());
+}
+
 TEST(Serialization, SaveRefusesToOverwriteWithoutForce) {
   TempFolder folder;
   const std::string file = (folder.path / "model.itm").string();
