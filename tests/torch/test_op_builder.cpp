@@ -1,4 +1,4 @@
-// test_op_builder.cpp: the predictor's stage builder (predict/op_builder.hpp, no LibTorch) against the
+// test_op_builder.cpp: the predictor's stage builder (predict/builder/op_builder.hpp, no LibTorch) against the
 // tracer: for each case the stage is traced with LibTorch (calibrate::trace_stage_info) and built from the
 // model, and the two must agree exactly.
 // Invariants:
@@ -34,7 +34,7 @@
 #include "common/model_spec.hpp"
 #include "common/phase.hpp"
 #include "common/training_techniques.hpp"
-#include "predict/op_builder.hpp"
+#include "predict/builder/op_builder.hpp"
 #include "tests/torch/torch_features.hpp"
 
 namespace itertime {

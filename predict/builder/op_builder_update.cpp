@@ -21,7 +21,7 @@
 #include <utility>
 
 #include "common/training_recipe.hpp"
-#include "predict/op_builder_stage.hpp"
+#include "predict/builder/op_builder_stage.hpp"
 
 namespace itertime::predict::builder {
 namespace {

@@ -4,7 +4,7 @@
 // emitted and counted for all, OpEmitter::set_repeat), and on the last stage the head and the loss.
 // Invariants: calls in LibTorch's order; autocast's casts only where the policy autocasts.
 #include "common/errors.hpp"
-#include "predict/op_builder_stage.hpp"
+#include "predict/builder/op_builder_stage.hpp"
 
 namespace itertime::predict::builder {
 namespace {

@@ -1,38 +1,34 @@
-// fitted_model.hpp: everything prediction needs, fitted from one calibration file (cluster.h5) and saved
-// with Boost.Serialization: the communication model, the profiled operator times per occupancy, the
-// traced operator sequences of every pipeline stage (precision-aware and precision-blind), a
-// regression per (operator, dtype) for operators without a usable profile, and a calibration factor
-// per occupancy fitted on ground truth.
+// fitted_model.hpp: everything prediction needs, fitted from one calibration file (cluster.h5): the
+// communication model, the profiled operator times per occupancy, the traced operator sequences of every
+// pipeline stage (precision-aware and precision-blind), a regression per (operator, dtype) for operators
+// without a usable profile, and a calibration factor per occupancy fitted on ground truth. The data type
+// and its save / load; the fitting is predict/fit_model.hpp's.
 // Invariants:
-//  - fit_model() reads /ops and, when present, /comm and /groundtruth, as typed records
-//    (common/calibration_records.hpp); it never writes the file.
-//  - save() writes a text archive that starts with the format name and kFittedModelVersion; load()
-//    refuses another version (UserError naming both) and anything that is not such a file.
+//  - save_model() writes a text archive (Boost.Serialization, private to model/fitted_model_io.cpp) that
+//    starts with the format name and kFittedModelVersion; load_model() refuses another version (UserError
+//    naming both) and anything that is not such a file.
 //  - Calibration factors are fitted from every ground-truth tuple given, per occupancy; validation refits
 //    them leave-one-tuple-out (see predictor.hpp), never scoring a configuration its own factor saw.
-//  - Phases, comm kinds and dtypes are enums in memory and their canonical names in the archive (the
-//    text the archive held before they were enums).
-//  - A FittedModel is immutable once fitted or loaded: it holds no cache (stage_resolver.hpp owns those).
+//  - Phases, comm kinds, dtypes, the backend and the attention kernel are enums in memory and their
+//    canonical names in the archive (the text the archive held before they were enums; a backend the
+//    calibration did not record is "unknown").
+//  - A FittedModel is immutable once fitted or loaded: it holds no cache (resolver/stage_resolver.hpp owns those).
 #pragma once
 
-#include <boost/serialization/map.hpp>
-#include <boost/serialization/split_member.hpp>
-#include <boost/serialization/string.hpp>
-#include <boost/serialization/utility.hpp>
-#include <boost/serialization/vector.hpp>
 #include <cstdint>
 #include <map>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
 
 #include "common/attention.hpp"
-#include "common/collective.hpp"
-#include "common/phase.hpp"
+#include "common/dtype.hpp"
 #include "common/precision.hpp"
-#include "predict/comm_model.hpp"
-#include "predict/op_regression.hpp"
-#include "predict/operator_roofline.hpp"
+#include "predict/device/comm_model.hpp"
+#include "predict/device/op_regression.hpp"
+#include "predict/device/operator_roofline.hpp"
+#include "predict/model/stage_ops.hpp"
 
 namespace itertime::predict {
 
@@ -48,7 +44,6 @@ struct OpInfo {
   std::string input_dtypes;  // as stored: an opaque grouping key (common/calibration_records.hpp)
   std::string output_dtype;
   double flops = 0, bytes = 0;
-  template <class A> void serialize(A& a, unsigned) { a & name & signature & input_dtypes & output_dtype & flops & bytes; }
 };
 
 // The key of an operator's regression group (FittedModel::regressions): its name and its input dtypes
@@ -57,48 +52,6 @@ inline std::string regression_key(const std::string& name, const std::string& st
   return name + "|" + stored_input_dtypes;
 }
 
-struct SequenceEntry {
-  Phase phase = Phase::kForward;
-  int64_t signature_id = 0;
-  int64_t count = 0;
-  template <class A> void save(A& a, unsigned) const {
-    std::string phase_name = to_string(phase);
-    a & phase_name & signature_id & count;
-  }
-  template <class A> void load(A& a, unsigned) {
-    std::string phase_name;
-    a & phase_name & signature_id & count;
-    phase = parse_phase(phase_name);
-  }
-  BOOST_SERIALIZATION_SPLIT_MEMBER()
-};
-
-struct CommOp {
-  Phase phase = Phase::kForward;
-  CommKind kind = CommKind::kTpAllReduce;
-  DType dtype = DType::kFloat32;
-  int64_t bytes = 0, count = 0;
-  template <class A> void save(A& a, unsigned) const {
-    std::string phase_name = to_string(phase), kind_name = to_string(kind), dtype_name = to_string(dtype);
-    a & phase_name & kind_name & dtype_name & bytes & count;
-  }
-  template <class A> void load(A& a, unsigned) {
-    std::string phase_name, kind_name, dtype_name;
-    a & phase_name & kind_name & dtype_name & bytes & count;
-    phase = parse_phase(phase_name);
-    kind = parse_comm_kind(kind_name);
-    dtype = parse_dtype(dtype_name);
-  }
-  BOOST_SERIALIZATION_SPLIT_MEMBER()
-};
-
-struct StageOps {
-  std::vector<SequenceEntry> sequence;
-  std::vector<CommOp> comms;
-  int64_t local_params = 0;
-  template <class A> void serialize(A& a, unsigned) { a & sequence & comms & local_params; }
-};
-
 // Terms fitted on ground truth: a framework overhead per operator call (dispatch and autograd
 // bookkeeping that an operator timed in isolation does not pay) and a multiplicative factor, per
 // occupancy; `global` is fitted on every occupancy and used where an occupancy has no ground truth.
@@ -106,7 +59,6 @@ struct Calibration {
   double op_overhead_us = 0.0;
   double factor = 1.0;
   int64_t rows = 0;  // ground-truth configurations it was fitted on (0: identity)
-  template <class A> void serialize(A& a, unsigned) { a & op_overhead_us & factor & rows; }
 };
 
 // The terms fitted on ground truth, per occupancy (busy ranks). A prediction at an occupancy nothing was
@@ -119,12 +71,11 @@ struct CalibrationSet {
   int64_t source_occupancy(int64_t occupancy) const;
   // Those terms; the identity (no overhead, factor 1, rows 0) when nothing was fitted.
   const Calibration& for_occupancy(int64_t occupancy) const;
-  template <class A> void serialize(A& a, unsigned) { a & per_occupancy; }
 };
 
 struct FittedModel {
   std::string source_file;
-  std::string backend;
+  std::optional<Backend> backend;  // /meta `backend`; nullopt when the calibration did not record it
   CommModel comm;
   std::map<int64_t, OpInfo> signatures;
   std::map<std::string, int64_t> signature_ids;  // signature text -> id
@@ -138,7 +89,7 @@ struct FittedModel {
   double rank_slots = 0;
   double node_ranks = 0;  // ranks the calibration ran on its one node; sharing is modelled up to that many
   // How the calibration ran (calibrate/recipe_stamp.hpp): stages built for untraced shapes follow it.
-  std::string attention = "eager";
+  AttentionKernel attention = AttentionKernel::kEager;
   std::string libtorch_version;  // "" for files from before it was stored (LibTorch 1.13)
   // The data/hardware description the calibrated devices matched (/meta `hardware`): "" when the file
   // names none (written before it was stored, or `none`: no description matched).
@@ -150,11 +101,6 @@ struct FittedModel {
   std::vector<TransferCheck> roofline_transfer;
   CalibrationSet calibration;        // precision-aware predictions
   CalibrationSet calibration_blind;  // the precision-blind baseline gets the same treatment
-
-  template <class A> void serialize(A& a, unsigned) {
-    a & source_file & backend & comm & signatures & signature_ids & op_time_us & stages & regressions & regression_checks & occupancies & rank_slots & node_ranks &
-        attention & libtorch_version & hardware & roofline & roofline_transfer & calibration & calibration_blind;
-  }
 };
 
 // What the calibrated LibTorch could run (fp16 products on cpu from LibTorch 2.x on).
@@ -163,12 +109,11 @@ BackendCapabilities backend_capabilities(const FittedModel& model);
 // The upward extrapolation checks of every regression group, pooled (op_regression.hpp).
 PooledCheck pooled_regression_check(const FittedModel& model);
 
-// Reads a calibration file. Throws UserError when it lacks /comm or /ops.
-FittedModel fit_model(const std::string& calibration_path);
+// Writes `model` to `path` (UserError when it exists and `force` is false); never leaves a half-written
+// file under that name. Defined in fitted_model_io.cpp with the archive.
 void save_model(const FittedModel& model, const std::string& path, bool force);
+// Reads a model save_model() wrote; UserErrors for a missing file, another version, a foreign or damaged one.
 FittedModel load_model(const std::string& path);
-// A calibration file (.h5, HDF5 signature) is fitted on the fly; anything else is loaded as a saved model.
-FittedModel load_or_fit(const std::string& path);
 
 }  // namespace itertime::predict
 

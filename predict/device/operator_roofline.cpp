@@ -1,5 +1,5 @@
 // operator_roofline.cpp: the transferable operator model (operator_roofline.hpp).
-#include "predict/operator_roofline.hpp"
+#include "predict/device/operator_roofline.hpp"
 
 #include <algorithm>
 #include <cmath>

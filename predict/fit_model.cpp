@@ -1,29 +1,26 @@
-// fitted_model.cpp: the fitted model from a calibration file's records; save and load (fitted_model.hpp).
-#include "predict/fitted_model.hpp"
+// fit_model.cpp: the fitted model from a calibration file's records (fit_model.hpp): /meta read into
+// the model's typed fields, the operator profiles, regressions and traced stages, the operator roofline,
+// the comm model, and the calibration fitted on ground truth through the predictor.
+#include "predict/fit_model.hpp"
 
 #include <H5public.h>
-#include <boost/archive/text_iarchive.hpp>
-#include <boost/archive/text_oarchive.hpp>
 
 #include <algorithm>
-#include <array>
-#include <cstdlib>
 #include <cmath>
-#include <set>
+#include <cstdlib>
 #include <filesystem>
-#include <fstream>
+#include <set>
 
 #include "common/calibration_records.hpp"
 #include "common/errors.hpp"
 #include "common/h5store.hpp"
+#include "common/store_meta.hpp"
 #include "common/hardware_spec.hpp"
 #include "predict/predictor.hpp"
-#include "predict/stage_resolver.hpp"
+#include "predict/resolver/stage_resolver.hpp"
 
 namespace itertime::predict {
 namespace {
-
-constexpr const char* kFormatName = "itertime-fitted-model";
 
 // The operator part of the model: signatures, profiled times per occupancy, the regressions fitted on
 // them, and the traced stages.
@@ -63,7 +60,7 @@ void add_ops(FittedModel& model, const store::OpsRecords& ops) {
   }
 }
 
-// The transferable operator model (operator_roofline.hpp): fitted at the lowest profiled occupancy
+// The transferable operator model (device/operator_roofline.hpp): fitted at the lowest profiled occupancy
 // against the description the devices matched, checked at every other occupancy. Nothing when the
 // description is not shipped here (the file still predicts with its own profiles).
 void add_roofline(FittedModel& model, const store::OpsRecords& ops, int threads_per_rank) {
@@ -104,25 +101,6 @@ void add_roofline(FittedModel& model, const store::OpsRecords& ops, int threads_
 
 }  // namespace
 
-int64_t CalibrationSet::source_occupancy(int64_t occupancy) const {
-  int64_t best = -1;
-  for (const auto& entry : per_occupancy) {  // ascending, so a tie keeps the lower occupancy
-    const int64_t fitted = entry.first;
-    if (best < 0 || std::llabs(fitted - occupancy) < std::llabs(best - occupancy)) best = fitted;
-  }
-  return best;
-}
-
-const Calibration& CalibrationSet::for_occupancy(int64_t occupancy) const {
-  static const Calibration kIdentity{};
-  const int64_t source = source_occupancy(occupancy);
-  return source < 0 ? kIdentity : per_occupancy.at(source);
-}
-
-BackendCapabilities backend_capabilities(const FittedModel& model) {
-  return BackendCapabilities{model.libtorch_version.rfind("2.", 0) == 0};
-}
-
 FittedModel fit_model(const std::string& calibration_path) {
   h5::Store store = h5::Store::open(calibration_path, /*writable=*/false);
   if (!store.exists(store::kOpStages)) {
@@ -130,24 +108,18 @@ FittedModel fit_model(const std::string& calibration_path) {
   }
   FittedModel model;
   model.source_file = calibration_path;
-  const auto meta = store.meta();
-  model.backend = meta.count("backend") ? meta.at("backend") : "unknown";
-  if (meta.count("attention")) model.attention = meta.at("attention");
-  if (meta.count("libtorch_version")) model.libtorch_version = meta.at("libtorch_version");
-  if (meta.count("hardware") && meta.at("hardware") != "none") model.hardware = meta.at("hardware");
+  // The text boundary: /meta is read once into typed fields (common/store_meta.hpp).
+  const store::StoreMeta meta = store::read_store_meta(store);
+  model.backend = meta.backend;
+  if (meta.attention) model.attention = *meta.attention;
+  model.libtorch_version = meta.libtorch_version;
+  model.hardware = meta.hardware;
   int threads_per_rank = 1;
-  // Oversubscribed CPU ranks share cores (predict/schedule.hpp): how many can compute at once.
-  if (model.backend == "cpu" && meta.count("cpu_cores_per_node") && (!meta.count("num_nodes") || meta.at("num_nodes") == "1")) {
-    const auto number = [](const std::string& text) {
-      char* end = nullptr;
-      const double value = std::strtod(text.c_str(), &end);
-      return end != text.c_str() && std::isfinite(value) ? value : 0.0;
-    };
-    const double cores = number(meta.at("cpu_cores_per_node"));
-    const double threads = meta.count("ops_compute_threads") ? std::max(1.0, number(meta.at("ops_compute_threads"))) : 1.0;
-    threads_per_rank = static_cast<int>(threads);
-    if (cores >= 1) model.rank_slots = std::max(1.0, std::floor(cores / threads));
-    model.node_ranks = meta.count("world_size") ? number(meta.at("world_size")) : 0.0;
+  // Oversubscribed CPU ranks share cores (predict/schedule/schedule.hpp): how many can compute at once.
+  if (model.backend == Backend::kCpu && meta.cpu_cores_per_node > 0 && meta.num_nodes <= 1) {
+    threads_per_rank = static_cast<int>(std::max<int64_t>(1, meta.ops_compute_threads));
+    model.rank_slots = std::max(1.0, std::floor(static_cast<double>(meta.cpu_cores_per_node) / threads_per_rank));
+    model.node_ranks = static_cast<double>(meta.world_size);
   }
   // Without /comm (a machine of one GPU has no communicator to measure) the comm model is empty: a
   // configuration that communicates is then unpredicted, with the reason, and one that does not is
@@ -161,53 +133,6 @@ FittedModel fit_model(const std::string& calibration_path) {
     StageResolver resolver(model, StagePolicy::kTracedThenBuilt);
     model.calibration = fit_calibration(resolver, groundtruth, /*blind=*/false, {}).calibration;
     model.calibration_blind = fit_calibration(resolver, groundtruth, /*blind=*/true, {}).calibration;
-  }
-  return model;
-}
-
-PooledCheck pooled_regression_check(const FittedModel& model) {
-  std::vector<RegressionCheck> checks;
-  checks.reserve(model.regression_checks.size());
-  for (const auto& [key, check] : model.regression_checks) checks.push_back(check);
-  return pool_checks(checks);
-}
-
-void save_model(const FittedModel& model, const std::string& path, bool force) {
-  std::error_code error;
-  if (std::filesystem::exists(path, error) && !force) {
-    throw UserError(path + ": file exists; pass --force to overwrite it");
-  }
-  const std::string temporary = path + ".tmp";
-  {
-    std::ofstream out(temporary);
-    if (!out) throw UserError(path + ": cannot be written; check the folder and permissions");
-    out << kFormatName << " " << kFittedModelVersion << "\n";
-    boost::archive::text_oarchive archive(out);
-    archive << model;
-  }
-  std::filesystem::rename(temporary, path);  // never leave a half-written model under the real name
-}
-
-FittedModel load_model(const std::string& path) {
-  std::error_code error;
-  if (!std::filesystem::exists(path, error)) throw UserError(path + ": no such file; pass a model written by `itertime fit` or a calibration .h5");
-  std::ifstream in(path);
-  std::string format;
-  int version = 0;
-  in >> format >> version;
-  if (!in || format != kFormatName) {
-    throw UserError(path + ": not an itertime fitted model (written by `itertime fit`) nor an HDF5 calibration file");
-  }
-  if (version != kFittedModelVersion) {
-    throw UserError(path + ": fitted model version " + std::to_string(version) + ", this itertime reads version " +
-                    std::to_string(kFittedModelVersion) + "; fit it again with `itertime fit`");
-  }
-  FittedModel model;
-  try {
-    boost::archive::text_iarchive archive(in);
-    archive >> model;
-  } catch (const std::exception& e) {
-    throw UserError(path + ": damaged fitted model (" + e.what() + "); fit it again with `itertime fit`");
   }
   return model;
 }

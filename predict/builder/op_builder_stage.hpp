@@ -34,8 +34,8 @@
 
 #include "common/parallel_config.hpp"
 #include "common/precision.hpp"
-#include "predict/op_builder.hpp"
-#include "predict/op_emitter.hpp"
+#include "predict/builder/op_builder.hpp"
+#include "predict/builder/op_emitter.hpp"
 
 namespace itertime::predict::builder {
 

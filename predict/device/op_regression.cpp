@@ -1,5 +1,5 @@
 // op_regression.cpp: see op_regression.hpp.
-#include "predict/op_regression.hpp"
+#include "predict/device/op_regression.hpp"
 
 #include <algorithm>
 #include <array>

@@ -6,14 +6,14 @@
 // Invariants:
 //  - Signatures are rendered by common/op_signature.hpp, the tracer's own format, and their FLOPs and
 //    bytes come from common/op_cost.hpp as the tracer's do, so an equal signature implies equal figures.
-//  - Tensor strides follow ATen (predict/aten_emulation.hpp): views keep their strides, reshape is a view
+//  - Tensor strides follow ATen (predict/builder/aten_emulation.hpp): views keep their strides, reshape is a view
 //    when ATen's computeStride allows it (else a contiguous copy), element-wise results follow their
 //    first input's layout.
-#include "predict/op_builder.hpp"
+#include "predict/builder/op_builder.hpp"
 
 #include "common/errors.hpp"
 #include "common/parallel_config.hpp"
-#include "predict/op_builder_stage.hpp"
+#include "predict/builder/op_builder_stage.hpp"
 
 namespace itertime::predict {
 namespace {

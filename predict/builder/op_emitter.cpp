@@ -1,5 +1,5 @@
 // op_emitter.cpp: see op_emitter.hpp.
-#include "predict/op_emitter.hpp"
+#include "predict/builder/op_emitter.hpp"
 
 #include <utility>
 

@@ -1,7 +1,7 @@
 // op_emitter.hpp: the stage builder's recorder of operator calls (an internal part of predict/op_builder):
 // it renders each call with common/op_signature.hpp, aggregates calls per (phase, signature) in order
 // of first appearance, and offers the ATen calls the model is made of (casts, transposes, reshapes,
-// matrix products, element-wise calls) with the layout of their results (predict/aten_emulation.hpp).
+// matrix products, element-wise calls) with the layout of their results (predict/builder/aten_emulation.hpp).
 // Invariants:
 //  - OpArgument borrows its tensors: an argument list lives only within the full expression that calls
 //    OpEmitter::call, which reads it and keeps nothing, so a temporary tensor outlives it.
@@ -19,8 +19,8 @@
 #include "common/collective.hpp"
 #include "common/op_signature.hpp"
 #include "common/phase.hpp"
-#include "predict/aten_emulation.hpp"
-#include "predict/op_builder.hpp"
+#include "predict/builder/aten_emulation.hpp"
+#include "predict/builder/op_builder.hpp"
 
 namespace itertime::predict::builder {
 

@@ -2,7 +2,7 @@
 // Invariants: bandwidths inside are in GB/s (1e9 B/s, NCCL's unit: bytes / (1000 * GB/s) = us) and
 // latencies in us; every constant below names the NCCL table or macro it was read from (NVIDIA/nccl,
 // master of 2026-06, src/graph/tuning.cc unless said otherwise); no state.
-#include "predict/described_comm.hpp"
+#include "predict/device/described_comm.hpp"
 
 #include <algorithm>
 #include <array>

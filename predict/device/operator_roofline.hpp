@@ -19,14 +19,10 @@
 //  - Carrying to another device (carry_to) keeps the efficiencies, capped at 1 (above 1 a source ran
 //    from its caches, or its peak was measured low), and replaces every floor by the target's: a per-call floor is the device's and its software stack's (dispatch, kernel launch), not
 //    the operator's. GPUs: kGpuKernelFloorUs per kernel, 0 for views (no kernel runs).
-//  - Pure functions of their arguments; the efficiencies serialize with Boost.Serialization and as JSON
-//    (data/efficiency/*.json, docs/hardware.md).
+//  - Pure functions of their arguments; the efficiencies are saved with the fitted model
+//    (predict/model/fitted_model_archive.hpp) and as JSON (data/efficiency/*.json, docs/hardware.md).
 #pragma once
 
-#include <boost/serialization/map.hpp>
-#include <boost/serialization/string.hpp>
-#include <boost/serialization/utility.hpp>
-#include <boost/serialization/vector.hpp>
 #include <cstdint>
 #include <map>
 #include <optional>
@@ -89,7 +85,6 @@ struct ClassEfficiency {
   double floor_us = 0.0;      // per-call time added to the bound
   int64_t points = 0;         // calls fitted on (0: not fitted here)
   double fit_rms_log = 0.0;   // root mean square of log(predicted / measured) over them
-  template <class A> void serialize(A& a, unsigned) { a & efficiency & floor_us & points & fit_rms_log; }
 };
 
 struct OperatorRoofline {
@@ -101,7 +96,6 @@ struct OperatorRoofline {
   std::string fitted_on;      // hardware description the efficiencies were fitted against ("" when empty)
   std::string fitted_from;    // calibration file and occupancy, in words
   bool empty() const { return matrix.empty() && memory.empty() && attention.empty(); }
-  template <class A> void serialize(A& a, unsigned) { a & matrix & attention & memory & fitted_on & fitted_from; }
 };
 
 // A GPU kernel's per-call floor (docs/hardware.md: an asynchronous empty kernel launch sustains about
@@ -140,9 +134,6 @@ struct TransferCheck {
   double mape_pct = 0;
   double time_weighted_mape_pct = 0;  // sum |predicted - measured| / sum measured
   std::map<OperatorClass, double> class_time_weighted_mape_pct;
-  template <class A> void serialize(A& a, unsigned) {
-    a & fit_occupancy & check_occupancy & calls & mape_pct & time_weighted_mape_pct & class_time_weighted_mape_pct;
-  }
 };
 TransferCheck check_transfer(const OperatorRoofline& fitted, const RankRates& check_rates, const std::vector<ProfiledCall>& check_calls,
                              int64_t fit_occupancy, int64_t check_occupancy);

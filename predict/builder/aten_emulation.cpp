@@ -1,5 +1,5 @@
 // aten_emulation.cpp: see aten_emulation.hpp.
-#include "predict/aten_emulation.hpp"
+#include "predict/builder/aten_emulation.hpp"
 
 #include <algorithm>
 #include <charconv>

@@ -6,7 +6,7 @@
 // piece says so. Each parameter's AccumulateGrad (parameter_gradient, by its registration index) runs
 // where the engine runs it, right after the gradient is computed; with overlapped reduction the layers
 // are emitted one by one, top first, each with the same top_fresh as the repeated layers would have.
-#include "predict/op_builder_stage.hpp"
+#include "predict/builder/op_builder_stage.hpp"
 
 namespace itertime::predict::builder {
 namespace {

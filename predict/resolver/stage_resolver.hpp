@@ -1,6 +1,6 @@
 // stage_resolver.hpp: one pipeline stage's operators and communications, with each operator's time at
 // an occupancy, found the way a StagePolicy says: from the stage's trace, or built from the model
-// (predict/op_builder.hpp). The resolver owns what it has resolved (a cache per stage shape and
+// (predict/builder/op_builder.hpp). The resolver owns what it has resolved (a cache per stage shape and
 // occupancy); a FittedModel stays immutable.
 // Invariants:
 //  - kTracedThenBuilt (what `predict` and `plan` do): the stage's trace when the calibration has one,
@@ -35,8 +35,8 @@
 #include "common/phase.hpp"
 #include "common/precision.hpp"
 #include "common/training_techniques.hpp"
-#include "predict/fitted_model.hpp"
-#include "predict/target_device.hpp"
+#include "predict/model/fitted_model.hpp"
+#include "predict/resolver/target_device.hpp"
 
 namespace itertime::predict {
 

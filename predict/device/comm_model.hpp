@@ -22,22 +22,19 @@
 //    dtype scaled group, same-size dtype scaled group, any dtype exact group, any dtype scaled group.
 //    The prediction says so (dtype_fallback, source).
 //  - group_size <= 1 or bytes <= 0 costs 0. Times in microseconds, sizes in bytes.
-//  - The state is plain data (maps, vectors, enums) and serializes with Boost.Serialization, a key's
-//    terms as their /comm names (the archive format of before the enums); a round trip gives identical
-//    predictions. Keys order as their names do, so tables list in the same order as ever.
+//  - The state is plain data (maps, vectors, enums); the fitted model's archive (predict/model/
+//    fitted_model_archive.hpp) writes a key's terms as their /comm names (the format of before the enums)
+//    and restores the state through the restoring constructor: a round trip gives identical predictions.
+//    Keys order as their names do, so tables list in the same order as ever.
 //  - find_us() answers "no table" with nullopt (missing_reason() says why, in words); predict_us()
 //    throws that reason as a UserError.
 #pragma once
 
-#include <boost/serialization/map.hpp>
-#include <boost/serialization/split_member.hpp>
-#include <boost/serialization/string.hpp>
-#include <boost/serialization/vector.hpp>
-#include <boost/serialization/version.hpp>
 #include <cstdint>
 #include <map>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "common/collective.hpp"
@@ -59,23 +56,6 @@ struct CommKey {
   bool operator==(const CommKey& other) const;
   std::string to_string() const;  // "all_reduce/bf16/g8/consecutive"
 
-  // Archived as the /comm names (the format written before the terms were enums).
-  template <class Archive>
-  void save(Archive& archive, unsigned /*version*/) const {
-    std::string collective_name = itertime::to_string(collective);
-    std::string dtype_name = itertime::to_string(dtype);
-    std::string layout_name = itertime::to_string(layout);
-    archive & collective_name & dtype_name & group_size & layout_name;
-  }
-  template <class Archive>
-  void load(Archive& archive, unsigned /*version*/) {
-    std::string collective_name, dtype_name, layout_name;
-    archive & collective_name & dtype_name & group_size & layout_name;
-    collective = parse_collective(collective_name);
-    dtype = parse_dtype(dtype_name);
-    layout = parse_group_layout(layout_name);
-  }
-  BOOST_SERIALIZATION_SPLIT_MEMBER()
 };
 
 struct CommTable {
@@ -88,10 +68,6 @@ struct CommTable {
   double fit_mape_pct = 0.0;              // the fit's MAPE over those sizes
 
   double max_measured_time_us() const;
-  template <class Archive>
-  void serialize(Archive& archive, unsigned /*version*/) {
-    archive & bytes & measured_time_us & time_us & alpha_us & us_per_byte & fit_points & fit_mape_pct;
-  }
 };
 
 struct CommPrediction {
@@ -114,6 +90,9 @@ class CommModel {
  public:
   CommModel() = default;  // empty: every non-trivial prediction finds no table
   explicit CommModel(const std::vector<store::CommRecord>& records);
+  // Restores a saved model's state (tables(), rows_used(), rows_ignored()), as the archive wrote it.
+  CommModel(std::map<CommKey, CommTable> tables, int64_t rows_used, int64_t rows_ignored)
+      : tables_(std::move(tables)), rows_used_(rows_used), rows_ignored_(rows_ignored) {}
 
   // The time of one call, or nullopt when no measured table can stand in for it.
   std::optional<CommPrediction> find_us(Collective collective, DType dtype, int64_t group_size, GroupLayout layout,
@@ -130,11 +109,6 @@ class CommModel {
   int64_t rows_used() const { return rows_used_; }
   int64_t rows_ignored() const { return rows_ignored_; }  // other modes, failed checks, bad values
 
-  template <class Archive>
-  void serialize(Archive& archive, unsigned /*version*/) {
-    archive & tables_ & rows_used_ & rows_ignored_;
-  }
-
  private:
   std::map<CommKey, CommTable> tables_;
   int64_t rows_used_ = 0;
@@ -146,5 +120,3 @@ class CommModel {
 double evaluate_table_us(const CommTable& table, int64_t bytes, bool& extrapolated);
 
 }  // namespace itertime::predict
-
-BOOST_CLASS_VERSION(itertime::predict::CommModel, 1)

@@ -1,5 +1,5 @@
 // target_device.cpp: a described device's efficiencies and floors (target_device.hpp).
-#include "predict/target_device.hpp"
+#include "predict/resolver/target_device.hpp"
 
 #include <filesystem>
 #include <fstream>

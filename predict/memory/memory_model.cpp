@@ -83,7 +83,7 @@
 //   rows' mask [b,s] bool; the parallel cross-entropy saves its [b*s,Vl] fp32 softmax, the local
 //   targets [b*s] int64 and the mask; nothing keeps the token ids themselves (no tokens term). The head's
 //   input is copy_to_tp's clone (or, with SP, the gathered input), as the replicated head's was.
-#include "predict/memory_model.hpp"
+#include "predict/memory/memory_model.hpp"
 
 #include <algorithm>
 #include <iomanip>

@@ -1,5 +1,5 @@
 // stage_resolver.cpp: traced and built stages with their operator times (stage_resolver.hpp).
-#include "predict/stage_resolver.hpp"
+#include "predict/resolver/stage_resolver.hpp"
 
 #include <cstdlib>
 #include <limits>
@@ -8,7 +8,7 @@
 #include "common/dtype_list.hpp"
 #include "common/errors.hpp"
 #include "common/ops_store.hpp"
-#include "predict/op_builder.hpp"
+#include "predict/builder/op_builder.hpp"
 
 namespace itertime::predict {
 namespace {
@@ -202,7 +202,7 @@ StageOutcome StageResolver::resolve_built(const StageQuery& query) {
   const bool gather_pair = at_reduction.distributed_optimizer && at_reduction.overlap_gradient_reduction;
   std::vector<BuiltStage> built;  // the query's stage, or {without opg, with opg}
   try {  // the builder refuses layouts and recipes it cannot build with a UserError: that is the reason
-    StageRecipe recipe{target_ != nullptr ? target_->attention : parse_attention(model_.attention),
+    StageRecipe recipe{target_ != nullptr ? target_->attention : model_.attention,
                        target_ != nullptr ? target_->dialect : torch_dialect(model_.libtorch_version), query.techniques,
                        reduction};
     recipe.cp = c.cp;

@@ -30,7 +30,6 @@ struct OpRegression {
   double intercept_us = 0, us_per_flop = 0, us_per_byte = 0;
   int64_t points = 0;
   double time_us(double flops, double bytes) const;
-  template <class A> void serialize(A& a, unsigned) { a & intercept_us & us_per_flop & us_per_byte & points; }
 };
 
 OpRegression fit_op_regression(const std::vector<RegressionPoint>& points);
@@ -44,7 +43,6 @@ struct RegressionCheck {
   double mape_pct = 0;           // mean |predicted - measured| / measured over the held-out points
   double held_out_time_us = 0;   // summed measured time of the held-out points (weight for pooling)
   double reach = 0;              // largest held-out FLOPs / largest fitted FLOPs (how far it extrapolated)
-  template <class A> void serialize(A& a, unsigned) { a & fit_points & held_out_points & mape_pct & held_out_time_us & reach; }
 };
 
 // Returns a check with held_out_points == 0 when the group has fewer than kMinCheckPoints points.

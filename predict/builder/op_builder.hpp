@@ -21,11 +21,11 @@
 // global positions, each layer's keys and values all-gathered (cp_all_gather, forward; with full
 // recompute again in the backward) and their gradients reduce-scattered (cp_reduce_scatter, backward),
 // one rank's part each, and the causal mask built from the global positions; StageRecipe::dp is then the
-// reduction size dp*cp. The pieces: op_builder_stage.hpp.
+// reduction size dp*cp. The pieces: op_builder_stage.hpp; the records it emits: predict/model/stage_ops.hpp.
 // Invariants:
 //  - Every BuiltOp's signature is byte-identical to TracedOp::signature() of the traced call with the same
 //    shapes: both are rendered by common/op_signature.hpp, the builder's value arguments as c10 prints
-//    IValues (predict/aten_emulation.hpp); input_dtypes / output_dtype / flops / bytes are those TracedOp
+//    IValues (predict/builder/aten_emulation.hpp); input_dtypes / output_dtype / flops / bytes are those TracedOp
 //    gives (and /ops/signatures stores).
 //  - The AdamW step follows common/training_recipe.hpp, as the traced and trained stages do.
 //  - ops are aggregated per (phase, signature) with their counts, in order of first appearance, as the
@@ -48,27 +48,9 @@
 #include "common/phase.hpp"
 #include "common/precision.hpp"
 #include "common/training_techniques.hpp"
-#include "predict/fitted_model.hpp"
+#include "predict/model/stage_ops.hpp"
 
 namespace itertime::predict {
-
-struct BuiltOp {
-  Phase phase = Phase::kForward;
-  std::string name;          // aten::mm
-  std::string signature;     // the tracer's canonical text
-  std::string input_dtypes;  // comma-separated, as OpSignatureRow::input_dtypes
-  std::string output_dtype;  // "" when the operator returns no tensor
-  double flops = 0;          // as TracedOp::flops()
-  double bytes = 0;          // as TracedOp::bytes()
-  int64_t count = 0;         // calls per micro-batch (forward/backward) or per iteration (others)
-};
-
-struct BuiltStage {
-  std::vector<BuiltOp> ops;
-  std::vector<CommOp> comms;  // same kinds, phases, dtypes, bytes and counts as trace_stage records
-  int64_t local_params = 0;
-  int64_t num_layers = 0;
-};
 
 // Which LibTorch's dispatcher and autograd engine the sequence follows: they decompose some calls
 // differently (tests/torch/test_op_builder.cpp checks each against real traces on its own LibTorch).

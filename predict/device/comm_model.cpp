@@ -1,7 +1,7 @@
 // comm_model.cpp: fitting and evaluating the comm model of comm_model.hpp.
 // Invariants: every table has at least one point, ascending distinct sizes, time_us non-decreasing and
 // us_per_byte > 0 (checked after fitting); predictions are finite and >= 0.
-#include "predict/comm_model.hpp"
+#include "predict/device/comm_model.hpp"
 
 #include <algorithm>
 #include <cmath>

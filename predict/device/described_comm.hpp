@@ -8,7 +8,7 @@
 //    LL128, Simple); tree for all_reduce across nodes; NVLS (Simple) for all_reduce, all_gather,
 //    reduce_scatter inside one node of an NVLink-SHARP device; NVLS+tree (Simple) for all_reduce across
 //    nodes of such devices. Sizes follow nccl-tests (all_gather / reduce_scatter: the whole gathered
-//    buffer), as predict/comm_model.hpp does.
+//    buffer), as predict/device/comm_model.hpp does.
 //  - bus_bandwidth_bytes_per_s = bytes * busbw_factor(collective, n) / time, nccl-tests' definition
 //    (latency included), so it is directly comparable to a measured busbw column.
 //  - group_size <= 1 or bytes <= 0: 0 us (any description). Otherwise nullopt, never a guess, when the

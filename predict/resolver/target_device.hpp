@@ -15,9 +15,9 @@
 
 #include "common/attention.hpp"
 #include "common/hardware_spec.hpp"
-#include "predict/fitted_model.hpp"
-#include "predict/op_builder.hpp"
-#include "predict/operator_roofline.hpp"
+#include "predict/model/fitted_model.hpp"
+#include "predict/builder/op_builder.hpp"
+#include "predict/device/operator_roofline.hpp"
 
 namespace itertime::predict {
 
