@@ -73,8 +73,8 @@ found="$(find /usr/include /usr/lib/x86_64-linux-gnu/openmpi "$PREFIX/usr/includ
 log "no mpicc, mpirun or mpi.h in sight"
 
 # 3. Configure with the defaults (MPI AUTO), build everything. At -O1: this build proves that the front
-# builds and passes its tests without MPI or LibTorch, not its speed, and -O1 compiles about a third
-# faster than Release's -O3 (it is a cold build inside CI's bare-root leg).
+# builds and passes its tests without MPI or LibTorch, not its speed, and -O1 compiles faster than
+# Release's -O3 (it is a cold build inside CI's bare-root leg).
 t0=$(date +%s)
 cmake -S "$ROOT" -B "$BUILD" -G Ninja -DCMAKE_BUILD_TYPE=Release -DCMAKE_CXX_FLAGS_RELEASE="-O1 -DNDEBUG" -DITERTIME_BUILD_TESTS=ON \
   -DITERTIME_BUILD_BENCHMARKS=OFF -DCMAKE_PREFIX_PATH="$PREFIX/usr" \
