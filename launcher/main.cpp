@@ -10,6 +10,8 @@
 #include "runtime/mpi_session.hpp"
 #include "launcher/commands.hpp"
 
+static std::string one_line(const std::string& message);  // defined below, before main()
+
 namespace {
 
 int run(int argc, char** argv) {
@@ -47,7 +49,7 @@ int run(int argc, char** argv) {
     if (e.get_name() == "RequiredError" && !unknown.empty()) {
       message = "unknown subcommand or argument '" + unknown.front() + "'";
     }
-    std::cerr << "itertime: error: " << message << " (run with --help for usage)\n";
+    std::cerr << "itertime: error: " << one_line(message) << " (run with --help for usage)\n";
     return kExitUserError;
   }
 
