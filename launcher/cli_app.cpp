@@ -43,7 +43,7 @@ int run_command_line(int argc, char** argv, const CalibrationVerbs& verbs) {
     if (e.get_name() == "RequiredError" && !unknown.empty()) {
       message = "unknown subcommand or argument '" + unknown.front() + "'";
     }
-    std::cerr << "itertime: error: " << message << " (run with --help for usage)\n";
+    std::cerr << "itertime: error: " << one_line(message) << " (run with --help for usage)\n";
     return kExitUserError;
   }
 
