@@ -47,24 +47,12 @@ struct CrashParent {
 namespace itertime::h5 {
 template <>
 struct RowTraits<itertime_test_crash::CrashRow> {
-  static RowType row_type() {
-    using R = itertime_test_crash::CrashRow;
-    RowType t(sizeof(R));
-    ITERTIME_H5_FIELD(t, R, id);
-    ITERTIME_H5_FIELD(t, R, value);
-    ITERTIME_H5_FIELD(t, R, label);
-    return t;
-  }
+  static RowType row_type() { return ITERTIME_H5_ROW_TYPE(itertime_test_crash::CrashRow, id, value, label); }
 };
 template <>
 struct RowTraits<itertime_test_crash::CrashParent> {
   static RowType row_type() {
-    using R = itertime_test_crash::CrashParent;
-    RowType t(sizeof(R));
-    ITERTIME_H5_FIELD(t, R, key);
-    ITERTIME_H5_FIELD(t, R, samples_offset);
-    ITERTIME_H5_FIELD(t, R, samples_count);
-    return t;
+    return ITERTIME_H5_ROW_TYPE(itertime_test_crash::CrashParent, key, samples_offset, samples_count);
   }
 };
 }  // namespace itertime::h5
