@@ -33,6 +33,7 @@
 #include "common/h5store.hpp"
 #include "common/ops_store.hpp"
 #include "temp_dir.hpp"
+#include "user_error.hpp"
 
 namespace itertime_test_rows {
 
@@ -155,6 +156,7 @@ struct RowTraits<itertime_test_rows::GroundTruthRowSchema5> {
 namespace itertime {
 namespace {
 
+using itertime::testing::user_error_of;
 using itertime::testing::read_bytes;
 using itertime::testing::TempDir;
 using itertime_test_rows::RenamedRow;
@@ -181,16 +183,6 @@ struct FileState {
 };
 
 FileState file_state(const std::string& path) { return {read_bytes(path), std::filesystem::last_write_time(path)}; }
-
-std::string user_error_of(const std::function<void()>& action) {
-  try {
-    action();
-  } catch (const UserError& error) {
-    return error.what();
-  }
-  ADD_FAILURE() << "expected a UserError";
-  return "";
-}
 
 // Writes /meta schema_version = `version` with the raw HDF5 C++ API, as another itertime would.
 void write_foreign_store(const std::string& path, int64_t version) {
@@ -1028,7 +1020,6 @@ TEST(H5Store, GroundTruthRecipeCpAndVpColumnsRoundTrip) {
   EXPECT_EQ(records[3].config.layout_text(), "dp2-tp1-pp2-cp2-vp3");
 }
 
-
 // ---- damaged files: checksums, spans and dimensions ---------------------------------------------
 
 void write_bytes(const std::string& path, const std::string& bytes) {
@@ -1166,7 +1157,6 @@ TEST(H5StoreDamage, StoresOfTheEarlierFormatStillOpenReadAndAppend) {
   ASSERT_GE(H5Fget_info2(file.getId(), &info), 0);
   EXPECT_EQ(info.super.version, 0u) << "the file keeps its format";
 }
-
 
 // ---- two writers; readers beside a writer -------------------------------------------------------
 

@@ -28,6 +28,7 @@
 #include "common/h5_parent_rows.hpp"
 #include "common/h5store.hpp"
 #include "temp_dir.hpp"
+#include "user_error.hpp"
 
 namespace itertime_test_crash {
 
@@ -60,6 +61,8 @@ struct RowTraits<itertime_test_crash::CrashParent> {
 namespace itertime {
 namespace {
 
+using itertime::testing::user_error_of;
+using itertime::testing::read_bytes;
 using itertime::testing::TempDir;
 using itertime_test_crash::CrashParent;
 using itertime_test_crash::CrashRow;
@@ -93,22 +96,6 @@ void append_parent(h5::Store& store, int64_t i) {
 std::set<std::string> parent_keys(h5::Store& store) {
   return h5::complete_parent_keys<CrashParent>(
       store, kParents, [](const CrashParent& row) { return h5::get_string(row.key); }, kSamplesSpan);
-}
-
-std::string user_error_of(const std::function<void()>& action) {
-  try {
-    action();
-  } catch (const UserError& error) {
-    return error.what();
-  }
-  return "";
-}
-
-std::string read_bytes(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  std::ostringstream out;
-  out << in.rdbuf();
-  return out.str();
 }
 
 // What a killed writer's file holds; "" when it is whole, else what is wrong.

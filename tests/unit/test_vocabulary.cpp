@@ -8,19 +8,12 @@
 #include "common/dtype_list.hpp"
 #include "common/errors.hpp"
 #include "common/phase.hpp"
+#include "user_error.hpp"
 
 namespace itertime {
 namespace {
 
-template <class Parse>
-std::string user_error_of(Parse parse) {
-  try {
-    parse();
-  } catch (const UserError& error) {
-    return error.what();
-  }
-  return "";
-}
+using itertime::testing::user_error_of;
 
 TEST(Vocabulary, CollectivesRoundTripAndRefuseUnknownNames) {
   ASSERT_EQ(all_collectives().size(), 7u);
