@@ -368,6 +368,23 @@ std::vector<std::string> detail::split_member_list(const char* list) {
   return names;
 }
 
+namespace {
+// Rows [first, first + count) of a table: selected in its file space, and the memory space they fill.
+struct RowSelection {
+  H5::DataSpace file;
+  H5::DataSpace memory;
+};
+
+RowSelection select_rows(const H5::DataSet& dataset, hsize_t first, hsize_t count) {
+  RowSelection selected{dataset.getSpace(), H5::DataSpace()};
+  const hsize_t start[1] = {first};
+  const hsize_t block[1] = {count};
+  selected.file.selectHyperslab(H5S_SELECT_SET, block, start);
+  selected.memory = H5::DataSpace(1, block);
+  return selected;
+}
+}  // namespace
+
 // ---- TableHandle -------------------------------------------------------------------------------
 
 TableHandle::TableHandle(std::shared_ptr<Shadow> shadow, std::string path, H5::H5File file, H5::DataSet dataset,
@@ -416,12 +433,8 @@ void TableHandle::append(const void* rows_data, std::size_t count) {
     const hsize_t new_size[1] = {old_rows + count};
     dataset_.extend(new_size);
     shadow_->test_pause();
-    H5::DataSpace file_space = dataset_.getSpace();
-    const hsize_t start[1] = {old_rows};
-    const hsize_t block[1] = {count};
-    file_space.selectHyperslab(H5S_SELECT_SET, block, start);
-    H5::DataSpace memory_space(1, block);
-    dataset_.write(rows_data, memory_type_, memory_space, file_space);
+    const RowSelection selected = select_rows(dataset_, old_rows, count);
+    dataset_.write(rows_data, memory_type_, selected.memory, selected.file);
   });
   shadow_->written();
 }
@@ -430,12 +443,8 @@ void TableHandle::read(void* out, std::size_t first, std::size_t count) const {
   ITERTIME_CHECK(first + count <= rows(), "read past the end of a table");
   if (count == 0) return;
   ITERTIME_H5_READ(path_, "cannot read rows", {
-    H5::DataSpace file_space = dataset_.getSpace();
-    const hsize_t start[1] = {first};
-    const hsize_t block[1] = {count};
-    file_space.selectHyperslab(H5S_SELECT_SET, block, start);
-    H5::DataSpace memory_space(1, block);
-    dataset_.read(out, memory_type_, memory_space, file_space);
+    const RowSelection selected = select_rows(dataset_, first, count);
+    dataset_.read(out, memory_type_, selected.memory, selected.file);
   });
 }
 

@@ -107,7 +107,8 @@ class RowType {
 //   ITERTIME_H5_FIELDS(type, CommRow, collective, dtype, group_size);
 // How: a local class derived from Row names the members inside one of its member functions, where the
 // bare names are expressions (its own inherited members), so one std::tie-like pass gets each member's
-// type and offset (its address less the Row's), and the stringized list gives the names.
+// type and offset (its address less the Row's), and the stringized list gives the names. Row is a
+// concrete struct (not a template parameter: a dependent base's members are not found by their names).
 #define ITERTIME_H5_FIELDS(row_type, Row, ...)                                                          \
   do {                                                                                                \
     struct ItertimeH5Members : Row {                                                                  \

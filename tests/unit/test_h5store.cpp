@@ -63,20 +63,15 @@ struct ParentRow {
   int64_t samples_offset, samples_count, items_offset, items_count;
 };
 
-// /groundtruth/configs as schema 4 wrote it: GroundTruthRow before `recipe`, written out here on its own
-// so that it stays the old layout whatever the store's row becomes.
-struct GroundTruthRowSchema4 {
-  char key[96];
-  char model[48];
+// /groundtruth/configs as schema 5 wrote it: with `recipe`, before `cp` and `vp`; written out here on its
+// own so that it stays the old layout whatever the store's row becomes.
+struct GroundTruthRowSchema5 {
+  char key[96], model[48];
   int64_t dp, tp, pp, micro_batch, global_batch, seq_len, num_micro_batches;
-  char precision[12];
-  char backend[8];
-  char status[12];
-  char reason[200];
+  char precision[12], recipe[48], backend[8], status[12], reason[200];
   int64_t warmup_iters, timed_iters;
-  double time_us_min, time_us_median, time_us_mean, time_us_p90, time_us_max, time_cv;
-  double tokens_per_s;
-  double loss_first, loss_last;
+  double time_us_min, time_us_median, time_us_mean, time_us_p90, time_us_max, time_cv, tokens_per_s, loss_first,
+      loss_last;
   int64_t samples_offset, samples_count, ranks_offset, ranks_count;
   char measured_utc[24];
   int64_t rounds_run, rounds_counted;
@@ -85,27 +80,9 @@ struct GroundTruthRowSchema4 {
   int64_t rounds_offset, rounds_count;
 };
 
-// /groundtruth/configs as schema 5 wrote it: with `recipe`, before `cp` and `vp`; on its own, as above.
-struct GroundTruthRowSchema5 {
-  char key[96];
-  char model[48];
-  int64_t dp, tp, pp, micro_batch, global_batch, seq_len, num_micro_batches;
-  char precision[12];
-  char recipe[48];
-  char backend[8];
-  char status[12];
-  char reason[200];
-  int64_t warmup_iters, timed_iters;
-  double time_us_min, time_us_median, time_us_mean, time_us_p90, time_us_max, time_cv;
-  double tokens_per_s;
-  double loss_first, loss_last;
-  int64_t samples_offset, samples_count, ranks_offset, ranks_count;
-  char measured_utc[24];
-  int64_t rounds_run, rounds_counted;
-  double round_spread_pct;
-  char disturbance[96];
-  int64_t rounds_offset, rounds_count;
-};
+// /groundtruth/configs as schema 4 wrote it: schema 5's columns but `recipe`, in the same order, of the
+// same types (its row type below leaves `recipe` out; its bytes are padding in the file's compound type).
+struct GroundTruthRowSchema4 : GroundTruthRowSchema5 {};
 
 }  // namespace itertime_test_rows
 
@@ -129,36 +106,34 @@ struct RowTraits<itertime_test_rows::ParentRow> {
                                 items_count);
   }
 };
+// The columns of /groundtruth/configs as schema 5 wrote them (`with_recipe`) or schema 4 (without it).
+inline RowType old_groundtruth_row_type(bool with_recipe) {
+  using R = itertime_test_rows::GroundTruthRowSchema5;
+  RowType type(sizeof(R));
+  ITERTIME_H5_FIELDS(type, R, key, model, dp, tp, pp, micro_batch, global_batch, seq_len, num_micro_batches, precision);
+  if (with_recipe) ITERTIME_H5_FIELDS(type, R, recipe);
+  ITERTIME_H5_FIELDS(type, R, backend, status, reason, warmup_iters, timed_iters, time_us_min, time_us_median,
+                     time_us_mean, time_us_p90, time_us_max, time_cv, tokens_per_s, loss_first, loss_last,
+                     samples_offset, samples_count, ranks_offset, ranks_count, measured_utc, rounds_run,
+                     rounds_counted, round_spread_pct, disturbance, rounds_offset, rounds_count);
+  return type;
+}
 template <>
 struct RowTraits<itertime_test_rows::GroundTruthRowSchema4> {
-  static RowType row_type() {
-    return ITERTIME_H5_ROW_TYPE(itertime_test_rows::GroundTruthRowSchema4, key, model, dp, tp, pp, micro_batch,
-                                global_batch, seq_len, num_micro_batches, precision, backend, status, reason,
-                                warmup_iters, timed_iters, time_us_min, time_us_median, time_us_mean, time_us_p90,
-                                time_us_max, time_cv, tokens_per_s, loss_first, loss_last, samples_offset,
-                                samples_count, ranks_offset, ranks_count, measured_utc, rounds_run, rounds_counted,
-                                round_spread_pct, disturbance, rounds_offset, rounds_count);
-  }
+  static RowType row_type() { return old_groundtruth_row_type(/*with_recipe=*/false); }
 };
 template <>
 struct RowTraits<itertime_test_rows::GroundTruthRowSchema5> {
-  static RowType row_type() {
-    return ITERTIME_H5_ROW_TYPE(itertime_test_rows::GroundTruthRowSchema5, key, model, dp, tp, pp, micro_batch,
-                                global_batch, seq_len, num_micro_batches, precision, recipe, backend, status, reason,
-                                warmup_iters, timed_iters, time_us_min, time_us_median, time_us_mean, time_us_p90,
-                                time_us_max, time_cv, tokens_per_s, loss_first, loss_last, samples_offset,
-                                samples_count, ranks_offset, ranks_count, measured_utc, rounds_run, rounds_counted,
-                                round_spread_pct, disturbance, rounds_offset, rounds_count);
-  }
+  static RowType row_type() { return old_groundtruth_row_type(/*with_recipe=*/true); }
 };
 }  // namespace itertime::h5
 
 namespace itertime {
 namespace {
 
-using itertime::testing::user_error_of;
 using itertime::testing::read_bytes;
 using itertime::testing::TempDir;
+using itertime::testing::user_error_of;
 using itertime_test_rows::RenamedRow;
 using itertime_test_rows::ParentRow;
 using itertime_test_rows::Row;

@@ -61,9 +61,7 @@ struct RowTraits<itertime_test_crash::CrashParent> {
 namespace itertime {
 namespace {
 
-using itertime::testing::user_error_of;
-using itertime::testing::read_bytes;
-using itertime::testing::TempDir;
+using namespace itertime::testing;  // TempDir, read_bytes, user_error_of
 using itertime_test_crash::CrashParent;
 using itertime_test_crash::CrashRow;
 
