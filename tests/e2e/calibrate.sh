@@ -10,36 +10,9 @@
 # Open MPI needs OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 in the environment (CTest
 # sets them). mpiexec runs with --quiet where it has it (Open MPI 4; Open MPI 5's prterun refuses the
 # option) so that stderr holds only what itertime writes.
-set -uo pipefail
-
-if [[ $# -lt 7 ]]; then
-  echo "usage: $0 MPIEXEC MPIEXEC_FLAGS ITERTIME SOURCE_DIR READ_ROWS CORRUPT_LIB CASE..." >&2
-  exit 64
-fi
-MPIEXEC="$1"
-read -r -a MPIEXEC_FLAGS <<<"$2"
-ITERTIME="$(realpath "$3")"
-SOURCE_DIR="$(realpath "$4")"
-READ_ROWS="$(realpath "$5")"
-CORRUPT_LIB="$(realpath "$6")"
-shift 6
-
-# Open MPI 5 (Debian 13) has no --quiet: probe once.
-QUIET=(--quiet)
-if ! "$MPIEXEC" --quiet -n 1 true >/dev/null 2>&1; then QUIET=(); fi
-
-failures=0
-WORK=""
-OUT=""
-ERR=""
-STATUS=0
-
-fail() {
-  echo "FAIL [$CASE]: $*" >&2
-  if [[ -n "$OUT" && -f "$OUT" ]]; then echo "--- stdout (last 40 lines):" >&2; tail -n 40 "$OUT" >&2; fi
-  if [[ -n "$ERR" && -f "$ERR" ]]; then echo "--- stderr (last 40 lines):" >&2; tail -n 40 "$ERR" >&2; fi
-  failures=$((failures + 1))
-}
+source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
+take_args "MPIEXEC MPIEXEC_FLAGS ITERTIME SOURCE_DIR READ_ROWS CORRUPT_LIB CASE..." "$@"
+probe_quiet
 
 # mpi N [-x VAR=VALUE ...] -- ARGS...: runs itertime ARGS on N ranks in the working folder.
 mpi() {
@@ -57,14 +30,7 @@ mpi() {
   if [[ ${#QUIET[@]} -eq 0 ]]; then sed -i '/^-\{20,\}$/,/^-\{20,\}$/d' "$ERR"; fi
 }
 
-lines_of() { awk 'END { print NR }' "$1"; }
 rows() { "$READ_ROWS" comm "$WORK/$1"; }
-
-expect_status() {
-  [[ $STATUS -eq $1 ]] || fail "exit status $STATUS, expected $1"
-}
-expect_stdout() { grep -qF -- "$1" "$OUT" || fail "stdout lacks '$1'"; }
-expect_stderr() { grep -qF -- "$1" "$ERR" || fail "stderr lacks '$1'"; }
 
 # The keys the small sweep (8 .. 64K by 8 at 2 ranks, every collective and dtype) must produce, written
 # out from the nccl-tests size rules: all sizes are multiples of element size x group size, so every
@@ -477,33 +443,4 @@ JOB
   [[ ! -e "$WORK/long.h5" ]] || fail "a refused key created long.h5"
 }
 
-cleanup() { [[ -n "$WORK" && -d "$WORK" ]] && rm -rf "$WORK"; }
-trap cleanup EXIT
-
-CASES=("$@")
-[[ ${#CASES[@]} -gt 0 ]] || CASES=("${ALL_CASES[@]}")
-
-for CASE in "${CASES[@]}"; do
-  if ! declare -F "case_$CASE" >/dev/null; then
-    echo "unknown case '$CASE'; known: ${ALL_CASES[*]}" >&2
-    exit 64
-  fi
-  WORK="$(mktemp -d "${TMPDIR:-/tmp}/itertime-e2e.XXXXXX")"
-  mkdir "$WORK/.e2e"
-  OUT="$WORK/.e2e/stdout"
-  ERR="$WORK/.e2e/stderr"
-  before_failures=$failures
-  started=$SECONDS
-  "case_$CASE"
-  rm -rf "$WORK"
-  if [[ $failures -eq $before_failures ]]; then
-    echo "ok   $CASE ($((SECONDS - started)) s)"
-  else
-    echo "FAIL $CASE"
-  fi
-done
-
-if [[ $failures -ne 0 ]]; then
-  echo "$failures check(s) failed" >&2
-  exit 1
-fi
+run_cases
