@@ -55,8 +55,5 @@ std::set<std::string> existing_comm_keys(h5::Store& store);
 }  // namespace itertime::store
 
 namespace itertime::h5 {
-template <>
-struct RowTraits<store::CommRow> {
-  static RowType row_type();
-};
+template <> struct RowTraits<store::CommRow> { static RowType row_type(); };
 }  // namespace itertime::h5
