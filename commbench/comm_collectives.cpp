@@ -14,26 +14,26 @@ double pattern(int rank, std::size_t index) { return static_cast<double>((static
 
 }  // namespace
 
-std::size_t element_count(Collective collective, std::size_t bytes, int group_size, DType dtype) {
+namespace {
+// The labelled bytes of one element of `count`: nccl-tests labels all_gather, reduce_scatter and
+// all_to_all by the whole buffer (group_size blocks of count elements), the others by one block.
+std::size_t labelled_bytes_per_element(Collective collective, int group_size, DType dtype) {
   const std::size_t element = dtype_bytes(dtype);
-  const auto n = static_cast<std::size_t>(group_size);
   switch (collective) {
     case Collective::kAllGather:
     case Collective::kReduceScatter:
-    case Collective::kAllToAll: return bytes / (element * n);
-    default: return bytes / element;
+    case Collective::kAllToAll: return element * static_cast<std::size_t>(group_size);
+    default: return element;
   }
+}
+}  // namespace
+
+std::size_t element_count(Collective collective, std::size_t bytes, int group_size, DType dtype) {
+  return bytes / labelled_bytes_per_element(collective, group_size, dtype);
 }
 
 std::size_t labelled_bytes(Collective collective, std::size_t count, int group_size, DType dtype) {
-  const std::size_t element = dtype_bytes(dtype);
-  const auto n = static_cast<std::size_t>(group_size);
-  switch (collective) {
-    case Collective::kAllGather:
-    case Collective::kReduceScatter:
-    case Collective::kAllToAll: return count * element * n;
-    default: return count * element;
-  }
+  return count * labelled_bytes_per_element(collective, group_size, dtype);
 }
 
 std::size_t send_elements(Collective collective, std::size_t count, int group_size) {

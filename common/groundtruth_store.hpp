@@ -97,7 +97,16 @@ std::set<std::string> existing_groundtruth_keys(h5::Store& store);
 }  // namespace itertime::store
 
 namespace itertime::h5 {
-template <> struct RowTraits<store::GroundTruthRow> { static RowType row_type(); };
-template <> struct RowTraits<store::GroundTruthRankRow> { static RowType row_type(); };
-template <> struct RowTraits<store::GroundTruthRoundRow> { static RowType row_type(); };
+template <>
+struct RowTraits<store::GroundTruthRow> {
+  static RowType row_type();
+};
+template <>
+struct RowTraits<store::GroundTruthRankRow> {
+  static RowType row_type();
+};
+template <>
+struct RowTraits<store::GroundTruthRoundRow> {
+  static RowType row_type();
+};
 }  // namespace itertime::h5
