@@ -1,6 +1,6 @@
 // recipe_stamp.hpp: what a calibration file says about how its operators and ground truth were run,
 // beyond the job's configurations: the attention kernel and the LibTorch version (whose dispatcher
-// decides the operator sequence, predict/op_builder.hpp). Torch-free interface.
+// decides the operator sequence, predict/builder/op_builder.hpp). Torch-free interface.
 // Invariants:
 //  - /meta "attention" holds a resolved kernel (eager | sdpa), "libtorch_version" the version string
 //    of the LibTorch that ran (e.g. "2.6.0"); both are written by `calibrate ops` and `calibrate

@@ -1,6 +1,6 @@
 // tensor_memory.hpp: the peak of the bytes LibTorch's allocator hands out to tensors on this thread's
 // work (forward, backward on the calling thread, optimizer), measured exactly, for checking the memory
-// model (predict/memory_model.hpp) against what training really holds. Torch-free interface (pimpl).
+// model (predict/memory/memory_model.hpp) against what training really holds. Torch-free interface (pimpl).
 // Invariants:
 //  - While a TensorMemoryProbe lives, every tensor allocation and free that LibTorch reports to its
 //    profiler hook (c10::reportMemoryUsageToProfiler: the CPU allocator and the CUDA caching allocator)

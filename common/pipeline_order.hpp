@@ -1,6 +1,6 @@
 // pipeline_order.hpp: the per-rank pass order of Megatron-LM's 1F1B pipeline schedules, non-interleaved and
 // interleaved (virtual pipeline stages). Shared by the trainer (calibrate/trainer.cpp runs it) and the
-// predictor's simulation (predict/schedule.hpp simulates it), so that both follow one order.
+// predictor's simulation (predict/schedule/schedule.hpp simulates it), so that both follow one order.
 // Invariants:
 //  - Non-interleaved: stage s of pp (0-based) runs warm-up = min(pp-s-1, m) forwards, then alternates
 //    (forward, backward) for the remaining m - warm-up forwards, then runs the remaining backwards;

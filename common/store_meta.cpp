@@ -42,7 +42,10 @@ auto parse_enum(const std::map<std::string, std::string>& attributes, const char
 
 StoreMeta parse_store_meta(const std::map<std::string, std::string>& attributes, const std::string& file) {
   StoreMeta meta;
-  meta.backend = parse_enum(attributes, meta_key::kBackend, file, [](std::string_view text) { return parse_backend(text); });
+  // "unknown" (or empty) is how a model saved without a backend reads back: the same as absent.
+  if (const std::string* text = find(attributes, meta_key::kBackend); text != nullptr && !text->empty() && *text != "unknown") {
+    meta.backend = parse_enum(attributes, meta_key::kBackend, file, [](std::string_view name) { return parse_backend(name); });
+  }
   meta.attention = parse_enum(attributes, meta_key::kAttention, file, [](std::string_view text) { return parse_attention(text); });
   if (const std::string* text = find(attributes, meta_key::kLibtorchVersion)) meta.libtorch_version = *text;
   if (const std::string* text = find(attributes, meta_key::kHardware); text != nullptr && *text != "none") meta.hardware = *text;

@@ -61,7 +61,7 @@ inline constexpr const char* kLibtorchVersion = "libtorch_version";
 
 // What prediction and validation need of /meta, typed. Defaults are what an absent attribute means.
 struct StoreMeta {
-  std::optional<Backend> backend;            // absent: unknown (a file older than provenance)
+  std::optional<Backend> backend;            // absent, "" or "unknown": not recorded
   std::optional<AttentionKernel> attention;  // resolved (eager | sdpa); absent: no LibTorch stage ran yet
   std::string libtorch_version;              // "" when absent
   std::string hardware;                      // data/hardware description; "" for none (also "none" in the file)

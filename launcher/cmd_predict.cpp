@@ -11,11 +11,11 @@
 #include "common/model_spec.hpp"
 #include "common/training_techniques.hpp"
 #include "launcher/commands.hpp"
-#include "predict/fitted_model.hpp"
-#include "predict/memory_model.hpp"
+#include "predict/fit_model.hpp"
+#include "predict/memory/memory_model.hpp"
 #include "predict/plan.hpp"
 #include "predict/predictor.hpp"
-#include "predict/target_device.hpp"
+#include "predict/resolver/target_device.hpp"
 #include "predict/throughput.hpp"
 #include "validate/prediction_report.hpp"
 #include "validate/validation_run.hpp"
@@ -107,7 +107,7 @@ int run_predict(const PredictArgs& a) {
   if (!outcome.ok()) throw UserError(outcome.reason);  // the CLI boundary: a prediction that cannot be made
   const predict::Prediction& p = *outcome.prediction;
   const int64_t peak_bytes =
-      predict::peak_memory_bytes(spec, config, policy, target != nullptr ? target->attention : parse_attention(model.attention),
+      predict::peak_memory_bytes(spec, config, policy, target != nullptr ? target->attention : model.attention,
                                  request.techniques);
   const double memory_limit = device_memory_bytes(a.device_memory_gib, hardware);
   const bool too_big = memory_limit > 0 && static_cast<double>(peak_bytes) > memory_limit;
@@ -122,7 +122,7 @@ int run_predict(const PredictArgs& a) {
   record.precision = a.precision;
   record.blind = a.blind;
   record.recipe = recipe_label(request.techniques);
-  record.attention = target != nullptr ? to_string(target->attention) : model.attention;
+  record.attention = target != nullptr ? to_string(target->attention) : to_string(model.attention);
   record.libtorch_version = target != nullptr ? "" : model.libtorch_version;
   record.prediction = p;
   record.peak_memory_bytes = peak_bytes;

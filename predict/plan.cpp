@@ -5,7 +5,7 @@
 
 #include "common/errors.hpp"
 #include "common/job.hpp"
-#include "predict/memory_model.hpp"
+#include "predict/memory/memory_model.hpp"
 #include "predict/predictor.hpp"
 #include "predict/throughput.hpp"
 
@@ -30,7 +30,7 @@ PlanEntry plan_entry(const FittedModel& model, const PlanOptions& options, Stage
   if (!entry.reason.empty()) return entry;
   const double peak = static_cast<double>(
       peak_memory_bytes(options.model, config, precision_policy(precision),
-                        options.target != nullptr ? options.target->attention : parse_attention(model.attention), techniques));
+                        options.target != nullptr ? options.target->attention : model.attention, techniques));
   entry.peak_memory_bytes = peak;
   if (options.device_memory_bytes > 0 && peak > options.device_memory_bytes) {
     entry.reason = "exceeds the device memory (not predicted)";
@@ -112,8 +112,7 @@ std::vector<PlanEntry> plan(const FittedModel& model, const PlanOptions& options
           } else if (!policy.supports(backend, BackendCapabilities{options.target->dialect == TorchDialect::kTorch2})) {
             continue;
           }
-        } else if (!model.backend.empty() && model.backend != "unknown" &&
-                   !policy.supports(parse_backend(model.backend), backend_capabilities(model))) {
+        } else if (model.backend && !policy.supports(*model.backend, backend_capabilities(model))) {
           continue;  // the calibrated backend cannot run this policy
         }
         for (const TrainingTechniques& techniques : options.recipes) {

@@ -13,7 +13,7 @@
 //    dividing the vocabulary) and a candidate the predictor cannot predict (a technique it does not model,
 //    no trace and no way to build one) are infeasible with the reason.
 //  - Entries come back feasible ones fastest first, then the infeasible ones in candidate order.
-//  - With options.target, the model's traces, profiles and backend are not used (target_device.hpp).
+//  - With options.target, the model's traces, profiles and backend are not used (resolver/target_device.hpp).
 //  - A feasible entry carries its tokens per second per rank, and its MFU when the options name a
 //    hardware description (predict/throughput.hpp).
 #pragma once
@@ -27,8 +27,8 @@
 #include "common/precision.hpp"
 #include "common/training_techniques.hpp"
 #include "common/hardware_spec.hpp"
-#include "predict/fitted_model.hpp"
-#include "predict/target_device.hpp"
+#include "predict/model/fitted_model.hpp"
+#include "predict/resolver/target_device.hpp"
 
 namespace itertime::predict {
 
@@ -44,7 +44,7 @@ struct PlanOptions {
   std::vector<TrainingTechniques> recipes = {TrainingTechniques{}};  // plain training only by default
   double device_memory_bytes = 0;  // 0: no memory check
   std::optional<HardwareSpec> hardware;  // for MFU (predict::choose_hardware); none: no MFU
-  // A described device (target_device.hpp; not owned): every candidate built and timed on it, its
+  // A described device (resolver/target_device.hpp; not owned): every candidate built and timed on it, its
   // attention kernel in the memory model, the precisions its backend (CUDA for a GPU) can run.
   const TargetDevice* target = nullptr;
 };

@@ -8,8 +8,8 @@
 
 #include "common/errors.hpp"
 #include "common/stats.hpp"
-#include "predict/described_comm.hpp"
-#include "predict/schedule.hpp"
+#include "predict/device/described_comm.hpp"
+#include "predict/schedule/schedule.hpp"
 
 namespace itertime::predict {
 namespace {
@@ -52,7 +52,7 @@ std::optional<std::string> unmodelled_reason(const ParallelConfig& c, const Trai
 // Step 2: the occupancy operators are timed at. Oversubscribed CPU ranks (more ranks than the node's rank
 // slots, but no more than the calibrated node ran) take their time as profiled with every slot busy
 // (the profile's median leaves time-sharing out); the schedule stretches them by processor sharing
-// (predict/schedule.hpp), the tail by ranks / slots.
+// (predict/schedule/schedule.hpp), the tail by ranks / slots.
 struct OccupancyPlan {
   int64_t occupancy = 1;          // ranks busy at once
   int64_t profile_occupancy = 1;  // the occupancy operator times are taken at
@@ -99,52 +99,87 @@ struct StageComm {
   std::string failure;  // the comm model has no table for one of them
 };
 
-// On a described target (no calibration of it): the description's NCCL model with the group placed on
-// nodes by its rank stride (stride_ranks: TP 1, DP*CP and CP tp, pipeline neighbours dp*cp*tp).
-StageComm stage_comm(const CommModel& comm_model, const TargetDevice* target, const ParallelConfig& c, int stage,
-                     const std::vector<CommOp>& comms, bool overlap_gather) {
-  StageComm out;
-  const auto stride_of = [&](Collective collective, GroupLayout layout) -> int64_t {
+// One collective's time for stage_comm: the comm model's, or on a described target (no calibration of
+// it) the description's NCCL model with the group placed on nodes by its rank stride (stride_ranks: TP 1,
+// DP*CP and CP tp, pipeline neighbours dp*cp*tp). A collective it cannot time is nullopt, with the
+// reason in `failure`.
+struct CommTimer {
+  const CommModel& comm_model;
+  const TargetDevice* target;
+  const ParallelConfig& c;
+  std::string& failure;
+
+  int64_t stride_of(Collective collective, GroupLayout layout) const {
     if (layout == GroupLayout::kConsecutive) return 1;
     return is_point_to_point(collective) ? int64_t{c.dp} * c.cp * c.tp : c.tp;
-  };
-  const auto time_us = [&](Collective collective, const CommOp& op, int64_t group_size, GroupLayout layout) -> std::optional<double> {
+  }
+  std::optional<double> operator()(Collective collective, const CommOp& op, int64_t group_size, GroupLayout layout) const {
     if (target != nullptr) {
       const int64_t gpus_per_node = target->hardware.gpus_per_node.value_or(1);
       const std::optional<DescribedCommTime> described =
           described_comm_us(target->hardware, collective, place_group(group_size, stride_of(collective, layout), gpus_per_node), op.bytes);
       if (!described) {
-        out.failure = target->hardware.name + " describes no link for " + to_string(collective) + " over " + std::to_string(group_size) +
-                      " ranks (its NVLink or NIC figures are missing)";
+        failure = target->hardware.name + " describes no link for " + to_string(collective) + " over " + std::to_string(group_size) +
+                  " ranks (its NVLink or NIC figures are missing)";
       }
       return described ? std::optional<double>(described->time_us) : std::nullopt;
     }
     const std::optional<CommPrediction> found = comm_model.find_us(collective, op.dtype, group_size, layout, op.bytes);
-    if (!found) out.failure = comm_model.missing_reason(collective, layout);
+    if (!found) failure = comm_model.missing_reason(collective, layout);
     return found ? std::optional<double>(found->time_us) : std::nullopt;
-  };
+  }
+};
+
+// stage_comm's overlapped buckets: the reduction's, in completion order, and overlapped parameter gather's,
+// with their bytes; their positions set by place() once all are in.
+// Overlapped parameter gather's buckets, assuming the stage's dp_all_gather comms come in the order the
+// trainer starts them, the next forward's (bucket K-1, holding the stage's first parameters, first; the
+// builder's and tracer's opg order) and that each call's bytes are its bucket's share of the padded
+// parameter buffer (one rank's slice: the shares are those of the whole buffer). A bucket's first
+// parameter then lies after the bytes of the buckets gathered before it; the padding (< dp elements per
+// bucket) is counted as parameters. Comms are aggregated per (phase, kind, dtype, bytes) in order of
+// first appearance, so buckets of equal size are taken back to back at the first one's place (exact
+// when equal sizes are consecutive; otherwise an approximation of where in the forward they lie).
+struct OverlapBuckets {
+  StageComm& out;
   std::vector<double> bucket_bytes;  // per overlapped bucket, in completion order
-  const auto add_buckets = [&](const CommOp& op, int64_t bytes, double t) {
+  std::vector<double> gather_bytes;
+
+  void add_buckets(const CommOp& op, int64_t bytes, double t) {
     for (int64_t i = 0; i < op.count; ++i) {
       bucket_bytes.push_back(static_cast<double>(bytes));
       out.buckets.push_back(BucketReduction{1.0, t});
     }
-  };
-  // Overlapped parameter gather's buckets, assuming the stage's dp_all_gather comms come in the order the
-  // trainer starts them, the next forward's (bucket K-1, holding the stage's first parameters, first; the
-  // builder's and tracer's opg order) and that each call's bytes are its bucket's share of the padded
-  // parameter buffer (one rank's slice: the shares are those of the whole buffer). A bucket's first
-  // parameter then lies after the bytes of the buckets gathered before it; the padding (< dp elements per
-  // bucket) is counted as parameters. Comms are aggregated per (phase, kind, dtype, bytes) in order of
-  // first appearance, so buckets of equal size are taken back to back at the first one's place (exact
-  // when equal sizes are consecutive; otherwise an approximation of where in the forward they lie).
-  std::vector<double> gather_bytes;
-  const auto add_gathers = [&](const CommOp& op, int64_t bytes, double t) {
+  }
+  void add_gathers(const CommOp& op, int64_t bytes, double t) {
     for (int64_t i = 0; i < op.count; ++i) {
       gather_bytes.push_back(static_cast<double>(bytes));
       out.gathers.push_back(BucketGather{0.0, t});
     }
-  };
+  }
+  void place() const {
+    // Each bucket is complete after the buckets' bytes so far, over all of them.
+    double total_bytes = 0, done_bytes = 0;
+    for (double bytes : bucket_bytes) total_bytes += bytes;
+    for (std::size_t k = 0; k < out.buckets.size(); ++k) {
+      done_bytes += bucket_bytes[k];
+      out.buckets[k].ready_fraction = total_bytes > 0 ? std::min(1.0, done_bytes / total_bytes) : 1.0;
+    }
+    // Each gathered bucket's first parameter lies after the bytes gathered before it, over all of them.
+    double gather_total_bytes = 0, gathered_bytes = 0;
+    for (double bytes : gather_bytes) gather_total_bytes += bytes;
+    for (std::size_t k = 0; k < out.gathers.size(); ++k) {
+      out.gathers[k].before_fraction = gather_total_bytes > 0 ? std::min(1.0, gathered_bytes / gather_total_bytes) : 0.0;
+      gathered_bytes += gather_bytes[k];
+    }
+  }
+};
+
+StageComm stage_comm(const CommModel& comm_model, const TargetDevice* target, const ParallelConfig& c, int stage,
+                     const std::vector<CommOp>& comms, bool overlap_gather) {
+  StageComm out;
+  const CommTimer time_us{comm_model, target, c, out.failure};
+  OverlapBuckets overlap{out, {}, {}};
   // Neighbouring stages are dp*cp*tp ranks apart (consecutive only when that is 1); the DP*CP group's
   // ranks and the CP group's are tp apart (consecutive when tp == 1).
   const int reduction = c.reduction_ranks();
@@ -193,7 +228,7 @@ StageComm stage_comm(const CommModel& comm_model, const TargetDevice* target, co
       case CommKind::kDpAllReduce:
         if (reduction > 1) t = time_us(Collective::kAllReduce, op, reduction, dp_layout);
         if (t && reduction > 1 && op.phase == Phase::kBackward) {
-          add_buckets(op, op.bytes, *t);
+          overlap.add_buckets(op, op.bytes, *t);
         } else if (t && reduction > 1) {
           out.dp_us += *t * static_cast<double>(op.count);
         }
@@ -206,9 +241,9 @@ StageComm stage_comm(const CommModel& comm_model, const TargetDevice* target, co
           t = time_us(op.kind == CommKind::kDpAllGather ? Collective::kAllGather : Collective::kReduceScatter, whole, reduction,
                       dp_layout);
           if (t && op.phase == Phase::kBackward) {  // with overlapped reduction: one per bucket, started in the backward
-            add_buckets(op, whole.bytes, *t);
+            overlap.add_buckets(op, whole.bytes, *t);
           } else if (t && overlap_gather && op.kind == CommKind::kDpAllGather) {  // opg: one per bucket, started after the update
-            add_gathers(op, whole.bytes, *t);
+            overlap.add_gathers(op, whole.bytes, *t);
           } else if (t) {
             out.dp_us += *t * static_cast<double>(op.count);
           }
@@ -217,20 +252,7 @@ StageComm stage_comm(const CommModel& comm_model, const TargetDevice* target, co
     }
     if (!t) return out;
   }
-  // Each bucket is complete after the buckets' bytes so far, over all of them.
-  double total_bytes = 0, done_bytes = 0;
-  for (double bytes : bucket_bytes) total_bytes += bytes;
-  for (std::size_t k = 0; k < out.buckets.size(); ++k) {
-    done_bytes += bucket_bytes[k];
-    out.buckets[k].ready_fraction = total_bytes > 0 ? std::min(1.0, done_bytes / total_bytes) : 1.0;
-  }
-  // Each gathered bucket's first parameter lies after the bytes gathered before it, over all of them.
-  double gather_total_bytes = 0, gathered_bytes = 0;
-  for (double bytes : gather_bytes) gather_total_bytes += bytes;
-  for (std::size_t k = 0; k < out.gathers.size(); ++k) {
-    out.gathers[k].before_fraction = gather_total_bytes > 0 ? std::min(1.0, gathered_bytes / gather_total_bytes) : 0.0;
-    gathered_bytes += gather_bytes[k];
-  }
+  overlap.place();
   return out;
 }
 
@@ -459,7 +481,7 @@ ScheduleInput schedule_input(const PipelineFigures& pipeline, const ParallelConf
 // stage to finish. With overlapped parameter gather the tail holds no DP all-gather: each stage's
 // all-gathers run from its update's end into the next step, whose first forward on stage s (at the
 // step's end + its first forward's start in this schedule, taking as long as this one's) waits for the
-// buckets still being gathered (predict/schedule.hpp exposed_parameter_gather_us). The iteration is
+// buckets still being gathered (predict/schedule/schedule.hpp exposed_parameter_gather_us). The iteration is
 // longer by the largest wait over the stages: an approximation, as one stage's wait also shifts the
 // pipeline behind it (and a stage whose update ended early has that head start).
 struct StepEnd {

@@ -4,7 +4,7 @@
 //  - Per pipeline stage, forward and backward time per micro-batch = the stage's traced operators
 //    (counts x profiled time at the configuration's occupancy, dp*tp*pp busy ranks) + its TP
 //    all-reduces (comm model, the TP group's consecutive layout, at the dtype the trace recorded).
-//  - The pipeline is simulated (predict/schedule.hpp, 1F1B, blocking sends) with P2P at the policy's
+//  - The pipeline is simulated (predict/schedule/schedule.hpp, 1F1B, blocking sends) with P2P at the policy's
 //    activation dtype; then each stage's sequence-parallel norm-gradient sum, DP gradient-buffer work,
 //    DP all-reduce (gradient dtype, the DP group's layout) and optimizer step follow its own timeline
 //    (see the step end below).
@@ -19,14 +19,14 @@
 //    at dp 1 the plain stage) records its buckets' dp_all_reduce (with the distributed optimizer
 //    dp_reduce_scatter) in the backward: they run one after another from when the stage's last backward
 //    completes each (after its share of the bucket bytes) and only what outlasts the stage's timeline
-//    adds to its time (predict/schedule.hpp exposed_reduction_us; no contention term).
+//    adds to its time (predict/schedule/schedule.hpp exposed_reduction_us; no contention term).
 //  - Overlapped parameter gather (opg, at dp*cp > 1; at 1 dropped with ovl): the stage's dp_all_gather
 //    comms (phase optimizer) leave the tail. Taken to be recorded one per bucket in the order the trainer
 //    starts them (the next forward's: the bucket with the stage's first parameters first), each bucket's
 //    first parameter after the bytes of those gathered before it; they run one after another from the
 //    stage's update end, and the next step (starting at this step's end without them) waits, on each stage,
 //    before its first forward (micro-batch 0's, as long as in this schedule) reaches a bucket not yet
-//    gathered (schedule.hpp exposed_parameter_gather_us). The iteration is longer by the largest wait over
+//    gathered (schedule/schedule.hpp exposed_parameter_gather_us). The iteration is longer by the largest wait over
 //    the stages (an approximation: a wait shifts the pipeline behind it), counted in dp_comm_us.
 //  - The step ends when the last stage finishes: its timeline's end, its exposed reduction, then its
 //    once-per-iteration tail (sp_grads, dp_buffer, DP communication, optimizer); with opg, plus the
@@ -52,7 +52,7 @@
 //    ablation baseline.
 //  - The calibration factor (per occupancy) multiplies the raw prediction when `calibrated`; it is 1
 //    when none was fitted.
-//  - Stages come from a StageResolver (predict/stage_resolver.hpp) and its policy: traced stages first,
+//  - Stages come from a StageResolver (predict/resolver/stage_resolver.hpp) and its policy: traced stages first,
 //    built from the request's LlamaSpec for the rest; or every stage built (kBuiltOnly). The blind
 //    variant builds the fp32 stage.
 //  - predict() is a sequence of pure steps (legality, occupancy, calibration, per-stage times, schedule,
@@ -74,8 +74,8 @@
 #include "common/parallel_config.hpp"
 #include "common/precision.hpp"
 #include "common/training_techniques.hpp"
-#include "predict/fitted_model.hpp"
-#include "predict/stage_resolver.hpp"
+#include "predict/model/fitted_model.hpp"
+#include "predict/resolver/stage_resolver.hpp"
 
 namespace itertime::predict {
 

@@ -10,7 +10,7 @@
 //    matrix products' math: an fp8 MFU is against the fp8 peak, twice the bf16 one on Hopper). A description
 //    without that figure gives no MFU (nullopt), never a guess.
 //  - Devices: a GPU description counts one device per rank (dp x tp x pp x cp); a CPU node description
-//    is the whole node, and a calibration of CPU ranks runs on one node (predict/fitted_model.hpp), so
+//    is the whole node, and a calibration of CPU ranks runs on one node (predict/model/fitted_model.hpp), so
 //    its ranks share one device's peak.
 //  - Pure functions of their arguments.
 #pragma once
@@ -22,7 +22,6 @@
 #include "common/model_spec.hpp"
 #include "common/parallel_config.hpp"
 #include "common/precision.hpp"
-#include "predict/fitted_model.hpp"
 
 namespace itertime::predict {
 

@@ -93,7 +93,7 @@ void print_prediction(const PredictionRecord& r) {
 namespace {
 
 // The transferable operator model: each class's efficiency and floor, and how the fit carries to the
-// other profiled occupancies (predict/operator_roofline.hpp).
+// other profiled occupancies (predict/device/operator_roofline.hpp).
 void print_roofline_summary(const predict::FittedModel& model) {
   if (model.roofline.empty()) {
     std::printf("operator roofline: none (the calibration's devices match no hardware description this build ships)\n");

@@ -7,7 +7,7 @@
 #include <vector>
 
 #include "common/parallel_config.hpp"
-#include "predict/fitted_model.hpp"
+#include "predict/model/fitted_model.hpp"
 #include "predict/plan.hpp"
 #include "predict/throughput.hpp"
 #include "predict/predictor.hpp"

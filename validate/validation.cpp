@@ -14,7 +14,7 @@
 #include "common/errors.hpp"
 #include "common/ops_store.hpp"
 #include "common/stats.hpp"
-#include "predict/memory_model.hpp"
+#include "predict/memory/memory_model.hpp"
 #include "predict/predictor.hpp"
 
 namespace itertime::validate {

@@ -5,7 +5,7 @@
 //  - Only ground-truth rows with status ok are scored. A configuration the traced predictor cannot
 //    predict (no stage trace, no comm table) is listed with status "unpredicted" and its reason, and is
 //    left out of every MAPE.
-//  - The calibration (per-operator overhead and factor, predict/fitted_model.hpp) applied to a
+//  - The calibration (per-operator overhead and factor, predict/model/fitted_model.hpp) applied to a
 //    configuration is fitted without its holdout group: leave-one-tuple-out (every ground-truth row
 //    except those of its own (dp,tp,pp) tuple) or leave-one-precision-out (except those of its own
 //    precision: the unseen-precision setting). When no other group shares its occupancy, the terms of the
@@ -41,7 +41,7 @@
 #include "common/calibration_records.hpp"
 #include "common/groundtruth_store.hpp"
 #include "common/model_spec.hpp"
-#include "predict/fitted_model.hpp"
+#include "predict/model/fitted_model.hpp"
 
 namespace itertime::validate {
 
@@ -135,7 +135,7 @@ struct ComputeRow {
 std::vector<ComputeRow> compute_report(const predict::FittedModel& model, const std::vector<store::GroundTruthRecord>& configs,
                                        const std::vector<store::GroundTruthRankRow>& ranks);
 
-// Per configuration of `model` and pipeline stage: the memory model's peak (predict/memory_model.hpp)
+// Per configuration of `model` and pipeline stage: the memory model's peak (predict/memory/memory_model.hpp)
 // against the largest peak_tensor_bytes measured on that stage's ranks (the exact tensor bytes LibTorch
 // allocated during the configuration, weights and optimizer state included). Rows of other models, and
 // rank rows without a measurement (<= 0), are left out.

@@ -10,7 +10,7 @@
 #include "common/groundtruth_store.hpp"
 #include "common/h5store.hpp"
 #include "common/store_meta.hpp"
-#include "predict/fitted_model.hpp"
+#include "predict/fit_model.hpp"
 #include "validate/validation_report.hpp"
 #include "validate/validation_store.hpp"
 
@@ -53,7 +53,7 @@ ValidationReport run_validation(const ValidationRunOptions& given) {
       for (const auto& row : rows) h5::check_span(file, store::kGroundTruthRanks, row.ranks_offset, row.ranks_count, ranks.size());
       if (options.compute_report) print_compute_report(compute_report(model, rows, ranks));
       if (options.memory_report && options.model) {
-        print_memory_report(memory_report(*options.model, parse_attention(model.attention), rows, ranks));
+        print_memory_report(memory_report(*options.model, model.attention, rows, ranks));
       }
     }
   }

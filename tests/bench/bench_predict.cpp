@@ -22,10 +22,10 @@
 #include <memory>
 
 #include "common/model_spec.hpp"
-#include "predict/fitted_model.hpp"
+#include "predict/fit_model.hpp"
 #include "predict/plan.hpp"
 #include "predict/predictor.hpp"
-#include "predict/target_device.hpp"
+#include "predict/resolver/target_device.hpp"
 
 namespace {
 

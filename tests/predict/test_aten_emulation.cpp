@@ -1,11 +1,11 @@
-// test_aten_emulation.cpp: the ATen / c10 rules the stage builder re-implements (predict/aten_emulation.hpp),
+// test_aten_emulation.cpp: the ATen / c10 rules the stage builder re-implements (predict/builder/aten_emulation.hpp),
 // each on cases checked by hand against LibTorch's behaviour (the whole-stage check against real traces is
 // tests/torch/test_op_builder.cpp).
 #include <gtest/gtest.h>
 
 #include <optional>
 
-#include "predict/aten_emulation.hpp"
+#include "predict/builder/aten_emulation.hpp"
 
 namespace itertime::predict {
 namespace {

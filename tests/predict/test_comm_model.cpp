@@ -9,7 +9,7 @@
 #include "common/comm_store.hpp"
 #include "common/errors.hpp"
 #include "common/h5store.hpp"
-#include "predict/comm_model.hpp"
+#include "predict/device/comm_model.hpp"
 #include "tests/predict/comm_rows.hpp"
 
 namespace itertime::predict {

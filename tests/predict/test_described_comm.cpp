@@ -10,7 +10,7 @@
 #include <string>
 
 #include "common/errors.hpp"
-#include "predict/described_comm.hpp"
+#include "predict/device/described_comm.hpp"
 
 namespace itertime::predict {
 namespace {

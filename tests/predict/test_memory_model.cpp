@@ -2,7 +2,7 @@
 // interleaved 1F1B (vp 2) on the tiny model.
 // Invariants: the models are read from data/models/llama3.1-8b.json and tiny-llama-gqa.json; parameter,
 // weight, gradient and optimizer figures are exact integers computed by hand in the comments; activation
-// figures restate the formula of predict/memory_model.cpp numerically and check its proportionality; the
+// figures restate the formula of predict/memory/memory_model.cpp numerically and check its proportionality; the
 // interleaved in-flight counts are derived by hand from common/pipeline_order.hpp's order.
 #include <gtest/gtest.h>
 
@@ -14,7 +14,7 @@
 #include "common/pipeline_order.hpp"
 #include "common/precision.hpp"
 #include "common/training_techniques.hpp"
-#include "predict/memory_model.hpp"
+#include "predict/memory/memory_model.hpp"
 
 namespace itertime::predict {
 namespace {

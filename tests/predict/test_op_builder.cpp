@@ -1,4 +1,4 @@
-// test_op_builder.cpp: the stage builder (predict/op_builder.hpp) without LibTorch: shapes scale with TP,
+// test_op_builder.cpp: the stage builder (predict/builder/op_builder.hpp) without LibTorch: shapes scale with TP,
 // counts with layers, a production-size model builds with plausible FLOPs, the predictor uses built
 // stages for configurations that were never traced, and the call recorder aggregates as /ops does.
 // (Equality with real traces: tests/torch/test_op_builder.cpp.)
@@ -14,8 +14,8 @@
 #include "common/ops_store.hpp"
 #include "common/training_techniques.hpp"
 #include "comm_rows.hpp"
-#include "predict/op_builder.hpp"
-#include "predict/op_emitter.hpp"
+#include "predict/builder/op_builder.hpp"
+#include "predict/builder/op_emitter.hpp"
 #include "predict/predictor.hpp"
 
 namespace itertime::predict {
@@ -563,7 +563,7 @@ TEST(OpBuilder, SharedCoresStretchOperatorsProfiledWithEverySlotBusy) {
   EXPECT_NEAR(predicted(model_with(2.0, 100.0), request).total_us, predicted(model_with(0.0, 100.0), request).total_us, 1e-9);
 }
 
-// The builder's call recorder (predict/op_emitter.hpp): signatures, aggregation, repeat counts, comms.
+// The builder's call recorder (predict/builder/op_emitter.hpp): signatures, aggregation, repeat counts, comms.
 TEST(OpEmitter, AggregatesCallsPerPhaseAndSignatureInOrderOfFirstAppearance) {
   using namespace builder;
   OpEmitter emit;

@@ -9,7 +9,7 @@
 #include <cmath>
 #include <vector>
 
-#include "predict/op_regression.hpp"
+#include "predict/device/op_regression.hpp"
 
 namespace itertime::predict {
 namespace {

@@ -11,9 +11,9 @@
 
 #include "common/errors.hpp"
 #include "tests/predict/fixtures.hpp"
-#include "predict/operator_roofline.hpp"
+#include "predict/device/operator_roofline.hpp"
 #include "predict/predictor.hpp"
-#include "predict/target_device.hpp"
+#include "predict/resolver/target_device.hpp"
 
 namespace itertime::predict {
 namespace {

@@ -11,9 +11,9 @@
 
 #include "common/model_spec.hpp"
 #include "common/training_techniques.hpp"
-#include "predict/fitted_model.hpp"
+#include "predict/model/fitted_model.hpp"
 #include "predict/plan.hpp"
-#include "predict/target_device.hpp"
+#include "predict/resolver/target_device.hpp"
 
 namespace itertime::predict {
 namespace {

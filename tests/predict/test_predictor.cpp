@@ -11,9 +11,9 @@
 #include "common/calibration_records.hpp"
 #include "common/model_spec.hpp"
 #include "common/ops_store.hpp"
-#include "predict/op_builder.hpp"
+#include "predict/builder/op_builder.hpp"
 #include "predict/predictor.hpp"
-#include "predict/stage_resolver.hpp"
+#include "predict/resolver/stage_resolver.hpp"
 #include "tests/predict/comm_rows.hpp"
 
 namespace itertime::predict {

@@ -8,7 +8,7 @@
 #include <vector>
 
 #include "common/errors.hpp"
-#include "predict/schedule.hpp"
+#include "predict/schedule/schedule.hpp"
 
 namespace itertime::predict {
 namespace {

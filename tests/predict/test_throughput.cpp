@@ -9,7 +9,7 @@
 
 #include "common/errors.hpp"
 #include "tests/predict/fixtures.hpp"
-#include "predict/target_device.hpp"
+#include "predict/resolver/target_device.hpp"
 #include "predict/throughput.hpp"
 
 namespace itertime::predict {

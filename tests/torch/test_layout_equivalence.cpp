@@ -233,6 +233,55 @@ TEST(Trainer, TechniquesTrainTheSameParameters) {
   }
 }
 
+// The reduced gradients of the first step, whole model, on every rank: each stage's sum of squares (the
+// same on its dp*cp*tp ranks) summed over the world.
+double first_step_gradient_sum_of_squares(const TrainerOptions& options) {
+  Trainer trainer(options, MPI_COMM_WORLD);
+  trainer.step(0);
+  double sum = trainer.gradient_sum_of_squares();
+  MPI_Allreduce(MPI_IN_PLACE, &sum, 1, MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD);
+  return sum / (options.config.dp * options.config.cp * options.config.tp);
+}
+
+// Single-rank training's gradients of the first step (fp32), computed on world rank 0, on every rank.
+double single_rank_gradient_sum_of_squares(Techniques techniques) {
+  int rank = 0;
+  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+  double expected = 0.0;
+  if (rank == 0) {
+    Trainer single(options_for(PrecisionName::kFp32, 1, 1, 1, AttentionKernel::kEager, techniques), MPI_COMM_SELF);
+    single.step(0);
+    expected = single.gradient_sum_of_squares();
+  }
+  MPI_Bcast(&expected, 1, MPI_DOUBLE, 0, MPI_COMM_WORLD);
+  return expected;
+}
+
+// Every plain (dp, tp, pp) factorization of the world reduces the gradients of the global batch: their
+// sum of squares after the first step is single-rank training's. AdamW is scale-invariant and nothing
+// clips, so summing instead of averaging over DP passes every loss comparison above; this sees the
+// factor dp^2 (4 at dp 2). Both all-reduce strategies (one buffer, overlapped buckets) get the check; the
+// distributed optimizer's gradients are shards, which gradient_sum_of_squares does not sum.
+TEST(Trainer, EveryLayoutReducesTheGradientsOfTheGlobalBatch) {
+  int world = 1;
+  MPI_Comm_size(MPI_COMM_WORLD, &world);
+  for (const Techniques techniques : {Techniques{}, kOverlappedReduction}) {
+    const double expected = single_rank_gradient_sum_of_squares(techniques);
+    ASSERT_GT(expected, 0.0);
+    for (int tp = 1; tp <= world; ++tp) {
+      for (int pp = 1; pp <= world / tp; ++pp) {
+        if (world % (tp * pp) != 0) continue;
+        const int dp = world / (tp * pp);
+        // fp32 summation order: about 1e-7 relative; a DP sum instead of a mean: a factor dp^2.
+        EXPECT_NEAR(first_step_gradient_sum_of_squares(
+                        options_for(PrecisionName::kFp32, dp, tp, pp, AttentionKernel::kEager, techniques)),
+                    expected, 1e-5 * expected)
+            << "techniques" << name_of(techniques) << " layout (dp,tp,pp)=(" << dp << "," << tp << "," << pp << ")";
+      }
+    }
+  }
+}
+
 // Overlapped reduction really starts during the backward: every bucket of the last step was started
 // before the backward returned (its all-reduce, or with the distributed optimizer its reduce-scatter),
 // and there are several.
@@ -757,29 +806,17 @@ INSTANTIATE_TEST_SUITE_P(Precisions, ContextParallelLayoutEquivalence,
 // squares (the same on its dp*cp*tp ranks) summed over the world. AdamW hardly sees a gradient off by a
 // constant factor (dividing by dp instead of dp*cp passes every loss above); this sees a factor 4.
 TEST(ContextParallelTrainer, ReducesTheGradientsOfTheGlobalBatch) {
-  int world = 1, rank = 0;
+  int world = 1;
   MPI_Comm_size(MPI_COMM_WORLD, &world);
-  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
   if (cp_layouts(world).empty()) GTEST_SKIP() << "context-parallel layouts at 2 and 4 ranks";
   for (const Techniques techniques : {Techniques{}, kOverlappedReduction, kFullRecompute}) {
-    double expected = 0.0;
-    if (rank == 0) {
-      Trainer single(options_for(PrecisionName::kFp32, 1, 1, 1, AttentionKernel::kEager, techniques), MPI_COMM_SELF);
-      single.step(0);
-      expected = single.gradient_sum_of_squares();
-    }
-    MPI_Bcast(&expected, 1, MPI_DOUBLE, 0, MPI_COMM_WORLD);
+    const double expected = single_rank_gradient_sum_of_squares(techniques);
     for (const CpLayout& l : cp_layouts(world)) {
       if (techniques.overlap_gradient_reduction && l.vp > 1) continue;
       TrainerOptions options = options_for(PrecisionName::kFp32, l.dp, l.tp, l.pp, AttentionKernel::kEager, techniques);
       options.config.cp = l.cp;
       options.config.vp = l.vp;
-      Trainer trainer(options, MPI_COMM_WORLD);
-      trainer.step(0);
-      double sum = trainer.gradient_sum_of_squares();
-      MPI_Allreduce(MPI_IN_PLACE, &sum, 1, MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD);
-      sum /= l.dp * l.cp * l.tp;
-      EXPECT_NEAR(sum, expected, 1e-5 * expected)
+      EXPECT_NEAR(first_step_gradient_sum_of_squares(options), expected, 1e-5 * expected)
           << "techniques" << name_of(techniques) << " layout (dp,tp,pp,cp,vp)=(" << l.dp << "," << l.tp << "," << l.pp << ","
           << l.cp << "," << l.vp << ")";
     }

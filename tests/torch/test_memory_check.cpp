@@ -25,7 +25,7 @@
 #include "calibrate/trainer.hpp"
 #include "common/errors.hpp"
 #include "common/model_spec.hpp"
-#include "predict/memory_model.hpp"
+#include "predict/memory/memory_model.hpp"
 #include "tests/torch/torch_features.hpp"
 
 namespace itertime::calibrate {

@@ -1,4 +1,4 @@
-// test_op_builder.cpp: the predictor's stage builder (predict/op_builder.hpp, no LibTorch) against the
+// test_op_builder.cpp: the predictor's stage builder (predict/builder/op_builder.hpp, no LibTorch) against the
 // tracer: for each case the stage is traced with LibTorch (calibrate::trace_stage_info) and built from the
 // model, and the two must agree exactly.
 // Invariants:
@@ -34,7 +34,7 @@
 #include "common/model_spec.hpp"
 #include "common/phase.hpp"
 #include "common/training_techniques.hpp"
-#include "predict/op_builder.hpp"
+#include "predict/builder/op_builder.hpp"
 #include "tests/torch/torch_features.hpp"
 
 namespace itertime {
@@ -97,14 +97,14 @@ std::vector<predict::CommOp> aggregate_comms(const calibrate::StageTraceInfo& tr
   std::vector<predict::CommOp> out;
   std::map<std::string, std::size_t> position;
   for (const auto& comm : trace.comms) {
-    const std::string key = comm.phase + "/" + comm.kind + "/" + comm.dtype + "/" + std::to_string(comm.bytes);
+    const std::string key = comm.phase + "/" + to_string(comm.kind) + "/" + comm.dtype + "/" + std::to_string(comm.bytes);
     const auto found = position.find(key);
     if (found != position.end()) {
       out[found->second].count += 1;
       continue;
     }
     position[key] = out.size();
-    out.push_back(predict::CommOp{parse_phase(comm.phase), parse_comm_kind(comm.kind), parse_dtype(comm.dtype), comm.bytes, 1});
+    out.push_back(predict::CommOp{parse_phase(comm.phase), comm.kind, parse_dtype(comm.dtype), comm.bytes, 1});
   }
   return out;
 }

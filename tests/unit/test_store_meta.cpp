@@ -59,8 +59,10 @@ TEST(StoreMeta, PresentAttributesParseIntoTypes) {
   EXPECT_EQ(meta.groundtruth_model, "data/models/tiny.json");
 }
 
-TEST(StoreMeta, HardwareNoneMeansNoDescription) {
+TEST(StoreMeta, NoneAndUnknownMeanNotRecorded) {
   EXPECT_EQ(parse_store_meta({{meta_key::kHardware, "none"}}, "cal.h5").hardware, "");
+  EXPECT_FALSE(parse_store_meta({{meta_key::kBackend, "unknown"}}, "cal.h5").backend.has_value());
+  EXPECT_FALSE(parse_store_meta({{meta_key::kBackend, ""}}, "cal.h5").backend.has_value());
 }
 
 TEST(StoreMeta, TextThatDoesNotParseIsAUserErrorNamingFileAndAttribute) {

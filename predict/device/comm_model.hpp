@@ -1,0 +1,122 @@
+// comm_model.hpp: collective and point-to-point times fitted from the /comm table (its typed records,
+// common/calibration_records.hpp).
+// Invariants:
+//  - Only rows with mode "latency" (barrier-separated calls, what a training step sees) and
+//    check_errors == 0 are used; rows with a non-positive size or time are ignored too.
+//  - One table per key (collective, dtype, group size, layout): the measured sizes (nccl-tests sizes,
+//    see commbench/comm_collectives.hpp) ascending and distinct (duplicates merged by their median), the
+//    measured median times, and a monotone non-decreasing copy of them (pool-adjacent-violators; equal
+//    to the measurements whenever those are already non-decreasing).
+//  - Inside the measured range: piecewise-linear interpolation of the monotone times, exact at measured
+//    sizes. Below it: the smallest size's time. Above it: alpha_us + bytes * us_per_byte, fitted by
+//    least squares of the relative residuals on the largest max(3, ceil(n/2)) sizes (all of them when
+//    n <= 3), never below the largest measured time. A fit whose slope is not positive falls back to
+//    the line through the origin and the largest point.
+//  - Unmeasured group size n: the nearest measured group size n0 >= 2 (ties: the larger) of the same
+//    collective, dtype and layout; its time at `bytes` is split into bandwidth part
+//    min(t0, bytes * us_per_byte) and latency part (the rest); the latency part scales with the ring
+//    step count, the bandwidth part with the bus factor (latency_steps and busbw_factor of
+//    common/collective.hpp, the definitions the comm sweep uses).
+//  - Unmeasured dtype: another dtype of the same element size, then any measured dtype (time is a
+//    function of bytes); preference order: same dtype exact group, same-size dtype exact group, same
+//    dtype scaled group, same-size dtype scaled group, any dtype exact group, any dtype scaled group.
+//    The prediction says so (dtype_fallback, source).
+//  - group_size <= 1 or bytes <= 0 costs 0. Times in microseconds, sizes in bytes.
+//  - The state is plain data (maps, vectors, enums); the fitted model's archive (predict/model/
+//    fitted_model_archive.hpp) writes a key's terms as their /comm names (the format of before the enums)
+//    and restores the state through the restoring constructor: a round trip gives identical predictions.
+//    Keys order as their names do, so tables list in the same order as ever.
+//  - find_us() answers "no table" with nullopt (missing_reason() says why, in words); predict_us()
+//    throws that reason as a UserError.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "common/collective.hpp"
+#include "common/dtype.hpp"
+
+namespace itertime::store {
+struct CommRecord;
+}
+
+namespace itertime::predict {
+
+struct CommKey {
+  Collective collective = Collective::kAllReduce;
+  DType dtype = DType::kFloat32;
+  int64_t group_size = 0;
+  GroupLayout layout = GroupLayout::kConsecutive;
+
+  bool operator<(const CommKey& other) const;  // by names: collective, dtype, group size, layout
+  bool operator==(const CommKey& other) const;
+  std::string to_string() const;  // "all_reduce/bf16/g8/consecutive"
+
+};
+
+struct CommTable {
+  std::vector<int64_t> bytes;             // ascending, distinct
+  std::vector<double> measured_time_us;   // median time per size (median of duplicate rows)
+  std::vector<double> time_us;            // monotone non-decreasing version of measured_time_us
+  double alpha_us = 0.0;                  // latency of the upper-size fit
+  double us_per_byte = 0.0;               // 1 / bandwidth of the upper-size fit (> 0)
+  int64_t fit_points = 0;                 // sizes the fit used (the largest ones)
+  double fit_mape_pct = 0.0;              // the fit's MAPE over those sizes
+
+  double max_measured_time_us() const;
+};
+
+struct CommPrediction {
+  double time_us = 0.0;
+  bool extrapolated = false;    // outside the measured sizes, or scaled from another group size
+  std::string source;           // what the time came from, in words
+  bool dtype_fallback = false;  // the requested dtype was not measured; another dtype's table was used
+};
+
+struct CommFitResidual {
+  CommKey key;
+  double alpha_us = 0.0;
+  double bandwidth_GBps = 0.0;  // algorithmic bandwidth of the fit, 1e9 bytes per second
+  double mape_pct = 0.0;        // fit's mean absolute percentage error over its fit points
+  int64_t fit_points = 0;
+  int64_t measured_points = 0;
+};
+
+class CommModel {
+ public:
+  CommModel() = default;  // empty: every non-trivial prediction finds no table
+  explicit CommModel(const std::vector<store::CommRecord>& records);
+  // Restores a saved model's state (tables(), rows_used(), rows_ignored()), as the archive wrote it.
+  CommModel(std::map<CommKey, CommTable> tables, int64_t rows_used, int64_t rows_ignored)
+      : tables_(std::move(tables)), rows_used_(rows_used), rows_ignored_(rows_ignored) {}
+
+  // The time of one call, or nullopt when no measured table can stand in for it.
+  std::optional<CommPrediction> find_us(Collective collective, DType dtype, int64_t group_size, GroupLayout layout,
+                                        int64_t bytes) const;
+  // Why find_us() finds nothing for `collective` at `layout`, naming what was measured.
+  std::string missing_reason(Collective collective, GroupLayout layout) const;
+  // find_us(), or a UserError with missing_reason().
+  CommPrediction predict_us(Collective collective, DType dtype, int64_t group_size, GroupLayout layout,
+                            int64_t bytes) const;
+  std::vector<CommFitResidual> residuals() const;
+
+  bool empty() const { return tables_.empty(); }
+  const std::map<CommKey, CommTable>& tables() const { return tables_; }
+  int64_t rows_used() const { return rows_used_; }
+  int64_t rows_ignored() const { return rows_ignored_; }  // other modes, failed checks, bad values
+
+ private:
+  std::map<CommKey, CommTable> tables_;
+  int64_t rows_used_ = 0;
+  int64_t rows_ignored_ = 0;
+};
+
+// Evaluates one table at `bytes` (> 0): interpolation, clamp below, fit above. Sets `extrapolated`
+// when `bytes` lies outside the measured sizes.
+double evaluate_table_us(const CommTable& table, int64_t bytes, bool& extrapolated);
+
+}  // namespace itertime::predict

@@ -1,0 +1,428 @@
+// schedule.cpp: the 1F1B event simulation of schedule.hpp.
+// Invariants: every pass is scheduled exactly once, after all its dependencies; a sweep that schedules
+// nothing while passes remain is a deadlock, which 1F1B never has (ITERTIME_CHECK).
+#include "predict/schedule/schedule.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <utility>
+
+#include "common/errors.hpp"
+#include "common/pipeline_order.hpp"
+
+namespace itertime::predict {
+namespace {
+
+constexpr double kNotDone = -1.0;
+
+void require_time(double value_us, const std::string& what) {
+  if (!std::isfinite(value_us) || value_us < 0.0) {
+    throw UserError("1F1B schedule: " + what + " is " + std::to_string(value_us) +
+                    " us; times must be finite and non-negative");
+  }
+}
+
+// Every user-facing check of a ScheduleInput (UserError), and the p2p vector sizes (ITERTIME_CHECK).
+void require_valid(const ScheduleInput& input) {
+  const int pp = static_cast<int>(input.stages.size());  // virtual stages
+  const int m = input.num_micro_batches;
+  const int v = input.virtual_stages;
+  if (pp < 1) throw UserError("1F1B schedule: no pipeline stages given");
+  if (m < 1) throw UserError("1F1B schedule: " + std::to_string(m) + " micro-batches; need at least 1");
+  if (v < 1 || pp % v != 0) {
+    throw UserError("1F1B schedule: " + std::to_string(pp) + " stage times for " + std::to_string(v) +
+                    " model chunks per rank; give pp * v of them, in virtual-stage order");
+  }
+  const int ranks = pp / v;
+  if (v > 1 && m % ranks != 0) {
+    throw UserError("interleaved 1F1B: " + std::to_string(m) + " micro-batches is not a multiple of pp " + std::to_string(ranks) +
+                    " (Megatron-LM's interleaved schedule needs that); choose a global batch that gives a multiple, or v = 1");
+  }
+  ITERTIME_CHECK(static_cast<int>(input.p2p_forward_us.size()) == pp - 1 &&
+                     static_cast<int>(input.p2p_backward_us.size()) == pp - 1,
+                 "p2p transfer vectors need pp*v-1 = " + std::to_string(pp - 1) + " entries");
+  for (int s = 0; s < pp; ++s) {
+    const StageTimes& times = input.stages[static_cast<std::size_t>(s)];
+    require_time(times.forward_us, "stage " + std::to_string(s) + " forward");
+    require_time(times.backward_us, "stage " + std::to_string(s) + " backward");
+    require_time(times.forward_fixed_us, "stage " + std::to_string(s) + " forward fixed part");
+    require_time(times.backward_fixed_us, "stage " + std::to_string(s) + " backward fixed part");
+    if (times.forward_fixed_us > times.forward_us || times.backward_fixed_us > times.backward_us) {
+      throw UserError("1F1B schedule: stage " + std::to_string(s) + "'s fixed part exceeds its pass time");
+    }
+  }
+  if (!std::isfinite(input.rank_slots) || input.rank_slots < 0 || !std::isfinite(input.ranks_per_stage) || input.ranks_per_stage < 1) {
+    throw UserError("1F1B schedule: rank slots must be >= 0 and ranks per stage >= 1");
+  }
+  for (int j = 0; j + 1 < pp; ++j) {
+    require_time(input.p2p_forward_us[static_cast<std::size_t>(j)], "forward transfer at boundary " + std::to_string(j));
+    require_time(input.p2p_backward_us[static_cast<std::size_t>(j)], "backward transfer at boundary " + std::to_string(j));
+  }
+}
+
+// What both simulations share: each stage's pass order and position in it, when each (stage,
+// micro-batch) pass ended, the pipeline dependencies between passes, and the result being accumulated.
+// A forward of micro-batch i on stage s needs stage s-1's forward of i plus the forward transfer; a
+// backward needs stage s+1's backward of i plus the backward transfer (the last stage: its own forward).
+class PipelineState {
+ public:
+  explicit PipelineState(const ScheduleInput& input)
+      : input_(input),
+        v_(input.virtual_stages),
+        pp_(static_cast<int>(input.stages.size()) / input.virtual_stages),
+        m_(input.num_micro_batches),
+        forward_end_us_(cells(), kNotDone),
+        backward_end_us_(cells(), kNotDone),
+        next_(static_cast<std::size_t>(pp_), 0) {
+    for (int s = 0; s < pp_; ++s) orders_.push_back(v_ == 1 ? one_f_one_b_order(pp_, s, m_) : interleaved_order(pp_, s, m_, v_));
+    result_.busy_us.assign(static_cast<std::size_t>(pp_), 0.0);
+    result_.send_us.assign(static_cast<std::size_t>(pp_), 0.0);
+    result_.idle_us.assign(static_cast<std::size_t>(pp_), 0.0);
+    result_.end_us.assign(static_cast<std::size_t>(pp_), 0.0);
+    result_.last_backward_start_us.assign(static_cast<std::size_t>(pp_), 0.0);
+    result_.last_backward_end_us.assign(static_cast<std::size_t>(pp_), 0.0);
+    result_.first_forward_start_us.assign(static_cast<std::size_t>(pp_), kNotDone);
+    result_.first_forward_end_us.assign(static_cast<std::size_t>(pp_), kNotDone);
+    if (input.record_timeline) result_.timeline.assign(static_cast<std::size_t>(pp_), {});
+  }
+
+  int stages() const { return pp_; }  // pipeline ranks: one timeline each
+  // One (virtual stage, micro-batch) cell per forward and per backward: 2 * cells() passes in all.
+  std::size_t cells() const { return static_cast<std::size_t>(pp_ * v_) * static_cast<std::size_t>(m_); }
+  bool has_next(int s) const { return next_[index(s)] < orders_[index(s)].size(); }
+  const TimelineEntry& next_pass(int s) const { return orders_[index(s)][next_[index(s)]]; }
+
+  // When the next pass of stage s may start by its dependencies (not the stage's own availability),
+  // or kNotDone while one of them has not run.
+  double dependencies_ready_us(int s) const {
+    const TimelineEntry& pass = next_pass(s);
+    const int i = pass.micro_batch;
+    const int vs = virtual_stage(s, pass);
+    if (pass.kind == PassKind::kForward) {
+      if (vs == 0) return 0.0;
+      const double upstream_us = forward_end_us_[cell(vs - 1, i)];
+      return upstream_us == kNotDone ? kNotDone : upstream_us + input_.p2p_forward_us[index(vs) - 1];
+    }
+    ITERTIME_CHECK(forward_end_us_[cell(vs, i)] != kNotDone, "1F1B order runs a backward before its forward");
+    if (vs == pp_ * v_ - 1) return forward_end_us_[cell(vs, i)];
+    const double downstream_us = backward_end_us_[cell(vs + 1, i)];
+    return downstream_us == kNotDone ? kNotDone : downstream_us + input_.p2p_backward_us[index(vs)];
+  }
+
+  double next_pass_us(int s) const {
+    const StageTimes& times = input_.stages[index(virtual_stage(s, next_pass(s)))];
+    return next_pass(s).kind == PassKind::kForward ? times.forward_us : times.backward_us;
+  }
+
+  // The next pass's compute time: its shared (processor-shared) and fixed parts.
+  std::pair<double, double> next_pass_parts_us(int s) const {
+    const StageTimes& times = input_.stages[index(virtual_stage(s, next_pass(s)))];
+    const bool forward = next_pass(s).kind == PassKind::kForward;
+    const double total_us = forward ? times.forward_us : times.backward_us;
+    const double fixed_us = forward ? times.forward_fixed_us : times.backward_fixed_us;
+    return {total_us - fixed_us, fixed_us};
+  }
+
+  // Records the next pass of stage s as run from start_us to end_us and moves past it. Returns the
+  // transfer that follows it when sends block the stage's timeline (recorded as such), else 0.
+  double complete_next_pass(int s, double start_us, double end_us) {
+    const TimelineEntry pass = next_pass(s);
+    const bool forward = pass.kind == PassKind::kForward;
+    const int vs = virtual_stage(s, pass);
+    (forward ? forward_end_us_ : backward_end_us_)[cell(vs, pass.micro_batch)] = end_us;
+    result_.busy_us[index(s)] += end_us - start_us;
+    result_.end_us[index(s)] = std::max(result_.end_us[index(s)], end_us);
+    if (forward && result_.first_forward_start_us[index(s)] == kNotDone) {  // the first one recorded
+      result_.first_forward_start_us[index(s)] = start_us;
+      result_.first_forward_end_us[index(s)] = end_us;
+    }
+    if (!forward) {  // the passes run in order: the last one recorded is the last backward
+      result_.last_backward_start_us[index(s)] = start_us;
+      result_.last_backward_end_us[index(s)] = end_us;
+    }
+    if (input_.record_timeline) result_.timeline[index(s)].push_back({pass.kind, pass.micro_batch, start_us, end_us, pass.chunk});
+    ++next_[index(s)];
+    if (!input_.blocking_send || !sends_after(s, pass)) return 0.0;
+    const double transfer_us = forward ? input_.p2p_forward_us[index(vs)] : input_.p2p_backward_us[index(vs) - 1];
+    result_.send_us[index(s)] += transfer_us;
+    result_.end_us[index(s)] = std::max(result_.end_us[index(s)], end_us + transfer_us);
+    if (input_.record_timeline) {
+      result_.timeline[index(s)].push_back(
+          {forward ? PassKind::kSendForward : PassKind::kSendBackward, pass.micro_batch, end_us, end_us + transfer_us, pass.chunk});
+    }
+    return transfer_us;
+  }
+
+  void extend_makespan(double time_us) { result_.makespan_us = std::max(result_.makespan_us, time_us); }
+
+  // Whether a pass sends its result on: forwards but the last virtual stage's, backwards but the first's.
+  bool sends_after(int s, const TimelineEntry& pass) const {
+    const int vs = virtual_stage(s, pass);
+    return pass.kind == PassKind::kForward ? vs < pp_ * v_ - 1 : vs > 0;
+  }
+
+  // Idle time per stage and the bubble, from the makespan, busy and send times.
+  ScheduleResult finish() {
+    double busiest_us = 0.0;
+    for (std::size_t s = 0; s < result_.busy_us.size(); ++s) {
+      result_.idle_us[s] = std::max(0.0, result_.makespan_us - result_.busy_us[s] - result_.send_us[s]);
+      busiest_us = std::max(busiest_us, result_.busy_us[s]);
+    }
+    result_.bubble_us = result_.makespan_us - busiest_us;
+    return std::move(result_);
+  }
+
+ private:
+  static std::size_t index(int s) { return static_cast<std::size_t>(s); }
+  int virtual_stage(int rank, const TimelineEntry& pass) const { return pass.chunk * pp_ + rank; }
+  std::size_t cell(int vs, int i) const { return index(vs) * static_cast<std::size_t>(m_) + static_cast<std::size_t>(i); }
+
+  const ScheduleInput& input_;
+  int v_, pp_, m_;
+  std::vector<std::vector<TimelineEntry>> orders_;
+  std::vector<double> forward_end_us_, backward_end_us_;
+  std::vector<std::size_t> next_;  // per stage: index of its next pass in its order
+  ScheduleResult result_;
+};
+
+// Dedicated cores: sweeps the stages in order, running each stage's next passes as soon as their
+// dependencies allow, until every pass has run.
+ScheduleResult simulate_dedicated(const ScheduleInput& input) {
+  PipelineState pipeline(input);
+  std::vector<double> free_at_us(static_cast<std::size_t>(pipeline.stages()), 0.0);
+  std::size_t remaining = 2 * pipeline.cells();
+  while (remaining > 0) {
+    std::size_t scheduled = 0;
+    for (int s = 0; s < pipeline.stages(); ++s) {
+      double& free_us = free_at_us[static_cast<std::size_t>(s)];
+      while (pipeline.has_next(s)) {
+        const double dependencies_us = pipeline.dependencies_ready_us(s);
+        if (dependencies_us == kNotDone) break;
+        const double start_us = std::max(free_us, dependencies_us);
+        const double end_us = start_us + pipeline.next_pass_us(s);
+        free_us = end_us + pipeline.complete_next_pass(s, start_us, end_us);
+        pipeline.extend_makespan(free_us);
+        ++scheduled;
+        --remaining;
+      }
+    }
+    ITERTIME_CHECK(scheduled > 0, "1F1B simulation made no progress (deadlock in the pass order)");
+  }
+  return pipeline.finish();
+}
+
+// Processor sharing (see schedule.hpp): a time-ordered event simulation. Each stage is idle, in the
+// shared part of a pass (progressing at the rate the rank slots allow), in its fixed part, or held by a
+// blocking send. Time advances to the next event: a part finishing or a pass becoming ready.
+class SharedCoreSimulation {
+ public:
+  explicit SharedCoreSimulation(const ScheduleInput& input)
+      : input_(input), pipeline_(input), state_(static_cast<std::size_t>(pipeline_.stages())),
+        remaining_passes_(2 * pipeline_.cells()) {
+    double scale = 1.0;  // for the "reached zero" tolerance
+    for (const StageTimes& t : input.stages) scale = std::max({scale, t.forward_us, t.backward_us});
+    epsilon_ = 1e-12 * scale * static_cast<double>(2 * input.num_micro_batches * input.virtual_stages + pipeline_.stages());
+  }
+
+  ScheduleResult run() {
+    settle();
+    while (remaining_passes_ > 0 ||
+           std::any_of(state_.begin(), state_.end(), [](const StageState& st) { return st.activity != Activity::kIdle; })) {
+      const double rate = shared_rate();
+      const double step_us = std::max(next_event_in_us(rate), 0.0);
+      now_us_ += step_us;
+      for (StageState& st : state_) {
+        if (st.activity == Activity::kShared) st.remaining_us -= rate * step_us;
+        if (st.activity == Activity::kFixed || st.activity == Activity::kSending) st.remaining_us -= step_us;
+      }
+      settle();
+    }
+    return pipeline_.finish();
+  }
+
+ private:
+  enum class Activity { kIdle, kShared, kFixed, kSending };
+  struct StageState {
+    Activity activity = Activity::kIdle;
+    double remaining_us = 0;  // work (shared) or time (fixed, sending) left
+    double pass_start_us = 0;
+  };
+
+  // The rate at which each shared part progresses: 1, or the slots over the ranks that want them.
+  double shared_rate() const {
+    int shared = 0;
+    for (const StageState& st : state_) shared += st.activity == Activity::kShared ? 1 : 0;
+    const double demand = static_cast<double>(shared) * input_.ranks_per_stage;
+    return demand > input_.rank_slots ? input_.rank_slots / demand : 1.0;
+  }
+
+  double next_event_in_us(double rate) const {
+    double step_us = std::numeric_limits<double>::infinity();
+    for (int s = 0; s < pipeline_.stages(); ++s) {
+      const StageState& st = state_[static_cast<std::size_t>(s)];
+      if (st.activity == Activity::kShared) step_us = std::min(step_us, st.remaining_us / rate);
+      if (st.activity == Activity::kFixed || st.activity == Activity::kSending) step_us = std::min(step_us, st.remaining_us);
+      if (st.activity == Activity::kIdle && pipeline_.has_next(s)) {
+        const double ready_us = pipeline_.dependencies_ready_us(s);
+        if (ready_us != kNotDone) step_us = std::min(step_us, ready_us - now_us_);
+      }
+    }
+    ITERTIME_CHECK(std::isfinite(step_us), "1F1B simulation with shared cores made no progress (deadlock in the pass order)");
+    return step_us;
+  }
+
+  // Moves every stage as far as it can go at now_us_ without time passing.
+  void settle() {
+    for (bool moved = true; moved;) {
+      moved = false;
+      for (int s = 0; s < pipeline_.stages(); ++s) moved = advance_stage(s) || moved;
+    }
+  }
+
+  // One stage's transitions at now_us_: idle -> shared -> fixed -> (sending ->) idle.
+  bool advance_stage(int s) {
+    StageState& st = state_[static_cast<std::size_t>(s)];
+    bool moved = false;
+    if (st.activity == Activity::kIdle && pipeline_.has_next(s)) {
+      const double ready_us = pipeline_.dependencies_ready_us(s);
+      if (ready_us != kNotDone && ready_us <= now_us_ + epsilon_) {
+        st.activity = Activity::kShared;
+        st.remaining_us = pipeline_.next_pass_parts_us(s).first;
+        st.pass_start_us = now_us_;
+        moved = true;
+      }
+    }
+    if (st.activity == Activity::kShared && st.remaining_us <= epsilon_) {
+      st.activity = Activity::kFixed;
+      st.remaining_us = pipeline_.next_pass_parts_us(s).second;
+      moved = true;
+    }
+    if (st.activity == Activity::kFixed && st.remaining_us <= epsilon_) {
+      const bool sends = pipeline_.sends_after(s, pipeline_.next_pass(s));
+      const double transfer_us = pipeline_.complete_next_pass(s, st.pass_start_us, now_us_);
+      --remaining_passes_;
+      st.activity = input_.blocking_send && sends ? Activity::kSending : Activity::kIdle;
+      st.remaining_us = transfer_us;
+      pipeline_.extend_makespan(now_us_);
+      moved = true;
+    }
+    if (st.activity == Activity::kSending && st.remaining_us <= epsilon_) {
+      st.activity = Activity::kIdle;
+      pipeline_.extend_makespan(now_us_);
+      moved = true;
+    }
+    return moved;
+  }
+
+  const ScheduleInput& input_;
+  PipelineState pipeline_;
+  std::vector<StageState> state_;
+  std::size_t remaining_passes_;
+  double now_us_ = 0;
+  double epsilon_ = 0;
+};
+
+}  // namespace
+
+std::string to_string(PassKind kind) {
+  switch (kind) {
+    case PassKind::kForward: return "F";
+    case PassKind::kBackward: return "B";
+    case PassKind::kSendForward: return "send-F";
+    case PassKind::kSendBackward: return "send-B";
+  }
+  throw InternalError("unknown PassKind", __FILE__, __LINE__);
+}
+
+namespace {
+
+// common/pipeline_order's passes as timeline entries (no times yet).
+std::vector<TimelineEntry> as_timeline(const std::vector<PipelinePass>& passes) {
+  std::vector<TimelineEntry> order;
+  order.reserve(passes.size());
+  for (const PipelinePass& pass : passes) {
+    order.push_back({pass.kind == PipelinePassKind::kForward ? PassKind::kForward : PassKind::kBackward, pass.micro_batch, 0.0,
+                     0.0, pass.chunk});
+  }
+  return order;
+}
+
+}  // namespace
+
+std::vector<TimelineEntry> one_f_one_b_order(int pp, int stage, int m) { return as_timeline(one_f_one_b_passes(pp, stage, m)); }
+
+std::vector<TimelineEntry> interleaved_order(int pp, int rank, int m, int virtual_stages) {
+  return as_timeline(interleaved_passes(pp, rank, m, virtual_stages));
+}
+
+ScheduleResult simulate_1f1b(const ScheduleInput& input) {
+  require_valid(input);
+  if (input.rank_slots > 0) return SharedCoreSimulation(input).run();
+  return simulate_dedicated(input);
+}
+
+ScheduleResult simulate_1f1b(const std::vector<StageTimes>& stages, double p2p_forward_us, double p2p_backward_us,
+                             int num_micro_batches, bool blocking_send, bool record_timeline) {
+  const std::size_t boundaries = stages.empty() ? 0 : stages.size() - 1;
+  return simulate_1f1b(stages, std::vector<double>(boundaries, p2p_forward_us),
+                       std::vector<double>(boundaries, p2p_backward_us), num_micro_batches, blocking_send,
+                       record_timeline);
+}
+
+ScheduleResult simulate_1f1b(const std::vector<StageTimes>& stages, const std::vector<double>& p2p_forward_us,
+                             const std::vector<double>& p2p_backward_us, int num_micro_batches, bool blocking_send,
+                             bool record_timeline) {
+  ScheduleInput input;
+  input.stages = stages;
+  input.p2p_forward_us = p2p_forward_us;
+  input.p2p_backward_us = p2p_backward_us;
+  input.num_micro_batches = num_micro_batches;
+  input.blocking_send = blocking_send;
+  input.record_timeline = record_timeline;
+  return simulate_1f1b(input);
+}
+
+double exposed_reduction_us(const std::vector<BucketReduction>& buckets, double backward_start_us, double backward_end_us,
+                            double timeline_free_us) {
+  require_time(backward_start_us, "the last backward's start");
+  if (!std::isfinite(backward_end_us) || backward_end_us < backward_start_us) {
+    throw UserError("overlapped reduction: the last backward ends before it starts");
+  }
+  const double backward_us = backward_end_us - backward_start_us;
+  double chain_end_us = -std::numeric_limits<double>::infinity();
+  for (std::size_t k = 0; k < buckets.size(); ++k) {
+    const BucketReduction& bucket = buckets[k];
+    if (!(bucket.ready_fraction >= 0.0 && bucket.ready_fraction <= 1.0)) {
+      throw UserError("overlapped reduction: bucket " + std::to_string(k) + " completes after a fraction " +
+                      std::to_string(bucket.ready_fraction) + " of the backward; it must lie in [0, 1]");
+    }
+    require_time(bucket.time_us, "bucket " + std::to_string(k) + "'s all-reduce");
+    const double ready_us = backward_start_us + bucket.ready_fraction * backward_us;
+    chain_end_us = std::max(chain_end_us, ready_us) + bucket.time_us;
+  }
+  return buckets.empty() ? 0.0 : std::max(0.0, chain_end_us - timeline_free_us);
+}
+
+double exposed_parameter_gather_us(const std::vector<BucketGather>& buckets, double gather_start_us, double forward_start_us,
+                                   double forward_us) {
+  if (!std::isfinite(gather_start_us) || !std::isfinite(forward_start_us)) {
+    throw UserError("overlapped parameter gather: the update's end and the next forward's start must be finite");
+  }
+  require_time(forward_us, "the first forward");
+  double wait_us = 0.0;
+  double chain_end_us = gather_start_us;
+  for (std::size_t k = 0; k < buckets.size(); ++k) {
+    const BucketGather& bucket = buckets[k];
+    if (!(bucket.before_fraction >= 0.0 && bucket.before_fraction <= 1.0)) {
+      throw UserError("overlapped parameter gather: bucket " + std::to_string(k) + "'s first parameter lies after a fraction " +
+                      std::to_string(bucket.before_fraction) + " of the parameters; it must lie in [0, 1]");
+    }
+    require_time(bucket.time_us, "bucket " + std::to_string(k) + "'s all-gather");
+    chain_end_us += bucket.time_us;
+    wait_us = std::max(wait_us, chain_end_us - (forward_start_us + forward_us * bucket.before_fraction));
+  }
+  return wait_us;
+}
+
+}  // namespace itertime::predict
