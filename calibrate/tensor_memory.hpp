@@ -31,7 +31,7 @@ class TensorMemoryProbe {
 
   int64_t current_bytes() const;
   int64_t peak_bytes() const;
-  void reset_peak();  // peak := current
+  void reset_peak();                               // peak := current
   int64_t allocator_peak_allocated_bytes() const;  // largest total_allocated reported (see the invariants)
   int64_t allocator_peak_reserved_bytes() const;   // largest total_reserved reported
 

@@ -7,9 +7,8 @@ namespace itertime::h5 {
 
 RowType RowTraits<store::CommRow>::row_type() {
   return ITERTIME_H5_ROW_TYPE(store::CommRow, collective, dtype, group_size, layout, span, mode, backend, bytes, count,
-                              warmup_iters, iters, time_us_min, time_us_median, time_us_mean, time_us_p90, time_us_max,
-                              time_cv, algbw_GBps, busbw_GBps, check_errors, samples_offset, samples_count,
-                              measured_utc);
+                              warmup_iters, iters, time_us_min, time_us_median, time_us_mean, time_us_p90, time_us_max, time_cv,
+                              algbw_GBps, busbw_GBps, check_errors, samples_offset, samples_count, measured_utc);
 }
 
 }  // namespace itertime::h5
@@ -17,8 +16,8 @@ RowType RowTraits<store::CommRow>::row_type() {
 namespace itertime::store {
 
 std::string comm_row_key(const CommRow& row) {
-  return h5::get_string(row.collective) + "/" + h5::get_string(row.dtype) + "/g" + std::to_string(row.group_size) +
-         "/" + h5::get_string(row.layout) + "/" + h5::get_string(row.mode) + "/" + std::to_string(row.bytes);
+  return h5::get_string(row.collective) + "/" + h5::get_string(row.dtype) + "/g" + std::to_string(row.group_size) + "/" +
+         h5::get_string(row.layout) + "/" + h5::get_string(row.mode) + "/" + std::to_string(row.bytes);
 }
 
 namespace {

@@ -20,10 +20,10 @@ RowType groundtruth_row_type(int64_t version) {
   if (version >= 6) ITERTIME_H5_FIELDS(t, R, cp, vp);
   ITERTIME_H5_FIELDS(t, R, micro_batch, global_batch, seq_len, num_micro_batches, precision);
   if (version >= 5) ITERTIME_H5_FIELDS(t, R, recipe);
-  ITERTIME_H5_FIELDS(t, R, backend, status, reason, warmup_iters, timed_iters, time_us_min, time_us_median,
-                     time_us_mean, time_us_p90, time_us_max, time_cv, tokens_per_s, loss_first, loss_last,
-                     samples_offset, samples_count, ranks_offset, ranks_count, measured_utc, rounds_run, rounds_counted,
-                     round_spread_pct, disturbance, rounds_offset, rounds_count);
+  ITERTIME_H5_FIELDS(t, R, backend, status, reason, warmup_iters, timed_iters, time_us_min, time_us_median, time_us_mean,
+                     time_us_p90, time_us_max, time_cv, tokens_per_s, loss_first, loss_last, samples_offset, samples_count,
+                     ranks_offset, ranks_count, measured_utc, rounds_run, rounds_counted, round_spread_pct, disturbance,
+                     rounds_offset, rounds_count);
   return t;
 }
 }  // namespace
@@ -31,14 +31,14 @@ RowType groundtruth_row_type(int64_t version) {
 RowType RowTraits<store::GroundTruthRow>::row_type() { return groundtruth_row_type(kSchemaVersion); }
 
 RowType RowTraits<store::GroundTruthRankRow>::row_type() {
-  return ITERTIME_H5_ROW_TYPE(store::GroundTruthRankRow, key, rank, dp_idx, tp_idx, pp_idx, forward_us, backward_us,
-                              tp_comm_us, pp_comm_us, dp_comm_us, optimizer_us, total_us, peak_rss_bytes,
-                              peak_tensor_bytes, peak_allocated_bytes, peak_reserved_bytes, local_params);
+  return ITERTIME_H5_ROW_TYPE(store::GroundTruthRankRow, key, rank, dp_idx, tp_idx, pp_idx, forward_us, backward_us, tp_comm_us,
+                              pp_comm_us, dp_comm_us, optimizer_us, total_us, peak_rss_bytes, peak_tensor_bytes,
+                              peak_allocated_bytes, peak_reserved_bytes, local_params);
 }
 
 RowType RowTraits<store::GroundTruthRoundRow>::row_type() {
-  return ITERTIME_H5_ROW_TYPE(store::GroundTruthRoundRow, key, round, position, samples, time_us_median,
-                              outside_load_cores, steal_cores, verdict);
+  return ITERTIME_H5_ROW_TYPE(store::GroundTruthRoundRow, key, round, position, samples, time_us_median, outside_load_cores,
+                              steal_cores, verdict);
 }
 
 }  // namespace itertime::h5
@@ -60,8 +60,8 @@ void refuse_older_schema(h5::Store& store) {
   if (version == h5::kSchemaVersion) return;
   const std::string lacks = version == 5 ? "no cp or vp columns" : "no cp, vp or recipe columns";
   throw UserError(store.path() + ": written with itertime schema version " + std::to_string(version) +
-                  ", whose ground truth has " + lacks + "; this itertime (schema version " +
-                  std::to_string(h5::kSchemaVersion) + ") reads it but does not add ground truth to it: "
+                  ", whose ground truth has " + lacks + "; this itertime (schema version " + std::to_string(h5::kSchemaVersion) +
+                  ") reads it but does not add ground truth to it: "
                   "calibrate ground truth into a new file, or resume it with the itertime that wrote it");
 }
 
@@ -96,8 +96,7 @@ std::vector<GroundTruthRow> read_every_groundtruth_row(h5::Store& store) {
   if (version == h5::kSchemaVersion) return store.table<GroundTruthRow>(kGroundTruthTable).read_all();
   // Schemas 4 and 5 measured (DP,TP,PP) layouts only, and schema 4 plain training only. The members the
   // stored type lacks are set here, not left to what HDF5's conversion does with their bytes.
-  std::vector<GroundTruthRow> rows =
-      store.table<GroundTruthRow>(kGroundTruthTable, h5::groundtruth_row_type(version)).read_all();
+  std::vector<GroundTruthRow> rows = store.table<GroundTruthRow>(kGroundTruthTable, h5::groundtruth_row_type(version)).read_all();
   for (GroundTruthRow& row : rows) {
     row.cp = 1;
     row.vp = 1;
@@ -109,8 +108,8 @@ std::vector<GroundTruthRow> read_every_groundtruth_row(h5::Store& store) {
 std::set<std::string> existing_groundtruth_keys(h5::Store& store) {
   refuse_older_schema(store);
   return h5::complete_parent_keys<GroundTruthRow>(
-      store, kGroundTruthTable, [](const GroundTruthRow& row) { return h5::get_string(row.key); }, kSamplesSpan,
-      kRanksSpan, kRoundsSpan);
+      store, kGroundTruthTable, [](const GroundTruthRow& row) { return h5::get_string(row.key); }, kSamplesSpan, kRanksSpan,
+      kRoundsSpan);
 }
 
 }  // namespace itertime::store

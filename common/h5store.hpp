@@ -99,8 +99,7 @@ class RowType {
 };
 
 // Adds struct member `member` of `Row` to `row_type` under its own name.
-#define ITERTIME_H5_FIELD(row_type, Row, member) \
-  (row_type).add<decltype(Row::member)>(#member, offsetof(Row, member))
+#define ITERTIME_H5_FIELD(row_type, Row, member) (row_type).add<decltype(Row::member)>(#member, offsetof(Row, member))
 
 // Adds the listed members of `Row`, in the order given, each under its own name: the list form of
 // ITERTIME_H5_FIELD, so that a row type reads as its list of columns,
@@ -109,24 +108,23 @@ class RowType {
 // bare names are expressions (its own inherited members), so one std::tie-like pass gets each member's
 // type and offset (its address less the Row's), and the stringized list gives the names. Row is a
 // concrete struct (not a template parameter: a dependent base's members are not found by their names).
-#define ITERTIME_H5_FIELDS(row_type, Row, ...)                                                          \
-  do {                                                                                                \
-    struct ItertimeH5Members : Row {                                                                  \
-      void add_to(::itertime::h5::RowType& itertime_h5_row_type) const {                              \
-        ::itertime::h5::detail::add_members(itertime_h5_row_type, static_cast<const Row&>(*this),     \
-                                            #__VA_ARGS__, __VA_ARGS__);                               \
-      }                                                                                               \
-    };                                                                                                \
-    ItertimeH5Members{}.add_to(row_type);                                                             \
+#define ITERTIME_H5_FIELDS(row_type, Row, ...)                                                                                \
+  do {                                                                                                                        \
+    struct ItertimeH5Members : Row {                                                                                          \
+      void add_to(::itertime::h5::RowType& itertime_h5_row_type) const {                                                      \
+        ::itertime::h5::detail::add_members(itertime_h5_row_type, static_cast<const Row&>(*this), #__VA_ARGS__, __VA_ARGS__); \
+      }                                                                                                                       \
+    };                                                                                                                        \
+    ItertimeH5Members{}.add_to(row_type);                                                                                     \
   } while (false)
 
 // The row type of `Row` with exactly the listed members, as an expression: the usual body of
 // RowTraits<Row>::row_type(), `return ITERTIME_H5_ROW_TYPE(CommRow, collective, dtype, group_size);`.
-#define ITERTIME_H5_ROW_TYPE(Row, ...)                                 \
-  [] {                                                                 \
-    ::itertime::h5::RowType itertime_h5_row_type_of(sizeof(Row));      \
-    ITERTIME_H5_FIELDS(itertime_h5_row_type_of, Row, __VA_ARGS__);     \
-    return itertime_h5_row_type_of;                                    \
+#define ITERTIME_H5_ROW_TYPE(Row, ...)                             \
+  [] {                                                             \
+    ::itertime::h5::RowType itertime_h5_row_type_of(sizeof(Row));  \
+    ITERTIME_H5_FIELDS(itertime_h5_row_type_of, Row, __VA_ARGS__); \
+    return itertime_h5_row_type_of;                                \
   }()
 
 class Shadow;
@@ -135,8 +133,8 @@ class Shadow;
 // read-only); `path`: the store's path, for messages.
 class TableHandle {
  public:
-  TableHandle(std::shared_ptr<Shadow> shadow, std::string path, H5::H5File file, H5::DataSet dataset,
-              H5::DataType memory_type, std::size_t row_bytes);
+  TableHandle(std::shared_ptr<Shadow> shadow, std::string path, H5::H5File file, H5::DataSet dataset, H5::DataType memory_type,
+              std::size_t row_bytes);
   std::size_t rows() const;
   // Refuses (damaged_file) reading `count` rows when the dataset's stored bytes cannot hold them.
   void check_readable(std::size_t count) const;
@@ -184,7 +182,7 @@ struct DatasetInfo {
   std::string path;
   std::size_t rows = 0;
   std::vector<std::string> fields;  // empty for numeric arrays
-  std::string element;             // "compound" or the numeric type
+  std::string element;              // "compound" or the numeric type
 };
 
 // An exclusive flock(2) on a store's working copy (see the invariants) for as long as a writable Store
@@ -337,11 +335,26 @@ std::string get_string(const char (&field)[N]) {
 namespace detail {
 template <typename T>
 struct NativeType;
-template <> struct NativeType<int64_t> { static H5::DataType get() { return H5::PredType::NATIVE_INT64; } };
-template <> struct NativeType<int32_t> { static H5::DataType get() { return H5::PredType::NATIVE_INT32; } };
-template <> struct NativeType<uint8_t> { static H5::DataType get() { return H5::PredType::NATIVE_UINT8; } };
-template <> struct NativeType<double> { static H5::DataType get() { return H5::PredType::NATIVE_DOUBLE; } };
-template <> struct NativeType<float> { static H5::DataType get() { return H5::PredType::NATIVE_FLOAT; } };
+template <>
+struct NativeType<int64_t> {
+  static H5::DataType get() { return H5::PredType::NATIVE_INT64; }
+};
+template <>
+struct NativeType<int32_t> {
+  static H5::DataType get() { return H5::PredType::NATIVE_INT32; }
+};
+template <>
+struct NativeType<uint8_t> {
+  static H5::DataType get() { return H5::PredType::NATIVE_UINT8; }
+};
+template <>
+struct NativeType<double> {
+  static H5::DataType get() { return H5::PredType::NATIVE_DOUBLE; }
+};
+template <>
+struct NativeType<float> {
+  static H5::DataType get() { return H5::PredType::NATIVE_FLOAT; }
+};
 template <std::size_t N>
 struct NativeType<char[N]> {
   static H5::DataType get() {

@@ -18,18 +18,17 @@ namespace {
 // The one check of a CUDA or NCCL call's status: anything but `ok` is an InternalError naming the call,
 // the library's description of the status and `hint` (what to look at).
 template <typename Status, typename Describe>
-void check_call(Status status, Status ok, Describe describe, const char* call, const char* hint, const char* file,
-                int line) {
+void check_call(Status status, Status ok, Describe describe, const char* call, const char* hint, const char* file, int line) {
   if (status != ok) throw InternalError(std::string(call) + " failed: " + describe(status) + " " + hint, file, line);
 }
 }  // namespace
 }  // namespace itertime
 
-#define ITERTIME_CUDA_CALL(call)                                                                      \
-  ::itertime::check_call<cudaError_t>((call), cudaSuccess, cudaGetErrorString, #call,                \
+#define ITERTIME_CUDA_CALL(call)                                                      \
+  ::itertime::check_call<cudaError_t>((call), cudaSuccess, cudaGetErrorString, #call, \
                                       "(check the device binding and CUDA_VISIBLE_DEVICES)", __FILE__, __LINE__)
-#define ITERTIME_NCCL_CALL(call)                                                                      \
-  ::itertime::check_call<ncclResult_t>((call), ncclSuccess, ncclGetErrorString, #call,               \
+#define ITERTIME_NCCL_CALL(call)                                                       \
+  ::itertime::check_call<ncclResult_t>((call), ncclSuccess, ncclGetErrorString, #call, \
                                        "(rerun with NCCL_DEBUG=WARN for details)", __FILE__, __LINE__)
 
 namespace itertime {
@@ -51,9 +50,7 @@ ncclDataType_t nccl_type(DType dtype) {
 
 class DeviceBuffer final : public CommBuffer {
  public:
-  explicit DeviceBuffer(std::size_t bytes) : bytes_(bytes) {
-    ITERTIME_CUDA_CALL(cudaMalloc(&data_, bytes == 0 ? 1 : bytes));
-  }
+  explicit DeviceBuffer(std::size_t bytes) : bytes_(bytes) { ITERTIME_CUDA_CALL(cudaMalloc(&data_, bytes == 0 ? 1 : bytes)); }
   ~DeviceBuffer() override { cudaFree(data_); }
   DeviceBuffer(const DeviceBuffer&) = delete;
   DeviceBuffer& operator=(const DeviceBuffer&) = delete;
@@ -166,10 +163,10 @@ void NcclCommunicator::all_to_all(const void* send, void* recv, std::size_t coun
   const std::size_t chunk_bytes = count * dtype_bytes(dtype);
   ITERTIME_NCCL_CALL(ncclGroupStart());
   for (int peer = 0; peer < size_; ++peer) {
-    ITERTIME_NCCL_CALL(ncclSend(static_cast<const char*>(send) + peer * chunk_bytes, count, nccl_type(dtype), peer,
-                                state_->comm, state_->stream));
-    ITERTIME_NCCL_CALL(ncclRecv(static_cast<char*>(recv) + peer * chunk_bytes, count, nccl_type(dtype), peer,
-                                state_->comm, state_->stream));
+    ITERTIME_NCCL_CALL(ncclSend(static_cast<const char*>(send) + peer * chunk_bytes, count, nccl_type(dtype), peer, state_->comm,
+                                state_->stream));
+    ITERTIME_NCCL_CALL(
+        ncclRecv(static_cast<char*>(recv) + peer * chunk_bytes, count, nccl_type(dtype), peer, state_->comm, state_->stream));
   }
   ITERTIME_NCCL_CALL(ncclGroupEnd());
 }
@@ -182,8 +179,7 @@ void NcclCommunicator::recv(void* buffer, std::size_t count, DType dtype, int pe
   ITERTIME_NCCL_CALL(ncclRecv(buffer, count, nccl_type(dtype), peer, state_->comm, state_->stream));
 }
 
-void NcclCommunicator::send_recv(const void* send, int send_peer, void* recv, int recv_peer, std::size_t count,
-                                 DType dtype) {
+void NcclCommunicator::send_recv(const void* send, int send_peer, void* recv, int recv_peer, std::size_t count, DType dtype) {
   ITERTIME_NCCL_CALL(ncclGroupStart());
   ITERTIME_NCCL_CALL(ncclSend(send, count, nccl_type(dtype), send_peer, state_->comm, state_->stream));
   ITERTIME_NCCL_CALL(ncclRecv(recv, count, nccl_type(dtype), recv_peer, state_->comm, state_->stream));
@@ -260,7 +256,7 @@ void NcclCommunicator::finish_started() {
 void NcclCommunicator::abandon() {
   if (state_->comm == nullptr) return;
   state_->registration.reset();  // the watchdog no longer polls or aborts it
-  ncclCommAbort(state_->comm);  // ends this communicator's kernels in flight; nothing to report if it fails
+  ncclCommAbort(state_->comm);   // ends this communicator's kernels in flight; nothing to report if it fails
   state_->comm = nullptr;
 }
 

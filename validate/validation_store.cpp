@@ -4,15 +4,15 @@
 namespace itertime::h5 {
 
 RowType RowTraits<validate::ValidationStoreRow>::row_type() {
-  return ITERTIME_H5_ROW_TYPE(validate::ValidationStoreRow, key, dp, tp, pp, precision, status, measured_us,
-                              predicted_us, raw_predicted_us, calibration_factor, factor_fitted, ape_pct,
-                              blind_predicted_us, blind_ape_pct, extrapolated_fraction, built_ok, built_predicted_us,
-                              built_ape_pct, blind_raw_predicted_us, blind_raw_ape_pct, round_spread_pct, disturbance);
+  return ITERTIME_H5_ROW_TYPE(validate::ValidationStoreRow, key, dp, tp, pp, precision, status, measured_us, predicted_us,
+                              raw_predicted_us, calibration_factor, factor_fitted, ape_pct, blind_predicted_us, blind_ape_pct,
+                              extrapolated_fraction, built_ok, built_predicted_us, built_ape_pct, blind_raw_predicted_us,
+                              blind_raw_ape_pct, round_spread_pct, disturbance);
 }
 
 RowType RowTraits<validate::MapeStoreRow>::row_type() {
-  return ITERTIME_H5_ROW_TYPE(validate::MapeStoreRow, kind, group, count, mape_pct, blind_mape_pct, built_count,
-                              built_mape_pct, blind_raw_mape_pct, floor_pct, disturbed_count);
+  return ITERTIME_H5_ROW_TYPE(validate::MapeStoreRow, kind, group, count, mape_pct, blind_mape_pct, built_count, built_mape_pct,
+                              blind_raw_mape_pct, floor_pct, disturbed_count);
 }
 
 }  // namespace itertime::h5

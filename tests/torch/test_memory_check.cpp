@@ -1,15 +1,14 @@
 // Memory model against measurement: every rank trains its stage for two steps under a TensorMemoryProbe
 // (exact tensor bytes from LibTorch's allocator reports) and compares the peak with
 // predict::memory_per_gpu for its stage, for every (DP,TP,PP) factorization of the world and fp32, bf16
-// and amp-bf16 (and, below, context-parallel layouts). The model leaves out one operator's transient tensors (gradient chains of the loss and of
-// attention), so the measured peak sits above it: by 1-23% on these shapes when written (tp 4 the most:
-// the transients are not all sharded); with m <= pp - stage the model is an upper bound (gradients are
-// still being allocated while the activations peak), measured 1.3% below it at pp 4 on LibTorch 1.13 and
-// 6-7% below it on 2.6 under autocast (stage 0 of pp 4). The band [0.95, 1.30] ([0.90, 1.30] where the
-// model is such an upper bound) fails when a term is double-counted (the smallest, weights or gradients,
-// is 13% of the total), or when the probe stops seeing allocations. With LibTorch 2.x the fp16 policies
-// and the sdpa attention kernel are checked too. Interleaved 1F1B (vp 2) runs in the same band, except
-// that where the model is an upper bound (m == pp) the lower end is 0.85 (upper_bound_lower_end).
+// and amp-bf16 (and, below, context-parallel layouts). The model leaves out one operator's transient tensors (gradient chains of
+// the loss and of attention), so the measured peak sits above it: by 1-23% on these shapes when written (tp 4 the most: the
+// transients are not all sharded); with m <= pp - stage the model is an upper bound (gradients are still being allocated while
+// the activations peak), measured 1.3% below it at pp 4 on LibTorch 1.13 and 6-7% below it on 2.6 under autocast (stage 0 of pp
+// 4). The band [0.95, 1.30] ([0.90, 1.30] where the model is such an upper bound) fails when a term is double-counted (the
+// smallest, weights or gradients, is 13% of the total), or when the probe stops seeing allocations. With LibTorch 2.x the fp16
+// policies and the sdpa attention kernel are checked too. Interleaved 1F1B (vp 2) runs in the same band, except that where the
+// model is an upper bound (m == pp) the lower end is 0.85 (upper_bound_lower_end).
 #include <gtest/gtest.h>
 #include <mpi.h>
 #include <torch/torch.h>
@@ -66,12 +65,15 @@ void check_layout(const TrainerOptions& options, const std::string& label, doubl
   const double ratio = static_cast<double>(peak) / static_cast<double>(predicted.total_bytes);
   const std::string what = options.config.to_string() + " " + to_string(options.precision) + " " + to_string(options.attention) +
                            label + " stage " + std::to_string(coords.pp_idx);
-  if (std::getenv("ITERTIME_VERBOSE")) std::printf("memory check rank %d %s: measured %lld B, model %lld B (weights %lld grads %lld opt %lld act %lld buffers %lld flat %lld ws %lld), ratio %.3f\n",
-              rank, what.c_str(), static_cast<long long>(peak), static_cast<long long>(predicted.total_bytes),
-              static_cast<long long>(predicted.weights_bytes), static_cast<long long>(predicted.gradients_bytes),
-              static_cast<long long>(predicted.optimizer_bytes), static_cast<long long>(predicted.activations_bytes),
-              static_cast<long long>(predicted.buffers_bytes), static_cast<long long>(predicted.dp_flat_buffer_bytes),
-              static_cast<long long>(predicted.optimizer_workspace_bytes), ratio);
+  if (std::getenv("ITERTIME_VERBOSE"))
+    std::printf(
+        "memory check rank %d %s: measured %lld B, model %lld B (weights %lld grads %lld opt %lld act %lld buffers %lld flat "
+        "%lld ws %lld), ratio %.3f\n",
+        rank, what.c_str(), static_cast<long long>(peak), static_cast<long long>(predicted.total_bytes),
+        static_cast<long long>(predicted.weights_bytes), static_cast<long long>(predicted.gradients_bytes),
+        static_cast<long long>(predicted.optimizer_bytes), static_cast<long long>(predicted.activations_bytes),
+        static_cast<long long>(predicted.buffers_bytes), static_cast<long long>(predicted.dp_flat_buffer_bytes),
+        static_cast<long long>(predicted.optimizer_workspace_bytes), ratio);
   const bool upper_bound = model_is_upper_bound(options.config, coords.pp_idx);
   EXPECT_GE(ratio, upper_bound ? std::min(lower, upper_bound_lower_end(options.config)) : lower) << what;
   EXPECT_LE(ratio, 1.30) << what;
@@ -102,7 +104,7 @@ LlamaSpec tiny_model() { return load_llama_config(std::string(ITERTIME_SOURCE_DI
 
 TEST(MemoryCheck, MeasuredPeakMatchesTheMemoryModel) {
   const std::vector<std::pair<PrecisionName, AttentionKernel>> cases = {
-      {PrecisionName::kFp32, AttentionKernel::kEager},   {PrecisionName::kBf16, AttentionKernel::kEager},
+      {PrecisionName::kFp32, AttentionKernel::kEager},    {PrecisionName::kBf16, AttentionKernel::kEager},
       {PrecisionName::kAmpBf16, AttentionKernel::kEager}, {PrecisionName::kFp16, AttentionKernel::kEager},
       {PrecisionName::kAmpFp16, AttentionKernel::kEager}, {PrecisionName::kFp32, AttentionKernel::kSdpa},
       {PrecisionName::kBf16, AttentionKernel::kSdpa},     {PrecisionName::kAmpBf16, AttentionKernel::kSdpa}};
@@ -136,12 +138,16 @@ TEST(MemoryCheck, MeasuredPeakMatchesTheMemoryModelWithTechniques) {
   all.sequence_parallel = true;
   all.vocab_parallel = true;
   const std::vector<std::pair<TrainingTechniques, std::string>> techniques = {
-      {distributed_optimizer, " distributed-optimizer"}, {selective, " selective-recompute"},
-      {full, " full-recompute"}, {overlap, " overlapped-reduction"},
+      {distributed_optimizer, " distributed-optimizer"},
+      {selective, " selective-recompute"},
+      {full, " full-recompute"},
+      {overlap, " overlapped-reduction"},
       {sharded_overlap, " distributed-optimizer+overlapped-reduction"},
       {sharded_gather, " distributed-optimizer+overlapped-reduction+overlapped-gather"},
-      {sharded_full, " distributed-optimizer+full-recompute"}, {sequence, " sequence-parallel"},
-      {vocabulary, " vocab-parallel"}, {all, " all-four"}};
+      {sharded_full, " distributed-optimizer+full-recompute"},
+      {sequence, " sequence-parallel"},
+      {vocabulary, " vocab-parallel"},
+      {all, " all-four"}};
   const bool torch2 = has_sdpa();
   const double autocast_lower = torch2 ? 0.90 : 0.95;
   for (const auto& [technique, label] : techniques) {
@@ -149,7 +155,8 @@ TEST(MemoryCheck, MeasuredPeakMatchesTheMemoryModelWithTechniques) {
     check_every_factorization(tiny_model(), PrecisionName::kAmpBf16, AttentionKernel::kEager, technique, label, autocast_lower);
   }
   if (torch2) {
-    check_every_factorization(tiny_model(), PrecisionName::kAmpBf16, AttentionKernel::kSdpa, selective, " selective-recompute", 0.90);
+    check_every_factorization(tiny_model(), PrecisionName::kAmpBf16, AttentionKernel::kSdpa, selective, " selective-recompute",
+                              0.90);
     check_every_factorization(tiny_model(), PrecisionName::kAmpBf16, AttentionKernel::kSdpa, full, " full-recompute", 0.90);
   }
 }
@@ -215,7 +222,9 @@ TEST(MemoryCheck, ContextParallelMeasuredPeakMatchesTheMemoryModel) {
   TrainingTechniques sharded_gather = sharded_overlap;  // opg over dp*cp
   sharded_gather.overlap_parameter_gather = true;
   const std::vector<std::pair<TrainingTechniques, std::string>> techniques = {
-      {{}, ""}, {distributed_optimizer, " distributed-optimizer"}, {full, " full-recompute"},
+      {{}, ""},
+      {distributed_optimizer, " distributed-optimizer"},
+      {full, " full-recompute"},
       {sharded_overlap, " distributed-optimizer+overlapped-reduction"},
       {sharded_gather, " distributed-optimizer+overlapped-reduction+overlapped-gather"}};
   const double autocast_lower = has_sdpa() ? 0.90 : 0.95;
@@ -228,7 +237,8 @@ TEST(MemoryCheck, ContextParallelMeasuredPeakMatchesTheMemoryModel) {
   };
   std::vector<Layout> layouts;  // cp 2
   if (world == 2) layouts = {{1, 1, 1, techniques}};
-  if (world == 4) layouts = {{2, 1, 1, techniques}, {1, 1, 2, techniques}, {1, 2, 1, {{sequence_vocabulary, " sequence+vocab-parallel"}}}};
+  if (world == 4)
+    layouts = {{2, 1, 1, techniques}, {1, 1, 2, techniques}, {1, 2, 1, {{sequence_vocabulary, " sequence+vocab-parallel"}}}};
   for (const Layout& layout : layouts) {
     for (const auto& [technique, label] : layout.techniques) {
       for (const PrecisionName precision : {PrecisionName::kFp32, PrecisionName::kAmpBf16}) {

@@ -96,7 +96,7 @@ TEST(CalibrationRecords, ReadFromAStoreWithStagesResolved) {
   {
     h5::Store store = h5::Store::create(path, false, {{"argv", "test"}});
     append_comm_point(store, comm_row("all_reduce", "consecutive", "latency"), {12.5});
-    const OpSignatureRow signature{/*id=*/0, "aten::mm", "aten::mm(fp32[2,2], fp32[2,2])->fp32", "fp32,fp32", "fp32",
+    const OpSignatureRow signature{/*id=*/0,     "aten::mm", "aten::mm(fp32[2,2], fp32[2,2])->fp32", "fp32,fp32", "fp32",
                                    /*flops=*/16, /*bytes=*/0};
     store.table<OpSignatureRow>(kOpSignatures).append(signature);
     OpTimingRow timing{};

@@ -70,8 +70,7 @@ struct GroundTruthRowSchema5 {
   int64_t dp, tp, pp, micro_batch, global_batch, seq_len, num_micro_batches;
   char precision[12], recipe[48], backend[8], status[12], reason[200];
   int64_t warmup_iters, timed_iters;
-  double time_us_min, time_us_median, time_us_mean, time_us_p90, time_us_max, time_cv, tokens_per_s, loss_first,
-      loss_last;
+  double time_us_min, time_us_median, time_us_mean, time_us_p90, time_us_max, time_cv, tokens_per_s, loss_first, loss_last;
   int64_t samples_offset, samples_count, ranks_offset, ranks_count;
   char measured_utc[24];
   int64_t rounds_run, rounds_counted;
@@ -102,8 +101,7 @@ struct RowTraits<itertime_test_rows::WideRow> {
 template <>
 struct RowTraits<itertime_test_rows::ParentRow> {
   static RowType row_type() {
-    return ITERTIME_H5_ROW_TYPE(itertime_test_rows::ParentRow, key, samples_offset, samples_count, items_offset,
-                                items_count);
+    return ITERTIME_H5_ROW_TYPE(itertime_test_rows::ParentRow, key, samples_offset, samples_count, items_offset, items_count);
   }
 };
 // The columns of /groundtruth/configs as schema 5 wrote them (`with_recipe`) or schema 4 (without it).
@@ -112,10 +110,10 @@ inline RowType old_groundtruth_row_type(bool with_recipe) {
   RowType type(sizeof(R));
   ITERTIME_H5_FIELDS(type, R, key, model, dp, tp, pp, micro_batch, global_batch, seq_len, num_micro_batches, precision);
   if (with_recipe) ITERTIME_H5_FIELDS(type, R, recipe);
-  ITERTIME_H5_FIELDS(type, R, backend, status, reason, warmup_iters, timed_iters, time_us_min, time_us_median,
-                     time_us_mean, time_us_p90, time_us_max, time_cv, tokens_per_s, loss_first, loss_last,
-                     samples_offset, samples_count, ranks_offset, ranks_count, measured_utc, rounds_run,
-                     rounds_counted, round_spread_pct, disturbance, rounds_offset, rounds_count);
+  ITERTIME_H5_FIELDS(type, R, backend, status, reason, warmup_iters, timed_iters, time_us_min, time_us_median, time_us_mean,
+                     time_us_p90, time_us_max, time_cv, tokens_per_s, loss_first, loss_last, samples_offset, samples_count,
+                     ranks_offset, ranks_count, measured_utc, rounds_run, rounds_counted, round_spread_pct, disturbance,
+                     rounds_offset, rounds_count);
   return type;
 }
 template <>
@@ -134,14 +132,16 @@ namespace {
 using itertime::testing::read_bytes;
 using itertime::testing::TempDir;
 using itertime::testing::user_error_of;
-using itertime_test_rows::RenamedRow;
 using itertime_test_rows::ParentRow;
+using itertime_test_rows::RenamedRow;
 using itertime_test_rows::Row;
 using itertime_test_rows::WideRow;
 
-const std::map<std::string, std::string> kProvenance = {
-    {"itertime_version", "0.1.0"}, {"argv", "itertime calibrate comm --out x.h5"}, {"backend", "cpu"},
-    {"hostnames", "node-a,node-b"}, {"empty_value", ""}};
+const std::map<std::string, std::string> kProvenance = {{"itertime_version", "0.1.0"},
+                                                        {"argv", "itertime calibrate comm --out x.h5"},
+                                                        {"backend", "cpu"},
+                                                        {"hostnames", "node-a,node-b"},
+                                                        {"empty_value", ""}};
 
 Row make_row(int64_t id, double time_us, const std::string& label) {
   Row row{};
@@ -585,10 +585,9 @@ TEST(H5Store, H5dumpReadsWhatWeWrite) {
     store.samples("/comm/samples").append(std::vector<double>{3.25, 6.5});
   }
   const std::string out = run_and_capture("'" + h5dump + "' '" + path + "' 2>&1");
-  for (const char* expected : {"H5T_COMPOUND", "\"id\"", "\"time_us\"", "\"label\"", "\"schema_version\"",
-                               "\"backend\"", "\"cpu\"", "41", "42", "2.5", "1024.75", "\"alpha", "\"bravo",
-                               "3.25, 6.5", "GROUP \"comm\"", "DATASET \"points\"", "DATASET \"samples\"",
-                               "H5S_UNLIMITED"}) {
+  for (const char* expected : {"H5T_COMPOUND", "\"id\"", "\"time_us\"", "\"label\"", "\"schema_version\"", "\"backend\"",
+                               "\"cpu\"", "41", "42", "2.5", "1024.75", "\"alpha", "\"bravo", "3.25, 6.5", "GROUP \"comm\"",
+                               "DATASET \"points\"", "DATASET \"samples\"", "H5S_UNLIMITED"}) {
     EXPECT_NE(out.find(expected), std::string::npos) << "h5dump output lacks " << expected << ":\n" << out;
   }
   // The schema version is a plain integer attribute equal to kSchemaVersion.
@@ -603,13 +602,11 @@ constexpr const char* kParents = "/p/parents";
 constexpr h5::ChildTable<ParentRow> kParentSamples{"/p/samples", &ParentRow::samples_offset, &ParentRow::samples_count};
 constexpr h5::ChildTable<ParentRow> kParentItems{"/p/items", &ParentRow::items_offset, &ParentRow::items_count};
 
-void append_parent(h5::Store& store, const std::string& key, const std::vector<double>& samples,
-                   const std::vector<Row>& items) {
+void append_parent(h5::Store& store, const std::string& key, const std::vector<double>& samples, const std::vector<Row>& items) {
   ParentRow parent{};
   h5::set_string(parent.key, key);
   parent.samples_offset = parent.items_offset = -7;  // overwritten by append_with_children
-  h5::append_with_children(store, kParents, parent, h5::child_rows(kParentSamples, samples),
-                           h5::child_rows(kParentItems, items));
+  h5::append_with_children(store, kParents, parent, h5::child_rows(kParentSamples, samples), h5::child_rows(kParentItems, items));
 }
 
 std::set<std::string> parent_keys(h5::Store& store) {
@@ -767,9 +764,9 @@ void write_schema4_file(const std::string& path) {
 // (`lacks`), and touch nothing.
 void expect_groundtruth_refused(h5::Store& store, int64_t version, const std::string& lacks) {
   EXPECT_EQ(store.schema_version(), version);
-  for (const std::string& message :
-       {user_error_of([&] { store::existing_groundtruth_keys(store); }),
-        user_error_of([&] { store::append_groundtruth(store, store::GroundTruthRow{}, {1.0}, {}, {}); })}) {
+  for (const std::string& message : {user_error_of([&] { store::existing_groundtruth_keys(store); }), user_error_of([&] {
+                                       store::append_groundtruth(store, store::GroundTruthRow{}, {1.0}, {}, {});
+                                     })}) {
     EXPECT_NE(message.find(store.path()), std::string::npos) << message;
     EXPECT_NE(message.find("schema version " + std::to_string(version)), std::string::npos) << message;
     EXPECT_NE(message.find(lacks), std::string::npos) << message;
@@ -1078,8 +1075,8 @@ TEST(H5StoreDamage, ASpanOutsideItsChildTableIsADamagedFile) {
   for (const auto& [offset, count] : std::vector<std::pair<int64_t, int64_t>>{
            {3, 3}, {-1, 1}, {0, -1}, {6, 0}, {int64_t{1} << 62, int64_t{1} << 62}, {1, INT64_MAX}}) {
     const std::string message = user_error_of([&] { h5::check_span("f.h5", "/ops/comms", offset, count, 5); });
-    EXPECT_NE(message.find("f.h5: damaged: a row points at rows [" + std::to_string(offset) + ", +" +
-                           std::to_string(count) + ") of /ops/comms, which has 5"),
+    EXPECT_NE(message.find("f.h5: damaged: a row points at rows [" + std::to_string(offset) + ", +" + std::to_string(count) +
+                           ") of /ops/comms, which has 5"),
               std::string::npos)
         << offset << " " << count << ": " << message;
   }

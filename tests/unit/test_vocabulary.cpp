@@ -29,11 +29,10 @@ TEST(Vocabulary, BusFactorsAndRingStepsFollowNcclTests) {
     int64_t group_size;
     double busbw_factor, latency_steps;
   };
-  for (const Expected& e : {Expected{Collective::kAllReduce, 8, 2.0 * 7.0 / 8.0, 14.0},
-                            Expected{Collective::kAllGather, 4, 0.75, 3.0}, Expected{Collective::kAllToAll, 4, 0.75, 3.0},
-                            Expected{Collective::kBroadcast, 16, 1.0, 1.0},
-                            Expected{Collective::kReduceScatter, 8, 7.0 / 8.0, 7.0},
-                            Expected{Collective::kSend, 8, 1.0, 1.0}}) {
+  for (const Expected& e :
+       {Expected{Collective::kAllReduce, 8, 2.0 * 7.0 / 8.0, 14.0}, Expected{Collective::kAllGather, 4, 0.75, 3.0},
+        Expected{Collective::kAllToAll, 4, 0.75, 3.0}, Expected{Collective::kBroadcast, 16, 1.0, 1.0},
+        Expected{Collective::kReduceScatter, 8, 7.0 / 8.0, 7.0}, Expected{Collective::kSend, 8, 1.0, 1.0}}) {
     EXPECT_DOUBLE_EQ(busbw_factor(e.collective, e.group_size), e.busbw_factor) << to_string(e.collective);
     EXPECT_DOUBLE_EQ(latency_steps(e.collective, e.group_size), e.latency_steps) << to_string(e.collective);
   }
