@@ -14,26 +14,26 @@ double pattern(int rank, std::size_t index) { return static_cast<double>((static
 
 }  // namespace
 
-std::size_t element_count(Collective collective, std::size_t bytes, int group_size, DType dtype) {
+namespace {
+// The labelled bytes of one element of `count`: nccl-tests labels all_gather, reduce_scatter and
+// all_to_all by the whole buffer (group_size blocks of count elements), the others by one block.
+std::size_t labelled_bytes_per_element(Collective collective, int group_size, DType dtype) {
   const std::size_t element = dtype_bytes(dtype);
-  const auto n = static_cast<std::size_t>(group_size);
   switch (collective) {
     case Collective::kAllGather:
     case Collective::kReduceScatter:
-    case Collective::kAllToAll: return bytes / (element * n);
-    default: return bytes / element;
+    case Collective::kAllToAll: return element * static_cast<std::size_t>(group_size);
+    default: return element;
   }
+}
+}  // namespace
+
+std::size_t element_count(Collective collective, std::size_t bytes, int group_size, DType dtype) {
+  return bytes / labelled_bytes_per_element(collective, group_size, dtype);
 }
 
 std::size_t labelled_bytes(Collective collective, std::size_t count, int group_size, DType dtype) {
-  const std::size_t element = dtype_bytes(dtype);
-  const auto n = static_cast<std::size_t>(group_size);
-  switch (collective) {
-    case Collective::kAllGather:
-    case Collective::kReduceScatter:
-    case Collective::kAllToAll: return count * element * n;
-    default: return count * element;
-  }
+  return count * labelled_bytes_per_element(collective, group_size, dtype);
 }
 
 std::size_t send_elements(Collective collective, std::size_t count, int group_size) {
@@ -80,76 +80,42 @@ void run_collective(Collective collective, Communicator& comm, void* send, void*
   throw InternalError("unknown collective", __FILE__, __LINE__);
 }
 
+namespace {
+// A value's bytes into a buffer, and back: memcpy, so that any alignment of the buffer is fine.
+template <typename T>
+void store_bytes(uint8_t* destination, T value) {
+  std::memcpy(destination, &value, sizeof(value));
+}
+template <typename T>
+T load_bytes(const uint8_t* source) {
+  T value;
+  std::memcpy(&value, source, sizeof(value));
+  return value;
+}
+}  // namespace
+
 void encode_value(DType dtype, double value, uint8_t* destination) {
   switch (dtype) {
-    case DType::kFloat32: {
-      const auto v = static_cast<float>(value);
-      std::memcpy(destination, &v, sizeof(v));
-      return;
-    }
-    case DType::kFloat64: std::memcpy(destination, &value, sizeof(value)); return;
-    case DType::kFloat16: {
-      const uint16_t v = float_to_fp16(static_cast<float>(value));
-      std::memcpy(destination, &v, sizeof(v));
-      return;
-    }
-    case DType::kBFloat16: {
-      const uint16_t v = float_to_bf16(static_cast<float>(value));
-      std::memcpy(destination, &v, sizeof(v));
-      return;
-    }
-    case DType::kInt8: {
-      const auto v = static_cast<int8_t>(value);
-      std::memcpy(destination, &v, sizeof(v));
-      return;
-    }
-    case DType::kInt32: {
-      const auto v = static_cast<int32_t>(value);
-      std::memcpy(destination, &v, sizeof(v));
-      return;
-    }
-    case DType::kInt64: {
-      const auto v = static_cast<int64_t>(value);
-      std::memcpy(destination, &v, sizeof(v));
-      return;
-    }
+    case DType::kFloat32: store_bytes(destination, static_cast<float>(value)); return;
+    case DType::kFloat64: store_bytes(destination, value); return;
+    case DType::kFloat16: store_bytes<uint16_t>(destination, float_to_fp16(static_cast<float>(value))); return;
+    case DType::kBFloat16: store_bytes<uint16_t>(destination, float_to_bf16(static_cast<float>(value))); return;
+    case DType::kInt8: store_bytes(destination, static_cast<int8_t>(value)); return;
+    case DType::kInt32: store_bytes(destination, static_cast<int32_t>(value)); return;
+    case DType::kInt64: store_bytes(destination, static_cast<int64_t>(value)); return;
     case DType::kBool: *destination = value != 0.0 ? 1 : 0; return;
   }
 }
 
 double decode_value(DType dtype, const uint8_t* source) {
   switch (dtype) {
-    case DType::kFloat32: {
-      float v;
-      std::memcpy(&v, source, sizeof(v));
-      return v;
-    }
-    case DType::kFloat64: {
-      double v;
-      std::memcpy(&v, source, sizeof(v));
-      return v;
-    }
-    case DType::kFloat16: {
-      uint16_t v;
-      std::memcpy(&v, source, sizeof(v));
-      return fp16_to_float(v);
-    }
-    case DType::kBFloat16: {
-      uint16_t v;
-      std::memcpy(&v, source, sizeof(v));
-      return bf16_to_float(v);
-    }
+    case DType::kFloat32: return load_bytes<float>(source);
+    case DType::kFloat64: return load_bytes<double>(source);
+    case DType::kFloat16: return fp16_to_float(load_bytes<uint16_t>(source));
+    case DType::kBFloat16: return bf16_to_float(load_bytes<uint16_t>(source));
     case DType::kInt8: return static_cast<int8_t>(*source);
-    case DType::kInt32: {
-      int32_t v;
-      std::memcpy(&v, source, sizeof(v));
-      return v;
-    }
-    case DType::kInt64: {
-      int64_t v;
-      std::memcpy(&v, source, sizeof(v));
-      return static_cast<double>(v);
-    }
+    case DType::kInt32: return load_bytes<int32_t>(source);
+    case DType::kInt64: return static_cast<double>(load_bytes<int64_t>(source));
     case DType::kBool: return *source;
   }
   return 0.0;

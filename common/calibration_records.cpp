@@ -2,6 +2,8 @@
 // records (calibration_records.hpp).
 #include "common/calibration_records.hpp"
 
+#include <utility>
+
 #include "common/errors.hpp"
 
 namespace itertime::store {
@@ -19,12 +21,18 @@ CommRecord to_record(const CommRow& row) {
   return record;
 }
 
-std::vector<CommRecord> to_records(const std::vector<CommRow>& rows) {
-  std::vector<CommRecord> records;
+namespace {
+// to_record of each row, in order: the one loop of every to_records.
+template <typename Row>
+auto records_of(const std::vector<Row>& rows) {
+  std::vector<decltype(to_record(std::declval<const Row&>()))> records;
   records.reserve(rows.size());
-  for (const CommRow& row : rows) records.push_back(to_record(row));
+  for (const Row& row : rows) records.push_back(to_record(row));
   return records;
 }
+}  // namespace
+
+std::vector<CommRecord> to_records(const std::vector<CommRow>& rows) { return records_of(rows); }
 
 std::vector<CommRecord> read_comm_records(h5::Store& store) {
   if (!store.exists(kCommTable)) return {};
@@ -129,12 +137,7 @@ GroundTruthRecord to_record(const GroundTruthRow& row) {
   return record;
 }
 
-std::vector<GroundTruthRecord> to_records(const std::vector<GroundTruthRow>& rows) {
-  std::vector<GroundTruthRecord> records;
-  records.reserve(rows.size());
-  for (const GroundTruthRow& row : rows) records.push_back(to_record(row));
-  return records;
-}
+std::vector<GroundTruthRecord> to_records(const std::vector<GroundTruthRow>& rows) { return records_of(rows); }
 
 std::vector<GroundTruthRecord> read_groundtruth_records(h5::Store& store) { return to_records(read_groundtruth_rows(store)); }
 

@@ -6,32 +6,9 @@
 namespace itertime::h5 {
 
 RowType RowTraits<store::CommRow>::row_type() {
-  using store::CommRow;
-  RowType type(sizeof(CommRow));
-  ITERTIME_H5_FIELD(type, CommRow, collective);
-  ITERTIME_H5_FIELD(type, CommRow, dtype);
-  ITERTIME_H5_FIELD(type, CommRow, group_size);
-  ITERTIME_H5_FIELD(type, CommRow, layout);
-  ITERTIME_H5_FIELD(type, CommRow, span);
-  ITERTIME_H5_FIELD(type, CommRow, mode);
-  ITERTIME_H5_FIELD(type, CommRow, backend);
-  ITERTIME_H5_FIELD(type, CommRow, bytes);
-  ITERTIME_H5_FIELD(type, CommRow, count);
-  ITERTIME_H5_FIELD(type, CommRow, warmup_iters);
-  ITERTIME_H5_FIELD(type, CommRow, iters);
-  ITERTIME_H5_FIELD(type, CommRow, time_us_min);
-  ITERTIME_H5_FIELD(type, CommRow, time_us_median);
-  ITERTIME_H5_FIELD(type, CommRow, time_us_mean);
-  ITERTIME_H5_FIELD(type, CommRow, time_us_p90);
-  ITERTIME_H5_FIELD(type, CommRow, time_us_max);
-  ITERTIME_H5_FIELD(type, CommRow, time_cv);
-  ITERTIME_H5_FIELD(type, CommRow, algbw_GBps);
-  ITERTIME_H5_FIELD(type, CommRow, busbw_GBps);
-  ITERTIME_H5_FIELD(type, CommRow, check_errors);
-  ITERTIME_H5_FIELD(type, CommRow, samples_offset);
-  ITERTIME_H5_FIELD(type, CommRow, samples_count);
-  ITERTIME_H5_FIELD(type, CommRow, measured_utc);
-  return type;
+  return ITERTIME_H5_ROW_TYPE(store::CommRow, collective, dtype, group_size, layout, span, mode, backend, bytes, count,
+                              warmup_iters, iters, time_us_min, time_us_median, time_us_mean, time_us_p90, time_us_max, time_cv,
+                              algbw_GBps, busbw_GBps, check_errors, samples_offset, samples_count, measured_utc);
 }
 
 }  // namespace itertime::h5

@@ -16,46 +16,14 @@ namespace {
 RowType groundtruth_row_type(int64_t version) {
   using R = store::GroundTruthRow;
   RowType t(sizeof(R));
-  ITERTIME_H5_FIELD(t, R, key);
-  ITERTIME_H5_FIELD(t, R, model);
-  ITERTIME_H5_FIELD(t, R, dp);
-  ITERTIME_H5_FIELD(t, R, tp);
-  ITERTIME_H5_FIELD(t, R, pp);
-  if (version >= 6) {
-    ITERTIME_H5_FIELD(t, R, cp);
-    ITERTIME_H5_FIELD(t, R, vp);
-  }
-  ITERTIME_H5_FIELD(t, R, micro_batch);
-  ITERTIME_H5_FIELD(t, R, global_batch);
-  ITERTIME_H5_FIELD(t, R, seq_len);
-  ITERTIME_H5_FIELD(t, R, num_micro_batches);
-  ITERTIME_H5_FIELD(t, R, precision);
-  if (version >= 5) ITERTIME_H5_FIELD(t, R, recipe);
-  ITERTIME_H5_FIELD(t, R, backend);
-  ITERTIME_H5_FIELD(t, R, status);
-  ITERTIME_H5_FIELD(t, R, reason);
-  ITERTIME_H5_FIELD(t, R, warmup_iters);
-  ITERTIME_H5_FIELD(t, R, timed_iters);
-  ITERTIME_H5_FIELD(t, R, time_us_min);
-  ITERTIME_H5_FIELD(t, R, time_us_median);
-  ITERTIME_H5_FIELD(t, R, time_us_mean);
-  ITERTIME_H5_FIELD(t, R, time_us_p90);
-  ITERTIME_H5_FIELD(t, R, time_us_max);
-  ITERTIME_H5_FIELD(t, R, time_cv);
-  ITERTIME_H5_FIELD(t, R, tokens_per_s);
-  ITERTIME_H5_FIELD(t, R, loss_first);
-  ITERTIME_H5_FIELD(t, R, loss_last);
-  ITERTIME_H5_FIELD(t, R, samples_offset);
-  ITERTIME_H5_FIELD(t, R, samples_count);
-  ITERTIME_H5_FIELD(t, R, ranks_offset);
-  ITERTIME_H5_FIELD(t, R, ranks_count);
-  ITERTIME_H5_FIELD(t, R, measured_utc);
-  ITERTIME_H5_FIELD(t, R, rounds_run);
-  ITERTIME_H5_FIELD(t, R, rounds_counted);
-  ITERTIME_H5_FIELD(t, R, round_spread_pct);
-  ITERTIME_H5_FIELD(t, R, disturbance);
-  ITERTIME_H5_FIELD(t, R, rounds_offset);
-  ITERTIME_H5_FIELD(t, R, rounds_count);
+  ITERTIME_H5_FIELDS(t, R, key, model, dp, tp, pp);
+  if (version >= 6) ITERTIME_H5_FIELDS(t, R, cp, vp);
+  ITERTIME_H5_FIELDS(t, R, micro_batch, global_batch, seq_len, num_micro_batches, precision);
+  if (version >= 5) ITERTIME_H5_FIELDS(t, R, recipe);
+  ITERTIME_H5_FIELDS(t, R, backend, status, reason, warmup_iters, timed_iters, time_us_min, time_us_median, time_us_mean,
+                     time_us_p90, time_us_max, time_cv, tokens_per_s, loss_first, loss_last, samples_offset, samples_count,
+                     ranks_offset, ranks_count, measured_utc, rounds_run, rounds_counted, round_spread_pct, disturbance,
+                     rounds_offset, rounds_count);
   return t;
 }
 }  // namespace
@@ -63,40 +31,14 @@ RowType groundtruth_row_type(int64_t version) {
 RowType RowTraits<store::GroundTruthRow>::row_type() { return groundtruth_row_type(kSchemaVersion); }
 
 RowType RowTraits<store::GroundTruthRankRow>::row_type() {
-  using R = store::GroundTruthRankRow;
-  RowType t(sizeof(R));
-  ITERTIME_H5_FIELD(t, R, key);
-  ITERTIME_H5_FIELD(t, R, rank);
-  ITERTIME_H5_FIELD(t, R, dp_idx);
-  ITERTIME_H5_FIELD(t, R, tp_idx);
-  ITERTIME_H5_FIELD(t, R, pp_idx);
-  ITERTIME_H5_FIELD(t, R, forward_us);
-  ITERTIME_H5_FIELD(t, R, backward_us);
-  ITERTIME_H5_FIELD(t, R, tp_comm_us);
-  ITERTIME_H5_FIELD(t, R, pp_comm_us);
-  ITERTIME_H5_FIELD(t, R, dp_comm_us);
-  ITERTIME_H5_FIELD(t, R, optimizer_us);
-  ITERTIME_H5_FIELD(t, R, total_us);
-  ITERTIME_H5_FIELD(t, R, peak_rss_bytes);
-  ITERTIME_H5_FIELD(t, R, peak_tensor_bytes);
-  ITERTIME_H5_FIELD(t, R, peak_allocated_bytes);
-  ITERTIME_H5_FIELD(t, R, peak_reserved_bytes);
-  ITERTIME_H5_FIELD(t, R, local_params);
-  return t;
+  return ITERTIME_H5_ROW_TYPE(store::GroundTruthRankRow, key, rank, dp_idx, tp_idx, pp_idx, forward_us, backward_us, tp_comm_us,
+                              pp_comm_us, dp_comm_us, optimizer_us, total_us, peak_rss_bytes, peak_tensor_bytes,
+                              peak_allocated_bytes, peak_reserved_bytes, local_params);
 }
 
 RowType RowTraits<store::GroundTruthRoundRow>::row_type() {
-  using R = store::GroundTruthRoundRow;
-  RowType t(sizeof(R));
-  ITERTIME_H5_FIELD(t, R, key);
-  ITERTIME_H5_FIELD(t, R, round);
-  ITERTIME_H5_FIELD(t, R, position);
-  ITERTIME_H5_FIELD(t, R, samples);
-  ITERTIME_H5_FIELD(t, R, time_us_median);
-  ITERTIME_H5_FIELD(t, R, outside_load_cores);
-  ITERTIME_H5_FIELD(t, R, steal_cores);
-  ITERTIME_H5_FIELD(t, R, verdict);
-  return t;
+  return ITERTIME_H5_ROW_TYPE(store::GroundTruthRoundRow, key, round, position, samples, time_us_median, outside_load_cores,
+                              steal_cores, verdict);
 }
 
 }  // namespace itertime::h5

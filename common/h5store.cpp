@@ -11,7 +11,6 @@
 #include <cerrno>
 #include <cstring>
 #include <cstdlib>
-#include <ctime>
 #include <exception>
 #include <filesystem>
 #include <fstream>
@@ -19,6 +18,7 @@
 #include <sstream>
 #include <thread>
 
+#include "common/build_info.hpp"
 #include "common/errors.hpp"
 #include "common/h5_compat.hpp"
 #include "common/signal_deferral.hpp"
@@ -246,15 +246,6 @@ void walk(const H5::Group& group, const std::string& prefix, std::vector<Dataset
   }
 }
 
-std::string utc_now_for_meta() {
-  const std::time_t now = std::time(nullptr);
-  std::tm utc{};
-  gmtime_r(&now, &utc);
-  char text[32];
-  std::strftime(text, sizeof(text), "%Y-%m-%dT%H:%M:%SZ", &utc);
-  return text;
-}
-
 // The file a commit writes before renaming it onto the store (same folder: the rename is atomic).
 std::string commit_path_of(const std::string& path) { return path + ".itertime-commit"; }
 
@@ -363,6 +354,38 @@ void RowType::insert(const std::string& name, std::size_t offset, const H5::Data
   names_.push_back(name);
 }
 
+std::vector<std::string> detail::split_member_list(const char* list) {
+  std::vector<std::string> names;
+  std::string name;
+  for (const char* c = list;; ++c) {
+    if (*c == ',' || *c == '\0') {
+      names.push_back(name);
+      name.clear();
+      if (*c == '\0') break;
+    } else if (*c != ' ') {
+      name += *c;
+    }
+  }
+  return names;
+}
+
+namespace {
+// Rows [first, first + count) of a table: selected in its file space, and the memory space they fill.
+struct RowSelection {
+  H5::DataSpace file;
+  H5::DataSpace memory;
+};
+
+RowSelection select_rows(const H5::DataSet& dataset, hsize_t first, hsize_t count) {
+  RowSelection selected{dataset.getSpace(), H5::DataSpace()};
+  const hsize_t start[1] = {first};
+  const hsize_t block[1] = {count};
+  selected.file.selectHyperslab(H5S_SELECT_SET, block, start);
+  selected.memory = H5::DataSpace(1, block);
+  return selected;
+}
+}  // namespace
+
 // ---- TableHandle -------------------------------------------------------------------------------
 
 TableHandle::TableHandle(std::shared_ptr<Shadow> shadow, std::string path, H5::H5File file, H5::DataSet dataset,
@@ -411,12 +434,8 @@ void TableHandle::append(const void* rows_data, std::size_t count) {
     const hsize_t new_size[1] = {old_rows + count};
     dataset_.extend(new_size);
     shadow_->test_pause();
-    H5::DataSpace file_space = dataset_.getSpace();
-    const hsize_t start[1] = {old_rows};
-    const hsize_t block[1] = {count};
-    file_space.selectHyperslab(H5S_SELECT_SET, block, start);
-    H5::DataSpace memory_space(1, block);
-    dataset_.write(rows_data, memory_type_, memory_space, file_space);
+    const RowSelection selected = select_rows(dataset_, old_rows, count);
+    dataset_.write(rows_data, memory_type_, selected.memory, selected.file);
   });
   shadow_->written();
 }
@@ -425,12 +444,8 @@ void TableHandle::read(void* out, std::size_t first, std::size_t count) const {
   ITERTIME_CHECK(first + count <= rows(), "read past the end of a table");
   if (count == 0) return;
   ITERTIME_H5_READ(path_, "cannot read rows", {
-    H5::DataSpace file_space = dataset_.getSpace();
-    const hsize_t start[1] = {first};
-    const hsize_t block[1] = {count};
-    file_space.selectHyperslab(H5S_SELECT_SET, block, start);
-    H5::DataSpace memory_space(1, block);
-    dataset_.read(out, memory_type_, memory_space, file_space);
+    const RowSelection selected = select_rows(dataset_, first, count);
+    dataset_.read(out, memory_type_, selected.memory, selected.file);
   });
 }
 
@@ -684,7 +699,7 @@ Store Store::create_or_resume(const std::string& path, bool force, bool resume,
     Store store = open(path, true);
     // The file keeps the provenance of the run that created it; each resumed run is noted beside it.
     const auto argv = provenance.find(store::meta_key::kArgv);
-    store.set_meta(store::meta_key::kResumedUtc, utc_now_for_meta());
+    store.set_meta(store::meta_key::kResumedUtc, utc_timestamp());
     if (argv != provenance.end()) store.set_meta(store::meta_key::kResumedArgv, argv->second);
     return store;
   }
@@ -711,21 +726,19 @@ std::map<std::string, std::string> Store::meta() const {
 }
 
 void Store::set_meta(const std::string& name, const std::string& value) {
-  ITERTIME_CHECK(writable_, "set_meta on a read-only store");
-  const SignalDeferral whole_write;
-  ITERTIME_H5_TRY(path_, "write /meta", {
-    H5::Group meta = file_.openGroup(kMetaGroup);
-    write_string_attribute(meta, name, value);
-  });
-  written();
+  write_meta([&](H5::Group& meta) { write_string_attribute(meta, name, value); });
 }
 
 void Store::set_meta(const std::string& name, int64_t value) {
+  write_meta([&](H5::Group& meta) { write_int_attribute(meta, name, value); });
+}
+
+void Store::write_meta(const std::function<void(H5::Group&)>& write) {
   ITERTIME_CHECK(writable_, "set_meta on a read-only store");
   const SignalDeferral whole_write;
   ITERTIME_H5_TRY(path_, "write /meta", {
     H5::Group meta = file_.openGroup(kMetaGroup);
-    write_int_attribute(meta, name, value);
+    write(meta);
   });
   written();
 }
@@ -805,19 +818,25 @@ TableHandle Store::open_table(const std::string& table_path, const RowType& row_
   if (!writable_) {
     throw UserError(path_ + ": has no table " + table_path + "; run the calibration step that writes it first");
   }
-  const Transaction together(*this);  // a new table and the groups made for it: one commit, not one each
+  const H5::DataSet dataset = create_dataset(table_path, row_type.type(), chunk_rows, "table");
+  return TableHandle(shadow_, path_, file_, dataset, row_type.type(), row_type.row_bytes());
+}
+
+H5::DataSet Store::create_dataset(const std::string& table_path, const H5::DataType& stored_type, std::size_t chunk_rows,
+                                  const std::string& what) {
+  const Transaction together(*this);  // a new dataset and the groups made for it: one commit, not one each
   const auto slash = table_path.find_last_of('/');
   if (slash != std::string::npos && slash > 0) ensure_group(table_path.substr(0, slash));
   H5::DataSet dataset;
-  ITERTIME_H5_TRY(path_, "create table " + table_path, {
+  ITERTIME_H5_TRY(path_, "create " + what + " " + table_path, {
     const hsize_t initial[1] = {0};
     const hsize_t maximum[1] = {H5S_UNLIMITED};
     H5::DataSpace space(1, initial, maximum);
     const H5::DSetCreatPropList properties = table_properties(chunk_rows);
-    dataset = file_.createDataSet(table_path, row_type.type(), space, properties);
+    dataset = file_.createDataSet(table_path, stored_type, space, properties);
   });
   written();
-  return TableHandle(shadow_, path_, file_, dataset, row_type.type(), row_type.row_bytes());
+  return dataset;
 }
 
 TableHandle Store::open_existing_table(const std::string& table_path, const RowType& row_type, std::size_t row_bytes) {
@@ -840,18 +859,7 @@ Table<double> Store::samples(const std::string& table_path, std::size_t chunk_ro
     return Table<double>(TableHandle(shadow_, path_, file_, dataset, H5::PredType::NATIVE_DOUBLE, sizeof(double)));
   }
   if (!writable_) throw UserError(path_ + ": has no array " + table_path);
-  const Transaction together(*this);  // a new array and the groups made for it: one commit
-  const auto slash = table_path.find_last_of('/');
-  if (slash != std::string::npos && slash > 0) ensure_group(table_path.substr(0, slash));
-  H5::DataSet dataset;
-  ITERTIME_H5_TRY(path_, "create array " + table_path, {
-    const hsize_t initial[1] = {0};
-    const hsize_t maximum[1] = {H5S_UNLIMITED};
-    H5::DataSpace space(1, initial, maximum);
-    const H5::DSetCreatPropList properties = table_properties(chunk_rows);
-    dataset = file_.createDataSet(table_path, H5::PredType::IEEE_F64LE, space, properties);
-  });
-  written();
+  const H5::DataSet dataset = create_dataset(table_path, H5::PredType::IEEE_F64LE, chunk_rows, "array");
   return Table<double>(TableHandle(shadow_, path_, file_, dataset, H5::PredType::NATIVE_DOUBLE, sizeof(double)));
 }
 

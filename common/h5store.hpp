@@ -56,6 +56,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <memory>
 #include <string>
@@ -99,6 +100,32 @@ class RowType {
 
 // Adds struct member `member` of `Row` to `row_type` under its own name.
 #define ITERTIME_H5_FIELD(row_type, Row, member) (row_type).add<decltype(Row::member)>(#member, offsetof(Row, member))
+
+// Adds the listed members of `Row`, in the order given, each under its own name: the list form of
+// ITERTIME_H5_FIELD, so that a row type reads as its list of columns,
+//   ITERTIME_H5_FIELDS(type, CommRow, collective, dtype, group_size);
+// How: a local class derived from Row names the members inside one of its member functions, where the
+// bare names are expressions (its own inherited members), so one std::tie-like pass gets each member's
+// type and offset (its address less the Row's), and the stringized list gives the names. Row is a
+// concrete struct (not a template parameter: a dependent base's members are not found by their names).
+#define ITERTIME_H5_FIELDS(row_type, Row, ...)                                                                                \
+  do {                                                                                                                        \
+    struct ItertimeH5Members : Row {                                                                                          \
+      void add_to(::itertime::h5::RowType& itertime_h5_row_type) const {                                                      \
+        ::itertime::h5::detail::add_members(itertime_h5_row_type, static_cast<const Row&>(*this), #__VA_ARGS__, __VA_ARGS__); \
+      }                                                                                                                       \
+    };                                                                                                                        \
+    ItertimeH5Members{}.add_to(row_type);                                                                                     \
+  } while (false)
+
+// The row type of `Row` with exactly the listed members, as an expression: the usual body of
+// RowTraits<Row>::row_type(), `return ITERTIME_H5_ROW_TYPE(CommRow, collective, dtype, group_size);`.
+#define ITERTIME_H5_ROW_TYPE(Row, ...)                             \
+  [] {                                                             \
+    ::itertime::h5::RowType itertime_h5_row_type_of(sizeof(Row));  \
+    ITERTIME_H5_FIELDS(itertime_h5_row_type_of, Row, __VA_ARGS__); \
+    return itertime_h5_row_type_of;                                \
+  }()
 
 class Shadow;
 
@@ -276,8 +303,14 @@ class Store {
   Store(std::shared_ptr<Shadow> shadow, H5::H5File file, std::string path, bool writable);
   // After a write: commits it (or leaves it to the open transaction).
   void written();
+  // One /meta attribute write (both set_meta overloads): `write` writes it into the /meta group.
+  void write_meta(const std::function<void(H5::Group&)>& write);
   TableHandle open_table(const std::string& path, const RowType& row_type, std::size_t chunk_rows);
   TableHandle open_existing_table(const std::string& path, const RowType& row_type, std::size_t row_bytes);
+  // Creates the empty extendable dataset at `path` (and the groups above it), of `stored_type`, in one
+  // commit: the one creation of compound tables and sample arrays alike. `what` names it in errors.
+  H5::DataSet create_dataset(const std::string& path, const H5::DataType& stored_type, std::size_t chunk_rows,
+                             const std::string& what);
 
   std::shared_ptr<Shadow> shadow_;  // writable stores; declared before file_: W is removed after it closes
   H5::H5File file_;
@@ -337,5 +370,21 @@ RowType& RowType::add(const std::string& name, std::size_t offset) {
   insert(name, offset, detail::NativeType<std::remove_cv_t<Member>>::get());
   return *this;
 }
+
+// ---- implementation of ITERTIME_H5_FIELDS -------------------------------------------------------
+namespace detail {
+// "a, b, c" (a stringized member list) -> {"a", "b", "c"}.
+std::vector<std::string> split_member_list(const char* list);
+
+template <typename Row, typename... Member>
+void add_members(RowType& type, const Row& row, const char* names, const Member&... members) {
+  static_assert(std::is_standard_layout_v<Row>, "a row type is a plain struct");
+  const std::vector<std::string> split = split_member_list(names);
+  ITERTIME_CHECK(split.size() == sizeof...(Member), std::string("ITERTIME_H5_FIELDS: one name per member in ") + names);
+  const char* base = reinterpret_cast<const char*>(&row);
+  std::size_t next = 0;
+  (type.add<Member>(split[next++], static_cast<std::size_t>(reinterpret_cast<const char*>(&members) - base)), ...);
+}
+}  // namespace detail
 
 }  // namespace itertime::h5

@@ -13,6 +13,7 @@
 #include <sstream>
 
 #include "common/errors.hpp"
+#include "common/input_file.hpp"
 #include "common/json_excerpt.hpp"
 
 #ifndef ITERTIME_DEFAULT_HARDWARE_DIR
@@ -313,16 +314,10 @@ HardwareSpec parse_hardware_spec(const std::string& json_text, const std::string
 }
 
 HardwareSpec load_hardware_spec(const std::string& path) {
-  std::error_code error;
-  if (!std::filesystem::exists(path, error)) {
-    throw UserError(path + ": no such file; pass a hardware description (see data/hardware/ and docs/hardware.md)");
-  }
-  if (std::filesystem::is_directory(path, error)) throw UserError(path + ": is a directory, not a hardware description");
-  std::ifstream in(path);
-  if (!in) throw UserError(path + ": cannot be read (permissions?)");
-  std::stringstream buffer;
-  buffer << in.rdbuf();
-  return parse_hardware_spec(buffer.str(), path);
+  const std::string text =
+      read_input_file(path, {"no such file; pass a hardware description (see data/hardware/ and docs/hardware.md)",
+                             "is a directory, not a hardware description", "cannot be read (permissions?)"});
+  return parse_hardware_spec(text, path);
 }
 
 std::string hardware_dir() {

@@ -11,6 +11,7 @@
 
 #include "common/byte_size.hpp"
 #include "common/errors.hpp"
+#include "common/input_file.hpp"
 #include "common/json_excerpt.hpp"
 
 namespace itertime {
@@ -356,14 +357,9 @@ Job parse_job(const std::string& json_text, const std::string& path) {
 }
 
 Job load_job(const std::string& path) {
-  std::error_code error;
-  if (!std::filesystem::exists(path, error)) throw UserError(path + ": no such job file; see jobs/ for examples");
-  if (std::filesystem::is_directory(path, error)) throw UserError(path + ": is a directory; pass a job .json file");
-  std::ifstream in(path);
-  if (!in) throw UserError(path + ": cannot be read");
-  std::stringstream buffer;
-  buffer << in.rdbuf();
-  return parse_job(buffer.str(), path);
+  const std::string text = read_input_file(
+      path, {"no such job file; see jobs/ for examples", "is a directory; pass a job .json file", "cannot be read"});
+  return parse_job(text, path);
 }
 
 }  // namespace itertime

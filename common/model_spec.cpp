@@ -7,6 +7,7 @@
 #include <sstream>
 
 #include "common/errors.hpp"
+#include "common/input_file.hpp"
 #include "common/json_excerpt.hpp"
 
 namespace itertime {
@@ -131,18 +132,10 @@ LlamaSpec parse_llama_config(const std::string& json_text, const std::string& so
 }
 
 LlamaSpec load_llama_config(const std::string& path) {
-  std::error_code error;
-  if (!std::filesystem::exists(path, error)) {
-    throw UserError(path + ": no such file; pass a Hugging Face config.json (see data/models/)");
-  }
-  if (std::filesystem::is_directory(path, error)) {
-    throw UserError(path + ": is a directory; pass the config.json file inside it");
-  }
-  std::ifstream in(path);
-  if (!in) throw UserError(path + ": cannot be read (permissions?)");
-  std::stringstream buffer;
-  buffer << in.rdbuf();
-  return parse_llama_config(buffer.str(), path);
+  const std::string text =
+      read_input_file(path, {"no such file; pass a Hugging Face config.json (see data/models/)",
+                             "is a directory; pass the config.json file inside it", "cannot be read (permissions?)"});
+  return parse_llama_config(text, path);
 }
 
 }  // namespace itertime

@@ -7,74 +7,25 @@
 namespace itertime::h5 {
 
 RowType RowTraits<store::OpSignatureRow>::row_type() {
-  using R = store::OpSignatureRow;
-  RowType t(sizeof(R));
-  ITERTIME_H5_FIELD(t, R, id);
-  ITERTIME_H5_FIELD(t, R, name);
-  ITERTIME_H5_FIELD(t, R, signature);
-  ITERTIME_H5_FIELD(t, R, input_dtypes);
-  ITERTIME_H5_FIELD(t, R, output_dtype);
-  ITERTIME_H5_FIELD(t, R, flops);
-  ITERTIME_H5_FIELD(t, R, bytes);
-  return t;
+  return ITERTIME_H5_ROW_TYPE(store::OpSignatureRow, id, name, signature, input_dtypes, output_dtype, flops, bytes);
 }
 
 RowType RowTraits<store::OpTimingRow>::row_type() {
-  using R = store::OpTimingRow;
-  RowType t(sizeof(R));
-  ITERTIME_H5_FIELD(t, R, signature_id);
-  ITERTIME_H5_FIELD(t, R, active_ranks);
-  ITERTIME_H5_FIELD(t, R, backend);
-  ITERTIME_H5_FIELD(t, R, time_us_median);
-  ITERTIME_H5_FIELD(t, R, time_us_min);
-  ITERTIME_H5_FIELD(t, R, time_us_max_rank);
-  ITERTIME_H5_FIELD(t, R, time_cv);
-  ITERTIME_H5_FIELD(t, R, repeats);
-  ITERTIME_H5_FIELD(t, R, ok);
-  return t;
+  return ITERTIME_H5_ROW_TYPE(store::OpTimingRow, signature_id, active_ranks, backend, time_us_median, time_us_min,
+                              time_us_max_rank, time_cv, repeats, ok);
 }
 
 RowType RowTraits<store::OpSequenceRow>::row_type() {
-  using R = store::OpSequenceRow;
-  RowType t(sizeof(R));
-  ITERTIME_H5_FIELD(t, R, stage_key);
-  ITERTIME_H5_FIELD(t, R, phase);
-  ITERTIME_H5_FIELD(t, R, signature_id);
-  ITERTIME_H5_FIELD(t, R, count);
-  return t;
+  return ITERTIME_H5_ROW_TYPE(store::OpSequenceRow, stage_key, phase, signature_id, count);
 }
 
 RowType RowTraits<store::OpCommRow>::row_type() {
-  using R = store::OpCommRow;
-  RowType t(sizeof(R));
-  ITERTIME_H5_FIELD(t, R, stage_key);
-  ITERTIME_H5_FIELD(t, R, phase);
-  ITERTIME_H5_FIELD(t, R, kind);
-  ITERTIME_H5_FIELD(t, R, dtype);
-  ITERTIME_H5_FIELD(t, R, bytes);
-  ITERTIME_H5_FIELD(t, R, count);
-  return t;
+  return ITERTIME_H5_ROW_TYPE(store::OpCommRow, stage_key, phase, kind, dtype, bytes, count);
 }
 
 RowType RowTraits<store::OpStageRow>::row_type() {
-  using R = store::OpStageRow;
-  RowType t(sizeof(R));
-  ITERTIME_H5_FIELD(t, R, stage_key);
-  ITERTIME_H5_FIELD(t, R, model);
-  ITERTIME_H5_FIELD(t, R, tp);
-  ITERTIME_H5_FIELD(t, R, pp);
-  ITERTIME_H5_FIELD(t, R, stage);
-  ITERTIME_H5_FIELD(t, R, micro_batch);
-  ITERTIME_H5_FIELD(t, R, seq_len);
-  ITERTIME_H5_FIELD(t, R, precision);
-  ITERTIME_H5_FIELD(t, R, variant);
-  ITERTIME_H5_FIELD(t, R, local_params);
-  ITERTIME_H5_FIELD(t, R, num_layers);
-  ITERTIME_H5_FIELD(t, R, sequence_offset);
-  ITERTIME_H5_FIELD(t, R, sequence_count);
-  ITERTIME_H5_FIELD(t, R, comm_offset);
-  ITERTIME_H5_FIELD(t, R, comm_count);
-  return t;
+  return ITERTIME_H5_ROW_TYPE(store::OpStageRow, stage_key, model, tp, pp, stage, micro_batch, seq_len, precision, variant,
+                              local_params, num_layers, sequence_offset, sequence_count, comm_offset, comm_count);
 }
 
 }  // namespace itertime::h5

@@ -112,33 +112,17 @@ int RankLayout::rank_of(const RankCoords& c) const {
   return c.pp_idx * (dp_ * cp_ * tp_) + c.dp_idx * (cp_ * tp_) + c.cp_idx * tp_ + c.tp_idx;
 }
 
-std::vector<int> RankLayout::tp_group(int rank) const {
+std::vector<int> RankLayout::group_along(int rank, int RankCoords::*index, int size) const {
   RankCoords c = coords(rank);
   std::vector<int> group;
-  for (c.tp_idx = 0; c.tp_idx < tp_; ++c.tp_idx) group.push_back(rank_of(c));
+  for (c.*index = 0; c.*index < size; ++(c.*index)) group.push_back(rank_of(c));
   return group;
 }
 
-std::vector<int> RankLayout::cp_group(int rank) const {
-  RankCoords c = coords(rank);
-  std::vector<int> group;
-  for (c.cp_idx = 0; c.cp_idx < cp_; ++c.cp_idx) group.push_back(rank_of(c));
-  return group;
-}
-
-std::vector<int> RankLayout::dp_group(int rank) const {
-  RankCoords c = coords(rank);
-  std::vector<int> group;
-  for (c.dp_idx = 0; c.dp_idx < dp_; ++c.dp_idx) group.push_back(rank_of(c));
-  return group;
-}
-
-std::vector<int> RankLayout::pp_group(int rank) const {
-  RankCoords c = coords(rank);
-  std::vector<int> group;
-  for (c.pp_idx = 0; c.pp_idx < pp_; ++c.pp_idx) group.push_back(rank_of(c));
-  return group;
-}
+std::vector<int> RankLayout::tp_group(int rank) const { return group_along(rank, &RankCoords::tp_idx, tp_); }
+std::vector<int> RankLayout::cp_group(int rank) const { return group_along(rank, &RankCoords::cp_idx, cp_); }
+std::vector<int> RankLayout::dp_group(int rank) const { return group_along(rank, &RankCoords::dp_idx, dp_); }
+std::vector<int> RankLayout::pp_group(int rank) const { return group_along(rank, &RankCoords::pp_idx, pp_); }
 
 std::vector<int> RankLayout::dp_cp_group(int rank) const {
   RankCoords c = coords(rank);

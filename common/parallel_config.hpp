@@ -77,6 +77,8 @@ class RankLayout {
   std::vector<int> dp_cp_group(int rank) const;
 
  private:
+  // The ranks that share every coordinate of `rank` but `index`, which runs over [0, size).
+  std::vector<int> group_along(int rank, int RankCoords::*index, int size) const;
   int dp_, tp_, pp_, cp_;
 };
 

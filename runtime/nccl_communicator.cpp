@@ -13,25 +13,23 @@
 #include "runtime/job_abort.hpp"
 #include "runtime/watchdog.hpp"
 
-#define ITERTIME_CUDA_CALL(call)                                                                            \
-  do {                                                                                                      \
-    const cudaError_t cuda_status_ = (call);                                                                \
-    if (cuda_status_ != cudaSuccess) {                                                                      \
-      throw ::itertime::InternalError(std::string(#call) + " failed: " + cudaGetErrorString(cuda_status_) + \
-                                          " (check the device binding and CUDA_VISIBLE_DEVICES)",           \
-                                      __FILE__, __LINE__);                                                  \
-    }                                                                                                       \
-  } while (0)
+namespace itertime {
+namespace {
+// The one check of a CUDA or NCCL call's status: anything but `ok` is an InternalError naming the call,
+// the library's description of the status and `hint` (what to look at).
+template <typename Status, typename Describe>
+void check_call(Status status, Status ok, Describe describe, const char* call, const char* hint, const char* file, int line) {
+  if (status != ok) throw InternalError(std::string(call) + " failed: " + describe(status) + " " + hint, file, line);
+}
+}  // namespace
+}  // namespace itertime
 
-#define ITERTIME_NCCL_CALL(call)                                                                                             \
-  do {                                                                                                                       \
-    const ncclResult_t nccl_status_ = (call);                                                                                \
-    if (nccl_status_ != ncclSuccess) {                                                                                       \
-      throw ::itertime::InternalError(                                                                                       \
-          std::string(#call) + " failed: " + ncclGetErrorString(nccl_status_) + " (rerun with NCCL_DEBUG=WARN for details)", \
-          __FILE__, __LINE__);                                                                                               \
-    }                                                                                                                        \
-  } while (0)
+#define ITERTIME_CUDA_CALL(call)                                                      \
+  ::itertime::check_call<cudaError_t>((call), cudaSuccess, cudaGetErrorString, #call, \
+                                      "(check the device binding and CUDA_VISIBLE_DEVICES)", __FILE__, __LINE__)
+#define ITERTIME_NCCL_CALL(call)                                                       \
+  ::itertime::check_call<ncclResult_t>((call), ncclSuccess, ncclGetErrorString, #call, \
+                                       "(rerun with NCCL_DEBUG=WARN for details)", __FILE__, __LINE__)
 
 namespace itertime {
 namespace {

@@ -4,47 +4,15 @@
 namespace itertime::h5 {
 
 RowType RowTraits<validate::ValidationStoreRow>::row_type() {
-  using R = validate::ValidationStoreRow;
-  RowType t(sizeof(R));
-  ITERTIME_H5_FIELD(t, R, key);
-  ITERTIME_H5_FIELD(t, R, dp);
-  ITERTIME_H5_FIELD(t, R, tp);
-  ITERTIME_H5_FIELD(t, R, pp);
-  ITERTIME_H5_FIELD(t, R, precision);
-  ITERTIME_H5_FIELD(t, R, status);
-  ITERTIME_H5_FIELD(t, R, measured_us);
-  ITERTIME_H5_FIELD(t, R, predicted_us);
-  ITERTIME_H5_FIELD(t, R, raw_predicted_us);
-  ITERTIME_H5_FIELD(t, R, calibration_factor);
-  ITERTIME_H5_FIELD(t, R, factor_fitted);
-  ITERTIME_H5_FIELD(t, R, ape_pct);
-  ITERTIME_H5_FIELD(t, R, blind_predicted_us);
-  ITERTIME_H5_FIELD(t, R, blind_ape_pct);
-  ITERTIME_H5_FIELD(t, R, extrapolated_fraction);
-  ITERTIME_H5_FIELD(t, R, built_ok);
-  ITERTIME_H5_FIELD(t, R, built_predicted_us);
-  ITERTIME_H5_FIELD(t, R, built_ape_pct);
-  ITERTIME_H5_FIELD(t, R, blind_raw_predicted_us);
-  ITERTIME_H5_FIELD(t, R, blind_raw_ape_pct);
-  ITERTIME_H5_FIELD(t, R, round_spread_pct);
-  ITERTIME_H5_FIELD(t, R, disturbance);
-  return t;
+  return ITERTIME_H5_ROW_TYPE(validate::ValidationStoreRow, key, dp, tp, pp, precision, status, measured_us, predicted_us,
+                              raw_predicted_us, calibration_factor, factor_fitted, ape_pct, blind_predicted_us, blind_ape_pct,
+                              extrapolated_fraction, built_ok, built_predicted_us, built_ape_pct, blind_raw_predicted_us,
+                              blind_raw_ape_pct, round_spread_pct, disturbance);
 }
 
 RowType RowTraits<validate::MapeStoreRow>::row_type() {
-  using R = validate::MapeStoreRow;
-  RowType t(sizeof(R));
-  ITERTIME_H5_FIELD(t, R, kind);
-  ITERTIME_H5_FIELD(t, R, group);
-  ITERTIME_H5_FIELD(t, R, count);
-  ITERTIME_H5_FIELD(t, R, mape_pct);
-  ITERTIME_H5_FIELD(t, R, blind_mape_pct);
-  ITERTIME_H5_FIELD(t, R, built_count);
-  ITERTIME_H5_FIELD(t, R, built_mape_pct);
-  ITERTIME_H5_FIELD(t, R, blind_raw_mape_pct);
-  ITERTIME_H5_FIELD(t, R, floor_pct);
-  ITERTIME_H5_FIELD(t, R, disturbed_count);
-  return t;
+  return ITERTIME_H5_ROW_TYPE(validate::MapeStoreRow, kind, group, count, mape_pct, blind_mape_pct, built_count, built_mape_pct,
+                              blind_raw_mape_pct, floor_pct, disturbed_count);
 }
 
 }  // namespace itertime::h5

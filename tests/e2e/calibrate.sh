@@ -10,36 +10,9 @@
 # Open MPI needs OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 in the environment (CTest
 # sets them). mpiexec runs with --quiet where it has it (Open MPI 4; Open MPI 5's prterun refuses the
 # option) so that stderr holds only what itertime writes.
-set -uo pipefail
-
-if [[ $# -lt 7 ]]; then
-  echo "usage: $0 MPIEXEC MPIEXEC_FLAGS ITERTIME SOURCE_DIR READ_ROWS CORRUPT_LIB CASE..." >&2
-  exit 64
-fi
-MPIEXEC="$1"
-read -r -a MPIEXEC_FLAGS <<<"$2"
-ITERTIME="$(realpath "$3")"
-SOURCE_DIR="$(realpath "$4")"
-READ_ROWS="$(realpath "$5")"
-CORRUPT_LIB="$(realpath "$6")"
-shift 6
-
-# Open MPI 5 (Debian 13) has no --quiet: probe once.
-QUIET=(--quiet)
-if ! "$MPIEXEC" --quiet -n 1 true >/dev/null 2>&1; then QUIET=(); fi
-
-failures=0
-WORK=""
-OUT=""
-ERR=""
-STATUS=0
-
-fail() {
-  echo "FAIL [$CASE]: $*" >&2
-  if [[ -n "$OUT" && -f "$OUT" ]]; then echo "--- stdout (last 40 lines):" >&2; tail -n 40 "$OUT" >&2; fi
-  if [[ -n "$ERR" && -f "$ERR" ]]; then echo "--- stderr (last 40 lines):" >&2; tail -n 40 "$ERR" >&2; fi
-  failures=$((failures + 1))
-}
+source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
+take_args "MPIEXEC MPIEXEC_FLAGS ITERTIME SOURCE_DIR READ_ROWS CORRUPT_LIB CASE..." "$@"
+probe_quiet
 
 # mpi N [-x VAR=VALUE ...] -- ARGS...: runs itertime ARGS on N ranks in the working folder.
 mpi() {
@@ -57,14 +30,7 @@ mpi() {
   if [[ ${#QUIET[@]} -eq 0 ]]; then sed -i '/^-\{20,\}$/,/^-\{20,\}$/d' "$ERR"; fi
 }
 
-lines_of() { awk 'END { print NR }' "$1"; }
 rows() { "$READ_ROWS" comm "$WORK/$1"; }
-
-expect_status() {
-  [[ $STATUS -eq $1 ]] || fail "exit status $STATUS, expected $1"
-}
-expect_stdout() { grep -qF -- "$1" "$OUT" || fail "stdout lacks '$1'"; }
-expect_stderr() { grep -qF -- "$1" "$ERR" || fail "stderr lacks '$1'"; }
 
 # The keys the small sweep (8 .. 64K by 8 at 2 ranks, every collective and dtype) must produce, written
 # out from the nccl-tests size rules: all sizes are multiples of element size x group size, so every
@@ -349,25 +315,35 @@ $m/dp1-tp1-pp1/$tail/fp16	$fp16_status" ]] || fail "keys and statuses: $(cut -f1
 ALL_CASES=(comm_sweep comm_four_ranks comm_resume comm_corrupt comm_existing comm_outside_load groundtruth groundtruth_oom
            groundtruth_oom_ranks groundtruth_techniques)
 
+# oom_job NAME MODEL MEASURED OOMS STATUSES CONFIGS: `calibrate groundtruth` on 2 ranks of a job NAME of
+# MODEL and CONFIGS (JSON objects, comma-separated) into gt.h5; it must succeed with MEASURED
+# configurations measured, OOMS out of memory and the rows' statuses STATUSES (space-separated, in
+# order). The rows as read_rows prints them are left in OOM_ROWS.
+oom_job() {
+  local name="$1" model="$2" measured="$3" ooms="$4" statuses="$5" configs="$6"
+  cat >"$WORK/job.json" <<JOB
+{"name": "$name", "model": "$model", "backend": "cpu", "ranks": 2,
+ "groundtruth": {"warmup_iters": 1, "timed_iters": 2, "rounds": 2, "max_extra_rounds": 0},
+ "configs": [$configs]}
+JOB
+  mpi 2 -- calibrate groundtruth --job "$WORK/job.json" -o gt.h5
+  expect_status 0
+  expect_stdout "# $measured measured, 0 skipped, 0 failed, 0 already present"
+  expect_stdout "# $ooms ran out of memory (status oom)"
+  OOM_ROWS="$("$READ_ROWS" groundtruth "$WORK/gt.h5")" || fail "read_rows groundtruth failed"
+  [[ "$(cut -f2 <<<"$OOM_ROWS" | tr '\n' ' ')" == "$statuses" ]] || fail "statuses: $(cut -f1,2 <<<"$OOM_ROWS")"
+}
+
 case_groundtruth_oom() {
   # A one-rank configuration whose tokens alone need 1 TiB (256M sequences of 512): the allocation is
   # refused at once, the configuration is recorded with status oom and its reason, and the job goes on
   # to the next; --resume measures nothing again.
-  cat >"$WORK/job.json" <<JOB
-{"name": "oom", "model": "$SOURCE_DIR/data/models/tiny-llama-gqa.json", "backend": "cpu", "ranks": 2,
- "groundtruth": {"warmup_iters": 1, "timed_iters": 2, "rounds": 2, "max_extra_rounds": 0},
- "configs": [
+  local dump
+  oom_job oom "$SOURCE_DIR/data/models/tiny-llama-gqa.json" 2 1 "ok oom ok " '
   {"dp": 1, "tp": 1, "pp": 1, "micro_batch": 1, "global_batch": 2, "seq_len": 16, "precision": "fp32"},
   {"dp": 1, "tp": 1, "pp": 1, "micro_batch": 268435456, "global_batch": 268435456, "seq_len": 512, "precision": "fp32"},
-  {"dp": 2, "tp": 1, "pp": 1, "micro_batch": 1, "global_batch": 2, "seq_len": 16, "precision": "fp32"}]}
-JOB
-  mpi 2 -- calibrate groundtruth --job "$WORK/job.json" -o gt.h5
-  expect_status 0
-  expect_stdout "# 2 measured, 0 skipped, 0 failed, 0 already present"
-  expect_stdout "# 1 ran out of memory (status oom)"
-  local dump
-  dump="$("$READ_ROWS" groundtruth "$WORK/gt.h5")" || fail "read_rows groundtruth failed"
-  [[ "$(cut -f2 <<<"$dump" | tr '\n' ' ')" == "ok oom ok " ]] || fail "statuses: $(cut -f1,2 <<<"$dump")"
+  {"dp": 2, "tp": 1, "pp": 1, "micro_batch": 1, "global_batch": 2, "seq_len": 16, "precision": "fp32"}'
+  dump="$OOM_ROWS"
   grep -P '^[^\t]*/mbs268435456/[^\t]*\toom\tout of memory on rank 0 of 1: [^\t]*allocate memory' <<<"$dump" >/dev/null ||
     fail "the oom row does not say it ran out of memory: $(grep mbs268435456 <<<"$dump")"
   awk -F'\t' '$2 == "oom" && ($8 != 0 || $9 != 0 || $14 != 0 || $16 != 0) { bad++ } END { exit bad > 0 }' <<<"$dump" ||
@@ -391,21 +367,12 @@ case_groundtruth_oom_ranks() {
  "num_key_value_heads": 2, "vocab_size": 1048576, "rms_norm_eps": 1e-05, "rope_theta": 10000.0,
  "max_position_embeddings": 64, "tie_word_embeddings": false, "hidden_act": "silu", "torch_dtype": "float32"}
 MODEL
-  cat >"$WORK/job.json" <<JOB
-{"name": "oom-ranks", "model": "$WORK/model.json", "backend": "cpu", "ranks": 2,
- "groundtruth": {"warmup_iters": 1, "timed_iters": 2, "rounds": 2, "max_extra_rounds": 0},
- "configs": [
+  local dump
+  oom_job oom-ranks "$WORK/model.json" 1 2 "oom ok oom " '
   {"dp": 1, "tp": 1, "pp": 2, "micro_batch": 4096, "global_batch": 8192, "seq_len": 16, "precision": "fp32"},
   {"dp": 1, "tp": 1, "pp": 2, "micro_batch": 1, "global_batch": 2, "seq_len": 16, "precision": "fp32"},
-  {"dp": 2, "tp": 1, "pp": 1, "micro_batch": 4096, "global_batch": 8192, "seq_len": 16, "precision": "fp32"}]}
-JOB
-  mpi 2 -- calibrate groundtruth --job "$WORK/job.json" -o gt.h5
-  expect_status 0
-  expect_stdout "# 1 measured, 0 skipped, 0 failed, 0 already present"
-  expect_stdout "# 2 ran out of memory (status oom)"
-  local dump
-  dump="$("$READ_ROWS" groundtruth "$WORK/gt.h5")" || fail "read_rows groundtruth failed"
-  [[ "$(cut -f2 <<<"$dump" | tr '\n' ' ')" == "oom ok oom " ]] || fail "statuses: $(cut -f1,2 <<<"$dump")"
+  {"dp": 2, "tp": 1, "pp": 1, "micro_batch": 4096, "global_batch": 8192, "seq_len": 16, "precision": "fp32"}'
+  dump="$OOM_ROWS"
   grep -P '\toom\tout of memory on rank 1 of 2: [^\t]*allocate memory' <<<"$(head -1 <<<"$dump")" >/dev/null ||
     fail "the pipeline's oom row does not name rank 1 of 2: $(head -1 <<<"$dump")"
   grep -P '\toom\tout of memory on rank [01] of 2: ' <<<"$(sed -n 3p <<<"$dump")" >/dev/null ||
@@ -477,33 +444,4 @@ JOB
   [[ ! -e "$WORK/long.h5" ]] || fail "a refused key created long.h5"
 }
 
-cleanup() { [[ -n "$WORK" && -d "$WORK" ]] && rm -rf "$WORK"; }
-trap cleanup EXIT
-
-CASES=("$@")
-[[ ${#CASES[@]} -gt 0 ]] || CASES=("${ALL_CASES[@]}")
-
-for CASE in "${CASES[@]}"; do
-  if ! declare -F "case_$CASE" >/dev/null; then
-    echo "unknown case '$CASE'; known: ${ALL_CASES[*]}" >&2
-    exit 64
-  fi
-  WORK="$(mktemp -d "${TMPDIR:-/tmp}/itertime-e2e.XXXXXX")"
-  mkdir "$WORK/.e2e"
-  OUT="$WORK/.e2e/stdout"
-  ERR="$WORK/.e2e/stderr"
-  before_failures=$failures
-  started=$SECONDS
-  "case_$CASE"
-  rm -rf "$WORK"
-  if [[ $failures -eq $before_failures ]]; then
-    echo "ok   $CASE ($((SECONDS - started)) s)"
-  else
-    echo "FAIL $CASE"
-  fi
-done
-
-if [[ $failures -ne 0 ]]; then
-  echo "$failures check(s) failed" >&2
-  exit 1
-fi
+run_cases

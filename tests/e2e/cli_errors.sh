@@ -1,42 +1,21 @@
 #!/usr/bin/env bash
 # cli_errors.sh: end-to-end tests of the `itertime` command's behaviour on good and bad input.
 #
-#   cli_errors.sh ITERTIME SOURCE_DIR FIXTURE_TOOL [CASE...]
+#   cli_errors.sh ITERTIME SOURCE_DIR FIXTURE [CASE...]
 #
-# ITERTIME is the built binary, SOURCE_DIR the project root (for data/models/), FIXTURE_TOOL the built
+# ITERTIME is the built binary, SOURCE_DIR the project root (for data/models/), FIXTURE the built
 # tests/e2e/make_h5_fixture. Without CASE every case runs. Each case runs in a fresh temporary folder.
 # Rules checked for bad input (launcher/main.cpp, common/errors.hpp): exit status 2, exactly one line on
 # stderr that names the input, nothing on stdout, and no file created or changed in the working folder.
-set -uo pipefail
-
-if [[ $# -lt 3 ]]; then
-  echo "usage: $0 ITERTIME SOURCE_DIR FIXTURE_TOOL [CASE...]" >&2
-  exit 64
-fi
-ITERTIME="$(realpath "$1")"
-SOURCE_DIR="$(realpath "$2")"
-FIXTURE="$(realpath "$3")"
-shift 3
+source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
+take_args "ITERTIME SOURCE_DIR FIXTURE [CASE...]" "$@"
 MODELS="$SOURCE_DIR/data/models"
-
-failures=0
-WORK=""
-OUT=""
-ERR=""
-STATUS=0
-
-fail() {
-  echo "FAIL [$CASE]: $*" >&2
-  if [[ -n "$OUT" && -f "$OUT" ]]; then echo "--- stdout:" >&2; cat "$OUT" >&2; fi
-  if [[ -n "$ERR" && -f "$ERR" ]]; then echo "--- stderr:" >&2; cat "$ERR" >&2; fi
-  failures=$((failures + 1))
-}
 
 # Every regular file in the working folder with its size, mtime and checksum.
 snapshot() {
-  (cd "$WORK" && find . -path ./.cli -prune -o -print0 | sort -z |
+  (cd "$WORK" && find . -path "./$RUN_FILES" -prune -o -print0 | sort -z |
     xargs -0 -r stat --format '%n %F %s %Y.%y' &&
-    find . -path ./.cli -prune -o -type f -print0 | sort -z | xargs -0 -r md5sum)
+    find . -path "./$RUN_FILES" -prune -o -type f -print0 | sort -z | xargs -0 -r md5sum)
 }
 
 # run ARGS...: runs itertime in the working folder, capturing stdout, stderr and the exit status.
@@ -44,8 +23,6 @@ run() {
   (cd "$WORK" && "$ITERTIME" "$@" >"$OUT" 2>"$ERR")
   STATUS=$?
 }
-
-lines_of() { awk 'END { print NR }' "$1"; }
 
 # expect_user_error NEEDLE ARGS...: a user's mistake: status 2, one stderr line containing NEEDLE,
 # empty stdout, and the working folder unchanged.
@@ -69,10 +46,6 @@ expect_success() {
   run "$@"
   [[ $STATUS -eq 0 ]] || fail "itertime $* exited with $STATUS, expected 0"
   [[ ! -s "$ERR" ]] || fail "itertime $* wrote on stderr on success"
-}
-
-expect_stdout() {
-  grep -qF -- "$1" "$OUT" || fail "stdout lacks '$1'"
 }
 
 # ---- cases ------------------------------------------------------------------------------------
@@ -239,28 +212,4 @@ ALL_CASES=(model_show help version missing_field not_json missing_path directory
            inspect_foreign_schema inspect_missing_file inspect_store unknown_subcommand unknown_option
            missing_argument calibration_verbs)
 
-cleanup() { [[ -n "$WORK" && -d "$WORK" ]] && rm -rf "$WORK"; }
-trap cleanup EXIT
-
-CASES=("$@")
-[[ ${#CASES[@]} -gt 0 ]] || CASES=("${ALL_CASES[@]}")
-
-for CASE in "${CASES[@]}"; do
-  if ! declare -F "case_$CASE" >/dev/null; then
-    echo "unknown case '$CASE'; known: ${ALL_CASES[*]}" >&2
-    exit 64
-  fi
-  WORK="$(mktemp -d "${TMPDIR:-/tmp}/itertime-cli.XXXXXX")"
-  mkdir "$WORK/.cli"
-  OUT="$WORK/.cli/stdout"
-  ERR="$WORK/.cli/stderr"
-  before_failures=$failures
-  "case_$CASE"
-  rm -rf "$WORK"
-  if [[ $failures -eq $before_failures ]]; then echo "ok   $CASE"; else echo "FAIL $CASE"; fi
-done
-
-if [[ $failures -ne 0 ]]; then
-  echo "$failures check(s) failed" >&2
-  exit 1
-fi
+run_cases

@@ -14,44 +14,20 @@
 # (calibrate/groundtruth.hpp), which prints the held key and rank 0's pid on stderr.
 #
 #   groundtruth_preempt.sh MPIEXEC "MPIEXEC_FLAGS" ITERTIME SOURCE_DIR READ_ROWS CASE
-set -uo pipefail
-
-if [[ $# -ne 6 ]]; then
-  echo "usage: $0 MPIEXEC MPIEXEC_FLAGS ITERTIME SOURCE_DIR READ_ROWS CASE" >&2
-  exit 64
-fi
-MPIEXEC="$1"
-read -r -a MPIEXEC_FLAGS <<<"$2"
-ITERTIME="$(realpath "$3")"
-SOURCE_DIR="$(realpath "$4")"
-READ_ROWS="$(realpath "$5")"
-CASE="$6"
-
-QUIET=(--quiet)  # Open MPI 5's prterun has no --quiet
-if ! "$MPIEXEC" --quiet -n 1 true >/dev/null 2>&1; then QUIET=(); fi
+source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
+take_args "MPIEXEC MPIEXEC_FLAGS ITERTIME SOURCE_DIR READ_ROWS CASE" "$@"
+probe_quiet
 
 WORK="$(mktemp -d)"
 OUT="$WORK/stdout"
 ERR="$WORK/stderr"
-STATUS=0
 HELD=""  # the key the hook held in flight
-failures=0
 LAUNCHED=""  # pid of a background mpiexec, killed on exit if still there
 cleanup() {
   if [[ -n "$LAUNCHED" ]] && kill -0 "$LAUNCHED" 2>/dev/null; then kill -KILL "$LAUNCHED" 2>/dev/null; fi
   rm -rf "$WORK"
 }
 trap cleanup EXIT
-
-fail() {
-  echo "FAIL [$CASE]: $*" >&2
-  [[ -f "$OUT" ]] && { echo "--- stdout (last 30 lines):" >&2; tail -n 30 "$OUT" >&2; }
-  [[ -f "$ERR" ]] && { echo "--- stderr (last 30 lines):" >&2; tail -n 30 "$ERR" >&2; }
-  failures=$((failures + 1))
-}
-expect_status() { [[ $STATUS -eq $1 ]] || fail "exit status $STATUS, expected $1"; }
-expect_stdout() { grep -qF -- "$1" "$OUT" || fail "stdout lacks '$1'"; }
-expect_stderr() { grep -qF -- "$1" "$ERR" || fail "stderr lacks '$1'"; }
 
 cat >"$WORK/job.json" <<JOB
 {"name": "preempt", "model": "$SOURCE_DIR/data/models/tiny-llama-gqa.json", "backend": "cpu", "ranks": 2,

@@ -13,16 +13,8 @@
 # Each case runs in a fresh temporary folder. As root, Open MPI needs OMPI_ALLOW_RUN_AS_ROOT=1
 # OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 (CTest sets them). Whatever the outcome, no process of the case is
 # left behind: the stopped rank is continued and killed on the way out.
-set -uo pipefail
-
-if [[ $# -ne 4 ]]; then
-  echo "usage: $0 MPIEXEC MPIEXEC_FLAGS ITERTIME CASE" >&2
-  exit 64
-fi
-MPIEXEC="$1"
-read -r -a MPIEXEC_FLAGS <<<"$2"
-ITERTIME="$(realpath "$3")"
-CASE="$4"
+source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
+take_args "MPIEXEC MPIEXEC_FLAGS ITERTIME CASE" "$@"
 LIMIT_S=30  # the issue's bound: every rank gone within 30 s of a rank stopping
 
 WORK="$(mktemp -d)"

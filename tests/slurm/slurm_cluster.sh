@@ -20,15 +20,8 @@
 # Exit status: 0 passed, 1 failed, 77 skipped (Slurm or munge cannot be installed or started on this
 # machine; the reason is printed). ITERTIME_SLURM_TEST_REQUIRE=1 turns a skip into a failure;
 # ITERTIME_SLURM_TEST_KEEP=1 keeps the temporary folder.
-set -uo pipefail
-
-if [[ $# -ne 3 ]]; then
-  echo "usage: $0 ITERTIME SOURCE_DIR H5CHECK" >&2
-  exit 64
-fi
-ITERTIME="$(realpath "$1")"
-SOURCE_DIR="$(realpath "$2")"
-H5CHECK="$(realpath "$3")"
+source "$(dirname "${BASH_SOURCE[0]}")/../e2e/lib.sh"
+take_args "ITERTIME SOURCE_DIR H5CHECK" "$@"
 SKIP_CODE=77
 STARTED=$SECONDS
 

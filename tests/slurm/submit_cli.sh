@@ -8,14 +8,8 @@
 # --dry-run prints the script and writes nothing; a submission writes OUTPUT.sbatch next to the output,
 # runs sbatch without a shell (argv: --parsable SCRIPT) and prints the job id; sbatch refusing the job
 # exits 2 with one line; a hostile output folder neither breaks the script nor injects.
-set -uo pipefail
-
-if [[ $# -ne 2 ]]; then
-  echo "usage: $0 ITERTIME SOURCE_DIR" >&2
-  exit 64
-fi
-ITERTIME="$(realpath "$1")"
-SOURCE_DIR="$(realpath "$2")"
+source "$(dirname "${BASH_SOURCE[0]}")/../e2e/lib.sh"
+take_args "ITERTIME SOURCE_DIR" "$@"
 JOB="$SOURCE_DIR/jobs/reduced-cpu.json"
 WORK="$(mktemp -d /tmp/itertime-submit-cli.XXXXXX)"
 trap 'rm -rf -- "$WORK"' EXIT

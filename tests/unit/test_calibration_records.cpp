@@ -15,12 +15,9 @@ CommRow comm_row(const std::string& collective, const std::string& layout, const
   CommRow row{};
   h5::set_string(row.collective, collective);
   h5::set_string(row.dtype, "float16");  // an alias: parsed to fp16
-  row.group_size = 4;
   h5::set_string(row.layout, layout);
   h5::set_string(row.mode, mode);
-  row.bytes = 1024;
-  row.time_us_median = 12.5;
-  row.check_errors = 2;
+  row.group_size = 4, row.bytes = 1024, row.time_us_median = 12.5, row.check_errors = 2;
   return row;
 }
 
@@ -99,13 +96,8 @@ TEST(CalibrationRecords, ReadFromAStoreWithStagesResolved) {
   {
     h5::Store store = h5::Store::create(path, false, {{"argv", "test"}});
     append_comm_point(store, comm_row("all_reduce", "consecutive", "latency"), {12.5});
-    OpSignatureRow signature{};
-    signature.id = 0;
-    h5::set_string(signature.name, "aten::mm");
-    h5::set_string(signature.signature, "aten::mm(fp32[2,2], fp32[2,2])->fp32");
-    h5::set_string(signature.input_dtypes, "fp32,fp32");
-    h5::set_string(signature.output_dtype, "fp32");
-    signature.flops = 16;
+    const OpSignatureRow signature{/*id=*/0,     "aten::mm", "aten::mm(fp32[2,2], fp32[2,2])->fp32", "fp32,fp32", "fp32",
+                                   /*flops=*/16, /*bytes=*/0};
     store.table<OpSignatureRow>(kOpSignatures).append(signature);
     OpTimingRow timing{};
     timing.signature_id = 0, timing.active_ranks = 2, timing.time_us_median = 3.5, timing.ok = 1;

@@ -20,10 +20,14 @@ namespace {
 
 using Buffer = std::vector<uint8_t>;
 
+// Every dtype but bool (whose sums are not numbers).
 const std::vector<DType>& numeric_dtypes() {
-  static const std::vector<DType> kAll = {DType::kFloat32, DType::kFloat16, DType::kBFloat16, DType::kInt8,
-                                          DType::kFloat64, DType::kInt32,   DType::kInt64};
-  return kAll;
+  static const std::vector<DType> kNumeric = [] {
+    std::vector<DType> dtypes = all_dtypes();
+    dtypes.erase(std::remove(dtypes.begin(), dtypes.end(), DType::kBool), dtypes.end());
+    return dtypes;
+  }();
+  return kNumeric;
 }
 
 // Element codec written independently of encode_value/decode_value (only half.hpp is shared, and it

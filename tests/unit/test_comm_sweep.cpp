@@ -20,23 +20,14 @@
 #include "commbench/comm_sweep.hpp"
 #include "commbench/point_buffers.hpp"
 #include "common/errors.hpp"
+#include "user_error.hpp"
 
 namespace itertime::calibrate {
 namespace {
 
+using itertime::testing::contains;
+using itertime::testing::user_error_of;
 using Groups = std::vector<std::vector<int>>;
-
-template <typename Body>
-std::string user_error_of(Body&& body) {
-  try {
-    body();
-  } catch (const UserError& error) {
-    return error.what();
-  }
-  return "(no UserError)";
-}
-
-bool contains(const std::string& text, const std::string& part) { return text.find(part) != std::string::npos; }
 
 TEST(CommSweep, ParseBytes) {
   EXPECT_EQ(parse_bytes("8"), 8u);

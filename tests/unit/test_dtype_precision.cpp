@@ -2,6 +2,7 @@
 // backend may run which policy.
 #include <gtest/gtest.h>
 
+#include <initializer_list>
 #include <set>
 #include <string>
 
@@ -9,9 +10,12 @@
 #include "common/errors.hpp"
 #include "common/half.hpp"
 #include "common/precision.hpp"
+#include "user_error.hpp"
 
 namespace itertime {
 namespace {
+
+using itertime::testing::user_error_of;
 
 // ---- DType -------------------------------------------------------------------------------------
 
@@ -76,17 +80,20 @@ TEST(DType, IsFloating) {
   EXPECT_FALSE(is_floating(DType::kBool));
 }
 
-TEST(DType, UnknownNameThrowsUserErrorNamingTheText) {
-  for (const char* bad : {"fp8", "", "float 32", "bf", "tf32", "fp32 "}) {
-    try {
-      parse_dtype(bad);
-      ADD_FAILURE() << "parse_dtype('" << bad << "') did not throw";
-    } catch (const UserError& error) {
-      const std::string message = error.what();
-      EXPECT_NE(message.find("'" + std::string(bad) + "'"), std::string::npos) << message;
-      EXPECT_NE(message.find("fp32"), std::string::npos) << "should list accepted names: " << message;
-    }
+// Each of `bad_names` is refused by `parse` with a UserError that quotes it and names `listed`, one of
+// the accepted names.
+template <typename Parse>
+void expect_unknown_names_refused(Parse parse, std::initializer_list<const char*> bad_names, const std::string& listed) {
+  for (const char* bad : bad_names) {
+    SCOPED_TRACE(std::string("'") + bad + "'");
+    const std::string message = user_error_of([&] { parse(bad); });
+    EXPECT_NE(message.find("'" + std::string(bad) + "'"), std::string::npos) << message;
+    EXPECT_NE(message.find(listed), std::string::npos) << "should list the accepted names: " << message;
   }
+}
+
+TEST(DType, UnknownNameThrowsUserErrorNamingTheText) {
+  expect_unknown_names_refused(parse_dtype, {"fp8", "", "float 32", "bf", "tf32", "fp32 "}, "fp32");
 }
 
 TEST(Backend, NamesAndAliases) {
@@ -144,16 +151,8 @@ TEST(Precision, Fp8IsPredictedOnlyAndEveryBackendRefusesItWithTheReason) {
 }
 
 TEST(Precision, UnknownNameThrowsUserError) {
-  for (const char* bad : {"fp8-e4m3", "amp", "ampbf16", "", "amp-tf32", "float32"}) {
-    try {
-      parse_precision(bad);
-      ADD_FAILURE() << "parse_precision('" << bad << "') did not throw";
-    } catch (const UserError& error) {
-      const std::string message = error.what();
-      EXPECT_NE(message.find("'" + std::string(bad) + "'"), std::string::npos) << message;
-      EXPECT_NE(message.find("amp-bf16"), std::string::npos) << "should list the policies: " << message;
-    }
-  }
+  expect_unknown_names_refused([](const char* name) { parse_precision(name); },
+                               {"fp8-e4m3", "amp", "ampbf16", "", "amp-tf32", "float32"}, "amp-bf16");
 }
 
 struct PolicyRow {

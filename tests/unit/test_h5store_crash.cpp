@@ -28,6 +28,7 @@
 #include "common/h5_parent_rows.hpp"
 #include "common/h5store.hpp"
 #include "temp_dir.hpp"
+#include "user_error.hpp"
 
 namespace itertime_test_crash {
 
@@ -47,32 +48,18 @@ struct CrashParent {
 namespace itertime::h5 {
 template <>
 struct RowTraits<itertime_test_crash::CrashRow> {
-  static RowType row_type() {
-    using R = itertime_test_crash::CrashRow;
-    RowType t(sizeof(R));
-    ITERTIME_H5_FIELD(t, R, id);
-    ITERTIME_H5_FIELD(t, R, value);
-    ITERTIME_H5_FIELD(t, R, label);
-    return t;
-  }
+  static RowType row_type() { return ITERTIME_H5_ROW_TYPE(itertime_test_crash::CrashRow, id, value, label); }
 };
 template <>
 struct RowTraits<itertime_test_crash::CrashParent> {
-  static RowType row_type() {
-    using R = itertime_test_crash::CrashParent;
-    RowType t(sizeof(R));
-    ITERTIME_H5_FIELD(t, R, key);
-    ITERTIME_H5_FIELD(t, R, samples_offset);
-    ITERTIME_H5_FIELD(t, R, samples_count);
-    return t;
-  }
+  static RowType row_type() { return ITERTIME_H5_ROW_TYPE(itertime_test_crash::CrashParent, key, samples_offset, samples_count); }
 };
 }  // namespace itertime::h5
 
 namespace itertime {
 namespace {
 
-using itertime::testing::TempDir;
+using namespace itertime::testing;  // TempDir, read_bytes, user_error_of
 using itertime_test_crash::CrashParent;
 using itertime_test_crash::CrashRow;
 
@@ -105,22 +92,6 @@ void append_parent(h5::Store& store, int64_t i) {
 std::set<std::string> parent_keys(h5::Store& store) {
   return h5::complete_parent_keys<CrashParent>(
       store, kParents, [](const CrashParent& row) { return h5::get_string(row.key); }, kSamplesSpan);
-}
-
-std::string user_error_of(const std::function<void()>& action) {
-  try {
-    action();
-  } catch (const UserError& error) {
-    return error.what();
-  }
-  return "";
-}
-
-std::string read_bytes(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  std::ostringstream out;
-  out << in.rdbuf();
-  return out.str();
 }
 
 // What a killed writer's file holds; "" when it is whole, else what is wrong.

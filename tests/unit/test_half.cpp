@@ -20,25 +20,23 @@ namespace {
 bool fp16_is_nan(uint16_t bits) { return (bits & 0x7c00u) == 0x7c00u && (bits & 0x03ffu) != 0; }
 bool bf16_is_nan(uint16_t bits) { return (bits & 0x7f80u) == 0x7f80u && (bits & 0x007fu) != 0; }
 
-// IEEE binary16: 1 sign, 5 exponent (bias 15), 10 mantissa bits, computed without bit tricks.
-double fp16_reference(uint16_t bits) {
+// The value of a 16-bit float of 1 sign, `exponent_bits` exponent (bias 2^(exponent_bits-1) - 1) and
+// `mantissa_bits` mantissa bits, computed without bit tricks.
+double reference_value(uint16_t bits, int exponent_bits, int mantissa_bits) {
   const double sign = (bits & 0x8000u) ? -1.0 : 1.0;
-  const int exponent = (bits >> 10) & 0x1f;
-  const int mantissa = bits & 0x3ff;
-  if (exponent == 0x1f) return mantissa ? std::numeric_limits<double>::quiet_NaN() : sign * HUGE_VAL;
-  if (exponent == 0) return sign * std::ldexp(static_cast<double>(mantissa), -24);
-  return sign * std::ldexp(static_cast<double>(1024 + mantissa), exponent - 25);
+  const int top = (1 << exponent_bits) - 1;
+  const int bias = (1 << (exponent_bits - 1)) - 1;
+  const int exponent = (bits >> mantissa_bits) & top;
+  const int mantissa = bits & ((1 << mantissa_bits) - 1);
+  if (exponent == top) return mantissa ? std::numeric_limits<double>::quiet_NaN() : sign * HUGE_VAL;
+  if (exponent == 0) return sign * std::ldexp(static_cast<double>(mantissa), 1 - bias - mantissa_bits);
+  return sign * std::ldexp(static_cast<double>((1 << mantissa_bits) + mantissa), exponent - bias - mantissa_bits);
 }
 
-// bfloat16: 1 sign, 8 exponent (bias 127), 7 mantissa bits.
-double bf16_reference(uint16_t bits) {
-  const double sign = (bits & 0x8000u) ? -1.0 : 1.0;
-  const int exponent = (bits >> 7) & 0xff;
-  const int mantissa = bits & 0x7f;
-  if (exponent == 0xff) return mantissa ? std::numeric_limits<double>::quiet_NaN() : sign * HUGE_VAL;
-  if (exponent == 0) return sign * std::ldexp(static_cast<double>(mantissa), -133);
-  return sign * std::ldexp(static_cast<double>(128 + mantissa), exponent - 134);
-}
+// IEEE binary16: 5 exponent bits (bias 15), 10 mantissa bits; subnormals are m * 2^-24.
+double fp16_reference(uint16_t bits) { return reference_value(bits, 5, 10); }
+// bfloat16: 8 exponent bits (bias 127), 7 mantissa bits; subnormals are m * 2^-133.
+double bf16_reference(uint16_t bits) { return reference_value(bits, 8, 7); }
 
 TEST(Half, Fp16DecodesEveryPatternExactly) {
   for (uint32_t b = 0; b <= 0xffffu; ++b) {
@@ -55,20 +53,30 @@ TEST(Half, Fp16DecodesEveryPatternExactly) {
   }
 }
 
-TEST(Half, Fp16RoundTripsEveryPatternBitExactly) {
-  int nans = 0;
+// encode(decode(bits)) for every 16-bit pattern: the same bits, but for NaNs, which stay NaNs of the
+// same sign (quiet: with `quiet_bit` set, when it is not 0); `nans` counts the NaN patterns.
+template <typename Decode, typename Encode, typename IsNan>
+void check_round_trip_of_every_pattern(Decode decode, Encode encode, IsNan is_nan, uint16_t quiet_bit, int& nans) {
+  nans = 0;
   for (uint32_t b = 0; b <= 0xffffu; ++b) {
     const auto bits = static_cast<uint16_t>(b);
-    const uint16_t back = float_to_fp16(fp16_to_float(bits));
-    if (fp16_is_nan(bits)) {
+    const uint16_t back = encode(decode(bits));
+    if (is_nan(bits)) {
       ++nans;
-      ASSERT_TRUE(fp16_is_nan(back)) << "NaN pattern 0x" << std::hex << b << " came back as 0x" << back;
+      ASSERT_TRUE(is_nan(back)) << "NaN pattern 0x" << std::hex << b << " came back as 0x" << back;
       ASSERT_EQ(back & 0x8000u, bits & 0x8000u) << "NaN sign lost for 0x" << std::hex << b;
-      ASSERT_NE(back & 0x0200u, 0u) << "NaN not quiet for 0x" << std::hex << b;
+      if (quiet_bit != 0) {
+        ASSERT_NE(back & quiet_bit, 0u) << "NaN not quiet for 0x" << std::hex << b;
+      }
     } else {
       ASSERT_EQ(back, bits) << "pattern 0x" << std::hex << b;
     }
   }
+}
+
+TEST(Half, Fp16RoundTripsEveryPatternBitExactly) {
+  int nans = 0;
+  check_round_trip_of_every_pattern(fp16_to_float, float_to_fp16, fp16_is_nan, /*quiet_bit=*/0x0200u, nans);
   EXPECT_EQ(nans, 2 * 1023);
 }
 
@@ -87,17 +95,7 @@ TEST(Half, Bf16DecodesEveryPatternExactly) {
 
 TEST(Half, Bf16RoundTripsEveryPatternBitExactly) {
   int nans = 0;
-  for (uint32_t b = 0; b <= 0xffffu; ++b) {
-    const auto bits = static_cast<uint16_t>(b);
-    const uint16_t back = float_to_bf16(bf16_to_float(bits));
-    if (bf16_is_nan(bits)) {
-      ++nans;
-      ASSERT_TRUE(bf16_is_nan(back)) << "NaN pattern 0x" << std::hex << b << " came back as 0x" << back;
-      ASSERT_EQ(back & 0x8000u, bits & 0x8000u) << "NaN sign lost for 0x" << std::hex << b;
-    } else {
-      ASSERT_EQ(back, bits) << "pattern 0x" << std::hex << b;
-    }
-  }
+  check_round_trip_of_every_pattern(bf16_to_float, float_to_bf16, bf16_is_nan, /*quiet_bit=*/0, nans);
   EXPECT_EQ(nans, 2 * 127);
 }
 

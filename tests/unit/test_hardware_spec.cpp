@@ -14,24 +14,16 @@
 #include "common/errors.hpp"
 #include "common/hardware_spec.hpp"
 #include "temp_dir.hpp"
+#include "user_error.hpp"
 
 namespace itertime {
 namespace {
 
+using itertime::testing::user_error_of;
+
 const std::string kHardwareDir = std::string(ITERTIME_SOURCE_DIR) + "/data/hardware";
 
 HardwareSpec shipped(const std::string& name) { return find_hardware_spec(name, kHardwareDir); }
-
-// The message of the UserError that `action` throws ("" when it throws none).
-template <typename Action>
-std::string user_error(Action action) {
-  try {
-    action();
-  } catch (const UserError& error) {
-    return error.what();
-  }
-  return "";
-}
 
 // A minimal valid GPU description; `replace` swaps one top-level member's JSON text ("" removes it).
 std::string gpu_json(const std::string& member = "", const std::string& json_text = "") {
@@ -148,7 +140,7 @@ TEST(HardwareSpec, AbsentFiguresAreNullopt) {
 TEST(HardwareSpec, ComputeDTypeNamesRoundTrip) {
   for (ComputeDType dtype : all_compute_dtypes()) EXPECT_EQ(parse_compute_dtype(to_string(dtype)), dtype);
   EXPECT_EQ(parse_compute_dtype("BF16"), ComputeDType::kBf16);
-  EXPECT_NE(user_error([] { parse_compute_dtype("fp4"); }).find("fp8"), std::string::npos);
+  EXPECT_NE(user_error_of([] { parse_compute_dtype("fp4"); }).find("fp8"), std::string::npos);
 }
 
 TEST(HardwareSpec, TheMinimalFileLoadsAndConvertsUnits) {
@@ -201,21 +193,21 @@ TEST(HardwareSpec, MalformedFilesNameFileAndField) {
   for (const Case& c : cases) {
     SCOPED_TRACE(c.what);
     const std::string path = dir.write("x.json", c.text);
-    const std::string message = user_error([&] { load_hardware_spec(path); });
+    const std::string message = user_error_of([&] { load_hardware_spec(path); });
     ASSERT_FALSE(message.empty()) << "no UserError";
     EXPECT_EQ(message.rfind(path + ": ", 0), 0u) << message;
     EXPECT_NE(message.find("field '" + c.field + "'"), std::string::npos) << message;
   }
   // Not JSON, not an object, no file: the file is named (there is no field).
   const std::string not_json = dir.write("x.json", "{\"name\": ");
-  EXPECT_EQ(user_error([&] { load_hardware_spec(not_json); }).rfind(not_json + ": not valid JSON", 0), 0u);
+  EXPECT_EQ(user_error_of([&] { load_hardware_spec(not_json); }).rfind(not_json + ": not valid JSON", 0), 0u);
   const std::string array = dir.write("x.json", "[1, 2]");
-  EXPECT_EQ(user_error([&] { load_hardware_spec(array); }).rfind(array + ": must hold one JSON object", 0), 0u);
-  EXPECT_NE(user_error([&] { load_hardware_spec(dir.file("none.json")); }).find("no such file"), std::string::npos);
+  EXPECT_EQ(user_error_of([&] { load_hardware_spec(array); }).rfind(array + ": must hold one JSON object", 0), 0u);
+  EXPECT_NE(user_error_of([&] { load_hardware_spec(dir.file("none.json")); }).find("no such file"), std::string::npos);
 }
 
 TEST(HardwareSpec, FindByNameListsTheKnownNames) {
-  const std::string message = user_error([] { find_hardware_spec("nope", kHardwareDir); });
+  const std::string message = user_error_of([] { find_hardware_spec("nope", kHardwareDir); });
   EXPECT_NE(message.find("'nope'"), std::string::npos) << message;
   for (const char* name : {"a100-sxm-80gb", "b200", "cpu-node-local", "h100-sxm", "h200-sxm"}) {
     EXPECT_NE(message.find(name), std::string::npos) << message;
@@ -226,7 +218,7 @@ TEST(HardwareSpec, FindByNameListsTheKnownNames) {
   dir.write("x.json", gpu_json());
   EXPECT_EQ(list_hardware_specs(dir.path().string()), std::vector<std::string>{"x"});
   EXPECT_EQ(find_hardware_spec("x", dir.path().string()).sm_count, 4);
-  EXPECT_NE(user_error([&] { find_hardware_spec("h100-sxm", dir.path().string()); }).find("known: x"), std::string::npos);
+  EXPECT_NE(user_error_of([&] { find_hardware_spec("h100-sxm", dir.path().string()); }).find("known: x"), std::string::npos);
   EXPECT_TRUE(list_hardware_specs(dir.file("missing")).empty());
 }
 

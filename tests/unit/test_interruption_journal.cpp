@@ -14,50 +14,21 @@
 #include <fstream>
 #include <set>
 #include <string>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include "common/calibration_records.hpp"
 #include "common/groundtruth_store.hpp"
 #include "common/interruption_journal.hpp"
 #include "common/signal_deferral.hpp"
+#include "tests/unit/child_process.hpp"
 #include "tests/unit/temp_dir.hpp"
 
 namespace itertime {
 namespace {
 
-struct ChildResult {
-  std::string reached;  // what the child wrote before it ended
-  int signal = 0;       // the signal that ended it, 0 when it exited
-  int exit_code = -1;
-};
-
-template <typename Body>
-ChildResult run_in_child(Body body) {
-  int fds[2];
-  if (pipe(fds) != 0) return {};
-  const pid_t pid = fork();
-  if (pid == 0) {
-    close(fds[0]);
-    body(fds[1]);
-    _exit(0);
-  }
-  close(fds[1]);
-  ChildResult result;
-  char buffer[64];
-  for (ssize_t n; (n = read(fds[0], buffer, sizeof(buffer))) > 0;) result.reached.append(buffer, static_cast<std::size_t>(n));
-  close(fds[0]);
-  int status = 0;
-  waitpid(pid, &status, 0);
-  if (WIFSIGNALED(status)) result.signal = WTERMSIG(status);
-  if (WIFEXITED(status)) result.exit_code = WEXITSTATUS(status);
-  return result;
-}
-
-void say(int fd, const char* text) {
-  const ssize_t ignored = write(fd, text, std::char_traits<char>::length(text));
-  (void)ignored;
-}
+using testing::ChildResult;
+using testing::run_in_child;
+using testing::say;
 
 constexpr const char* kKey = "tiny/dp2-tp1-pp1/mbs1/gbs2/seq16/fp32";
 

@@ -15,10 +15,13 @@
 #include "common/errors.hpp"
 #include "common/job.hpp"
 #include "temp_dir.hpp"
+#include "user_error.hpp"
 
 namespace itertime {
 namespace {
 
+using itertime::testing::contains;
+using itertime::testing::user_error_of;
 using Triple = std::tuple<int, int, int>;  // (dp, tp, pp)
 
 const std::string kSource = ITERTIME_SOURCE_DIR;
@@ -34,18 +37,6 @@ std::vector<Triple> triples(const Job& job) {
   for (const auto& c : job.configs) out.emplace_back(c.parallel.dp, c.parallel.tp, c.parallel.pp);
   return out;
 }
-
-template <typename Body>
-std::string user_error_of(Body&& body) {
-  try {
-    body();
-  } catch (const UserError& error) {
-    return error.what();
-  }
-  return "(no UserError)";
-}
-
-bool contains(const std::string& text, const std::string& part) { return text.find(part) != std::string::npos; }
 
 // A job folder with the tiny model copied under models/.
 struct JobFolder {

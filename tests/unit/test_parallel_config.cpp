@@ -19,15 +19,9 @@ namespace {
 LlamaSpec llama8b() { return load_llama_config(std::string(ITERTIME_SOURCE_DIR) + "/data/models/llama3.1-8b.json"); }
 LlamaSpec tiny() { return load_llama_config(std::string(ITERTIME_SOURCE_DIR) + "/data/models/tiny-llama.json"); }
 
+// ParallelConfig's first six members, in their order (cp and vp keep their defaults, 1).
 ParallelConfig make(int dp, int tp, int pp, int mbs, int gbs, int seq = 1024) {
-  ParallelConfig c;
-  c.dp = dp;
-  c.tp = tp;
-  c.pp = pp;
-  c.micro_batch = mbs;
-  c.global_batch = gbs;
-  c.seq_len = seq;
-  return c;
+  return ParallelConfig{dp, tp, pp, /*micro_batch=*/mbs, /*global_batch=*/gbs, /*seq_len=*/seq};
 }
 
 bool has_message(const std::vector<std::string>& messages, const std::string& part) {

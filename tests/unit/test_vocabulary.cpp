@@ -8,19 +8,12 @@
 #include "common/dtype_list.hpp"
 #include "common/errors.hpp"
 #include "common/phase.hpp"
+#include "user_error.hpp"
 
 namespace itertime {
 namespace {
 
-template <class Parse>
-std::string user_error_of(Parse parse) {
-  try {
-    parse();
-  } catch (const UserError& error) {
-    return error.what();
-  }
-  return "";
-}
+using itertime::testing::user_error_of;
 
 TEST(Vocabulary, CollectivesRoundTripAndRefuseUnknownNames) {
   ASSERT_EQ(all_collectives().size(), 7u);
@@ -30,13 +23,19 @@ TEST(Vocabulary, CollectivesRoundTripAndRefuseUnknownNames) {
 }
 
 TEST(Vocabulary, BusFactorsAndRingStepsFollowNcclTests) {
-  EXPECT_DOUBLE_EQ(busbw_factor(Collective::kAllReduce, 8), 2.0 * 7.0 / 8.0);
-  EXPECT_DOUBLE_EQ(busbw_factor(Collective::kAllGather, 4), 0.75);
-  EXPECT_DOUBLE_EQ(busbw_factor(Collective::kAllToAll, 4), 0.75);
-  EXPECT_DOUBLE_EQ(busbw_factor(Collective::kBroadcast, 16), 1.0);
-  EXPECT_DOUBLE_EQ(latency_steps(Collective::kAllReduce, 8), 14.0);
-  EXPECT_DOUBLE_EQ(latency_steps(Collective::kReduceScatter, 8), 7.0);
-  EXPECT_DOUBLE_EQ(latency_steps(Collective::kSend, 8), 1.0);
+  // Per (collective, group size): nccl-tests' bus-bandwidth factor, and the ring's latency steps.
+  struct Expected {
+    Collective collective;
+    int64_t group_size;
+    double busbw_factor, latency_steps;
+  };
+  for (const Expected& e :
+       {Expected{Collective::kAllReduce, 8, 2.0 * 7.0 / 8.0, 14.0}, Expected{Collective::kAllGather, 4, 0.75, 3.0},
+        Expected{Collective::kAllToAll, 4, 0.75, 3.0}, Expected{Collective::kBroadcast, 16, 1.0, 1.0},
+        Expected{Collective::kReduceScatter, 8, 7.0 / 8.0, 7.0}, Expected{Collective::kSend, 8, 1.0, 1.0}}) {
+    EXPECT_DOUBLE_EQ(busbw_factor(e.collective, e.group_size), e.busbw_factor) << to_string(e.collective);
+    EXPECT_DOUBLE_EQ(latency_steps(e.collective, e.group_size), e.latency_steps) << to_string(e.collective);
+  }
   EXPECT_TRUE(is_point_to_point(Collective::kSend));
   EXPECT_FALSE(is_point_to_point(Collective::kAllToAll));
 }
