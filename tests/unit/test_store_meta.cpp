@@ -4,8 +4,11 @@
 // through a real store reads what the provenance and the stages wrote, integer attributes included.
 #include <gtest/gtest.h>
 
+#include <cstdint>
 #include <map>
+#include <optional>
 #include <string>
+#include <tuple>
 
 #include "common/errors.hpp"
 #include "common/h5store.hpp"
@@ -24,17 +27,17 @@ std::string error_of(const std::map<std::string, std::string>& attributes) {
   return "";
 }
 
+// Every field of a StoreMeta as one comparable value (what each test expects, field by field).
+using Fields = std::tuple<std::optional<Backend>, std::optional<AttentionKernel>, std::string, std::string, int64_t, int64_t,
+                          int64_t, int64_t, std::string>;
+Fields fields(const StoreMeta& m) {
+  return {m.backend,   m.attention,          m.libtorch_version,    m.hardware,         m.world_size,
+          m.num_nodes, m.cpu_cores_per_node, m.ops_compute_threads, m.groundtruth_model};
+}
+
 TEST(StoreMeta, AbsentAttributesReadAsTheirDefaults) {
-  const StoreMeta meta = parse_store_meta({{meta_key::kSchemaVersion, "6"}}, "cal.h5");
-  EXPECT_FALSE(meta.backend.has_value());
-  EXPECT_FALSE(meta.attention.has_value());
-  EXPECT_EQ(meta.libtorch_version, "");
-  EXPECT_EQ(meta.hardware, "");
-  EXPECT_EQ(meta.world_size, 0);
-  EXPECT_EQ(meta.num_nodes, 0);
-  EXPECT_EQ(meta.cpu_cores_per_node, 0);
-  EXPECT_EQ(meta.ops_compute_threads, 0);
-  EXPECT_EQ(meta.groundtruth_model, "");
+  EXPECT_EQ(fields(parse_store_meta({{meta_key::kSchemaVersion, "6"}}, "cal.h5")),
+            Fields(std::nullopt, std::nullopt, "", "", 0, 0, 0, 0, ""));
 }
 
 TEST(StoreMeta, PresentAttributesParseIntoTypes) {
@@ -48,15 +51,8 @@ TEST(StoreMeta, PresentAttributesParseIntoTypes) {
                                            {meta_key::kOpsComputeThreads, "4"},
                                            {meta_key::kGroundTruthModel, "data/models/tiny.json"}},
                                           "cal.h5");
-  EXPECT_EQ(meta.backend, Backend::kCuda);
-  EXPECT_EQ(meta.attention, AttentionKernel::kSdpa);
-  EXPECT_EQ(meta.libtorch_version, "2.6.0");
-  EXPECT_EQ(meta.hardware, "h100-sxm");
-  EXPECT_EQ(meta.world_size, 16);
-  EXPECT_EQ(meta.num_nodes, 2);
-  EXPECT_EQ(meta.cpu_cores_per_node, 112);
-  EXPECT_EQ(meta.ops_compute_threads, 4);
-  EXPECT_EQ(meta.groundtruth_model, "data/models/tiny.json");
+  EXPECT_EQ(fields(meta),
+            Fields(Backend::kCuda, AttentionKernel::kSdpa, "2.6.0", "h100-sxm", 16, 2, 112, 4, "data/models/tiny.json"));
 }
 
 TEST(StoreMeta, NoneAndUnknownMeanNotRecorded) {
