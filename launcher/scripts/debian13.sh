@@ -23,6 +23,7 @@
 # The time of each step is printed; the exit status is test.sh's (ctest's, or the build's on failure).
 #
 # Environment: ITERTIME_DEB13_ROOT (the root's folder), ITERTIME_DEBIAN_MIRROR (overrides the mirror),
+# ITERTIME_DEB13_FUZZ_INPUTS (the fuzzers' inputs per parser in the root's test run, default 20000),
 # ITERTIME_DEB_SUITE (default trixie; bookworm makes a bare Debian 12 root for gpu-bundle-check.sh),
 # ITERTIME_BUILD_DIR is NOT read here (the inside build folder is fixed to /itertime/build-deb13; with
 # -- CMD, export what CMD needs through env, e.g. -- env ITERTIME_BUILD_DIR=/itertime/x CMD).
@@ -233,9 +234,14 @@ in_root launcher/scripts/setup-debian.sh
 log "time install: $(elapsed "$t0")"
 
 t0=$(now)
-log "build+test: ITERTIME_BUILD_DIR=$INSIDE/build-deb13 launcher/scripts/test.sh $*"
+# The fuzzers' parsers are the same code on both releases; the native leg runs them at their full
+# 100,000 inputs, this one at ITERTIME_DEB13_FUZZ_INPUTS (default 20,000). The HDF5 readers' fuzzer keeps
+# its own 8,000 (HDF5 1.14 here, 1.10 there): it would otherwise follow ITERTIME_FUZZ_INPUTS.
+FUZZ_INPUTS="${ITERTIME_DEB13_FUZZ_INPUTS:-20000}"
+log "build+test: ITERTIME_BUILD_DIR=$INSIDE/build-deb13 ITERTIME_FUZZ_INPUTS=$FUZZ_INPUTS launcher/scripts/test.sh $*"
 set +e
-in_root env ITERTIME_BUILD_DIR="$INSIDE/build-deb13" launcher/scripts/test.sh "$@"
+in_root env ITERTIME_BUILD_DIR="$INSIDE/build-deb13" ITERTIME_FUZZ_INPUTS="$FUZZ_INPUTS" ITERTIME_FUZZ_H5_INPUTS=8000 \
+  launcher/scripts/test.sh "$@"
 rc=$?
 set -e
 log "time build+test: $(elapsed "$t0") (exit status $rc)"
