@@ -8,6 +8,7 @@
 #include <torch/csrc/autograd/variable.h>
 
 #include "calibrate/tp_comm.hpp"
+#include "common/bucket_plan.hpp"
 #include "common/errors.hpp"
 
 namespace itertime::calibrate {
@@ -32,32 +33,15 @@ GradientBuckets::GradientBuckets(std::vector<torch::Tensor> parameters, int64_t 
   ITERTIME_CHECK(bucket_bytes >= 1, "gradient buckets of fewer than 1 byte");
   ITERTIME_CHECK(pad_multiple >= 1, "gradient buckets padded to a multiple of fewer than 1 element");
   ITERTIME_CHECK(!parameters_.empty(), "gradient buckets of no parameters");
-  // Which bucket each parameter falls in: by the parameters' elements alone, whatever the padding.
-  const auto element_bytes = static_cast<int64_t>(parameters_.front().element_size());
-  bucket_of_.assign(parameters_.size(), 0);
-  int64_t filled = 0;  // elements of the bucket being filled
-  for (std::size_t i = parameters_.size(); i-- > 0;) {
-    if (buckets_.empty() || filled * element_bytes >= bucket_bytes) {
-      buckets_.push_back(Bucket{i, i, 0, 0, 0});
-      filled = 0;
-    }
-    buckets_.back().first = i;
-    filled += parameters_[i].numel();
-    bucket_of_[i] = buckets_.size() - 1;
-  }
-  // The layout: the last bucket (the first parameters) first, each padded to a multiple of pad_multiple.
-  offsets_.assign(parameters_.size(), 0);
-  int64_t offset = 0;
-  for (std::size_t b = buckets_.size(); b-- > 0;) {
-    Bucket& bucket = buckets_[b];
-    bucket.offset = offset;
-    for (std::size_t i = bucket.first; i <= bucket.last; ++i) {
-      offsets_[i] = offset;
-      offset += parameters_[i].numel();
-    }
-    offset += (pad_multiple - (offset - bucket.offset) % pad_multiple) % pad_multiple;
-    bucket.count = offset - bucket.offset;
-  }
+  // The partition and layout (common/bucket_plan.hpp, the stage builder's too).
+  std::vector<int64_t> elements;
+  for (const torch::Tensor& p : parameters_) elements.push_back(p.numel());
+  const BucketPlan plan = make_bucket_plan(elements, static_cast<int64_t>(parameters_.front().element_size()), bucket_bytes,
+                                           pad_multiple);
+  for (const BucketRange& range : plan.buckets) buckets_.push_back(Bucket{range.first, range.last, range.offset, range.elements, 0});
+  bucket_of_ = plan.bucket_of;
+  offsets_ = plan.parameter_offsets;
+  const int64_t offset = plan.buffer_elements;
   buffer_ = pad_multiple == 1 ? make_flat_buffer(parameters_)
                               : torch::zeros({offset}, parameters_.front().options().requires_grad(false));
   ITERTIME_CHECK(buffer_.numel() == offset, "gradient buffer of another size than its buckets");

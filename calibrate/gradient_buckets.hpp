@@ -1,12 +1,14 @@
 // gradient_buckets.hpp: overlapped gradient reduction's buckets (Megatron-LM's overlap_grad_reduce with
-// its main_grad buffer, PyTorch DDP's buckets), shared by the trainer and the tracer that mirrors it.
+// its main_grad buffer, PyTorch DDP's buckets), for the bucketed strategies of gradient_sync.hpp (which the
+// trainer and the tracer both run).
 // Invariants:
 //  - One flat buffer of every parameter's elements in registration order (make_flat_buffer), and every
 //    parameter's .grad a view of its part of it, set once: each backward's gradient accumulator adds
 //    into the view in place (aten::add_), so no gradient is copied into the buffer.
-//  - Buckets are contiguous ranges of the buffer, filled last parameter first (the backward completes the
-//    later layers' gradients first): a bucket closes once its parameters hold at least bucket_bytes; the
-//    last one (the first parameters) may be smaller. Bucket 0 holds the last parameters.
+//  - Buckets and layout are common/bucket_plan.hpp's (the stage builder's too): contiguous ranges of the
+//    buffer, filled last parameter first (the backward completes the later layers' gradients first): a
+//    bucket closes once its parameters hold at least bucket_bytes; the last one (the first parameters)
+//    may be smaller. Bucket 0 holds the last parameters.
 //  - With pad_multiple > 1 (the distributed optimizer's, Megatron-LM's: dp) each bucket's range is its
 //    parameters, then zeros up to a multiple of pad_multiple; the buffer is the buckets' ranges back to
 //    back (the last bucket first, so the parameters stay in registration order) and the padding stays
@@ -74,7 +76,7 @@ class GradientBuckets {
 };
 
 // The distributed optimizer over overlapped buckets (Megatron-LM's layout), as DP rank dp_index of dp holds
-// it; the trainer and the tracer that mirrors it make it here. The buckets must be padded to multiples of
+// it (gradient_sync.cpp's bucketed distributed optimizer). The buckets must be padded to multiples of
 // dp; rank dp_index owns the dp_index-th 1/dp slice of every bucket.
 struct BucketedShard {
   // parameter_buffer: the buckets' layout holding the parameters' values (the all-gathers' output);

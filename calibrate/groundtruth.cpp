@@ -503,6 +503,40 @@ void print_table_header(const GroundTruthRun& run) {
               "time_us", "cv", "rounds", "tokens/s", "loss", "reason");
 }
 
+// Every configuration's key, checked to fit /groundtruth/configs' column (collective: every rank sees the
+// same); the console table's key width follows them.
+std::vector<std::string> configuration_keys(GroundTruthRun& run) {
+  const Job& job = run.options.job;
+  std::vector<std::string> config_keys;
+  for (const JobConfig& config : job.configs) {
+    config_keys.push_back(config.key(job.model.name));
+    const std::string& key = config_keys.back();
+    // A key the row's column would cut could not be found again by --resume (every rank sees the same).
+    if (key.size() >= sizeof(GroundTruthRow::key)) {
+      throw CollectiveUserError(job.path + ": configuration key " + key + " has " + std::to_string(key.size()) +
+                                " characters; /groundtruth/configs keeps " + std::to_string(sizeof(GroundTruthRow::key) - 1) +
+                                ": give the model a shorter name");
+    }
+    run.key_width = std::max(run.key_width, static_cast<int>(key.size()));
+  }
+  return config_keys;
+}
+
+// The configurations the file does not hold yet, each with whether it runs (or why it is skipped).
+std::vector<ConfigProgress> configurations_to_do(GroundTruthRun& run, const std::vector<std::string>& config_keys) {
+  const Job& job = run.options.job;
+  std::vector<ConfigProgress> progress;
+  for (std::size_t index = 0; index < job.configs.size(); ++index) {
+    if (run.plan.present[index]) continue;
+    ConfigProgress& p = progress.emplace_back();
+    p.index = index;
+    p.key = config_keys[index];
+    if (p.key == run.interrupted) p.interruptions = run.interrupted_count;
+    decide_whether_it_runs(run, job.configs[index], p);
+  }
+  return progress;
+}
+
 }  // namespace
 
 GroundTruthSummary calibrate_groundtruth(const GroundTruthOptions& options) {
@@ -522,18 +556,7 @@ GroundTruthSummary calibrate_groundtruth(const GroundTruthOptions& options) {
     if (const char* text = std::getenv("ITERTIME_TEST_HOLD_IN_FLIGHT_S")) run.hold_in_flight_s = std::atof(text);
   }
 
-  std::vector<std::string> config_keys;
-  for (const JobConfig& config : job.configs) {
-    config_keys.push_back(config.key(job.model.name));
-    const std::string& key = config_keys.back();
-    // A key the row's column would cut could not be found again by --resume (every rank sees the same).
-    if (key.size() >= sizeof(GroundTruthRow::key)) {
-      throw CollectiveUserError(job.path + ": configuration key " + key + " has " + std::to_string(key.size()) +
-                                " characters; /groundtruth/configs keeps " + std::to_string(sizeof(GroundTruthRow::key) - 1) +
-                                ": give the model a shorter name");
-    }
-    run.key_width = std::max(run.key_width, static_cast<int>(key.size()));
-  }
+  const std::vector<std::string> config_keys = configuration_keys(run);
   // Present: a key with a row, unless --retry-failed and its newest row is failed.
   const auto present_keys = [&](h5::Store& store) {
     std::set<std::string> keys = existing_groundtruth_keys(store);
@@ -567,15 +590,7 @@ GroundTruthSummary calibrate_groundtruth(const GroundTruthOptions& options) {
   run.summary.configs_total = job.configs.size();
   run.summary.configs_present = run.plan.present_count();
 
-  std::vector<ConfigProgress> progress;
-  for (std::size_t index = 0; index < job.configs.size(); ++index) {
-    if (run.plan.present[index]) continue;
-    ConfigProgress& p = progress.emplace_back();
-    p.index = index;
-    p.key = config_keys[index];
-    if (p.key == run.interrupted) p.interruptions = run.interrupted_count;
-    decide_whether_it_runs(run, job.configs[index], p);
-  }
+  std::vector<ConfigProgress> progress = configurations_to_do(run, config_keys);
   std::vector<ConfigProgress*> measuring;
   for (ConfigProgress& p : progress) {
     if (p.skip_reason.empty()) measuring.push_back(&p);

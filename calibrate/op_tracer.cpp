@@ -219,7 +219,7 @@ TraceSession::~TraceSession() {
 
 void TraceSession::set_phase(Phase phase) { state_->phase = phase; }
 
-void TraceSession::record_comm(const std::string& kind, DType dtype, int64_t bytes) {
+void TraceSession::record_comm(CommKind kind, DType dtype, int64_t bytes) {
   state_->comms.push_back(TracedComm{kind, dtype, bytes, state_->phase});
 }
 
@@ -230,6 +230,26 @@ std::vector<TracedOp> TraceSession::operators() const {
 }
 
 const std::vector<TracedComm>& TraceSession::comms() const { return state_->comms; }
+
+CommKind traced_comm_kind(TracedGroup group, Collective collective) {
+  switch (group) {
+    case TracedGroup::kTp:
+      if (collective == Collective::kAllReduce) return CommKind::kTpAllReduce;
+      if (collective == Collective::kAllGather) return CommKind::kTpAllGather;
+      if (collective == Collective::kReduceScatter) return CommKind::kTpReduceScatter;
+      break;
+    case TracedGroup::kCp:
+      if (collective == Collective::kAllGather) return CommKind::kCpAllGather;
+      if (collective == Collective::kReduceScatter) return CommKind::kCpReduceScatter;
+      break;
+    case TracedGroup::kDp:
+      if (collective == Collective::kAllReduce) return CommKind::kDpAllReduce;
+      if (collective == Collective::kAllGather) return CommKind::kDpAllGather;
+      if (collective == Collective::kReduceScatter) return CommKind::kDpReduceScatter;
+      break;
+  }
+  throw InternalError("a traced stage ran a " + to_string(collective) + " that no comm kind names", __FILE__, __LINE__);
+}
 
 // ---- OpReplay ----------------------------------------------------------------------------------
 

@@ -25,6 +25,7 @@
 #include <vector>
 
 #include "runtime/comm.hpp"
+#include "common/collective.hpp"
 #include "common/dtype.hpp"
 #include "common/op_signature.hpp"
 #include "common/phase.hpp"
@@ -62,7 +63,7 @@ struct TracedOp {
 };
 
 struct TracedComm {
-  std::string kind;  // tp_all_reduce
+  CommKind kind = CommKind::kTpAllReduce;
   DType dtype = DType::kFloat32;
   int64_t bytes = 0;
   Phase phase = Phase::kForward;
@@ -76,7 +77,7 @@ class TraceSession {
   TraceSession& operator=(const TraceSession&) = delete;
 
   void set_phase(Phase phase);
-  void record_comm(const std::string& kind, DType dtype, int64_t bytes);
+  void record_comm(CommKind kind, DType dtype, int64_t bytes);
   // Flattened top-level operators, in order (see the rule above).
   std::vector<TracedOp> operators() const;
   const std::vector<TracedComm>& comms() const;
@@ -88,15 +89,22 @@ class TraceSession {
   std::unique_ptr<State> state_;
 };
 
-// A Communicator that moves no data: it records every call (kind, dtype, bytes) in a TraceSession, so a
-// TP-sharded (or context-parallel) stage can be traced in one process without its peers. Collective kinds
-// are "<group>_all_reduce", "<group>_all_gather", ... with group "tp" (the default) or "cp" (common/collective.hpp);
-// bytes are count * dtype size (one rank's part for all-gathers and reduce-scatters). Results are
+// The group a tracing communicator stands for: tensor, context or data parallelism.
+enum class TracedGroup { kTp, kCp, kDp };
+// The comm kind (common/collective.hpp) of a collective over that group; InternalError for a pair no
+// training stage runs (a CP all-reduce, any broadcast, all-to-all or point-to-point call).
+CommKind traced_comm_kind(TracedGroup group, Collective collective);
+
+// A Communicator that moves no data: it records every call (its CommKind, dtype, bytes) in a TraceSession,
+// so a TP-sharded (or context-parallel, or data-parallel) stage can be traced in one process without its
+// peers: TP all-reduces, all-gathers and reduce-scatters; CP all-gathers and reduce-scatters; DP
+// all-reduces, reduce-scatters and all-gathers (the started ones too: the defaults call the blocking
+// ones). Bytes are count * dtype size (one rank's part for all-gathers and reduce-scatters). Results are
 // meaningless numerically.
 class TracingCommunicator final : public Communicator {
  public:
-  TracingCommunicator(int size, TraceSession* session, std::string group = "tp")
-      : size_(size), session_(session), group_(std::move(group)) {}
+  TracingCommunicator(int size, TraceSession* session, TracedGroup group = TracedGroup::kTp)
+      : size_(size), session_(session), group_(group) {}
   int rank() const override { return 0; }
   int size() const override { return size_; }
   Backend backend() const override { return Backend::kCpu; }
@@ -104,27 +112,27 @@ class TracingCommunicator final : public Communicator {
   std::unique_ptr<CommBuffer> allocate(std::size_t) override { return nullptr; }
   void copy_in(CommBuffer&, const void*, std::size_t) override {}
   void copy_out(void*, const CommBuffer&, std::size_t) override {}
-  void all_reduce_sum(const void*, void*, std::size_t count, DType dtype) override { record(group_ + "_all_reduce", count, dtype); }
-  void all_gather(const void*, void*, std::size_t count, DType dtype) override { record(group_ + "_all_gather", count, dtype); }
+  void all_reduce_sum(const void*, void*, std::size_t count, DType dtype) override { record(Collective::kAllReduce, count, dtype); }
+  void all_gather(const void*, void*, std::size_t count, DType dtype) override { record(Collective::kAllGather, count, dtype); }
   void reduce_scatter_sum(const void*, void*, std::size_t count, DType dtype) override {
-    record(group_ + "_reduce_scatter", count, dtype);
+    record(Collective::kReduceScatter, count, dtype);
   }
-  void broadcast(void*, std::size_t count, DType dtype, int) override { record(group_ + "_broadcast", count, dtype); }
-  void all_to_all(const void*, void*, std::size_t count, DType dtype) override { record(group_ + "_all_to_all", count, dtype); }
-  void send(const void*, std::size_t count, DType dtype, int) override { record("send", count, dtype); }
-  void recv(void*, std::size_t count, DType dtype, int) override { record("recv", count, dtype); }
-  void send_recv(const void*, int, void*, int, std::size_t count, DType dtype) override { record("sendrecv", count, dtype); }
+  void broadcast(void*, std::size_t count, DType dtype, int) override { record(Collective::kBroadcast, count, dtype); }
+  void all_to_all(const void*, void*, std::size_t count, DType dtype) override { record(Collective::kAllToAll, count, dtype); }
+  void send(const void*, std::size_t count, DType dtype, int) override { record(Collective::kSend, count, dtype); }
+  void recv(void*, std::size_t count, DType dtype, int) override { record(Collective::kSend, count, dtype); }
+  void send_recv(const void*, int, void*, int, std::size_t count, DType dtype) override { record(Collective::kSendRecv, count, dtype); }
   void synchronize() override {}
   void barrier() override {}
   void set_session(TraceSession* session) { session_ = session; }
 
  private:
-  void record(const std::string& kind, std::size_t count, DType dtype) {
-    if (session_) session_->record_comm(kind, dtype, static_cast<int64_t>(count * dtype_bytes(dtype)));
+  void record(Collective collective, std::size_t count, DType dtype) {
+    if (session_) session_->record_comm(traced_comm_kind(group_, collective), dtype, static_cast<int64_t>(count * dtype_bytes(dtype)));
   }
   int size_;
   TraceSession* session_;
-  std::string group_;
+  TracedGroup group_;
 };
 
 // Builds the call's arguments (fresh tensors: normal(0,1) for floating types, zeros otherwise) once;

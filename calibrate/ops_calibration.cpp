@@ -7,7 +7,7 @@
 #include <cstdio>
 #include <memory>
 
-#include "calibrate/gradient_buckets.hpp"
+#include "calibrate/gradient_sync.hpp"
 #include "calibrate/llama_model.hpp"
 #include "calibrate/op_tracer.hpp"
 #include "calibrate/recipe_stamp.hpp"
@@ -53,16 +53,21 @@ struct StageRequest {
 // Pipeline and data-parallel transfers, from the policy (the trainer sends the residual stream at the
 // activation dtype, with SP the rank's sequence shard of it, and all-reduces gradients at the gradient
 // dtype, unless the distributed optimizer reduce-scatters them or overlapped reduction reduces them in
-// buckets: trace_stage records those comms itself).
+// buckets: the gradient sync records those comms where they run). Appended after the traced step's
+// comms, in the stage builder's order.
 void add_pipeline_and_dp_comms(StageTrace& trace, const LlamaSpec& model, const PrecisionPolicy& policy, int pp,
                                int stage_index, int micro_batch, int sent_seq_len, int64_t local_params,
                                bool dp_all_reduce) {
   const int64_t activation_bytes = static_cast<int64_t>(micro_batch) * sent_seq_len * model.hidden_size *
                                    static_cast<int64_t>(dtype_bytes(policy.activation_dtype));
-  if (stage_index < pp - 1) trace.comms.push_back(TracedComm{"pp_send_forward", policy.activation_dtype, activation_bytes, Phase::kForward});
-  if (stage_index > 0) trace.comms.push_back(TracedComm{"pp_send_backward", policy.activation_dtype, activation_bytes, Phase::kBackward});
+  if (stage_index < pp - 1) {
+    trace.comms.push_back(TracedComm{CommKind::kPpSendForward, policy.activation_dtype, activation_bytes, Phase::kForward});
+  }
+  if (stage_index > 0) {
+    trace.comms.push_back(TracedComm{CommKind::kPpSendBackward, policy.activation_dtype, activation_bytes, Phase::kBackward});
+  }
   if (!dp_all_reduce) return;
-  trace.comms.push_back(TracedComm{"dp_all_reduce", policy.grad_dtype,
+  trace.comms.push_back(TracedComm{CommKind::kDpAllReduce, policy.grad_dtype,
                                    local_params * static_cast<int64_t>(dtype_bytes(policy.grad_dtype)), Phase::kDpBuffer});
 }
 
@@ -92,6 +97,166 @@ std::string untraceable_reason(const LlamaSpec& model, int tp, int seq_len, cons
   return "";
 }
 
+// The trainer's pieces (calibrate/trainer.cpp) for one stage, as TP rank 0, CP rank 0 and DP rank 0 hold
+// them, over communicators that move no data and record their calls while a session traces: the
+// TpContext and CpContext, the stage, the gradient synchronization (gradient_sync.hpp, with opg its waits
+// in the forward) and AdamW. trace() runs one untraced warm-up step (optimizer state, allocator, autocast
+// caches), then the traced one: one micro-batch's forward and backward, the reduction and the update.
+class StageUnderTrace {
+ public:
+  StageUnderTrace(const LlamaSpec& model, const StageLayers& layers, const PrecisionPolicy& policy, Backend backend,
+                  AttentionKernel attention, uint64_t seed, const TrainingTechniques& techniques, int tp, int micro_batch,
+                  int seq_len, int dp, int cp);
+  StageUnderTrace(const StageUnderTrace&) = delete;
+  StageUnderTrace& operator=(const StageUnderTrace&) = delete;
+  StageTrace trace();
+  int64_t local_params() const { return local_params_; }
+  // With SP a stage's input and output are the rank's [batch, seq/tp, hidden] shard.
+  int residual_seq_len() const { return tp_context_.sp() ? local_seq_len_ / tp_context_.size : local_seq_len_; }
+  bool dp_recorded_in_place() const { return dp_recorded_in_place_; }
+
+ private:
+  void make_sync(const TrainingTechniques& techniques, int dp);
+  void one_step();
+  void set_session(TraceSession* session);
+  void phase(Phase p) {
+    if (session_) session_->set_phase(p);
+  }
+
+  const LlamaSpec& model_;
+  const StageLayers layers_;
+  const PrecisionPolicy& policy_;
+  const Backend backend_;
+  const torch::Device device_;
+  const int micro_batch_, local_seq_len_;  // the stage runs seq_len / cp tokens (the rotary tables still cover seq_len)
+  TracingCommunicator tp_comm_, cp_comm_, dp_comm_;
+  CommTimer tp_timer_, cp_timer_;
+  TpContext tp_context_;
+  CpContext cp_context_;
+  LlamaStage stage_{nullptr};
+  std::vector<torch::Tensor> parameters_;
+  int64_t local_params_ = 0;
+  std::unique_ptr<GradientSync> sync_;
+  std::unique_ptr<torch::optim::AdamW> optimizer_;
+  bool dp_recorded_in_place_ = false;
+  TraceSession* session_ = nullptr;  // the traced step's (none in the warm-up)
+};
+
+// With context parallelism the trainer's CpContext as CP rank 0 sees it (chunks 0 and 2cp-1), its
+// all-gathers and reduce-scatters recorded (cp_all_gather, cp_reduce_scatter).
+StageUnderTrace::StageUnderTrace(const LlamaSpec& model, const StageLayers& layers, const PrecisionPolicy& policy, Backend backend,
+                                 AttentionKernel attention, uint64_t seed, const TrainingTechniques& techniques, int tp,
+                                 int micro_batch, int seq_len, int dp, int cp)
+    : model_(model),
+      layers_(layers),
+      policy_(policy),
+      backend_(backend),
+      device_(backend == Backend::kCuda ? torch::Device(torch::kCUDA) : torch::Device(torch::kCPU)),
+      micro_batch_(micro_batch),
+      local_seq_len_(seq_len / cp),
+      tp_comm_(tp, nullptr, TracedGroup::kTp),
+      cp_comm_(cp, nullptr, TracedGroup::kCp),
+      dp_comm_(dp, nullptr, TracedGroup::kDp),
+      tp_context_{&tp_comm_, tp, 0, backend == Backend::kCuda, &tp_timer_, techniques.sequence_parallel, techniques.vocab_parallel},
+      cp_context_{cp > 1 ? &cp_comm_ : nullptr, cp, 0, false, &cp_timer_} {
+  stage_ = LlamaStage(model, layers, seed, &tp_context_, seq_len, resolve_attention(attention), techniques.recompute,
+                      cp > 1 ? &cp_context_ : nullptr);
+  stage_->to(device_, to_torch(policy.param_dtype));
+  for (auto& p : stage_->parameters()) {
+    parameters_.push_back(p);
+    local_params_ += p.numel();
+  }
+  make_sync(techniques, dp);
+  optimizer_ = std::make_unique<torch::optim::AdamW>(
+      sync_->optimizer_parameters(),
+      torch::optim::AdamWOptions(kAdamW.learning_rate).betas(std::make_tuple(kAdamW.beta1, kAdamW.beta2)).weight_decay(kAdamW.weight_decay).eps(adamw_eps(policy)));
+}
+
+// The trainer's gradient sync as DP rank 0 runs it (techniques at dp: overlap only at dp > 1). The
+// all-reduce strategies' operators do not depend on the group's size (the divisor is a wrapped number):
+// they are traced as at 2 ranks, so that the plain all-reduce runs (at 1 rank the trainer skips it); the
+// distributed optimizer's are traced at dp (its shard and padding depend on it). The plain all-reduce's
+// comm is appended with the pipeline's (add_pipeline_and_dp_comms), in the stage builder's order; the
+// other strategies' DP comms are recorded where they run.
+void StageUnderTrace::make_sync(const TrainingTechniques& techniques, int dp) {
+  GradientSyncSetup setup;
+  setup.parameters = parameters_;
+  if (tp_context_.sp()) {  // the norms' gradients, from sequence shards, summed over TP (sp_grads)
+    for (const auto& module : stage_->modules(/*include_self=*/false)) {
+      if (module->as<RMSNormImpl>() == nullptr) continue;
+      for (auto& p : module->parameters()) setup.norm_weights.push_back(p);
+    }
+  }
+  setup.techniques = techniques;
+  setup.dp_comm = &dp_comm_;
+  setup.ranks = techniques.distributed_optimizer ? dp : 2;
+  setup.rank = 0;
+  setup.tp_comm = &tp_comm_;
+  setup.cuda = backend_ == Backend::kCuda;
+  setup.mark_phase = [this](Phase p) { phase(p); };
+  sync_ = make_gradient_sync(std::move(setup));
+  dp_recorded_in_place_ = techniques.distributed_optimizer || techniques.overlap_gradient_reduction;
+  if (sync_->gathers_parameters()) {
+    GradientSync* sync = sync_.get();
+    stage_->set_before_parameters([sync](std::size_t begin, std::size_t end) { sync->wait_for_parameters(begin, end); });
+  }
+}
+
+void StageUnderTrace::set_session(TraceSession* session) {
+  session_ = session;
+  tp_comm_.set_session(session);
+  cp_comm_.set_session(session);
+  if (dp_recorded_in_place_) dp_comm_.set_session(session);
+}
+
+// One micro-batch, the step's only one: its backward is the step's last.
+void StageUnderTrace::one_step() {
+  sync_->begin_step();     // the trainer's step start (the buckets' views zeroed: dp_buffer)
+  phase(Phase::kForward);  // the inputs are drawn in the forward
+  const auto activation_options = torch::TensorOptions().dtype(to_torch(policy_.activation_dtype)).device(device_);
+  const auto token_options = torch::TensorOptions().dtype(torch::kInt64).device(device_);
+  torch::Tensor input;
+  torch::Tensor targets;
+  if (layers_.has_embedding) {
+    input = torch::randint(model_.vocab_size, {micro_batch_, local_seq_len_}, token_options);
+  } else {
+    input = torch::randn({micro_batch_, residual_seq_len(), model_.hidden_size}, activation_options).requires_grad_(true);
+  }
+  if (layers_.has_head) targets = torch::randint(model_.vocab_size, {micro_batch_, local_seq_len_}, token_options);
+  torch::Tensor output;
+  {
+    const torch::DeviceType device_type = backend_ == Backend::kCuda ? torch::kCUDA : torch::kCPU;
+    AutocastGuard autocast(device_type, to_torch(policy_.compute_dtype), policy_.autocast);
+    output = stage_->forward(input, targets);
+  }
+  if (layers_.has_head) output = output * 0.25;  // the trainer's loss * (loss_scale / m)
+  phase(Phase::kBackward);
+  sync_->before_backward(true);
+  if (layers_.has_head) {
+    output.backward();
+  } else {
+    torch::autograd::backward({output}, {torch::randn_like(output)});
+  }
+  sync_->reduce();
+  phase(Phase::kOptimizer);
+  optimizer_->step();
+  sync_->after_update();
+}
+
+StageTrace StageUnderTrace::trace() {
+  one_step();  // warm-up
+  StageTrace trace;
+  {
+    TraceSession session;
+    set_session(&session);
+    one_step();
+    set_session(nullptr);
+    trace.ops = session.operators();
+    trace.comms = session.comms();
+  }
+  return trace;
+}
+
 StageTrace trace_stage(const LlamaSpec& model, int tp, int pp, int stage_index, int micro_batch, int seq_len,
                        PrecisionName precision_name, AttentionKernel attention, Backend backend, uint64_t seed,
                        const TrainingTechniques& requested, int dp, int cp) {
@@ -103,220 +268,13 @@ StageTrace trace_stage(const LlamaSpec& model, int tp, int pp, int stage_index, 
   const TrainingTechniques techniques = at_dp(requested, dp);
   const std::string untraceable = untraceable_reason(model, tp, seq_len, techniques, cp);
   if (!untraceable.empty()) throw UserError("training recipe '" + recipe_text(techniques) + "': " + untraceable);
-  const torch::Device device = backend == Backend::kCuda ? torch::Device(torch::kCUDA) : torch::Device(torch::kCPU);
   const auto stages = stage_layers(static_cast<int>(model.num_layers), pp);
   const StageLayers& layers = stages[static_cast<std::size_t>(stage_index)];
-
-  // The trainer's TpContext and stage (calibrate/trainer.cpp), as TP rank 0 sees them.
-  TracingCommunicator tp_comm(tp, nullptr);
-  CommTimer timer;
-  TpContext tp_context{&tp_comm, tp, 0, backend == Backend::kCuda, &timer, techniques.sequence_parallel,
-                       techniques.vocab_parallel};
-  // With context parallelism the trainer's CpContext as CP rank 0 sees it (chunks 0 and 2cp-1), its
-  // all-gathers and reduce-scatters recorded (cp_all_gather, cp_reduce_scatter) by a communicator that
-  // moves no data; the stage runs seq_len / cp tokens (the rotary tables still cover seq_len).
-  TracingCommunicator cp_comm(cp, nullptr, "cp");
-  CommTimer cp_timer;
-  CpContext cp_context{cp > 1 ? &cp_comm : nullptr, cp, 0, false, &cp_timer};
-  const int local_seq_len = seq_len / cp;
-  LlamaStage stage(model, layers, seed, &tp_context, seq_len, resolve_attention(attention), techniques.recompute,
-                   cp > 1 ? &cp_context : nullptr);
-  stage->to(device, to_torch(policy.param_dtype));
-  std::vector<torch::Tensor> parameters;
-  int64_t local_params = 0;
-  for (auto& p : stage->parameters()) {
-    parameters.push_back(p);
-    local_params += p.numel();
-  }
-  std::vector<torch::Tensor> norm_weights;  // with SP: gradients summed over TP after the backward
-  for (const auto& module : stage->modules(/*include_self=*/false)) {
-    if (module->as<RMSNormImpl>() == nullptr) continue;
-    for (auto& p : module->parameters()) norm_weights.push_back(p);
-  }
-  // With SP a stage's input and output are the rank's [batch, seq/tp, hidden] shard.
-  const int residual_seq_len = tp_context.sp() ? local_seq_len / tp : local_seq_len;
-
-  // The trainer's DP buffer (make_flat_buffer); with the distributed optimizer its sharded buffers as
-  // DP rank 0 holds them (make_sharded_buffers, tp_comm.hpp); with overlapped reduction its buckets, whose
-  // completion divides them (by 2, as the plain buffer) and records their all-reduce, started inside the
-  // backward (gradient_buckets.hpp). With both (overlap only at dp > 1: at_dp), the trainer's
-  // make_bucketed_shard as DP rank 0 holds it: buckets padded to multiples of dp, the shard rank 0's
-  // slice of each (bucket 0's first), each bucket divided by dp (dp_buffer) as it completes and its
-  // reduce-scatter into the shard's gradient recorded as one rank's slice, started inside the backward.
-  const bool distributed_optimizer = techniques.distributed_optimizer;
-  torch::Tensor gradient_buffer;
-  ShardedBuffers sharded;
-  std::unique_ptr<GradientBuckets> buckets;
-  std::vector<int64_t> shard_offsets;                          // per bucket: where rank 0's slice lies in the shard
-  std::vector<std::pair<int64_t, int64_t>> shard_norm_ranges;  // SP: (offset in the shard, elements) of norm weights
-  TraceSession* tracing = nullptr;  // the session of the traced step (none in the warm-up)
-  std::vector<torch::Tensor> updated = parameters;
-  if (distributed_optimizer && techniques.overlap_gradient_reduction) {
-    buckets = std::make_unique<GradientBuckets>(
-        parameters, techniques.gradient_bucket_bytes,
-        [&tracing, &sharded, &shard_offsets, dp](std::size_t index, torch::Tensor& bucket) {
-          if (tracing) tracing->set_phase(Phase::kDpBuffer);
-          bucket.div_(static_cast<double>(dp));
-          if (tracing) tracing->set_phase(Phase::kBackward);  // the reduce-scatter starts inside the backward
-          const int64_t slice = bucket.numel() / dp;
-          const torch::Tensor part = sharded.shard_gradient.narrow(0, shard_offsets[index], slice);
-          if (!tracing) return;
-          tracing->record_comm("dp_reduce_scatter", from_torch(bucket.scalar_type()),
-                               slice * static_cast<int64_t>(bucket.element_size()));
-        },
-        std::function<void()>(), dp);
-    // The trainer's make_bucketed_shard at DP rank 0 (each bucket's first slice).
-    BucketedShard shard = shard_over_buckets(*buckets, tp_context.sp() ? norm_weights : std::vector<torch::Tensor>{}, dp, 0);
-    sharded = std::move(shard.buffers);
-    shard_offsets = std::move(shard.offsets);
-    shard_norm_ranges = std::move(shard.norm_ranges);
-    updated = {sharded.shard};
-    if (techniques.overlap_parameter_gather) {
-      // The trainer's parameters are views of the padded parameter buffer (which holds their values), so
-      // the all-gathers write them and nothing copies them back (trainer.hpp).
-      torch::NoGradGuard no_grad;
-      for (std::size_t i = 0; i < parameters.size(); ++i) {
-        parameters[i].set_data(sharded.parameter_buffer.narrow(0, buckets->parameter_offset(i), parameters[i].numel()).view_as(parameters[i]));
-      }
-    }
-  } else if (distributed_optimizer) {
-    sharded = make_sharded_buffers(parameters, dp, 0);
-    updated = {sharded.shard};
-  } else if (techniques.overlap_gradient_reduction) {
-    buckets = std::make_unique<GradientBuckets>(parameters, techniques.gradient_bucket_bytes,
-                                                [&tracing](std::size_t, torch::Tensor& bucket) {
-                                                  if (tracing) tracing->set_phase(Phase::kDpBuffer);
-                                                  bucket.div_(2.0);
-                                                  if (!tracing) return;
-                                                  tracing->set_phase(Phase::kBackward);
-                                                  tracing->record_comm("dp_all_reduce", from_torch(bucket.scalar_type()),
-                                                                       bucket.numel() * static_cast<int64_t>(bucket.element_size()));
-                                                });
-  } else {
-    gradient_buffer = make_flat_buffer(parameters);
-  }
-  torch::optim::AdamW optimizer(updated, torch::optim::AdamWOptions(kAdamW.learning_rate).betas(std::make_tuple(kAdamW.beta1, kAdamW.beta2)).weight_decay(kAdamW.weight_decay).eps(adamw_eps(policy)));
-
-  const auto activation_options = torch::TensorOptions().dtype(to_torch(policy.activation_dtype)).device(device);
-  const auto token_options = torch::TensorOptions().dtype(torch::kInt64).device(device);
-  const torch::DeviceType device_type = backend == Backend::kCuda ? torch::kCUDA : torch::kCPU;
-
-  auto one_step = [&](TraceSession* session) {
-    auto phase = [&](Phase p) {
-      if (session) session->set_phase(p);
-    };
-    // A DP collective of the distributed optimizer (one rank's shard), in the current phase.
-    auto dp_comm = [&](const char* kind, const torch::Tensor& part) {
-      if (session) {
-        session->record_comm(kind, from_torch(part.scalar_type()), part.numel() * static_cast<int64_t>(part.element_size()));
-      }
-    };
-    if (buckets) {  // the gradient views start from zero (the trainer's step start)
-      phase(Phase::kDpBuffer);
-      buckets->begin_step();
-      phase(Phase::kForward);  // the inputs are drawn in the forward, as without overlap
-    } else {
-      for (auto& p : parameters) p.mutable_grad() = torch::Tensor();
-    }
-    torch::Tensor input;
-    torch::Tensor targets;
-    if (layers.has_embedding) {
-      input = torch::randint(model.vocab_size, {micro_batch, local_seq_len}, token_options);
-    } else {
-      input = torch::randn({micro_batch, residual_seq_len, model.hidden_size}, activation_options).requires_grad_(true);
-    }
-    if (layers.has_head) targets = torch::randint(model.vocab_size, {micro_batch, local_seq_len}, token_options);
-    phase(Phase::kForward);
-    torch::Tensor output;
-    {
-      AutocastGuard autocast(device_type, to_torch(policy.compute_dtype), policy.autocast);
-      output = stage->forward(input, targets);
-    }
-    if (layers.has_head) output = output * 0.25;  // the trainer's loss * (loss_scale / m)
-    phase(Phase::kBackward);
-    if (buckets) buckets->arm(true);  // one micro-batch: its backward is the step's last
-    if (layers.has_head) {
-      output.backward();
-    } else {
-      torch::autograd::backward({output}, {torch::randn_like(output)});
-    }
-    if (buckets) buckets->arm(false);
-    if (distributed_optimizer && buckets) {  // the trainer's all_reduce_shard_norm_gradients
-      if (!shard_norm_ranges.empty()) {
-        phase(Phase::kSpGradients);
-        std::vector<torch::Tensor> parts;
-        for (const auto& [offset, count] : shard_norm_ranges) parts.push_back(sharded.shard_gradient.narrow(0, offset, count));
-        torch::Tensor flat = torch::cat(parts);
-        all_reduce_tensor(tp_comm, flat, backend == Backend::kCuda);
-        int64_t at = 0;
-        for (auto& part : parts) {
-          part.copy_(flat.narrow(0, at, part.numel()));
-          at += part.numel();
-        }
-      }
-    } else if (tp_context.sp() && !norm_weights.empty()) {  // the trainer's all_reduce_norm_gradients
-      phase(Phase::kSpGradients);
-      torch::Tensor flat = make_flat_buffer(norm_weights);
-      flatten_into(flat, norm_weights, FlatPart::kGradient);
-      all_reduce_tensor(tp_comm, flat, backend == Backend::kCuda);
-      unflatten_from(flat, norm_weights, FlatPart::kGradient);
-    }
-    phase(Phase::kDpBuffer);
-    if (distributed_optimizer && buckets) {  // the buckets' reduce-scatters filled the shard's gradient
-      sharded.shard.mutable_grad() = sharded.shard_gradient;
-    } else if (distributed_optimizer) {  // the trainer's reduce_scatter_gradients
-      fill_gradient_buffer(sharded, parameters, dp);
-      dp_comm("dp_reduce_scatter", sharded.shard_gradient);
-      sharded.shard.mutable_grad() = sharded.shard_gradient;
-    } else if (!buckets) {
-      torch::NoGradGuard no_grad;
-      flatten_into(gradient_buffer, parameters, FlatPart::kGradient);
-      gradient_buffer.div_(2.0);
-      unflatten_from(gradient_buffer, parameters, FlatPart::kGradient);
-    }
-    phase(Phase::kOptimizer);
-    optimizer.step();
-    if (distributed_optimizer && buckets) {  // the trainer's all_gather_bucketed_parameters, after the step
-      // With opg the all-gathers are started in the order the next forward needs them (the last bucket,
-      // the first parameters, first) and write the parameters themselves (views of the buffer).
-      const bool gather_overlapped = techniques.overlap_parameter_gather;
-      const std::size_t bucket_count = buckets->size();
-      for (std::size_t i = 0; i < bucket_count; ++i) {
-        const std::size_t k = gather_overlapped ? bucket_count - 1 - i : i;
-        const int64_t slice = buckets->bucket_elements(k) / dp;
-        // The trainer's all_gather call narrows both in its arguments; GCC evaluates them last first.
-        const torch::Tensor gathered = sharded.parameter_buffer.narrow(0, buckets->bucket_offset(k), buckets->bucket_elements(k));
-        const torch::Tensor mine = sharded.shard.narrow(0, shard_offsets[k], slice);
-        dp_comm("dp_all_gather", mine);
-      }
-      torch::NoGradGuard no_grad;
-      for (std::size_t i = 0; i < parameters.size() && !gather_overlapped; ++i) {
-        parameters[i].copy_(sharded.parameter_buffer.narrow(0, buckets->parameter_offset(i), parameters[i].numel()).view_as(parameters[i]));
-      }
-    } else if (distributed_optimizer) {  // the trainer's all_gather_parameters, after the step
-      dp_comm("dp_all_gather", sharded.shard);
-      torch::NoGradGuard no_grad;
-      unflatten_from(sharded.parameter_buffer, parameters, FlatPart::kValue);
-    }
-  };
-
-  one_step(nullptr);  // warm-up: optimizer state, allocator, autocast caches
-  StageTrace trace;
-  {
-    TraceSession session;
-    tp_comm.set_session(&session);
-    cp_comm.set_session(&session);
-    tracing = &session;
-    one_step(&session);
-    tracing = nullptr;
-    tp_comm.set_session(nullptr);
-    cp_comm.set_session(nullptr);
-    trace.ops = session.operators();
-    trace.comms = session.comms();
-  }
-  add_pipeline_and_dp_comms(trace, model, policy, pp, stage_index, micro_batch, residual_seq_len, local_params,
-                            !distributed_optimizer && !buckets);
-  trace.local_params = local_params;
+  StageUnderTrace stage(model, layers, policy, backend, attention, seed, techniques, tp, micro_batch, seq_len, dp, cp);
+  StageTrace trace = stage.trace();
+  add_pipeline_and_dp_comms(trace, model, policy, pp, stage_index, micro_batch, stage.residual_seq_len(), stage.local_params(),
+                            !stage.dp_recorded_in_place());
+  trace.local_params = stage.local_params();
   trace.num_layers = layers.num_layers;
   return trace;
 }
@@ -517,7 +475,8 @@ std::vector<OpCommRow> comm_rows(const StageRequest& request, const StageTrace& 
   std::vector<OpCommRow> comms;
   std::map<std::string, std::size_t> comm_position;
   for (const TracedComm& comm : trace.comms) {
-    const std::string comm_key = to_string(comm.phase) + "/" + comm.kind + "/" + to_string(comm.dtype) + "/" + std::to_string(comm.bytes);
+    const std::string kind = to_string(comm.kind);  // text only here, at the HDF5 boundary
+    const std::string comm_key = to_string(comm.phase) + "/" + kind + "/" + to_string(comm.dtype) + "/" + std::to_string(comm.bytes);
     const auto found = comm_position.find(comm_key);
     if (found != comm_position.end()) {
       comms[found->second].count += 1;
@@ -526,7 +485,7 @@ std::vector<OpCommRow> comm_rows(const StageRequest& request, const StageTrace& 
     OpCommRow row{};
     h5::set_string(row.stage_key, request.key);
     h5::set_string(row.phase, to_string(comm.phase));
-    h5::set_string(row.kind, comm.kind);
+    h5::set_string(row.kind, kind);
     h5::set_string(row.dtype, to_string(comm.dtype));
     row.bytes = comm.bytes;
     row.count = 1;

@@ -41,6 +41,7 @@
 #include <string>
 #include <vector>
 
+#include "common/collective.hpp"
 #include "common/job.hpp"
 #include "common/training_techniques.hpp"
 
@@ -76,7 +77,7 @@ struct TracedOpInfo {
   std::string signature;
 };
 struct TracedCommInfo {
-  std::string kind;
+  CommKind kind = CommKind::kTpAllReduce;
   std::string phase;
   std::string dtype;
   long long bytes = 0;

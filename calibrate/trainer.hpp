@@ -11,7 +11,7 @@
 //  - With config.vp = v > 1 (Megatron-LM's interleaved 1F1B): each pipeline rank r holds v model
 //    chunks, chunk c being virtual stage c*pp + r of stage_layers(num_layers, pp*v), and runs
 //    common/pipeline_order's interleaved order, with non-blocking MPI sends and blocking receives
-//    (trainer.cpp argues why it cannot deadlock). CPU backend only; needs m % pp == 0, at least one
+//    (pipeline_schedules.cpp argues why it cannot deadlock). CPU backend only; needs m % pp == 0, at least one
 //    layer per virtual stage, and no overlapped gradient reduction at dp > 1 (UserError otherwise).
 //    The DP reduction, the distributed optimizer and AdamW run over all chunks' parameters.
 //  - Context parallelism (config.cp > 1, Megatron-LM's; CPU backend only): each sample's seq_len tokens

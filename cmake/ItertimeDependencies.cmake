@@ -1,5 +1,6 @@
 # Finds every dependency; all come from Debian 12 packages (see launcher/scripts/setup-debian.sh).
-find_package(MPI REQUIRED COMPONENTS C)
+# Prediction needs only HDF5, Boost.Serialization and the header libraries; MPI, and with it CUDA/NCCL
+# and LibTorch, only the calibration parts (ITERTIME_HAVE_MPI; docs/build.md, "A prediction-only build").
 find_package(HDF5 REQUIRED COMPONENTS C CXX)
 find_package(Boost REQUIRED COMPONENTS serialization)
 find_package(nlohmann_json 3 REQUIRED)
@@ -12,10 +13,32 @@ target_include_directories(itertime_hdf5 SYSTEM INTERFACE ${HDF5_INCLUDE_DIRS})
 target_link_libraries(itertime_hdf5 INTERFACE ${HDF5_CXX_LIBRARIES} ${HDF5_LIBRARIES})
 target_compile_definitions(itertime_hdf5 INTERFACE ${HDF5_DEFINITIONS})
 
+# ---- MPI ---------------------------------------------------------------------------------------
+# ON: required; AUTO: used when found; OFF: never. Without it: a prediction-only build.
+set(ITERTIME_HAVE_MPI OFF)
+if(ITERTIME_WITH_MPI STREQUAL "ON")
+  find_package(MPI REQUIRED COMPONENTS C)
+  set(ITERTIME_HAVE_MPI ON)
+elseif(ITERTIME_WITH_MPI STREQUAL "AUTO")
+  find_package(MPI COMPONENTS C)
+  if(MPI_C_FOUND)
+    set(ITERTIME_HAVE_MPI ON)
+  else()
+    message(STATUS "MPI not found: a prediction-only build (no calibrate, run or itertime-calibrate; docs/build.md)")
+  endif()
+elseif(NOT ITERTIME_WITH_MPI STREQUAL "OFF")
+  message(FATAL_ERROR "ITERTIME_WITH_MPI=${ITERTIME_WITH_MPI}: use AUTO, ON or OFF")
+endif()
+
 # ---- CUDA and NCCL ---------------------------------------------------------------------------
+# Only runtime/ uses them, so only with MPI.
 set(ITERTIME_HAVE_CUDA OFF)
 set(ITERTIME_HAVE_NCCL OFF)
-if(NOT ITERTIME_WITH_CUDA STREQUAL "OFF")
+if(ITERTIME_WITH_CUDA STREQUAL "ON" AND NOT ITERTIME_HAVE_MPI)
+  message(FATAL_ERROR "ITERTIME_WITH_CUDA=ON needs MPI (the CUDA/NCCL parts are the runtime's communicators); "
+                      "enable MPI or configure with -DITERTIME_WITH_CUDA=OFF")
+endif()
+if(ITERTIME_HAVE_MPI AND NOT ITERTIME_WITH_CUDA STREQUAL "OFF")
   include(CheckLanguage)
   check_language(CUDA)
   find_package(CUDAToolkit QUIET)
@@ -47,8 +70,11 @@ endif()
 # INTERFACE_COMPILE_OPTIONS, so targets linking ${TORCH_LIBRARIES} compile with LibTorch's libstdc++ ABI.
 # Only the C++11 ABI (=1) can work: the rest of itertime and the Debian C++ libraries it links (HDF5,
 # Boost) use it and pass std::string across the calibrate boundary.
+# Only calibrate/ uses it, so only with MPI: a prediction-only build never looks for it.
 set(ITERTIME_HAVE_TORCH OFF)
-if(ITERTIME_WITH_TORCH)
+if(ITERTIME_WITH_TORCH AND NOT ITERTIME_HAVE_MPI)
+  message(STATUS "LibTorch not looked for: a prediction-only build (no MPI) has no calibrate/")
+elseif(ITERTIME_WITH_TORCH)
   find_package(Torch REQUIRED)
   if(TORCH_CXX_FLAGS MATCHES "_GLIBCXX_USE_CXX11_ABI=0")
     message(FATAL_ERROR "LibTorch ${Torch_VERSION} at ${Torch_DIR} is built with the pre-C++11 libstdc++ ABI "

@@ -21,8 +21,23 @@ std::vector<std::string_view> split_tokens(std::string_view text) {
   return tokens;
 }
 
+// `text` as a message quotes it: control characters (a line break above all) escaped, so that the
+// message stays one line whatever the recipe held.
+std::string printable(std::string_view text) {
+  static const char kHex[] = "0123456789abcdef";
+  std::string out;
+  for (const char c : text) {
+    const auto byte = static_cast<unsigned char>(c);
+    if (c == '\n') out += "\\n";
+    else if (c == '\r') out += "\\r";
+    else if (byte < 0x20 || byte == 0x7f) out += std::string("\\x") + kHex[byte >> 4] + kHex[byte & 15];
+    else out += c;
+  }
+  return out;
+}
+
 [[noreturn]] void refuse(std::string_view text, const std::string& why) {
-  throw UserError("training recipe '" + std::string(text) + "': " + why +
+  throw UserError("training recipe '" + printable(text) + "': " + why +
                   " (give tokens sp, vp, dopt, rc-sel or rc-full, ovl or ovl-<size>, opg, joined by '+' in that order)");
 }
 
@@ -92,15 +107,15 @@ TrainingTechniques parse_recipe_text(std::string_view text) {
       t.overlap_gradient_reduction = true;
       if (token.size() > 3) {
         t.gradient_bucket_bytes = parse_byte_size(token.substr(4)).value_or(0);
-        if (t.gradient_bucket_bytes < 1) refuse(text, "'" + std::string(token) + "' is not a bucket size such as ovl-4M");
+        if (t.gradient_bucket_bytes < 1) refuse(text, "'" + printable(token) + "' is not a bucket size such as ovl-4M");
       }
     } else if (token == "opg") {
       order = 5;
       t.overlap_parameter_gather = true;
     } else {
-      refuse(text, "unknown token '" + std::string(token) + "'");
+      refuse(text, "unknown token '" + printable(token) + "'");
     }
-    if (order <= last_order) refuse(text, "'" + std::string(token) + "' repeated or out of order");
+    if (order <= last_order) refuse(text, "'" + printable(token) + "' repeated or out of order");
     last_order = order;
   }
   if (t.overlap_parameter_gather && !(t.distributed_optimizer && t.overlap_gradient_reduction)) {

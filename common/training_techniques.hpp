@@ -12,7 +12,8 @@
 //  - Overlapped parameter gather (opg, Megatron-LM's overlap_param_gather) needs the distributed optimizer
 //    and overlapped reduction (its all-gathers are the bucketed optimizer's): parse_recipe_text refuses it
 //    alone, and at_dp() drops it with ovl at dp 1.
-//  - parse_recipe_text(recipe_text(t)) == t for every t; any other text is a UserError naming it.
+//  - parse_recipe_text(recipe_text(t)) == t for every t; any other text is a UserError naming it, on one
+//    line (control characters in the text, a line break above all, are quoted escaped).
 #pragma once
 
 #include <cstdint>

@@ -172,7 +172,7 @@ int run_ops(Context& context, const GroundTruthArgs& args) {
 }  // namespace
 
 void register_calibrate(CLI::App& app, std::vector<std::pair<CLI::App*, Action>>& actions) {
-  CLI::App* calibrate = app.add_subcommand("calibrate", "Measure a cluster: communication (comm), operators (ops), ground truth (groundtruth); run under mpirun or srun");
+  CLI::App* calibrate = app.add_subcommand("calibrate", kCalibrateSummary);
   calibrate->require_subcommand(1);
 
   CLI::App* comm = calibrate->add_subcommand(

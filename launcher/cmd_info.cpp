@@ -38,7 +38,7 @@ std::string joined(const std::vector<std::string>& items) {
 }  // namespace
 
 void register_info(CLI::App& app, std::vector<std::pair<CLI::App*, Action>>& actions) {
-  CLI::App* info = app.add_subcommand("info", "Print the build configuration, library versions, devices and MPI world");
+  CLI::App* info = app.add_subcommand("info", kInfoSummary);
   actions.emplace_back(info, [](Context& context) {
     MpiSession mpi(&context.argc, &context.argv);
     const NodeInfo nodes = detect_nodes();

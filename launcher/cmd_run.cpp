@@ -188,8 +188,7 @@ int run_pipeline(Context& context, const RunArgs& args) {
 }  // namespace
 
 void register_run(CLI::App& app, std::vector<std::pair<CLI::App*, Action>>& actions) {
-  CLI::App* run = app.add_subcommand(
-      "run", "Whole pipeline for a job: calibrate comm, ops and ground truth, fit, validate (resumable; launches its own ranks)");
+  CLI::App* run = app.add_subcommand("run", kRunSummary);
   auto args = std::make_shared<RunArgs>();
   run->add_option("JOB", args->job, "Job file (JSON; see jobs/ and docs/jobs.md)")->required();
   run->add_option("-o,--output", args->output, "HDF5 file for every stage (default: <job name>.h5); reused, never overwritten");

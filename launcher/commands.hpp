@@ -19,7 +19,18 @@ struct Context {
 
 using Action = std::function<int(Context&)>;
 
+// What `itertime --help` says of the calibration verbs, written once for the binary that runs them
+// (itertime-calibrate) and for the front that hands them over (calibration_verbs.hpp).
+inline constexpr const char* kInfoSummary = "Print the build configuration, library versions, devices and MPI world";
+inline constexpr const char* kCalibrateSummary =
+    "Measure a cluster: communication (comm), operators (ops), ground truth (groundtruth); run under mpirun or srun";
+inline constexpr const char* kRunSummary =
+    "Whole pipeline for a job: calibrate comm, ops and ground truth, fit, validate (resumable; launches its own ranks)";
+
+using Registrar = void (*)(CLI::App& app, std::vector<std::pair<CLI::App*, Action>>& actions);
+
 // Each returns the action bound to its (sub)command; the action runs only if that command was chosen.
+// register_info, register_calibrate and register_run live in itertime-calibrate only (they need MPI).
 void register_info(CLI::App& app, std::vector<std::pair<CLI::App*, Action>>& actions);
 void register_model(CLI::App& app, std::vector<std::pair<CLI::App*, Action>>& actions);
 void register_calibrate(CLI::App& app, std::vector<std::pair<CLI::App*, Action>>& actions);

@@ -6,6 +6,7 @@
 #include "calibrate/torch_info.hpp"
 #include "common/build_info.hpp"
 #include "common/hardware_spec.hpp"
+#include "common/store_meta.hpp"
 #include "runtime/cuda_info.hpp"
 #include "runtime/mpi_session.hpp"
 
@@ -28,23 +29,23 @@ std::map<std::string, std::string> collect_provenance(const std::string& command
   for (std::size_t i = 0; i < cuda.device_names.size(); ++i) devices += (i ? "," : "") + cuda.device_names[i];
 
   return {
-      {"itertime_version", build.itertime_version},
-      {"git_revision", build.git_revision},
-      {"created_utc", utc_timestamp()},
-      {"argv", command_line},
-      {"hostnames", hostnames},
-      {"world_size", std::to_string(world_size)},
-      {"num_nodes", std::to_string(nodes.num_nodes)},
-      {"cpu_cores_per_node", std::to_string(sysconf(_SC_NPROCESSORS_ONLN))},  // rank 0's node: cores online
-      {"backend", backend},
-      {"device_names", devices.empty() ? "cpu" : devices},
+      {store::meta_key::kItertimeVersion, build.itertime_version},
+      {store::meta_key::kGitRevision, build.git_revision},
+      {store::meta_key::kCreatedUtc, utc_timestamp()},
+      {store::meta_key::kArgv, command_line},
+      {store::meta_key::kHostnames, hostnames},
+      {store::meta_key::kWorldSize, std::to_string(world_size)},
+      {store::meta_key::kNumNodes, std::to_string(nodes.num_nodes)},
+      {store::meta_key::kCpuCoresPerNode, std::to_string(sysconf(_SC_NPROCESSORS_ONLN))},  // rank 0's node: cores online
+      {store::meta_key::kBackend, backend},
+      {store::meta_key::kDeviceNames, devices.empty() ? "cpu" : devices},
       // The data/hardware description these devices match ("none" when no description names them).
-      {"hardware", hardware_or_none(match_hardware_spec(cuda.device_names, cpu_model_name(), static_cast<int>(sysconf(_SC_NPROCESSORS_ONLN))))},
-      {"mpi_version", MpiSession::library_version()},
-      {"hdf5_version", build.hdf5_version},
-      {"cuda_version", cuda.runtime_version.empty() ? "none" : cuda.runtime_version},
-      {"nccl_version", cuda.nccl_version.empty() ? "none" : cuda.nccl_version},
-      {"torch_version", torch.compiled ? torch.version : "none"},
+      {store::meta_key::kHardware, hardware_or_none(match_hardware_spec(cuda.device_names, cpu_model_name(), static_cast<int>(sysconf(_SC_NPROCESSORS_ONLN))))},
+      {store::meta_key::kMpiVersion, MpiSession::library_version()},
+      {store::meta_key::kHdf5Version, build.hdf5_version},
+      {store::meta_key::kCudaVersion, cuda.runtime_version.empty() ? "none" : cuda.runtime_version},
+      {store::meta_key::kNcclVersion, cuda.nccl_version.empty() ? "none" : cuda.nccl_version},
+      {store::meta_key::kTorchVersion, torch.compiled ? torch.version : "none"},
   };
 }
 

@@ -4,12 +4,14 @@
 # default /var/tmp/itertime-deb12-bare, made and mounted by debian13.sh with ITERTIME_DEB_SUITE=bookworm)
 # that has only a compiler, cmake, ninja, python3 and Debian's CPU LibTorch (libtorch-dev) and none of
 # the packages the bundle carries, runs `gpu-run.sh --cpu`: prefix, build, info, comm, the CPU job,
-# validation and the memory report. As root. Prints the time of each step; exit status: the first
+# validation and the memory report; then `predict-only-check.sh`: the prediction-only build (the bundle
+# without Open MPI; CMake's default MPI=AUTO finds none) and its whole ctest. As root. Prints the time of each step; exit status: the first
 # failing step's.
 #
 #   launcher/scripts/gpu-bundle-check.sh [GPU_RUN_ARGS...]
 #
-# Output: out/gpu-bundle (the bundle), out/gpu-run-cpu (gpu-run.sh's folder, its build included).
+# Output: out/gpu-bundle (the bundle), out/gpu-run-cpu (gpu-run.sh's folder, its build included),
+# out/predict-only (predict-only-check.sh's prefix and build).
 set -euo pipefail
 CHECKOUT="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
 export ITERTIME_DEB13_ROOT="${ITERTIME_DEB12_BARE_ROOT:-/var/tmp/itertime-deb12-bare}"
@@ -22,7 +24,9 @@ echo "gpu-bundle-check: bundle: launcher/scripts/gpu-bundle.sh"
 echo "gpu-bundle-check: time bundle: $(elapsed "$t0")"
 
 # Inside the root, in the checkout (/itertime): the tools the GPU machine is said to have, checked to
-# bring none of the bundle's packages, then the CPU-mode run.
+# bring none of the bundle's packages, then the CPU-mode run, then the prediction-only build and its
+# tests against the bundle without Open MPI (predict-only-check.sh; its build is kept in
+# out/predict-only).
 # shellcheck disable=SC2016  # expanded by the inner bash
 INSIDE='
 set -euo pipefail
@@ -49,6 +53,9 @@ echo "gpu-bundle-check: the root has none of the bundle'"'"'s build packages, no
 t0=$(date +%s)
 launcher/scripts/gpu-run.sh --cpu --out out/gpu-run-cpu "$@"
 echo "gpu-bundle-check: time gpu-run.sh --cpu: $(elapsed "$t0")"
+t0=$(date +%s)
+launcher/scripts/predict-only-check.sh --bundle out/gpu-bundle --out out/predict-only
+echo "gpu-bundle-check: time predict-only-check.sh: $(elapsed "$t0")"
 '
 t0=$(date +%s)
 "$CHECKOUT/launcher/scripts/debian13.sh" -- bash -c "$INSIDE" gpu-bundle-check "$@"

@@ -20,6 +20,7 @@
 #include <tuple>
 #include <utility>
 
+#include "common/bucket_plan.hpp"
 #include "common/training_recipe.hpp"
 #include "predict/builder/op_builder_stage.hpp"
 
@@ -61,41 +62,20 @@ int64_t local_parameter_count(const std::vector<StageParameter>& parameters) {
   return total;
 }
 
-// gradient_buckets.cpp's buckets: the parameters taken last first, a bucket closed once its parameters
-// hold at least bucket_bytes; then the layout, the last bucket first, each range padded to a multiple of
-// pad_multiple; with the distributed optimizer, where each bucket's first 1/dp slice lies in the shard.
+// The buckets of common/bucket_plan.hpp (the trainer's and the tracer's, calibrate/gradient_buckets.hpp):
+// the parameters taken last first, each range padded to a multiple of pad_multiple; with the distributed
+// optimizer, where each bucket's first 1/dp slice lies in the shard.
 void StageBuilder::plan_buckets(int64_t bucket_bytes, int64_t pad_multiple) {
-  const std::vector<StageParameter> all = parameters();
-  const auto element_bytes = static_cast<int64_t>(dtype_bytes(param_));
-  bucket_of_.assign(all.size(), 0);
-  int64_t filled = 0;  // elements of the bucket being filled
-  for (std::size_t i = all.size(); i-- > 0;) {
-    if (buckets_.empty() || filled * element_bytes >= bucket_bytes) {
-      buckets_.push_back(GradientBucket{i, i, 0, 0, 0});
-      filled = 0;
-    }
-    buckets_.back().first = i;
-    filled += element_count(all[i].shape);
-    bucket_of_[i] = buckets_.size() - 1;
+  std::vector<int64_t> elements;
+  for (const StageParameter& parameter : parameters()) elements.push_back(element_count(parameter.shape));
+  const BucketPlan plan = make_bucket_plan(elements, static_cast<int64_t>(dtype_bytes(param_)), bucket_bytes, pad_multiple);
+  for (const BucketRange& bucket : plan.buckets) {
+    buckets_.push_back(GradientBucket{bucket.first, bucket.last, bucket.offset, bucket.elements, 0});
+    shard_offsets_.push_back(bucket.shard_offset);
   }
-  parameter_offsets_.assign(all.size(), 0);
-  int64_t offset = 0;
-  for (std::size_t b = buckets_.size(); b-- > 0;) {
-    GradientBucket& bucket = buckets_[b];
-    bucket.offset = offset;
-    for (std::size_t i = bucket.first; i <= bucket.last; ++i) {
-      parameter_offsets_[i] = offset;
-      offset += element_count(all[i].shape);
-    }
-    offset += (pad_multiple - (offset - bucket.offset) % pad_multiple) % pad_multiple;
-    bucket.count = offset - bucket.offset;
-  }
-  buffer_elements_ = offset;
-  int64_t in_shard = 0;
-  for (const GradientBucket& bucket : buckets_) {
-    shard_offsets_.push_back(in_shard);
-    in_shard += bucket.count / pad_multiple;
-  }
+  bucket_of_ = plan.bucket_of;
+  parameter_offsets_ = plan.parameter_offsets;
+  buffer_elements_ = plan.buffer_elements;
 }
 
 std::size_t StageBuilder::layer_parameter(int slot) const {

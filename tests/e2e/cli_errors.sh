@@ -211,9 +211,33 @@ case_missing_argument() {
   expect_user_error "subcommand"
 }
 
+# The calibration verbs (launcher/calibration_verbs.hpp): with itertime-calibrate beside the binary the
+# front hands them over (their help and their usage errors are itertime-calibrate's), and a front
+# without it says so in one line; a prediction-only build (no itertime-calibrate) refuses them in one line.
+case_calibration_verbs() {
+  if [[ -x "$(dirname "$ITERTIME")/itertime-calibrate" ]]; then
+    expect_success calibrate --help
+    expect_stdout "groundtruth"
+    expect_success run --help
+    expect_stdout "--launcher"
+    expect_user_error "--bogus" calibrate comm --bogus
+    local front="$ITERTIME"
+    ITERTIME="$WORK/.cli/itertime"
+    ln "$front" "$ITERTIME" 2>/dev/null || cp "$front" "$ITERTIME"
+    expect_user_error "itertime-calibrate" calibrate comm -o x.h5
+    ITERTIME="$front"
+  else
+    expect_user_error "prediction-only build" calibrate comm -o x.h5
+    expect_user_error "prediction-only build" run job.json
+    expect_success calibrate --help
+    expect_success info
+    expect_stdout "prediction-only build"
+  fi
+}
+
 ALL_CASES=(model_show help version missing_field not_json missing_path directory not_llama inspect_text_file
            inspect_foreign_schema inspect_missing_file inspect_store unknown_subcommand unknown_option
-           missing_argument)
+           missing_argument calibration_verbs)
 
 cleanup() { [[ -n "$WORK" && -d "$WORK" ]] && rm -rf "$WORK"; }
 trap cleanup EXIT

@@ -184,7 +184,6 @@ TEST(Fuzz, Hdf5Readers) {
     total.inputs += tally.inputs;
     total.accepted += tally.accepted;
     total.user_error += tally.user_error;
-    total.excluded += tally.excluded;
     total.other += tally.other;
     total.crash += tally.crash;
     total.hang += tally.hang;
@@ -194,11 +193,6 @@ TEST(Fuzz, Hdf5Readers) {
       total.slowest_index = tally.slowest_index;
     }
     for (const auto& f : tally.failures) if (total.failures.size() < 10) total.failures.push_back(f);
-    for (const auto& f : tally.excluded_examples) {
-      bool seen = false;
-      for (const auto& kept : total.excluded_examples) seen = seen || kept.message.substr(0, 24) == f.message.substr(0, 24);
-      if (!seen) total.excluded_examples.push_back(f);
-    }
   }
   report("hdf5", total, [&](int64_t index) {
     // The input is a whole damaged file: describe how it differs from the seed instead.

@@ -2,13 +2,15 @@
 // LLaMA configs (parse_llama_config), hardware descriptions (parse_hardware_spec) and the size/sweep
 // grammar (byte sizes, recipe texts, precision, attention, dtype, collective, comm-kind, phase ... names).
 // Invariants checked for every input (ITERTIME_FUZZ_INPUTS, default 100,000 per target): the parser
-// returns or throws a one-line UserError; any other exception, a crash or a hang (> 10 s) fails the test
-// and prints the input; accepted results keep the parsers' documented invariants (positive sizes,
-// round trips of the canonical texts); the worker's working folder stays empty and the seed files
-// (models the jobs load) are unchanged.
+// returns or throws a UserError (the recipe parser's on one line); any other exception, a crash or a hang
+// (> 3 s) fails the test and prints the input, whatever bug class it belongs to (none is excluded);
+// accepted results keep the parsers' documented invariants (positive sizes, finite figures in base
+// units, round trips of the canonical texts); the worker's working folder stays empty and the seed files
+// (models the jobs load) are unchanged. KnownBugProbes pins one input of each bug class fixed since.
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <typeinfo>
 #include <filesystem>
 #include <string>
 #include <vector>
@@ -75,23 +77,12 @@ TEST(Fuzz, JobFile) {
   for (const auto& text : texts_of(files_in(kSource / "jobs" / "slurm", ".json"))) seeds.push_back(text);
   const std::string job_path = folder.file("jobs/job.json");  // never written: parse_job takes the text
   fuzz_text_target("job", seeds, true, [&](const std::string& text) {
-    // Known bug class (reported): a sweep world size above 2^31 is truncated by get<int>() and a large
-    // one (e.g. 44294967296 -> 1410065408, or 2147483647) makes factorizations() loop for seconds to
-    // minutes; parse_job sets no upper bound. Such inputs are counted as excluded, not run.
-    const nlohmann::json doc = nlohmann::json::parse(text, nullptr, false);
-    if (!doc.is_discarded() && doc.is_object() && doc.contains("sweep") && doc["sweep"].is_object() &&
-        doc["sweep"].contains("world_sizes") && doc["sweep"]["world_sizes"].is_array()) {
-      for (const auto& world : doc["sweep"]["world_sizes"]) {
-        const bool huge = world.is_number_unsigned() ? world.get<uint64_t>() > (1u << 20)
-                          : world.is_number_integer() && (world.get<int64_t>() > (1 << 20) ||
-                                                          world.get<int64_t>() < -(int64_t{1} << 31));
-        if (huge) {
-          throw KnownBug("sweep world size " + world.dump() + ": factorizations() runs for seconds (no upper bound)");
-        }
-      }
-    }
+    // Huge sweep world sizes (above 2^20, or truncated from above 2^31) are refused by parse_job; were
+    // they not, factorizations() would run past the hang limit or a truncated size would be accepted
+    // (tests/unit/test_parser_fixes.cpp pins both).
     const Job job = parse_job(text, job_path);
     if (job.configs.empty()) throw std::logic_error("an accepted job has no configuration");
+    if (job.max_world_size() < 1) throw std::logic_error("an accepted job has a world size below 1");
   });
   for (const auto& [name, text] : models) {
     EXPECT_EQ(read_file(folder.path() / "data" / "models" / name), text) << "the job parser changed " << name;
@@ -121,14 +112,21 @@ TEST(Fuzz, HardwareSpec) {
     const std::string from = text.size() % 2 ? source : std::string("fuzz-input");
     const HardwareSpec spec = parse_hardware_spec(text, from);
     const auto fp32 = spec.peak(ComputeDType::kFp32);
-    // Known bug class (reported): figure() checks the file's value is finite but not the value times its
-    // unit, so 6.7e301 TFLOP/s is accepted as an infinite peak (and memory sizes overflow int64).
-    for (const double value : {fp32.value_or(1.0), spec.memory_bandwidth_bytes_per_s}) {
-      if (std::isinf(value)) throw KnownBug("a figure converted to base units is infinite");
+    if (!fp32 || !(*fp32 > 0) || !std::isfinite(*fp32) || !(spec.memory_bandwidth_bytes_per_s > 0) ||
+        !std::isfinite(spec.memory_bandwidth_bytes_per_s)) {
+      throw std::logic_error("an accepted description lacks a positive, finite fp32 peak or memory bandwidth");
     }
-    if (!fp32 || !(*fp32 > 0) || !std::isfinite(*fp32) || !(spec.memory_bandwidth_bytes_per_s > 0)) {
-      throw std::logic_error("an accepted description lacks a positive fp32 peak or memory bandwidth");
+    // Every figure once converted to base units is finite (a value times its unit overflowed before
+    // the fix: 6.7e301 TFLOP/s was an infinite peak) and every size positive (no int64 overflow).
+    for (const auto* peaks : {&spec.peak_flops_per_s, &spec.peak_flops_per_s_per_core}) {
+      for (const auto& [dtype, value] : *peaks) {
+        if (!std::isfinite(value) || !(value > 0)) throw std::logic_error("an accepted peak is not finite and positive");
+      }
     }
+    for (const std::optional<double> value : {spec.nvlink_bandwidth_bytes_per_s, spec.nic_bandwidth_bytes_per_s}) {
+      if (value && (!std::isfinite(*value) || !(*value > 0))) throw std::logic_error("an accepted bandwidth is not finite and positive");
+    }
+    if (spec.memory_bytes < 0 || spec.l2_bytes.value_or(0) < 0) throw std::logic_error("an accepted size is negative");
   });
 }
 
@@ -151,8 +149,7 @@ TEST(Fuzz, SizeAndNameGrammar) {
       ++attempts;
       try {
         body();
-      } catch (const UserError& error) {
-        if (std::string(error.what()).find('\n') != std::string::npos) throw;  // classified as multi-line
+      } catch (const UserError&) {
         ++refused;
       }
     };
@@ -161,8 +158,16 @@ TEST(Fuzz, SizeAndNameGrammar) {
       throw std::logic_error("parse_byte_size: no round trip through format_byte_size");
     }
     attempt([&] {
-      const TrainingTechniques t = parse_recipe_text(text);
-      if (recipe_text(t) != text) throw std::logic_error("parse_recipe_text accepted a non-canonical text");
+      try {
+        const TrainingTechniques t = parse_recipe_text(text);
+        if (recipe_text(t) != text) throw std::logic_error("parse_recipe_text accepted a non-canonical text");
+      } catch (const UserError& error) {
+        // The recipe parser quotes its input with line breaks escaped: its message is one line itself.
+        if (std::string(error.what()).find_first_of("\n\r") != std::string::npos) {
+          throw std::logic_error(std::string("parse_recipe_text: a message of several lines: ") + error.what());
+        }
+        throw;
+      }
     });
     attempt([&] {
       const PrecisionPolicy& p = parse_precision(text);
@@ -194,14 +199,28 @@ TEST(Fuzz, SizeAndNameGrammar) {
   fuzz_text_target("grammar", seeds, false, parse_all);
 }
 
-// The inputs of the bug classes the fuzzers exclude, each run once in a worker: prints whether each
-// still fails (and how), so a fix shows up here; it does not fail the test (the parsers are not ours to
-// fix in this change). Deep nesting: a value nested 100,000 levels deep in a field whose error message
-// prints it (value.dump() recurses) overflows the stack.
+// One input of each bug class the fuzzers found and that was fixed (commit 96fbbe4, and the recipe
+// parser's line breaks since), each run once in a worker: each must end in a one-line UserError within
+// the hang limit. Any other outcome (accepted, another exception, a message of several lines, a crash
+// such as the stack overflow of a value nested 100,000 deep, a hang) fails the test and names the probe.
 TEST(Fuzz, KnownBugProbes) {
   testing::TempDir work;
   const std::string deep = std::string(100000, '[') + "1" + std::string(100000, ']');
   const std::string model = read_file(kSource / "data" / "models" / "tiny-llama.json");
+  const std::string model_path = (kSource / "data" / "models" / "tiny-llama.json").string();
+  const std::string hardware = read_file(kSource / "data" / "hardware" / "h100-sxm.json");
+  // The H100 description with one member's value replaced by the raw text `raw`.
+  auto hardware_with = [&](const std::string& section, const std::string& key, const std::string& raw) {
+    nlohmann::json doc = nlohmann::json::parse(hardware);
+    (key.empty() ? doc[section] : doc[section][key])["value"] = "RAW";
+    std::string text = doc.dump();
+    text.replace(text.find("\"RAW\""), 5, raw);
+    return text;
+  };
+  auto sweep_job = [&](const std::string& world) {
+    return "{\"model\": \"" + model_path + "\", \"sweep\": {\"world_sizes\": [" + world +
+           "], \"precisions\": [\"fp32\"], \"micro_batch\": 1, \"global_batch\": 4, \"seq_len\": 32}}";
+  };
   struct Probe {
     std::string name;
     std::function<void()> body;
@@ -210,32 +229,49 @@ TEST(Fuzz, KnownBugProbes) {
       {"model config: hidden_size nested 100000 deep",
        [&] { parse_llama_config("{\"hidden_size\": " + deep + "}", "deep.json"); }},
       {"job: seed nested 100000 deep",
-       [&] {
-         const std::string model_path = (kSource / "data" / "models" / "tiny-llama.json").string();
-         parse_job("{\"model\": \"" + model_path + "\", \"seed\": " + deep + "}", work.file("job.json"));
-       }},
+       [&] { parse_job("{\"model\": \"" + model_path + "\", \"seed\": " + deep + "}", work.file("job.json")); }},
       {"hardware: peak_flops_dense.fp32 nested 100000 deep",
        [&] {
-         nlohmann::json doc = nlohmann::json::parse(read_file(kSource / "data" / "hardware" / "h100-sxm.json"));
+         nlohmann::json doc = nlohmann::json::parse(hardware);
          doc["peak_flops_dense"]["fp32"] = "DEEP";
          std::string text = doc.dump();
          text.replace(text.find("\"DEEP\""), 6, deep);
          parse_hardware_spec(text, "x");
        }},
       {"model config: 1e999", [&] { parse_llama_config(model.substr(0, model.rfind('}')) + ", \"rope_theta\": 1e999}", "m.json"); }},
+      {"job: seed 1e999", [&] { parse_job("{\"model\": \"" + model_path + "\", \"seed\": 1e999}", work.file("job.json")); }},
+      {"hardware: fp32 peak 1e999", [&] { parse_hardware_spec(hardware_with("peak_flops_dense", "fp32", "1e999"), "x"); }},
+      {"job: sweep world size 2^20 + 1", [&] { parse_job(sweep_job("1048577"), work.file("job.json")); }},
+      {"job: sweep world size 2^31 - 1", [&] { parse_job(sweep_job("2147483647"), work.file("job.json")); }},
+      {"job: sweep world size 2^32 + 1 (1 once truncated to int)", [&] { parse_job(sweep_job("4294967297"), work.file("job.json")); }},
+      {"hardware: fp32 peak 6.7e301 TFLOP/s (infinite in FLOP/s)",
+       [&] { parse_hardware_spec(hardware_with("peak_flops_dense", "fp32", "6.7e301"), "x"); }},
+      {"hardware: memory capacity 1e10 GB (past int64 bytes)",
+       [&] { parse_hardware_spec(hardware_with("memory_capacity", "", "1e10"), "x"); }},
       {"recipe text with a newline", [&] { parse_recipe_text("sp\nvp"); }},
+      {"recipe text with a carriage return", [&] { parse_recipe_text("dopt+ovl\r"); }},
   };
-  const Tally tally = run_isolated(0, static_cast<int64_t>(probes.size()), 10.0, work.path().string(), [&](int64_t index) {
-    Verdict verdict = classify(probes[static_cast<std::size_t>(index)].body);
-    if (verdict.result == Result::kUserError || verdict.result == Result::kAccepted) return Verdict{Result::kAccepted, ""};
-    return Verdict{Result::kOther, verdict.message};
-  });
+  // One worker per probe: the runner keeps only the first few failures of a kind, and each probe's
+  // outcome is reported by name.
   for (std::size_t i = 0; i < probes.size(); ++i) {
-    std::string status = "fixed (accepted or a one-line UserError)";
-    for (const Failure& f : tally.failures) {
-      if (f.index == static_cast<int64_t>(i)) status = "STILL FAILS: " + f.kind + " " + escaped(f.message, 160);
-    }
-    std::printf("[fuzz] known bug probe '%s': %s\n", probes[i].name.c_str(), status.c_str());
+    const Tally tally = run_isolated(static_cast<int64_t>(i), 1, kHangLimitS, work.path().string(), [&](int64_t index) {
+      try {
+        probes[static_cast<std::size_t>(index)].body();
+        return Verdict{Result::kOther, "accepted, expected a UserError"};
+      } catch (const UserError& error) {
+        const std::string message = error.what();
+        if (message.empty()) return Verdict{Result::kOther, "an empty UserError"};
+        if (message.find_first_of("\n\r") != std::string::npos) return Verdict{Result::kOther, "a UserError of several lines: " + message};
+        return Verdict{Result::kUserError, ""};
+      } catch (const std::exception& error) {
+        return Verdict{Result::kOther, std::string("exception ") + typeid(error).name() + ": " + error.what()};
+      }
+    });
+    const bool passed = tally.user_error == 1 && tally.failed() == 0;
+    std::string how = passed ? "a one-line UserError" : "FAILS";
+    for (const Failure& f : tally.failures) how += ": " + f.kind + " " + escaped(f.message, 300);
+    std::printf("[fuzz] known bug probe '%s': %s\n", probes[i].name.c_str(), how.c_str());
+    EXPECT_TRUE(passed) << "known bug probe '" << probes[i].name << "' regressed: " << how;
   }
   std::fflush(stdout);
 }

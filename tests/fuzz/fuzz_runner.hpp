@@ -5,15 +5,14 @@
 //    index it is running and when it started in shared memory, so a worker that dies by a signal, or
 //    spends longer than the hang limit on one input, is attributed to that index; the parent then
 //    restarts a worker at the next index. Every input is thus run once, and counted once.
-//  - Each input ends in exactly one of: accepted, user_error (UserError), excluded (a known bug class
-//    the target names, see Result), other (any other exception or a broken invariant: a failure),
-//    crash or hang (failures). Failures keep the first few indexes and messages for the report.
+//  - Each input ends in exactly one of: accepted, user_error (UserError), other (any other exception or
+//    a broken invariant), crash or hang; the last three are failures, whose first few indexes and
+//    messages are kept for the report. There is no "excluded" outcome: a bug class once found and
+//    fixed is checked like any other input, so its regression fails the test.
 //  - The worker runs with its working folder set to `work_dir` (a TempDir the caller checks stays empty)
 //    and stdout sent to /dev/null; it ends with _exit, never returning into GoogleTest.
 #pragma once
 
-#include <dlfcn.h>
-#include <execinfo.h>
 #include <signal.h>
 #include <sys/mman.h>
 #include <sys/wait.h>
@@ -33,26 +32,25 @@
 
 namespace itertime::fuzz {
 
-enum class Result { kAccepted, kUserError, kExcluded, kOther };
+enum class Result { kAccepted, kUserError, kOther };
 
 struct Verdict {
   Result result = Result::kAccepted;
-  std::string message;  // for kOther and kExcluded: what happened
+  std::string message;  // for kOther: what happened
 };
 
 struct Failure {
   int64_t index = 0;
-  std::string kind;     // "other", "crash", "hang", "excluded"
+  std::string kind;     // "other", "crash", "hang"
   std::string message;
 };
 
 struct Tally {
-  int64_t inputs = 0, accepted = 0, user_error = 0, excluded = 0, other = 0, crash = 0, hang = 0;
+  int64_t inputs = 0, accepted = 0, user_error = 0, other = 0, crash = 0, hang = 0;
   double seconds = 0;
   int64_t slowest_index = -1;
   double slowest_seconds = 0;
   std::vector<Failure> failures;  // the first few of each failing kind
-  std::vector<Failure> excluded_examples;
   int64_t failed() const { return other + crash + hang; }
 };
 
@@ -77,14 +75,12 @@ struct Shared {
   std::atomic<int64_t> current;     // index being run
   std::atomic<int64_t> started_ns;  // steady clock when it started
   std::atomic<int64_t> finished;    // 1 when the worker ran its last input
-  std::atomic<int> library_crash;   // 1 when the worker's fatal signal hit inside the excluded library
-  int64_t accepted, user_error, excluded, other;
+  int64_t accepted, user_error, other;
   int64_t slowest_index;
   int64_t slowest_ns;
-  int kept_other, kept_excluded;
-  int64_t other_index[kKeptPerKind], excluded_index[kKeptPerKind];
+  int kept_other;
+  int64_t other_index[kKeptPerKind];
   char other_message[kKeptPerKind][kMessageBytes];
-  char excluded_message[kKeptPerKind][kMessageBytes];
 };
 
 inline int64_t now_ns() {
@@ -96,55 +92,11 @@ inline void keep(char (&slot)[kMessageBytes], const std::string& message) {
   slot[kMessageBytes - 1] = '\0';
 }
 
-// The worker's fatal-signal handler needs somewhere to write: set in the worker only, before it runs.
-inline std::atomic<int>* g_library_crash = nullptr;
-inline const char* g_library = nullptr;
-
-// Finds the first frame past the signal trampoline (in libc) that is not in libc: when it lies in
-// g_library, the crash happened inside that library. Then dies of the same signal.
-inline void crash_handler(int signal_number) {
-  void* frames[64];
-  const int n = backtrace(frames, 64);
-  bool past_trampoline = false;
-  for (int i = 0; i < n; ++i) {
-    Dl_info info{};
-    if (dladdr(frames[i], &info) == 0 || info.dli_fname == nullptr) continue;
-    const bool in_libc = std::strstr(info.dli_fname, "libc.so") != nullptr;
-    if (!past_trampoline) {
-      past_trampoline = in_libc;
-      continue;
-    }
-    if (in_libc) continue;
-    if (std::strstr(info.dli_fname, g_library) != nullptr) g_library_crash->store(1);
-    break;
-  }
-  std::signal(signal_number, SIG_DFL);
-  std::raise(signal_number);
-}
-
-inline void install_crash_probe(std::atomic<int>* flag, const char* library) {
-  g_library_crash = flag;
-  g_library = library;
-  void* warm[4];
-  backtrace(warm, 4);  // loads the unwinder now, not inside the handler
-  static char alternate_stack[1 << 16];
-  stack_t stack{};
-  stack.ss_sp = alternate_stack;
-  stack.ss_size = sizeof(alternate_stack);
-  sigaltstack(&stack, nullptr);
-  struct sigaction action {};
-  action.sa_handler = crash_handler;
-  action.sa_flags = SA_ONSTACK | SA_RESETHAND;
-  for (int signal_number : {SIGSEGV, SIGBUS, SIGFPE, SIGILL, SIGABRT}) sigaction(signal_number, &action, nullptr);
-}
-
 }  // namespace detail
 
 // Runs run_one(i) for i in [first, first + count) in forked workers; hang_limit_s bounds one input.
-// With `excluded_library` (e.g. "libhdf5"), a crash whose faulting frame lies in that library is counted
-// as excluded (a known bug class the caller names) instead of as a crash.
 inline Tally run_isolated(int64_t first, int64_t count, double hang_limit_s, const std::string& work_dir,
-                          const std::function<Verdict(int64_t)>& run_one, const char* excluded_library = nullptr) {
+                          const std::function<Verdict(int64_t)>& run_one) {
   using namespace detail;
   void* memory = mmap(nullptr, sizeof(Shared), PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
   if (memory == MAP_FAILED) std::abort();
@@ -160,7 +112,6 @@ inline Tally run_isolated(int64_t first, int64_t count, double hang_limit_s, con
     shared->current = next;
     shared->started_ns = now_ns();
     shared->finished = 0;
-    shared->library_crash = 0;
     std::fflush(nullptr);
     const pid_t pid = fork();
     if (pid < 0) std::abort();
@@ -168,7 +119,6 @@ inline Tally run_isolated(int64_t first, int64_t count, double hang_limit_s, con
       if (chdir(work_dir.c_str()) != 0) _exit(99);
       const int devnull = open("/dev/null", O_WRONLY);
       if (devnull >= 0) dup2(devnull, STDOUT_FILENO);
-      if (excluded_library != nullptr) install_crash_probe(&shared->library_crash, excluded_library);
       for (int64_t i = next; i < end; ++i) {
         const int64_t start = now_ns();
         shared->started_ns = start;
@@ -182,19 +132,6 @@ inline Tally run_isolated(int64_t first, int64_t count, double hang_limit_s, con
         switch (verdict.result) {
           case Result::kAccepted: ++shared->accepted; break;
           case Result::kUserError: ++shared->user_error; break;
-          case Result::kExcluded:
-            ++shared->excluded;
-            if (shared->kept_excluded < kKeptPerKind) {  // one example per kind (the message's first 24 bytes)
-              bool seen = false;
-              for (int k = 0; k < shared->kept_excluded; ++k) {
-                seen = seen || std::strncmp(shared->excluded_message[k], verdict.message.c_str(), 24) == 0;
-              }
-              if (!seen) {
-                shared->excluded_index[shared->kept_excluded] = i;
-                keep(shared->excluded_message[shared->kept_excluded++], verdict.message);
-              }
-            }
-            break;
           case Result::kOther:
             ++shared->other;
             if (shared->kept_other < kKeptPerKind) {
@@ -230,14 +167,6 @@ inline Tally run_isolated(int64_t first, int64_t count, double hang_limit_s, con
       failure.kind = "hang";
       failure.message = "no result after " + std::to_string(hang_limit_s) + " s";
       ++tally.hang;
-    } else if (excluded_library != nullptr && shared->library_crash.load() == 1) {
-      ++tally.excluded;
-      if (static_cast<int>(tally.excluded_examples.size()) < kKeptPerKind) {
-        tally.excluded_examples.push_back({culprit, "excluded", std::string("crash (signal ") +
-                                           std::to_string(WIFSIGNALED(status) ? WTERMSIG(status) : 0) + ") inside " + excluded_library});
-      }
-      next = culprit + 1;
-      continue;
     } else {
       failure.kind = "crash";
       failure.message = WIFSIGNALED(status) ? std::string("killed by signal ") + std::to_string(WTERMSIG(status)) + " (" +
@@ -255,15 +184,11 @@ inline Tally run_isolated(int64_t first, int64_t count, double hang_limit_s, con
   tally.seconds = static_cast<double>(now_ns() - t0) * 1e-9;
   tally.accepted = shared->accepted;
   tally.user_error = shared->user_error;
-  tally.excluded += shared->excluded;
   tally.other = shared->other;
   tally.slowest_index = shared->slowest_index;
   tally.slowest_seconds = static_cast<double>(shared->slowest_ns) * 1e-9;
   for (int k = 0; k < shared->kept_other; ++k) {
     tally.failures.push_back({shared->other_index[k], "other", shared->other_message[k]});
-  }
-  for (int k = 0; k < shared->kept_excluded; ++k) {
-    tally.excluded_examples.push_back({shared->excluded_index[k], "excluded", shared->excluded_message[k]});
   }
   munmap(memory, sizeof(Shared));
   return tally;

@@ -97,14 +97,14 @@ std::vector<predict::CommOp> aggregate_comms(const calibrate::StageTraceInfo& tr
   std::vector<predict::CommOp> out;
   std::map<std::string, std::size_t> position;
   for (const auto& comm : trace.comms) {
-    const std::string key = comm.phase + "/" + comm.kind + "/" + comm.dtype + "/" + std::to_string(comm.bytes);
+    const std::string key = comm.phase + "/" + to_string(comm.kind) + "/" + comm.dtype + "/" + std::to_string(comm.bytes);
     const auto found = position.find(key);
     if (found != position.end()) {
       out[found->second].count += 1;
       continue;
     }
     position[key] = out.size();
-    out.push_back(predict::CommOp{parse_phase(comm.phase), parse_comm_kind(comm.kind), parse_dtype(comm.dtype), comm.bytes, 1});
+    out.push_back(predict::CommOp{parse_phase(comm.phase), comm.kind, parse_dtype(comm.dtype), comm.bytes, 1});
   }
   return out;
 }

@@ -102,21 +102,21 @@ TEST(OpTrace, TensorParallelShardsShapesAndRecordsAllReduces) {
   int tp_forward = 0;
   int tp_backward = 0;
   for (const auto& comm : sharded.comms) {
-    if (comm.kind == "tp_all_reduce" && comm.phase == "forward") ++tp_forward;
-    if (comm.kind == "tp_all_reduce" && comm.phase == "backward") ++tp_backward;
+    if (comm.kind == CommKind::kTpAllReduce && comm.phase == "forward") ++tp_forward;
+    if (comm.kind == CommKind::kTpAllReduce && comm.phase == "backward") ++tp_backward;
   }
   // Last stage of pp=2 holds 2 layers: one all-reduce per attention and per MLP block, each way.
   EXPECT_EQ(tp_forward, 2 * 2);
   EXPECT_EQ(tp_backward, 2 * 2);
-  for (const auto& comm : full.comms) EXPECT_NE(comm.kind, "tp_all_reduce");
+  for (const auto& comm : full.comms) EXPECT_NE(comm.kind, CommKind::kTpAllReduce);
   // Sharding: the stage holds fewer parameters (projections halved, norms/head replicated).
   EXPECT_LT(sharded.local_params, full.local_params);
   // The last stage sends gradients backward to stage 0, and all-reduces its gradients over DP.
   bool pp_backward = false;
   bool dp = false;
   for (const auto& comm : sharded.comms) {
-    pp_backward = pp_backward || comm.kind == "pp_send_backward";
-    dp = dp || comm.kind == "dp_all_reduce";
+    pp_backward = pp_backward || comm.kind == CommKind::kPpSendBackward;
+    dp = dp || comm.kind == CommKind::kDpAllReduce;
   }
   EXPECT_TRUE(pp_backward);
   EXPECT_TRUE(dp);
@@ -128,16 +128,16 @@ TEST(OpTrace, TensorParallelShardsShapesAndRecordsAllReduces) {
 TEST(OpTrace, ContextParallelGathersKeysAndValuesPerLayer) {
   const LlamaSpec spec = model();  // 4 KV heads of 16, 2 layers per stage at pp 2
   const int64_t part_bytes = 1 * spec.num_kv_heads * (32 / 2) * spec.head_dim * 4;  // fp32 [1, kv heads, 16, hd]
-  const auto count = [](const StageTraceInfo& trace, const std::string& kind, const std::string& phase, int64_t bytes) {
+  const auto count = [](const StageTraceInfo& trace, CommKind kind, const std::string& phase, int64_t bytes) {
     int n = 0;
     for (const auto& comm : trace.comms) n += comm.kind == kind && comm.phase == phase && comm.bytes == bytes;
     return n;
   };
   const StageTraceInfo plain = trace_stage_info(spec, 1, 2, 1, 1, 32, PrecisionName::kFp32, AttentionKernel::kEager, Backend::kCpu, {}, 1, 2);
   print(plain);
-  EXPECT_EQ(count(plain, "cp_all_gather", "forward", part_bytes), 2 * 2);
-  EXPECT_EQ(count(plain, "cp_reduce_scatter", "backward", part_bytes), 2 * 2);
-  EXPECT_EQ(count(plain, "cp_all_gather", "backward", part_bytes), 0);
+  EXPECT_EQ(count(plain, CommKind::kCpAllGather, "forward", part_bytes), 2 * 2);
+  EXPECT_EQ(count(plain, CommKind::kCpReduceScatter, "backward", part_bytes), 2 * 2);
+  EXPECT_EQ(count(plain, CommKind::kCpAllGather, "backward", part_bytes), 0);
   bool local_tokens = false;  // the loss sees 16 of the 32 tokens
   for (const auto& op : plain.ops) {
     local_tokens = local_tokens || op.signature.find("fp32[16," + std::to_string(spec.vocab_size) + "]") != std::string::npos;
@@ -145,14 +145,14 @@ TEST(OpTrace, ContextParallelGathersKeysAndValuesPerLayer) {
   EXPECT_TRUE(local_tokens);
   const StageTraceInfo full = trace_stage_info(spec, 1, 2, 1, 1, 32, PrecisionName::kFp32, AttentionKernel::kEager, Backend::kCpu,
                                                parse_recipe_text("rc-full"), 1, 2);
-  EXPECT_EQ(count(full, "cp_all_gather", "forward", part_bytes), 2 * 2);
-  EXPECT_EQ(count(full, "cp_all_gather", "backward", part_bytes), 2 * 2);
-  EXPECT_EQ(count(full, "cp_reduce_scatter", "backward", part_bytes), 2 * 2);
+  EXPECT_EQ(count(full, CommKind::kCpAllGather, "forward", part_bytes), 2 * 2);
+  EXPECT_EQ(count(full, CommKind::kCpAllGather, "backward", part_bytes), 2 * 2);
+  EXPECT_EQ(count(full, CommKind::kCpReduceScatter, "backward", part_bytes), 2 * 2);
   const StageTraceInfo sharded = trace_stage_info(spec, 1, 2, 1, 1, 32, PrecisionName::kFp32, AttentionKernel::kEager, Backend::kCpu,
                                                   parse_recipe_text("dopt"), 2, 2);
   int scatters = 0;
   for (const auto& comm : sharded.comms) {
-    if (comm.kind != "dp_reduce_scatter") continue;
+    if (comm.kind != CommKind::kDpReduceScatter) continue;
     ++scatters;
     EXPECT_EQ(comm.bytes, (sharded.local_params + 3) / 4 * 4);  // ceil(local / (dp*cp)) fp32 elements
   }
