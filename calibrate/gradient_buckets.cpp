@@ -36,9 +36,10 @@ GradientBuckets::GradientBuckets(std::vector<torch::Tensor> parameters, int64_t 
   // The partition and layout (common/bucket_plan.hpp, the stage builder's too).
   std::vector<int64_t> elements;
   for (const torch::Tensor& p : parameters_) elements.push_back(p.numel());
-  const BucketPlan plan = make_bucket_plan(elements, static_cast<int64_t>(parameters_.front().element_size()), bucket_bytes,
-                                           pad_multiple);
-  for (const BucketRange& range : plan.buckets) buckets_.push_back(Bucket{range.first, range.last, range.offset, range.elements, 0});
+  const BucketPlan plan =
+      make_bucket_plan(elements, static_cast<int64_t>(parameters_.front().element_size()), bucket_bytes, pad_multiple);
+  for (const BucketRange& range : plan.buckets)
+    buckets_.push_back(Bucket{range.first, range.last, range.offset, range.elements, 0});
   bucket_of_ = plan.bucket_of;
   offsets_ = plan.parameter_offsets;
   const int64_t offset = plan.buffer_elements;

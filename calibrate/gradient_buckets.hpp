@@ -43,7 +43,7 @@ class GradientBuckets {
   GradientBuckets(const GradientBuckets&) = delete;
   GradientBuckets& operator=(const GradientBuckets&) = delete;
 
-  void begin_step();                 // zero the buffer (aten::zero_), reset the counts, disarm
+  void begin_step();  // zero the buffer (aten::zero_), reset the counts, disarm
   void arm(bool armed) { armed_ = armed; }
   std::size_t size() const { return buckets_.size(); }
   int completed() const { return completed_; }  // buckets completed since begin_step()

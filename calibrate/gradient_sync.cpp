@@ -14,9 +14,7 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
-double since_us(Clock::time_point start) {
-  return std::chrono::duration<double, std::micro>(Clock::now() - start).count();
-}
+double since_us(Clock::time_point start) { return std::chrono::duration<double, std::micro>(Clock::now() - start).count(); }
 
 int64_t element_count(const std::vector<torch::Tensor>& tensors) {
   int64_t count = 0;
@@ -109,7 +107,8 @@ class ShardedSync final : public SyncBase {
     fill_gradient_buffer(sharded_, s_.parameters, s_.ranks);
     sync_device();
     s_.dp_comm->reduce_scatter_sum(sharded_.gradient_buffer.data_ptr(), sharded_.shard_gradient.data_ptr(),
-                                   static_cast<std::size_t>(sharded_.shard_count), from_torch(sharded_.shard_gradient.scalar_type()));
+                                   static_cast<std::size_t>(sharded_.shard_count),
+                                   from_torch(sharded_.shard_gradient.scalar_type()));
     s_.dp_comm->synchronize();
     sharded_.shard.mutable_grad() = sharded_.shard_gradient;
     add_dp_time(start);
@@ -152,14 +151,16 @@ class BucketedSyncBase : public SyncBase {
 
  protected:
   void make_buckets(GradientBuckets::BucketCallback on_bucket, int64_t pad_multiple) {
-    buckets_ = std::make_unique<GradientBuckets>(s_.parameters, s_.techniques.gradient_bucket_bytes, std::move(on_bucket),
-                                                 [this] { s_.dp_comm->progress(); }, pad_multiple);
+    buckets_ = std::make_unique<GradientBuckets>(
+        s_.parameters, s_.techniques.gradient_bucket_bytes, std::move(on_bucket), [this] { s_.dp_comm->progress(); },
+        pad_multiple);
   }
   // After the backward: waits for the buckets' collectives (in place, in the gradients' views).
   void finish_buckets() {
     buckets_->arm(false);
     const auto start = Clock::now();
-    ITERTIME_CHECK(buckets_->completed() == static_cast<int>(buckets_->size()), "a gradient bucket was not complete after the backward");
+    ITERTIME_CHECK(buckets_->completed() == static_cast<int>(buckets_->size()),
+                   "a gradient bucket was not complete after the backward");
     s_.dp_comm->finish_started();
     add_dp_time(start);
   }
@@ -212,13 +213,13 @@ class BucketedShardedSync final : public BucketedSyncBase {
   void start_parameter_gathers();
   void make_parameters_views_of_buffer();
 
-  ShardedBuffers sharded_;                  // gradient_buffer undefined: the buckets' buffer holds the gradients
-  std::vector<int64_t> shard_offsets_;      // per bucket: where this rank's slice lies in the shard
+  ShardedBuffers sharded_;              // gradient_buffer undefined: the buckets' buffer holds the gradients
+  std::vector<int64_t> shard_offsets_;  // per bucket: where this rank's slice lies in the shard
   std::vector<std::pair<int64_t, int64_t>> shard_norm_ranges_;  // SP: (offset in the shard, elements)
   bool overlap_gather_ = false;
   std::vector<std::size_t> bucket_of_parameter_;  // opg: per parameter
-  std::vector<char> gather_in_flight_;             // opg: per bucket
-  std::vector<std::size_t> gather_ids_;            // opg: per bucket (Communicator::start_all_gather)
+  std::vector<char> gather_in_flight_;            // opg: per bucket
+  std::vector<std::size_t> gather_ids_;           // opg: per bucket (Communicator::start_all_gather)
   int gathers_in_flight_ = 0;
 };
 
@@ -295,7 +296,8 @@ void BucketedShardedSync::all_gather_buckets() {
   torch::NoGradGuard no_grad;
   std::vector<torch::Tensor>& parameters = s_.parameters;
   for (std::size_t i = 0; i < parameters.size(); ++i) {
-    parameters[i].copy_(sharded_.parameter_buffer.narrow(0, buckets_->parameter_offset(i), parameters[i].numel()).view_as(parameters[i]));
+    parameters[i].copy_(
+        sharded_.parameter_buffer.narrow(0, buckets_->parameter_offset(i), parameters[i].numel()).view_as(parameters[i]));
   }
 }
 

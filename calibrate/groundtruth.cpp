@@ -109,10 +109,10 @@ struct MeasuredRound {
 struct ConfigProgress {
   std::size_t index = 0;  // in the job
   std::string key;
-  std::string skip_reason;  // why it does not run ("" when it does)
-  bool failed = false;      // the previous run died measuring it
-  int interruptions = 0;    // rank 0: times in a row a signal ended a run while it was in flight (journaled)
-  std::string oom;          // rank 0: what ran out of memory ("" unless it did; then it gets no more rounds)
+  std::string skip_reason;               // why it does not run ("" when it does)
+  bool failed = false;                   // the previous run died measuring it
+  int interruptions = 0;                 // rank 0: times in a row a signal ended a run while it was in flight (journaled)
+  std::string oom;                       // rank 0: what ran out of memory ("" unless it did; then it gets no more rounds)
   std::vector<RoundMeasurement> rounds;  // what assess_rounds judges, one per round measured
   std::vector<MeasuredRound> measured;   // the rest of each round, in the same order
   double loss_first = 0, loss_last = 0;  // of its first round
@@ -126,13 +126,13 @@ struct GroundTruthRun {
   int world_rank = 0;
   int world_size = 1;
   ResumePlan plan;
-  std::string in_flight;         // rank 0: the configuration the previous run died measuring ("" if none)
-  std::string in_flight_reason;  // rank 0: why it is recorded failed
-  std::string interrupted;       // rank 0: the configuration a signal interrupted, measured again ("" if none)
-  int interrupted_count = 0;     // rank 0: its interruptions in a row so far
-  std::size_t retried = 0;       // rank 0: failed configurations measured again (--retry-failed)
+  std::string in_flight;                   // rank 0: the configuration the previous run died measuring ("" if none)
+  std::string in_flight_reason;            // rank 0: why it is recorded failed
+  std::string interrupted;                 // rank 0: the configuration a signal interrupted, measured again ("" if none)
+  int interrupted_count = 0;               // rank 0: its interruptions in a row so far
+  std::size_t retried = 0;                 // rank 0: failed configurations measured again (--retry-failed)
   InterruptionJournal* journal = nullptr;  // rank 0: the interruption journal (null elsewhere)
-  double hold_in_flight_s = 0;   // rank 0: the test hook's hold (ITERTIME_TEST_HOLD_IN_FLIGHT_S), once
+  double hold_in_flight_s = 0;             // rank 0: the test hook's hold (ITERTIME_TEST_HOLD_IN_FLIGHT_S), once
   GroundTruthSummary summary;
   int key_width = 34;  // of the key column in the printed tables: the job's longest key (recipes make them long)
 };
@@ -142,15 +142,16 @@ void print_start(const GroundTruthRun& run, std::size_t measuring) {
   const RoundPolicy& policy = job.rounds;
   std::printf("# itertime calibrate groundtruth: job %s, model %s, %zu configurations on up to %d ranks (backend %s)\n",
               job.name.c_str(), job.model.name.c_str(), job.configs.size(), run.world_size, to_string(job.backend).c_str());
-  std::printf("# %zu to measure in %d interleaved rounds (up to %d more for a disturbed one: outside load above %.2f cores, "
-              "or a round more than %.0f%% from the others)\n",
-              measuring, policy.rounds, policy.max_extra_rounds, policy.outside_load_cores, policy.disagreement_pct);
-  std::printf("# per round: %d warm-up + at least %d timed iterations (and %.1f s); iteration time = barrier to the end "
-              "of the slowest rank (with opg: from the previous iteration's end, its all-gathers started, to this one's)\n",
-              job.warmup_iters, job.timed_iters, job.min_timed_seconds);
+  std::printf(
+      "# %zu to measure in %d interleaved rounds (up to %d more for a disturbed one: outside load above %.2f cores, "
+      "or a round more than %.0f%% from the others)\n",
+      measuring, policy.rounds, policy.max_extra_rounds, policy.outside_load_cores, policy.disagreement_pct);
+  std::printf(
+      "# per round: %d warm-up + at least %d timed iterations (and %.1f s); iteration time = barrier to the end "
+      "of the slowest rank (with opg: from the previous iteration's end, its all-gathers started, to this one's)\n",
+      job.warmup_iters, job.timed_iters, job.min_timed_seconds);
   if (run.summary.configs_present) {
-    std::printf("# %zu configurations already in %s (resuming)\n", run.summary.configs_present,
-                run.options.output_path.c_str());
+    std::printf("# %zu configurations already in %s (resuming)\n", run.summary.configs_present, run.options.output_path.c_str());
   }
   if (run.retried) std::printf("# %zu recorded failed, measured again (--retry-failed)\n", run.retried);
   if (!run.interrupted.empty() && run.interrupted_count > 0) {
@@ -194,7 +195,7 @@ struct RankTraining {
   int64_t local_params = 0;
   int64_t peak_tensor_bytes = 0;
   int64_t peak_allocated_bytes = 0, peak_reserved_bytes = 0;  // the allocator's totals at their largest
-  OutsideLoad outside_load;  // during the timed steps
+  OutsideLoad outside_load;                                   // during the timed steps
 };
 
 // How long the ranks of an aborted configuration wait for each other to stop training. A rank that does
@@ -247,7 +248,7 @@ RankTraining train_and_time(const Job& job, const JobConfig& config, MPI_Comm jo
       training.samples_us.push_back(result.time_us);
       timed_us += result.time_us;
       const PhaseTimes& ph = result.phases;
-      const double values[kStepTimingCount] = {ph.forward_us, ph.backward_us, ph.tp_comm_us, ph.pp_comm_us,
+      const double values[kStepTimingCount] = {ph.forward_us, ph.backward_us,  ph.tp_comm_us, ph.pp_comm_us,
                                                ph.dp_comm_us, ph.optimizer_us, ph.total_us};
       for (int k = 0; k < kStepTimingCount; ++k) training.phase_samples[static_cast<std::size_t>(k)].push_back(values[k]);
     }
@@ -278,8 +279,8 @@ RankTraining train_and_time(const Job& job, const JobConfig& config, MPI_Comm jo
 }
 
 // Per-rank breakdown (medians) gathered to rank 0 of `job_comm` (collective over it); empty elsewhere.
-std::vector<GroundTruthRankRow> gather_rank_rows(const RankTraining& training, const JobConfig& config,
-                                                 const std::string& key, MPI_Comm job_comm, int world_rank) {
+std::vector<GroundTruthRankRow> gather_rank_rows(const RankTraining& training, const JobConfig& config, const std::string& key,
+                                                 MPI_Comm job_comm, int world_rank) {
   const int needed = config.parallel.world_size();
   const RankLayout layout(config.parallel.dp, config.parallel.tp, config.parallel.pp, config.parallel.cp);
   // phases, peak RSS, local parameters, peak tensor bytes, the allocator's peak allocated and reserved
@@ -370,8 +371,8 @@ void measure_round(GroundTruthRun& run, const JobConfig& config, ConfigProgress&
   const std::size_t total = run.options.job.configs.size();
   if (!progress.oom.empty()) {
     progress.assessment.wants_another_round = false;
-    std::printf("  %5d %3zu/%-3zu %-*s %14s %9s %9s  %s\n", round, progress.index + 1, total, run.key_width, progress.key.c_str(), "-",
-                "-", "-", progress.oom.c_str());
+    std::printf("  %5d %3zu/%-3zu %-*s %14s %9s %9s  %s\n", round, progress.index + 1, total, run.key_width, progress.key.c_str(),
+                "-", "-", "-", progress.oom.c_str());
     std::fflush(stdout);
     return;
   }
@@ -385,8 +386,8 @@ void measure_round(GroundTruthRun& run, const JobConfig& config, ConfigProgress&
 }
 
 // Rank 0: the configuration's /groundtruth rows from its rounds.
-void fill_measured(const ConfigProgress& progress, const JobConfig& config, GroundTruthRow& row,
-                   std::vector<double>& samples_us, std::vector<GroundTruthRoundRow>& round_rows) {
+void fill_measured(const ConfigProgress& progress, const JobConfig& config, GroundTruthRow& row, std::vector<double>& samples_us,
+                   std::vector<GroundTruthRoundRow>& round_rows) {
   const RoundsAssessment& a = progress.assessment;
   std::vector<double> used_samples_us;
   for (std::size_t r = 0; r < progress.rounds.size(); ++r) {
@@ -459,15 +460,17 @@ void record_and_print(GroundTruthRun& run, const ConfigProgress& progress) {
   if (status == "ok") {
     ++run.summary.configs_ok;
     if (!progress.assessment.disturbance.empty()) ++run.summary.configs_disturbed;
-    std::printf("  %3zu/%-3zu %-*s %-9s %6d %14.0f %7.3f %9s %10.0f %10.4f  %s\n", progress.index + 1, total,
-                run.key_width, progress.key.c_str(), status.c_str(), needed, row.time_us_median, row.time_cv,
+    std::printf("  %3zu/%-3zu %-*s %-9s %6d %14.0f %7.3f %9s %10.0f %10.4f  %s\n", progress.index + 1, total, run.key_width,
+                progress.key.c_str(), status.c_str(), needed, row.time_us_median, row.time_cv,
                 (std::to_string(row.rounds_counted) + "/" + std::to_string(row.rounds_run)).c_str(), row.tokens_per_s,
-                row.loss_last, progress.assessment.disturbance.empty() ? "" : ("disturbed: " + progress.assessment.disturbance).c_str());
+                row.loss_last,
+                progress.assessment.disturbance.empty() ? "" : ("disturbed: " + progress.assessment.disturbance).c_str());
   } else {
-    (status == "oom" ? run.summary.configs_oom : status == "failed" ? run.summary.configs_failed : run.summary.configs_skipped) += 1;
+    (status == "oom"      ? run.summary.configs_oom
+     : status == "failed" ? run.summary.configs_failed
+                          : run.summary.configs_skipped) += 1;
     std::printf("  %3zu/%-3zu %-*s %-9s %6d %14s %7s %9s %10s %10s  %s\n", progress.index + 1, total, run.key_width,
-                progress.key.c_str(),
-                status.c_str(), needed, "-", "-", "-", "-", "-", h5::get_string(row.reason).c_str());
+                progress.key.c_str(), status.c_str(), needed, "-", "-", "-", "-", "-", h5::get_string(row.reason).c_str());
   }
   std::fflush(stdout);
 }
@@ -568,8 +571,8 @@ GroundTruthSummary calibrate_groundtruth(const GroundTruthOptions& options) {
     }
     return keys;
   };
-  run.plan = open_resume_plan(StoreTarget{options.output_path, options.force, options.resume, options.provenance},
-                              config_keys, present_keys, [&](h5::Store& store) {
+  run.plan = open_resume_plan(StoreTarget{options.output_path, options.force, options.resume, options.provenance}, config_keys,
+                              present_keys, [&](h5::Store& store) {
                                 const auto meta = store.meta();
                                 const auto found = meta.find(kInFlightAttribute);
                                 const std::string in_flight = found != meta.end() ? found->second : std::string();
@@ -608,8 +611,8 @@ GroundTruthSummary calibrate_groundtruth(const GroundTruthOptions& options) {
   summary.elapsed_s = std::chrono::duration<double>(Clock::now() - started).count();
   if (run.world_rank == 0) {
     std::printf("#\n# %zu measured, %zu skipped, %zu failed, %zu already present; %.1f s; %zu stayed disturbed\n",
-                summary.configs_ok, summary.configs_skipped, summary.configs_failed, summary.configs_present,
-                summary.elapsed_s, summary.configs_disturbed);
+                summary.configs_ok, summary.configs_skipped, summary.configs_failed, summary.configs_present, summary.elapsed_s,
+                summary.configs_disturbed);
     if (summary.configs_oom > 0) std::printf("# %zu ran out of memory (status oom)\n", summary.configs_oom);
   }
   return summary;

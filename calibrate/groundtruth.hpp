@@ -45,8 +45,7 @@ struct GroundTruthOptions {
 };
 
 struct GroundTruthSummary {
-  std::size_t configs_total = 0, configs_present = 0, configs_ok = 0, configs_skipped = 0, configs_failed = 0,
-              configs_oom = 0;
+  std::size_t configs_total = 0, configs_present = 0, configs_ok = 0, configs_skipped = 0, configs_failed = 0, configs_oom = 0;
   std::size_t configs_disturbed = 0;  // ok, but stayed disturbed after every round it was allowed
   double elapsed_s = 0.0;
 };

@@ -78,7 +78,8 @@ struct RecomputedCore : public torch::autograd::Function<RecomputedCore> {
     {
       torch::AutoGradMode enable_grad(true);
       const AutocastGuard autocast = restore_autocast(ctx, q);
-      attended = reinterpret_cast<const AttentionImpl*>(static_cast<intptr_t>(ctx->saved_data["attention"].toInt()))->core(q, k, v);
+      attended =
+          reinterpret_cast<const AttentionImpl*>(static_cast<intptr_t>(ctx->saved_data["attention"].toInt()))->core(q, k, v);
     }
     torch::autograd::backward({attended}, {grads[0]});
     return {q.grad(), k.grad(), v.grad(), torch::Tensor()};
@@ -112,8 +113,8 @@ RotaryImpl::RotaryImpl(int64_t head_dim, int64_t max_seq_len, double theta) {
   const torch::Tensor exponents = torch::arange(0, head_dim, 2, torch::kFloat64) / static_cast<double>(head_dim);
   const torch::Tensor inverse_frequency = 1.0 / torch::pow(theta, exponents);
   const torch::Tensor positions = torch::arange(max_seq_len, torch::kFloat64);
-  const torch::Tensor angles = torch::outer(positions, inverse_frequency);   // [seq, head_dim/2]
-  const torch::Tensor both = torch::cat({angles, angles}, -1);               // [seq, head_dim]
+  const torch::Tensor angles = torch::outer(positions, inverse_frequency);  // [seq, head_dim/2]
+  const torch::Tensor both = torch::cat({angles, angles}, -1);              // [seq, head_dim]
   cos_ = register_buffer("cos", both.cos().to(torch::kFloat32));
   sin_ = register_buffer("sin", both.sin().to(torch::kFloat32));
 }
@@ -201,7 +202,8 @@ torch::Tensor AttentionImpl::core(const torch::Tensor& q, const torch::Tensor& k
     const torch::Tensor hidden = key_positions.gt(query_positions).to(q.device());  // [seq/cp, seq]
     if (kernel_ == AttentionKernel::kSdpa) {
 #if ITERTIME_TORCH_AT_LEAST(2, 0)
-      return at::scaled_dot_product_attention(q, k, v, /*attn_mask=*/hidden.logical_not(), /*dropout_p=*/0.0, /*is_causal=*/false);
+      return at::scaled_dot_product_attention(q, k, v, /*attn_mask=*/hidden.logical_not(), /*dropout_p=*/0.0,
+                                              /*is_causal=*/false);
 #else
       throw InternalError("sdpa on LibTorch < 2.0 (resolve_attention refuses it)", __FILE__, __LINE__);
 #endif
@@ -264,8 +266,8 @@ torch::Tensor DecoderLayerImpl::body(const torch::Tensor& x) {
 
 // ---- Stage -------------------------------------------------------------------------------------
 
-LlamaStageImpl::LlamaStageImpl(const LlamaSpec& spec, const StageLayers& stage, uint64_t seed, TpContext* tp,
-                               int64_t max_seq_len, AttentionKernel attention, Recompute recompute, CpContext* cp)
+LlamaStageImpl::LlamaStageImpl(const LlamaSpec& spec, const StageLayers& stage, uint64_t seed, TpContext* tp, int64_t max_seq_len,
+                               AttentionKernel attention, Recompute recompute, CpContext* cp)
     : stage_(stage), tp_(tp) {
   // Vocabulary-parallel: this TP rank's rows [first_id_, first_id_ + local_vocab) of the embedding and head.
   const bool vocab_parallel = tp != nullptr && tp->vp();
@@ -275,8 +277,8 @@ LlamaStageImpl::LlamaStageImpl(const LlamaSpec& spec, const StageLayers& stage, 
   if (stage.has_embedding) {
     embedding_ = register_module("embed_tokens", torch::nn::Embedding(local_vocab, spec.hidden_size));
     torch::NoGradGuard no_grad;
-    embedding_->weight.copy_(init_full_weight(seed, kGlobalLayer, kEmbedding, {spec.vocab_size, spec.hidden_size})
-                                 .narrow(0, first_id_, local_vocab));
+    embedding_->weight.copy_(
+        init_full_weight(seed, kGlobalLayer, kEmbedding, {spec.vocab_size, spec.hidden_size}).narrow(0, first_id_, local_vocab));
   }
   layers_ = register_module("layers", torch::nn::ModuleList());
   for (int i = 0; i < stage.num_layers; ++i) {
@@ -286,8 +288,8 @@ LlamaStageImpl::LlamaStageImpl(const LlamaSpec& spec, const StageLayers& stage, 
     final_norm_ = register_module("norm", RMSNorm(spec.hidden_size, spec.rms_norm_eps));
     lm_head_ = register_module("lm_head", make_linear(spec.hidden_size, local_vocab));
     torch::NoGradGuard no_grad;
-    lm_head_->weight.copy_(init_full_weight(seed, kGlobalLayer, kLmHead, {spec.vocab_size, spec.hidden_size})
-                               .narrow(0, first_id_, local_vocab));
+    lm_head_->weight.copy_(
+        init_full_weight(seed, kGlobalLayer, kLmHead, {spec.vocab_size, spec.hidden_size}).narrow(0, first_id_, local_vocab));
   }
   std::size_t end = 0;
   if (stage.has_embedding) part_ends_.push_back(end += embedding_->parameters().size());

@@ -84,8 +84,8 @@ TORCH_MODULE(Rotary);
 
 class AttentionImpl : public torch::nn::Module {
  public:
-  AttentionImpl(const LlamaSpec& spec, int layer, uint64_t seed, TpContext* tp, int64_t max_seq_len,
-                AttentionKernel kernel, Recompute recompute = Recompute::kNone, CpContext* cp = nullptr);
+  AttentionImpl(const LlamaSpec& spec, int layer, uint64_t seed, TpContext* tp, int64_t max_seq_len, AttentionKernel kernel,
+                Recompute recompute = Recompute::kNone, CpContext* cp = nullptr);
   torch::Tensor forward(const torch::Tensor& x);
   // The attention core: q [batch, heads, seq, head_dim], k and v with their KV heads repeated (with
   // context parallelism: q [.., seq/cp, ..], k and v [.., seq, ..] all-gathered, context_parallel_key_positions).
@@ -116,8 +116,8 @@ TORCH_MODULE(Mlp);
 
 class DecoderLayerImpl : public torch::nn::Module {
  public:
-  DecoderLayerImpl(const LlamaSpec& spec, int layer, uint64_t seed, TpContext* tp, int64_t max_seq_len,
-                   AttentionKernel attention, Recompute recompute = Recompute::kNone, CpContext* cp = nullptr);
+  DecoderLayerImpl(const LlamaSpec& spec, int layer, uint64_t seed, TpContext* tp, int64_t max_seq_len, AttentionKernel attention,
+                   Recompute recompute = Recompute::kNone, CpContext* cp = nullptr);
   torch::Tensor forward(const torch::Tensor& x);
   torch::Tensor body(const torch::Tensor& x);  // the layer itself, whatever the recompute
 

@@ -257,8 +257,8 @@ OpReplay::OpReplay(const TracedOp& op, torch::Device device)
     : handle_([&] {
         const auto found = c10::Dispatcher::singleton().findSchema(c10::OperatorName(op.name, op.overload));
         if (!found.has_value()) {
-          throw InternalError("operator " + op.name + "." + op.overload + " is not in the dispatcher; cannot replay it",
-                              __FILE__, __LINE__);
+          throw InternalError("operator " + op.name + "." + op.overload + " is not in the dispatcher; cannot replay it", __FILE__,
+                              __LINE__);
         }
         return *found;
       }()) {

@@ -112,7 +112,9 @@ class TracingCommunicator final : public Communicator {
   std::unique_ptr<CommBuffer> allocate(std::size_t) override { return nullptr; }
   void copy_in(CommBuffer&, const void*, std::size_t) override {}
   void copy_out(void*, const CommBuffer&, std::size_t) override {}
-  void all_reduce_sum(const void*, void*, std::size_t count, DType dtype) override { record(Collective::kAllReduce, count, dtype); }
+  void all_reduce_sum(const void*, void*, std::size_t count, DType dtype) override {
+    record(Collective::kAllReduce, count, dtype);
+  }
   void all_gather(const void*, void*, std::size_t count, DType dtype) override { record(Collective::kAllGather, count, dtype); }
   void reduce_scatter_sum(const void*, void*, std::size_t count, DType dtype) override {
     record(Collective::kReduceScatter, count, dtype);
@@ -121,14 +123,17 @@ class TracingCommunicator final : public Communicator {
   void all_to_all(const void*, void*, std::size_t count, DType dtype) override { record(Collective::kAllToAll, count, dtype); }
   void send(const void*, std::size_t count, DType dtype, int) override { record(Collective::kSend, count, dtype); }
   void recv(void*, std::size_t count, DType dtype, int) override { record(Collective::kSend, count, dtype); }
-  void send_recv(const void*, int, void*, int, std::size_t count, DType dtype) override { record(Collective::kSendRecv, count, dtype); }
+  void send_recv(const void*, int, void*, int, std::size_t count, DType dtype) override {
+    record(Collective::kSendRecv, count, dtype);
+  }
   void synchronize() override {}
   void barrier() override {}
   void set_session(TraceSession* session) { session_ = session; }
 
  private:
   void record(Collective collective, std::size_t count, DType dtype) {
-    if (session_) session_->record_comm(traced_comm_kind(group_, collective), dtype, static_cast<int64_t>(count * dtype_bytes(dtype)));
+    if (session_)
+      session_->record_comm(traced_comm_kind(group_, collective), dtype, static_cast<int64_t>(count * dtype_bytes(dtype)));
   }
   int size_;
   TraceSession* session_;

@@ -41,11 +41,11 @@ struct StageTrace {
 
 struct StageRequest {
   int tp, pp, stage, micro_batch, seq_len;
-  int dp;                    // the reduction size dp*cp; the stage depends on it only with dopt (and ovl)
-  int cp;                    // context parallelism: the stage as CP rank 0 runs it (seq_len / cp tokens)
-  PrecisionName precision;   // the policy traced
-  PrecisionName labelled;    // the configuration's policy (differs for the blind variant)
-  std::string variant;       // aware | blind
+  int dp;                   // the reduction size dp*cp; the stage depends on it only with dopt (and ovl)
+  int cp;                   // context parallelism: the stage as CP rank 0 runs it (seq_len / cp tokens)
+  PrecisionName precision;  // the policy traced
+  PrecisionName labelled;   // the configuration's policy (differs for the blind variant)
+  std::string variant;      // aware | blind
   TrainingTechniques techniques;
   std::string key;
 };
@@ -55,9 +55,8 @@ struct StageRequest {
 // dtype, unless the distributed optimizer reduce-scatters them or overlapped reduction reduces them in
 // buckets: the gradient sync records those comms where they run). Appended after the traced step's
 // comms, in the stage builder's order.
-void add_pipeline_and_dp_comms(StageTrace& trace, const LlamaSpec& model, const PrecisionPolicy& policy, int pp,
-                               int stage_index, int micro_batch, int sent_seq_len, int64_t local_params,
-                               bool dp_all_reduce) {
+void add_pipeline_and_dp_comms(StageTrace& trace, const LlamaSpec& model, const PrecisionPolicy& policy, int pp, int stage_index,
+                               int micro_batch, int sent_seq_len, int64_t local_params, bool dp_all_reduce) {
   const int64_t activation_bytes = static_cast<int64_t>(micro_batch) * sent_seq_len * model.hidden_size *
                                    static_cast<int64_t>(dtype_bytes(policy.activation_dtype));
   if (stage_index < pp - 1) {
@@ -88,7 +87,8 @@ std::string untraceable_reason(const LlamaSpec& model, int tp, int seq_len, cons
            " to be a multiple of tp " + std::to_string(tp);
   }
   if (cp > 1 && vp > 1 && techniques.overlap_gradient_reduction) {
-    return "interleaved 1F1B (vp " + std::to_string(vp) + ") with overlapped gradient reduction at dp*cp > 1 is refused by the trainer";
+    return "interleaved 1F1B (vp " + std::to_string(vp) +
+           ") with overlapped gradient reduction at dp*cp > 1 is refused by the trainer";
   }
   if (techniques.vocab_parallel && model.vocab_size % tp != 0) {
     return "a vocabulary-parallel head needs vocab_size " + std::to_string(model.vocab_size) + " of model " + model.name +
@@ -144,9 +144,9 @@ class StageUnderTrace {
 
 // With context parallelism the trainer's CpContext as CP rank 0 sees it (chunks 0 and 2cp-1), its
 // all-gathers and reduce-scatters recorded (cp_all_gather, cp_reduce_scatter).
-StageUnderTrace::StageUnderTrace(const LlamaSpec& model, const StageLayers& layers, const PrecisionPolicy& policy, Backend backend,
-                                 AttentionKernel attention, uint64_t seed, const TrainingTechniques& techniques, int tp,
-                                 int micro_batch, int seq_len, int dp, int cp)
+StageUnderTrace::StageUnderTrace(const LlamaSpec& model, const StageLayers& layers, const PrecisionPolicy& policy,
+                                 Backend backend, AttentionKernel attention, uint64_t seed, const TrainingTechniques& techniques,
+                                 int tp, int micro_batch, int seq_len, int dp, int cp)
     : model_(model),
       layers_(layers),
       policy_(policy),
@@ -157,7 +157,8 @@ StageUnderTrace::StageUnderTrace(const LlamaSpec& model, const StageLayers& laye
       tp_comm_(tp, nullptr, TracedGroup::kTp),
       cp_comm_(cp, nullptr, TracedGroup::kCp),
       dp_comm_(dp, nullptr, TracedGroup::kDp),
-      tp_context_{&tp_comm_, tp, 0, backend == Backend::kCuda, &tp_timer_, techniques.sequence_parallel, techniques.vocab_parallel},
+      tp_context_{
+          &tp_comm_, tp, 0, backend == Backend::kCuda, &tp_timer_, techniques.sequence_parallel, techniques.vocab_parallel},
       cp_context_{cp > 1 ? &cp_comm_ : nullptr, cp, 0, false, &cp_timer_} {
   stage_ = LlamaStage(model, layers, seed, &tp_context_, seq_len, resolve_attention(attention), techniques.recompute,
                       cp > 1 ? &cp_context_ : nullptr);
@@ -167,9 +168,11 @@ StageUnderTrace::StageUnderTrace(const LlamaSpec& model, const StageLayers& laye
     local_params_ += p.numel();
   }
   make_sync(techniques, dp);
-  optimizer_ = std::make_unique<torch::optim::AdamW>(
-      sync_->optimizer_parameters(),
-      torch::optim::AdamWOptions(kAdamW.learning_rate).betas(std::make_tuple(kAdamW.beta1, kAdamW.beta2)).weight_decay(kAdamW.weight_decay).eps(adamw_eps(policy)));
+  optimizer_ =
+      std::make_unique<torch::optim::AdamW>(sync_->optimizer_parameters(), torch::optim::AdamWOptions(kAdamW.learning_rate)
+                                                                               .betas(std::make_tuple(kAdamW.beta1, kAdamW.beta2))
+                                                                               .weight_decay(kAdamW.weight_decay)
+                                                                               .eps(adamw_eps(policy)));
 }
 
 // The trainer's gradient sync as DP rank 0 runs it (techniques at dp: overlap only at dp > 1). The
@@ -373,9 +376,18 @@ StagePlan plan_stages(const Job& job, int world_size) {
     const int pipeline = p.pp * p.vp;
     for (int s = 0; s < pipeline; ++s) {
       for (const std::string variant : {"aware", "blind"}) {
-        StageRequest request{p.tp, pipeline, s, p.micro_batch, p.seq_len, reduction, p.cp,
+        StageRequest request{p.tp,
+                             pipeline,
+                             s,
+                             p.micro_batch,
+                             p.seq_len,
+                             reduction,
+                             p.cp,
                              variant == std::string("aware") ? config.precision : PrecisionName::kFp32,
-                             config.precision, variant, techniques, ""};
+                             config.precision,
+                             variant,
+                             techniques,
+                             ""};
         request.key = stage_key(job.model.name, p.tp, pipeline, s, p.micro_batch, p.seq_len, to_string(config.precision), variant,
                                 techniques, reduction, p.cp);
         if (request_keys.insert(request.key).second) plan.requests.push_back(request);
@@ -398,7 +410,8 @@ void read_stored_ops(h5::Store& store, StoredOps& stored) {
     }
   }
   if (store.exists(kOpTimings)) {
-    for (const auto& row : store.table<OpTimingRow>(kOpTimings).read_all()) stored.timed.insert({row.signature_id, row.active_ranks});
+    for (const auto& row : store.table<OpTimingRow>(kOpTimings).read_all())
+      stored.timed.insert({row.signature_id, row.active_ranks});
   }
 }
 
@@ -411,8 +424,8 @@ struct OpsRun {
   AttentionKernel attention;
   StagePlan stages;
   ResumePlan plan;
-  StoredOps stored;                   // rank 0
-  std::vector<TracedOp> unique_ops;   // one per stored signature text, in order of first appearance
+  StoredOps stored;                  // rank 0
+  std::vector<TracedOp> unique_ops;  // one per stored signature text, in order of first appearance
   OpsCalibrationSummary summary;
 };
 
@@ -476,7 +489,8 @@ std::vector<OpCommRow> comm_rows(const StageRequest& request, const StageTrace& 
   std::map<std::string, std::size_t> comm_position;
   for (const TracedComm& comm : trace.comms) {
     const std::string kind = to_string(comm.kind);  // text only here, at the HDF5 boundary
-    const std::string comm_key = to_string(comm.phase) + "/" + kind + "/" + to_string(comm.dtype) + "/" + std::to_string(comm.bytes);
+    const std::string comm_key =
+        to_string(comm.phase) + "/" + kind + "/" + to_string(comm.dtype) + "/" + std::to_string(comm.bytes);
     const auto found = comm_position.find(comm_key);
     if (found != comm_position.end()) {
       comms[found->second].count += 1;
@@ -531,11 +545,10 @@ void trace_all_stages(OpsRun& run) {
   std::map<std::string, StageTrace> traces_by_policy;  // "tp/pp/s/mbs/seq/precision/recipe[/dpN]" -> trace
   for (std::size_t i = 0; i < run.stages.requests.size(); ++i) {
     const StageRequest& r = run.stages.requests[i];
-    const std::string trace_key = std::to_string(r.tp) + "/" + std::to_string(r.pp) + "/" + std::to_string(r.stage) + "/" +
-                                  std::to_string(r.micro_batch) + "/" + std::to_string(r.seq_len) + "/" + to_string(r.precision) +
-                                  "/" + recipe_text(r.techniques) +
-                                  (r.techniques.distributed_optimizer ? "/dp" + std::to_string(r.dp) : "") +
-                                  (r.cp > 1 ? "/cp" + std::to_string(r.cp) : "");
+    const std::string trace_key =
+        std::to_string(r.tp) + "/" + std::to_string(r.pp) + "/" + std::to_string(r.stage) + "/" + std::to_string(r.micro_batch) +
+        "/" + std::to_string(r.seq_len) + "/" + to_string(r.precision) + "/" + recipe_text(r.techniques) +
+        (r.techniques.distributed_optimizer ? "/dp" + std::to_string(r.dp) : "") + (r.cp > 1 ? "/cp" + std::to_string(r.cp) : "");
     if (!traces_by_policy.count(trace_key)) {
       traces_by_policy[trace_key] = trace_stage(job.model, r.tp, r.pp, r.stage, r.micro_batch, r.seq_len, r.precision,
                                                 run.attention, job.backend, job.seed, r.techniques, r.dp, r.cp);
@@ -625,8 +638,8 @@ std::vector<OpTimingRow> timing_rows(OpsRun& run, int occupancy, const std::vect
 // The active ranks time the `chunk` of signatures at once, and again while they saw outside load (the
 // job's rounds policy: above outside_load_cores, up to max_extra_rounds more tries, each after waiting
 // for a quiet moment; what stays loaded is kept and counted); rank 0 gathers and appends their rows (collective over `active`).
-void profile_chunk(OpsRun& run, int occupancy, const std::vector<std::size_t>& chunk, MPI_Comm active,
-                   OutsideLoadProbe& probe, ReplayTimer& timer) {
+void profile_chunk(OpsRun& run, int occupancy, const std::vector<std::size_t>& chunk, MPI_Comm active, OutsideLoadProbe& probe,
+                   ReplayTimer& timer) {
   const RoundPolicy& policy = run.options.job.rounds;
   std::vector<double> local;  // per signature: median, min, cv, repeats, ok
   const auto time_chunk = [&](int) {
@@ -646,8 +659,8 @@ void profile_chunk(OpsRun& run, int occupancy, const std::vector<std::size_t>& c
     run.summary.timings_disturbed += chunk.size();
   }
   std::vector<double> all(local.size() * static_cast<std::size_t>(occupancy));
-  MPI_Gather(local.data(), static_cast<int>(local.size()), MPI_DOUBLE, all.data(), static_cast<int>(local.size()),
-             MPI_DOUBLE, 0, active);
+  MPI_Gather(local.data(), static_cast<int>(local.size()), MPI_DOUBLE, all.data(), static_cast<int>(local.size()), MPI_DOUBLE, 0,
+             active);
   if (run.world_rank != 0) return;
   const std::vector<OpTimingRow> rows = timing_rows(run, occupancy, chunk, all);
   run.plan.store->table<OpTimingRow>(kOpTimings).append(rows);
@@ -677,8 +690,9 @@ void profile_occupancy(OpsRun& run, int occupancy) {
     constexpr std::size_t kChunk = 32;  // gathered and flushed every kChunk signatures
     for (std::size_t begin = 0; begin < todo.size(); begin += kChunk) {
       const std::size_t end = std::min(todo.size(), begin + kChunk);
-      profile_chunk(run, occupancy, std::vector<std::size_t>(todo.begin() + static_cast<long>(begin),
-                                                             todo.begin() + static_cast<long>(end)), owned.get(), probe, timer);
+      profile_chunk(run, occupancy,
+                    std::vector<std::size_t>(todo.begin() + static_cast<long>(begin), todo.begin() + static_cast<long>(end)),
+                    owned.get(), probe, timer);
       if (run.world_rank == 0) {
         std::printf("  %zu/%zu signatures timed at occupancy %d\n", end, todo.size(), occupancy);
         std::fflush(stdout);
@@ -706,7 +720,9 @@ OpsCalibrationSummary calibrate_ops(const OpsCalibrationOptions& options) {
   set_compute_threads(job.compute_threads);  // LibTorch's pool and OpenBLAS's
   const torch::Device device = job.backend == Backend::kCuda ? torch::Device(torch::kCUDA) : torch::Device(torch::kCPU);
   if (job.backend == Backend::kCuda && !torch::cuda::is_available()) {
-    throw CollectiveUserError("job " + job.path + " asks for backend cuda, but this LibTorch has no CUDA device; use a CUDA build of LibTorch on a GPU node");
+    throw CollectiveUserError(
+        "job " + job.path +
+        " asks for backend cuda, but this LibTorch has no CUDA device; use a CUDA build of LibTorch on a GPU node");
   }
   const AttentionKernel attention = resolve_attention(job.attention);  // the same on every rank
 
@@ -731,9 +747,11 @@ OpsCalibrationSummary calibrate_ops(const OpsCalibrationOptions& options) {
   OpsCalibrationSummary& summary = run.summary;
   summary.elapsed_s = std::chrono::duration<double>(Clock::now() - started).count();
   if (world_rank == 0) {
-    std::printf("# %zu stages traced (%zu present), %zu distinct signatures, %zu timings measured (%zu present), %zu not replayable; %.1f s; %zu timed under outside load\n",
-                summary.stages_traced, summary.stages_present, summary.signatures, summary.timings_measured,
-                summary.timings_present, summary.replay_failures, summary.elapsed_s, summary.timings_disturbed);
+    std::printf(
+        "# %zu stages traced (%zu present), %zu distinct signatures, %zu timings measured (%zu present), %zu not replayable; "
+        "%.1f s; %zu timed under outside load\n",
+        summary.stages_traced, summary.stages_present, summary.signatures, summary.timings_measured, summary.timings_present,
+        summary.replay_failures, summary.elapsed_s, summary.timings_disturbed);
   }
   return summary;
 }

@@ -13,9 +13,7 @@
 namespace itertime::calibrate {
 namespace {
 
-double now_us() {
-  return std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now().time_since_epoch()).count();
-}
+double now_us() { return std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now().time_since_epoch()).count(); }
 
 void check_mpi(int status, const char* call) {
   if (status != MPI_SUCCESS) throw InternalError(std::string(call) + " failed in the interleaved pipeline", __FILE__, __LINE__);
@@ -108,8 +106,9 @@ void PipelineP2p::reap_sends() {
     int done = 0;
     check_mpi(MPI_Test(&send.request, &done, MPI_STATUS_IGNORE), "MPI_Test");
   }
-  pending_.erase(std::remove_if(pending_.begin(), pending_.end(), [](const PendingSend& send) { return send.request == MPI_REQUEST_NULL; }),
-                 pending_.end());
+  pending_.erase(
+      std::remove_if(pending_.begin(), pending_.end(), [](const PendingSend& send) { return send.request == MPI_REQUEST_NULL; }),
+      pending_.end());
   add_time(start);
 }
 

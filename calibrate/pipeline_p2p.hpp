@@ -28,7 +28,7 @@
 namespace itertime::calibrate {
 
 struct PipelineP2pSetup {
-  Communicator* comm = nullptr;  // the PP group's
+  Communicator* comm = nullptr;    // the PP group's
   MPI_Comm group = MPI_COMM_NULL;  // the same group's MPI communicator (tagged transfers)
   JobAbort* abort = nullptr;
   bool cuda = false;

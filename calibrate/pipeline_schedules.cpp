@@ -90,7 +90,8 @@ void run_interleaved(const PipelinePlace& place, const MicroBatchSteps& steps, P
       const bool first_virtual = c == 0 && r == 0, last_virtual = c == v - 1 && r == pp - 1;
       auto& flights = in_flight[static_cast<std::size_t>(c)];
       if (pass.kind == PipelinePassKind::kForward) {
-        const torch::Tensor input = first_virtual ? torch::Tensor() : p2p.recv_tagged(prev, interleaved_tag(PipelinePassKind::kForward, c));
+        const torch::Tensor input =
+            first_virtual ? torch::Tensor() : p2p.recv_tagged(prev, interleaved_tag(PipelinePassKind::kForward, c));
         InFlight flight = steps.forward(pass.micro_batch, input, c);
         if (!last_virtual) {
           p2p.start_send(flight.output.detach(), next, interleaved_tag(PipelinePassKind::kForward, r == pp - 1 ? c + 1 : c));

@@ -28,13 +28,13 @@ void stamp_recipe(h5::Store& store, AttentionKernel resolved_attention) {
   const std::string version = torch_version();
   const auto recorded_attention = meta.find(kAttentionAttribute);
   if (recorded_attention != meta.end() && recorded_attention->second != attention) {
-    throw UserError(store.path() + " was calibrated with attention '" + recorded_attention->second +
-                    "', this job runs '" + attention + "': set \"attention\" in the job to match, or write a new file");
+    throw UserError(store.path() + " was calibrated with attention '" + recorded_attention->second + "', this job runs '" +
+                    attention + "': set \"attention\" in the job to match, or write a new file");
   }
   const auto recorded_version = meta.find(kTorchVersionAttribute);
   if (recorded_version != meta.end() && major_minor(recorded_version->second) != major_minor(version)) {
-    throw UserError(store.path() + " was calibrated with LibTorch " + recorded_version->second + ", this build has " +
-                    version + ": its operator sequences differ; write a new file");
+    throw UserError(store.path() + " was calibrated with LibTorch " + recorded_version->second + ", this build has " + version +
+                    ": its operator sequences differ; write a new file");
   }
   store.set_meta(kAttentionAttribute, attention);
   store.set_meta(kTorchVersionAttribute, version);

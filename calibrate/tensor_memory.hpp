@@ -36,7 +36,7 @@ class TensorMemoryProbe {
   int64_t peak_bytes() const;
   void reset_peak();  // peak := current
   int64_t low_bytes() const;
-  void reset_low();   // low := current
+  void reset_low();                                // low := current
   int64_t allocator_peak_allocated_bytes() const;  // largest total_allocated reported (see the invariants)
   int64_t allocator_peak_reserved_bytes() const;   // largest total_reserved reported
 

@@ -68,8 +68,7 @@ struct ReportMemoryUsageArgs<Result (Class::*)(Pointer, Size, Total, Total, Devi
   using total_type = Total;
 };
 }  // namespace detail
-using AllocatorTotalBytes =
-    detail::ReportMemoryUsageArgs<decltype(&c10::MemoryReportingInfoBase::reportMemoryUsage)>::total_type;
+using AllocatorTotalBytes = detail::ReportMemoryUsageArgs<decltype(&c10::MemoryReportingInfoBase::reportMemoryUsage)>::total_type;
 
 // ---- what this LibTorch can run ----------------------------------------------------------------------
 
@@ -94,8 +93,7 @@ namespace detail {
 template <typename Context, typename = void>
 struct HasCuDnnSdp : std::false_type {};
 template <typename Context>
-struct HasCuDnnSdp<Context, std::void_t<decltype(std::declval<const Context&>().userEnabledCuDNNSDP())>>
-    : std::true_type {};
+struct HasCuDnnSdp<Context, std::void_t<decltype(std::declval<const Context&>().userEnabledCuDNNSDP())>> : std::true_type {};
 }  // namespace detail
 
 // The attention kernels a job can name ("eager"; "sdpa" from 2.0 on) and, for a CUDA LibTorch, the SDPA
@@ -123,8 +121,8 @@ inline std::vector<std::string> attention_backends([[maybe_unused]] bool cuda_bu
 inline AttentionKernel resolve_attention(AttentionKernel requested) {
   if (requested == AttentionKernel::kAuto) return kHasSdpa ? AttentionKernel::kSdpa : AttentionKernel::kEager;
   if (requested == AttentionKernel::kSdpa && !kHasSdpa) {
-    throw UserError(std::string("attention 'sdpa' needs LibTorch 2.0 or later; this build has LibTorch ") +
-                    TORCH_VERSION + ": use \"attention\": \"eager\" or build against LibTorch 2.x");
+    throw UserError(std::string("attention 'sdpa' needs LibTorch 2.0 or later; this build has LibTorch ") + TORCH_VERSION +
+                    ": use \"attention\": \"eager\" or build against LibTorch 2.x");
   }
   return requested;
 }

@@ -17,8 +17,8 @@ namespace itertime::calibrate {
 
 struct TorchInfo {
   bool compiled = false;
-  std::string version;        // e.g. "1.13.0" (TORCH_VERSION of the headers compiled against)
-  std::string cuda_version;   // CUDA runtime LibTorch was built with, e.g. "12.4"; "none" for a CPU-only LibTorch
+  std::string version;       // e.g. "1.13.0" (TORCH_VERSION of the headers compiled against)
+  std::string cuda_version;  // CUDA runtime LibTorch was built with, e.g. "12.4"; "none" for a CPU-only LibTorch
   bool cuda_available = false;
   bool cpu_fp16_matmul = false;  // torch::mm of two kFloat16 CPU tensors runs (false on 1.13: no Half kernel)
   // "eager" (always, with LibTorch); "sdpa" when torch::scaled_dot_product_attention exists (LibTorch 2.x);
@@ -26,7 +26,7 @@ struct TorchInfo {
   // "sdpa:mem-efficient", "sdpa:math", "sdpa:cudnn" (the last where that LibTorch has the switch).
   std::vector<std::string> attention_backends;
   int intra_op_threads = 0;
-  int blas_threads = 0;       // OpenBLAS's own pool; 0 when the BLAS is not OpenBLAS
+  int blas_threads = 0;  // OpenBLAS's own pool; 0 when the BLAS is not OpenBLAS
 };
 
 TorchInfo query_torch();

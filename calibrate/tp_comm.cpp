@@ -102,8 +102,8 @@ using GatherFromSpReplicated = TpRegionFunction<timed_all_gather_sequence, own_s
 
 struct VocabParallelCrossEntropy : public torch::autograd::Function<VocabParallelCrossEntropy> {
   // logits [rows, local_vocab] fp32, targets [rows] int64.
-  static torch::Tensor forward(AutogradContext* ctx, const torch::Tensor& logits, const torch::Tensor& targets,
-                               int64_t first_id, int64_t context_address) {
+  static torch::Tensor forward(AutogradContext* ctx, const torch::Tensor& logits, const torch::Tensor& targets, int64_t first_id,
+                               int64_t context_address) {
     TpContext* context = reinterpret_cast<TpContext*>(static_cast<intptr_t>(context_address));
     torch::NoGradGuard no_grad;
     const int64_t local_vocab = logits.size(1);
@@ -187,7 +187,8 @@ void all_reduce_tensor(Communicator& comm, torch::Tensor& tensor, bool cuda) {
 }
 
 ShardedBuffers make_sharded_buffers(const std::vector<torch::Tensor>& parameters, int dp, int dp_index) {
-  ITERTIME_CHECK(!parameters.empty() && dp >= 1 && dp_index >= 0 && dp_index < dp, "sharded buffers need parameters and a DP rank");
+  ITERTIME_CHECK(!parameters.empty() && dp >= 1 && dp_index >= 0 && dp_index < dp,
+                 "sharded buffers need parameters and a DP rank");
   ShardedBuffers b;
   for (const auto& p : parameters) b.flat_count += p.numel();
   b.shard_count = (b.flat_count + dp - 1) / dp;
@@ -263,8 +264,8 @@ torch::Tensor gather_from_sp_replicated(const torch::Tensor& x, TpContext* conte
   return GatherFromSpReplicated::apply(x, address_of(context));
 }
 
-torch::Tensor vocab_parallel_cross_entropy(const torch::Tensor& local_logits, const torch::Tensor& targets,
-                                           int64_t first_id, TpContext* context) {
+torch::Tensor vocab_parallel_cross_entropy(const torch::Tensor& local_logits, const torch::Tensor& targets, int64_t first_id,
+                                           TpContext* context) {
   return VocabParallelCrossEntropy::apply(local_logits, targets, first_id, address_of(context));
 }
 

@@ -65,8 +65,8 @@ torch::Tensor gather_from_sp_replicated(const torch::Tensor& x, TpContext* conte
 // rank holds the fp32 logits of vocabulary ids [first_id, first_id + local_logits.size(1)) and every rank
 // the same int64 targets; a row's maximum (all-gather of the local maxima), its sum of exponentials and
 // its target logit (sums over TP) are the only communication. Backward: softmax minus one-hot, local.
-torch::Tensor vocab_parallel_cross_entropy(const torch::Tensor& local_logits, const torch::Tensor& targets,
-                                           int64_t first_id, TpContext* context);
+torch::Tensor vocab_parallel_cross_entropy(const torch::Tensor& local_logits, const torch::Tensor& targets, int64_t first_id,
+                                           TpContext* context);
 // Into and out of a TP region (attention, MLP): copy_to_tp / reduce_from_tp, or with SP gather_from_sp /
 // reduce_scatter_to_sp.
 torch::Tensor enter_tp_region(const torch::Tensor& x, TpContext* context);

@@ -31,9 +31,7 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
-double since_us(Clock::time_point start) {
-  return std::chrono::duration<double, std::micro>(Clock::now() - start).count();
-}
+double since_us(Clock::time_point start) { return std::chrono::duration<double, std::micro>(Clock::now() - start).count(); }
 
 uint64_t splitmix64(uint64_t x) {
   x += 0x9E3779B97F4A7C15ull;
@@ -45,8 +43,7 @@ uint64_t splitmix64(uint64_t x) {
 // Synthetic tokens of samples [first_sample, first_sample + count) of a step: [count, seq + 1].
 // A learnable language: three tokens in four are drawn from the 16 most frequent ids, the rest uniformly
 // from the vocabulary, so the loss falls from ln(vocab) within a few steps, as in real training.
-torch::Tensor synthetic_tokens(uint64_t seed, int64_t step, int64_t first_sample, int64_t count, int64_t seq,
-                               int64_t vocab) {
+torch::Tensor synthetic_tokens(uint64_t seed, int64_t step, int64_t first_sample, int64_t count, int64_t seq, int64_t vocab) {
   torch::Tensor tokens = torch::empty({count, seq + 1}, torch::kInt64);
   auto access = tokens.accessor<int64_t, 2>();
   const auto v = static_cast<uint64_t>(vocab);
@@ -74,7 +71,8 @@ void check_trainable(const TrainerOptions& options, int world_size) {
   require_supported(policy, options.backend, backend_capabilities());
   resolve_attention(options.attention);
   if (options.backend == Backend::kCuda && !torch::cuda::is_available()) {
-    throw UserError("backend cuda: this LibTorch has no CUDA support or no device is visible; use backend cpu or a CUDA build of LibTorch");
+    throw UserError(
+        "backend cuda: this LibTorch has no CUDA support or no device is visible; use backend cpu or a CUDA build of LibTorch");
   }
   if (options.model.tie_word_embeddings) {
     throw UserError("model " + options.model.name + " ties its embeddings; the trainer supports untied LLaMA models only");
@@ -82,7 +80,8 @@ void check_trainable(const TrainerOptions& options, int world_size) {
   options.config.require_valid(options.model, world_size);  // vp's own rules (pp > 1, layers, m % pp) among them
   const int cp = options.config.cp;
   if (cp > 1 && options.backend == Backend::kCuda) {
-    throw UserError("cp " + std::to_string(cp) + " (context parallelism) runs on the cpu backend only (its all-gather of keys and "
+    throw UserError("cp " + std::to_string(cp) +
+                    " (context parallelism) runs on the cpu backend only (its all-gather of keys and "
                     "values is MPI's, not NCCL); use backend cpu or cp 1");
   }
   const int v = options.config.vp;
@@ -90,10 +89,12 @@ void check_trainable(const TrainerOptions& options, int world_size) {
     const ParallelConfig& c = options.config;
     const std::string what = "vp " + std::to_string(v) + " (interleaved 1F1B)";
     if (options.backend == Backend::kCuda) {
-      throw UserError(what + " runs on the cpu backend only (its P2P uses non-blocking MPI sends, not NCCL); use backend cpu or vp 1");
+      throw UserError(what +
+                      " runs on the cpu backend only (its P2P uses non-blocking MPI sends, not NCCL); use backend cpu or vp 1");
     }
     if (options.techniques.overlap_gradient_reduction && c.reduction_ranks() > 1) {
-      throw UserError(what + " with overlapped gradient reduction (at dp*cp > 1) is not supported (a chunk's gradients are final at "
+      throw UserError(what +
+                      " with overlapped gradient reduction (at dp*cp > 1) is not supported (a chunk's gradients are final at "
                       "its own last backward, not the step's); turn overlap_gradient_reduction off or use vp 1");
     }
   }
@@ -108,16 +109,17 @@ void check_trainable(const TrainerOptions& options, int world_size) {
   }
   if (options.techniques.overlap_parameter_gather &&
       !(options.techniques.distributed_optimizer && options.techniques.overlap_gradient_reduction)) {
-    throw UserError("overlap_parameter_gather (opg) overlaps the distributed optimizer's bucket all-gathers: it needs "
-                    "distributed_optimizer and overlap_gradient_reduction (dopt+ovl); turn them on, or opg off");
+    throw UserError(
+        "overlap_parameter_gather (opg) overlaps the distributed optimizer's bucket all-gathers: it needs "
+        "distributed_optimizer and overlap_gradient_reduction (dopt+ovl); turn them on, or opg off");
   }
   if (options.techniques.overlap_gradient_reduction && options.techniques.gradient_bucket_bytes < 1) {
     throw UserError("gradient_bucket_bytes must be at least 1");
   }
   if (options.techniques.vocab_parallel && options.model.vocab_size % options.config.tp != 0) {
     throw UserError("a vocabulary-parallel head splits the vocabulary over TP: vocab_size " +
-                    std::to_string(options.model.vocab_size) + " of model " + options.model.name +
-                    " is not a multiple of tp " + std::to_string(options.config.tp) + "; choose another tp, or turn it off");
+                    std::to_string(options.model.vocab_size) + " of model " + options.model.name + " is not a multiple of tp " +
+                    std::to_string(options.config.tp) + "; choose another tp, or turn it off");
   }
 }
 
@@ -214,8 +216,13 @@ void Trainer::Impl::make_communicators() {
       at::globalContext().setAllowTF32CuDNN(true);
     }
   }
-  tp_context = TpContext{tp_comm.get(), c.tp, groups->coords().tp_idx, options.backend == Backend::kCuda, &tp_timer,
-                         options.techniques.sequence_parallel, options.techniques.vocab_parallel};
+  tp_context = TpContext{tp_comm.get(),
+                         c.tp,
+                         groups->coords().tp_idx,
+                         options.backend == Backend::kCuda,
+                         &tp_timer,
+                         options.techniques.sequence_parallel,
+                         options.techniques.vocab_parallel};
   cp_context = CpContext{cp_comm.get(), c.cp, groups->coords().cp_idx, false, &cp_timer};
 }
 
@@ -259,8 +266,9 @@ void Trainer::Impl::make_sync() {
   GradientSync* gradient_sync = sync.get();
   std::size_t first = 0;  // chunk k's parameters follow chunk k-1's in `parameters`
   for (auto& stage : chunks) {
-    stage->set_before_parameters(
-        [gradient_sync, first](std::size_t begin, std::size_t end) { gradient_sync->wait_for_parameters(first + begin, first + end); });
+    stage->set_before_parameters([gradient_sync, first](std::size_t begin, std::size_t end) {
+      gradient_sync->wait_for_parameters(first + begin, first + end);
+    });
     first += stage->parameters().size();
   }
 }
@@ -286,7 +294,8 @@ torch::Tensor Trainer::Impl::micro_batch_tokens(int64_t step, int micro_batch, t
   if (!first_chunk && !last_chunk) return stage_input;
   const int64_t samples_per_dp = c.global_batch / c.dp;
   const int64_t first = groups->coords().dp_idx * samples_per_dp + static_cast<int64_t>(micro_batch) * c.micro_batch;
-  const torch::Tensor tokens = synthetic_tokens(options.seed, step, first, c.micro_batch, c.seq_len, options.model.vocab_size).to(device);
+  const torch::Tensor tokens =
+      synthetic_tokens(options.seed, step, first, c.micro_batch, c.seq_len, options.model.vocab_size).to(device);
   if (c.cp > 1) {
     const torch::Tensor positions = context_parallel_positions(c.seq_len, c.cp, groups->coords().cp_idx).to(device);
     if (first_chunk) stage_input = tokens.index_select(1, positions);
@@ -355,11 +364,12 @@ torch::Tensor Trainer::Impl::backward_micro_batch(InFlight& flight, const torch:
 // The step's micro-batches through the schedule; returns this rank's sum of their losses (the head's).
 double Trainer::Impl::run_pipeline(int64_t step) {
   double loss_sum = 0.0;
-  const MicroBatchSteps steps{
-      [&](int micro_batch, torch::Tensor input, int chunk) {
-        return forward_micro_batch(step, micro_batch, std::move(input), loss_sum, chunk);
-      },
-      [&](InFlight& flight, const torch::Tensor& output_grad, int chunk) { return backward_micro_batch(flight, output_grad, chunk); }};
+  const MicroBatchSteps steps{[&](int micro_batch, torch::Tensor input, int chunk) {
+                                return forward_micro_batch(step, micro_batch, std::move(input), loss_sum, chunk);
+                              },
+                              [&](InFlight& flight, const torch::Tensor& output_grad, int chunk) {
+                                return backward_micro_batch(flight, output_grad, chunk);
+                              }};
   const ParallelConfig& c = options.config;
   const PipelinePlace place{c.pp, groups->coords().pp_idx, c.num_micro_batches(), c.vp};
   if (c.vp > 1) {
@@ -420,9 +430,11 @@ Trainer::Trainer(const TrainerOptions& options, MPI_Comm job_comm, JobAbort* abo
   s.make_chunks();
   s.make_sync();
   s.make_p2p();
-  s.optimizer = std::make_unique<torch::optim::AdamW>(
-      s.sync->optimizer_parameters(),
-      torch::optim::AdamWOptions(options.learning_rate).betas(std::make_tuple(kAdamW.beta1, kAdamW.beta2)).weight_decay(kAdamW.weight_decay).eps(adamw_eps(*s.policy)));
+  s.optimizer = std::make_unique<torch::optim::AdamW>(s.sync->optimizer_parameters(),
+                                                      torch::optim::AdamWOptions(options.learning_rate)
+                                                          .betas(std::make_tuple(kAdamW.beta1, kAdamW.beta2))
+                                                          .weight_decay(kAdamW.weight_decay)
+                                                          .eps(adamw_eps(*s.policy)));
   if (s.policy->loss_scaling) s.loss_scale = options.initial_loss_scale;
 }
 
@@ -512,7 +524,8 @@ StepResult Trainer::step(int64_t step_index) {
   s.sync->begin_step();
   s.backwards_this_step = 0;
   const double local_loss_sum = s.run_pipeline(step_index);
-  ITERTIME_CHECK(s.sync->parameter_gathers_in_flight() == 0, "a bucket's parameter all-gather was not waited for in the step's forward");
+  ITERTIME_CHECK(s.sync->parameter_gathers_in_flight() == 0,
+                 "a bucket's parameter all-gather was not waited for in the step's forward");
   s.sync->reduce();
   const bool apply = s.update();
   s.phases.tp_comm_us = s.tp_timer.forward_us + s.tp_timer.backward_us;

@@ -80,7 +80,7 @@ struct TrainerOptions {
   Backend backend = Backend::kCpu;
   uint64_t seed = 1234;
   double learning_rate = kAdamW.learning_rate;  // common/training_recipe.hpp
-  int compute_threads = 1;  // LibTorch intra-op threads per rank (CPU)
+  int compute_threads = 1;                      // LibTorch intra-op threads per rank (CPU)
   // Dynamic loss scaling (fp16 policies): the scale the first step starts from (PyTorch's GradScaler
   // default). The scale per micro-batch is this / m, so where one layout overflows another may not.
   double initial_loss_scale = 65536.0;
@@ -122,10 +122,10 @@ struct PhaseTimes {
 };
 
 struct StepResult {
-  double loss = 0.0;        // global-batch mean cross-entropy
-  double time_us = 0.0;     // wall time of the step, max over ranks
-  PhaseTimes phases;        // this rank's breakdown
-  bool skipped = false;     // fp16 loss scaling found inf/NaN gradients and skipped the update
+  double loss = 0.0;     // global-batch mean cross-entropy
+  double time_us = 0.0;  // wall time of the step, max over ranks
+  PhaseTimes phases;     // this rank's breakdown
+  bool skipped = false;  // fp16 loss scaling found inf/NaN gradients and skipped the update
 };
 
 // Checks what can be checked without MPI or LibTorch state (policy vs backend, tied embeddings,

@@ -45,8 +45,8 @@ std::string span_label(const std::vector<std::vector<int>>& groups, const NodeIn
   bool any_inter = false;
   for (const auto& group : groups) {
     const int node = nodes.node_of_rank[static_cast<std::size_t>(group.front())];
-    const bool same = std::all_of(group.begin(), group.end(),
-                                  [&](int r) { return nodes.node_of_rank[static_cast<std::size_t>(r)] == node; });
+    const bool same =
+        std::all_of(group.begin(), group.end(), [&](int r) { return nodes.node_of_rank[static_cast<std::size_t>(r)] == node; });
     (same ? any_intra : any_inter) = true;
   }
   if (any_intra && any_inter) return "mixed";
@@ -59,8 +59,7 @@ struct Measurement {
   std::string first_error;
 };
 
-Measurement measure_point(Communicator& comm, BlockBuffers& buffers, const PointSpec& point, int warmup_iters,
-                          int iters) {
+Measurement measure_point(Communicator& comm, BlockBuffers& buffers, const PointSpec& point, int warmup_iters, int iters) {
   const int n = comm.size();
   const int rank = comm.rank();
   std::vector<uint8_t> send_host, recv_host;
@@ -109,9 +108,7 @@ Measurement measure_point(Communicator& comm, BlockBuffers& buffers, const Point
     comm.synchronize();
   }
   std::vector<double> local(static_cast<std::size_t>(iters));
-  const auto call = [&] {
-    run_collective(point.collective, comm, send->data(), recv->data(), point.count, point.dtype);
-  };
+  const auto call = [&] { run_collective(point.collective, comm, send->data(), recv->data(), point.count, point.dtype); };
   const auto finish = [&] { comm.synchronize(); };
   const int calls_per_sample = pipelined_calls_per_sample(point.bytes);
   for (int i = 0; i < iters; ++i) {
@@ -145,9 +142,9 @@ std::unique_ptr<Communicator> make_communicator(Backend backend, MPI_Comm comm) 
 }
 
 void print_header() {
-  std::printf("#\n# %-9s %-14s %-5s %5s %-11s %-10s %10s %9s %12s %12s %12s %6s %11s %11s  %s\n", "point",
-              "collective", "dtype", "group", "layout", "span", "size(B)", "count", "time_us(med)", "time_us(min)",
-              "time_us(p90)", "cv", "algbw(GB/s)", "busbw(GB/s)", "check");
+  std::printf("#\n# %-9s %-14s %-5s %5s %-11s %-10s %10s %9s %12s %12s %12s %6s %11s %11s  %s\n", "point", "collective", "dtype",
+              "group", "layout", "span", "size(B)", "count", "time_us(med)", "time_us(min)", "time_us(p90)", "cv", "algbw(GB/s)",
+              "busbw(GB/s)", "check");
 }
 
 // Every rank validates the same options, so a mistake stops all of them the same way.
@@ -202,18 +199,19 @@ struct SweepRun {
 void print_start(const SweepRun& run) {
   const CommCalibrationOptions& options = run.options;
   std::printf("# itertime calibrate comm: %d ranks on %d node(s), backend %s, mode %s, %zu points", run.world_size,
-              run.nodes.num_nodes, options.backend == Backend::kCuda ? "nccl" : "mpi",
-              to_string(options.sweep.mode).c_str(), run.points.size());
+              run.nodes.num_nodes, options.backend == Backend::kCuda ? "nccl" : "mpi", to_string(options.sweep.mode).c_str(),
+              run.points.size());
   if (run.summary.points_present > 0) {
     std::printf(" (%zu already in %s, resuming)", run.summary.points_present, options.output_path.c_str());
   }
   if (options.sweep.mode == TimingMode::kLatency) {
-    std::printf("\n# warm-up %d, timed iterations %d per point; times are the max over all ranks\n",
-                options.sweep.warmup_iters, options.sweep.iters);
+    std::printf("\n# warm-up %d, timed iterations %d per point; times are the max over all ranks\n", options.sweep.warmup_iters,
+                options.sweep.iters);
   } else {
-    std::printf("\n# warm-up %d, %d samples per point, each the per-call average of %d..%d back-to-back calls"
-                " (by size); times are the mean over all ranks\n",
-                options.sweep.warmup_iters, options.sweep.iters, kPipelinedMinCalls, kPipelinedMaxCalls);
+    std::printf(
+        "\n# warm-up %d, %d samples per point, each the per-call average of %d..%d back-to-back calls"
+        " (by size); times are the mean over all ranks\n",
+        options.sweep.warmup_iters, options.sweep.iters, kPipelinedMinCalls, kPipelinedMaxCalls);
   }
   std::fflush(stdout);
 }
@@ -240,13 +238,12 @@ CommRow make_row(const SweepRun& run, const PointSpec& point, const std::string&
   return row;
 }
 
-void print_point(const SweepRun& run, std::size_t index, const std::string& span, const CommRow& row,
-                 const Measurement& measured, const stats::Summary& s) {
+void print_point(const SweepRun& run, std::size_t index, const std::string& span, const CommRow& row, const Measurement& measured,
+                 const stats::Summary& s) {
   const PointSpec& point = run.points[index];
-  const std::string check = measured.check_errors == 0
-                                ? "ok"
-                                : "FAILED: " + std::to_string(measured.check_errors) + " wrong elements (" +
-                                      measured.first_error + ")";
+  const std::string check = measured.check_errors == 0 ? "ok"
+                                                       : "FAILED: " + std::to_string(measured.check_errors) +
+                                                             " wrong elements (" + measured.first_error + ")";
   char progress[48];
   std::snprintf(progress, sizeof(progress), "%zu/%zu", index + 1, run.points.size());
   std::printf("  %-9s %-14s %-5s %5d %-11s %-10s %10zu %9zu %12.2f %12.2f %12.2f %6.3f %11.3f %11.3f  %s\n", progress,
@@ -263,8 +260,7 @@ void print_point(const SweepRun& run, std::size_t index, const std::string& span
 }
 
 // Rank 0 appends point `index`'s row and prints it.
-void record(SweepRun& run, const Communicator& comm, const std::string& span, std::size_t index,
-            const Measurement& measured) {
+void record(SweepRun& run, const Communicator& comm, const std::string& span, std::size_t index, const Measurement& measured) {
   if (measured.check_errors > 0) ++run.summary.points_failed_check;
   if (run.world_rank != 0) return;
   const PointSpec& point = run.points[index];
@@ -295,8 +291,7 @@ std::size_t measure_stretch(SweepRun& run, Communicator& comm, BlockBuffers& buf
     // measure the same points again.
     int more = 1;
     for (std::size_t k = first; attempt == 0 ? (k < todo.size() && more) : k < end; ++k) {
-      measured.push_back(
-          measure_point(comm, buffers, run.points[todo[k]], options.sweep.warmup_iters, options.sweep.iters));
+      measured.push_back(measure_point(comm, buffers, run.points[todo[k]], options.sweep.warmup_iters, options.sweep.iters));
       if (attempt == 0) {
         end = k + 1;
         more = Clock::now() - window_start < kLoadStretch ? 1 : 0;
@@ -311,8 +306,8 @@ std::size_t measure_stretch(SweepRun& run, Communicator& comm, BlockBuffers& buf
   };
   const auto report = [&](double load_cores, bool again) {
     if (run.world_rank != 0) return;
-    std::printf("  outside load %.2f cores while measuring points %zu-%zu: %s\n", load_cores, todo[first] + 1,
-                todo[end - 1] + 1, again ? "measuring them again" : "kept as they are");
+    std::printf("  outside load %.2f cores while measuring points %zu-%zu: %s\n", load_cores, todo[first] + 1, todo[end - 1] + 1,
+                again ? "measuring them again" : "kept as they are");
     std::fflush(stdout);
   };
   const LoadedTries tries = run.probe.repeat_while_loaded(options.outside_load_cores, options.max_extra_tries, measure, report);
@@ -391,9 +386,9 @@ CommCalibrationSummary calibrate_comm(const CommCalibrationOptions& options) {
 
   OutsideLoadProbe probe(MPI_COMM_WORLD);
   SweepRun run{options, points, nodes, world_rank, world_size, {}, probe, -1, {}};
-  run.plan = open_resume_plan(StoreTarget{options.output_path, options.force, options.resume, options.provenance},
-                              point_keys(points), existing_comm_keys,
-                              [&](h5::Store& store) { record_topology(store, nodes, world_size, options.backend); });
+  run.plan =
+      open_resume_plan(StoreTarget{options.output_path, options.force, options.resume, options.provenance}, point_keys(points),
+                       existing_comm_keys, [&](h5::Store& store) { record_topology(store, nodes, world_size, options.backend); });
   run.summary.points_total = points.size();
   run.summary.points_present = run.plan.present_count();
   if (world_rank == 0) print_start(run);

@@ -40,8 +40,8 @@ struct CommCalibrationOptions {
   bool force = false;
   bool resume = false;
   std::map<std::string, std::string> provenance;  // /meta attributes for a new file
-  double outside_load_cores = 0.3;  // a stretch of points with more outside load (+ steal) is measured again
-  int max_extra_tries = 3;          // ... at most this many times
+  double outside_load_cores = 0.3;                // a stretch of points with more outside load (+ steal) is measured again
+  int max_extra_tries = 3;                        // ... at most this many times
 };
 
 // The wall time of a stretch of points judged for outside load (cpu_load.hpp: /proc/stat counts 10 ms

@@ -198,8 +198,8 @@ CheckResult check_result(Collective collective, DType dtype, int rank, int group
     const double got = decode_value(dtype, &recv_host[i * element]);
     if (got != expected) {
       if (result.errors == 0) {
-        result.first_error = "element " + std::to_string(i) + ": got " + std::to_string(got) + ", want " +
-                             std::to_string(expected);
+        result.first_error =
+            "element " + std::to_string(i) + ": got " + std::to_string(got) + ", want " + std::to_string(expected);
       }
       ++result.errors;
     }

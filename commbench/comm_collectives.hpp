@@ -45,7 +45,7 @@ void fill_buffers(Collective collective, DType dtype, int rank, int group_size, 
                   std::vector<uint8_t>& send_host, std::vector<uint8_t>& recv_host);
 
 struct CheckResult {
-  std::size_t errors = 0;  // elements that differ from the expected value
+  std::size_t errors = 0;   // elements that differ from the expected value
   std::string first_error;  // "element 12: got 3, want 1" or empty
 };
 // Checks the receive buffer after the call; a rank whose receive buffer carries no result (the sender of

@@ -14,7 +14,8 @@ namespace itertime::calibrate {
 std::size_t parse_bytes(std::string_view text) {
   const std::optional<int64_t> bytes = parse_byte_size(text);
   if (!bytes) {
-    throw UserError("size '" + std::string(text) + "' is not a byte count: use an integer with an optional K, M or G suffix (e.g. 8, 64K, 128M)");
+    throw UserError("size '" + std::string(text) +
+                    "' is not a byte count: use an integer with an optional K, M or G suffix (e.g. 8, 64K, 128M)");
   }
   return static_cast<std::size_t>(*bytes);
 }
@@ -44,7 +45,7 @@ std::vector<std::vector<int>> layout_groups(int world_size, int group_size, Grou
   for (int k = 0; k < num_groups; ++k) {
     for (int j = 0; j < group_size; ++j) {
       groups[static_cast<std::size_t>(k)].push_back(layout == GroupLayout::kConsecutive ? k * group_size + j
-                                                                                          : k + j * num_groups);
+                                                                                        : k + j * num_groups);
     }
   }
   return groups;
@@ -60,8 +61,8 @@ std::vector<int> default_group_sizes(int world_size) {
 }
 
 std::string PointSpec::key() const {
-  return to_string(collective) + "/" + itertime::to_string(dtype) + "/g" + std::to_string(group_size) + "/" +
-         to_string(layout) + "/" + to_string(mode) + "/" + std::to_string(bytes);
+  return to_string(collective) + "/" + itertime::to_string(dtype) + "/g" + std::to_string(group_size) + "/" + to_string(layout) +
+         "/" + to_string(mode) + "/" + std::to_string(bytes);
 }
 
 std::vector<PointSpec> build_points(const SweepOptions& options, int world_size) {
@@ -74,8 +75,7 @@ std::vector<PointSpec> build_points(const SweepOptions& options, int world_size)
   if (options.collectives.empty() || options.dtypes.empty() || options.layouts.empty()) {
     throw UserError("the sweep is empty: give at least one collective, dtype and layout");
   }
-  const std::vector<int> group_sizes =
-      options.group_sizes.empty() ? default_group_sizes(world_size) : options.group_sizes;
+  const std::vector<int> group_sizes = options.group_sizes.empty() ? default_group_sizes(world_size) : options.group_sizes;
   for (int g : group_sizes) {
     if (g < 2 || world_size % g != 0) {
       throw UserError("group size " + std::to_string(g) + " must be at least 2 and divide the world size " +

@@ -32,8 +32,7 @@ std::size_t bytes_to_alignment(std::uintptr_t address, std::size_t alignment) {
   return (alignment - address % alignment) % alignment;
 }
 
-BufferView::BufferView(CommBuffer& base, std::size_t offset, std::size_t bytes)
-    : base_(&base), offset_(offset), bytes_(bytes) {
+BufferView::BufferView(CommBuffer& base, std::size_t offset, std::size_t bytes) : base_(&base), offset_(offset), bytes_(bytes) {
   ITERTIME_CHECK(offset <= base.bytes() && bytes <= base.bytes() - offset, "buffer view past the end of its buffer");
 }
 

@@ -29,10 +29,10 @@ struct BucketRange {
 };
 
 struct BucketPlan {
-  std::vector<BucketRange> buckets;       // bucket 0 holds the last parameters
-  std::vector<std::size_t> bucket_of;     // per parameter: its bucket
+  std::vector<BucketRange> buckets;        // bucket 0 holds the last parameters
+  std::vector<std::size_t> bucket_of;      // per parameter: its bucket
   std::vector<int64_t> parameter_offsets;  // per parameter: where its elements start in the buffer
-  int64_t buffer_elements = 0;            // padding included
+  int64_t buffer_elements = 0;             // padding included
 };
 
 // parameter_elements: each parameter's element count, in registration order; element_bytes,

@@ -110,9 +110,9 @@ GroundTruthRecord to_record(const GroundTruthRow& row) {
   GroundTruthRecord record;
   record.key = h5::get_string(row.key);
   record.model = h5::get_string(row.model);
-  record.config = ParallelConfig{static_cast<int>(row.dp),          static_cast<int>(row.tp),
-                                 static_cast<int>(row.pp),          static_cast<int>(row.micro_batch),
-                                 static_cast<int>(row.global_batch), static_cast<int>(row.seq_len)};
+  record.config =
+      ParallelConfig{static_cast<int>(row.dp),          static_cast<int>(row.tp),           static_cast<int>(row.pp),
+                     static_cast<int>(row.micro_batch), static_cast<int>(row.global_batch), static_cast<int>(row.seq_len)};
   record.config.cp = static_cast<int>(row.cp);  // 1 in files before schema 6 (read_groundtruth_rows)
   record.config.vp = static_cast<int>(row.vp);
   record.precision = parse_trainable_precision(h5::get_string(row.precision)).name;
@@ -136,8 +136,6 @@ std::vector<GroundTruthRecord> to_records(const std::vector<GroundTruthRow>& row
   return records;
 }
 
-std::vector<GroundTruthRecord> read_groundtruth_records(h5::Store& store) {
-  return to_records(read_groundtruth_rows(store));
-}
+std::vector<GroundTruthRecord> read_groundtruth_records(h5::Store& store) { return to_records(read_groundtruth_rows(store)); }
 
 }  // namespace itertime::store

@@ -100,7 +100,7 @@ RunStatus parse_run_status(std::string_view text);
 
 struct GroundTruthRecord {
   std::string key;
-  std::string model;  // model name
+  std::string model;      // model name
   ParallelConfig config;  // cp and vp from the row: 1 in files before schema 6
   PrecisionName precision = PrecisionName::kFp32;
   TrainingTechniques techniques;  // the row's recipe; all off (plain) for "" and in schema-4 files
@@ -116,7 +116,7 @@ struct GroundTruthRecord {
   int64_t ranks_offset = 0, ranks_count = 0;  // its /groundtruth/ranks rows
 
   std::string tuple() const { return config.tuple_string(); }  // "(2,1,2)"
-  int64_t occupancy() const { return config.world_size(); }   // ranks busy at once
+  int64_t occupancy() const { return config.world_size(); }    // ranks busy at once
 };
 GroundTruthRecord to_record(const GroundTruthRow& row);
 std::vector<GroundTruthRecord> to_records(const std::vector<GroundTruthRow>& rows);

@@ -19,9 +19,9 @@ std::string to_string(Collective collective) {
 }
 
 const std::vector<Collective>& all_collectives() {
-  static const std::vector<Collective> kAll = {Collective::kAllReduce, Collective::kAllGather,
-                                               Collective::kReduceScatter, Collective::kBroadcast,
-                                               Collective::kAllToAll, Collective::kSend, Collective::kSendRecv};
+  static const std::vector<Collective> kAll = {Collective::kAllReduce, Collective::kAllGather, Collective::kReduceScatter,
+                                               Collective::kBroadcast, Collective::kAllToAll,  Collective::kSend,
+                                               Collective::kSendRecv};
   return kAll;
 }
 
@@ -33,9 +33,7 @@ Collective parse_collective(std::string_view text) {
                   "': use all_reduce, all_gather, reduce_scatter, broadcast, all_to_all, send or sendrecv");
 }
 
-bool is_point_to_point(Collective collective) {
-  return collective == Collective::kSend || collective == Collective::kSendRecv;
-}
+bool is_point_to_point(Collective collective) { return collective == Collective::kSend || collective == Collective::kSendRecv; }
 
 double busbw_factor(Collective collective, int64_t group_size) {
   const double n = static_cast<double>(group_size);
@@ -98,11 +96,10 @@ std::string to_string(CommKind kind) {
 }
 
 const std::vector<CommKind>& all_comm_kinds() {
-  static const std::vector<CommKind> kAll = {CommKind::kTpAllReduce,    CommKind::kPpSendForward,
-                                             CommKind::kPpSendBackward, CommKind::kDpAllReduce,
-                                             CommKind::kTpAllGather,    CommKind::kTpReduceScatter,
-                                             CommKind::kDpReduceScatter, CommKind::kDpAllGather,
-                                             CommKind::kCpAllGather,    CommKind::kCpReduceScatter};
+  static const std::vector<CommKind> kAll = {CommKind::kTpAllReduce,     CommKind::kPpSendForward, CommKind::kPpSendBackward,
+                                             CommKind::kDpAllReduce,     CommKind::kTpAllGather,   CommKind::kTpReduceScatter,
+                                             CommKind::kDpReduceScatter, CommKind::kDpAllGather,   CommKind::kCpAllGather,
+                                             CommKind::kCpReduceScatter};
   return kAll;
 }
 

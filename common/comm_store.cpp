@@ -39,8 +39,8 @@ RowType RowTraits<store::CommRow>::row_type() {
 namespace itertime::store {
 
 std::string comm_row_key(const CommRow& row) {
-  return h5::get_string(row.collective) + "/" + h5::get_string(row.dtype) + "/g" + std::to_string(row.group_size) +
-         "/" + h5::get_string(row.layout) + "/" + h5::get_string(row.mode) + "/" + std::to_string(row.bytes);
+  return h5::get_string(row.collective) + "/" + h5::get_string(row.dtype) + "/g" + std::to_string(row.group_size) + "/" +
+         h5::get_string(row.layout) + "/" + h5::get_string(row.mode) + "/" + std::to_string(row.bytes);
 }
 
 namespace {

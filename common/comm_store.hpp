@@ -33,8 +33,8 @@ struct CommRow {
   double time_us_p90;
   double time_us_max;
   double time_cv;
-  double algbw_GBps;  // bytes / median time, 1e9 bytes per second
-  double busbw_GBps;  // algbw * the collective's bus factor
+  double algbw_GBps;     // bytes / median time, 1e9 bytes per second
+  double busbw_GBps;     // algbw * the collective's bus factor
   int64_t check_errors;  // elements that differed from the expected result, over all ranks
   int64_t samples_offset;
   int64_t samples_count;

@@ -61,13 +61,11 @@ DType parse_dtype(std::string_view text) {
   if (name == "int32" || name == "int") return DType::kInt32;
   if (name == "int64" || name == "long") return DType::kInt64;
   if (name == "bool") return DType::kBool;
-  throw UserError("unknown dtype '" + std::string(text) +
-                  "': use one of fp32, fp16, bf16, fp64, int8, int32, int64, bool");
+  throw UserError("unknown dtype '" + std::string(text) + "': use one of fp32, fp16, bf16, fp64, int8, int32, int64, bool");
 }
 
 bool is_floating(DType dtype) {
-  return dtype == DType::kFloat32 || dtype == DType::kFloat16 || dtype == DType::kBFloat16 ||
-         dtype == DType::kFloat64;
+  return dtype == DType::kFloat32 || dtype == DType::kFloat16 || dtype == DType::kBFloat16 || dtype == DType::kFloat64;
 }
 
 std::string to_string(Backend backend) { return backend == Backend::kCpu ? "cpu" : "cuda"; }

@@ -35,10 +35,9 @@ class InternalError : public std::runtime_error {
 }  // namespace itertime
 
 // Internal invariant check: throws InternalError naming file, line, the condition and a hint.
-#define ITERTIME_CHECK(cond, hint)                                                              \
-  do {                                                                                          \
-    if (!(cond)) {                                                                              \
-      throw ::itertime::InternalError(std::string("check failed: ") + #cond + " (" + (hint) + ")", \
-                                      __FILE__, __LINE__);                                      \
-    }                                                                                           \
+#define ITERTIME_CHECK(cond, hint)                                                                                      \
+  do {                                                                                                                  \
+    if (!(cond)) {                                                                                                      \
+      throw ::itertime::InternalError(std::string("check failed: ") + #cond + " (" + (hint) + ")", __FILE__, __LINE__); \
+    }                                                                                                                   \
   } while (0)

@@ -118,8 +118,8 @@ void refuse_older_schema(h5::Store& store) {
   if (version == h5::kSchemaVersion) return;
   const std::string lacks = version == 5 ? "no cp or vp columns" : "no cp, vp or recipe columns";
   throw UserError(store.path() + ": written with itertime schema version " + std::to_string(version) +
-                  ", whose ground truth has " + lacks + "; this itertime (schema version " +
-                  std::to_string(h5::kSchemaVersion) + ") reads it but does not add ground truth to it: "
+                  ", whose ground truth has " + lacks + "; this itertime (schema version " + std::to_string(h5::kSchemaVersion) +
+                  ") reads it but does not add ground truth to it: "
                   "calibrate ground truth into a new file, or resume it with the itertime that wrote it");
 }
 
@@ -154,8 +154,7 @@ std::vector<GroundTruthRow> read_every_groundtruth_row(h5::Store& store) {
   if (version == h5::kSchemaVersion) return store.table<GroundTruthRow>(kGroundTruthTable).read_all();
   // Schemas 4 and 5 measured (DP,TP,PP) layouts only, and schema 4 plain training only. The members the
   // stored type lacks are set here, not left to what HDF5's conversion does with their bytes.
-  std::vector<GroundTruthRow> rows =
-      store.table<GroundTruthRow>(kGroundTruthTable, h5::groundtruth_row_type(version)).read_all();
+  std::vector<GroundTruthRow> rows = store.table<GroundTruthRow>(kGroundTruthTable, h5::groundtruth_row_type(version)).read_all();
   for (GroundTruthRow& row : rows) {
     row.cp = 1;
     row.vp = 1;
@@ -167,8 +166,8 @@ std::vector<GroundTruthRow> read_every_groundtruth_row(h5::Store& store) {
 std::set<std::string> existing_groundtruth_keys(h5::Store& store) {
   refuse_older_schema(store);
   return h5::complete_parent_keys<GroundTruthRow>(
-      store, kGroundTruthTable, [](const GroundTruthRow& row) { return h5::get_string(row.key); }, kSamplesSpan,
-      kRanksSpan, kRoundsSpan);
+      store, kGroundTruthTable, [](const GroundTruthRow& row) { return h5::get_string(row.key); }, kSamplesSpan, kRanksSpan,
+      kRoundsSpan);
 }
 
 }  // namespace itertime::store

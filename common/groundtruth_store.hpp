@@ -6,14 +6,13 @@
 // in, with that round's sample count, median and outside load); the row's offsets point at them. A
 // configuration is present when its row is. The tables are append-only: a configuration measured again
 // (`calibrate groundtruth --resume --retry-failed` on a `failed` row) gets a second row, and the newest row
-// of a key wins: read_groundtruth_rows returns that one only (read_every_groundtruth_row returns all). A row's `recipe` is recipe_text() of the configuration's
-// training techniques ("" = plain; common/training_techniques.hpp); the key ends in it unless plain.
-// A row's cp and vp are the configuration's context-parallel degree and virtual pipeline stages per
-// pipeline rank (common/parallel_config.hpp), each at least 1; the key shows them unless both are 1.
-// Older files are read with the row type of their version (read_groundtruth_rows): schema 5 has no `cp`
-// and `vp`, schema 4 neither those nor `recipe`; their rows come back with cp = vp = 1 and, from schema
-// 4, an empty recipe (plain), which is what those versions measured. Ground truth is added only to
-// files of the current schema (append_groundtruth and existing_groundtruth_keys: UserError otherwise).
+// of a key wins: read_groundtruth_rows returns that one only (read_every_groundtruth_row returns all). A row's `recipe` is
+// recipe_text() of the configuration's training techniques ("" = plain; common/training_techniques.hpp); the key ends in it
+// unless plain. A row's cp and vp are the configuration's context-parallel degree and virtual pipeline stages per pipeline rank
+// (common/parallel_config.hpp), each at least 1; the key shows them unless both are 1. Older files are read with the row type of
+// their version (read_groundtruth_rows): schema 5 has no `cp` and `vp`, schema 4 neither those nor `recipe`; their rows come back
+// with cp = vp = 1 and, from schema 4, an empty recipe (plain), which is what those versions measured. Ground truth is added only
+// to files of the current schema (append_groundtruth and existing_groundtruth_keys: UserError otherwise).
 #pragma once
 
 #include <cstdint>
@@ -32,10 +31,10 @@ struct GroundTruthRow {
   int64_t cp, vp;  // context-parallel degree, virtual pipeline stages per pipeline rank; 1 = none (schema 6)
   int64_t micro_batch, global_batch, seq_len, num_micro_batches;
   char precision[12];
-  char recipe[48];    // recipe_text of the training techniques; "" = plain (schema 5)
+  char recipe[48];  // recipe_text of the training techniques; "" = plain (schema 5)
   char backend[8];
-  char status[12];    // ok | skipped | failed
-  char reason[200];   // why skipped, failed or out of memory (oom); empty when ok
+  char status[12];   // ok | skipped | failed
+  char reason[200];  // why skipped, failed or out of memory (oom); empty when ok
   int64_t warmup_iters, timed_iters;
   double time_us_min, time_us_median, time_us_mean, time_us_p90, time_us_max, time_cv;
   double tokens_per_s;  // global batch tokens / median iteration time
@@ -68,8 +67,8 @@ struct GroundTruthRankRow {
   char key[96];
   int64_t rank, dp_idx, tp_idx, pp_idx;
   double forward_us, backward_us, tp_comm_us, pp_comm_us, dp_comm_us, optimizer_us, total_us;
-  int64_t peak_rss_bytes;  // CPU: the process's peak resident set during the configuration (VmHWM)
-  int64_t peak_tensor_bytes;  // peak of the tensor bytes the rank's training allocated (calibrate/tensor_memory.hpp)
+  int64_t peak_rss_bytes;        // CPU: the process's peak resident set during the configuration (VmHWM)
+  int64_t peak_tensor_bytes;     // peak of the tensor bytes the rank's training allocated (calibrate/tensor_memory.hpp)
   int64_t peak_allocated_bytes;  // the allocator's total allocated at its largest meanwhile (CUDA: the device's)
   int64_t peak_reserved_bytes;   // the allocator's total reserved at its largest (CUDA caching allocator; CPU: 0)
   int64_t local_params;

@@ -65,8 +65,7 @@ void append_child_span(Store& store, Parent& parent, const ChildRows<Parent, Chi
 // Appends each child span (in the order given), then `parent` at `parent_path` with its offset and count
 // members set to where the spans went.
 template <typename Parent, typename... Child>
-void append_with_children(Store& store, const char* parent_path, Parent parent,
-                          const ChildRows<Parent, Child>&... children) {
+void append_with_children(Store& store, const char* parent_path, Parent parent, const ChildRows<Parent, Child>&... children) {
   const Store::Transaction together(store);
   (detail::append_child_span(store, parent, children), ...);
   store.table<Parent>(parent_path).append(parent);
@@ -76,8 +75,7 @@ void append_with_children(Store& store, const char* parent_path, Parent parent,
 // trimmed to the end of the last span the parents point at, or emptied when the parent table does not
 // exist (one commit).
 template <typename Parent, typename KeyOf, typename... Tables>
-std::set<std::string> complete_parent_keys(Store& store, const char* parent_path, KeyOf&& key_of,
-                                           const Tables&... child_tables) {
+std::set<std::string> complete_parent_keys(Store& store, const char* parent_path, KeyOf&& key_of, const Tables&... child_tables) {
   static_assert((std::is_same_v<Tables, ChildTable<Parent>> && ...), "child tables must describe the parent's spans");
   std::set<std::string> keys;
   if (!store.exists(parent_path)) {

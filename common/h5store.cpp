@@ -40,25 +40,24 @@ void silence_hdf5() {
 
 [[noreturn]] void rethrow_h5(const H5::Exception& error, const std::string& path, const std::string& what, const char* file,
                              int line) {
-  throw InternalError("HDF5 failed to " + what + " in " + path + ": " + error.getDetailMsg() +
-                          " (" + error.getFuncName() + ")",
+  throw InternalError("HDF5 failed to " + what + " in " + path + ": " + error.getDetailMsg() + " (" + error.getFuncName() + ")",
                       file, line);
 }
 
 // A write that fails is ours to explain (InternalError, file and line).
-#define ITERTIME_H5_TRY(path, what, body)                  \
-  try {                                                    \
-    body;                                                  \
-  } catch (const H5::Exception& h5_error_) {               \
+#define ITERTIME_H5_TRY(path, what, body)                      \
+  try {                                                        \
+    body;                                                      \
+  } catch (const H5::Exception& h5_error_) {                   \
     rethrow_h5(h5_error_, (path), (what), __FILE__, __LINE__); \
   }
 
 // A read of a file that opened and passed the schema check fails when the file was damaged after it was
 // written (a checksum mismatch, a broken object header, a cut-off tail): the user's file, so a UserError.
-#define ITERTIME_H5_READ(path, what, body)                                          \
-  try {                                                                             \
-    body;                                                                           \
-  } catch (const H5::Exception& h5_error_) {                                        \
+#define ITERTIME_H5_READ(path, what, body)                                                 \
+  try {                                                                                    \
+    body;                                                                                  \
+  } catch (const H5::Exception& h5_error_) {                                               \
     throw damaged_file((path), std::string(what) + " (" + h5_error_.getDetailMsg() + ")"); \
   }
 
@@ -307,8 +306,10 @@ bool copy_file(const std::string& from, const std::string& to, Pause&& pause) {
   }
   const int saved = errno;
   ::close(in);
-  if (::close(out) != 0 && ok) ok = false;
-  else errno = saved;
+  if (::close(out) != 0 && ok)
+    ok = false;
+  else
+    errno = saved;
   return ok;
 }
 
@@ -348,8 +349,8 @@ UserError damaged_file(const std::string& path, const std::string& what) {
 void check_span(const std::string& path, const std::string& table, int64_t offset, int64_t count, std::size_t table_rows) {
   if (offset < 0 || count < 0 || static_cast<uint64_t>(offset) > table_rows ||
       static_cast<uint64_t>(count) > table_rows - static_cast<uint64_t>(offset)) {
-    throw damaged_file(path, "a row points at rows [" + std::to_string(offset) + ", +" + std::to_string(count) + ") of " +
-                                 table + ", which has " + std::to_string(table_rows));
+    throw damaged_file(path, "a row points at rows [" + std::to_string(offset) + ", +" + std::to_string(count) + ") of " + table +
+                                 ", which has " + std::to_string(table_rows));
   }
 }
 
@@ -397,7 +398,7 @@ void TableHandle::check_readable(std::size_t count) const {
   const long double wanted = static_cast<long double>(count) * static_cast<long double>(row_bytes);
   if (wanted > 2.0L * static_cast<long double>(stored_bytes) + static_cast<long double>(64u << 20)) {
     throw damaged_file(path_, "a table claims " + std::to_string(count) + " rows of " + std::to_string(row_bytes) +
-                                                " bytes but stores " + std::to_string(stored_bytes) + " bytes");
+                                  " bytes but stores " + std::to_string(stored_bytes) + " bytes");
   }
 }
 
@@ -460,7 +461,8 @@ WriterLock WriterLock::acquire(const std::string& store_path, const std::string&
     }
     // A writer that was closing may have removed W between our open and our lock: then the lock is on a
     // file nobody else will find; take it again on the file the name now holds.
-    struct stat locked {}, named {};
+    struct stat locked {
+    }, named{};
     if (::fstat(fd, &locked) == 0 && ::stat(work_path.c_str(), &named) == 0 && locked.st_dev == named.st_dev &&
         locked.st_ino == named.st_ino) {
       return WriterLock(fd);
@@ -527,23 +529,24 @@ void Shadow::end_transaction(bool committing) {
 
 void Shadow::commit() {
   if (abandoned_) {
-    throw InternalError(path_ + ": a write was left half done by an earlier error; nothing more is committed to it",
-                        __FILE__, __LINE__);
+    throw InternalError(path_ + ": a write was left half done by an earlier error; nothing more is committed to it", __FILE__,
+                        __LINE__);
   }
   const SignalDeferral whole_commit;  // a SIGTERM waits for the rename
   ITERTIME_H5_TRY(path_, "flush the working copy", file_.flush(H5F_SCOPE_GLOBAL));
   test_pause();
   const std::string staged = commit_path_of(path_);
-  if (!copy_file(work_path_, staged, [this] { test_pause(); })) system_failure("cannot copy the working copy to", staged, __FILE__, __LINE__);
+  if (!copy_file(work_path_, staged, [this] { test_pause(); }))
+    system_failure("cannot copy the working copy to", staged, __FILE__, __LINE__);
   test_pause();
-  if (::rename(staged.c_str(), path_.c_str()) != 0) system_failure("cannot rename the committed copy onto", path_, __FILE__, __LINE__);
+  if (::rename(staged.c_str(), path_.c_str()) != 0)
+    system_failure("cannot rename the committed copy onto", path_, __FILE__, __LINE__);
   dirty_ = false;
 }
 
 // ---- Store -------------------------------------------------------------------------------------
 
-Store::Transaction::Transaction(Store& store)
-    : shadow_(store.shadow_), uncaught_(std::uncaught_exceptions()) {
+Store::Transaction::Transaction(Store& store) : shadow_(store.shadow_), uncaught_(std::uncaught_exceptions()) {
   if (shadow_ == nullptr) return;
   deferral_ = std::make_unique<SignalDeferral>();
   shadow_->begin_transaction();

@@ -98,8 +98,7 @@ class RowType {
 };
 
 // Adds struct member `member` of `Row` to `row_type` under its own name.
-#define ITERTIME_H5_FIELD(row_type, Row, member) \
-  (row_type).add<decltype(Row::member)>(#member, offsetof(Row, member))
+#define ITERTIME_H5_FIELD(row_type, Row, member) (row_type).add<decltype(Row::member)>(#member, offsetof(Row, member))
 
 class Shadow;
 
@@ -107,8 +106,8 @@ class Shadow;
 // read-only); `path`: the store's path, for messages.
 class TableHandle {
  public:
-  TableHandle(std::shared_ptr<Shadow> shadow, std::string path, H5::H5File file, H5::DataSet dataset,
-              H5::DataType memory_type, std::size_t row_bytes);
+  TableHandle(std::shared_ptr<Shadow> shadow, std::string path, H5::H5File file, H5::DataSet dataset, H5::DataType memory_type,
+              std::size_t row_bytes);
   std::size_t rows() const;
   // Refuses (damaged_file) reading `count` rows when the dataset's stored bytes cannot hold them.
   void check_readable(std::size_t count) const;
@@ -156,7 +155,7 @@ struct DatasetInfo {
   std::string path;
   std::size_t rows = 0;
   std::vector<std::string> fields;  // empty for numeric arrays
-  std::string element;             // "compound" or the numeric type
+  std::string element;              // "compound" or the numeric type
 };
 
 // An exclusive flock(2) on a store's working copy (see the invariants) for as long as a writable Store
@@ -303,11 +302,26 @@ std::string get_string(const char (&field)[N]) {
 namespace detail {
 template <typename T>
 struct NativeType;
-template <> struct NativeType<int64_t> { static H5::DataType get() { return H5::PredType::NATIVE_INT64; } };
-template <> struct NativeType<int32_t> { static H5::DataType get() { return H5::PredType::NATIVE_INT32; } };
-template <> struct NativeType<uint8_t> { static H5::DataType get() { return H5::PredType::NATIVE_UINT8; } };
-template <> struct NativeType<double> { static H5::DataType get() { return H5::PredType::NATIVE_DOUBLE; } };
-template <> struct NativeType<float> { static H5::DataType get() { return H5::PredType::NATIVE_FLOAT; } };
+template <>
+struct NativeType<int64_t> {
+  static H5::DataType get() { return H5::PredType::NATIVE_INT64; }
+};
+template <>
+struct NativeType<int32_t> {
+  static H5::DataType get() { return H5::PredType::NATIVE_INT32; }
+};
+template <>
+struct NativeType<uint8_t> {
+  static H5::DataType get() { return H5::PredType::NATIVE_UINT8; }
+};
+template <>
+struct NativeType<double> {
+  static H5::DataType get() { return H5::PredType::NATIVE_DOUBLE; }
+};
+template <>
+struct NativeType<float> {
+  static H5::DataType get() { return H5::PredType::NATIVE_FLOAT; }
+};
 template <std::size_t N>
 struct NativeType<char[N]> {
   static H5::DataType get() {

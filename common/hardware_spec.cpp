@@ -35,15 +35,24 @@ struct Unit {
 // The units a file may use; NVIDIA writes GB and TB/s in powers of ten, caches in MB meaning MiB
 // (the file then says MiB), NICs in Gb/s (bits).
 constexpr Unit kUnits[] = {
-    {"FLOP/s", Quantity::kFlops, 1.0},         {"GFLOP/s", Quantity::kFlops, 1e9},
-    {"TFLOP/s", Quantity::kFlops, 1e12},       {"PFLOP/s", Quantity::kFlops, 1e15},
-    {"B", Quantity::kBytes, 1.0},              {"KiB", Quantity::kBytes, 1024.0},
-    {"MiB", Quantity::kBytes, 1048576.0},      {"GiB", Quantity::kBytes, 1073741824.0},
-    {"KB", Quantity::kBytes, 1e3},             {"MB", Quantity::kBytes, 1e6},
-    {"GB", Quantity::kBytes, 1e9},             {"TB", Quantity::kBytes, 1e12},
-    {"B/s", Quantity::kBandwidth, 1.0},        {"MB/s", Quantity::kBandwidth, 1e6},
-    {"GB/s", Quantity::kBandwidth, 1e9},       {"TB/s", Quantity::kBandwidth, 1e12},
-    {"GiB/s", Quantity::kBandwidth, 1073741824.0}, {"Gb/s", Quantity::kBandwidth, 1e9 / 8.0},
+    {"FLOP/s", Quantity::kFlops, 1.0},
+    {"GFLOP/s", Quantity::kFlops, 1e9},
+    {"TFLOP/s", Quantity::kFlops, 1e12},
+    {"PFLOP/s", Quantity::kFlops, 1e15},
+    {"B", Quantity::kBytes, 1.0},
+    {"KiB", Quantity::kBytes, 1024.0},
+    {"MiB", Quantity::kBytes, 1048576.0},
+    {"GiB", Quantity::kBytes, 1073741824.0},
+    {"KB", Quantity::kBytes, 1e3},
+    {"MB", Quantity::kBytes, 1e6},
+    {"GB", Quantity::kBytes, 1e9},
+    {"TB", Quantity::kBytes, 1e12},
+    {"B/s", Quantity::kBandwidth, 1.0},
+    {"MB/s", Quantity::kBandwidth, 1e6},
+    {"GB/s", Quantity::kBandwidth, 1e9},
+    {"TB/s", Quantity::kBandwidth, 1e12},
+    {"GiB/s", Quantity::kBandwidth, 1073741824.0},
+    {"Gb/s", Quantity::kBandwidth, 1e9 / 8.0},
     {"count", Quantity::kCount, 1.0},
 };
 
@@ -102,8 +111,8 @@ class Reader {
     return item.contains("unit") && item.at("unit").is_string() ? item.at("unit").get<std::string>() : "its unit";
   }
 
-  std::optional<double> figure(const json& object, const std::string& key, const std::string& path,
-                               Quantity quantity, bool required) {
+  std::optional<double> figure(const json& object, const std::string& key, const std::string& path, Quantity quantity,
+                               bool required) {
     const json& item = member(object, key, path);
     if (!item.is_object()) {
       fail(path, "must be an object {\"value\": ..., \"unit\": ..., \"source\": ...}, got " + json_excerpt(item));
@@ -124,8 +133,8 @@ class Reader {
       if (candidate.quantity == quantity && unit_name == candidate.name) unit = &candidate;
     }
     if (unit == nullptr) {
-      fail(path + ".unit", "'" + unit_name + "' is not a unit of " + quantity_name(quantity) + "; use one of " +
-                               units_of(quantity));
+      fail(path + ".unit",
+           "'" + unit_name + "' is not a unit of " + quantity_name(quantity) + "; use one of " + units_of(quantity));
     }
     std::string recorded = source.get<std::string>();
     const json& value = item.at("value");
@@ -145,7 +154,8 @@ class Reader {
       fail(path + ".value", "must be a whole number, got " + json_excerpt(value));
     }
     const double base = number * unit->factor;
-    if (!std::isfinite(base)) fail(path + ".value", "is out of range once converted from " + unit_text_of(item) + " to base units");
+    if (!std::isfinite(base))
+      fail(path + ".value", "is out of range once converted from " + unit_text_of(item) + " to base units");
     spec_.sources[path] = recorded;
     return base;
   }
@@ -174,8 +184,7 @@ class Reader {
     std::map<ComputeDType, double> out;
     for (ComputeDType dtype : all_compute_dtypes()) {
       const std::string name = to_string(dtype);
-      const auto value = figure(section, name, key + "." + name, Quantity::kFlops,
-                                fp32_required && dtype == ComputeDType::kFp32);
+      const auto value = figure(section, name, key + "." + name, Quantity::kFlops, fp32_required && dtype == ComputeDType::kFp32);
       if (value) out[dtype] = *value;
     }
     return out;
@@ -193,8 +202,7 @@ std::string lower(std::string_view text) {
 }
 
 bool looks_like_path(const std::string& text) {
-  return text.find('/') != std::string::npos ||
-         (text.size() > 5 && text.compare(text.size() - 5, 5, ".json") == 0);
+  return text.find('/') != std::string::npos || (text.size() > 5 && text.compare(text.size() - 5, 5, ".json") == 0);
 }
 
 }  // namespace
@@ -243,11 +251,11 @@ HardwareSpec parse_hardware_spec(const std::string& json_text, const std::string
 
   HardwareSpec spec;
   Reader reader(source, spec);
-  reader.only_known(doc, "",
-                    {"name", "description", "device_kind", "device_names", "reference_system", "notes", "peak_flops_dense",
-                     "peak_flops_dense_per_core", "memory_capacity", "memory_bandwidth", "l2_cache", "sm_count",
-                     "nvlink_bandwidth_per_direction", "gpus_per_node", "cores_per_node", "nics_per_node",
-                     "nic_bandwidth_per_direction"});
+  reader.only_known(
+      doc, "",
+      {"name", "description", "device_kind", "device_names", "reference_system", "notes", "peak_flops_dense",
+       "peak_flops_dense_per_core", "memory_capacity", "memory_bandwidth", "l2_cache", "sm_count",
+       "nvlink_bandwidth_per_direction", "gpus_per_node", "cores_per_node", "nics_per_node", "nic_bandwidth_per_direction"});
 
   spec.name = reader.text(doc, "name");
   const std::filesystem::path source_path(source);
@@ -284,8 +292,8 @@ HardwareSpec parse_hardware_spec(const std::string& json_text, const std::string
       *reader.figure(doc, "memory_bandwidth", "memory_bandwidth", Quantity::kBandwidth, /*required=*/true);
   spec.l2_bytes = reader.bytes(doc, "l2_cache", false);
   spec.sm_count = reader.count(doc, "sm_count", false);
-  spec.nvlink_bandwidth_bytes_per_s = reader.figure(doc, "nvlink_bandwidth_per_direction",
-                                                    "nvlink_bandwidth_per_direction", Quantity::kBandwidth, false);
+  spec.nvlink_bandwidth_bytes_per_s =
+      reader.figure(doc, "nvlink_bandwidth_per_direction", "nvlink_bandwidth_per_direction", Quantity::kBandwidth, false);
   spec.gpus_per_node = reader.count(doc, "gpus_per_node", false);
   if (doc.contains("cores_per_node")) spec.cores_per_node = reader.count(doc, "cores_per_node", false);
   spec.nics_per_node = reader.count(doc, "nics_per_node", false);
@@ -343,8 +351,7 @@ HardwareSpec find_hardware_spec(const std::string& name_or_path, const std::stri
     std::string list;
     for (const auto& name : known) list += (list.empty() ? "" : ", ") + name;
     throw UserError("no hardware description '" + name_or_path + "' in " + dir + "; known: " +
-                    (list.empty() ? "none (is ITERTIME_HARDWARE_DIR right?)" : list) +
-                    "; or pass the path of a .json file");
+                    (list.empty() ? "none (is ITERTIME_HARDWARE_DIR right?)" : list) + "; or pass the path of a .json file");
   }
   return load_hardware_spec((std::filesystem::path(dir) / (name_or_path + ".json")).string());
 }

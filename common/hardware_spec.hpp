@@ -57,9 +57,9 @@ struct HardwareSpec {
   std::optional<int> sm_count;
   std::optional<double> nvlink_bandwidth_bytes_per_s;  // per GPU, per direction, all links together
   std::optional<int> gpus_per_node;
-  std::optional<int> cores_per_node;                    // CPU nodes
-  std::optional<int> nics_per_node;                     // NICs of the compute fabric (not storage)
-  std::optional<double> nic_bandwidth_bytes_per_s;      // per NIC, per direction
+  std::optional<int> cores_per_node;                // CPU nodes
+  std::optional<int> nics_per_node;                 // NICs of the compute fabric (not storage)
+  std::optional<double> nic_bandwidth_bytes_per_s;  // per NIC, per direction
 
   // Field path (e.g. "peak_flops_dense.bf16", "memory_capacity") -> its source text, for every figure
   // of the file, present or null; a null figure's reason is appended to its source.

@@ -102,7 +102,8 @@ InFlightVerdict judge_in_flight(const std::string& in_flight_key, const Interrup
       return verdict;
     }
     verdict.kind = InFlightVerdict::Kind::failed;
-    verdict.reason = "failed: interrupted " + (interruptions == 2 ? std::string("twice") : std::to_string(interruptions) + " times") +
+    verdict.reason = "failed: interrupted " +
+                     (interruptions == 2 ? std::string("twice") : std::to_string(interruptions) + " times") +
                      " in a row while being measured (likely out of memory or a crash on another rank); "
                      "see its log; --retry-failed measures it again";
     return verdict;
@@ -112,8 +113,7 @@ InFlightVerdict judge_in_flight(const std::string& in_flight_key, const Interrup
     return verdict;
   }
   verdict.kind = InFlightVerdict::Kind::failed;
-  verdict.reason =
-      "failed: the previous run died while measuring this configuration (out of memory or a crash); see its log";
+  verdict.reason = "failed: the previous run died while measuring this configuration (out of memory or a crash); see its log";
   return verdict;
 }
 
@@ -156,8 +156,10 @@ void InterruptionJournal::begin(const std::string& key, int prior_interruptions)
   }
   if (!ok) {
     if (!warned_) {
-      std::fprintf(stderr, "itertime: warning: cannot write %s (%s): a configuration interrupted by a signal will be "
-                           "recorded failed\n", path_.c_str(), std::strerror(errno));
+      std::fprintf(stderr,
+                   "itertime: warning: cannot write %s (%s): a configuration interrupted by a signal will be "
+                   "recorded failed\n",
+                   path_.c_str(), std::strerror(errno));
       warned_ = true;
     }
     return;

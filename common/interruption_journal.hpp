@@ -79,7 +79,7 @@ class InterruptionJournal {
   int fd_ = -1;
   bool warned_ = false;
   bool installed_[3] = {false, false, false};
-  struct sigaction previous_[3] {};
+  struct sigaction previous_[3]{};
 };
 
 }  // namespace itertime

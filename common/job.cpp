@@ -61,8 +61,9 @@ TrainingTechniques parse_techniques(const json& object, const TrainingTechniques
     throw UserError(where + ": a techniques object is a JSON object such as {\"sequence_parallel\": true}, got " +
                     json_excerpt(object));
   }
-  reject_unknown(object, {"sequence_parallel", "vocab_parallel", "distributed_optimizer", "recompute",
-                          "overlap_gradient_reduction", "gradient_bucket_bytes", "overlap_parameter_gather"},
+  reject_unknown(object,
+                 {"sequence_parallel", "vocab_parallel", "distributed_optimizer", "recompute", "overlap_gradient_reduction",
+                  "gradient_bucket_bytes", "overlap_parameter_gather"},
                  where);
   TrainingTechniques t = base;
   t.sequence_parallel = get_bool(object, "sequence_parallel", t.sequence_parallel, where);
@@ -71,7 +72,8 @@ TrainingTechniques parse_techniques(const json& object, const TrainingTechniques
   t.overlap_gradient_reduction = get_bool(object, "overlap_gradient_reduction", t.overlap_gradient_reduction, where);
   t.overlap_parameter_gather = get_bool(object, "overlap_parameter_gather", t.overlap_parameter_gather, where);
   if (t.overlap_parameter_gather && !(t.distributed_optimizer && t.overlap_gradient_reduction)) {
-    throw UserError(where + ": field 'overlap_parameter_gather' overlaps the distributed optimizer's bucketed all-gathers: "
+    throw UserError(where +
+                    ": field 'overlap_parameter_gather' overlaps the distributed optimizer's bucketed all-gathers: "
                     "set 'distributed_optimizer' and 'overlap_gradient_reduction' true too");
   }
   if (object.contains("recompute")) {
@@ -91,8 +93,10 @@ TrainingTechniques parse_techniques(const json& object, const TrainingTechniques
     if (value.is_number_integer()) bytes = value.get<int64_t>();
     if (value.is_string()) bytes = parse_byte_size(value.get<std::string>()).value_or(-1);
     if (bytes < 1) {
-      throw UserError(where + ": field 'gradient_bucket_bytes' must be a positive integer or a size such as \"4M\" "
-                      "(an integer with an optional K, M or G suffix), got " + json_excerpt(value));
+      throw UserError(where +
+                      ": field 'gradient_bucket_bytes' must be a positive integer or a size such as \"4M\" "
+                      "(an integer with an optional K, M or G suffix), got " +
+                      json_excerpt(value));
     }
     t.gradient_bucket_bytes = bytes;
   }
@@ -148,8 +152,9 @@ double get_nonnegative_number(const json& section, const char* name, double fall
 }
 
 void parse_groundtruth_section(const json& gt, const std::string& where, Job& job) {
-  reject_unknown(gt, {"warmup_iters", "timed_iters", "min_timed_seconds", "rounds", "max_extra_rounds",
-                      "disagreement_pct", "outside_load_cores"},
+  reject_unknown(gt,
+                 {"warmup_iters", "timed_iters", "min_timed_seconds", "rounds", "max_extra_rounds", "disagreement_pct",
+                  "outside_load_cores"},
                  where);
   job.warmup_iters = get_int(gt, "warmup_iters", job.warmup_iters, where);
   job.timed_iters = get_int(gt, "timed_iters", job.timed_iters, where);
@@ -201,7 +206,8 @@ void parse_configs(const json& configs, const std::string& path, const TrainingT
   for (const json& item : configs) {
     const std::string where = path + " configs[" + std::to_string(index++) + "]";
     if (!item.is_object()) throw UserError(where + ": each configuration is an object");
-    reject_unknown(item, {"dp", "tp", "pp", "cp", "vp", "micro_batch", "global_batch", "seq_len", "precision", "techniques"}, where);
+    reject_unknown(item, {"dp", "tp", "pp", "cp", "vp", "micro_batch", "global_batch", "seq_len", "precision", "techniques"},
+                   where);
     JobConfig config;
     config.parallel.dp = get_required_int(item, "dp", where);
     config.parallel.tp = get_required_int(item, "tp", where);
@@ -212,15 +218,14 @@ void parse_configs(const json& configs, const std::string& path, const TrainingT
     config.parallel.cp = get_int(item, "cp", 1, where);
     config.parallel.vp = get_int(item, "vp", 1, where);
     config.precision = parse_trainable_precision(get_string(item, "precision", "fp32", where)).name;
-    config.techniques = item.contains("techniques") ? parse_techniques(item.at("techniques"), defaults, where + " techniques")
-                                                    : defaults;
+    config.techniques =
+        item.contains("techniques") ? parse_techniques(item.at("techniques"), defaults, where + " techniques") : defaults;
     list.add(config);
   }
 }
 
 // The sweep's recipes: each a techniques object over the job's defaults; absent, the defaults alone.
-std::vector<TrainingTechniques> parse_recipes(const json& sweep, const std::string& where,
-                                              const TrainingTechniques& defaults) {
+std::vector<TrainingTechniques> parse_recipes(const json& sweep, const std::string& where, const TrainingTechniques& defaults) {
   if (!sweep.contains("recipes")) return {defaults};
   const json& recipes = sweep.at("recipes");
   if (!recipes.is_array() || recipes.empty()) {
@@ -325,15 +330,18 @@ Job parse_job(const std::string& json_text, const std::string& path) {
     throw UserError(path + ": not valid JSON (" + std::string(error.what()) + "); see docs/jobs.md for the job format");
   }
   if (!root.is_object()) throw UserError(path + ": a job is a JSON object; see docs/jobs.md");
-  reject_unknown(root, {"name", "model", "backend", "seed", "groundtruth", "configs", "sweep", "comm", "ranks", "compute_threads", "description", "attention", "techniques"}, path);
+  reject_unknown(root,
+                 {"name", "model", "backend", "seed", "groundtruth", "configs", "sweep", "comm", "ranks", "compute_threads",
+                  "description", "attention", "techniques"},
+                 path);
 
   Job job;
   parse_top_level(root, path, job);
   if (root.contains("groundtruth")) parse_groundtruth_section(root.at("groundtruth"), path + " groundtruth", job);
   if (root.contains("comm")) parse_comm_section(root.at("comm"), path + " comm", job);
-  const TrainingTechniques defaults =
-      root.contains("techniques") ? parse_techniques(root.at("techniques"), TrainingTechniques{}, path + " techniques")
-                                  : TrainingTechniques{};
+  const TrainingTechniques defaults = root.contains("techniques")
+                                          ? parse_techniques(root.at("techniques"), TrainingTechniques{}, path + " techniques")
+                                          : TrainingTechniques{};
   ConfigList list(job);
   if (root.contains("configs")) parse_configs(root.at("configs"), path, defaults, list);
   if (root.contains("sweep")) parse_sweep(root.at("sweep"), path + " sweep", defaults, list);

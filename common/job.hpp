@@ -65,7 +65,7 @@ struct Job {
   double min_timed_seconds = 0;
   RoundPolicy rounds;
   int compute_threads = 1;
-  int ranks = 0;           // MPI ranks `itertime run` launches; 0 = the largest configuration
+  int ranks = 0;  // MPI ranks `itertime run` launches; 0 = the largest configuration
   CommSweepSpec comm;
   std::vector<JobConfig> configs;
 

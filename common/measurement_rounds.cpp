@@ -35,9 +35,7 @@ std::vector<double> medians_where(const std::vector<RoundMeasurement>& rounds, c
 double percent_off(double value, double centre) { return 100.0 * std::fabs(value - centre) / centre; }
 
 std::string disturbance_text(const RoundsAssessment& a, const RoundPolicy& policy) {
-  const auto count = [&](RoundVerdict v) {
-    return std::to_string(std::count(a.verdicts.begin(), a.verdicts.end(), v));
-  };
+  const auto count = [&](RoundVerdict v) { return std::to_string(std::count(a.verdicts.begin(), a.verdicts.end(), v)); };
   char limit[32];
   std::snprintf(limit, sizeof(limit), "%.0f%%", policy.disagreement_pct);
   return std::to_string(a.counted) + " of " + std::to_string(a.verdicts.size()) + " rounds counted (" +
@@ -70,7 +68,7 @@ RoundsAssessment assess_rounds(const std::vector<RoundMeasurement>& rounds, cons
   a.counted = static_cast<int>(counted.size());
   // The rounds the time comes from: the counted ones; else the load-free ones; else all.
   for (const RoundVerdict verdict : a.verdicts) {
-    a.used.push_back(!counted.empty()      ? verdict == RoundVerdict::kCounted
+    a.used.push_back(!counted.empty()     ? verdict == RoundVerdict::kCounted
                      : !load_free.empty() ? verdict != RoundVerdict::kLoad
                                           : true);
   }

@@ -16,7 +16,8 @@ using nlohmann::json;
 
 int64_t required_positive(const json& config, const char* key, const std::string& source) {
   if (!config.contains(key)) {
-    throw UserError(source + ": missing field '" + key + "' (a LLaMA config.json needs hidden_size, "
+    throw UserError(source + ": missing field '" + key +
+                    "' (a LLaMA config.json needs hidden_size, "
                     "intermediate_size, num_hidden_layers, num_attention_heads and vocab_size)");
   }
   const json& value = config.at(key);
@@ -42,10 +43,10 @@ double optional_number(const json& config, const char* key, double fallback, con
 }  // namespace
 
 int64_t LlamaSpec::layer_params() const {
-  const int64_t attention = hidden_size * (num_heads * head_dim)   // q
-                            + 2 * hidden_size * kv_dim()           // k, v
+  const int64_t attention = hidden_size * (num_heads * head_dim)     // q
+                            + 2 * hidden_size * kv_dim()             // k, v
                             + (num_heads * head_dim) * hidden_size;  // o
-  const int64_t mlp = 3 * hidden_size * intermediate_size;         // gate, up, down
+  const int64_t mlp = 3 * hidden_size * intermediate_size;           // gate, up, down
   const int64_t norms = 2 * hidden_size;
   return attention + mlp + norms;
 }
@@ -54,14 +55,11 @@ int64_t LlamaSpec::total_params() const {
   return embedding_params() + num_layers * layer_params() + hidden_size /* final norm */ + lm_head_params();
 }
 
-int64_t LlamaSpec::matmul_params() const {
-  return num_layers * (layer_params() - 2 * hidden_size) + vocab_size * hidden_size;
-}
+int64_t LlamaSpec::matmul_params() const { return num_layers * (layer_params() - 2 * hidden_size) + vocab_size * hidden_size; }
 
 double LlamaSpec::training_flops_per_token(int64_t seq_len) const {
   return 6.0 * static_cast<double>(matmul_params()) +
-         12.0 * static_cast<double>(num_layers) * static_cast<double>(num_heads * head_dim) *
-             static_cast<double>(seq_len);
+         12.0 * static_cast<double>(num_layers) * static_cast<double>(num_heads * head_dim) * static_cast<double>(seq_len);
 }
 
 std::vector<int> LlamaSpec::legal_tp_degrees() const {
@@ -85,8 +83,7 @@ LlamaSpec parse_llama_config(const std::string& json_text, const std::string& so
   try {
     config = json::parse(json_text);
   } catch (const json::exception& error) {  // parse_error, and out_of_range for numbers like 1e999
-    throw UserError(source + ": not valid JSON (" + std::string(error.what()) +
-                    "); expected a Hugging Face config.json");
+    throw UserError(source + ": not valid JSON (" + std::string(error.what()) + "); expected a Hugging Face config.json");
   }
   if (!config.is_object()) throw UserError(source + ": expected a JSON object (a Hugging Face config.json)");
   if (config.contains("model_type") && config.at("model_type").is_string() &&
@@ -114,8 +111,8 @@ LlamaSpec parse_llama_config(const std::string& json_text, const std::string& so
   }
 
   if (spec.hidden_size % spec.num_heads != 0 && !config.contains("head_dim")) {
-    throw UserError(source + ": hidden_size " + std::to_string(spec.hidden_size) +
-                    " is not divisible by num_attention_heads " + std::to_string(spec.num_heads));
+    throw UserError(source + ": hidden_size " + std::to_string(spec.hidden_size) + " is not divisible by num_attention_heads " +
+                    std::to_string(spec.num_heads));
   }
   if (spec.num_heads % spec.num_kv_heads != 0) {
     throw UserError(source + ": num_attention_heads " + std::to_string(spec.num_heads) +

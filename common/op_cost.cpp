@@ -55,7 +55,8 @@ double op_bytes(const std::vector<TensorExtent>& tensors, const std::vector<Tens
     total += b;
     largest = std::max(largest, b);
   }
-  for (const TensorExtent& t : list_elements) total += static_cast<double>(t.numel() * static_cast<int64_t>(dtype_bytes(t.dtype)));
+  for (const TensorExtent& t : list_elements)
+    total += static_cast<double>(t.numel() * static_cast<int64_t>(dtype_bytes(t.dtype)));
   return total + largest;  // the output is taken as large as the largest input
 }
 

@@ -82,12 +82,12 @@ RowType RowTraits<store::OpStageRow>::row_type() {
 namespace itertime::store {
 
 std::string stage_key(const std::string& model, int tp, int pp, int stage, int micro_batch, int seq_len,
-                      const std::string& precision, const std::string& variant, const TrainingTechniques& techniques,
-                      int dp, int cp) {
+                      const std::string& precision, const std::string& variant, const TrainingTechniques& techniques, int dp,
+                      int cp) {
   const std::string recipe = recipe_text(techniques);
-  std::string key = model + "/tp" + std::to_string(tp) + "/pp" + std::to_string(pp) + "/s" + std::to_string(stage) +
-                    "/mbs" + std::to_string(micro_batch) + "/seq" + std::to_string(seq_len) + "/" + precision + "/" +
-                    variant + (recipe.empty() ? "" : "/" + recipe);
+  std::string key = model + "/tp" + std::to_string(tp) + "/pp" + std::to_string(pp) + "/s" + std::to_string(stage) + "/mbs" +
+                    std::to_string(micro_batch) + "/seq" + std::to_string(seq_len) + "/" + precision + "/" + variant +
+                    (recipe.empty() ? "" : "/" + recipe);
   if (techniques.distributed_optimizer) {
     ITERTIME_CHECK(dp >= 1, "stage_key: a distributed-optimizer stage needs its dp degree");
     key += "/dp" + std::to_string(dp);
@@ -103,8 +103,7 @@ constexpr h5::ChildTable<OpStageRow> kCommSpan{kOpComms, &OpStageRow::comm_offse
 
 void append_stage(h5::Store& store, OpStageRow stage, const std::vector<OpSequenceRow>& sequence,
                   const std::vector<OpCommRow>& comms) {
-  h5::append_with_children(store, kOpStages, stage, h5::child_rows(kSequenceSpan, sequence),
-                           h5::child_rows(kCommSpan, comms));
+  h5::append_with_children(store, kOpStages, stage, h5::child_rows(kSequenceSpan, sequence), h5::child_rows(kCommSpan, comms));
 }
 
 std::set<std::string> existing_stage_keys(h5::Store& store) {

@@ -29,8 +29,8 @@ struct OpSignatureRow {
   char signature[512];    // canonical text: name.overload(args)->output dtype (truncated past 511 chars)
   char input_dtypes[64];  // comma-separated dtypes of the tensor inputs
   char output_dtype[8];
-  double flops;           // matrix products 2*M*N*K; others: elements of the largest input
-  double bytes;           // tensor inputs + an output as large as the largest input
+  double flops;  // matrix products 2*M*N*K; others: elements of the largest input
+  double bytes;  // tensor inputs + an output as large as the largest input
 };
 
 // The text a signature / dtype list has once stored (truncated past the field's capacity): the form
@@ -106,9 +106,24 @@ std::set<std::string> existing_stage_keys(h5::Store& store);
 }  // namespace itertime::store
 
 namespace itertime::h5 {
-template <> struct RowTraits<store::OpSignatureRow> { static RowType row_type(); };
-template <> struct RowTraits<store::OpTimingRow> { static RowType row_type(); };
-template <> struct RowTraits<store::OpSequenceRow> { static RowType row_type(); };
-template <> struct RowTraits<store::OpCommRow> { static RowType row_type(); };
-template <> struct RowTraits<store::OpStageRow> { static RowType row_type(); };
+template <>
+struct RowTraits<store::OpSignatureRow> {
+  static RowType row_type();
+};
+template <>
+struct RowTraits<store::OpTimingRow> {
+  static RowType row_type();
+};
+template <>
+struct RowTraits<store::OpSequenceRow> {
+  static RowType row_type();
+};
+template <>
+struct RowTraits<store::OpCommRow> {
+  static RowType row_type();
+};
+template <>
+struct RowTraits<store::OpStageRow> {
+  static RowType row_type();
+};
 }  // namespace itertime::h5

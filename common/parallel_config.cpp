@@ -32,9 +32,8 @@ std::vector<std::string> ParallelConfig::violations(const LlamaSpec& model, int 
     if (value <= 0) broken.push_back(std::string(name) + "=" + std::to_string(value) + " must be positive");
     return value > 0;
   };
-  const bool ok = positive(dp, "dp") & positive(tp, "tp") & positive(pp, "pp") &
-                  positive(micro_batch, "micro_batch") & positive(global_batch, "global_batch") &
-                  positive(seq_len, "seq_len") & positive(cp, "cp") & positive(vp, "vp");
+  const bool ok = positive(dp, "dp") & positive(tp, "tp") & positive(pp, "pp") & positive(micro_batch, "micro_batch") &
+                  positive(global_batch, "global_batch") & positive(seq_len, "seq_len") & positive(cp, "cp") & positive(vp, "vp");
   if (!ok) return broken;
 
   if (world_size > 0 && this->world_size() != world_size) {
@@ -59,27 +58,24 @@ std::vector<std::string> ParallelConfig::violations(const LlamaSpec& model, int 
                      " micro-batches to be a multiple of pp=" + std::to_string(pp) + ", as Megatron-LM requires");
   }
   if (model.num_heads % tp != 0) {
-    broken.push_back("tp=" + std::to_string(tp) + " does not divide the " + std::to_string(model.num_heads) +
-                     " attention heads");
+    broken.push_back("tp=" + std::to_string(tp) + " does not divide the " + std::to_string(model.num_heads) + " attention heads");
   }
   if (model.num_kv_heads % tp != 0) {
-    broken.push_back("tp=" + std::to_string(tp) + " does not divide the " + std::to_string(model.num_kv_heads) +
-                     " KV heads");
+    broken.push_back("tp=" + std::to_string(tp) + " does not divide the " + std::to_string(model.num_kv_heads) + " KV heads");
   }
   if (model.intermediate_size % tp != 0) {
-    broken.push_back("tp=" + std::to_string(tp) + " does not divide the FFN size " +
-                     std::to_string(model.intermediate_size));
+    broken.push_back("tp=" + std::to_string(tp) + " does not divide the FFN size " + std::to_string(model.intermediate_size));
   }
   if (pp > model.num_layers) {
     broken.push_back("pp=" + std::to_string(pp) + " exceeds the " + std::to_string(model.num_layers) + " layers");
   }
   if (global_batch % (dp * micro_batch) != 0) {
-    broken.push_back("global_batch=" + std::to_string(global_batch) + " is not divisible by dp*micro_batch = " +
-                     std::to_string(dp * micro_batch));
+    broken.push_back("global_batch=" + std::to_string(global_batch) +
+                     " is not divisible by dp*micro_batch = " + std::to_string(dp * micro_batch));
   }
   if (model.max_position_embeddings > 0 && seq_len > model.max_position_embeddings) {
-    broken.push_back("seq_len=" + std::to_string(seq_len) + " exceeds max_position_embeddings=" +
-                     std::to_string(model.max_position_embeddings));
+    broken.push_back("seq_len=" + std::to_string(seq_len) +
+                     " exceeds max_position_embeddings=" + std::to_string(model.max_position_embeddings));
   }
   return broken;
 }
@@ -94,8 +90,8 @@ void ParallelConfig::require_valid(const LlamaSpec& model, int world_size) const
 
 RankLayout::RankLayout(int dp, int tp, int pp, int cp) : dp_(dp), tp_(tp), pp_(pp), cp_(cp) {
   if (dp <= 0 || tp <= 0 || pp <= 0 || cp <= 0) {
-    throw UserError("rank layout dp=" + std::to_string(dp) + " tp=" + std::to_string(tp) + " pp=" +
-                    std::to_string(pp) + " cp=" + std::to_string(cp) + ": every degree must be positive");
+    throw UserError("rank layout dp=" + std::to_string(dp) + " tp=" + std::to_string(tp) + " pp=" + std::to_string(pp) +
+                    " cp=" + std::to_string(cp) + ": every degree must be positive");
   }
 }
 
@@ -110,8 +106,8 @@ RankCoords RankLayout::coords(int rank) const {
 }
 
 int RankLayout::rank_of(const RankCoords& c) const {
-  ITERTIME_CHECK(c.dp_idx >= 0 && c.dp_idx < dp_ && c.tp_idx >= 0 && c.tp_idx < tp_ && c.pp_idx >= 0 &&
-                     c.pp_idx < pp_ && c.cp_idx >= 0 && c.cp_idx < cp_,
+  ITERTIME_CHECK(c.dp_idx >= 0 && c.dp_idx < dp_ && c.tp_idx >= 0 && c.tp_idx < tp_ && c.pp_idx >= 0 && c.pp_idx < pp_ &&
+                     c.cp_idx >= 0 && c.cp_idx < cp_,
                  "coordinates outside the layout");
   return c.pp_idx * (dp_ * cp_ * tp_) + c.dp_idx * (cp_ * tp_) + c.cp_idx * tp_ + c.tp_idx;
 }

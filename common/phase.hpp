@@ -19,7 +19,7 @@ namespace itertime {
 enum class Phase { kForward, kBackward, kSpGradients, kDpBuffer, kOptimizer };
 inline constexpr std::size_t kPhaseCount = 5;
 inline constexpr std::array<Phase, kPhaseCount> kAllPhases = {Phase::kForward, Phase::kBackward, Phase::kSpGradients,
-                                                               Phase::kDpBuffer, Phase::kOptimizer};
+                                                              Phase::kDpBuffer, Phase::kOptimizer};
 
 std::string to_string(Phase phase);
 Phase parse_phase(std::string_view text);

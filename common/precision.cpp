@@ -43,9 +43,8 @@ std::string to_string(PrecisionName name) {
 double adamw_eps(const PrecisionPolicy& policy) { return policy.optimizer_dtype == DType::kFloat16 ? 1e-4 : 1e-8; }
 
 const std::vector<PrecisionName>& all_precisions() {
-  static const std::vector<PrecisionName> kAll = {PrecisionName::kFp32, PrecisionName::kTf32,
-                                                  PrecisionName::kBf16, PrecisionName::kFp16,
-                                                  PrecisionName::kAmpBf16, PrecisionName::kAmpFp16,
+  static const std::vector<PrecisionName> kAll = {PrecisionName::kFp32, PrecisionName::kTf32,    PrecisionName::kBf16,
+                                                  PrecisionName::kFp16, PrecisionName::kAmpBf16, PrecisionName::kAmpFp16,
                                                   PrecisionName::kFp8};
   return kAll;
 }
@@ -85,16 +84,18 @@ void require_supported(const PrecisionPolicy& policy, Backend backend, const Bac
   if (policy.supports(backend, capabilities)) return;
   std::string hint = policy.supports_cuda ? "it runs on cuda only" : "it runs on cpu only";
   if (policy.fp8_matmul) {
-    hint = "fp8 is predicted only, on a hardware description with an fp8 peak (itertime predict --hardware NAME "
-           "--precision fp8); no itertime backend trains it";
+    hint =
+        "fp8 is predicted only, on a hardware description with an fp8 peak (itertime predict --hardware NAME "
+        "--precision fp8); no itertime backend trains it";
   } else if (policy.needs_fp16_matmul && backend == Backend::kCpu) {
-    hint = "this LibTorch has no fp16 matrix product on cpu (LibTorch 1.x; 2.x has one); use bf16 or amp-bf16 "
-           "on cpu, or build against LibTorch 2.x";
+    hint =
+        "this LibTorch has no fp16 matrix product on cpu (LibTorch 1.x; 2.x has one); use bf16 or amp-bf16 "
+        "on cpu, or build against LibTorch 2.x";
   } else if (policy.name == PrecisionName::kTf32) {
     hint += " (TF32 is a tensor-core mode); use fp32 on cpu";
   }
-  throw UserError("precision policy '" + to_string(policy.name) + "' cannot run on backend '" +
-                  to_string(backend) + "': " + hint);
+  throw UserError("precision policy '" + to_string(policy.name) + "' cannot run on backend '" + to_string(backend) +
+                  "': " + hint);
 }
 
 }  // namespace itertime

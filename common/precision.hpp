@@ -23,13 +23,13 @@ enum class PrecisionName { kFp32, kTf32, kBf16, kFp16, kAmpBf16, kAmpFp16, kFp8 
 
 struct PrecisionPolicy {
   PrecisionName name;
-  DType param_dtype;        // parameters as stored (master weights under AMP)
-  DType compute_dtype;      // matrix products (tf32 runs fp32 tensors on TF32 tensor cores)
-  DType grad_dtype;         // gradients, and the DP all-reduce
-  DType optimizer_dtype;    // AdamW moments
-  DType activation_dtype;   // residual stream between layers, and pipeline P2P payloads
-  bool autocast = false;    // compute dtype reached through autocast (casts inserted by the framework)
-  bool tf32_math = false;   // fp32 tensors, TF32 tensor-core math
+  DType param_dtype;          // parameters as stored (master weights under AMP)
+  DType compute_dtype;        // matrix products (tf32 runs fp32 tensors on TF32 tensor cores)
+  DType grad_dtype;           // gradients, and the DP all-reduce
+  DType optimizer_dtype;      // AdamW moments
+  DType activation_dtype;     // residual stream between layers, and pipeline P2P payloads
+  bool autocast = false;      // compute dtype reached through autocast (casts inserted by the framework)
+  bool tf32_math = false;     // fp32 tensors, TF32 tensor-core math
   bool loss_scaling = false;  // dynamic loss scaling (fp16 gradients underflow without it)
   bool supports_cpu = false;
   bool supports_cuda = false;

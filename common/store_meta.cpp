@@ -27,8 +27,8 @@ int64_t parse_count(const std::map<std::string, std::string>& attributes, const 
 }
 
 template <typename Parse>
-auto parse_enum(const std::map<std::string, std::string>& attributes, const char* key, const std::string& file,
-                Parse parse) -> std::optional<decltype(parse(std::string_view()))> {
+auto parse_enum(const std::map<std::string, std::string>& attributes, const char* key, const std::string& file, Parse parse)
+    -> std::optional<decltype(parse(std::string_view()))> {
   const std::string* text = find(attributes, key);
   if (text == nullptr) return std::nullopt;
   try {
@@ -46,7 +46,8 @@ StoreMeta parse_store_meta(const std::map<std::string, std::string>& attributes,
   if (const std::string* text = find(attributes, meta_key::kBackend); text != nullptr && !text->empty() && *text != "unknown") {
     meta.backend = parse_enum(attributes, meta_key::kBackend, file, [](std::string_view name) { return parse_backend(name); });
   }
-  meta.attention = parse_enum(attributes, meta_key::kAttention, file, [](std::string_view text) { return parse_attention(text); });
+  meta.attention =
+      parse_enum(attributes, meta_key::kAttention, file, [](std::string_view text) { return parse_attention(text); });
   if (const std::string* text = find(attributes, meta_key::kLibtorchVersion)) meta.libtorch_version = *text;
   if (const std::string* text = find(attributes, meta_key::kHardware); text != nullptr && *text != "none") meta.hardware = *text;
   if (const std::string* text = find(attributes, meta_key::kGroundTruthModel)) meta.groundtruth_model = *text;

@@ -28,10 +28,14 @@ std::string printable(std::string_view text) {
   std::string out;
   for (const char c : text) {
     const auto byte = static_cast<unsigned char>(c);
-    if (c == '\n') out += "\\n";
-    else if (c == '\r') out += "\\r";
-    else if (byte < 0x20 || byte == 0x7f) out += std::string("\\x") + kHex[byte >> 4] + kHex[byte & 15];
-    else out += c;
+    if (c == '\n')
+      out += "\\n";
+    else if (c == '\r')
+      out += "\\r";
+    else if (byte < 0x20 || byte == 0x7f)
+      out += std::string("\\x") + kHex[byte >> 4] + kHex[byte & 15];
+    else
+      out += c;
   }
   return out;
 }
@@ -119,7 +123,8 @@ TrainingTechniques parse_recipe_text(std::string_view text) {
     last_order = order;
   }
   if (t.overlap_parameter_gather && !(t.distributed_optimizer && t.overlap_gradient_reduction)) {
-    refuse(text, "opg overlaps the distributed optimizer's bucketed all-gathers: it needs dopt and ovl too (e.g. 'dopt+ovl+opg')");
+    refuse(text,
+           "opg overlaps the distributed optimizer's bucketed all-gathers: it needs dopt and ovl too (e.g. 'dopt+ovl+opg')");
   }
   if (recipe_text(t) != text) refuse(text, "not in canonical form (write it as '" + recipe_text(t) + "')");
   return t;

@@ -44,8 +44,7 @@ constexpr const char* kNoCalibration =
     "this itertime is a prediction-only build (built without MPI): it cannot calibrate; calibrate with a build "
     "that has MPI and LibTorch (cmake -DITERTIME_WITH_MPI=ON, docs/build.md) and predict from its file here";
 
-void register_refusing(CLI::App& app, std::vector<std::pair<CLI::App*, Action>>& actions, const char* name,
-                       const char* summary) {
+void register_refusing(CLI::App& app, std::vector<std::pair<CLI::App*, Action>>& actions, const char* name, const char* summary) {
   CLI::App* verb = app.add_subcommand(name, std::string(summary) + " [not in this prediction-only build]");
   verb->allow_extras();
   verb->prefix_command();

@@ -131,7 +131,8 @@ int run_job_stage(Context& context, const GroundTruthArgs& args, const char* wha
 #else
     (void)args;
     (void)run;
-    throw CollectiveUserError(std::string("this itertime was built without LibTorch (ITERTIME_WITH_TORCH=OFF); ") + what + " needs it");
+    throw CollectiveUserError(std::string("this itertime was built without LibTorch (ITERTIME_WITH_TORCH=OFF); ") + what +
+                              " needs it");
 #endif
   } catch (const CollectiveUserError& error) {
     if (mpi.world_rank() == 0) std::fprintf(stderr, "itertime: error: %s\n", error.what());
@@ -178,13 +179,17 @@ void register_calibrate(CLI::App& app, std::vector<std::pair<CLI::App*, Action>>
   CLI::App* comm = calibrate->add_subcommand(
       "comm", "Sweep collectives and point-to-point transfers over sizes, dtypes, group sizes and rank layouts");
   auto args = std::make_shared<CommArgs>();
-  comm->add_option("-o,--output", args->output, "HDF5 file to write (refused if it exists, unless --force or --resume)")->required();
+  comm->add_option("-o,--output", args->output, "HDF5 file to write (refused if it exists, unless --force or --resume)")
+      ->required();
   comm->add_flag("--force", args->force, "Overwrite an existing output file");
   comm->add_flag("--resume", args->resume, "Continue an existing output file: measure only the missing points");
-  comm->add_option("--backend", args->backend, "cpu (MPI on host buffers) or cuda (NCCL on device buffers)")->capture_default_str();
-  comm->add_option("-b,--min-bytes", args->min_bytes, "Smallest message size (K/M/G suffixes, powers of 1024)")->capture_default_str();
+  comm->add_option("--backend", args->backend, "cpu (MPI on host buffers) or cuda (NCCL on device buffers)")
+      ->capture_default_str();
+  comm->add_option("-b,--min-bytes", args->min_bytes, "Smallest message size (K/M/G suffixes, powers of 1024)")
+      ->capture_default_str();
   comm->add_option("-e,--max-bytes", args->max_bytes, "Largest message size")->capture_default_str();
-  comm->add_option("-f,--step-factor", args->step_factor, "Multiply the size by this factor between points")->capture_default_str();
+  comm->add_option("-f,--step-factor", args->step_factor, "Multiply the size by this factor between points")
+      ->capture_default_str();
   comm->add_option("--collectives", args->collectives,
                    "Subset of all_reduce, all_gather, reduce_scatter, broadcast, all_to_all, send, sendrecv (default: all)")
       ->delimiter(',');
@@ -192,7 +197,9 @@ void register_calibrate(CLI::App& app, std::vector<std::pair<CLI::App*, Action>>
   comm->add_option("--group-sizes", args->group_sizes, "Group sizes (default: 2, 4, 8, ... and the world size)")->delimiter(',');
   comm->add_option("--layouts", args->layouts, "consecutive and/or strided (default: both)")->delimiter(',');
   comm->add_option("-w,--warmup", args->warmup, "Untimed warm-up calls per point")->capture_default_str();
-  comm->add_option("-n,--iters", args->iters, "Timed samples per point (latency: one call each; pipelined: a loop of back-to-back calls each)")->capture_default_str();
+  comm->add_option("-n,--iters", args->iters,
+                   "Timed samples per point (latency: one call each; pipelined: a loop of back-to-back calls each)")
+      ->capture_default_str();
   comm->add_option("--mode", args->mode,
                    "latency: barrier before every call (what a training step sees); pipelined: back-to-back calls, as nccl-tests")
       ->capture_default_str();
@@ -211,7 +218,8 @@ void register_calibrate(CLI::App& app, std::vector<std::pair<CLI::App*, Action>>
       "groundtruth", "Train every configuration of a job for real and record its iteration times (LibTorch)");
   auto gt_args = std::make_shared<GroundTruthArgs>();
   groundtruth->add_option("--job", gt_args->job, "Job file (JSON; see jobs/ and docs/jobs.md)")->required();
-  groundtruth->add_option("-o,--output", gt_args->output, "HDF5 file to write (refused if it exists, unless --force or --resume)")->required();
+  groundtruth->add_option("-o,--output", gt_args->output, "HDF5 file to write (refused if it exists, unless --force or --resume)")
+      ->required();
   groundtruth->add_flag("--force", gt_args->force, "Overwrite an existing output file");
   groundtruth->add_flag("--resume", gt_args->resume, "Continue an existing output file: measure only the missing configurations");
   groundtruth->add_flag("--retry-failed", gt_args->retry_failed,
@@ -225,7 +233,8 @@ void register_calibrate(CLI::App& app, std::vector<std::pair<CLI::App*, Action>>
       "ops", "Trace every pipeline stage of a job's configurations at its precision and profile each operator (LibTorch)");
   auto ops_args = std::make_shared<GroundTruthArgs>();
   ops->add_option("--job", ops_args->job, "Job file (JSON; see jobs/ and docs/jobs.md)")->required();
-  ops->add_option("-o,--output", ops_args->output, "HDF5 file to write (refused if it exists, unless --force or --resume)")->required();
+  ops->add_option("-o,--output", ops_args->output, "HDF5 file to write (refused if it exists, unless --force or --resume)")
+      ->required();
   ops->add_flag("--force", ops_args->force, "Overwrite an existing output file");
   ops->add_flag("--resume", ops_args->resume, "Continue an existing output file: trace and time only what is missing");
   ops->add_option("--watchdog-s", ops_args->watchdog_s,

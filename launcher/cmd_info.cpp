@@ -63,10 +63,12 @@ void register_info(CLI::App& app, std::vector<std::pair<CLI::App*, Action>>& act
     std::printf("  CPU                %s, %ld cores online\n", cpu_model().c_str(), sysconf(_SC_NPROCESSORS_ONLN));
     if (torch.compiled) {
       std::printf("  LibTorch threads   %d per rank\n", torch.intra_op_threads);
-      std::printf("  CPU fp16 matmul    %s\n", torch.cpu_fp16_matmul ? "yes" : "no (torch::mm of two kFloat16 CPU tensors throws)");
+      std::printf("  CPU fp16 matmul    %s\n",
+                  torch.cpu_fp16_matmul ? "yes" : "no (torch::mm of two kFloat16 CPU tensors throws)");
       std::printf("  attention          %s\n", joined(torch.attention_backends).c_str());
       if (torch.blas_threads > 0) {
-        std::printf("  OpenBLAS threads   %d per rank at start; calibrations set it to the job's compute_threads\n", torch.blas_threads);
+        std::printf("  OpenBLAS threads   %d per rank at start; calibrations set it to the job's compute_threads\n",
+                    torch.blas_threads);
       }
     }
     if (cuda.device_names.empty()) {

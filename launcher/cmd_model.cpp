@@ -31,9 +31,12 @@ std::string join_degrees(const std::vector<int>& degrees) {
 
 std::string human_count(double count) {
   char text[32];
-  if (count >= 1e9) std::snprintf(text, sizeof(text), "%.2f billion", count / 1e9);
-  else if (count >= 1e6) std::snprintf(text, sizeof(text), "%.2f million", count / 1e6);
-  else std::snprintf(text, sizeof(text), "%.1f thousand", count / 1e3);
+  if (count >= 1e9)
+    std::snprintf(text, sizeof(text), "%.2f billion", count / 1e9);
+  else if (count >= 1e6)
+    std::snprintf(text, sizeof(text), "%.2f million", count / 1e6);
+  else
+    std::snprintf(text, sizeof(text), "%.1f thousand", count / 1e3);
   return text;
 }
 
@@ -46,14 +49,17 @@ void register_model(CLI::App& app, std::vector<std::pair<CLI::App*, Action>>& ac
   auto file = std::make_shared<std::string>();
   auto seq_len = std::make_shared<int64_t>(0);
   show->add_option("FILE", *file, "Hugging Face config.json of a LLaMA model (see data/models/)")->required();
-  show->add_option("--seq", *seq_len, "Sequence length for FLOPs per token (default: 4096, or max_position_embeddings when smaller)");
+  show->add_option("--seq", *seq_len,
+                   "Sequence length for FLOPs per token (default: 4096, or max_position_embeddings when smaller)");
 
   actions.emplace_back(show, [file, seq_len, show](Context&) {
     const LlamaSpec spec = load_llama_config(*file);
     if (show->count("--seq") > 0 && *seq_len <= 0) {
       throw UserError("--seq " + std::to_string(*seq_len) + " must be a positive sequence length");
     }
-    const int64_t seq = *seq_len > 0 ? *seq_len : (spec.max_position_embeddings > 0 ? std::min<int64_t>(spec.max_position_embeddings, 4096) : 4096);
+    const int64_t seq = *seq_len > 0
+                            ? *seq_len
+                            : (spec.max_position_embeddings > 0 ? std::min<int64_t>(spec.max_position_embeddings, 4096) : 4096);
     std::printf("model              %s (%s)\n", spec.name.c_str(), file->c_str());
     std::printf("layers             %lld\n", static_cast<long long>(spec.num_layers));
     std::printf("hidden_size        %lld\n", static_cast<long long>(spec.hidden_size));

@@ -31,7 +31,7 @@ struct PredictArgs {
   std::string recipe = "plain";
   bool blind = false, raw = false, json = false;
   double device_memory_gib = 0;
-  std::string hardware;  // --hardware: a data/hardware description (another than the calibration's: described)
+  std::string hardware;    // --hardware: a data/hardware description (another than the calibration's: described)
   std::string efficiency;  // --efficiency: operator efficiencies to carry to a described device
   int nodes = 0;           // --nodes: must agree with the layout on the described device
 };
@@ -68,7 +68,8 @@ TrainingTechniques parse_recipe_option(const std::string& text, const std::strin
 // `path` must not exist unless `force`; refused before anything is written.
 void refuse_existing(const std::string& path, bool force, const std::string& option) {
   std::error_code error;
-  if (!force && std::filesystem::exists(path, error)) throw UserError(option + " " + path + ": file exists; pass --force to overwrite it");
+  if (!force && std::filesystem::exists(path, error))
+    throw UserError(option + " " + path + ": file exists; pass --force to overwrite it");
 }
 
 // Written to PATH.tmp and renamed: never a half-written file under the real name.
@@ -106,9 +107,8 @@ int run_predict(const PredictArgs& a) {
   const predict::PredictOutcome outcome = predict::predict(resolver, request);
   if (!outcome.ok()) throw UserError(outcome.reason);  // the CLI boundary: a prediction that cannot be made
   const predict::Prediction& p = *outcome.prediction;
-  const int64_t peak_bytes =
-      predict::peak_memory_bytes(spec, config, policy, target != nullptr ? target->attention : model.attention,
-                                 request.techniques);
+  const int64_t peak_bytes = predict::peak_memory_bytes(
+      spec, config, policy, target != nullptr ? target->attention : model.attention, request.techniques);
   const double memory_limit = device_memory_bytes(a.device_memory_gib, hardware);
   const bool too_big = memory_limit > 0 && static_cast<double>(peak_bytes) > memory_limit;
   validate::PredictionRecord record;
@@ -142,7 +142,8 @@ int run_predict(const PredictArgs& a) {
 
 void register_predict(CLI::App& app, std::vector<std::pair<CLI::App*, Action>>& actions) {
   // fit
-  CLI::App* fit = app.add_subcommand("fit", "Fit the precision-aware model from a calibration file and save it (Boost.Serialization)");
+  CLI::App* fit =
+      app.add_subcommand("fit", "Fit the precision-aware model from a calibration file and save it (Boost.Serialization)");
   auto fit_in = std::make_shared<std::string>();
   auto fit_out = std::make_shared<std::string>();
   auto fit_force = std::make_shared<bool>(false);
@@ -181,8 +182,9 @@ void register_predict(CLI::App& app, std::vector<std::pair<CLI::App*, Action>>& 
   predict_cmd->add_option("--gbs", args->global_batch, "Global batch size")->capture_default_str();
   predict_cmd->add_option("--seq", args->seq_len, "Sequence length")->required();
   predict_cmd->add_option("--precision", args->precision, "fp32, tf32, bf16, fp16, amp-bf16 or amp-fp16")->capture_default_str();
-  predict_cmd->add_option("--recipe", args->recipe,
-                          "Training techniques: plain, or sp, vp, dopt, rc-sel|rc-full, ovl, opg joined by '+' (e.g. sp+vp+rc-full)")
+  predict_cmd
+      ->add_option("--recipe", args->recipe,
+                   "Training techniques: plain, or sp, vp, dopt, rc-sel|rc-full, ovl, opg joined by '+' (e.g. sp+vp+rc-full)")
       ->capture_default_str();
   predict_cmd->add_flag("--blind", args->blind, "Precision-blind baseline (fp32 traces and messages)");
   predict_cmd->add_flag("--raw", args->raw, "Without the calibration factor fitted on ground truth");
@@ -199,7 +201,8 @@ void register_predict(CLI::App& app, std::vector<std::pair<CLI::App*, Action>>& 
   actions.emplace_back(predict_cmd, [args](Context&) { return run_predict(*args); });
 
   // validate
-  CLI::App* validate_cmd = app.add_subcommand("validate", "Predict every ground-truth configuration and report MAPE (leave-one-tuple-out or -precision-out)");
+  CLI::App* validate_cmd = app.add_subcommand(
+      "validate", "Predict every ground-truth configuration and report MAPE (leave-one-tuple-out or -precision-out)");
   auto cal = std::make_shared<std::string>();
   auto out_dir = std::make_shared<std::string>();
   auto no_store = std::make_shared<bool>(false);
@@ -208,18 +211,21 @@ void register_predict(CLI::App& app, std::vector<std::pair<CLI::App*, Action>>& 
   auto model_file = std::make_shared<std::string>();
   auto holdout = std::make_shared<std::string>("tuple");
   validate_cmd->add_option("CAL", *cal, "Calibration HDF5 file with /comm, /ops and /groundtruth")->required();
-  validate_cmd->add_option("--out-dir", *out_dir, "Folder for validation.csv, .json and .svg (default: CAL's folder/<stem>-validation)");
+  validate_cmd->add_option("--out-dir", *out_dir,
+                           "Folder for validation.csv, .json and .svg (default: CAL's folder/<stem>-validation)");
   validate_cmd->add_flag("--no-store", *no_store, "Do not write /validation into the calibration file");
   validate_cmd->add_flag("--compute-report", *compute,
                          "Also compare each stage's summed profiled operator times with its measured compute time");
-  validate_cmd->add_option("--memory-report", *memory_model_file,
-                           "Also compare the memory model with the measured peak tensor bytes, for the model in this LLaMA config.json");
+  validate_cmd->add_option(
+      "--memory-report", *memory_model_file,
+      "Also compare the memory model with the measured peak tensor bytes, for the model in this LLaMA config.json");
   validate_cmd->add_option("--model", *model_file,
                            "LLaMA config.json of the ground truth, for the builder-only predictions "
                            "(default: the --memory-report file, else the path /meta groundtruth_model names, when readable)");
-  validate_cmd->add_option("--holdout", *holdout,
-                           "What each configuration's fitted terms leave out: tuple (leave-one-tuple-out), precision "
-                           "(leave-one-precision-out: the unseen-precision setting) or both")
+  validate_cmd
+      ->add_option("--holdout", *holdout,
+                   "What each configuration's fitted terms leave out: tuple (leave-one-tuple-out), precision "
+                   "(leave-one-precision-out: the unseen-precision setting) or both")
       ->capture_default_str();
   actions.emplace_back(validate_cmd, [cal, out_dir, no_store, compute, memory_model_file, model_file, holdout](Context&) {
     validate::ValidationRunOptions options;
@@ -230,8 +236,9 @@ void register_predict(CLI::App& app, std::vector<std::pair<CLI::App*, Action>>& 
     if (*holdout != "tuple" && *holdout != "precision" && *holdout != "both") {
       throw UserError("--holdout " + *holdout + ": use tuple, precision or both");
     }
-    options.holdouts = *holdout == "both" ? std::vector<validate::Holdout>{validate::Holdout::kTuple, validate::Holdout::kPrecision}
-                                          : std::vector<validate::Holdout>{validate::parse_holdout(*holdout)};
+    options.holdouts = *holdout == "both"
+                           ? std::vector<validate::Holdout>{validate::Holdout::kTuple, validate::Holdout::kPrecision}
+                           : std::vector<validate::Holdout>{validate::parse_holdout(*holdout)};
     // Read the model configs first: a wrong path is refused before any work.
     if (!memory_model_file->empty()) {
       options.model = load_llama_config(*memory_model_file);
@@ -267,7 +274,8 @@ void register_plan(CLI::App& app, std::vector<std::pair<CLI::App*, Action>>& act
   plan_cmd->add_option("SOURCE", a->source, "A model from `itertime fit`, or a calibration .h5; optional with --hardware");
   plan_cmd->add_option("--model", a->model_file, "LLaMA config.json")->required();
   CLI::Option* gpus = plan_cmd->add_option("--gpus", a->gpus, "Number of GPUs (ranks)");
-  CLI::Option* nodes = plan_cmd->add_option("--nodes", a->nodes, "Number of nodes of the --hardware description (GPUs: nodes x its GPUs per node)");
+  CLI::Option* nodes = plan_cmd->add_option("--nodes", a->nodes,
+                                            "Number of nodes of the --hardware description (GPUs: nodes x its GPUs per node)");
   gpus->excludes(nodes);
   plan_cmd->add_option("--gbs", a->global_batch, "Global batch size")->required();
   plan_cmd->add_option("--seq", a->seq_len, "Sequence length")->required();
@@ -275,14 +283,16 @@ void register_plan(CLI::App& app, std::vector<std::pair<CLI::App*, Action>>& act
   plan_cmd->add_option("--cp", a->context_parallel, "Context-parallel degrees to consider (each dividing --gpus)")
       ->delimiter(',')
       ->capture_default_str();
-  plan_cmd->add_option("--vp", a->virtual_stages,
-                       "Virtual pipeline stages per pipeline rank to consider (interleaved 1F1B when > 1; only with pp > 1)")
+  plan_cmd
+      ->add_option("--vp", a->virtual_stages,
+                   "Virtual pipeline stages per pipeline rank to consider (interleaved 1F1B when > 1; only with pp > 1)")
       ->delimiter(',')
       ->capture_default_str();
   plan_cmd->add_option("--precisions", a->precisions, "Precisions to consider")->delimiter(',')->capture_default_str();
-  plan_cmd->add_option("--recipes", a->recipes,
-                       "Training recipes to consider: plain, or techniques joined by '+' (sp, vp, dopt, rc-sel|rc-full, ovl, opg), "
-                       "e.g. plain,sp+vp,sp+vp+rc-full")
+  plan_cmd
+      ->add_option("--recipes", a->recipes,
+                   "Training recipes to consider: plain, or techniques joined by '+' (sp, vp, dopt, rc-sel|rc-full, ovl, opg), "
+                   "e.g. plain,sp+vp,sp+vp+rc-full")
       ->delimiter(',')
       ->capture_default_str();
   plan_cmd->add_flag("--all-recipes", a->all_recipes,
@@ -293,8 +303,9 @@ void register_plan(CLI::App& app, std::vector<std::pair<CLI::App*, Action>>& act
   plan_cmd->add_option("--hardware", a->hardware,
                        "Hardware description (data/hardware): the calibration's own (default) for MFU and the device memory, "
                        "or another device, predicted from its description with the calibration's operator efficiencies");
-  plan_cmd->add_option("--efficiency", a->efficiency,
-                       "Operator efficiencies to carry to --hardware (default: the calibration's, or data/efficiency/default.json)");
+  plan_cmd->add_option(
+      "--efficiency", a->efficiency,
+      "Operator efficiencies to carry to --hardware (default: the calibration's, or data/efficiency/default.json)");
   plan_cmd->add_option("--top", a->top, "How many to list")->capture_default_str();
   plan_cmd->add_flag("--json", a->json, "Print JSON");
   actions.emplace_back(plan_cmd, [a](Context&) {
@@ -312,11 +323,13 @@ void register_plan(CLI::App& app, std::vector<std::pair<CLI::App*, Action>>& act
     for (const auto& r : a->recipes) options.recipes.push_back(parse_recipe_option(r, "--recipes"));
     if (a->all_recipes) options.recipes = predict::modelled_recipes();
     const predict::FittedModel model = a->source.empty() ? predict::FittedModel{} : predict::load_or_fit(a->source);
-    const predict::HardwareChoice choice = predict::choose_hardware(a->source.empty() ? nullptr : &model, a->hardware, a->efficiency);
+    const predict::HardwareChoice choice =
+        predict::choose_hardware(a->source.empty() ? nullptr : &model, a->hardware, a->efficiency);
     options.hardware = choice.hardware;
     options.target = choice.target ? &*choice.target : nullptr;
     if (a->nodes > 0) {
-      if (!choice.hardware || !choice.hardware->gpus_per_node) throw UserError("--nodes needs --hardware with a GPU description (GPUs per node)");
+      if (!choice.hardware || !choice.hardware->gpus_per_node)
+        throw UserError("--nodes needs --hardware with a GPU description (GPUs per node)");
       options.gpus = a->nodes * *choice.hardware->gpus_per_node;
     } else if (a->gpus < 1) {
       throw UserError("plan: the number of GPUs must be positive: give --gpus N, or --hardware NAME --nodes N");

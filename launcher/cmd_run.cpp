@@ -133,7 +133,8 @@ int run_pipeline(Context& context, const RunArgs& args) {
   const Job job = load_job(args.job);
   const std::string output = args.output.empty() ? job.name + ".h5" : args.output;
   const int ranks = args.ranks > 0 ? args.ranks : (job.ranks > 0 ? job.ranks : std::max(2, job.max_world_size()));
-  std::vector<std::string> stages = args.stages.empty() ? std::vector<std::string>{"comm", "ops", "groundtruth", "validate"} : args.stages;
+  std::vector<std::string> stages =
+      args.stages.empty() ? std::vector<std::string>{"comm", "ops", "groundtruth", "validate"} : args.stages;
   for (const auto& s : stages) {
     if (s != "comm" && s != "ops" && s != "groundtruth" && s != "validate") {
       throw UserError("--stages: unknown stage '" + s + "'; use comm, ops, groundtruth, validate");
@@ -149,7 +150,8 @@ int run_pipeline(Context& context, const RunArgs& args) {
       for (const Stage stage : kCalibrationStages) {
         if (!wants(to_string(stage))) continue;
 #ifndef ITERTIME_HAVE_TORCH
-        if (stage != Stage::kComm) throw CollectiveUserError("this itertime was built without LibTorch; ops and ground truth need it");
+        if (stage != Stage::kComm)
+          throw CollectiveUserError("this itertime was built without LibTorch; ops and ground truth need it");
 #endif
         const int status = run_stage_in_process(context, stage_arguments(stage, inputs));
         if (status == kExitUserError) return kExitUserError;  // the stage reported it on rank 0
@@ -193,7 +195,8 @@ void register_run(CLI::App& app, std::vector<std::pair<CLI::App*, Action>>& acti
   run->add_option("JOB", args->job, "Job file (JSON; see jobs/ and docs/jobs.md)")->required();
   run->add_option("-o,--output", args->output, "HDF5 file for every stage (default: <job name>.h5); reused, never overwritten");
   run->add_option("--ranks", args->ranks, "Ranks to launch (default: the job's \"ranks\", or its largest configuration)");
-  run->add_option("--launcher", args->launcher, "auto (srun inside a Slurm allocation, else mpirun), mpirun or srun")->capture_default_str();
+  run->add_option("--launcher", args->launcher, "auto (srun inside a Slurm allocation, else mpirun), mpirun or srun")
+      ->capture_default_str();
   run->add_option("--launcher-args", args->launcher_args, "Extra arguments for mpirun/srun, e.g. \"--mca btl self,vader\"");
   run->add_option("--stages", args->stages, "Subset of comm, ops, groundtruth, validate (default: all)")->delimiter(',');
   actions.emplace_back(run, [args](Context& context) { return run_pipeline(context, *args); });

@@ -28,7 +28,7 @@ namespace {
 
 struct SubmitArgs {
   slurm::SubmitRequest request;
-  std::string script;   // where the script is written (default OUTPUT.sbatch)
+  std::string script;  // where the script is written (default OUTPUT.sbatch)
   std::string sbatch = "sbatch";
   bool dry_run = false;
   bool parsable = false;
@@ -135,8 +135,7 @@ int run_submit(Context& context, const SubmitArgs& args) {
                     " does not exist; create it first (the job writes its HDF5 file, script and log there)");
   }
   const std::string script_path =
-      args.script.empty() ? spec.output + ".sbatch"
-                          : std::filesystem::absolute(args.script).lexically_normal().string();
+      args.script.empty() ? spec.output + ".sbatch" : std::filesystem::absolute(args.script).lexically_normal().string();
   {
     std::ofstream out(script_path, std::ios::binary | std::ios::trunc);
     out << script;

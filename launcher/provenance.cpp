@@ -40,7 +40,8 @@ std::map<std::string, std::string> collect_provenance(const std::string& command
       {store::meta_key::kBackend, backend},
       {store::meta_key::kDeviceNames, devices.empty() ? "cpu" : devices},
       // The data/hardware description these devices match ("none" when no description names them).
-      {store::meta_key::kHardware, hardware_or_none(match_hardware_spec(cuda.device_names, cpu_model_name(), static_cast<int>(sysconf(_SC_NPROCESSORS_ONLN))))},
+      {store::meta_key::kHardware, hardware_or_none(match_hardware_spec(cuda.device_names, cpu_model_name(),
+                                                                        static_cast<int>(sysconf(_SC_NPROCESSORS_ONLN))))},
       {store::meta_key::kMpiVersion, MpiSession::library_version()},
       {store::meta_key::kHdf5Version, build.hdf5_version},
       {store::meta_key::kCudaVersion, cuda.runtime_version.empty() ? "none" : cuda.runtime_version},

@@ -26,8 +26,9 @@ bool has_control_char(const std::string& value) {
 
 void refuse_control_chars(const std::string& what, const std::string& value) {
   if (has_control_char(value)) {
-    throw UserError(what + ": contains a control character (a newline, tab, ...), which a batch script cannot carry; "
-                           "rename it");
+    throw UserError(what +
+                    ": contains a control character (a newline, tab, ...), which a batch script cannot carry; "
+                    "rename it");
   }
 }
 
@@ -112,8 +113,8 @@ long parse_sbatch_job_id(const std::string& stdout_text) {
   while (std::getline(lines, line)) {
     const auto begin = line.find_first_not_of(" \t\r");
     if (begin == std::string::npos) continue;
-    std::string field = line.substr(begin, line.find(';', begin) == std::string::npos ? std::string::npos
-                                                                                       : line.find(';', begin) - begin);
+    std::string field =
+        line.substr(begin, line.find(';', begin) == std::string::npos ? std::string::npos : line.find(';', begin) - begin);
     while (!field.empty() && std::isspace(static_cast<unsigned char>(field.back()))) field.pop_back();
     if (!field.empty() && field.size() < 18 &&
         std::all_of(field.begin(), field.end(), [](char c) { return std::isdigit(static_cast<unsigned char>(c)); })) {
@@ -183,11 +184,12 @@ void resolve_options(const SubmitRequest& request, ScriptSpec& spec) {
   spec.launcher = parse_launcher(request.launcher);
   static const std::regex mpi_name(R"(^[A-Za-z0-9_]+$)");
   if (!std::regex_match(request.srun_mpi, mpi_name)) {
-    throw UserError("--mpi '" + request.srun_mpi + "' is not an srun MPI plugin name; use pmix, pmi2 or what `srun --mpi=list` shows");
+    throw UserError("--mpi '" + request.srun_mpi +
+                    "' is not an srun MPI plugin name; use pmix, pmi2 or what `srun --mpi=list` shows");
   }
   spec.srun_mpi = request.srun_mpi;
-  spec.stages = request.stages.empty() ? std::vector<Stage>{Stage::kComm, Stage::kOps, Stage::kGroundTruth}
-                                       : parse_stages(request.stages);
+  spec.stages =
+      request.stages.empty() ? std::vector<Stage>{Stage::kComm, Stage::kOps, Stage::kGroundTruth} : parse_stages(request.stages);
 }
 
 // The job file, the output, the Slurm log pattern and the itertime binary, as absolute paths.
@@ -197,8 +199,8 @@ void resolve_paths(const SubmitRequest& request, const std::string& running_bina
   spec.job_file = error ? absolute_path(request.job_file) : canonical.string();
   spec.output = absolute_path(request.output);
   if (std::filesystem::is_directory(spec.output, error)) {
-    throw UserError("--output " + request.output + ": is a directory; give the HDF5 file's path (e.g. " +
-                    request.output + "/cluster.h5)");
+    throw UserError("--output " + request.output + ": is a directory; give the HDF5 file's path (e.g. " + request.output +
+                    "/cluster.h5)");
   }
   if (request.log.empty()) {
     if (spec.output.find('\\') != std::string::npos) {
@@ -208,7 +210,8 @@ void resolve_paths(const SubmitRequest& request, const std::string& running_bina
     spec.log_pattern = escape_filename_pattern(spec.output) + ".slurm-%j.log";
   } else {
     if (request.log.find('\\') != std::string::npos) {
-      throw UserError("--log " + request.log + ": contains a backslash, which turns off Slurm's %j patterns; choose another path");
+      throw UserError("--log " + request.log +
+                      ": contains a backslash, which turns off Slurm's %j patterns; choose another path");
     }
     spec.log_pattern = absolute_path(request.log);
   }

@@ -55,27 +55,27 @@ LaunchMethod parse_launcher(const std::string& name);  // srun | mpirun; else Us
 
 // Everything the script needs, resolved: absolute paths, validated numbers.
 struct ScriptSpec {
-  std::string job_name;        // Slurm job name (sanitized)
-  std::string job_label;       // the job's name, sanitized, for comments
-  std::string job_file;        // absolute path of the job (.json)
-  std::string output;          // absolute path of the HDF5 file
-  std::string log_pattern;     // Slurm output-file pattern (may hold %j), absolute
-  std::string itertime;        // absolute path of the itertime binary the job runs
+  std::string job_name;     // Slurm job name (sanitized)
+  std::string job_label;    // the job's name, sanitized, for comments
+  std::string job_file;     // absolute path of the job (.json)
+  std::string output;       // absolute path of the HDF5 file
+  std::string log_pattern;  // Slurm output-file pattern (may hold %j), absolute
+  std::string itertime;     // absolute path of the itertime binary the job runs
   std::string itertime_version;
   std::string backend = "cpu";  // cpu | cuda (the job's)
   int nodes = 1;
   int ntasks_per_node = 1;
-  int gpus_per_node = 0;       // 0: no GPU request
-  int cpus_per_task = 0;       // 0: not requested
-  std::string partition;       // empty: the cluster's default
+  int gpus_per_node = 0;  // 0: no GPU request
+  int cpus_per_task = 0;  // 0: not requested
+  std::string partition;  // empty: the cluster's default
   std::string account;
   std::string qos;
-  std::string time_limit;      // empty: the partition's default
+  std::string time_limit;  // empty: the partition's default
   bool exclusive = true;
   LaunchMethod launcher = LaunchMethod::kSrun;
   std::string srun_mpi = "pmix";  // srun --mpi=...
   std::vector<Stage> stages{Stage::kComm, Stage::kOps, Stage::kGroundTruth};
-  CommSweepSpec comm;          // the job's "comm" section, rendered as calibrate comm options
+  CommSweepSpec comm;  // the job's "comm" section, rendered as calibrate comm options
 
   int ranks() const { return nodes * ntasks_per_node; }
 };
@@ -84,12 +84,12 @@ struct ScriptSpec {
 struct SubmitRequest {
   std::string job_file;
   std::string output;
-  std::string log;             // empty: OUTPUT.slurm-%j.log
-  std::string itertime;        // empty: the running binary
+  std::string log;       // empty: OUTPUT.slurm-%j.log
+  std::string itertime;  // empty: the running binary
   int nodes = 1;
   int gpus_per_node = 0;
-  int ntasks_per_node = 0;     // 0: gpus_per_node, or the job's ranks spread over the nodes
-  int cpus_per_task = -1;      // -1: the job's compute_threads when > 1
+  int ntasks_per_node = 0;  // 0: gpus_per_node, or the job's ranks spread over the nodes
+  int cpus_per_task = -1;   // -1: the job's compute_threads when > 1
   std::string partition;
   std::string account;
   std::string qos;

@@ -38,12 +38,12 @@ std::vector<std::string> stage_arguments(Stage stage, const StageInputs& inputs)
   std::vector<std::string> arguments{"calibrate", to_string(stage)};
   if (stage == Stage::kComm) {
     const CommSweepSpec& comm = inputs.comm;
-    arguments.insert(arguments.end(),
-                     {"-o", inputs.output, "--resume", "--backend", to_string(inputs.backend), "--min-bytes",
-                      comm.min_bytes, "--max-bytes", comm.max_bytes, "--step-factor", format_round_trip(comm.step_factor),
-                      "--warmup", std::to_string(comm.warmup_iters), "--iters", std::to_string(comm.iters),
-                      "--outside-load-cores", format_round_trip(inputs.rounds.outside_load_cores), "--max-extra-tries",
-                      std::to_string(inputs.rounds.max_extra_rounds)});
+    arguments.insert(
+        arguments.end(),
+        {"-o", inputs.output, "--resume", "--backend", to_string(inputs.backend), "--min-bytes", comm.min_bytes, "--max-bytes",
+         comm.max_bytes, "--step-factor", format_round_trip(comm.step_factor), "--warmup", std::to_string(comm.warmup_iters),
+         "--iters", std::to_string(comm.iters), "--outside-load-cores", format_round_trip(inputs.rounds.outside_load_cores),
+         "--max-extra-tries", std::to_string(inputs.rounds.max_extra_rounds)});
   } else {
     arguments.insert(arguments.end(), {"--job", inputs.job_file, "-o", inputs.output, "--resume"});
   }

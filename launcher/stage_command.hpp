@@ -28,8 +28,8 @@ struct StageInputs {
   std::string job_file;  // the job (.json), as the stage should open it
   std::string output;    // the HDF5 file every stage writes
   Backend backend = Backend::kCpu;
-  CommSweepSpec comm;    // the job's "comm" section
-  RoundPolicy rounds;    // the job's outside-load limit and extra tries, which the comm stage applies too
+  CommSweepSpec comm;  // the job's "comm" section
+  RoundPolicy rounds;  // the job's outside-load limit and extra tries, which the comm stage applies too
 };
 
 StageInputs stage_inputs(const Job& job, const std::string& job_file, const std::string& output);

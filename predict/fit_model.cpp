@@ -89,7 +89,8 @@ void add_roofline(FittedModel& model, const store::OpsRecords& ops, int threads_
     calls_by_occupancy[key.second].push_back(call);
   }
   const int64_t fit_occupancy = model.occupancies.front();
-  model.roofline = fit_operator_roofline(calls_by_occupancy[fit_occupancy], rank_rates(hardware, fit_occupancy, threads_per_rank));
+  model.roofline =
+      fit_operator_roofline(calls_by_occupancy[fit_occupancy], rank_rates(hardware, fit_occupancy, threads_per_rank));
   model.roofline.fitted_on = hardware.name;
   model.roofline.fitted_from = model.source_file + " at occupancy " + std::to_string(fit_occupancy);
   for (int64_t occupancy : model.occupancies) {
@@ -139,7 +140,8 @@ FittedModel fit_model(const std::string& calibration_path) {
 
 FittedModel load_or_fit(const std::string& path) {
   std::error_code error;
-  if (!std::filesystem::exists(path, error)) throw UserError(path + ": no such file; pass a calibration .h5 or a model from `itertime fit`");
+  if (!std::filesystem::exists(path, error))
+    throw UserError(path + ": no such file; pass a calibration .h5 or a model from `itertime fit`");
   if (H5Fis_hdf5(path.c_str()) > 0) return fit_model(path);
   return load_model(path);
 }

@@ -15,8 +15,10 @@ namespace {
 
 // Why the trainer would refuse this recipe for this layout ("" when it trains it).
 std::string untrainable_reason(const LlamaSpec& spec, const ParallelConfig& config, const TrainingTechniques& techniques) {
-  if (techniques.sequence_parallel && config.seq_len % config.tp != 0) return "sequence parallelism needs tp to divide the sequence";
-  if (techniques.vocab_parallel && spec.vocab_size % config.tp != 0) return "the vocabulary-parallel head needs tp to divide the vocabulary";
+  if (techniques.sequence_parallel && config.seq_len % config.tp != 0)
+    return "sequence parallelism needs tp to divide the sequence";
+  if (techniques.vocab_parallel && spec.vocab_size % config.tp != 0)
+    return "the vocabulary-parallel head needs tp to divide the vocabulary";
   return "";
 }
 
@@ -28,9 +30,9 @@ PlanEntry plan_entry(const FittedModel& model, const PlanOptions& options, Stage
   entry.techniques = techniques;
   entry.reason = untrainable_reason(options.model, config, techniques);
   if (!entry.reason.empty()) return entry;
-  const double peak = static_cast<double>(
-      peak_memory_bytes(options.model, config, precision_policy(precision),
-                        options.target != nullptr ? options.target->attention : model.attention, techniques));
+  const double peak =
+      static_cast<double>(peak_memory_bytes(options.model, config, precision_policy(precision),
+                                            options.target != nullptr ? options.target->attention : model.attention, techniques));
   entry.peak_memory_bytes = peak;
   if (options.device_memory_bytes > 0 && peak > options.device_memory_bytes) {
     entry.reason = "exceeds the device memory (not predicted)";
@@ -47,8 +49,8 @@ PlanEntry plan_entry(const FittedModel& model, const PlanOptions& options, Stage
     entry.iteration_us = outcome.prediction->total_us;
     entry.extrapolated_fraction = outcome.prediction->extrapolated_fraction;
     entry.feasible = true;
-    const Throughput rate = throughput(options.model, config, precision, entry.iteration_us,
-                                       options.hardware ? &*options.hardware : nullptr);
+    const Throughput rate =
+        throughput(options.model, config, precision, entry.iteration_us, options.hardware ? &*options.hardware : nullptr);
     entry.tokens_per_s_per_rank = rate.tokens_per_s_per_rank;
     entry.mfu = rate.mfu;
   } else {
@@ -96,7 +98,8 @@ std::vector<PlanEntry> plan(const FittedModel& model, const PlanOptions& options
   if (options.global_batch < 1 || options.seq_len < 1) throw UserError("plan: global batch and sequence length must be positive");
   std::vector<PlanEntry> entries;
   // Candidates share their built stages.
-  StageResolver resolver = options.target != nullptr ? StageResolver(model, options.target) : StageResolver(model, StagePolicy::kTracedThenBuilt);
+  StageResolver resolver =
+      options.target != nullptr ? StageResolver(model, options.target) : StageResolver(model, StagePolicy::kTracedThenBuilt);
   for (const auto& [cp, layout] : factorizations(options.gpus, options.context_parallel)) {
     for (const auto& [micro_batch, vp] : micro_batch_and_vp(options, layout.pp())) {
       ParallelConfig config{layout.dp(), layout.tp(), layout.pp(), micro_batch, options.global_batch, options.seq_len};
@@ -117,7 +120,7 @@ std::vector<PlanEntry> plan(const FittedModel& model, const PlanOptions& options
         }
         for (const TrainingTechniques& techniques : options.recipes) {
           if (config.tp == 1 && (techniques.sequence_parallel || techniques.vocab_parallel)) continue;  // = without them
-          if (config.reduction_ranks() == 1 && techniques.overlap_gradient_reduction) continue;           // = without it (opg too)
+          if (config.reduction_ranks() == 1 && techniques.overlap_gradient_reduction) continue;         // = without it (opg too)
           entries.push_back(plan_entry(model, options, resolver, config, precision, techniques));
         }
       }

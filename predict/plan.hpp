@@ -38,12 +38,12 @@ struct PlanOptions {
   int global_batch = 1;
   int seq_len = 1;
   std::vector<int> micro_batches = {1, 2, 4, 8};
-  std::vector<int> virtual_stages = {1};  // vp values; > 1 (interleaved 1F1B) only where pp > 1
+  std::vector<int> virtual_stages = {1};    // vp values; > 1 (interleaved 1F1B) only where pp > 1
   std::vector<int> context_parallel = {1};  // cp values; each that divides gpus, with (dp, tp, pp) factorizing gpus / cp
   std::vector<PrecisionName> precisions = {PrecisionName::kAmpBf16};
   std::vector<TrainingTechniques> recipes = {TrainingTechniques{}};  // plain training only by default
-  double device_memory_bytes = 0;  // 0: no memory check
-  std::optional<HardwareSpec> hardware;  // for MFU (predict::choose_hardware); none: no MFU
+  double device_memory_bytes = 0;                                    // 0: no memory check
+  std::optional<HardwareSpec> hardware;                              // for MFU (predict::choose_hardware); none: no MFU
   // A described device (resolver/target_device.hpp; not owned): every candidate built and timed on it, its
   // attention kernel in the memory model, the precisions its backend (CUDA for a GPU) can run.
   const TargetDevice* target = nullptr;

@@ -14,8 +14,8 @@
 namespace itertime::predict {
 namespace {
 
-constexpr std::size_t kMaxTracedNotes = 8;   // occupancy fallbacks of traced stages
-constexpr std::size_t kMaxNotes = 16;        // with those of built stages and their "built" lines
+constexpr std::size_t kMaxTracedNotes = 8;  // occupancy fallbacks of traced stages
+constexpr std::size_t kMaxNotes = 16;       // with those of built stages and their "built" lines
 
 // Step 1: the configuration is one a training run can have.
 std::optional<std::string> illegal_reason(const ParallelConfig& c, const LlamaSpec* model) {
@@ -43,7 +43,8 @@ std::optional<std::string> illegal_reason(const ParallelConfig& c, const LlamaSp
 // the builder cannot give comes back as the resolver's reason).
 std::optional<std::string> unmodelled_reason(const ParallelConfig& c, const TrainingTechniques& techniques) {
   if (c.vp > 1 && at_dp(techniques, c.reduction_ranks()).overlap_gradient_reduction) {
-    return "configuration " + c.to_string() + ": interleaved 1F1B (vp > 1) with overlapped gradient reduction at dp*cp > 1 is "
+    return "configuration " + c.to_string() +
+           ": interleaved 1F1B (vp > 1) with overlapped gradient reduction at dp*cp > 1 is "
            "neither trained nor predicted (each chunk's gradients are final at its own last backward)";
   }
   return std::nullopt;
@@ -58,7 +59,7 @@ struct OccupancyPlan {
   int64_t profile_occupancy = 1;  // the occupancy operator times are taken at
   bool shared = false;            // ranks share rank slots
   double slots = 0;
-  double tail_stretch = 1.0;      // ranks / slots when shared
+  double tail_stretch = 1.0;  // ranks / slots when shared
 };
 
 OccupancyPlan plan_occupancy(const FittedModel& model, const TargetDevice* target, const ParallelConfig& c) {
@@ -73,8 +74,8 @@ OccupancyPlan plan_occupancy(const FittedModel& model, const TargetDevice* targe
 }
 
 // Step 3: the calibration applied (an override, the model's for this occupancy, or the identity).
-const Calibration& choose_calibration(const FittedModel& model, const TargetDevice* target, const PredictRequest& request, int64_t occupancy,
-                                      const Calibration& identity) {
+const Calibration& choose_calibration(const FittedModel& model, const TargetDevice* target, const PredictRequest& request,
+                                      int64_t occupancy, const Calibration& identity) {
   if (request.override_calibration != nullptr) return *request.override_calibration;
   if (!request.calibrated || target != nullptr) return identity;  // factors fitted on another device do not carry
   return (request.blind ? model.calibration_blind : model.calibration).for_occupancy(occupancy);
@@ -94,9 +95,9 @@ struct StageComm {
   double cp_forward_us = 0, cp_backward_us = 0;  // context parallelism's per micro-batch (inside the passes)
   std::vector<BucketReduction> buckets;
   std::vector<BucketGather> gathers;  // overlapped parameter gather's, in the order they are started
-  double tp_iteration_us = 0;  // TP communication once per iteration (sequence parallelism's norm gradients)
+  double tp_iteration_us = 0;         // TP communication once per iteration (sequence parallelism's norm gradients)
   std::optional<double> send_forward_us, send_backward_us;  // to stage s+1, to stage s-1
-  std::string failure;  // the comm model has no table for one of them
+  std::string failure;                                      // the comm model has no table for one of them
 };
 
 // One collective's time for stage_comm: the comm model's, or on a described target (no calibration of
@@ -116,11 +117,11 @@ struct CommTimer {
   std::optional<double> operator()(Collective collective, const CommOp& op, int64_t group_size, GroupLayout layout) const {
     if (target != nullptr) {
       const int64_t gpus_per_node = target->hardware.gpus_per_node.value_or(1);
-      const std::optional<DescribedCommTime> described =
-          described_comm_us(target->hardware, collective, place_group(group_size, stride_of(collective, layout), gpus_per_node), op.bytes);
+      const std::optional<DescribedCommTime> described = described_comm_us(
+          target->hardware, collective, place_group(group_size, stride_of(collective, layout), gpus_per_node), op.bytes);
       if (!described) {
-        failure = target->hardware.name + " describes no link for " + to_string(collective) + " over " + std::to_string(group_size) +
-                  " ranks (its NVLink or NIC figures are missing)";
+        failure = target->hardware.name + " describes no link for " + to_string(collective) + " over " +
+                  std::to_string(group_size) + " ranks (its NVLink or NIC figures are missing)";
       }
       return described ? std::optional<double>(described->time_us) : std::nullopt;
     }
@@ -187,7 +188,9 @@ StageComm stage_comm(const CommModel& comm_model, const TargetDevice* target, co
   const GroupLayout dp_layout = c.tp == 1 ? GroupLayout::kConsecutive : GroupLayout::kStrided;
   const GroupLayout cp_layout = dp_layout;
   const auto add_tp = [&](const CommOp& op, double t) {
-    double& sum = op.phase == Phase::kForward ? out.tp_forward_us : op.phase == Phase::kBackward ? out.tp_backward_us : out.tp_iteration_us;
+    double& sum = op.phase == Phase::kForward    ? out.tp_forward_us
+                  : op.phase == Phase::kBackward ? out.tp_backward_us
+                                                 : out.tp_iteration_us;
     sum += t * static_cast<double>(op.count);
   };
   const auto add_cp = [&](const CommOp& op, double t) {  // inside the passes, like TP's
@@ -267,7 +270,7 @@ struct StageFigures {
   double sp_grads_us = 0;               // sequence parallelism's TP sum of the norms' gradients (ops and comm)
   double tail_us = 0, tail_raw_us = 0;  // after the pipeline: sp_grads + dp + optimizer
   double compute_with_optimizer_us = 0;
-  int64_t calls = 0;                                // operator calls per iteration
+  int64_t calls = 0;                                  // operator calls per iteration
   std::array<double, kPhaseCount> extrapolated_us{};  // per phase and iteration; dp_buffer not counted
   std::vector<BucketReduction> buckets;               // overlapped reduction's, started in the last backward
   std::vector<BucketGather> gathers;                  // overlapped parameter gather's, started after the update
@@ -288,12 +291,14 @@ StageFigures stage_figures(const ResolvedStage& ops, const StageComm& comm, doub
       out.calls += static_cast<int64_t>(totals.calls) * (per_micro_batch ? m : 1);
     }
     // The share is of the compute time (forward, backward, optimizer); dp_buffer work is not in it.
-    if (phase != Phase::kDpBuffer) out.extrapolated_us[i] = totals.extrapolated_at_overhead(overhead_us) * (per_micro_batch ? m : 1);
+    if (phase != Phase::kDpBuffer)
+      out.extrapolated_us[i] = totals.extrapolated_at_overhead(overhead_us) * (per_micro_batch ? m : 1);
   }
   const double forward = phase_us[phase_index(Phase::kForward)], backward = phase_us[phase_index(Phase::kBackward)];
   const double dp_buffer = phase_us[phase_index(Phase::kDpBuffer)], optimizer = phase_us[phase_index(Phase::kOptimizer)];
   const double sp_grads = phase_us[phase_index(Phase::kSpGradients)];
-  const double fixed_forward = comm.tp_forward_us + comm.cp_forward_us, fixed_backward = comm.tp_backward_us + comm.cp_backward_us;
+  const double fixed_forward = comm.tp_forward_us + comm.cp_forward_us,
+               fixed_backward = comm.tp_backward_us + comm.cp_backward_us;
   out.times = StageTimes{forward + fixed_forward, backward + fixed_backward, fixed_forward, fixed_backward};
   out.raw_times = StageTimes{phase_raw_us[phase_index(Phase::kForward)] + fixed_forward,
                              phase_raw_us[phase_index(Phase::kBackward)] + fixed_backward, fixed_forward, fixed_backward};
@@ -324,9 +329,10 @@ void add_stage_notes(const std::string& stage_key, const ResolvedStage& stage, s
                       " operators timed by the operator roofline of " + stage.described_on);
     }
   } else if (stage.built && notes.size() < kMaxNotes) {
-    notes.push_back("stage " + stage_key + " built from the model (not traced): " + std::to_string(stage.profiled) + " of " +
-                    std::to_string(stage.operators) + " operators profiled, the rest from the regression" +
-                    (stage.without_time ? " (" + std::to_string(stage.without_time) + " without a regression, counted as 0)" : ""));
+    notes.push_back(
+        "stage " + stage_key + " built from the model (not traced): " + std::to_string(stage.profiled) + " of " +
+        std::to_string(stage.operators) + " operators profiled, the rest from the regression" +
+        (stage.without_time ? " (" + std::to_string(stage.without_time) + " without a regression, counted as 0)" : ""));
   }
 }
 
@@ -388,8 +394,8 @@ std::vector<CommOp> merged_dp_comms(const std::vector<CommOp>& ops) {
 // merged into the one the trainer runs over the rank's flat buffer (the operators of the tails are
 // summed: v smaller flattens, divides and sequence-parallel norm sums instead of one each).
 struct PipelineFigures {
-  std::vector<StageFigures> stages;  // per virtual stage (pp*vp of them): the schedule's passes
-  std::vector<StageFigures> ranks;   // per pipeline rank: what it runs per iteration, its tail included
+  std::vector<StageFigures> stages;                       // per virtual stage (pp*vp of them): the schedule's passes
+  std::vector<StageFigures> ranks;                        // per pipeline rank: what it runs per iteration, its tail included
   std::vector<double> send_forward_us, send_backward_us;  // pp*vp-1 entries each
   std::string failure;
 };
@@ -422,9 +428,9 @@ PipelineFigures pipeline_figures(StageResolver& resolver, const PredictRequest& 
       out.failure = resolved.reason;
       return out;
     }
-    add_stage_notes(store::stage_key(request.model_name, c.tp, chunked.pp, s, c.micro_batch, c.seq_len, to_string(request.precision),
-                                     request.blind ? "blind" : "aware", at_dp(request.techniques, c.reduction_ranks()),
-                                     c.reduction_ranks(), c.cp),
+    add_stage_notes(store::stage_key(request.model_name, c.tp, chunked.pp, s, c.micro_batch, c.seq_len,
+                                     to_string(request.precision), request.blind ? "blind" : "aware",
+                                     at_dp(request.techniques, c.reduction_ranks()), c.reduction_ranks(), c.cp),
                     *resolved.stage, notes);
     std::vector<CommOp> comms = resolved.stage->comms;
     if (c.vp > 1) {  // the rank's DP collectives are timed once, merged (below)
@@ -442,15 +448,17 @@ PipelineFigures pipeline_figures(StageResolver& resolver, const PredictRequest& 
     if (comm.send_forward_us) out.send_forward_us[static_cast<std::size_t>(s)] = *comm.send_forward_us;
     if (comm.send_backward_us) out.send_backward_us[static_cast<std::size_t>(s - 1)] = *comm.send_backward_us;
     out.stages.push_back(stage_figures(*resolved.stage, comm, overhead_us, c.num_micro_batches(),
-                                       c.reduction_ranks() > 1 || request.techniques.distributed_optimizer, occupancy.tail_stretch));
+                                       c.reduction_ranks() > 1 || request.techniques.distributed_optimizer,
+                                       occupancy.tail_stretch));
   }
   if (c.vp == 1) {
     out.ranks = out.stages;
     return out;
   }
   for (int r = 0; r < c.pp; ++r) {
-    const StageComm dp = stage_comm(resolver.model().comm, resolver.target(), c, r, merged_dp_comms(rank_dp_comms[static_cast<std::size_t>(r)]),
-                                  /*overlap_gather=*/false);
+    const StageComm dp =
+        stage_comm(resolver.model().comm, resolver.target(), c, r, merged_dp_comms(rank_dp_comms[static_cast<std::size_t>(r)]),
+                   /*overlap_gather=*/false);
     if (!dp.failure.empty()) {
       out.failure = dp.failure;
       return out;
@@ -496,8 +504,8 @@ StepEnd step_end(const ScheduleResult& schedule, const std::vector<StageFigures>
   std::vector<double> update_end_us;
   for (std::size_t s = 0; s < stages.size(); ++s) {
     const double free_us = schedule.end_us[s];
-    const double exposed_us = exposed_reduction_us(stages[s].buckets, schedule.last_backward_start_us[s],
-                                                   schedule.last_backward_end_us[s], free_us);
+    const double exposed_us =
+        exposed_reduction_us(stages[s].buckets, schedule.last_backward_start_us[s], schedule.last_backward_end_us[s], free_us);
     out.exposed_reduction_us.push_back(exposed_us);
     update_end_us.push_back(free_us + exposed_us + (raw ? stages[s].tail_raw_us : stages[s].tail_us));
     out.total_us = std::max(out.total_us, update_end_us.back());
@@ -550,8 +558,10 @@ Prediction assemble(const PipelineFigures& pipeline, const ParallelConfig& c, co
   out.op_calls = top.calls;
   out.op_overhead_us = overhead_us;
   if (occupancy.shared) {  // the overhead is stretched with the operators: simulate again without it
-    out.raw_total_us = step_end(simulate_1f1b(schedule_input(pipeline, c, occupancy, /*raw=*/true)), stages, /*raw=*/true).total_us;
-    out.notes.push_back(std::to_string(occupancy.occupancy) + " ranks share " + std::to_string(static_cast<int64_t>(occupancy.slots)) +
+    out.raw_total_us =
+        step_end(simulate_1f1b(schedule_input(pipeline, c, occupancy, /*raw=*/true)), stages, /*raw=*/true).total_us;
+    out.notes.push_back(std::to_string(occupancy.occupancy) + " ranks share " +
+                        std::to_string(static_cast<int64_t>(occupancy.slots)) +
                         " rank slots (cores / threads per rank): operators timed at occupancy " +
                         std::to_string(occupancy.profile_occupancy) + ", stretched by processor sharing");
   } else {
@@ -576,7 +586,8 @@ PredictOutcome predict(StageResolver& resolver, const PredictRequest& request) {
   }
   const OccupancyPlan occupancy = plan_occupancy(resolver.model(), resolver.target(), request.config);
   const Calibration identity;
-  const Calibration& calibration = choose_calibration(resolver.model(), resolver.target(), request, occupancy.occupancy, identity);
+  const Calibration& calibration =
+      choose_calibration(resolver.model(), resolver.target(), request, occupancy.occupancy, identity);
   std::vector<std::string> notes;
   const PipelineFigures pipeline = pipeline_figures(resolver, request, occupancy, calibration.op_overhead_us, notes);
   if (!pipeline.failure.empty()) return {std::nullopt, pipeline.failure};

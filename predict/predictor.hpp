@@ -84,23 +84,23 @@ struct PredictRequest {
   ParallelConfig config;
   PrecisionName precision = PrecisionName::kFp32;
   bool blind = false;
-  TrainingTechniques techniques;     // the recipe trained with (all off: plain)
-  bool calibrated = true;            // apply the model's fitted Calibration for this occupancy
+  TrainingTechniques techniques;                      // the recipe trained with (all off: plain)
+  bool calibrated = true;                             // apply the model's fitted Calibration for this occupancy
   const Calibration* override_calibration = nullptr;  // use this one instead (leave-one-out validation)
   const LlamaSpec* model = nullptr;  // when set, stages are built from it as the resolver's policy says (not owned)
 };
 
 struct Prediction {
-  double total_us = 0;           // calibrated when a factor exists
-  double raw_total_us = 0;       // before the calibration factor
+  double total_us = 0;      // calibrated when a factor exists
+  double raw_total_us = 0;  // before the calibration factor
   double calibration_factor = 1;
-  double op_overhead_us = 0;         // per operator call, included in total_us (not in raw_total_us)
-  int64_t op_calls = 0;              // operator calls of the busiest stage per iteration
+  double op_overhead_us = 0;  // per operator call, included in total_us (not in raw_total_us)
+  int64_t op_calls = 0;       // operator calls of the busiest stage per iteration
   // Breakdown of the raw prediction, on the busiest stage (microseconds per iteration); tp_comm includes
   // sequence parallelism's once-per-iteration TP sum of the norms' gradients; dp_comm the DP buffer work,
   // the DP collectives of the tail, the exposed overlapped reduction and (opg) the exposed parameter gather:
   double compute_us = 0, tp_comm_us = 0, pp_comm_us = 0, bubble_us = 0, dp_comm_us = 0, optimizer_us = 0;
-  double cp_comm_us = 0;  // context parallelism's key/value all-gathers and their gradients' reduce-scatters
+  double cp_comm_us = 0;             // context parallelism's key/value all-gathers and their gradients' reduce-scatters
   double extrapolated_fraction = 0;  // share of compute time from the regression (no usable profile)
   std::vector<double> stage_forward_us, stage_backward_us;  // per micro-batch, TP comm included
   std::vector<std::string> notes;

@@ -28,7 +28,7 @@ namespace itertime::predict {
 struct Throughput {
   double tokens_per_s_per_rank = 0;      // global batch x sequence / iteration time / ranks
   double model_flops_per_iteration = 0;  // see the invariants
-  std::optional<double> mfu;             // model FLOP/s over the ranks' devices' dense peak, 0..1 (can exceed 1 only if the prediction does)
+  std::optional<double> mfu;  // model FLOP/s over the ranks' devices' dense peak, 0..1 (can exceed 1 only if the prediction does)
   std::optional<double> peak_flops_per_s;  // of all the devices the configuration occupies
 };
 

@@ -50,8 +50,7 @@ class Communicator {
   virtual void send(const void* buffer, std::size_t count, DType dtype, int peer) = 0;
   virtual void recv(void* buffer, std::size_t count, DType dtype, int peer) = 0;
   // Sends to `send_peer` and receives from `recv_peer` at once (bidirectional exchange).
-  virtual void send_recv(const void* send, int send_peer, void* recv, int recv_peer, std::size_t count,
-                         DType dtype) = 0;
+  virtual void send_recv(const void* send, int send_peer, void* recv, int recv_peer, std::size_t count, DType dtype) = 0;
 
   // Waits until every call issued so far has completed on this rank.
   virtual void synchronize() = 0;
@@ -64,7 +63,9 @@ class Communicator {
   // start is a blocking all-reduce. MPI: MPI_Iallreduce (libnbc's algorithms, not the blocking ones
   // `calibrate comm` measures); NCCL: enqueued on the communicator's stream after the work already
   // queued on the device's legacy default stream.
-  virtual void start_all_reduce_sum(void* buffer, std::size_t count, DType dtype) { all_reduce_sum(buffer, buffer, count, dtype); }
+  virtual void start_all_reduce_sum(void* buffer, std::size_t count, DType dtype) {
+    all_reduce_sum(buffer, buffer, count, dtype);
+  }
   // The same for a reduce-scatter (sum; buffer sizes as reduce_scatter_sum's), for the distributed
   // optimizer's buckets: `send` and `recv` must stay untouched until finish_started(). MPI:
   // MPI_Ireduce_scatter_block; by default (NCCL) the blocking call, enqueued on the communicator's stream

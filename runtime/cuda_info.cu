@@ -7,9 +7,7 @@
 namespace itertime {
 namespace {
 
-std::string version_text(int version) {
-  return std::to_string(version / 1000) + "." + std::to_string((version % 1000) / 10);
-}
+std::string version_text(int version) { return std::to_string(version / 1000) + "." + std::to_string((version % 1000) / 10); }
 
 }  // namespace
 
@@ -23,8 +21,8 @@ CudaInfo query_cuda() {
   int nccl = 0;
   if (ncclGetVersion(&nccl) == ncclSuccess) {
     // NCCL >= 2.9 encodes major*10000 + minor*100 + patch.
-    info.nccl_version = std::to_string(nccl / 10000) + "." + std::to_string((nccl % 10000) / 100) + "." +
-                        std::to_string(nccl % 100);
+    info.nccl_version =
+        std::to_string(nccl / 10000) + "." + std::to_string((nccl % 10000) / 100) + "." + std::to_string(nccl % 100);
   }
   int count = 0;
   const cudaError_t status = cudaGetDeviceCount(&count);

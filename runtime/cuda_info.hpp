@@ -9,11 +9,11 @@
 namespace itertime {
 
 struct CudaInfo {
-  bool compiled = false;           // built with CUDA
-  std::string status;              // "ok", or why there are no devices
-  std::string runtime_version;     // e.g. "13.0"
-  std::string driver_version;      // empty without a driver
-  std::string nccl_version;        // e.g. "2.27.3"
+  bool compiled = false;        // built with CUDA
+  std::string status;           // "ok", or why there are no devices
+  std::string runtime_version;  // e.g. "13.0"
+  std::string driver_version;   // empty without a driver
+  std::string nccl_version;     // e.g. "2.27.3"
   std::vector<std::string> device_names;
   std::vector<double> device_memory_gib;
 };

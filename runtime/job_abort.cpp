@@ -41,8 +41,8 @@ void JobAbort::raise(const std::string& reason) {
   for (int peer = 0; peer < size_; ++peer) {
     if (peer == rank_) continue;
     MPI_Request& request = pending_->raise_sends.emplace_back();
-    ITERTIME_MPI_CHECK(MPI_Isend(pending_->sent_reason.data(), static_cast<int>(pending_->sent_reason.size()), MPI_CHAR,
-                                 peer, kRaiseTag, comm_, &request));
+    ITERTIME_MPI_CHECK(MPI_Isend(pending_->sent_reason.data(), static_cast<int>(pending_->sent_reason.size()), MPI_CHAR, peer,
+                                 kRaiseTag, comm_, &request));
   }
 }
 

@@ -76,7 +76,7 @@ class JobAbort {
  private:
   // What pending operations may still read or write: kept (leaked) after an abort.
   struct Pending {
-    std::string sent_reason;              // the payload of this rank's raise
+    std::string sent_reason;  // the payload of this rank's raise
     std::vector<MPI_Request> raise_sends;
     std::deque<double> collective_buffers;  // stable addresses for the host collectives in flight
   };

@@ -9,13 +9,13 @@
 
 #include "common/errors.hpp"
 
-#define ITERTIME_MPI_CHECK(call)                                                                   \
-  do {                                                                                             \
-    const int mpi_status_ = (call);                                                                \
-    if (mpi_status_ != MPI_SUCCESS) {                                                              \
-      char mpi_message_[MPI_MAX_ERROR_STRING];                                                     \
-      int mpi_length_ = 0;                                                                         \
-      MPI_Error_string(mpi_status_, mpi_message_, &mpi_length_);                                   \
+#define ITERTIME_MPI_CHECK(call)                                                                            \
+  do {                                                                                                      \
+    const int mpi_status_ = (call);                                                                         \
+    if (mpi_status_ != MPI_SUCCESS) {                                                                       \
+      char mpi_message_[MPI_MAX_ERROR_STRING];                                                              \
+      int mpi_length_ = 0;                                                                                  \
+      MPI_Error_string(mpi_status_, mpi_message_, &mpi_length_);                                            \
       throw ::itertime::InternalError(std::string(#call) + " failed: " + mpi_message_, __FILE__, __LINE__); \
-    }                                                                                              \
+    }                                                                                                       \
   } while (0)

@@ -101,8 +101,8 @@ void MpiCommunicator::copy_out(void* host, const CommBuffer& buffer, std::size_t
 }
 
 void MpiCommunicator::all_reduce_sum(const void* send, void* recv, std::size_t count, DType dtype) {
-  ITERTIME_MPI_CHECK(MPI_Allreduce(send == recv ? MPI_IN_PLACE : send, recv, checked_count(count), mpi_type(dtype),
-                                  sum_op(dtype), comm_));
+  ITERTIME_MPI_CHECK(
+      MPI_Allreduce(send == recv ? MPI_IN_PLACE : send, recv, checked_count(count), mpi_type(dtype), sum_op(dtype), comm_));
 }
 
 void MpiCommunicator::all_gather(const void* send, void* recv, std::size_t count, DType dtype) {
@@ -145,8 +145,7 @@ void MpiCommunicator::recv(void* buffer, std::size_t count, DType dtype, int pee
   ITERTIME_MPI_CHECK(MPI_Recv(buffer, checked_count(count), mpi_type(dtype), peer, /*tag=*/7, comm_, MPI_STATUS_IGNORE));
 }
 
-void MpiCommunicator::send_recv(const void* send, int send_peer, void* recv, int recv_peer, std::size_t count,
-                                DType dtype) {
+void MpiCommunicator::send_recv(const void* send, int send_peer, void* recv, int recv_peer, std::size_t count, DType dtype) {
   const int n = checked_count(count);
   if (abort_ != nullptr) {
     WatchedOperation watched("send_recv", static_cast<long long>(count * dtype_bytes(dtype)), size_);
@@ -157,7 +156,7 @@ void MpiCommunicator::send_recv(const void* send, int send_peer, void* recv, int
     return;
   }
   ITERTIME_MPI_CHECK(MPI_Sendrecv(send, n, mpi_type(dtype), send_peer, /*tag=*/8, recv, n, mpi_type(dtype), recv_peer,
-                                 /*tag=*/8, comm_, MPI_STATUS_IGNORE));
+                                  /*tag=*/8, comm_, MPI_STATUS_IGNORE));
 }
 
 void MpiCommunicator::start_all_reduce_sum(void* buffer, std::size_t count, DType dtype) {
@@ -215,9 +214,9 @@ void MpiCommunicator::progress() {
     int done = 0;
     ITERTIME_MPI_CHECK(MPI_Test(&gather.request, &done, MPI_STATUS_IGNORE));
   }
-  gathers_.erase(std::remove_if(gathers_.begin(), gathers_.end(),
-                                [](const StartedGather& g) { return g.request == MPI_REQUEST_NULL; }),
-                 gathers_.end());
+  gathers_.erase(
+      std::remove_if(gathers_.begin(), gathers_.end(), [](const StartedGather& g) { return g.request == MPI_REQUEST_NULL; }),
+      gathers_.end());
 }
 
 void MpiCommunicator::barrier() { ITERTIME_MPI_CHECK(MPI_Barrier(comm_)); }

@@ -50,7 +50,7 @@ class MpiCommunicator final : public Communicator {
   void start_reduce_scatter_sum(const void* send, void* recv, std::size_t count, DType dtype) override;
   std::size_t start_all_gather(const void* send, void* recv, std::size_t count, DType dtype) override;
   void wait_started(std::size_t id) override;  // abortable with a JobAbort set
-  void finish_started() override;  // abortable with a JobAbort set
+  void finish_started() override;              // abortable with a JobAbort set
   void progress() override;
 
  private:
@@ -64,7 +64,7 @@ class MpiCommunicator final : public Communicator {
   MPI_Datatype bf16_type_ = MPI_DATATYPE_NULL;  // a distinct duplicate so the op can tell them apart
   MPI_Op fp16_sum_ = MPI_OP_NULL;
   MPI_Op bf16_sum_ = MPI_OP_NULL;
-  JobAbort* abort_ = nullptr;  // when set, point-to-point calls are non-blocking and polled (comm.hpp)
+  JobAbort* abort_ = nullptr;         // when set, point-to-point calls are non-blocking and polled (comm.hpp)
   std::vector<MPI_Request> started_;  // the started reductions' requests, until finish_started()
   // The started all-gathers not yet waited for, by id (ids below next_gather_id_ and absent: done).
   struct StartedGather {

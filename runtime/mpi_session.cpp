@@ -58,8 +58,8 @@ MpiSession::MpiSession(int* argc, char*** argv) {
 
 void MpiSession::start_watchdog(double timeout_s) {
   if (watchdog_ != nullptr) return;
-  watchdog_ = std::make_unique<Watchdog>(timeout_s, world_rank(), world_size(), Watchdog::Handler{},
-                                         Watchdog::kAsyncErrorGrace_s, launcher_to_watch());
+  watchdog_ = std::make_unique<Watchdog>(timeout_s, world_rank(), world_size(), Watchdog::Handler{}, Watchdog::kAsyncErrorGrace_s,
+                                         launcher_to_watch());
 }
 
 MpiSession::~MpiSession() {
@@ -164,8 +164,9 @@ ProcessGroups::ProcessGroups(const RankLayout& layout, MPI_Comm parent) : layout
   MPI_Comm_rank(parent, &world_rank);
   if (world_size != layout.world_size()) {
     throw UserError("layout dp=" + std::to_string(layout.dp()) + " tp=" + std::to_string(layout.tp()) +
-                    " pp=" + std::to_string(layout.pp()) + (layout.cp() > 1 ? " cp=" + std::to_string(layout.cp()) : "") + " needs " + std::to_string(layout.world_size()) +
-                    " ranks but the job has " + std::to_string(world_size) + "; change -np or the layout");
+                    " pp=" + std::to_string(layout.pp()) + (layout.cp() > 1 ? " cp=" + std::to_string(layout.cp()) : "") +
+                    " needs " + std::to_string(layout.world_size()) + " ranks but the job has " + std::to_string(world_size) +
+                    "; change -np or the layout");
   }
   coords_ = layout.coords(world_rank);
   const RankCoords& c = coords_;

@@ -13,24 +13,24 @@
 #include "runtime/job_abort.hpp"
 #include "runtime/watchdog.hpp"
 
-#define ITERTIME_CUDA_CALL(call)                                                                        \
-  do {                                                                                                  \
-    const cudaError_t cuda_status_ = (call);                                                            \
-    if (cuda_status_ != cudaSuccess) {                                                                  \
+#define ITERTIME_CUDA_CALL(call)                                                                            \
+  do {                                                                                                      \
+    const cudaError_t cuda_status_ = (call);                                                                \
+    if (cuda_status_ != cudaSuccess) {                                                                      \
       throw ::itertime::InternalError(std::string(#call) + " failed: " + cudaGetErrorString(cuda_status_) + \
-                                          " (check the device binding and CUDA_VISIBLE_DEVICES)",       \
-                                      __FILE__, __LINE__);                                              \
-    }                                                                                                   \
+                                          " (check the device binding and CUDA_VISIBLE_DEVICES)",           \
+                                      __FILE__, __LINE__);                                                  \
+    }                                                                                                       \
   } while (0)
 
-#define ITERTIME_NCCL_CALL(call)                                                                        \
-  do {                                                                                                  \
-    const ncclResult_t nccl_status_ = (call);                                                           \
-    if (nccl_status_ != ncclSuccess) {                                                                  \
-      throw ::itertime::InternalError(std::string(#call) + " failed: " + ncclGetErrorString(nccl_status_) + \
-                                          " (rerun with NCCL_DEBUG=WARN for details)",                  \
-                                      __FILE__, __LINE__);                                              \
-    }                                                                                                   \
+#define ITERTIME_NCCL_CALL(call)                                                                                             \
+  do {                                                                                                                       \
+    const ncclResult_t nccl_status_ = (call);                                                                                \
+    if (nccl_status_ != ncclSuccess) {                                                                                       \
+      throw ::itertime::InternalError(                                                                                       \
+          std::string(#call) + " failed: " + ncclGetErrorString(nccl_status_) + " (rerun with NCCL_DEBUG=WARN for details)", \
+          __FILE__, __LINE__);                                                                                               \
+    }                                                                                                                        \
   } while (0)
 
 namespace itertime {
@@ -52,9 +52,7 @@ ncclDataType_t nccl_type(DType dtype) {
 
 class DeviceBuffer final : public CommBuffer {
  public:
-  explicit DeviceBuffer(std::size_t bytes) : bytes_(bytes) {
-    ITERTIME_CUDA_CALL(cudaMalloc(&data_, bytes == 0 ? 1 : bytes));
-  }
+  explicit DeviceBuffer(std::size_t bytes) : bytes_(bytes) { ITERTIME_CUDA_CALL(cudaMalloc(&data_, bytes == 0 ? 1 : bytes)); }
   ~DeviceBuffer() override { cudaFree(data_); }
   DeviceBuffer(const DeviceBuffer&) = delete;
   DeviceBuffer& operator=(const DeviceBuffer&) = delete;
@@ -167,10 +165,10 @@ void NcclCommunicator::all_to_all(const void* send, void* recv, std::size_t coun
   const std::size_t chunk_bytes = count * dtype_bytes(dtype);
   ITERTIME_NCCL_CALL(ncclGroupStart());
   for (int peer = 0; peer < size_; ++peer) {
-    ITERTIME_NCCL_CALL(ncclSend(static_cast<const char*>(send) + peer * chunk_bytes, count, nccl_type(dtype), peer,
-                                state_->comm, state_->stream));
-    ITERTIME_NCCL_CALL(ncclRecv(static_cast<char*>(recv) + peer * chunk_bytes, count, nccl_type(dtype), peer,
-                                state_->comm, state_->stream));
+    ITERTIME_NCCL_CALL(ncclSend(static_cast<const char*>(send) + peer * chunk_bytes, count, nccl_type(dtype), peer, state_->comm,
+                                state_->stream));
+    ITERTIME_NCCL_CALL(
+        ncclRecv(static_cast<char*>(recv) + peer * chunk_bytes, count, nccl_type(dtype), peer, state_->comm, state_->stream));
   }
   ITERTIME_NCCL_CALL(ncclGroupEnd());
 }
@@ -183,8 +181,7 @@ void NcclCommunicator::recv(void* buffer, std::size_t count, DType dtype, int pe
   ITERTIME_NCCL_CALL(ncclRecv(buffer, count, nccl_type(dtype), peer, state_->comm, state_->stream));
 }
 
-void NcclCommunicator::send_recv(const void* send, int send_peer, void* recv, int recv_peer, std::size_t count,
-                                 DType dtype) {
+void NcclCommunicator::send_recv(const void* send, int send_peer, void* recv, int recv_peer, std::size_t count, DType dtype) {
   ITERTIME_NCCL_CALL(ncclGroupStart());
   ITERTIME_NCCL_CALL(ncclSend(send, count, nccl_type(dtype), send_peer, state_->comm, state_->stream));
   ITERTIME_NCCL_CALL(ncclRecv(recv, count, nccl_type(dtype), recv_peer, state_->comm, state_->stream));
@@ -261,7 +258,7 @@ void NcclCommunicator::finish_started() {
 void NcclCommunicator::abandon() {
   if (state_->comm == nullptr) return;
   state_->registration.reset();  // the watchdog no longer polls or aborts it
-  ncclCommAbort(state_->comm);  // ends this communicator's kernels in flight; nothing to report if it fails
+  ncclCommAbort(state_->comm);   // ends this communicator's kernels in flight; nothing to report if it fails
   state_->comm = nullptr;
 }
 

@@ -10,9 +10,7 @@
 
 namespace itertime {
 
-std::size_t ResumePlan::present_count() const {
-  return static_cast<std::size_t>(std::count(present.begin(), present.end(), 1));
-}
+std::size_t ResumePlan::present_count() const { return static_cast<std::size_t>(std::count(present.begin(), present.end(), 1)); }
 
 ResumePlan open_resume_plan(const StoreTarget& target, const std::vector<std::string>& planned_keys,
                             const ExistingKeys& existing_keys, const OnStoreOpen& on_open) {
@@ -21,8 +19,8 @@ ResumePlan open_resume_plan(const StoreTarget& target, const std::vector<std::st
   ResumePlan plan;
   plan.present.assign(planned_keys.size(), 0);
   on_root_collectively(world_rank, [&] {
-    plan.store = std::make_unique<h5::Store>(
-        h5::Store::create_or_resume(target.path, target.force, target.resume, target.provenance));
+    plan.store =
+        std::make_unique<h5::Store>(h5::Store::create_or_resume(target.path, target.force, target.resume, target.provenance));
     // The trims of existing_keys and on_open's notes reach the file in one commit (h5store.hpp).
     const h5::Store::Transaction opening(*plan.store);
     const std::set<std::string> keys = existing_keys(*plan.store);

@@ -148,9 +148,9 @@ void Watchdog::watch() {
   const auto origin = Clock::now();
   const double poll_s = std::min(1.0, std::max(0.01, timeout_s_ / 10.0));
   const auto poll = std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(poll_s));
-  const std::string who = world_rank_ < 0 ? std::string("a rank")
-                                           : "rank " + std::to_string(world_rank_) +
-                                                 (world_size_ > 0 ? " of " + std::to_string(world_size_) : "");
+  const std::string who =
+      world_rank_ < 0 ? std::string("a rank")
+                      : "rank " + std::to_string(world_rank_) + (world_size_ > 0 ? " of " + std::to_string(world_size_) : "");
   const auto& slot = watchdog_detail::operation_slot;
   // A report written to the pipe of a launcher that is gone must not kill this thread by SIGPIPE before
   // the watched communicators are aborted (the write fails with EPIPE instead).
@@ -164,8 +164,7 @@ void Watchdog::watch() {
   while (!wake_.wait_for(lock, poll, [this] { return stop_; })) {
     if (launcher_pid_ > 0 && ::getppid() != launcher_pid_) {
       lock.unlock();
-      on_stall_("itertime: error: " + who + " lost the launcher that started it (pid " +
-                std::to_string(launcher_pid_) +
+      on_stall_("itertime: error: " + who + " lost the launcher that started it (pid " + std::to_string(launcher_pid_) +
                 ", killed?); ending this rank so that it does not run on alone without its job");
       return;
     }
@@ -184,8 +183,8 @@ void Watchdog::watch() {
     std::string report;
     if (running && waited_s >= timeout_s_) {
       report = "waited " + std::string(waited) + " s in " + operation +
-               " for its peers: a rank stopped, died or deadlocked; ending the job (--watchdog-s or " +
-               kWatchdogEnvironment + " to change the limit)";
+               " for its peers: a rank stopped, died or deadlocked; ending the job (--watchdog-s or " + kWatchdogEnvironment +
+               " to change the limit)";
     } else {
       std::string error;
       {
@@ -202,8 +201,7 @@ void Watchdog::watch() {
       }
       if (async_error_since_s < 0) async_error_since_s = now_s;
       if (now_s - async_error_since_s < async_error_grace_s_) continue;
-      report = "communicator failed (" + error + ")" + (operation.empty() ? "" : " while in " + operation) +
-               "; ending the job";
+      report = "communicator failed (" + error + ")" + (operation.empty() ? "" : " while in " + operation) + "; ending the job";
     }
     lock.unlock();
     on_stall_("itertime: error: " + who + " " + report);
@@ -254,8 +252,7 @@ Function next_definition(const char* name, Function own, Function fallback) {
 
 }  // namespace
 
-#define ITERTIME_NEXT(function) \
-  static const auto next = next_definition(#function, &function, &P##function)
+#define ITERTIME_NEXT(function) static const auto next = next_definition(#function, &function, &P##function)
 
 using itertime::WatchedOperation;
 
@@ -279,36 +276,34 @@ int MPI_Allreduce(const void* sendbuf, void* recvbuf, int count, MPI_Datatype da
   return next(sendbuf, recvbuf, count, datatype, op, comm);
 }
 
-int MPI_Reduce(const void* sendbuf, void* recvbuf, int count, MPI_Datatype datatype, MPI_Op op, int root,
-               MPI_Comm comm) {
+int MPI_Reduce(const void* sendbuf, void* recvbuf, int count, MPI_Datatype datatype, MPI_Op op, int root, MPI_Comm comm) {
   ITERTIME_NEXT(MPI_Reduce);
   WatchedOperation watched("MPI_Reduce", count, datatype, comm);
   return next(sendbuf, recvbuf, count, datatype, op, root, comm);
 }
 
-int MPI_Allgather(const void* sendbuf, int sendcount, MPI_Datatype sendtype, void* recvbuf, int recvcount,
-                  MPI_Datatype recvtype, MPI_Comm comm) {
+int MPI_Allgather(const void* sendbuf, int sendcount, MPI_Datatype sendtype, void* recvbuf, int recvcount, MPI_Datatype recvtype,
+                  MPI_Comm comm) {
   ITERTIME_NEXT(MPI_Allgather);
   WatchedOperation watched("MPI_Allgather", sendcount, sendtype, comm);
   return next(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm);
 }
 
-int MPI_Gather(const void* sendbuf, int sendcount, MPI_Datatype sendtype, void* recvbuf, int recvcount,
-               MPI_Datatype recvtype, int root, MPI_Comm comm) {
+int MPI_Gather(const void* sendbuf, int sendcount, MPI_Datatype sendtype, void* recvbuf, int recvcount, MPI_Datatype recvtype,
+               int root, MPI_Comm comm) {
   ITERTIME_NEXT(MPI_Gather);
   WatchedOperation watched("MPI_Gather", sendcount, sendtype, comm);
   return next(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, root, comm);
 }
 
-int MPI_Reduce_scatter_block(const void* sendbuf, void* recvbuf, int recvcount, MPI_Datatype datatype, MPI_Op op,
-                             MPI_Comm comm) {
+int MPI_Reduce_scatter_block(const void* sendbuf, void* recvbuf, int recvcount, MPI_Datatype datatype, MPI_Op op, MPI_Comm comm) {
   ITERTIME_NEXT(MPI_Reduce_scatter_block);
   WatchedOperation watched("MPI_Reduce_scatter_block", recvcount, datatype, comm);
   return next(sendbuf, recvbuf, recvcount, datatype, op, comm);
 }
 
-int MPI_Alltoall(const void* sendbuf, int sendcount, MPI_Datatype sendtype, void* recvbuf, int recvcount,
-                 MPI_Datatype recvtype, MPI_Comm comm) {
+int MPI_Alltoall(const void* sendbuf, int sendcount, MPI_Datatype sendtype, void* recvbuf, int recvcount, MPI_Datatype recvtype,
+                 MPI_Comm comm) {
   ITERTIME_NEXT(MPI_Alltoall);
   WatchedOperation watched("MPI_Alltoall", sendcount, sendtype, comm);
   return next(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm);
@@ -326,8 +321,8 @@ int MPI_Recv(void* buf, int count, MPI_Datatype datatype, int source, int tag, M
   return next(buf, count, datatype, source, tag, comm, status);
 }
 
-int MPI_Sendrecv(const void* sendbuf, int sendcount, MPI_Datatype sendtype, int dest, int sendtag, void* recvbuf,
-                 int recvcount, MPI_Datatype recvtype, int source, int recvtag, MPI_Comm comm, MPI_Status* status) {
+int MPI_Sendrecv(const void* sendbuf, int sendcount, MPI_Datatype sendtype, int dest, int sendtag, void* recvbuf, int recvcount,
+                 MPI_Datatype recvtype, int source, int recvtag, MPI_Comm comm, MPI_Status* status) {
   ITERTIME_NEXT(MPI_Sendrecv);
   WatchedOperation watched("MPI_Sendrecv", sendcount, sendtype, comm);
   return next(sendbuf, sendcount, sendtype, dest, sendtag, recvbuf, recvcount, recvtype, source, recvtag, comm, status);

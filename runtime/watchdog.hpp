@@ -74,7 +74,7 @@ struct OperationSlot {
   std::atomic<long long> bytes{-1};        // -1: unknown, or `count` elements of `datatype`
   std::atomic<long long> count{-1};
   std::atomic<MPI_Datatype> datatype{MPI_DATATYPE_NULL};
-  std::atomic<int> group_size{0};          // 0: unknown, or the size of `comm`
+  std::atomic<int> group_size{0};  // 0: unknown, or the size of `comm`
   std::atomic<MPI_Comm> comm{MPI_COMM_NULL};
 };
 extern OperationSlot operation_slot;
@@ -98,8 +98,7 @@ class WatchedOperation {
   WatchedOperation& operator=(const WatchedOperation&) = delete;
 
  private:
-  void open(const char* name, long long bytes, long long count, MPI_Datatype datatype, int group_size,
-            MPI_Comm comm) noexcept {
+  void open(const char* name, long long bytes, long long count, MPI_Datatype datatype, int group_size, MPI_Comm comm) noexcept {
     auto& slot = watchdog_detail::operation_slot;
     sequence_ = slot.sequence.load(std::memory_order_relaxed);
     armed_ = (sequence_ & 1U) == 0;

@@ -20,26 +20,49 @@ std::string libtorch_shown(const std::string& version) { return version.empty() 
 std::string prediction_json(const PredictionRecord& r) {
   const predict::Prediction& p = r.prediction;
   const predict::PooledCheck& check = r.regression_check;
-  const nlohmann::json out = {
-      {"model", r.model_name}, {"dp", r.config.dp}, {"tp", r.config.tp}, {"pp", r.config.pp}, {"cp", r.config.cp},
-      {"vp", r.config.vp},
-      {"micro_batch", r.config.micro_batch}, {"global_batch", r.config.global_batch}, {"seq_len", r.config.seq_len},
-      {"precision", r.precision}, {"precision_blind", r.blind}, {"recipe", r.recipe}, {"attention", r.attention},
-      {"libtorch_version", r.described.empty() ? libtorch_shown(r.libtorch_version) : "2.x (described)"},
-      {"described", r.described.empty() ? nlohmann::json(nullptr) : nlohmann::json(r.described)},
-      {"iteration_us", p.total_us}, {"raw_iteration_us", p.raw_total_us},
-      {"calibration_factor", p.calibration_factor}, {"op_overhead_us", p.op_overhead_us}, {"op_calls", p.op_calls},
-      {"breakdown_us", {{"compute", p.compute_us}, {"tp_comm", p.tp_comm_us}, {"cp_comm", p.cp_comm_us}, {"pp_comm", p.pp_comm_us},
-                        {"bubble", p.bubble_us}, {"dp_comm", p.dp_comm_us}, {"optimizer", p.optimizer_us}}},
-      {"stage_forward_us", p.stage_forward_us}, {"stage_backward_us", p.stage_backward_us},
-      {"extrapolated_fraction", p.extrapolated_fraction}, {"peak_memory_bytes", r.peak_memory_bytes},
-      {"exceeds_device_memory", r.exceeds_device_memory}, {"notes", p.notes},
-      {"tokens_per_s_per_rank", r.throughput.tokens_per_s_per_rank},
-      {"model_flops_per_iteration", r.throughput.model_flops_per_iteration},
-      {"hardware", r.hardware.empty() ? nlohmann::json(nullptr) : nlohmann::json(r.hardware)},
-      {"mfu", r.throughput.mfu ? nlohmann::json(*r.throughput.mfu) : nlohmann::json(nullptr)},
-      {"regression_check", {{"groups", check.groups}, {"held_out_signatures", check.held_out_points},
-                            {"mape_pct", check.mape_pct}, {"time_weighted_mape_pct", check.time_weighted_mape_pct}}}};
+  const nlohmann::json out = {{"model", r.model_name},
+                              {"dp", r.config.dp},
+                              {"tp", r.config.tp},
+                              {"pp", r.config.pp},
+                              {"cp", r.config.cp},
+                              {"vp", r.config.vp},
+                              {"micro_batch", r.config.micro_batch},
+                              {"global_batch", r.config.global_batch},
+                              {"seq_len", r.config.seq_len},
+                              {"precision", r.precision},
+                              {"precision_blind", r.blind},
+                              {"recipe", r.recipe},
+                              {"attention", r.attention},
+                              {"libtorch_version", r.described.empty() ? libtorch_shown(r.libtorch_version) : "2.x (described)"},
+                              {"described", r.described.empty() ? nlohmann::json(nullptr) : nlohmann::json(r.described)},
+                              {"iteration_us", p.total_us},
+                              {"raw_iteration_us", p.raw_total_us},
+                              {"calibration_factor", p.calibration_factor},
+                              {"op_overhead_us", p.op_overhead_us},
+                              {"op_calls", p.op_calls},
+                              {"breakdown_us",
+                               {{"compute", p.compute_us},
+                                {"tp_comm", p.tp_comm_us},
+                                {"cp_comm", p.cp_comm_us},
+                                {"pp_comm", p.pp_comm_us},
+                                {"bubble", p.bubble_us},
+                                {"dp_comm", p.dp_comm_us},
+                                {"optimizer", p.optimizer_us}}},
+                              {"stage_forward_us", p.stage_forward_us},
+                              {"stage_backward_us", p.stage_backward_us},
+                              {"extrapolated_fraction", p.extrapolated_fraction},
+                              {"peak_memory_bytes", r.peak_memory_bytes},
+                              {"exceeds_device_memory", r.exceeds_device_memory},
+                              {"notes", p.notes},
+                              {"tokens_per_s_per_rank", r.throughput.tokens_per_s_per_rank},
+                              {"model_flops_per_iteration", r.throughput.model_flops_per_iteration},
+                              {"hardware", r.hardware.empty() ? nlohmann::json(nullptr) : nlohmann::json(r.hardware)},
+                              {"mfu", r.throughput.mfu ? nlohmann::json(*r.throughput.mfu) : nlohmann::json(nullptr)},
+                              {"regression_check",
+                               {{"groups", check.groups},
+                                {"held_out_signatures", check.held_out_points},
+                                {"mape_pct", check.mape_pct},
+                                {"time_weighted_mape_pct", check.time_weighted_mape_pct}}}};
   return out.dump(2);
 }
 
@@ -48,9 +71,11 @@ void print_prediction(const PredictionRecord& r) {
   std::printf("itertime predict: %s %s %s%s%s on %s\n", r.model_name.c_str(), r.config.to_string().c_str(), r.precision.c_str(),
               r.recipe == "plain" ? "" : (" " + r.recipe).c_str(), r.blind ? " (precision-blind)" : "", r.source.c_str());
   if (!r.described.empty()) {
-    std::printf("  described          %s attention, LibTorch 2.x operator sequence; %s\n", r.attention.c_str(), r.described.c_str());
+    std::printf("  described          %s attention, LibTorch 2.x operator sequence; %s\n", r.attention.c_str(),
+                r.described.c_str());
   } else {
-    std::printf("  calibrated with    %s attention, LibTorch %s\n", r.attention.c_str(), libtorch_shown(r.libtorch_version).c_str());
+    std::printf("  calibrated with    %s attention, LibTorch %s\n", r.attention.c_str(),
+                libtorch_shown(r.libtorch_version).c_str());
   }
   std::printf("  iteration          %12.1f us", p.total_us);
   if (p.op_overhead_us != 0.0 || p.calibration_factor != 1.0) {
@@ -66,10 +91,11 @@ void print_prediction(const PredictionRecord& r) {
   std::printf("  extrapolated       %12.1f %% of compute time from the operator regression\n", 100.0 * p.extrapolated_fraction);
   if (p.extrapolated_fraction > 0) {
     if (r.regression_check.groups > 0) {
-      std::printf("                     (that regression, scored on the largest third of this calibration's profiled\n"
-                  "                      signatures after fitting on the rest, is off by %.1f%% time-weighted; far beyond\n"
-                  "                      the profiled shapes expect more: profile this configuration with `calibrate ops`)\n",
-                  r.regression_check.time_weighted_mape_pct);
+      std::printf(
+          "                     (that regression, scored on the largest third of this calibration's profiled\n"
+          "                      signatures after fitting on the rest, is off by %.1f%% time-weighted; far beyond\n"
+          "                      the profiled shapes expect more: profile this configuration with `calibrate ops`)\n",
+          r.regression_check.time_weighted_mape_pct);
     } else {
       std::printf("                     (no regression group has enough profiled signatures to check it)\n");
     }
@@ -79,9 +105,9 @@ void print_prediction(const PredictionRecord& r) {
   std::printf("  tokens/s per rank  %12.1f  (model: %.3g FLOP per iteration)\n", r.throughput.tokens_per_s_per_rank,
               r.throughput.model_flops_per_iteration);
   if (r.throughput.mfu) {
-    std::printf("  MFU                %12.2f %% of %s's dense %s peak (%.3g FLOP/s over the ranks' devices)\n", 100.0 * *r.throughput.mfu,
-                r.hardware.c_str(), to_string(predict::compute_dtype_of(parse_precision(r.precision).name)).c_str(),
-                *r.throughput.peak_flops_per_s);
+    std::printf("  MFU                %12.2f %% of %s's dense %s peak (%.3g FLOP/s over the ranks' devices)\n",
+                100.0 * *r.throughput.mfu, r.hardware.c_str(),
+                to_string(predict::compute_dtype_of(parse_precision(r.precision).name)).c_str(), *r.throughput.peak_flops_per_s);
   } else {
     std::printf("  MFU                %12s  (%s)\n", "-",
                 r.hardware.empty() ? "the calibration names no hardware description; see --hardware"
@@ -99,7 +125,8 @@ void print_roofline_summary(const predict::FittedModel& model) {
     std::printf("operator roofline: none (the calibration's devices match no hardware description this build ships)\n");
     return;
   }
-  std::printf("operator roofline against %s, fitted on %s:\n", model.roofline.fitted_on.c_str(), model.roofline.fitted_from.c_str());
+  std::printf("operator roofline against %s, fitted on %s:\n", model.roofline.fitted_on.c_str(),
+              model.roofline.fitted_from.c_str());
   const auto line = [](const std::string& name, const predict::ClassEfficiency& e) {
     std::printf("  %-26s efficiency %7.4f  floor %8.2f us  over %5lld calls  rms log error %.3f\n", name.c_str(), e.efficiency,
                 e.floor_us, static_cast<long long>(e.points), e.fit_rms_log);
@@ -108,12 +135,14 @@ void print_roofline_summary(const predict::FittedModel& model) {
   for (const auto& [dtype, e] : model.roofline.attention) line("attention/" + to_string(dtype), e);
   for (const auto& [key, e] : model.roofline.memory) line(predict::to_string(key.first) + "/" + to_string(key.second), e);
   for (const predict::TransferCheck& check : model.roofline_transfer) {
-    std::printf("operator roofline transfer: fitted at occupancy %lld, predicting the %lld calls profiled at occupancy %lld: "
-                "MAPE %.2f%%, time-weighted %.2f%%\n",
-                static_cast<long long>(check.fit_occupancy), static_cast<long long>(check.calls),
-                static_cast<long long>(check.check_occupancy), check.mape_pct, check.time_weighted_mape_pct);
+    std::printf(
+        "operator roofline transfer: fitted at occupancy %lld, predicting the %lld calls profiled at occupancy %lld: "
+        "MAPE %.2f%%, time-weighted %.2f%%\n",
+        static_cast<long long>(check.fit_occupancy), static_cast<long long>(check.calls),
+        static_cast<long long>(check.check_occupancy), check.mape_pct, check.time_weighted_mape_pct);
     std::printf("   time-weighted by class:");
-    for (const auto& [op_class, pct] : check.class_time_weighted_mape_pct) std::printf(" %s %.1f%%", predict::to_string(op_class).c_str(), pct);
+    for (const auto& [op_class, pct] : check.class_time_weighted_mape_pct)
+      std::printf(" %s %.1f%%", predict::to_string(op_class).c_str(), pct);
     std::printf("\n");
   }
 }
@@ -130,10 +159,11 @@ void print_fit_summary(const predict::FittedModel& model, const std::string& cal
                 r.alpha_us, r.bandwidth_GBps, r.mape_pct, static_cast<long long>(r.fit_points));
   }
   const predict::PooledCheck check = predict::pooled_regression_check(model);
-  std::printf("operator regression (signatures never profiled): upward check, fitted on the smaller 2/3 of each group,\n"
-              "  scored on the largest 1/3: MAPE %.2f%% (time-weighted %.2f%%) over %lld signatures in %lld groups\n",
-              check.mape_pct, check.time_weighted_mape_pct, static_cast<long long>(check.held_out_points),
-              static_cast<long long>(check.groups));
+  std::printf(
+      "operator regression (signatures never profiled): upward check, fitted on the smaller 2/3 of each group,\n"
+      "  scored on the largest 1/3: MAPE %.2f%% (time-weighted %.2f%%) over %lld signatures in %lld groups\n",
+      check.mape_pct, check.time_weighted_mape_pct, static_cast<long long>(check.held_out_points),
+      static_cast<long long>(check.groups));
   for (const auto& [occupancy, c] : model.calibration.per_occupancy) {
     std::printf("calibration at %lld busy rank(s): %.1f us per operator call, factor %.3f (from %lld configurations)\n",
                 static_cast<long long>(occupancy), c.op_overhead_us, c.factor, static_cast<long long>(c.rows));
@@ -144,10 +174,18 @@ void print_fit_summary(const predict::FittedModel& model, const std::string& cal
 std::string plan_json(const std::vector<predict::PlanEntry>& entries) {
   nlohmann::json out = nlohmann::json::array();
   for (const auto& e : entries) {
-    out.push_back({{"dp", e.config.dp}, {"tp", e.config.tp}, {"pp", e.config.pp}, {"cp", e.config.cp}, {"vp", e.config.vp},
+    out.push_back({{"dp", e.config.dp},
+                   {"tp", e.config.tp},
+                   {"pp", e.config.pp},
+                   {"cp", e.config.cp},
+                   {"vp", e.config.vp},
                    {"micro_batch", e.config.micro_batch},
-                   {"precision", to_string(e.precision)}, {"recipe", recipe_label(e.techniques)}, {"iteration_us", e.iteration_us},
-                   {"peak_memory_bytes", e.peak_memory_bytes}, {"feasible", e.feasible}, {"reason", e.reason},
+                   {"precision", to_string(e.precision)},
+                   {"recipe", recipe_label(e.techniques)},
+                   {"iteration_us", e.iteration_us},
+                   {"peak_memory_bytes", e.peak_memory_bytes},
+                   {"feasible", e.feasible},
+                   {"reason", e.reason},
                    {"extrapolated_fraction", e.extrapolated_fraction},
                    {"tokens_per_s_per_rank", e.tokens_per_s_per_rank},
                    {"mfu", e.mfu ? nlohmann::json(*e.mfu) : nlohmann::json(nullptr)}});
@@ -182,9 +220,10 @@ void print_plan(const predict::PlanOptions& options, const std::vector<predict::
     if (e.feasible) std::snprintf(rate, sizeof(rate), "%.1f", e.tokens_per_s_per_rank);
     char mfu[32] = "-";
     if (e.mfu) std::snprintf(mfu, sizeof(mfu), "%.2f", 100.0 * *e.mfu);
-    std::printf("  %-4d %-*s %5d %-9s %-*s %16s %14.2f %10.1f %14s %7s  %s\n", shown, tuple_width, e.config.tuple_string().c_str(),
-                e.config.micro_batch, to_string(e.precision).c_str(), recipe_width, recipe_label(e.techniques).c_str(), iteration, e.peak_memory_bytes / kGiB, 100.0 * e.extrapolated_fraction,
-                rate, mfu, e.feasible ? "" : e.reason.c_str());
+    std::printf("  %-4d %-*s %5d %-9s %-*s %16s %14.2f %10.1f %14s %7s  %s\n", shown, tuple_width,
+                e.config.tuple_string().c_str(), e.config.micro_batch, to_string(e.precision).c_str(), recipe_width,
+                recipe_label(e.techniques).c_str(), iteration, e.peak_memory_bytes / kGiB, 100.0 * e.extrapolated_fraction, rate,
+                mfu, e.feasible ? "" : e.reason.c_str());
   }
 }
 

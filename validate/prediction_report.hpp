@@ -19,11 +19,11 @@ struct PredictionRecord {
   std::string source;      // the fitted model or calibration file it was predicted from
   std::string model_name;  // the LLaMA config's name
   ParallelConfig config;
-  std::string precision;  // the policy's name
-  bool blind = false;     // the precision-blind baseline
-  std::string recipe = "plain";  // the training techniques (recipe_label)
+  std::string precision;                    // the policy's name
+  bool blind = false;                       // the precision-blind baseline
+  std::string recipe = "plain";             // the training techniques (recipe_label)
   std::string attention, libtorch_version;  // how the calibration ran (empty version: 1.13, not recorded)
-  std::string described;  // set when predicted from a hardware description: what was carried to it, in words
+  std::string described;                    // set when predicted from a hardware description: what was carried to it, in words
   predict::Prediction prediction;
   int64_t peak_memory_bytes = 0;  // the memory model's busiest stage
   bool exceeds_device_memory = false;

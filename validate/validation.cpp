@@ -131,7 +131,8 @@ class BuiltOnlyResolvers {
   predict::StageResolver& for_row(const store::GroundTruthRecord& gt) {
     std::unique_ptr<predict::StageResolver>& slot = by_layout_[layout_key(gt)];
     if (!slot) {
-      slot = std::make_unique<predict::StageResolver>(model_, predict::StagePolicy::kBuiltOnly, layout_only_signatures(model_, gt));
+      slot =
+          std::make_unique<predict::StageResolver>(model_, predict::StagePolicy::kBuiltOnly, layout_only_signatures(model_, gt));
     }
     return *slot;
   }
@@ -303,7 +304,8 @@ std::vector<ComputeRow> compute_report(const predict::FittedModel& model, const 
   return out;
 }
 
-std::vector<MemoryRow> memory_report(const LlamaSpec& model, AttentionKernel attention, const std::vector<store::GroundTruthRecord>& configs,
+std::vector<MemoryRow> memory_report(const LlamaSpec& model, AttentionKernel attention,
+                                     const std::vector<store::GroundTruthRecord>& configs,
                                      const std::vector<store::GroundTruthRankRow>& ranks) {
   std::vector<MemoryRow> out;
   for (const auto& gt : configs) {

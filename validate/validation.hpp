@@ -118,7 +118,6 @@ void summarize_groups(ValidationReport& report);
 ValidationReport validate(const predict::FittedModel& model, const std::vector<store::GroundTruthRecord>& groundtruth,
                           const LlamaSpec* model_spec, Holdout holdout = Holdout::kTuple);
 
-
 }  // namespace itertime::validate
 
 namespace itertime::validate {
@@ -146,7 +145,8 @@ struct MemoryRow {
   double ratio = 0;  // measured / predicted
 };
 // `attention`: the kernel the ground truth ran with (predict::FittedModel::attention).
-std::vector<MemoryRow> memory_report(const LlamaSpec& model, AttentionKernel attention, const std::vector<store::GroundTruthRecord>& configs,
+std::vector<MemoryRow> memory_report(const LlamaSpec& model, AttentionKernel attention,
+                                     const std::vector<store::GroundTruthRecord>& configs,
                                      const std::vector<store::GroundTruthRankRow>& ranks);
 
 }  // namespace itertime::validate

@@ -48,9 +48,10 @@ std::string csv_text(const std::string& text) {
 }
 
 void print_mape_table(const char* title, const char* first_column, const std::vector<MapeEntry>& entries) {
-  std::printf("#\n# MAPE per %s (floor: mean round spread of the group's ground truth, below which no MAPE is meaningful)\n"
-              "# %-16s %6s %9s %14s %14s %14s %8s %14s %6s\n",
-              title, first_column, "n", "floor(%)", "aware(%)", "blind(%)", "blind_raw(%)", "n_built", "built-only(%)", "n_dist");
+  std::printf(
+      "#\n# MAPE per %s (floor: mean round spread of the group's ground truth, below which no MAPE is meaningful)\n"
+      "# %-16s %6s %9s %14s %14s %14s %8s %14s %6s\n",
+      title, first_column, "n", "floor(%)", "aware(%)", "blind(%)", "blind_raw(%)", "n_built", "built-only(%)", "n_dist");
   for (const MapeEntry& e : entries) {
     char built[32] = "-";
     if (e.built_count > 0) std::snprintf(built, sizeof(built), "%.2f", e.built_mape_pct);
@@ -89,18 +90,20 @@ void print_report(const ValidationReport& report) {
   std::printf("# validation of %s (calibration factors fitted %s)\n#\n", report.calibration_file.c_str(),
               holdout_text(report.holdout));
   std::printf("# spread(%%): the ground truth's round spread (mean |round median - time| / time); ! marks a disturbed one\n");
-  std::printf("# %-10s %-9s %14s %9s  %14s %9s %16s %9s %16s %9s  %s\n", report.tuple_heading().c_str(), "precision", "measured_us", "spread(%)",
-              "predicted_us", "APE(%)", "blind_pred_us", "blind(%)", "built_pred_us", "built(%)", "note");
+  std::printf("# %-10s %-9s %14s %9s  %14s %9s %16s %9s %16s %9s  %s\n", report.tuple_heading().c_str(), "precision",
+              "measured_us", "spread(%)", "predicted_us", "APE(%)", "blind_pred_us", "blind(%)", "built_pred_us", "built(%)",
+              "note");
   for (const ValidationRow& row : report.rows) {
     const std::string spread = pct_or_dash(row.round_spread_pct) + (row.disturbed() ? "!" : " ");
     if (row.status != "ok") {
-      std::printf("  %-10s %-9s %14.0f %10s %14s %9s %16s %9s %16s %9s  unpredicted: %s\n", row.tuple.c_str(), row.precision.c_str(),
-                  row.measured_us, spread.c_str(), "-", "-", "-", "-", "-", "-", row.reason.c_str());
+      std::printf("  %-10s %-9s %14.0f %10s %14s %9s %16s %9s %16s %9s  unpredicted: %s\n", row.tuple.c_str(),
+                  row.precision.c_str(), row.measured_us, spread.c_str(), "-", "-", "-", "-", "-", "-", row.reason.c_str());
       continue;
     }
     std::string note = row.factor_fitted ? ""
-                       : "terms of occupancy " + std::to_string(row.calibration_occupancy) + " (no other " +
-                             to_string(report.holdout) + " at occupancy " + std::to_string(row.dp * row.cp * row.tp * row.pp) + ")";
+                                         : "terms of occupancy " + std::to_string(row.calibration_occupancy) + " (no other " +
+                                               to_string(report.holdout) + " at occupancy " +
+                                               std::to_string(row.dp * row.cp * row.tp * row.pp) + ")";
     if (row.recipe != "plain") note = "recipe " + row.recipe + (note.empty() ? "" : "; ") + note;
     if (!row.built_ok()) note += std::string(note.empty() ? "" : "; ") + "builder-only: " + row.built_status;
     char built_us[32] = "-", built_ape[32] = "-";
@@ -109,40 +112,45 @@ void print_report(const ValidationReport& report) {
       std::snprintf(built_ape, sizeof(built_ape), "%.2f", row.built_ape_pct);
     }
     std::printf("  %-10s %-9s %14.0f %10s %14.0f %9.2f %16.0f %9.2f %16s %9s  %s\n", row.tuple.c_str(), row.precision.c_str(),
-                row.measured_us, spread.c_str(), row.predicted_us, row.ape_pct, row.blind_predicted_us, row.blind_ape_pct, built_us,
-                built_ape, note.c_str());
+                row.measured_us, spread.c_str(), row.predicted_us, row.ape_pct, row.blind_predicted_us, row.blind_ape_pct,
+                built_us, built_ape, note.c_str());
   }
   print_disturbed(report);
   print_mape_table((report.tuple_heading() + " tuple").c_str(), "tuple", report.per_tuple);
   print_mape_table("precision", "precision", report.per_precision);
   if (report.has_recipes()) print_mape_table("training recipe", "recipe", report.per_recipe);
-  std::printf("#\n# overall MAPE (%s): %.2f%% precision-aware, %.2f%% precision-blind with its own terms fitted on ground truth "
-              "(held out alike), %.2f%% precision-blind raw (no term fitted on ground truth: the paper's baseline), "
-              "over %d configurations (%d disturbed)\n",
-              to_string(report.holdout).c_str(), report.overall.mape_pct, report.overall.blind_mape_pct,
-              report.overall.blind_raw_mape_pct, report.overall.count, report.overall.disturbed_count);
+  std::printf(
+      "#\n# overall MAPE (%s): %.2f%% precision-aware, %.2f%% precision-blind with its own terms fitted on ground truth "
+      "(held out alike), %.2f%% precision-blind raw (no term fitted on ground truth: the paper's baseline), "
+      "over %d configurations (%d disturbed)\n",
+      to_string(report.holdout).c_str(), report.overall.mape_pct, report.overall.blind_mape_pct,
+      report.overall.blind_raw_mape_pct, report.overall.count, report.overall.disturbed_count);
   const std::string floor = pct_or_dash(report.overall.floor_pct);
   if (floor == "-") {
-    std::printf("# measurement floor: - (no scored configuration has 2 or more counted rounds: how well the ground truth\n"
-                "#   agrees with itself is unknown)\n");
+    std::printf(
+        "# measurement floor: - (no scored configuration has 2 or more counted rounds: how well the ground truth\n"
+        "#   agrees with itself is unknown)\n");
   } else {
-    std::printf("# measurement floor: %s%% (mean round spread of the ground truth: how well it agrees with itself; no\n"
-                "#   MAPE above is meaningful below it)\n",
-                floor.c_str());
+    std::printf(
+        "# measurement floor: %s%% (mean round spread of the ground truth: how well it agrees with itself; no\n"
+        "#   MAPE above is meaningful below it)\n",
+        floor.c_str());
   }
   if (report.overall.built_count > 0) {
-    std::printf("# builder-only MAPE: %.2f%% over %d configurations, floor %s%s (every stage built from the model, no trace\n"
-                "#   used, the signatures profiled only for the configuration's own layout taken from the operator regression)\n",
-                report.overall.built_mape_pct, report.overall.built_count, floor.c_str(), floor == "-" ? "" : "%");
+    std::printf(
+        "# builder-only MAPE: %.2f%% over %d configurations, floor %s%s (every stage built from the model, no trace\n"
+        "#   used, the signatures profiled only for the configuration's own layout taken from the operator regression)\n",
+        report.overall.built_mape_pct, report.overall.built_count, floor.c_str(), floor == "-" ? "" : "%");
   } else {
     std::printf("# builder-only MAPE: none (no model config: pass --model)\n");
   }
   const predict::PooledCheck& check = report.regression_check;
   if (check.groups > 0) {
-    std::printf("# operator regression (for signatures never profiled), fitted on the smaller 2/3 of each group and\n"
-                "#   scored on the largest 1/3: MAPE %.2f%% (time-weighted %.2f%%) over %lld signatures in %lld groups\n",
-                check.mape_pct, check.time_weighted_mape_pct, static_cast<long long>(check.held_out_points),
-                static_cast<long long>(check.groups));
+    std::printf(
+        "# operator regression (for signatures never profiled), fitted on the smaller 2/3 of each group and\n"
+        "#   scored on the largest 1/3: MAPE %.2f%% (time-weighted %.2f%%) over %lld signatures in %lld groups\n",
+        check.mape_pct, check.time_weighted_mape_pct, static_cast<long long>(check.held_out_points),
+        static_cast<long long>(check.groups));
   }
 }
 
@@ -158,7 +166,8 @@ void write_csv(const ValidationReport& report, const std::string& path) {
         << r.ape_pct << "," << r.blind_predicted_us << "," << r.blind_ape_pct << "," << r.extrapolated_fraction << ","
         << r.op_overhead_us << "," << (r.built_ok() ? 1 : 0) << "," << r.built_predicted_us << "," << r.built_ape_pct << ","
         << r.built_extrapolated_fraction << "," << r.blind_raw_predicted_us << "," << r.blind_raw_ape_pct << ","
-        << csv_number(r.round_spread_pct) << "," << csv_text(r.disturbance) << "," << r.recipe << "," << r.cp << "," << r.vp << "\n";
+        << csv_number(r.round_spread_pct) << "," << csv_text(r.disturbance) << "," << r.recipe << "," << r.cp << "," << r.vp
+        << "\n";
   }
 }
 
@@ -168,27 +177,47 @@ void write_json(const ValidationReport& report, const std::string& path) {
   root["leave_one_tuple_out"] = report.holdout == Holdout::kTuple;
   root["holdout"] = to_string(report.holdout);
   for (const ValidationRow& r : report.rows) {
-    root["configurations"].push_back({{"key", r.key}, {"dp", r.dp}, {"tp", r.tp}, {"pp", r.pp}, {"cp", r.cp}, {"vp", r.vp}, {"precision", r.precision},
-                                      {"status", r.status}, {"measured_us", r.measured_us}, {"predicted_us", r.predicted_us},
-                                      {"raw_predicted_us", r.raw_predicted_us}, {"calibration_factor", r.factor},
-                                      {"factor_fitted", r.factor_fitted}, {"ape_pct", r.ape_pct},
-                                      {"blind_predicted_us", r.blind_predicted_us}, {"blind_ape_pct", r.blind_ape_pct},
-                                      {"extrapolated_fraction", r.extrapolated_fraction}, {"op_overhead_us", r.op_overhead_us},
-                                      {"calibration_rows", r.calibration_rows}, {"reason", r.reason},
-                                      {"built_status", r.built_status}, {"built_predicted_us", r.built_predicted_us},
+    root["configurations"].push_back({{"key", r.key},
+                                      {"dp", r.dp},
+                                      {"tp", r.tp},
+                                      {"pp", r.pp},
+                                      {"cp", r.cp},
+                                      {"vp", r.vp},
+                                      {"precision", r.precision},
+                                      {"status", r.status},
+                                      {"measured_us", r.measured_us},
+                                      {"predicted_us", r.predicted_us},
+                                      {"raw_predicted_us", r.raw_predicted_us},
+                                      {"calibration_factor", r.factor},
+                                      {"factor_fitted", r.factor_fitted},
+                                      {"ape_pct", r.ape_pct},
+                                      {"blind_predicted_us", r.blind_predicted_us},
+                                      {"blind_ape_pct", r.blind_ape_pct},
+                                      {"extrapolated_fraction", r.extrapolated_fraction},
+                                      {"op_overhead_us", r.op_overhead_us},
+                                      {"calibration_rows", r.calibration_rows},
+                                      {"reason", r.reason},
+                                      {"built_status", r.built_status},
+                                      {"built_predicted_us", r.built_predicted_us},
                                       {"built_ape_pct", r.built_ape_pct},
                                       {"built_extrapolated_fraction", r.built_extrapolated_fraction},
                                       {"blind_raw_predicted_us", r.blind_raw_predicted_us},
                                       {"blind_raw_ape_pct", r.blind_raw_ape_pct},
                                       {"round_spread_pct", number_or_null(r.round_spread_pct)},
-                                      {"disturbance", r.disturbance}, {"recipe", r.recipe}});
+                                      {"disturbance", r.disturbance},
+                                      {"recipe", r.recipe}});
   }
   auto entries = [](const std::vector<MapeEntry>& list) {
     nlohmann::json out = nlohmann::json::array();
     for (const MapeEntry& e : list) {
-      out.push_back({{"group", e.group}, {"count", e.count}, {"mape_pct", e.mape_pct}, {"blind_mape_pct", e.blind_mape_pct},
-                     {"blind_raw_mape_pct", e.blind_raw_mape_pct}, {"built_count", e.built_count},
-                     {"built_mape_pct", e.built_mape_pct}, {"floor_pct", number_or_null(e.floor_pct)},
+      out.push_back({{"group", e.group},
+                     {"count", e.count},
+                     {"mape_pct", e.mape_pct},
+                     {"blind_mape_pct", e.blind_mape_pct},
+                     {"blind_raw_mape_pct", e.blind_raw_mape_pct},
+                     {"built_count", e.built_count},
+                     {"built_mape_pct", e.built_mape_pct},
+                     {"floor_pct", number_or_null(e.floor_pct)},
                      {"disturbed_count", e.disturbed_count}});
     }
     return out;
@@ -197,9 +226,11 @@ void write_json(const ValidationReport& report, const std::string& path) {
   root["mape_per_precision"] = entries(report.per_precision);
   root["mape_per_tuple_precision"] = entries(report.per_tuple_precision);
   root["mape_per_recipe"] = entries(report.per_recipe);
-  root["mape_overall"] = {{"count", report.overall.count}, {"mape_pct", report.overall.mape_pct},
+  root["mape_overall"] = {{"count", report.overall.count},
+                          {"mape_pct", report.overall.mape_pct},
                           {"blind_mape_pct", report.overall.blind_mape_pct},
-                          {"blind_raw_mape_pct", report.overall.blind_raw_mape_pct}, {"built_count", report.overall.built_count},
+                          {"blind_raw_mape_pct", report.overall.blind_raw_mape_pct},
+                          {"built_count", report.overall.built_count},
                           {"built_mape_pct", report.overall.built_mape_pct},
                           {"floor_pct", number_or_null(report.overall.floor_pct)},
                           {"disturbed_count", report.overall.disturbed_count}};
@@ -222,9 +253,11 @@ void write_svg_mape_bars(std::ostream& out, const ValidationReport& report, std:
   const double left_w = kSvgLeftWidth;
   char buf[512];
   const std::string floor = pct_or_dash(report.overall.floor_pct);
-  std::snprintf(buf, sizeof(buf), "<text x='20' y='22' font-size='14'>MAPE per %s and precision, %s holdout: overall %.2f%% (blind %.2f%%, floor %s%s)</text>\n",
-                report.tuple_heading().c_str(), to_string(report.holdout).c_str(), report.overall.mape_pct, report.overall.blind_mape_pct, floor.c_str(),
-                floor == "-" ? "" : "%");
+  std::snprintf(buf, sizeof(buf),
+                "<text x='20' y='22' font-size='14'>MAPE per %s and precision, %s holdout: overall %.2f%% (blind %.2f%%, floor "
+                "%s%s)</text>\n",
+                report.tuple_heading().c_str(), to_string(report.holdout).c_str(), report.overall.mape_pct,
+                report.overall.blind_mape_pct, floor.c_str(), floor == "-" ? "" : "%");
   out << buf;
   const std::vector<std::string> colors = {"#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b"};
   for (const MapeEntry& e : report.per_precision) color_of[e.group] = colors[color_of.size() % colors.size()];
@@ -235,12 +268,15 @@ void write_svg_mape_bars(std::ostream& out, const ValidationReport& report, std:
   }
   const double plot_x = 50, plot_y = 40, plot_h = 330, plot_w = left_w - 70;
   const double bar_w = report.per_tuple_precision.empty() ? 10 : plot_w / static_cast<double>(report.per_tuple_precision.size());
-  out << "<line x1='" << plot_x << "' y1='" << plot_y + plot_h << "' x2='" << plot_x + plot_w << "' y2='" << plot_y + plot_h << "' stroke='black'/>\n";
+  out << "<line x1='" << plot_x << "' y1='" << plot_y + plot_h << "' x2='" << plot_x + plot_w << "' y2='" << plot_y + plot_h
+      << "' stroke='black'/>\n";
   for (int tick = 0; tick <= 4; ++tick) {
     const double value = max_mape * tick / 4.0;
     const double y = plot_y + plot_h - plot_h * tick / 4.0;
-    std::snprintf(buf, sizeof(buf), "<text x='%.1f' y='%.1f' text-anchor='end'>%.0f%%</text><line x1='%.1f' y1='%.1f' x2='%.1f' y2='%.1f' stroke='#ddd'/>\n",
-                  plot_x - 4, y + 4, value, plot_x, y, plot_x + plot_w, y);
+    std::snprintf(
+        buf, sizeof(buf),
+        "<text x='%.1f' y='%.1f' text-anchor='end'>%.0f%%</text><line x1='%.1f' y1='%.1f' x2='%.1f' y2='%.1f' stroke='#ddd'/>\n",
+        plot_x - 4, y + 4, value, plot_x, y, plot_x + plot_w, y);
     out << buf;
   }
   for (std::size_t i = 0; i < report.per_tuple_precision.size(); ++i) {
@@ -249,15 +285,20 @@ void write_svg_mape_bars(std::ostream& out, const ValidationReport& report, std:
     const double x = plot_x + bar_w * static_cast<double>(i);
     const double h = plot_h * e.mape_pct / max_mape;
     const double hb = plot_h * std::min(e.blind_mape_pct, max_mape) / max_mape;
-    std::snprintf(buf, sizeof(buf), "<rect x='%.1f' y='%.1f' width='%.1f' height='%.1f' fill='none' stroke='#999' stroke-dasharray='2,2'/>\n",
+    std::snprintf(buf, sizeof(buf),
+                  "<rect x='%.1f' y='%.1f' width='%.1f' height='%.1f' fill='none' stroke='#999' stroke-dasharray='2,2'/>\n",
                   x + 1, plot_y + plot_h - hb, bar_w - 2, hb);
     out << buf;
-    std::snprintf(buf, sizeof(buf), "<rect x='%.1f' y='%.1f' width='%.1f' height='%.1f' fill='%s'><title>%s: %.2f%% (blind %.2f%%)</title></rect>\n",
-                  x + 3, plot_y + plot_h - h, bar_w - 6, h, color_of[precision].c_str(), e.group.c_str(), e.mape_pct, e.blind_mape_pct);
+    std::snprintf(
+        buf, sizeof(buf),
+        "<rect x='%.1f' y='%.1f' width='%.1f' height='%.1f' fill='%s'><title>%s: %.2f%% (blind %.2f%%)</title></rect>\n", x + 3,
+        plot_y + plot_h - h, bar_w - 6, h, color_of[precision].c_str(), e.group.c_str(), e.mape_pct, e.blind_mape_pct);
     out << buf;
     if (std::isfinite(e.floor_pct)) {
       const double y_floor = plot_y + plot_h - plot_h * std::min(e.floor_pct, max_mape) / max_mape;
-      std::snprintf(buf, sizeof(buf), "<line x1='%.1f' y1='%.1f' x2='%.1f' y2='%.1f' stroke='black' stroke-width='2'><title>%s: measurement floor %.2f%%</title></line>\n",
+      std::snprintf(buf, sizeof(buf),
+                    "<line x1='%.1f' y1='%.1f' x2='%.1f' y2='%.1f' stroke='black' stroke-width='2'><title>%s: measurement floor "
+                    "%.2f%%</title></line>\n",
                     x + 1, y_floor, x + bar_w - 1, y_floor, e.group.c_str(), e.floor_pct);
       out << buf;
     }
@@ -267,19 +308,23 @@ void write_svg_mape_bars(std::ostream& out, const ValidationReport& report, std:
   }
   double legend_y = 40;
   for (const auto& [precision, color] : color_of) {
-    std::snprintf(buf, sizeof(buf), "<rect x='%.1f' y='%.1f' width='10' height='10' fill='%s'/><text x='%.1f' y='%.1f'>%s</text>\n",
-                  left_w - 110, legend_y, color.c_str(), left_w - 95, legend_y + 9, precision.c_str());
+    std::snprintf(buf, sizeof(buf),
+                  "<rect x='%.1f' y='%.1f' width='10' height='10' fill='%s'/><text x='%.1f' y='%.1f'>%s</text>\n", left_w - 110,
+                  legend_y, color.c_str(), left_w - 95, legend_y + 9, precision.c_str());
     out << buf;
     legend_y += 15;
   }
-  std::snprintf(buf, sizeof(buf), "<rect x='%.1f' y='%.1f' width='10' height='10' fill='none' stroke='#999' stroke-dasharray='2,2'/><text x='%.1f' y='%.1f'>blind baseline</text>\n",
+  std::snprintf(buf, sizeof(buf),
+                "<rect x='%.1f' y='%.1f' width='10' height='10' fill='none' stroke='#999' stroke-dasharray='2,2'/><text x='%.1f' "
+                "y='%.1f'>blind baseline</text>\n",
                 left_w - 110, legend_y, left_w - 95, legend_y + 9);
   out << buf;
   legend_y += 15;
-  std::snprintf(buf, sizeof(buf), "<line x1='%.1f' y1='%.1f' x2='%.1f' y2='%.1f' stroke='black' stroke-width='2'/><text x='%.1f' y='%.1f'>measurement floor</text>\n",
+  std::snprintf(buf, sizeof(buf),
+                "<line x1='%.1f' y1='%.1f' x2='%.1f' y2='%.1f' stroke='black' stroke-width='2'/><text x='%.1f' "
+                "y='%.1f'>measurement floor</text>\n",
                 left_w - 110, legend_y + 5, left_w - 100, legend_y + 5, left_w - 95, legend_y + 9);
   out << buf;
-
 }
 
 // Right: predicted against measured time (log-log), with the y = x line.
@@ -298,20 +343,25 @@ void write_svg_scatter(std::ostream& out, const ValidationReport& report, std::m
     const double sx = left_w + 40, sy = 40, side = 360;
     auto px = [&](double v) { return sx + side * (std::log10(v) - lo) / (hi - lo); };
     auto py = [&](double v) { return sy + side - side * (std::log10(v) - lo) / (hi - lo); };
-    std::snprintf(buf, sizeof(buf), "<rect x='%.1f' y='%.1f' width='%.1f' height='%.1f' fill='none' stroke='black'/>\n", sx, sy, side, side);
+    std::snprintf(buf, sizeof(buf), "<rect x='%.1f' y='%.1f' width='%.1f' height='%.1f' fill='none' stroke='black'/>\n", sx, sy,
+                  side, side);
     out << buf;
-    std::snprintf(buf, sizeof(buf), "<line x1='%.1f' y1='%.1f' x2='%.1f' y2='%.1f' stroke='#999'/>\n", sx, sy + side, sx + side, sy);
+    std::snprintf(buf, sizeof(buf), "<line x1='%.1f' y1='%.1f' x2='%.1f' y2='%.1f' stroke='#999'/>\n", sx, sy + side, sx + side,
+                  sy);
     out << buf;
-    std::snprintf(buf, sizeof(buf), "<text x='%.1f' y='%.1f'>predicted vs measured iteration time (log-log, us)</text>\n", sx, sy - 8);
+    std::snprintf(buf, sizeof(buf), "<text x='%.1f' y='%.1f'>predicted vs measured iteration time (log-log, us)</text>\n", sx,
+                  sy - 8);
     out << buf;
     for (const ValidationRow& r : report.rows) {
       if (r.status != "ok") continue;
-      std::snprintf(buf, sizeof(buf), "<circle cx='%.1f' cy='%.1f' r='4' fill='%s'><title>%s %s: measured %.0f, predicted %.0f</title></circle>\n",
+      std::snprintf(buf, sizeof(buf),
+                    "<circle cx='%.1f' cy='%.1f' r='4' fill='%s'><title>%s %s: measured %.0f, predicted %.0f</title></circle>\n",
                     px(r.measured_us), py(r.predicted_us), color_of[r.precision].c_str(), r.tuple.c_str(), r.precision.c_str(),
                     r.measured_us, r.predicted_us);
       out << buf;
     }
-    std::snprintf(buf, sizeof(buf), "<text x='%.1f' y='%.1f'>measured: %.3g .. %.3g us</text>\n", sx, sy + side + 18, std::pow(10, lo + 0.1), std::pow(10, hi - 0.1));
+    std::snprintf(buf, sizeof(buf), "<text x='%.1f' y='%.1f'>measured: %.3g .. %.3g us</text>\n", sx, sy + side + 18,
+                  std::pow(10, lo + 0.1), std::pow(10, hi - 0.1));
     out << buf;
   }
 }
@@ -339,8 +389,8 @@ void print_compute_report(const std::vector<ComputeRow>& rows) {
     ratios.push_back(r.ratio);
   }
   if (!ratios.empty()) {
-    std::printf("# measured / profiled: median %.2f, min %.2f, max %.2f over %zu stages\n", stats::median(ratios), stats::min(ratios),
-                stats::max(ratios), ratios.size());
+    std::printf("# measured / profiled: median %.2f, min %.2f, max %.2f over %zu stages\n", stats::median(ratios),
+                stats::min(ratios), stats::max(ratios), ratios.size());
   }
 }
 
@@ -354,8 +404,8 @@ void print_memory_report(const std::vector<MemoryRow>& rows) {
     ratios.push_back(r.ratio);
   }
   if (!ratios.empty()) {
-    std::printf("# measured / model: median %.3f, min %.3f, max %.3f over %zu stages\n", stats::median(ratios), stats::min(ratios),
-                stats::max(ratios), ratios.size());
+    std::printf("# measured / model: median %.3f, min %.3f, max %.3f over %zu stages\n", stats::median(ratios),
+                stats::min(ratios), stats::max(ratios), ratios.size());
   } else {
     std::printf("# no stage has a measured peak_tensor_bytes for this model\n");
   }

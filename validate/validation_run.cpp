@@ -16,9 +16,7 @@
 
 namespace itertime::validate {
 
-std::string report_stem(Holdout holdout) {
-  return holdout == Holdout::kTuple ? "validation" : "validation-precision";
-}
+std::string report_stem(Holdout holdout) { return holdout == Holdout::kTuple ? "validation" : "validation-precision"; }
 
 std::string default_report_dir(const std::string& calibration_file) {
   const std::filesystem::path path(calibration_file);
@@ -50,7 +48,8 @@ ValidationReport run_validation(const ValidationRunOptions& given) {
     rows = store::read_groundtruth_records(store);
     if (options.compute_report || options.memory_report) {
       const auto ranks = store.table<store::GroundTruthRankRow>(store::kGroundTruthRanks).read_all();
-      for (const auto& row : rows) h5::check_span(file, store::kGroundTruthRanks, row.ranks_offset, row.ranks_count, ranks.size());
+      for (const auto& row : rows)
+        h5::check_span(file, store::kGroundTruthRanks, row.ranks_offset, row.ranks_count, ranks.size());
       if (options.compute_report) print_compute_report(compute_report(model, rows, ranks));
       if (options.memory_report && options.model) {
         print_memory_report(memory_report(*options.model, model.attention, rows, ranks));

@@ -17,14 +17,14 @@ namespace itertime::validate {
 
 struct ValidationRunOptions {
   std::string calibration_file;
-  std::string report_dir;             // empty: <calibration folder>/<stem>-validation
-  bool store_in_calibration = true;   // write /validation into the calibration file
-  bool compute_report = false;        // print the compute comparison (validation.hpp)
-  bool memory_report = false;         // print the memory comparison (needs `model`)
+  std::string report_dir;            // empty: <calibration folder>/<stem>-validation
+  bool store_in_calibration = true;  // write /validation into the calibration file
+  bool compute_report = false;       // print the compute comparison (validation.hpp)
+  bool memory_report = false;        // print the memory comparison (needs `model`)
   // The LLaMA config the ground truth trained: for the builder-only predictions and the memory
   // comparison. Unset: read from the path /meta groundtruth_model names, when that file exists.
   std::optional<LlamaSpec> model;
-  bool save_fitted_model = false;     // also save the fitted model as <report_dir>/model.itertime
+  bool save_fitted_model = false;  // also save the fitted model as <report_dir>/model.itertime
   // Validations to run, each reported in turn: leave-one-tuple-out (validation.*, and /validation) and
   // leave-one-precision-out (validation-precision.*; not stored in the file).
   std::vector<Holdout> holdouts = {Holdout::kTuple};

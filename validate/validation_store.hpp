@@ -21,12 +21,12 @@ struct ValidationStoreRow {
   int64_t built_ok;  // 1 when the builder-only prediction exists (validation.hpp)
   double built_predicted_us, built_ape_pct;
   double blind_raw_predicted_us, blind_raw_ape_pct;  // the blind baseline with no term fitted on ground truth
-  double round_spread_pct;  // the ground truth's round spread, %; NaN below 2 rounds (validation.hpp)
-  char disturbance[96];     // why its ground truth stayed disturbed; "" when steady
+  double round_spread_pct;                           // the ground truth's round spread, %; NaN below 2 rounds (validation.hpp)
+  char disturbance[96];                              // why its ground truth stayed disturbed; "" when steady
 };
 
 struct MapeStoreRow {
-  char kind[16];   // tuple | precision | tuple_precision | recipe | overall
+  char kind[16];  // tuple | precision | tuple_precision | recipe | overall
   char group[40];
   int64_t count;
   double mape_pct, blind_mape_pct;
@@ -42,6 +42,12 @@ void write_validation(h5::Store& store, const ValidationReport& report);
 }  // namespace itertime::validate
 
 namespace itertime::h5 {
-template <> struct RowTraits<validate::ValidationStoreRow> { static RowType row_type(); };
-template <> struct RowTraits<validate::MapeStoreRow> { static RowType row_type(); };
+template <>
+struct RowTraits<validate::ValidationStoreRow> {
+  static RowType row_type();
+};
+template <>
+struct RowTraits<validate::MapeStoreRow> {
+  static RowType row_type();
+};
 }  // namespace itertime::h5

@@ -21,9 +21,7 @@ Dims contiguous_strides(const Dims& sizes) {
 
 TensorLayout contiguous(DType dtype, const Dims& sizes) { return TensorLayout{dtype, sizes, contiguous_strides(sizes)}; }
 
-TensorLayout strided(DType dtype, Dims sizes, Dims strides) {
-  return TensorLayout{dtype, std::move(sizes), std::move(strides)};
-}
+TensorLayout strided(DType dtype, Dims sizes, Dims strides) { return TensorLayout{dtype, std::move(sizes), std::move(strides)}; }
 
 // ATen walks the old dimensions innermost first in chunks of memory-contiguous dimensions and lays the
 // new dimensions over each chunk; a new dimension that straddles two chunks has no stride.
@@ -40,8 +38,7 @@ std::optional<Dims> view_strides(const Dims& sizes, const Dims& strides, const D
     chunk_numel *= sizes[dim];
     const bool chunk_ends = dim == 0 || (sizes[dim - 1] != 1 && strides[dim - 1] != chunk_numel * chunk_base_stride);
     if (!chunk_ends) continue;
-    while (view_dim >= 0 &&
-           (view_numel < chunk_numel || new_sizes[static_cast<std::size_t>(view_dim)] == 1)) {
+    while (view_dim >= 0 && (view_numel < chunk_numel || new_sizes[static_cast<std::size_t>(view_dim)] == 1)) {
       out[static_cast<std::size_t>(view_dim)] = view_numel * chunk_base_stride;
       view_numel *= new_sizes[static_cast<std::size_t>(view_dim)];
       view_dim--;

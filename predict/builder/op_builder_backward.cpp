@@ -122,7 +122,8 @@ TensorLayout StageBuilder::rotary_backward(const TensorLayout& grad, int64_t hea
     return held;
   };
   emit_.call("aten::slice_backward",
-             {tensor_arg(lower_half), int_list_arg(full_dims), int_arg(-1), int_arg(0), int_arg(head_dim / 2), int_arg(1)}, compute_);
+             {tensor_arg(lower_half), int_list_arg(full_dims), int_arg(-1), int_arg(0), int_arg(head_dim / 2), int_arg(1)},
+             compute_);
   buffer = add_into(buffer, full);
   emit_.call("aten::neg", {tensor_arg(upper_half)}, compute_);
   emit_.call("aten::slice_backward",
@@ -171,8 +172,8 @@ void StageBuilder::loss_and_head_backward() {
     vocab_parallel_loss_backward();
   } else {
     emit_.call("aten::nll_loss_backward",
-               {tensor_arg(loss), tensor_arg(logits), tensor_arg(contiguous(kI64, {tokens})), none_arg(), int_arg(1), int_arg(-100),
-                tensor_arg(loss)},
+               {tensor_arg(loss), tensor_arg(logits), tensor_arg(contiguous(kI64, {tokens})), none_arg(), int_arg(1),
+                int_arg(-100), tensor_arg(loss)},
                kF32);
     emit_.call("aten::_log_softmax_backward_data", {tensor_arg(logits), tensor_arg(logits), int_arg(1), dtype_arg(kF32)}, kF32);
   }
@@ -202,7 +203,8 @@ void StageBuilder::vocab_parallel_loss_backward() {
   emit_.call("aten::unsqueeze", {tensor_arg(contiguous(kF32, {rows})), int_arg(1)}, kF32);
   emit_.unary("aten::neg", column);
   emit_.call("aten::unsqueeze", {tensor_arg(contiguous(kI64, {rows})), int_arg(1)}, kI64);
-  emit_.call("aten::scatter_add_", {tensor_arg(softmax), int_arg(1), tensor_arg(contiguous(kI64, {rows, 1})), tensor_arg(column)}, kF32);
+  emit_.call("aten::scatter_add_", {tensor_arg(softmax), int_arg(1), tensor_arg(contiguous(kI64, {rows, 1})), tensor_arg(column)},
+             kF32);
   emit_.call("aten::div.Tensor", {tensor_arg(scalar_tensor(kF32)), tensor_arg(scalar_tensor(kF64))}, kF32);
   emit_.call("aten::mul_.Tensor", {tensor_arg(softmax), tensor_arg(scalar_tensor(kF32))}, kF32);
 }
@@ -262,8 +264,8 @@ void StageBuilder::mlp_block_backward(bool top_fresh) {
   residual_add_backward();
   GradBuffer h_buffer{1, top_fresh};
   leave_region_backward();
-  linear_backward(contiguous(compute_, region_dims()), shape_.ffn, shape_.hidden, [](const TensorLayout&) {},
-                  layer_parameter(8));
+  linear_backward(
+      contiguous(compute_, region_dims()), shape_.ffn, shape_.hidden, [](const TensorLayout&) {}, layer_parameter(8));
   const TensorLayout wide = contiguous(compute_, {shape_.batch, shape_.seq, shape_.ffn});
   emit_.mul(wide, wide);
   emit_.mul(wide, wide);
@@ -282,9 +284,10 @@ void StageBuilder::attention_block_backward() {
   GradBuffer x_buffer{1, true};  // holds the MLP block's accumulated input gradient, which the engine owns
   const int64_t query_width = shape_.heads * head_dim;
   leave_region_backward();
-  linear_backward(contiguous(compute_, region_dims()), query_width, shape_.hidden, [](const TensorLayout&) {},
-                  layer_parameter(4));
-  const TensorLayout context = emit_.reshape(contiguous(compute_, {batch, seq, query_width}), {batch, seq, shape_.heads, head_dim});
+  linear_backward(
+      contiguous(compute_, region_dims()), query_width, shape_.hidden, [](const TensorLayout&) {}, layer_parameter(4));
+  const TensorLayout context =
+      emit_.reshape(contiguous(compute_, {batch, seq, query_width}), {batch, seq, shape_.heads, head_dim});
   const TensorLayout context_grad = emit_.transpose(context, 1, 2);
   AttentionGrads grads = attention_core_backward(context_grad);
   if (grouped_kv_) grads = repeat_kv_backward(grads);
@@ -361,8 +364,9 @@ AttentionGrads StageBuilder::eager_attention_backward(const TensorLayout& contex
   const TensorLayout value_grad3 = emit_.bmm(probs_t, grad3);
   // K and V as the core used them: repeated, or all-gathered (contiguous), else the projections' transposed views.
   const bool kv_contiguous = grouped_kv_ || cp_;
-  const TensorLayout value = kv_contiguous ? contiguous(compute_, {batch, heads, kv_seq, head_dim})
-                                           : strided(compute_, {batch, heads, seq, head_dim}, heads_transposed_strides(shape_.kv_heads));
+  const TensorLayout value = kv_contiguous
+                                 ? contiguous(compute_, {batch, heads, kv_seq, head_dim})
+                                 : strided(compute_, {batch, heads, seq, head_dim}, heads_transposed_strides(shape_.kv_heads));
   emit_.bmm(grad3, emit_.transpose(reshaped(value, {folded, kv_seq, head_dim}), 1, 2));
   AttentionGrads grads;
   grads.value = emit_.reshape(value_grad3, {batch, heads, kv_seq, head_dim});
@@ -373,14 +377,15 @@ AttentionGrads StageBuilder::eager_attention_backward(const TensorLayout& contex
   emit_.call("aten::_softmax_backward_data", {tensor_arg(probs32), tensor_arg(probs32), int_arg(-1), dtype_arg(kF32)}, kF32);
   if (compute_ != kF32) emit_.to_layout(probs32, compute_);
   const TensorLayout scores_grad = contiguous(compute_, {batch, heads, seq, kv_seq});
-  emit_.call("aten::masked_fill.Scalar", {tensor_arg(scores_grad), tensor_arg(contiguous(DType::kBool, {seq, kv_seq})), int_arg(0)},
-             compute_);
+  emit_.call("aten::masked_fill.Scalar",
+             {tensor_arg(scores_grad), tensor_arg(contiguous(DType::kBool, {seq, kv_seq})), int_arg(0)}, compute_);
   if (!torch2_) emit_.call("aten::lift_fresh", {tensor_arg(scalar_tensor(kF64))}, kF64);
   emit_.call("aten::div.Tensor", {tensor_arg(scores_grad), tensor_arg(scalar_tensor(kF64))}, compute_);
   const TensorLayout scores_grad3 = emit_.reshape(scores_grad, {folded, seq, kv_seq});
   const TensorLayout query3_t = emit_.transpose(reshaped(query, {folded, seq, head_dim}), 1, 2);
   const TensorLayout key_t_grad3 = emit_.bmm(query3_t, scores_grad3);
-  const TensorLayout key = kv_contiguous ? contiguous(compute_, {batch, heads, kv_seq, head_dim}) : query;  // as used: after rotary (or repeat)
+  const TensorLayout key =
+      kv_contiguous ? contiguous(compute_, {batch, heads, kv_seq, head_dim}) : query;  // as used: after rotary (or repeat)
   const TensorLayout key_t3_t = emit_.transpose(reshaped(transposed(key, 2, 3), {folded, head_dim, kv_seq}), 1, 2);
   const TensorLayout query_grad3 = emit_.bmm(scores_grad3, key_t3_t);
   const TensorLayout key_t_grad = emit_.reshape(key_t_grad3, {batch, heads, head_dim, kv_seq});
@@ -405,7 +410,8 @@ AttentionGrads StageBuilder::sdpa_backward(const TensorLayout& context_grad) {
               tensor_arg(out), tensor_arg(logsumexp), double_arg(0.0), bool_arg(!cp_), mask, none_arg()},
              compute_);
   if (!cp_) return AttentionGrads{out, out, out};
-  const TensorLayout kv = strided(compute_, {batch, heads, kv_seq, shape_.head_dim}, {kv_seq * heads * shape_.head_dim, shape_.head_dim, heads * shape_.head_dim, 1});
+  const TensorLayout kv = strided(compute_, {batch, heads, kv_seq, shape_.head_dim},
+                                  {kv_seq * heads * shape_.head_dim, shape_.head_dim, heads * shape_.head_dim, 1});
   return AttentionGrads{out, kv, kv};
 }
 
@@ -417,7 +423,8 @@ AttentionGrads StageBuilder::repeat_kv_backward(const AttentionGrads& grads) {
     if (torch2_) {
       const TensorLayout folded = emit_.reshape(*grad, {batch, kv_heads, shape_.heads / kv_heads, seq, head_dim});
       emit_.call("aten::sum.dim_IntList", {tensor_arg(folded), int_list_arg({2}), bool_arg(true), none_arg()}, compute_);
-      emit_.call("aten::squeeze.dim", {tensor_arg(contiguous(compute_, {batch, kv_heads, 1, seq, head_dim})), int_arg(2)}, compute_);
+      emit_.call("aten::squeeze.dim", {tensor_arg(contiguous(compute_, {batch, kv_heads, 1, seq, head_dim})), int_arg(2)},
+                 compute_);
     } else {
       emit_.call("aten::index_select_backward",
                  {tensor_arg(*grad), int_list_arg({batch, kv_heads, seq, head_dim}), int_arg(1),
@@ -436,9 +443,10 @@ TensorLayout StageBuilder::cp_reduce_scatter(const TensorLayout& grad) {
   const int64_t cp = shape_.cp, batch = grad.sizes[0], heads = grad.sizes[1], local = grad.sizes[2] / cp, dim = grad.sizes[3];
   const TensorLayout parts = emit_.permute(emit_.reshape(grad, {batch, heads, cp, local, dim}), {2, 0, 1, 3, 4});
   contiguous_call(parts);
-  emit_.call("aten::empty.memory_format",
-             {int_list_arg({batch, heads, local, dim}), dtype_arg(grad.dtype), int_arg(0), cpu_device_arg(), none_arg(), none_arg()},
-             grad.dtype);
+  emit_.call(
+      "aten::empty.memory_format",
+      {int_list_arg({batch, heads, local, dim}), dtype_arg(grad.dtype), int_arg(0), cpu_device_arg(), none_arg(), none_arg()},
+      grad.dtype);
   emit_.comm(CommKind::kCpReduceScatter, grad.dtype, batch * heads * local * dim * static_cast<int64_t>(dtype_bytes(grad.dtype)));
   return contiguous(grad.dtype, {batch, heads, local, dim});
 }
@@ -449,7 +457,8 @@ void StageBuilder::embedding_backward() {
     if (sp_) sp_all_gather(residual());  // the backward of the shard (replicated) or of the reduce-scatter (vp)
     if (vp_) {
       emit_.call("aten::masked_fill.Scalar",
-                 {tensor_arg(region()), tensor_arg(contiguous(DType::kBool, {shape_.batch, shape_.seq, 1})), int_arg(0)}, activation_);
+                 {tensor_arg(region()), tensor_arg(contiguous(DType::kBool, {shape_.batch, shape_.seq, 1})), int_arg(0)},
+                 activation_);
     }
     emit_.call("aten::embedding_backward",
                {tensor_arg(region()), tensor_arg(contiguous(kI64, {shape_.batch, shape_.seq})), int_arg(shape_.local_vocab),

@@ -107,8 +107,8 @@ void StageBuilder::embedding_forward() {
   emit_.call("aten::masked_fill.Scalar", {tensor_arg(ids), tensor_arg(outside), int_arg(0)}, kI64);
   const TensorLayout rows = lookup(ids);
   emit_.call("aten::unsqueeze", {tensor_arg(outside), int_arg(-1)}, kBool);
-  emit_.call("aten::masked_fill.Scalar", {tensor_arg(rows), tensor_arg(contiguous(kBool, {shape_.batch, shape_.seq, 1})), double_arg(0.0)},
-             param_);
+  emit_.call("aten::masked_fill.Scalar",
+             {tensor_arg(rows), tensor_arg(contiguous(kBool, {shape_.batch, shape_.seq, 1})), double_arg(0.0)}, param_);
   if (sp_) {
     sp_reduce_scatter(rows);
   } else {
@@ -183,8 +183,8 @@ TensorLayout StageBuilder::repeat_kv_forward(const TensorLayout& x) {
     return repeated;
   }
   const TensorLayout one = contiguous(kI64, {1});
-  emit_.call("aten::empty.memory_format", {int_list_arg({1}), dtype_arg(kI64), int_arg(0), cpu_device_arg(), none_arg(), none_arg()},
-             kI64);
+  emit_.call("aten::empty.memory_format",
+             {int_list_arg({1}), dtype_arg(kI64), int_arg(0), cpu_device_arg(), none_arg(), none_arg()}, kI64);
   emit_.call("aten::fill_.Scalar", {tensor_arg(one), int_arg(group)}, kI64);
   emit_.call("aten::reshape", {tensor_arg(one), int_list_arg({1})}, kI64);
   emit_.call("aten::expand", {tensor_arg(one), int_list_arg({shape_.kv_heads}), bool_arg(false)}, kI64);
@@ -228,9 +228,10 @@ TensorLayout StageBuilder::sdpa_forward(const TensorLayout& q, const TensorLayou
                 bool_arg(false)},
                compute_);
   } else {
-    emit_.call("aten::scaled_dot_product_attention",
-               {tensor_arg(q), tensor_arg(k), tensor_arg(v), none_arg(), double_arg(0.0), bool_arg(true), none_arg(), bool_arg(false)},
-               compute_);
+    emit_.call(
+        "aten::scaled_dot_product_attention",
+        {tensor_arg(q), tensor_arg(k), tensor_arg(v), none_arg(), double_arg(0.0), bool_arg(true), none_arg(), bool_arg(false)},
+        compute_);
   }
   sdpa_inputs_ = {q, k, v};
   return strided(compute_, {shape_.batch, shape_.heads, shape_.seq, shape_.head_dim}, heads_transposed_strides(shape_.heads));
@@ -265,14 +266,17 @@ TensorLayout StageBuilder::cp_mask() {
   cp_positions(0);
   emit_.call("aten::unsqueeze", {tensor_arg(contiguous(kI64, {seq})), int_arg(1)}, kI64);
   for (int64_t rank = 0; rank < shape_.cp; ++rank) cp_positions(rank);
-  emit_.call("aten::cat", {tensor_list_arg(std::vector<TensorLayout>(static_cast<std::size_t>(shape_.cp), contiguous(kI64, {seq}))), int_arg(0)},
-             kI64);
+  emit_.call(
+      "aten::cat",
+      {tensor_list_arg(std::vector<TensorLayout>(static_cast<std::size_t>(shape_.cp), contiguous(kI64, {seq}))), int_arg(0)},
+      kI64);
   emit_.call("aten::unsqueeze", {tensor_arg(contiguous(kI64, {kv_seq})), int_arg(0)}, kI64);
   emit_.call("aten::gt.Tensor", {tensor_arg(contiguous(kI64, {1, kv_seq})), tensor_arg(contiguous(kI64, {seq, 1}))}, kBool);
   const TensorLayout hidden = contiguous(kBool, {seq, kv_seq});
-  emit_.call("aten::to.dtype_layout",
-             {tensor_arg(hidden), none_arg(), none_arg(), cpu_device_arg(), none_arg(), bool_arg(false), bool_arg(false), none_arg()},
-             kBool);
+  emit_.call(
+      "aten::to.dtype_layout",
+      {tensor_arg(hidden), none_arg(), none_arg(), cpu_device_arg(), none_arg(), bool_arg(false), bool_arg(false), none_arg()},
+      kBool);
   return hidden;
 }
 
@@ -281,9 +285,10 @@ TensorLayout StageBuilder::cp_mask() {
 TensorLayout StageBuilder::cp_all_gather(const TensorLayout& x) {
   const TensorLayout part = contiguous_call(x);
   const int64_t cp = shape_.cp, batch = part.sizes[0], heads = part.sizes[1], local = part.sizes[2], dim = part.sizes[3];
-  emit_.call("aten::empty.memory_format",
-             {int_list_arg({cp, batch, heads, local, dim}), dtype_arg(x.dtype), int_arg(0), cpu_device_arg(), none_arg(), none_arg()},
-             x.dtype);
+  emit_.call(
+      "aten::empty.memory_format",
+      {int_list_arg({cp, batch, heads, local, dim}), dtype_arg(x.dtype), int_arg(0), cpu_device_arg(), none_arg(), none_arg()},
+      x.dtype);
   emit_.comm(CommKind::kCpAllGather, x.dtype, batch * heads * local * dim * static_cast<int64_t>(dtype_bytes(x.dtype)));
   const TensorLayout gathered = emit_.permute(contiguous(x.dtype, {cp, batch, heads, local, dim}), {1, 2, 0, 3, 4});
   return emit_.reshape(gathered, {batch, heads, cp * local, dim});
@@ -309,9 +314,10 @@ TensorLayout StageBuilder::all_reduce_copy(const TensorLayout& x, DType comm_dty
 TensorLayout StageBuilder::sp_all_gather(const TensorLayout& shard) {
   contiguous_call(shard);
   const int64_t tp = shape_.tp, batch = shard.sizes[0], part = shard.sizes[1], hidden = shard.sizes[2];
-  emit_.call("aten::empty.memory_format",
-             {int_list_arg({tp, batch, part, hidden}), dtype_arg(shard.dtype), int_arg(0), cpu_device_arg(), none_arg(), none_arg()},
-             shard.dtype);
+  emit_.call(
+      "aten::empty.memory_format",
+      {int_list_arg({tp, batch, part, hidden}), dtype_arg(shard.dtype), int_arg(0), cpu_device_arg(), none_arg(), none_arg()},
+      shard.dtype);
   emit_.comm(CommKind::kTpAllGather, shard.dtype, batch * part * hidden * static_cast<int64_t>(dtype_bytes(shard.dtype)));
   const TensorLayout gathered = contiguous(shard.dtype, {tp, batch, part, hidden});
   return emit_.reshape(emit_.transpose(gathered, 0, 1), {batch, tp * part, hidden});
@@ -322,9 +328,10 @@ TensorLayout StageBuilder::sp_reduce_scatter(const TensorLayout& full) {
   const int64_t tp = shape_.tp, batch = full.sizes[0], seq = full.sizes[1], hidden = full.sizes[2];
   const TensorLayout chunks = emit_.transpose(emit_.reshape(full, {batch, tp, seq / tp, hidden}), 0, 1);
   contiguous_call(chunks);
-  emit_.call("aten::empty.memory_format",
-             {int_list_arg({batch, seq / tp, hidden}), dtype_arg(full.dtype), int_arg(0), cpu_device_arg(), none_arg(), none_arg()},
-             full.dtype);
+  emit_.call(
+      "aten::empty.memory_format",
+      {int_list_arg({batch, seq / tp, hidden}), dtype_arg(full.dtype), int_arg(0), cpu_device_arg(), none_arg(), none_arg()},
+      full.dtype);
   emit_.comm(CommKind::kTpReduceScatter, full.dtype, batch * (seq / tp) * hidden * static_cast<int64_t>(dtype_bytes(full.dtype)));
   return contiguous(full.dtype, {batch, seq / tp, hidden});
 }
@@ -430,8 +437,8 @@ void StageBuilder::vocab_parallel_loss_forward(const TensorLayout& logits) {
   const TensorLayout outside = contiguous(kBool, {rows});
   const int64_t row_bytes = rows * static_cast<int64_t>(dtype_bytes(kF32));
   emit_.call("aten::max.dim", {tensor_arg(logits), int_arg(1), bool_arg(false)}, kF32);
-  emit_.call("aten::empty.memory_format", {int_list_arg({tp, rows}), dtype_arg(kF32), int_arg(0), cpu_device_arg(), none_arg(), none_arg()},
-             kF32);
+  emit_.call("aten::empty.memory_format",
+             {int_list_arg({tp, rows}), dtype_arg(kF32), int_arg(0), cpu_device_arg(), none_arg(), none_arg()}, kF32);
   emit_.comm(CommKind::kTpAllGather, kF32, row_bytes);
   emit_.call("aten::max.dim", {tensor_arg(contiguous(kF32, {tp, rows})), int_arg(0), bool_arg(false)}, kF32);
   emit_.call("aten::unsqueeze", {tensor_arg(row), int_arg(1)}, kF32);
@@ -458,14 +465,14 @@ void StageBuilder::vocab_parallel_loss_forward(const TensorLayout& logits) {
 
 // Boolean logical_or / logical_not: into a fresh empty result (their .out overloads).
 void StageBuilder::logical_or(const TensorLayout& mask) {
-  emit_.call("aten::empty.memory_format", {int_list_arg({0}), dtype_arg(kBool), int_arg(0), cpu_device_arg(), none_arg(), none_arg()},
-             kBool);
+  emit_.call("aten::empty.memory_format",
+             {int_list_arg({0}), dtype_arg(kBool), int_arg(0), cpu_device_arg(), none_arg(), none_arg()}, kBool);
   emit_.call("aten::logical_or.out", {tensor_arg(mask), tensor_arg(mask), tensor_arg(contiguous(kBool, {0}))}, kBool);
 }
 
 void StageBuilder::logical_not(const TensorLayout& mask) {
-  emit_.call("aten::empty.memory_format", {int_list_arg({0}), dtype_arg(kBool), int_arg(0), cpu_device_arg(), none_arg(), none_arg()},
-             kBool);
+  emit_.call("aten::empty.memory_format",
+             {int_list_arg({0}), dtype_arg(kBool), int_arg(0), cpu_device_arg(), none_arg(), none_arg()}, kBool);
   emit_.call("aten::logical_not.out", {tensor_arg(mask), tensor_arg(contiguous(kBool, {0}))}, kBool);
 }
 

@@ -3,17 +3,16 @@
 // inputs and embedding, RMSNorm, attention (eager or sdpa, with rotary embedding and KV-head
 // repetition), MLP, head and loss (op_builder_forward.cpp); their backward in the autograd engine's
 // order (op_builder_backward.cpp); the SP norms' gradient sum, the DP gradient buffer (or the distributed
-// optimizer's reduce-scatter and all-gather) and the AdamW step (op_builder_update.cpp). Training techniques: the TP regions' entry and exit (copy and all-reduce, or
-// with sequence parallelism all-gather and reduce-scatter), the vocabulary-parallel embedding and loss,
-// and recompute (the attention core or the whole layer rerun in the backward) are pieces of their own;
+// optimizer's reduce-scatter and all-gather) and the AdamW step (op_builder_update.cpp). Training techniques: the TP regions'
+// entry and exit (copy and all-reduce, or with sequence parallelism all-gather and reduce-scatter), the vocabulary-parallel
+// embedding and loss, and recompute (the attention core or the whole layer rerun in the backward) are pieces of their own;
 // overlapped gradient reduction (ovl at dp > 1) changes each parameter's AccumulateGrad and adds its
 // buckets' reductions to the backward (GradientBucket); with the distributed optimizer too (dopt+ovl)
 // the buckets are padded to multiples of dp and reduce-scattered into rank 0's shard, and gathered back
 // bucket by bucket after the step (with opg in the next forward's order, the last bucket first, into the
-// parameters themselves: views of the buffer, so nothing is copied back). Context parallelism (cp > 1) adds its pieces to the attention: the
-// positions (cp_positions), the rotary tables index_select-ed at them, the K/V all-gather and its
-// backward's reduce-scatter, and the mask of the global positions in the core.
-// Invariants:
+// parameters themselves: views of the buffer, so nothing is copied back). Context parallelism (cp > 1) adds its pieces to the
+// attention: the positions (cp_positions), the rotary tables index_select-ed at them, the K/V all-gather and its backward's
+// reduce-scatter, and the mask of the global positions in the core. Invariants:
 //  - Shapes are per TP rank (heads, KV heads and FFN width already divided by tp) and per CP rank 0
 //    (StageShape::seq the rank's seq_len / cp queries; gathered keys and values kv_seq = seq_len).
 //  - Where LibTorch 1.13 and 2.x differ, the piece says so and branches on torch2_ (docs/method.md).
@@ -90,13 +89,13 @@ int64_t shard_count(int64_t local_params, int dp);
 
 class StageBuilder {
  public:
-  StageBuilder(const PrecisionPolicy& policy, const StageRecipe& recipe, const StageShape& shape,
-               const StageLayers& layers, bool tensor_parallel);
+  StageBuilder(const PrecisionPolicy& policy, const StageRecipe& recipe, const StageShape& shape, const StageLayers& layers,
+               bool tensor_parallel);
 
   // With overlap: the step's start, the flat gradient buffer zeroed (phase dp_buffer); else nothing.
   void begin_step();  // op_builder_update.cpp
-  void forward();   // op_builder_forward.cpp
-  void backward();  // op_builder_backward.cpp
+  void forward();     // op_builder_forward.cpp
+  void backward();    // op_builder_backward.cpp
   // op_builder_update.cpp: the DP gradient buffer and the AdamW step over `parameters`, then the
   // communication trace_stage appends; returns the stage, aggregated.
   std::vector<StageParameter> parameters() const;
@@ -179,8 +178,7 @@ class StageBuilder {
 
   // backward pieces
   void accumulate(GradBuffer& buffer, const TensorLayout& grad, bool grad_fresh);
-  void linear_backward(const TensorLayout& grad, int64_t in, int64_t out, const InputGradient& input_grad,
-                       std::size_t parameter);
+  void linear_backward(const TensorLayout& grad, int64_t in, int64_t out, const InputGradient& input_grad, std::size_t parameter);
   InputGradient linear_input(GradBuffer& buffer);
   void rmsnorm_backward(GradBuffer& x_buffer, std::size_t parameter);
   TensorLayout rotary_backward(const TensorLayout& grad, int64_t heads);
@@ -219,24 +217,24 @@ class StageBuilder {
   const bool sp_;  // sequence parallelism with tp > 1
   const bool vp_;  // the vocabulary-parallel head with tp > 1
   const Recompute recompute_;
-  const bool torch2_;  // TorchDialect::kTorch2
-  const bool sdpa_;    // AttentionKernel::kSdpa
+  const bool torch2_;      // TorchDialect::kTorch2
+  const bool sdpa_;        // AttentionKernel::kSdpa
   const bool grouped_kv_;  // fewer KV heads than heads: K and V are repeated
   const bool cp_;          // context parallelism (cp > 1): K and V all-gathered, the mask from global positions
   const DType param_, activation_, grad_;
-  const DType compute_;  // matrix products: the autocast dtype under AMP, else the parameter dtype
-  std::vector<TensorLayout> sdpa_inputs_;  // q, k, v as the fused kernel received them (its backward gets them again)
-  std::vector<TensorLayout> core_inputs_;  // q, k, v as the attention core received them (selective recompute's leaves)
-  bool core_leaves_ = false;  // the core's backward runs in a recompute: its inputs' gradients go to leaves
-  const bool overlap_;        // overlapped gradient reduction (the recipe already at its dp)
-  const int dp_;                          // the recipe's DP degree
-  const bool sharded_buckets_;            // the distributed optimizer with overlap: padded buckets, reduce-scattered
-  std::vector<GradientBucket> buckets_;   // with overlap: bucket 0 holds the last parameters
-  std::vector<std::size_t> bucket_of_;    // per parameter
+  const DType compute_;                     // matrix products: the autocast dtype under AMP, else the parameter dtype
+  std::vector<TensorLayout> sdpa_inputs_;   // q, k, v as the fused kernel received them (its backward gets them again)
+  std::vector<TensorLayout> core_inputs_;   // q, k, v as the attention core received them (selective recompute's leaves)
+  bool core_leaves_ = false;                // the core's backward runs in a recompute: its inputs' gradients go to leaves
+  const bool overlap_;                      // overlapped gradient reduction (the recipe already at its dp)
+  const int dp_;                            // the recipe's DP degree
+  const bool sharded_buckets_;              // the distributed optimizer with overlap: padded buckets, reduce-scattered
+  std::vector<GradientBucket> buckets_;     // with overlap: bucket 0 holds the last parameters
+  std::vector<std::size_t> bucket_of_;      // per parameter
   std::vector<int64_t> parameter_offsets_;  // per parameter: where its gradient view starts in the buffer
-  std::vector<int64_t> shard_offsets_;    // per bucket (sharded_buckets_): where rank 0's slice lies in the shard
-  int64_t buffer_elements_ = 0;           // the flat gradient buffer's (padding included)
-  int backward_layer_ = 0;                // the decoder layer whose backward is being emitted
+  std::vector<int64_t> shard_offsets_;      // per bucket (sharded_buckets_): where rank 0's slice lies in the shard
+  int64_t buffer_elements_ = 0;             // the flat gradient buffer's (padding included)
+  int backward_layer_ = 0;                  // the decoder layer whose backward is being emitted
 };
 
 }  // namespace itertime::predict::builder

@@ -110,8 +110,8 @@ void StageBuilder::parameter_gradient(std::size_t index, const TensorLayout& gra
   const TensorLayout buffer = contiguous(param_, {buffer_elements_});
   emit_.call("aten::narrow", {tensor_arg(buffer), int_arg(0), int_arg(bucket.offset), int_arg(bucket.count)}, param_);
   emit_.set_phase(Phase::kDpBuffer);
-  emit_.call("aten::div_.Tensor",
-             {tensor_arg(contiguous(param_, {bucket.count})), tensor_arg(scalar_tensor(DType::kFloat64))}, param_);
+  emit_.call("aten::div_.Tensor", {tensor_arg(contiguous(param_, {bucket.count})), tensor_arg(scalar_tensor(DType::kFloat64))},
+             param_);
   emit_.set_phase(Phase::kBackward);  // the all-reduce (reduce-scatter) starts inside the backward
   if (sharded_buckets_) {
     // make_bucketed_shard's callback: reduce-scattered into rank 0's slice of the shard's gradient.

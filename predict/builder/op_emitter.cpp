@@ -33,8 +33,7 @@ void OpEmitter::call(std::string_view qualified, const std::vector<OpArgument>& 
   record(qualified, args.data(), args.size(), to_string(output));
 }
 
-void OpEmitter::record(std::string_view qualified, const OpArgument* args, std::size_t arg_count,
-                       std::string_view output) {
+void OpEmitter::record(std::string_view qualified, const OpArgument* args, std::size_t arg_count, std::string_view output) {
   const std::size_t dot = qualified.find('.');
   OpCall call;
   call.name = qualified.substr(0, dot);
@@ -57,9 +56,7 @@ void OpEmitter::record(std::string_view qualified, const OpArgument* args, std::
                          std::string(output), call.flops(), call.bytes(), repeat_});
 }
 
-void OpEmitter::comm(CommKind kind, DType dtype, int64_t bytes) {
-  comms_.push_back(CommOp{phase_, kind, dtype, bytes, repeat_});
-}
+void OpEmitter::comm(CommKind kind, DType dtype, int64_t bytes) { comms_.push_back(CommOp{phase_, kind, dtype, bytes, repeat_}); }
 
 void OpEmitter::comm_once(Phase phase, CommKind kind, DType dtype, int64_t bytes) {
   comms_.push_back(CommOp{phase, kind, dtype, bytes, 1});

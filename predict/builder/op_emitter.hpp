@@ -27,14 +27,14 @@ namespace itertime::predict::builder {
 // Arguments of a call, as c10 prints each kind of IValue.
 inline OpArgument tensor_arg(const TensorLayout& tensor) { return OpArgument::of(tensor); }
 inline OpArgument tensor_list_arg(const std::vector<TensorLayout>& tensors) { return OpArgument::of(tensors); }
-OpArgument int_arg(int64_t value);              // "2"
-OpArgument int_list_arg(const Dims& values);    // "[1, 16]"
-OpArgument bool_arg(bool value);                // "False" / "True"
-OpArgument none_arg();                          // "None"
-OpArgument cpu_device_arg();                    // "cpu"
-OpArgument double_arg(double value);            // c10_double_text
-OpArgument dtype_arg(DType dtype);              // the c10::ScalarType number
-OpArgument text_arg(std::string text);          // as given ("-inf")
+OpArgument int_arg(int64_t value);            // "2"
+OpArgument int_list_arg(const Dims& values);  // "[1, 16]"
+OpArgument bool_arg(bool value);              // "False" / "True"
+OpArgument none_arg();                        // "None"
+OpArgument cpu_device_arg();                  // "cpu"
+OpArgument double_arg(double value);          // c10_double_text
+OpArgument dtype_arg(DType dtype);            // the c10::ScalarType number
+OpArgument text_arg(std::string text);        // as given ("-inf")
 // A 0-dim tensor: fp64 for the Python numbers autograd wraps as tensors.
 inline TensorLayout scalar_tensor(DType dtype) { return contiguous(dtype, {}); }
 

@@ -25,9 +25,9 @@ std::vector<double> monotone_fit(const std::vector<double>& values) {
     while (block_mean.size() > 1 && block_mean[block_mean.size() - 2] > block_mean.back()) {
       const std::size_t n1 = block_size[block_size.size() - 2];
       const std::size_t n2 = block_size.back();
-      const double merged = (block_mean[block_mean.size() - 2] * static_cast<double>(n1) +
-                             block_mean.back() * static_cast<double>(n2)) /
-                            static_cast<double>(n1 + n2);
+      const double merged =
+          (block_mean[block_mean.size() - 2] * static_cast<double>(n1) + block_mean.back() * static_cast<double>(n2)) /
+          static_cast<double>(n1 + n2);
       block_mean.pop_back();
       block_size.pop_back();
       block_mean.back() = merged;
@@ -86,8 +86,9 @@ std::vector<DType> dtype_candidates(DType requested, std::vector<int>& tier) {
   for (DType d : all_dtypes()) {
     if (d == requested) continue;
     const bool same = dtype_bytes(d) == dtype_bytes(requested);
-    ranked.push_back({same ? 0 : 1 + static_cast<int>(std::llabs(static_cast<long long>(dtype_bytes(d)) -
-                                                                 static_cast<long long>(dtype_bytes(requested)))),
+    ranked.push_back({same ? 0
+                           : 1 + static_cast<int>(std::llabs(static_cast<long long>(dtype_bytes(d)) -
+                                                             static_cast<long long>(dtype_bytes(requested)))),
                       d});
   }
   std::stable_sort(ranked.begin(), ranked.end(), [](const auto& a, const auto& b) { return a.first < b.first; });
@@ -116,8 +117,7 @@ bool CommKey::operator<(const CommKey& other) const {
 }
 
 bool CommKey::operator==(const CommKey& other) const {
-  return collective == other.collective && dtype == other.dtype && group_size == other.group_size &&
-         layout == other.layout;
+  return collective == other.collective && dtype == other.dtype && group_size == other.group_size && layout == other.layout;
 }
 
 std::string CommKey::to_string() const {
@@ -177,12 +177,11 @@ double evaluate_table_us(const CommTable& table, int64_t bytes, bool& extrapolat
   return table.time_us[i - 1] + w * (table.time_us[i] - table.time_us[i - 1]);
 }
 
-std::optional<CommPrediction> CommModel::find_us(Collective collective, DType dtype, int64_t group_size,
-                                                 GroupLayout layout, int64_t bytes) const {
+std::optional<CommPrediction> CommModel::find_us(Collective collective, DType dtype, int64_t group_size, GroupLayout layout,
+                                                 int64_t bytes) const {
   CommPrediction prediction;
   if (group_size <= 1 || bytes <= 0) {
-    prediction.source = "no communication (group size " + std::to_string(group_size) + ", " +
-                        std::to_string(bytes) + " bytes)";
+    prediction.source = "no communication (group size " + std::to_string(group_size) + ", " + std::to_string(bytes) + " bytes)";
     return prediction;
   }
   std::vector<int> tier;
@@ -228,12 +227,11 @@ std::optional<CommPrediction> CommModel::find_us(Collective collective, DType dt
       if (source_group != group_size) {
         const double bandwidth_us = std::clamp(static_cast<double>(bytes) * table.us_per_byte, 0.0, table_us);
         const double latency_us = table_us - bandwidth_us;
-        prediction.time_us =
-            latency_us * latency_steps(collective, group_size) / latency_steps(collective, source_group) +
-            bandwidth_us * busbw_factor(collective, group_size) / busbw_factor(collective, source_group);
+        prediction.time_us = latency_us * latency_steps(collective, group_size) / latency_steps(collective, source_group) +
+                             bandwidth_us * busbw_factor(collective, group_size) / busbw_factor(collective, source_group);
         prediction.extrapolated = true;
-        prediction.source += "; scaled from group size " + std::to_string(source_group) + " to " +
-                             std::to_string(group_size) + " (ring steps and bus factor)";
+        prediction.source += "; scaled from group size " + std::to_string(source_group) + " to " + std::to_string(group_size) +
+                             " (ring steps and bus factor)";
       }
       if (wanted_tier != 0) {
         prediction.dtype_fallback = true;

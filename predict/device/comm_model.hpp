@@ -55,17 +55,16 @@ struct CommKey {
   bool operator<(const CommKey& other) const;  // by names: collective, dtype, group size, layout
   bool operator==(const CommKey& other) const;
   std::string to_string() const;  // "all_reduce/bf16/g8/consecutive"
-
 };
 
 struct CommTable {
-  std::vector<int64_t> bytes;             // ascending, distinct
-  std::vector<double> measured_time_us;   // median time per size (median of duplicate rows)
-  std::vector<double> time_us;            // monotone non-decreasing version of measured_time_us
-  double alpha_us = 0.0;                  // latency of the upper-size fit
-  double us_per_byte = 0.0;               // 1 / bandwidth of the upper-size fit (> 0)
-  int64_t fit_points = 0;                 // sizes the fit used (the largest ones)
-  double fit_mape_pct = 0.0;              // the fit's MAPE over those sizes
+  std::vector<int64_t> bytes;            // ascending, distinct
+  std::vector<double> measured_time_us;  // median time per size (median of duplicate rows)
+  std::vector<double> time_us;           // monotone non-decreasing version of measured_time_us
+  double alpha_us = 0.0;                 // latency of the upper-size fit
+  double us_per_byte = 0.0;              // 1 / bandwidth of the upper-size fit (> 0)
+  int64_t fit_points = 0;                // sizes the fit used (the largest ones)
+  double fit_mape_pct = 0.0;             // the fit's MAPE over those sizes
 
   double max_measured_time_us() const;
 };
@@ -100,8 +99,7 @@ class CommModel {
   // Why find_us() finds nothing for `collective` at `layout`, naming what was measured.
   std::string missing_reason(Collective collective, GroupLayout layout) const;
   // find_us(), or a UserError with missing_reason().
-  CommPrediction predict_us(Collective collective, DType dtype, int64_t group_size, GroupLayout layout,
-                            int64_t bytes) const;
+  CommPrediction predict_us(Collective collective, DType dtype, int64_t group_size, GroupLayout layout, int64_t bytes) const;
   std::vector<CommFitResidual> residuals() const;
 
   bool empty() const { return tables_.empty(); }

@@ -33,20 +33,18 @@ int gen_index(NcclGeneration g) {
 // nvlsEfficiency (Ampere has no NVLS).
 constexpr std::array<double, 3> kNvlsEfficiency = {0.0, 0.85, 0.74};
 // ncclTunerConstantsDefaults.llMaxBws: single node, by generation, [nodes index 1, 2, >2].
-constexpr std::array<std::array<double, 3>, 3> kLlMaxBwSingleNode = {{{87.7, 22.5, 19.0}, {141.0, 45.0, 35.0},
-                                                                       {282.0, 90.0, 70.0}}};
+constexpr std::array<std::array<double, 3>, 3> kLlMaxBwSingleNode = {
+    {{87.7, 22.5, 19.0}, {141.0, 45.0, 35.0}, {282.0, 90.0, 70.0}}};
 // llMaxBws rows used across nodes by host CPU: Intel (row 0) and AMD (row 1).
 constexpr std::array<double, 3> kLlMaxBwIntelHosts = {39.0, 39.0, 20.4};
 constexpr std::array<double, 3> kLlMaxBwAmdHosts = {87.7, 22.5, 19.0};
 // perChMaxRingLL128Bws, perChMaxTreeLL128Bws, perChMaxTreeBws, perChMaxNVLSTreeBws: [generation][nodes index].
-constexpr std::array<std::array<double, 3>, 3> kPerChMaxRingLL128 = {{{20.0, 20.0, 20.0}, {36.7, 36.7, 36.7},
-                                                                       {40.0, 40.0, 40.0}}};
-constexpr std::array<std::array<double, 3>, 3> kPerChMaxTreeLL128 = {{{20.0, 20.0, 20.0}, {36.7, 36.7, 29.0},
-                                                                       {55.6, 31.67, 20.0}}};
-constexpr std::array<std::array<double, 3>, 3> kPerChMaxTree = {{{24.0, 23.6, 17.8}, {38.7, 41.4, 36.0},
-                                                                  {70.0, 42.8, 24.0}}};
-constexpr std::array<std::array<double, 3>, 3> kPerChMaxNvlsTree = {{{24.0, 23.6, 17.8}, {0.0, 57.7, 45.5},
-                                                                      {0.0, 96.0, 80.0}}};
+constexpr std::array<std::array<double, 3>, 3> kPerChMaxRingLL128 = {
+    {{20.0, 20.0, 20.0}, {36.7, 36.7, 36.7}, {40.0, 40.0, 40.0}}};
+constexpr std::array<std::array<double, 3>, 3> kPerChMaxTreeLL128 = {
+    {{20.0, 20.0, 20.0}, {36.7, 36.7, 29.0}, {55.6, 31.67, 20.0}}};
+constexpr std::array<std::array<double, 3>, 3> kPerChMaxTree = {{{24.0, 23.6, 17.8}, {38.7, 41.4, 36.0}, {70.0, 42.8, 24.0}}};
+constexpr std::array<std::array<double, 3>, 3> kPerChMaxNvlsTree = {{{24.0, 23.6, 17.8}, {0.0, 57.7, 45.5}, {0.0, 96.0, 80.0}}};
 
 // baseLatencies [LL, LL128, Simple] (us).
 constexpr std::array<double, 3> kBaseLatTree = {6.8, 14.0, 8.4};
@@ -75,19 +73,19 @@ constexpr std::array<double, 3> kNvlinkLineRate = {25.0, 25.0, 50.0};
 // src/graph/search.cc: the per-channel speeds the graph search tries, fastest first.
 const std::vector<double>& speeds_intra(int g) {
   static const std::array<std::vector<double>, 3> kSpeeds = {
-      std::vector<double>{40.0, 30.0, 20.0, 18.0, 15.0, 12.0, 10.0, 9.0, 7.0, 6.0, 5.0, 4.0, 3.0},  // speedArrayIntra
-      std::vector<double>{60.0, 50.0, 40.0, 30.0, 24.0, 20.0, 15.0, 12.0, 11.0, 6.0, 3.0},       // sm90SpeedArrayIntra
+      std::vector<double>{40.0, 30.0, 20.0, 18.0, 15.0, 12.0, 10.0, 9.0, 7.0, 6.0, 5.0, 4.0, 3.0},   // speedArrayIntra
+      std::vector<double>{60.0, 50.0, 40.0, 30.0, 24.0, 20.0, 15.0, 12.0, 11.0, 6.0, 3.0},           // sm90SpeedArrayIntra
       std::vector<double>{90.0, 80.0, 70.0, 60.0, 50.0, 45.0, 40.0, 30.0, 24.0, 20.0, 19.0, 18.0}};  // sm100...
   return kSpeeds[static_cast<std::size_t>(g)];
 }
 const std::vector<double>& speeds_inter(int g) {
   static const std::array<std::vector<double>, 3> kSpeeds = {
-      std::vector<double>{48.0, 30.0, 28.0, 24.0, 20.0, 18.0, 15.0, 12.0, 10.0, 9.0, 7.0, 6.0, 5.0, 4.0, 3.0, 2.4,
-                          1.2, 0.24, 0.12},  // speedArrayInter
+      std::vector<double>{48.0, 30.0, 28.0, 24.0, 20.0, 18.0, 15.0, 12.0, 10.0, 9.0, 7.0, 6.0, 5.0, 4.0, 3.0, 2.4, 1.2, 0.24,
+                          0.12},  // speedArrayInter
       std::vector<double>{48.0, 45.0, 42.0, 40.0, 30.0, 24.0, 22.0, 20.0, 17.5, 15.0, 12.0, 6.0, 3.0, 2.4, 1.2, 0.24,
                           0.12},  // sm90SpeedArrayInter
-      std::vector<double>{96.0, 86.0, 80.0, 48.0, 45.1, 42.0, 40.0, 30.0, 24.0, 22.0, 20.0, 17.5, 15.0, 12.0, 6.0,
-                          3.0, 2.4, 1.2, 0.24, 0.12}};  // sm100SpeedArrayInter
+      std::vector<double>{96.0, 86.0, 80.0, 48.0, 45.1, 42.0, 40.0, 30.0, 24.0, 22.0,
+                          20.0, 17.5, 15.0, 12.0, 6.0,  3.0,  2.4,  1.2,  0.24, 0.12}};  // sm100SpeedArrayInter
   return kSpeeds[static_cast<std::size_t>(g)];
 }
 
@@ -126,10 +124,10 @@ struct Context {
   int64_t ppn = 1;    // ranks per node
   int64_t nodes = 1;  // nodes
   int gen = 1;
-  int nodes_index = 0;        // NCCL's index2: nNodes <= 2 ? nNodes - 1 : 2
-  double nvlink_total = 0;    // NCCL-rated NVLink of one GPU (GB/s), 0 when absent
-  double nics_of_group = 0;   // NICs per node the group's ranks use (rail-aligned share), 0 when absent
-  double nic_line_rate = 0;   // GB/s per NIC, 0 when absent
+  int nodes_index = 0;       // NCCL's index2: nNodes <= 2 ? nNodes - 1 : 2
+  double nvlink_total = 0;   // NCCL-rated NVLink of one GPU (GB/s), 0 when absent
+  double nics_of_group = 0;  // NICs per node the group's ranks use (rail-aligned share), 0 when absent
+  double nic_line_rate = 0;  // GB/s per NIC, 0 when absent
   NcclTuning tuning;
 };
 
@@ -239,8 +237,8 @@ Candidate ring(const Context& c, int proto, int64_t bytes) {
   const double steps = nccl_steps(c.collective, c.n);
   out.algbw_gbps = bus * static_cast<double>(c.n) / steps;
 
-  const bool one_shot = c.collective == Collective::kBroadcast || c.collective == Collective::kSend ||
-                        c.collective == Collective::kSendRecv;
+  const bool one_shot =
+      c.collective == Collective::kBroadcast || c.collective == Collective::kSend || c.collective == Collective::kSendRecv;
   const double intra_lat = kNvlinkLatRing[static_cast<std::size_t>(proto)];
   double inter_lat = (c.ppn == 1 ? kNetLatTree : kNetLatRing)[static_cast<std::size_t>(proto)] + c.tuning.net_latency_us;
   if (proto == kSimple) inter_lat += c.tuning.net_latency_us;  // the flush
@@ -283,8 +281,8 @@ Candidate tree(const Context& c, int proto, int64_t bytes) {
   double bus = c.nodes <= 2 ? g.channels * g.speed_intra : g.channels * g.speed_inter;
   bus = std::min(bus * 0.92, g.channels * kPerChMaxTree[gi(c)][ni(c)]);
   if (proto == kLL) bus = std::min(bus / 3.8, llmax(c));
-  if (proto == kLL128) bus = std::min(bus * (c.nodes == 1 ? 7.0 / 9.0 : 120.0 / 128.0),
-                                      g.channels * kPerChMaxTreeLL128[gi(c)][ni(c)]);
+  if (proto == kLL128)
+    bus = std::min(bus * (c.nodes == 1 ? 7.0 / 9.0 : 120.0 / 128.0), g.channels * kPerChMaxTreeLL128[gi(c)][ni(c)]);
   double algbw = bus * 0.5;
   if (c.tuning.tree_size_correction) algbw *= tree_correction(proto, bytes);
   out.algbw_gbps = algbw;
@@ -354,8 +352,7 @@ Candidate all_to_all(const Context& c, int64_t bytes) {
 
 void check_placement(const GroupPlacement& p) {
   if (p.group_size < 1 || p.ranks_per_node < 1 || p.group_size % p.ranks_per_node != 0)
-    throw UserError("group placement of " + std::to_string(p.group_size) + " ranks with " +
-                    std::to_string(p.ranks_per_node) +
+    throw UserError("group placement of " + std::to_string(p.group_size) + " ranks with " + std::to_string(p.ranks_per_node) +
                     " per node is impossible: ranks per node must be >= 1 and divide the group size");
 }
 
@@ -373,8 +370,8 @@ std::optional<Context> make_context(const HardwareSpec& hw, Collective collectiv
   c.gen = gen_index(tuning.generation ? *tuning.generation : infer_nccl_generation(hw));
   c.nodes_index = c.nodes <= 2 ? static_cast<int>(c.nodes - 1) : 2;
   if (hw.gpus_per_node && p.ranks_per_node > *hw.gpus_per_node)
-    throw UserError("group placement of " + std::to_string(p.ranks_per_node) + " ranks per node exceeds " + hw.name +
-                    "'s " + std::to_string(*hw.gpus_per_node) + " GPUs per node");
+    throw UserError("group placement of " + std::to_string(p.ranks_per_node) + " ranks per node exceeds " + hw.name + "'s " +
+                    std::to_string(*hw.gpus_per_node) + " GPUs per node");
   if (hw.nvlink_bandwidth_bytes_per_s) {
     c.nvlink_total = *hw.nvlink_bandwidth_bytes_per_s / 1e9 * kNcclNvlinkBw[gi(c)] / kNvlinkLineRate[gi(c)];
   } else if (c.ppn > 1) {
@@ -382,8 +379,8 @@ std::optional<Context> make_context(const HardwareSpec& hw, Collective collectiv
   }
   if (c.nodes > 1) {
     if (!hw.gpus_per_node || !hw.nics_per_node || !hw.nic_bandwidth_bytes_per_s) return std::nullopt;
-    c.nics_of_group = static_cast<double>(c.ppn) * static_cast<double>(*hw.nics_per_node) /
-                      static_cast<double>(*hw.gpus_per_node);
+    c.nics_of_group =
+        static_cast<double>(c.ppn) * static_cast<double>(*hw.nics_per_node) / static_cast<double>(*hw.gpus_per_node);
     c.nic_line_rate = *hw.nic_bandwidth_bytes_per_s / 1e9;
   }
   return c;
@@ -430,9 +427,7 @@ DescribedCommTime to_result(const Context& c, NcclAlgorithm a, int proto, const 
 DescribedCommTime zero_result() { return DescribedCommTime{}; }
 
 // send / sendrecv: a two-rank group, inside a node when ranks_per_node >= 2.
-GroupPlacement p2p_placement(const GroupPlacement& p) {
-  return GroupPlacement{2, p.ranks_per_node >= 2 ? 2 : 1};
-}
+GroupPlacement p2p_placement(const GroupPlacement& p) { return GroupPlacement{2, p.ranks_per_node >= 2 ? 2 : 1}; }
 
 }  // namespace
 
@@ -486,17 +481,16 @@ int64_t GroupPlacement::nodes() const { return ranks_per_node > 0 ? group_size /
 
 GroupPlacement place_group(int64_t group_size, int64_t stride_ranks, int64_t gpus_per_node) {
   if (group_size < 1 || stride_ranks < 1 || gpus_per_node < 1)
-    throw UserError("place_group needs a group size, stride and GPUs per node >= 1 (got " + std::to_string(group_size) +
-                    ", " + std::to_string(stride_ranks) + ", " + std::to_string(gpus_per_node) + ")");
+    throw UserError("place_group needs a group size, stride and GPUs per node >= 1 (got " + std::to_string(group_size) + ", " +
+                    std::to_string(stride_ranks) + ", " + std::to_string(gpus_per_node) + ")");
   const int64_t bound = std::min(group_size, std::max<int64_t>(1, gpus_per_node / stride_ranks));
   int64_t per_node = bound;
   while (group_size % per_node != 0) --per_node;
   return GroupPlacement{group_size, per_node};
 }
 
-std::optional<DescribedCommTime> described_comm_us_with(const HardwareSpec& hw, Collective collective,
-                                                        GroupPlacement placement, int64_t bytes,
-                                                        NcclAlgorithm algorithm, NcclProtocol protocol,
+std::optional<DescribedCommTime> described_comm_us_with(const HardwareSpec& hw, Collective collective, GroupPlacement placement,
+                                                        int64_t bytes, NcclAlgorithm algorithm, NcclProtocol protocol,
                                                         const NcclTuning& tuning) {
   check_placement(placement);
   if (placement.group_size <= 1 || bytes <= 0) return zero_result();
@@ -509,8 +503,8 @@ std::optional<DescribedCommTime> described_comm_us_with(const HardwareSpec& hw, 
   return to_result(*c, algorithm, proto, k, bytes);
 }
 
-std::optional<DescribedCommTime> described_comm_us(const HardwareSpec& hw, Collective collective,
-                                                   GroupPlacement placement, int64_t bytes, const NcclTuning& tuning) {
+std::optional<DescribedCommTime> described_comm_us(const HardwareSpec& hw, Collective collective, GroupPlacement placement,
+                                                   int64_t bytes, const NcclTuning& tuning) {
   check_placement(placement);
   if (placement.group_size <= 1 || bytes <= 0) return zero_result();
   if (is_point_to_point(collective)) placement = p2p_placement(placement);

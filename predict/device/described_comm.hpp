@@ -92,11 +92,11 @@ struct DescribedCommTime {
   double time_us = 0;  // latency_us + bytes / algorithmic bandwidth; 0 for no communication
   NcclAlgorithm algorithm = NcclAlgorithm::kRing;
   NcclProtocol protocol = NcclProtocol::kSimple;
-  double bus_bandwidth_bytes_per_s = 0;        // bytes * busbw_factor / time (0 when time is 0)
-  double latency_us = 0;                       // the chosen (algorithm, protocol)'s latency
+  double bus_bandwidth_bytes_per_s = 0;          // bytes * busbw_factor / time (0 when time is 0)
+  double latency_us = 0;                         // the chosen (algorithm, protocol)'s latency
   double algorithmic_bandwidth_bytes_per_s = 0;  // its bandwidth for the whole buffer (0: no communication)
   int64_t bytes = 0;
-  GroupPlacement placement;                    // as timed (a two-rank group for send / sendrecv)
+  GroupPlacement placement;  // as timed (a two-rank group for send / sendrecv)
   NcclGeneration generation = NcclGeneration::kHopper;
 };
 
@@ -111,15 +111,13 @@ std::string describe(const DescribedCommTime& time);
 // the hops inside each node (hierarchical, as NCCL's rings through NICs are). send / sendrecv: one link,
 // NVLink when the two ranks share a node (ranks_per_node 2), else the sender's NIC share. all_to_all:
 // not in NCCL's tuning model; each rank's off-node part over its NIC share, its on-node part over NVLink.
-std::optional<DescribedCommTime> described_comm_us(const HardwareSpec& hw, Collective collective,
-                                                   GroupPlacement placement, int64_t bytes,
-                                                   const NcclTuning& tuning = {});
+std::optional<DescribedCommTime> described_comm_us(const HardwareSpec& hw, Collective collective, GroupPlacement placement,
+                                                   int64_t bytes, const NcclTuning& tuning = {});
 
 // The same for one (algorithm, protocol), or nullopt when NCCL's model does not offer it for this
 // collective, placement and device (or the description lacks what it needs). For tests and reports.
-std::optional<DescribedCommTime> described_comm_us_with(const HardwareSpec& hw, Collective collective,
-                                                        GroupPlacement placement, int64_t bytes,
-                                                        NcclAlgorithm algorithm, NcclProtocol protocol,
+std::optional<DescribedCommTime> described_comm_us_with(const HardwareSpec& hw, Collective collective, GroupPlacement placement,
+                                                        int64_t bytes, NcclAlgorithm algorithm, NcclProtocol protocol,
                                                         const NcclTuning& tuning = {});
 
 }  // namespace itertime::predict

@@ -38,11 +38,11 @@ inline constexpr std::size_t kMinCheckPoints = 6;
 
 // Upward extrapolation error of one (operator, dtypes, occupancy) group.
 struct RegressionCheck {
-  int64_t fit_points = 0;        // the smaller two thirds
-  int64_t held_out_points = 0;   // the largest third
-  double mape_pct = 0;           // mean |predicted - measured| / measured over the held-out points
-  double held_out_time_us = 0;   // summed measured time of the held-out points (weight for pooling)
-  double reach = 0;              // largest held-out FLOPs / largest fitted FLOPs (how far it extrapolated)
+  int64_t fit_points = 0;       // the smaller two thirds
+  int64_t held_out_points = 0;  // the largest third
+  double mape_pct = 0;          // mean |predicted - measured| / measured over the held-out points
+  double held_out_time_us = 0;  // summed measured time of the held-out points (weight for pooling)
+  double reach = 0;             // largest held-out FLOPs / largest fitted FLOPs (how far it extrapolated)
 };
 
 // Returns a check with held_out_points == 0 when the group has fewer than kMinCheckPoints points.

@@ -17,10 +17,14 @@ struct ClassName {
   const char* name;
 };
 constexpr ClassName kClassNames[] = {
-    {OperatorClass::kMatrixProduct, "matrix_product"}, {OperatorClass::kAttention, "attention"},
-    {OperatorClass::kElementwise, "elementwise"},      {OperatorClass::kNormalization, "normalization"},
-    {OperatorClass::kCopy, "copy"},                    {OperatorClass::kEmbedding, "embedding"},
-    {OperatorClass::kOptimizer, "optimizer"},          {OperatorClass::kView, "view"},
+    {OperatorClass::kMatrixProduct, "matrix_product"},
+    {OperatorClass::kAttention, "attention"},
+    {OperatorClass::kElementwise, "elementwise"},
+    {OperatorClass::kNormalization, "normalization"},
+    {OperatorClass::kCopy, "copy"},
+    {OperatorClass::kEmbedding, "embedding"},
+    {OperatorClass::kOptimizer, "optimizer"},
+    {OperatorClass::kView, "view"},
 };
 
 // "aten::mul_.Tensor" -> "mul_"; "aten::mul_." -> "mul_".
@@ -135,9 +139,28 @@ bool is_compute_bound(OperatorClass op_class) {
 
 OperatorClass classify_operator(std::string_view name, Phase phase) {
   const std::string_view base = base_name(name);
-  if (one_of(base, {"narrow", "reshape", "t", "transpose", "detach", "view", "view_as", "expand", "unsqueeze", "squeeze",
-                    "lift_fresh", "empty", "new_empty_strided", "empty_strided", "alias", "permute", "select", "slice",
-                    "as_strided", "split", "chunk", "unbind"})) {
+  if (one_of(base, {"narrow",
+                    "reshape",
+                    "t",
+                    "transpose",
+                    "detach",
+                    "view",
+                    "view_as",
+                    "expand",
+                    "unsqueeze",
+                    "squeeze",
+                    "lift_fresh",
+                    "empty",
+                    "new_empty_strided",
+                    "empty_strided",
+                    "alias",
+                    "permute",
+                    "select",
+                    "slice",
+                    "as_strided",
+                    "split",
+                    "chunk",
+                    "unbind"})) {
     return OperatorClass::kView;
   }
   if (one_of(base, {"mm", "bmm", "matmul", "addmm", "linear", "baddbmm", "addbmm"})) return OperatorClass::kMatrixProduct;
@@ -146,17 +169,35 @@ OperatorClass classify_operator(std::string_view name, Phase phase) {
     return OperatorClass::kAttention;
   }
   if (phase == Phase::kOptimizer) return OperatorClass::kOptimizer;
-  if (one_of(base, {"to", "_to_copy", "copy_", "clone", "contiguous", "cat", "slice_backward", "select_backward", "stack", "zero_",
-                    "zeros", "ones", "ones_like", "zeros_like", "fill_", "new_zeros", "arange"})) {
+  if (one_of(base, {"to", "_to_copy", "copy_", "clone", "contiguous", "cat", "slice_backward", "select_backward", "stack",
+                    "zero_", "zeros", "ones", "ones_like", "zeros_like", "fill_", "new_zeros", "arange"})) {
     return OperatorClass::kCopy;
   }
-  if (one_of(base, {"softmax", "_softmax", "_softmax_backward_data", "log_softmax", "_log_softmax", "_log_softmax_backward_data",
-                    "mean", "sum", "max", "min", "norm", "rsqrt", "pow", "cross_entropy_loss", "nll_loss", "nll_loss_forward",
-                    "nll_loss_backward", "rms_norm", "layer_norm", "native_layer_norm", "native_layer_norm_backward"})) {
+  if (one_of(base, {"softmax",
+                    "_softmax",
+                    "_softmax_backward_data",
+                    "log_softmax",
+                    "_log_softmax",
+                    "_log_softmax_backward_data",
+                    "mean",
+                    "sum",
+                    "max",
+                    "min",
+                    "norm",
+                    "rsqrt",
+                    "pow",
+                    "cross_entropy_loss",
+                    "nll_loss",
+                    "nll_loss_forward",
+                    "nll_loss_backward",
+                    "rms_norm",
+                    "layer_norm",
+                    "native_layer_norm",
+                    "native_layer_norm_backward"})) {
     return OperatorClass::kNormalization;
   }
-  if (one_of(base, {"embedding", "embedding_backward", "embedding_dense_backward", "index_select", "index_select_backward", "gather",
-                    "scatter_add_", "scatter_add", "index_add_", "index"})) {
+  if (one_of(base, {"embedding", "embedding_backward", "embedding_dense_backward", "index_select", "index_select_backward",
+                    "gather", "scatter_add_", "scatter_add", "index_add_", "index"})) {
     return OperatorClass::kEmbedding;
   }
   return OperatorClass::kElementwise;
@@ -170,7 +211,8 @@ ComputeDType math_dtype_of(std::string_view input_dtypes, OperatorClass op_class
   std::size_t start = 0;
   while (start <= input_dtypes.size()) {
     const std::size_t comma = input_dtypes.find(',', start);
-    const std::string_view item = input_dtypes.substr(start, comma == std::string_view::npos ? std::string_view::npos : comma - start);
+    const std::string_view item =
+        input_dtypes.substr(start, comma == std::string_view::npos ? std::string_view::npos : comma - start);
     std::optional<ComputeDType> dtype;
     if (item == "fp32" || item == "fp64") dtype = ComputeDType::kFp32;
     if (item == "bf16") dtype = ComputeDType::kBf16;
@@ -340,7 +382,7 @@ OperatorRoofline fit_operator_roofline(const std::vector<ProfiledCall>& calls, c
       }
       if (measured.size() < min_points) continue;
       ClassEfficiency fitted = fit_two_terms(bounds, measured, true);
-        (op_class == OperatorClass::kMatrixProduct ? out.matrix : out.attention)[math] = fitted;
+      (op_class == OperatorClass::kMatrixProduct ? out.matrix : out.attention)[math] = fitted;
     }
   }
   return out;
@@ -400,12 +442,13 @@ OperatorRoofline carry_to(const OperatorRoofline& fitted, const HardwareSpec& ta
       out.memory[{op_class, dtype}] = carried;
     }
   }
-  out.fitted_from = fitted.fitted_from + (fitted.fitted_on.empty() ? "" : " (" + fitted.fitted_on + "), carried to " + target.name);
+  out.fitted_from =
+      fitted.fitted_from + (fitted.fitted_on.empty() ? "" : " (" + fitted.fitted_on + "), carried to " + target.name);
   return out;
 }
 
-TransferCheck check_transfer(const OperatorRoofline& fitted, const RankRates& check_rates, const std::vector<ProfiledCall>& check_calls,
-                             int64_t fit_occupancy, int64_t check_occupancy) {
+TransferCheck check_transfer(const OperatorRoofline& fitted, const RankRates& check_rates,
+                             const std::vector<ProfiledCall>& check_calls, int64_t fit_occupancy, int64_t check_occupancy) {
   TransferCheck out;
   out.fit_occupancy = fit_occupancy;
   out.check_occupancy = check_occupancy;
@@ -413,7 +456,8 @@ TransferCheck check_transfer(const OperatorRoofline& fitted, const RankRates& ch
   std::map<OperatorClass, std::pair<double, double>> per_class;  // |error|, measured
   for (const ProfiledCall& call : check_calls) {
     if (!(call.time_us > 0)) continue;
-    const std::optional<double> predicted = roofline_time_us(fitted, check_rates, call.op_class, call.math, call.flops, call.bytes);
+    const std::optional<double> predicted =
+        roofline_time_us(fitted, check_rates, call.op_class, call.math, call.flops, call.bytes);
     if (!predicted) continue;
     const double error = std::fabs(*predicted - call.time_us);
     ape_sum += error / call.time_us;
@@ -436,7 +480,8 @@ std::string roofline_to_json(const OperatorRoofline& roofline) {
   json["fitted_on"] = roofline.fitted_on;
   json["fitted_from"] = roofline.fitted_from;
   const auto entry = [](const ClassEfficiency& e) {
-    return nlohmann::ordered_json{{"efficiency", e.efficiency}, {"floor_us", e.floor_us}, {"points", e.points}, {"fit_rms_log", e.fit_rms_log}};
+    return nlohmann::ordered_json{
+        {"efficiency", e.efficiency}, {"floor_us", e.floor_us}, {"points", e.points}, {"fit_rms_log", e.fit_rms_log}};
   };
   for (const auto& [dtype, e] : roofline.matrix) json["matrix_product"][to_string(dtype)] = entry(e);
   for (const auto& [dtype, e] : roofline.attention) json["attention"][to_string(dtype)] = entry(e);
@@ -466,10 +511,12 @@ OperatorRoofline roofline_from_json(const std::string& text, const std::string& 
     out.fitted_on = text_of("fitted_on");
     out.fitted_from = text_of("fitted_from");
     if (json.contains("matrix_product")) {
-      for (const auto& [key, value] : json.at("matrix_product").items()) out.matrix[parse_compute_dtype(key)] = entry(value, "matrix_product." + key);
+      for (const auto& [key, value] : json.at("matrix_product").items())
+        out.matrix[parse_compute_dtype(key)] = entry(value, "matrix_product." + key);
     }
     if (json.contains("attention")) {
-      for (const auto& [key, value] : json.at("attention").items()) out.attention[parse_compute_dtype(key)] = entry(value, "attention." + key);
+      for (const auto& [key, value] : json.at("attention").items())
+        out.attention[parse_compute_dtype(key)] = entry(value, "attention." + key);
     }
     if (json.contains("memory_bound")) {
       for (const auto& [class_name, by_dtype] : json.at("memory_bound").items()) {
@@ -480,9 +527,11 @@ OperatorRoofline roofline_from_json(const std::string& text, const std::string& 
       }
     }
   } catch (const nlohmann::json::exception& error) {
-    throw UserError(source + ": not an efficiency file (" + std::string(error.what()) + "); write one with `itertime fit CAL --efficiency-out FILE`");
+    throw UserError(source + ": not an efficiency file (" + std::string(error.what()) +
+                    "); write one with `itertime fit CAL --efficiency-out FILE`");
   }
-  if (out.matrix.empty() && out.memory.empty()) throw UserError(source + ": no efficiencies; write one with `itertime fit CAL --efficiency-out FILE`");
+  if (out.matrix.empty() && out.memory.empty())
+    throw UserError(source + ": no efficiencies; write one with `itertime fit CAL --efficiency-out FILE`");
   return out;
 }
 

@@ -17,8 +17,9 @@
 //    efficiencies and floors, refined twice around the best point; deterministic. Memory-bound classes
 //    are fitted before matrix products, whose memory term takes the fitted elementwise efficiency.
 //  - Carrying to another device (carry_to) keeps the efficiencies, capped at 1 (above 1 a source ran
-//    from its caches, or its peak was measured low), and replaces every floor by the target's: a per-call floor is the device's and its software stack's (dispatch, kernel launch), not
-//    the operator's. GPUs: kGpuKernelFloorUs per kernel, 0 for views (no kernel runs).
+//    from its caches, or its peak was measured low), and replaces every floor by the target's: a per-call floor is the device's
+//    and its software stack's (dispatch, kernel launch), not the operator's. GPUs: kGpuKernelFloorUs per kernel, 0 for views (no
+//    kernel runs).
 //  - Pure functions of their arguments; the efficiencies are saved with the fitted model
 //    (predict/model/fitted_model_archive.hpp) and as JSON (data/efficiency/*.json, docs/hardware.md).
 #pragma once
@@ -37,7 +38,8 @@
 namespace itertime::predict {
 
 enum class OperatorClass { kMatrixProduct, kAttention, kElementwise, kNormalization, kCopy, kEmbedding, kOptimizer, kView };
-std::string to_string(OperatorClass op_class);  // "matrix_product", "attention", "elementwise", "normalization", "copy", "embedding", "optimizer", "view"
+std::string to_string(OperatorClass op_class);  // "matrix_product", "attention", "elementwise", "normalization", "copy",
+                                                // "embedding", "optimizer", "view"
 OperatorClass parse_operator_class(std::string_view text);
 const std::vector<OperatorClass>& all_operator_classes();
 bool is_compute_bound(OperatorClass op_class);  // matrix products and attention
@@ -81,10 +83,10 @@ struct RankRates {
 RankRates rank_rates(const HardwareSpec& hardware, int64_t occupancy, int threads_per_rank);
 
 struct ClassEfficiency {
-  double efficiency = 1.0;    // fraction of the roofline bound the class reaches
-  double floor_us = 0.0;      // per-call time added to the bound
-  int64_t points = 0;         // calls fitted on (0: not fitted here)
-  double fit_rms_log = 0.0;   // root mean square of log(predicted / measured) over them
+  double efficiency = 1.0;   // fraction of the roofline bound the class reaches
+  double floor_us = 0.0;     // per-call time added to the bound
+  int64_t points = 0;        // calls fitted on (0: not fitted here)
+  double fit_rms_log = 0.0;  // root mean square of log(predicted / measured) over them
 };
 
 struct OperatorRoofline {
@@ -93,8 +95,8 @@ struct OperatorRoofline {
   // Every memory-bound class and kView, by math dtype (views: always fp32): a CPU's bf16 element-wise
   // kernels convert every element and run far below its memory bandwidth, its fp32 ones near it.
   std::map<std::pair<OperatorClass, ComputeDType>, ClassEfficiency> memory;
-  std::string fitted_on;      // hardware description the efficiencies were fitted against ("" when empty)
-  std::string fitted_from;    // calibration file and occupancy, in words
+  std::string fitted_on;    // hardware description the efficiencies were fitted against ("" when empty)
+  std::string fitted_from;  // calibration file and occupancy, in words
   bool empty() const { return matrix.empty() && memory.empty() && attention.empty(); }
 };
 
@@ -135,8 +137,8 @@ struct TransferCheck {
   double time_weighted_mape_pct = 0;  // sum |predicted - measured| / sum measured
   std::map<OperatorClass, double> class_time_weighted_mape_pct;
 };
-TransferCheck check_transfer(const OperatorRoofline& fitted, const RankRates& check_rates, const std::vector<ProfiledCall>& check_calls,
-                             int64_t fit_occupancy, int64_t check_occupancy);
+TransferCheck check_transfer(const OperatorRoofline& fitted, const RankRates& check_rates,
+                             const std::vector<ProfiledCall>& check_calls, int64_t fit_occupancy, int64_t check_occupancy);
 
 // JSON text (data/efficiency/*.json) and back; parse errors are UserErrors naming `source`.
 std::string roofline_to_json(const OperatorRoofline& roofline);

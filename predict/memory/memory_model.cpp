@@ -142,9 +142,7 @@ std::vector<StageLayers> rank_chunks(const LlamaSpec& model, const ParallelConfi
 }
 
 // Parameters of the TP-sharded linears of one layer (q, k, v, o, gate, up, down) on one GPU.
-int64_t layer_linear_params(const LocalShapes& x) {
-  return x.h * x.hl + 2 * x.h * x.kvl + x.hl * x.h + 3 * x.h * x.fl;
-}
+int64_t layer_linear_params(const LocalShapes& x) { return x.h * x.hl + 2 * x.h * x.kvl + x.hl * x.h + 3 * x.h * x.fl; }
 
 int64_t bytes_of(DType dtype) { return static_cast<int64_t>(dtype_bytes(dtype)); }
 
@@ -224,7 +222,7 @@ ActivationBreakdown chunk_activations(const LocalShapes& x, const ParallelConfig
   a.num_layers = layers.num_layers;
   a.layer_hidden_bytes = 2 * norm_bytes + (autocast ? 5 * C : 2 * A) * bsh;
   const bool fused = attention == AttentionKernel::kSdpa;
-  const int64_t scores = x.b * x.nh * x.sq * x.s;  // [b, nh, sq, s]: this rank's queries, every key
+  const int64_t scores = x.b * x.nh * x.sq * x.s;       // [b, nh, sq, s]: this rank's queries, every key
   a.layer_scores_bytes = fused ? 4 * x.b * x.nh * x.sq  // log-sum-exp
                                : 4 * scores + (C != 4 ? C * scores : 0);
   // q and the context at sq, the (gathered, repeated) k and v at s.
@@ -255,8 +253,8 @@ ActivationBreakdown chunk_activations(const LocalShapes& x, const ParallelConfig
     a.layer_fixed_bytes -= mask_bytes;
     a.recompute_transient_bytes = a.layer_scores_bytes + mask_bytes;
   } else if (techniques.recompute == Recompute::kFull && layers.num_layers > 0) {
-    a.recompute_transient_bytes = a.layer_hidden_bytes + a.layer_sharded_bytes + a.layer_fixed_bytes +
-                                  (autocast ? C * layer_linear_params(x) : 0);
+    a.recompute_transient_bytes =
+        a.layer_hidden_bytes + a.layer_sharded_bytes + a.layer_fixed_bytes + (autocast ? C * layer_linear_params(x) : 0);
     a.layer_hidden_bytes = A * shard_bsh;  // the layer's input, and nothing else
     a.layer_sharded_bytes = 0;
     a.layer_fixed_bytes = 0;
@@ -306,9 +304,8 @@ std::vector<int64_t> chunk_micro_batches_in_flight_at_peak(const ParallelConfig&
   return at_peak;
 }
 
-ActivationBreakdown activation_memory(const LlamaSpec& model, const ParallelConfig& config,
-                                      const PrecisionPolicy& policy, int stage, AttentionKernel attention,
-                                      const TrainingTechniques& techniques) {
+ActivationBreakdown activation_memory(const LlamaSpec& model, const ParallelConfig& config, const PrecisionPolicy& policy,
+                                      int stage, AttentionKernel attention, const TrainingTechniques& techniques) {
   if (attention == AttentionKernel::kAuto) {
     throw UserError("the memory model needs the attention kernel the job ran (eager or sdpa), not auto");
   }
@@ -355,8 +352,8 @@ ActivationBreakdown activation_memory(const LlamaSpec& model, const ParallelConf
   return a;
 }
 
-MemoryBreakdown memory_per_gpu(const LlamaSpec& model, const ParallelConfig& config, const PrecisionPolicy& policy,
-                               int stage, AttentionKernel attention, const TrainingTechniques& techniques) {
+MemoryBreakdown memory_per_gpu(const LlamaSpec& model, const ParallelConfig& config, const PrecisionPolicy& policy, int stage,
+                               AttentionKernel attention, const TrainingTechniques& techniques) {
   MemoryBreakdown m;
   m.stage = stage;
   m.local_params = stage_local_params(model, config, stage, techniques);
@@ -365,7 +362,7 @@ MemoryBreakdown memory_per_gpu(const LlamaSpec& model, const ParallelConfig& con
   const int64_t vocab = local_vocab(x, config, techniques);
   const std::vector<StageLayers> chunks = rank_chunks(model, config, stage);
   int64_t layer_count = 0;
-  bool has_vocabulary = false;  // the embedding or the LM head
+  bool has_vocabulary = false;              // the embedding or the LM head
   std::vector<int64_t> parameter_elements;  // every chunk's, chunk after chunk (the trainer's `parameters`)
   for (const StageLayers& layers : chunks) {
     layer_count += layers.num_layers;
@@ -395,10 +392,9 @@ MemoryBreakdown memory_per_gpu(const LlamaSpec& model, const ParallelConfig& con
     // With overlapped reduction (dp > 1, make_bucketed_shard) every bucket is padded to a multiple of dp
     // and the gradients are views of that padded buffer: no separate flat gradient copy.
     const bool bucketed = techniques.overlap_gradient_reduction && reduction > 1;
-    const int64_t padded =
-        bucketed ? padded_bucket_elements(parameter_elements, bytes_of(policy.param_dtype),
-                                          techniques.gradient_bucket_bytes, reduction)
-                 : (m.local_params + reduction - 1) / reduction * reduction;
+    const int64_t padded = bucketed ? padded_bucket_elements(parameter_elements, bytes_of(policy.param_dtype),
+                                                             techniques.gradient_bucket_bytes, reduction)
+                                    : (m.local_params + reduction - 1) / reduction * reduction;
     const int64_t shard = padded / reduction;
     m.optimizer_bytes = 2 * shard * bytes_of(policy.optimizer_dtype);
     if (bucketed) {
@@ -407,8 +403,8 @@ MemoryBreakdown memory_per_gpu(const LlamaSpec& model, const ParallelConfig& con
     } else {
       m.dp_flat_buffer_bytes = padded * bytes_of(policy.grad_dtype);
     }
-    m.distributed_optimizer_bytes = padded * bytes_of(policy.param_dtype) + shard * bytes_of(policy.param_dtype) +
-                                    shard * bytes_of(policy.grad_dtype);
+    m.distributed_optimizer_bytes =
+        padded * bytes_of(policy.param_dtype) + shard * bytes_of(policy.param_dtype) + shard * bytes_of(policy.grad_dtype);
     // Overlapped parameter gather (opg, bucketed only: at_dp drops it with ovl at one rank): the
     // parameters are views of the padded parameter buffer (Megatron's param buffer), counted once, as
     // weights, like the gradients above.
@@ -453,13 +449,11 @@ int64_t peak_memory_bytes(const LlamaSpec& model, const ParallelConfig& config, 
 
 std::string MemoryBreakdown::to_string() const {
   std::ostringstream out;
-  out << std::fixed << std::setprecision(2) << "stage " << stage << ": total " << gib(total_bytes)
-      << " GiB (weights " << gib(weights_bytes) << ", gradients " << gib(gradients_bytes) << ", optimizer "
-      << gib(optimizer_bytes) << ", activations " << gib(activations_bytes) << " for "
-      << activations.micro_batches_in_flight << " micro-batches";
+  out << std::fixed << std::setprecision(2) << "stage " << stage << ": total " << gib(total_bytes) << " GiB (weights "
+      << gib(weights_bytes) << ", gradients " << gib(gradients_bytes) << ", optimizer " << gib(optimizer_bytes)
+      << ", activations " << gib(activations_bytes) << " for " << activations.micro_batches_in_flight << " micro-batches";
   if (activations.chunks > 1) out << " over " << activations.chunks << " model chunks";
-  out << ", buffers " << gib(buffers_bytes)
-      << ", optimizer workspace " << gib(optimizer_workspace_bytes) << ")";
+  out << ", buffers " << gib(buffers_bytes) << ", optimizer workspace " << gib(optimizer_workspace_bytes) << ")";
   return out.str();
 }
 

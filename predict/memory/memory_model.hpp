@@ -32,11 +32,11 @@
 //  - total_bytes is the peak: weights + gradients + optimizer + rotary tables + the DP flat buffer
 //    (dp > 1: made at the first step and kept, as Megatron-LM's contiguous gradient buffer) + the larger
 //    of (activations, AdamW step workspace). The AdamW workspace exists only during the step, after every
-//    activation is freed, so the two do not coexist. The figure is an upper bound when m <= pp - stage (gradients are then still being
-//    allocated while the activations peak), and with vp > 1 when m == pp (the warm-up runs every
-//    forward; the trainer drops the gradients every step, and chunks other than the last allocate theirs
-//    only after the last chunk's backwards freed activations). Not modelled: transient tensors of one operator (e.g. the
-//    logits' gradient), allocator fragmentation, CUDA context, MPI/NCCL internal buffers.
+//    activation is freed, so the two do not coexist. The figure is an upper bound when m <= pp - stage (gradients are then still
+//    being allocated while the activations peak), and with vp > 1 when m == pp (the warm-up runs every forward; the trainer drops
+//    the gradients every step, and chunks other than the last allocate theirs only after the last chunk's backwards freed
+//    activations). Not modelled: transient tensors of one operator (e.g. the logits' gradient), allocator fragmentation, CUDA
+//    context, MPI/NCCL internal buffers.
 //  - Techniques (common/training_techniques.hpp): the distributed optimizer keeps AdamW's moments for a
 //    ceil(P/dp) shard only, plus the flat parameters padded to dp shards, the shard and its gradient, and
 //    the padded flat gradient buffer at any dp; selective recompute keeps no attention scores (sdpa: no
@@ -84,21 +84,21 @@ namespace itertime::predict {
 // Saved-for-backward memory of one micro-batch on one stage, and over the micro-batches in flight.
 struct ActivationBreakdown {
   int64_t num_layers = 0;
-  int64_t layer_hidden_bytes = 0;   // per layer, [b, s, hidden]-sized tensors (not sharded over TP)
-  int64_t layer_sharded_bytes = 0;  // per layer, tensors sharded over TP (heads, FFN columns)
-  int64_t layer_scores_bytes = 0;   // per layer, the part of layer_sharded_bytes that is attention scores
-  int64_t layer_fixed_bytes = 0;    // per layer, independent of the micro-batch (causal mask, rotary casts)
-  int64_t tokens_bytes = 0;         // token ids kept by the embedding / loss backward (first, last stage)
-  int64_t head_bytes = 0;           // last stage: final norm, LM head input, fp32 log-probabilities
-  int64_t boundary_bytes = 0;       // received stage input / stage output held until the backward
-  int64_t autocast_weight_bytes = 0;  // autocast's low-precision weight copies, saved per micro-batch
-  int64_t batch_scaled_bytes = 0;   // the part proportional to the micro-batch size
-  int64_t fixed_bytes = 0;          // the part independent of it
-  int64_t per_micro_batch_bytes = 0;  // batch_scaled_bytes + fixed_bytes
-  int64_t micro_batches_in_flight = 0;  // min(pp - stage, m); vp > 1: (chunk, micro-batch) pairs at the peak
+  int64_t layer_hidden_bytes = 0;         // per layer, [b, s, hidden]-sized tensors (not sharded over TP)
+  int64_t layer_sharded_bytes = 0;        // per layer, tensors sharded over TP (heads, FFN columns)
+  int64_t layer_scores_bytes = 0;         // per layer, the part of layer_sharded_bytes that is attention scores
+  int64_t layer_fixed_bytes = 0;          // per layer, independent of the micro-batch (causal mask, rotary casts)
+  int64_t tokens_bytes = 0;               // token ids kept by the embedding / loss backward (first, last stage)
+  int64_t head_bytes = 0;                 // last stage: final norm, LM head input, fp32 log-probabilities
+  int64_t boundary_bytes = 0;             // received stage input / stage output held until the backward
+  int64_t autocast_weight_bytes = 0;      // autocast's low-precision weight copies, saved per micro-batch
+  int64_t batch_scaled_bytes = 0;         // the part proportional to the micro-batch size
+  int64_t fixed_bytes = 0;                // the part independent of it
+  int64_t per_micro_batch_bytes = 0;      // batch_scaled_bytes + fixed_bytes
+  int64_t micro_batches_in_flight = 0;    // min(pp - stage, m); vp > 1: (chunk, micro-batch) pairs at the peak
   int64_t recompute_transient_bytes = 0;  // recompute: one layer's (or core's) rerun during the backward
-  int64_t total_bytes = 0;          // per_micro_batch_bytes * micro_batches_in_flight + recompute_transient_bytes;
-                                    // vp > 1: sum over chunks of chunk bytes * chunk in flight, + the transient
+  int64_t total_bytes = 0;                // per_micro_batch_bytes * micro_batches_in_flight + recompute_transient_bytes;
+                                          // vp > 1: sum over chunks of chunk bytes * chunk in flight, + the transient
   // Model chunks (vp). With vp > 1 num_layers and the tokens, head, boundary, autocast, batch-scaled,
   // fixed and per-micro-batch bytes are sums over the chunks (one micro-batch through each), the layer_*
   // terms per layer of any chunk (all alike).
@@ -114,12 +114,12 @@ struct MemoryBreakdown {
   int64_t gradients_bytes = 0;
   int64_t optimizer_bytes = 0;
   int64_t activations_bytes = 0;
-  int64_t buffers_bytes = 0;              // rotary_tables_bytes + dp_flat_buffer_bytes + distributed_optimizer_bytes
+  int64_t buffers_bytes = 0;  // rotary_tables_bytes + dp_flat_buffer_bytes + distributed_optimizer_bytes
   int64_t rotary_tables_bytes = 0;
   int64_t dp_flat_buffer_bytes = 0;
   int64_t distributed_optimizer_bytes = 0;  // padded flat parameters (opg: in weights_bytes), the shard and its gradient
-  int64_t optimizer_workspace_bytes = 0;  // AdamW step temporaries (sqrt and division of the largest tensor)
-  int64_t total_bytes = 0;                // peak, see the invariants above
+  int64_t optimizer_workspace_bytes = 0;    // AdamW step temporaries (sqrt and division of the largest tensor)
+  int64_t total_bytes = 0;                  // peak, see the invariants above
   ActivationBreakdown activations;
 
   bool exceeds(double device_memory_bytes) const { return static_cast<double>(total_bytes) > device_memory_bytes; }
@@ -138,17 +138,14 @@ std::vector<int64_t> chunk_micro_batches_in_flight_at_peak(const ParallelConfig&
                                                            const std::vector<int64_t>& chunk_bytes);
 
 // Throws UserError on an illegal configuration, a stage outside [0, pp), or tied embeddings.
-ActivationBreakdown activation_memory(const LlamaSpec& model, const ParallelConfig& config,
-                                      const PrecisionPolicy& policy, int stage,
-                                      AttentionKernel attention = AttentionKernel::kEager,
+ActivationBreakdown activation_memory(const LlamaSpec& model, const ParallelConfig& config, const PrecisionPolicy& policy,
+                                      int stage, AttentionKernel attention = AttentionKernel::kEager,
                                       const TrainingTechniques& techniques = {});
-MemoryBreakdown memory_per_gpu(const LlamaSpec& model, const ParallelConfig& config, const PrecisionPolicy& policy,
-                               int stage, AttentionKernel attention = AttentionKernel::kEager,
-                               const TrainingTechniques& techniques = {});
+MemoryBreakdown memory_per_gpu(const LlamaSpec& model, const ParallelConfig& config, const PrecisionPolicy& policy, int stage,
+                               AttentionKernel attention = AttentionKernel::kEager, const TrainingTechniques& techniques = {});
 // Every stage (pipeline rank), in order; the configuration fits when no stage exceeds the device memory.
 std::vector<MemoryBreakdown> memory_all_stages(const LlamaSpec& model, const ParallelConfig& config,
-                                               const PrecisionPolicy& policy,
-                                               AttentionKernel attention = AttentionKernel::kEager,
+                                               const PrecisionPolicy& policy, AttentionKernel attention = AttentionKernel::kEager,
                                                const TrainingTechniques& techniques = {});
 // The largest total_bytes over every stage, as memory_all_stages would give it, for plan's memory
 // filter. Without interleaving, only stages 0 and pp-1 are evaluated: a stage between them holds no

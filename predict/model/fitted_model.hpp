@@ -40,7 +40,7 @@ inline constexpr int kFittedModelVersion = 7;  // 2: non-negative regressions an
 
 struct OpInfo {
   std::string name;
-  std::string signature;  // the tracer's canonical text (calibrate/op_tracer.hpp)
+  std::string signature;     // the tracer's canonical text (calibrate/op_tracer.hpp)
   std::string input_dtypes;  // as stored: an opaque grouping key (common/calibration_records.hpp)
   std::string output_dtype;
   double flops = 0, bytes = 0;
@@ -78,10 +78,10 @@ struct FittedModel {
   std::optional<Backend> backend;  // /meta `backend`; nullopt when the calibration did not record it
   CommModel comm;
   std::map<int64_t, OpInfo> signatures;
-  std::map<std::string, int64_t> signature_ids;  // signature text -> id
-  std::map<std::pair<int64_t, int64_t>, double> op_time_us;  // (signature id, occupancy) -> median
-  std::map<std::string, StageOps> stages;                    // stage key (common/ops_store.hpp)
-  std::map<std::pair<std::string, int64_t>, OpRegression> regressions;  // ("name|dtypes", occupancy)
+  std::map<std::string, int64_t> signature_ids;                                  // signature text -> id
+  std::map<std::pair<int64_t, int64_t>, double> op_time_us;                      // (signature id, occupancy) -> median
+  std::map<std::string, StageOps> stages;                                        // stage key (common/ops_store.hpp)
+  std::map<std::pair<std::string, int64_t>, OpRegression> regressions;           // ("name|dtypes", occupancy)
   std::map<std::pair<std::string, int64_t>, RegressionCheck> regression_checks;  // same keys, groups of >= kMinCheckPoints
   std::vector<int64_t> occupancies;
   // CPU ranks that can compute at once on the calibrated node (cores online / LibTorch threads per rank),
@@ -116,4 +116,3 @@ void save_model(const FittedModel& model, const std::string& path, bool force);
 FittedModel load_model(const std::string& path);
 
 }  // namespace itertime::predict
-

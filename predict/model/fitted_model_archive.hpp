@@ -40,127 +40,133 @@ template <class Archive, class T, class ToName, class FromName>
 void archive_as_name(Archive& archive, T& value, ToName to_name, FromName from_name) {
   std::string name;
   if constexpr (Archive::is_saving::value) name = to_name(value);
-  archive & name;
+  archive& name;
   if constexpr (Archive::is_loading::value) value = from_name(name);
 }
 
 template <class Archive>
 void archive_phase(Archive& archive, Phase& phase) {
-  archive_as_name(archive, phase, [](Phase p) { return to_string(p); }, [](const std::string& s) { return parse_phase(s); });
+  archive_as_name(
+      archive, phase, [](Phase p) { return to_string(p); }, [](const std::string& s) { return parse_phase(s); });
 }
 
 template <class Archive>
 void archive_dtype(Archive& archive, DType& dtype) {
-  archive_as_name(archive, dtype, [](DType d) { return to_string(d); }, [](const std::string& s) { return parse_dtype(s); });
+  archive_as_name(
+      archive, dtype, [](DType d) { return to_string(d); }, [](const std::string& s) { return parse_dtype(s); });
 }
 
 // --- device models (predict/device/) ---
 
 template <class Archive>
 void serialize(Archive& archive, CommKey& key, unsigned /*version*/) {
-  archive_as_name(archive, key.collective, [](Collective c) { return to_string(c); },
-                  [](const std::string& s) { return parse_collective(s); });
+  archive_as_name(
+      archive, key.collective, [](Collective c) { return to_string(c); },
+      [](const std::string& s) { return parse_collective(s); });
   archive_dtype(archive, key.dtype);
-  archive & key.group_size;
-  archive_as_name(archive, key.layout, [](GroupLayout l) { return to_string(l); },
-                  [](const std::string& s) { return parse_group_layout(s); });
+  archive& key.group_size;
+  archive_as_name(
+      archive, key.layout, [](GroupLayout l) { return to_string(l); },
+      [](const std::string& s) { return parse_group_layout(s); });
 }
 
 template <class Archive>
 void serialize(Archive& archive, CommTable& table, unsigned /*version*/) {
-  archive & table.bytes & table.measured_time_us & table.time_us & table.alpha_us & table.us_per_byte & table.fit_points &
-      table.fit_mape_pct;
+  archive& table.bytes& table.measured_time_us& table.time_us& table.alpha_us& table.us_per_byte& table.fit_points& table
+      .fit_mape_pct;
 }
 
 // CommModel's state through its accessors and its restoring constructor.
 template <class Archive>
 void serialize(Archive& archive, CommModel& model, unsigned /*version*/) {
   if constexpr (Archive::is_saving::value) {
-    archive & model.tables();
+    archive& model.tables();
     const int64_t rows_used = model.rows_used(), rows_ignored = model.rows_ignored();
-    archive & rows_used & rows_ignored;
+    archive& rows_used& rows_ignored;
   } else {
     std::map<CommKey, CommTable> tables;
     int64_t rows_used = 0, rows_ignored = 0;
-    archive & tables & rows_used & rows_ignored;
+    archive& tables& rows_used& rows_ignored;
     model = CommModel(std::move(tables), rows_used, rows_ignored);
   }
 }
 
 template <class Archive>
 void serialize(Archive& archive, OpRegression& regression, unsigned /*version*/) {
-  archive & regression.intercept_us & regression.us_per_flop & regression.us_per_byte & regression.points;
+  archive& regression.intercept_us& regression.us_per_flop& regression.us_per_byte& regression.points;
 }
 
 template <class Archive>
 void serialize(Archive& archive, RegressionCheck& check, unsigned /*version*/) {
-  archive & check.fit_points & check.held_out_points & check.mape_pct & check.held_out_time_us & check.reach;
+  archive& check.fit_points& check.held_out_points& check.mape_pct& check.held_out_time_us& check.reach;
 }
 
 template <class Archive>
 void serialize(Archive& archive, ClassEfficiency& efficiency, unsigned /*version*/) {
-  archive & efficiency.efficiency & efficiency.floor_us & efficiency.points & efficiency.fit_rms_log;
+  archive& efficiency.efficiency& efficiency.floor_us& efficiency.points& efficiency.fit_rms_log;
 }
 
 template <class Archive>
 void serialize(Archive& archive, OperatorRoofline& roofline, unsigned /*version*/) {
-  archive & roofline.matrix & roofline.attention & roofline.memory & roofline.fitted_on & roofline.fitted_from;
+  archive& roofline.matrix& roofline.attention& roofline.memory& roofline.fitted_on& roofline.fitted_from;
 }
 
 template <class Archive>
 void serialize(Archive& archive, TransferCheck& check, unsigned /*version*/) {
-  archive & check.fit_occupancy & check.check_occupancy & check.calls & check.mape_pct & check.time_weighted_mape_pct &
-      check.class_time_weighted_mape_pct;
+  archive& check.fit_occupancy& check.check_occupancy& check.calls& check.mape_pct& check.time_weighted_mape_pct& check
+      .class_time_weighted_mape_pct;
 }
 
 // --- the fitted model (predict/model/) ---
 
 template <class Archive>
 void serialize(Archive& archive, OpInfo& info, unsigned /*version*/) {
-  archive & info.name & info.signature & info.input_dtypes & info.output_dtype & info.flops & info.bytes;
+  archive& info.name& info.signature& info.input_dtypes& info.output_dtype& info.flops& info.bytes;
 }
 
 template <class Archive>
 void serialize(Archive& archive, SequenceEntry& entry, unsigned /*version*/) {
   archive_phase(archive, entry.phase);
-  archive & entry.signature_id & entry.count;
+  archive& entry.signature_id& entry.count;
 }
 
 template <class Archive>
 void serialize(Archive& archive, CommOp& op, unsigned /*version*/) {
   archive_phase(archive, op.phase);
-  archive_as_name(archive, op.kind, [](CommKind k) { return to_string(k); }, [](const std::string& s) { return parse_comm_kind(s); });
+  archive_as_name(
+      archive, op.kind, [](CommKind k) { return to_string(k); }, [](const std::string& s) { return parse_comm_kind(s); });
   archive_dtype(archive, op.dtype);
-  archive & op.bytes & op.count;
+  archive& op.bytes& op.count;
 }
 
 template <class Archive>
 void serialize(Archive& archive, StageOps& stage, unsigned /*version*/) {
-  archive & stage.sequence & stage.comms & stage.local_params;
+  archive& stage.sequence& stage.comms& stage.local_params;
 }
 
 template <class Archive>
 void serialize(Archive& archive, Calibration& calibration, unsigned /*version*/) {
-  archive & calibration.op_overhead_us & calibration.factor & calibration.rows;
+  archive& calibration.op_overhead_us& calibration.factor& calibration.rows;
 }
 
 template <class Archive>
 void serialize(Archive& archive, CalibrationSet& set, unsigned /*version*/) {
-  archive & set.per_occupancy;
+  archive& set.per_occupancy;
 }
 
 template <class Archive>
 void serialize(Archive& archive, FittedModel& model, unsigned /*version*/) {
-  archive & model.source_file;
-  archive_as_name(archive, model.backend,
-                  [](const std::optional<Backend>& b) { return b ? to_string(*b) : std::string("unknown"); },
-                  [](const std::string& s) { return s.empty() || s == "unknown" ? std::nullopt : std::optional<Backend>(parse_backend(s)); });
-  archive & model.comm & model.signatures & model.signature_ids & model.op_time_us & model.stages & model.regressions &
-      model.regression_checks & model.occupancies & model.rank_slots & model.node_ranks;
-  archive_as_name(archive, model.attention, [](AttentionKernel k) { return to_string(k); },
-                  [](const std::string& s) { return parse_attention(s); });
-  archive & model.libtorch_version & model.hardware & model.roofline & model.roofline_transfer & model.calibration &
-      model.calibration_blind;
+  archive& model.source_file;
+  archive_as_name(
+      archive, model.backend, [](const std::optional<Backend>& b) { return b ? to_string(*b) : std::string("unknown"); },
+      [](const std::string& s) { return s.empty() || s == "unknown" ? std::nullopt : std::optional<Backend>(parse_backend(s)); });
+  archive& model.comm& model.signatures& model.signature_ids& model.op_time_us& model.stages& model.regressions& model
+      .regression_checks& model.occupancies& model.rank_slots& model.node_ranks;
+  archive_as_name(
+      archive, model.attention, [](AttentionKernel k) { return to_string(k); },
+      [](const std::string& s) { return parse_attention(s); });
+  archive& model.libtorch_version& model.hardware& model.roofline& model.roofline_transfer& model.calibration& model
+      .calibration_blind;
 }
 
 }  // namespace itertime::predict

@@ -37,7 +37,8 @@ void save_model(const FittedModel& model, const std::string& path, bool force) {
 
 FittedModel load_model(const std::string& path) {
   std::error_code error;
-  if (!std::filesystem::exists(path, error)) throw UserError(path + ": no such file; pass a model written by `itertime fit` or a calibration .h5");
+  if (!std::filesystem::exists(path, error))
+    throw UserError(path + ": no such file; pass a model written by `itertime fit` or a calibration .h5");
   std::ifstream in(path);
   std::string format;
   int version = 0;

@@ -87,10 +87,9 @@ std::string built_cache_key(const StageQuery& query, PrecisionName built_precisi
   const ParallelConfig& c = query.config;
   return query.model->name + "|tp" + std::to_string(c.tp) + "|mbs" + std::to_string(c.micro_batch) + "|seq" +
          std::to_string(c.seq_len) + "|" + to_string(built_precision) + "|layers" + std::to_string(layers.num_layers) +
-         (query.stage == 0 ? "|first" : "") + (query.stage == c.pp - 1 ? "|last" : "") + "|" +
-         recipe_text(query.techniques) + (query.techniques.distributed_optimizer ? "|dp" + std::to_string(c.reduction_ranks()) : "") +
-         (c.cp > 1 ? "|cp" + std::to_string(c.cp) : "") + "@" +
-         std::to_string(query.occupancy);
+         (query.stage == 0 ? "|first" : "") + (query.stage == c.pp - 1 ? "|last" : "") + "|" + recipe_text(query.techniques) +
+         (query.techniques.distributed_optimizer ? "|dp" + std::to_string(c.reduction_ranks()) : "") +
+         (c.cp > 1 ? "|cp" + std::to_string(c.cp) : "") + "@" + std::to_string(query.occupancy);
 }
 
 // A built stage timed by the target's operator roofline (the invariants); `failure` says why not.
@@ -137,9 +136,7 @@ ResolvedStage time_on_target(const TargetDevice& target, const BuiltStage& built
 
 }  // namespace
 
-std::string to_string(StagePolicy policy) {
-  return policy == StagePolicy::kTracedThenBuilt ? "traced-then-built" : "built-only";
-}
+std::string to_string(StagePolicy policy) { return policy == StagePolicy::kTracedThenBuilt ? "traced-then-built" : "built-only"; }
 
 StageResolver::StageResolver(const FittedModel& model, StagePolicy policy) : model_(model), policy_(policy) {}
 
@@ -155,15 +152,16 @@ StageOutcome StageResolver::resolve(const StageQuery& requested) {
   const int reduction = requested.config.reduction_ranks();
   query.techniques = at_dp(requested.techniques, reduction);
   const ParallelConfig& c = query.config;
-  const std::string key = store::stage_key(query.model_name, c.tp, c.pp, query.stage, c.micro_batch, c.seq_len,
-                                           to_string(query.precision), query.blind ? "blind" : "aware", query.techniques,
-                                           reduction, c.cp);
+  const std::string key =
+      store::stage_key(query.model_name, c.tp, c.pp, query.stage, c.micro_batch, c.seq_len, to_string(query.precision),
+                       query.blind ? "blind" : "aware", query.techniques, reduction, c.cp);
   if (policy_ == StagePolicy::kTracedThenBuilt && target_ == nullptr) {
     const auto traced = model_.stages.find(key);
     if (traced != model_.stages.end()) return resolve_traced(key, traced->second, query.occupancy);
     if (query.model == nullptr) {
-      return {nullptr, "no operator trace for stage " + key + " in " + model_.source_file +
-                           "; add the configuration to a job and run `itertime calibrate ops --job JOB --resume` on this cluster"};
+      return {nullptr,
+              "no operator trace for stage " + key + " in " + model_.source_file +
+                  "; add the configuration to a job and run `itertime calibrate ops --job JOB --resume` on this cluster"};
     }
   } else if (query.model == nullptr) {
     return {nullptr, "stage " + key + " cannot be built: a built-only prediction needs the model's description"};
@@ -197,17 +195,19 @@ StageOutcome StageResolver::resolve_built(const StageQuery& query) {
   auto cached = built_.find(cache_key);
   if (cached != built_.end()) return {&cached->second, ""};
 
-  const int reduction = query.techniques.distributed_optimizer || query.techniques.overlap_gradient_reduction ? c.reduction_ranks() : 1;
+  const int reduction =
+      query.techniques.distributed_optimizer || query.techniques.overlap_gradient_reduction ? c.reduction_ranks() : 1;
   const TrainingTechniques at_reduction = at_dp(query.techniques, reduction);
   const bool gather_pair = at_reduction.distributed_optimizer && at_reduction.overlap_gradient_reduction;
   std::vector<BuiltStage> built;  // the query's stage, or {without opg, with opg}
-  try {  // the builder refuses layouts and recipes it cannot build with a UserError: that is the reason
+  try {                           // the builder refuses layouts and recipes it cannot build with a UserError: that is the reason
     StageRecipe recipe{target_ != nullptr ? target_->attention : model_.attention,
                        target_ != nullptr ? target_->dialect : torch_dialect(model_.libtorch_version), query.techniques,
                        reduction};
     recipe.cp = c.cp;
     if (gather_pair) {
-      built = build_stage_ops_gather_pair(*query.model, c.tp, c.pp, query.stage, c.micro_batch, c.seq_len, built_precision, recipe);
+      built =
+          build_stage_ops_gather_pair(*query.model, c.tp, c.pp, query.stage, c.micro_batch, c.seq_len, built_precision, recipe);
     } else {
       built.push_back(build_stage_ops(*query.model, c.tp, c.pp, query.stage, c.micro_batch, c.seq_len, built_precision, recipe));
     }
@@ -226,7 +226,8 @@ StageOutcome StageResolver::resolve_built(const StageQuery& query) {
   }
   for (std::size_t i = 0; i < built.size(); ++i) {
     std::string failure;
-    ResolvedStage stage = target_ != nullptr ? time_on_target(*target_, built[i], query, failure) : time_on_calibration(built[i], query);
+    ResolvedStage stage =
+        target_ != nullptr ? time_on_target(*target_, built[i], query, failure) : time_on_calibration(built[i], query);
     if (!failure.empty()) {
       if (i == wanted) return {nullptr, failure};
       continue;
@@ -253,8 +254,8 @@ ResolvedStage StageResolver::time_on_calibration(const BuiltStage& built, const 
       if (!time.extrapolated) ++stage.profiled;
     } else {
       time.extrapolated = true;
-      const double t = regression_us(model_, regression_key(op.name, stored_dtypes_of(op.input_dtypes)), op.flops,
-                                     op.bytes, query.occupancy);
+      const double t =
+          regression_us(model_, regression_key(op.name, stored_dtypes_of(op.input_dtypes)), op.flops, op.bytes, query.occupancy);
       if (t < 0) ++stage.without_time;
       time.time_us = std::max(0.0, t);
     }

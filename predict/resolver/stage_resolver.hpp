@@ -58,9 +58,9 @@ struct PhaseTotals {
 struct ResolvedStage {
   std::array<PhaseTotals, kPhaseCount> phases;  // indexed by phase_index()
   std::vector<CommOp> comms;
-  std::vector<std::string> fallback_notes;  // occupancies not profiled (at most 8)
-  bool built = false;                       // built from the model rather than traced
-  std::string described_on;                 // set when timed by a described device's roofline: its name
+  std::vector<std::string> fallback_notes;                    // occupancies not profiled (at most 8)
+  bool built = false;                                         // built from the model rather than traced
+  std::string described_on;                                   // set when timed by a described device's roofline: its name
   std::size_t operators = 0, profiled = 0, without_time = 0;  // built stages: how operator times were found
 
   const PhaseTotals& phase(Phase p) const { return phases[phase_index(p)]; }

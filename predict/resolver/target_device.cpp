@@ -40,10 +40,12 @@ HardwareChoice choose_hardware(const FittedModel* calibration, const std::string
                                const std::string& dir) {
   HardwareChoice choice;
   if (calibration == nullptr && requested.empty()) {
-    throw UserError("nothing to predict on: pass a calibration (or a model from `itertime fit`), or --hardware NAME (see data/hardware)");
+    throw UserError(
+        "nothing to predict on: pass a calibration (or a model from `itertime fit`), or --hardware NAME (see data/hardware)");
   }
   if (requested.empty() && !efficiency_path.empty()) {
-    throw UserError("--efficiency " + efficiency_path + ": efficiencies are carried to a described device; name it with --hardware NAME");
+    throw UserError("--efficiency " + efficiency_path +
+                    ": efficiencies are carried to a described device; name it with --hardware NAME");
   }
   if (requested.empty()) {
     // The calibration's own device: its own times.

@@ -18,8 +18,7 @@ constexpr double kNotDone = -1.0;
 
 void require_time(double value_us, const std::string& what) {
   if (!std::isfinite(value_us) || value_us < 0.0) {
-    throw UserError("1F1B schedule: " + what + " is " + std::to_string(value_us) +
-                    " us; times must be finite and non-negative");
+    throw UserError("1F1B schedule: " + what + " is " + std::to_string(value_us) + " us; times must be finite and non-negative");
   }
 }
 
@@ -39,9 +38,9 @@ void require_valid(const ScheduleInput& input) {
     throw UserError("interleaved 1F1B: " + std::to_string(m) + " micro-batches is not a multiple of pp " + std::to_string(ranks) +
                     " (Megatron-LM's interleaved schedule needs that); choose a global batch that gives a multiple, or v = 1");
   }
-  ITERTIME_CHECK(static_cast<int>(input.p2p_forward_us.size()) == pp - 1 &&
-                     static_cast<int>(input.p2p_backward_us.size()) == pp - 1,
-                 "p2p transfer vectors need pp*v-1 = " + std::to_string(pp - 1) + " entries");
+  ITERTIME_CHECK(
+      static_cast<int>(input.p2p_forward_us.size()) == pp - 1 && static_cast<int>(input.p2p_backward_us.size()) == pp - 1,
+      "p2p transfer vectors need pp*v-1 = " + std::to_string(pp - 1) + " entries");
   for (int s = 0; s < pp; ++s) {
     const StageTimes& times = input.stages[static_cast<std::size_t>(s)];
     require_time(times.forward_us, "stage " + std::to_string(s) + " forward");
@@ -52,7 +51,8 @@ void require_valid(const ScheduleInput& input) {
       throw UserError("1F1B schedule: stage " + std::to_string(s) + "'s fixed part exceeds its pass time");
     }
   }
-  if (!std::isfinite(input.rank_slots) || input.rank_slots < 0 || !std::isfinite(input.ranks_per_stage) || input.ranks_per_stage < 1) {
+  if (!std::isfinite(input.rank_slots) || input.rank_slots < 0 || !std::isfinite(input.ranks_per_stage) ||
+      input.ranks_per_stage < 1) {
     throw UserError("1F1B schedule: rank slots must be >= 0 and ranks per stage >= 1");
   }
   for (int j = 0; j + 1 < pp; ++j) {
@@ -148,8 +148,8 @@ class PipelineState {
     result_.send_us[index(s)] += transfer_us;
     result_.end_us[index(s)] = std::max(result_.end_us[index(s)], end_us + transfer_us);
     if (input_.record_timeline) {
-      result_.timeline[index(s)].push_back(
-          {forward ? PassKind::kSendForward : PassKind::kSendBackward, pass.micro_batch, end_us, end_us + transfer_us, pass.chunk});
+      result_.timeline[index(s)].push_back({forward ? PassKind::kSendForward : PassKind::kSendBackward, pass.micro_batch, end_us,
+                                            end_us + transfer_us, pass.chunk});
     }
     return transfer_us;
   }
@@ -218,7 +218,9 @@ ScheduleResult simulate_dedicated(const ScheduleInput& input) {
 class SharedCoreSimulation {
  public:
   explicit SharedCoreSimulation(const ScheduleInput& input)
-      : input_(input), pipeline_(input), state_(static_cast<std::size_t>(pipeline_.stages())),
+      : input_(input),
+        pipeline_(input),
+        state_(static_cast<std::size_t>(pipeline_.stages())),
         remaining_passes_(2 * pipeline_.cells()) {
     double scale = 1.0;  // for the "reached zero" tolerance
     for (const StageTimes& t : input.stages) scale = std::max({scale, t.forward_us, t.backward_us});
@@ -365,9 +367,8 @@ ScheduleResult simulate_1f1b(const ScheduleInput& input) {
 ScheduleResult simulate_1f1b(const std::vector<StageTimes>& stages, double p2p_forward_us, double p2p_backward_us,
                              int num_micro_batches, bool blocking_send, bool record_timeline) {
   const std::size_t boundaries = stages.empty() ? 0 : stages.size() - 1;
-  return simulate_1f1b(stages, std::vector<double>(boundaries, p2p_forward_us),
-                       std::vector<double>(boundaries, p2p_backward_us), num_micro_batches, blocking_send,
-                       record_timeline);
+  return simulate_1f1b(stages, std::vector<double>(boundaries, p2p_forward_us), std::vector<double>(boundaries, p2p_backward_us),
+                       num_micro_batches, blocking_send, record_timeline);
 }
 
 ScheduleResult simulate_1f1b(const std::vector<StageTimes>& stages, const std::vector<double>& p2p_forward_us,

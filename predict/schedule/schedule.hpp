@@ -73,11 +73,11 @@ struct TimelineEntry {
 };
 
 struct ScheduleInput {
-  std::vector<StageTimes> stages;        // pp * virtual_stages entries, in virtual-stage order
-  std::vector<double> p2p_forward_us;    // (pp * v) - 1 entries: activations, virtual stage j -> j+1
-  std::vector<double> p2p_backward_us;   // (pp * v) - 1 entries: gradients, virtual stage j+1 -> j
-  int num_micro_batches = 1;             // m
-  int virtual_stages = 1;                // v: model chunks per pipeline rank (interleaved 1F1B when > 1)
+  std::vector<StageTimes> stages;       // pp * virtual_stages entries, in virtual-stage order
+  std::vector<double> p2p_forward_us;   // (pp * v) - 1 entries: activations, virtual stage j -> j+1
+  std::vector<double> p2p_backward_us;  // (pp * v) - 1 entries: gradients, virtual stage j+1 -> j
+  int num_micro_batches = 1;            // m
+  int virtual_stages = 1;               // v: model chunks per pipeline rank (interleaved 1F1B when > 1)
   bool blocking_send = false;
   bool record_timeline = false;
   double rank_slots = 0;       // ranks that can compute at once on the node (cores / threads per rank); 0: unlimited
@@ -90,7 +90,7 @@ struct ScheduleResult {
   std::vector<double> send_us;  // per pipeline rank: time its timeline was held by blocking sends
   std::vector<double> idle_us;  // per pipeline rank: makespan - busy - send
   double bubble_us = 0.0;       // makespan minus the busiest rank's busy time
-  std::vector<double> end_us;                // per stage: its timeline's last busy instant
+  std::vector<double> end_us;   // per stage: its timeline's last busy instant
   std::vector<double> last_backward_start_us, last_backward_end_us;  // per stage
   std::vector<double> first_forward_start_us, first_forward_end_us;  // per stage: its first forward pass
   // Per stage, in execution order (empty unless record_timeline).

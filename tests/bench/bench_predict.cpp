@@ -12,8 +12,8 @@
 //    fits the device memory is built and timed by the operator roofline and NCCL's cost model; cp:1 also
 //    splits the sequence over 2 context-parallel ranks (NeMo's 405B recipe uses cp 2).
 // The first two need a fitted model: the calibration file in ITERTIME_BENCH_CAL (default out/local-cpu.h5,
-// written by the README's main job); the described plan needs none. Stages that were not traced are built from the model (predict/op_builder)
-// and their operators timed by the regression, as for any configuration of a model never traced.
+// written by the README's main job); the described plan needs none. Stages that were not traced are built from the model
+// (predict/op_builder) and their operators timed by the regression, as for any configuration of a model never traced.
 #include <benchmark/benchmark.h>
 
 #include <cstdio>

@@ -50,10 +50,12 @@ void check_spans(const std::string& table, std::vector<Span> spans, std::size_t 
   int64_t end = 0;
   for (const Span& span : spans) {
     if (span.count == 0) continue;
-    if (span.offset != end) damage(table + ": span of " + span.key + " starts at " + std::to_string(span.offset) + ", not " + std::to_string(end));
+    if (span.offset != end)
+      damage(table + ": span of " + span.key + " starts at " + std::to_string(span.offset) + ", not " + std::to_string(end));
     end = std::max(end, span.offset + span.count);
   }
-  if (static_cast<std::size_t>(end) > rows) damage(table + ": spans end at " + std::to_string(end) + " past its " + std::to_string(rows) + " rows");
+  if (static_cast<std::size_t>(end) > rows)
+    damage(table + ": spans end at " + std::to_string(end) + " past its " + std::to_string(rows) + " rows");
   if (rows > static_cast<std::size_t>(end)) line(table, "ORPHAN n=" + std::to_string(rows - static_cast<std::size_t>(end)));
 }
 
@@ -93,7 +95,8 @@ void ops(h5::Store& store) {
     return found->second;
   };
   for (const auto& row : rows_of<store::OpTimingRow>(store, store::kOpTimings)) {
-    line(store::kOpTimings, signature(row.signature_id) + "@" + std::to_string(row.active_ranks) + "/" + h5::get_string(row.backend));
+    line(store::kOpTimings,
+         signature(row.signature_id) + "@" + std::to_string(row.active_ranks) + "/" + h5::get_string(row.backend));
   }
   const auto sequences = rows_of<store::OpSequenceRow>(store, store::kOpSequences);
   const auto comms = rows_of<store::OpCommRow>(store, store::kOpComms);
@@ -105,8 +108,8 @@ void ops(h5::Store& store) {
     comm_spans.push_back({stage.comm_offset, stage.comm_count, key});
   }
   for (const auto& row : sequences) {
-    line(store::kOpSequences, h5::get_string(row.stage_key) + "|" + h5::get_string(row.phase) + "|" + signature(row.signature_id) +
-                                  "|" + std::to_string(row.count));
+    line(store::kOpSequences, h5::get_string(row.stage_key) + "|" + h5::get_string(row.phase) + "|" +
+                                  signature(row.signature_id) + "|" + std::to_string(row.count));
   }
   for (const auto& row : comms) {
     line(store::kOpComms, h5::get_string(row.stage_key) + "|" + h5::get_string(row.phase) + "|" + h5::get_string(row.kind) + "|" +
@@ -134,17 +137,21 @@ void groundtruth(h5::Store& store) {
     sample_spans.push_back({row.samples_offset, row.samples_count, key});
     rank_spans.push_back({row.ranks_offset, row.ranks_count, key});
     round_spans.push_back({row.rounds_offset, row.rounds_count, key});
-    if (row.ranks_offset >= 0 && row.ranks_count >= 0 && static_cast<std::size_t>(row.ranks_offset + row.ranks_count) <= ranks.size()) {
+    if (row.ranks_offset >= 0 && row.ranks_count >= 0 &&
+        static_cast<std::size_t>(row.ranks_offset + row.ranks_count) <= ranks.size()) {
       for (int64_t i = row.ranks_offset; i < row.ranks_offset + row.ranks_count; ++i) {
         const auto& rank = ranks[static_cast<std::size_t>(i)];
-        if (h5::get_string(rank.key) != key) damage(std::string(store::kGroundTruthRanks) + ": a row of " + key + " carries " + h5::get_string(rank.key));
+        if (h5::get_string(rank.key) != key)
+          damage(std::string(store::kGroundTruthRanks) + ": a row of " + key + " carries " + h5::get_string(rank.key));
         line(store::kGroundTruthRanks, key + "|" + std::to_string(rank.rank));
       }
     }
-    if (row.rounds_offset >= 0 && row.rounds_count >= 0 && static_cast<std::size_t>(row.rounds_offset + row.rounds_count) <= rounds.size()) {
+    if (row.rounds_offset >= 0 && row.rounds_count >= 0 &&
+        static_cast<std::size_t>(row.rounds_offset + row.rounds_count) <= rounds.size()) {
       for (int64_t i = row.rounds_offset; i < row.rounds_offset + row.rounds_count; ++i) {
         const auto& round = rounds[static_cast<std::size_t>(i)];
-        if (h5::get_string(round.key) != key) damage(std::string(store::kGroundTruthRounds) + ": a row of " + key + " carries " + h5::get_string(round.key));
+        if (h5::get_string(round.key) != key)
+          damage(std::string(store::kGroundTruthRounds) + ": a row of " + key + " carries " + h5::get_string(round.key));
       }
     }
   }

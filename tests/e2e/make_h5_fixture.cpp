@@ -41,8 +41,7 @@ int main(int argc, char** argv) {
       const int64_t version = std::strtoll(argv[3], nullptr, 10);
       H5::H5File file(argv[2], H5F_ACC_EXCL);
       H5::Group meta = file.createGroup("/meta");
-      H5::Attribute attribute =
-          meta.createAttribute("schema_version", H5::PredType::NATIVE_INT64, H5::DataSpace(H5S_SCALAR));
+      H5::Attribute attribute = meta.createAttribute("schema_version", H5::PredType::NATIVE_INT64, H5::DataSpace(H5S_SCALAR));
       attribute.write(H5::PredType::NATIVE_INT64, &version);
       return 0;
     }

@@ -105,15 +105,14 @@ int print_groundtruth(const std::string& path) {
       }
     }
     std::printf("%s\t%s\t%s\t%lld\t%lld\t%lld\t%lld\t%lld\t%lld\t%s\t%s\t%s\t%lld\t%s\t%lld\t%lld\t%lld\t%lld\t%lld\t%s\t%lld\n",
-                key.c_str(),
-                h5::get_string(row.status).c_str(), h5::get_string(row.reason).c_str(), static_cast<long long>(row.dp),
-                static_cast<long long>(row.tp), static_cast<long long>(row.pp), static_cast<long long>(row.timed_iters),
-                static_cast<long long>(row.samples_count), static_cast<long long>(row.ranks_count),
-                number(row.time_us_median).c_str(), number(row.time_us_min).c_str(),
+                key.c_str(), h5::get_string(row.status).c_str(), h5::get_string(row.reason).c_str(),
+                static_cast<long long>(row.dp), static_cast<long long>(row.tp), static_cast<long long>(row.pp),
+                static_cast<long long>(row.timed_iters), static_cast<long long>(row.samples_count),
+                static_cast<long long>(row.ranks_count), number(row.time_us_median).c_str(), number(row.time_us_min).c_str(),
                 range_of(samples, row.samples_offset, row.samples_count, bad).c_str(), rank_rows,
                 h5::get_string(row.measured_utc).c_str(), static_cast<long long>(row.rounds_run),
-                static_cast<long long>(row.rounds_counted), static_cast<long long>(row.rounds_count), round_rows,
-                round_samples, number(row.round_spread_pct).c_str(), counted_samples);
+                static_cast<long long>(row.rounds_counted), static_cast<long long>(row.rounds_count), round_rows, round_samples,
+                number(row.round_spread_pct).c_str(), counted_samples);
   }
   return bad ? 1 : 0;
 }

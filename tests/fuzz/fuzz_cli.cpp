@@ -44,7 +44,8 @@ const std::vector<Argv>& cli_seeds() {
       {"inspect", "store.h5", "--fields"},
       {"predict", "store.h5", "--model", "tiny.json", "--seq", "64", "--tp", "2", "--precision", "amp-bf16", "--recipe", "sp+vp"},
       {"predict", "store.h5", "--model", "tiny.json", "--seq", "64", "--dp", "2", "--pp", "2", "--vp", "2", "--json"},
-      {"plan", "store.h5", "--model", "tiny.json", "--gpus", "4", "--gbs", "8", "--seq", "64", "--mbs", "1,2", "--recipes", "plain,sp+vp"},
+      {"plan", "store.h5", "--model", "tiny.json", "--gpus", "4", "--gbs", "8", "--seq", "64", "--mbs", "1,2", "--recipes",
+       "plain,sp+vp"},
       {"slurm", "submit", "job.json", "-o", "out.h5", "-N", "2", "--gpus-per-node", "4", "-t", "01:00:00", "--dry-run"},
       // Line breaks in arguments the messages quote (a file name, a precision, a recipe): one line still.
       {"model", "show", "no\nsuch.json"},
@@ -54,15 +55,91 @@ const std::vector<Argv>& cli_seeds() {
 }
 
 const std::vector<std::string>& cli_tokens() {
-  static const std::vector<std::string> kTokens = {
-      "", "-", "--", "-h", "--help", "--version", "--json", "--fields", "--seq", "--tp", "--pp", "--dp", "--cp", "--vp",
-      "--mbs", "--gbs", "--gpus", "--model", "--precision", "--recipe", "--recipes", "--device-memory-gib", "--top", "-o",
-      "-N", "--time", "--stages", "--launcher", "0", "-1", "1", "2", "3", "64", "2147483647", "2147483648",
-      "-2147483649", "99999999999999999999", "1e9", "nan", "inf", "-inf", "0x10", "1.5", "1,2,,3", ",", "fp8", "amp-bf16",
-      "sp+vp+dopt+rc-full+ovl-64K", "dopt+sp", "plain", "tiny.json", "broken.json", "store.h5", "job.json", "folder",
-      "folder/", "missing.json", "missing.h5", ".", "..", "/", "/dev/null", "model", "show", "inspect", "predict", "plan",
-      "slurm", "submit", "--seq=64", "--tp=0", "--mbs=1,2", "\xc3\xa9", "\xff\xfe", "a b", "-t", "99:99:99", "1-00:00:00",
-      "--gpus-per-node", "--mpi", "pmix", "--no-exclusive", "--partition", "--account=x"};
+  static const std::vector<std::string> kTokens = {"",
+                                                   "-",
+                                                   "--",
+                                                   "-h",
+                                                   "--help",
+                                                   "--version",
+                                                   "--json",
+                                                   "--fields",
+                                                   "--seq",
+                                                   "--tp",
+                                                   "--pp",
+                                                   "--dp",
+                                                   "--cp",
+                                                   "--vp",
+                                                   "--mbs",
+                                                   "--gbs",
+                                                   "--gpus",
+                                                   "--model",
+                                                   "--precision",
+                                                   "--recipe",
+                                                   "--recipes",
+                                                   "--device-memory-gib",
+                                                   "--top",
+                                                   "-o",
+                                                   "-N",
+                                                   "--time",
+                                                   "--stages",
+                                                   "--launcher",
+                                                   "0",
+                                                   "-1",
+                                                   "1",
+                                                   "2",
+                                                   "3",
+                                                   "64",
+                                                   "2147483647",
+                                                   "2147483648",
+                                                   "-2147483649",
+                                                   "99999999999999999999",
+                                                   "1e9",
+                                                   "nan",
+                                                   "inf",
+                                                   "-inf",
+                                                   "0x10",
+                                                   "1.5",
+                                                   "1,2,,3",
+                                                   ",",
+                                                   "fp8",
+                                                   "amp-bf16",
+                                                   "sp+vp+dopt+rc-full+ovl-64K",
+                                                   "dopt+sp",
+                                                   "plain",
+                                                   "tiny.json",
+                                                   "broken.json",
+                                                   "store.h5",
+                                                   "job.json",
+                                                   "folder",
+                                                   "folder/",
+                                                   "missing.json",
+                                                   "missing.h5",
+                                                   ".",
+                                                   "..",
+                                                   "/",
+                                                   "/dev/null",
+                                                   "model",
+                                                   "show",
+                                                   "inspect",
+                                                   "predict",
+                                                   "plan",
+                                                   "slurm",
+                                                   "submit",
+                                                   "--seq=64",
+                                                   "--tp=0",
+                                                   "--mbs=1,2",
+                                                   "\xc3\xa9",
+                                                   "\xff\xfe",
+                                                   "a b",
+                                                   "-t",
+                                                   "99:99:99",
+                                                   "1-00:00:00",
+                                                   "--gpus-per-node",
+                                                   "--mpi",
+                                                   "pmix",
+                                                   "--no-exclusive",
+                                                   "--partition",
+                                                   "--account=x"};
   return kTokens;
 }
 
@@ -85,17 +162,27 @@ Argv mutate_argv(Rng& rng) {
     for (std::size_t r = 0; r < rounds; ++r) {
       const std::size_t size = argv.size();
       switch (rng.below(6)) {
-        case 0: if (size) argv[rng.below(size)] = rng.pick(cli_tokens()); break;
+        case 0:
+          if (size) argv[rng.below(size)] = rng.pick(cli_tokens());
+          break;
         case 1: argv.insert(argv.begin() + static_cast<long>(rng.below(size + 1)), rng.pick(cli_tokens())); break;
-        case 2: if (size) argv.erase(argv.begin() + static_cast<long>(rng.below(size))); break;
-        case 3: if (size > 1) std::swap(argv[rng.below(size)], argv[rng.below(size)]); break;
-        case 4: if (size) {  // bytes of one argument (no NUL: it would end the argument)
+        case 2:
+          if (size) argv.erase(argv.begin() + static_cast<long>(rng.below(size)));
+          break;
+        case 3:
+          if (size > 1) std::swap(argv[rng.below(size)], argv[rng.below(size)]);
+          break;
+        case 4:
+          if (size) {  // bytes of one argument (no NUL: it would end the argument)
             std::string& token = argv[rng.below(size)];
             mutate_bytes(rng, token, rng.pick(cli_tokens()));
-            for (auto& c : token) if (c == '\0') c = '0';
+            for (auto& c : token)
+              if (c == '\0') c = '0';
           }
           break;
-        default: if (size) argv[rng.below(size)] = std::string(rng.chance(50) ? 100000 : 5000, '9'); break;
+        default:
+          if (size) argv[rng.below(size)] = std::string(rng.chance(50) ? 100000 : 5000, '9');
+          break;
       }
     }
     if (!forbidden(argv)) return argv;
@@ -104,7 +191,9 @@ Argv mutate_argv(Rng& rng) {
 
 std::string joined(const Argv& argv) {
   std::string out;
-  for (const auto& a : argv) out += (out.empty() ? "'" : " '") + (a.size() > 200 ? a.substr(0, 200) + "...(" + std::to_string(a.size()) + " bytes)" : a) + "'";
+  for (const auto& a : argv)
+    out += (out.empty() ? "'" : " '") + (a.size() > 200 ? a.substr(0, 200) + "...(" + std::to_string(a.size()) + " bytes)" : a) +
+           "'";
   return out;
 }
 
@@ -136,8 +225,9 @@ TEST(Fuzz, Cli) {
   const fs::path source = ITERTIME_SOURCE_DIR;
   fs::copy_file(source / "data/models/tiny-llama-gqa.json", work.path() / "tiny.json");
   work.write("broken.json", read_file(source / "data/models/tiny-llama-gqa.json").substr(0, 40));
-  work.write("job.json", "{\"model\": \"tiny.json\", \"sweep\": {\"world_sizes\": [1, 2], \"precisions\": [\"fp32\"], "
-                         "\"micro_batch\": 1, \"global_batch\": 4, \"seq_len\": 32}}");
+  work.write("job.json",
+             "{\"model\": \"tiny.json\", \"sweep\": {\"world_sizes\": [1, 2], \"precisions\": [\"fp32\"], "
+             "\"micro_batch\": 1, \"global_batch\": 4, \"seq_len\": 32}}");
   fs::create_directories(work.path() / "folder");
   { h5::Store::create(work.file("store.h5"), false, {{"argv", "fuzz"}}); }
   fs::create_directories(work.path() / ".cli");
@@ -160,9 +250,12 @@ TEST(Fuzz, Cli) {
     return (work.path() / ".cli" / (std::to_string(index) + "." + stream)).string();
   };
   auto fail = [&](int64_t index, const std::string& kind, const std::string& message) {
-    if (kind == "hang") ++tally.hang;
-    else if (kind == "crash") ++tally.crash;
-    else ++tally.other;
+    if (kind == "hang")
+      ++tally.hang;
+    else if (kind == "crash")
+      ++tally.crash;
+    else
+      ++tally.other;
     tally.failures.push_back({index, kind, message});
   };
   while (next < first + count || !running.empty()) {
@@ -178,8 +271,10 @@ TEST(Fuzz, Cli) {
       posix_spawn_file_actions_t actions;
       posix_spawn_file_actions_init(&actions);
       posix_spawn_file_actions_addopen(&actions, STDIN_FILENO, "/dev/null", O_RDONLY, 0);
-      posix_spawn_file_actions_addopen(&actions, STDOUT_FILENO, out_file(r.index, "out").c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
-      posix_spawn_file_actions_addopen(&actions, STDERR_FILENO, out_file(r.index, "err").c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+      posix_spawn_file_actions_addopen(&actions, STDOUT_FILENO, out_file(r.index, "out").c_str(), O_WRONLY | O_CREAT | O_TRUNC,
+                                       0644);
+      posix_spawn_file_actions_addopen(&actions, STDERR_FILENO, out_file(r.index, "err").c_str(), O_WRONLY | O_CREAT | O_TRUNC,
+                                       0644);
       posix_spawnattr_t attributes;
       posix_spawnattr_init(&attributes);
       posix_spawnattr_setflags(&attributes, POSIX_SPAWN_SETPGROUP);  // its own group: a timeout kills all of it
@@ -214,12 +309,15 @@ TEST(Fuzz, Cli) {
         const std::string out = read_file(out_file(it->index, "out"));
         const std::string err = read_file(out_file(it->index, "err"));
         if (code == 0) {
-          if (err.empty()) ++tally.accepted;
-          else fail(it->index, "other", "status 0 with stderr: " + err);
+          if (err.empty())
+            ++tally.accepted;
+          else
+            fail(it->index, "other", "status 0 with stderr: " + err);
         } else if (code == 2) {
           const bool one_line = !err.empty() && err.back() == '\n' && err.find('\n') == err.size() - 1;
           if (err.rfind("itertime: error: ", 0) != 0 || !out.empty()) {
-            fail(it->index, "other", "status 2 without the one error line (stdout " + std::to_string(out.size()) + " bytes): " + err);
+            fail(it->index, "other",
+                 "status 2 without the one error line (stdout " + std::to_string(out.size()) + " bytes): " + err);
           } else if (!one_line) {
             // An argument holding a line break, echoed in the message: main.cpp prints it escaped.
             fail(it->index, "other", "status 2 with an error of several lines: " + err);
@@ -235,8 +333,10 @@ TEST(Fuzz, Cli) {
       const auto after = snapshot(work.path());
       if (after != before) {
         std::string changed;
-        for (const auto& [name, state] : after) if (!before.count(name) || before.at(name) != state) changed += " " + name;
-        for (const auto& [name, state] : before) if (!after.count(name)) changed += " -" + name;
+        for (const auto& [name, state] : after)
+          if (!before.count(name) || before.at(name) != state) changed += " " + name;
+        for (const auto& [name, state] : before)
+          if (!after.count(name)) changed += " -" + name;
         fail(it->index, "other", "the working folder changed:" + changed);
         // Restore nothing: the remaining inputs then see the change too, and each is reported.
       }

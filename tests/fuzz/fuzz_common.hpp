@@ -39,7 +39,8 @@ inline std::string read_file(const std::filesystem::path& path) {
 inline std::vector<std::pair<std::string, std::string>> files_in(const std::filesystem::path& dir, const std::string& ext) {
   std::vector<std::pair<std::string, std::string>> out;
   for (const auto& entry : std::filesystem::directory_iterator(dir)) {
-    if (entry.is_regular_file() && entry.path().extension() == ext) out.emplace_back(entry.path().filename().string(), read_file(entry.path()));
+    if (entry.is_regular_file() && entry.path().extension() == ext)
+      out.emplace_back(entry.path().filename().string(), read_file(entry.path()));
   }
   std::sort(out.begin(), out.end());
   return out;
@@ -64,15 +65,14 @@ inline Verdict classify(const std::function<void()>& body) {
 // Prints the tally (and each failing input via `input_of`) and fails the test on crashes, hangs and
 // other exceptions.
 inline void report(const std::string& target, const Tally& tally, const std::function<std::string(int64_t)>& input_of) {
-  std::printf("[fuzz] %s: %lld inputs in %.1f s (%.0f/s): accepted %lld, UserError %lld, other %lld, "
-              "crash %lld, hang %lld; slowest input #%lld: %.3f s (seed %llu; #-1: not timed)\n",
-              target.c_str(), static_cast<long long>(tally.inputs), tally.seconds,
-              tally.seconds > 0 ? static_cast<double>(tally.inputs) / tally.seconds : 0.0,
-              static_cast<long long>(tally.accepted), static_cast<long long>(tally.user_error),
-              static_cast<long long>(tally.other),
-              static_cast<long long>(tally.crash), static_cast<long long>(tally.hang),
-              static_cast<long long>(tally.slowest_index), tally.slowest_seconds,
-              static_cast<unsigned long long>(fuzz_seed()));
+  std::printf(
+      "[fuzz] %s: %lld inputs in %.1f s (%.0f/s): accepted %lld, UserError %lld, other %lld, "
+      "crash %lld, hang %lld; slowest input #%lld: %.3f s (seed %llu; #-1: not timed)\n",
+      target.c_str(), static_cast<long long>(tally.inputs), tally.seconds,
+      tally.seconds > 0 ? static_cast<double>(tally.inputs) / tally.seconds : 0.0, static_cast<long long>(tally.accepted),
+      static_cast<long long>(tally.user_error), static_cast<long long>(tally.other), static_cast<long long>(tally.crash),
+      static_cast<long long>(tally.hang), static_cast<long long>(tally.slowest_index), tally.slowest_seconds,
+      static_cast<unsigned long long>(fuzz_seed()));
   // ITERTIME_FUZZ_DUMP=FOLDER: every failing input reported is also written there whole.
   const char* dump_dir = std::getenv("ITERTIME_FUZZ_DUMP");
   if (dump_dir != nullptr && *dump_dir != '\0') {
@@ -82,9 +82,9 @@ inline void report(const std::string& target, const Tally& tally, const std::fun
     }
   }
   for (const Failure& f : tally.failures) {
-    ADD_FAILURE() << target << ": " << f.kind << " on input #" << f.index << ": " << escaped(f.message, 600)
-                  << "\n    input: \"" << escaped(input_of(f.index), 700) << "\"\n    reproduce: ITERTIME_FUZZ_SEED="
-                  << fuzz_seed() << " ITERTIME_FUZZ_FIRST=" << f.index << " ITERTIME_FUZZ_INPUTS=1";
+    ADD_FAILURE() << target << ": " << f.kind << " on input #" << f.index << ": " << escaped(f.message, 600) << "\n    input: \""
+                  << escaped(input_of(f.index), 700) << "\"\n    reproduce: ITERTIME_FUZZ_SEED=" << fuzz_seed()
+                  << " ITERTIME_FUZZ_FIRST=" << f.index << " ITERTIME_FUZZ_INPUTS=1";
   }
   std::fflush(stdout);
   EXPECT_EQ(tally.accepted + tally.user_error + tally.other + tally.crash + tally.hang, tally.inputs);

@@ -121,8 +121,8 @@ std::string damage(Rng& rng, const std::string& file) {
       const char fill = rng.chance(30) ? '\0' : rng.chance(30) ? '\xff' : 'r';
       for (std::size_t k = 0; k < n; ++k) out[at + k] = fill == 'r' ? static_cast<char>(rng.below(256)) : fill;
     } else {
-      static const std::vector<uint64_t> kHuge = {0xffffffffffffffffull, 0x7fffffffffffffffull, 0x100000000ull,
-                                                  0x80000000ull, 0xffffffffull, 1ull << 40, 0};
+      static const std::vector<uint64_t> kHuge = {
+          0xffffffffffffffffull, 0x7fffffffffffffffull, 0x100000000ull, 0x80000000ull, 0xffffffffull, 1ull << 40, 0};
       const uint64_t value = rng.pick(kHuge);
       const std::size_t aligned = (at / 8) * 8;
       if (aligned + 8 <= out.size()) std::memcpy(&out[aligned], &value, 8);
@@ -192,7 +192,8 @@ TEST(Fuzz, Hdf5Readers) {
       total.slowest_seconds = tally.slowest_seconds;
       total.slowest_index = tally.slowest_index;
     }
-    for (const auto& f : tally.failures) if (total.failures.size() < 10) total.failures.push_back(f);
+    for (const auto& f : tally.failures)
+      if (total.failures.size() < 10) total.failures.push_back(f);
   }
   report("hdf5", total, [&](int64_t index) {
     // The input is a whole damaged file: describe how it differs from the seed instead.

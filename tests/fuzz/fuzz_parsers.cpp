@@ -56,11 +56,11 @@ void fuzz_text_target(const std::string& target, const std::vector<std::string>&
     Rng rng = input_rng(seed, target, static_cast<uint64_t>(index));
     return mutate(rng, seeds, json);
   };
-  const Tally tally = run_isolated(fuzz_first(), fuzz_inputs(kDefaultInputs), kHangLimitS, work.path().string(),
-                                   [&](int64_t index) {
-                                     const std::string input = input_of(index);
-                                     return classify([&] { parse(input); });
-                                   });
+  const Tally tally =
+      run_isolated(fuzz_first(), fuzz_inputs(kDefaultInputs), kHangLimitS, work.path().string(), [&](int64_t index) {
+        const std::string input = input_of(index);
+        return classify([&] { parse(input); });
+      });
   report(target, tally, input_of);
   EXPECT_TRUE(empty_dir(work.path())) << target << ": the parser created files in its working folder";
   EXPECT_EQ(tally.failed(), 0);
@@ -124,7 +124,8 @@ TEST(Fuzz, HardwareSpec) {
       }
     }
     for (const std::optional<double> value : {spec.nvlink_bandwidth_bytes_per_s, spec.nic_bandwidth_bytes_per_s}) {
-      if (value && (!std::isfinite(*value) || !(*value > 0))) throw std::logic_error("an accepted bandwidth is not finite and positive");
+      if (value && (!std::isfinite(*value) || !(*value > 0)))
+        throw std::logic_error("an accepted bandwidth is not finite and positive");
     }
     if (spec.memory_bytes < 0 || spec.l2_bytes.value_or(0) < 0) throw std::logic_error("an accepted size is negative");
   });
@@ -132,14 +133,46 @@ TEST(Fuzz, HardwareSpec) {
 
 // The size/sweep grammar: every short-text parser gets every input.
 TEST(Fuzz, SizeAndNameGrammar) {
-  std::vector<std::string> seeds = {"8", "1K", "64K", "16M", "1G", "256KB", "4mb", "999999999999", "999999999999G", "0",
-                                    "sp", "vp", "dopt", "rc-sel", "rc-full", "ovl", "ovl-4M", "sp+vp+dopt+rc-full+ovl-64K",
-                                    "dopt+ovl", "plain", "none", "selective", "full"};
-  for (const std::string name : {"fp32", "tf32", "bf16", "fp16", "amp-bf16", "amp-fp16", "eager", "sdpa", "auto", "cpu",
-                                 "cuda", "float16", "float32", "bfloat16", "fp32,fp32,bf16", "all_reduce", "all_gather",
-                                 "reduce_scatter", "sendrecv", "consecutive", "strided", "latency", "pipelined",
-                                 "tp_all_reduce", "pp_send_backward", "dp_reduce_scatter", "forward", "backward",
-                                 "optimizer", "dp_buffer", "sp_grads", "ok", "skipped", "failed", "oom", "fp8"}) {
+  std::vector<std::string> seeds = {
+      "8",        "1K",    "64K",  "16M",       "1G",     "256KB",   "4mb", "999999999999", "999999999999G",
+      "0",        "sp",    "vp",   "dopt",      "rc-sel", "rc-full", "ovl", "ovl-4M",       "sp+vp+dopt+rc-full+ovl-64K",
+      "dopt+ovl", "plain", "none", "selective", "full"};
+  for (const std::string name : {"fp32",
+                                 "tf32",
+                                 "bf16",
+                                 "fp16",
+                                 "amp-bf16",
+                                 "amp-fp16",
+                                 "eager",
+                                 "sdpa",
+                                 "auto",
+                                 "cpu",
+                                 "cuda",
+                                 "float16",
+                                 "float32",
+                                 "bfloat16",
+                                 "fp32,fp32,bf16",
+                                 "all_reduce",
+                                 "all_gather",
+                                 "reduce_scatter",
+                                 "sendrecv",
+                                 "consecutive",
+                                 "strided",
+                                 "latency",
+                                 "pipelined",
+                                 "tp_all_reduce",
+                                 "pp_send_backward",
+                                 "dp_reduce_scatter",
+                                 "forward",
+                                 "backward",
+                                 "optimizer",
+                                 "dp_buffer",
+                                 "sp_grads",
+                                 "ok",
+                                 "skipped",
+                                 "failed",
+                                 "oom",
+                                 "fp8"}) {
     seeds.push_back(name);
   }
   seeds.push_back("cpu  10 0 20 30 40 50 60 70 0 0\ncpu0 5 0 10 15 20 25 30 35 0 0\nintr 1\n");
@@ -238,12 +271,14 @@ TEST(Fuzz, KnownBugProbes) {
          text.replace(text.find("\"DEEP\""), 6, deep);
          parse_hardware_spec(text, "x");
        }},
-      {"model config: 1e999", [&] { parse_llama_config(model.substr(0, model.rfind('}')) + ", \"rope_theta\": 1e999}", "m.json"); }},
+      {"model config: 1e999",
+       [&] { parse_llama_config(model.substr(0, model.rfind('}')) + ", \"rope_theta\": 1e999}", "m.json"); }},
       {"job: seed 1e999", [&] { parse_job("{\"model\": \"" + model_path + "\", \"seed\": 1e999}", work.file("job.json")); }},
       {"hardware: fp32 peak 1e999", [&] { parse_hardware_spec(hardware_with("peak_flops_dense", "fp32", "1e999"), "x"); }},
       {"job: sweep world size 2^20 + 1", [&] { parse_job(sweep_job("1048577"), work.file("job.json")); }},
       {"job: sweep world size 2^31 - 1", [&] { parse_job(sweep_job("2147483647"), work.file("job.json")); }},
-      {"job: sweep world size 2^32 + 1 (1 once truncated to int)", [&] { parse_job(sweep_job("4294967297"), work.file("job.json")); }},
+      {"job: sweep world size 2^32 + 1 (1 once truncated to int)",
+       [&] { parse_job(sweep_job("4294967297"), work.file("job.json")); }},
       {"hardware: fp32 peak 6.7e301 TFLOP/s (infinite in FLOP/s)",
        [&] { parse_hardware_spec(hardware_with("peak_flops_dense", "fp32", "6.7e301"), "x"); }},
       {"hardware: memory capacity 1e10 GB (past int64 bytes)",
@@ -261,7 +296,8 @@ TEST(Fuzz, KnownBugProbes) {
       } catch (const UserError& error) {
         const std::string message = error.what();
         if (message.empty()) return Verdict{Result::kOther, "an empty UserError"};
-        if (message.find_first_of("\n\r") != std::string::npos) return Verdict{Result::kOther, "a UserError of several lines: " + message};
+        if (message.find_first_of("\n\r") != std::string::npos)
+          return Verdict{Result::kOther, "a UserError of several lines: " + message};
         return Verdict{Result::kUserError, ""};
       } catch (const std::exception& error) {
         return Verdict{Result::kOther, std::string("exception ") + typeid(error).name() + ": " + error.what()};

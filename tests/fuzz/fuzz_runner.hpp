@@ -41,7 +41,7 @@ struct Verdict {
 
 struct Failure {
   int64_t index = 0;
-  std::string kind;     // "other", "crash", "hang"
+  std::string kind;  // "other", "crash", "hang"
   std::string message;
 };
 

@@ -37,7 +37,9 @@ class Rng {
   std::size_t below(std::size_t n) { return static_cast<std::size_t>(next() % n); }
   bool chance(unsigned percent) { return below(100) < percent; }
   template <typename T>
-  const T& pick(const std::vector<T>& items) { return items[below(items.size())]; }
+  const T& pick(const std::vector<T>& items) {
+    return items[below(items.size())];
+  }
 
  private:
   uint64_t state_;
@@ -57,12 +59,65 @@ inline Rng input_rng(uint64_t base_seed, const std::string& target, uint64_t ind
 
 // Texts that parsers treat specially: JSON punctuation, numbers at type limits, NaN-like words.
 inline const std::vector<std::string>& interesting_tokens() {
-  static const std::vector<std::string> kTokens = {
-      "{", "}", "[", "]", ",", ":", "\"", "\\", "\\u0000", "\\ud800", "null", "true", "false", "0", "-0", "-1", "1e308",
-      "-1e308", "1e-308", "1e999", "NaN", "nan", "Infinity", "-Infinity", "2147483647", "2147483648", "-2147483649",
-      "4294967296", "9223372036854775807", "9223372036854775808", "-9223372036854775809", "18446744073709551615",
-      "18446744073709551616", "0x10", "1.5", "07", "+1", ".5", "1e", "\xc3\xa9", "\xe2\x80\xae", "\xff", "\xc0\x80",
-      "\xed\xa0\x80", "\xf4\x90\x80\x80", "\n", "\r\n", "\t", " ", "K", "M", "G", "B", "+", "-", "/", "..", "%s", "%n"};
+  static const std::vector<std::string> kTokens = {"{",
+                                                   "}",
+                                                   "[",
+                                                   "]",
+                                                   ",",
+                                                   ":",
+                                                   "\"",
+                                                   "\\",
+                                                   "\\u0000",
+                                                   "\\ud800",
+                                                   "null",
+                                                   "true",
+                                                   "false",
+                                                   "0",
+                                                   "-0",
+                                                   "-1",
+                                                   "1e308",
+                                                   "-1e308",
+                                                   "1e-308",
+                                                   "1e999",
+                                                   "NaN",
+                                                   "nan",
+                                                   "Infinity",
+                                                   "-Infinity",
+                                                   "2147483647",
+                                                   "2147483648",
+                                                   "-2147483649",
+                                                   "4294967296",
+                                                   "9223372036854775807",
+                                                   "9223372036854775808",
+                                                   "-9223372036854775809",
+                                                   "18446744073709551615",
+                                                   "18446744073709551616",
+                                                   "0x10",
+                                                   "1.5",
+                                                   "07",
+                                                   "+1",
+                                                   ".5",
+                                                   "1e",
+                                                   "\xc3\xa9",
+                                                   "\xe2\x80\xae",
+                                                   "\xff",
+                                                   "\xc0\x80",
+                                                   "\xed\xa0\x80",
+                                                   "\xf4\x90\x80\x80",
+                                                   "\n",
+                                                   "\r\n",
+                                                   "\t",
+                                                   " ",
+                                                   "K",
+                                                   "M",
+                                                   "G",
+                                                   "B",
+                                                   "+",
+                                                   "-",
+                                                   "/",
+                                                   "..",
+                                                   "%s",
+                                                   "%n"};
   return kTokens;
 }
 
@@ -125,8 +180,8 @@ inline void mutate_bytes(Rng& rng, std::string& text, const std::string& other) 
         if (text[at] < '0' || text[at] > '9') continue;
         std::size_t end = at;
         while (end < text.size() && text[end] >= '0' && text[end] <= '9') ++end;
-        static const std::vector<std::string> kNumbers = {"0", "-1", "2147483648", "9223372036854775807", "18446744073709551616",
-                                                          "1e308", "-0", "99999999999999999999999"};
+        static const std::vector<std::string> kNumbers = {
+            "0", "-1", "2147483648", "9223372036854775807", "18446744073709551616", "1e308", "-0", "99999999999999999999999"};
         text.replace(at, end - at, rng.pick(kNumbers));
         break;
       }
@@ -153,8 +208,8 @@ inline nlohmann::json hostile_value(Rng& rng) {
     case 12: return std::string(rng.chance(50) ? 100000 : 300, rng.chance(50) ? 'x' : '9');
     case 13: return std::string("\xc3\xa9\xe2\x80\xae\xf0\x9f\x98\x80 \x01\n\"", 14);
     case 14: {
-      static const std::vector<std::string> kWords = {"", "fp32", "amp-bf16", "cuda", "cpu", "full", "selective", "4M",
-                                                      "64K", "1G", "gpu", "TB/s", "count", "llama", "../x.json", "/"};
+      static const std::vector<std::string> kWords = {"",    "fp32", "amp-bf16", "cuda", "cpu",   "full",  "selective", "4M",
+                                                      "64K", "1G",   "gpu",      "TB/s", "count", "llama", "../x.json", "/"};
       return rng.pick(kWords);
     }
     default: return static_cast<int64_t>(rng.below(9)) - 1;
@@ -204,8 +259,10 @@ inline bool mutate_json(Rng& rng, std::string& text) {
       // remove the member or element
       const json::json_pointer parent = target.parent_pointer();
       json& container = root[parent];
-      if (container.is_object()) container.erase(target.back());
-      else if (container.is_array() && !container.empty()) container.erase(container.size() - 1);
+      if (container.is_object())
+        container.erase(target.back());
+      else if (container.is_array() && !container.empty())
+        container.erase(container.size() - 1);
     }
     text = root.dump(-1, ' ', false, json::error_handler_t::replace);
     return true;
@@ -247,8 +304,9 @@ inline bool mutate_json(Rng& rng, std::string& text) {
   if (kind == 6) {  // a raw NaN-like or out-of-range number in place of a number's text
     const std::size_t colon = text.find(':', rng.below(text.size() + 1));
     if (colon == std::string::npos) return false;
-    static const std::vector<std::string> kRaw = {"NaN", "Infinity", "-Infinity", "1e999", "-1e999", "1e-999",
-                                                  "123456789012345678901234567890", "-0.0", "00", "1.", "0x1p3"};
+    static const std::vector<std::string> kRaw = {
+        "NaN",  "Infinity", "-Infinity", "1e999", "-1e999", "1e-999", "123456789012345678901234567890",
+        "-0.0", "00",       "1.",        "0x1p3"};
     std::size_t end = colon + 1;
     while (end < text.size() && text[end] != ',' && text[end] != '}') ++end;
     text.replace(colon + 1, end - colon - 1, rng.pick(kRaw));
@@ -257,8 +315,8 @@ inline bool mutate_json(Rng& rng, std::string& text) {
   // kind 7: string escapes, including lone surrogates and NUL, inside an existing string
   const std::size_t quote = text.find('"', rng.below(text.size() + 1));
   if (quote == std::string::npos) return false;
-  static const std::vector<std::string> kEscapes = {"\\u0000", "\\ud800", "\\udc00", "\\ud83d\\ude00", "\\u00e9", "\\n", "\\\"",
-                                                    "\\/", "\\x41", "\\"};
+  static const std::vector<std::string> kEscapes = {"\\u0000", "\\ud800", "\\udc00", "\\ud83d\\ude00", "\\u00e9",
+                                                    "\\n",     "\\\"",    "\\/",     "\\x41",          "\\"};
   text.insert(quote + 1, rng.pick(kEscapes));
   return true;
 }
@@ -281,9 +339,12 @@ inline std::string escaped(const std::string& text, std::size_t limit = 4000) {
   std::string out;
   for (std::size_t i = 0; i < text.size() && i < limit; ++i) {
     const unsigned char c = static_cast<unsigned char>(text[i]);
-    if (c == '\\') out += "\\\\";
-    else if (c == '"') out += "\\\"";
-    else if (c >= 0x20 && c < 0x7f) out += static_cast<char>(c);
+    if (c == '\\')
+      out += "\\\\";
+    else if (c == '"')
+      out += "\\\"";
+    else if (c >= 0x20 && c < 0x7f)
+      out += static_cast<char>(c);
     else {
       char buffer[8];
       std::snprintf(buffer, sizeof(buffer), "\\x%02x", c);

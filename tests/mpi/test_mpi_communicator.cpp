@@ -12,9 +12,9 @@
 //    per addition; we enumerate all bracketings (n <= 8) and require membership;
 //  - bound against the sequential order ((x0+x1)+x2)+...: every bracketing has n-1 roundings of at most
 //    half an ulp each, of partial sums no larger than the total (all values are positive), so each lies
-//    within (n-1)/2 ulp of the exact total and any two differ by at most (n-1) ulp of the total's binade. With n = 2 there is one rounding
-//    of an exact sum, so the result is bit-identical to the sequential one. (For n = 4 this is not
-//    1 ulp: with these very inputs some bracketings lie 2 ulp from the sequential order.)
+//    within (n-1)/2 ulp of the exact total and any two differ by at most (n-1) ulp of the total's binade. With n = 2 there is one
+//    rounding of an exact sum, so the result is bit-identical to the sequential one. (For n = 4 this is not 1 ulp: with these
+//    very inputs some bracketings lie 2 ulp from the sequential order.)
 //  - all_reduce results are bit-identical on every rank.
 // Every rank runs the same sequence of collectives: no ASSERT may skip one on a single rank.
 #include <gtest/gtest.h>
@@ -87,8 +87,8 @@ TEST(MpiCommunicator, Identity) {
 
 TEST(MpiCommunicator, EveryCollectiveAndDtypeOverTheWorld) {
   MpiCommunicator comm(MPI_COMM_WORLD);
-  for (Collective c : {Collective::kAllReduce, Collective::kAllGather, Collective::kReduceScatter,
-                       Collective::kBroadcast, Collective::kAllToAll}) {
+  for (Collective c : {Collective::kAllReduce, Collective::kAllGather, Collective::kReduceScatter, Collective::kBroadcast,
+                       Collective::kAllToAll}) {
     for (DType dtype : tested_dtypes()) {
       for (std::size_t count : kCounts) {
         const Bytes recv = run_point(comm, c, dtype, count);
@@ -159,7 +159,8 @@ TEST(MpiCommunicator, SendRecvRingWithDistinctPeers) {
     const std::size_t e = dtype_bytes(dtype);
     Bytes send_host(count * e), recv_host(count * e, 0);
     // Rank r sends 10*r + (i % 7): the receiver can tell exactly whom it heard from.
-    for (std::size_t i = 0; i < count; ++i) encode_value(dtype, 10.0 * comm.rank() + static_cast<double>(i % 7), &send_host[i * e]);
+    for (std::size_t i = 0; i < count; ++i)
+      encode_value(dtype, 10.0 * comm.rank() + static_cast<double>(i % 7), &send_host[i * e]);
     comm.send_recv(send_host.data(), next, recv_host.data(), prev, count, dtype);
     std::size_t errors = 0;
     for (std::size_t i = 0; i < count; ++i) {
@@ -224,7 +225,7 @@ TEST(MpiCommunicator, Int8SumsOfLargeValuesWithinRange) {
   // saturates instead of wrapping, open-mpi/ompi#8045, so no test relies on either.)
   MpiCommunicator comm(MPI_COMM_WORLD);
   const int n = comm.size();
-  const int share = 127 / n;  // 63 at 2 ranks, 31 at 4
+  const int share = 127 / n;       // 63 at 2 ranks, 31 at 4
   const std::size_t count = 1000;  // long enough for vectorized reduction kernels
   std::vector<int8_t> values(count);
   for (std::size_t i = 0; i < count; ++i) values[i] = static_cast<int8_t>((i % 2 ? -1 : 1) * (share - static_cast<int>(i % 3)));
@@ -263,7 +264,8 @@ void check_started_all_gathers(MpiCommunicator& comm) {
   auto check = [&](std::size_t k) {
     std::size_t errors = 0;
     for (int r = 0; r < n; ++r) {
-      for (std::size_t i = 0; i < counts[k]; ++i) errors += recv[k][static_cast<std::size_t>(r) * counts[k] + i] != gathered_value(k, r, i);
+      for (std::size_t i = 0; i < counts[k]; ++i)
+        errors += recv[k][static_cast<std::size_t>(r) * counts[k] + i] != gathered_value(k, r, i);
     }
     EXPECT_EQ(errors, 0u) << "all-gather " << k << " of " << counts[k] << " elements";
   };

@@ -51,7 +51,9 @@ TEST(NcclCommunicator, StartedAllGathersCompleteEachAtItsOwnWait) {
   NcclCommunicator comm(MPI_COMM_WORLD);
   const std::vector<std::size_t> counts = {1, 1000, 70001};
   const auto n = static_cast<std::size_t>(comm.size());
-  auto value = [](std::size_t k, std::size_t r, std::size_t i) { return static_cast<float>(k * 1000000 + r * 100000 + i % 99991); };
+  auto value = [](std::size_t k, std::size_t r, std::size_t i) {
+    return static_cast<float>(k * 1000000 + r * 100000 + i % 99991);
+  };
   std::vector<std::unique_ptr<CommBuffer>> send, recv;
   std::vector<std::size_t> ids;
   for (std::size_t k = 0; k < counts.size(); ++k) {

@@ -99,9 +99,9 @@ TEST(ProcessGroups, EveryFactorizationOfTheWorld) {
     EXPECT_EQ(members(groups.pp()), layout.pp_group(rank));
 
     // A reduction over each group sums exactly its members.
-    for (const auto& [comm, group] : {std::make_pair(&groups.tp(), layout.tp_group(rank)),
-                                      std::make_pair(&groups.dp(), layout.dp_group(rank)),
-                                      std::make_pair(&groups.pp(), layout.pp_group(rank))}) {
+    for (const auto& [comm, group] :
+         {std::make_pair(&groups.tp(), layout.tp_group(rank)), std::make_pair(&groups.dp(), layout.dp_group(rank)),
+          std::make_pair(&groups.pp(), layout.pp_group(rank))}) {
       int sum = rank;
       EXPECT_EQ(MPI_Allreduce(MPI_IN_PLACE, &sum, 1, MPI_INT, MPI_SUM, comm->get()), MPI_SUCCESS);
       EXPECT_EQ(sum, std::accumulate(group.begin(), group.end(), 0));
@@ -134,8 +134,8 @@ TEST(ProcessGroups, ContextParallelFactorizations) {
       EXPECT_EQ(members(groups.dp()), layout.dp_group(rank));
       EXPECT_EQ(members(groups.pp()), layout.pp_group(rank));
       EXPECT_EQ(members(groups.dp_cp()), layout.dp_cp_group(rank));
-      for (const auto& [comm, group] : {std::make_pair(&groups.cp(), layout.cp_group(rank)),
-                                        std::make_pair(&groups.dp_cp(), layout.dp_cp_group(rank))}) {
+      for (const auto& [comm, group] :
+           {std::make_pair(&groups.cp(), layout.cp_group(rank)), std::make_pair(&groups.dp_cp(), layout.dp_cp_group(rank))}) {
         int sum = rank;
         EXPECT_EQ(MPI_Allreduce(MPI_IN_PLACE, &sum, 1, MPI_INT, MPI_SUM, comm->get()), MPI_SUCCESS);
         EXPECT_EQ(sum, std::accumulate(group.begin(), group.end(), 0));

@@ -81,8 +81,9 @@ TEST(ResumePlan, AUserErrorOnRootStopsEveryRank) {
   }
   // The stage's own step may refuse too.
   const StoreTarget resumed{file.path, false, true, {}};
-  EXPECT_THROW(open_resume_plan(resumed, {"a"}, [](h5::Store&) { return std::set<std::string>{}; },
-                                [](h5::Store&) { throw UserError("the job does not match this file"); }),
+  EXPECT_THROW(open_resume_plan(
+                   resumed, {"a"}, [](h5::Store&) { return std::set<std::string>{}; },
+                   [](h5::Store&) { throw UserError("the job does not match this file"); }),
                CollectiveUserError);
 }
 

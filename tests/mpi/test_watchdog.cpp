@@ -98,9 +98,7 @@ TEST(Watchdog, ANestedGuardKeepsTheOuterOperation) {
   {
     Watchdog watchdog(0.2, world_rank(), world_size(), reports.handler());
     WatchedOperation outer("outer wait", -1, 3);
-    {
-      WatchedOperation inner("inner wait", 8, 2);
-    }
+    { WatchedOperation inner("inner wait", 8, 2); }
     sleep_s(0.8);  // the inner guard's end did not end the outer operation
   }
   const std::vector<std::string> lines = reports.get();
@@ -232,9 +230,10 @@ TEST(Watchdog, ARankWhoseLauncherDiesIsReported) {
     report.append(buffer, static_cast<std::size_t>(got));
   }
   close(report_pipe[0]);
-  EXPECT_EQ(report.rfind("itertime: error: rank 3 of 4 lost the launcher that started it (pid " +
-                             std::to_string(launcher) + ", killed?)", 0),
-            0U)
+  EXPECT_EQ(
+      report.rfind(
+          "itertime: error: rank 3 of 4 lost the launcher that started it (pid " + std::to_string(launcher) + ", killed?)", 0),
+      0U)
       << report;
 }
 

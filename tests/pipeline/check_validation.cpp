@@ -37,7 +37,9 @@ int main(int argc, char** argv) {
     ++failures;
   };
   // Equal up to the rounding of a JSON or HDF5 round trip, relative to `reference`.
-  auto same_value = [](double value, double reference) { return std::abs(value - reference) <= 1e-9 * (1 + std::abs(reference)); };
+  auto same_value = [](double value, double reference) {
+    return std::abs(value - reference) <= 1e-9 * (1 + std::abs(reference));
+  };
   h5::Store store = h5::Store::open(argv[1], false);
   const auto groundtruth = store::read_groundtruth_rows(store);
   std::set<std::string> ok_keys;
@@ -129,7 +131,8 @@ int main(int argc, char** argv) {
     if (!spreads.empty() || disturbed < scored) {
       fail("mape_overall.floor_pct is null, but a configuration has a round spread or stayed steady");
     } else {
-      std::printf("note: measurement floor unknown: every configuration stayed disturbed with < 2 counted rounds (a busy machine)\n");
+      std::printf(
+          "note: measurement floor unknown: every configuration stayed disturbed with < 2 counted rounds (a busy machine)\n");
     }
   } else {
     floor = overall_entry.at("floor_pct");
@@ -163,7 +166,8 @@ int main(int argc, char** argv) {
   } else if (store.table<validate::ValidationStoreRow>("/validation/rows").size() != ok_keys.size()) {
     fail("/validation/rows does not hold one row per ground-truth configuration");
   }
-  std::printf("%s: %zu configurations checked (%s holdout), overall MAPE %.2f%% (builder-only %.2f%%), floor %.2f%%, %d disturbed\n",
-              failures ? "FAILED" : "ok", ok_keys.size(), holdout.c_str(), overall, built_overall, floor, disturbed);
+  std::printf(
+      "%s: %zu configurations checked (%s holdout), overall MAPE %.2f%% (builder-only %.2f%%), floor %.2f%%, %d disturbed\n",
+      failures ? "FAILED" : "ok", ok_keys.size(), holdout.c_str(), overall, built_overall, floor, disturbed);
   return failures ? 1 : 0;
 }

@@ -30,13 +30,13 @@ inline store::CommRow make_row(const std::string& collective, const std::string&
   return row;
 }
 
-inline std::vector<store::CommRow> synthetic_rows(const std::string& collective, const std::string& dtype,
-                                                  int64_t group_size, const std::string& layout, double alpha_us,
-                                                  double us_per_byte, int64_t first_bytes, int64_t last_bytes) {
+inline std::vector<store::CommRow> synthetic_rows(const std::string& collective, const std::string& dtype, int64_t group_size,
+                                                  const std::string& layout, double alpha_us, double us_per_byte,
+                                                  int64_t first_bytes, int64_t last_bytes) {
   std::vector<store::CommRow> rows;
   for (int64_t bytes = first_bytes; bytes <= last_bytes; bytes *= 2) {
-    rows.push_back(make_row(collective, dtype, group_size, layout, "latency", bytes,
-                            alpha_us + static_cast<double>(bytes) * us_per_byte));
+    rows.push_back(
+        make_row(collective, dtype, group_size, layout, "latency", bytes, alpha_us + static_cast<double>(bytes) * us_per_byte));
   }
   return rows;
 }

@@ -22,7 +22,8 @@ constexpr double kAlphaUs = 5.0;
 constexpr double kUsPerByte = 1e-4;  // 10 GB/s algorithmic bandwidth
 
 TEST(CommModel, RecoversAlphaAndBandwidthFromExactRows) {
-  const CommModel model(store::to_records(synthetic_rows("all_reduce", "bf16", 8, "consecutive", kAlphaUs, kUsPerByte, 1024, 64 << 20)));
+  const CommModel model(
+      store::to_records(synthetic_rows("all_reduce", "bf16", 8, "consecutive", kAlphaUs, kUsPerByte, 1024, 64 << 20)));
   ASSERT_EQ(model.tables().size(), 1u);
   const auto residuals = model.residuals();
   ASSERT_EQ(residuals.size(), 1u);
@@ -30,7 +31,7 @@ TEST(CommModel, RecoversAlphaAndBandwidthFromExactRows) {
   EXPECT_NEAR(residuals[0].bandwidth_GBps, 10.0, 0.01 * 10.0);
   EXPECT_LT(residuals[0].mape_pct, 1e-6);
   EXPECT_EQ(residuals[0].measured_points, 17);  // 1 KiB .. 64 MiB, powers of two
-  EXPECT_EQ(residuals[0].fit_points, 9);         // max(3, ceil(17 / 2))
+  EXPECT_EQ(residuals[0].fit_points, 9);        // max(3, ceil(17 / 2))
   EXPECT_EQ(residuals[0].key.to_string(), "all_reduce/bf16/g8/consecutive");
 }
 
@@ -67,11 +68,10 @@ TEST(CommModel, InterpolationIsExactAtPointsAndMonotoneBetween) {
 
 TEST(CommModel, NoisyNonMonotoneMeasurementsStillGiveMonotonePredictions) {
   // 4 KiB measured slower than 8 KiB: the monotone table pools them, (30 + 20) / 2 = 25 each.
-  const std::vector<store::CommRow> rows = {
-      make_row("all_reduce", "fp32", 2, "consecutive", "latency", 1024, 10.0),
-      make_row("all_reduce", "fp32", 2, "consecutive", "latency", 4096, 30.0),
-      make_row("all_reduce", "fp32", 2, "consecutive", "latency", 8192, 20.0),
-      make_row("all_reduce", "fp32", 2, "consecutive", "latency", 16384, 40.0)};
+  const std::vector<store::CommRow> rows = {make_row("all_reduce", "fp32", 2, "consecutive", "latency", 1024, 10.0),
+                                            make_row("all_reduce", "fp32", 2, "consecutive", "latency", 4096, 30.0),
+                                            make_row("all_reduce", "fp32", 2, "consecutive", "latency", 8192, 20.0),
+                                            make_row("all_reduce", "fp32", 2, "consecutive", "latency", 16384, 40.0)};
   const CommModel model(store::to_records(rows));
   EXPECT_DOUBLE_EQ(model.predict_us(Collective::kAllReduce, DType::kFloat32, 2, GroupLayout::kConsecutive, 4096).time_us, 25.0);
   EXPECT_DOUBLE_EQ(model.predict_us(Collective::kAllReduce, DType::kFloat32, 2, GroupLayout::kConsecutive, 8192).time_us, 25.0);
@@ -85,7 +85,8 @@ TEST(CommModel, NoisyNonMonotoneMeasurementsStillGiveMonotonePredictions) {
 
 TEST(CommModel, ExtrapolationAboveTheRangeIsLinear) {
   const int64_t largest = 1 << 20;
-  const CommModel model(store::to_records(synthetic_rows("all_reduce", "bf16", 8, "consecutive", kAlphaUs, kUsPerByte, 1024, largest)));
+  const CommModel model(
+      store::to_records(synthetic_rows("all_reduce", "bf16", 8, "consecutive", kAlphaUs, kUsPerByte, 1024, largest)));
   const auto at = [&](int64_t bytes) {
     return model.predict_us(Collective::kAllReduce, DType::kBFloat16, 8, GroupLayout::kConsecutive, bytes);
   };
@@ -101,11 +102,10 @@ TEST(CommModel, ExtrapolationAboveTheRangeIsLinear) {
 TEST(CommModel, ExtrapolationNeverBelowTheLargestMeasuredTime) {
   // The last point sits far above the trend: 10, 20, 40, 100 us at 1, 2, 4, 8 KiB. The fit over the
   // largest three is below 100 us just above 8 KiB; the prediction stays at 100 us there.
-  const std::vector<store::CommRow> rows = {
-      make_row("broadcast", "fp32", 4, "consecutive", "latency", 1024, 10.0),
-      make_row("broadcast", "fp32", 4, "consecutive", "latency", 2048, 20.0),
-      make_row("broadcast", "fp32", 4, "consecutive", "latency", 4096, 40.0),
-      make_row("broadcast", "fp32", 4, "consecutive", "latency", 8192, 100.0)};
+  const std::vector<store::CommRow> rows = {make_row("broadcast", "fp32", 4, "consecutive", "latency", 1024, 10.0),
+                                            make_row("broadcast", "fp32", 4, "consecutive", "latency", 2048, 20.0),
+                                            make_row("broadcast", "fp32", 4, "consecutive", "latency", 4096, 40.0),
+                                            make_row("broadcast", "fp32", 4, "consecutive", "latency", 8192, 100.0)};
   const CommModel model(store::to_records(rows));
   const CommPrediction p = model.predict_us(Collective::kBroadcast, DType::kFloat32, 4, GroupLayout::kConsecutive, 8193);
   EXPECT_TRUE(p.extrapolated);
@@ -113,7 +113,8 @@ TEST(CommModel, ExtrapolationNeverBelowTheLargestMeasuredTime) {
 }
 
 TEST(CommModel, BelowTheRangeUsesTheSmallestSize) {
-  const CommModel model(store::to_records(synthetic_rows("all_reduce", "bf16", 8, "consecutive", kAlphaUs, kUsPerByte, 1024, 1 << 20)));
+  const CommModel model(
+      store::to_records(synthetic_rows("all_reduce", "bf16", 8, "consecutive", kAlphaUs, kUsPerByte, 1024, 1 << 20)));
   const CommPrediction p = model.predict_us(Collective::kAllReduce, DType::kBFloat16, 8, GroupLayout::kConsecutive, 16);
   EXPECT_TRUE(p.extrapolated);
   EXPECT_DOUBLE_EQ(p.time_us, kAlphaUs + 1024 * kUsPerByte);
@@ -124,7 +125,8 @@ TEST(CommModel, GroupSizeScalingAllReduce) {
   //   latency 10 * 2(8-1) / 2(4-1) = 10 * 14 / 6 = 23.3333...
   //   bandwidth 104.8576 * (2*7/8) / (2*3/4) = 104.8576 * 1.75 / 1.5 = 122.3338667
   //   total 145.6672 us.
-  const CommModel model(store::to_records(synthetic_rows("all_reduce", "fp32", 4, "consecutive", 10.0, kUsPerByte, 1024, 64 << 20)));
+  const CommModel model(
+      store::to_records(synthetic_rows("all_reduce", "fp32", 4, "consecutive", 10.0, kUsPerByte, 1024, 64 << 20)));
   const CommPrediction p = model.predict_us(Collective::kAllReduce, DType::kFloat32, 8, GroupLayout::kConsecutive, 1 << 20);
   EXPECT_TRUE(p.extrapolated);
   EXPECT_FALSE(p.dtype_fallback);
@@ -172,11 +174,10 @@ TEST(CommModel, FailedCheckAndPipelinedRowsAreIgnored) {
 }
 
 TEST(CommModel, DuplicateRowsMergeByMedian) {
-  const std::vector<store::CommRow> rows = {
-      make_row("sendrecv", "fp32", 2, "consecutive", "latency", 1024, 10.0),
-      make_row("sendrecv", "fp32", 2, "consecutive", "latency", 1024, 14.0),
-      make_row("sendrecv", "fp32", 2, "consecutive", "latency", 1024, 11.0),
-      make_row("sendrecv", "fp32", 2, "consecutive", "latency", 2048, 20.0)};
+  const std::vector<store::CommRow> rows = {make_row("sendrecv", "fp32", 2, "consecutive", "latency", 1024, 10.0),
+                                            make_row("sendrecv", "fp32", 2, "consecutive", "latency", 1024, 14.0),
+                                            make_row("sendrecv", "fp32", 2, "consecutive", "latency", 1024, 11.0),
+                                            make_row("sendrecv", "fp32", 2, "consecutive", "latency", 2048, 20.0)};
   const CommModel model(store::to_records(rows));
   EXPECT_DOUBLE_EQ(model.predict_us(Collective::kSendRecv, DType::kFloat32, 2, GroupLayout::kConsecutive, 1024).time_us, 11.0);
 }
@@ -213,14 +214,16 @@ TEST(CommModel, ExactGroupOfSameSizeDtypeBeatsScalingTheRequestedDtype) {
 }
 
 TEST(CommModel, TrivialCallsCostNothing) {
-  const CommModel model(store::to_records(synthetic_rows("all_reduce", "bf16", 8, "consecutive", kAlphaUs, kUsPerByte, 1024, 1 << 20)));
+  const CommModel model(
+      store::to_records(synthetic_rows("all_reduce", "bf16", 8, "consecutive", kAlphaUs, kUsPerByte, 1024, 1 << 20)));
   EXPECT_EQ(model.predict_us(Collective::kAllReduce, DType::kBFloat16, 1, GroupLayout::kConsecutive, 1 << 20).time_us, 0.0);
   EXPECT_EQ(model.predict_us(Collective::kAllReduce, DType::kBFloat16, 8, GroupLayout::kConsecutive, 0).time_us, 0.0);
   EXPECT_EQ(CommModel().predict_us(Collective::kAllGather, DType::kFloat32, 1, GroupLayout::kStrided, 1024).time_us, 0.0);
 }
 
 TEST(CommModel, UnknownOrUnmeasuredIsAUserError) {
-  const CommModel model(store::to_records(synthetic_rows("all_reduce", "bf16", 8, "consecutive", kAlphaUs, kUsPerByte, 1024, 1 << 20)));
+  const CommModel model(
+      store::to_records(synthetic_rows("all_reduce", "bf16", 8, "consecutive", kAlphaUs, kUsPerByte, 1024, 1 << 20)));
   EXPECT_THROW(parse_collective("allreduce"), UserError);  // names are parsed at the /comm and CLI boundaries
   EXPECT_THROW(model.predict_us(Collective::kAllGather, DType::kBFloat16, 8, GroupLayout::kConsecutive, 1024), UserError);
   EXPECT_THROW(model.predict_us(Collective::kAllReduce, DType::kBFloat16, 8, GroupLayout::kStrided, 1024), UserError);
@@ -238,7 +241,8 @@ TEST(CommModel, FactorsFollowNcclTests) {
 }
 
 TEST(CommModel, FindUsAnswersMissingTablesWithNulloptAndAReason) {
-  const CommModel model(store::to_records(synthetic_rows("all_reduce", "bf16", 8, "consecutive", kAlphaUs, kUsPerByte, 1024, 1 << 20)));
+  const CommModel model(
+      store::to_records(synthetic_rows("all_reduce", "bf16", 8, "consecutive", kAlphaUs, kUsPerByte, 1024, 1 << 20)));
   EXPECT_TRUE(model.find_us(Collective::kAllReduce, DType::kBFloat16, 8, GroupLayout::kConsecutive, 4096).has_value());
   EXPECT_FALSE(model.find_us(Collective::kAllReduce, DType::kBFloat16, 8, GroupLayout::kStrided, 4096).has_value());
   const std::string reason = model.missing_reason(Collective::kAllReduce, GroupLayout::kStrided);

@@ -55,39 +55,39 @@ TEST(DescribedComm, GenerationInference) {
 // takes the fastest sm90 intra speed (60) and floor(370.8/60) = 6 channels: bus 360 GB/s. all_reduce
 // algbw = 360 x 8/14 = 205.714 GB/s; latency = base 8.4 + 14 steps x 3.4 = 56.0 us.
 TEST(DescribedComm, RingAllReduceOneNodeByHand) {
-  const auto t = described_comm_us_with(spec("h100-sxm"), Collective::kAllReduce, {8, 8}, kGiB, NcclAlgorithm::kRing,
-                                        NcclProtocol::kSimple);
+  const auto t =
+      described_comm_us_with(spec("h100-sxm"), Collective::kAllReduce, {8, 8}, kGiB, NcclAlgorithm::kRing, NcclProtocol::kSimple);
   ASSERT_TRUE(t);
   const double algbw_gbps = 360.0 * 8.0 / 14.0;
   EXPECT_NEAR(t->time_us, 56.0 + static_cast<double>(kGiB) / (1000.0 * algbw_gbps), 1e-6);
   // Latency alone: at 1 byte the bandwidth term is 1/205714 us.
-  const auto tiny = described_comm_us_with(spec("h100-sxm"), Collective::kAllReduce, {8, 8}, 1, NcclAlgorithm::kRing,
-                                           NcclProtocol::kSimple);
+  const auto tiny =
+      described_comm_us_with(spec("h100-sxm"), Collective::kAllReduce, {8, 8}, 1, NcclAlgorithm::kRing, NcclProtocol::kSimple);
   EXPECT_NEAR(tiny->time_us, 56.0, 1e-4);
   // LL: base 6.6 + 14 x 0.6 = 15.0 us, bandwidth min(llMaxBw 141, 360/2) = 141 GB/s bus.
-  const auto ll = described_comm_us_with(spec("h100-sxm"), Collective::kAllReduce, {8, 8}, 8, NcclAlgorithm::kRing,
-                                         NcclProtocol::kLL);
+  const auto ll =
+      described_comm_us_with(spec("h100-sxm"), Collective::kAllReduce, {8, 8}, 8, NcclAlgorithm::kRing, NcclProtocol::kLL);
   EXPECT_NEAR(ll->time_us, 15.0 + 8.0 / (1000.0 * 141.0 * 8.0 / 14.0), 1e-9);
   // LL128: 14.0 + 14 x 1.9 = 40.6 us; bus min(0.92 x 360, 12 channels (after dup) x 36.7) = 331.2.
-  const auto ll128 = described_comm_us_with(spec("h100-sxm"), Collective::kAllReduce, {8, 8}, kGiB,
-                                            NcclAlgorithm::kRing, NcclProtocol::kLL128);
+  const auto ll128 =
+      described_comm_us_with(spec("h100-sxm"), Collective::kAllReduce, {8, 8}, kGiB, NcclAlgorithm::kRing, NcclProtocol::kLL128);
   EXPECT_NEAR(ll128->time_us, 40.6 + static_cast<double>(kGiB) / (1000.0 * 331.2 * 8.0 / 14.0), 1e-6);
 }
 
 // NVLS on one DGX H100: 8 channels, each GPU heads one (2x): 9 x speed <= 370.8 -> 40; NVLS bus per
 // channel 40 x 0.85 x 7/8 x 2 = 59.5 (below bwInter 60): bus 476 GB/s; algbw 476 x 8/14 = 272; latency 25.
 TEST(DescribedComm, NvlsAllReduceOneNodeByHand) {
-  const auto t = described_comm_us_with(spec("h100-sxm"), Collective::kAllReduce, {8, 8}, kGiB, NcclAlgorithm::kNvls,
-                                        NcclProtocol::kSimple);
+  const auto t =
+      described_comm_us_with(spec("h100-sxm"), Collective::kAllReduce, {8, 8}, kGiB, NcclAlgorithm::kNvls, NcclProtocol::kSimple);
   ASSERT_TRUE(t);
   EXPECT_NEAR(t->time_us, 25.0 + static_cast<double>(kGiB) / (1000.0 * 272.0), 1e-6);
   // all_gather through NVLS: bus per channel 40 x 0.85 x 7/8 x 7/8 = 26.03, no n/(n-1) conversion.
-  const auto ag = described_comm_us_with(spec("h100-sxm"), Collective::kAllGather, {8, 8}, kGiB, NcclAlgorithm::kNvls,
-                                         NcclProtocol::kSimple);
+  const auto ag =
+      described_comm_us_with(spec("h100-sxm"), Collective::kAllGather, {8, 8}, kGiB, NcclAlgorithm::kNvls, NcclProtocol::kSimple);
   EXPECT_NEAR(ag->time_us, 25.0 + static_cast<double>(kGiB) / (1000.0 * 8 * 40.0 * 0.85 * 0.875 * 0.875), 1e-6);
   // No NVLS on an A100 (no NVLink SHARP), nor when disabled, nor across nodes (that is NVLS+tree).
-  EXPECT_FALSE(described_comm_us_with(spec("a100-sxm-80gb"), Collective::kAllReduce, {8, 8}, kGiB,
-                                      NcclAlgorithm::kNvls, NcclProtocol::kSimple));
+  EXPECT_FALSE(described_comm_us_with(spec("a100-sxm-80gb"), Collective::kAllReduce, {8, 8}, kGiB, NcclAlgorithm::kNvls,
+                                      NcclProtocol::kSimple));
   NcclTuning off;
   off.enable_nvls = false;
   EXPECT_FALSE(described_comm_us_with(spec("h100-sxm"), Collective::kAllReduce, {8, 8}, kGiB, NcclAlgorithm::kNvls,
@@ -103,19 +103,19 @@ TEST(DescribedComm, NvlsAllReduceOneNodeByHand) {
 // algbw 384 x 16/30 = 204.8. Latency: 30 steps, 2 across nodes: 8.4 + 28 x max(3.4, 3 x 1.0) + 2 x 14.0
 // = 131.6 us, x 1.4 (ring plateau, Simple all_reduce across nodes) = 184.24 us.
 TEST(DescribedComm, RingAllReduceTwoNodesByHand) {
-  const auto t = described_comm_us_with(spec("h100-sxm"), Collective::kAllReduce, {16, 8}, kGiB,
-                                        NcclAlgorithm::kRing, NcclProtocol::kSimple);
+  const auto t = described_comm_us_with(spec("h100-sxm"), Collective::kAllReduce, {16, 8}, kGiB, NcclAlgorithm::kRing,
+                                        NcclProtocol::kSimple);
   ASSERT_TRUE(t);
   EXPECT_NEAR(t->time_us, 131.6 * 1.4 + static_cast<double>(kGiB) / (1000.0 * 204.8), 1e-6);
   // Below the plateau threshold (bytes / (8 channels x 16 ranks) < 64): no 1.4.
-  const auto small = described_comm_us_with(spec("h100-sxm"), Collective::kAllReduce, {16, 8}, 4096,
-                                            NcclAlgorithm::kRing, NcclProtocol::kSimple);
+  const auto small = described_comm_us_with(spec("h100-sxm"), Collective::kAllReduce, {16, 8}, 4096, NcclAlgorithm::kRing,
+                                            NcclProtocol::kSimple);
   EXPECT_NEAR(small->time_us, 131.6 + 4096.0 / (1000.0 * 204.8), 1e-6);
   // One rank per node (4 nodes, strided DP group): every step crosses the network, at the tree's NET
   // latency (14.0 Simple), x 1.4 (4096 / (2 channels x 4 ranks) >= 64); 1 NIC -> 1 channel of 48,
   // duplicated into 2 of 24: bus 48.
-  const auto strided = described_comm_us_with(spec("h100-sxm"), Collective::kAllReduce, {4, 1}, 4096,
-                                              NcclAlgorithm::kRing, NcclProtocol::kSimple);
+  const auto strided =
+      described_comm_us_with(spec("h100-sxm"), Collective::kAllReduce, {4, 1}, 4096, NcclAlgorithm::kRing, NcclProtocol::kSimple);
   EXPECT_NEAR(strided->time_us, (8.4 + 6 * 14.0) * 1.4 + 4096.0 / (1000.0 * 48.0 * 4.0 / 6.0), 1e-6);
 }
 
@@ -123,14 +123,14 @@ TEST(DescribedComm, RingAllReduceTwoNodesByHand) {
 // size correction, here at 256 MiB: Simple row entry 22 -> 0.9, interpolated at log2(256Mi/64) = 22
 // exactly). Latency 8.4 + 2 x ((8-1) x 4.0 + log2(2) x 14.0) = 92.4.
 TEST(DescribedComm, TreeAllReduceTwoNodesByHand) {
-  const auto t = described_comm_us_with(spec("h100-sxm"), Collective::kAllReduce, {16, 8}, 256 * kMiB,
-                                        NcclAlgorithm::kTree, NcclProtocol::kSimple);
+  const auto t = described_comm_us_with(spec("h100-sxm"), Collective::kAllReduce, {16, 8}, 256 * kMiB, NcclAlgorithm::kTree,
+                                        NcclProtocol::kSimple);
   ASSERT_TRUE(t);
   EXPECT_NEAR(t->time_us, 92.4 + static_cast<double>(256 * kMiB) / (1000.0 * 331.2 * 0.5 * 0.9), 1e-6);
   NcclTuning flat;
   flat.tree_size_correction = false;
-  const auto u = described_comm_us_with(spec("h100-sxm"), Collective::kAllReduce, {16, 8}, 256 * kMiB,
-                                        NcclAlgorithm::kTree, NcclProtocol::kSimple, flat);
+  const auto u = described_comm_us_with(spec("h100-sxm"), Collective::kAllReduce, {16, 8}, 256 * kMiB, NcclAlgorithm::kTree,
+                                        NcclProtocol::kSimple, flat);
   EXPECT_NEAR(u->time_us, 92.4 + static_cast<double>(256 * kMiB) / (1000.0 * 331.2 * 0.5), 1e-6);
   // No tree inside one node, nor for all_gather.
   EXPECT_FALSE(described_comm_us_with(spec("h100-sxm"), Collective::kAllReduce, {8, 8}, kGiB, NcclAlgorithm::kTree,
@@ -287,17 +287,16 @@ TEST(DescribedComm, ComparisonWithMeasuredComponents) {
               best8->bus_bandwidth_bytes_per_s / 1e9, describe(*best8).c_str());
   std::printf("16x H100 (2 nodes), all_reduce 1 GiB, ring only: busbw %.1f GB/s = %.1f GB/s per NIC (measured ~46-48)  %s\n",
               ring16->bus_bandwidth_bytes_per_s / 1e9, ring16->bus_bandwidth_bytes_per_s / 1e9 / 8, describe(*ring16).c_str());
-  std::printf("16x H100 (2 nodes), all_reduce 1 GiB, best     : busbw %.1f GB/s  %s\n",
-              best16->bus_bandwidth_bytes_per_s / 1e9, describe(*best16).c_str());
-  std::printf("8x H100, all_reduce 8 B: %.2f us (nccl-tests typically ~10-20 us)  %s\n", lat8->time_us,
-              describe(*lat8).c_str());
+  std::printf("16x H100 (2 nodes), all_reduce 1 GiB, best     : busbw %.1f GB/s  %s\n", best16->bus_bandwidth_bytes_per_s / 1e9,
+              describe(*best16).c_str());
+  std::printf("8x H100, all_reduce 8 B: %.2f us (nccl-tests typically ~10-20 us)  %s\n", lat8->time_us, describe(*lat8).c_str());
   for (const char* name : {"a100-sxm-80gb", "h200-sxm", "b200"}) {
     const auto r = described_comm_us(spec(name), Collective::kAllReduce, {8, 8}, kGiB, ring_only);
     const auto b = described_comm_us(spec(name), Collective::kAllReduce, {8, 8}, kGiB);
     const auto x = described_comm_us(spec(name), Collective::kAllReduce, {16, 8}, kGiB);
     std::printf("%s: 8 GPUs ring %.1f GB/s, best %.1f GB/s (%s); 16 GPUs best %.1f GB/s (%s)\n", name,
-                r->bus_bandwidth_bytes_per_s / 1e9, b->bus_bandwidth_bytes_per_s / 1e9,
-                to_string(b->algorithm).c_str(), x->bus_bandwidth_bytes_per_s / 1e9, to_string(x->algorithm).c_str());
+                r->bus_bandwidth_bytes_per_s / 1e9, b->bus_bandwidth_bytes_per_s / 1e9, to_string(b->algorithm).c_str(),
+                x->bus_bandwidth_bytes_per_s / 1e9, to_string(x->algorithm).c_str());
   }
   // Loose bands around the measurements: a broken formula lands far outside them.
   EXPECT_GT(ring8->bus_bandwidth_bytes_per_s, 330e9);

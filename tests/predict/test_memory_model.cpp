@@ -41,7 +41,7 @@ TEST(MemoryModel, Llama8bSingleGpuFp32Persistent) {
   const MemoryBreakdown m = memory_per_gpu(model, config(1, 1, 1, 1, 1, 128), fp32(), 0);
   EXPECT_EQ(m.local_params, 8'030'261'248);
   EXPECT_EQ(m.local_params, model.total_params());
-  EXPECT_EQ(m.weights_bytes, 8'030'261'248LL * 4);    // 32,121,044,992
+  EXPECT_EQ(m.weights_bytes, 8'030'261'248LL * 4);  // 32,121,044,992
   EXPECT_EQ(m.gradients_bytes, 8'030'261'248LL * 4);
   EXPECT_EQ(m.optimizer_bytes, 8'030'261'248LL * 8);  // 64,242,089,984
   EXPECT_EQ(m.dp_flat_buffer_bytes, 0);
@@ -79,8 +79,8 @@ TEST(MemoryModel, Llama8bSingleGpuFp32Activations) {
   const MemoryBreakdown m = memory_per_gpu(llama8b(), config(1, 1, 1, 1, 1, 128), fp32(), 0);
   EXPECT_EQ(m.activations_bytes, a.total_bytes);
   // Peak: persistent + rotary + flat buffer (0 at dp 1) + max(activations, AdamW workspace (4.2 GB)).
-  EXPECT_EQ(m.total_bytes, m.weights_bytes + m.gradients_bytes + m.optimizer_bytes + m.rotary_tables_bytes +
-                               m.optimizer_workspace_bytes);
+  EXPECT_EQ(m.total_bytes,
+            m.weights_bytes + m.gradients_bytes + m.optimizer_bytes + m.rotary_tables_bytes + m.optimizer_workspace_bytes);
 }
 
 TEST(MemoryModel, Llama8bAmpBf16Activations) {
@@ -197,8 +197,7 @@ TEST(MemoryModel, Tp2HalvesTheShardedParts) {
   const ParallelConfig tp2 = config(1, 2, 2, 1, 4, 1024);
   const int64_t embedding = 128256LL * 4096;
   const int64_t norms = 16LL * 2 * 4096;
-  EXPECT_EQ(2 * (stage_local_params(model, tp2, 0) - embedding - norms),
-            stage_local_params(model, tp1, 0) - embedding - norms);
+  EXPECT_EQ(2 * (stage_local_params(model, tp2, 0) - embedding - norms), stage_local_params(model, tp1, 0) - embedding - norms);
 }
 
 TEST(MemoryModel, MicroBatchesInFlightFollow1F1B) {
@@ -508,9 +507,9 @@ TEST(MemoryModel, PeakMemoryIsTheLargestStageOfMemoryAllStages) {
             c.vp = vp;
             if (!c.violations(model, c.world_size()).empty()) continue;
             for (PrecisionName precision : {PrecisionName::kFp32, PrecisionName::kAmpBf16}) {
-              for (const TrainingTechniques& t : {TrainingTechniques{}, parse_recipe_text("sp+vp+dopt+rc-full"),
-                                                  parse_recipe_text("rc-sel"), parse_recipe_text("dopt+ovl"),
-                                                  parse_recipe_text("dopt+ovl+opg")}) {
+              for (const TrainingTechniques& t :
+                   {TrainingTechniques{}, parse_recipe_text("sp+vp+dopt+rc-full"), parse_recipe_text("rc-sel"),
+                    parse_recipe_text("dopt+ovl"), parse_recipe_text("dopt+ovl+opg")}) {
                 if (tp == 1 && (t.sequence_parallel || t.vocab_parallel)) continue;
                 int64_t largest = 0;
                 for (const MemoryBreakdown& stage :
@@ -665,7 +664,8 @@ TEST(MemoryModelContextParallel, DistributedOptimizerShardsOverDpTimesCp) {
   const LlamaSpec model = tiny();
   TrainingTechniques sharded;
   sharded.distributed_optimizer = true;
-  const MemoryBreakdown m = memory_per_gpu(model, context_parallel(2, 1, 2, 2, 16, 64), fp32(), 0, AttentionKernel::kEager, sharded);
+  const MemoryBreakdown m =
+      memory_per_gpu(model, context_parallel(2, 1, 2, 2, 16, 64), fp32(), 0, AttentionKernel::kEager, sharded);
   EXPECT_EQ(m.local_params, 869'504);
   EXPECT_EQ(m.optimizer_bytes, 1'739'008);
   EXPECT_EQ(m.distributed_optimizer_bytes, 5'217'024);
@@ -698,7 +698,8 @@ TEST(MemoryModel, OverlappedParameterGatherCountsTheParametersOnceInTheirPaddedB
   const LlamaSpec model = tiny();
   const ParallelConfig dp3 = config(3, 1, 1, 1, 6, 64);
   const MemoryBreakdown ovl = memory_per_gpu(model, dp3, fp32(), 0, AttentionKernel::kEager, parse_recipe_text("dopt+ovl-64K"));
-  const MemoryBreakdown opg = memory_per_gpu(model, dp3, fp32(), 0, AttentionKernel::kEager, parse_recipe_text("dopt+ovl-64K+opg"));
+  const MemoryBreakdown opg =
+      memory_per_gpu(model, dp3, fp32(), 0, AttentionKernel::kEager, parse_recipe_text("dopt+ovl-64K+opg"));
   EXPECT_EQ(ovl.local_params, 869'504);
   EXPECT_EQ(ovl.weights_bytes, 3'478'016);
   EXPECT_EQ(ovl.gradients_bytes, 3'478'152);

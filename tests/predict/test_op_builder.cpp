@@ -176,8 +176,8 @@ std::string stage_text(const BuiltStage& stage) {
     text += to_string(op.phase) + " " + op.signature + " x" + std::to_string(op.count) + "\n";
   }
   for (const CommOp& comm : stage.comms) {
-    text += to_string(comm.phase) + " " + to_string(comm.kind) + " " + to_string(comm.dtype) + " " +
-            std::to_string(comm.bytes) + " x" + std::to_string(comm.count) + "\n";
+    text += to_string(comm.phase) + " " + to_string(comm.kind) + " " + to_string(comm.dtype) + " " + std::to_string(comm.bytes) +
+            " x" + std::to_string(comm.count) + "\n";
   }
   return text + "params " + std::to_string(stage.local_params) + " layers " + std::to_string(stage.num_layers);
 }
@@ -191,7 +191,8 @@ TEST(OpBuilder, TheGatherPairEqualsBothOwnBuilds) {
       for (int stage : {0, 1}) {
         StageRecipe recipe = with_techniques(text);
         recipe.dp = dp;
-        const std::vector<BuiltStage> pair = build_stage_ops_gather_pair(spec, 2, 2, stage, 1, 16, PrecisionName::kAmpBf16, recipe);
+        const std::vector<BuiltStage> pair =
+            build_stage_ops_gather_pair(spec, 2, 2, stage, 1, 16, PrecisionName::kAmpBf16, recipe);
         ASSERT_EQ(pair.size(), 2u);
         recipe.techniques.overlap_parameter_gather = false;
         const std::string without = stage_text(build_stage_ops(spec, 2, 2, stage, 1, 16, PrecisionName::kAmpBf16, recipe));
@@ -221,7 +222,8 @@ int64_t comm_bytes(const BuiltStage& stage, CommKind kind) {
 }
 
 TEST(OpBuilder, StageKeysOfPlainTrainingAreUnchanged) {
-  EXPECT_EQ(store::stage_key("tiny-llama", 2, 2, 1, 1, 64, "amp-bf16", "aware"), "tiny-llama/tp2/pp2/s1/mbs1/seq64/amp-bf16/aware");
+  EXPECT_EQ(store::stage_key("tiny-llama", 2, 2, 1, 1, 64, "amp-bf16", "aware"),
+            "tiny-llama/tp2/pp2/s1/mbs1/seq64/amp-bf16/aware");
   EXPECT_EQ(store::stage_key("tiny-llama", 2, 2, 1, 1, 64, "amp-bf16", "aware", TrainingTechniques{}),
             "tiny-llama/tp2/pp2/s1/mbs1/seq64/amp-bf16/aware");
   EXPECT_EQ(store::stage_key("tiny-llama", 2, 2, 1, 1, 64, "fp32", "blind", parse_recipe_text("sp+vp+rc-full")),
@@ -252,7 +254,8 @@ TEST(OpBuilder, SequenceParallelismGathersAndScattersTheSequence) {
   EXPECT_EQ(comm_count(sp, Phase::kForward, CommKind::kTpReduceScatter), 2 * layers);
   EXPECT_EQ(comm_count(sp, Phase::kBackward, CommKind::kTpReduceScatter), 2 * layers);
   EXPECT_EQ(comm_count(sp, Phase::kBackward, CommKind::kTpAllGather), 2 * layers + 1);
-  EXPECT_EQ(comm_count(sp, Phase::kForward, CommKind::kTpAllReduce) + comm_count(sp, Phase::kBackward, CommKind::kTpAllReduce), 0);
+  EXPECT_EQ(comm_count(sp, Phase::kForward, CommKind::kTpAllReduce) + comm_count(sp, Phase::kBackward, CommKind::kTpAllReduce),
+            0);
   EXPECT_EQ(comm_count(plain, Phase::kForward, CommKind::kTpAllReduce), 2 * layers);
   // The norms' gradients summed over TP once per iteration, and a shard of the sequence sent on.
   EXPECT_EQ(comm_count(sp, Phase::kSpGradients, CommKind::kTpAllReduce), 1);
@@ -284,9 +287,9 @@ TEST(OpBuilder, RecomputeRerunsTheCoreOrTheLayerInTheBackward) {
   const BuiltStage plain = build_stage_ops(spec, 2, 1, 0, 1, 16, PrecisionName::kFp32);
   const BuiltStage selective = build_stage_ops(spec, 2, 1, 0, 1, 16, PrecisionName::kFp32, with_techniques("rc-sel"));
   const BuiltStage full = build_stage_ops(spec, 2, 1, 0, 1, 16, PrecisionName::kFp32, with_techniques("rc-full"));
-  EXPECT_EQ(count_of(plain, Phase::kBackward, "aten::matmul"), 0);  // the backward of a matmul is mm / bmm
-  EXPECT_EQ(count_of(selective, Phase::kBackward, "aten::matmul"), 2 * layers);  // q k^T and p v again
-  EXPECT_EQ(count_of(full, Phase::kBackward, "aten::matmul"), (7 + 2) * layers);  // every projection too
+  EXPECT_EQ(count_of(plain, Phase::kBackward, "aten::matmul"), 0);                    // the backward of a matmul is mm / bmm
+  EXPECT_EQ(count_of(selective, Phase::kBackward, "aten::matmul"), 2 * layers);       // q k^T and p v again
+  EXPECT_EQ(count_of(full, Phase::kBackward, "aten::matmul"), (7 + 2) * layers);      // every projection too
   EXPECT_EQ(comm_count(full, Phase::kBackward, CommKind::kTpAllReduce), 4 * layers);  // the rerun's all-reduces too
   EXPECT_EQ(count_of(full, Phase::kForward, "aten::matmul"), count_of(plain, Phase::kForward, "aten::matmul"));
 }
@@ -401,8 +404,10 @@ TEST(OpBuilder, DialectFollowsTheLibTorchVersion) {
 // The fused kernel replaces the score computation and its backward, and nothing else.
 TEST(OpBuilder, SdpaReplacesTheScoreChain) {
   const LlamaSpec spec = load("tiny-llama-gqa");
-  const BuiltStage eager = build_stage_ops(spec, 1, 1, 0, 1, 16, PrecisionName::kFp32, {AttentionKernel::kEager, TorchDialect::kTorch2});
-  const BuiltStage sdpa = build_stage_ops(spec, 1, 1, 0, 1, 16, PrecisionName::kFp32, {AttentionKernel::kSdpa, TorchDialect::kTorch2});
+  const BuiltStage eager =
+      build_stage_ops(spec, 1, 1, 0, 1, 16, PrecisionName::kFp32, {AttentionKernel::kEager, TorchDialect::kTorch2});
+  const BuiltStage sdpa =
+      build_stage_ops(spec, 1, 1, 0, 1, 16, PrecisionName::kFp32, {AttentionKernel::kSdpa, TorchDialect::kTorch2});
   auto calls = [](const BuiltStage& stage, const std::string& name) {
     int64_t n = 0;
     for (const BuiltOp& op : stage.ops) n += op.name == name ? op.count : 0;
@@ -427,7 +432,8 @@ TEST(OpBuilder, PredictorBuildsStagesNeverTraced) {
   model.source_file = "synthetic";
   model.occupancies = {1};
   const BuiltOp& profiled = built.ops.front();
-  model.signatures[0] = OpInfo{profiled.name, profiled.signature, profiled.input_dtypes, profiled.output_dtype, profiled.flops, profiled.bytes};
+  model.signatures[0] =
+      OpInfo{profiled.name, profiled.signature, profiled.input_dtypes, profiled.output_dtype, profiled.flops, profiled.bytes};
   model.signature_ids[profiled.signature] = 0;
   model.op_time_us[{0, 1}] = 3.0;
   for (const BuiltOp& op : built.ops) {
@@ -468,7 +474,8 @@ TEST(OpBuilder, PredictorBuildsEachStageShapeOnceAndKeepsStagesApart) {
   FittedModel model;
   model.source_file = "synthetic";
   model.occupancies = {3};
-  model.comm = CommModel(store::to_records(test_rows::synthetic_rows("send", "float32", 2, "consecutive", 5.0, 1e-3, 1024, 1 << 20)));
+  model.comm =
+      CommModel(store::to_records(test_rows::synthetic_rows("send", "float32", 2, "consecutive", 5.0, 1e-3, 1024, 1 << 20)));
   const OpRegression regression{2.0, 1e-6, 1e-7, 3};
   std::vector<BuiltStage> built;
   for (int s = 0; s < pp; ++s) {
@@ -486,8 +493,8 @@ TEST(OpBuilder, PredictorBuildsEachStageShapeOnceAndKeepsStagesApart) {
     double forward_us = 0;
     for (const BuiltOp& op : built[static_cast<std::size_t>(s)].ops) {
       if (op.phase != Phase::kForward) continue;
-      forward_us += static_cast<double>(op.count) *
-                    std::max(0.0, regression.intercept_us + regression.us_per_flop * op.flops + regression.us_per_byte * op.bytes);
+      forward_us += static_cast<double>(op.count) * std::max(0.0, regression.intercept_us + regression.us_per_flop * op.flops +
+                                                                      regression.us_per_byte * op.bytes);
     }
     EXPECT_NEAR(cold.stage_forward_us[static_cast<std::size_t>(s)], forward_us, 1e-9 * forward_us) << "stage " << s;
   }
@@ -539,7 +546,8 @@ TEST(OpBuilder, SharedCoresStretchOperatorsProfiledWithEverySlotBusy) {
     model.occupancies = {2, 4};
     model.rank_slots = slots;
     model.node_ranks = 4;
-    model.comm = CommModel(store::to_records(test_rows::synthetic_rows("all_reduce", "float32", 4, "consecutive", 30.0, 1e-3, 1024, 1 << 22)));
+    model.comm = CommModel(
+        store::to_records(test_rows::synthetic_rows("all_reduce", "float32", 4, "consecutive", 30.0, 1e-3, 1024, 1 << 22)));
     for (const BuiltOp& op : built.ops) {
       model.regressions[{op.name + "|" + op.input_dtypes, 2}] = OpRegression{2.0, 1e-6, 0.0, 3};
       model.regressions[{op.name + "|" + op.input_dtypes, 4}] = OpRegression{occupancy4_intercept_us, 2e-6, 0.0, 3};

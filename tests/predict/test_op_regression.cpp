@@ -55,7 +55,8 @@ TEST(OpRegression, CoefficientsAreNeverNegative) {
   // Among non-negative fits it is the best one: no single-term fit does better.
   auto sse = [&](const OpRegression& f) {
     double total = 0;
-    for (const auto& p : points) total += std::pow(f.intercept_us + f.us_per_flop * p.flops + f.us_per_byte * p.bytes - p.time_us, 2);
+    for (const auto& p : points)
+      total += std::pow(f.intercept_us + f.us_per_flop * p.flops + f.us_per_byte * p.bytes - p.time_us, 2);
     return total;
   };
   double mean = 0;

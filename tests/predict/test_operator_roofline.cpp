@@ -78,12 +78,18 @@ TEST(OperatorRoofline, MathDtypeIsTheFirstInputForProductsAndThePromotedOneOther
 
 TEST(OperatorRoofline, AttentionFlopsFromTheSignature) {
   // q [2, 8, 128, 64], k [2, 8, 256, 64]: 4 * 2 * 8 * 128 * 256 * 64 = 134,217,728; causal halves it.
-  const std::string causal = "aten::scaled_dot_product_attention(bf16[2,8,128,64], bf16[2,8,256,64], bf16[2,8,256,64], None, 0., True, None, False)->bf16";
+  const std::string causal =
+      "aten::scaled_dot_product_attention(bf16[2,8,128,64], bf16[2,8,256,64], bf16[2,8,256,64], None, 0., True, None, "
+      "False)->bf16";
   EXPECT_DOUBLE_EQ(attention_flops("aten::scaled_dot_product_attention", causal), 67108864.0);
-  const std::string masked = "aten::scaled_dot_product_attention(bf16[2,8,128,64], bf16[2,8,256,64], bf16[2,8,256,64], bool[128,256], 0., False, None, False)->bf16";
+  const std::string masked =
+      "aten::scaled_dot_product_attention(bf16[2,8,128,64], bf16[2,8,256,64], bf16[2,8,256,64], bool[128,256], 0., False, None, "
+      "False)->bf16";
   EXPECT_DOUBLE_EQ(attention_flops("aten::scaled_dot_product_attention", masked), 134217728.0);
   // A backward: the output gradient first (shaped like q), then q and k; 2.5 times the forward.
-  const std::string backward = "aten::_scaled_dot_product_flash_attention_for_cpu_backward(bf16[2,8,128,64]{65536,64,512,1}, bf16[2,8,128,64], bf16[2,8,128,64], bf16[2,8,128,64], bf16[2,8,128,64], fp32[2,8,128], 0., True, None, None)->bf16";
+  const std::string backward =
+      "aten::_scaled_dot_product_flash_attention_for_cpu_backward(bf16[2,8,128,64]{65536,64,512,1}, bf16[2,8,128,64], "
+      "bf16[2,8,128,64], bf16[2,8,128,64], bf16[2,8,128,64], fp32[2,8,128], 0., True, None, None)->bf16";
   EXPECT_DOUBLE_EQ(attention_flops("aten::_scaled_dot_product_flash_attention_for_cpu_backward", backward),
                    2.5 * 0.5 * 4.0 * 2 * 8 * 128 * 128 * 64);
   EXPECT_DOUBLE_EQ(attention_flops("aten::scaled_dot_product_attention", "aten::scaled_dot_product_attention()->bf16"), 0.0);
@@ -118,13 +124,16 @@ TEST(OperatorRoofline, CallTimesByHand) {
   EXPECT_NEAR(*roofline_time_us(roofline, rates, OperatorClass::kMatrixProduct, ComputeDType::kBf16, 1e6, 2.4e9),
               std::sqrt(9.0 + 1000.0 * 1000.0), 1e-6);
   // Element-wise: 2.4e6 bytes at 2.4e12 B/s = 1 us; sqrt(16 + 1).
-  EXPECT_NEAR(*roofline_time_us(roofline, rates, OperatorClass::kElementwise, ComputeDType::kBf16, 0, 2.4e6), std::sqrt(17.0), 1e-9);
-  EXPECT_DOUBLE_EQ(*roofline_time_us(roofline, rates, OperatorClass::kView, ComputeDType::kBf16, 0, 1e12), 0.5) << "views: the floor";
+  EXPECT_NEAR(*roofline_time_us(roofline, rates, OperatorClass::kElementwise, ComputeDType::kBf16, 0, 2.4e6), std::sqrt(17.0),
+              1e-9);
+  EXPECT_DOUBLE_EQ(*roofline_time_us(roofline, rates, OperatorClass::kView, ComputeDType::kBf16, 0, 1e12), 0.5)
+      << "views: the floor";
   EXPECT_FALSE(roofline_time_us(roofline, rates, OperatorClass::kMatrixProduct, ComputeDType::kFp32, 1e9, 1e6).has_value())
       << "no fp32 efficiency: no time, never a guess";
   HardwareSpec no_fp8 = gpu();
   no_fp8.peak_flops_per_s.erase(ComputeDType::kBf16);
-  EXPECT_FALSE(roofline_time_us(roofline, rank_rates(no_fp8, 1, 1), OperatorClass::kMatrixProduct, ComputeDType::kBf16, 1e9, 1e6).has_value());
+  EXPECT_FALSE(roofline_time_us(roofline, rank_rates(no_fp8, 1, 1), OperatorClass::kMatrixProduct, ComputeDType::kBf16, 1e9, 1e6)
+                   .has_value());
 }
 
 // Synthetic calls made by the model itself: the fit finds the efficiency and floor back.
@@ -203,8 +212,10 @@ TEST(OperatorRoofline, JsonRoundTripAndRefusals) {
   EXPECT_DOUBLE_EQ(back.matrix.at(ComputeDType::kBf16).efficiency, 0.8);
   EXPECT_DOUBLE_EQ(back.attention.at(ComputeDType::kBf16).floor_us, 10.0);
   EXPECT_EQ(back.memory.at({OperatorClass::kCopy, ComputeDType::kFp32}).points, 40);
-  EXPECT_NE(user_error_of([] { (void)roofline_from_json("{", "eff.json"); }).find("eff.json: not an efficiency file"), std::string::npos);
-  EXPECT_NE(user_error_of([] { (void)roofline_from_json("{}", "eff.json"); }).find("eff.json: no efficiencies"), std::string::npos);
+  EXPECT_NE(user_error_of([] { (void)roofline_from_json("{", "eff.json"); }).find("eff.json: not an efficiency file"),
+            std::string::npos);
+  EXPECT_NE(user_error_of([] { (void)roofline_from_json("{}", "eff.json"); }).find("eff.json: no efficiencies"),
+            std::string::npos);
   EXPECT_NE(user_error_of([] {
               (void)roofline_from_json(R"({"matrix_product": {"bf16": {"efficiency": -1, "floor_us": 1}}})", "eff.json");
             }).find("matrix_product.bf16: efficiency must be > 0"),
@@ -213,7 +224,8 @@ TEST(OperatorRoofline, JsonRoundTripAndRefusals) {
               (void)roofline_from_json(R"({"matrix_product": {"fp64": {"efficiency": 1, "floor_us": 1}}})", "eff.json");
             }),
             "");
-  EXPECT_NE(user_error_of([] { (void)load_efficiency_file("/nonexistent/eff.json"); }).find("no such efficiency file"), std::string::npos);
+  EXPECT_NE(user_error_of([] { (void)load_efficiency_file("/nonexistent/eff.json"); }).find("no such efficiency file"),
+            std::string::npos);
 }
 
 OperatorRoofline every_class(double efficiency, double floor_us) {

@@ -131,7 +131,8 @@ TEST(Predictor, ResolverBuildsEachStageShapeOnce) {
   const LlamaSpec spec = load("small-llama");
   const FittedModel model = model_with_trace(load("tiny-llama-gqa"));
   FittedModel with_comm = model;
-  with_comm.comm = CommModel(store::to_records(test_rows::synthetic_rows("send", "fp32", 2, "consecutive", 5.0, 1e-3, 1024, 1 << 20)));
+  with_comm.comm =
+      CommModel(store::to_records(test_rows::synthetic_rows("send", "fp32", 2, "consecutive", 5.0, 1e-3, 1024, 1 << 20)));
   with_comm.occupancies = {3};
   StageResolver resolver(with_comm, StagePolicy::kBuiltOnly);
   const PredictRequest request = request_of(spec, ParallelConfig{1, 1, 3, 1, 4, 16});
@@ -196,13 +197,13 @@ TEST(Predictor, RecipeSelectsItsOwnTraceAndOverlapNeedsDataParallelism) {
   model.stages[store::stage_key(spec.name, 1, 1, 0, 1, 16, "fp32", "aware", recompute)] = rerun;
   StageResolver resolver(model);
   PredictRequest request = request_of(spec, kSingleRank);
-  request.model = nullptr;  // traces only
+  request.model = nullptr;                                                      // traces only
   EXPECT_DOUBLE_EQ(predict(resolver, request).prediction->raw_total_us, 60.0);  // plain: 4 x 3 x 5 us
   request.techniques = recompute;
   const PredictOutcome with_recipe = predict(resolver, request);
   ASSERT_TRUE(with_recipe.ok()) << with_recipe.reason;
   EXPECT_DOUBLE_EQ(with_recipe.prediction->raw_total_us, 140.0);  // 4 x (3 + 4) x 5 us
-  request.techniques.sequence_parallel = true;  // no trace of "sp+rc-full", no spec to build it
+  request.techniques.sequence_parallel = true;                    // no trace of "sp+rc-full", no spec to build it
   const PredictOutcome untraced = predict(resolver, request);
   ASSERT_FALSE(untraced.ok());
   EXPECT_NE(untraced.reason.find("/sp+rc-full"), std::string::npos) << untraced.reason;
@@ -224,7 +225,8 @@ TEST(Predictor, RecipeSelectsItsOwnTraceAndOverlapNeedsDataParallelism) {
 TEST(Predictor, OverlappedReductionHidesBucketsBehindTheLastBackward) {
   const LlamaSpec spec = load("tiny-llama-gqa");
   FittedModel model = model_with_trace(spec);
-  model.comm = CommModel(store::to_records(test_rows::synthetic_rows("all_reduce", "fp32", 2, "consecutive", 10.0, 1e-3, 1024, 1 << 20)));
+  model.comm =
+      CommModel(store::to_records(test_rows::synthetic_rows("all_reduce", "fp32", 2, "consecutive", 10.0, 1e-3, 1024, 1 << 20)));
   model.occupancies = {2};
   model.op_time_us[{0, 2}] = 5.0;
   TrainingTechniques ovl;
@@ -282,7 +284,8 @@ TEST(Predictor, OverlappedReductionHidesBucketsBehindTheLastBackward) {
 TEST(Predictor, InterleavedPipelineRunsTheVirtualStagesAndMergesEachRanksReduction) {
   const LlamaSpec spec = load("tiny-llama-gqa");
   FittedModel model = model_with_trace(spec);
-  model.comm = CommModel(store::to_records(test_rows::synthetic_rows("all_reduce", "fp32", 2, "consecutive", 10.0, 1e-3, 1024, 1 << 20)));
+  model.comm =
+      CommModel(store::to_records(test_rows::synthetic_rows("all_reduce", "fp32", 2, "consecutive", 10.0, 1e-3, 1024, 1 << 20)));
   model.occupancies = {4};
   model.op_time_us[{0, 4}] = 5.0;
   StageOps chunk;
@@ -320,13 +323,17 @@ TEST(Predictor, ContextParallelGathersRunInsideThePassesAndGradientsReduceOverDp
   const LlamaSpec spec = load("tiny-llama-gqa");
   FittedModel model = model_with_trace(spec);
   std::vector<store::CommRow> rows = test_rows::synthetic_rows("all_gather", "fp32", 2, "consecutive", 20.0, 2e-3, 1024, 1 << 20);
-  for (const store::CommRow& row : test_rows::synthetic_rows("reduce_scatter", "fp32", 2, "consecutive", 10.0, 1e-3, 1024, 1 << 20)) rows.push_back(row);
-  for (const store::CommRow& row : test_rows::synthetic_rows("all_reduce", "fp32", 2, "consecutive", 10.0, 1e-3, 1024, 1 << 20)) rows.push_back(row);
+  for (const store::CommRow& row :
+       test_rows::synthetic_rows("reduce_scatter", "fp32", 2, "consecutive", 10.0, 1e-3, 1024, 1 << 20))
+    rows.push_back(row);
+  for (const store::CommRow& row : test_rows::synthetic_rows("all_reduce", "fp32", 2, "consecutive", 10.0, 1e-3, 1024, 1 << 20))
+    rows.push_back(row);
   model.comm = CommModel(store::to_records(rows));
   model.occupancies = {2};
   model.op_time_us[{0, 2}] = 5.0;
   StageOps stage;
-  stage.sequence = {SequenceEntry{Phase::kForward, 0, 3}, SequenceEntry{Phase::kBackward, 0, 4}, SequenceEntry{Phase::kDpBuffer, 0, 1}};
+  stage.sequence = {SequenceEntry{Phase::kForward, 0, 3}, SequenceEntry{Phase::kBackward, 0, 4},
+                    SequenceEntry{Phase::kDpBuffer, 0, 1}};
   stage.comms = {CommOp{Phase::kForward, CommKind::kCpAllGather, DType::kFloat32, 1024, 2},
                  CommOp{Phase::kBackward, CommKind::kCpReduceScatter, DType::kFloat32, 1024, 2},
                  CommOp{Phase::kDpBuffer, CommKind::kDpAllReduce, DType::kFloat32, 4096, 1}};
@@ -361,8 +368,10 @@ TEST(Predictor, ContextParallelGathersRunInsideThePassesAndGradientsReduceOverDp
 TEST(Predictor, DistributedOptimizerWithOverlapChainsItsReduceScatters) {
   const LlamaSpec spec = load("tiny-llama-gqa");
   FittedModel model = model_with_trace(spec);
-  std::vector<store::CommRow> rows = test_rows::synthetic_rows("reduce_scatter", "fp32", 2, "consecutive", 10.0, 1e-3, 1024, 1 << 20);
-  for (const store::CommRow& row : test_rows::synthetic_rows("all_gather", "fp32", 2, "consecutive", 20.0, 2e-3, 1024, 1 << 20)) rows.push_back(row);
+  std::vector<store::CommRow> rows =
+      test_rows::synthetic_rows("reduce_scatter", "fp32", 2, "consecutive", 10.0, 1e-3, 1024, 1 << 20);
+  for (const store::CommRow& row : test_rows::synthetic_rows("all_gather", "fp32", 2, "consecutive", 20.0, 2e-3, 1024, 1 << 20))
+    rows.push_back(row);
   model.comm = CommModel(store::to_records(rows));
   model.occupancies = {2};
   model.op_time_us[{0, 2}] = 5.0;
@@ -405,8 +414,10 @@ TEST(Predictor, DistributedOptimizerWithOverlapChainsItsReduceScatters) {
 TEST(Predictor, OverlappedParameterGatherDelaysTheNextFirstForward) {
   const LlamaSpec spec = load("tiny-llama-gqa");
   FittedModel model = model_with_trace(spec);
-  std::vector<store::CommRow> rows = test_rows::synthetic_rows("reduce_scatter", "fp32", 2, "consecutive", 10.0, 1e-3, 1024, 1 << 20);
-  for (const store::CommRow& row : test_rows::synthetic_rows("all_gather", "fp32", 2, "consecutive", 20.0, 2e-3, 1024, 1 << 20)) rows.push_back(row);
+  std::vector<store::CommRow> rows =
+      test_rows::synthetic_rows("reduce_scatter", "fp32", 2, "consecutive", 10.0, 1e-3, 1024, 1 << 20);
+  for (const store::CommRow& row : test_rows::synthetic_rows("all_gather", "fp32", 2, "consecutive", 20.0, 2e-3, 1024, 1 << 20))
+    rows.push_back(row);
   model.comm = CommModel(store::to_records(rows));
   model.occupancies = {2, 4};
   model.op_time_us[{0, 2}] = 5.0;
@@ -474,15 +485,18 @@ TEST(Predictor, OverlappedParameterGatherDelaysTheNextFirstForward) {
 TEST(Predictor, DistributedOptimizerIsTimedFromItsStageAtItsDp) {
   const LlamaSpec spec = load("tiny-llama-gqa");
   FittedModel model = model_with_trace(spec);
-  std::vector<store::CommRow> rows = test_rows::synthetic_rows("reduce_scatter", "fp32", 2, "consecutive", 10.0, 1e-3, 1024, 1 << 20);
-  for (const store::CommRow& row : test_rows::synthetic_rows("all_gather", "fp32", 2, "consecutive", 20.0, 2e-3, 1024, 1 << 20)) rows.push_back(row);
+  std::vector<store::CommRow> rows =
+      test_rows::synthetic_rows("reduce_scatter", "fp32", 2, "consecutive", 10.0, 1e-3, 1024, 1 << 20);
+  for (const store::CommRow& row : test_rows::synthetic_rows("all_gather", "fp32", 2, "consecutive", 20.0, 2e-3, 1024, 1 << 20))
+    rows.push_back(row);
   model.comm = CommModel(store::to_records(rows));
   model.occupancies = {1, 2};
   model.op_time_us[{0, 2}] = 5.0;
   TrainingTechniques dopt;
   dopt.distributed_optimizer = true;
   StageOps stage;  // 3 forward calls per micro-batch, 2 buffer calls and 1 optimizer call per iteration
-  stage.sequence = {SequenceEntry{Phase::kForward, 0, 3}, SequenceEntry{Phase::kDpBuffer, 0, 2}, SequenceEntry{Phase::kOptimizer, 0, 1}};
+  stage.sequence = {SequenceEntry{Phase::kForward, 0, 3}, SequenceEntry{Phase::kDpBuffer, 0, 2},
+                    SequenceEntry{Phase::kOptimizer, 0, 1}};
   stage.comms = {CommOp{Phase::kDpBuffer, CommKind::kDpReduceScatter, DType::kFloat32, 4096, 1},
                  CommOp{Phase::kOptimizer, CommKind::kDpAllGather, DType::kFloat32, 4096, 1}};
   model.stages[store::stage_key(spec.name, 1, 1, 0, 1, 16, "fp32", "aware", dopt, 2)] = stage;
@@ -501,7 +515,7 @@ TEST(Predictor, DistributedOptimizerIsTimedFromItsStageAtItsDp) {
   const PredictOutcome at_dp1 = predict(resolver, request);
   ASSERT_TRUE(at_dp1.ok()) << at_dp1.reason;
   EXPECT_NEAR(at_dp1.prediction->raw_total_us, 4 * 3 * 5.0 + 2 * 5.0 + 5.0, 1e-9);  // buffer work, no communication
-  request.config = ParallelConfig{4, 1, 1, 1, 16, 16};  // no stage keyed dp 4
+  request.config = ParallelConfig{4, 1, 1, 1, 16, 16};                              // no stage keyed dp 4
   const PredictOutcome at_dp4 = predict(resolver, request);
   ASSERT_FALSE(at_dp4.ok());
   EXPECT_NE(at_dp4.reason.find("/dopt/dp4"), std::string::npos) << at_dp4.reason;
@@ -514,8 +528,11 @@ TEST(Predictor, SequenceParallelCommunicationIsTimedFromItsOwnTables) {
   const LlamaSpec spec = load("tiny-llama-gqa");
   FittedModel model = model_with_trace(spec);
   std::vector<store::CommRow> rows = test_rows::synthetic_rows("all_gather", "fp32", 2, "consecutive", 10.0, 1e-3, 1024, 1 << 20);
-  for (const store::CommRow& row : test_rows::synthetic_rows("reduce_scatter", "fp32", 2, "consecutive", 20.0, 2e-3, 1024, 1 << 20)) rows.push_back(row);
-  for (const store::CommRow& row : test_rows::synthetic_rows("all_reduce", "fp32", 2, "consecutive", 30.0, 0.0, 1024, 1 << 20)) rows.push_back(row);
+  for (const store::CommRow& row :
+       test_rows::synthetic_rows("reduce_scatter", "fp32", 2, "consecutive", 20.0, 2e-3, 1024, 1 << 20))
+    rows.push_back(row);
+  for (const store::CommRow& row : test_rows::synthetic_rows("all_reduce", "fp32", 2, "consecutive", 30.0, 0.0, 1024, 1 << 20))
+    rows.push_back(row);
   model.comm = CommModel(store::to_records(rows));
   model.occupancies = {2};
   TrainingTechniques sp;
@@ -549,11 +566,11 @@ TEST(Predictor, UnfittedOccupancyTakesTheNearestFittedOne) {
   set.per_occupancy[2] = Calibration{1.0, 0.8, 3};
   set.per_occupancy[4] = Calibration{2.0, 0.6, 6};
   set.per_occupancy[16] = Calibration{3.0, 0.5, 1};
-  EXPECT_EQ(set.source_occupancy(2), 2);    // its own
-  EXPECT_EQ(set.source_occupancy(1), 2);    // below every fitted one
-  EXPECT_EQ(set.source_occupancy(3), 2);    // tie between 2 and 4: the lower
+  EXPECT_EQ(set.source_occupancy(2), 2);  // its own
+  EXPECT_EQ(set.source_occupancy(1), 2);  // below every fitted one
+  EXPECT_EQ(set.source_occupancy(3), 2);  // tie between 2 and 4: the lower
   EXPECT_EQ(set.source_occupancy(5), 4);
-  EXPECT_EQ(set.source_occupancy(10), 4);   // tie between 4 and 16
+  EXPECT_EQ(set.source_occupancy(10), 4);  // tie between 4 and 16
   EXPECT_EQ(set.source_occupancy(11), 16);
   EXPECT_EQ(set.source_occupancy(64), 16);  // beyond the calibration's world
   EXPECT_EQ(set.for_occupancy(1).factor, 0.8);

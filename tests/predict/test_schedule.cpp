@@ -22,15 +22,16 @@ void expect_entry(const TimelineEntry& e, Kind kind, int micro_batch, double sta
   EXPECT_DOUBLE_EQ(e.end_us, end_us);
 }
 
-std::vector<StageTimes> uniform(int pp, double f, double b) { return std::vector<StageTimes>(static_cast<std::size_t>(pp), {f, b}); }
+std::vector<StageTimes> uniform(int pp, double f, double b) {
+  return std::vector<StageTimes>(static_cast<std::size_t>(pp), {f, b});
+}
 
 TEST(Schedule, OrderIsMegatronNonInterleaved1F1B) {
   // pp=4, stage 1, m=5: warm-up min(4-1-1, 5) = 2 forwards, then (F,B) x 3, then 2 backwards.
   const auto order = one_f_one_b_order(4, 1, 5);
-  const std::vector<std::pair<Kind, int>> expected = {{Kind::kForward, 0},  {Kind::kForward, 1},  {Kind::kForward, 2},
-                                                      {Kind::kBackward, 0}, {Kind::kForward, 3},  {Kind::kBackward, 1},
-                                                      {Kind::kForward, 4},  {Kind::kBackward, 2}, {Kind::kBackward, 3},
-                                                      {Kind::kBackward, 4}};
+  const std::vector<std::pair<Kind, int>> expected = {
+      {Kind::kForward, 0},  {Kind::kForward, 1}, {Kind::kForward, 2},  {Kind::kBackward, 0}, {Kind::kForward, 3},
+      {Kind::kBackward, 1}, {Kind::kForward, 4}, {Kind::kBackward, 2}, {Kind::kBackward, 3}, {Kind::kBackward, 4}};
   ASSERT_EQ(order.size(), expected.size());
   for (std::size_t i = 0; i < order.size(); ++i) {
     EXPECT_EQ(order[i].kind, expected[i].first) << i;
@@ -208,9 +209,8 @@ TEST(Schedule, PerBoundaryTransfers) {
   // pp=3, m=1, stages f = 1, 2, 3 and b = 2, 3, 4; forward transfers 1 (0->1), 10 (1->2), backward
   // transfers 100 (1->0), 1000 (2->1). One micro-batch: a single chain
   // 1 + 1 + 2 + 10 + 3 + 4 + 1000 + 3 + 100 + 2 = 1126.
-  const ScheduleResult r =
-      simulate_1f1b({{1.0, 2.0}, {2.0, 3.0}, {3.0, 4.0}}, std::vector<double>{1.0, 10.0},
-                    std::vector<double>{100.0, 1000.0}, 1, false);
+  const ScheduleResult r = simulate_1f1b({{1.0, 2.0}, {2.0, 3.0}, {3.0, 4.0}}, std::vector<double>{1.0, 10.0},
+                                         std::vector<double>{100.0, 1000.0}, 1, false);
   EXPECT_DOUBLE_EQ(r.makespan_us, 1126.0);
   EXPECT_DOUBLE_EQ(r.bubble_us, 1126.0 - 7.0);
 }
@@ -237,8 +237,7 @@ TEST(Schedule, RejectsBadInput) {
   EXPECT_THROW(simulate_1f1b(std::vector<StageTimes>{}, 0.0, 0.0, 1, false), UserError);
   EXPECT_THROW(simulate_1f1b(uniform(2, -1.0, 1.0), 0.0, 0.0, 1, false), UserError);
   EXPECT_THROW(simulate_1f1b(uniform(2, 1.0, 1.0), -0.5, 0.0, 1, false), UserError);
-  EXPECT_THROW(simulate_1f1b(uniform(3, 1.0, 1.0), std::vector<double>{1.0}, std::vector<double>{1.0}, 1, false),
-               InternalError);
+  EXPECT_THROW(simulate_1f1b(uniform(3, 1.0, 1.0), std::vector<double>{1.0}, std::vector<double>{1.0}, 1, false), InternalError);
 }
 
 // ---- shared cores (processor sharing) ----
@@ -337,11 +336,14 @@ TEST(Schedule, OverlappedParameterGatherDelaysTheFirstForwardByItsLargestWait) {
 TEST(ScheduleInterleaved, OrderIsMegatrons) {
   const auto text = [](const std::vector<TimelineEntry>& order) {
     std::string out;
-    for (const TimelineEntry& e : order) out += to_string(e.kind) + std::to_string(e.chunk) + "." + std::to_string(e.micro_batch) + " ";
+    for (const TimelineEntry& e : order)
+      out += to_string(e.kind) + std::to_string(e.chunk) + "." + std::to_string(e.micro_batch) + " ";
     return out;
   };
-  EXPECT_EQ(text(interleaved_order(2, 0, 4, 2)), "F0.0 F0.1 F1.0 F1.1 F0.2 B1.0 F0.3 B1.1 F1.2 B0.0 F1.3 B0.1 B1.2 B1.3 B0.2 B0.3 ");
-  EXPECT_EQ(text(interleaved_order(2, 1, 4, 2)), "F0.0 F0.1 F1.0 B1.0 F1.1 B1.1 F0.2 B0.0 F0.3 B0.1 F1.2 B1.2 F1.3 B1.3 B0.2 B0.3 ");
+  EXPECT_EQ(text(interleaved_order(2, 0, 4, 2)),
+            "F0.0 F0.1 F1.0 F1.1 F0.2 B1.0 F0.3 B1.1 F1.2 B0.0 F1.3 B0.1 B1.2 B1.3 B0.2 B0.3 ");
+  EXPECT_EQ(text(interleaved_order(2, 1, 4, 2)),
+            "F0.0 F0.1 F1.0 B1.0 F1.1 B1.1 F0.2 B0.0 F0.3 B0.1 F1.2 B1.2 F1.3 B1.3 B0.2 B0.3 ");
   // m == pp: every forward is warm-up, as Megatron-LM does.
   EXPECT_EQ(text(interleaved_order(2, 1, 2, 2)), "F0.0 F0.1 F1.0 F1.1 B1.0 B1.1 B0.0 B0.1 ");
   EXPECT_EQ(text(interleaved_order(4, 1, 5, 1)), text(one_f_one_b_order(4, 1, 5)));

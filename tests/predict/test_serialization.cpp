@@ -61,11 +61,13 @@ TEST(Serialization, CommModelTextRoundTripGivesIdenticalPredictions) {
     GroupLayout layout;
   };
   constexpr GroupLayout kConsecutive = GroupLayout::kConsecutive;
-  const std::vector<Query> queries = {
-      {Collective::kAllReduce, DType::kBFloat16, 8, kConsecutive}, {Collective::kAllReduce, DType::kFloat16, 8, kConsecutive},
-      {Collective::kAllReduce, DType::kBFloat16, 16, kConsecutive}, {Collective::kAllReduce, DType::kFloat32, 4, GroupLayout::kStrided},
-      {Collective::kAllGather, DType::kBFloat16, 4, kConsecutive},  {Collective::kAllGather, DType::kFloat32, 2, kConsecutive},
-      {Collective::kSendRecv, DType::kFloat32, 2, kConsecutive}};
+  const std::vector<Query> queries = {{Collective::kAllReduce, DType::kBFloat16, 8, kConsecutive},
+                                      {Collective::kAllReduce, DType::kFloat16, 8, kConsecutive},
+                                      {Collective::kAllReduce, DType::kBFloat16, 16, kConsecutive},
+                                      {Collective::kAllReduce, DType::kFloat32, 4, GroupLayout::kStrided},
+                                      {Collective::kAllGather, DType::kBFloat16, 4, kConsecutive},
+                                      {Collective::kAllGather, DType::kFloat32, 2, kConsecutive},
+                                      {Collective::kSendRecv, DType::kFloat32, 2, kConsecutive}};
   int compared = 0;
   for (const Query& q : queries) {
     for (int64_t bytes = 1; bytes <= (int64_t{1} << 31); bytes = bytes * 3 + 1) {

@@ -80,7 +80,8 @@ TEST(Throughput, ChooseHardwareUsesTheCalibrationsDescriptionOrDescribesAnother)
   EXPECT_FALSE(none.hardware.has_value()) << "none recorded, none asked: no MFU";
   EXPECT_FALSE(none.target.has_value());
   const std::string no_efficiencies = user_error_of([&] { (void)choose_hardware(&model, "h100-sxm", "", dir); });
-  EXPECT_NE(no_efficiencies.find("--hardware h100-sxm: cal.h5 has no operator efficiencies"), std::string::npos) << no_efficiencies;
+  EXPECT_NE(no_efficiencies.find("--hardware h100-sxm: cal.h5 has no operator efficiencies"), std::string::npos)
+      << no_efficiencies;
   model.hardware = "h100-sxm";
   const HardwareChoice implicit = choose_hardware(&model, "", "", dir);
   ASSERT_TRUE(implicit.hardware.has_value());
@@ -102,7 +103,8 @@ TEST(Throughput, ChooseHardwareUsesTheCalibrationsDescriptionOrDescribesAnother)
   model.hardware = "a-device-this-build-lacks";
   EXPECT_FALSE(choose_hardware(&model, "", "", dir).hardware.has_value());
   EXPECT_NE(user_error_of([] { (void)choose_hardware(nullptr, "", "", "."); }).find("nothing to predict on"), std::string::npos);
-  EXPECT_NE(user_error_of([&] { (void)choose_hardware(&model, "", "eff.json", dir); }).find("name it with --hardware"), std::string::npos);
+  EXPECT_NE(user_error_of([&] { (void)choose_hardware(&model, "", "eff.json", dir); }).find("name it with --hardware"),
+            std::string::npos);
 }
 
 }  // namespace

@@ -52,8 +52,8 @@ TEST(ValidationSummary, FloorIsTheMeanOfTheFiniteRoundSpreads) {
   const MapeEntry entry = summarize("bf16", pointers(rows));
   EXPECT_EQ(entry.group, "bf16");
   EXPECT_EQ(entry.count, 3);
-  EXPECT_DOUBLE_EQ(entry.mape_pct, 6.0);       // every row counts in the MAPE
-  EXPECT_DOUBLE_EQ(entry.floor_pct, 2.0);      // the NaN spread (one round) is left out of the floor
+  EXPECT_DOUBLE_EQ(entry.mape_pct, 6.0);   // every row counts in the MAPE
+  EXPECT_DOUBLE_EQ(entry.floor_pct, 2.0);  // the NaN spread (one round) is left out of the floor
   EXPECT_EQ(entry.disturbed_count, 0);
 }
 
@@ -70,8 +70,7 @@ TEST(ValidationSummary, FloorIsNaNWhenNoRowHasASpread) {
 
 TEST(ValidationSummary, CountsTheDisturbedRows) {
   const std::vector<ValidationRow> rows = {scored_row("(1,1,1)", 4, 0.5, "outside load in 3 of 6 rounds"),
-                                           scored_row("(1,1,2)", 8, 1.5, ""),
-                                           scored_row("(1,2,1)", 6, 2.5, "rounds disagree")};
+                                           scored_row("(1,1,2)", 8, 1.5, ""), scored_row("(1,2,1)", 6, 2.5, "rounds disagree")};
   const MapeEntry entry = summarize("overall", pointers(rows));
   EXPECT_EQ(entry.disturbed_count, 2);
   EXPECT_DOUBLE_EQ(entry.floor_pct, 1.5);  // disturbed rows keep their spread in the floor

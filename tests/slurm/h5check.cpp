@@ -58,8 +58,8 @@ int main(int argc, char** argv) {
         }
         if (end > static_cast<int64_t>(samples) || referenced != samples) consistent = false;
       }
-      std::printf("%s rows %zu unique %zu samples %zu referenced %zu consistent %s\n", store::kCommTable, rows,
-                  keys.size(), samples, referenced, consistent ? "yes" : "no");
+      std::printf("%s rows %zu unique %zu samples %zu referenced %zu consistent %s\n", store::kCommTable, rows, keys.size(),
+                  samples, referenced, consistent ? "yes" : "no");
     }
     {
       std::size_t rows = 0;

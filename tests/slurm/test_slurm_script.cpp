@@ -96,8 +96,7 @@ TEST(ShellQuote, RoundTripsThroughShAndBashWithoutInjection) {
   for (const std::string shell : {"sh", "bash"}) {
     for (const auto& value : adversarial_values()) {
       const std::string command =
-          "cd " + shell_quote(dir.path().string()) + " && " + shell + " -c " +
-          shell_quote("printf '%s' " + shell_quote(value));
+          "cd " + shell_quote(dir.path().string()) + " && " + shell + " -c " + shell_quote("printf '%s' " + shell_quote(value));
       EXPECT_EQ(run_capture(command), value) << shell << " quoting of [" << value << "]: " << shell_quote(value);
     }
   }
@@ -158,12 +157,12 @@ TEST(FilenamePattern, PercentSignsAreDoubled) {
 }
 
 TEST(TimeLimit, AcceptsSlurmFormats) {
-  for (const std::string ok : {"30", "0", "90:00", "1:30:00", "12:00:00", "100:00:00", "1-0", "2-12", "1-12:30",
-                               "7-00:00:00", "UNLIMITED", "INFINITE"}) {
+  for (const std::string ok : {"30", "0", "90:00", "1:30:00", "12:00:00", "100:00:00", "1-0", "2-12", "1-12:30", "7-00:00:00",
+                               "UNLIMITED", "INFINITE"}) {
     EXPECT_TRUE(is_valid_time_limit(ok)) << ok;
   }
-  for (const std::string bad : {"", "abc", "1h", "-5", "1:60", "1:00:60", "1:60:00", "1-24", "1-1:60", "1:2:3:4",
-                                "1-", ":30", "12:00:00; rm -rf /", "10 ", " 10", "1e3", "1-2-3"}) {
+  for (const std::string bad : {"", "abc", "1h", "-5", "1:60", "1:00:60", "1:60:00", "1-24", "1-1:60", "1:2:3:4", "1-", ":30",
+                                "12:00:00; rm -rf /", "10 ", " 10", "1e3", "1-2-3"}) {
     EXPECT_FALSE(is_valid_time_limit(bad)) << bad;
   }
 }
@@ -381,8 +380,8 @@ std::string run_rendered(const TempDir& dir, const std::string& launcher, std::s
 
   EXPECT_EQ(run_status("bash -n " + shell_quote(script_path)), 0) << script;
   const std::string record = dir.file("record");
-  const std::string command = "cd " + shell_quote(dir.path().string()) + " && env PATH=" +
-                              shell_quote(bin.string() + ":/usr/bin:/bin") + " RECORD=" + shell_quote(record) +
+  const std::string command = "cd " + shell_quote(dir.path().string()) +
+                              " && env PATH=" + shell_quote(bin.string() + ":/usr/bin:/bin") + " RECORD=" + shell_quote(record) +
                               " SLURM_JOB_ID=7 bash " + shell_quote(script_path) + " > /dev/null";
   EXPECT_EQ(run_status(command), 0) << script;
   EXPECT_FALSE(injected_anywhere(dir.path())) << script;
@@ -398,15 +397,14 @@ TEST(Render, HostilePathsArriveIntactUnderSrun) {
   const std::string record = run_rendered(dir, "srun", nullptr, &spec);
   const std::string launch = "srun\n[--mpi=pmix]\n[--nodes=1]\n[--ntasks=2]\n[--ntasks-per-node=2]\n[--kill-on-bad-exit=1]\n";
   const std::string it = "[" + spec.itertime + "]\n";
-  const std::string expected =
-      launch + it + "[info]\n---\n" +
-      launch + it + "[calibrate]\n[comm]\n[-o]\n[" + spec.output + "]\n[--resume]\n[--backend]\n[cpu]\n[--min-bytes]\n[8]\n"
-                    "[--max-bytes]\n[64K]\n[--step-factor]\n[8]\n[--warmup]\n[1]\n[--iters]\n[3]\n"
-                    "[--outside-load-cores]\n[0.3]\n[--max-extra-tries]\n[3]\n---\n" +
-      launch + it + "[calibrate]\n[ops]\n[--job]\n[" + spec.job_file + "]\n[-o]\n[" + spec.output + "]\n[--resume]\n---\n" +
-      launch + it + "[calibrate]\n[groundtruth]\n[--job]\n[" + spec.job_file + "]\n[-o]\n[" + spec.output +
-      "]\n[--resume]\n---\n" +
-      "it ertime's $(x)\n[inspect]\n[" + spec.output + "]\n---\n";
+  const std::string expected = launch + it + "[info]\n---\n" + launch + it + "[calibrate]\n[comm]\n[-o]\n[" + spec.output +
+                               "]\n[--resume]\n[--backend]\n[cpu]\n[--min-bytes]\n[8]\n"
+                               "[--max-bytes]\n[64K]\n[--step-factor]\n[8]\n[--warmup]\n[1]\n[--iters]\n[3]\n"
+                               "[--outside-load-cores]\n[0.3]\n[--max-extra-tries]\n[3]\n---\n" +
+                               launch + it + "[calibrate]\n[ops]\n[--job]\n[" + spec.job_file + "]\n[-o]\n[" + spec.output +
+                               "]\n[--resume]\n---\n" + launch + it + "[calibrate]\n[groundtruth]\n[--job]\n[" + spec.job_file +
+                               "]\n[-o]\n[" + spec.output + "]\n[--resume]\n---\n" + "it ertime's $(x)\n[inspect]\n[" +
+                               spec.output + "]\n---\n";
   EXPECT_EQ(record, expected);
   EXPECT_NE(spec.output.find("$(touch INJECTED)"), std::string::npos);
 }
@@ -424,9 +422,10 @@ TEST(Render, HostilePathsArriveIntactUnderMpirun) {
   std::string line;
   int checked = 0;
   while (std::getline(lines, line)) {
-    for (const auto& [option, value] : std::vector<std::pair<std::string, std::string>>{
-             {"#SBATCH --partition=", spec.partition}, {"#SBATCH --account=", spec.account},
-             {"#SBATCH --output=", spec.log_pattern}}) {
+    for (const auto& [option, value] :
+         std::vector<std::pair<std::string, std::string>>{{"#SBATCH --partition=", spec.partition},
+                                                          {"#SBATCH --account=", spec.account},
+                                                          {"#SBATCH --output=", spec.log_pattern}}) {
       if (line.rfind(option, 0) == 0) {
         EXPECT_EQ(sbatch_parse_argument(line.substr(option.size())), value) << line;
         ++checked;

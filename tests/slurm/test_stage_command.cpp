@@ -32,19 +32,26 @@ StageInputs sample_inputs() {
 }
 
 TEST(StageCommand, CommCarriesTheJobsSweepBackendAndLoadPolicy) {
-  EXPECT_EQ(stage_arguments(Stage::kComm, sample_inputs()),
-            (std::vector<std::string>{"calibrate", "comm", "-o", "/data/out $(x).h5", "--resume", "--backend", "cuda",
-                                      "--min-bytes", "8", "--max-bytes", "64K", "--step-factor", "8", "--warmup", "1",
-                                      "--iters", "3", "--outside-load-cores", "0.25", "--max-extra-tries", "2"}));
+  EXPECT_EQ(stage_arguments(Stage::kComm, sample_inputs()), (std::vector<std::string>{"calibrate", "comm",
+                                                                                      "-o",        "/data/out $(x).h5",
+                                                                                      "--resume",  "--backend",
+                                                                                      "cuda",      "--min-bytes",
+                                                                                      "8",         "--max-bytes",
+                                                                                      "64K",       "--step-factor",
+                                                                                      "8",         "--warmup",
+                                                                                      "1",         "--iters",
+                                                                                      "3",         "--outside-load-cores",
+                                                                                      "0.25",      "--max-extra-tries",
+                                                                                      "2"}));
 }
 
 TEST(StageCommand, OpsAndGroundTruthReadTheJobFile) {
-  EXPECT_EQ(stage_arguments(Stage::kOps, sample_inputs()),
-            (std::vector<std::string>{"calibrate", "ops", "--job", "/jobs/my job's.json", "-o", "/data/out $(x).h5",
-                                      "--resume"}));
+  EXPECT_EQ(
+      stage_arguments(Stage::kOps, sample_inputs()),
+      (std::vector<std::string>{"calibrate", "ops", "--job", "/jobs/my job's.json", "-o", "/data/out $(x).h5", "--resume"}));
   EXPECT_EQ(stage_arguments(Stage::kGroundTruth, sample_inputs()),
-            (std::vector<std::string>{"calibrate", "groundtruth", "--job", "/jobs/my job's.json", "-o",
-                                      "/data/out $(x).h5", "--resume"}));
+            (std::vector<std::string>{"calibrate", "groundtruth", "--job", "/jobs/my job's.json", "-o", "/data/out $(x).h5",
+                                      "--resume"}));
 }
 
 TEST(StageCommand, EveryStageResumesAndNoneForces) {

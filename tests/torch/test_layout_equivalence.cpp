@@ -52,14 +52,16 @@ constexpr Techniques kOverlappedGather{false, false, true, Recompute::kNone, tru
 constexpr Techniques kEverythingWithGather{true, true, true, Recompute::kFull, true, kTestBucketBytes, true};
 
 std::string name_of(const Techniques& t) {
-  return std::string(t.distributed_optimizer ? "_distributed_optimizer" : "") + (t.sequence_parallel ? "_sequence_parallel" : "") +
-         (t.vocab_parallel ? "_vocab_parallel" : "") +
-         (t.recompute == Recompute::kSelective ? "_selective_recompute" : t.recompute == Recompute::kFull ? "_full_recompute" : "") +
+  return std::string(t.distributed_optimizer ? "_distributed_optimizer" : "") +
+         (t.sequence_parallel ? "_sequence_parallel" : "") + (t.vocab_parallel ? "_vocab_parallel" : "") +
+         (t.recompute == Recompute::kSelective ? "_selective_recompute"
+          : t.recompute == Recompute::kFull    ? "_full_recompute"
+                                               : "") +
          (t.overlap_gradient_reduction ? "_overlapped_reduction" : "") + (t.overlap_parameter_gather ? "_overlapped_gather" : "");
 }
 
-TrainerOptions options_for(PrecisionName precision, int dp, int tp, int pp,
-                           AttentionKernel attention = AttentionKernel::kEager, Techniques techniques = {}) {
+TrainerOptions options_for(PrecisionName precision, int dp, int tp, int pp, AttentionKernel attention = AttentionKernel::kEager,
+                           Techniques techniques = {}) {
   TrainerOptions options;
   options.techniques = techniques;
   options.attention = attention;
@@ -121,13 +123,11 @@ TEST_P(LayoutEquivalence, EveryFactorizationMatchesSingleRank) {
     for (int pp = 1; pp <= world / tp; ++pp) {
       if (world % (tp * pp) != 0) continue;
       const int dp = world / (tp * pp);
-      const std::vector<double> losses =
-          train(options_for(c.precision, dp, tp, pp, c.attention, c.techniques), MPI_COMM_WORLD);
+      const std::vector<double> losses = train(options_for(c.precision, dp, tp, pp, c.attention, c.techniques), MPI_COMM_WORLD);
       for (int step = 0; step < kSteps; ++step) {
         EXPECT_NEAR(losses[step], expected[step], c.tolerance)
-            << "precision " << to_string(c.precision) << " attention " << to_string(c.attention)
-            << " techniques" << name_of(c.techniques) << " layout (dp,tp,pp)=(" << dp << "," << tp
-            << "," << pp << ") step " << step;
+            << "precision " << to_string(c.precision) << " attention " << to_string(c.attention) << " techniques"
+            << name_of(c.techniques) << " layout (dp,tp,pp)=(" << dp << "," << tp << "," << pp << ") step " << step;
       }
     }
   }
@@ -189,8 +189,8 @@ INSTANTIATE_TEST_SUITE_P(Precisions, LayoutEquivalence,
                                            Case{PrecisionName::kAmpBf16, 2e-2, AttentionKernel::kEager, kAllTechniques},
                                            Case{PrecisionName::kAmpFp16, 2e-2, AttentionKernel::kEager, kAllTechniques}),
                          [](const ::testing::TestParamInfo<Case>& param_info) {
-                           std::string name = to_string(param_info.param.precision) + "_" + to_string(param_info.param.attention) +
-                                              name_of(param_info.param.techniques);
+                           std::string name = to_string(param_info.param.precision) + "_" +
+                                              to_string(param_info.param.attention) + name_of(param_info.param.techniques);
                            for (char& ch : name) ch = (ch == '-') ? '_' : ch;
                            return name;
                          });
@@ -200,7 +200,8 @@ TEST(Trainer, DistributedOptimizerShardsTheOptimizerState) {
   int world = 1;
   MPI_Comm_size(MPI_COMM_WORLD, &world);
   const Trainer replicated(options_for(PrecisionName::kFp32, world, 1, 1), MPI_COMM_WORLD);
-  const Trainer sharded(options_for(PrecisionName::kFp32, world, 1, 1, AttentionKernel::kEager, kDistributedOptimizer), MPI_COMM_WORLD);
+  const Trainer sharded(options_for(PrecisionName::kFp32, world, 1, 1, AttentionKernel::kEager, kDistributedOptimizer),
+                        MPI_COMM_WORLD);
   EXPECT_EQ(replicated.optimizer_parameter_count(), replicated.local_parameter_count());
   EXPECT_EQ(sharded.local_parameter_count(), replicated.local_parameter_count());
   EXPECT_EQ(sharded.optimizer_parameter_count(), (replicated.local_parameter_count() + world - 1) / world);
@@ -397,7 +398,8 @@ TEST(Trainer, DistributedOptimizerWithOverlapShardsEveryBucket) {
   int world = 1;
   MPI_Comm_size(MPI_COMM_WORLD, &world);
   if (world < 2) GTEST_SKIP() << "overlapped reduction needs dp > 1";
-  const Trainer trainer(options_for(PrecisionName::kFp32, world, 1, 1, AttentionKernel::kEager, kDistributedOverlap), MPI_COMM_WORLD);
+  const Trainer trainer(options_for(PrecisionName::kFp32, world, 1, 1, AttentionKernel::kEager, kDistributedOverlap),
+                        MPI_COMM_WORLD);
   const int64_t local = trainer.local_parameter_count();
   EXPECT_GE(trainer.optimizer_parameter_count(), (local + world - 1) / world);
   EXPECT_LE(trainer.optimizer_parameter_count(), local / world + trainer.gradient_bucket_count());
@@ -422,7 +424,8 @@ TEST(Trainer, RecomputeKeepsFewerActivations) {
   MPI_Comm_rank(MPI_COMM_WORLD, &rank);
   if (rank != 0) return;
   const int64_t none = peak_step_bytes(options_for(PrecisionName::kFp32, 1, 1, 1));
-  const int64_t selective = peak_step_bytes(options_for(PrecisionName::kFp32, 1, 1, 1, AttentionKernel::kEager, kSelectiveRecompute));
+  const int64_t selective =
+      peak_step_bytes(options_for(PrecisionName::kFp32, 1, 1, 1, AttentionKernel::kEager, kSelectiveRecompute));
   const int64_t full = peak_step_bytes(options_for(PrecisionName::kFp32, 1, 1, 1, AttentionKernel::kEager, kFullRecompute));
   EXPECT_LT(selective, none);
   EXPECT_LT(full, selective);
@@ -605,7 +608,8 @@ TEST_P(InterleavedLayoutEquivalence, MatchesSingleRank) {
           for (int step = 0; step < kSteps; ++step) {
             EXPECT_NEAR(losses[step], expected[step], c.tolerance)
                 << "precision " << to_string(c.precision) << " techniques" << name_of(c.techniques) << " layout (dp,tp,pp)=("
-                << dp << "," << tp << "," << pp << ") v 2, " << layers << " layers, global batch " << global_batch << ", step " << step;
+                << dp << "," << tp << "," << pp << ") v 2, " << layers << " layers, global batch " << global_batch << ", step "
+                << step;
           }
         }
       }
@@ -614,7 +618,8 @@ TEST_P(InterleavedLayoutEquivalence, MatchesSingleRank) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Precisions, InterleavedLayoutEquivalence,
-                         ::testing::Values(InterleavedCase{PrecisionName::kFp32, 1e-4}, InterleavedCase{PrecisionName::kBf16, 5e-2},
+                         ::testing::Values(InterleavedCase{PrecisionName::kFp32, 1e-4},
+                                           InterleavedCase{PrecisionName::kBf16, 5e-2},
                                            InterleavedCase{PrecisionName::kAmpBf16, 2e-2},
                                            // several chunks' parameters in one DP buffer / one shard
                                            InterleavedCase{PrecisionName::kFp32, 1e-4, kDistributedOptimizer},
@@ -781,26 +786,22 @@ TEST_P(ContextParallelLayoutEquivalence, MatchesSingleRank) {
 
 constexpr Techniques kSequenceAndVocabParallel{true, true, false};
 
-INSTANTIATE_TEST_SUITE_P(Precisions, ContextParallelLayoutEquivalence,
-                         ::testing::Values(CpCase{PrecisionName::kFp32, 1e-4}, CpCase{PrecisionName::kBf16, 5e-2},
-                                           CpCase{PrecisionName::kAmpBf16, 2e-2},
-                                           CpCase{PrecisionName::kFp32, 1e-4, {}, AttentionKernel::kSdpa},  // LibTorch 2.x
-                                           CpCase{PrecisionName::kFp32, 1e-4, kSequenceAndVocabParallel},
-                                           CpCase{PrecisionName::kFp32, 1e-4, kDistributedOptimizer},
-                                           CpCase{PrecisionName::kFp32, 1e-4, kSelectiveRecompute},
-                                           CpCase{PrecisionName::kFp32, 1e-4, kFullRecompute},
-                                           CpCase{PrecisionName::kFp32, 1e-4, kOverlappedReduction},
-                                           CpCase{PrecisionName::kFp32, 1e-4, kDistributedOverlap},
-                                           CpCase{PrecisionName::kFp32, 1e-4, kEverything},
-                                           CpCase{PrecisionName::kFp32, 1e-4, kOverlappedGather},
-                                           CpCase{PrecisionName::kAmpBf16, 2e-2, kEverything},
-                                           CpCase{PrecisionName::kFp32, 1e-4, kAllTechniques}),
-                         [](const ::testing::TestParamInfo<CpCase>& param_info) {
-                           std::string name = to_string(param_info.param.precision) + "_" +
-                                              to_string(param_info.param.attention) + name_of(param_info.param.techniques);
-                           for (char& ch : name) ch = (ch == '-') ? '_' : ch;
-                           return name;
-                         });
+INSTANTIATE_TEST_SUITE_P(
+    Precisions, ContextParallelLayoutEquivalence,
+    ::testing::Values(
+        CpCase{PrecisionName::kFp32, 1e-4}, CpCase{PrecisionName::kBf16, 5e-2}, CpCase{PrecisionName::kAmpBf16, 2e-2},
+        CpCase{PrecisionName::kFp32, 1e-4, {}, AttentionKernel::kSdpa},  // LibTorch 2.x
+        CpCase{PrecisionName::kFp32, 1e-4, kSequenceAndVocabParallel}, CpCase{PrecisionName::kFp32, 1e-4, kDistributedOptimizer},
+        CpCase{PrecisionName::kFp32, 1e-4, kSelectiveRecompute}, CpCase{PrecisionName::kFp32, 1e-4, kFullRecompute},
+        CpCase{PrecisionName::kFp32, 1e-4, kOverlappedReduction}, CpCase{PrecisionName::kFp32, 1e-4, kDistributedOverlap},
+        CpCase{PrecisionName::kFp32, 1e-4, kEverything}, CpCase{PrecisionName::kFp32, 1e-4, kOverlappedGather},
+        CpCase{PrecisionName::kAmpBf16, 2e-2, kEverything}, CpCase{PrecisionName::kFp32, 1e-4, kAllTechniques}),
+    [](const ::testing::TestParamInfo<CpCase>& param_info) {
+      std::string name = to_string(param_info.param.precision) + "_" + to_string(param_info.param.attention) +
+                         name_of(param_info.param.techniques);
+      for (char& ch : name) ch = (ch == '-') ? '_' : ch;
+      return name;
+    });
 
 // The reduced gradients of the first step are single-rank training's, whole model: each stage's sum of
 // squares (the same on its dp*cp*tp ranks) summed over the world. AdamW hardly sees a gradient off by a

@@ -158,8 +158,8 @@ void check_layout(const TrainerOptions& options, const std::string& label, doubl
   // the activations and the gradients (allocated while the activations peak).
   const int64_t measured_activations =
       upper_bound ? measured.second_step_peak - measured.second_step_low : measured.second_step_peak - measured.after_first_step;
-  const int64_t model_activations = std::max(predicted.activations_bytes, predicted.optimizer_workspace_bytes) +
-                                    (upper_bound ? expected.dropped : 0);
+  const int64_t model_activations =
+      std::max(predicted.activations_bytes, predicted.optimizer_workspace_bytes) + (upper_bound ? expected.dropped : 0);
   const double activation_ratio = static_cast<double>(measured_activations) / static_cast<double>(model_activations);
   const int64_t dropped = measured.after_first_step - measured.second_step_low;
   const int64_t first_step_growth = measured.after_first_step - measured.constructed;
@@ -172,25 +172,28 @@ void check_layout(const TrainerOptions& options, const std::string& label, doubl
     const bool total_in_band = ratio >= total_lower && ratio <= 1.30;
     std::printf("memory verdict %s: terms %s activations %s total %s\n", what.c_str(), exact ? "exact" : "FAIL",
                 activations_in_band ? "in-band" : "FAIL", total_in_band ? "in-band" : "FAIL");
-    std::printf("memory check %s: measured %lld B, model %lld B (weights %lld grads %lld opt %lld act %lld buffers %lld flat %lld ws %lld), ratio %.3f\n",
-                what.c_str(), static_cast<long long>(measured.peak), static_cast<long long>(predicted.total_bytes),
-                static_cast<long long>(predicted.weights_bytes), static_cast<long long>(predicted.gradients_bytes),
-                static_cast<long long>(predicted.optimizer_bytes), static_cast<long long>(predicted.activations_bytes),
-                static_cast<long long>(predicted.buffers_bytes), static_cast<long long>(predicted.dp_flat_buffer_bytes),
-                static_cast<long long>(predicted.optimizer_workspace_bytes), ratio);
-    std::printf("memory terms %s: constructed %lld/%lld dropped %lld/%lld growth %lld/%lld kept %lld activations %lld/%lld %s ratio %.3f\n",
-                what.c_str(), static_cast<long long>(measured.constructed), static_cast<long long>(expected.constructed),
-                static_cast<long long>(dropped), static_cast<long long>(expected.dropped),
-                static_cast<long long>(first_step_growth), static_cast<long long>(expected.first_step_growth),
-                static_cast<long long>(measured.after_second_step - measured.after_first_step),
-                static_cast<long long>(measured_activations), static_cast<long long>(model_activations),
-                upper_bound ? "upper-bound" : "steady", activation_ratio);
+    std::printf(
+        "memory check %s: measured %lld B, model %lld B (weights %lld grads %lld opt %lld act %lld buffers %lld flat %lld ws "
+        "%lld), ratio %.3f\n",
+        what.c_str(), static_cast<long long>(measured.peak), static_cast<long long>(predicted.total_bytes),
+        static_cast<long long>(predicted.weights_bytes), static_cast<long long>(predicted.gradients_bytes),
+        static_cast<long long>(predicted.optimizer_bytes), static_cast<long long>(predicted.activations_bytes),
+        static_cast<long long>(predicted.buffers_bytes), static_cast<long long>(predicted.dp_flat_buffer_bytes),
+        static_cast<long long>(predicted.optimizer_workspace_bytes), ratio);
+    std::printf(
+        "memory terms %s: constructed %lld/%lld dropped %lld/%lld growth %lld/%lld kept %lld activations %lld/%lld %s ratio "
+        "%.3f\n",
+        what.c_str(), static_cast<long long>(measured.constructed), static_cast<long long>(expected.constructed),
+        static_cast<long long>(dropped), static_cast<long long>(expected.dropped), static_cast<long long>(first_step_growth),
+        static_cast<long long>(expected.first_step_growth),
+        static_cast<long long>(measured.after_second_step - measured.after_first_step),
+        static_cast<long long>(measured_activations), static_cast<long long>(model_activations),
+        upper_bound ? "upper-bound" : "steady", activation_ratio);
   }
   // The deterministic terms, exactly.
   EXPECT_EQ(measured.constructed, expected.constructed) << "[constructed: weights + rotary + optimizer buffers] " << what;
   EXPECT_EQ(dropped, expected.dropped) << "[dropped: gradients] " << what;
-  EXPECT_EQ(first_step_growth, expected.first_step_growth)
-      << "[first step: gradients + moments + flat buffer] " << what;
+  EXPECT_EQ(first_step_growth, expected.first_step_growth) << "[first step: gradients + moments + flat buffer] " << what;
   EXPECT_EQ(measured.after_second_step, measured.after_first_step) << "[kept: a step leaves what the first left] " << what;
   // The activations, in their band.
   EXPECT_GE(activation_ratio, activation_lower) << "[activation band] " << what;
@@ -225,7 +228,7 @@ LlamaSpec tiny_model() { return load_llama_config(std::string(ITERTIME_SOURCE_DI
 
 TEST(MemoryCheck, MeasuredPeakMatchesTheMemoryModel) {
   const std::vector<std::pair<PrecisionName, AttentionKernel>> cases = {
-      {PrecisionName::kFp32, AttentionKernel::kEager},   {PrecisionName::kBf16, AttentionKernel::kEager},
+      {PrecisionName::kFp32, AttentionKernel::kEager},    {PrecisionName::kBf16, AttentionKernel::kEager},
       {PrecisionName::kAmpBf16, AttentionKernel::kEager}, {PrecisionName::kFp16, AttentionKernel::kEager},
       {PrecisionName::kAmpFp16, AttentionKernel::kEager}, {PrecisionName::kFp32, AttentionKernel::kSdpa},
       {PrecisionName::kBf16, AttentionKernel::kSdpa},     {PrecisionName::kAmpBf16, AttentionKernel::kSdpa}};
@@ -259,12 +262,16 @@ TEST(MemoryCheck, MeasuredPeakMatchesTheMemoryModelWithTechniques) {
   all.sequence_parallel = true;
   all.vocab_parallel = true;
   const std::vector<std::pair<TrainingTechniques, std::string>> techniques = {
-      {distributed_optimizer, " distributed-optimizer"}, {selective, " selective-recompute"},
-      {full, " full-recompute"}, {overlap, " overlapped-reduction"},
+      {distributed_optimizer, " distributed-optimizer"},
+      {selective, " selective-recompute"},
+      {full, " full-recompute"},
+      {overlap, " overlapped-reduction"},
       {sharded_overlap, " distributed-optimizer+overlapped-reduction"},
       {sharded_gather, " distributed-optimizer+overlapped-reduction+overlapped-gather"},
-      {sharded_full, " distributed-optimizer+full-recompute"}, {sequence, " sequence-parallel"},
-      {vocabulary, " vocab-parallel"}, {all, " all-four"}};
+      {sharded_full, " distributed-optimizer+full-recompute"},
+      {sequence, " sequence-parallel"},
+      {vocabulary, " vocab-parallel"},
+      {all, " all-four"}};
   const bool torch2 = has_sdpa();
   const double autocast_lower = torch2 ? 0.90 : 0.95;
   for (const auto& [technique, label] : techniques) {
@@ -272,7 +279,8 @@ TEST(MemoryCheck, MeasuredPeakMatchesTheMemoryModelWithTechniques) {
     check_every_factorization(tiny_model(), PrecisionName::kAmpBf16, AttentionKernel::kEager, technique, label, autocast_lower);
   }
   if (torch2) {
-    check_every_factorization(tiny_model(), PrecisionName::kAmpBf16, AttentionKernel::kSdpa, selective, " selective-recompute", 0.90);
+    check_every_factorization(tiny_model(), PrecisionName::kAmpBf16, AttentionKernel::kSdpa, selective, " selective-recompute",
+                              0.90);
     check_every_factorization(tiny_model(), PrecisionName::kAmpBf16, AttentionKernel::kSdpa, full, " full-recompute", 0.90);
   }
 }
@@ -338,7 +346,9 @@ TEST(MemoryCheck, ContextParallelMeasuredPeakMatchesTheMemoryModel) {
   TrainingTechniques sharded_gather = sharded_overlap;  // opg over dp*cp
   sharded_gather.overlap_parameter_gather = true;
   const std::vector<std::pair<TrainingTechniques, std::string>> techniques = {
-      {{}, ""}, {distributed_optimizer, " distributed-optimizer"}, {full, " full-recompute"},
+      {{}, ""},
+      {distributed_optimizer, " distributed-optimizer"},
+      {full, " full-recompute"},
       {sharded_overlap, " distributed-optimizer+overlapped-reduction"},
       {sharded_gather, " distributed-optimizer+overlapped-reduction+overlapped-gather"}};
   const double autocast_lower = has_sdpa() ? 0.90 : 0.95;
@@ -351,7 +361,8 @@ TEST(MemoryCheck, ContextParallelMeasuredPeakMatchesTheMemoryModel) {
   };
   std::vector<Layout> layouts;  // cp 2
   if (world == 2) layouts = {{1, 1, 1, techniques}};
-  if (world == 4) layouts = {{2, 1, 1, techniques}, {1, 1, 2, techniques}, {1, 2, 1, {{sequence_vocabulary, " sequence+vocab-parallel"}}}};
+  if (world == 4)
+    layouts = {{2, 1, 1, techniques}, {1, 1, 2, techniques}, {1, 2, 1, {{sequence_vocabulary, " sequence+vocab-parallel"}}}};
   for (const Layout& layout : layouts) {
     for (const auto& [technique, label] : layout.techniques) {
       for (const PrecisionName precision : {PrecisionName::kFp32, PrecisionName::kAmpBf16}) {

@@ -51,9 +51,9 @@ struct BuilderCase {
 };
 
 std::string case_name(const BuilderCase& c) {
-  return std::string(c.model) + "/tp" + std::to_string(c.tp) + "/pp" + std::to_string(c.pp) + "/s" +
-         std::to_string(c.stage) + "/mbs" + std::to_string(c.micro_batch) + "/seq" + std::to_string(c.seq_len) + "/" +
-         to_string(c.precision) + "/" + to_string(c.attention) + (c.techniques.any() ? "/" + recipe_text(c.techniques) : "") +
+  return std::string(c.model) + "/tp" + std::to_string(c.tp) + "/pp" + std::to_string(c.pp) + "/s" + std::to_string(c.stage) +
+         "/mbs" + std::to_string(c.micro_batch) + "/seq" + std::to_string(c.seq_len) + "/" + to_string(c.precision) + "/" +
+         to_string(c.attention) + (c.techniques.any() ? "/" + recipe_text(c.techniques) : "") +
          (c.techniques.distributed_optimizer || c.techniques.overlap_gradient_reduction ? "/dp" + std::to_string(c.dp) : "") +
          (c.cp > 1 ? "/cp" + std::to_string(c.cp) : "");
 }
@@ -116,16 +116,16 @@ TEST_P(OpBuilder, ReproducesTheTracedStage) {
   const std::string lacking = calibrate::lacks_on_cpu(c.precision, c.attention);
   if (!lacking.empty()) GTEST_SKIP() << lacking;
   const LlamaSpec spec = load(c.model);
-  const calibrate::StageTraceInfo trace = calibrate::trace_stage_info(spec, c.tp, c.pp, c.stage, c.micro_batch, c.seq_len,
-                                                                      c.precision, c.attention, Backend::kCpu, c.techniques,
-                                                                      c.dp, c.cp);
+  const calibrate::StageTraceInfo trace = calibrate::trace_stage_info(
+      spec, c.tp, c.pp, c.stage, c.micro_batch, c.seq_len, c.precision, c.attention, Backend::kCpu, c.techniques, c.dp, c.cp);
   const predict::StageRecipe recipe{c.attention, predict::torch_dialect(calibrate::query_torch().version), c.techniques,
                                     c.dp * c.cp, c.cp};
   const predict::BuiltStage built =
       predict::build_stage_ops(spec, c.tp, c.pp, c.stage, c.micro_batch, c.seq_len, c.precision, recipe);
   if (std::getenv("ITERTIME_PRINT_TRACE") != nullptr) {
     for (const auto& op : trace.ops) std::printf("T %-10s %s\n", op.phase.c_str(), op.signature.c_str());
-    for (const auto& op : built.ops) std::printf("B %-10s %4lld %s\n", to_string(op.phase).c_str(), static_cast<long long>(op.count), op.signature.c_str());
+    for (const auto& op : built.ops)
+      std::printf("B %-10s %4lld %s\n", to_string(op.phase).c_str(), static_cast<long long>(op.count), op.signature.c_str());
   }
   const std::vector<Entry> traced = aggregate(trace);
 
@@ -214,15 +214,15 @@ INSTANTIATE_TEST_SUITE_P(
     test_name);
 
 // LibTorch 2.x: fp16 policies on cpu, and the fused attention kernel under every kind of policy.
-INSTANTIATE_TEST_SUITE_P(
-    Torch2, OpBuilder,
-    ::testing::Values(BuilderCase{"tiny-llama-gqa", 1, 1, 0, 1, 16, kFp16}, BuilderCase{"tiny-llama-gqa", 2, 2, 1, 1, 16, kAmp16},
-                      BuilderCase{"tiny-llama-gqa", 1, 1, 0, 1, 16, kFp32, kSdpa},
-                      BuilderCase{"tiny-llama-gqa", 2, 2, 0, 2, 16, kBf16, kSdpa},
-                      BuilderCase{"tiny-llama-gqa", 1, 2, 1, 1, 32, kAmp, kSdpa},
-                      BuilderCase{"tiny-llama-gqa", 4, 1, 0, 1, 16, kAmp16, kSdpa},
-                      BuilderCase{"tiny-llama", 2, 1, 0, 1, 16, kFp16, kSdpa}),
-    test_name);
+INSTANTIATE_TEST_SUITE_P(Torch2, OpBuilder,
+                         ::testing::Values(BuilderCase{"tiny-llama-gqa", 1, 1, 0, 1, 16, kFp16},
+                                           BuilderCase{"tiny-llama-gqa", 2, 2, 1, 1, 16, kAmp16},
+                                           BuilderCase{"tiny-llama-gqa", 1, 1, 0, 1, 16, kFp32, kSdpa},
+                                           BuilderCase{"tiny-llama-gqa", 2, 2, 0, 2, 16, kBf16, kSdpa},
+                                           BuilderCase{"tiny-llama-gqa", 1, 2, 1, 1, 32, kAmp, kSdpa},
+                                           BuilderCase{"tiny-llama-gqa", 4, 1, 0, 1, 16, kAmp16, kSdpa},
+                                           BuilderCase{"tiny-llama", 2, 1, 0, 1, 16, kFp16, kSdpa}),
+                         test_name);
 
 // Megatron-LM's techniques (issue 16): sequence parallelism, selective and full recompute, the
 // vocabulary-parallel head, and some combinations, at tp 2 and 4, pp 1 and 2 (and a middle stage of 4),
@@ -230,63 +230,63 @@ INSTANTIATE_TEST_SUITE_P(
 TrainingTechniques recipe(const char* text) { return parse_recipe_text(text); }
 constexpr AttentionKernel kEager = AttentionKernel::kEager;
 
-INSTANTIATE_TEST_SUITE_P(
-    Techniques, OpBuilder,
-    ::testing::Values(
-        // sequence parallelism (tp 1: no shards, the plain stage)
-        BuilderCase{"tiny-llama-gqa", 2, 1, 0, 1, 16, kFp32, kEager, recipe("sp")},
-        BuilderCase{"tiny-llama-gqa", 2, 2, 0, 2, 16, kAmp, kEager, recipe("sp")},
-        BuilderCase{"tiny-llama-gqa", 4, 2, 1, 1, 32, kFp32, kEager, recipe("sp")},
-        BuilderCase{"tiny-llama-gqa", 2, 4, 1, 2, 16, kAmp, kEager, recipe("sp")},
-        BuilderCase{"tiny-llama", 2, 1, 0, 1, 16, kBf16, kEager, recipe("sp")},
-        BuilderCase{"tiny-llama", 4, 1, 0, 1, 16, kBf16, kEager, recipe("sp")},  // one head per rank
-        BuilderCase{"tiny-llama-gqa", 1, 2, 1, 1, 16, kAmp, kEager, recipe("sp")},
-        // selective recompute
-        BuilderCase{"tiny-llama-gqa", 1, 1, 0, 1, 16, kFp32, kEager, recipe("rc-sel")},
-        BuilderCase{"tiny-llama-gqa", 2, 2, 1, 2, 16, kAmp, kEager, recipe("rc-sel")},
-        BuilderCase{"tiny-llama-gqa", 4, 4, 2, 1, 16, kFp32, kEager, recipe("rc-sel")},
-        BuilderCase{"tiny-llama", 2, 2, 0, 1, 16, kAmp, kEager, recipe("rc-sel")},
-        // full recompute
-        BuilderCase{"tiny-llama-gqa", 1, 1, 0, 1, 16, kAmp, kEager, recipe("rc-full")},
-        BuilderCase{"tiny-llama-gqa", 2, 2, 0, 1, 16, kFp32, kEager, recipe("rc-full")},
-        BuilderCase{"tiny-llama-gqa", 4, 4, 3, 2, 16, kAmp, kEager, recipe("rc-full")},
-        BuilderCase{"tiny-llama-gqa", 2, 4, 1, 1, 16, kBf16, kEager, recipe("rc-full")},
-        // vocabulary-parallel head
-        BuilderCase{"tiny-llama-gqa", 2, 1, 0, 1, 16, kFp32, kEager, recipe("vp")},
-        BuilderCase{"tiny-llama-gqa", 4, 2, 1, 2, 16, kAmp, kEager, recipe("vp")},
-        BuilderCase{"tiny-llama-gqa", 2, 2, 0, 1, 16, kAmp, kEager, recipe("vp")},
-        // combinations
-        BuilderCase{"tiny-llama-gqa", 2, 2, 1, 1, 16, kAmp, kEager, recipe("sp+vp")},
-        BuilderCase{"tiny-llama-gqa", 4, 2, 0, 2, 32, kFp32, kEager, recipe("sp+vp+rc-full")},
-        BuilderCase{"tiny-llama-gqa", 2, 4, 1, 1, 16, kAmp, kEager, recipe("sp+rc-sel")},
-        BuilderCase{"tiny-llama-gqa", 2, 1, 0, 1, 16, kAmp, kEager, recipe("sp+vp+rc-sel")}),
-    test_name);
+INSTANTIATE_TEST_SUITE_P(Techniques, OpBuilder,
+                         ::testing::Values(
+                             // sequence parallelism (tp 1: no shards, the plain stage)
+                             BuilderCase{"tiny-llama-gqa", 2, 1, 0, 1, 16, kFp32, kEager, recipe("sp")},
+                             BuilderCase{"tiny-llama-gqa", 2, 2, 0, 2, 16, kAmp, kEager, recipe("sp")},
+                             BuilderCase{"tiny-llama-gqa", 4, 2, 1, 1, 32, kFp32, kEager, recipe("sp")},
+                             BuilderCase{"tiny-llama-gqa", 2, 4, 1, 2, 16, kAmp, kEager, recipe("sp")},
+                             BuilderCase{"tiny-llama", 2, 1, 0, 1, 16, kBf16, kEager, recipe("sp")},
+                             BuilderCase{"tiny-llama", 4, 1, 0, 1, 16, kBf16, kEager, recipe("sp")},  // one head per rank
+                             BuilderCase{"tiny-llama-gqa", 1, 2, 1, 1, 16, kAmp, kEager, recipe("sp")},
+                             // selective recompute
+                             BuilderCase{"tiny-llama-gqa", 1, 1, 0, 1, 16, kFp32, kEager, recipe("rc-sel")},
+                             BuilderCase{"tiny-llama-gqa", 2, 2, 1, 2, 16, kAmp, kEager, recipe("rc-sel")},
+                             BuilderCase{"tiny-llama-gqa", 4, 4, 2, 1, 16, kFp32, kEager, recipe("rc-sel")},
+                             BuilderCase{"tiny-llama", 2, 2, 0, 1, 16, kAmp, kEager, recipe("rc-sel")},
+                             // full recompute
+                             BuilderCase{"tiny-llama-gqa", 1, 1, 0, 1, 16, kAmp, kEager, recipe("rc-full")},
+                             BuilderCase{"tiny-llama-gqa", 2, 2, 0, 1, 16, kFp32, kEager, recipe("rc-full")},
+                             BuilderCase{"tiny-llama-gqa", 4, 4, 3, 2, 16, kAmp, kEager, recipe("rc-full")},
+                             BuilderCase{"tiny-llama-gqa", 2, 4, 1, 1, 16, kBf16, kEager, recipe("rc-full")},
+                             // vocabulary-parallel head
+                             BuilderCase{"tiny-llama-gqa", 2, 1, 0, 1, 16, kFp32, kEager, recipe("vp")},
+                             BuilderCase{"tiny-llama-gqa", 4, 2, 1, 2, 16, kAmp, kEager, recipe("vp")},
+                             BuilderCase{"tiny-llama-gqa", 2, 2, 0, 1, 16, kAmp, kEager, recipe("vp")},
+                             // combinations
+                             BuilderCase{"tiny-llama-gqa", 2, 2, 1, 1, 16, kAmp, kEager, recipe("sp+vp")},
+                             BuilderCase{"tiny-llama-gqa", 4, 2, 0, 2, 32, kFp32, kEager, recipe("sp+vp+rc-full")},
+                             BuilderCase{"tiny-llama-gqa", 2, 4, 1, 1, 16, kAmp, kEager, recipe("sp+rc-sel")},
+                             BuilderCase{"tiny-llama-gqa", 2, 1, 0, 1, 16, kAmp, kEager, recipe("sp+vp+rc-sel")}),
+                         test_name);
 
 // The distributed optimizer (ZeRO-1) at dp 1 (sharded over one rank, as the trainer does), 2, 3 and 4:
 // the padded gradient buffer, its reduce-scatter, AdamW on one flat shard, the all-gather and the copies
 // back; dp 3 pads (local parameters not a multiple of 3). tp 1 and 2, pp 1 and 2 (first and last stage),
 // fp32, bf16 and amp-bf16, and with sp+vp+rc-full.
-INSTANTIATE_TEST_SUITE_P(
-    DistributedOptimizer, OpBuilder,
-    ::testing::Values(BuilderCase{"tiny-llama-gqa", 1, 1, 0, 1, 16, kFp32, kEager, recipe("dopt"), 1},
-                      BuilderCase{"tiny-llama-gqa", 1, 1, 0, 1, 16, kAmp, kEager, recipe("dopt"), 2},
-                      BuilderCase{"tiny-llama-gqa", 2, 1, 0, 1, 16, kFp32, kEager, recipe("dopt"), 4},
-                      BuilderCase{"tiny-llama-gqa", 1, 2, 0, 2, 16, kAmp, kEager, recipe("dopt"), 4},
-                      BuilderCase{"tiny-llama-gqa", 2, 2, 0, 1, 16, kAmp, kEager, recipe("dopt"), 2},
-                      BuilderCase{"tiny-llama-gqa", 2, 2, 1, 1, 16, kBf16, kEager, recipe("dopt"), 3},  // padded: 250,496 parameters
-                      BuilderCase{"tiny-llama", 1, 2, 1, 1, 16, kFp32, kEager, recipe("dopt"), 1},
-                      BuilderCase{"tiny-llama-gqa", 2, 2, 1, 1, 16, kAmp, kEager, recipe("sp+vp+dopt+rc-full"), 2}),
-    test_name);
+INSTANTIATE_TEST_SUITE_P(DistributedOptimizer, OpBuilder,
+                         ::testing::Values(BuilderCase{"tiny-llama-gqa", 1, 1, 0, 1, 16, kFp32, kEager, recipe("dopt"), 1},
+                                           BuilderCase{"tiny-llama-gqa", 1, 1, 0, 1, 16, kAmp, kEager, recipe("dopt"), 2},
+                                           BuilderCase{"tiny-llama-gqa", 2, 1, 0, 1, 16, kFp32, kEager, recipe("dopt"), 4},
+                                           BuilderCase{"tiny-llama-gqa", 1, 2, 0, 2, 16, kAmp, kEager, recipe("dopt"), 4},
+                                           BuilderCase{"tiny-llama-gqa", 2, 2, 0, 1, 16, kAmp, kEager, recipe("dopt"), 2},
+                                           BuilderCase{"tiny-llama-gqa", 2, 2, 1, 1, 16, kBf16, kEager, recipe("dopt"),
+                                                       3},  // padded: 250,496 parameters
+                                           BuilderCase{"tiny-llama", 1, 2, 1, 1, 16, kFp32, kEager, recipe("dopt"), 1},
+                                           BuilderCase{"tiny-llama-gqa", 2, 2, 1, 1, 16, kAmp, kEager,
+                                                       recipe("sp+vp+dopt+rc-full"), 2}),
+                         test_name);
 
 // The techniques on LibTorch 2.x: the fused attention kernel (recomputed selectively too) and fp16.
-INSTANTIATE_TEST_SUITE_P(
-    Torch2Techniques, OpBuilder,
-    ::testing::Values(BuilderCase{"tiny-llama-gqa", 2, 2, 1, 1, 16, kAmp, kSdpa, recipe("sp+vp+rc-sel")},
-                      BuilderCase{"tiny-llama-gqa", 1, 1, 0, 1, 16, kFp32, kSdpa, recipe("rc-sel")},
-                      BuilderCase{"tiny-llama-gqa", 2, 1, 0, 1, 16, kFp16, kEager, recipe("sp+rc-full")},
-                      BuilderCase{"tiny-llama-gqa", 4, 2, 0, 1, 16, kAmp16, kSdpa, recipe("vp+rc-full")},
-                      BuilderCase{"tiny-llama-gqa", 2, 2, 1, 1, 16, kAmp16, kSdpa, recipe("sp+dopt+rc-sel"), 4}),
-    test_name);
+INSTANTIATE_TEST_SUITE_P(Torch2Techniques, OpBuilder,
+                         ::testing::Values(BuilderCase{"tiny-llama-gqa", 2, 2, 1, 1, 16, kAmp, kSdpa, recipe("sp+vp+rc-sel")},
+                                           BuilderCase{"tiny-llama-gqa", 1, 1, 0, 1, 16, kFp32, kSdpa, recipe("rc-sel")},
+                                           BuilderCase{"tiny-llama-gqa", 2, 1, 0, 1, 16, kFp16, kEager, recipe("sp+rc-full")},
+                                           BuilderCase{"tiny-llama-gqa", 4, 2, 0, 1, 16, kAmp16, kSdpa, recipe("vp+rc-full")},
+                                           BuilderCase{"tiny-llama-gqa", 2, 2, 1, 1, 16, kAmp16, kSdpa, recipe("sp+dopt+rc-sel"),
+                                                       4}),
+                         test_name);
 
 // Overlapped gradient reduction (ovl, gradient_buckets.hpp): every gradient a view of one flat buffer
 // zeroed at step start, each backward adding into it (add_), and each bucket, once its gradients are
@@ -300,7 +300,7 @@ INSTANTIATE_TEST_SUITE_P(
                       BuilderCase{"tiny-llama-gqa", 2, 2, 0, 1, 16, kAmp, kEager, recipe("ovl-64K"), 2},
                       BuilderCase{"tiny-llama-gqa", 2, 2, 1, 1, 16, kAmp, kEager, recipe("ovl-64K"), 2},
                       BuilderCase{"tiny-llama-gqa", 1, 2, 1, 2, 16, kBf16, kEager, recipe("ovl-64K"), 2},
-                      BuilderCase{"tiny-llama-gqa", 2, 1, 0, 1, 16, kFp32, kEager, recipe("ovl"), 4},  // one bucket
+                      BuilderCase{"tiny-llama-gqa", 2, 1, 0, 1, 16, kFp32, kEager, recipe("ovl"), 4},    // one bucket
                       BuilderCase{"tiny-llama-gqa", 1, 2, 0, 1, 16, kAmp, kEager, recipe("ovl-1K"), 2},  // ~1 per parameter
                       BuilderCase{"tiny-llama-gqa", 2, 2, 1, 1, 16, kAmp, kEager, recipe("sp+vp+rc-full+ovl-64K"), 2},
                       BuilderCase{"tiny-llama", 2, 2, 0, 1, 16, kBf16, kEager, recipe("ovl-64K"), 2},
@@ -409,11 +409,11 @@ TEST(OpBuilderOverlap, BuildsTheDistributedOptimizerInBuckets) {
 }
 
 // Overlapped reduction on LibTorch 2.x: fp16 (its buffer in fp16) and the fused attention kernel.
-INSTANTIATE_TEST_SUITE_P(
-    Torch2OverlappedReduction, OpBuilder,
-    ::testing::Values(BuilderCase{"tiny-llama-gqa", 2, 2, 1, 1, 16, kFp16, kEager, recipe("ovl-64K"), 2},
-                      BuilderCase{"tiny-llama-gqa", 2, 2, 0, 1, 16, kAmp16, kSdpa, recipe("sp+rc-sel+ovl-64K"), 2}),
-    test_name);
+INSTANTIATE_TEST_SUITE_P(Torch2OverlappedReduction, OpBuilder,
+                         ::testing::Values(BuilderCase{"tiny-llama-gqa", 2, 2, 1, 1, 16, kFp16, kEager, recipe("ovl-64K"), 2},
+                                           BuilderCase{"tiny-llama-gqa", 2, 2, 0, 1, 16, kAmp16, kSdpa,
+                                                       recipe("sp+rc-sel+ovl-64K"), 2}),
+                         test_name);
 
 // The distributed optimizer with overlapped reduction (dopt+ovl, trainer.cpp's make_bucketed_shard, as DP
 // rank 0 runs it): the bucket buffer padded to multiples of dp and zeroed at step start (dp_buffer), each
@@ -499,7 +499,8 @@ TEST(OpBuilderContextParallel, GathersEachLayersKeysAndValuesAndRefusesWhatItCan
     const predict::BuiltStage whole = predict::build_stage_ops(spec, 2, 2, 0, 1, 64, kAmp, {kEager, dialect});
     for (const int cp : {2, 4}) {
       for (const char* techniques : {"", "rc-full"}) {
-        SCOPED_TRACE("dialect " + std::to_string(static_cast<int>(dialect)) + " cp " + std::to_string(cp) + " '" + techniques + "'");
+        SCOPED_TRACE("dialect " + std::to_string(static_cast<int>(dialect)) + " cp " + std::to_string(cp) + " '" + techniques +
+                     "'");
         const predict::StageRecipe with_cp{kEager, dialect, recipe(techniques), cp, cp};
         const predict::BuiltStage b = predict::build_stage_ops(spec, 2, 2, 0, 1, 64, kAmp, with_cp);
         EXPECT_EQ(b.local_params, whole.local_params);
@@ -520,7 +521,8 @@ TEST(OpBuilderContextParallel, GathersEachLayersKeysAndValuesAndRefusesWhatItCan
     }
   }
   const auto build = [&](int tp, int seq, const char* techniques, int dp, int cp) {
-    return predict::build_stage_ops(spec, tp, 2, 0, 1, seq, kAmp, {kEager, predict::TorchDialect::kTorch1, recipe(techniques), dp, cp});
+    return predict::build_stage_ops(spec, tp, 2, 0, 1, seq, kAmp,
+                                    {kEager, predict::TorchDialect::kTorch1, recipe(techniques), dp, cp});
   };
   EXPECT_THROW(build(2, 60, "", 4, 4), UserError);    // 60 % 8
   EXPECT_THROW(build(4, 24, "sp", 4, 4), UserError);  // 24 / 4 = 6 tokens, not a multiple of tp 4
@@ -530,12 +532,12 @@ TEST(OpBuilderContextParallel, GathersEachLayersKeysAndValuesAndRefusesWhatItCan
 }
 
 // Context parallelism on LibTorch 2.x: the fused kernel with an explicit mask, and fp16.
-INSTANTIATE_TEST_SUITE_P(
-    Torch2ContextParallel, OpBuilder,
-    ::testing::Values(BuilderCase{"tiny-llama-gqa", 2, 2, 1, 1, 16, kAmp, kSdpa, {}, 1, 2},
-                      BuilderCase{"tiny-llama-gqa", 1, 2, 0, 1, 32, kFp16, kSdpa, recipe("rc-sel"), 1, 4},
-                      BuilderCase{"tiny-llama-gqa", 2, 1, 0, 1, 16, kFp16, kEager, recipe("sp+rc-full"), 1, 2}),
-    test_name);
+INSTANTIATE_TEST_SUITE_P(Torch2ContextParallel, OpBuilder,
+                         ::testing::Values(BuilderCase{"tiny-llama-gqa", 2, 2, 1, 1, 16, kAmp, kSdpa, {}, 1, 2},
+                                           BuilderCase{"tiny-llama-gqa", 1, 2, 0, 1, 32, kFp16, kSdpa, recipe("rc-sel"), 1, 4},
+                                           BuilderCase{"tiny-llama-gqa", 2, 1, 0, 1, 16, kFp16, kEager, recipe("sp+rc-full"), 1,
+                                                       2}),
+                         test_name);
 
 }  // namespace
 }  // namespace itertime

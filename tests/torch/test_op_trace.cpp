@@ -37,7 +37,8 @@ void print(const StageTraceInfo& trace) {
 }
 
 TEST(OpTrace, Fp32HasNoCastsAndOnlyFp32MatrixProducts) {
-  const StageTraceInfo trace = trace_stage_info(model(), 1, 1, 0, 1, 16, PrecisionName::kFp32, AttentionKernel::kEager, Backend::kCpu);
+  const StageTraceInfo trace =
+      trace_stage_info(model(), 1, 1, 0, 1, 16, PrecisionName::kFp32, AttentionKernel::kEager, Backend::kCpu);
   print(trace);
   ASSERT_FALSE(trace.ops.empty());
   int matmuls = 0;
@@ -55,7 +56,8 @@ TEST(OpTrace, Fp32HasNoCastsAndOnlyFp32MatrixProducts) {
 }
 
 TEST(OpTrace, AmpBf16RunsMatrixProductsInBf16WithCastsAndFp32Islands) {
-  const StageTraceInfo trace = trace_stage_info(model(), 1, 1, 0, 1, 16, PrecisionName::kAmpBf16, AttentionKernel::kEager, Backend::kCpu);
+  const StageTraceInfo trace =
+      trace_stage_info(model(), 1, 1, 0, 1, 16, PrecisionName::kAmpBf16, AttentionKernel::kEager, Backend::kCpu);
   print(trace);
   int bf16_linear = 0;
   int casts_to_bf16 = 0;
@@ -71,11 +73,12 @@ TEST(OpTrace, AmpBf16RunsMatrixProductsInBf16WithCastsAndFp32Islands) {
     }
     if (is_cast(op) && op.output_dtype == "bf16") ++casts_to_bf16;
     if ((op.name == "aten::softmax" || op.name == "aten::_softmax") && op.output_dtype == "fp32") ++fp32_softmax;
-    if ((op.name == "aten::rsqrt" || op.name == "aten::pow" || op.name == "aten::mean") && all_inputs(op, "fp32")) ++fp32_norm_ops;
+    if ((op.name == "aten::rsqrt" || op.name == "aten::pow" || op.name == "aten::mean") && all_inputs(op, "fp32"))
+      ++fp32_norm_ops;
   }
-  EXPECT_EQ(bf16_linear, 7 * 4 + 1);  // every projection (transposed weight) and the LM head
-  EXPECT_GT(casts_to_bf16, 0);        // autocast's casts of activations and weights
-  EXPECT_EQ(fp32_softmax, 4);         // attention softmax in fp32 (as HF's eager attention asks)
+  EXPECT_EQ(bf16_linear, 7 * 4 + 1);          // every projection (transposed weight) and the LM head
+  EXPECT_GT(casts_to_bf16, 0);                // autocast's casts of activations and weights
+  EXPECT_EQ(fp32_softmax, 4);                 // attention softmax in fp32 (as HF's eager attention asks)
   EXPECT_GE(fp32_norm_ops, 3 * (2 * 4 + 1));  // RMSNorm statistics stay fp32
   // The optimizer updates the fp32 master weights.
   bool optimizer_fp32 = false;
@@ -86,7 +89,8 @@ TEST(OpTrace, AmpBf16RunsMatrixProductsInBf16WithCastsAndFp32Islands) {
 }
 
 TEST(OpTrace, Bf16HasNoFp32MatrixProducts) {
-  const StageTraceInfo trace = trace_stage_info(model(), 1, 1, 0, 1, 16, PrecisionName::kBf16, AttentionKernel::kEager, Backend::kCpu);
+  const StageTraceInfo trace =
+      trace_stage_info(model(), 1, 1, 0, 1, 16, PrecisionName::kBf16, AttentionKernel::kEager, Backend::kCpu);
   print(trace);
   for (const auto& op : trace.ops) {
     if (is_matmul(op)) {
@@ -97,8 +101,10 @@ TEST(OpTrace, Bf16HasNoFp32MatrixProducts) {
 
 TEST(OpTrace, TensorParallelShardsShapesAndRecordsAllReduces) {
   const LlamaSpec spec = model();
-  const StageTraceInfo full = trace_stage_info(spec, 1, 2, 1, 1, 16, PrecisionName::kFp32, AttentionKernel::kEager, Backend::kCpu);
-  const StageTraceInfo sharded = trace_stage_info(spec, 2, 2, 1, 1, 16, PrecisionName::kFp32, AttentionKernel::kEager, Backend::kCpu);
+  const StageTraceInfo full =
+      trace_stage_info(spec, 1, 2, 1, 1, 16, PrecisionName::kFp32, AttentionKernel::kEager, Backend::kCpu);
+  const StageTraceInfo sharded =
+      trace_stage_info(spec, 2, 2, 1, 1, 16, PrecisionName::kFp32, AttentionKernel::kEager, Backend::kCpu);
   int tp_forward = 0;
   int tp_backward = 0;
   for (const auto& comm : sharded.comms) {
@@ -133,7 +139,8 @@ TEST(OpTrace, ContextParallelGathersKeysAndValuesPerLayer) {
     for (const auto& comm : trace.comms) n += comm.kind == kind && comm.phase == phase && comm.bytes == bytes;
     return n;
   };
-  const StageTraceInfo plain = trace_stage_info(spec, 1, 2, 1, 1, 32, PrecisionName::kFp32, AttentionKernel::kEager, Backend::kCpu, {}, 1, 2);
+  const StageTraceInfo plain =
+      trace_stage_info(spec, 1, 2, 1, 1, 32, PrecisionName::kFp32, AttentionKernel::kEager, Backend::kCpu, {}, 1, 2);
   print(plain);
   EXPECT_EQ(count(plain, CommKind::kCpAllGather, "forward", part_bytes), 2 * 2);
   EXPECT_EQ(count(plain, CommKind::kCpReduceScatter, "backward", part_bytes), 2 * 2);
@@ -148,8 +155,8 @@ TEST(OpTrace, ContextParallelGathersKeysAndValuesPerLayer) {
   EXPECT_EQ(count(full, CommKind::kCpAllGather, "forward", part_bytes), 2 * 2);
   EXPECT_EQ(count(full, CommKind::kCpAllGather, "backward", part_bytes), 2 * 2);
   EXPECT_EQ(count(full, CommKind::kCpReduceScatter, "backward", part_bytes), 2 * 2);
-  const StageTraceInfo sharded = trace_stage_info(spec, 1, 2, 1, 1, 32, PrecisionName::kFp32, AttentionKernel::kEager, Backend::kCpu,
-                                                  parse_recipe_text("dopt"), 2, 2);
+  const StageTraceInfo sharded = trace_stage_info(spec, 1, 2, 1, 1, 32, PrecisionName::kFp32, AttentionKernel::kEager,
+                                                  Backend::kCpu, parse_recipe_text("dopt"), 2, 2);
   int scatters = 0;
   for (const auto& comm : sharded.comms) {
     if (comm.kind != CommKind::kDpReduceScatter) continue;

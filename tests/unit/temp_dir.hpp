@@ -19,8 +19,7 @@ class TempDir {
     static std::atomic<int> counter{0};
     const auto stamp = std::chrono::steady_clock::now().time_since_epoch().count();
     path_ = std::filesystem::temp_directory_path() /
-            ("itertime-test-" + std::to_string(::getpid()) + "-" + std::to_string(stamp) + "-" +
-             std::to_string(counter++));
+            ("itertime-test-" + std::to_string(::getpid()) + "-" + std::to_string(stamp) + "-" + std::to_string(counter++));
     std::filesystem::create_directories(path_);
   }
   ~TempDir() {

@@ -21,10 +21,10 @@ TEST(ByteSize, RefusesWhatIsNotASizeOrOverflows) {
   for (const char* bad : {"", "K", "B", "-1", "1.5M", "4X", "4 M", "M4", "99999999999999999999"}) {
     EXPECT_FALSE(parse_byte_size(bad).has_value()) << bad;
   }
-  EXPECT_FALSE(parse_byte_size("9000000000G").has_value());  // 9e9 GiB exceeds int64
+  EXPECT_FALSE(parse_byte_size("9000000000G").has_value());              // 9e9 GiB exceeds int64
   EXPECT_EQ(parse_byte_size("8589934591G"), int64_t{8589934591} << 30);  // the largest that fits
-  EXPECT_EQ(parse_byte_size("999999999999"), int64_t{999999999999});  // 12 digits
-  EXPECT_FALSE(parse_byte_size("9999999999999").has_value());           // 13
+  EXPECT_EQ(parse_byte_size("999999999999"), int64_t{999999999999});     // 12 digits
+  EXPECT_FALSE(parse_byte_size("9999999999999").has_value());            // 13
 }
 
 TEST(ByteSize, FormatsExactMultiplesAndRoundTrips) {

@@ -30,13 +30,37 @@ const std::vector<DType>& numeric_dtypes() {
 // has its own exhaustive tests).
 double read_element(DType dtype, const uint8_t* p) {
   switch (dtype) {
-    case DType::kFloat32: { float v; std::memcpy(&v, p, 4); return v; }
-    case DType::kFloat64: { double v; std::memcpy(&v, p, 8); return v; }
-    case DType::kFloat16: { uint16_t v; std::memcpy(&v, p, 2); return fp16_to_float(v); }
-    case DType::kBFloat16: { uint16_t v; std::memcpy(&v, p, 2); return bf16_to_float(v); }
+    case DType::kFloat32: {
+      float v;
+      std::memcpy(&v, p, 4);
+      return v;
+    }
+    case DType::kFloat64: {
+      double v;
+      std::memcpy(&v, p, 8);
+      return v;
+    }
+    case DType::kFloat16: {
+      uint16_t v;
+      std::memcpy(&v, p, 2);
+      return fp16_to_float(v);
+    }
+    case DType::kBFloat16: {
+      uint16_t v;
+      std::memcpy(&v, p, 2);
+      return bf16_to_float(v);
+    }
     case DType::kInt8: return static_cast<int8_t>(*p);
-    case DType::kInt32: { int32_t v; std::memcpy(&v, p, 4); return v; }
-    case DType::kInt64: { int64_t v; std::memcpy(&v, p, 8); return static_cast<double>(v); }
+    case DType::kInt32: {
+      int32_t v;
+      std::memcpy(&v, p, 4);
+      return v;
+    }
+    case DType::kInt64: {
+      int64_t v;
+      std::memcpy(&v, p, 8);
+      return static_cast<double>(v);
+    }
     case DType::kBool: return *p;
   }
   return 0;
@@ -44,13 +68,37 @@ double read_element(DType dtype, const uint8_t* p) {
 
 void write_element(DType dtype, double value, uint8_t* p) {
   switch (dtype) {
-    case DType::kFloat32: { const auto v = static_cast<float>(value); std::memcpy(p, &v, 4); return; }
+    case DType::kFloat32: {
+      const auto v = static_cast<float>(value);
+      std::memcpy(p, &v, 4);
+      return;
+    }
     case DType::kFloat64: std::memcpy(p, &value, 8); return;
-    case DType::kFloat16: { const uint16_t v = float_to_fp16(static_cast<float>(value)); std::memcpy(p, &v, 2); return; }
-    case DType::kBFloat16: { const uint16_t v = float_to_bf16(static_cast<float>(value)); std::memcpy(p, &v, 2); return; }
-    case DType::kInt8: { const auto v = static_cast<int8_t>(value); std::memcpy(p, &v, 1); return; }
-    case DType::kInt32: { const auto v = static_cast<int32_t>(value); std::memcpy(p, &v, 4); return; }
-    case DType::kInt64: { const auto v = static_cast<int64_t>(value); std::memcpy(p, &v, 8); return; }
+    case DType::kFloat16: {
+      const uint16_t v = float_to_fp16(static_cast<float>(value));
+      std::memcpy(p, &v, 2);
+      return;
+    }
+    case DType::kBFloat16: {
+      const uint16_t v = float_to_bf16(static_cast<float>(value));
+      std::memcpy(p, &v, 2);
+      return;
+    }
+    case DType::kInt8: {
+      const auto v = static_cast<int8_t>(value);
+      std::memcpy(p, &v, 1);
+      return;
+    }
+    case DType::kInt32: {
+      const auto v = static_cast<int32_t>(value);
+      std::memcpy(p, &v, 4);
+      return;
+    }
+    case DType::kInt64: {
+      const auto v = static_cast<int64_t>(value);
+      std::memcpy(p, &v, 8);
+      return;
+    }
     case DType::kBool: *p = value != 0; return;
   }
 }
@@ -71,7 +119,8 @@ Group fill_group(Collective c, DType dtype, int n, std::size_t count) {
   Group g;
   g.send.resize(static_cast<std::size_t>(n));
   g.recv.resize(static_cast<std::size_t>(n));
-  for (int r = 0; r < n; ++r) fill_buffers(c, dtype, r, n, count, g.send[static_cast<std::size_t>(r)], g.recv[static_cast<std::size_t>(r)]);
+  for (int r = 0; r < n; ++r)
+    fill_buffers(c, dtype, r, n, count, g.send[static_cast<std::size_t>(r)], g.recv[static_cast<std::size_t>(r)]);
   return g;
 }
 
@@ -110,7 +159,9 @@ void simulate(Collective c, DType dtype, int n, std::size_t count, Group& g) {
       case Collective::kSend:
         if (r == 1) out[r] = Buffer(g.send[0].begin(), g.send[0].begin() + static_cast<long>(count * e));
         break;
-      case Collective::kSendRecv: out[r] = Buffer(g.send[1 - r].begin(), g.send[1 - r].begin() + static_cast<long>(count * e)); break;
+      case Collective::kSendRecv:
+        out[r] = Buffer(g.send[1 - r].begin(), g.send[1 - r].begin() + static_cast<long>(count * e));
+        break;
     }
   }
   g.recv = out;
@@ -128,8 +179,8 @@ std::string describe(Collective c, DType dtype, int n, std::size_t count, int ra
 
 TEST(CommCollectives, BusBandwidthFactors) {
   const int sizes[] = {2, 4, 8};
-  const double all_reduce[] = {1.0, 1.5, 1.75};   // 2(n-1)/n
-  const double one_way[] = {0.5, 0.75, 0.875};    // (n-1)/n
+  const double all_reduce[] = {1.0, 1.5, 1.75};  // 2(n-1)/n
+  const double one_way[] = {0.5, 0.75, 0.875};   // (n-1)/n
   for (int k = 0; k < 3; ++k) {
     const int n = sizes[k];
     EXPECT_DOUBLE_EQ(busbw_factor(Collective::kAllReduce, n), all_reduce[k]) << n;
@@ -151,8 +202,8 @@ TEST(CommCollectives, NamesRoundTripAndUnknownIsRefused) {
   }
   EXPECT_TRUE(is_point_to_point(Collective::kSend));
   EXPECT_TRUE(is_point_to_point(Collective::kSendRecv));
-  for (Collective c : {Collective::kAllReduce, Collective::kAllGather, Collective::kReduceScatter,
-                       Collective::kBroadcast, Collective::kAllToAll}) {
+  for (Collective c : {Collective::kAllReduce, Collective::kAllGather, Collective::kReduceScatter, Collective::kBroadcast,
+                       Collective::kAllToAll}) {
     EXPECT_FALSE(is_point_to_point(c)) << to_string(c);
   }
   try {

@@ -70,7 +70,8 @@ TEST(CommSweep, FormatBytes) {
   EXPECT_EQ(format_bytes((1u << 20) + 1024), "1025K");
   EXPECT_EQ(format_bytes(std::size_t{3} << 30), "3G");
   // format_bytes and parse_bytes are inverse on what format_bytes prints.
-  for (std::size_t b : {std::size_t{1}, std::size_t{7}, std::size_t{4096}, std::size_t{3} << 20, std::size_t{5} << 30, std::size_t{1536}}) {
+  for (std::size_t b :
+       {std::size_t{1}, std::size_t{7}, std::size_t{4096}, std::size_t{3} << 20, std::size_t{5} << 30, std::size_t{1536}}) {
     EXPECT_EQ(parse_bytes(format_bytes(b)), b) << b;
   }
 }
@@ -284,9 +285,9 @@ TEST(CommSweep, PointsBelowOneElementPerRankAreSkipped) {
   // all_gather fp32 in a group of 8 needs 32 bytes for one element per rank; all_reduce needs 4.
   std::vector<std::string> keys;
   for (const auto& p : points) keys.push_back(p.key());
-  EXPECT_EQ(keys, (std::vector<std::string>{"all_gather/fp32/g8/consecutive/latency/32", "all_reduce/fp32/g8/consecutive/latency/8",
-                                            "all_reduce/fp32/g8/consecutive/latency/16",
-                                            "all_reduce/fp32/g8/consecutive/latency/32"}));
+  EXPECT_EQ(keys,
+            (std::vector<std::string>{"all_gather/fp32/g8/consecutive/latency/32", "all_reduce/fp32/g8/consecutive/latency/8",
+                                      "all_reduce/fp32/g8/consecutive/latency/16", "all_reduce/fp32/g8/consecutive/latency/32"}));
   // A sweep in which nothing fits is empty, not an error.
   options.max_bytes = 16;
   options.collectives = {Collective::kAllGather};
@@ -384,8 +385,7 @@ std::vector<PointSpec> osu_like_sweep(TimingMode mode) {
 }
 
 TEST(PointBuffers, BytesPerPointFollowTheCollective) {
-  PointSpec point{Collective::kAllReduce, DType::kFloat32, 4, GroupLayout::kConsecutive, 4096, 1024,
-                  TimingMode::kPipelined};
+  PointSpec point{Collective::kAllReduce, DType::kFloat32, 4, GroupLayout::kConsecutive, 4096, 1024, TimingMode::kPipelined};
   EXPECT_EQ(point_buffer_bytes(point).send, 4096u);
   EXPECT_EQ(point_buffer_bytes(point).recv, 4096u);
   point.collective = Collective::kAllGather;  // count per rank; the receive buffer holds all ranks'
@@ -437,8 +437,7 @@ TEST(PointBuffers, PipelinedPointsOfASweepShareOnePageAlignedPairAllocatedOnce) 
 
 TEST(PointBuffers, PipelinedPairIsSizedForTheLargestSendAndReceiveOfTheBlock) {
   SweepOptions options;
-  options.collectives = {Collective::kAllGather, Collective::kReduceScatter, Collective::kAllToAll,
-                         Collective::kBroadcast};
+  options.collectives = {Collective::kAllGather, Collective::kReduceScatter, Collective::kAllToAll, Collective::kBroadcast};
   options.dtypes = {DType::kFloat32, DType::kInt8};
   options.group_sizes = {4};
   options.min_bytes = 64;

@@ -164,21 +164,20 @@ struct PolicyRow {
 
 // DESIGN.md §4, written out independently of common/precision.cpp.
 const PolicyRow kExpected[] = {
-    {"fp32", DType::kFloat32, DType::kFloat32, DType::kFloat32, DType::kFloat32, DType::kFloat32, false, false, false,
-     true, true},
-    {"tf32", DType::kFloat32, DType::kFloat32, DType::kFloat32, DType::kFloat32, DType::kFloat32, false, true, false,
-     false, true},
-    {"bf16", DType::kBFloat16, DType::kBFloat16, DType::kBFloat16, DType::kBFloat16, DType::kBFloat16, false, false,
-     false, true, true},
-    {"fp16", DType::kFloat16, DType::kFloat16, DType::kFloat16, DType::kFloat16, DType::kFloat16, false, false, true,
-     true, true},
-    {"amp-bf16", DType::kFloat32, DType::kBFloat16, DType::kFloat32, DType::kFloat32, DType::kFloat32, true, false,
-     false, true, true},
-    {"amp-fp16", DType::kFloat32, DType::kFloat16, DType::kFloat32, DType::kFloat32, DType::kFloat32, true, false, true,
-     true, true},
+    {"fp32", DType::kFloat32, DType::kFloat32, DType::kFloat32, DType::kFloat32, DType::kFloat32, false, false, false, true,
+     true},
+    {"tf32", DType::kFloat32, DType::kFloat32, DType::kFloat32, DType::kFloat32, DType::kFloat32, false, true, false, false,
+     true},
+    {"bf16", DType::kBFloat16, DType::kBFloat16, DType::kBFloat16, DType::kBFloat16, DType::kBFloat16, false, false, false, true,
+     true},
+    {"fp16", DType::kFloat16, DType::kFloat16, DType::kFloat16, DType::kFloat16, DType::kFloat16, false, false, true, true, true},
+    {"amp-bf16", DType::kFloat32, DType::kBFloat16, DType::kFloat32, DType::kFloat32, DType::kFloat32, true, false, false, true,
+     true},
+    {"amp-fp16", DType::kFloat32, DType::kFloat16, DType::kFloat32, DType::kFloat32, DType::kFloat32, true, false, true, true,
+     true},
     // fp8: amp-bf16's stage with fp8 products; predicted only, so no backend runs it.
-    {"fp8", DType::kFloat32, DType::kBFloat16, DType::kFloat32, DType::kFloat32, DType::kFloat32, true, false, false,
-     false, false},
+    {"fp8", DType::kFloat32, DType::kBFloat16, DType::kFloat32, DType::kFloat32, DType::kFloat32, true, false, false, false,
+     false},
 };
 
 TEST(Precision, PolicyTableMatchesDesign) {

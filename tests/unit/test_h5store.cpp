@@ -250,14 +250,16 @@ namespace {
 
 using itertime::testing::read_bytes;
 using itertime::testing::TempDir;
-using itertime_test_rows::RenamedRow;
 using itertime_test_rows::ParentRow;
+using itertime_test_rows::RenamedRow;
 using itertime_test_rows::Row;
 using itertime_test_rows::WideRow;
 
-const std::map<std::string, std::string> kProvenance = {
-    {"itertime_version", "0.1.0"}, {"argv", "itertime calibrate comm --out x.h5"}, {"backend", "cpu"},
-    {"hostnames", "node-a,node-b"}, {"empty_value", ""}};
+const std::map<std::string, std::string> kProvenance = {{"itertime_version", "0.1.0"},
+                                                        {"argv", "itertime calibrate comm --out x.h5"},
+                                                        {"backend", "cpu"},
+                                                        {"hostnames", "node-a,node-b"},
+                                                        {"empty_value", ""}};
 
 Row make_row(int64_t id, double time_us, const std::string& label) {
   Row row{};
@@ -689,10 +691,9 @@ TEST(H5Store, H5dumpReadsWhatWeWrite) {
     store.samples("/comm/samples").append(std::vector<double>{3.25, 6.5});
   }
   const std::string out = run_and_capture("'" + h5dump + "' '" + path + "' 2>&1");
-  for (const char* expected : {"H5T_COMPOUND", "\"id\"", "\"time_us\"", "\"label\"", "\"schema_version\"",
-                               "\"backend\"", "\"cpu\"", "41", "42", "2.5", "1024.75", "\"alpha", "\"bravo",
-                               "3.25, 6.5", "GROUP \"comm\"", "DATASET \"points\"", "DATASET \"samples\"",
-                               "H5S_UNLIMITED"}) {
+  for (const char* expected : {"H5T_COMPOUND", "\"id\"", "\"time_us\"", "\"label\"", "\"schema_version\"", "\"backend\"",
+                               "\"cpu\"", "41", "42", "2.5", "1024.75", "\"alpha", "\"bravo", "3.25, 6.5", "GROUP \"comm\"",
+                               "DATASET \"points\"", "DATASET \"samples\"", "H5S_UNLIMITED"}) {
     EXPECT_NE(out.find(expected), std::string::npos) << "h5dump output lacks " << expected << ":\n" << out;
   }
   // The schema version is a plain integer attribute equal to kSchemaVersion.
@@ -707,13 +708,11 @@ constexpr const char* kParents = "/p/parents";
 constexpr h5::ChildTable<ParentRow> kParentSamples{"/p/samples", &ParentRow::samples_offset, &ParentRow::samples_count};
 constexpr h5::ChildTable<ParentRow> kParentItems{"/p/items", &ParentRow::items_offset, &ParentRow::items_count};
 
-void append_parent(h5::Store& store, const std::string& key, const std::vector<double>& samples,
-                   const std::vector<Row>& items) {
+void append_parent(h5::Store& store, const std::string& key, const std::vector<double>& samples, const std::vector<Row>& items) {
   ParentRow parent{};
   h5::set_string(parent.key, key);
   parent.samples_offset = parent.items_offset = -7;  // overwritten by append_with_children
-  h5::append_with_children(store, kParents, parent, h5::child_rows(kParentSamples, samples),
-                           h5::child_rows(kParentItems, items));
+  h5::append_with_children(store, kParents, parent, h5::child_rows(kParentSamples, samples), h5::child_rows(kParentItems, items));
 }
 
 std::set<std::string> parent_keys(h5::Store& store) {
@@ -917,9 +916,9 @@ TEST(H5StoreSchema4, GroundTruthIsNeverAddedToIt) {
   write_schema4_file(path);
   h5::Store store = h5::Store::create_or_resume(path, false, /*resume=*/true, kProvenance);
   EXPECT_EQ(store.schema_version(), 4);
-  for (const std::string& message :
-       {user_error_of([&] { store::existing_groundtruth_keys(store); }),
-        user_error_of([&] { store::append_groundtruth(store, store::GroundTruthRow{}, {1.0}, {}, {}); })}) {
+  for (const std::string& message : {user_error_of([&] { store::existing_groundtruth_keys(store); }), user_error_of([&] {
+                                       store::append_groundtruth(store, store::GroundTruthRow{}, {1.0}, {}, {});
+                                     })}) {
     EXPECT_NE(message.find(path), std::string::npos) << message;
     EXPECT_NE(message.find("schema version 4"), std::string::npos) << message;
     EXPECT_NE(message.find("no cp, vp or recipe columns"), std::string::npos) << message;
@@ -1029,9 +1028,9 @@ TEST(H5StoreSchema5, GroundTruthIsNeverAddedToIt) {
   write_schema5_file(path);
   h5::Store store = h5::Store::create_or_resume(path, false, /*resume=*/true, kProvenance);
   EXPECT_EQ(store.schema_version(), 5);
-  for (const std::string& message :
-       {user_error_of([&] { store::existing_groundtruth_keys(store); }),
-        user_error_of([&] { store::append_groundtruth(store, store::GroundTruthRow{}, {1.0}, {}, {}); })}) {
+  for (const std::string& message : {user_error_of([&] { store::existing_groundtruth_keys(store); }), user_error_of([&] {
+                                       store::append_groundtruth(store, store::GroundTruthRow{}, {1.0}, {}, {});
+                                     })}) {
     EXPECT_NE(message.find(path), std::string::npos) << message;
     EXPECT_NE(message.find("schema version 5"), std::string::npos) << message;
     EXPECT_NE(message.find("no cp or vp columns"), std::string::npos) << message;
@@ -1102,7 +1101,6 @@ TEST(H5Store, GroundTruthRecipeCpAndVpColumnsRoundTrip) {
   EXPECT_EQ(records[3].occupancy(), 8);  // dp * cp * tp * pp
   EXPECT_EQ(records[3].config.layout_text(), "dp2-tp1-pp2-cp2-vp3");
 }
-
 
 // ---- damaged files: checksums, spans and dimensions ---------------------------------------------
 
@@ -1187,8 +1185,8 @@ TEST(H5StoreDamage, ASpanOutsideItsChildTableIsADamagedFile) {
   for (const auto& [offset, count] : std::vector<std::pair<int64_t, int64_t>>{
            {3, 3}, {-1, 1}, {0, -1}, {6, 0}, {int64_t{1} << 62, int64_t{1} << 62}, {1, INT64_MAX}}) {
     const std::string message = user_error_of([&] { h5::check_span("f.h5", "/ops/comms", offset, count, 5); });
-    EXPECT_NE(message.find("f.h5: damaged: a row points at rows [" + std::to_string(offset) + ", +" +
-                           std::to_string(count) + ") of /ops/comms, which has 5"),
+    EXPECT_NE(message.find("f.h5: damaged: a row points at rows [" + std::to_string(offset) + ", +" + std::to_string(count) +
+                           ") of /ops/comms, which has 5"),
               std::string::npos)
         << offset << " " << count << ": " << message;
   }
@@ -1241,7 +1239,6 @@ TEST(H5StoreDamage, StoresOfTheEarlierFormatStillOpenReadAndAppend) {
   ASSERT_GE(H5Fget_info2(file.getId(), &info), 0);
   EXPECT_EQ(info.super.version, 0u) << "the file keeps its format";
 }
-
 
 // ---- two writers; readers beside a writer -------------------------------------------------------
 

@@ -134,7 +134,8 @@ std::string check_whole(const std::string& path, Contents& contents) {
     const auto rows = store.exists(kRows) ? store.table<CrashRow>(kRows).read_all() : std::vector<CrashRow>{};
     for (std::size_t i = 0; i < rows.size(); ++i) {
       const CrashRow expected = row_of(static_cast<int64_t>(i));
-      if (rows[i].id != expected.id || rows[i].value != expected.value || h5::get_string(rows[i].label) != h5::get_string(expected.label)) {
+      if (rows[i].id != expected.id || rows[i].value != expected.value ||
+          h5::get_string(rows[i].label) != h5::get_string(expected.label)) {
         return "row " + std::to_string(i) + " is not whole (id " + std::to_string(rows[i].id) + ")";
       }
     }
@@ -143,8 +144,10 @@ std::string check_whole(const std::string& path, Contents& contents) {
     int64_t end = 0;
     for (std::size_t i = 0; i < parents.size(); ++i) {
       const CrashParent& parent = parents[i];
-      if (h5::get_string(parent.key) != "p" + std::to_string(i)) return "parent " + std::to_string(i) + " has key " + h5::get_string(parent.key);
-      if (parent.samples_offset != end) return "parent " + std::to_string(i) + "'s span starts at " + std::to_string(parent.samples_offset);
+      if (h5::get_string(parent.key) != "p" + std::to_string(i))
+        return "parent " + std::to_string(i) + " has key " + h5::get_string(parent.key);
+      if (parent.samples_offset != end)
+        return "parent " + std::to_string(i) + "'s span starts at " + std::to_string(parent.samples_offset);
       const std::vector<double> expected = samples_of(static_cast<int64_t>(i));
       if (parent.samples_count != static_cast<int64_t>(expected.size()) ||
           static_cast<std::size_t>(parent.samples_offset + parent.samples_count) > samples.size() ||
@@ -248,7 +251,8 @@ TEST(H5StoreCrash, AWriterKilledAnywhereLeavesWholeRowsAndResumeContinues) {
     ASSERT_EQ(problem, "") << "round " << round << " left " << path << " damaged";
     EXPECT_GE(now.rows, last.rows) << "round " << round << ": committed rows were lost";
     EXPECT_GE(now.parents, last.parents) << "round " << round << ": committed parents were lost";
-    if (std::getenv("ITERTIME_TEST_VERBOSE")) std::fprintf(stderr, "round %d: %lld rows\n", round, static_cast<long long>(now.rows));
+    if (std::getenv("ITERTIME_TEST_VERBOSE"))
+      std::fprintf(stderr, "round %d: %lld rows\n", round, static_cast<long long>(now.rows));
     last = now;
   }
   EXPECT_EQ(killed, 45);

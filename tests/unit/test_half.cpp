@@ -165,12 +165,12 @@ TEST(Half, Fp16Subnormals) {
   EXPECT_EQ(float_to_fp16(tiny), 0x0001);
   EXPECT_EQ(fp16_to_float(0x0001), tiny);
   EXPECT_EQ(float_to_fp16(-tiny), 0x8001);
-  EXPECT_EQ(float_to_fp16(std::ldexp(1.0f, -25)), 0x0000);                 // tie with 0: 0 is even
+  EXPECT_EQ(float_to_fp16(std::ldexp(1.0f, -25)), 0x0000);  // tie with 0: 0 is even
   EXPECT_EQ(float_to_fp16(std::nextafter(std::ldexp(1.0f, -25), 1.0f)), 0x0001);
-  EXPECT_EQ(float_to_fp16(3 * std::ldexp(1.0f, -25)), 0x0002);             // 1.5 * 2^-24: tie, 2 is even
-  EXPECT_EQ(float_to_fp16(std::ldexp(1.0f, -14)), 0x0400);                 // smallest normal
-  EXPECT_EQ(float_to_fp16(std::ldexp(1.0f, -14) - tiny), 0x03ff);          // largest subnormal
-  EXPECT_EQ(float_to_fp16(std::ldexp(1.0f, -14) - tiny / 2), 0x0400);      // tie into the normals
+  EXPECT_EQ(float_to_fp16(3 * std::ldexp(1.0f, -25)), 0x0002);         // 1.5 * 2^-24: tie, 2 is even
+  EXPECT_EQ(float_to_fp16(std::ldexp(1.0f, -14)), 0x0400);             // smallest normal
+  EXPECT_EQ(float_to_fp16(std::ldexp(1.0f, -14) - tiny), 0x03ff);      // largest subnormal
+  EXPECT_EQ(float_to_fp16(std::ldexp(1.0f, -14) - tiny / 2), 0x0400);  // tie into the normals
   EXPECT_EQ(float_to_fp16(1e-10f), 0x0000);
   EXPECT_EQ(float_to_fp16(-1e-10f), 0x8000);
   EXPECT_EQ(float_to_fp16(std::numeric_limits<float>::denorm_min()), 0x0000);

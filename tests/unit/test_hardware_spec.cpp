@@ -170,16 +170,13 @@ TEST(HardwareSpec, MalformedFilesNameFileAndField) {
   };
   const std::vector<Case> cases = {
       {"missing source", gpu_json("memory_capacity", R"({"value": 16, "unit": "GB"})"), "memory_capacity.source"},
-      {"empty source", gpu_json("memory_capacity", R"({"value": 16, "unit": "GB", "source": " "})"),
-       "memory_capacity.source"},
+      {"empty source", gpu_json("memory_capacity", R"({"value": 16, "unit": "GB", "source": " "})"), "memory_capacity.source"},
       {"negative value", gpu_json("memory_bandwidth", R"({"value": -1, "unit": "TB/s", "source": "t"})"),
        "memory_bandwidth.value"},
       {"zero value", gpu_json("sm_count", R"({"value": 0, "unit": "count", "source": "t"})"), "sm_count.value"},
-      {"fractional count", gpu_json("sm_count", R"({"value": 1.5, "unit": "count", "source": "t"})"),
-       "sm_count.value"},
+      {"fractional count", gpu_json("sm_count", R"({"value": 1.5, "unit": "count", "source": "t"})"), "sm_count.value"},
       {"unknown top-level field", gpu_json("tdp", R"({"value": 700, "unit": "W", "source": "t"})"), "tdp"},
-      {"unknown field in a figure",
-       gpu_json("memory_capacity", R"({"value": 16, "unit": "GB", "source": "t", "note": "x"})"),
+      {"unknown field in a figure", gpu_json("memory_capacity", R"({"value": 16, "unit": "GB", "source": "t", "note": "x"})"),
        "memory_capacity.note"},
       {"unknown dtype", gpu_json("peak_flops_dense", R"({"fp32": {"value": 1, "unit": "TFLOP/s", "source": "t"},
                                                         "fp4": {"value": 1, "unit": "TFLOP/s", "source": "t"}})"),
@@ -189,8 +186,7 @@ TEST(HardwareSpec, MalformedFilesNameFileAndField) {
       {"figure not an object", gpu_json("memory_capacity", "16"), "memory_capacity"},
       {"wrong unit for the figure", gpu_json("memory_capacity", R"({"value": 16, "unit": "GB/s", "source": "t"})"),
        "memory_capacity.unit"},
-      {"null without reason", gpu_json("l2_cache", R"({"value": null, "unit": "MiB", "source": "t"})"),
-       "l2_cache.reason"},
+      {"null without reason", gpu_json("l2_cache", R"({"value": null, "unit": "MiB", "source": "t"})"), "l2_cache.reason"},
       {"null where required", gpu_json("memory_capacity", R"({"value": null, "unit": "GB", "source": "t",
                                                               "reason": "r"})"),
        "memory_capacity.value"},
@@ -230,8 +226,7 @@ TEST(HardwareSpec, FindByNameListsTheKnownNames) {
   dir.write("x.json", gpu_json());
   EXPECT_EQ(list_hardware_specs(dir.path().string()), std::vector<std::string>{"x"});
   EXPECT_EQ(find_hardware_spec("x", dir.path().string()).sm_count, 4);
-  EXPECT_NE(user_error([&] { find_hardware_spec("h100-sxm", dir.path().string()); }).find("known: x"),
-            std::string::npos);
+  EXPECT_NE(user_error([&] { find_hardware_spec("h100-sxm", dir.path().string()); }).find("known: x"), std::string::npos);
   EXPECT_TRUE(list_hardware_specs(dir.file("missing")).empty());
 }
 
@@ -243,7 +238,7 @@ TEST(HardwareSpec, MatchesTheDevicesACalibrationRanOn) {
   EXPECT_EQ(match_hardware_spec({"NVIDIA H200"}, "", 16, shipped), "h200-sxm");
   EXPECT_EQ(match_hardware_spec({"NVIDIA A100-SXM4-80GB"}, "", 16, shipped), "a100-sxm-80gb");
   EXPECT_EQ(match_hardware_spec({"NVIDIA H100 80GB HBM3", "NVIDIA H200"}, "", 16, shipped), "");  // mixed
-  EXPECT_EQ(match_hardware_spec({"NVIDIA H100 PCIe"}, "", 16, shipped), "");  // not described
+  EXPECT_EQ(match_hardware_spec({"NVIDIA H100 PCIe"}, "", 16, shipped), "");                      // not described
   EXPECT_EQ(match_hardware_spec({}, "AMD EPYC", 2, shipped), "cpu-node-local");
   EXPECT_EQ(match_hardware_spec({}, "AMD EPYC", 64, shipped), "");  // another node of that CPU
   EXPECT_EQ(match_hardware_spec({}, "", 2, shipped), "");

@@ -54,19 +54,17 @@ struct JobFolder {
     std::filesystem::create_directories(dir.path() / "models");
     std::filesystem::copy_file(kSource + "/data/models/tiny-llama-gqa.json", dir.path() / "models" / "tiny.json");
   }
-  Job parse(const std::string& text, const std::string& name = "job.json") const {
-    return parse_job(text, dir.file(name));
-  }
+  Job parse(const std::string& text, const std::string& name = "job.json") const { return parse_job(text, dir.file(name)); }
 };
 
 TEST(Job, Factorizations) {
   EXPECT_EQ(triples(factorizations(1)), (std::vector<Triple>{{1, 1, 1}}));
   EXPECT_EQ(triples(factorizations(2)), (std::vector<Triple>{{2, 1, 1}, {1, 2, 1}, {1, 1, 2}}));
-  EXPECT_EQ(triples(factorizations(4)),
-            (std::vector<Triple>{{4, 1, 1}, {2, 2, 1}, {1, 4, 1}, {2, 1, 2}, {1, 2, 2}, {1, 1, 4}}));
+  EXPECT_EQ(triples(factorizations(4)), (std::vector<Triple>{{4, 1, 1}, {2, 2, 1}, {1, 4, 1}, {2, 1, 2}, {1, 2, 2}, {1, 1, 4}}));
   // 8 = 2^3: the number of ordered triples is C(3+2, 2) = 10.
-  EXPECT_EQ(triples(factorizations(8)), (std::vector<Triple>{{8, 1, 1}, {4, 2, 1}, {2, 4, 1}, {1, 8, 1}, {4, 1, 2},
-                                                             {2, 2, 2}, {1, 4, 2}, {2, 1, 4}, {1, 2, 4}, {1, 1, 8}}));
+  EXPECT_EQ(triples(factorizations(8)),
+            (std::vector<Triple>{
+                {8, 1, 1}, {4, 2, 1}, {2, 4, 1}, {1, 8, 1}, {4, 1, 2}, {2, 2, 2}, {1, 4, 2}, {2, 1, 4}, {1, 2, 4}, {1, 1, 8}}));
   EXPECT_EQ(factorizations(6).size(), 9u);    // 2 * 3: 3 places for the 2, 3 for the 3
   EXPECT_EQ(factorizations(12).size(), 18u);  // 2^2 * 3: C(4,2) * 3
 }
@@ -77,9 +75,9 @@ TEST(Job, SweepExpandsToEveryFactorizationInOrder) {
     "model": "models/tiny.json",
     "sweep": {"world_sizes": [1, 2, 4], "precisions": ["fp32"], "micro_batch": 1, "global_batch": 8, "seq_len": 64}
   })");
-  EXPECT_EQ(triples(job), (std::vector<Triple>{{1, 1, 1},
-                                               {2, 1, 1}, {1, 2, 1}, {1, 1, 2},
-                                               {4, 1, 1}, {2, 2, 1}, {1, 4, 1}, {2, 1, 2}, {1, 2, 2}, {1, 1, 4}}));
+  EXPECT_EQ(triples(job),
+            (std::vector<Triple>{
+                {1, 1, 1}, {2, 1, 1}, {1, 2, 1}, {1, 1, 2}, {4, 1, 1}, {2, 2, 1}, {1, 4, 1}, {2, 1, 2}, {1, 2, 2}, {1, 1, 4}}));
   for (const auto& c : job.configs) {
     EXPECT_EQ(c.parallel.micro_batch, 1);
     EXPECT_EQ(c.parallel.global_batch, 8);
@@ -102,15 +100,16 @@ TEST(Job, SweepsAndConfigsWithContextAndVirtualStages) {
   })");
   std::vector<std::string> keys;
   for (const auto& c : job.configs) keys.push_back(c.key(job.model.name));
-  EXPECT_EQ(keys, (std::vector<std::string>{"tiny/dp1-tp1-pp2-cp1-vp2/mbs1/gbs4/seq64/fp32",
-                                            "tiny/dp2-tp1-pp1/mbs1/gbs8/seq64/fp32", "tiny/dp1-tp2-pp1/mbs1/gbs8/seq64/fp32",
-                                            "tiny/dp1-tp1-pp2/mbs1/gbs8/seq64/fp32", "tiny/dp1-tp1-pp2-cp1-vp2/mbs1/gbs8/seq64/fp32",
-                                            "tiny/dp1-tp1-pp1-cp2-vp1/mbs1/gbs8/seq64/fp32"}));
+  EXPECT_EQ(keys, (std::vector<std::string>{
+                      "tiny/dp1-tp1-pp2-cp1-vp2/mbs1/gbs4/seq64/fp32", "tiny/dp2-tp1-pp1/mbs1/gbs8/seq64/fp32",
+                      "tiny/dp1-tp2-pp1/mbs1/gbs8/seq64/fp32", "tiny/dp1-tp1-pp2/mbs1/gbs8/seq64/fp32",
+                      "tiny/dp1-tp1-pp2-cp1-vp2/mbs1/gbs8/seq64/fp32", "tiny/dp1-tp1-pp1-cp2-vp1/mbs1/gbs8/seq64/fp32"}));
   EXPECT_EQ(job.configs.back().parallel.world_size(), 2);
   for (const char* bad : {R"("vp": [])", R"("vp": [0])", R"("cp": 2)", R"("cp": ["2"])"}) {
     const std::string message = user_error_of([&] {
       folder.parse(std::string(R"({"model": "models/tiny.json", "sweep": {"world_sizes": [2], "precisions": ["fp32"], )"
-                               R"("micro_batch": 1, "global_batch": 8, "seq_len": 64, )") + bad + "}}");
+                               R"("micro_batch": 1, "global_batch": 8, "seq_len": 64, )") +
+                   bad + "}}");
     });
     EXPECT_TRUE(contains(message, "must be a non-empty array of positive integers")) << bad << ": " << message;
   }
@@ -125,10 +124,10 @@ TEST(Job, SweepLoopsPrecisionsInsideEachLayout) {
   ASSERT_EQ(job.configs.size(), 6u);
   std::vector<std::string> keys;
   for (const auto& c : job.configs) keys.push_back(c.key(job.model.name));
-  EXPECT_EQ(keys, (std::vector<std::string>{
-                      "tiny/dp2-tp1-pp1/mbs2/gbs4/seq16/fp32", "tiny/dp2-tp1-pp1/mbs2/gbs4/seq16/amp-bf16",
-                      "tiny/dp1-tp2-pp1/mbs2/gbs4/seq16/fp32", "tiny/dp1-tp2-pp1/mbs2/gbs4/seq16/amp-bf16",
-                      "tiny/dp1-tp1-pp2/mbs2/gbs4/seq16/fp32", "tiny/dp1-tp1-pp2/mbs2/gbs4/seq16/amp-bf16"}));
+  EXPECT_EQ(keys,
+            (std::vector<std::string>{"tiny/dp2-tp1-pp1/mbs2/gbs4/seq16/fp32", "tiny/dp2-tp1-pp1/mbs2/gbs4/seq16/amp-bf16",
+                                      "tiny/dp1-tp2-pp1/mbs2/gbs4/seq16/fp32", "tiny/dp1-tp2-pp1/mbs2/gbs4/seq16/amp-bf16",
+                                      "tiny/dp1-tp1-pp2/mbs2/gbs4/seq16/fp32", "tiny/dp1-tp1-pp2/mbs2/gbs4/seq16/amp-bf16"}));
 }
 
 TEST(Job, ExplicitConfigsComeFirstAndDuplicatesAreDropped) {
@@ -230,27 +229,33 @@ TEST(Job, MalformedJobsAreRefused) {
   message = user_error_of([&] { folder.parse(R"({"model": "models/tiny.json"})"); });
   EXPECT_TRUE(contains(message, "no configuration")) << message;
   message = user_error_of([&] {
-    folder.parse(R"({"model": "models/tiny.json", "configs": [{"dp": 1, "tp": 1, "micro_batch": 1, "global_batch": 1, "seq_len": 8}]})");
+    folder.parse(
+        R"({"model": "models/tiny.json", "configs": [{"dp": 1, "tp": 1, "micro_batch": 1, "global_batch": 1, "seq_len": 8}]})");
   });
   EXPECT_TRUE(contains(message, "missing field 'pp'")) << message;
   message = user_error_of([&] {
-    folder.parse(R"({"model": "models/tiny.json", "configs": [{"dp": -1, "tp": 1, "pp": 1, "micro_batch": 1, "global_batch": 1, "seq_len": 8}]})");
+    folder.parse(
+        R"({"model": "models/tiny.json", "configs": [{"dp": -1, "tp": 1, "pp": 1, "micro_batch": 1, "global_batch": 1, "seq_len": 8}]})");
   });
   EXPECT_TRUE(contains(message, "'dp'")) << message;
   message = user_error_of([&] {
-    folder.parse(R"({"model": "models/tiny.json", "configs": [{"dp": 0, "tp": 1, "pp": 1, "micro_batch": 1, "global_batch": 1, "seq_len": 8}]})");
+    folder.parse(
+        R"({"model": "models/tiny.json", "configs": [{"dp": 0, "tp": 1, "pp": 1, "micro_batch": 1, "global_batch": 1, "seq_len": 8}]})");
   });
   EXPECT_TRUE(contains(message, "zero")) << message;
   message = user_error_of([&] {
-    folder.parse(R"({"model": "models/tiny.json", "configs": [{"dp": 1, "tp": 1, "pp": 1, "micro_batch": 1, "global_batch": 1, "seq_len": 8, "precision": "fp8"}]})");
+    folder.parse(
+        R"({"model": "models/tiny.json", "configs": [{"dp": 1, "tp": 1, "pp": 1, "micro_batch": 1, "global_batch": 1, "seq_len": 8, "precision": "fp8"}]})");
   });
   EXPECT_TRUE(contains(message, "fp8")) << message;
   message = user_error_of([&] {
-    folder.parse(R"({"model": "models/tiny.json", "sweep": {"precisions": ["fp32"], "micro_batch": 1, "global_batch": 1, "seq_len": 8}})");
+    folder.parse(
+        R"({"model": "models/tiny.json", "sweep": {"precisions": ["fp32"], "micro_batch": 1, "global_batch": 1, "seq_len": 8}})");
   });
   EXPECT_TRUE(contains(message, "world_sizes")) << message;
   message = user_error_of([&] {
-    folder.parse(R"({"model": "models/tiny.json", "backend": "tpu", "configs": [{"dp": 1, "tp": 1, "pp": 1, "micro_batch": 1, "global_batch": 1, "seq_len": 8}]})");
+    folder.parse(
+        R"({"model": "models/tiny.json", "backend": "tpu", "configs": [{"dp": 1, "tp": 1, "pp": 1, "micro_batch": 1, "global_batch": 1, "seq_len": 8}]})");
   });
   EXPECT_TRUE(contains(message, "tpu")) << message;
   message = user_error_of([&] { load_job(folder.dir.file("absent.json")); });
@@ -268,7 +273,7 @@ TEST(Job, ShippedLocalCpuJob) {
   EXPECT_EQ(job.ranks, 4);
   EXPECT_EQ(job.warmup_iters, 2);
   EXPECT_EQ(job.timed_iters, 3);
-  EXPECT_EQ(job.comm.max_bytes, "8M");  // past the fp32 gradient buffer (3.5 MB), whose all-reduce jumps in cost
+  EXPECT_EQ(job.comm.max_bytes, "8M");               // past the fp32 gradient buffer (3.5 MB), whose all-reduce jumps in cost
   EXPECT_EQ(job.attention, AttentionKernel::kAuto);  // sdpa where the LibTorch has it
   // 10 layouts of 1, 2 and 4 ranks x 5 precisions (the fp16 ones skipped where the LibTorch lacks them).
   ASSERT_EQ(job.configs.size(), 50u);
@@ -333,9 +338,8 @@ TEST(Job, MinTimedSecondsIsReadAndChecked) {
   JobFolder folder;
   const std::string configs = R"("configs": [{"dp": 1, "tp": 1, "pp": 1, "micro_batch": 1, "global_batch": 1, "seq_len": 8}])";
   EXPECT_EQ(folder.parse(R"({"model": "models/tiny.json", )" + configs + "}", "a.json").min_timed_seconds, 0.0);
-  const Job job = folder.parse(R"({"model": "models/tiny.json", "groundtruth": {"timed_iters": 3, "min_timed_seconds": 2.5}, )" +
-                                   configs + "}",
-                               "b.json");
+  const Job job = folder.parse(
+      R"({"model": "models/tiny.json", "groundtruth": {"timed_iters": 3, "min_timed_seconds": 2.5}, )" + configs + "}", "b.json");
   EXPECT_EQ(job.timed_iters, 3);
   EXPECT_EQ(job.min_timed_seconds, 2.5);
   for (const std::string bad : {R"("min_timed_seconds": -1)", R"("min_timed_seconds": "2")", R"("timed_iters": 101)"}) {
@@ -359,7 +363,8 @@ TEST(Job, MeasurementRoundsAreReadAndChecked) {
   EXPECT_EQ(defaults.rounds.disagreement_pct, 10.0);
   EXPECT_EQ(defaults.rounds.outside_load_cores, 0.3);
   const Job job = folder.parse(R"({"model": "models/tiny.json", "groundtruth": {"rounds": 5, "max_extra_rounds": 0,
-                                   "disagreement_pct": 4.5, "outside_load_cores": 0.5}, )" + configs + "}",
+                                   "disagreement_pct": 4.5, "outside_load_cores": 0.5}, )" +
+                                   configs + "}",
                                "b.json");
   EXPECT_EQ(job.rounds.rounds, 5);
   EXPECT_EQ(job.rounds.max_extra_rounds, 0);
@@ -442,8 +447,8 @@ TEST(JobTechniques, AbsentMeansPlainAndKeysStayAsBefore) {
     "sweep": {"world_sizes": [1], "precisions": ["bf16"], "micro_batch": 1, "global_batch": 8, "seq_len": 64}})");
   ASSERT_EQ(job.configs.size(), 2u);
   for (const auto& c : job.configs) EXPECT_FALSE(c.techniques.any());
-  EXPECT_EQ(keys_of(job), (std::vector<std::string>{"tiny/dp1-tp1-pp2/mbs1/gbs8/seq64/fp32",
-                                                    "tiny/dp1-tp1-pp1/mbs1/gbs8/seq64/bf16"}));
+  EXPECT_EQ(keys_of(job),
+            (std::vector<std::string>{"tiny/dp1-tp1-pp2/mbs1/gbs8/seq64/fp32", "tiny/dp1-tp1-pp1/mbs1/gbs8/seq64/bf16"}));
 }
 
 TEST(JobTechniques, TopLevelDefaultsAndPerConfigurationOverrides) {
@@ -470,11 +475,11 @@ TEST(JobTechniques, TopLevelDefaultsAndPerConfigurationOverrides) {
   EXPECT_FALSE(job.configs[2].techniques.any());
   EXPECT_TRUE(job.configs[3].techniques.overlap_gradient_reduction);
   EXPECT_EQ(job.configs[3].techniques.gradient_bucket_bytes, int64_t{4} << 20);
-  EXPECT_EQ(keys_of(job), (std::vector<std::string>{
-                              "tiny/dp1-tp2-pp1/mbs1/gbs8/seq64/fp32/sp+rc-sel",
-                              "tiny/dp2-tp1-pp1/mbs1/gbs8/seq64/fp32/sp+dopt+rc-full",
-                              "tiny/dp2-tp1-pp1/mbs1/gbs8/seq64/fp32",  // turned back to plain: the plain key
-                              "tiny/dp2-tp1-pp1/mbs1/gbs8/seq64/fp32/sp+vp+rc-sel+ovl-4M"}));
+  EXPECT_EQ(keys_of(job),
+            (std::vector<std::string>{"tiny/dp1-tp2-pp1/mbs1/gbs8/seq64/fp32/sp+rc-sel",
+                                      "tiny/dp2-tp1-pp1/mbs1/gbs8/seq64/fp32/sp+dopt+rc-full",
+                                      "tiny/dp2-tp1-pp1/mbs1/gbs8/seq64/fp32",  // turned back to plain: the plain key
+                                      "tiny/dp2-tp1-pp1/mbs1/gbs8/seq64/fp32/sp+vp+rc-sel+ovl-4M"}));
   // The key's recipe is the canonical text: it parses back to the configuration's techniques.
   for (const auto& c : job.configs) {
     const std::string key = c.key(job.model.name);
@@ -497,15 +502,13 @@ TEST(JobTechniques, SweepCrossesEveryLayoutAndPrecisionWithEveryRecipe) {
   ASSERT_EQ(job.configs.size(), 1u + 3u * 2u * 4u - 1u);
   const std::vector<std::string> keys = keys_of(job);
   EXPECT_EQ(std::vector<std::string>(keys.begin(), keys.begin() + 8),
-            (std::vector<std::string>{"tiny/dp2-tp1-pp1/mbs1/gbs8/seq64/fp32/dopt+rc-full",
-                                      // recipes vary fastest, inside each precision of each layout
-                                      "tiny/dp2-tp1-pp1/mbs1/gbs8/seq64/fp32/dopt",
-                                      "tiny/dp2-tp1-pp1/mbs1/gbs8/seq64/fp32",
-                                      "tiny/dp2-tp1-pp1/mbs1/gbs8/seq64/fp32/sp+vp+dopt",
-                                      "tiny/dp2-tp1-pp1/mbs1/gbs8/seq64/amp-bf16/dopt",
-                                      "tiny/dp2-tp1-pp1/mbs1/gbs8/seq64/amp-bf16",
-                                      "tiny/dp2-tp1-pp1/mbs1/gbs8/seq64/amp-bf16/dopt+rc-full",
-                                      "tiny/dp2-tp1-pp1/mbs1/gbs8/seq64/amp-bf16/sp+vp+dopt"}));
+            (std::vector<std::string>{
+                "tiny/dp2-tp1-pp1/mbs1/gbs8/seq64/fp32/dopt+rc-full",
+                // recipes vary fastest, inside each precision of each layout
+                "tiny/dp2-tp1-pp1/mbs1/gbs8/seq64/fp32/dopt", "tiny/dp2-tp1-pp1/mbs1/gbs8/seq64/fp32",
+                "tiny/dp2-tp1-pp1/mbs1/gbs8/seq64/fp32/sp+vp+dopt", "tiny/dp2-tp1-pp1/mbs1/gbs8/seq64/amp-bf16/dopt",
+                "tiny/dp2-tp1-pp1/mbs1/gbs8/seq64/amp-bf16", "tiny/dp2-tp1-pp1/mbs1/gbs8/seq64/amp-bf16/dopt+rc-full",
+                "tiny/dp2-tp1-pp1/mbs1/gbs8/seq64/amp-bf16/sp+vp+dopt"}));
   EXPECT_EQ(keys.back(), "tiny/dp1-tp1-pp2/mbs1/gbs8/seq64/amp-bf16/sp+vp+dopt");
   EXPECT_EQ(std::set<std::string>(keys.begin(), keys.end()).size(), keys.size()) << "duplicate keys";
 }
@@ -528,15 +531,12 @@ TEST(JobTechniques, BucketSizesAndCombinationsTheTrainerRefusesAreKept) {
   // Overlap with the distributed optimizer, and SP with seq 63 over tp 2, are the trainer's to refuse
   // (ground truth records them skipped); the bucket size without overlap changes nothing, so that
   // configuration is the plain one and the last entry is its duplicate.
-  EXPECT_EQ(keys_of(job), (std::vector<std::string>{
-                              "tiny/dp2-tp2-pp1/mbs1/gbs8/seq63/fp32/ovl-4K",
-                              "tiny/dp2-tp2-pp1/mbs1/gbs8/seq63/fp32/ovl-64K",
-                              "tiny/dp2-tp2-pp1/mbs1/gbs8/seq63/fp32/ovl",
-                              "tiny/dp2-tp2-pp1/mbs1/gbs8/seq63/fp32/ovl-1000",
-                              "tiny/dp2-tp2-pp1/mbs1/gbs8/seq63/fp32/dopt+ovl",
-                              "tiny/dp2-tp2-pp1/mbs1/gbs8/seq63/fp32/dopt+ovl-64K+opg",
-                              "tiny/dp2-tp2-pp1/mbs1/gbs8/seq63/fp32/sp",
-                              "tiny/dp2-tp2-pp1/mbs1/gbs8/seq63/fp32"}));
+  EXPECT_EQ(keys_of(job),
+            (std::vector<std::string>{
+                "tiny/dp2-tp2-pp1/mbs1/gbs8/seq63/fp32/ovl-4K", "tiny/dp2-tp2-pp1/mbs1/gbs8/seq63/fp32/ovl-64K",
+                "tiny/dp2-tp2-pp1/mbs1/gbs8/seq63/fp32/ovl", "tiny/dp2-tp2-pp1/mbs1/gbs8/seq63/fp32/ovl-1000",
+                "tiny/dp2-tp2-pp1/mbs1/gbs8/seq63/fp32/dopt+ovl", "tiny/dp2-tp2-pp1/mbs1/gbs8/seq63/fp32/dopt+ovl-64K+opg",
+                "tiny/dp2-tp2-pp1/mbs1/gbs8/seq63/fp32/sp", "tiny/dp2-tp2-pp1/mbs1/gbs8/seq63/fp32"}));
   EXPECT_EQ(job.configs[0].techniques.gradient_bucket_bytes, 4096);
   EXPECT_EQ(job.configs[1].techniques.gradient_bucket_bytes, 65536);
   EXPECT_EQ(job.configs[2].techniques.gradient_bucket_bytes, kDefaultGradientBucketBytes);
@@ -584,9 +584,9 @@ TEST(JobTechniques, MistakesAreRefusedNamingTheFileAndTheFieldPath) {
       {R"("sp+vp")", {"techniques object", "\"sp+vp\""}},
   };
   for (const auto& c : cases) {
-    const std::vector<std::pair<std::string, std::string>> placed = {
-        {top(c.body), path + " techniques"}, {own(c.body), path + " configs[0] techniques"},
-        {recipe(c.body), path + " sweep recipes[1]"}};
+    const std::vector<std::pair<std::string, std::string>> placed = {{top(c.body), path + " techniques"},
+                                                                     {own(c.body), path + " configs[0] techniques"},
+                                                                     {recipe(c.body), path + " sweep recipes[1]"}};
     for (const auto& [text, where] : placed) {
       const std::string message = user_error_of([&] { folder.parse(text); });
       EXPECT_TRUE(contains(message, where + ": ")) << where << " | " << message;

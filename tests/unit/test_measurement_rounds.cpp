@@ -93,8 +93,7 @@ TEST(AssessRounds, ARoundFarFromTheOthersIsAnOutlier) {
 }
 
 TEST(AssessRounds, WhatStaysDisturbedAfterTheLastAllowedRoundIsFlagged) {
-  const RoundsAssessment a =
-      assess_rounds({quiet(100), loaded(150), quiet(140), loaded(170), quiet(101)}, policy(3, 2));
+  const RoundsAssessment a = assess_rounds({quiet(100), loaded(150), quiet(140), loaded(170), quiet(101)}, policy(3, 2));
   EXPECT_FALSE(a.wants_another_round) << "3 + 2 rounds run";
   EXPECT_FALSE(a.steady);
   EXPECT_EQ(a.counted, 2);

@@ -14,19 +14,17 @@
 namespace itertime {
 namespace {
 
-std::string model_path(const std::string& file) {
-  return std::string(ITERTIME_SOURCE_DIR) + "/data/models/" + file;
-}
+std::string model_path(const std::string& file) { return std::string(ITERTIME_SOURCE_DIR) + "/data/models/" + file; }
 
 // A valid LLaMA config.json with one field replaced or removed (value "" removes it).
 std::string config_json(const std::string& field = "", const std::string& value = "") {
   struct Field {
     std::string key, value;
   };
-  std::vector<Field> fields = {{"model_type", "\"llama\""},         {"hidden_size", "4096"},
-                               {"intermediate_size", "14336"},      {"num_hidden_layers", "32"},
-                               {"num_attention_heads", "32"},       {"num_key_value_heads", "8"},
-                               {"vocab_size", "128256"},            {"max_position_embeddings", "131072"}};
+  std::vector<Field> fields = {{"model_type", "\"llama\""},    {"hidden_size", "4096"},
+                               {"intermediate_size", "14336"}, {"num_hidden_layers", "32"},
+                               {"num_attention_heads", "32"},  {"num_key_value_heads", "8"},
+                               {"vocab_size", "128256"},       {"max_position_embeddings", "131072"}};
   bool found = false;
   for (auto& f : fields) {
     if (f.key == field) {
@@ -73,8 +71,8 @@ TEST(ModelSpec, EveryShippedConfigLoads) {
     EXPECT_EQ(spec.legal_tp_degrees().front(), 1);
     EXPECT_EQ(static_cast<int64_t>(spec.legal_pp_degrees().size()), spec.num_layers);
     EXPECT_FALSE(spec.tie_word_embeddings);
-    EXPECT_EQ(spec.total_params(), spec.embedding_params() + spec.num_layers * spec.layer_params() +
-                                       spec.hidden_size + spec.lm_head_params());
+    EXPECT_EQ(spec.total_params(),
+              spec.embedding_params() + spec.num_layers * spec.layer_params() + spec.hidden_size + spec.lm_head_params());
   }
   EXPECT_GE(count, 9) << "data/models/ should hold the six LLaMA models and three small test models";
 }
@@ -177,8 +175,7 @@ TEST(ModelSpec, TrainingFlopsPerTokenByHand) {
   EXPECT_DOUBLE_EQ(spec.training_flops_per_token(4096), 51470401536.0);
   EXPECT_DOUBLE_EQ(spec.training_flops_per_token(2048), 45027950592.0 + 3221225472.0);
   // The attention term grows linearly with the sequence length.
-  EXPECT_DOUBLE_EQ(spec.training_flops_per_token(8192) - spec.training_flops_per_token(4096),
-                   12.0 * 32 * 4096 * 4096);
+  EXPECT_DOUBLE_EQ(spec.training_flops_per_token(8192) - spec.training_flops_per_token(4096), 12.0 * 32 * 4096 * 4096);
 }
 
 TEST(ModelSpec, TiedEmbeddingsDropTheHeadButKeepItsFlops) {
@@ -218,8 +215,8 @@ TEST(ModelSpec, DefaultsForOptionalFields) {
 
 TEST(ModelSpec, NameFromNameOrPathWhenFileIsConfigJson) {
   itertime::testing::TempDir dir;
-  const std::string path = dir.write(
-      "config.json", R"({"_name_or_path": "org/some-llama", "hidden_size": 64, "intermediate_size": 128,
+  const std::string path =
+      dir.write("config.json", R"({"_name_or_path": "org/some-llama", "hidden_size": 64, "intermediate_size": 128,
                         "num_hidden_layers": 2, "num_attention_heads": 4, "vocab_size": 100})");
   EXPECT_EQ(load_llama_config(path).name, "org/some-llama");
   const std::string other = dir.write("mine.json", itertime::testing::read_bytes(path));
@@ -229,8 +226,7 @@ TEST(ModelSpec, NameFromNameOrPathWhenFileIsConfigJson) {
 // ---- errors -----------------------------------------------------------------------------------
 
 TEST(ModelSpecErrors, MissingRequiredFieldNamesIt) {
-  for (const char* field : {"hidden_size", "intermediate_size", "num_hidden_layers", "num_attention_heads",
-                            "vocab_size"}) {
+  for (const char* field : {"hidden_size", "intermediate_size", "num_hidden_layers", "num_attention_heads", "vocab_size"}) {
     SCOPED_TRACE(field);
     const std::string message = user_error_message(config_json(field, ""), "my-config.json");
     EXPECT_NE(message.find("'" + std::string(field) + "'"), std::string::npos) << message;
@@ -258,10 +254,10 @@ TEST(ModelSpecErrors, NonPositiveOrNonIntegerValues) {
     const char* field;
     const char* value;
   };
-  for (const Case& c : {Case{"hidden_size", "0"}, Case{"hidden_size", "-4096"}, Case{"num_hidden_layers", "0"},
-                        Case{"vocab_size", "-1"}, Case{"intermediate_size", "1.5"}, Case{"hidden_size", "\"4096\""},
-                        Case{"num_key_value_heads", "0"}, Case{"num_attention_heads", "true"},
-                        Case{"max_position_embeddings", "-5"}, Case{"head_dim", "0"}}) {
+  for (const Case& c :
+       {Case{"hidden_size", "0"}, Case{"hidden_size", "-4096"}, Case{"num_hidden_layers", "0"}, Case{"vocab_size", "-1"},
+        Case{"intermediate_size", "1.5"}, Case{"hidden_size", "\"4096\""}, Case{"num_key_value_heads", "0"},
+        Case{"num_attention_heads", "true"}, Case{"max_position_embeddings", "-5"}, Case{"head_dim", "0"}}) {
     SCOPED_TRACE(std::string(c.field) + "=" + c.value);
     const std::string message = user_error_message(config_json(c.field, c.value));
     EXPECT_NE(message.find("'" + std::string(c.field) + "'"), std::string::npos) << message;
@@ -270,8 +266,7 @@ TEST(ModelSpecErrors, NonPositiveOrNonIntegerValues) {
 }
 
 TEST(ModelSpecErrors, OtherInvalidFields) {
-  EXPECT_NE(user_error_message(config_json("tie_word_embeddings", "\"yes\"")).find("tie_word_embeddings"),
-            std::string::npos);
+  EXPECT_NE(user_error_message(config_json("tie_word_embeddings", "\"yes\"")).find("tie_word_embeddings"), std::string::npos);
   EXPECT_NE(user_error_message(config_json("rms_norm_eps", "-1e-5")).find("rms_norm_eps"), std::string::npos);
   EXPECT_NE(user_error_message(config_json("rope_theta", "0")).find("rope_theta"), std::string::npos);
   EXPECT_NE(user_error_message(config_json("rope_theta", "\"big\"")).find("rope_theta"), std::string::npos);

@@ -31,8 +31,7 @@ ParallelConfig make(int dp, int tp, int pp, int mbs, int gbs, int seq = 1024) {
 }
 
 bool has_message(const std::vector<std::string>& messages, const std::string& part) {
-  return std::any_of(messages.begin(), messages.end(),
-                     [&](const std::string& m) { return m.find(part) != std::string::npos; });
+  return std::any_of(messages.begin(), messages.end(), [&](const std::string& m) { return m.find(part) != std::string::npos; });
 }
 
 std::string joined(const std::vector<std::string>& messages) {
@@ -45,8 +44,8 @@ std::string joined(const std::vector<std::string>& messages) {
 
 TEST(ParallelConfig, ValidConfigHasNoViolations) {
   const LlamaSpec model = llama8b();
-  for (const auto& c : {make(8, 1, 1, 1, 8), make(2, 2, 2, 2, 16), make(1, 8, 1, 4, 4), make(1, 1, 8, 1, 32),
-                        make(2, 4, 1, 1, 2)}) {
+  for (const auto& c :
+       {make(8, 1, 1, 1, 8), make(2, 2, 2, 2, 16), make(1, 8, 1, 4, 4), make(1, 1, 8, 1, 32), make(2, 4, 1, 1, 2)}) {
     SCOPED_TRACE(c.to_string());
     EXPECT_TRUE(c.violations(model, c.world_size()).empty()) << joined(c.violations(model, c.world_size()));
     EXPECT_NO_THROW(c.require_valid(model, c.world_size()));
@@ -266,7 +265,8 @@ const std::vector<CpLayout> kCpLayouts = {{1, 1, 1, 2}, {2, 1, 1, 2}, {1, 2, 1, 
 TEST(RankLayout, CoordsAndRankOfRoundTripWithContextParallelism) {
   for (const auto& [dp, tp, pp, cp] : kCpLayouts) {
     const RankLayout layout(dp, tp, pp, cp);
-    SCOPED_TRACE("dp" + std::to_string(dp) + " tp" + std::to_string(tp) + " pp" + std::to_string(pp) + " cp" + std::to_string(cp));
+    SCOPED_TRACE("dp" + std::to_string(dp) + " tp" + std::to_string(tp) + " pp" + std::to_string(pp) + " cp" +
+                 std::to_string(cp));
     ASSERT_EQ(layout.world_size(), dp * cp * tp * pp);
     EXPECT_EQ(layout.cp(), cp);
     std::set<std::tuple<int, int, int, int>> seen;

@@ -70,9 +70,13 @@ std::string h100_with(const std::string& section, const std::string& key, const 
 }
 
 std::string sweep_job(const std::string& field, const std::string& value) {
-  std::string sweep = "\"world_sizes\": [2], \"precisions\": [\"fp32\"], \"micro_batch\": 1, \"global_batch\": 4, \"seq_len\": 32";
-  if (field == "world_sizes") sweep = "\"world_sizes\": [" + value + "], \"precisions\": [\"fp32\"], \"micro_batch\": 1, \"global_batch\": 4, \"seq_len\": 32";
-  else sweep += ", \"" + field + "\": [" + value + "]";
+  std::string sweep =
+      "\"world_sizes\": [2], \"precisions\": [\"fp32\"], \"micro_batch\": 1, \"global_batch\": 4, \"seq_len\": 32";
+  if (field == "world_sizes")
+    sweep =
+        "\"world_sizes\": [" + value + "], \"precisions\": [\"fp32\"], \"micro_batch\": 1, \"global_batch\": 4, \"seq_len\": 32";
+  else
+    sweep += ", \"" + field + "\": [" + value + "]";
   return "{\"model\": \"" + kModelPath + "\", \"sweep\": {" + sweep + "}}";
 }
 
@@ -83,7 +87,8 @@ TEST(ParserFixes, DeepNestingIsAOneLineUserError) {
   EXPECT_NE(message.find("hidden_size"), std::string::npos) << message;
   EXPECT_NE(message.find("an array of 1 items"), std::string::npos) << message;
 
-  message = user_error_of([&] { parse_job("{\"model\": \"" + kModelPath + "\", \"seed\": " + kDeep + "}", folder.file("job.json")); });
+  message =
+      user_error_of([&] { parse_job("{\"model\": \"" + kModelPath + "\", \"seed\": " + kDeep + "}", folder.file("job.json")); });
   expect_one_line(message);
   EXPECT_NE(message.find("seed"), std::string::npos) << message;
 
@@ -102,12 +107,13 @@ TEST(ParserFixes, NumberBeyondDoubleIsAUserError) {
   testing::TempDir folder;
   const std::string model = read_text(kModelPath);
   for (const std::string number : {"1e999", "-1e999"}) {
-    std::string message =
-        user_error_of([&] { parse_llama_config(model.substr(0, model.rfind('}')) + ", \"rope_theta\": " + number + "}", "m.json"); });
+    std::string message = user_error_of(
+        [&] { parse_llama_config(model.substr(0, model.rfind('}')) + ", \"rope_theta\": " + number + "}", "m.json"); });
     expect_one_line(message);
     EXPECT_NE(message.find("m.json: not valid JSON"), std::string::npos) << message;
 
-    message = user_error_of([&] { parse_job("{\"model\": \"" + kModelPath + "\", \"seed\": " + number + "}", folder.file("job.json")); });
+    message = user_error_of(
+        [&] { parse_job("{\"model\": \"" + kModelPath + "\", \"seed\": " + number + "}", folder.file("job.json")); });
     expect_one_line(message);
     EXPECT_NE(message.find("not valid JSON"), std::string::npos) << message;
 
@@ -141,7 +147,8 @@ TEST(ParserFixes, HardwareFigureOverflowingItsUnitIsRefused) {
   // 6.7e301 is finite, but times 1e12 (TFLOP/s) it is infinite.
   std::string message = user_error_of([&] { parse_hardware_spec(h100_with("peak_flops_dense", "fp32", "6.7e301"), "hw"); });
   expect_one_line(message);
-  EXPECT_NE(message.find("'peak_flops_dense.fp32.value': is out of range once converted from TFLOP/s"), std::string::npos) << message;
+  EXPECT_NE(message.find("'peak_flops_dense.fp32.value': is out of range once converted from TFLOP/s"), std::string::npos)
+      << message;
   message = user_error_of([&] { parse_hardware_spec(h100_with("memory_bandwidth", "", "1e300"), "hw"); });
   expect_one_line(message);
   EXPECT_NE(message.find("'memory_bandwidth.value': is out of range once converted from TB/s"), std::string::npos) << message;

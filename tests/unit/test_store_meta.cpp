@@ -82,8 +82,8 @@ TEST(StoreMeta, ReadsWhatAStoreHolds) {
   itertime::testing::TempDir dir;
   const std::string path = (dir.path() / "meta.h5").string();
   {
-    h5::Store store = h5::Store::create(path, /*force=*/false,
-                                        {{meta_key::kBackend, "cpu"}, {meta_key::kWorldSize, "4"}, {meta_key::kHardware, "none"}});
+    h5::Store store = h5::Store::create(
+        path, /*force=*/false, {{meta_key::kBackend, "cpu"}, {meta_key::kWorldSize, "4"}, {meta_key::kHardware, "none"}});
     store.set_meta(meta_key::kOpsComputeThreads, static_cast<int64_t>(2));  // an integer attribute
     store.set_meta(meta_key::kAttention, "eager");
   }

@@ -62,7 +62,12 @@ TEST(TimeBackToBack, DividesTheElapsedTimeByTheNumberOfCalls) {
   FakeClock clock;
   int calls = 0;
   const double per_call_us = time_back_to_back_us(
-      40, [&] { ++calls; clock.now_us += 2.5; }, [&] { clock.now_us += 10.0; }, [&] { return clock.read(); });
+      40,
+      [&] {
+        ++calls;
+        clock.now_us += 2.5;
+      },
+      [&] { clock.now_us += 10.0; }, [&] { return clock.read(); });
   EXPECT_EQ(calls, 40);
   EXPECT_DOUBLE_EQ(per_call_us, (40 * 2.5 + 10.0) / 40);  // the finish (synchronize) is inside the timed span
 }
@@ -87,7 +92,12 @@ TEST(TimeBackToBack, UsesTheCountPerSizeExactly) {
     int calls = 0;
     const int expected = pipelined_calls_per_sample(bytes);
     const double per_call_us = time_back_to_back_us(
-        expected, [&] { ++calls; clock.now_us += 7.0; }, [] {}, [&] { return clock.read(); });
+        expected,
+        [&] {
+          ++calls;
+          clock.now_us += 7.0;
+        },
+        [] {}, [&] { return clock.read(); });
     EXPECT_EQ(calls, expected) << bytes;
     EXPECT_DOUBLE_EQ(per_call_us, 7.0) << bytes;
   }
@@ -96,8 +106,12 @@ TEST(TimeBackToBack, UsesTheCountPerSizeExactly) {
 TEST(TimeBackToBack, RefusesZeroCalls) {
   FakeClock clock;
   int calls = 0;
-  EXPECT_THROW(time_back_to_back_us(0, [&] { ++calls; }, [] {}, [&] { return clock.read(); }), std::invalid_argument);
-  EXPECT_THROW(time_back_to_back_us(-3, [&] { ++calls; }, [] {}, [&] { return clock.read(); }), std::invalid_argument);
+  EXPECT_THROW(time_back_to_back_us(
+                   0, [&] { ++calls; }, [] {}, [&] { return clock.read(); }),
+               std::invalid_argument);
+  EXPECT_THROW(time_back_to_back_us(
+                   -3, [&] { ++calls; }, [] {}, [&] { return clock.read(); }),
+               std::invalid_argument);
   EXPECT_EQ(calls, 0);
   EXPECT_EQ(clock.reads, 0);
 }

@@ -86,8 +86,8 @@ TEST(RecipeText, OverlappedParameterGatherNeedsTheBucketedDistributedOptimizer) 
 }
 
 TEST(RecipeText, RefusesWhatIsNotCanonical) {
-  for (const char* bad : {"opg+dopt+ovl", "dopt+ovl+opg+opg", "zero", "sp+sp", "vp+sp", "rc-sel+rc-full", "ovl-0", "ovl-", "ovl-4X", "ovl-25M",
-                          "ovl-9999999999G", "sp+", "+sp", "SP", "sp + vp", "ovl-00004M"}) {
+  for (const char* bad : {"opg+dopt+ovl", "dopt+ovl+opg+opg", "zero", "sp+sp", "vp+sp", "rc-sel+rc-full", "ovl-0", "ovl-",
+                          "ovl-4X", "ovl-25M", "ovl-9999999999G", "sp+", "+sp", "SP", "sp + vp", "ovl-00004M"}) {
     EXPECT_THROW(parse_recipe_text(bad), UserError) << bad;
   }
   try {
