@@ -15,6 +15,9 @@
 //    the device, those from before the probe too; CPU: LibTorch's running total of what it handed out
 //    while the probe listened) and reserved (CUDA: what the caching allocator holds from the driver, the
 //    figure an out-of-memory is decided on; CPU: 0).
+//  - low_bytes() is the smallest current_bytes() seen since construction or the last reset_low(): with
+//    current_bytes() at two moments it brackets what was freed in between (tests/torch/test_memory_check.cpp
+//    reads the gradients the trainer drops at the start of a step from it).
 #pragma once
 
 #include <cstdint>
@@ -31,7 +34,9 @@ class TensorMemoryProbe {
 
   int64_t current_bytes() const;
   int64_t peak_bytes() const;
-  void reset_peak();                               // peak := current
+  void reset_peak();  // peak := current
+  int64_t low_bytes() const;
+  void reset_low();                                // low := current
   int64_t allocator_peak_allocated_bytes() const;  // largest total_allocated reported (see the invariants)
   int64_t allocator_peak_reserved_bytes() const;   // largest total_reserved reported
 
