@@ -512,7 +512,9 @@ TEST(OpBuilderContextParallel, GathersEachLayersKeysAndValuesAndRefusesWhatItCan
             EXPECT_EQ(comm.dtype, DType::kBFloat16);
             counts[to_string(comm.phase) + " " + to_string(comm.kind)] += comm.count;
           }
-          if (comm.kind == CommKind::kPpSendForward) EXPECT_EQ(comm.bytes, 64 / cp * spec.hidden_size * 4);  // fp32 activations
+          if (comm.kind == CommKind::kPpSendForward) {
+            EXPECT_EQ(comm.bytes, 64 / cp * spec.hidden_size * 4);  // fp32 activations
+          }
         }
         EXPECT_EQ(counts["forward cp_all_gather"], 2 * layers);
         EXPECT_EQ(counts["backward cp_reduce_scatter"], 2 * layers);
