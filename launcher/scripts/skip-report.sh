@@ -1,34 +1,46 @@
 #!/usr/bin/env bash
-# Prints what the last ctest run in a build folder skipped, so that a skip never reads as a pass:
-#  - the CTest tests reported "Skipped" (a GoogleTest case discovered one by one, or a script that exited
-#    with its SKIP_RETURN_CODE, e.g. slurm_cluster's 77), each with its name;
+# Prints what a ctest run skipped, so that a skip never reads as a pass:
+#  - the CTest tests that did not run (a GoogleTest case discovered one by one that called GTEST_SKIP, or a
+#    script that exited with its SKIP_RETURN_CODE, e.g. slurm_cluster's 77), each with CTest's reason and
+#    the last line it printed;
 #  - inside each MPI-launched GoogleTest binary (one CTest test for a whole binary, e.g.
 #    itertime_torch_tests_np1), how many of its cases skipped, out of how many, from rank 0's summary.
-# The stack (LibTorch, Open MPI, HDF5 versions, from `itertime info`) heads the report: what skips is
-# what this stack cannot run.
+# The stack (LibTorch, HDF5, MPI versions, from `itertime info`) heads the report: what skips is what this
+# stack cannot run.
 #
-#   skip-report.sh BUILD_DIR
+#   skip-report.sh BUILD_DIR [JUNIT_XML]
 #
-# Reads BUILD_DIR/Testing/Temporary/LastTest.log; prints nothing but a note when there is none. Exit 0.
+# Reads the JUnit file of the run (ctest --output-junit; default BUILD_DIR/ctest-junit.xml, where
+# test.sh writes it). Prints a note and exits 0 when there is none; exit 0 always.
 set -uo pipefail
-BUILD_DIR="${1:?usage: skip-report.sh BUILD_DIR}"
-LOG="$BUILD_DIR/Testing/Temporary/LastTest.log"
-[[ -r "$LOG" ]] || { echo "skip-report: no $LOG (ctest has not run in $BUILD_DIR)"; exit 0; }
+BUILD_DIR="${1:?usage: skip-report.sh BUILD_DIR [JUNIT_XML]}"
+XML="${2:-$BUILD_DIR/ctest-junit.xml}"
+[[ -r "$XML" ]] || { echo "skip-report: no $XML (run ctest with --output-junit)"; exit 0; }
 
 stack=""
 if [[ -x "$BUILD_DIR/launcher/itertime" ]]; then
   stack=$("$BUILD_DIR/launcher/itertime" info 2>/dev/null | grep -E '^  (LibTorch|HDF5|MPI) ' | sed -E 's/^ +//; s/  +/ /' | paste -sd ';' -)
 fi
 echo "skip-report: ${stack:-stack unknown}"
-# One block per test in LastTest.log: "N/M Testing: NAME" ... "<end of output>" ... "Test Passed." or the like.
-awk '
-  /^[0-9]+\/[0-9]+ Testing: / { name = $3; passed = ""; skipped = 0; listed = ""; next }
-  /^\[  PASSED  \] [0-9]+ test/ { if (passed == "") passed = $4 }
-  /^\[  SKIPPED \] [0-9]+ test/ { if (listed == "") { skipped = $4; listed = "yes" } }
-  /^Test Passed\./ || /^Test Failed\./ || /^Test Skipped\./ || /^Test Not Run/ || /^Test Disabled/ {
-    if ($0 ~ /Skipped/) { whole++; printf "skip-report:   skipped whole: %s\n", name }
-    else if (skipped > 0) { cases++; printf "skip-report:   %-34s %4d of %4d GoogleTest cases skipped\n", name, skipped, skipped + passed }
+# One <testcase> block per test; colour escapes are written as [NON-XML-CHAR-0x1B][...m.
+sed -E 's/\[NON-XML-CHAR-0x1B\]\[[0-9;]*m//g' "$XML" | awk '
+  /<testcase / {
+    name = $0; sub(/.*<testcase name="/, "", name); sub(/".*/, "", name)
+    notrun = ($0 ~ /status="notrun"/); reason = ""; last = ""; passed = 0; skipped = 0; total++
+    next
   }
-  END { printf "skip-report: %d CTest tests skipped whole, %d binaries with skipped cases inside\n", whole + 0, cases + 0 }
-' "$LOG"
+  /<skipped message="/ { reason = $0; sub(/.*<skipped message="/, "", reason); sub(/".*/, "", reason); next }
+  /<\/testcase>/ {
+    if (notrun) { whole++; printf "skip-report:   did not run: %s (%s)%s\n", name, reason, last == "" ? "" : ": " last }
+    else if (skipped > 0) { inside++; printf "skip-report:   %-34s %4d of %4d GoogleTest cases skipped\n", name, skipped, skipped + passed }
+    next
+  }
+  {
+    line = $0; sub(/^[ \t]*(<system-out>)?/, "", line); sub(/<\/system-out>$/, "", line)
+    if (line ~ /^\[  PASSED  \] [0-9]+ test/ && !passed) { split(line, w, " "); passed = w[4] }
+    if (line ~ /^\[  SKIPPED \] [0-9]+ test/ && !skipped) { split(line, w, " "); skipped = w[4] }
+    if (line != "") last = substr(line, 1, 160)
+  }
+  END { printf "skip-report: %d of %d CTest tests did not run; %d binaries skipped cases inside\n", whole + 0, total + 0, inside + 0 }
+'
 exit 0

@@ -16,6 +16,6 @@ for arg in "$@"; do
   case "$arg" in -j*|--parallel*) parallel=() ;; esac
 done
 rc=0
-ctest --test-dir "$BUILD_DIR" --output-on-failure --timeout 1200 "${parallel[@]}" "$@" || rc=$?
-"$ROOT/launcher/scripts/skip-report.sh" "$BUILD_DIR"
+ctest --test-dir "$BUILD_DIR" --output-on-failure --timeout 1200 --output-junit "$BUILD_DIR/ctest-junit.xml" "${parallel[@]}" "$@" || rc=$?
+"$ROOT/launcher/scripts/skip-report.sh" "$BUILD_DIR" "$BUILD_DIR/ctest-junit.xml"
 exit "$rc"
