@@ -195,7 +195,7 @@ case_calibration_verbs() {
     expect_stdout "--launcher"
     expect_user_error "--bogus" calibrate comm --bogus
     local front="$ITERTIME"
-    ITERTIME="$WORK/.cli/itertime"
+    ITERTIME="$WORK/$RUN_FILES/itertime"
     ln "$front" "$ITERTIME" 2>/dev/null || cp "$front" "$ITERTIME"
     expect_user_error "itertime-calibrate" calibrate comm -o x.h5
     ITERTIME="$front"
