@@ -170,6 +170,28 @@ int run_ops(Context& context, const GroundTruthArgs& args) {
   });
 }
 
+// The output file and how an existing one is treated: the same three options on every calibrate verb.
+void add_output_options(CLI::App* verb, std::string& output, bool& force, bool& resume, const std::string& resume_help) {
+  verb->add_option("-o,--output", output, "HDF5 file to write (refused if it exists, unless --force or --resume)")->required();
+  verb->add_flag("--force", force, "Overwrite an existing output file");
+  verb->add_flag("--resume", resume, resume_help);
+}
+
+void add_watchdog_option(CLI::App* verb, std::string& watchdog_s) {
+  verb->add_option("--watchdog-s", watchdog_s,
+                   "End the job when a rank waits this many seconds in one MPI operation (a peer stopped or hung); "
+                   "0: never (default: $ITERTIME_WATCHDOG_S, else 300)");
+}
+
+// A job-driven stage's verb (groundtruth, ops) with the options both take first: the job and the output.
+CLI::App* add_job_stage(CLI::App* calibrate, const std::string& name, const std::string& summary, GroundTruthArgs& args,
+                        const std::string& resume_help) {
+  CLI::App* verb = calibrate->add_subcommand(name, summary);
+  verb->add_option("--job", args.job, "Job file (JSON; see jobs/ and docs/jobs.md)")->required();
+  add_output_options(verb, args.output, args.force, args.resume, resume_help);
+  return verb;
+}
+
 }  // namespace
 
 void register_calibrate(CLI::App& app, std::vector<std::pair<CLI::App*, Action>>& actions) {
@@ -179,10 +201,8 @@ void register_calibrate(CLI::App& app, std::vector<std::pair<CLI::App*, Action>>
   CLI::App* comm = calibrate->add_subcommand(
       "comm", "Sweep collectives and point-to-point transfers over sizes, dtypes, group sizes and rank layouts");
   auto args = std::make_shared<CommArgs>();
-  comm->add_option("-o,--output", args->output, "HDF5 file to write (refused if it exists, unless --force or --resume)")
-      ->required();
-  comm->add_flag("--force", args->force, "Overwrite an existing output file");
-  comm->add_flag("--resume", args->resume, "Continue an existing output file: measure only the missing points");
+  add_output_options(comm, args->output, args->force, args->resume,
+                     "Continue an existing output file: measure only the missing points");
   comm->add_option("--backend", args->backend, "cpu (MPI on host buffers) or cuda (NCCL on device buffers)")
       ->capture_default_str();
   comm->add_option("-b,--min-bytes", args->min_bytes, "Smallest message size (K/M/G suffixes, powers of 1024)")
@@ -209,37 +229,24 @@ void register_calibrate(CLI::App& app, std::vector<std::pair<CLI::App*, Action>>
   comm->add_option("--max-extra-tries", args->max_extra_tries,
                    "Times a loaded stretch is measured again before it is kept as it is")
       ->capture_default_str();
-  comm->add_option("--watchdog-s", args->watchdog_s,
-                   "End the job when a rank waits this many seconds in one MPI operation (a peer stopped or hung); "
-                   "0: never (default: $ITERTIME_WATCHDOG_S, else 300)");
+  add_watchdog_option(comm, args->watchdog_s);
   actions.emplace_back(comm, [args](Context& context) { return run_comm(context, *args); });
 
-  CLI::App* groundtruth = calibrate->add_subcommand(
-      "groundtruth", "Train every configuration of a job for real and record its iteration times (LibTorch)");
   auto gt_args = std::make_shared<GroundTruthArgs>();
-  groundtruth->add_option("--job", gt_args->job, "Job file (JSON; see jobs/ and docs/jobs.md)")->required();
-  groundtruth->add_option("-o,--output", gt_args->output, "HDF5 file to write (refused if it exists, unless --force or --resume)")
-      ->required();
-  groundtruth->add_flag("--force", gt_args->force, "Overwrite an existing output file");
-  groundtruth->add_flag("--resume", gt_args->resume, "Continue an existing output file: measure only the missing configurations");
+  CLI::App* groundtruth = add_job_stage(calibrate, "groundtruth",
+                                        "Train every configuration of a job for real and record its iteration times (LibTorch)",
+                                        *gt_args, "Continue an existing output file: measure only the missing configurations");
   groundtruth->add_flag("--retry-failed", gt_args->retry_failed,
                         "With --resume: measure again the configurations recorded failed (their new row supersedes the old)");
-  groundtruth->add_option("--watchdog-s", gt_args->watchdog_s,
-                          "End the job when a rank waits this many seconds in one MPI operation (a peer stopped or hung); "
-                          "0: never (default: $ITERTIME_WATCHDOG_S, else 300)");
+  add_watchdog_option(groundtruth, gt_args->watchdog_s);
   actions.emplace_back(groundtruth, [gt_args](Context& context) { return run_groundtruth(context, *gt_args); });
 
-  CLI::App* ops = calibrate->add_subcommand(
-      "ops", "Trace every pipeline stage of a job's configurations at its precision and profile each operator (LibTorch)");
   auto ops_args = std::make_shared<GroundTruthArgs>();
-  ops->add_option("--job", ops_args->job, "Job file (JSON; see jobs/ and docs/jobs.md)")->required();
-  ops->add_option("-o,--output", ops_args->output, "HDF5 file to write (refused if it exists, unless --force or --resume)")
-      ->required();
-  ops->add_flag("--force", ops_args->force, "Overwrite an existing output file");
-  ops->add_flag("--resume", ops_args->resume, "Continue an existing output file: trace and time only what is missing");
-  ops->add_option("--watchdog-s", ops_args->watchdog_s,
-                  "End the job when a rank waits this many seconds in one MPI operation (a peer stopped or hung); "
-                  "0: never (default: $ITERTIME_WATCHDOG_S, else 300)");
+  CLI::App* ops =
+      add_job_stage(calibrate, "ops",
+                    "Trace every pipeline stage of a job's configurations at its precision and profile each operator (LibTorch)",
+                    *ops_args, "Continue an existing output file: trace and time only what is missing");
+  add_watchdog_option(ops, ops_args->watchdog_s);
   actions.emplace_back(ops, [ops_args](Context& context) { return run_ops(context, *ops_args); });
 }
 

@@ -32,6 +32,12 @@ mpi() {
 
 rows() { "$READ_ROWS" comm "$WORK/$1"; }
 
+# read_rows_of FILE N: FILE's rows (as `rows` prints them) into $ROWS; fails unless there are exactly N.
+read_rows_of() {
+  ROWS="$(rows "$1")" || fail "read_rows comm $1 failed"
+  [[ "$(wc -l <<<"$ROWS")" -eq "$2" ]] || fail "$1 holds $(wc -l <<<"$ROWS") rows, expected $2"
+}
+
 # The keys the small sweep (8 .. 64K by 8 at 2 ranks, every collective and dtype) must produce, written
 # out from the nccl-tests size rules: all sizes are multiples of element size x group size, so every
 # labelled size is the requested one. 5 sizes x 7 collectives x 4 dtypes = 140.
@@ -87,9 +93,8 @@ case_comm_sweep() {
   expect_stdout "2 ranks on 1 node(s), backend mpi, mode latency, 140 points"
   expect_stdout "# 140 points measured, 0 already present, 140 of 140 in comm.h5; 0 failed their check"
   [[ "$(grep -c '^  [0-9]*/140 .* ok$' "$OUT")" -eq 140 ]] || fail "stdout does not show 140 point lines ending in ok"
-  local dump
-  dump="$(rows comm.h5)"
-  [[ "$(wc -l <<<"$dump")" -eq 140 ]] || fail "read_rows finds $(wc -l <<<"$dump") rows, expected 140"
+  read_rows_of comm.h5 140
+  local dump="$ROWS"
   diff <(cut -f1 <<<"$dump" | sort) <(small_sweep_keys | sort) >"$WORK/.diff" ||
     fail "the keys in comm.h5 are not the 140 expected ones: $(head -n 10 "$WORK/.diff")"
   check_comm_rows comm.h5 3 1
@@ -119,9 +124,8 @@ case_comm_four_ranks() {
   expect_stdout "4 ranks on 1 node(s), backend mpi, mode latency, 47 points"
   expect_stdout "group size 2, strided layout (2 groups at once, intra-node); first group: ranks 0 2"
   expect_stdout "group size 4, consecutive layout (1 groups at once, intra-node); first group: ranks 0 1 2 3"
-  local dump
-  dump="$(rows four.h5)"
-  [[ "$(wc -l <<<"$dump")" -eq 47 ]] || fail "four.h5 has $(wc -l <<<"$dump") rows, expected 47"
+  read_rows_of four.h5 47
+  local dump="$ROWS"
   [[ "$(cut -f1 <<<"$dump" | sort -u | wc -l)" -eq 47 ]] || fail "duplicate keys in four.h5"
   [[ "$(grep -c '/g2/strided/' <<<"$dump")" -eq 18 ]] || fail "expected 18 g2 strided rows"
   [[ "$(grep -c '/g2/consecutive/' <<<"$dump")" -eq 18 ]] || fail "expected 18 g2 consecutive rows"
@@ -136,9 +140,8 @@ case_comm_resume() {
   mpi 2 -x ITERTIME_FAULT_ABORT_AFTER_POINTS=5 -- calibrate comm -o comm.h5 "${SMALL_SWEEP[@]}"
   [[ $STATUS -ne 0 ]] || fail "the aborted run exited with status 0"
   expect_stderr "ITERTIME_FAULT_ABORT_AFTER_POINTS=5 reached"
-  local before
-  before="$(rows comm.h5)" || fail "read_rows failed on the aborted file"
-  [[ "$(wc -l <<<"$before")" -eq 5 ]] || fail "the aborted file holds $(wc -l <<<"$before") rows, expected 5"
+  read_rows_of comm.h5 5  # the aborted file
+  local before="$ROWS"
   [[ "$("$READ_ROWS" comm-samples "$WORK/comm.h5")" -eq 15 ]] || fail "the aborted file does not hold 5 x 3 samples"
 
   mpi 2 -- calibrate comm -o comm.h5 --resume "${SMALL_SWEEP[@]}"
@@ -146,9 +149,8 @@ case_comm_resume() {
   expect_stdout "140 points (5 already in comm.h5, resuming)"
   expect_stdout "# 135 points measured, 5 already present, 140 of 140 in comm.h5; 0 failed their check"
   [[ "$(grep -c '^  [0-9]*/140 ' "$OUT")" -eq 135 ]] || fail "the resumed run did not print 135 point lines"
-  local after
-  after="$(rows comm.h5)"
-  [[ "$(wc -l <<<"$after")" -eq 140 ]] || fail "the resumed file holds $(wc -l <<<"$after") rows, expected 140"
+  read_rows_of comm.h5 140  # the resumed file
+  local after="$ROWS"
   [[ "$(head -n 5 <<<"$after")" == "$before" ]] || fail "the first 5 rows changed:
 $(diff <(echo "$before") <(head -n 5 <<<"$after"))"
   [[ -z "$(cut -f1 <<<"$after" | sort | uniq -d)" ]] || fail "duplicate keys: $(cut -f1 <<<"$after" | sort | uniq -d | head -n 3)"
@@ -174,9 +176,8 @@ case_comm_corrupt() {
   expect_stdout "1 failed their check"
   grep -q '^  1/3 .*FAILED: 1 wrong elements' "$OUT" || fail "the point line does not say FAILED"
   [[ "$(grep -c ' ok$' "$OUT")" -eq 2 ]] || fail "the other 2 points are not ok"
-  local dump
-  dump="$(rows bad.h5)"
-  [[ "$(wc -l <<<"$dump")" -eq 3 ]] || fail "bad.h5 has $(wc -l <<<"$dump") rows, expected 3"
+  read_rows_of bad.h5 3
+  local dump="$ROWS"
   [[ "$(awk -F'\t' -v k="$key" '$1 == k { print $2 }' <<<"$dump")" == "1" ]] || fail "the row of $key does not carry check_errors 1"
   [[ "$(awk -F'\t' '$2 != 0' <<<"$dump" | wc -l)" -eq 1 ]] || fail "more than one row carries check errors"
 
@@ -215,9 +216,8 @@ case_comm_existing() {
 
   mpi 2 -- calibrate comm -o comm.h5 --collectives all_reduce --dtypes fp32 --max-bytes 512 --step-factor 8 --iters 1 --warmup 0 --force
   expect_status 0
-  local dump
-  dump="$(rows comm.h5)"
-  [[ "$(wc -l <<<"$dump")" -eq 3 ]] || fail "--force left $(wc -l <<<"$dump") rows, expected the new run's 3"
+  read_rows_of comm.h5 3
+  local dump="$ROWS"
   [[ "$(cut -f1 <<<"$dump" | tr '\n' ' ')" == "all_reduce/fp32/g2/consecutive/latency/8 all_reduce/fp32/g2/consecutive/latency/64 all_reduce/fp32/g2/consecutive/latency/512 " ]] ||
     fail "--force rows: $(cut -f1 <<<"$dump" | tr '\n' ' ')"
   [[ "$("$READ_ROWS" comm-samples "$WORK/comm.h5")" -eq 3 ]] || fail "--force kept old samples"

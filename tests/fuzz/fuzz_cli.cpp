@@ -211,6 +211,11 @@ std::map<std::string, std::string> snapshot(const fs::path& dir) {
   return out;
 }
 
+// The model the commands under test read, copied into the working folder as tiny.json.
+void copy_tiny_model(const testing::TempDir& work) {
+  fs::copy_file(fs::path(ITERTIME_SOURCE_DIR) / "data/models/tiny-llama-gqa.json", work.path() / "tiny.json");
+}
+
 struct Running {
   pid_t pid = -1;
   int64_t index = 0;
@@ -222,8 +227,8 @@ TEST(Fuzz, Cli) {
   const std::string binary = ITERTIME_BINARY;
   ASSERT_TRUE(fs::exists(binary)) << binary;
   testing::TempDir work;
+  copy_tiny_model(work);
   const fs::path source = ITERTIME_SOURCE_DIR;
-  fs::copy_file(source / "data/models/tiny-llama-gqa.json", work.path() / "tiny.json");
   work.write("broken.json", read_file(source / "data/models/tiny-llama-gqa.json").substr(0, 40));
   work.write("job.json",
              "{\"model\": \"tiny.json\", \"sweep\": {\"world_sizes\": [1, 2], \"precisions\": [\"fp32\"], "
@@ -356,8 +361,7 @@ TEST(FixedBugs, CliErrorIsOneLine) {
   const std::string binary = ITERTIME_BINARY;
   ASSERT_TRUE(fs::exists(binary)) << binary;
   testing::TempDir work;
-  const fs::path source = ITERTIME_SOURCE_DIR;
-  fs::copy_file(source / "data/models/tiny-llama-gqa.json", work.path() / "tiny.json");
+  copy_tiny_model(work);
   const std::vector<std::pair<Argv, std::string>> cases = {
       {{"model", "show", "no\nsuch.json"}, "no\\nsuch.json"},
       {{"inspect", "no\nsuch.h5"}, "no\\nsuch.h5"},

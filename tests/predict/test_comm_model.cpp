@@ -4,6 +4,9 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <string>
+#include <utility>
+#include <vector>
 
 #include "common/calibration_records.hpp"
 #include "common/comm_store.hpp"
@@ -17,6 +20,15 @@ namespace {
 
 using test_rows::make_row;
 using test_rows::synthetic_rows;
+
+// Consecutive latency rows of one collective, dtype and group size: (bytes, time_us) each, in this order.
+std::vector<store::CommRow> latency_rows(const std::string& collective, const std::string& dtype, int64_t group_size,
+                                         const std::vector<std::pair<int64_t, double>>& points) {
+  std::vector<store::CommRow> rows;
+  for (const auto& [bytes, time_us] : points)
+    rows.push_back(make_row(collective, dtype, group_size, "consecutive", "latency", bytes, time_us));
+  return rows;
+}
 
 constexpr double kAlphaUs = 5.0;
 constexpr double kUsPerByte = 1e-4;  // 10 GB/s algorithmic bandwidth
@@ -68,10 +80,8 @@ TEST(CommModel, InterpolationIsExactAtPointsAndMonotoneBetween) {
 
 TEST(CommModel, NoisyNonMonotoneMeasurementsStillGiveMonotonePredictions) {
   // 4 KiB measured slower than 8 KiB: the monotone table pools them, (30 + 20) / 2 = 25 each.
-  const std::vector<store::CommRow> rows = {make_row("all_reduce", "fp32", 2, "consecutive", "latency", 1024, 10.0),
-                                            make_row("all_reduce", "fp32", 2, "consecutive", "latency", 4096, 30.0),
-                                            make_row("all_reduce", "fp32", 2, "consecutive", "latency", 8192, 20.0),
-                                            make_row("all_reduce", "fp32", 2, "consecutive", "latency", 16384, 40.0)};
+  const std::vector<store::CommRow> rows =
+      latency_rows("all_reduce", "fp32", 2, {{1024, 10.0}, {4096, 30.0}, {8192, 20.0}, {16384, 40.0}});
   const CommModel model(store::to_records(rows));
   EXPECT_DOUBLE_EQ(model.predict_us(Collective::kAllReduce, DType::kFloat32, 2, GroupLayout::kConsecutive, 4096).time_us, 25.0);
   EXPECT_DOUBLE_EQ(model.predict_us(Collective::kAllReduce, DType::kFloat32, 2, GroupLayout::kConsecutive, 8192).time_us, 25.0);
@@ -102,10 +112,8 @@ TEST(CommModel, ExtrapolationAboveTheRangeIsLinear) {
 TEST(CommModel, ExtrapolationNeverBelowTheLargestMeasuredTime) {
   // The last point sits far above the trend: 10, 20, 40, 100 us at 1, 2, 4, 8 KiB. The fit over the
   // largest three is below 100 us just above 8 KiB; the prediction stays at 100 us there.
-  const std::vector<store::CommRow> rows = {make_row("broadcast", "fp32", 4, "consecutive", "latency", 1024, 10.0),
-                                            make_row("broadcast", "fp32", 4, "consecutive", "latency", 2048, 20.0),
-                                            make_row("broadcast", "fp32", 4, "consecutive", "latency", 4096, 40.0),
-                                            make_row("broadcast", "fp32", 4, "consecutive", "latency", 8192, 100.0)};
+  const std::vector<store::CommRow> rows =
+      latency_rows("broadcast", "fp32", 4, {{1024, 10.0}, {2048, 20.0}, {4096, 40.0}, {8192, 100.0}});
   const CommModel model(store::to_records(rows));
   const CommPrediction p = model.predict_us(Collective::kBroadcast, DType::kFloat32, 4, GroupLayout::kConsecutive, 8193);
   EXPECT_TRUE(p.extrapolated);
@@ -174,10 +182,8 @@ TEST(CommModel, FailedCheckAndPipelinedRowsAreIgnored) {
 }
 
 TEST(CommModel, DuplicateRowsMergeByMedian) {
-  const std::vector<store::CommRow> rows = {make_row("sendrecv", "fp32", 2, "consecutive", "latency", 1024, 10.0),
-                                            make_row("sendrecv", "fp32", 2, "consecutive", "latency", 1024, 14.0),
-                                            make_row("sendrecv", "fp32", 2, "consecutive", "latency", 1024, 11.0),
-                                            make_row("sendrecv", "fp32", 2, "consecutive", "latency", 2048, 20.0)};
+  const std::vector<store::CommRow> rows =
+      latency_rows("sendrecv", "fp32", 2, {{1024, 10.0}, {1024, 14.0}, {1024, 11.0}, {2048, 20.0}});
   const CommModel model(store::to_records(rows));
   EXPECT_DOUBLE_EQ(model.predict_us(Collective::kSendRecv, DType::kFloat32, 2, GroupLayout::kConsecutive, 1024).time_us, 11.0);
 }

@@ -21,15 +21,9 @@ namespace {
 
 LlamaSpec llama8b() { return load_llama_config(std::string(ITERTIME_SOURCE_DIR) + "/data/models/llama3.1-8b.json"); }
 
+// cp and vp 1 (ParallelConfig's fields in order).
 ParallelConfig config(int dp, int tp, int pp, int mbs, int gbs, int seq) {
-  ParallelConfig c;
-  c.dp = dp;
-  c.tp = tp;
-  c.pp = pp;
-  c.micro_batch = mbs;
-  c.global_batch = gbs;
-  c.seq_len = seq;
-  return c;
+  return ParallelConfig{dp, tp, pp, mbs, gbs, seq, 1, 1};
 }
 
 const PrecisionPolicy& fp32() { return precision_policy(PrecisionName::kFp32); }
@@ -256,10 +250,9 @@ TEST(MemoryModel, UserMistakesAreUserErrors) {
 // tiny-llama-gqa: h 128, FFN 352, 4 layers, 8 heads of 16 (4 KV heads), V 512, untied.
 LlamaSpec tiny() { return load_llama_config(std::string(ITERTIME_SOURCE_DIR) + "/data/models/tiny-llama-gqa.json"); }
 
+// tp and cp 1.
 ParallelConfig interleaved(int dp, int pp, int vp, int mbs, int gbs, int seq) {
-  ParallelConfig c = config(dp, 1, pp, mbs, gbs, seq);
-  c.vp = vp;
-  return c;
+  return ParallelConfig{dp, 1, pp, mbs, gbs, seq, 1, vp};
 }
 
 TEST(MemoryModelInterleaved, ParametersAreTheSumOfTheChunks) {
@@ -568,10 +561,9 @@ TEST(MemoryModelInterleaved, IllegalInterleavingIsAUserError) {
 // The tiny model (h 128, 8 heads of 16, 4 KV heads, FFN 352, V 512, 4 layers), b 2, s 64: each CP rank
 // holds sq = s/cp tokens; its keys and values (gathered, repeated for GQA) all s.
 
+// tp and vp 1.
 ParallelConfig context_parallel(int dp, int pp, int cp, int mbs, int gbs, int seq) {
-  ParallelConfig c = config(dp, 1, pp, mbs, gbs, seq);
-  c.cp = cp;
-  return c;
+  return ParallelConfig{dp, 1, pp, mbs, gbs, seq, cp, 1};
 }
 
 TEST(MemoryModelContextParallel, Fp32ActivationsPerMicroBatchCp2) {

@@ -292,13 +292,8 @@ TEST(OperatorRoofline, Fp8CastsByHand) {
 // fp8: amp-bf16's stage with the bf16 products at the fp8 peak plus their casts; refused without an
 // fp8 peak, and refused on a calibration (nothing measures fp8).
 TEST(OperatorRoofline, Fp8IsAmpBf16WithFp8ProductsAndTheirCasts) {
-  LlamaSpec spec = small_model();  // large enough for its products to be compute-bound
-  spec.hidden_size = 2048;
-  spec.intermediate_size = 8192;
-  spec.num_heads = 16;
-  spec.num_kv_heads = 8;
-  spec.head_dim = 128;
-  spec.vocab_size = 1024;
+  // small_model()'s 2 layers, large enough for its products to be compute-bound.
+  const LlamaSpec spec = fixtures::llama_of("small", 2048, 8192, 2, 16, 8, 128, 1024);
   FittedModel empty;
   PredictRequest request;
   request.model_name = spec.name;

@@ -27,13 +27,8 @@ HardwareSpec device(DeviceKind kind) {
   return h;
 }
 
-ParallelConfig dp2_gbs4_seq32() {
-  ParallelConfig c;
-  c.dp = 2;
-  c.global_batch = 4;
-  c.seq_len = 32;
-  return c;
-}
+// dp 2 (tp, pp, micro-batch, cp, vp 1), global batch 4, sequence 32.
+ParallelConfig dp2_gbs4_seq32() { return ParallelConfig{2, 1, 1, 1, 4, 32, 1, 1}; }
 
 TEST(Throughput, TokensAndModelFlopsByHand) {
   const LlamaSpec model = small_model();

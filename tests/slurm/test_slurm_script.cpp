@@ -10,8 +10,10 @@
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <sstream>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "common/errors.hpp"
@@ -228,45 +230,36 @@ TEST(Resolve, UserMistakesAreUserErrors) {
   const std::string out = dir.file("r.h5");
 
   expect_user_error(request_for(dir.file("missing.json"), out), "no such job file");
-  auto r = request_for(job, out);
-  r.nodes = 0;
-  expect_user_error(r, "--nodes must be at least 1");
-  r = request_for(job, out);
-  r.time_limit = "2h";
-  expect_user_error(r, "--time '2h' is not a Slurm time limit");
-  r = request_for(job, out);
-  r.time_limit = "1:00\n#SBATCH --x";
-  expect_user_error(r, "control character");
-  r = request_for(job, out);
-  r.gpus_per_node = -1;
-  expect_user_error(r, "--gpus-per-node");
-  r = request_for(job, out);
-  r.cpus_per_task = 0;
-  expect_user_error(r, "--cpus-per-task");
+  // One field of the valid request for `job` made wrong at a time.
+  const std::vector<std::pair<std::function<void(SubmitRequest&)>, std::string>> one_field_wrong = {
+      {[](SubmitRequest& r) { r.nodes = 0; }, "--nodes must be at least 1"},
+      {[](SubmitRequest& r) { r.time_limit = "2h"; }, "--time '2h' is not a Slurm time limit"},
+      {[](SubmitRequest& r) { r.time_limit = "1:00\n#SBATCH --x"; }, "control character"},
+      {[](SubmitRequest& r) { r.gpus_per_node = -1; }, "--gpus-per-node"},
+      {[](SubmitRequest& r) { r.cpus_per_task = 0; }, "--cpus-per-task"},
+      {[](SubmitRequest& r) { r.ntasks_per_node = 1; }, "comm stage needs at least 2 ranks"},
+      {[](SubmitRequest& r) { r.partition = "gpu\n#SBATCH --account=evil"; }, "control character"},
+      {[](SubmitRequest& r) { r.launcher = "ssh"; }, "--launcher"},
+      {[](SubmitRequest& r) { r.srun_mpi = "pmix; rm -rf ~"; }, "--mpi"},
+      {[](SubmitRequest& r) {
+         r.stages = {"comm", "fit"};
+       },
+       "unknown stage 'fit'"},
+  };
+  for (const auto& [make_wrong, fragment] : one_field_wrong) {
+    SubmitRequest r = request_for(job, out);
+    make_wrong(r);
+    expect_user_error(r, fragment);
+  }
   expect_user_error(request_for(gpu_job, out), "give --gpus-per-node");
-  r = request_for(gpu_job, out);
+  SubmitRequest r = request_for(gpu_job, out);
   r.gpus_per_node = 4;
   r.ntasks_per_node = 8;
   expect_user_error(r, "one rank per GPU");
-  r = request_for(job, out);
-  r.ntasks_per_node = 1;
-  expect_user_error(r, "comm stage needs at least 2 ranks");
   expect_user_error(request_for(job, dir.file("a\nb.h5")), "control character");
   expect_user_error(request_for(job, dir.file("a\\b.h5")), "backslash");
   expect_user_error(request_for(job, dir.path().string()), "is a directory");
   expect_user_error(request_for(job, ""), "--output");
-  r = request_for(job, out);
-  r.partition = "gpu\n#SBATCH --account=evil";
-  expect_user_error(r, "control character");
-  r = request_for(job, out);
-  r.launcher = "ssh";
-  expect_user_error(r, "--launcher");
-  r = request_for(job, out);
-  r.srun_mpi = "pmix; rm -rf ~";
-  expect_user_error(r, "--mpi");
-  r = request_for(job, out);
-  r.stages = {"comm", "fit"};
-  expect_user_error(r, "unknown stage 'fit'");
 }
 
 TEST(Resolve, DefaultsFollowTheJobAndTheGpus) {

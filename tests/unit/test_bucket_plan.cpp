@@ -19,30 +19,36 @@ void expect_bucket(const BucketPlan& plan, std::size_t index, std::size_t first,
   EXPECT_EQ(b.shard_offset, shard_offset) << "bucket " << index;
 }
 
+struct ExpectedBucket {
+  std::size_t first, last;
+  int64_t offset, elements, shard_offset;
+};
+
+// The whole plan: its buckets in order, each parameter's bucket and offset, the buffer's size.
+void expect_plan(const BucketPlan& plan, const std::vector<ExpectedBucket>& buckets, const std::vector<std::size_t>& bucket_of,
+                 const std::vector<int64_t>& parameter_offsets, int64_t buffer_elements) {
+  ASSERT_EQ(plan.buckets.size(), buckets.size());
+  for (std::size_t i = 0; i < buckets.size(); ++i) {
+    const ExpectedBucket& b = buckets[i];
+    expect_bucket(plan, i, b.first, b.last, b.offset, b.elements, b.shard_offset);
+  }
+  EXPECT_EQ(plan.bucket_of, bucket_of);
+  EXPECT_EQ(plan.parameter_offsets, parameter_offsets);
+  EXPECT_EQ(plan.buffer_elements, buffer_elements);
+}
+
 // Parameters of 3, 5 and 2 fp32 elements, buckets of 12 bytes: from the last, 2 elements (8 bytes) stay
 // open, 2 + 5 = 7 (28 bytes) close bucket 0 = {1, 2}; parameter 0 alone is the last, smaller bucket.
 // Layout, the last bucket first: parameter 0 at 0, parameter 1 at 3, parameter 2 at 8; 10 elements.
 TEST(BucketPlan, LastParametersFirstAndTheLastBucketSmaller) {
-  const BucketPlan plan = make_bucket_plan({3, 5, 2}, 4, 12);
-  ASSERT_EQ(plan.buckets.size(), 2u);
-  expect_bucket(plan, 0, 1, 2, 3, 7, 0);
-  expect_bucket(plan, 1, 0, 0, 0, 3, 7);
-  EXPECT_EQ(plan.bucket_of, (std::vector<std::size_t>{1, 0, 0}));
-  EXPECT_EQ(plan.parameter_offsets, (std::vector<int64_t>{0, 3, 8}));
-  EXPECT_EQ(plan.buffer_elements, 10);
+  expect_plan(make_bucket_plan({3, 5, 2}, 4, 12), {{1, 2, 3, 7, 0}, {0, 0, 0, 3, 7}}, {1, 0, 0}, {0, 3, 8}, 10);
 }
 
 // The same buckets padded to multiples of 4 (the distributed optimizer at dp 4): bucket 1's 3 elements
 // take 4 (one zero), bucket 0's 7 take 8; bucket 0 starts at 4, so parameter 1 at 4 and parameter 2 at
 // 9; 12 elements. Slices: bucket 0's 8/4 = 2 first in the shard, then bucket 1's 1 at 2.
 TEST(BucketPlan, PaddingToTheMultiple) {
-  const BucketPlan plan = make_bucket_plan({3, 5, 2}, 4, 12, 4);
-  ASSERT_EQ(plan.buckets.size(), 2u);
-  expect_bucket(plan, 0, 1, 2, 4, 8, 0);
-  expect_bucket(plan, 1, 0, 0, 0, 4, 2);
-  EXPECT_EQ(plan.bucket_of, (std::vector<std::size_t>{1, 0, 0}));
-  EXPECT_EQ(plan.parameter_offsets, (std::vector<int64_t>{0, 4, 9}));
-  EXPECT_EQ(plan.buffer_elements, 12);
+  expect_plan(make_bucket_plan({3, 5, 2}, 4, 12, 4), {{1, 2, 4, 8, 0}, {0, 0, 0, 4, 2}}, {1, 0, 0}, {0, 4, 9}, 12);
 }
 
 // Four parameters of 4 two-byte elements: two of them hold 16 bytes, so at bucket_bytes 16 a bucket

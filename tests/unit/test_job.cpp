@@ -10,6 +10,7 @@
 #include <set>
 #include <string>
 #include <tuple>
+#include <utility>
 #include <vector>
 
 #include "common/errors.hpp"
@@ -139,6 +140,18 @@ TEST(Job, ExplicitConfigsComeFirstAndDuplicatesAreDropped) {
   EXPECT_EQ(job.max_world_size(), 3);
 }
 
+// How the job runs: its backend and ranks, the iterations it times, and the comm sweep's sizes.
+void expect_run(const Job& job, Backend backend, int ranks, int warmup_iters, int timed_iters, const std::string& min_bytes,
+                const std::string& max_bytes, double step_factor) {
+  EXPECT_EQ(job.backend, backend);
+  EXPECT_EQ(job.ranks, ranks);
+  EXPECT_EQ(job.warmup_iters, warmup_iters);
+  EXPECT_EQ(job.timed_iters, timed_iters);
+  EXPECT_EQ(job.comm.min_bytes, min_bytes);
+  EXPECT_EQ(job.comm.max_bytes, max_bytes);
+  EXPECT_EQ(job.comm.step_factor, step_factor);
+}
+
 TEST(Job, Defaults) {
   JobFolder folder;
   const Job job = folder.parse(R"({"model": "models/tiny.json",
@@ -146,15 +159,9 @@ TEST(Job, Defaults) {
                                "my-cluster.json");
   EXPECT_EQ(job.name, "my-cluster");  // the file's stem
   EXPECT_EQ(job.path, folder.dir.file("my-cluster.json"));
-  EXPECT_EQ(job.backend, Backend::kCpu);
+  expect_run(job, Backend::kCpu, 0, 2, 5, "8", "16M", 4.0);
   EXPECT_EQ(job.seed, 1234u);
-  EXPECT_EQ(job.warmup_iters, 2);
-  EXPECT_EQ(job.timed_iters, 5);
   EXPECT_EQ(job.compute_threads, 1);
-  EXPECT_EQ(job.ranks, 0);
-  EXPECT_EQ(job.comm.min_bytes, "8");
-  EXPECT_EQ(job.comm.max_bytes, "16M");
-  EXPECT_EQ(job.comm.step_factor, 4.0);
   EXPECT_EQ(job.comm.warmup_iters, 5);
   EXPECT_EQ(job.comm.iters, 20);
 }
@@ -211,44 +218,29 @@ TEST(Job, MalformedJobsAreRefused) {
   std::string message = user_error_of([&] { folder.parse(R"({"model": "models/tiny.json", "configs": [)"); });
   EXPECT_TRUE(contains(message, path)) << message;
   EXPECT_TRUE(contains(message, "not valid JSON")) << message;
-  message = user_error_of([&] { folder.parse("model = tiny"); });
-  EXPECT_TRUE(contains(message, "not valid JSON")) << message;
-  message = user_error_of([&] { folder.parse("[1, 2]"); });
-  EXPECT_TRUE(contains(message, "JSON object")) << message;
-  message = user_error_of([&] { folder.parse(R"({"configs": []})"); });
-  EXPECT_TRUE(contains(message, "'model'")) << message;
-  message = user_error_of([&] { folder.parse(R"({"model": "models/tiny.json"})"); });
-  EXPECT_TRUE(contains(message, "no configuration")) << message;
-  message = user_error_of([&] {
-    folder.parse(
-        R"({"model": "models/tiny.json", "configs": [{"dp": 1, "tp": 1, "micro_batch": 1, "global_batch": 1, "seq_len": 8}]})");
-  });
-  EXPECT_TRUE(contains(message, "missing field 'pp'")) << message;
-  message = user_error_of([&] {
-    folder.parse(
-        R"({"model": "models/tiny.json", "configs": [{"dp": -1, "tp": 1, "pp": 1, "micro_batch": 1, "global_batch": 1, "seq_len": 8}]})");
-  });
-  EXPECT_TRUE(contains(message, "'dp'")) << message;
-  message = user_error_of([&] {
-    folder.parse(
-        R"({"model": "models/tiny.json", "configs": [{"dp": 0, "tp": 1, "pp": 1, "micro_batch": 1, "global_batch": 1, "seq_len": 8}]})");
-  });
-  EXPECT_TRUE(contains(message, "zero")) << message;
-  message = user_error_of([&] {
-    folder.parse(
-        R"({"model": "models/tiny.json", "configs": [{"dp": 1, "tp": 1, "pp": 1, "micro_batch": 1, "global_batch": 1, "seq_len": 8, "precision": "fp8"}]})");
-  });
-  EXPECT_TRUE(contains(message, "fp8")) << message;
-  message = user_error_of([&] {
-    folder.parse(
-        R"({"model": "models/tiny.json", "sweep": {"precisions": ["fp32"], "micro_batch": 1, "global_batch": 1, "seq_len": 8}})");
-  });
-  EXPECT_TRUE(contains(message, "world_sizes")) << message;
-  message = user_error_of([&] {
-    folder.parse(
-        R"({"model": "models/tiny.json", "backend": "tpu", "configs": [{"dp": 1, "tp": 1, "pp": 1, "micro_batch": 1, "global_batch": 1, "seq_len": 8}]})");
-  });
-  EXPECT_TRUE(contains(message, "tpu")) << message;
+  // Each text refused with a message that names the fragment.
+  const std::vector<std::pair<std::string, std::string>> refused = {
+      {"model = tiny", "not valid JSON"},
+      {"[1, 2]", "JSON object"},
+      {R"({"configs": []})", "'model'"},
+      {R"({"model": "models/tiny.json"})", "no configuration"},
+      {R"({"model": "models/tiny.json", "configs": [{"dp": 1, "tp": 1, "micro_batch": 1, "global_batch": 1, "seq_len": 8}]})",
+       "missing field 'pp'"},
+      {R"({"model": "models/tiny.json", "configs": [{"dp": -1, "tp": 1, "pp": 1, "micro_batch": 1, "global_batch": 1, "seq_len": 8}]})",
+       "'dp'"},
+      {R"({"model": "models/tiny.json", "configs": [{"dp": 0, "tp": 1, "pp": 1, "micro_batch": 1, "global_batch": 1, "seq_len": 8}]})",
+       "zero"},
+      {R"({"model": "models/tiny.json", "configs": [{"dp": 1, "tp": 1, "pp": 1, "micro_batch": 1, "global_batch": 1, "seq_len": 8, "precision": "fp8"}]})",
+       "fp8"},
+      {R"({"model": "models/tiny.json", "sweep": {"precisions": ["fp32"], "micro_batch": 1, "global_batch": 1, "seq_len": 8}})",
+       "world_sizes"},
+      {R"({"model": "models/tiny.json", "backend": "tpu", "configs": [{"dp": 1, "tp": 1, "pp": 1, "micro_batch": 1, "global_batch": 1, "seq_len": 8}]})",
+       "tpu"},
+  };
+  for (const auto& [text, fragment] : refused) {
+    message = user_error_of([&] { folder.parse(text); });
+    EXPECT_TRUE(contains(message, fragment)) << message;
+  }
   message = user_error_of([&] { load_job(folder.dir.file("absent.json")); });
   EXPECT_TRUE(contains(message, "absent.json")) << message;
   message = user_error_of([&] { load_job(folder.dir.path().string()); });
@@ -378,13 +370,7 @@ TEST(Job, ShippedLlama8BJob) {
   EXPECT_EQ(job.name, "llama3.1-8b-8gpu");
   EXPECT_EQ(job.model.num_layers, 32);
   EXPECT_EQ(job.model.hidden_size, 4096);
-  EXPECT_EQ(job.backend, Backend::kCuda);
-  EXPECT_EQ(job.ranks, 8);
-  EXPECT_EQ(job.warmup_iters, 3);
-  EXPECT_EQ(job.timed_iters, 10);
-  EXPECT_EQ(job.comm.min_bytes, "1K");
-  EXPECT_EQ(job.comm.max_bytes, "1G");
-  EXPECT_EQ(job.comm.step_factor, 2.0);
+  expect_run(job, Backend::kCuda, 8, 3, 10, "1K", "1G", 2.0);
   // factorizations(8) has 10 layouts; x 5 precisions = 50 configurations, all of 8 ranks.
   ASSERT_EQ(job.configs.size(), 50u);
   for (const auto& c : job.configs) {

@@ -22,6 +22,7 @@
 #include "common/model_spec.hpp"
 #include "common/training_techniques.hpp"
 #include "temp_dir.hpp"
+#include "user_error.hpp"
 
 namespace itertime {
 namespace {
@@ -36,20 +37,7 @@ std::string read_text(const std::string& path) {
   return out.str();
 }
 
-// The message of the UserError `body` throws; fails the test when it throws none, or something else.
-template <typename Body>
-std::string user_error_of(Body&& body) {
-  try {
-    body();
-  } catch (const UserError& error) {
-    return error.what();
-  } catch (const std::exception& error) {
-    ADD_FAILURE() << "expected a UserError, got " << typeid(error).name() << ": " << error.what();
-    return "";
-  }
-  ADD_FAILURE() << "expected a UserError, the input was accepted";
-  return "";
-}
+using itertime::testing::user_error_of;  // fails the test when the input is accepted or something else is thrown
 
 void expect_one_line(const std::string& message) {
   EXPECT_FALSE(message.empty());
