@@ -19,7 +19,7 @@ XML="${2:-$BUILD_DIR/ctest-junit.xml}"
 
 stack=""
 if [[ -x "$BUILD_DIR/launcher/itertime" ]]; then
-  stack=$("$BUILD_DIR/launcher/itertime" info 2>/dev/null | grep -E '^  (LibTorch|HDF5|MPI) ' | sed -E 's/^ +//; s/  +/ /' | paste -sd ';' -)
+  stack=$("$BUILD_DIR/launcher/itertime" info 2>/dev/null | grep -E '^  (LibTorch|HDF5|MPI)  ' | sed -E 's/^ +//; s/  +/ /' | paste -sd ';' -)
 fi
 echo "skip-report: ${stack:-stack unknown}"
 # One <testcase> block per test; colour escapes are written as [NON-XML-CHAR-0x1B][...m.
