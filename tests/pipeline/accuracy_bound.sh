@@ -23,6 +23,9 @@
 # Usage: accuracy_bound.sh ITERTIME SOURCE_DIR [CAL.h5]   (CAL: tests/data/accuracy-cpu.h5 by default)
 set -euo pipefail
 ITERTIME="$1"; SRC="$2"
+# jq reads the report (setup-debian.sh installs it); without it the test is skipped, visibly (CTest's
+# SKIP_RETURN_CODE 77), as in the bare root of the prediction-only check.
+command -v jq >/dev/null 2>&1 || { echo "SKIP: jq is not installed (apt-get install jq)"; exit 77; }
 CAL="${3:-$SRC/tests/data/accuracy-cpu.h5}"
 MODEL="$SRC/data/models/tiny-llama-gqa.json"
 WORK="$(mktemp -d)"
