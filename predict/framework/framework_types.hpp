@@ -1,0 +1,80 @@
+// framework_types.hpp: the vocabulary of the framework models (issue 32): which training framework a
+// prediction models, the transformer as that framework sees its shapes, and the framework's recipe.
+// Invariants:
+//  - Framework::kItertime is itertime's own LibTorch trainer (the stage builder, the calibrated
+//    predictor); Framework::kMegatronTe is Megatron-Core with Transformer Engine (predict/framework/).
+//    parse_framework(to_string(f)) == f; any other text is a UserError naming it and the choices.
+//  - TransformerShape holds sizes only (no weights): a LLaMA (RMSNorm, SwiGLU, rotary, no biases, GQA)
+//    from a LlamaSpec, or a GPT (LayerNorm, GeLU MLP, learned positions, biases) given by its sizes, so
+//    that published measurements of either family can be scored. Parameter counts are exact for the
+//    Megatron-Core layer of that family (docs/framework.md).
+//  - FrameworkRecipe is what a Megatron-Core launch sets: the precision (bf16 or fp16 parameters with
+//    fp32 main gradients, or fp8 GEMMs under a scaling recipe), Megatron's techniques (common/
+//    training_techniques.hpp; the vocabulary-parallel embedding and head are always on where tp > 1, as
+//    Megatron has no other), and the switches that only the framework has.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+
+#include "common/model_spec.hpp"
+#include "common/precision.hpp"
+#include "common/training_techniques.hpp"
+
+namespace itertime::predict::framework {
+
+enum class Framework { kItertime, kMegatronTe };
+std::string to_string(Framework framework);  // "itertime", "megatron-te"
+Framework parse_framework(std::string_view text);
+
+enum class MlpKind { kSwiGlu, kGelu };       // gated SiLU (LLaMA, 3 GEMMs) or GeLU (GPT, 2 GEMMs)
+enum class NormKind { kRmsNorm, kLayerNorm };
+
+struct TransformerShape {
+  std::string name;
+  int64_t hidden = 0;
+  int64_t ffn = 0;  // the MLP's inner size (per gate for SwiGLU: fc1 is [2*ffn, hidden])
+  int64_t layers = 0;
+  int64_t heads = 0;
+  int64_t kv_heads = 0;
+  int64_t head_dim = 0;
+  int64_t vocab = 0;
+  MlpKind mlp = MlpKind::kSwiGlu;
+  NormKind norm = NormKind::kRmsNorm;
+  bool rotary = true;                // rotary embeddings (else learned absolute positions, max_positions rows)
+  int64_t learned_positions = 0;     // rows of the learned position embedding (0 with rotary)
+  bool linear_bias = false;          // biases on every linear (GPT)
+  bool tied_embeddings = false;
+
+  int64_t q_size() const { return heads * head_dim; }
+  int64_t kv_size() const { return kv_heads * head_dim; }
+  // One decoder layer: qkv, proj, fc1, fc2 weights (and biases), two norms' weights (and biases).
+  int64_t layer_params() const;
+  int64_t embedding_params() const;  // word embedding (+ positions)
+  int64_t output_params() const;     // the output layer (0 when tied) and the final norm
+  int64_t total_params() const;
+  // Training FLOPs per token for MFU, as LlamaSpec::training_flops_per_token (PaLM's formula): 6 x the
+  // GEMM parameters (the output layer included) + 12 x layers x q_size x seq (causal mask not halved).
+  double training_flops_per_token(int64_t seq_len) const;
+};
+
+TransformerShape shape_of(const LlamaSpec& model);
+
+// Transformer Engine's FP8 scaling recipes: delayed (DelayedScaling: scales from an amax history, the
+// default of TE 1.x) and current (Float8CurrentScaling: an amax reduction before each cast).
+enum class Fp8Recipe { kDelayed, kCurrent };
+std::string to_string(Fp8Recipe recipe);  // "delayed", "current"
+Fp8Recipe parse_fp8_recipe(std::string_view text);
+
+struct FrameworkRecipe {
+  // kAmpBf16 (Megatron --bf16), kAmpFp16 (--fp16), or kFp8 (--bf16 --fp8-format hybrid): parameters in
+  // bf16/fp16 with fp32 main gradients; other policies are refused by the framework model.
+  PrecisionName precision = PrecisionName::kAmpBf16;
+  Fp8Recipe fp8_recipe = Fp8Recipe::kDelayed;  // with kFp8 only
+  TrainingTechniques techniques;               // vocab_parallel is implied where tp > 1
+  bool tp_comm_overlap = false;                // --tp-comm-overlap (TE userbuffers; needs sequence parallelism)
+  bool gradient_accumulation_fusion = true;    // wgrad GEMMs accumulate into fp32 main_grad directly
+};
+
+}  // namespace itertime::predict::framework
