@@ -1,0 +1,61 @@
+// framework_predictor.hpp: the iteration time of a Megatron-Core + Transformer Engine run of a
+// transformer on described GPUs (issue 32): the stage that framework executes (megatron_te_stage.hpp),
+// its kernels timed from published figures (gpu_kernels.hpp), its collectives from the hardware
+// description (device/described_comm.hpp), its pipeline by the schedule simulation, its memory
+// (megatron_memory.hpp).
+// Invariants:
+//  - No calibration is read: every time comes from the GPU's kernel figures and the description.
+//  - An illegal layout or a recipe the framework refuses comes back as an outcome with its reason.
+//  - Breakdown figures are on the busiest pipeline rank, microseconds per iteration; total_us is the
+//    iteration (forward, backward, pipeline bubble, exposed communication, optimizer step).
+#pragma once
+
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "common/hardware_spec.hpp"
+#include "common/parallel_config.hpp"
+#include "predict/device/described_comm.hpp"
+#include "predict/framework/framework_types.hpp"
+#include "predict/framework/gpu_kernels.hpp"
+
+namespace itertime::predict::framework {
+
+struct FrameworkTarget {
+  HardwareSpec hardware;
+  GpuKernelFigures kernels;
+  NcclTuning tuning;
+};
+
+struct FrameworkRequest {
+  TransformerShape shape;
+  ParallelConfig config;
+  FrameworkRecipe recipe;
+};
+
+struct FrameworkPrediction {
+  double total_us = 0;
+  double compute_us = 0;      // kernels of the busiest rank's passes and tail (GEMMs, attention, memory-bound)
+  double tp_comm_us = 0;      // exposed TP (and SP) collectives
+  double cp_comm_us = 0;      // exposed context-parallel exchange
+  double pp_comm_us = 0;      // exposed pipeline transfers
+  double bubble_us = 0;       // pipeline idle time of the busiest rank
+  double dp_comm_us = 0;      // exposed gradient reduction and parameter gather
+  double optimizer_us = 0;    // the optimizer step
+  double stage_forward_us = 0, stage_backward_us = 0;  // the busiest virtual stage, one micro-batch
+  int64_t kernel_launches = 0;                          // per iteration on the busiest rank
+  double peak_memory_bytes = 0;                         // the largest over pipeline ranks
+  double model_flops_per_iteration = 0;                 // TransformerShape::training_flops_per_token x tokens
+  std::vector<std::string> notes;                       // which figures were used, what is assumed
+};
+
+struct FrameworkOutcome {
+  std::optional<FrameworkPrediction> prediction;
+  std::string reason;  // when there is no prediction
+  bool ok() const { return prediction.has_value(); }
+};
+
+FrameworkOutcome predict_framework(const FrameworkTarget& target, const FrameworkRequest& request);
+
+}  // namespace itertime::predict::framework
