@@ -22,8 +22,9 @@
 // value; the products there that are at least the largest measured one in every dimension reach the
 // file's measured maximum achievable (MAMF, a brute-force search's best over large shapes), the others
 // keep the throughput of their projection onto the measured lattice: so a large product approaches the
-// MAMF, while a skinny one (one small dimension) keeps the low throughput measured for its kind. Last, the throughput is capped at the description's dense peak and at the
-// measured maximum achievable (MAMF) of the file, both bounds that no kernel of that GPU exceeds.
+// MAMF, while a skinny one (one small dimension) keeps the low throughput measured for its kind. Last,
+// the throughput is capped at the description's dense peak and at the file's MAMF, bounds that no
+// kernel of that GPU exceeds.
 #include "predict/framework/gpu_kernels.hpp"
 
 #include <algorithm>
@@ -57,7 +58,7 @@ struct Unit {
 };
 
 constexpr Unit kUnits[] = {
-    {"GFLOP/s", Quantity::kFlops, 1e9},  {"TFLOP/s", Quantity::kFlops, 1e12}, {"PFLOP/s", Quantity::kFlops, 1e15},
+    {"GFLOP/s", Quantity::kFlops, 1e9},  {"TFLOP/s", Quantity::kFlops, 1e12},  {"PFLOP/s", Quantity::kFlops, 1e15},
     {"GB/s", Quantity::kBandwidth, 1e9}, {"TB/s", Quantity::kBandwidth, 1e12}, {"ns", Quantity::kTime, 1e-3},
     {"us", Quantity::kTime, 1.0},        {"ms", Quantity::kTime, 1e3},
 };
@@ -225,7 +226,9 @@ GpuKernelFigures::GemmLattice build_lattice(const std::vector<GpuKernelFigures::
   // in turn (the largest time of the points no larger in any dimension), and the minorant, a running
   // minimum from the far end (the smallest time of the points no smaller in any dimension).
   std::vector<double> upper = lattice.log_time_s, lower = lattice.log_time_s;
-  auto at = [&](std::vector<double>& v, std::size_t i, std::size_t j, std::size_t l) -> double& { return v[(i * nn + j) * nk + l]; };
+  auto at = [&](std::vector<double>& v, std::size_t i, std::size_t j, std::size_t l) -> double& {
+    return v[(i * nn + j) * nk + l];
+  };
   for (std::size_t i = 0; i < nm; ++i) {
     for (std::size_t j = 0; j < nn; ++j) {
       for (std::size_t l = 0; l < nk; ++l) {
@@ -309,7 +312,8 @@ void read_gemm(Reader& reader, const json& doc, const HardwareSpec& hardware, Gp
       const json& row = shapes[i];
       if (!row.is_array() || row.size() != 4) reader.fail(where, "must be [m, n, k, achieved], got " + json_excerpt(row));
       GpuKernelFigures::GemmPoint point;
-      point.shape = {reader.whole(row[0], where + "[0]"), reader.whole(row[1], where + "[1]"), reader.whole(row[2], where + "[2]")};
+      point.shape = {reader.whole(row[0], where + "[0]"), reader.whole(row[1], where + "[1]"),
+                     reader.whole(row[2], where + "[2]")};
       point.achieved_flops_per_s = reader.positive(row[3], where + "[3]") * factor;
       if (point.achieved_flops_per_s > peak * (1 + 1e-9)) {
         reader.fail(where + "[3]", "achieves more than the dense " + to_string(dtype) + " peak of " + hardware.name + " (" +
@@ -538,8 +542,8 @@ GpuKernelFigures load_gpu_kernel_figures(const HardwareSpec& hardware, const std
   const std::string path = (std::filesystem::path(dir) / (hardware.name + ".json")).string();
   std::error_code error;
   if (!std::filesystem::exists(path, error)) {
-    throw UserError("no published kernel figures for '" + hardware.name + "' in " + dir + "; GPUs with figures: " +
-                    known_gpus(dir) + " (docs/kernels.md)");
+    throw UserError("no published kernel figures for '" + hardware.name + "' in " + dir +
+                    "; GPUs with figures: " + known_gpus(dir) + " (docs/kernels.md)");
   }
   const std::string text = read_input_file(path, {"no such file", "is a directory, not kernel figures", "cannot be read"});
   json doc;

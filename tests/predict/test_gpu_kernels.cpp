@@ -63,8 +63,8 @@ TEST(GpuKernels, EveryShippedFileLoadsWithSourcesAndBoundedFigures) {
     EXPECT_GT(f.memory_bandwidth_bytes_per_s, 0);
     EXPECT_LE(f.memory_bandwidth_bytes_per_s, hw.memory_bandwidth_bytes_per_s);
     EXPECT_NE(f.summary().find(f.path), std::string::npos);
-    for (const char* path : {"launch_overhead", "memory_bandwidth", "gemm.bf16", "gemm.fp16", "gemm.tf32", "attention.fp16.kernel",
-                             "attention.fp16.tables[0]", "attention.bf16"}) {
+    for (const char* path : {"launch_overhead", "memory_bandwidth", "gemm.bf16", "gemm.fp16", "gemm.tf32",
+                             "attention.fp16.kernel", "attention.fp16.tables[0]", "attention.bf16"}) {
       ASSERT_TRUE(f.sources.count(path)) << path;
     }
     for (const auto& [path, source] : f.sources) {
@@ -186,8 +186,8 @@ TEST(GpuKernels, HandDerivedTimes) {
   EXPECT_NEAR(h100.gemm_time_us(ComputeDType::kBf16, {4096, 4096, 4096}), t4096 + launch, 1e-6);
   // One node beyond (16384 = 4 x 4096) a product at least 4096 in every dimension runs at the MAMF,
   // 794.5 TFLOP/s; 8192 rows lie halfway in log(m): the geometric mean of the two times.
-  EXPECT_NEAR(h100.gemm_time_us(ComputeDType::kBf16, {8192, 4096, 4096}),
-              std::sqrt(t4096 * 4 * t4096 * 780.2 / 794.5) + launch, 1e-6);
+  EXPECT_NEAR(h100.gemm_time_us(ComputeDType::kBf16, {8192, 4096, 4096}), std::sqrt(t4096 * 4 * t4096 * 780.2 / 794.5) + launch,
+              1e-6);
   // Past the last node a dimension scales the time: twice the rows, twice the time, at the MAMF.
   const double t_far = h100.gemm_time_us(ComputeDType::kBf16, {65536, 16384, 16384}) - launch;
   EXPECT_NEAR(t_far, 2.0 * 65536.0 * 16384.0 * 16384.0 / 794.5e12 * 1e6, 1e-6);
@@ -210,8 +210,7 @@ TEST(GpuKernels, HandDerivedTimes) {
   const double forward_flops = 4.0 * 2 * 32 * 4096.0 * 4096.0 * 128 / 2;
   EXPECT_DOUBLE_EQ(attention.forward_flops(), forward_flops);
   EXPECT_NEAR(h100.attention_time_us(ComputeDType::kBf16, attention, false), forward_flops / 518e12 * 1e6 + launch, 1e-6);
-  EXPECT_NEAR(h100.attention_time_us(ComputeDType::kBf16, attention, true),
-              2.5 * forward_flops / 424.4e12 * 1e6 + launch, 1e-6);
+  EXPECT_NEAR(h100.attention_time_us(ComputeDType::kBf16, attention, true), 2.5 * forward_flops / 424.4e12 * 1e6 + launch, 1e-6);
   // Between measured lengths, linear in log(length): 3000 tokens lies 0.5507 of the way from 2048 (484) to 4096.
   attention.seq_q = attention.seq_kv = 3000;
   const double w = std::log(3000.0 / 2048.0) / std::log(2.0);
