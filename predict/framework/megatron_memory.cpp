@@ -49,6 +49,7 @@ struct Terms {
   int64_t shard_ranks = 1;        // dp * cp
   // fp8.
   bool fp8 = false;
+  bool fp8_params = false;  // --fp8-param-gather
   int64_t fp8_scaling_bytes_per_layer = 0;
   // Activations per micro-batch.
   int64_t layer_kept = 0;        // saved by one decoder layer
@@ -61,7 +62,8 @@ struct Terms {
 
 void refuse(const std::string& what) { throw UserError("megatron-te memory: " + what); }
 
-Terms make_terms(const TransformerShape& shape, const ParallelConfig& c, const FrameworkRecipe& recipe) {
+Terms make_terms(const TransformerShape& shape, const ParallelConfig& c, const FrameworkRecipe& recipe,
+                 const MegatronMemoryOptions& options) {
   if (recipe.precision != PrecisionName::kAmpBf16 && recipe.precision != PrecisionName::kAmpFp16 &&
       recipe.precision != PrecisionName::kFp8) {
     refuse("precision " + itertime::to_string(recipe.precision) +
@@ -122,9 +124,14 @@ Terms make_terms(const TransformerShape& shape, const ParallelConfig& c, const F
   // transformer_engine.py, unless --disable-parameter-transpose-cache), the fp8 weight and its
   // column-wise copy (the transpose Hopper's fp8 GEMMs need for dgrad) are cached across micro-batches).
   x.fp8 = recipe.precision == PrecisionName::kFp8;
+  // --fp8-param-gather (megatron/core/extensions/transformer_engine.py creates the TE modules under
+  // fp8_model_init; distrib_optimizer.py takes the fp32 main parameters from their high-precision init
+  // value and then clears it): the GEMM weights are fp8 tensors, and only their transpose is cached.
+  x.fp8_params = x.fp8 && options.fp8_param_gather;
   if (x.fp8) {
     // Per TE GEMM module: forward input, weight, output and backward grad-output, grad-input meta, each an
-    // fp32 scale, scale_inv and amax history (delayed: kAmaxHistoryLength rows; current: one amax).
+    // fp32 scale, scale_inv and amax history (delayed: kAmaxHistoryLength rows, transformer_engine/common/
+    // recipe/__init__.py; current: one amax).
     const int64_t history = recipe.fp8_recipe == Fp8Recipe::kDelayed ? kAmaxHistoryLength : 1;
     x.fp8_scaling_bytes_per_layer = kTeGemmModulesPerLayer * 5 * 4 * (history + 2);
   }
@@ -208,13 +215,13 @@ FrameworkMemory rank_memory(const Terms& x, const ParallelConfig& c, int r) {
   // gradients in a grad buffer of grad_dtype fp32 (grad_reduce_in_fp32, which NeMo's recipes set and
   // --accumulate-allreduce-grads-in-fp32 sets with bf16); the 64-element alignment and bucket padding are
   // below 0.01% and left out.
-  m.weights_bytes = 2 * params;
+  m.weights_bytes = x.fp8_params ? 2 * (params - gemm_params) + gemm_params : 2 * params;
   m.main_grad_bytes = 4 * params;
   // fp32 main parameters + exp_avg + exp_avg_sq: 12 B per parameter, the shard of dp*cp with the
   // distributed optimizer (distrib_optimizer.py), all of them otherwise (optimizer.py
   // Float16OptimizerWithFloat16Params).
   m.optimizer_bytes = x.distributed_optimizer ? 12 * ceil_div(params, x.shard_ranks) : 12 * params;
-  if (x.fp8) m.fp8_bytes = 2 * gemm_params + layers_here * x.fp8_scaling_bytes_per_layer;
+  if (x.fp8) m.fp8_bytes = (x.fp8_params ? 1 : 2) * gemm_params + layers_here * x.fp8_scaling_bytes_per_layer;
   m.activations_bytes = activations;
   m.other_bytes = transient;
   m.total_bytes = m.weights_bytes + m.main_grad_bytes + m.optimizer_bytes + m.fp8_bytes + m.activations_bytes + m.other_bytes;
@@ -270,8 +277,9 @@ void megatron_chunk_micro_batches_in_flight(const ParallelConfig& config, int ra
 }
 
 FrameworkMemory megatron_te_memory(const TransformerShape& shape, const ParallelConfig& config,
-                                   const FrameworkRecipe& recipe, int pipeline_rank) {
-  const Terms x = make_terms(shape, config, recipe);
+                                   const FrameworkRecipe& recipe, int pipeline_rank,
+                                   const MegatronMemoryOptions& options) {
+  const Terms x = make_terms(shape, config, recipe, options);
   if (pipeline_rank < 0 || pipeline_rank >= config.pp) {
     refuse("pipeline rank " + std::to_string(pipeline_rank) + " is outside [0, " + std::to_string(config.pp) + ")");
   }
@@ -280,8 +288,8 @@ FrameworkMemory megatron_te_memory(const TransformerShape& shape, const Parallel
 }
 
 int64_t megatron_te_peak_memory_bytes(const TransformerShape& shape, const ParallelConfig& config,
-                                      const FrameworkRecipe& recipe) {
-  const Terms x = make_terms(shape, config, recipe);
+                                      const FrameworkRecipe& recipe, const MegatronMemoryOptions& options) {
+  const Terms x = make_terms(shape, config, recipe, options);
   if (config.vp > 64) refuse("at most 64 virtual pipeline stages per rank");
   int64_t peak = 0;
   for (int r = 0; r < config.pp; ++r) peak = std::max(peak, rank_memory(x, config, r).total_bytes);

@@ -17,6 +17,9 @@
 //    first L mod (pp*vp) virtual stages one layer more).
 //  - megatron_te_peak_memory_bytes(...) == max over ranks of megatron_te_memory(...).total_bytes, in
 //    O(pp * vp) arithmetic without allocation.
+//  - MegatronMemoryOptions::fp8_param_gather (Megatron's --fp8-param-gather, which NeMo's fp8 recipe sets;
+//    only with kFp8): the decoder GEMM weights are TE fp8 parameters, 1 B each in weights_bytes, and only
+//    their cached transpose (1 B) and the scaling state in fp8_bytes; no bf16 copy of them is kept.
 //  - Refused with a UserError (one line): a precision other than amp-bf16, amp-fp16 or fp8; a layout
 //    Megatron refuses (a degree < 1, heads, KV heads or the MLP not divisible by tp, the sequence not
 //    divisible by cp (by tp too with sequence parallelism), fewer layers than virtual stages, vp > 1
@@ -61,11 +64,17 @@ std::vector<VirtualStageLayers> megatron_virtual_stage_layers(int64_t num_layers
 // order (common/pipeline_order.hpp) that run chunk c. Writes vp counts to `counts`.
 void megatron_chunk_micro_batches_in_flight(const ParallelConfig& config, int rank, int64_t* counts);
 
+// Switches of a Megatron launch the memory depends on that FrameworkRecipe does not carry.
+struct MegatronMemoryOptions {
+  bool fp8_param_gather = false;  // --fp8-param-gather: fp8 primary weights (with precision kFp8 only)
+};
+
 FrameworkMemory megatron_te_memory(const TransformerShape& shape, const ParallelConfig& config,
-                                   const FrameworkRecipe& recipe, int pipeline_rank);
+                                   const FrameworkRecipe& recipe, int pipeline_rank,
+                                   const MegatronMemoryOptions& options = {});
 
 // The largest total_bytes over the pipeline ranks (fast: no allocation, O(pp * vp)).
 int64_t megatron_te_peak_memory_bytes(const TransformerShape& shape, const ParallelConfig& config,
-                                      const FrameworkRecipe& recipe);
+                                      const FrameworkRecipe& recipe, const MegatronMemoryOptions& options = {});
 
 }  // namespace itertime::predict::framework
