@@ -192,11 +192,32 @@ Terms make_terms(const TransformerShape& shape, const ParallelConfig& c, const F
   return x;
 }
 
-// Pipeline rank r's figures, counts[c] = micro-batches of chunk c in flight at its peak.
-FrameworkMemory rank_memory(const Terms& x, const ParallelConfig& c, int r) {
-  int64_t counts[64];
-  int64_t params = 0, gemm_params = 0, layers_here = 0, activations = 0, transient = 0;
-  megatron_chunk_micro_batches_in_flight(c, r, counts);
+// The most bytes of saved activations pipeline rank r holds at once under Megatron's interleaved order
+// (schedules.py forward_backward_pipelining_with_interleaving, as common/pipeline_order.hpp states it):
+// (pp - r - 1) * 2 + (vp - 1) * pp warm-up forwards (all m * vp when m == pp), then pairs of one forward
+// and one backward; forward k runs chunk (k mod pp*vp) / pp, backward k chunk vp-1 - (k mod pp*vp) / pp.
+// Chunks differ in bytes (the embedding, the head, uneven layer splits), so the peak is walked, not
+// counted; by that order's periodicity it lies within the warm-up and the first pp*vp pairs.
+int64_t interleaved_peak_bytes(const Terms& x, int r, const int64_t* chunk_bytes) {
+  const int64_t pp = x.pp, vp = x.vp, m = x.micro_batches;
+  const int64_t total = m * vp, period = pp * vp;
+  const int64_t warmup = m == pp ? total : std::min<int64_t>((pp - r - 1) * 2 + (vp - 1) * pp, total);
+  int64_t bytes = 0, peak = 0;
+  for (int64_t k = 0; k < warmup; ++k) bytes += chunk_bytes[(k % period) / pp];
+  peak = bytes;
+  const int64_t pairs = std::min(total - warmup, period);
+  for (int64_t i = 0; i < pairs; ++i) {
+    bytes += chunk_bytes[((warmup + i) % period) / pp];
+    peak = std::max(peak, bytes);
+    bytes -= chunk_bytes[vp - 1 - (i % period) / pp];
+  }
+  return peak;
+}
+
+// Pipeline rank r's figures.
+FrameworkMemory rank_memory(const Terms& x, int r) {
+  int64_t chunk_bytes[64];
+  int64_t params = 0, gemm_params = 0, layers_here = 0, transient = 0;
   for (int chunk = 0; chunk < x.vp; ++chunk) {
     const int64_t j = int64_t{chunk} * x.pp + r;
     const int64_t n = virtual_stage_layer_count(x.layers, x.stages, j);
@@ -204,11 +225,14 @@ FrameworkMemory rank_memory(const Terms& x, const ParallelConfig& c, int r) {
     params += n * x.layer_params + (first ? x.embedding_params : 0) + (last ? x.head_params : 0);
     gemm_params += n * x.layer_gemm_params;
     layers_here += n;
-    const int64_t per_micro_batch = n * x.layer_kept + (first ? x.embedding_kept : 0) + (last ? x.head_kept : 0);
-    activations += counts[chunk] * per_micro_batch;
+    chunk_bytes[chunk] = n * x.layer_kept + (first ? x.embedding_kept : 0) + (last ? x.head_kept : 0);
     if (n > 0) transient = std::max(transient, x.layer_transient);
     if (last) transient = std::max(transient, x.head_transient);
   }
+  // 1F1B (schedules.py forward_backward_pipelining_without_interleaving): pp - r - 1 warm-up forwards and
+  // one more before the first backward, min(pp - r, m) micro-batches of the one chunk.
+  const int64_t activations = x.vp == 1 ? std::min<int64_t>(x.pp - r, x.micro_batches) * chunk_bytes[0]
+                                        : interleaved_peak_bytes(x, r, chunk_bytes);
   FrameworkMemory m;
   m.pipeline_rank = r;
   // megatron/core/distributed/param_and_grad_buffer.py: bf16 parameters in the contiguous param buffer,
@@ -264,8 +288,8 @@ void megatron_chunk_micro_batches_in_flight(const ParallelConfig& config, int ra
   }
   // schedules.py forward_backward_pipelining_with_interleaving: (pp - rank - 1) * 2 + (vp - 1) * pp warm-up
   // forwards (all m * vp when m == pp), then one more before the first backward; forward k runs chunk
-  // (k mod pp*vp) / pp. After it each backward frees what a forward adds, so this is the peak
-  // (common/pipeline_order.hpp; the test checks it against that order's walk).
+  // (k mod pp*vp) / pp. After it each backward frees one (chunk, micro-batch) as a forward adds one, so
+  // the count peaks there (common/pipeline_order.hpp; the test checks it against that order's walk).
   const int64_t total = m * vp;
   const int64_t warmup = m == pp ? total : std::min<int64_t>((pp - rank - 1) * 2 + (vp - 1) * pp, total);
   const int64_t forwards = std::min<int64_t>(warmup + 1, total);
@@ -284,7 +308,7 @@ FrameworkMemory megatron_te_memory(const TransformerShape& shape, const Parallel
     refuse("pipeline rank " + std::to_string(pipeline_rank) + " is outside [0, " + std::to_string(config.pp) + ")");
   }
   if (config.vp > 64) refuse("at most 64 virtual pipeline stages per rank");
-  return rank_memory(x, config, pipeline_rank);
+  return rank_memory(x, pipeline_rank);
 }
 
 int64_t megatron_te_peak_memory_bytes(const TransformerShape& shape, const ParallelConfig& config,
@@ -292,7 +316,7 @@ int64_t megatron_te_peak_memory_bytes(const TransformerShape& shape, const Paral
   const Terms x = make_terms(shape, config, recipe, options);
   if (config.vp > 64) refuse("at most 64 virtual pipeline stages per rank");
   int64_t peak = 0;
-  for (int r = 0; r < config.pp; ++r) peak = std::max(peak, rank_memory(x, config, r).total_bytes);
+  for (int r = 0; r < config.pp; ++r) peak = std::max(peak, rank_memory(x, r).total_bytes);
   return peak;
 }
 

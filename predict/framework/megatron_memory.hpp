@@ -11,12 +11,13 @@
 //    fp8 weight and its transpose (2 B per decoder GEMM weight) and the scaling state; the activations
 //    the rank holds at its peak (each chunk's per-micro-batch bytes times its micro-batches in flight
 //    under 1F1B, interleaved with vp > 1); other = the largest transient of a backward on that rank (a
-//    recomputed layer, the bf16 logits or their gradient).
+//    recomputed layer, the bf16 logits or their gradient). With vp > 1 the activations are the most bytes
+//    held at once along Megatron's interleaved order (chunks differ in bytes: embedding, head, splits).
 //  - Layers over virtual stages: megatron_virtual_stage_layers (Megatron's even split; its
 //    account_for_embedding/loss_in_pipeline_split when L + 2 splits evenly and L does not; otherwise the
 //    first L mod (pp*vp) virtual stages one layer more).
 //  - megatron_te_peak_memory_bytes(...) == max over ranks of megatron_te_memory(...).total_bytes, in
-//    O(pp * vp) arithmetic without allocation.
+//    O(pp * pp * vp) arithmetic without allocation.
 //  - MegatronMemoryOptions::fp8_param_gather (Megatron's --fp8-param-gather, which NeMo's fp8 recipe sets;
 //    only with kFp8): the decoder GEMM weights are TE fp8 parameters, 1 B each in weights_bytes, and only
 //    their cached transpose (1 B) and the scaling state in fp8_bytes; no bf16 copy of them is kept.
@@ -59,9 +60,11 @@ struct VirtualStageLayers {
 };
 std::vector<VirtualStageLayers> megatron_virtual_stage_layers(int64_t num_layers, int pp, int vp);
 
-// Micro-batches of chunk c (c = 0..vp-1) pipeline rank `rank` holds at its peak: min(pp - rank, m) with
-// vp == 1; with vp > 1 those among the first min(warm-up + 1, m * vp) forwards of Megatron's interleaved
-// order (common/pipeline_order.hpp) that run chunk c. Writes vp counts to `counts`.
+// Micro-batches of chunk c (c = 0..vp-1) pipeline rank `rank` holds when it holds the most of them:
+// min(pp - rank, m) with vp == 1; with vp > 1 those among the first min(warm-up + 1, m * vp) forwards of
+// Megatron's interleaved order (common/pipeline_order.hpp) that run chunk c. Writes vp counts to `counts`.
+// (For information: the memory walks the bytes, whose peak can come a few forwards later when the chunks
+// differ in size.)
 void megatron_chunk_micro_batches_in_flight(const ParallelConfig& config, int rank, int64_t* counts);
 
 // Switches of a Megatron launch the memory depends on that FrameworkRecipe does not carry.
@@ -73,7 +76,7 @@ FrameworkMemory megatron_te_memory(const TransformerShape& shape, const Parallel
                                    const FrameworkRecipe& recipe, int pipeline_rank,
                                    const MegatronMemoryOptions& options = {});
 
-// The largest total_bytes over the pipeline ranks (fast: no allocation, O(pp * vp)).
+// The largest total_bytes over the pipeline ranks (fast: no allocation, O(pp * pp * vp)).
 int64_t megatron_te_peak_memory_bytes(const TransformerShape& shape, const ParallelConfig& config,
                                       const FrameworkRecipe& recipe, const MegatronMemoryOptions& options = {});
 

@@ -1,6 +1,7 @@
 // test_megatron_memory.cpp: the Megatron-Core + TE memory model (predict/framework/megatron_memory.hpp)
 // against figures derived by hand for a toy model, every term on its own (each EXPECT_EQ fails if that term
-// were dropped or doubled); the interleaved in-flight counts against the walk of common/pipeline_order.hpp;
+// were dropped or doubled); the interleaved in-flight counts and bytes against walks of
+// common/pipeline_order.hpp's order;
 // and the comparison with Megatron-LM's theoretical formula (megatron_formula.hpp) for LLaMA 3.1 8B, 70B and
 // 405B with NeMo's recipe layouts.
 // Invariants: models from data/models/; the NeMo layouts are the defaults of nemo/collections/llm/recipes/
@@ -171,10 +172,14 @@ TEST(MegatronMemory, InterleavedCountsFromMegatronsWarmUp) {
   megatron_chunk_micro_batches_in_flight(c, 1, counts);
   EXPECT_EQ(counts[0], 2);
   EXPECT_EQ(counts[1], 1);
-  // Rank 0 holds virtual stages 0 (embedding) and 2; rank 1 stages 1 and 3 (head).
+  // Rank 0 holds virtual stages 0 (embedding) and 2; rank 1 stages 1 and 3 (head). The bytes follow the
+  // order: rank 0 forwards chunks 0,0,1,1 (warm-up), then forward 4 (chunk 0: 3 + 2 in flight), backward 0
+  // (chunk 1), forward 5 (chunk 0): 4 of chunk 0 (with the embedding) and 1 of chunk 1, 288 B more.
   const FrameworkMemory m0 = megatron_te_memory(toy(), c, base_recipe(), 0);
-  EXPECT_EQ(m0.activations_bytes, 3 * (kLayerSelective + kEmbedding) + 2 * kLayerSelective);
+  EXPECT_EQ(m0.activations_bytes, 4 * (kLayerSelective + kEmbedding) + 1 * kLayerSelective);
   EXPECT_EQ(m0.weights_bytes, 2 * kRank0Params);  // the same layers and embedding as without interleaving
+  // Rank 1: warm-up chunks 0,0, then forward 2 (chunk 1, the head) before backward 0 frees it; the head's
+  // chunk never has two micro-batches in flight.
   const FrameworkMemory m1 = megatron_te_memory(toy(), c, base_recipe(), 1);
   EXPECT_EQ(m1.activations_bytes, 2 * kLayerSelective + 1 * (kLayerSelective + kHead));
 }
@@ -206,6 +211,35 @@ TEST(MegatronMemory, InFlightCountsAreThePeakOfThePipelineOrder) {
           for (int chunk = 0; chunk < vp; ++chunk) {
             EXPECT_EQ(counts[chunk], at_peak[static_cast<std::size_t>(chunk)])
                 << "pp " << pp << " vp " << vp << " m " << m << " rank " << rank << " chunk " << chunk;
+          }
+        }
+      }
+    }
+  }
+}
+
+// The activations with vp > 1 against a walk of the whole interleaved order (common/pipeline_order.hpp)
+// weighting each pass by its virtual stage's bytes: even splits, the account_for split, uneven ones.
+TEST(MegatronMemory, InterleavedActivationsAreTheWalkedPeak) {
+  for (int pp : {2, 3, 4}) {
+    for (int vp : {2, 3}) {
+      for (int64_t layers : {int64_t{pp} * vp, int64_t{pp} * vp * 2 - 2, int64_t{pp} * vp * 2 - 1, int64_t{pp} * vp + 1}) {
+        for (int mult : {1, 2}) {
+          TransformerShape shape = toy();
+          shape.layers = layers;
+          const int m = pp * mult;
+          const ParallelConfig c = layout(2, 2, pp, 1, vp, 1, 2 * m, 32);
+          const std::vector<VirtualStageLayers> stages = megatron_virtual_stage_layers(layers, pp, vp);
+          for (int rank = 0; rank < pp; ++rank) {
+            int64_t now = 0, peak = 0;
+            for (const PipelinePass& pass : interleaved_passes(pp, rank, m, vp)) {
+              const VirtualStageLayers& v = stages[static_cast<std::size_t>(pass.chunk * pp + rank)];
+              const int64_t bytes = v.num_layers * kLayerSelective + (v.has_embedding ? kEmbedding : 0) + (v.has_head ? kHead : 0);
+              now += pass.kind == PipelinePassKind::kForward ? bytes : -bytes;
+              peak = std::max(peak, now);
+            }
+            EXPECT_EQ(megatron_te_memory(shape, c, base_recipe(), rank).activations_bytes, peak)
+                << "pp " << pp << " vp " << vp << " layers " << layers << " m " << m << " rank " << rank;
           }
         }
       }
