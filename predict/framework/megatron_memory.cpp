@@ -241,8 +241,9 @@ FrameworkMemory rank_memory(const Terms& x, int r) {
   m.pipeline_rank = r;
   // megatron/core/distributed/param_and_grad_buffer.py: bf16 parameters in the contiguous param buffer,
   // gradients in a grad buffer of grad_dtype fp32 (grad_reduce_in_fp32, which NeMo's recipes set and
-  // --accumulate-allreduce-grads-in-fp32 sets with bf16); the 64-element alignment and bucket padding are
-  // below 0.01% and left out.
+  // megatron/training/arguments.py sets with --bf16; with --fp16 Megatron-LM alone keeps fp16 gradients
+  // unless --accumulate-allreduce-grads-in-fp32, FrameworkRecipe states fp32); the 64-element alignment
+  // and bucket padding are below 0.01% and left out.
   m.weights_bytes = x.fp8_params ? 2 * (params - gemm_params) + gemm_params : 2 * params;
   m.main_grad_bytes = 4 * params;
   // fp32 main parameters + exp_avg + exp_avg_sq: 12 B per parameter, the shard of dp*cp with the
