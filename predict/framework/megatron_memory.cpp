@@ -137,7 +137,10 @@ Terms make_terms(const TransformerShape& shape, const ParallelConfig& c, const F
   }
 
   // --- Activations of one micro-batch (what the backward needs, saved in the forward).
-  const int64_t T = int64_t{c.micro_batch} * (c.seq_len / c.cp);  // tokens per rank (megatron/core/utils.py get_batch_on_this_cp_rank)
+  // Tokens per rank (megatron/core/utils.py get_batch_on_this_cp_rank). With cp > 1 TE's ring attention
+  // (dot_product_attention/context_parallel.py AttnFuncWithCPAndKVP2P) saves the local q, k + v, output and
+  // lse, as below; the KV blocks from the ring are not kept (the backward runs the ring again).
+  const int64_t T = int64_t{c.micro_batch} * (c.seq_len / c.cp);
   const int64_t d = sp ? t : 1;                                    // the residual stream is sequence-sharded with SP
   const int64_t g = x.fp8 ? 1 : 2;                                 // a TE GEMM's saved input: fp8 under fp8 autocast
   const int64_t heads_local = shape.heads / t;
