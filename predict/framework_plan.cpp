@@ -59,6 +59,7 @@ namespace {
 std::string switches_text(const framework::FrameworkRecipe& recipe) {
   std::string out;
   if (recipe.precision == PrecisionName::kFp8) out = "fp8-" + to_string(recipe.fp8_recipe);
+  if (recipe.fp8_param_gather) out += "+fp8-params";
   if (recipe.tp_comm_overlap) out += std::string(out.empty() ? "" : "+") + "tp-overlap";
   return out;
 }
@@ -124,14 +125,17 @@ std::vector<PlanEntry> plan_framework(const PlanOptions& options, const framewor
             if (std::find(seen.begin(), seen.end(), text) != seen.end()) continue;
             seen.push_back(text);
             for (framework::Fp8Recipe scaling : scalings) {
-              for (bool overlap : space.tp_comm_overlap) {
-                if (overlap && !(techniques.sequence_parallel && config.tp > 1)) continue;
-                framework::FrameworkRecipe recipe;
-                recipe.precision = precision;
-                recipe.fp8_recipe = scaling;
-                recipe.techniques = techniques;
-                recipe.tp_comm_overlap = overlap;
-                entries.push_back(framework_entry(options, target, shape, config, recipe));
+              for (bool fp8_params : fp8 ? space.fp8_param_gather : std::vector<bool>{false}) {
+                for (bool overlap : space.tp_comm_overlap) {
+                  if (overlap && !(techniques.sequence_parallel && config.tp > 1)) continue;
+                  framework::FrameworkRecipe recipe;
+                  recipe.precision = precision;
+                  recipe.fp8_recipe = scaling;
+                  recipe.fp8_param_gather = fp8_params;
+                  recipe.techniques = techniques;
+                  recipe.tp_comm_overlap = overlap;
+                  entries.push_back(framework_entry(options, target, shape, config, recipe));
+                }
               }
             }
           }

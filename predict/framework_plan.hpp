@@ -8,7 +8,7 @@
 //    and vp given (vp > 1 only where pp > 1), precision given the GPU has the math for (fp8: an fp8 peak),
 //    each recipe given (sequence parallelism on only where tp > 1, as Megatron needs; overlap only where
 //    dp*cp > 1), each fp8 scaling recipe with fp8, TP comm overlap on and off where sequence parallelism
-//    is on. Each candidate's memory (framework/megatron_memory.hpp) is checked before it is predicted;
+//    is on, fp8 parameters (--fp8-param-gather) on and off with fp8. Each candidate's memory (framework/megatron_memory.hpp) is checked before it is predicted;
 //    the layouts the framework refuses come back infeasible with the reason.
 //  - Entries: feasible ones fastest first, then infeasible in candidate order (as plan()).
 #pragma once
@@ -36,6 +36,7 @@ std::vector<TrainingTechniques> megatron_recipes();
 struct FrameworkPlanSpace {
   std::vector<framework::Fp8Recipe> fp8_recipes = {framework::Fp8Recipe::kDelayed};
   std::vector<bool> tp_comm_overlap = {false, true};
+  std::vector<bool> fp8_param_gather = {false, true};  // with fp8 only
 };
 
 std::vector<PlanEntry> plan_framework(const PlanOptions& options, const framework::FrameworkTarget& target,
