@@ -119,10 +119,8 @@ int run_framework_predict(const PredictArgs& a, const LlamaSpec& spec, const Par
                      " (published figures), communication from NCCL's cost model of the description; no calibration";
   record.model_name = spec.name;
   record.config = config;
-  record.precision = a.precision + (request.recipe.precision == PrecisionName::kFp8
-                                        ? " (" + a.fp8_recipe + " scaling" + (a.fp8_param_gather ? ", fp8 parameters" : "") + ")"
-                                        : "");
-  record.recipe = recipe_label(request.recipe.techniques) + (a.tp_comm_overlap ? "+tp-overlap" : "");
+  record.precision = a.precision;
+  record.recipe = recipe_label(request.recipe.techniques) + (predict::framework_switches(request.recipe).empty() ? "" : " " + predict::framework_switches(request.recipe));
   record.attention = "";  // the described text names TE's fused attention
   record.prediction = predict::to_prediction(*outcome.prediction);
   record.peak_memory_bytes = peak_bytes;

@@ -29,6 +29,10 @@ framework::FrameworkTarget framework_target(const std::string& hardware_name, co
 // The reporters' record of a framework prediction (no calibration factor, no extrapolation).
 Prediction to_prediction(const framework::FrameworkPrediction& prediction);
 
+// The framework-only switches of a recipe as text: "fp8-delayed", "fp8-current+fp8-params", "tp-overlap"
+// joined by '+' ("" when none).
+std::string framework_switches(const framework::FrameworkRecipe& recipe);
+
 // The recipes Megatron-LM users run (NeMo's defaults): sequence parallelism, the distributed optimizer,
 // overlapped gradient reduction and parameter gather, with recompute none, selective and full.
 std::vector<TrainingTechniques> megatron_recipes();
