@@ -81,6 +81,13 @@ struct GpuKernelFigures {
   };
   std::map<ComputeDType, GemmLattice> gemm_lattice;
   std::map<ComputeDType, double> attention_peak_flops_per_s;  // the dense peak that bounds attention
+  struct AttentionCurve {  // one table: a head dim, mask and pass, its points by ascending ln(seq)
+    int64_t head_dim = 0;
+    bool causal = true;
+    bool backward = false;
+    std::vector<double> log_seq, achieved_flops_per_s;
+  };
+  std::map<ComputeDType, std::vector<AttentionCurve>> attention_curves;
 
   double gemm_time_us(ComputeDType dtype, const GemmShape& shape) const;
   double attention_time_us(ComputeDType dtype, const AttentionShape& shape, bool backward) const;
