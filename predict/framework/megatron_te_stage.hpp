@@ -28,6 +28,11 @@
 //    Delayed scaling adds one amax all-reduce over the data-, tensor- and context-parallel group per
 //    forward pass (TE's reduce at fp8_autocast exit); current scaling adds an amax kernel before every
 //    cast and, for the inputs all-gathered in fp8, an amax all-reduce over the TP group.
+//  - FrameworkRecipe::unfused_attention (Megatron-LM of 2021-22, no TE): the attention core is the batched
+//    GEMM Q K^T writing [b*heads, s, s] scores, the fused scale-mask-softmax, the probabilities' dropout
+//    (with dropout), the batched GEMM with V; its backward the softmax's and dropout's backward and four
+//    batched GEMMs. Each GEMM's time is bounded below by its bytes (the scores' GEMMs are memory-bound).
+//    Context parallelism needs the fused kernel (refused without it).
 //  - Recompute: selective recomputes the attention core in the backward (Megatron's 'core_attn'); full
 //    recomputes the whole layer forward, its TP collectives included.
 //  - The first virtual stage adds the vocabulary-parallel embedding (and positions), the last the final
@@ -61,6 +66,7 @@ struct Kernel {
   KernelKind kind = KernelKind::kMemoryBound;
   ComputeDType dtype = ComputeDType::kBf16;  // GEMM and attention math
   GemmShape gemm;                            // kGemm
+  double gemm_bytes = 0;                     // kGemm: A, B and C as read and written (its memory roofline)
   AttentionShape attention;                  // kAttention
   bool attention_backward = false;
   double bytes = 0;  // kMemoryBound: bytes read + written

@@ -191,3 +191,41 @@ TEST(MegatronTeStage, OptimizerStepReadsAndWritesTheShard) {
 
 }  // namespace
 }  // namespace itertime::predict::framework
+
+namespace itertime::predict::framework {
+namespace {
+
+TEST(MegatronTeStageUnfused, TheAttentionCoreIsTwoBatchedGemmsAroundTheSoftmaxAndFourInTheBackward) {
+  FrameworkRecipe r = recipe(PrecisionName::kAmpFp16, false);
+  r.unfused_attention = true;
+  r.dropout = true;
+  const ParallelConfig c = layout(2, 1, 2, 2048);
+  const MegatronTeStage stage = build_megatron_te_stage(small_llama(), c, r);
+  EXPECT_EQ(count_kind(stage.layer_forward, KernelKind::kAttention), 0);
+  EXPECT_EQ(count_kind(stage.layer_forward, KernelKind::kGemm), 4 + 2);
+  EXPECT_EQ(count_kind(stage.layer_backward, KernelKind::kGemm), 8 + 4);
+  // The scores: b * heads/tp * s rows of s, Q K^T over head_dim 64; 2 * that many FLOPs per GEMM.
+  const double rows = 2.0 * 8 * 2048;
+  double score_flops = 0, softmax_bytes = 0, dropout_bytes = 0;
+  for (const Kernel& k : stage.layer_forward.kernels) {
+    if (k.name == "scores_bmm" || k.name == "context_bmm") score_flops += k.gemm.flops();
+    if (k.name == "scale_mask_softmax") softmax_bytes = k.bytes;
+    if (k.name == "attention_dropout") dropout_bytes = k.bytes;
+  }
+  EXPECT_DOUBLE_EQ(score_flops, 2 * 2 * rows * 2048 * 64);
+  EXPECT_DOUBLE_EQ(softmax_bytes, rows * 2048 * 4);      // read and write fp16 scores
+  EXPECT_DOUBLE_EQ(dropout_bytes, rows * 2048 * 5);      // read, write, one-byte mask
+  // The scores' GEMM writes more bytes than it has FLOPs per byte to hide them: k = 64 < the ridge.
+  for (const Kernel& k : stage.layer_forward.kernels) {
+    if (k.name == "scores_bmm") {
+      EXPECT_GT(k.gemm_bytes * 300, k.gemm.flops());
+    }
+  }
+  // Selective recompute reruns the core; context parallelism is refused without the fused kernel.
+  r.techniques.recompute = Recompute::kSelective;
+  EXPECT_EQ(count_kind(build_megatron_te_stage(small_llama(), c, r).layer_backward, KernelKind::kGemm), 8 + 4 + 2);
+  EXPECT_THROW(build_megatron_te_stage(small_llama(), layout(1, 2), r), UserError);
+}
+
+}  // namespace
+}  // namespace itertime::predict::framework
