@@ -132,21 +132,51 @@ AttentionShape attention_shape(const TransformerShape& shape, const ParallelConf
   attention.batch = config.micro_batch;
   attention.heads = shape.heads / config.tp;
   attention.kv_heads = std::max<int64_t>(1, shape.kv_heads / config.tp);
-  attention.seq_q = config.seq_len / config.cp;
-  attention.seq_kv = config.seq_len;  // a CP rank's queries meet every key over the ring
+  attention.seq_q = config.seq_len;
+  attention.seq_kv = config.seq_len;
   attention.head_dim = shape.head_dim;
   attention.causal = true;
   return attention;
 }
 
 // Megatron-Core's CP (TE's attention with cp_comm_type "p2p", transformer_engine/pytorch/attention/
-// dot_product_attention/context_parallel.py): cp - 1 ring steps, each exchanging one K/V block with the
-// neighbours while the attention of the block at hand runs.
-void context_ring(PassBuilder& pass, const LayerDims& dims, const ParallelConfig& config, int attention_index, bool backward) {
-  if (config.cp == 1) return;
+// dot_product_attention/context_parallel.py, AttnFuncWithCPAndKVP2P): each rank holds the sequence chunks
+// r and 2cp-1-r (load-balanced causal), and runs cp steps: step 0 the causal attention of its tokens over
+// its own keys; step i > 0 a non-causal block of half the keys (i <= rank) or of half the queries
+// (i > rank): both s/cp x s/(2cp). Each step's exchange of the next K/V block (backward: K/V and their
+// gradients) runs beside that step's kernel; after each step i > 0 the output and its log-sum-exp are
+// corrected (flash_attn_fwd_out_correction: the step's bf16 output read, the fp32 output read and
+// written). Returns the index of the last kernel.
+int context_parallel_attention(PassBuilder& pass, const LayerDims& dims, const TransformerShape& shape,
+                               const ParallelConfig& config, const std::string& name, bool backward) {
+  AttentionShape step = attention_shape(shape, config);
+  const int64_t local = config.seq_len / config.cp;
   const double kv_block_bytes = static_cast<double>(dims.tokens * 2 * dims.kv) * dims.act_bytes;
-  pass.comm(backward ? "cp_ring_kv_dkv" : "cp_ring_kv", Collective::kSendRecv, CommGroup::kContext,
-            backward ? 2 * kv_block_bytes : kv_block_bytes, attention_index, false, config.cp - 1);
+  int last = -1;
+  for (int i = 0; i < config.cp; ++i) {
+    step.seq_q = local;
+    step.seq_kv = i == 0 ? local : local / 2;
+    step.causal = i == 0;
+    last = pass.attention(name + "_cp_step" + std::to_string(i), step, backward);
+    if (i + 1 < config.cp) {
+      pass.comm(name + (backward ? "_cp_ring_kv_dkv" : "_cp_ring_kv"), Collective::kSendRecv, CommGroup::kContext,
+                backward ? 2 * kv_block_bytes : kv_block_bytes, last);
+    }
+    if (i > 0 && !backward) {
+      pass.memory(name + "_cp_out_correction", static_cast<double>(dims.tokens * dims.q) * (dims.act_bytes + 8.0));
+    }
+  }
+  return last;
+}
+
+// The fused attention of one pass: one kernel, or the context-parallel steps.
+void fused_attention(PassBuilder& pass, const LayerDims& dims, const TransformerShape& shape, const ParallelConfig& config,
+                     const std::string& name, bool backward) {
+  if (config.cp > 1) {
+    context_parallel_attention(pass, dims, shape, config, name, backward);
+  } else {
+    pass.attention(name, attention_shape(shape, config), backward);
+  }
 }
 
 // The attention core of Megatron-LM before TE (CoreAttention): the heads of this GPU stacked as the
@@ -198,9 +228,8 @@ void layer_forward(PassBuilder& pass, const TransformerShape& shape, const Layer
   if (dims.unfused_attention) {
     unfused_attention_forward(pass, dims, unfused_attention(shape, config), "");
   } else {
-    // TEDotProductAttention: one fused kernel, bf16 (fp8 attention is off by default).
-    const int attention_index = pass.attention("fused_attention", attention_shape(shape, config), false);
-    context_ring(pass, dims, config, attention_index, false);
+    // TEDotProductAttention: one fused kernel per pass (per CP step), bf16 (fp8 attention is off by default).
+    fused_attention(pass, dims, shape, config, "fused_attention", false);
   }
   // TERowParallelLinear: proj, then SP reduce-scatter (or all-reduce).
   pass.fp8_cast("proj_input_cast", static_cast<double>(t * dims.q));
@@ -274,13 +303,8 @@ void layer_backward(PassBuilder& pass, const TransformerShape& shape, const Laye
     if (recompute == Recompute::kSelective) unfused_attention_forward(pass, dims, unfused, "recompute_");
     unfused_attention_backward(pass, dims, unfused);
   } else {
-    const AttentionShape attention = attention_shape(shape, config);
-    if (recompute == Recompute::kSelective) {
-      const int rerun = pass.attention("fused_attention_recompute", attention, false);
-      context_ring(pass, dims, config, rerun, false);
-    }
-    const int attention_index = pass.attention("fused_attention_backward", attention, true);
-    context_ring(pass, dims, config, attention_index, true);
+    if (recompute == Recompute::kSelective) fused_attention(pass, dims, shape, config, "fused_attention_recompute", false);
+    fused_attention(pass, dims, shape, config, "fused_attention_backward", true);
   }
   if (shape.rotary) pass.memory("fused_rope_backward", static_cast<double>(t * (dims.q + dims.kv)) * 2.0 * dims.act_bytes);
   column_parallel_backward(pass, dims, "qkv", dims.q + 2 * dims.kv, true);

@@ -9,6 +9,9 @@
 //    the QKV GEMM's prologue kernel), fused RoPE, TEDotProductAttention (a fused flash / cuDNN kernel),
 //    TERowParallelLinear (proj), the fused bias-dropout-add, TELayerNormColumnParallelLinear (fc1),
 //    the fused SwiGLU (megatron/core/fusions/fused_bias_swiglu.py) or GeLU, TERowParallelLinear (fc2).
+//  - Context parallelism (cp > 1) is TE's ring (context_parallel.py, cp_comm_type p2p): cp attention
+//    steps (one causal block, cp - 1 non-causal half blocks), each beside the exchange of the next K/V
+//    block, with an output correction after each later step.
 //  - Tokens per GPU per micro-batch: T = micro_batch * seq_len / cp; with sequence parallelism (tp > 1)
 //    norms, residual adds and dropout work on T / tp tokens; the GEMMs on T tokens with N or K split by
 //    tp. Where tp > 1: sequence parallelism's all-gather before each column-parallel GEMM and

@@ -65,24 +65,37 @@ TEST(MegatronTeStage, ForwardGemmFlopsAreTwiceTokensTimesTheLayersGemmWeightsPer
   }
 }
 
-TEST(MegatronTeStage, ContextParallelismSplitsTheTokensAndRingsTheKeysBesideTheAttention) {
+TEST(MegatronTeStage, ContextParallelismSplitsTheTokensAndRingsTheKeysBesideEachStep) {
   const MegatronTeStage one = build_megatron_te_stage(small_llama(), layout(1, 1), recipe());
-  const MegatronTeStage two = build_megatron_te_stage(small_llama(), layout(1, 4), recipe());
-  EXPECT_EQ(two.tokens * 4, one.tokens);
-  EXPECT_DOUBLE_EQ(gemm_flops(two.layer_forward) * 4, gemm_flops(one.layer_forward));
-  ASSERT_EQ(count_comm(two.layer_forward, Collective::kSendRecv, CommGroup::kContext), 1);
+  const MegatronTeStage four = build_megatron_te_stage(small_llama(), layout(1, 4), recipe());
+  EXPECT_EQ(four.tokens * 4, one.tokens);
+  EXPECT_DOUBLE_EQ(gemm_flops(four.layer_forward) * 4, gemm_flops(one.layer_forward));
   EXPECT_EQ(count_comm(one.layer_forward, Collective::kSendRecv, CommGroup::kContext), 0);
-  for (const Comm& c : two.layer_forward.comms) {
-    if (c.group != CommGroup::kContext) continue;
-    EXPECT_EQ(c.repeats, 3);
-    ASSERT_GE(c.hidden_behind, 0);
-    EXPECT_EQ(two.layer_forward.kernels[static_cast<size_t>(c.hidden_behind)].kind, KernelKind::kAttention);
-    EXPECT_EQ(c.bytes, 2 * 512 * 2 * 256 * 2);  // [mbs, s/cp] tokens x (k and v) x kv x bf16
-  }
-  for (const Kernel& k : two.layer_forward.kernels) {
+  // cp steps: the causal block of the rank's 512 tokens, then 3 non-causal blocks of 512 x 256; the
+  // attention FLOPs are a quarter of the whole sequence's causal attention.
+  EXPECT_EQ(count_kind(four.layer_forward, KernelKind::kAttention), 4);
+  double attention_flops = 0, whole = 0;
+  for (const Kernel& k : four.layer_forward.kernels) {
     if (k.kind != KernelKind::kAttention) continue;
+    attention_flops += k.attention.forward_flops();
     EXPECT_EQ(k.attention.seq_q, 512);
-    EXPECT_EQ(k.attention.seq_kv, 2048);
+    EXPECT_EQ(k.attention.seq_kv, k.attention.causal ? 512 : 256);
+  }
+  for (const Kernel& k : one.layer_forward.kernels) whole += k.kind == KernelKind::kAttention ? k.attention.forward_flops() : 0;
+  EXPECT_DOUBLE_EQ(attention_flops * 4, whole);
+  // cp - 1 exchanges, each beside a step's attention: [mbs, s/cp] tokens x (k and v) x kv x bf16.
+  ASSERT_EQ(count_comm(four.layer_forward, Collective::kSendRecv, CommGroup::kContext), 3);
+  for (const Comm& c : four.layer_forward.comms) {
+    if (c.group != CommGroup::kContext) continue;
+    ASSERT_GE(c.hidden_behind, 0);
+    EXPECT_EQ(four.layer_forward.kernels[static_cast<size_t>(c.hidden_behind)].kind, KernelKind::kAttention);
+    EXPECT_EQ(c.bytes, 2 * 512 * 2 * 256 * 2);
+  }
+  // The backward exchanges the keys' gradients too.
+  for (const Comm& c : four.layer_backward.comms) {
+    if (c.group == CommGroup::kContext) {
+      EXPECT_EQ(c.bytes, 2 * 2 * 512 * 2 * 256 * 2);
+    }
   }
 }
 
