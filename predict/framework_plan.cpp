@@ -106,9 +106,7 @@ std::vector<PlanEntry> plan_framework(const PlanOptions& options, const framewor
         ParallelConfig config{layout.dp(), layout.tp(), layout.pp(), micro_batch, options.global_batch, options.seq_len};
         config.cp = cp;
         config.vp = vp;
-        if (config.global_batch % (config.dp * micro_batch) != 0) continue;
-        if (shape.heads % config.tp != 0 || shape.kv_heads % config.tp != 0 || shape.ffn % config.tp != 0) continue;
-        if (config.pp * vp > shape.layers) continue;
+        if (!framework::layout_violations(shape, config).empty()) continue;  // illegal layouts are not listed
         for (PrecisionName precision : options.precisions) {
           const bool fp8 = precision == PrecisionName::kFp8;
           if (fp8 && !target.hardware.peak(ComputeDType::kFp8)) continue;

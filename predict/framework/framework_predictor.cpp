@@ -32,8 +32,6 @@
 #include "predict/schedule/schedule.hpp"
 
 namespace itertime::predict::framework {
-namespace {
-
 std::vector<std::string> layout_violations(const TransformerShape& shape, const ParallelConfig& config) {
   std::vector<std::string> out;
   auto require = [&out](bool ok, const std::string& why) {
@@ -56,6 +54,8 @@ std::vector<std::string> layout_violations(const TransformerShape& shape, const 
   }
   return out;
 }
+
+namespace {
 
 // Collective times on the described fabric, memoized per (collective, group, bytes).
 class CommTimer {

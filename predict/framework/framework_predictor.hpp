@@ -56,6 +56,9 @@ struct FrameworkOutcome {
   bool ok() const { return prediction.has_value(); }
 };
 
+// Every rule of Megatron-LM's the layout breaks for the shape, each as one phrase (empty: legal).
+std::vector<std::string> layout_violations(const TransformerShape& shape, const ParallelConfig& config);
+
 FrameworkOutcome predict_framework(const FrameworkTarget& target, const FrameworkRequest& request);
 
 }  // namespace itertime::predict::framework

@@ -12,8 +12,8 @@
 //    fits the device memory is built and timed by the operator roofline and NCCL's cost model; cp:1 also
 //    splits the sequence over 2 context-parallel ranks (NeMo's 405B recipe uses cp 2).
 //  - BM_PlanLlama405BFramework: plan --framework megatron-te --hardware h100-sxm --nodes 2048 for LLaMA 3.1-405B
-//    (issue 32: at least 10,000 candidates in at most 1 s on one core): cp 1 and 2, vp 1/2/4/8, micro-batches
-//    1/2/4, amp-bf16 and fp8 (delayed and current scaling), NeMo's recipes (sp+dopt+ovl+opg with each
+//    (issue 32: at least 10,000 candidates in at most 1 s on one core): cp 1, 2 and 4, vp 1/2/3/4/6/8, micro-batches
+//    1/2/4/8, amp-bf16 and fp8 (delayed and current scaling, fp8 parameters or not), NeMo's recipes (sp+dopt+ovl+opg with each
 //    recompute) with and without TP comm overlap; global batch 2,048 sequences of 8,192 tokens.
 // The first two need a fitted model: the calibration file in ITERTIME_BENCH_CAL (default out/local-cpu.h5,
 // written by the README's main job); the described plan needs none. Stages that were not traced are built from the model
@@ -161,9 +161,9 @@ void BM_PlanLlama405BFramework(benchmark::State& state) {
   options.gpus = 2048 * target.hardware.gpus_per_node.value_or(8);
   options.global_batch = 2048;
   options.seq_len = 8192;
-  options.micro_batches = {1, 2, 4};
-  options.virtual_stages = {1, 2, 4, 8};
-  options.context_parallel = {1, 2};
+  options.micro_batches = {1, 2, 4, 8};
+  options.virtual_stages = {1, 2, 3, 4, 6, 8};
+  options.context_parallel = {1, 2, 4};
   options.precisions = {PrecisionName::kAmpBf16, PrecisionName::kFp8};
   options.recipes = predict::megatron_recipes();
   options.hardware = target.hardware;
