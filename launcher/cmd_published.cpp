@@ -139,17 +139,18 @@ std::string measured_text(const validate::PublishedRow& row) {
 }
 
 void print_table(const std::vector<Scored>& scored, const std::map<std::string, Summary>& per_source, const Summary& overall) {
-  std::printf("published figures predicted with the framework model (Megatron-Core + Transformer Engine, "
-              "predict/framework); error = (predicted - measured) / measured\n");
+  std::printf(
+      "published figures predicted with the framework model (Megatron-Core + Transformer Engine, "
+      "predict/framework); error = (predicted - measured) / measured\n");
   std::printf("%-22s %-8s %-6s %5s  %-44s %-24s %-24s %10s %10s %8s\n", "source", "row", "gpu", "gpus", "layout", "recipe",
               "measured (as published)", "meas s/it", "pred s/it", "error");
   for (const Scored& s : scored) {
     const validate::PublishedRow& row = *s.row;
     std::string gpu = row.hardware.substr(0, row.hardware.find('-'));
     if (s.predicted) {
-      std::printf("%-22s %-8s %-6s %5d  %-44s %-24s %-24s %10.3f %10.3f %+7.1f%%\n", s.source->id.c_str(), row.id.c_str(), gpu.c_str(),
-                  row.gpus, s.layout.c_str(), s.recipe.c_str(), measured_text(row).c_str(), s.measured_s, s.predicted_s,
-                  s.error_percent);
+      std::printf("%-22s %-8s %-6s %5d  %-44s %-24s %-24s %10.3f %10.3f %+7.1f%%\n", s.source->id.c_str(), row.id.c_str(),
+                  gpu.c_str(), row.gpus, s.layout.c_str(), s.recipe.c_str(), measured_text(row).c_str(), s.measured_s,
+                  s.predicted_s, s.error_percent);
     } else {
       std::printf("%-22s %-8s %-6s %5d  %-44s %-24s %-24s %10.3f %10s  not predicted: %s\n", s.source->id.c_str(), row.id.c_str(),
                   gpu.c_str(), row.gpus, s.layout.c_str(), s.recipe.c_str(), measured_text(row).c_str(), s.measured_s, "-",
@@ -160,11 +161,12 @@ void print_table(const std::vector<Scored>& scored, const std::map<std::string, 
     std::printf("MAPE %-22s %3d of %3d rows predicted  MAPE %6.1f%%  mean error %+6.1f%%\n", id.c_str(), summary.predicted,
                 summary.rows, summary.mape(), summary.bias());
   }
-  std::printf("MAPE %-22s %3d of %3d rows predicted  MAPE %6.1f%%  mean error %+6.1f%%\n", "overall", overall.predicted, overall.rows,
-              overall.mape(), overall.bias());
+  std::printf("MAPE %-22s %3d of %3d rows predicted  MAPE %6.1f%%  mean error %+6.1f%%\n", "overall", overall.predicted,
+              overall.rows, overall.mape(), overall.bias());
 }
 
-std::string json_report(const std::vector<Scored>& scored, const std::map<std::string, Summary>& per_source, const Summary& overall) {
+std::string json_report(const std::vector<Scored>& scored, const std::map<std::string, Summary>& per_source,
+                        const Summary& overall) {
   using nlohmann::json;
   json rows = json::array();
   for (const Scored& s : scored) {

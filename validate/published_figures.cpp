@@ -130,7 +130,7 @@ fw::TransformerShape read_model(const Reader& r, const json& row) {
   s.vocab = r.count(m, "vocab", "model.vocab");
   s.mlp = r.choice(m, "mlp", "model.mlp", {"gelu", "swiglu"}) == "gelu" ? fw::MlpKind::kGelu : fw::MlpKind::kSwiGlu;
   s.norm = r.choice(m, "norm", "model.norm", {"layernorm", "rmsnorm"}) == "layernorm" ? fw::NormKind::kLayerNorm
-                                                                                        : fw::NormKind::kRmsNorm;
+                                                                                      : fw::NormKind::kRmsNorm;
   // "none": no position embedding in the stack's input (ALiBi adds a bias to the attention scores instead).
   const std::string positions = r.choice(m, "positions", "model.positions", {"rotary", "learned", "none"});
   s.rotary = positions == "rotary";
@@ -162,14 +162,14 @@ ParallelConfig read_layout(const Reader& r, const json& row, const fw::Transform
     r.fail("layout", "dp x tp x pp x cp = " + std::to_string(int64_t{c.dp} * c.tp * c.pp * c.cp) + " ranks, but gpus is " +
                          std::to_string(gpus));
   if (c.global_batch % (c.dp * c.micro_batch) != 0)
-    r.fail("layout.global_batch", std::to_string(c.global_batch) + " is not divisible by dp x micro_batch = " +
-                                      std::to_string(c.dp * c.micro_batch));
+    r.fail("layout.global_batch",
+           std::to_string(c.global_batch) + " is not divisible by dp x micro_batch = " + std::to_string(c.dp * c.micro_batch));
   if (shape.heads % c.tp != 0 || shape.kv_heads % c.tp != 0)
     r.fail("layout.tp", std::to_string(c.tp) + " does not divide the heads (" + std::to_string(shape.heads) + ") and KV heads (" +
                             std::to_string(shape.kv_heads) + ")");
   if (shape.layers % (int64_t{c.pp} * c.vp) != 0 && c.vp > 1)
-    r.fail("layout.vp", "interleaving needs the " + std::to_string(shape.layers) + " layers divisible by pp x vp = " +
-                            std::to_string(c.pp * c.vp));
+    r.fail("layout.vp", "interleaving needs the " + std::to_string(shape.layers) +
+                            " layers divisible by pp x vp = " + std::to_string(c.pp * c.vp));
   if (shape.layers < int64_t{c.pp} * c.vp)
     r.fail("layout.pp", "pp x vp = " + std::to_string(c.pp * c.vp) + " chunks for " + std::to_string(shape.layers) + " layers");
   if (c.vp > 1 && c.pp == 1) r.fail("layout.vp", "interleaving (vp > 1) needs pp > 1");
@@ -198,7 +198,8 @@ fw::FrameworkRecipe read_recipe(const Reader& r, const json& row, const Parallel
   if (k.overlap_parameter_gather && !(k.distributed_optimizer && k.overlap_gradient_reduction))
     r.fail("techniques.overlap_parameter_gather", "needs distributed_optimizer and overlap_gradient_reduction");
   if (recipe.precision == PrecisionName::kFp8) {
-    recipe.fp8_recipe = predict::framework::parse_fp8_recipe(r.choice(t, "fp8_recipe", "techniques.fp8_recipe", {"delayed", "current"}));
+    recipe.fp8_recipe =
+        predict::framework::parse_fp8_recipe(r.choice(t, "fp8_recipe", "techniques.fp8_recipe", {"delayed", "current"}));
   } else if (t.contains("fp8_recipe")) {
     r.fail("techniques.fp8_recipe", "only with \"precision\": \"fp8\"");
   }
@@ -226,7 +227,8 @@ void read_fabric(const Reader& r, const json& row, PublishedRow& out) {
   if (!row.contains("fabric")) return;
   const json& f = r.object(row, "fabric", "fabric");
   r.only_known(f, "fabric", {"nics_per_node", "nic_gbit_per_s", "source"});
-  if (f.contains("nics_per_node")) out.fabric.nics_per_node = static_cast<int>(r.count(f, "nics_per_node", "fabric.nics_per_node"));
+  if (f.contains("nics_per_node"))
+    out.fabric.nics_per_node = static_cast<int>(r.count(f, "nics_per_node", "fabric.nics_per_node"));
   if (f.contains("nic_gbit_per_s"))
     out.fabric.nic_bandwidth_bytes_per_s = r.positive(f, "nic_gbit_per_s", "fabric.nic_gbit_per_s") * 1e9 / 8.0;
   out.fabric.source = r.text(f, "source", "fabric.source");
@@ -238,7 +240,8 @@ PublishedRow read_row(Reader& r, const json& row, std::size_t index) {
     r.fail("rows[" + std::to_string(index) + "]", "must be an object, got " + json_excerpt(row));
   }
   std::string id = "row " + std::to_string(index);
-  if (row.contains("id") && row.at("id").is_string()) id = "row '" + row.at("id").get<std::string>() + "' (index " + std::to_string(index) + ")";
+  if (row.contains("id") && row.at("id").is_string())
+    id = "row '" + row.at("id").get<std::string>() + "' (index " + std::to_string(index) + ")";
   r.at_row(id);
   r.only_known(row, "",
                {"id", "where", "hardware", "host_cpu", "fabric", "gpus", "model", "layout", "precision", "techniques", "measured",
@@ -300,9 +303,8 @@ PublishedSource parse_published_figures(const std::string& json_text, const std:
 }
 
 PublishedSource load_published_figures(const std::string& path) {
-  const std::string text = read_input_file(
-      path, {"no such file of published figures; see data/published/", "is a directory; pass a data/published/*.json file",
-             "cannot be read"});
+  const std::string text = read_input_file(path, {"no such file of published figures; see data/published/",
+                                                  "is a directory; pass a data/published/*.json file", "cannot be read"});
   return parse_published_figures(text, path);
 }
 

@@ -25,10 +25,10 @@ namespace itertime::validate {
 
 // How a source states its measurement.
 enum class MeasuredUnit {
-  kTflopsPerGpu,         // "TFLOP/s per GPU": achieved FLOP rate per GPU, counted by the source's formula
-  kSecondsPerIteration,  // "s per iteration"
-  kTokensPerSecond,      // "tokens/s": the whole job's training throughput
-  kTokensPerSecondPerGpu // "tokens/s per GPU"
+  kTflopsPerGpu,          // "TFLOP/s per GPU": achieved FLOP rate per GPU, counted by the source's formula
+  kSecondsPerIteration,   // "s per iteration"
+  kTokensPerSecond,       // "tokens/s": the whole job's training throughput
+  kTokensPerSecondPerGpu  // "tokens/s per GPU"
 };
 std::string to_string(MeasuredUnit unit);  // the file's text of the unit
 
@@ -49,9 +49,9 @@ struct FabricOverride {
 };
 
 struct PublishedRow {
-  std::string id;     // unique within its file, e.g. "1.7B"
-  std::string where;  // the table, row, figure or log line in the source
-  std::string hardware;  // a data/hardware description's name
+  std::string id;             // unique within its file, e.g. "1.7B"
+  std::string where;          // the table, row, figure or log line in the source
+  std::string hardware;       // a data/hardware description's name
   bool amd_host_cpu = false;  // the nodes' host CPUs (NCCL's per-step network overhead differs)
   FabricOverride fabric;
   int gpus = 0;

@@ -82,7 +82,8 @@ TEST(PublishedFigures, OtherUnitsConvert) {
   row["measured"] = {{"value", 2.5}, {"unit", "s per iteration"}};
   EXPECT_DOUBLE_EQ(measured_seconds_per_iteration(parse_published_figures(file_with(row), "t.json").rows[0]), 2.5);
   row["measured"] = {{"value", 65536}, {"unit", "tokens/s"}};
-  EXPECT_DOUBLE_EQ(measured_seconds_per_iteration(parse_published_figures(file_with(row), "t.json").rows[0]), 64.0 * 2048 / 65536);
+  EXPECT_DOUBLE_EQ(measured_seconds_per_iteration(parse_published_figures(file_with(row), "t.json").rows[0]),
+                   64.0 * 2048 / 65536);
   row["measured"] = {{"value", 4096}, {"unit", "tokens/s per GPU"}};
   EXPECT_DOUBLE_EQ(measured_seconds_per_iteration(parse_published_figures(file_with(row), "t.json").rows[0]),
                    64.0 * 2048 / (4096 * 16));
