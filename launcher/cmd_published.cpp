@@ -142,19 +142,19 @@ void print_table(const std::vector<Scored>& scored, const std::map<std::string, 
   std::printf(
       "published figures predicted with the framework model (Megatron-Core + Transformer Engine, "
       "predict/framework); error = (predicted - measured) / measured\n");
-  std::printf("%-22s %-8s %-6s %5s  %-44s %-24s %-24s %10s %10s %8s\n", "source", "row", "gpu", "gpus", "layout", "recipe",
+  std::printf("%-22s %-12s %-6s %5s  %-44s %-24s %-24s %10s %10s %8s\n", "source", "row", "gpu", "gpus", "layout", "recipe",
               "measured (as published)", "meas s/it", "pred s/it", "error");
   for (const Scored& s : scored) {
     const validate::PublishedRow& row = *s.row;
     std::string gpu = row.hardware.substr(0, row.hardware.find('-'));
     if (s.predicted) {
-      std::printf("%-22s %-8s %-6s %5d  %-44s %-24s %-24s %10.3f %10.3f %+7.1f%%\n", s.source->id.c_str(), row.id.c_str(),
+      std::printf("%-22s %-12s %-6s %5d  %-44s %-24s %-24s %10.3f %10.3f %+7.1f%%\n", s.source->id.c_str(), row.id.c_str(),
                   gpu.c_str(), row.gpus, s.layout.c_str(), s.recipe.c_str(), measured_text(row).c_str(), s.measured_s,
                   s.predicted_s, s.error_percent);
     } else {
-      std::printf("%-22s %-8s %-6s %5d  %-44s %-24s %-24s %10.3f %10s  not predicted: %s\n", s.source->id.c_str(), row.id.c_str(),
-                  gpu.c_str(), row.gpus, s.layout.c_str(), s.recipe.c_str(), measured_text(row).c_str(), s.measured_s, "-",
-                  s.reason.c_str());
+      std::printf("%-22s %-12s %-6s %5d  %-44s %-24s %-24s %10.3f %10s  not predicted: %s\n", s.source->id.c_str(),
+                  row.id.c_str(), gpu.c_str(), row.gpus, s.layout.c_str(), s.recipe.c_str(), measured_text(row).c_str(),
+                  s.measured_s, "-", s.reason.c_str());
     }
   }
   for (const auto& [id, summary] : per_source) {
