@@ -12,6 +12,8 @@
 #include "common/training_techniques.hpp"
 #include "launcher/commands.hpp"
 #include "predict/fit_model.hpp"
+#include "predict/framework/megatron_memory.hpp"
+#include "predict/framework_plan.hpp"
 #include "predict/memory/memory_model.hpp"
 #include "predict/plan.hpp"
 #include "predict/predictor.hpp"
@@ -34,6 +36,9 @@ struct PredictArgs {
   std::string hardware;    // --hardware: a data/hardware description (another than the calibration's: described)
   std::string efficiency;  // --efficiency: operator efficiencies to carry to a described device
   int nodes = 0;           // --nodes: must agree with the layout on the described device
+  std::string framework = "itertime";  // --framework: itertime's own trainer, or megatron-te
+  std::string fp8_recipe = "delayed";  // --fp8-recipe (megatron-te, --precision fp8)
+  bool tp_comm_overlap = false;        // --tp-comm-overlap (megatron-te)
 };
 
 // --nodes N on a GPU description: the layout's ranks must fill exactly N nodes of gpus_per_node.
@@ -82,12 +87,59 @@ void write_text_file(const std::string& path, const std::string& text) {
   std::filesystem::rename(temporary, path);
 }
 
+// --framework megatron-te: the stage Megatron-Core with Transformer Engine runs, on a GPU description's
+// published kernel figures; no calibration.
+int run_framework_predict(const PredictArgs& a, const LlamaSpec& spec, const ParallelConfig& config) {
+  if (!a.source.empty()) {
+    throw UserError("--framework megatron-te predicts from the GPU's published kernel figures: give no calibration or model file (" +
+                    a.source + ")");
+  }
+  if (a.blind || !a.efficiency.empty()) throw UserError("--framework megatron-te takes neither --blind nor --efficiency");
+  const predict::framework::FrameworkTarget target = predict::framework_target(a.hardware);
+  check_nodes(a.nodes, config.world_size(), target.hardware);
+  predict::framework::FrameworkRequest request;
+  request.shape = predict::framework::shape_of(spec);
+  request.config = config;
+  request.recipe.precision = parse_precision(a.precision).name;
+  request.recipe.fp8_recipe = predict::framework::parse_fp8_recipe(a.fp8_recipe);
+  request.recipe.techniques = at_dp(parse_recipe_option(a.recipe, "--recipe"), config.reduction_ranks());
+  request.recipe.tp_comm_overlap = a.tp_comm_overlap;
+  const predict::framework::FrameworkOutcome outcome = predict::framework::predict_framework(target, request);
+  if (!outcome.ok()) throw UserError(outcome.reason);
+  const int64_t peak_bytes = predict::framework::megatron_te_peak_memory_bytes(request.shape, config, request.recipe);
+  const double memory_limit = device_memory_bytes(a.device_memory_gib, target.hardware);
+  validate::PredictionRecord record;
+  record.source = "described " + target.hardware.name + ", framework megatron-te";
+  record.described = "Megatron-Core + Transformer Engine stage; kernels from " + target.kernels.path +
+                     " (published figures), communication from NCCL's cost model of the description; no calibration";
+  record.model_name = spec.name;
+  record.config = config;
+  record.precision = a.precision + (request.recipe.precision == PrecisionName::kFp8 ? " (" + a.fp8_recipe + " scaling)" : "");
+  record.recipe = recipe_label(request.recipe.techniques) + (a.tp_comm_overlap ? "+tp-overlap" : "");
+  record.attention = "fused (TE)";
+  record.prediction = predict::to_prediction(*outcome.prediction);
+  record.peak_memory_bytes = peak_bytes;
+  record.exceeds_device_memory = memory_limit > 0 && static_cast<double>(peak_bytes) > memory_limit;
+  record.throughput = predict::throughput(spec, config, request.recipe.precision, record.prediction.total_us, &target.hardware);
+  record.hardware = target.hardware.name;
+  if (a.json) {
+    std::printf("%s\n", validate::prediction_json(record).c_str());
+  } else {
+    validate::print_prediction(record);
+  }
+  return 0;
+}
+
 int run_predict(const PredictArgs& a) {
   const LlamaSpec spec = load_llama_config(a.model_file);
   ParallelConfig config{a.dp, a.tp, a.pp, a.micro_batch, a.global_batch, a.seq_len};
   config.cp = a.cp;
   config.vp = a.vp;
   config.require_valid(spec, 0);
+  if (predict::framework::parse_framework(a.framework) == predict::framework::Framework::kMegatronTe) {
+    return run_framework_predict(a, spec, config);
+  }
+  if (a.tp_comm_overlap || a.fp8_recipe != "delayed") throw UserError("--tp-comm-overlap and --fp8-recipe need --framework megatron-te");
   const PrecisionPolicy& policy = parse_precision(a.precision);
   const predict::FittedModel model = a.source.empty() ? predict::FittedModel{} : predict::load_or_fit(a.source);
   const predict::HardwareChoice choice = predict::choose_hardware(a.source.empty() ? nullptr : &model, a.hardware, a.efficiency);
@@ -198,6 +250,14 @@ void register_predict(CLI::App& app, std::vector<std::pair<CLI::App*, Action>>& 
                           "Operator efficiencies to carry to --hardware (a file from `itertime fit --efficiency-out`; default: "
                           "the calibration's, or data/efficiency/default.json without one)");
   predict_cmd->add_option("--nodes", args->nodes, "With --hardware: the nodes the layout fills (checked against its ranks)");
+  predict_cmd->add_option("--framework", args->framework,
+                          "itertime (its own LibTorch trainer, as calibrated) or megatron-te (Megatron-Core with Transformer "
+                          "Engine on --hardware, from published kernel figures)")
+      ->capture_default_str();
+  predict_cmd->add_option("--fp8-recipe", args->fp8_recipe, "megatron-te with --precision fp8: delayed or current scaling")
+      ->capture_default_str();
+  predict_cmd->add_flag("--tp-comm-overlap", args->tp_comm_overlap,
+                        "megatron-te: TP collectives pipelined with their GEMMs (TE userbuffers; needs sp)");
   actions.emplace_back(predict_cmd, [args](Context&) { return run_predict(*args); });
 
   // validate
@@ -269,6 +329,8 @@ void register_plan(CLI::App& app, std::vector<std::pair<CLI::App*, Action>>& act
     std::string hardware, efficiency;
     int nodes = 0;
     bool json = false;
+    std::string framework = "itertime";
+    std::vector<std::string> fp8_recipes = {"delayed"};
   };
   auto a = std::make_shared<PlanArgs>();
   plan_cmd->add_option("SOURCE", a->source, "A model from `itertime fit`, or a calibration .h5; optional with --hardware");
@@ -307,6 +369,13 @@ void register_plan(CLI::App& app, std::vector<std::pair<CLI::App*, Action>>& act
       "--efficiency", a->efficiency,
       "Operator efficiencies to carry to --hardware (default: the calibration's, or data/efficiency/default.json)");
   plan_cmd->add_option("--top", a->top, "How many to list")->capture_default_str();
+  plan_cmd->add_option("--framework", a->framework,
+                       "itertime (its own trainer) or megatron-te (Megatron-Core + Transformer Engine on --hardware, from "
+                       "published kernel figures; recipes default to NeMo's: sp+dopt+ovl+opg with each recompute)")
+      ->capture_default_str();
+  plan_cmd->add_option("--fp8-recipes", a->fp8_recipes, "megatron-te: fp8 scaling recipes to consider (delayed, current)")
+      ->delimiter(',')
+      ->capture_default_str();
   plan_cmd->add_flag("--json", a->json, "Print JSON");
   actions.emplace_back(plan_cmd, [a](Context&) {
     predict::PlanOptions options;
@@ -322,6 +391,25 @@ void register_plan(CLI::App& app, std::vector<std::pair<CLI::App*, Action>>& act
     options.recipes.clear();
     for (const auto& r : a->recipes) options.recipes.push_back(parse_recipe_option(r, "--recipes"));
     if (a->all_recipes) options.recipes = predict::modelled_recipes();
+    if (predict::framework::parse_framework(a->framework) == predict::framework::Framework::kMegatronTe) {
+      if (!a->source.empty()) throw UserError("plan --framework megatron-te takes no calibration or model file (" + a->source + ")");
+      const predict::framework::FrameworkTarget target = predict::framework_target(a->hardware);
+      if (!plan_cmd->get_option("--recipes")->count() && !a->all_recipes) options.recipes = predict::megatron_recipes();
+      predict::FrameworkPlanSpace space;
+      space.fp8_recipes.clear();
+      for (const auto& r : a->fp8_recipes) space.fp8_recipes.push_back(predict::framework::parse_fp8_recipe(r));
+      options.hardware = target.hardware;
+      options.gpus = a->nodes > 0 ? a->nodes * target.hardware.gpus_per_node.value_or(8) : a->gpus;
+      if (options.gpus < 1) throw UserError("plan: give --gpus N, or --nodes N");
+      options.device_memory_bytes = device_memory_bytes(a->device_memory_gib, options.hardware);
+      const auto entries = predict::plan_framework(options, target, space);
+      if (a->json) {
+        std::printf("%s\n", validate::plan_json(entries).c_str());
+      } else {
+        validate::print_plan(options, entries, a->top);
+      }
+      return 0;
+    }
     const predict::FittedModel model = a->source.empty() ? predict::FittedModel{} : predict::load_or_fit(a->source);
     const predict::HardwareChoice choice =
         predict::choose_hardware(a->source.empty() ? nullptr : &model, a->hardware, a->efficiency);

@@ -60,6 +60,8 @@ struct PlanEntry {
   std::optional<double> mfu;         // feasible entries, with a hardware description that has the peak
   bool feasible = false;
   std::string reason;  // why infeasible
+  // Framework-only switches of the recipe (--framework megatron-te), e.g. "fp8-current+tp-overlap"; "" otherwise.
+  std::string framework_switches;
 };
 
 std::vector<PlanEntry> plan(const FittedModel& model, const PlanOptions& options);

@@ -15,6 +15,11 @@ constexpr double kGiB = static_cast<double>(1ull << 30);
 
 std::string libtorch_shown(const std::string& version) { return version.empty() ? "1.13 (not recorded)" : version; }
 
+// A plan entry's recipe as shown: the techniques, then the framework-only switches (fp8 scaling, TP overlap).
+std::string plan_recipe_label(const predict::PlanEntry& e) {
+  return recipe_label(e.techniques) + (e.framework_switches.empty() ? "" : " " + e.framework_switches);
+}
+
 }  // namespace
 
 std::string prediction_json(const PredictionRecord& r) {
@@ -181,7 +186,7 @@ std::string plan_json(const std::vector<predict::PlanEntry>& entries) {
                    {"vp", e.config.vp},
                    {"micro_batch", e.config.micro_batch},
                    {"precision", to_string(e.precision)},
-                   {"recipe", recipe_label(e.techniques)},
+                   {"recipe", plan_recipe_label(e)},
                    {"iteration_us", e.iteration_us},
                    {"peak_memory_bytes", e.peak_memory_bytes},
                    {"feasible", e.feasible},
@@ -206,7 +211,7 @@ void print_plan(const predict::PlanOptions& options, const std::vector<predict::
   int tuple_width = static_cast<int>(std::strlen(tuple_header)), recipe_width = 14;
   for (std::size_t i = 0; i < entries.size() && static_cast<int>(i) < top; ++i) {
     tuple_width = std::max(tuple_width, static_cast<int>(entries[i].config.tuple_string().size()));
-    recipe_width = std::max(recipe_width, static_cast<int>(recipe_label(entries[i].techniques).size()));
+    recipe_width = std::max(recipe_width, static_cast<int>(plan_recipe_label(entries[i]).size()));
   }
   std::printf("  %-4s %-*s %5s %-9s %-*s %16s %14s %10s %14s %7s  %s\n", "rank", tuple_width, tuple_header, "mbs", "precision",
               recipe_width, "recipe", "iteration_us", "memory_GiB", "extrap(%)", "tokens/s/rank", "MFU(%)", "note");
@@ -222,7 +227,7 @@ void print_plan(const predict::PlanOptions& options, const std::vector<predict::
     if (e.mfu) std::snprintf(mfu, sizeof(mfu), "%.2f", 100.0 * *e.mfu);
     std::printf("  %-4d %-*s %5d %-9s %-*s %16s %14.2f %10.1f %14s %7s  %s\n", shown, tuple_width,
                 e.config.tuple_string().c_str(), e.config.micro_batch, to_string(e.precision).c_str(), recipe_width,
-                recipe_label(e.techniques).c_str(), iteration, e.peak_memory_bytes / kGiB, 100.0 * e.extrapolated_fraction, rate,
+                plan_recipe_label(e).c_str(), iteration, e.peak_memory_bytes / kGiB, 100.0 * e.extrapolated_fraction, rate,
                 mfu, e.feasible ? "" : e.reason.c_str());
   }
 }

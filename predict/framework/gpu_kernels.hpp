@@ -2,18 +2,25 @@
 // (issue 32), never from a CPU calibration: GEMM throughput by dtype and shape, fused attention forward
 // and backward by head dim, sequence length, causal mask and dtype, the achieved bandwidth of
 // memory-bound kernels, and the launch overhead. The figures live in data/kernels/<gpu>.json, each with
-// its source beside it (docs/kernels.md).
+// its source beside it (format, figures and rules: docs/kernels.md).
 // Invariants:
-//  - Every time is > 0 for a kernel with work and includes the launch overhead once.
-//  - gemm_time_us is monotone non-decreasing in each of m, n, k; its achieved throughput never exceeds
-//    the description's dense peak for the dtype; a dtype with no measured figure is derived by the
-//    file's stated rule (e.g. fp16 = bf16 on the same tensor cores) and never silently.
+//  - Every time is > 0 for a kernel with work and includes the launch overhead once; a kernel without
+//    work (a zero dimension) takes 0.
+//  - gemm_time_us is monotone non-decreasing in each of m, n, k: the measured shapes form a lattice in
+//    (log m, log n, log k) whose log-times are made monotone (the mean of their majorant and minorant),
+//    interpolated multilinearly, held below the lattice and grown in proportion to a dimension above it. Its achieved
+//    throughput never exceeds the description's dense peak for the dtype, nor the file's measured
+//    maximum achievable (MAMF) where it gives one. A dtype with no measured figure is derived by the
+//    file's stated rule ("same_as", e.g. fp16 = bf16 on the same tensor cores), never silently; a dtype
+//    with neither is a UserError.
 //  - attention_time_us counts FLOPs as the FlashAttention papers do (forward 4 * b * heads * s_q * s_kv *
 //    head_dim, halved for a causal mask; backward 2.5x the forward) at the measured throughput for the
-//    nearest measured head dim, interpolated in log(sequence length), clamped to the measured range.
+//    nearest measured head dim (log distance, the smaller on a tie), interpolated in log(sequence
+//    length) with the sequence length sqrt(s_q * s_kv), clamped to the measured range.
 //  - memory_bound_time_us = bytes / achieved bandwidth + launch overhead.
 //  - Plain data after loading; load_gpu_kernel_figures throws UserError naming the file and the field
-//    for a missing file, a malformed one, or a figure without a source.
+//    for a missing file, a malformed one, a figure without a source, a derived figure without its rule,
+//    or an achieved figure above the description's peak.
 #pragma once
 
 #include <cstdint>
@@ -48,7 +55,7 @@ struct GpuKernelFigures {
   std::string path;  // the file read
   double launch_overhead_us = 0;
   double memory_bandwidth_bytes_per_s = 0;  // achieved by large memory-bound kernels
-  // ... the measured tables (private to gpu_kernels.cpp's reading; plain data) ...
+  // The measured tables as the file gives them (a "same_as" dtype holds its source dtype's copy).
   struct GemmPoint {
     GemmShape shape;
     double achieved_flops_per_s = 0;
@@ -62,7 +69,17 @@ struct GpuKernelFigures {
     double achieved_flops_per_s = 0;
   };
   std::map<ComputeDType, std::vector<AttentionPoint>> attention;
-  std::map<std::string, std::string> sources;  // figure path -> its source text
+  std::map<std::string, std::string> sources;  // figure path (e.g. "gemm.bf16") -> its source text (+ rule)
+  std::string summary_text;                    // the file's one-line "summary"
+
+  // What gemm_time_us interpolates, built once at loading (private to gpu_kernels.cpp; plain data).
+  struct GemmLattice {
+    std::vector<double> log_m, log_n, log_k;  // the lattice axes: ln of the measured dimensions, ascending
+    std::vector<double> log_time_s;           // ln(seconds), made monotone, index (i * n + j) * k + l
+    double ceiling_flops_per_s = 0;           // min(dense peak, measured maximum achievable)
+  };
+  std::map<ComputeDType, GemmLattice> gemm_lattice;
+  std::map<ComputeDType, double> attention_peak_flops_per_s;  // the dense peak that bounds attention
 
   double gemm_time_us(ComputeDType dtype, const GemmShape& shape) const;
   double attention_time_us(ComputeDType dtype, const AttentionShape& shape, bool backward) const;

@@ -11,6 +11,10 @@
 //    and data/efficiency/default.json (predict --hardware h100-sxm, no calibration): every candidate that
 //    fits the device memory is built and timed by the operator roofline and NCCL's cost model; cp:1 also
 //    splits the sequence over 2 context-parallel ranks (NeMo's 405B recipe uses cp 2).
+//  - BM_PlanLlama405BFramework: plan --framework megatron-te --hardware h100-sxm --nodes 2048 for LLaMA 3.1-405B
+//    (issue 32: at least 10,000 candidates in at most 1 s on one core): cp 1 and 2, vp 1/2/4/8, micro-batches
+//    1/2/4, amp-bf16 and fp8 (delayed and current scaling), NeMo's recipes (sp+dopt+ovl+opg with each
+//    recompute) with and without TP comm overlap; global batch 2,048 sequences of 8,192 tokens.
 // The first two need a fitted model: the calibration file in ITERTIME_BENCH_CAL (default out/local-cpu.h5,
 // written by the README's main job); the described plan needs none. Stages that were not traced are built from the model
 // (predict/op_builder) and their operators timed by the regression, as for any configuration of a model never traced.
@@ -23,6 +27,7 @@
 
 #include "common/model_spec.hpp"
 #include "predict/fit_model.hpp"
+#include "predict/framework_plan.hpp"
 #include "predict/plan.hpp"
 #include "predict/predictor.hpp"
 #include "predict/resolver/target_device.hpp"
@@ -148,6 +153,35 @@ BENCHMARK(BM_PlanLlama405BDescribed)
     ->Args({1, 1, 1})
     ->Unit(benchmark::kMillisecond)
     ->Iterations(3);
+
+void BM_PlanLlama405BFramework(benchmark::State& state) {
+  const predict::framework::FrameworkTarget target = predict::framework_target("h100-sxm");
+  predict::PlanOptions options;
+  options.model = load_llama_config(source_dir() + "/data/models/llama3.1-405b.json");
+  options.gpus = 2048 * target.hardware.gpus_per_node.value_or(8);
+  options.global_batch = 2048;
+  options.seq_len = 8192;
+  options.micro_batches = {1, 2, 4};
+  options.virtual_stages = {1, 2, 4, 8};
+  options.context_parallel = {1, 2};
+  options.precisions = {PrecisionName::kAmpBf16, PrecisionName::kFp8};
+  options.recipes = predict::megatron_recipes();
+  options.hardware = target.hardware;
+  options.device_memory_bytes = static_cast<double>(target.hardware.memory_bytes);
+  predict::FrameworkPlanSpace space;
+  space.fp8_recipes = {predict::framework::Fp8Recipe::kDelayed, predict::framework::Fp8Recipe::kCurrent};
+  std::size_t candidates = 0, feasible = 0;
+  for (auto _ : state) {
+    const auto entries = predict::plan_framework(options, target, space);
+    candidates = entries.size();
+    feasible = 0;
+    for (const auto& e : entries) feasible += e.feasible ? 1 : 0;
+    benchmark::DoNotOptimize(entries.data());
+  }
+  state.counters["candidates"] = static_cast<double>(candidates);
+  state.counters["feasible"] = static_cast<double>(feasible);
+}
+BENCHMARK(BM_PlanLlama405BFramework)->Unit(benchmark::kMillisecond)->Iterations(3);
 
 }  // namespace
 

@@ -1,0 +1,333 @@
+// framework_predictor.cpp: a Megatron-Core + Transformer Engine iteration from its stage records
+// (megatron_te_stage.hpp), the GPU's published kernel figures and the described communication
+// (framework_predictor.hpp).
+// Invariants:
+//  - A pass's time = its kernels' times + each collective's exposed part: the whole collective, or,
+//    beside a kernel, max(0, collective - kernel); beside a GEMM under TP comm overlap, the pipelined
+//    form max(c, k) - k + min(c, k) / tp (the first of tp chunks cannot overlap). Overlap is taken to
+//    cost the kernel nothing (no SM or memory contention term).
+//  - Groups as Megatron-Core orders ranks (tp fastest, then cp, dp, pp: parallel_state's default order
+//    "tp-cp-ep-dp-pp"): TP consecutive, CP stride tp, DP stride tp*cp (gradients over dp*cp, stride tp),
+//    PP stride tp*cp*dp; placements by device/described_comm.hpp place_group.
+//  - The pipeline is the schedule simulation (schedule/schedule.hpp) with non-blocking transfers of
+//    [s/(cp*tp) with SP, b, h] activations; with vp > 1 the interleaved schedule.
+//  - Per pipeline rank after its timeline: the exposed part of the DP gradient reduction (bucketed, each
+//    bucket started when the backward that finishes it ends: the rank's last backward with vp 1, each
+//    chunk's own last backward with vp > 1, one bucket after another on one communicator; without
+//    overlap one reduction of everything after the timeline), the optimizer's kernels, and the parameter
+//    all-gather of the distributed optimizer (exposed, or with overlapped gather the wait of the next
+//    step's first forward, schedule.hpp exposed_parameter_gather_us). The iteration is the latest rank.
+#include "predict/framework/framework_predictor.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <map>
+#include <tuple>
+
+#include "common/errors.hpp"
+#include "predict/framework/megatron_te_stage.hpp"
+#include "predict/schedule/schedule.hpp"
+
+namespace itertime::predict::framework {
+namespace {
+
+std::vector<std::string> layout_violations(const TransformerShape& shape, const ParallelConfig& config) {
+  std::vector<std::string> out;
+  auto require = [&out](bool ok, const std::string& why) {
+    if (!ok) out.push_back(why);
+  };
+  require(config.dp >= 1 && config.tp >= 1 && config.pp >= 1 && config.cp >= 1 && config.vp >= 1, "every degree >= 1");
+  if (!out.empty()) return out;
+  require(shape.heads % config.tp == 0, "tp must divide the attention heads");
+  require(shape.kv_heads % config.tp == 0, "tp must divide the key/value heads (Megatron's num_query_groups)");
+  require(shape.ffn % config.tp == 0, "tp must divide the FFN size");
+  require(config.pp * config.vp <= shape.layers, "pp * vp must not exceed the layers");
+  require(config.micro_batch >= 1 && config.global_batch % (config.dp * config.micro_batch) == 0,
+          "the global batch must be a multiple of dp * micro-batch");
+  require(config.seq_len % (2 * config.cp) == 0 || config.cp == 1,
+          "the sequence must split into 2 * cp chunks (Megatron's load-balanced causal context parallelism)");
+  require(config.seq_len % (config.cp * config.tp) == 0, "the sequence must split over cp * tp");
+  if (config.vp > 1 && config.global_batch % (config.dp * config.micro_batch) == 0) {
+    require(config.pp > 1, "vp > 1 needs pp > 1");
+    require(config.num_micro_batches() % config.pp == 0, "interleaving needs the micro-batches a multiple of pp");
+  }
+  return out;
+}
+
+// Collective times on the described fabric, memoized per (collective, group, bytes).
+class CommTimer {
+ public:
+  CommTimer(const FrameworkTarget& target, const ParallelConfig& config) : target_(target), config_(config) {
+    gpus_per_node_ = target.hardware.gpus_per_node.value_or(8);
+  }
+
+  double time_us(Collective collective, CommGroup group, int64_t bytes) {
+    if (bytes <= 0) return 0.0;
+    const auto key = std::make_tuple(static_cast<int>(collective), static_cast<int>(group), bytes);
+    const auto found = cache_.find(key);
+    if (found != cache_.end()) return found->second;
+    const GroupPlacement placement = placement_of(collective, group);
+    double time = 0.0;
+    if (placement.group_size > 1 || is_point_to_point(collective)) {
+      const std::optional<DescribedCommTime> described =
+          described_comm_us(target_.hardware, collective, placement, bytes, target_.tuning);
+      if (!described) {
+        throw UserError("the description " + target_.hardware.name + " cannot time " + to_string(collective) + " of " +
+                        std::to_string(bytes) + " bytes over " + std::to_string(placement.group_size) + " GPUs");
+      }
+      time = described->time_us;
+    }
+    cache_.emplace(key, time);
+    return time;
+  }
+
+ private:
+  GroupPlacement placement_of(Collective collective, CommGroup group) const {
+    const int tp = config_.tp, cp = config_.cp, dp = config_.dp;
+    int64_t size = 1, stride = 1;
+    switch (group) {
+      case CommGroup::kTensor: size = tp, stride = 1; break;
+      case CommGroup::kContext: size = cp, stride = tp; break;
+      case CommGroup::kData: size = static_cast<int64_t>(dp) * cp, stride = tp; break;
+      case CommGroup::kPipeline: size = config_.pp, stride = static_cast<int64_t>(tp) * cp * dp; break;
+      case CommGroup::kModel: size = static_cast<int64_t>(tp) * cp * dp, stride = 1; break;
+    }
+    if (is_point_to_point(collective)) {
+      // A neighbour exchange: within a node unless the group's members sit on different nodes.
+      const GroupPlacement whole = place_group(std::max<int64_t>(size, 2), stride, gpus_per_node_);
+      return GroupPlacement{2, whole.ranks_per_node >= std::max<int64_t>(size, 2) ? 2 : 1};
+    }
+    return place_group(size, stride, gpus_per_node_);
+  }
+
+  const FrameworkTarget& target_;
+  const ParallelConfig& config_;
+  int64_t gpus_per_node_ = 8;
+  std::map<std::tuple<int, int, int64_t>, double> cache_;
+};
+
+struct PassTime {
+  double compute_us = 0, tp_us = 0, cp_us = 0, other_us = 0;
+  int64_t kernels = 0;
+  double total_us() const { return compute_us + tp_us + cp_us + other_us; }
+  PassTime& operator+=(const PassTime& o) {
+    compute_us += o.compute_us, tp_us += o.tp_us, cp_us += o.cp_us, other_us += o.other_us, kernels += o.kernels;
+    return *this;
+  }
+  PassTime scaled(double k) const {
+    PassTime out = *this;
+    out.compute_us *= k, out.tp_us *= k, out.cp_us *= k, out.other_us *= k;
+    out.kernels = static_cast<int64_t>(std::llround(static_cast<double>(kernels) * k));
+    return out;
+  }
+};
+
+double kernel_time_us(const GpuKernelFigures& figures, const Kernel& kernel) {
+  switch (kernel.kind) {
+    case KernelKind::kGemm: return figures.gemm_time_us(kernel.dtype, kernel.gemm);
+    case KernelKind::kAttention: return figures.attention_time_us(ComputeDType::kBf16, kernel.attention, kernel.attention_backward);
+    case KernelKind::kMemoryBound: return figures.memory_bound_time_us(kernel.bytes);
+  }
+  return 0.0;
+}
+
+PassTime time_pass(const PassWork& pass, const FrameworkTarget& target, CommTimer& comms, const ParallelConfig& config,
+                   bool tp_comm_overlap) {
+  PassTime out;
+  std::vector<double> kernel_us;
+  kernel_us.reserve(pass.kernels.size());
+  for (const Kernel& kernel : pass.kernels) {
+    kernel_us.push_back(kernel_time_us(target.kernels, kernel));
+    out.compute_us += kernel_us.back();
+  }
+  out.kernels = static_cast<int64_t>(pass.kernels.size());
+  for (const Comm& comm : pass.comms) {
+    const double comm_us = comms.time_us(comm.collective, comm.group, comm.bytes) * static_cast<double>(comm.repeats);
+    double exposed = comm_us;
+    if (comm.hidden_behind >= 0 && (!comm.needs_tp_comm_overlap || tp_comm_overlap)) {
+      const double beside = kernel_us.at(static_cast<size_t>(comm.hidden_behind));
+      exposed = comm.needs_tp_comm_overlap
+                    ? std::max(comm_us, beside) - beside + std::min(comm_us, beside) / static_cast<double>(config.tp)
+                    : std::max(0.0, comm_us - beside);
+    }
+    if (comm.group == CommGroup::kContext) {
+      out.cp_us += exposed;
+    } else if (comm.group == CommGroup::kTensor) {
+      out.tp_us += exposed;
+    } else {
+      out.other_us += exposed;
+    }
+  }
+  return out;
+}
+
+struct VirtualStage {
+  PassTime forward, backward;  // one micro-batch
+  int64_t params = 0;
+  int layers = 0;
+};
+
+// Bucketed collectives one after another on one communicator, each ready at its instant: how far the
+// last ends past `free_us`.
+double exposed_after(std::vector<std::pair<double, double>> ready_and_time, double free_us) {
+  std::sort(ready_and_time.begin(), ready_and_time.end());
+  double end = -1e300;
+  for (const auto& [ready, time] : ready_and_time) end = std::max(end, ready) + time;
+  return ready_and_time.empty() ? 0.0 : std::max(0.0, end - free_us);
+}
+
+}  // namespace
+
+FrameworkOutcome predict_framework(const FrameworkTarget& target, const FrameworkRequest& request) {
+  const TransformerShape& shape = request.shape;
+  const ParallelConfig& config = request.config;
+  const FrameworkRecipe& recipe = request.recipe;
+  FrameworkOutcome outcome;
+  const std::vector<std::string> violations = layout_violations(shape, config);
+  if (!violations.empty()) {
+    outcome.reason = "illegal layout " + config.to_string() + " for " + shape.name + ": " + violations.front();
+    return outcome;
+  }
+  try {
+    const MegatronTeStage stage = build_megatron_te_stage(shape, config, recipe);
+    CommTimer comms(target, config);
+    const bool overlap = recipe.tp_comm_overlap;
+    const PassTime layer_fwd = time_pass(stage.layer_forward, target, comms, config, overlap);
+    const PassTime layer_bwd = time_pass(stage.layer_backward, target, comms, config, overlap);
+    const PassTime stage_fwd = time_pass(stage.stage_forward, target, comms, config, overlap);
+    const PassTime emb_fwd = time_pass(stage.embedding_forward, target, comms, config, overlap);
+    const PassTime emb_bwd = time_pass(stage.embedding_backward, target, comms, config, overlap);
+    const PassTime head_fwd = time_pass(stage.head_forward, target, comms, config, overlap);
+    const PassTime head_bwd = time_pass(stage.head_backward, target, comms, config, overlap);
+    const PassTime weight_casts = time_pass(stage.first_micro_batch, target, comms, config, overlap);
+
+    const int pp = config.pp, v = config.vp, m = config.num_micro_batches();
+    const int virtual_count = pp * v;
+    const std::vector<StageLayers> layers = stage_layers(static_cast<int>(shape.layers), virtual_count);
+    std::vector<VirtualStage> stages(static_cast<size_t>(virtual_count));
+    ScheduleInput input;
+    input.num_micro_batches = m;
+    input.virtual_stages = v;
+    input.blocking_send = false;
+    for (int j = 0; j < virtual_count; ++j) {
+      VirtualStage& vs = stages[static_cast<size_t>(j)];
+      vs.layers = layers[static_cast<size_t>(j)].num_layers;
+      vs.forward = layer_fwd.scaled(vs.layers);
+      vs.forward += stage_fwd;
+      vs.backward = layer_bwd.scaled(vs.layers);
+      vs.params = stage.layer_params * vs.layers;
+      if (j == 0) vs.forward += emb_fwd, vs.backward += emb_bwd, vs.params += stage.embedding_params;
+      if (j == virtual_count - 1) vs.forward += head_fwd, vs.backward += head_bwd, vs.params += stage.head_params;
+      input.stages.push_back(StageTimes{vs.forward.total_us(), vs.backward.total_us(), 0.0, 0.0});
+    }
+    const double act_bytes = 2.0;
+    const int64_t p2p_bytes = static_cast<int64_t>(static_cast<double>(stage.sequence_tokens * shape.hidden) * act_bytes);
+    const double p2p_us = comms.time_us(Collective::kSendRecv, CommGroup::kPipeline, pp > 1 ? p2p_bytes : 0);
+    input.p2p_forward_us.assign(static_cast<size_t>(virtual_count - 1), p2p_us);
+    input.p2p_backward_us.assign(static_cast<size_t>(virtual_count - 1), p2p_us);
+    const TrainingTechniques techniques = at_dp(recipe.techniques, config.reduction_ranks());
+    input.record_timeline = v > 1 && techniques.overlap_gradient_reduction;
+    const ScheduleResult schedule = simulate_1f1b(input);
+
+    const int reduction_ranks = config.reduction_ranks();
+    const int64_t bucket_params = megatron_bucket_params(reduction_ranks);
+    const bool dopt = techniques.distributed_optimizer;
+    double iteration_us = 0.0;
+    int busiest = 0;
+    std::vector<double> rank_dp_us(static_cast<size_t>(pp)), rank_opt_us(static_cast<size_t>(pp));
+    std::vector<PassTime> rank_tail(static_cast<size_t>(pp));
+    for (int r = 0; r < pp; ++r) {
+      // This rank's chunks: virtual stages c*pp + r.
+      std::vector<std::pair<double, double>> reductions;  // (ready instant, time)
+      std::vector<BucketGather> gathers;
+      int64_t rank_params = 0;
+      int rank_layers = 0;
+      for (int c = 0; c < v; ++c) rank_params += stages[static_cast<size_t>(c * pp + r)].params;
+      for (int c = 0; c < v; ++c) rank_layers += stages[static_cast<size_t>(c * pp + r)].layers;
+      double dp_exposed = 0.0;
+      if (reduction_ranks > 1) {
+        const Collective reduce = dopt ? Collective::kReduceScatter : Collective::kAllReduce;
+        double params_before = 0.0;
+        for (int c = 0; c < v; ++c) {
+          const VirtualStage& vs = stages[static_cast<size_t>(c * pp + r)];
+          const int64_t buckets = techniques.overlap_gradient_reduction ? std::max<int64_t>(1, (vs.params + bucket_params - 1) / bucket_params) : 1;
+          // The chunk's last backward: the whole rank's with vp 1, the chunk's own with vp > 1.
+          double start = schedule.last_backward_start_us[static_cast<size_t>(r)];
+          double end = schedule.last_backward_end_us[static_cast<size_t>(r)];
+          if (v > 1 && techniques.overlap_gradient_reduction) {
+            for (const TimelineEntry& entry : schedule.timeline[static_cast<size_t>(r)]) {
+              if (entry.kind == PassKind::kBackward && entry.chunk == c) start = entry.start_us, end = entry.end_us;
+            }
+          }
+          for (int64_t b = 0; b < buckets; ++b) {
+            const int64_t params = (b + 1 < buckets) ? bucket_params : vs.params - bucket_params * (buckets - 1);
+            const double time = comms.time_us(reduce, CommGroup::kData, params * 4);
+            const double ready = techniques.overlap_gradient_reduction
+                                     ? start + (end - start) * static_cast<double>(b + 1) / static_cast<double>(buckets)
+                                     : schedule.end_us[static_cast<size_t>(r)];
+            reductions.emplace_back(ready, time);
+            if (dopt) {
+              const double gather = comms.time_us(Collective::kAllGather, CommGroup::kData, params * 2);
+              gathers.push_back(BucketGather{params_before / static_cast<double>(std::max<int64_t>(1, rank_params)), gather});
+            }
+            params_before += static_cast<double>(params);
+          }
+        }
+        dp_exposed = exposed_after(reductions, schedule.end_us[static_cast<size_t>(r)]);
+      }
+      PassTime tail = time_pass(optimizer_step_work(rank_params, config, recipe), target, comms, config, overlap);
+      tail += weight_casts.scaled(rank_layers);
+      double gather_exposed = 0.0;
+      if (!gathers.empty()) {
+        if (techniques.overlap_parameter_gather) {
+          std::sort(gathers.begin(), gathers.end(), [](const BucketGather& a, const BucketGather& b) { return a.before_fraction < b.before_fraction; });
+          gather_exposed = exposed_parameter_gather_us(gathers, 0.0, 0.0, stages[static_cast<size_t>(r)].forward.total_us());
+        } else {
+          for (const BucketGather& g : gathers) gather_exposed += g.time_us;
+        }
+      }
+      const double end = schedule.end_us[static_cast<size_t>(r)] + dp_exposed + tail.total_us() + gather_exposed;
+      rank_dp_us[static_cast<size_t>(r)] = dp_exposed + gather_exposed;
+      rank_tail[static_cast<size_t>(r)] = tail;
+      if (end > iteration_us) iteration_us = end, busiest = r;
+    }
+
+    FrameworkPrediction p;
+    p.total_us = iteration_us;
+    PassTime passes;
+    for (int c = 0; c < v; ++c) {
+      const VirtualStage& vs = stages[static_cast<size_t>(c * pp + busiest)];
+      passes += vs.forward.scaled(m);
+      passes += vs.backward.scaled(m);
+    }
+    const PassTime& tail = rank_tail[static_cast<size_t>(busiest)];
+    p.compute_us = passes.compute_us + tail.compute_us;
+    p.tp_comm_us = passes.tp_us;
+    p.cp_comm_us = passes.cp_us;
+    p.pp_comm_us = 0.0;
+    p.bubble_us = schedule.idle_us[static_cast<size_t>(busiest)];
+    p.dp_comm_us = rank_dp_us[static_cast<size_t>(busiest)] + passes.other_us;
+    p.optimizer_us = tail.compute_us;
+    size_t slowest = 0;
+    for (size_t j = 0; j < stages.size(); ++j) {
+      if (stages[j].forward.total_us() + stages[j].backward.total_us() >
+          stages[slowest].forward.total_us() + stages[slowest].backward.total_us()) {
+        slowest = j;
+      }
+    }
+    p.stage_forward_us = stages[slowest].forward.total_us();
+    p.stage_backward_us = stages[slowest].backward.total_us();
+    p.kernel_launches = passes.kernels + tail.kernels;
+    p.model_flops_per_iteration =
+        shape.training_flops_per_token(config.seq_len) * static_cast<double>(config.global_batch) * config.seq_len;
+    p.notes.push_back("framework megatron-te: kernels from " + target.kernels.summary());
+    p.notes.push_back("communication from the description " + target.hardware.name +
+                      " (NCCL cost model); overlap assumed free of contention; pipeline transfers are inside the bubble");
+    outcome.prediction = p;
+  } catch (const UserError& error) {
+    outcome.reason = error.what();
+  }
+  return outcome;
+}
+
+}  // namespace itertime::predict::framework

@@ -1,0 +1,149 @@
+// framework_plan.cpp: predict and plan with the Megatron-Core + TE framework model (framework_plan.hpp).
+#include "predict/framework_plan.hpp"
+
+#include <algorithm>
+
+#include "common/errors.hpp"
+#include "common/job.hpp"
+#include "predict/framework/megatron_memory.hpp"
+#include "predict/throughput.hpp"
+
+namespace itertime::predict {
+
+framework::FrameworkTarget framework_target(const std::string& hardware_name, const std::string& dir) {
+  if (hardware_name.empty()) throw UserError("--framework megatron-te needs --hardware NAME (a GPU description with kernel figures)");
+  framework::FrameworkTarget target;
+  target.hardware = load_hardware_spec(dir + "/" + hardware_name + ".json");
+  if (target.hardware.kind != DeviceKind::kGpu) {
+    throw UserError("--framework megatron-te: --hardware " + hardware_name + " is not a GPU description");
+  }
+  target.kernels = framework::load_gpu_kernel_figures(target.hardware);
+  return target;
+}
+
+Prediction to_prediction(const framework::FrameworkPrediction& f) {
+  Prediction p;
+  p.total_us = f.total_us;
+  p.raw_total_us = f.total_us;
+  p.compute_us = f.compute_us;
+  p.tp_comm_us = f.tp_comm_us;
+  p.cp_comm_us = f.cp_comm_us;
+  p.pp_comm_us = f.pp_comm_us;
+  p.bubble_us = f.bubble_us;
+  p.dp_comm_us = f.dp_comm_us;
+  p.optimizer_us = f.optimizer_us;
+  p.op_calls = f.kernel_launches;
+  p.stage_forward_us = {f.stage_forward_us};
+  p.stage_backward_us = {f.stage_backward_us};
+  p.notes = f.notes;
+  return p;
+}
+
+std::vector<TrainingTechniques> megatron_recipes() {
+  std::vector<TrainingTechniques> recipes;
+  for (Recompute recompute : {Recompute::kNone, Recompute::kSelective, Recompute::kFull}) {
+    TrainingTechniques t;
+    t.sequence_parallel = true;
+    t.vocab_parallel = true;
+    t.distributed_optimizer = true;
+    t.overlap_gradient_reduction = true;
+    t.overlap_parameter_gather = true;
+    t.recompute = recompute;
+    recipes.push_back(t);
+  }
+  return recipes;
+}
+
+namespace {
+
+std::string switches_text(const framework::FrameworkRecipe& recipe) {
+  std::string out;
+  if (recipe.precision == PrecisionName::kFp8) out = "fp8-" + to_string(recipe.fp8_recipe);
+  if (recipe.tp_comm_overlap) out += std::string(out.empty() ? "" : "+") + "tp-overlap";
+  return out;
+}
+
+PlanEntry framework_entry(const PlanOptions& options, const framework::FrameworkTarget& target,
+                          const framework::TransformerShape& shape, const ParallelConfig& config,
+                          const framework::FrameworkRecipe& recipe) {
+  PlanEntry entry;
+  entry.config = config;
+  entry.precision = recipe.precision;
+  entry.techniques = recipe.techniques;
+  entry.framework_switches = switches_text(recipe);
+  const double peak = static_cast<double>(framework::megatron_te_peak_memory_bytes(shape, config, recipe));
+  entry.peak_memory_bytes = peak;
+  if (options.device_memory_bytes > 0 && peak > options.device_memory_bytes) {
+    entry.reason = "exceeds the device memory (not predicted)";
+    return entry;
+  }
+  const framework::FrameworkOutcome outcome = framework::predict_framework(target, {shape, config, recipe});
+  if (!outcome.ok()) {
+    entry.reason = outcome.reason;
+    return entry;
+  }
+  entry.iteration_us = outcome.prediction->total_us;
+  entry.feasible = true;
+  const Throughput rate = throughput(options.model, config, recipe.precision, entry.iteration_us, &target.hardware);
+  entry.tokens_per_s_per_rank = rate.tokens_per_s_per_rank;
+  entry.mfu = rate.mfu;
+  return entry;
+}
+
+}  // namespace
+
+std::vector<PlanEntry> plan_framework(const PlanOptions& options, const framework::FrameworkTarget& target,
+                                      const FrameworkPlanSpace& space) {
+  if (options.gpus < 1) throw UserError("plan: the number of GPUs must be positive");
+  if (options.global_batch < 1 || options.seq_len < 1) throw UserError("plan: global batch and sequence length must be positive");
+  const framework::TransformerShape shape = framework::shape_of(options.model);
+  std::vector<PlanEntry> entries;
+  for (const auto& [cp, layout] : factorizations(options.gpus, options.context_parallel)) {
+    for (int micro_batch : options.micro_batches) {
+      for (int vp : options.virtual_stages) {
+        if (vp > 1 && layout.pp() == 1) continue;
+        ParallelConfig config{layout.dp(), layout.tp(), layout.pp(), micro_batch, options.global_batch, options.seq_len};
+        config.cp = cp;
+        config.vp = vp;
+        if (config.global_batch % (config.dp * micro_batch) != 0) continue;
+        if (shape.heads % config.tp != 0 || shape.kv_heads % config.tp != 0 || shape.ffn % config.tp != 0) continue;
+        if (config.pp * vp > shape.layers) continue;
+        for (PrecisionName precision : options.precisions) {
+          const bool fp8 = precision == PrecisionName::kFp8;
+          if (fp8 && !target.hardware.peak(ComputeDType::kFp8)) continue;
+          if (precision != PrecisionName::kAmpBf16 && precision != PrecisionName::kAmpFp16 && !fp8) continue;
+          const std::vector<framework::Fp8Recipe> scalings = fp8 ? space.fp8_recipes : std::vector<framework::Fp8Recipe>{framework::Fp8Recipe::kDelayed};
+          std::vector<std::string> seen;  // recipes that collapse to one at this layout are listed once
+          for (TrainingTechniques techniques : options.recipes) {
+            if (config.tp == 1 && (techniques.sequence_parallel || techniques.vocab_parallel)) {
+              if (techniques.sequence_parallel != techniques.vocab_parallel) continue;  // listed once, as plain TP
+              techniques.sequence_parallel = techniques.vocab_parallel = false;
+            }
+            techniques = at_dp(techniques, config.reduction_ranks());
+            const std::string text = recipe_text(techniques);
+            if (std::find(seen.begin(), seen.end(), text) != seen.end()) continue;
+            seen.push_back(text);
+            for (framework::Fp8Recipe scaling : scalings) {
+              for (bool overlap : space.tp_comm_overlap) {
+                if (overlap && !(techniques.sequence_parallel && config.tp > 1)) continue;
+                framework::FrameworkRecipe recipe;
+                recipe.precision = precision;
+                recipe.fp8_recipe = scaling;
+                recipe.techniques = techniques;
+                recipe.tp_comm_overlap = overlap;
+                entries.push_back(framework_entry(options, target, shape, config, recipe));
+              }
+            }
+          }
+        }
+      }
+    }
+  }
+  std::stable_sort(entries.begin(), entries.end(), [](const PlanEntry& a, const PlanEntry& b) {
+    if (a.feasible != b.feasible) return a.feasible;
+    return a.iteration_us < b.iteration_us;
+  });
+  return entries;
+}
+
+}  // namespace itertime::predict

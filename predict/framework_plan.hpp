@@ -1,0 +1,44 @@
+// framework_plan.hpp: `predict` and `plan` with a framework model (issue 32, --framework megatron-te):
+// the target from a hardware description and its published kernel figures, a framework prediction as the
+// reporters' Prediction, and the plan over the framework's layouts and recipes.
+// Invariants:
+//  - A framework target is a GPU description with kernel figures (data/kernels); a CPU node or a GPU
+//    without figures is a UserError naming what exists. No calibration is used.
+//  - Plan candidates: every cp given dividing gpus, (dp, tp, pp) factorizing gpus / cp, each micro-batch
+//    and vp given (vp > 1 only where pp > 1), precision given the GPU has the math for (fp8: an fp8 peak),
+//    each recipe given (sequence parallelism on only where tp > 1, as Megatron needs; overlap only where
+//    dp*cp > 1), each fp8 scaling recipe with fp8, TP comm overlap on and off where sequence parallelism
+//    is on. Each candidate's memory (framework/megatron_memory.hpp) is checked before it is predicted;
+//    the layouts the framework refuses come back infeasible with the reason.
+//  - Entries: feasible ones fastest first, then infeasible in candidate order (as plan()).
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "common/hardware_spec.hpp"
+#include "predict/framework/framework_predictor.hpp"
+#include "predict/plan.hpp"
+#include "predict/predictor.hpp"
+
+namespace itertime::predict {
+
+// The target for --hardware NAME: the description (from `dir`) and its kernel figures.
+framework::FrameworkTarget framework_target(const std::string& hardware_name, const std::string& dir = hardware_dir());
+
+// The reporters' record of a framework prediction (no calibration factor, no extrapolation).
+Prediction to_prediction(const framework::FrameworkPrediction& prediction);
+
+// The recipes Megatron-LM users run (NeMo's defaults): sequence parallelism, the distributed optimizer,
+// overlapped gradient reduction and parameter gather, with recompute none, selective and full.
+std::vector<TrainingTechniques> megatron_recipes();
+
+struct FrameworkPlanSpace {
+  std::vector<framework::Fp8Recipe> fp8_recipes = {framework::Fp8Recipe::kDelayed};
+  std::vector<bool> tp_comm_overlap = {false, true};
+};
+
+std::vector<PlanEntry> plan_framework(const PlanOptions& options, const framework::FrameworkTarget& target,
+                                      const FrameworkPlanSpace& space = {});
+
+}  // namespace itertime::predict
