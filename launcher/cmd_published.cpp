@@ -25,6 +25,7 @@
 #include "launcher/commands.hpp"
 #include "predict/framework/framework_predictor.hpp"
 #include "predict/framework/gpu_kernels.hpp"
+#include "predict/framework/megatron_memory.hpp"
 #include "validate/published_figures.hpp"
 
 namespace itertime::launcher {
@@ -40,6 +41,8 @@ struct Scored {
   double predicted_s = 0;
   double error_percent = 0;
   std::string reason;  // when not predicted
+  std::optional<fw::FrameworkPrediction> prediction;
+  double peak_memory_gib = 0;  // the prediction's, else megatron_memory's for the row
   std::string layout;
   std::string recipe;
 };
@@ -127,6 +130,11 @@ Scored score_row(const validate::PublishedSource& source, const validate::Publis
     return s;
   }
   s.predicted = true;
+  s.prediction = outcome.prediction;
+  const double peak_bytes = outcome.prediction->peak_memory_bytes > 0
+                                ? outcome.prediction->peak_memory_bytes
+                                : static_cast<double>(fw::megatron_te_peak_memory_bytes(row.shape, row.config, row.recipe));
+  s.peak_memory_gib = peak_bytes / static_cast<double>(1ull << 30);
   s.predicted_s = outcome.prediction->total_us * 1e-6;
   s.error_percent = (s.predicted_s - s.measured_s) / s.measured_s * 100.0;
   return s;
@@ -142,15 +150,15 @@ void print_table(const std::vector<Scored>& scored, const std::map<std::string, 
   std::printf(
       "published figures predicted with the framework model (Megatron-Core + Transformer Engine, "
       "predict/framework); error = (predicted - measured) / measured\n");
-  std::printf("%-22s %-12s %-6s %5s  %-44s %-24s %-24s %10s %10s %8s\n", "source", "row", "gpu", "gpus", "layout", "recipe",
-              "measured (as published)", "meas s/it", "pred s/it", "error");
+  std::printf("%-22s %-12s %-6s %5s  %-44s %-24s %-24s %10s %10s %8s %8s\n", "source", "row", "gpu", "gpus", "layout", "recipe",
+              "measured (as published)", "meas s/it", "pred s/it", "error", "peak GiB");
   for (const Scored& s : scored) {
     const validate::PublishedRow& row = *s.row;
     std::string gpu = row.hardware.substr(0, row.hardware.find('-'));
     if (s.predicted) {
-      std::printf("%-22s %-12s %-6s %5d  %-44s %-24s %-24s %10.3f %10.3f %+7.1f%%\n", s.source->id.c_str(), row.id.c_str(),
+      std::printf("%-22s %-12s %-6s %5d  %-44s %-24s %-24s %10.3f %10.3f %+7.1f%% %8.1f\n", s.source->id.c_str(), row.id.c_str(),
                   gpu.c_str(), row.gpus, s.layout.c_str(), s.recipe.c_str(), measured_text(row).c_str(), s.measured_s,
-                  s.predicted_s, s.error_percent);
+                  s.predicted_s, s.error_percent, s.peak_memory_gib);
     } else {
       std::printf("%-22s %-12s %-6s %5d  %-44s %-24s %-24s %10.3f %10s  not predicted: %s\n", s.source->id.c_str(),
                   row.id.c_str(), gpu.c_str(), row.gpus, s.layout.c_str(), s.recipe.c_str(), measured_text(row).c_str(),
@@ -188,6 +196,19 @@ std::string json_report(const std::vector<Scored>& scored, const std::map<std::s
     if (s.predicted) {
       r["predicted_s_per_iteration"] = s.predicted_s;
       r["error_percent"] = s.error_percent;
+      const fw::FrameworkPrediction& p = *s.prediction;
+      r["breakdown_s"] = {{"compute", p.compute_us * 1e-6},
+                          {"tp_comm", p.tp_comm_us * 1e-6},
+                          {"cp_comm", p.cp_comm_us * 1e-6},
+                          {"pp_comm", p.pp_comm_us * 1e-6},
+                          {"bubble", p.bubble_us * 1e-6},
+                          {"dp_comm", p.dp_comm_us * 1e-6},
+                          {"optimizer", p.optimizer_us * 1e-6},
+                          {"stage_forward", p.stage_forward_us * 1e-6},
+                          {"stage_backward", p.stage_backward_us * 1e-6}};
+      r["kernel_launches"] = p.kernel_launches;
+      r["peak_memory_gib"] = s.peak_memory_gib;
+      r["notes"] = p.notes;
     } else {
       r["reason"] = s.reason;
     }
