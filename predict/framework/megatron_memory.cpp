@@ -137,39 +137,46 @@ Terms make_terms(const TransformerShape& shape, const ParallelConfig& c, const F
   }
 
   // --- Activations of one micro-batch (what the backward needs, saved in the forward).
-  const int64_t T = int64_t{c.micro_batch} * (c.seq_len / c.cp);  // tokens per rank (megatron/core/utils.py get_batch_on_this_cp_rank)
+  // Tokens per rank (megatron/core/utils.py get_batch_on_this_cp_rank). With cp > 1 TE's ring attention
+  // (dot_product_attention/context_parallel.py AttnFuncWithCPAndKVP2P) saves the local q, k + v, output and
+  // lse, as below; the KV blocks from the ring are not kept (the backward runs the ring again).
+  const int64_t T = int64_t{c.micro_batch} * (c.seq_len / c.cp);
   const int64_t d = sp ? t : 1;                                    // the residual stream is sequence-sharded with SP
   const int64_t g = x.fp8 ? 1 : 2;                                 // a TE GEMM's saved input: fp8 under fp8 autocast
   const int64_t heads_local = shape.heads / t;
   // Attention half. TE's LayerNormLinear (layernorm_linear.py) saves its input, the fp32 rsigma and the
   // normalized output (the local shard with SP; gathered again in the backward).
   int64_t attention = 2 * T * h / d + 4 * T / d + g * T * h / d;
-  // Rotary query and key (TE fused RoPE makes new tensors) and the value, a view of the fused QKV output
-  // (attention.py get_query_key_value_tensors splits it with SplitAlongDim), which so stays whole: TE's
-  // DotProductAttention (or Megatron's checkpoint of core_attn) holds q + kv + (q + 2 kv).
-  attention += 2 * T * (2 * q + 3 * kv) / t;
+  // The attention's inputs. attention.py get_query_key_value_tensors splits the fused QKV output with
+  // SplitAlongDim: the value is a strided view of it; TE fused RoPE makes the query and key new tensors.
   const int64_t lse = 4 * T * heads_local;  // flash / cuDNN fused attention: the fp32 log-sum-exp, no scores
   const int64_t context_bf16 = 2 * T * q / t;
+  const int64_t attention_no_recompute =
+      attention + 2 * T * (q + 2 * kv) / t  // TE (dot_product_attention/utils.py get_qkv_layout) finds the
+                                            // strided value "not_supported", makes q, k, v contiguous and
+                                            // saves those; the QKV output is freed
+      + context_bf16 + lse + (x.fp8 ? T * q / t : 0);  // its output (the projection's input; fp8 copy too)
   if (recipe.techniques.recompute == Recompute::kSelective) {
     // Megatron's selective recompute ('core_attn', transformer_config.py recompute_modules,
-    // attention.py _checkpointed_attention_forward): the attention kernel's own state is rebuilt; its
-    // output is kept only as the projection's input (fp8 under fp8).
-    attention += g * T * q / t;
+    // attention.py _checkpointed_attention_forward; tensor_parallel/random.py CheckpointFunction saves the
+    // inputs): the rotary q and k and the value view, which keeps the whole QKV output alive, q + kv +
+    // (q + 2 kv); the attention's own state is rebuilt and its output kept only as the projection's input.
+    attention += 2 * T * (2 * q + 3 * kv) / t + g * T * q / t;
   } else {
-    attention += context_bf16 + lse + (x.fp8 ? T * q / t : 0);
+    attention = attention_no_recompute;
   }
   // MLP half: norm as above, the SwiGLU's (or GeLU's) input, the fc1 output (megatron/core/fusions/
   // fused_bias_swiglu.py saves it), and fc2's input (fp8 under fp8). LLaMA's dropouts are 0: no masks
   // (bias-dropout-add with p = 0 keeps none).
   const int64_t mlp = 2 * T * h / d + 4 * T / d + g * T * h / d + 2 * T * fc1 / t + g * T * shape.ffn / t;
-  const int64_t full_layer = attention + mlp;
+  const int64_t full_layer = attention_no_recompute + mlp;  // a layer as it runs without any recompute
   switch (recipe.techniques.recompute) {
     case Recompute::kNone:
       x.layer_kept = full_layer;
       x.layer_transient = 0;
       break;
     case Recompute::kSelective:
-      x.layer_kept = full_layer;
+      x.layer_kept = attention + mlp;
       x.layer_transient = context_bf16 + lse;  // the recomputed attention's output and log-sum-exp
       break;
     case Recompute::kFull:
@@ -237,8 +244,9 @@ FrameworkMemory rank_memory(const Terms& x, int r) {
   m.pipeline_rank = r;
   // megatron/core/distributed/param_and_grad_buffer.py: bf16 parameters in the contiguous param buffer,
   // gradients in a grad buffer of grad_dtype fp32 (grad_reduce_in_fp32, which NeMo's recipes set and
-  // --accumulate-allreduce-grads-in-fp32 sets with bf16); the 64-element alignment and bucket padding are
-  // below 0.01% and left out.
+  // megatron/training/arguments.py sets with --bf16; with --fp16 Megatron-LM alone keeps fp16 gradients
+  // unless --accumulate-allreduce-grads-in-fp32, FrameworkRecipe states fp32); the 64-element alignment
+  // and bucket padding are below 0.01% and left out.
   m.weights_bytes = x.fp8_params ? 2 * (params - gemm_params) + gemm_params : 2 * params;
   m.main_grad_bytes = 4 * params;
   // fp32 main parameters + exp_avg + exp_avg_sq: 12 B per parameter, the shard of dp*cp with the

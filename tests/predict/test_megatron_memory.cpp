@@ -67,9 +67,9 @@ FrameworkRecipe base_recipe() { return recipe(PrecisionName::kAmpBf16, true, tru
 constexpr int64_t kRank0Params = 63744;
 constexpr int64_t kRank1Params = 63808;
 // Activations per micro-batch, T = 1 * 32 tokens, SP shards the residual stream over d = 2:
-//   attention: norm input 2*32*64/2 = 2048, rsigma 4*32/2 = 64, qkv GEMM input 2048; rotary q and k and the
-//              whole fused QKV output 2*32*(2*64 + 3*32)/2 = 7168; projection input (selective) 2*32*64/2 = 2048
-//              = 13376
+//   attention: norm input 2*32*64/2 = 2048, rsigma 4*32/2 = 64, qkv GEMM input 2048; the checkpoint's
+//              rotary q and k and the value view, which keeps the whole fused QKV output:
+//              2*32*(2*64 + 3*32)/2 = 7168; projection input 2*32*64/2 = 2048; = 13376
 //   MLP: 2048 + 64 + 2048 + fc1 output 2*32*192/2 = 6144 + fc2 input 2*32*96/2 = 3072 = 13376
 constexpr int64_t kLayerSelective = 26752;
 constexpr int64_t kEmbedding = 8 * 32 + 32;                            // int64 ids + the tp > 1 mask = 288
@@ -146,15 +146,16 @@ TEST(MegatronMemory, Fp8CachesWeightsAndTransposesAndSavesFp8GemmInputs) {
 }
 
 TEST(MegatronMemory, RecomputeAndSequenceParallelism) {
-  // No recompute: the attention keeps its output (2048) and its fp32 lse 4 * 32 * 2 heads = 256 instead of
-  // the projection's input: attention 4160 + 7168 + 2048 + 256 = 13632, MLP 13376.
+  // No recompute: TE saves contiguous q, k, v, 2*32*(64 + 2*32)/2 = 4096 (the QKV output is freed), the
+  // attention's output (2048, also the projection's input) and its fp32 lse 4 * 32 * 2 heads = 256:
+  // attention 4160 + 4096 + 2048 + 256 = 10560, MLP 13376.
   const FrameworkMemory none = megatron_te_memory(toy(), base_layout(), recipe(PrecisionName::kAmpBf16, true, true, Recompute::kNone), 0);
-  EXPECT_EQ(none.activations_bytes, 2 * (2 * (13632 + 13376) + kEmbedding));
+  EXPECT_EQ(none.activations_bytes, 2 * (2 * (10560 + 13376) + kEmbedding));
   EXPECT_EQ(none.other_bytes, 0);
-  // Full: only each layer's input 2 * 32 * 64 / 2 = 2048; the backward rebuilds one layer, 27008.
+  // Full: only each layer's input 2 * 32 * 64 / 2 = 2048; the backward rebuilds one layer, 23936.
   const FrameworkMemory full = megatron_te_memory(toy(), base_layout(), recipe(PrecisionName::kAmpBf16, true, true, Recompute::kFull), 0);
   EXPECT_EQ(full.activations_bytes, 2 * (2 * 2048 + kEmbedding));
-  EXPECT_EQ(full.other_bytes, 13632 + 13376);
+  EXPECT_EQ(full.other_bytes, 10560 + 13376);
   // Without SP the residual stream is whole on every TP rank: attention 4096 + 128 + 4096 + 7168 + 2048 =
   // 17536, MLP 4096 + 128 + 4096 + 6144 + 3072 = 17536.
   const FrameworkMemory no_sp = megatron_te_memory(toy(), base_layout(), recipe(PrecisionName::kAmpBf16, false, true, Recompute::kSelective), 0);
