@@ -1,7 +1,8 @@
 // cmd_published.cpp: `itertime score-published [FILE...]`: every row of public, measured training figures
 // (data/published/*.json, validate/published_figures.hpp) predicted with the framework model
 // (predict::framework::predict_framework) on its GPU description and that GPU's kernel figures, one line
-// per row (measured and predicted seconds per iteration, error), the MAPE per source and overall.
+// per row (measured and predicted seconds per iteration, error, the predicted peak memory per GPU), the MAPE
+// per source and overall; --json adds each prediction's breakdown and notes.
 // Invariants:
 //  - Nothing is fitted or calibrated here: each row is predicted from its description alone.
 //  - A bad file (missing, malformed, a row refused, an unknown hardware name) is one line, exit 2, before
