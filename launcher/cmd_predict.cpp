@@ -39,6 +39,7 @@ struct PredictArgs {
   std::string framework = "itertime";  // --framework: itertime's own trainer, or megatron-te
   std::string fp8_recipe = "delayed";  // --fp8-recipe (megatron-te, --precision fp8)
   bool tp_comm_overlap = false;        // --tp-comm-overlap (megatron-te)
+  bool fp8_param_gather = false;       // --fp8-param-gather (megatron-te, --precision fp8)
 };
 
 // --nodes N on a GPU description: the layout's ranks must fill exactly N nodes of gpus_per_node.
@@ -104,19 +105,23 @@ int run_framework_predict(const PredictArgs& a, const LlamaSpec& spec, const Par
   request.recipe.fp8_recipe = predict::framework::parse_fp8_recipe(a.fp8_recipe);
   request.recipe.techniques = at_dp(parse_recipe_option(a.recipe, "--recipe"), config.reduction_ranks());
   request.recipe.tp_comm_overlap = a.tp_comm_overlap;
+  request.recipe.fp8_param_gather = a.fp8_param_gather;
+  if (a.fp8_param_gather && request.recipe.precision != PrecisionName::kFp8) {
+    throw UserError("--fp8-param-gather needs --precision fp8");
+  }
   const predict::framework::FrameworkOutcome outcome = predict::framework::predict_framework(target, request);
   if (!outcome.ok()) throw UserError(outcome.reason);
   const int64_t peak_bytes = predict::framework::megatron_te_peak_memory_bytes(request.shape, config, request.recipe);
   const double memory_limit = device_memory_bytes(a.device_memory_gib, target.hardware);
   validate::PredictionRecord record;
   record.source = "described " + target.hardware.name + ", framework megatron-te";
-  record.described = "Megatron-Core + Transformer Engine stage; kernels from " + target.kernels.path +
+  record.described = "Megatron-Core + Transformer Engine stage (fused attention, norms, RoPE, SwiGLU, cross-entropy); kernels from " + target.kernels.path +
                      " (published figures), communication from NCCL's cost model of the description; no calibration";
   record.model_name = spec.name;
   record.config = config;
-  record.precision = a.precision + (request.recipe.precision == PrecisionName::kFp8 ? " (" + a.fp8_recipe + " scaling)" : "");
-  record.recipe = recipe_label(request.recipe.techniques) + (a.tp_comm_overlap ? "+tp-overlap" : "");
-  record.attention = "fused (TE)";
+  record.precision = a.precision;
+  record.recipe = recipe_label(request.recipe.techniques) + (predict::framework_switches(request.recipe).empty() ? "" : " " + predict::framework_switches(request.recipe));
+  record.attention = "";  // the described text names TE's fused attention
   record.prediction = predict::to_prediction(*outcome.prediction);
   record.peak_memory_bytes = peak_bytes;
   record.exceeds_device_memory = memory_limit > 0 && static_cast<double>(peak_bytes) > memory_limit;
@@ -139,7 +144,9 @@ int run_predict(const PredictArgs& a) {
   if (predict::framework::parse_framework(a.framework) == predict::framework::Framework::kMegatronTe) {
     return run_framework_predict(a, spec, config);
   }
-  if (a.tp_comm_overlap || a.fp8_recipe != "delayed") throw UserError("--tp-comm-overlap and --fp8-recipe need --framework megatron-te");
+  if (a.tp_comm_overlap || a.fp8_param_gather || a.fp8_recipe != "delayed") {
+    throw UserError("--tp-comm-overlap, --fp8-recipe and --fp8-param-gather need --framework megatron-te");
+  }
   const PrecisionPolicy& policy = parse_precision(a.precision);
   const predict::FittedModel model = a.source.empty() ? predict::FittedModel{} : predict::load_or_fit(a.source);
   const predict::HardwareChoice choice = predict::choose_hardware(a.source.empty() ? nullptr : &model, a.hardware, a.efficiency);
@@ -256,6 +263,8 @@ void register_predict(CLI::App& app, std::vector<std::pair<CLI::App*, Action>>& 
       ->capture_default_str();
   predict_cmd->add_option("--fp8-recipe", args->fp8_recipe, "megatron-te with --precision fp8: delayed or current scaling")
       ->capture_default_str();
+  predict_cmd->add_flag("--fp8-param-gather", args->fp8_param_gather,
+                        "megatron-te with --precision fp8: fp8 parameters gathered in fp8 (NeMo's fp8 recipe)");
   predict_cmd->add_flag("--tp-comm-overlap", args->tp_comm_overlap,
                         "megatron-te: TP collectives pipelined with their GEMMs (TE userbuffers; needs sp)");
   actions.emplace_back(predict_cmd, [args](Context&) { return run_predict(*args); });
@@ -377,7 +386,7 @@ void register_plan(CLI::App& app, std::vector<std::pair<CLI::App*, Action>>& act
       ->delimiter(',')
       ->capture_default_str();
   plan_cmd->add_flag("--json", a->json, "Print JSON");
-  actions.emplace_back(plan_cmd, [a](Context&) {
+  actions.emplace_back(plan_cmd, [a, plan_cmd](Context&) {
     predict::PlanOptions options;
     options.model = load_llama_config(a->model_file);
     options.gpus = a->gpus;

@@ -39,6 +39,14 @@ Prediction to_prediction(const framework::FrameworkPrediction& f) {
   return p;
 }
 
+std::string framework_switches(const framework::FrameworkRecipe& recipe) {
+  std::string out;
+  if (recipe.precision == PrecisionName::kFp8) out = "fp8-" + to_string(recipe.fp8_recipe);
+  if (recipe.precision == PrecisionName::kFp8 && recipe.fp8_param_gather) out += "+fp8-params";
+  if (recipe.tp_comm_overlap) out += std::string(out.empty() ? "" : "+") + "tp-overlap";
+  return out;
+}
+
 std::vector<TrainingTechniques> megatron_recipes() {
   std::vector<TrainingTechniques> recipes;
   for (Recompute recompute : {Recompute::kNone, Recompute::kSelective, Recompute::kFull}) {
@@ -56,13 +64,6 @@ std::vector<TrainingTechniques> megatron_recipes() {
 
 namespace {
 
-std::string switches_text(const framework::FrameworkRecipe& recipe) {
-  std::string out;
-  if (recipe.precision == PrecisionName::kFp8) out = "fp8-" + to_string(recipe.fp8_recipe);
-  if (recipe.tp_comm_overlap) out += std::string(out.empty() ? "" : "+") + "tp-overlap";
-  return out;
-}
-
 PlanEntry framework_entry(const PlanOptions& options, const framework::FrameworkTarget& target,
                           const framework::TransformerShape& shape, const ParallelConfig& config,
                           const framework::FrameworkRecipe& recipe) {
@@ -70,7 +71,7 @@ PlanEntry framework_entry(const PlanOptions& options, const framework::Framework
   entry.config = config;
   entry.precision = recipe.precision;
   entry.techniques = recipe.techniques;
-  entry.framework_switches = switches_text(recipe);
+  entry.framework_switches = framework_switches(recipe);
   const double peak = static_cast<double>(framework::megatron_te_peak_memory_bytes(shape, config, recipe));
   entry.peak_memory_bytes = peak;
   if (options.device_memory_bytes > 0 && peak > options.device_memory_bytes) {
@@ -124,14 +125,17 @@ std::vector<PlanEntry> plan_framework(const PlanOptions& options, const framewor
             if (std::find(seen.begin(), seen.end(), text) != seen.end()) continue;
             seen.push_back(text);
             for (framework::Fp8Recipe scaling : scalings) {
-              for (bool overlap : space.tp_comm_overlap) {
-                if (overlap && !(techniques.sequence_parallel && config.tp > 1)) continue;
-                framework::FrameworkRecipe recipe;
-                recipe.precision = precision;
-                recipe.fp8_recipe = scaling;
-                recipe.techniques = techniques;
-                recipe.tp_comm_overlap = overlap;
-                entries.push_back(framework_entry(options, target, shape, config, recipe));
+              for (bool fp8_params : fp8 ? space.fp8_param_gather : std::vector<bool>{false}) {
+                for (bool overlap : space.tp_comm_overlap) {
+                  if (overlap && !(techniques.sequence_parallel && config.tp > 1)) continue;
+                  framework::FrameworkRecipe recipe;
+                  recipe.precision = precision;
+                  recipe.fp8_recipe = scaling;
+                  recipe.fp8_param_gather = fp8_params;
+                  recipe.techniques = techniques;
+                  recipe.tp_comm_overlap = overlap;
+                  entries.push_back(framework_entry(options, target, shape, config, recipe));
+                }
               }
             }
           }

@@ -8,7 +8,7 @@
 //    and vp given (vp > 1 only where pp > 1), precision given the GPU has the math for (fp8: an fp8 peak),
 //    each recipe given (sequence parallelism on only where tp > 1, as Megatron needs; overlap only where
 //    dp*cp > 1), each fp8 scaling recipe with fp8, TP comm overlap on and off where sequence parallelism
-//    is on. Each candidate's memory (framework/megatron_memory.hpp) is checked before it is predicted;
+//    is on, fp8 parameters (--fp8-param-gather) on and off with fp8. Each candidate's memory (framework/megatron_memory.hpp) is checked before it is predicted;
 //    the layouts the framework refuses come back infeasible with the reason.
 //  - Entries: feasible ones fastest first, then infeasible in candidate order (as plan()).
 #pragma once
@@ -29,6 +29,10 @@ framework::FrameworkTarget framework_target(const std::string& hardware_name, co
 // The reporters' record of a framework prediction (no calibration factor, no extrapolation).
 Prediction to_prediction(const framework::FrameworkPrediction& prediction);
 
+// The framework-only switches of a recipe as text: "fp8-delayed", "fp8-current+fp8-params", "tp-overlap"
+// joined by '+' ("" when none).
+std::string framework_switches(const framework::FrameworkRecipe& recipe);
+
 // The recipes Megatron-LM users run (NeMo's defaults): sequence parallelism, the distributed optimizer,
 // overlapped gradient reduction and parameter gather, with recompute none, selective and full.
 std::vector<TrainingTechniques> megatron_recipes();
@@ -36,6 +40,7 @@ std::vector<TrainingTechniques> megatron_recipes();
 struct FrameworkPlanSpace {
   std::vector<framework::Fp8Recipe> fp8_recipes = {framework::Fp8Recipe::kDelayed};
   std::vector<bool> tp_comm_overlap = {false, true};
+  std::vector<bool> fp8_param_gather = {false, true};  // with fp8 only
 };
 
 std::vector<PlanEntry> plan_framework(const PlanOptions& options, const framework::FrameworkTarget& target,

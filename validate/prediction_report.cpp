@@ -75,7 +75,9 @@ void print_prediction(const PredictionRecord& r) {
   const predict::Prediction& p = r.prediction;
   std::printf("itertime predict: %s %s %s%s%s on %s\n", r.model_name.c_str(), r.config.to_string().c_str(), r.precision.c_str(),
               r.recipe == "plain" ? "" : (" " + r.recipe).c_str(), r.blind ? " (precision-blind)" : "", r.source.c_str());
-  if (!r.described.empty()) {
+  if (!r.described.empty() && r.attention.empty()) {  // a framework model: the description says it all
+    std::printf("  described          %s\n", r.described.c_str());
+  } else if (!r.described.empty()) {
     std::printf("  described          %s attention, LibTorch 2.x operator sequence; %s\n", r.attention.c_str(),
                 r.described.c_str());
   } else {

@@ -25,6 +25,7 @@
 #include <tuple>
 
 #include "common/errors.hpp"
+#include "predict/framework/megatron_memory.hpp"
 #include "predict/framework/megatron_te_stage.hpp"
 #include "predict/schedule/schedule.hpp"
 
@@ -164,6 +165,7 @@ PassTime time_pass(const PassWork& pass, const FrameworkTarget& target, CommTime
 struct VirtualStage {
   PassTime forward, backward;  // one micro-batch
   int64_t params = 0;
+  double gathered_bytes = 0;  // the distributed optimizer's parameter all-gather (bf16; fp8 GEMM weights with fp8_param_gather)
   int layers = 0;
 };
 
@@ -203,7 +205,9 @@ FrameworkOutcome predict_framework(const FrameworkTarget& target, const Framewor
 
     const int pp = config.pp, v = config.vp, m = config.num_micro_batches();
     const int virtual_count = pp * v;
-    const std::vector<StageLayers> layers = stage_layers(static_cast<int>(shape.layers), virtual_count);
+    // Megatron's split (with NeMo's embedding/loss accounting where it evens the stages out), as the
+    // memory model splits them.
+    const std::vector<VirtualStageLayers> layers = megatron_virtual_stage_layers(shape.layers, pp, v);
     std::vector<VirtualStage> stages(static_cast<size_t>(virtual_count));
     ScheduleInput input;
     input.num_micro_batches = m;
@@ -211,13 +215,16 @@ FrameworkOutcome predict_framework(const FrameworkTarget& target, const Framewor
     input.blocking_send = false;
     for (int j = 0; j < virtual_count; ++j) {
       VirtualStage& vs = stages[static_cast<size_t>(j)];
-      vs.layers = layers[static_cast<size_t>(j)].num_layers;
+      vs.layers = static_cast<int>(layers[static_cast<size_t>(j)].num_layers);
       vs.forward = layer_fwd.scaled(vs.layers);
       vs.forward += stage_fwd;
       vs.backward = layer_bwd.scaled(vs.layers);
       vs.params = stage.layer_params * vs.layers;
       if (j == 0) vs.forward += emb_fwd, vs.backward += emb_bwd, vs.params += stage.embedding_params;
       if (j == virtual_count - 1) vs.forward += head_fwd, vs.backward += head_bwd, vs.params += stage.head_params;
+      const bool fp8_weights = recipe.precision == PrecisionName::kFp8 && recipe.fp8_param_gather;
+      vs.gathered_bytes = 2.0 * static_cast<double>(vs.params) -
+                          (fp8_weights ? static_cast<double>(stage.layer_gemm_weights * vs.layers) : 0.0);
       input.stages.push_back(StageTimes{vs.forward.total_us(), vs.backward.total_us(), 0.0, 0.0});
     }
     const double act_bytes = 2.0;
@@ -267,7 +274,9 @@ FrameworkOutcome predict_framework(const FrameworkTarget& target, const Framewor
                                      : schedule.end_us[static_cast<size_t>(r)];
             reductions.emplace_back(ready, time);
             if (dopt) {
-              const double gather = comms.time_us(Collective::kAllGather, CommGroup::kData, params * 2);
+              const double bytes_per_param = vs.gathered_bytes / static_cast<double>(std::max<int64_t>(1, vs.params));
+              const double gather = comms.time_us(Collective::kAllGather, CommGroup::kData,
+                                                  static_cast<int64_t>(static_cast<double>(params) * bytes_per_param));
               gathers.push_back(BucketGather{params_before / static_cast<double>(std::max<int64_t>(1, rank_params)), gather});
             }
             params_before += static_cast<double>(params);
@@ -294,6 +303,7 @@ FrameworkOutcome predict_framework(const FrameworkTarget& target, const Framewor
 
     FrameworkPrediction p;
     p.total_us = iteration_us;
+    p.peak_memory_bytes = static_cast<double>(megatron_te_peak_memory_bytes(shape, config, recipe));
     PassTime passes;
     for (int c = 0; c < v; ++c) {
       const VirtualStage& vs = stages[static_cast<size_t>(c * pp + busiest)];

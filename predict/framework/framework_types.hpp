@@ -75,6 +75,9 @@ struct FrameworkRecipe {
   TrainingTechniques techniques;               // vocab_parallel is implied where tp > 1
   bool tp_comm_overlap = false;                // --tp-comm-overlap (TE userbuffers; needs sequence parallelism)
   bool gradient_accumulation_fusion = true;    // wgrad GEMMs accumulate into fp32 main_grad directly
+  // --fp8-param-gather (NeMo's fp8 recipe; with kFp8 only): the decoder GEMM weights are TE fp8
+  // parameters, gathered by the distributed optimizer in fp8, with no bf16 copy kept.
+  bool fp8_param_gather = false;
 };
 
 }  // namespace itertime::predict::framework

@@ -431,6 +431,20 @@ void read_attention(Reader& reader, const json& doc, const HardwareSpec& hardwar
     }
     figures.attention[dtype] = figures.attention[target];
   }
+  for (const auto& [dtype, points] : figures.attention) {  // the curves attention_time_us reads (aliases too)
+    std::vector<GpuKernelFigures::AttentionCurve>& curves = figures.attention_curves[dtype];
+    for (const auto& point : points) {
+      auto it = std::find_if(curves.begin(), curves.end(), [&](const GpuKernelFigures::AttentionCurve& c) {
+        return c.head_dim == point.head_dim && c.causal == point.causal && c.backward == point.backward;
+      });
+      if (it == curves.end()) {
+        curves.push_back({point.head_dim, point.causal, point.backward, {}, {}});
+        it = curves.end() - 1;
+      }
+      it->log_seq.push_back(std::log(static_cast<double>(point.seq)));  // ascending within a table (checked)
+      it->achieved_flops_per_s.push_back(point.achieved_flops_per_s);
+    }
+  }
 }
 
 std::string known_gpus(const std::string& dir) {
@@ -482,44 +496,38 @@ double GpuKernelFigures::gemm_time_us(ComputeDType dtype, const GemmShape& shape
 }
 
 double GpuKernelFigures::attention_time_us(ComputeDType dtype, const AttentionShape& shape, bool backward) const {
-  const auto it = attention.find(dtype);
-  if (it == attention.end()) {
+  const auto it = attention_curves.find(dtype);
+  if (it == attention_curves.end()) {
     throw UserError(path + ": no " + to_string(dtype) + " attention figures for " + gpu +
                     " (Megatron-Core's fp8 recipes keep attention in bf16; see docs/kernels.md)");
   }
   const double flops = shape.forward_flops() * (backward ? 2.5 : 1.0);
   if (flops <= 0) return 0;
   // The nearest measured head dim for this mask and pass (log distance, the smaller on a tie).
-  int64_t best_dim = 0;
+  const AttentionCurve* best = nullptr;
   double best_distance = std::numeric_limits<double>::infinity();
-  for (const AttentionPoint& point : it->second) {
-    if (point.causal != shape.causal || point.backward != backward) continue;
-    const double distance = std::abs(std::log(static_cast<double>(point.head_dim) / static_cast<double>(shape.head_dim)));
-    if (distance < best_distance - 1e-12 || (std::abs(distance - best_distance) <= 1e-12 && point.head_dim < best_dim)) {
+  for (const AttentionCurve& curve : it->second) {
+    if (curve.causal != shape.causal || curve.backward != backward) continue;
+    const double distance = std::abs(std::log(static_cast<double>(curve.head_dim) / static_cast<double>(shape.head_dim)));
+    if (distance < best_distance - 1e-12 || (std::abs(distance - best_distance) <= 1e-12 && curve.head_dim < best->head_dim)) {
       best_distance = distance;
-      best_dim = point.head_dim;
+      best = &curve;
     }
   }
-  if (best_dim == 0) {
+  if (best == nullptr) {
     throw UserError(path + ": no " + to_string(dtype) + std::string(shape.causal ? " causal" : " non-causal") +
                     (backward ? " backward" : " forward") + " attention figures for " + gpu);
   }
-  std::vector<std::pair<double, double>> curve;  // (ln seq, achieved)
-  for (const AttentionPoint& point : it->second) {
-    if (point.causal == shape.causal && point.backward == backward && point.head_dim == best_dim) {
-      curve.emplace_back(std::log(static_cast<double>(point.seq)), point.achieved_flops_per_s);
-    }
-  }
-  std::sort(curve.begin(), curve.end());
+  const std::vector<double>& xs = best->log_seq;
+  const std::vector<double>& ys = best->achieved_flops_per_s;
   const double x = 0.5 * (std::log(static_cast<double>(shape.seq_q)) + std::log(static_cast<double>(shape.seq_kv)));
-  double achieved = curve.front().second;
-  if (x >= curve.back().first) {
-    achieved = curve.back().second;
-  } else if (x > curve.front().first) {
-    const auto upper = std::upper_bound(curve.begin(), curve.end(), std::make_pair(x, std::numeric_limits<double>::infinity()));
-    const auto lower = upper - 1;
-    const double w = (x - lower->first) / (upper->first - lower->first);
-    achieved = (1 - w) * lower->second + w * upper->second;
+  double achieved = ys.front();
+  if (x >= xs.back()) {
+    achieved = ys.back();
+  } else if (x > xs.front()) {
+    const std::size_t upper = static_cast<std::size_t>(std::upper_bound(xs.begin(), xs.end(), x) - xs.begin());
+    const double w = (x - xs[upper - 1]) / (xs[upper] - xs[upper - 1]);
+    achieved = (1 - w) * ys[upper - 1] + w * ys[upper];
   }
   achieved = std::min(achieved, attention_peak_flops_per_s.at(dtype));
   return flops / achieved * 1e6 + launch_overhead_us;

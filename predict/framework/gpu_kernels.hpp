@@ -7,12 +7,13 @@
 //  - Every time is > 0 for a kernel with work and includes the launch overhead once; a kernel without
 //    work (a zero dimension) takes 0.
 //  - gemm_time_us is monotone non-decreasing in each of m, n, k: the measured shapes form a lattice in
-//    (log m, log n, log k) whose log-times are made monotone (the mean of their majorant and minorant),
-//    interpolated multilinearly, held below the lattice and grown in proportion to a dimension above it. Its achieved
-//    throughput never exceeds the description's dense peak for the dtype, nor the file's measured
-//    maximum achievable (MAMF) where it gives one. A dtype with no measured figure is derived by the
-//    file's stated rule ("same_as", e.g. fp16 = bf16 on the same tensor cores), never silently; a dtype
-//    with neither is a UserError.
+//    (log m, log n, log k), extended by one node per axis at 4x its largest value (where products at
+//    least the largest measured one in every dimension reach the file's measured maximum achievable,
+//    MAMF), whose log-times are made monotone (the mean of their majorant and minorant), interpolated
+//    multilinearly, held below the lattice and grown in proportion to a dimension above it. Its achieved
+//    throughput never exceeds the description's dense peak for the dtype, nor the file's MAMF where it
+//    gives one. A dtype with no measured figure is derived by the file's stated rule ("same_as", e.g.
+//    fp16 = bf16 on the same tensor cores), never silently; a dtype with neither is a UserError.
 //  - attention_time_us counts FLOPs as the FlashAttention papers do (forward 4 * b * heads * s_q * s_kv *
 //    head_dim, halved for a causal mask; backward 2.5x the forward) at the measured throughput for the
 //    nearest measured head dim (log distance, the smaller on a tie), interpolated in log(sequence
@@ -80,6 +81,13 @@ struct GpuKernelFigures {
   };
   std::map<ComputeDType, GemmLattice> gemm_lattice;
   std::map<ComputeDType, double> attention_peak_flops_per_s;  // the dense peak that bounds attention
+  struct AttentionCurve {  // one table: a head dim, mask and pass, its points by ascending ln(seq)
+    int64_t head_dim = 0;
+    bool causal = true;
+    bool backward = false;
+    std::vector<double> log_seq, achieved_flops_per_s;
+  };
+  std::map<ComputeDType, std::vector<AttentionCurve>> attention_curves;
 
   double gemm_time_us(ComputeDType dtype, const GemmShape& shape) const;
   double attention_time_us(ComputeDType dtype, const AttentionShape& shape, bool backward) const;

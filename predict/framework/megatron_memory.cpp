@@ -62,8 +62,7 @@ struct Terms {
 
 void refuse(const std::string& what) { throw UserError("megatron-te memory: " + what); }
 
-Terms make_terms(const TransformerShape& shape, const ParallelConfig& c, const FrameworkRecipe& recipe,
-                 const MegatronMemoryOptions& options) {
+Terms make_terms(const TransformerShape& shape, const ParallelConfig& c, const FrameworkRecipe& recipe) {
   if (recipe.precision != PrecisionName::kAmpBf16 && recipe.precision != PrecisionName::kAmpFp16 &&
       recipe.precision != PrecisionName::kFp8) {
     refuse("precision " + itertime::to_string(recipe.precision) +
@@ -127,7 +126,7 @@ Terms make_terms(const TransformerShape& shape, const ParallelConfig& c, const F
   // --fp8-param-gather (megatron/core/extensions/transformer_engine.py creates the TE modules under
   // fp8_model_init; distrib_optimizer.py takes the fp32 main parameters from their high-precision init
   // value and then clears it): the GEMM weights are fp8 tensors, and only their transpose is cached.
-  x.fp8_params = x.fp8 && options.fp8_param_gather;
+  x.fp8_params = x.fp8 && recipe.fp8_param_gather;
   if (x.fp8) {
     // Per TE GEMM module: forward input, weight, output and backward grad-output, grad-input meta, each an
     // fp32 scale, scale_inv and amax history (delayed: kAmaxHistoryLength rows, transformer_engine/common/
@@ -309,9 +308,8 @@ void megatron_chunk_micro_batches_in_flight(const ParallelConfig& config, int ra
 }
 
 FrameworkMemory megatron_te_memory(const TransformerShape& shape, const ParallelConfig& config,
-                                   const FrameworkRecipe& recipe, int pipeline_rank,
-                                   const MegatronMemoryOptions& options) {
-  const Terms x = make_terms(shape, config, recipe, options);
+                                   const FrameworkRecipe& recipe, int pipeline_rank) {
+  const Terms x = make_terms(shape, config, recipe);
   if (pipeline_rank < 0 || pipeline_rank >= config.pp) {
     refuse("pipeline rank " + std::to_string(pipeline_rank) + " is outside [0, " + std::to_string(config.pp) + ")");
   }
@@ -320,8 +318,8 @@ FrameworkMemory megatron_te_memory(const TransformerShape& shape, const Parallel
 }
 
 int64_t megatron_te_peak_memory_bytes(const TransformerShape& shape, const ParallelConfig& config,
-                                      const FrameworkRecipe& recipe, const MegatronMemoryOptions& options) {
-  const Terms x = make_terms(shape, config, recipe, options);
+                                      const FrameworkRecipe& recipe) {
+  const Terms x = make_terms(shape, config, recipe);
   if (config.vp > 64) refuse("at most 64 virtual pipeline stages per rank");
   int64_t peak = 0;
   for (int r = 0; r < config.pp; ++r) peak = std::max(peak, rank_memory(x, r).total_bytes);

@@ -18,7 +18,7 @@
 //    first L mod (pp*vp) virtual stages one layer more).
 //  - megatron_te_peak_memory_bytes(...) == max over ranks of megatron_te_memory(...).total_bytes, in
 //    O(pp * pp * vp) arithmetic without allocation.
-//  - MegatronMemoryOptions::fp8_param_gather (Megatron's --fp8-param-gather, which NeMo's fp8 recipe sets;
+//  - FrameworkRecipe::fp8_param_gather (Megatron's --fp8-param-gather, which NeMo's fp8 recipe sets;
 //    only with kFp8): the decoder GEMM weights are TE fp8 parameters, 1 B each in weights_bytes, and only
 //    their cached transpose (1 B) and the scaling state in fp8_bytes; no bf16 copy of them is kept.
 //  - Refused with a UserError (one line): a precision other than amp-bf16, amp-fp16 or fp8; a layout
@@ -68,16 +68,11 @@ std::vector<VirtualStageLayers> megatron_virtual_stage_layers(int64_t num_layers
 void megatron_chunk_micro_batches_in_flight(const ParallelConfig& config, int rank, int64_t* counts);
 
 // Switches of a Megatron launch the memory depends on that FrameworkRecipe does not carry.
-struct MegatronMemoryOptions {
-  bool fp8_param_gather = false;  // --fp8-param-gather: fp8 primary weights (with precision kFp8 only)
-};
-
 FrameworkMemory megatron_te_memory(const TransformerShape& shape, const ParallelConfig& config,
-                                   const FrameworkRecipe& recipe, int pipeline_rank,
-                                   const MegatronMemoryOptions& options = {});
+                                   const FrameworkRecipe& recipe, int pipeline_rank);
 
 // The largest total_bytes over the pipeline ranks (fast: no allocation, O(pp * pp * vp)).
 int64_t megatron_te_peak_memory_bytes(const TransformerShape& shape, const ParallelConfig& config,
-                                      const FrameworkRecipe& recipe, const MegatronMemoryOptions& options = {});
+                                      const FrameworkRecipe& recipe);
 
 }  // namespace itertime::predict::framework

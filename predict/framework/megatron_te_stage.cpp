@@ -7,6 +7,7 @@
 #include <cmath>
 
 #include "common/errors.hpp"
+#include "predict/framework/megatron_memory.hpp"
 
 namespace itertime::predict::framework {
 namespace {
@@ -261,7 +262,7 @@ MegatronTeStage build_megatron_te_stage(const TransformerShape& shape, const Par
   dims.kv = std::max<int64_t>(shape.head_dim, shape.kv_size() / config.tp);
   dims.ffn = shape.ffn / config.tp;
   dims.fc1_out = shape.mlp == MlpKind::kSwiGlu ? 2 * dims.ffn : dims.ffn;
-  dims.vocab = (shape.vocab + config.tp - 1) / config.tp;
+  dims.vocab = megatron_padded_vocab(shape.vocab, config.tp) / config.tp;  // Megatron pads to 128 * tp rows
 
   MegatronTeStage stage;
   stage.tokens = dims.tokens;
@@ -269,6 +270,7 @@ MegatronTeStage build_megatron_te_stage(const TransformerShape& shape, const Par
   const int64_t layer_gemm_weights = (dims.q + 2 * dims.kv) * dims.hidden + dims.hidden * dims.q +
                                      dims.fc1_out * dims.hidden + dims.hidden * dims.ffn;
   stage.layer_params = layer_gemm_weights + 2 * shape.hidden * (shape.norm == NormKind::kLayerNorm ? 2 : 1);
+  stage.layer_gemm_weights = layer_gemm_weights;
   stage.embedding_params = dims.vocab * shape.hidden + shape.learned_positions * shape.hidden;
   stage.head_params = (shape.tied_embeddings ? 0 : dims.vocab * shape.hidden) + shape.hidden;
 
@@ -332,7 +334,12 @@ MegatronTeStage build_megatron_te_stage(const TransformerShape& shape, const Par
   {
     // FP8 weights: cast and transposed once per iteration (first micro-batch), per layer.
     PassBuilder pass(dims);
-    pass.fp8_cast("fp8_weight_cast_transpose", static_cast<double>(layer_gemm_weights));
+    if (dims.fp8 && recipe.fp8_param_gather) {
+      // fp8 parameters (--fp8-param-gather): only the transposes are made (fp8 in, fp8 out).
+      pass.memory("fp8_weight_transpose", 2.0 * static_cast<double>(layer_gemm_weights));
+    } else {
+      pass.fp8_cast("fp8_weight_cast_transpose", static_cast<double>(layer_gemm_weights));
+    }
     stage.first_micro_batch = pass.take();
   }
   {

@@ -94,6 +94,7 @@ struct MegatronTeStage {
   PassWork first_micro_batch;                      // once per iteration per layer: FP8 weight casts
   PassWork stage_forward;                          // once per forward pass of a stage: FP8 amax reduction
   int64_t layer_params = 0;                        // per GPU (TP shard) of one layer
+  int64_t layer_gemm_weights = 0;                  // of which the four GEMMs' weights (fp8 with --fp8-param-gather)
   int64_t embedding_params = 0, head_params = 0;   // per GPU
   int64_t tokens = 0;                              // T = micro_batch * seq_len / cp
   int64_t sequence_tokens = 0;                     // tokens of the norms and residual (T / tp with SP)

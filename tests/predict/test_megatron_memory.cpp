@@ -132,16 +132,18 @@ TEST(MegatronMemory, Fp8CachesWeightsAndTransposesAndSavesFp8GemmInputs) {
   EXPECT_EQ(megatron_te_memory(toy(), base_layout(), current, 0).fp8_bytes, 2 * 2 * 15360 + 2 * 4 * 5 * 4 * 3);
   // --fp8-param-gather: the 30720 GEMM weights are fp8 parameters (1 B), the other 33024 stay bf16; only
   // the transposes are cached.
-  MegatronMemoryOptions gather;
+  FrameworkRecipe gather = r;
   gather.fp8_param_gather = true;
-  const FrameworkMemory g = megatron_te_memory(toy(), base_layout(), r, 0, gather);
+  const FrameworkMemory g = megatron_te_memory(toy(), base_layout(), gather, 0);
   EXPECT_EQ(g.weights_bytes, 2 * (kRank0Params - 2 * 15360) + 2 * 15360);
   EXPECT_EQ(g.fp8_bytes, 2 * 15360 + 2 * 4 * 5 * 4 * 1026);
   EXPECT_EQ(g.main_grad_bytes, m.main_grad_bytes);
   EXPECT_EQ(g.optimizer_bytes, m.optimizer_bytes);
   EXPECT_EQ(g.activations_bytes, m.activations_bytes);
   // Without fp8 the option changes nothing.
-  EXPECT_EQ(megatron_te_memory(toy(), base_layout(), base_recipe(), 0, gather).total_bytes,
+  FrameworkRecipe bf16_gather = base_recipe();
+  bf16_gather.fp8_param_gather = true;
+  EXPECT_EQ(megatron_te_memory(toy(), base_layout(), bf16_gather, 0).total_bytes,
             megatron_te_memory(toy(), base_layout(), base_recipe(), 0).total_bytes);
 }
 
@@ -403,9 +405,9 @@ TEST(MegatronMemory, LlamaNemoLayoutsPeakPerGpu) {
     fp8.precision = PrecisionName::kFp8;
     const int64_t peak_bf16 = megatron_te_peak_memory_bytes(shape, row.layout, bf16);
     const int64_t peak_fp8 = megatron_te_peak_memory_bytes(shape, row.layout, fp8);
-    MegatronMemoryOptions gather;
+    FrameworkRecipe gather = fp8;
     gather.fp8_param_gather = true;
-    const int64_t peak_fp8_gather = megatron_te_peak_memory_bytes(shape, row.layout, fp8, gather);
+    const int64_t peak_fp8_gather = megatron_te_peak_memory_bytes(shape, row.layout, gather);
     FrameworkMemory busiest;
     for (int r = 0; r < row.layout.pp; ++r) {
       const FrameworkMemory m = megatron_te_memory(shape, row.layout, bf16, r);

@@ -132,11 +132,17 @@ TEST(MegatronTeStage, Fp8RunsTheLayersGemmsInFp8AndAddsCastsTheOutputLayerStaysB
   const MegatronTeStage bf16 = build_megatron_te_stage(small_llama(), layout(2, 1), recipe());
   const MegatronTeStage fp8 = build_megatron_te_stage(small_llama(), layout(2, 1), recipe(PrecisionName::kFp8));
   for (const Kernel& k : fp8.layer_forward.kernels) {
-    if (k.kind == KernelKind::kGemm) EXPECT_EQ(k.dtype, ComputeDType::kFp8) << k.name;
-    if (k.kind == KernelKind::kAttention) EXPECT_EQ(k.dtype, ComputeDType::kBf16) << k.name;
+    if (k.kind == KernelKind::kGemm) {
+      EXPECT_EQ(k.dtype, ComputeDType::kFp8) << k.name;
+    }
+    if (k.kind == KernelKind::kAttention) {
+      EXPECT_EQ(k.dtype, ComputeDType::kBf16) << k.name;
+    }
   }
   for (const Kernel& k : fp8.head_forward.kernels) {
-    if (k.kind == KernelKind::kGemm) EXPECT_EQ(k.dtype, ComputeDType::kBf16) << k.name;
+    if (k.kind == KernelKind::kGemm) {
+      EXPECT_EQ(k.dtype, ComputeDType::kBf16) << k.name;
+    }
   }
   for (const Kernel& k : bf16.layer_forward.kernels) EXPECT_NE(k.dtype, ComputeDType::kFp8) << k.name;
   // Casts: proj and fc2 inputs forward (norm outputs are cast inside the norms); the four GEMMs' output

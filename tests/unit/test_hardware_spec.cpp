@@ -91,7 +91,7 @@ TEST(HardwareSpec, H100FiguresAreTheWhitepapersDenseOnes) {
   EXPECT_DOUBLE_EQ(*h100.peak(ComputeDType::kFp8), 1978.9e12);
   EXPECT_DOUBLE_EQ(*h100.peak(ComputeDType::kTf32), 494.7e12);
   EXPECT_DOUBLE_EQ(h100.memory_bandwidth_bytes_per_s, 3.35e12);
-  EXPECT_EQ(h100.memory_bytes, 80'000'000'000);
+  EXPECT_EQ(h100.memory_bytes, int64_t{81559} * 1048576);  // the driver's total, not the datasheet's 80 GB
   EXPECT_EQ(h100.l2_bytes, 50 * 1024 * 1024);
   EXPECT_EQ(h100.sm_count, 132);
   EXPECT_DOUBLE_EQ(*h100.nvlink_bandwidth_bytes_per_s, 450e9);  // 900 GB/s bidirectional
