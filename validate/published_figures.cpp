@@ -184,7 +184,7 @@ fw::FrameworkRecipe read_recipe(const Reader& r, const json& row, const Parallel
   const json& t = r.object(row, "techniques", "techniques");
   r.only_known(t, "techniques",
                {"sequence_parallel", "distributed_optimizer", "recompute", "overlap_gradient_reduction",
-                "overlap_parameter_gather", "tp_comm_overlap", "fp8_recipe"});
+                "overlap_parameter_gather", "tp_comm_overlap", "fp8_recipe", "fp8_param_gather"});
   TrainingTechniques& k = recipe.techniques;
   k.sequence_parallel = r.flag(t, "sequence_parallel", "techniques.sequence_parallel");
   k.distributed_optimizer = r.flag(t, "distributed_optimizer", "techniques.distributed_optimizer");
@@ -200,8 +200,10 @@ fw::FrameworkRecipe read_recipe(const Reader& r, const json& row, const Parallel
   if (recipe.precision == PrecisionName::kFp8) {
     recipe.fp8_recipe =
         predict::framework::parse_fp8_recipe(r.choice(t, "fp8_recipe", "techniques.fp8_recipe", {"delayed", "current"}));
-  } else if (t.contains("fp8_recipe")) {
-    r.fail("techniques.fp8_recipe", "only with \"precision\": \"fp8\"");
+    if (t.contains("fp8_param_gather")) recipe.fp8_param_gather = r.flag(t, "fp8_param_gather", "techniques.fp8_param_gather");
+  } else {
+    for (const char* key : {"fp8_recipe", "fp8_param_gather"})
+      if (t.contains(key)) r.fail(std::string("techniques.") + key, "only with \"precision\": \"fp8\"");
   }
   return recipe;
 }

@@ -77,6 +77,17 @@ TEST(PublishedFigures, GoodRowParses) {
   EXPECT_NEAR(measured_seconds_per_iteration(row), flops / (100e12 * 16), 1e-12);
 }
 
+TEST(PublishedFigures, Fp8RowParses) {
+  json row = good_row();
+  row["precision"] = "fp8";
+  row["techniques"]["fp8_recipe"] = "current";
+  row["techniques"]["fp8_param_gather"] = true;
+  const PublishedRow parsed = parse_published_figures(file_with(row), "fp8.json").rows[0];
+  EXPECT_EQ(parsed.recipe.precision, PrecisionName::kFp8);
+  EXPECT_EQ(parsed.recipe.fp8_recipe, predict::framework::Fp8Recipe::kCurrent);
+  EXPECT_TRUE(parsed.recipe.fp8_param_gather);
+}
+
 TEST(PublishedFigures, OtherUnitsConvert) {
   json row = good_row();
   row["measured"] = {{"value", 2.5}, {"unit", "s per iteration"}};
@@ -146,6 +157,14 @@ TEST(PublishedFigures, BadRowsAreRefusedNamingRowAndField) {
   row = good_row();
   row["techniques"]["overlap_parameter_gather"] = true;  // without the distributed optimizer
   expect_refused(row, "techniques.overlap_parameter_gather");
+
+  row = good_row();
+  row["techniques"]["fp8_param_gather"] = true;  // with amp-fp16
+  expect_refused(row, "techniques.fp8_param_gather");
+
+  row = good_row();
+  row["precision"] = "fp8";  // without its scaling recipe
+  expect_refused(row, "techniques.fp8_recipe");
 
   row = good_row();
   row["measured"].erase("flop_formula");  // a FLOP rate without the source's formula
