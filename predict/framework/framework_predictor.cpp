@@ -2,6 +2,8 @@
 // (megatron_te_stage.hpp), the GPU's published kernel figures and the described communication
 // (framework_predictor.hpp).
 // Invariants:
+//  - A GEMM takes the longer of its time at the measured throughput and its bytes (A, B, C) at the
+//    achieved bandwidth (the unfused attention's score GEMMs are memory-bound).
 //  - A pass's time = its kernels' times + each collective's exposed part: the whole collective, or,
 //    beside a kernel, max(0, collective - kernel); beside a GEMM under TP comm overlap, the pipelined
 //    form max(c, k) - k + min(c, k) / tp (the first of tp chunks cannot overlap). Overlap is taken to
@@ -125,7 +127,8 @@ struct PassTime {
 
 double kernel_time_us(const GpuKernelFigures& figures, const Kernel& kernel) {
   switch (kernel.kind) {
-    case KernelKind::kGemm: return figures.gemm_time_us(kernel.dtype, kernel.gemm);
+    case KernelKind::kGemm:  // the measured throughput, or its bytes at the achieved bandwidth if longer
+      return std::max(figures.gemm_time_us(kernel.dtype, kernel.gemm), figures.memory_bound_time_us(kernel.gemm_bytes));
     case KernelKind::kAttention: return figures.attention_time_us(ComputeDType::kBf16, kernel.attention, kernel.attention_backward);
     case KernelKind::kMemoryBound: return figures.memory_bound_time_us(kernel.bytes);
   }

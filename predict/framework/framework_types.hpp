@@ -78,6 +78,12 @@ struct FrameworkRecipe {
   // --fp8-param-gather (NeMo's fp8 recipe; with kFp8 only): the decoder GEMM weights are TE fp8
   // parameters, gathered by the distributed optimizer in fp8, with no bf16 copy kept.
   bool fp8_param_gather = false;
+  // Megatron-LM before Transformer Engine and flash attention (its 2021-2022 releases, the stack of
+  // published GPT runs): the attention core as two batched GEMMs around the fused scale-mask-softmax
+  // (megatron/model/transformer.py CoreAttention, megatron/model/fused_softmax.py), the scores in memory.
+  bool unfused_attention = false;
+  // Hidden and attention-probability dropout (GPT runs; LLaMA trains without): a mask per element.
+  bool dropout = false;
 };
 
 }  // namespace itertime::predict::framework

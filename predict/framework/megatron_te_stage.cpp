@@ -27,6 +27,8 @@ struct LayerDims {
   bool fp8 = false;
   bool current_scaling = false;
   bool sp = false;
+  bool unfused_attention = false;
+  bool dropout = false;
   int tp = 1;
 };
 
@@ -48,6 +50,8 @@ class PassBuilder {
     kernel.kind = KernelKind::kGemm;
     kernel.dtype = fp8_eligible && dims_.fp8 ? ComputeDType::kFp8 : ComputeDType::kBf16;
     kernel.gemm = GemmShape{m, n, k};
+    const double element_bytes = kernel.dtype == ComputeDType::kFp8 ? 1.0 : dims_.act_bytes;
+    kernel.gemm_bytes = static_cast<double>(m * k + k * n) * element_bytes + static_cast<double>(m * n) * dims_.act_bytes;
     work_.kernels.push_back(kernel);
     return last();
   }
@@ -92,8 +96,10 @@ class PassBuilder {
     const double elements = static_cast<double>(dims_.sequence_tokens * dims_.hidden);
     memory(name, elements * 4.0 * dims_.act_bytes);  // reads input and gradient (and stats), writes the gradient
   }
+  // The fused bias-dropout-add (megatron/core/fusions/fused_bias_dropout.py): two inputs, one output,
+  // and with dropout a one-byte mask.
   void residual_add(const std::string& name) {
-    memory(name, static_cast<double>(dims_.sequence_tokens * dims_.hidden) * 3.0 * dims_.act_bytes);
+    memory(name, static_cast<double>(dims_.sequence_tokens * dims_.hidden) * (3.0 * dims_.act_bytes + (dims_.dropout ? 1.0 : 0.0)));
   }
   // Before a column-parallel GEMM: sequence parallelism's all-gather of its input (fp8 when the GEMM
   // is, TE gathers the cast tensor), run beside the GEMM only with TP comm overlap.
@@ -126,21 +132,89 @@ AttentionShape attention_shape(const TransformerShape& shape, const ParallelConf
   attention.batch = config.micro_batch;
   attention.heads = shape.heads / config.tp;
   attention.kv_heads = std::max<int64_t>(1, shape.kv_heads / config.tp);
-  attention.seq_q = config.seq_len / config.cp;
-  attention.seq_kv = config.seq_len;  // a CP rank's queries meet every key over the ring
+  attention.seq_q = config.seq_len;
+  attention.seq_kv = config.seq_len;
   attention.head_dim = shape.head_dim;
   attention.causal = true;
   return attention;
 }
 
 // Megatron-Core's CP (TE's attention with cp_comm_type "p2p", transformer_engine/pytorch/attention/
-// dot_product_attention/context_parallel.py): cp - 1 ring steps, each exchanging one K/V block with the
-// neighbours while the attention of the block at hand runs.
-void context_ring(PassBuilder& pass, const LayerDims& dims, const ParallelConfig& config, int attention_index, bool backward) {
-  if (config.cp == 1) return;
+// dot_product_attention/context_parallel.py, AttnFuncWithCPAndKVP2P): each rank holds the sequence chunks
+// r and 2cp-1-r (load-balanced causal), and runs cp steps: step 0 the causal attention of its tokens over
+// its own keys; step i > 0 a non-causal block of half the keys (i <= rank) or of half the queries
+// (i > rank): both s/cp x s/(2cp). Each step's exchange of the next K/V block (backward: K/V and their
+// gradients) runs beside that step's kernel; after each step i > 0 the output and its log-sum-exp are
+// corrected (flash_attn_fwd_out_correction: the step's bf16 output read, the fp32 output read and
+// written). Returns the index of the last kernel.
+int context_parallel_attention(PassBuilder& pass, const LayerDims& dims, const TransformerShape& shape,
+                               const ParallelConfig& config, const std::string& name, bool backward) {
+  AttentionShape step = attention_shape(shape, config);
+  const int64_t local = config.seq_len / config.cp;
   const double kv_block_bytes = static_cast<double>(dims.tokens * 2 * dims.kv) * dims.act_bytes;
-  pass.comm(backward ? "cp_ring_kv_dkv" : "cp_ring_kv", Collective::kSendRecv, CommGroup::kContext,
-            backward ? 2 * kv_block_bytes : kv_block_bytes, attention_index, false, config.cp - 1);
+  int last = -1;
+  for (int i = 0; i < config.cp; ++i) {
+    step.seq_q = local;
+    step.seq_kv = i == 0 ? local : local / 2;
+    step.causal = i == 0;
+    last = pass.attention(name + "_cp_step" + std::to_string(i), step, backward);
+    if (i + 1 < config.cp) {
+      pass.comm(name + (backward ? "_cp_ring_kv_dkv" : "_cp_ring_kv"), Collective::kSendRecv, CommGroup::kContext,
+                backward ? 2 * kv_block_bytes : kv_block_bytes, last);
+    }
+    if (i > 0 && !backward) {
+      pass.memory(name + "_cp_out_correction", static_cast<double>(dims.tokens * dims.q) * (dims.act_bytes + 8.0));
+    }
+  }
+  return last;
+}
+
+// The fused attention of one pass: one kernel, or the context-parallel steps.
+void fused_attention(PassBuilder& pass, const LayerDims& dims, const TransformerShape& shape, const ParallelConfig& config,
+                     const std::string& name, bool backward) {
+  if (config.cp > 1) {
+    context_parallel_attention(pass, dims, shape, config, name, backward);
+  } else {
+    pass.attention(name, attention_shape(shape, config), backward);
+  }
+}
+
+// The attention core of Megatron-LM before TE (CoreAttention): the heads of this GPU stacked as the
+// batched GEMMs' rows (m = b * heads * s), the scores [b * heads, s, s] at the activation dtype.
+struct UnfusedAttention {
+  int64_t rows = 0;  // b * heads/tp * s
+  int64_t seq = 0;
+  int64_t head_dim = 0;
+  double score_elements = 0;  // b * heads/tp * s * s
+};
+
+UnfusedAttention unfused_attention(const TransformerShape& shape, const ParallelConfig& config) {
+  const int64_t heads = shape.heads / config.tp;
+  UnfusedAttention a;
+  a.seq = config.seq_len;
+  a.head_dim = shape.head_dim;
+  a.rows = static_cast<int64_t>(config.micro_batch) * heads * a.seq;
+  a.score_elements = static_cast<double>(a.rows) * static_cast<double>(a.seq);
+  return a;
+}
+
+// Forward: Q K^T, scale-mask-softmax (megatron/model/fused_softmax.py), dropout, P V. Returns the index of
+// its last kernel.
+int unfused_attention_forward(PassBuilder& pass, const LayerDims& dims, const UnfusedAttention& a, const std::string& prefix) {
+  pass.gemm(prefix + "scores_bmm", a.rows, a.seq, a.head_dim, false);
+  pass.memory(prefix + "scale_mask_softmax", a.score_elements * 2.0 * dims.act_bytes);
+  if (dims.dropout) pass.memory(prefix + "attention_dropout", a.score_elements * (2.0 * dims.act_bytes + 1.0));
+  return pass.gemm(prefix + "context_bmm", a.rows, a.head_dim, a.seq, false);
+}
+
+// Backward: dV = P^T dO and dP = dO V^T, dropout's and softmax's backward, dQ = dS K and dK = dS^T Q.
+void unfused_attention_backward(PassBuilder& pass, const LayerDims& dims, const UnfusedAttention& a) {
+  pass.gemm("attention_dv_bmm", a.rows, a.head_dim, a.seq, false);
+  pass.gemm("attention_dprobs_bmm", a.rows, a.seq, a.head_dim, false);
+  if (dims.dropout) pass.memory("attention_dropout_backward", a.score_elements * (2.0 * dims.act_bytes + 1.0));
+  pass.memory("scale_mask_softmax_backward", a.score_elements * 3.0 * dims.act_bytes);
+  pass.gemm("attention_dq_bmm", a.rows, a.head_dim, a.seq, false);
+  pass.gemm("attention_dk_bmm", a.rows, a.head_dim, a.seq, false);
 }
 
 void layer_forward(PassBuilder& pass, const TransformerShape& shape, const LayerDims& dims, const ParallelConfig& config) {
@@ -151,9 +225,12 @@ void layer_forward(PassBuilder& pass, const TransformerShape& shape, const Layer
   pass.gather_input("sp_all_gather_qkv_input", qkv_index, true);
   // Fused RoPE on q and k (megatron/core/models/common/embeddings/rope_utils.py, TE's fused_rope).
   if (shape.rotary) pass.memory("fused_rope", static_cast<double>(t * (dims.q + dims.kv)) * 2.0 * dims.act_bytes);
-  // TEDotProductAttention: one fused kernel, bf16 (fp8 attention is off by default).
-  const int attention_index = pass.attention("fused_attention", attention_shape(shape, config), false);
-  context_ring(pass, dims, config, attention_index, false);
+  if (dims.unfused_attention) {
+    unfused_attention_forward(pass, dims, unfused_attention(shape, config), "");
+  } else {
+    // TEDotProductAttention: one fused kernel per pass (per CP step), bf16 (fp8 attention is off by default).
+    fused_attention(pass, dims, shape, config, "fused_attention", false);
+  }
   // TERowParallelLinear: proj, then SP reduce-scatter (or all-reduce).
   pass.fp8_cast("proj_input_cast", static_cast<double>(t * dims.q));
   const int proj_index = pass.gemm("proj_gemm", t, dims.hidden, dims.q, true);
@@ -221,13 +298,14 @@ void layer_backward(PassBuilder& pass, const TransformerShape& shape, const Laye
   pass.norm_backward("pre_mlp_norm_backward");
   pass.residual_add("residual_grad_attention");
   row_parallel_backward(pass, dims, "proj", dims.q);
-  const AttentionShape attention = attention_shape(shape, config);
-  if (recompute == Recompute::kSelective) {
-    const int rerun = pass.attention("fused_attention_recompute", attention, false);
-    context_ring(pass, dims, config, rerun, false);
+  if (dims.unfused_attention) {
+    const UnfusedAttention unfused = unfused_attention(shape, config);
+    if (recompute == Recompute::kSelective) unfused_attention_forward(pass, dims, unfused, "recompute_");
+    unfused_attention_backward(pass, dims, unfused);
+  } else {
+    if (recompute == Recompute::kSelective) fused_attention(pass, dims, shape, config, "fused_attention_recompute", false);
+    fused_attention(pass, dims, shape, config, "fused_attention_backward", true);
   }
-  const int attention_index = pass.attention("fused_attention_backward", attention, true);
-  context_ring(pass, dims, config, attention_index, true);
   if (shape.rotary) pass.memory("fused_rope_backward", static_cast<double>(t * (dims.q + dims.kv)) * 2.0 * dims.act_bytes);
   column_parallel_backward(pass, dims, "qkv", dims.q + 2 * dims.kv, true);
   pass.norm_backward("input_norm_backward");
@@ -250,7 +328,12 @@ MegatronTeStage build_megatron_te_stage(const TransformerShape& shape, const Par
   if (recipe.tp_comm_overlap && config.tp > 1 && !sp) {
     throw UserError("--tp-comm-overlap needs sequence parallelism (Megatron-LM refuses it without --sequence-parallel)");
   }
+  if (recipe.unfused_attention && config.cp > 1) {
+    throw UserError("context parallelism needs the fused attention of Transformer Engine (not unfused_attention)");
+  }
   LayerDims dims;
+  dims.unfused_attention = recipe.unfused_attention;
+  dims.dropout = recipe.dropout;
   dims.tp = config.tp;
   dims.sp = sp;
   dims.fp8 = precision == PrecisionName::kFp8;

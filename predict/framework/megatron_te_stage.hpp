@@ -9,6 +9,9 @@
 //    the QKV GEMM's prologue kernel), fused RoPE, TEDotProductAttention (a fused flash / cuDNN kernel),
 //    TERowParallelLinear (proj), the fused bias-dropout-add, TELayerNormColumnParallelLinear (fc1),
 //    the fused SwiGLU (megatron/core/fusions/fused_bias_swiglu.py) or GeLU, TERowParallelLinear (fc2).
+//  - Context parallelism (cp > 1) is TE's ring (context_parallel.py, cp_comm_type p2p): cp attention
+//    steps (one causal block, cp - 1 non-causal half blocks), each beside the exchange of the next K/V
+//    block, with an output correction after each later step.
 //  - Tokens per GPU per micro-batch: T = micro_batch * seq_len / cp; with sequence parallelism (tp > 1)
 //    norms, residual adds and dropout work on T / tp tokens; the GEMMs on T tokens with N or K split by
 //    tp. Where tp > 1: sequence parallelism's all-gather before each column-parallel GEMM and
@@ -28,6 +31,11 @@
 //    Delayed scaling adds one amax all-reduce over the data-, tensor- and context-parallel group per
 //    forward pass (TE's reduce at fp8_autocast exit); current scaling adds an amax kernel before every
 //    cast and, for the inputs all-gathered in fp8, an amax all-reduce over the TP group.
+//  - FrameworkRecipe::unfused_attention (Megatron-LM of 2021-22, no TE): the attention core is the batched
+//    GEMM Q K^T writing [b*heads, s, s] scores, the fused scale-mask-softmax, the probabilities' dropout
+//    (with dropout), the batched GEMM with V; its backward the softmax's and dropout's backward and four
+//    batched GEMMs. Each GEMM's time is bounded below by its bytes (the scores' GEMMs are memory-bound).
+//    Context parallelism needs the fused kernel (refused without it).
 //  - Recompute: selective recomputes the attention core in the backward (Megatron's 'core_attn'); full
 //    recomputes the whole layer forward, its TP collectives included.
 //  - The first virtual stage adds the vocabulary-parallel embedding (and positions), the last the final
@@ -61,6 +69,7 @@ struct Kernel {
   KernelKind kind = KernelKind::kMemoryBound;
   ComputeDType dtype = ComputeDType::kBf16;  // GEMM and attention math
   GemmShape gemm;                            // kGemm
+  double gemm_bytes = 0;                     // kGemm: A, B and C as read and written (its memory roofline)
   AttentionShape attention;                  // kAttention
   bool attention_backward = false;
   double bytes = 0;  // kMemoryBound: bytes read + written

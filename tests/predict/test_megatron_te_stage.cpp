@@ -65,24 +65,37 @@ TEST(MegatronTeStage, ForwardGemmFlopsAreTwiceTokensTimesTheLayersGemmWeightsPer
   }
 }
 
-TEST(MegatronTeStage, ContextParallelismSplitsTheTokensAndRingsTheKeysBesideTheAttention) {
+TEST(MegatronTeStage, ContextParallelismSplitsTheTokensAndRingsTheKeysBesideEachStep) {
   const MegatronTeStage one = build_megatron_te_stage(small_llama(), layout(1, 1), recipe());
-  const MegatronTeStage two = build_megatron_te_stage(small_llama(), layout(1, 4), recipe());
-  EXPECT_EQ(two.tokens * 4, one.tokens);
-  EXPECT_DOUBLE_EQ(gemm_flops(two.layer_forward) * 4, gemm_flops(one.layer_forward));
-  ASSERT_EQ(count_comm(two.layer_forward, Collective::kSendRecv, CommGroup::kContext), 1);
+  const MegatronTeStage four = build_megatron_te_stage(small_llama(), layout(1, 4), recipe());
+  EXPECT_EQ(four.tokens * 4, one.tokens);
+  EXPECT_DOUBLE_EQ(gemm_flops(four.layer_forward) * 4, gemm_flops(one.layer_forward));
   EXPECT_EQ(count_comm(one.layer_forward, Collective::kSendRecv, CommGroup::kContext), 0);
-  for (const Comm& c : two.layer_forward.comms) {
-    if (c.group != CommGroup::kContext) continue;
-    EXPECT_EQ(c.repeats, 3);
-    ASSERT_GE(c.hidden_behind, 0);
-    EXPECT_EQ(two.layer_forward.kernels[static_cast<size_t>(c.hidden_behind)].kind, KernelKind::kAttention);
-    EXPECT_EQ(c.bytes, 2 * 512 * 2 * 256 * 2);  // [mbs, s/cp] tokens x (k and v) x kv x bf16
-  }
-  for (const Kernel& k : two.layer_forward.kernels) {
+  // cp steps: the causal block of the rank's 512 tokens, then 3 non-causal blocks of 512 x 256; the
+  // attention FLOPs are a quarter of the whole sequence's causal attention.
+  EXPECT_EQ(count_kind(four.layer_forward, KernelKind::kAttention), 4);
+  double attention_flops = 0, whole = 0;
+  for (const Kernel& k : four.layer_forward.kernels) {
     if (k.kind != KernelKind::kAttention) continue;
+    attention_flops += k.attention.forward_flops();
     EXPECT_EQ(k.attention.seq_q, 512);
-    EXPECT_EQ(k.attention.seq_kv, 2048);
+    EXPECT_EQ(k.attention.seq_kv, k.attention.causal ? 512 : 256);
+  }
+  for (const Kernel& k : one.layer_forward.kernels) whole += k.kind == KernelKind::kAttention ? k.attention.forward_flops() : 0;
+  EXPECT_DOUBLE_EQ(attention_flops * 4, whole);
+  // cp - 1 exchanges, each beside a step's attention: [mbs, s/cp] tokens x (k and v) x kv x bf16.
+  ASSERT_EQ(count_comm(four.layer_forward, Collective::kSendRecv, CommGroup::kContext), 3);
+  for (const Comm& c : four.layer_forward.comms) {
+    if (c.group != CommGroup::kContext) continue;
+    ASSERT_GE(c.hidden_behind, 0);
+    EXPECT_EQ(four.layer_forward.kernels[static_cast<size_t>(c.hidden_behind)].kind, KernelKind::kAttention);
+    EXPECT_EQ(c.bytes, 2 * 512 * 2 * 256 * 2);
+  }
+  // The backward exchanges the keys' gradients too.
+  for (const Comm& c : four.layer_backward.comms) {
+    if (c.group == CommGroup::kContext) {
+      EXPECT_EQ(c.bytes, 2 * 2 * 512 * 2 * 256 * 2);
+    }
   }
 }
 
@@ -187,6 +200,44 @@ TEST(MegatronTeStage, OptimizerStepReadsAndWritesTheShard) {
   EXPECT_DOUBLE_EQ(sharded.kernels[0].bytes, whole.kernels[0].bytes);       // the whole grad buffer zeroed
   EXPECT_DOUBLE_EQ(sharded.kernels[2].bytes * 4, whole.kernels[2].bytes);   // Adam on a quarter
   EXPECT_DOUBLE_EQ(whole.kernels[2].bytes, 4'000'000.0 * 30);               // 16 B read, 12 B written, 2 B bf16 copy
+}
+
+}  // namespace
+}  // namespace itertime::predict::framework
+
+namespace itertime::predict::framework {
+namespace {
+
+TEST(MegatronTeStageUnfused, TheAttentionCoreIsTwoBatchedGemmsAroundTheSoftmaxAndFourInTheBackward) {
+  FrameworkRecipe r = recipe(PrecisionName::kAmpFp16, false);
+  r.unfused_attention = true;
+  r.dropout = true;
+  const ParallelConfig c = layout(2, 1, 2, 2048);
+  const MegatronTeStage stage = build_megatron_te_stage(small_llama(), c, r);
+  EXPECT_EQ(count_kind(stage.layer_forward, KernelKind::kAttention), 0);
+  EXPECT_EQ(count_kind(stage.layer_forward, KernelKind::kGemm), 4 + 2);
+  EXPECT_EQ(count_kind(stage.layer_backward, KernelKind::kGemm), 8 + 4);
+  // The scores: b * heads/tp * s rows of s, Q K^T over head_dim 64; 2 * that many FLOPs per GEMM.
+  const double rows = 2.0 * 8 * 2048;
+  double score_flops = 0, softmax_bytes = 0, dropout_bytes = 0;
+  for (const Kernel& k : stage.layer_forward.kernels) {
+    if (k.name == "scores_bmm" || k.name == "context_bmm") score_flops += k.gemm.flops();
+    if (k.name == "scale_mask_softmax") softmax_bytes = k.bytes;
+    if (k.name == "attention_dropout") dropout_bytes = k.bytes;
+  }
+  EXPECT_DOUBLE_EQ(score_flops, 2 * 2 * rows * 2048 * 64);
+  EXPECT_DOUBLE_EQ(softmax_bytes, rows * 2048 * 4);      // read and write fp16 scores
+  EXPECT_DOUBLE_EQ(dropout_bytes, rows * 2048 * 5);      // read, write, one-byte mask
+  // The scores' GEMM writes more bytes than it has FLOPs per byte to hide them: k = 64 < the ridge.
+  for (const Kernel& k : stage.layer_forward.kernels) {
+    if (k.name == "scores_bmm") {
+      EXPECT_GT(k.gemm_bytes * 300, k.gemm.flops());
+    }
+  }
+  // Selective recompute reruns the core; context parallelism is refused without the fused kernel.
+  r.techniques.recompute = Recompute::kSelective;
+  EXPECT_EQ(count_kind(build_megatron_te_stage(small_llama(), c, r).layer_backward, KernelKind::kGemm), 8 + 4 + 2);
+  EXPECT_THROW(build_megatron_te_stage(small_llama(), layout(1, 2), r), UserError);
 }
 
 }  // namespace
