@@ -22,6 +22,7 @@ int run_command_line(int argc, char** argv, const CalibrationVerbs& verbs) {
   verbs.calibrate(app, actions);
   register_predict(app, actions);
   register_plan(app, actions);
+  register_published(app, actions);
   verbs.run(app, actions);
   register_inspect(app, actions);
   register_slurm(app, actions);

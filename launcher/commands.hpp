@@ -39,5 +39,6 @@ void register_plan(CLI::App& app, std::vector<std::pair<CLI::App*, Action>>& act
 void register_run(CLI::App& app, std::vector<std::pair<CLI::App*, Action>>& actions);
 void register_inspect(CLI::App& app, std::vector<std::pair<CLI::App*, Action>>& actions);
 void register_slurm(CLI::App& app, std::vector<std::pair<CLI::App*, Action>>& actions);
+void register_published(CLI::App& app, std::vector<std::pair<CLI::App*, Action>>& actions);
 
 }  // namespace itertime::launcher
