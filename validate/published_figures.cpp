@@ -184,7 +184,7 @@ fw::FrameworkRecipe read_recipe(const Reader& r, const json& row, const Parallel
   const json& t = r.object(row, "techniques", "techniques");
   r.only_known(t, "techniques",
                {"sequence_parallel", "distributed_optimizer", "recompute", "overlap_gradient_reduction",
-                "overlap_parameter_gather", "tp_comm_overlap", "fp8_recipe", "fp8_param_gather"});
+                "overlap_parameter_gather", "tp_comm_overlap", "fp8_recipe", "fp8_param_gather", "attention", "dropout"});
   TrainingTechniques& k = recipe.techniques;
   k.sequence_parallel = r.flag(t, "sequence_parallel", "techniques.sequence_parallel");
   k.distributed_optimizer = r.flag(t, "distributed_optimizer", "techniques.distributed_optimizer");
@@ -193,6 +193,9 @@ fw::FrameworkRecipe read_recipe(const Reader& r, const json& row, const Parallel
   k.overlap_parameter_gather = r.flag(t, "overlap_parameter_gather", "techniques.overlap_parameter_gather");
   k.vocab_parallel = config.tp > 1;  // Megatron's embedding, head and loss are vocabulary-parallel wherever tp > 1
   recipe.tp_comm_overlap = r.flag(t, "tp_comm_overlap", "techniques.tp_comm_overlap");
+  // The stack's attention core (TE's fused kernel, or Megatron-LM's before TE) and dropout, as the source runs them.
+  recipe.unfused_attention = r.choice(t, "attention", "techniques.attention", {"fused", "unfused"}) == "unfused";
+  recipe.dropout = r.flag(t, "dropout", "techniques.dropout");
   if (k.sequence_parallel && config.tp == 1) r.fail("techniques.sequence_parallel", "needs tp > 1");
   if (recipe.tp_comm_overlap && !k.sequence_parallel) r.fail("techniques.tp_comm_overlap", "needs sequence_parallel");
   if (k.overlap_parameter_gather && !(k.distributed_optimizer && k.overlap_gradient_reduction))

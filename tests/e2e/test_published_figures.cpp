@@ -26,8 +26,9 @@ json good_row() {
               "linear_bias": true, "tied_embeddings": true},
     "layout": {"dp": 4, "tp": 2, "pp": 2, "cp": 1, "vp": 2, "micro_batch": 2, "global_batch": 64, "seq_len": 2048},
     "precision": "amp-fp16",
-    "techniques": {"sequence_parallel": false, "distributed_optimizer": false, "recompute": "full",
-                   "overlap_gradient_reduction": true, "overlap_parameter_gather": false, "tp_comm_overlap": false},
+    "techniques": {"attention": "unfused", "dropout": true, "sequence_parallel": false, "distributed_optimizer": false,
+                   "recompute": "full", "overlap_gradient_reduction": true, "overlap_parameter_gather": false,
+                   "tp_comm_overlap": false},
     "measured": {"value": 100, "unit": "TFLOP/s per GPU", "flop_formula": "narayanan2021"}
   })");
 }
@@ -69,6 +70,8 @@ TEST(PublishedFigures, GoodRowParses) {
   EXPECT_EQ(row.shape.learned_positions, 2048);
   EXPECT_TRUE(row.recipe.techniques.vocab_parallel);  // tp > 1
   EXPECT_EQ(row.recipe.techniques.recompute, Recompute::kFull);
+  EXPECT_TRUE(row.recipe.unfused_attention);
+  EXPECT_TRUE(row.recipe.dropout);
   EXPECT_EQ(row.recipe.precision, PrecisionName::kAmpFp16);
   EXPECT_TRUE(row.amd_host_cpu);
   // 96 B s l h^2 (1 + s/(6h) + V/(16 l h)) / (rate x GPUs).
@@ -149,6 +152,18 @@ TEST(PublishedFigures, BadRowsAreRefusedNamingRowAndField) {
   row = good_row();
   row["techniques"].erase("recompute");
   expect_refused(row, "techniques.recompute");
+
+  row = good_row();
+  row["techniques"].erase("attention");  // the stack's attention is stated, never a default
+  expect_refused(row, "techniques.attention");
+
+  row = good_row();
+  row["techniques"]["attention"] = "flash";
+  expect_refused(row, "techniques.attention");
+
+  row = good_row();
+  row["techniques"].erase("dropout");
+  expect_refused(row, "techniques.dropout");
 
   row = good_row();
   row["techniques"]["tp_comm_overlap"] = true;  // without sequence parallelism
