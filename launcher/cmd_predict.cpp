@@ -33,9 +33,9 @@ struct PredictArgs {
   std::string recipe = "plain";
   bool blind = false, raw = false, json = false;
   double device_memory_gib = 0;
-  std::string hardware;    // --hardware: a data/hardware description (another than the calibration's: described)
-  std::string efficiency;  // --efficiency: operator efficiencies to carry to a described device
-  int nodes = 0;           // --nodes: must agree with the layout on the described device
+  std::string hardware;                // --hardware: a data/hardware description (another than the calibration's: described)
+  std::string efficiency;              // --efficiency: operator efficiencies to carry to a described device
+  int nodes = 0;                       // --nodes: must agree with the layout on the described device
   std::string framework = "itertime";  // --framework: itertime's own trainer, or megatron-te
   std::string fp8_recipe = "delayed";  // --fp8-recipe (megatron-te, --precision fp8)
   bool tp_comm_overlap = false;        // --tp-comm-overlap (megatron-te)
@@ -92,8 +92,9 @@ void write_text_file(const std::string& path, const std::string& text) {
 // published kernel figures; no calibration.
 int run_framework_predict(const PredictArgs& a, const LlamaSpec& spec, const ParallelConfig& config) {
   if (!a.source.empty()) {
-    throw UserError("--framework megatron-te predicts from the GPU's published kernel figures: give no calibration or model file (" +
-                    a.source + ")");
+    throw UserError(
+        "--framework megatron-te predicts from the GPU's published kernel figures: give no calibration or model file (" +
+        a.source + ")");
   }
   if (a.blind || !a.efficiency.empty()) throw UserError("--framework megatron-te takes neither --blind nor --efficiency");
   const predict::framework::FrameworkTarget target = predict::framework_target(a.hardware);
@@ -115,12 +116,14 @@ int run_framework_predict(const PredictArgs& a, const LlamaSpec& spec, const Par
   const double memory_limit = device_memory_bytes(a.device_memory_gib, target.hardware);
   validate::PredictionRecord record;
   record.source = "described " + target.hardware.name + ", framework megatron-te";
-  record.described = "Megatron-Core + Transformer Engine stage (fused attention, norms, RoPE, SwiGLU, cross-entropy); kernels from " + target.kernels.path +
-                     " (published figures), communication from NCCL's cost model of the description; no calibration";
+  record.described =
+      "Megatron-Core + Transformer Engine stage (fused attention, norms, RoPE, SwiGLU, cross-entropy); kernels from " +
+      target.kernels.path + " (published figures), communication from NCCL's cost model of the description; no calibration";
   record.model_name = spec.name;
   record.config = config;
   record.precision = a.precision;
-  record.recipe = recipe_label(request.recipe.techniques) + (predict::framework_switches(request.recipe).empty() ? "" : " " + predict::framework_switches(request.recipe));
+  record.recipe = recipe_label(request.recipe.techniques) +
+                  (predict::framework_switches(request.recipe).empty() ? "" : " " + predict::framework_switches(request.recipe));
   record.attention = "";  // the described text names TE's fused attention
   record.prediction = predict::to_prediction(*outcome.prediction);
   record.peak_memory_bytes = peak_bytes;
@@ -257,9 +260,10 @@ void register_predict(CLI::App& app, std::vector<std::pair<CLI::App*, Action>>& 
                           "Operator efficiencies to carry to --hardware (a file from `itertime fit --efficiency-out`; default: "
                           "the calibration's, or data/efficiency/default.json without one)");
   predict_cmd->add_option("--nodes", args->nodes, "With --hardware: the nodes the layout fills (checked against its ranks)");
-  predict_cmd->add_option("--framework", args->framework,
-                          "itertime (its own LibTorch trainer, as calibrated) or megatron-te (Megatron-Core with Transformer "
-                          "Engine on --hardware, from published kernel figures)")
+  predict_cmd
+      ->add_option("--framework", args->framework,
+                   "itertime (its own LibTorch trainer, as calibrated) or megatron-te (Megatron-Core with Transformer "
+                   "Engine on --hardware, from published kernel figures)")
       ->capture_default_str();
   predict_cmd->add_option("--fp8-recipe", args->fp8_recipe, "megatron-te with --precision fp8: delayed or current scaling")
       ->capture_default_str();
@@ -378,9 +382,10 @@ void register_plan(CLI::App& app, std::vector<std::pair<CLI::App*, Action>>& act
       "--efficiency", a->efficiency,
       "Operator efficiencies to carry to --hardware (default: the calibration's, or data/efficiency/default.json)");
   plan_cmd->add_option("--top", a->top, "How many to list")->capture_default_str();
-  plan_cmd->add_option("--framework", a->framework,
-                       "itertime (its own trainer) or megatron-te (Megatron-Core + Transformer Engine on --hardware, from "
-                       "published kernel figures; recipes default to NeMo's: sp+dopt+ovl+opg with each recompute)")
+  plan_cmd
+      ->add_option("--framework", a->framework,
+                   "itertime (its own trainer) or megatron-te (Megatron-Core + Transformer Engine on --hardware, from "
+                   "published kernel figures; recipes default to NeMo's: sp+dopt+ovl+opg with each recompute)")
       ->capture_default_str();
   plan_cmd->add_option("--fp8-recipes", a->fp8_recipes, "megatron-te: fp8 scaling recipes to consider (delayed, current)")
       ->delimiter(',')
@@ -401,7 +406,8 @@ void register_plan(CLI::App& app, std::vector<std::pair<CLI::App*, Action>>& act
     for (const auto& r : a->recipes) options.recipes.push_back(parse_recipe_option(r, "--recipes"));
     if (a->all_recipes) options.recipes = predict::modelled_recipes();
     if (predict::framework::parse_framework(a->framework) == predict::framework::Framework::kMegatronTe) {
-      if (!a->source.empty()) throw UserError("plan --framework megatron-te takes no calibration or model file (" + a->source + ")");
+      if (!a->source.empty())
+        throw UserError("plan --framework megatron-te takes no calibration or model file (" + a->source + ")");
       const predict::framework::FrameworkTarget target = predict::framework_target(a->hardware);
       if (!plan_cmd->get_option("--recipes")->count() && !a->all_recipes) options.recipes = predict::megatron_recipes();
       predict::FrameworkPlanSpace space;

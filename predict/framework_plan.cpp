@@ -11,7 +11,8 @@
 namespace itertime::predict {
 
 framework::FrameworkTarget framework_target(const std::string& hardware_name, const std::string& dir) {
-  if (hardware_name.empty()) throw UserError("--framework megatron-te needs --hardware NAME (a GPU description with kernel figures)");
+  if (hardware_name.empty())
+    throw UserError("--framework megatron-te needs --hardware NAME (a GPU description with kernel figures)");
   framework::FrameworkTarget target;
   target.hardware = load_hardware_spec(dir + "/" + hardware_name + ".json");
   if (target.hardware.kind != DeviceKind::kGpu) {
@@ -111,7 +112,8 @@ std::vector<PlanEntry> plan_framework(const PlanOptions& options, const framewor
           const bool fp8 = precision == PrecisionName::kFp8;
           if (fp8 && !target.hardware.peak(ComputeDType::kFp8)) continue;
           if (precision != PrecisionName::kAmpBf16 && precision != PrecisionName::kAmpFp16 && !fp8) continue;
-          const std::vector<framework::Fp8Recipe> scalings = fp8 ? space.fp8_recipes : std::vector<framework::Fp8Recipe>{framework::Fp8Recipe::kDelayed};
+          const std::vector<framework::Fp8Recipe> scalings =
+              fp8 ? space.fp8_recipes : std::vector<framework::Fp8Recipe>{framework::Fp8Recipe::kDelayed};
           std::vector<std::string> seen;  // recipes that collapse to one at this layout are listed once
           for (TrainingTechniques techniques : options.recipes) {
             if (config.tp == 1 && (techniques.sequence_parallel || techniques.vocab_parallel)) {

@@ -8,8 +8,8 @@
 //    and vp given (vp > 1 only where pp > 1), precision given the GPU has the math for (fp8: an fp8 peak),
 //    each recipe given (sequence parallelism on only where tp > 1, as Megatron needs; overlap only where
 //    dp*cp > 1), each fp8 scaling recipe with fp8, TP comm overlap on and off where sequence parallelism
-//    is on, fp8 parameters (--fp8-param-gather) on and off with fp8. Each candidate's memory (framework/megatron_memory.hpp) is checked before it is predicted;
-//    the layouts the framework refuses come back infeasible with the reason.
+//    is on, fp8 parameters (--fp8-param-gather) on and off with fp8. Each candidate's memory (framework/megatron_memory.hpp) is
+//    checked before it is predicted; the layouts the framework refuses come back infeasible with the reason.
 //  - Entries: feasible ones fastest first, then infeasible in candidate order (as plan()).
 #pragma once
 

@@ -229,8 +229,8 @@ void print_plan(const predict::PlanOptions& options, const std::vector<predict::
     if (e.mfu) std::snprintf(mfu, sizeof(mfu), "%.2f", 100.0 * *e.mfu);
     std::printf("  %-4d %-*s %5d %-9s %-*s %16s %14.2f %10.1f %14s %7s  %s\n", shown, tuple_width,
                 e.config.tuple_string().c_str(), e.config.micro_batch, to_string(e.precision).c_str(), recipe_width,
-                plan_recipe_label(e).c_str(), iteration, e.peak_memory_bytes / kGiB, 100.0 * e.extrapolated_fraction, rate,
-                mfu, e.feasible ? "" : e.reason.c_str());
+                plan_recipe_label(e).c_str(), iteration, e.peak_memory_bytes / kGiB, 100.0 * e.extrapolated_fraction, rate, mfu,
+                e.feasible ? "" : e.reason.c_str());
   }
 }
 

@@ -129,7 +129,8 @@ double kernel_time_us(const GpuKernelFigures& figures, const Kernel& kernel) {
   switch (kernel.kind) {
     case KernelKind::kGemm:  // the measured throughput, or its bytes at the achieved bandwidth if longer
       return std::max(figures.gemm_time_us(kernel.dtype, kernel.gemm), figures.memory_bound_time_us(kernel.gemm_bytes));
-    case KernelKind::kAttention: return figures.attention_time_us(ComputeDType::kBf16, kernel.attention, kernel.attention_backward);
+    case KernelKind::kAttention:
+      return figures.attention_time_us(ComputeDType::kBf16, kernel.attention, kernel.attention_backward);
     case KernelKind::kMemoryBound: return figures.memory_bound_time_us(kernel.bytes);
   }
   return 0.0;
@@ -226,8 +227,8 @@ FrameworkOutcome predict_framework(const FrameworkTarget& target, const Framewor
       if (j == 0) vs.forward += emb_fwd, vs.backward += emb_bwd, vs.params += stage.embedding_params;
       if (j == virtual_count - 1) vs.forward += head_fwd, vs.backward += head_bwd, vs.params += stage.head_params;
       const bool fp8_weights = recipe.precision == PrecisionName::kFp8 && recipe.fp8_param_gather;
-      vs.gathered_bytes = 2.0 * static_cast<double>(vs.params) -
-                          (fp8_weights ? static_cast<double>(stage.layer_gemm_weights * vs.layers) : 0.0);
+      vs.gathered_bytes =
+          2.0 * static_cast<double>(vs.params) - (fp8_weights ? static_cast<double>(stage.layer_gemm_weights * vs.layers) : 0.0);
       input.stages.push_back(StageTimes{vs.forward.total_us(), vs.backward.total_us(), 0.0, 0.0});
     }
     const double act_bytes = 2.0;
@@ -260,7 +261,8 @@ FrameworkOutcome predict_framework(const FrameworkTarget& target, const Framewor
         double params_before = 0.0;
         for (int c = 0; c < v; ++c) {
           const VirtualStage& vs = stages[static_cast<size_t>(c * pp + r)];
-          const int64_t buckets = techniques.overlap_gradient_reduction ? std::max<int64_t>(1, (vs.params + bucket_params - 1) / bucket_params) : 1;
+          const int64_t buckets =
+              techniques.overlap_gradient_reduction ? std::max<int64_t>(1, (vs.params + bucket_params - 1) / bucket_params) : 1;
           // The chunk's last backward: the whole rank's with vp 1, the chunk's own with vp > 1.
           double start = schedule.last_backward_start_us[static_cast<size_t>(r)];
           double end = schedule.last_backward_end_us[static_cast<size_t>(r)];
@@ -292,7 +294,8 @@ FrameworkOutcome predict_framework(const FrameworkTarget& target, const Framewor
       double gather_exposed = 0.0;
       if (!gathers.empty()) {
         if (techniques.overlap_parameter_gather) {
-          std::sort(gathers.begin(), gathers.end(), [](const BucketGather& a, const BucketGather& b) { return a.before_fraction < b.before_fraction; });
+          std::sort(gathers.begin(), gathers.end(),
+                    [](const BucketGather& a, const BucketGather& b) { return a.before_fraction < b.before_fraction; });
           gather_exposed = exposed_parameter_gather_us(gathers, 0.0, 0.0, stages[static_cast<size_t>(r)].forward.total_us());
         } else {
           for (const BucketGather& g : gathers) gather_exposed += g.time_us;

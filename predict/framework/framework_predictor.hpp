@@ -36,18 +36,18 @@ struct FrameworkRequest {
 
 struct FrameworkPrediction {
   double total_us = 0;
-  double compute_us = 0;      // kernels of the busiest rank's passes and tail (GEMMs, attention, memory-bound)
-  double tp_comm_us = 0;      // exposed TP (and SP) collectives
-  double cp_comm_us = 0;      // exposed context-parallel exchange
-  double pp_comm_us = 0;      // exposed pipeline transfers
-  double bubble_us = 0;       // pipeline idle time of the busiest rank
-  double dp_comm_us = 0;      // exposed gradient reduction and parameter gather
-  double optimizer_us = 0;    // the optimizer step
+  double compute_us = 0;    // kernels of the busiest rank's passes and tail (GEMMs, attention, memory-bound)
+  double tp_comm_us = 0;    // exposed TP (and SP) collectives
+  double cp_comm_us = 0;    // exposed context-parallel exchange
+  double pp_comm_us = 0;    // exposed pipeline transfers
+  double bubble_us = 0;     // pipeline idle time of the busiest rank
+  double dp_comm_us = 0;    // exposed gradient reduction and parameter gather
+  double optimizer_us = 0;  // the optimizer step
   double stage_forward_us = 0, stage_backward_us = 0;  // the busiest virtual stage, one micro-batch
-  int64_t kernel_launches = 0;                          // per iteration on the busiest rank
-  double peak_memory_bytes = 0;                         // the largest over pipeline ranks
-  double model_flops_per_iteration = 0;                 // TransformerShape::training_flops_per_token x tokens
-  std::vector<std::string> notes;                       // which figures were used, what is assumed
+  int64_t kernel_launches = 0;                         // per iteration on the busiest rank
+  double peak_memory_bytes = 0;                        // the largest over pipeline ranks
+  double model_flops_per_iteration = 0;                // TransformerShape::training_flops_per_token x tokens
+  std::vector<std::string> notes;                      // which figures were used, what is assumed
 };
 
 struct FrameworkOutcome {

@@ -5,9 +5,7 @@
 
 namespace itertime::predict::framework {
 
-std::string to_string(Framework framework) {
-  return framework == Framework::kMegatronTe ? "megatron-te" : "itertime";
-}
+std::string to_string(Framework framework) { return framework == Framework::kMegatronTe ? "megatron-te" : "itertime"; }
 
 Framework parse_framework(std::string_view text) {
   if (text == "itertime") return Framework::kItertime;
@@ -26,7 +24,9 @@ Fp8Recipe parse_fp8_recipe(std::string_view text) {
 }
 
 namespace {
-int64_t norm_params(const TransformerShape& shape) { return shape.norm == NormKind::kLayerNorm ? 2 * shape.hidden : shape.hidden; }
+int64_t norm_params(const TransformerShape& shape) {
+  return shape.norm == NormKind::kLayerNorm ? 2 * shape.hidden : shape.hidden;
+}
 int64_t fc1_rows(const TransformerShape& shape) { return shape.mlp == MlpKind::kSwiGlu ? 2 * shape.ffn : shape.ffn; }
 // GEMM weights of one layer: qkv, proj, fc1, fc2.
 int64_t layer_gemm_params(const TransformerShape& shape) {

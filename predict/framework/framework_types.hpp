@@ -28,7 +28,7 @@ enum class Framework { kItertime, kMegatronTe };
 std::string to_string(Framework framework);  // "itertime", "megatron-te"
 Framework parse_framework(std::string_view text);
 
-enum class MlpKind { kSwiGlu, kGelu };       // gated SiLU (LLaMA, 3 GEMMs) or GeLU (GPT, 2 GEMMs)
+enum class MlpKind { kSwiGlu, kGelu };  // gated SiLU (LLaMA, 3 GEMMs) or GeLU (GPT, 2 GEMMs)
 enum class NormKind { kRmsNorm, kLayerNorm };
 
 struct TransformerShape {
@@ -42,9 +42,9 @@ struct TransformerShape {
   int64_t vocab = 0;
   MlpKind mlp = MlpKind::kSwiGlu;
   NormKind norm = NormKind::kRmsNorm;
-  bool rotary = true;                // rotary embeddings (else learned absolute positions, max_positions rows)
-  int64_t learned_positions = 0;     // rows of the learned position embedding (0 with rotary)
-  bool linear_bias = false;          // biases on every linear (GPT)
+  bool rotary = true;             // rotary embeddings (else learned absolute positions, max_positions rows)
+  int64_t learned_positions = 0;  // rows of the learned position embedding (0 with rotary)
+  bool linear_bias = false;       // biases on every linear (GPT)
   bool tied_embeddings = false;
 
   int64_t q_size() const { return heads * head_dim; }

@@ -13,7 +13,7 @@ MegatronFormulaMemory megatron_formula_memory(const TransformerShape& shape, con
   const bool aware = reading == FormulaReading::kContextParallelAware;
   const double h = static_cast<double>(shape.hidden);
   const double heads = static_cast<double>(shape.heads);
-  const double groups = static_cast<double>(shape.kv_heads);      // num_query_groups
+  const double groups = static_cast<double>(shape.kv_heads);            // num_query_groups
   const double query_projection = static_cast<double>(shape.q_size());  // kv_channels * num_attention_heads
   const double ffn = static_cast<double>(shape.ffn);
   const double layers = static_cast<double>(shape.layers);
@@ -39,8 +39,7 @@ MegatronFormulaMemory megatron_formula_memory(const TransformerShape& shape, con
   double tp_sharded_most_loaded = (tp_sharded_block / pp + embedding_size) / tp;
   const double replicated_most_loaded = replicated_block / pp;
   if (!shape.tied_embeddings && config.pp == 1) tp_sharded_most_loaded += embedding_size / tp;
-  const double bytes_per_parameter =
-      recipe.techniques.distributed_optimizer ? 6.0 + 12.0 / data_parallel : 18.0;
+  const double bytes_per_parameter = recipe.techniques.distributed_optimizer ? 6.0 + 12.0 / data_parallel : 18.0;
 
   MegatronFormulaMemory f;
   f.parameters_on_most_loaded_shard = tp_sharded_most_loaded + replicated_most_loaded;

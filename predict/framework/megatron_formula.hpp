@@ -34,7 +34,6 @@ struct MegatronFormulaMemory {
 };
 
 MegatronFormulaMemory megatron_formula_memory(const TransformerShape& shape, const ParallelConfig& config,
-                                              const FrameworkRecipe& recipe,
-                                              FormulaReading reading = FormulaReading::kLiteral);
+                                              const FrameworkRecipe& recipe, FormulaReading reading = FormulaReading::kLiteral);
 
 }  // namespace itertime::predict::framework

@@ -13,9 +13,9 @@ namespace itertime::predict::framework {
 
 namespace {
 
-constexpr int64_t kVocabDivisor = 128;       // --make-vocab-size-divisible-by (NeMo's LLaMA configs: 128 too)
-constexpr int64_t kAmaxHistoryLength = 1024;  // TE DelayedScaling's amax_history_len default (NeMo's fp8 recipe too)
-constexpr int64_t kTeGemmModulesPerLayer = 4; // qkv (TELayerNormColumnParallelLinear), proj, fc1, fc2
+constexpr int64_t kVocabDivisor = 128;         // --make-vocab-size-divisible-by (NeMo's LLaMA configs: 128 too)
+constexpr int64_t kAmaxHistoryLength = 1024;   // TE DelayedScaling's amax_history_len default (NeMo's fp8 recipe too)
+constexpr int64_t kTeGemmModulesPerLayer = 4;  // qkv (TELayerNormColumnParallelLinear), proj, fc1, fc2
 
 int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
 
@@ -46,14 +46,14 @@ struct Terms {
   int64_t head_params = 0;        // last virtual stage: output layer shard (or the tied copy) + final norm
   // Optimizer sharding.
   bool distributed_optimizer = false;
-  int64_t shard_ranks = 1;        // dp * cp
+  int64_t shard_ranks = 1;  // dp * cp
   // fp8.
   bool fp8 = false;
   bool fp8_params = false;  // --fp8-param-gather
   int64_t fp8_scaling_bytes_per_layer = 0;
   // Activations per micro-batch.
-  int64_t layer_kept = 0;        // saved by one decoder layer
-  int64_t layer_transient = 0;   // what its backward rebuilds at once (recompute)
+  int64_t layer_kept = 0;       // saved by one decoder layer
+  int64_t layer_transient = 0;  // what its backward rebuilds at once (recompute)
   int64_t embedding_kept = 0;
   int64_t head_kept = 0;
   int64_t head_transient = 0;
@@ -76,7 +76,8 @@ Terms make_terms(const TransformerShape& shape, const ParallelConfig& c, const F
   }
   const bool sp = recipe.techniques.sequence_parallel && c.tp > 1;
   if (c.seq_len % c.cp != 0 || (sp && (c.seq_len / c.cp) % c.tp != 0)) {
-    refuse("the sequence " + std::to_string(c.seq_len) + " must split over cp" + (sp ? " and then over tp (sequence parallelism)" : ""));
+    refuse("the sequence " + std::to_string(c.seq_len) + " must split over cp" +
+           (sp ? " and then over tp (sequence parallelism)" : ""));
   }
   if (c.vp > 1 && c.pp == 1) refuse("virtual pipeline stages need pp > 1");
   Terms x;
@@ -140,8 +141,8 @@ Terms make_terms(const TransformerShape& shape, const ParallelConfig& c, const F
   // (dot_product_attention/context_parallel.py AttnFuncWithCPAndKVP2P) saves the local q, k + v, output and
   // lse, as below; the KV blocks from the ring are not kept (the backward runs the ring again).
   const int64_t T = int64_t{c.micro_batch} * (c.seq_len / c.cp);
-  const int64_t d = sp ? t : 1;                                    // the residual stream is sequence-sharded with SP
-  const int64_t g = x.fp8 ? 1 : 2;                                 // a TE GEMM's saved input: fp8 under fp8 autocast
+  const int64_t d = sp ? t : 1;     // the residual stream is sequence-sharded with SP
+  const int64_t g = x.fp8 ? 1 : 2;  // a TE GEMM's saved input: fp8 under fp8 autocast
   const int64_t heads_local = shape.heads / t;
   // Attention half. TE's LayerNormLinear (layernorm_linear.py) saves its input, the fp32 rsigma and the
   // normalized output (the local shard with SP; gathered again in the backward).
@@ -151,9 +152,9 @@ Terms make_terms(const TransformerShape& shape, const ParallelConfig& c, const F
   const int64_t lse = 4 * T * heads_local;  // flash / cuDNN fused attention: the fp32 log-sum-exp, no scores
   const int64_t context_bf16 = 2 * T * q / t;
   const int64_t attention_no_recompute =
-      attention + 2 * T * (q + 2 * kv) / t  // TE (dot_product_attention/utils.py get_qkv_layout) finds the
-                                            // strided value "not_supported", makes q, k, v contiguous and
-                                            // saves those; the QKV output is freed
+      attention + 2 * T * (q + 2 * kv) / t             // TE (dot_product_attention/utils.py get_qkv_layout) finds the
+                                                       // strided value "not_supported", makes q, k, v contiguous and
+                                                       // saves those; the QKV output is freed
       + context_bf16 + lse + (x.fp8 ? T * q / t : 0);  // its output (the projection's input; fp8 copy too)
   if (recipe.techniques.recompute == Recompute::kSelective) {
     // Megatron's selective recompute ('core_attn', transformer_config.py recompute_modules,
@@ -237,8 +238,8 @@ FrameworkMemory rank_memory(const Terms& x, int r) {
   }
   // 1F1B (schedules.py forward_backward_pipelining_without_interleaving): pp - r - 1 warm-up forwards and
   // one more before the first backward, min(pp - r, m) micro-batches of the one chunk.
-  const int64_t activations = x.vp == 1 ? std::min<int64_t>(x.pp - r, x.micro_batches) * chunk_bytes[0]
-                                        : interleaved_peak_bytes(x, r, chunk_bytes);
+  const int64_t activations =
+      x.vp == 1 ? std::min<int64_t>(x.pp - r, x.micro_batches) * chunk_bytes[0] : interleaved_peak_bytes(x, r, chunk_bytes);
   FrameworkMemory m;
   m.pipeline_rank = r;
   // megatron/core/distributed/param_and_grad_buffer.py: bf16 parameters in the contiguous param buffer,
@@ -307,8 +308,8 @@ void megatron_chunk_micro_batches_in_flight(const ParallelConfig& config, int ra
   }
 }
 
-FrameworkMemory megatron_te_memory(const TransformerShape& shape, const ParallelConfig& config,
-                                   const FrameworkRecipe& recipe, int pipeline_rank) {
+FrameworkMemory megatron_te_memory(const TransformerShape& shape, const ParallelConfig& config, const FrameworkRecipe& recipe,
+                                   int pipeline_rank) {
   const Terms x = make_terms(shape, config, recipe);
   if (pipeline_rank < 0 || pipeline_rank >= config.pp) {
     refuse("pipeline rank " + std::to_string(pipeline_rank) + " is outside [0, " + std::to_string(config.pp) + ")");

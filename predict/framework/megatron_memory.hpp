@@ -68,11 +68,10 @@ std::vector<VirtualStageLayers> megatron_virtual_stage_layers(int64_t num_layers
 void megatron_chunk_micro_batches_in_flight(const ParallelConfig& config, int rank, int64_t* counts);
 
 // Switches of a Megatron launch the memory depends on that FrameworkRecipe does not carry.
-FrameworkMemory megatron_te_memory(const TransformerShape& shape, const ParallelConfig& config,
-                                   const FrameworkRecipe& recipe, int pipeline_rank);
+FrameworkMemory megatron_te_memory(const TransformerShape& shape, const ParallelConfig& config, const FrameworkRecipe& recipe,
+                                   int pipeline_rank);
 
 // The largest total_bytes over the pipeline ranks (fast: no allocation, O(pp * pp * vp)).
-int64_t megatron_te_peak_memory_bytes(const TransformerShape& shape, const ParallelConfig& config,
-                                      const FrameworkRecipe& recipe);
+int64_t megatron_te_peak_memory_bytes(const TransformerShape& shape, const ParallelConfig& config, const FrameworkRecipe& recipe);
 
 }  // namespace itertime::predict::framework

@@ -99,7 +99,8 @@ class PassBuilder {
   // The fused bias-dropout-add (megatron/core/fusions/fused_bias_dropout.py): two inputs, one output,
   // and with dropout a one-byte mask.
   void residual_add(const std::string& name) {
-    memory(name, static_cast<double>(dims_.sequence_tokens * dims_.hidden) * (3.0 * dims_.act_bytes + (dims_.dropout ? 1.0 : 0.0)));
+    memory(name,
+           static_cast<double>(dims_.sequence_tokens * dims_.hidden) * (3.0 * dims_.act_bytes + (dims_.dropout ? 1.0 : 0.0)));
   }
   // Before a column-parallel GEMM: sequence parallelism's all-gather of its input (fp8 when the GEMM
   // is, TE gathers the cast tensor), run beside the GEMM only with TP comm overlap.
@@ -255,8 +256,7 @@ void layer_forward(PassBuilder& pass, const TransformerShape& shape, const Layer
 // The backward of a column-parallel GEMM (input gathered over TP with SP): data gradient, weight
 // gradient; the input re-gathered beside the data gradient and the input gradient reduce-scattered
 // (all-reduced without SP) beside the weight gradient (LinearWithGradAccumulationAndAsyncCommunication).
-void column_parallel_backward(PassBuilder& pass, const LayerDims& dims, const std::string& name, int64_t out_features,
-                              bool fp8) {
+void column_parallel_backward(PassBuilder& pass, const LayerDims& dims, const std::string& name, int64_t out_features, bool fp8) {
   const int64_t t = dims.tokens;
   pass.fp8_cast(name + "_grad_cast", static_cast<double>(t * out_features));
   const int dgrad = pass.gemm(name + "_dgrad", t, dims.hidden, out_features, fp8);
@@ -266,7 +266,8 @@ void column_parallel_backward(PassBuilder& pass, const LayerDims& dims, const st
   if (dims.sp) {
     pass.comm(name + "_sp_regather_input", Collective::kAllGather, CommGroup::kTensor,
               gathered * (fp8 && dims.fp8 ? 1.0 : dims.act_bytes), dgrad);
-    pass.comm(name + "_sp_reduce_scatter_dgrad", Collective::kReduceScatter, CommGroup::kTensor, gathered * dims.act_bytes, wgrad);
+    pass.comm(name + "_sp_reduce_scatter_dgrad", Collective::kReduceScatter, CommGroup::kTensor, gathered * dims.act_bytes,
+              wgrad);
   } else {
     pass.comm(name + "_all_reduce_dgrad", Collective::kAllReduce, CommGroup::kTensor, gathered * dims.act_bytes, wgrad);
   }
@@ -321,8 +322,9 @@ MegatronTeStage build_megatron_te_stage(const TransformerShape& shape, const Par
                                         const FrameworkRecipe& recipe) {
   const PrecisionName precision = recipe.precision;
   if (precision != PrecisionName::kAmpBf16 && precision != PrecisionName::kAmpFp16 && precision != PrecisionName::kFp8) {
-    throw UserError("the megatron-te framework model runs amp-bf16, amp-fp16 or fp8 (Megatron's --bf16, --fp16, --fp8-format), not " +
-                    to_string(precision));
+    throw UserError(
+        "the megatron-te framework model runs amp-bf16, amp-fp16 or fp8 (Megatron's --bf16, --fp16, --fp8-format), not " +
+        to_string(precision));
   }
   const bool sp = recipe.techniques.sequence_parallel && config.tp > 1;
   if (recipe.tp_comm_overlap && config.tp > 1 && !sp) {
@@ -350,8 +352,8 @@ MegatronTeStage build_megatron_te_stage(const TransformerShape& shape, const Par
   MegatronTeStage stage;
   stage.tokens = dims.tokens;
   stage.sequence_tokens = dims.sequence_tokens;
-  const int64_t layer_gemm_weights = (dims.q + 2 * dims.kv) * dims.hidden + dims.hidden * dims.q +
-                                     dims.fc1_out * dims.hidden + dims.hidden * dims.ffn;
+  const int64_t layer_gemm_weights =
+      (dims.q + 2 * dims.kv) * dims.hidden + dims.hidden * dims.q + dims.fc1_out * dims.hidden + dims.hidden * dims.ffn;
   stage.layer_params = layer_gemm_weights + 2 * shape.hidden * (shape.norm == NormKind::kLayerNorm ? 2 : 1);
   stage.layer_gemm_weights = layer_gemm_weights;
   stage.embedding_params = dims.vocab * shape.hidden + shape.learned_positions * shape.hidden;
@@ -376,15 +378,16 @@ MegatronTeStage build_megatron_te_stage(const TransformerShape& shape, const Par
     const int lookup = pass.memory("embedding_lookup", rows * 2.0 * dims.act_bytes * (shape.learned_positions > 0 ? 2.0 : 1.0));
     (void)lookup;
     if (config.tp > 1) {
-      pass.comm(sp ? "embedding_reduce_scatter" : "embedding_all_reduce", sp ? Collective::kReduceScatter : Collective::kAllReduce,
-                CommGroup::kTensor, rows * dims.act_bytes);
+      pass.comm(sp ? "embedding_reduce_scatter" : "embedding_all_reduce",
+                sp ? Collective::kReduceScatter : Collective::kAllReduce, CommGroup::kTensor, rows * dims.act_bytes);
     }
     stage.embedding_forward = pass.take();
   }
   {
     PassBuilder pass(dims);
     const double rows = static_cast<double>(dims.tokens * shape.hidden);
-    if (config.tp > 1 && sp) pass.comm("embedding_grad_all_gather", Collective::kAllGather, CommGroup::kTensor, rows * dims.act_bytes);
+    if (config.tp > 1 && sp)
+      pass.comm("embedding_grad_all_gather", Collective::kAllGather, CommGroup::kTensor, rows * dims.act_bytes);
     // The embedding's weight gradient accumulated into its fp32 main_grad rows.
     pass.memory("embedding_backward", rows * (dims.act_bytes + 2 * kFp32Bytes));
     stage.embedding_backward = pass.take();
@@ -400,7 +403,8 @@ MegatronTeStage build_megatron_te_stage(const TransformerShape& shape, const Par
     const double logits = static_cast<double>(dims.tokens * dims.vocab);
     pass.memory("fused_cross_entropy", logits * (2 * dims.act_bytes + kFp32Bytes));
     if (config.tp > 1) {
-      for (const char* name : {"cross_entropy_max_all_reduce", "cross_entropy_sum_all_reduce", "cross_entropy_target_all_reduce"}) {
+      for (const char* name :
+           {"cross_entropy_max_all_reduce", "cross_entropy_sum_all_reduce", "cross_entropy_target_all_reduce"}) {
         pass.comm(name, Collective::kAllReduce, CommGroup::kTensor, static_cast<double>(dims.tokens) * kFp32Bytes);
       }
     }

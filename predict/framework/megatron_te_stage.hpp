@@ -81,8 +81,8 @@ struct Comm {
   std::string name;
   Collective collective = Collective::kAllReduce;
   CommGroup group = CommGroup::kTensor;
-  int64_t bytes = 0;        // the whole buffer, as nccl-tests sizes it (per step for the CP ring)
-  int64_t repeats = 1;      // back-to-back calls (the CP ring's cp - 1 steps)
+  int64_t bytes = 0;    // the whole buffer, as nccl-tests sizes it (per step for the CP ring)
+  int64_t repeats = 1;  // back-to-back calls (the CP ring's cp - 1 steps)
   // Index of the kernel of the same pass it runs beside (-1: none, exposed). With needs_tp_comm_overlap
   // it runs beside that GEMM only under --tp-comm-overlap (TE's userbuffers pipelining the GEMM in tp
   // chunks with the collective); otherwise it is exposed.

@@ -281,8 +281,8 @@ TEST(Fuzz, KnownBugProbes) {
        [&] { parse_job(sweep_job("4294967297"), work.file("job.json")); }},
       {"hardware: fp32 peak 6.7e301 TFLOP/s (infinite in FLOP/s)",
        [&] { parse_hardware_spec(hardware_with("peak_flops_dense", "fp32", "6.7e301"), "x"); }},
-      {"hardware: memory capacity 1e10 GB (past int64 bytes)",
-       [&] { parse_hardware_spec(hardware_with("memory_capacity", "", "1e10"), "x"); }},
+      {"hardware: memory capacity 1e13 MiB (past int64 bytes)",
+       [&] { parse_hardware_spec(hardware_with("memory_capacity", "", "1e13"), "x"); }},
       {"recipe text with a newline", [&] { parse_recipe_text("sp\nvp"); }},
       {"recipe text with a carriage return", [&] { parse_recipe_text("dopt+ovl\r"); }},
   };

@@ -72,25 +72,25 @@ constexpr int64_t kRank1Params = 63808;
 //              2*32*(2*64 + 3*32)/2 = 7168; projection input 2*32*64/2 = 2048; = 13376
 //   MLP: 2048 + 64 + 2048 + fc1 output 2*32*192/2 = 6144 + fc2 input 2*32*96/2 = 3072 = 13376
 constexpr int64_t kLayerSelective = 26752;
-constexpr int64_t kEmbedding = 8 * 32 + 32;                            // int64 ids + the tp > 1 mask = 288
+constexpr int64_t kEmbedding = 8 * 32 + 32;                                 // int64 ids + the tp > 1 mask = 288
 constexpr int64_t kHead = 2048 + 64 + 2048 + 4 * 32 * 1024 / 2 + 32 + 256;  // norm, output input, fp32 CE, mask, targets = 69984
 
 TEST(MegatronMemory, PaddedVocabularyFollowsMegatron) {
   EXPECT_EQ(megatron_padded_vocab(1000, 2), 1024);
-  EXPECT_EQ(megatron_padded_vocab(128256, 1), 128256);   // 1002 * 128
-  EXPECT_EQ(megatron_padded_vocab(128256, 4), 128512);   // 251 * 512
-  EXPECT_EQ(megatron_padded_vocab(128256, 8), 129024);   // 126 * 1024
+  EXPECT_EQ(megatron_padded_vocab(128256, 1), 128256);  // 1002 * 128
+  EXPECT_EQ(megatron_padded_vocab(128256, 4), 128512);  // 251 * 512
+  EXPECT_EQ(megatron_padded_vocab(128256, 8), 129024);  // 126 * 1024
 }
 
 TEST(MegatronMemory, ToyFirstRankEveryTerm) {
   const FrameworkMemory m = megatron_te_memory(toy(), base_layout(), base_recipe(), 0);
   EXPECT_EQ(m.pipeline_rank, 0);
-  EXPECT_EQ(m.weights_bytes, 2 * kRank0Params);                 // 127488
-  EXPECT_EQ(m.main_grad_bytes, 4 * kRank0Params);               // 254976
-  EXPECT_EQ(m.optimizer_bytes, 12 * (kRank0Params / 2));        // 12 x 31872, over dp*cp = 2
+  EXPECT_EQ(m.weights_bytes, 2 * kRank0Params);           // 127488
+  EXPECT_EQ(m.main_grad_bytes, 4 * kRank0Params);         // 254976
+  EXPECT_EQ(m.optimizer_bytes, 12 * (kRank0Params / 2));  // 12 x 31872, over dp*cp = 2
   EXPECT_EQ(m.fp8_bytes, 0);
   EXPECT_EQ(m.activations_bytes, 2 * (2 * kLayerSelective + kEmbedding));  // min(pp - 0, m) = 2 in flight: 107584
-  EXPECT_EQ(m.other_bytes, 2 * 32 * 64 / 2 + 4 * 32 * 2);      // recomputed attention output + lse = 2304
+  EXPECT_EQ(m.other_bytes, 2 * 32 * 64 / 2 + 4 * 32 * 2);                  // recomputed attention output + lse = 2304
   EXPECT_EQ(m.total_bytes, 127488 + 254976 + 382464 + 107584 + 2304);
 }
 
@@ -151,16 +151,19 @@ TEST(MegatronMemory, RecomputeAndSequenceParallelism) {
   // No recompute: TE saves contiguous q, k, v, 2*32*(64 + 2*32)/2 = 4096 (the QKV output is freed), the
   // attention's output (2048, also the projection's input) and its fp32 lse 4 * 32 * 2 heads = 256:
   // attention 4160 + 4096 + 2048 + 256 = 10560, MLP 13376.
-  const FrameworkMemory none = megatron_te_memory(toy(), base_layout(), recipe(PrecisionName::kAmpBf16, true, true, Recompute::kNone), 0);
+  const FrameworkMemory none =
+      megatron_te_memory(toy(), base_layout(), recipe(PrecisionName::kAmpBf16, true, true, Recompute::kNone), 0);
   EXPECT_EQ(none.activations_bytes, 2 * (2 * (10560 + 13376) + kEmbedding));
   EXPECT_EQ(none.other_bytes, 0);
   // Full: only each layer's input 2 * 32 * 64 / 2 = 2048; the backward rebuilds one layer, 23936.
-  const FrameworkMemory full = megatron_te_memory(toy(), base_layout(), recipe(PrecisionName::kAmpBf16, true, true, Recompute::kFull), 0);
+  const FrameworkMemory full =
+      megatron_te_memory(toy(), base_layout(), recipe(PrecisionName::kAmpBf16, true, true, Recompute::kFull), 0);
   EXPECT_EQ(full.activations_bytes, 2 * (2 * 2048 + kEmbedding));
   EXPECT_EQ(full.other_bytes, 10560 + 13376);
   // Without SP the residual stream is whole on every TP rank: attention 4096 + 128 + 4096 + 7168 + 2048 =
   // 17536, MLP 4096 + 128 + 4096 + 6144 + 3072 = 17536.
-  const FrameworkMemory no_sp = megatron_te_memory(toy(), base_layout(), recipe(PrecisionName::kAmpBf16, false, true, Recompute::kSelective), 0);
+  const FrameworkMemory no_sp =
+      megatron_te_memory(toy(), base_layout(), recipe(PrecisionName::kAmpBf16, false, true, Recompute::kSelective), 0);
   EXPECT_EQ(no_sp.activations_bytes, 2 * (2 * (17536 + 17536) + kEmbedding));
 }
 
@@ -237,7 +240,8 @@ TEST(MegatronMemory, InterleavedActivationsAreTheWalkedPeak) {
             int64_t now = 0, peak = 0;
             for (const PipelinePass& pass : interleaved_passes(pp, rank, m, vp)) {
               const VirtualStageLayers& v = stages[static_cast<std::size_t>(pass.chunk * pp + rank)];
-              const int64_t bytes = v.num_layers * kLayerSelective + (v.has_embedding ? kEmbedding : 0) + (v.has_head ? kHead : 0);
+              const int64_t bytes =
+                  v.num_layers * kLayerSelective + (v.has_embedding ? kEmbedding : 0) + (v.has_head ? kHead : 0);
               now += pass.kind == PipelinePassKind::kForward ? bytes : -bytes;
               peak = std::max(peak, now);
             }
@@ -267,10 +271,12 @@ TEST(MegatronMemory, VirtualStageLayers) {
 }
 
 TEST(MegatronMemory, RefusesWhatMegatronRefuses) {
-  EXPECT_THROW(megatron_te_memory(toy(), base_layout(), recipe(PrecisionName::kFp32, true, true, Recompute::kNone), 0), UserError);
+  EXPECT_THROW(megatron_te_memory(toy(), base_layout(), recipe(PrecisionName::kFp32, true, true, Recompute::kNone), 0),
+               UserError);
   EXPECT_THROW(megatron_te_memory(toy(), base_layout(), base_recipe(), 2), UserError);
   EXPECT_THROW(megatron_te_memory(toy(), layout(1, 8, 1, 1, 1, 1, 8, 32), base_recipe(), 0), UserError);  // 4 heads over tp 8
-  EXPECT_THROW(megatron_te_memory(toy(), layout(1, 1, 2, 1, 2, 1, 3, 32), base_recipe(), 0), UserError);  // m 3 not a multiple of pp
+  EXPECT_THROW(megatron_te_memory(toy(), layout(1, 1, 2, 1, 2, 1, 3, 32), base_recipe(), 0),
+               UserError);  // m 3 not a multiple of pp
   EXPECT_THROW(megatron_te_memory(toy(), layout(1, 1, 4, 1, 2, 1, 8, 32), base_recipe(), 0), UserError);  // 4 layers, 8 stages
 }
 
@@ -287,7 +293,8 @@ TEST(MegatronFormula, ToyByHand) {
   EXPECT_DOUBLE_EQ(f.activation_bytes, 100608.0);
   EXPECT_DOUBLE_EQ(f.total_bytes, 63776.0 * 12.0 + 100608.0);
   // Without SP (or recompute): 32*64*(10 + 24/2) = 45056 per layer, *4 + 512 + 4096 = 184832, * 1.05.
-  const MegatronFormulaMemory g = megatron_formula_memory(toy(), base_layout(), recipe(PrecisionName::kAmpBf16, false, true, Recompute::kSelective));
+  const MegatronFormulaMemory g =
+      megatron_formula_memory(toy(), base_layout(), recipe(PrecisionName::kAmpBf16, false, true, Recompute::kSelective));
   EXPECT_FALSE(g.sequence_parallel_branch);
   EXPECT_DOUBLE_EQ(g.activation_bytes, 184832.0 * 1.05);
   // Interleaving vp 2: penalty 1 + (2-1)/(2*2) = 1.25 on the SP branch, no m/pp discount.
@@ -376,8 +383,8 @@ void compare_row(const TransformerShape& shape, const ParallelConfig& c, const F
 
 TEST(MegatronFormula, LlamaWithNemoLayoutsWithinTenPercent) {
   const FrameworkRecipe r = base_recipe();  // bf16, SP, distributed optimizer, selective recompute
-  std::printf("%-13s %-22s %4s %8s %8s %8s | %8s %8s %8s | %7s   %8s\n", "model", "layout", "rank", "ours", "state",
-              "acts", "formula", "w+opt", "acts", "diff", "literal");
+  std::printf("%-13s %-22s %4s %8s %8s %8s | %8s %8s %8s | %7s   %8s\n", "model", "layout", "rank", "ours", "state", "acts",
+              "formula", "w+opt", "acts", "diff", "literal");
   for (const LlamaRow& row : nemo_rows()) {
     const TransformerShape shape = llama(row.file);
     compare_row(shape, row.layout, r, FormulaReading::kContextParallelAware, true);
@@ -396,8 +403,8 @@ TEST(MegatronFormula, LlamaWithNemoLayoutsWithinTenPercent) {
 // (--fp8-param-gather, which NeMo's bf16_with_fp8_mixed sets), against an 80 GB H100's 81,559 MiB.
 TEST(MegatronMemory, LlamaNemoLayoutsPeakPerGpu) {
   constexpr double kH100Bytes = 81559.0 * 1024 * 1024;
-  std::printf("%-13s %-22s %8s %5s %8s %5s %12s %5s   busiest rank (bf16)\n", "model", "layout", "bf16 GiB", "fits",
-              "fp8 GiB", "fits", "fp8+pg GiB", "fits");
+  std::printf("%-13s %-22s %8s %5s %8s %5s %12s %5s   busiest rank (bf16)\n", "model", "layout", "bf16 GiB", "fits", "fp8 GiB",
+              "fits", "fp8+pg GiB", "fits");
   for (const LlamaRow& row : nemo_rows()) {
     const TransformerShape shape = llama(row.file);
     const FrameworkRecipe bf16 = recipe(PrecisionName::kAmpBf16, row.layout.tp > 1, true, Recompute::kNone);
@@ -414,7 +421,7 @@ TEST(MegatronMemory, LlamaNemoLayoutsPeakPerGpu) {
       if (m.total_bytes >= busiest.total_bytes) busiest = m;
     }
     EXPECT_EQ(busiest.total_bytes, peak_bf16);
-    EXPECT_GT(peak_fp8, peak_bf16);        // the fp8 weight caches outweigh the fp8 GEMM inputs saved
+    EXPECT_GT(peak_fp8, peak_bf16);         // the fp8 weight caches outweigh the fp8 GEMM inputs saved
     EXPECT_LT(peak_fp8_gather, peak_bf16);  // fp8 parameters: 2 B per GEMM weight instead of 2 + 2
     auto fits = [&](int64_t bytes) { return static_cast<double>(bytes) <= kH100Bytes ? "yes" : "no"; };
     std::printf("%-13s %-22s %8.2f %5s %8.2f %5s %12.2f %5s   %s\n", shape.name.c_str(), row.layout.layout_text().c_str(),
@@ -432,7 +439,9 @@ TEST(MegatronMemory, PeakIsFastEnoughForPlan) {
       for (int vp : {1, 2, 3, 7})
         for (int cp : {1, 2})
           for (int mbs : {1, 2})
-            if (vp == 1 || pp > 1) candidates.push_back(layout(2048 * 8 / (tp * pp * cp), tp, pp, cp, vp, mbs, 2048 * 8 / (tp * pp * cp) * mbs * 16, 8192));
+            if (vp == 1 || pp > 1)
+              candidates.push_back(
+                  layout(2048 * 8 / (tp * pp * cp), tp, pp, cp, vp, mbs, 2048 * 8 / (tp * pp * cp) * mbs * 16, 8192));
   const auto start = std::chrono::steady_clock::now();
   int64_t sum = 0;
   int evaluated = 0;

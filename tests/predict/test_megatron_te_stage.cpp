@@ -33,13 +33,13 @@ double gemm_flops(const PassWork& pass) {
 }
 
 int count_kind(const PassWork& pass, KernelKind kind) {
-  return static_cast<int>(std::count_if(pass.kernels.begin(), pass.kernels.end(), [&](const Kernel& k) { return k.kind == kind; }));
+  return static_cast<int>(
+      std::count_if(pass.kernels.begin(), pass.kernels.end(), [&](const Kernel& k) { return k.kind == kind; }));
 }
 
 int count_comm(const PassWork& pass, Collective collective, CommGroup group) {
-  return static_cast<int>(std::count_if(pass.comms.begin(), pass.comms.end(), [&](const Comm& c) {
-    return c.collective == collective && c.group == group;
-  }));
+  return static_cast<int>(std::count_if(pass.comms.begin(), pass.comms.end(),
+                                        [&](const Comm& c) { return c.collective == collective && c.group == group; }));
 }
 
 FrameworkRecipe recipe(PrecisionName precision = PrecisionName::kAmpBf16, bool sp = true, Recompute rc = Recompute::kNone) {
@@ -133,7 +133,8 @@ TEST(MegatronTeStage, RecomputeAddsTheAttentionCoreOrTheWholeLayerToTheBackward)
   const MegatronTeStage none = build_megatron_te_stage(small_llama(), layout(2, 1), recipe());
   const MegatronTeStage selective =
       build_megatron_te_stage(small_llama(), layout(2, 1), recipe(PrecisionName::kAmpBf16, true, Recompute::kSelective));
-  const MegatronTeStage full = build_megatron_te_stage(small_llama(), layout(2, 1), recipe(PrecisionName::kAmpBf16, true, Recompute::kFull));
+  const MegatronTeStage full =
+      build_megatron_te_stage(small_llama(), layout(2, 1), recipe(PrecisionName::kAmpBf16, true, Recompute::kFull));
   EXPECT_EQ(count_kind(none.layer_backward, KernelKind::kAttention), 1);
   EXPECT_EQ(count_kind(selective.layer_backward, KernelKind::kAttention), 2);
   EXPECT_DOUBLE_EQ(gemm_flops(selective.layer_backward), gemm_flops(none.layer_backward));
@@ -197,9 +198,9 @@ TEST(MegatronTeStage, OptimizerStepReadsAndWritesTheShard) {
   r.techniques.distributed_optimizer = false;
   const PassWork whole = optimizer_step_work(4'000'000, c, r);
   ASSERT_EQ(sharded.kernels.size(), 3u);
-  EXPECT_DOUBLE_EQ(sharded.kernels[0].bytes, whole.kernels[0].bytes);       // the whole grad buffer zeroed
-  EXPECT_DOUBLE_EQ(sharded.kernels[2].bytes * 4, whole.kernels[2].bytes);   // Adam on a quarter
-  EXPECT_DOUBLE_EQ(whole.kernels[2].bytes, 4'000'000.0 * 30);               // 16 B read, 12 B written, 2 B bf16 copy
+  EXPECT_DOUBLE_EQ(sharded.kernels[0].bytes, whole.kernels[0].bytes);      // the whole grad buffer zeroed
+  EXPECT_DOUBLE_EQ(sharded.kernels[2].bytes * 4, whole.kernels[2].bytes);  // Adam on a quarter
+  EXPECT_DOUBLE_EQ(whole.kernels[2].bytes, 4'000'000.0 * 30);              // 16 B read, 12 B written, 2 B bf16 copy
 }
 
 }  // namespace
@@ -226,8 +227,8 @@ TEST(MegatronTeStageUnfused, TheAttentionCoreIsTwoBatchedGemmsAroundTheSoftmaxAn
     if (k.name == "attention_dropout") dropout_bytes = k.bytes;
   }
   EXPECT_DOUBLE_EQ(score_flops, 2 * 2 * rows * 2048 * 64);
-  EXPECT_DOUBLE_EQ(softmax_bytes, rows * 2048 * 4);      // read and write fp16 scores
-  EXPECT_DOUBLE_EQ(dropout_bytes, rows * 2048 * 5);      // read, write, one-byte mask
+  EXPECT_DOUBLE_EQ(softmax_bytes, rows * 2048 * 4);  // read and write fp16 scores
+  EXPECT_DOUBLE_EQ(dropout_bytes, rows * 2048 * 5);  // read, write, one-byte mask
   // The scores' GEMM writes more bytes than it has FLOPs per byte to hide them: k = 64 < the ridge.
   for (const Kernel& k : stage.layer_forward.kernels) {
     if (k.name == "scores_bmm") {

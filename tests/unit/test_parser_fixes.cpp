@@ -140,12 +140,12 @@ TEST(ParserFixes, HardwareFigureOverflowingItsUnitIsRefused) {
   message = user_error_of([&] { parse_hardware_spec(h100_with("memory_bandwidth", "", "1e300"), "hw"); });
   expect_one_line(message);
   EXPECT_NE(message.find("'memory_bandwidth.value': is out of range once converted from TB/s"), std::string::npos) << message;
-  // 1e10 GB is 1e19 bytes: finite as a double, past int64 as bytes.
-  message = user_error_of([&] { parse_hardware_spec(h100_with("memory_capacity", "", "1e10"), "hw"); });
+  // 1e13 MiB (the shipped H100 unit) is 1.05e19 bytes: finite as a double, past int64 as bytes.
+  message = user_error_of([&] { parse_hardware_spec(h100_with("memory_capacity", "", "1e13"), "hw"); });
   expect_one_line(message);
   EXPECT_NE(message.find("'memory_capacity.value': is implausibly large"), std::string::npos) << message;
   // The shipped figure still loads.
-  EXPECT_GT(parse_hardware_spec(h100_with("memory_capacity", "", "80"), "hw").memory_bytes, 0);
+  EXPECT_GT(parse_hardware_spec(h100_with("memory_capacity", "", "81559"), "hw").memory_bytes, 0);
 }
 
 TEST(ParserFixes, RecipeWithLineBreakIsOneLine) {
