@@ -176,7 +176,9 @@ int run_predict(const PredictArgs& a) {
   validate::PredictionRecord record;
   record.source = target != nullptr ? "described " + target->hardware.name : a.source;
   if (target != nullptr) {
-    record.described = "operator efficiencies fitted on " + target->operators.fitted_from +
+    const std::string& from = target->operators.fitted_from;
+    const bool figures = from.rfind("published kernel figures", 0) == 0;
+    record.described = "operator efficiencies " + std::string(figures ? "from " : "fitted on ") + from +
                        ", communication from NCCL's cost model of the description; no ground-truth factor";
   }
   record.model_name = spec.name;
@@ -256,9 +258,11 @@ void register_predict(CLI::App& app, std::vector<std::pair<CLI::App*, Action>>& 
   predict_cmd->add_option("--hardware", args->hardware,
                           "Hardware description (data/hardware): the calibration's own (default) for MFU and the device memory, "
                           "or another device, predicted from its description with the calibration's operator efficiencies");
-  predict_cmd->add_option("--efficiency", args->efficiency,
-                          "Operator efficiencies to carry to --hardware (a file from `itertime fit --efficiency-out`; default: "
-                          "the calibration's, or data/efficiency/default.json without one)");
+  predict_cmd->add_option(
+      "--efficiency", args->efficiency,
+      "Operator efficiencies to carry to --hardware (a file from `itertime fit --efficiency-out`; default on a "
+      "GPU: a GPU calibration's, else its published kernel figures; on a CPU node: the calibration's, or "
+      "data/efficiency/default.json)");
   predict_cmd->add_option("--nodes", args->nodes, "With --hardware: the nodes the layout fills (checked against its ranks)");
   predict_cmd
       ->add_option("--framework", args->framework,

@@ -6,6 +6,8 @@
 #include <sstream>
 
 #include "common/errors.hpp"
+#include "predict/framework/gpu_kernels.hpp"
+#include "predict/framework/kernel_roofline.hpp"
 
 namespace itertime::predict {
 
@@ -36,6 +38,21 @@ TargetDevice make_target_device(const HardwareSpec& hardware, const OperatorRoof
   return target;
 }
 
+namespace {
+
+// Whether the calibration's efficiencies were fitted on a GPU description (the GPU kit's calibration),
+// the only ones carried to a described GPU without --efficiency.
+bool fitted_on_a_gpu(const FittedModel* calibration, const std::string& dir) {
+  if (calibration == nullptr || calibration->roofline.empty() || calibration->roofline.fitted_on.empty()) return false;
+  try {
+    return find_hardware_spec(calibration->roofline.fitted_on, dir).kind == DeviceKind::kGpu;
+  } catch (const UserError&) {
+    return false;
+  }
+}
+
+}  // namespace
+
 HardwareChoice choose_hardware(const FittedModel* calibration, const std::string& requested, const std::string& efficiency_path,
                                const std::string& dir) {
   HardwareChoice choice;
@@ -65,6 +82,9 @@ HardwareChoice choose_hardware(const FittedModel* calibration, const std::string
   OperatorRoofline fitted;
   if (!efficiency_path.empty()) {
     fitted = load_efficiency_file(efficiency_path);
+  } else if (spec.kind == DeviceKind::kGpu && !fitted_on_a_gpu(calibration, dir)) {
+    // A GPU takes its published kernel figures; a CPU's efficiencies are carried to it only when named.
+    fitted = framework::roofline_from_kernel_figures(framework::load_gpu_kernel_figures(spec), spec);
   } else if (calibration != nullptr) {
     if (calibration->roofline.empty()) {
       throw UserError("--hardware " + requested + ": " + calibration->source_file +

@@ -2,8 +2,9 @@
 // and the predictor need to time a configuration on hardware nobody calibrated.
 // Invariants:
 //  - Operator times come from the operator roofline (operator_roofline.hpp) with efficiencies carried
-//    from a calibrated device (carry_to): the calibration's own fit when one is given, else an
-//    efficiency file (data/efficiency/*.json, written by `itertime fit CAL --efficiency-out FILE`).
+//    (carry_to) from a GPU's published kernel figures, a calibration fitted on a GPU, or an efficiency
+//    file the user names (data/efficiency/*.json, written by `itertime fit CAL --efficiency-out FILE`);
+//    see choose_hardware below.
 //  - Communication comes from the description (described_comm.hpp), never from a calibration's /comm,
 //    which measured another device. Ground-truth factors of a calibration are not applied either.
 //  - GPU targets train as GPU users do: fused attention (sdpa), LibTorch 2.x's operator sequence.
@@ -42,7 +43,9 @@ TargetDevice make_target_device(const HardwareSpec& hardware, const OperatorRoof
 //  - a calibration alone, or with --hardware naming the description its devices matched: the calibration's
 //    own times, that description for MFU and memory (none when the calibration names none this build ships);
 //  - --hardware naming another description, or no calibration: a TargetDevice with the efficiencies of
-//    --efficiency, else of the calibration's roofline, else (no calibration) default_efficiency_path().
+//    --efficiency; else, on a GPU description, those of a calibration fitted on a GPU, or the GPU's
+//    published kernel figures (framework/kernel_roofline.hpp: never a CPU's efficiencies unless named,
+//    issue 32); on a CPU description, the calibration's roofline, else default_efficiency_path().
 // A calibration that names no description cannot tell whether --hardware is its own device: it is taken
 // as another one. Errors are UserErrors naming the option.
 struct HardwareChoice {

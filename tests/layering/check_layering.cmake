@@ -32,7 +32,7 @@ set(predict_room_uses_schedule "")
 set(predict_room_uses_memory "")
 set(predict_room_uses_model device)
 set(predict_room_uses_builder model)
-set(predict_room_uses_resolver device model builder)
+set(predict_room_uses_resolver device model builder framework)
 set(predict_room_uses_framework device schedule)
 set(predict_archive_header "predict/model/fitted_model_archive.hpp")
 # Third-party headers a pure layer must not include: LibTorch, CUDA, NCCL, MPI.

@@ -74,8 +74,13 @@ TEST(Throughput, ChooseHardwareUsesTheCalibrationsDescriptionOrDescribesAnother)
   const HardwareChoice none = choose_hardware(&model, "", "", dir);
   EXPECT_FALSE(none.hardware.has_value()) << "none recorded, none asked: no MFU";
   EXPECT_FALSE(none.target.has_value());
-  const std::string no_efficiencies = user_error_of([&] { (void)choose_hardware(&model, "h100-sxm", "", dir); });
-  EXPECT_NE(no_efficiencies.find("--hardware h100-sxm: cal.h5 has no operator efficiencies"), std::string::npos)
+  // A described GPU takes its published kernel figures when the calibration has no GPU efficiencies
+  // (issue 32); a described CPU node needs the calibration's (or a named file's).
+  const HardwareChoice figures = choose_hardware(&model, "h100-sxm", "", dir);
+  ASSERT_TRUE(figures.target.has_value());
+  EXPECT_NE(figures.target->operators.fitted_from.find("published kernel figures"), std::string::npos);
+  const std::string no_efficiencies = user_error_of([&] { (void)choose_hardware(&model, "cpu-node-local", "", dir); });
+  EXPECT_NE(no_efficiencies.find("--hardware cpu-node-local: cal.h5 has no operator efficiencies"), std::string::npos)
       << no_efficiencies;
   model.hardware = "h100-sxm";
   const HardwareChoice implicit = choose_hardware(&model, "", "", dir);
@@ -85,9 +90,15 @@ TEST(Throughput, ChooseHardwareUsesTheCalibrationsDescriptionOrDescribesAnother)
   const HardwareChoice same = choose_hardware(&model, "h100-sxm", "", dir);
   EXPECT_EQ(same.hardware->name, "h100-sxm");
   EXPECT_FALSE(same.target.has_value());
-  // Another description: described, with the calibration's efficiencies carried to it.
+  // Another description: described, with the efficiencies of a calibration fitted on a GPU carried to it.
   model.roofline.matrix[ComputeDType::kBf16] = ClassEfficiency{0.6, 40.0, 10, 0.1};
   model.roofline.memory[{OperatorClass::kElementwise, ComputeDType::kBf16}] = ClassEfficiency{0.5, 20.0, 10, 0.1};
+  model.roofline.fitted_on = "cpu-node-local";  // a CPU's efficiencies are not carried to a GPU unless named
+  const HardwareChoice from_cpu = choose_hardware(&model, "a100-sxm-80gb", "", dir);
+  ASSERT_TRUE(from_cpu.target.has_value());
+  EXPECT_NE(from_cpu.target->operators.matrix.at(ComputeDType::kBf16).efficiency, 0.6);
+  EXPECT_NE(from_cpu.target->operators.fitted_from.find("published kernel figures"), std::string::npos);
+  model.roofline.fitted_on = "h100-sxm";
   const HardwareChoice other = choose_hardware(&model, "a100-sxm-80gb", "", dir);
   ASSERT_TRUE(other.target.has_value());
   EXPECT_EQ(other.hardware->name, "a100-sxm-80gb");
