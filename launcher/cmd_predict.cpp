@@ -382,9 +382,9 @@ void register_plan(CLI::App& app, std::vector<std::pair<CLI::App*, Action>>& act
   plan_cmd->add_option("--hardware", a->hardware,
                        "Hardware description (data/hardware): the calibration's own (default) for MFU and the device memory, "
                        "or another device, predicted from its description with the calibration's operator efficiencies");
-  plan_cmd->add_option(
-      "--efficiency", a->efficiency,
-      "Operator efficiencies to carry to --hardware (default: the calibration's, or data/efficiency/default.json)");
+  plan_cmd->add_option("--efficiency", a->efficiency,
+                       "Operator efficiencies to carry to --hardware (default on a GPU: a GPU calibration's, else its published "
+                       "kernel figures; on a CPU node: the calibration's, or data/efficiency/default.json)");
   plan_cmd->add_option("--top", a->top, "How many to list")->capture_default_str();
   plan_cmd
       ->add_option("--framework", a->framework,
