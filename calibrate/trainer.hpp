@@ -158,7 +158,7 @@ class Trainer {
   // the distributed optimizer its shard, ceil(local parameters / (dp*cp)).
   int64_t optimizer_parameter_count() const;
   // With overlapped gradient reduction: how many buckets the last step started during its backward, and
-  // how many there are.
+  // how many there are (with vp > 1 over every chunk's buckets).
   int overlapped_buckets_started() const;
   int gradient_bucket_count() const;
   // With opg: how many of the buckets' parameter all-gathers are started and not yet waited for (after a
