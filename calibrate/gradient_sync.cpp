@@ -1,4 +1,5 @@
-// gradient_sync.cpp: the four gradient synchronizations behind GradientSync (gradient_sync.hpp).
+// gradient_sync.cpp: the four gradient synchronizations behind GradientSync (gradient_sync.hpp), and the
+// overlapped ones per model chunk.
 #include "calibrate/gradient_sync.hpp"
 
 #include <chrono>
@@ -145,7 +146,7 @@ class BucketedSyncBase : public SyncBase {
     mark(Phase::kDpBuffer);
     buckets_->begin_step();  // the gradient views start from zero
   }
-  void before_backward(bool last_of_step) override { buckets_->arm(last_of_step); }
+  void before_backward(int /*chunk*/, bool last_of_chunk) override { buckets_->arm(last_of_chunk); }
   int bucket_count() const override { return static_cast<int>(buckets_->size()); }
   int buckets_completed() const override { return buckets_->completed(); }
 
@@ -369,6 +370,115 @@ void BucketedShardedSync::finish_parameter_gathers() {
   sync_device();
 }
 
+// ---- an overlapped strategy over several model chunks (interleaved 1F1B): one per chunk over its own
+// parameters (Megatron-Core's DistributedDataParallel per model chunk), all on the one DP communicator.
+// Chunk k's buckets are armed for chunk k's last backward only. reduce() waits for each chunk's (the
+// first wait finishes every started collective of the communicator, the others find theirs done) and
+// sums each chunk's norms over TP; after_update() runs chunk 0's first, so that with opg the first
+// forward's all-gathers are started first. ----
+class PerChunkSync final : public GradientSync {
+ public:
+  explicit PerChunkSync(GradientSyncSetup setup);
+  void begin_step() override {
+    for (auto& chunk : chunks_) chunk->begin_step();
+  }
+  void before_backward(int chunk, bool last_of_chunk) override {
+    ITERTIME_CHECK(chunk >= 0 && static_cast<std::size_t>(chunk) < chunks_.size(), "a backward of a chunk the sync lacks");
+    chunks_[static_cast<std::size_t>(chunk)]->before_backward(0, last_of_chunk);
+  }
+  void reduce() override {
+    for (auto& chunk : chunks_) chunk->reduce();
+  }
+  void after_update() override {
+    for (auto& chunk : chunks_) chunk->after_update();
+  }
+  std::vector<torch::Tensor> optimizer_parameters() const override {
+    return gather_tensors([](const GradientSync& chunk) { return chunk.optimizer_parameters(); });
+  }
+  std::vector<torch::Tensor> optimizer_gradients() const override {
+    return gather_tensors([](const GradientSync& chunk) { return chunk.optimizer_gradients(); });
+  }
+  int64_t optimizer_elements() const override {
+    int64_t elements = 0;
+    for (const auto& chunk : chunks_) elements += chunk->optimizer_elements();
+    return elements;
+  }
+  int bucket_count() const override {
+    int count = 0;
+    for (const auto& chunk : chunks_) count += chunk->bucket_count();
+    return count;
+  }
+  int buckets_completed() const override {
+    int count = 0;
+    for (const auto& chunk : chunks_) count += chunk->buckets_completed();
+    return count;
+  }
+  bool gathers_parameters() const override { return chunks_.front()->gathers_parameters(); }
+  int parameter_gathers_in_flight() const override {
+    int count = 0;
+    for (const auto& chunk : chunks_) count += chunk->parameter_gathers_in_flight();
+    return count;
+  }
+  // Parameters [first, end) of the whole list lie in one chunk (a part of one chunk's forward).
+  void wait_for_parameters(std::size_t first, std::size_t end) override {
+    if (first >= end) return;
+    std::size_t k = 0;
+    while (k + 1 < firsts_.size() && firsts_[k + 1] <= first) ++k;
+    const std::size_t chunk_end = k + 1 < firsts_.size() ? firsts_[k + 1] : total_;
+    ITERTIME_CHECK(end <= chunk_end, "a forward part's parameters span two model chunks");
+    chunks_[k]->wait_for_parameters(first - firsts_[k], end - firsts_[k]);
+  }
+  void finish_parameter_gathers() override {
+    for (auto& chunk : chunks_) chunk->finish_parameter_gathers();
+  }
+
+ private:
+  template <typename Get>
+  std::vector<torch::Tensor> gather_tensors(Get get) const {
+    std::vector<torch::Tensor> all;
+    for (const auto& chunk : chunks_) {
+      const std::vector<torch::Tensor> part = get(*chunk);
+      all.insert(all.end(), part.begin(), part.end());
+    }
+    return all;
+  }
+
+  std::vector<std::unique_ptr<GradientSync>> chunks_;
+  std::vector<std::size_t> firsts_;  // per chunk: its first parameter's index in the whole list
+  std::size_t total_ = 0;
+};
+
+std::unique_ptr<GradientSync> make_one_sync(GradientSyncSetup setup);
+
+PerChunkSync::PerChunkSync(GradientSyncSetup setup) {
+  std::size_t first = 0;
+  for (std::size_t count : setup.chunk_parameters) {
+    ITERTIME_CHECK(count > 0, "a model chunk without parameters");
+    GradientSyncSetup part = setup;
+    part.chunk_parameters.clear();
+    part.parameters.assign(setup.parameters.begin() + static_cast<std::ptrdiff_t>(first),
+                           setup.parameters.begin() + static_cast<std::ptrdiff_t>(first + count));
+    part.norm_weights.clear();
+    for (const torch::Tensor& norm : setup.norm_weights) {
+      for (const torch::Tensor& p : part.parameters) {
+        if (p.is_same(norm)) part.norm_weights.push_back(norm);
+      }
+    }
+    firsts_.push_back(first);
+    chunks_.push_back(make_one_sync(std::move(part)));
+    first += count;
+  }
+  total_ = first;
+}
+
+std::unique_ptr<GradientSync> make_one_sync(GradientSyncSetup setup) {
+  const TrainingTechniques& t = setup.techniques;
+  if (t.distributed_optimizer && t.overlap_gradient_reduction) return std::make_unique<BucketedShardedSync>(std::move(setup));
+  if (t.distributed_optimizer) return std::make_unique<ShardedSync>(std::move(setup));
+  if (t.overlap_gradient_reduction) return std::make_unique<BucketedAllReduceSync>(std::move(setup));
+  return std::make_unique<AllReduceSync>(std::move(setup));
+}
+
 }  // namespace
 
 std::unique_ptr<GradientSync> make_gradient_sync(GradientSyncSetup setup) {
@@ -376,10 +486,12 @@ std::unique_ptr<GradientSync> make_gradient_sync(GradientSyncSetup setup) {
   ITERTIME_CHECK(!t.overlap_gradient_reduction || setup.ranks > 1, "overlapped reduction over one rank (techniques not at_dp)");
   ITERTIME_CHECK(!t.overlap_parameter_gather || (t.distributed_optimizer && t.overlap_gradient_reduction),
                  "opg without the distributed optimizer's buckets");
-  if (t.distributed_optimizer && t.overlap_gradient_reduction) return std::make_unique<BucketedShardedSync>(std::move(setup));
-  if (t.distributed_optimizer) return std::make_unique<ShardedSync>(std::move(setup));
-  if (t.overlap_gradient_reduction) return std::make_unique<BucketedAllReduceSync>(std::move(setup));
-  return std::make_unique<AllReduceSync>(std::move(setup));
+  std::size_t in_chunks = 0;
+  for (std::size_t count : setup.chunk_parameters) in_chunks += count;
+  ITERTIME_CHECK(setup.chunk_parameters.empty() || in_chunks == setup.parameters.size(),
+                 "the model chunks' parameter counts do not add up to the parameters");
+  if (t.overlap_gradient_reduction && setup.chunk_parameters.size() > 1) return std::make_unique<PerChunkSync>(std::move(setup));
+  return make_one_sync(std::move(setup));
 }
 
 }  // namespace itertime::calibrate

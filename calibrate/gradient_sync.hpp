@@ -3,8 +3,9 @@
 // its distributed optimizer), run by the trainer and, as DP rank 0 over tracing communicators, by the
 // tracer (ops_calibration.cpp), so that what is traced is what is trained.
 // Invariants:
-//  - A step: begin_step() before the first forward; before_backward(last) before each backward (last:
-//    the step's last); reduce() after the last backward, after which optimizer_gradients() hold the mean
+//  - A step: begin_step() before the first forward; before_backward(chunk, last) before each backward of
+//    model chunk `chunk` (last: that chunk's last of the step, micro-batch m-1; with one chunk the step's
+//    last); reduce() after the last backward, after which optimizer_gradients() hold the mean
 //    over the reduction group's `ranks` (each rank's gradients divided by `ranks` before the sum, as
 //    Megatron-LM scales them, so that loss-scaled fp16 sums do not overflow where one rank's does not),
 //    and with SP (norm_weights given) the norms' gradients summed over TP; AdamW then updates
@@ -26,6 +27,18 @@
 //       waited for, bucket by bucket, before the next forward's parts use them (wait_for_parameters),
 //       or all at once by finish_parameter_gathers().
 //    The techniques must be those at the group's size (at_dp): overlap only at ranks > 1.
+//  - Model chunks (interleaved 1F1B, chunk_parameters given with more than one chunk): the overlapped
+//    strategies keep one set of buckets per chunk, each chunk's own bucket plan over its own parameters
+//    (common/bucket_plan.hpp), as Megatron-Core wraps each model chunk in its own DistributedDataParallel
+//    with its own buffers and bucket groups. A chunk's buckets are armed for its last backward and
+//    started as that backward completes them; reduce() waits for every chunk's; with the distributed
+//    optimizer each chunk has its own padded buffer and shard (optimizer_parameters(): one shard per
+//    chunk, chunk 0's first), and with opg after_update() starts chunk 0's all-gathers first (the
+//    first forward's), then chunk 1's, ..., and each chunk's forward waits for its own. The other
+//    strategies keep one buffer (one shard) over all chunks' parameters, as before.
+//    Each chunk is then exactly what the tracer traces for its virtual stage (ops_calibration.cpp: a
+//    stage of a pp*vp pipeline with one chunk), so the stage builder's bucket plan per stage is the
+//    trainer's per chunk.
 //  - Time: the DP collectives' (their starts and waits) adds to *dp_comm_us, the norms' TP sum to
 //    *tp_comm_us (either may be null).
 //  - mark_phase, when set (the tracer), is told where the work changes phase: dp_buffer for the buffers'
@@ -51,6 +64,9 @@ namespace itertime::calibrate {
 
 struct GradientSyncSetup {
   std::vector<torch::Tensor> parameters;    // every chunk's, in order (the buffers' order)
+  // Parameters per model chunk, in order (summing to parameters.size()); empty: one chunk. With more than
+  // one, the overlapped strategies keep buckets per chunk (above).
+  std::vector<std::size_t> chunk_parameters;
   std::vector<torch::Tensor> norm_weights;  // with SP: those summed over TP after the backward; else empty
   TrainingTechniques techniques;            // at the group's size (at_dp)
   Communicator* dp_comm = nullptr;          // the reduction group's (dp*cp ranks)
@@ -67,7 +83,7 @@ class GradientSync {
  public:
   virtual ~GradientSync() = default;
   virtual void begin_step() = 0;
-  virtual void before_backward(bool /*last_of_step*/) {}
+  virtual void before_backward(int /*chunk*/, bool /*last_of_chunk*/) {}
   virtual void reduce() = 0;
   virtual void after_update() {}
   virtual std::vector<torch::Tensor> optimizer_parameters() const = 0;

@@ -73,8 +73,7 @@ void add_pipeline_and_dp_comms(StageTrace& trace, const LlamaSpec& model, const 
 // Why a stage cannot be traced with these techniques ("" when it can): the trainer's own refusals
 // (calibrate/trainer.cpp's check_trainable).
 // techniques: already at the reduction size (at_dp(.., dp*cp)).
-std::string untraceable_reason(const LlamaSpec& model, int tp, int seq_len, const TrainingTechniques& techniques, int cp = 1,
-                               int vp = 1) {
+std::string untraceable_reason(const LlamaSpec& model, int tp, int seq_len, const TrainingTechniques& techniques, int cp = 1) {
   if (cp > 1 && seq_len % (2 * cp) != 0) {
     return "context parallelism (cp " + std::to_string(cp) + ") needs seq_len " + std::to_string(seq_len) +
            " to be a multiple of 2*cp";
@@ -85,10 +84,6 @@ std::string untraceable_reason(const LlamaSpec& model, int tp, int seq_len, cons
   if (techniques.sequence_parallel && cp > 1 && (seq_len / cp) % tp != 0) {
     return "sequence parallelism with cp " + std::to_string(cp) + " needs seq_len/cp " + std::to_string(seq_len / cp) +
            " to be a multiple of tp " + std::to_string(tp);
-  }
-  if (cp > 1 && vp > 1 && techniques.overlap_gradient_reduction) {
-    return "interleaved 1F1B (vp " + std::to_string(vp) +
-           ") with overlapped gradient reduction at dp*cp > 1 is refused by the trainer";
   }
   if (techniques.vocab_parallel && model.vocab_size % tp != 0) {
     return "a vocabulary-parallel head needs vocab_size " + std::to_string(model.vocab_size) + " of model " + model.name +
@@ -234,7 +229,7 @@ void StageUnderTrace::one_step() {
   }
   if (layers_.has_head) output = output * 0.25;  // the trainer's loss * (loss_scale / m)
   phase(Phase::kBackward);
-  sync_->before_backward(true);
+  sync_->before_backward(0, true);
   if (layers_.has_head) {
     output.backward();
   } else {
@@ -363,7 +358,7 @@ StagePlan plan_stages(const Job& job, int world_size) {
     // optimizer sharded) over dp*cp ranks (trainer.hpp); the stage runs at it.
     const int reduction = p.reduction_ranks();
     const TrainingTechniques techniques = at_dp(config.techniques, reduction);  // what the stage runs at this dp*cp
-    const std::string untraceable = untraceable_reason(job.model, p.tp, p.seq_len, techniques, p.cp, p.vp);
+    const std::string untraceable = untraceable_reason(job.model, p.tp, p.seq_len, techniques, p.cp);
     if (!untraceable.empty()) {
       plan.left_out.insert("recipe " + recipe_text(techniques) + (p.cp > 1 ? " at cp " + std::to_string(p.cp) : "") + ": " +
                            untraceable);
@@ -371,7 +366,8 @@ StagePlan plan_stages(const Job& job, int world_size) {
     }
     plan.occupancies.insert(p.world_size());
     // With vp chunks per pipeline rank, chunk c of rank r runs exactly stage c*pp + r of a pp*vp pipeline
-    // (its layers, embedding or head, its P2P): those stages are traced, and the predictor assembles
+    // (its layers, embedding or head, its P2P; with overlapped reduction its own buckets, as the trainer
+    // keeps them per chunk, gradient_sync.hpp): those stages are traced, and the predictor assembles
     // each rank from them (predict/predictor.hpp).
     const int pipeline = p.pp * p.vp;
     for (int s = 0; s < pipeline; ++s) {

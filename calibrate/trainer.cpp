@@ -92,11 +92,6 @@ void check_trainable(const TrainerOptions& options, int world_size) {
       throw UserError(what +
                       " runs on the cpu backend only (its P2P uses non-blocking MPI sends, not NCCL); use backend cpu or vp 1");
     }
-    if (options.techniques.overlap_gradient_reduction && c.reduction_ranks() > 1) {
-      throw UserError(what +
-                      " with overlapped gradient reduction (at dp*cp > 1) is not supported (a chunk's gradients are final at "
-                      "its own last backward, not the step's); turn overlap_gradient_reduction off or use vp 1");
-    }
   }
   if (options.techniques.sequence_parallel && cp == 1 && options.config.seq_len % options.config.tp != 0) {
     throw UserError("sequence parallelism splits the sequence over TP: seq_len " + std::to_string(options.config.seq_len) +
@@ -149,7 +144,7 @@ struct Trainer::Impl {
   bool timed_before = false;
   Clock::time_point timing_point;
   bool abandoned = false;
-  int backwards_this_step = 0;
+  std::vector<int> backwards_this_step;  // per chunk: its backwards so far in this step
   double loss_scale = 1.0;
   int64_t good_steps = 0;
   PhaseTimes phases;
@@ -252,6 +247,7 @@ void Trainer::Impl::make_sync() {
   const ParallelConfig& c = options.config;
   GradientSyncSetup setup;
   setup.parameters = parameters;
+  for (const auto& stage : chunks) setup.chunk_parameters.push_back(stage->parameters().size());  // overlapped: buckets per chunk
   if (tp_context.sp()) setup.norm_weights = norm_weights;
   setup.techniques = at_dp(options.techniques, c.reduction_ranks());
   setup.dp_comm = dp_comm.get();
@@ -342,9 +338,11 @@ InFlight Trainer::Impl::forward_micro_batch(int64_t step, int micro_batch, torch
   return flight;
 }
 
-// Overlapped buckets exist with v = 1 only (check_trainable), so the step's m-th backward is its last.
+// A chunk runs its backwards in micro-batch order, so its m-th of the step is its last: the one in which
+// its overlapped buckets are completed and started (gradient_sync.hpp; with v = 1 the step's last).
 torch::Tensor Trainer::Impl::backward_micro_batch(InFlight& flight, const torch::Tensor& output_grad, int chunk) {
-  sync->before_backward(++backwards_this_step == options.config.num_micro_batches());
+  int& backwards = backwards_this_step.at(static_cast<std::size_t>(chunk));
+  sync->before_backward(chunk, ++backwards == options.config.num_micro_batches());
   const auto start = Clock::now();
   const double tp_before = tp_timer.backward_us + cp_timer.backward_us;
   const LlamaStage& stage = chunks[static_cast<std::size_t>(chunk)];
@@ -522,7 +520,7 @@ StepResult Trainer::step(int64_t step_index) {
   }
 
   s.sync->begin_step();
-  s.backwards_this_step = 0;
+  s.backwards_this_step.assign(s.chunks.size(), 0);
   const double local_loss_sum = s.run_pipeline(step_index);
   ITERTIME_CHECK(s.sync->parameter_gathers_in_flight() == 0,
                  "a bucket's parameter all-gather was not waited for in the step's forward");

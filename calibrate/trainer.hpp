@@ -11,9 +11,12 @@
 //  - With config.vp = v > 1 (Megatron-LM's interleaved 1F1B): each pipeline rank r holds v model
 //    chunks, chunk c being virtual stage c*pp + r of stage_layers(num_layers, pp*v), and runs
 //    common/pipeline_order's interleaved order, with non-blocking MPI sends and blocking receives
-//    (pipeline_schedules.cpp argues why it cannot deadlock). CPU backend only; needs m % pp == 0, at least one
-//    layer per virtual stage, and no overlapped gradient reduction at dp > 1 (UserError otherwise).
-//    The DP reduction, the distributed optimizer and AdamW run over all chunks' parameters.
+//    (pipeline_schedules.cpp argues why it cannot deadlock). CPU backend only; needs m % pp == 0 and at
+//    least one layer per virtual stage (UserError otherwise). The DP reduction and the distributed
+//    optimizer run over all chunks' parameters in one buffer (one shard); with overlapped reduction
+//    (and opg) each chunk has its own buckets (Megatron-Core's DDP per model chunk, gradient_sync.hpp),
+//    armed for that chunk's last backward (its micro-batch m-1) and started as it completes them, all
+//    waited for after the schedule; AdamW runs over every chunk's parameters (or shards).
 //  - Context parallelism (config.cp > 1, Megatron-LM's; CPU backend only): each sample's seq_len tokens
 //    are cut into 2*cp chunks and CP rank i holds chunks i and 2cp-1-i (causal load balancing): its
 //    token ids, labels and rotary positions are those chunks' global ones. Attention all-gathers keys
@@ -41,14 +44,15 @@
 //    for them are inside the next step; the time between steps (the two host all-reduces of time and
 //    loss, the caller's work) counts in the next step. time_us stays the max over ranks.
 //  - opg (Megatron-LM's overlap_param_gather; needs the distributed optimizer and overlapped reduction,
-//    UserError otherwise; vp > 1 with dp*cp > 1 is refused with ovl): every parameter is a view of its
+//    UserError otherwise): every parameter is a view of its
 //    range of the padded parameter buffer (set at construction), so the all-gathers write the
 //    parameters and nothing is copied back. After AdamW the buckets' all-gathers
 //    (Communicator::start_all_gather) are started, bucket K-1 (the first parameters) down to bucket 0,
-//    with the operators of the blocking path minus its copy loop; the next step's forward waits, before
+//    with the operators of the blocking path minus its copy loop (vp > 1: chunk 0's buckets first, then
+//    chunk 1's, ...); the next step's forward waits, before
 //    each part of a chunk (embedding, decoder layer, final norm and head; LlamaStage's
 //    set_before_parameters) for the buckets holding that part's parameters, adding no operator. Every
-//    all-gather is waited for in the first micro-batch's forward (checked); after the last step,
+//    all-gather is waited for in the first micro-batch's forward (of each chunk; checked); after the last step,
 //    parameter_sum_of_squares() and the destructor finish them (not after abandon(), nor while an
 //    exception unwinds). The starts and the waits count in dp_comm_us (the waits not in forward_us).
 //  - A policy the backend cannot run (fp16 on a CPU LibTorch without fp16 products), an attention kernel
@@ -99,7 +103,8 @@ struct TrainerOptions {
   //    buffer is cut, last parameter first, into buckets of about gradient_bucket_bytes; during the
   //    step's last backward a post-hook on each accumulator counts the gradients that are final, and a
   //    complete bucket is divided by dp and its all-reduce started (Communicator::start_all_reduce_sum);
-  //    the step waits for them after the backward. With the distributed optimizer too (Megatron-LM's
+    //    the step waits for them after the backward (with vp > 1: one flat buffer per model chunk, cut
+  //    and armed per chunk, during that chunk's last backward). With the distributed optimizer too (Megatron-LM's
   //    overlap_grad_reduce without overlap_param_gather): every bucket is padded with zeros to a multiple
   //    of dp and DP rank r owns the r-th 1/dp slice of each; its shard (the tensor AdamW updates) is the
   //    parameter values of its slices, bucket after bucket. A complete bucket is divided by dp and its
@@ -153,7 +158,7 @@ class Trainer {
   // the distributed optimizer its shard, ceil(local parameters / (dp*cp)).
   int64_t optimizer_parameter_count() const;
   // With overlapped gradient reduction: how many buckets the last step started during its backward, and
-  // how many there are.
+  // how many there are (with vp > 1 over every chunk's buckets).
   int overlapped_buckets_started() const;
   int gradient_bucket_count() const;
   // With opg: how many of the buckets' parameter all-gathers are started and not yet waited for (after a

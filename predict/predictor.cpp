@@ -39,17 +39,6 @@ std::optional<std::string> illegal_reason(const ParallelConfig& c, const LlamaSp
   return std::nullopt;
 }
 
-// Step 1b: what the predictor models: every technique and layout the trainer runs (a stage the tracer or
-// the builder cannot give comes back as the resolver's reason).
-std::optional<std::string> unmodelled_reason(const ParallelConfig& c, const TrainingTechniques& techniques) {
-  if (c.vp > 1 && at_dp(techniques, c.reduction_ranks()).overlap_gradient_reduction) {
-    return "configuration " + c.to_string() +
-           ": interleaved 1F1B (vp > 1) with overlapped gradient reduction at dp*cp > 1 is "
-           "neither trained nor predicted (each chunk's gradients are final at its own last backward)";
-  }
-  return std::nullopt;
-}
-
 // Step 2: the occupancy operators are timed at. Oversubscribed CPU ranks (more ranks than the node's rank
 // slots, but no more than the calibrated node ran) take their time as profiled with every slot busy
 // (the profile's median leaves time-sharing out); the schedule stretches them by processor sharing
@@ -274,8 +263,11 @@ struct StageFigures {
   double compute_with_optimizer_us = 0;
   int64_t calls = 0;                                  // operator calls per iteration
   std::array<double, kPhaseCount> extrapolated_us{};  // per phase and iteration; dp_buffer not counted
-  std::vector<BucketReduction> buckets;               // overlapped reduction's, started in the last backward
-  std::vector<BucketGather> gathers;                  // overlapped parameter gather's, started after the update
+  // Per model chunk (one with vp 1; a pipeline rank's with vp > 1, chunk 0 first): overlapped reduction's
+  // buckets, started in that chunk's last backward, and overlapped parameter gather's, started after the
+  // update and waited for in that chunk's first forward.
+  std::vector<std::vector<BucketReduction>> buckets;
+  std::vector<std::vector<BucketGather>> gathers;
 };
 
 // dp_phase: whether the DP gradient-buffer phase runs (dp*cp > 1, or the distributed optimizer's, at any dp).
@@ -315,8 +307,8 @@ StageFigures stage_figures(const ResolvedStage& ops, const StageComm& comm, doub
                     (dp_phase ? phase_raw_us[phase_index(Phase::kDpBuffer)] * tail_stretch : 0.0) + comm.dp_us +
                     phase_raw_us[phase_index(Phase::kOptimizer)] * tail_stretch;
   out.compute_with_optimizer_us = out.compute_us + optimizer + sp_grads;
-  out.buckets = comm.buckets;
-  out.gathers = comm.gathers;
+  out.buckets = {comm.buckets};
+  out.gathers = {comm.gathers};
   return out;
 }
 
@@ -339,7 +331,8 @@ void add_stage_notes(const std::string& stage_key, const ResolvedStage& stage, s
 }
 
 // A pipeline rank's figures from its chunks' (interleaved 1F1B): their per-micro-batch work and tails
-// summed, with `dp_comm_us`, the rank's DP communication over all its chunks' parameters, added to the tail.
+// summed, with `dp_comm_us`, the rank's DP communication over all its chunks' parameters, added to the
+// tail; each chunk's overlapped buckets and gathers kept as that chunk's.
 StageFigures rank_figures(const std::vector<const StageFigures*>& chunks, double dp_comm_us) {
   StageFigures out;
   for (const StageFigures* chunk : chunks) {
@@ -354,8 +347,9 @@ StageFigures rank_figures(const std::vector<const StageFigures*>& chunks, double
     out.compute_with_optimizer_us += chunk->compute_with_optimizer_us;
     out.calls += chunk->calls;
     for (std::size_t i = 0; i < out.extrapolated_us.size(); ++i) out.extrapolated_us[i] += chunk->extrapolated_us[i];
-    ITERTIME_CHECK(chunk->buckets.empty() && chunk->gathers.empty(),
-                   "overlapped reduction's or parameter gather's buckets with interleaved 1F1B are not modelled");
+    ITERTIME_CHECK(chunk->buckets.size() == 1 && chunk->gathers.size() == 1, "a virtual stage's figures hold one chunk");
+    out.buckets.push_back(chunk->buckets.front());
+    out.gathers.push_back(chunk->gathers.front());
   }
   out.dp_us += dp_comm_us;
   out.tail_us += dp_comm_us;
@@ -394,7 +388,10 @@ std::vector<CommOp> merged_dp_comms(const std::vector<CommOp>& ops) {
 // stage c*pp + r of a pp*vp pipeline (the same layers, embedding or head and P2P; traced or built as
 // that stage), and each rank's once-per-iteration tail is its chunks' tails with their DP collectives
 // merged into the one the trainer runs over the rank's flat buffer (the operators of the tails are
-// summed: v smaller flattens, divides and sequence-parallel norm sums instead of one each).
+// summed: v smaller flattens, divides and sequence-parallel norm sums instead of one each). With
+// overlapped reduction (at dp*cp > 1) the trainer keeps buckets per chunk (calibrate/gradient_sync.hpp),
+// each chunk's those of its virtual stage: nothing is merged, each chunk's buckets (and with opg its
+// all-gathers, or with dopt its blocking ones) stay its own.
 struct PipelineFigures {
   std::vector<StageFigures> stages;                       // per virtual stage (pp*vp of them): the schedule's passes
   std::vector<StageFigures> ranks;                        // per pipeline rank: what it runs per iteration, its tail included
@@ -413,8 +410,10 @@ PipelineFigures pipeline_figures(StageResolver& resolver, const PredictRequest& 
   out.send_forward_us.assign(static_cast<std::size_t>(virtual_stages - 1), 0.0);
   out.send_backward_us.assign(static_cast<std::size_t>(virtual_stages - 1), 0.0);
   std::vector<std::vector<CommOp>> rank_dp_comms(static_cast<std::size_t>(c.pp));
-  // opg at the reduction ranks (at_dp drops it with ovl at 1; with vp > 1 ovl at dp*cp > 1 is refused before).
-  const bool overlap_gather = at_dp(request.techniques, c.reduction_ranks()).overlap_parameter_gather;
+  // ovl and opg at the reduction ranks (at_dp drops them at 1).
+  const TrainingTechniques at_reduction = at_dp(request.techniques, c.reduction_ranks());
+  const bool overlap_gather = at_reduction.overlap_parameter_gather;
+  const bool merge_dp = c.vp > 1 && !at_reduction.overlap_gradient_reduction;  // one flat buffer per rank
   for (int s = 0; s < virtual_stages; ++s) {
     StageQuery query;
     query.model_name = request.model_name;
@@ -435,7 +434,7 @@ PipelineFigures pipeline_figures(StageResolver& resolver, const PredictRequest& 
                                      at_dp(request.techniques, c.reduction_ranks()), c.reduction_ranks(), c.cp),
                     *resolved.stage, notes);
     std::vector<CommOp> comms = resolved.stage->comms;
-    if (c.vp > 1) {  // the rank's DP collectives are timed once, merged (below)
+    if (merge_dp) {  // the rank's DP collectives are timed once, merged (below)
       std::vector<CommOp>& dp_comms = rank_dp_comms[static_cast<std::size_t>(s % c.pp)];
       for (const CommOp& op : comms) {
         if (once_per_iteration_dp(op)) dp_comms.push_back(op);
@@ -487,7 +486,8 @@ ScheduleInput schedule_input(const PipelineFigures& pipeline, const ParallelConf
 
 // Step 6: the iteration time and its breakdown on the busiest stage.
 // Each stage's ranks finish their update after their timeline is free, their overlapped buckets'
-// reductions have ended, and their tail (once-per-iteration work) has run; the step ends with the last
+// reductions have ended (with interleaving each chunk's buckets from that chunk's last backward, all on
+// one chain), and their tail (once-per-iteration work) has run; the step ends with the last
 // stage to finish. With overlapped parameter gather the tail holds no DP all-gather: each stage's
 // all-gathers run from its update's end into the next step, whose first forward on stage s (at the
 // step's end + its first forward's start in this schedule, taking as long as this one's) waits for the
@@ -506,17 +506,27 @@ StepEnd step_end(const ScheduleResult& schedule, const std::vector<StageFigures>
   std::vector<double> update_end_us;
   for (std::size_t s = 0; s < stages.size(); ++s) {
     const double free_us = schedule.end_us[s];
-    const double exposed_us =
-        exposed_reduction_us(stages[s].buckets, schedule.last_backward_start_us[s], schedule.last_backward_end_us[s], free_us);
+    // Each chunk's buckets complete in that chunk's last backward (vp 1: the stage's last backward).
+    std::vector<ChunkReduction> chunks;
+    for (std::size_t k = 0; k < stages[s].buckets.size(); ++k) {
+      chunks.push_back(ChunkReduction{stages[s].buckets[k], schedule.chunk_last_backward_start_us[s][k],
+                                      schedule.chunk_last_backward_end_us[s][k]});
+    }
+    const double exposed_us = exposed_reduction_us(chunks, free_us);
     out.exposed_reduction_us.push_back(exposed_us);
     update_end_us.push_back(free_us + exposed_us + (raw ? stages[s].tail_raw_us : stages[s].tail_us));
     out.total_us = std::max(out.total_us, update_end_us.back());
   }
   const double next_step_us = out.total_us;  // where the next step's schedule starts
   for (std::size_t s = 0; s < stages.size(); ++s) {
-    const double forward_start_us = schedule.first_forward_start_us[s];
-    const double wait_us = exposed_parameter_gather_us(stages[s].gathers, update_end_us[s], next_step_us + forward_start_us,
-                                                       schedule.first_forward_end_us[s] - forward_start_us);
+    // Each chunk's first forward of the next step waits for its own all-gathers (chunk 0's started first).
+    std::vector<ChunkGathers> chunks;
+    for (std::size_t k = 0; k < stages[s].gathers.size(); ++k) {
+      const double forward_start_us = schedule.chunk_first_forward_start_us[s][k];
+      chunks.push_back(ChunkGathers{stages[s].gathers[k], next_step_us + forward_start_us,
+                                    schedule.chunk_first_forward_end_us[s][k] - forward_start_us});
+    }
+    const double wait_us = exposed_parameter_gather_us(chunks, update_end_us[s]);
     out.exposed_gather_us.push_back(wait_us);
     out.gather_delay_us = std::max(out.gather_delay_us, wait_us);
   }
@@ -582,7 +592,6 @@ Prediction assemble(const PipelineFigures& pipeline, const ParallelConfig& c, co
 
 PredictOutcome predict(StageResolver& resolver, const PredictRequest& request) {
   if (std::optional<std::string> reason = illegal_reason(request.config, request.model)) return {std::nullopt, *reason};
-  if (std::optional<std::string> reason = unmodelled_reason(request.config, request.techniques)) return {std::nullopt, *reason};
   if (precision_policy(request.precision).fp8_matmul && !request.blind && resolver.target() == nullptr) {
     return {std::nullopt, "fp8 is predicted from a hardware description only (--hardware NAME): no calibration measures fp8"};
   }

@@ -37,8 +37,13 @@
 //    per kind carrying all their bytes, as the trainer reduces one flat buffer (their operators are
 //    summed: v smaller flattens and sequence-parallel norm sums where the trainer runs one; a few
 //    operator calls more, not modelled away). Busiest-stage figures are per pipeline rank;
-//    stage_forward_us / stage_backward_us per virtual stage. Overlapped reduction at dp > 1 with v > 1
-//    is not predicted (the trainer does not run it): it comes back with its reason.
+//    stage_forward_us / stage_backward_us per virtual stage. Overlapped reduction (dp*cp > 1) with v > 1:
+//    the trainer keeps buckets per chunk (Megatron-Core's DDP per model chunk), so nothing is merged:
+//    each chunk's buckets are those of its virtual stage and become complete during that chunk's last
+//    backward on its rank (ScheduleResult::chunk_last_backward_*), every chunk's reductions running one
+//    after another on the rank's DP communicator, what outlasts the rank's timeline exposed; with opg
+//    each chunk's all-gathers (chunk 0's first) are waited for by that chunk's first forward of the next
+//    step (schedule.hpp's per-chunk exposed_reduction_us / exposed_parameter_gather_us).
 //  - Context parallelism (cp > 1): stages are keyed and resolved with cp (traced or built as CP rank 0 runs
 //    them); their cp_all_gather / cp_reduce_scatter (one rank's part recorded) are timed as the comm
 //    model's all_gather / reduce_scatter of the whole buffer at the CP group (tp apart: consecutive when

@@ -363,12 +363,11 @@ MemoryBreakdown memory_per_gpu(const LlamaSpec& model, const ParallelConfig& con
   const std::vector<StageLayers> chunks = rank_chunks(model, config, stage);
   int64_t layer_count = 0;
   bool has_vocabulary = false;              // the embedding or the LM head
-  std::vector<int64_t> parameter_elements;  // every chunk's, chunk after chunk (the trainer's `parameters`)
+  std::vector<std::vector<int64_t>> chunk_elements;  // per chunk, its parameters' elements (the trainer's, chunk after chunk)
   for (const StageLayers& layers : chunks) {
     layer_count += layers.num_layers;
     has_vocabulary = has_vocabulary || layers.has_embedding || layers.has_head;
-    const std::vector<int64_t> sizes = stage_parameter_elements(x, layers, vocab);
-    parameter_elements.insert(parameter_elements.end(), sizes.begin(), sizes.end());
+    chunk_elements.push_back(stage_parameter_elements(x, layers, vocab));
   }
 
   m.weights_bytes = m.local_params * bytes_of(policy.param_dtype);
@@ -390,11 +389,22 @@ MemoryBreakdown memory_per_gpu(const LlamaSpec& model, const ParallelConfig& con
   if (techniques.distributed_optimizer) {
     // calibrate/trainer.cpp make_shard(): AdamW updates one flat shard; the buffers exist at any dp.
     // With overlapped reduction (dp > 1, make_bucketed_shard) every bucket is padded to a multiple of dp
-    // and the gradients are views of that padded buffer: no separate flat gradient copy.
+    // and the gradients are views of that padded buffer: no separate flat gradient copy. Each model chunk
+    // has its own buckets and shard (calibrate/gradient_sync.hpp, Megatron-Core's DDP per chunk): the
+    // padding is per chunk, and AdamW's largest tensor the largest chunk's shard.
     const bool bucketed = techniques.overlap_gradient_reduction && reduction > 1;
-    const int64_t padded = bucketed ? padded_bucket_elements(parameter_elements, bytes_of(policy.param_dtype),
-                                                             techniques.gradient_bucket_bytes, reduction)
-                                    : (m.local_params + reduction - 1) / reduction * reduction;
+    int64_t padded = 0, largest_shard = 0;
+    if (bucketed) {
+      for (const std::vector<int64_t>& sizes : chunk_elements) {
+        const int64_t chunk_padded =
+            padded_bucket_elements(sizes, bytes_of(policy.param_dtype), techniques.gradient_bucket_bytes, reduction);
+        padded += chunk_padded;
+        largest_shard = std::max(largest_shard, chunk_padded / reduction);
+      }
+    } else {
+      padded = (m.local_params + reduction - 1) / reduction * reduction;
+      largest_shard = padded / reduction;
+    }
     const int64_t shard = padded / reduction;
     m.optimizer_bytes = 2 * shard * bytes_of(policy.optimizer_dtype);
     if (bucketed) {
@@ -412,7 +422,7 @@ MemoryBreakdown memory_per_gpu(const LlamaSpec& model, const ParallelConfig& con
       m.weights_bytes = padded * bytes_of(policy.param_dtype);
       m.distributed_optimizer_bytes = shard * bytes_of(policy.param_dtype) + shard * bytes_of(policy.grad_dtype);
     }
-    largest_tensor = shard;
+    largest_tensor = largest_shard;
   }
   m.buffers_bytes = m.rotary_tables_bytes + m.dp_flat_buffer_bytes + m.distributed_optimizer_bytes;
   m.optimizer_workspace_bytes = 2 * largest_tensor * bytes_of(policy.optimizer_dtype);

@@ -21,7 +21,8 @@
 //  - Interleaved 1F1B (vp = v > 1): parameters, gradients, moments, rotary tables and the AdamW workspace
 //    are the sums (the largest tensor) over the rank's chunks, with one flat DP buffer and one
 //    distributed-optimizer shard over all of them (the trainer's one `parameters` list, chunk after
-//    chunk; overlapped buckets, which the trainer refuses with vp > 1 at dp > 1, are cut over that list).
+//    chunk); overlapped buckets (at dp*cp > 1) are cut per chunk, each chunk's buckets padded and
+//    sharded on their own (calibrate/gradient_sync.hpp), AdamW's largest tensor the largest chunk shard.
 //    Each chunk saves per micro-batch what a stage of its layers would (its own boundary, token and head
 //    terms). The activations are the peak, over the points of the rank's pass order
 //    (common/pipeline_order.hpp interleaved_passes: a forward adds its chunk's per-micro-batch bytes, a

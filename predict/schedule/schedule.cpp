@@ -84,6 +84,11 @@ class PipelineState {
     result_.last_backward_end_us.assign(static_cast<std::size_t>(pp_), 0.0);
     result_.first_forward_start_us.assign(static_cast<std::size_t>(pp_), kNotDone);
     result_.first_forward_end_us.assign(static_cast<std::size_t>(pp_), kNotDone);
+    const std::vector<double> per_chunk(static_cast<std::size_t>(v_), kNotDone);
+    result_.chunk_last_backward_start_us.assign(static_cast<std::size_t>(pp_), per_chunk);
+    result_.chunk_last_backward_end_us.assign(static_cast<std::size_t>(pp_), per_chunk);
+    result_.chunk_first_forward_start_us.assign(static_cast<std::size_t>(pp_), per_chunk);
+    result_.chunk_first_forward_end_us.assign(static_cast<std::size_t>(pp_), per_chunk);
     if (input.record_timeline) result_.timeline.assign(static_cast<std::size_t>(pp_), {});
   }
 
@@ -140,6 +145,16 @@ class PipelineState {
     if (!forward) {  // the passes run in order: the last one recorded is the last backward
       result_.last_backward_start_us[index(s)] = start_us;
       result_.last_backward_end_us[index(s)] = end_us;
+    }
+    // A chunk runs its micro-batches in order: its first forward is micro-batch 0's, its last backward m-1's.
+    const auto chunk = static_cast<std::size_t>(pass.chunk);
+    if (forward && pass.micro_batch == 0) {
+      result_.chunk_first_forward_start_us[index(s)][chunk] = start_us;
+      result_.chunk_first_forward_end_us[index(s)][chunk] = end_us;
+    }
+    if (!forward && pass.micro_batch == m_ - 1) {
+      result_.chunk_last_backward_start_us[index(s)][chunk] = start_us;
+      result_.chunk_last_backward_end_us[index(s)][chunk] = end_us;
     }
     if (input_.record_timeline) result_.timeline[index(s)].push_back({pass.kind, pass.micro_batch, start_us, end_us, pass.chunk});
     ++next_[index(s)];
@@ -386,44 +401,62 @@ ScheduleResult simulate_1f1b(const std::vector<StageTimes>& stages, const std::v
 
 double exposed_reduction_us(const std::vector<BucketReduction>& buckets, double backward_start_us, double backward_end_us,
                             double timeline_free_us) {
-  require_time(backward_start_us, "the last backward's start");
-  if (!std::isfinite(backward_end_us) || backward_end_us < backward_start_us) {
-    throw UserError("overlapped reduction: the last backward ends before it starts");
-  }
-  const double backward_us = backward_end_us - backward_start_us;
-  double chain_end_us = -std::numeric_limits<double>::infinity();
-  for (std::size_t k = 0; k < buckets.size(); ++k) {
-    const BucketReduction& bucket = buckets[k];
-    if (!(bucket.ready_fraction >= 0.0 && bucket.ready_fraction <= 1.0)) {
-      throw UserError("overlapped reduction: bucket " + std::to_string(k) + " completes after a fraction " +
-                      std::to_string(bucket.ready_fraction) + " of the backward; it must lie in [0, 1]");
+  return exposed_reduction_us(std::vector<ChunkReduction>{{buckets, backward_start_us, backward_end_us}}, timeline_free_us);
+}
+
+double exposed_reduction_us(const std::vector<ChunkReduction>& chunks, double timeline_free_us) {
+  std::vector<std::pair<double, double>> ready;  // (when complete, all-reduce time), every chunk's buckets
+  for (const ChunkReduction& chunk : chunks) {
+    require_time(chunk.backward_start_us, "the last backward's start");
+    if (!std::isfinite(chunk.backward_end_us) || chunk.backward_end_us < chunk.backward_start_us) {
+      throw UserError("overlapped reduction: the last backward ends before it starts");
     }
-    require_time(bucket.time_us, "bucket " + std::to_string(k) + "'s all-reduce");
-    const double ready_us = backward_start_us + bucket.ready_fraction * backward_us;
-    chain_end_us = std::max(chain_end_us, ready_us) + bucket.time_us;
+    const double backward_us = chunk.backward_end_us - chunk.backward_start_us;
+    for (std::size_t k = 0; k < chunk.buckets.size(); ++k) {
+      const BucketReduction& bucket = chunk.buckets[k];
+      if (!(bucket.ready_fraction >= 0.0 && bucket.ready_fraction <= 1.0)) {
+        throw UserError("overlapped reduction: bucket " + std::to_string(k) + " completes after a fraction " +
+                        std::to_string(bucket.ready_fraction) + " of the backward; it must lie in [0, 1]");
+      }
+      require_time(bucket.time_us, "bucket " + std::to_string(k) + "'s all-reduce");
+      ready.emplace_back(chunk.backward_start_us + bucket.ready_fraction * backward_us, bucket.time_us);
+    }
   }
-  return buckets.empty() ? 0.0 : std::max(0.0, chain_end_us - timeline_free_us);
+  // Started as they complete, on one communicator: in completion order, ties in the order given.
+  std::stable_sort(ready.begin(), ready.end(), [](const auto& a, const auto& b) { return a.first < b.first; });
+  double chain_end_us = -std::numeric_limits<double>::infinity();
+  for (const auto& [ready_us, time_us] : ready) chain_end_us = std::max(chain_end_us, ready_us) + time_us;
+  return ready.empty() ? 0.0 : std::max(0.0, chain_end_us - timeline_free_us);
 }
 
 double exposed_parameter_gather_us(const std::vector<BucketGather>& buckets, double gather_start_us, double forward_start_us,
                                    double forward_us) {
-  if (!std::isfinite(gather_start_us) || !std::isfinite(forward_start_us)) {
+  return exposed_parameter_gather_us(std::vector<ChunkGathers>{{buckets, forward_start_us, forward_us}}, gather_start_us);
+}
+
+double exposed_parameter_gather_us(const std::vector<ChunkGathers>& chunks, double gather_start_us) {
+  if (!std::isfinite(gather_start_us)) {
     throw UserError("overlapped parameter gather: the update's end and the next forward's start must be finite");
   }
-  require_time(forward_us, "the first forward");
-  double wait_us = 0.0;
+  double shift_us = 0.0;  // the waits so far: every later need comes that much later
   double chain_end_us = gather_start_us;
-  for (std::size_t k = 0; k < buckets.size(); ++k) {
-    const BucketGather& bucket = buckets[k];
-    if (!(bucket.before_fraction >= 0.0 && bucket.before_fraction <= 1.0)) {
-      throw UserError("overlapped parameter gather: bucket " + std::to_string(k) + "'s first parameter lies after a fraction " +
-                      std::to_string(bucket.before_fraction) + " of the parameters; it must lie in [0, 1]");
+  for (const ChunkGathers& chunk : chunks) {
+    if (!std::isfinite(chunk.forward_start_us)) {
+      throw UserError("overlapped parameter gather: the update's end and the next forward's start must be finite");
     }
-    require_time(bucket.time_us, "bucket " + std::to_string(k) + "'s all-gather");
-    chain_end_us += bucket.time_us;
-    wait_us = std::max(wait_us, chain_end_us - (forward_start_us + forward_us * bucket.before_fraction));
+    require_time(chunk.forward_us, "the first forward");
+    for (std::size_t k = 0; k < chunk.buckets.size(); ++k) {
+      const BucketGather& bucket = chunk.buckets[k];
+      if (!(bucket.before_fraction >= 0.0 && bucket.before_fraction <= 1.0)) {
+        throw UserError("overlapped parameter gather: bucket " + std::to_string(k) + "'s first parameter lies after a fraction " +
+                        std::to_string(bucket.before_fraction) + " of the parameters; it must lie in [0, 1]");
+      }
+      require_time(bucket.time_us, "bucket " + std::to_string(k) + "'s all-gather");
+      chain_end_us += bucket.time_us;
+      shift_us += std::max(0.0, chain_end_us - (chunk.forward_start_us + shift_us + chunk.forward_us * bucket.before_fraction));
+    }
   }
-  return wait_us;
+  return shift_us;
 }
 
 }  // namespace itertime::predict

@@ -34,7 +34,10 @@
 //    backward, bucket k after the fraction ready_fraction[k] of it, and their all-reduces run one after
 //    another (one DP communicator), each starting when its bucket is complete and the previous one has
 //    ended; what ends after the stage's timeline is free is exposed. Assumes the reduction progresses
-//    while the stage computes and costs the compute nothing (no contention term).
+//    while the stage computes and costs the compute nothing (no contention term). With interleaving each
+//    model chunk has its own buckets (Megatron-Core's DDP per chunk), complete during that chunk's last
+//    backward on the rank (chunk_last_backward_*): every chunk's buckets join the one chain in the order
+//    they become complete (chunk v-1's last backward comes first in the interleaved order).
 //  - Overlapped parameter gather (exposed_parameter_gather_us, Megatron-LM's overlap_param_gather): a
 //    stage's DP all-gathers run one after another (one DP communicator) from when its update ends, in the
 //    order the next forward needs them; the next step's first forward waits, before the first parameter
@@ -42,8 +45,14 @@
 //    is taken as proportional to the parameter bytes it has passed (registration order = forward order):
 //    the wait is max(0, max_k(ready_k - (forward_start + forward_us * before_fraction_k))), one wait
 //    shifting every later need by as much. Same no-contention assumption as above.
+//    With interleaving the all-gathers of every chunk run in one chain, chunk 0's first (then chunk 1's,
+//    ...), and chunk c's first forward (micro-batch 0) waits for chunk c's buckets, the waits adding up
+//    (a wait before chunk 0's first forward shifts chunk 1's too).
 //  - first_forward_start_us / first_forward_end_us[r]: rank r's first forward pass (micro-batch 0; with
 //    interleaving chunk 0), the one the next step's parameter gather can delay.
+//  - Per model chunk c of rank r (v entries each; with v 1 the stage's own figures above):
+//    chunk_last_backward_start_us / _end_us[r][c] bound chunk c's last backward (micro-batch m-1),
+//    chunk_first_forward_start_us / _end_us[r][c] its first forward (micro-batch 0).
 //  - Pure: no state outside the call; O(pp * m) work unshared, O(pp^2 * m) shared.
 #pragma once
 
@@ -93,6 +102,9 @@ struct ScheduleResult {
   std::vector<double> end_us;   // per stage: its timeline's last busy instant
   std::vector<double> last_backward_start_us, last_backward_end_us;  // per stage
   std::vector<double> first_forward_start_us, first_forward_end_us;  // per stage: its first forward pass
+  // Per stage and model chunk: the chunk's last backward (micro-batch m-1) and first forward (micro-batch 0).
+  std::vector<std::vector<double>> chunk_last_backward_start_us, chunk_last_backward_end_us;
+  std::vector<std::vector<double>> chunk_first_forward_start_us, chunk_first_forward_end_us;
   // Per stage, in execution order (empty unless record_timeline).
   std::vector<std::vector<TimelineEntry>> timeline;
 };
@@ -131,6 +143,18 @@ struct BucketReduction {
 double exposed_reduction_us(const std::vector<BucketReduction>& buckets, double backward_start_us, double backward_end_us,
                             double timeline_free_us);
 
+// One model chunk's buckets of overlapped gradient reduction (in completion order) and the bounds of the
+// chunk's last backward on its rank.
+struct ChunkReduction {
+  std::vector<BucketReduction> buckets;
+  double backward_start_us = 0.0, backward_end_us = 0.0;
+};
+
+// The same over a rank's chunks (see above): every bucket's all-reduce in one chain, in the order the
+// buckets become complete (ties: in the order given); what runs past timeline_free_us. 0 without buckets.
+// Throws as above, for any chunk.
+double exposed_reduction_us(const std::vector<ChunkReduction>& chunks, double timeline_free_us);
+
 // One bucket of overlapped parameter gather, in the order the all-gathers are started (the next forward's
 // order: the bucket holding the stage's first parameters first): where its first parameter lies in the
 // forward, as the share (0..1) of the stage's parameter bytes registered before it, and how long its
@@ -147,5 +171,17 @@ struct BucketGather {
 // non-finite time, or a non-finite instant.
 double exposed_parameter_gather_us(const std::vector<BucketGather>& buckets, double gather_start_us, double forward_start_us,
                                    double forward_us);
+
+// One model chunk's buckets of overlapped parameter gather (in the order they are started) and the
+// chunk's first forward in the next step, were it not to wait: its start and its length.
+struct ChunkGathers {
+  std::vector<BucketGather> buckets;
+  double forward_start_us = 0.0, forward_us = 0.0;
+};
+
+// The same over a rank's chunks, in the order their all-gathers are started (chunk 0's first): one chain
+// from gather_start_us; chunk c's first forward waits for its own buckets, shifted by the waits of the
+// chunks before it; the total wait. Throws as above, for any chunk.
+double exposed_parameter_gather_us(const std::vector<ChunkGathers>& chunks, double gather_start_us);
 
 }  // namespace itertime::predict

@@ -314,6 +314,30 @@ TEST(MemoryModelInterleaved, OneFlatBufferAndOneShardOverAllChunks) {
   EXPECT_EQ(plain.dp_flat_buffer_bytes, 434'688 * 4);
 }
 
+TEST(MemoryModelInterleaved, OverlappedBucketsAreCutPaddedAndShardedPerChunk) {
+  // dp 3, dopt+ovl-64K (16,384 fp32 elements a bucket), rank 0: chunk 0 is virtual stage 0 (embedding +
+  // layer 0), chunk 1 virtual stage 2 (layer 2), each with its own buckets (calibrate/gradient_sync.hpp),
+  // filled last parameter first and padded to multiples of 3:
+  //   chunk 0: down 45,056 -> 45,057; up, gate the same; post-attention norm + o 16,512; v + k 16,384 ->
+  //            16,386; q 16,386; input norm + embedding 65,664: 250,119, shard 83,373;
+  //   chunk 1: the same layer buckets (184,455), then the input norm alone, 128 -> 129: 184,584, shard 61,528.
+  // Padded 434,703, shard 144,901 (here the same as one list's); AdamW's largest tensor is chunk 0's
+  // shard (83,373), not the rank's (144,901): workspace 2 * 83,373 * 4.
+  const LlamaSpec model = tiny();
+  const ParallelConfig c = interleaved(3, 2, 2, 1, 12, 64);
+  const MemoryBreakdown r0 = memory_per_gpu(model, c, fp32(), 0, AttentionKernel::kEager, parse_recipe_text("dopt+ovl-64K"));
+  EXPECT_EQ(r0.local_params, 434'688);
+  EXPECT_EQ(r0.gradients_bytes, 434'703 * 4);
+  EXPECT_EQ(r0.optimizer_bytes, 2 * 144'901 * 4);
+  EXPECT_EQ(r0.distributed_optimizer_bytes, (434'703 + 2 * 144'901) * 4);
+  EXPECT_EQ(r0.dp_flat_buffer_bytes, 0);
+  EXPECT_EQ(r0.optimizer_workspace_bytes, 2 * 83'373 * 4);
+  // ovl alone: the gradients are views of the chunks' buffers (unpadded), no flat buffer beside them.
+  const MemoryBreakdown ovl = memory_per_gpu(model, c, fp32(), 0, AttentionKernel::kEager, parse_recipe_text("ovl-64K"));
+  EXPECT_EQ(ovl.gradients_bytes, 434'688 * 4);
+  EXPECT_EQ(ovl.dp_flat_buffer_bytes, 0);
+}
+
 // fp32, b 2, s 64 (A = C = P = 4, no autocast), per chunk of one layer:
 //   bsh = 2*64*128 = 16,384; norm = 8*bsh + 4*b*s = 131,584
 //   layer: hidden 2*131,584 + 2*4*bsh = 394,240; sharded 4*4*128*128 + 4*2*8*64*64 + 4*4*128*352

@@ -304,13 +304,64 @@ TEST(Predictor, InterleavedPipelineRunsTheVirtualStagesAndMergesEachRanksReducti
   EXPECT_NEAR(outcome.prediction->dp_comm_us, 2 * 5.0 + 18.192, 1e-9);
   EXPECT_EQ(outcome.prediction->stage_forward_us.size(), 4u);  // per virtual stage
 
-  // What the trainer does not run, or Megatron-LM refuses, comes back with its reason.
+  // What Megatron-LM refuses comes back with its reason.
   PredictRequest odd = request;
   odd.config.global_batch = 6;  // m = 3, not a multiple of pp 2
   EXPECT_NE(predict(resolver, odd).reason.find("multiple of pp"), std::string::npos);
-  PredictRequest overlapped = request;
-  overlapped.techniques.overlap_gradient_reduction = true;
-  EXPECT_NE(predict(resolver, overlapped).reason.find("overlapped gradient reduction"), std::string::npos);
+}
+
+// Interleaved 1F1B with overlapped reduction (hand-derived), the pipeline of
+// InterleavedPipelineRunsTheVirtualStagesAndMergesEachRanksReduction (pp 2, vp 2, dp 2, m 2): each chunk has
+// its own bucket, one all-reduce of 4096 bytes (14.096 us) recorded in its virtual stage's backward, ready
+// when that chunk's last backward ends; nothing is merged. Rank 0: chunk 1 (vs2) ends its backwards at
+// 55: 55 -> 69.096, hidden; chunk 0 (vs0) at 75: 75 -> 89.096: 14.096 exposed. Rank 1: chunk 1 (vs3) at
+// 45 -> 59.096, chunk 0 (vs1) at 65 -> 79.096: 14.096. Each rank's tail: 2 x (5 + 5) us. The iteration:
+// 75 + 14.096 + 20 = 109.096. Had both chunks' buckets waited for the rank's last backward: 75 -> 89.096
+// -> 103.192, 28.192 exposed.
+// With dopt+ovl+opg each chunk's all-gather (2048 bytes a rank, 4096 whole: 20 + 8.192 = 28.192 us)
+// leaves the tail; no reductions here (the stages record none). Updates end at 75 + 20 = 95 (rank 0) and
+// 65 + 20 = 85 (rank 1); the next step starts at 95. Rank 0's chunk 0 first forward would run at 95 (F
+// [0, 5]), its chunk 1's at 105 (F [10, 15]): gathers from 95 ready at 123.192 (wait 28.192) and 151.384
+// (needed at 105 + 28.192: wait 18.192): 46.384. Rank 1 (chunk 0 at 100, chunk 1 at 110), gathers from 85:
+// ready 113.192 (13.192) and 141.384 (needed at 123.192: 18.192): 31.384. The iteration: 95 + 46.384.
+// Both waited for before chunk 0's first forward would give 56.384 on rank 0.
+TEST(Predictor, InterleavedOverlapStartsEachChunksBucketsInItsLastBackward) {
+  const LlamaSpec spec = load("tiny-llama-gqa");
+  FittedModel model = model_with_trace(spec);
+  std::vector<store::CommRow> rows =
+      test_rows::synthetic_rows("all_reduce", "fp32", 2, "consecutive", 10.0, 1e-3, 1024, 1 << 20);
+  for (const store::CommRow& row : test_rows::synthetic_rows("all_gather", "fp32", 2, "consecutive", 20.0, 2e-3, 1024, 1 << 20))
+    rows.push_back(row);
+  model.comm = CommModel(store::to_records(rows));
+  model.occupancies = {4};
+  model.op_time_us[{0, 4}] = 5.0;
+  const TrainingTechniques ovl = parse_recipe_text("ovl");
+  const TrainingTechniques opg = parse_recipe_text("dopt+ovl+opg");
+  StageOps chunk;
+  chunk.sequence = {SequenceEntry{Phase::kForward, 0, 1}, SequenceEntry{Phase::kBackward, 0, 2},
+                    SequenceEntry{Phase::kDpBuffer, 0, 1}, SequenceEntry{Phase::kOptimizer, 0, 1}};
+  chunk.comms = {CommOp{Phase::kBackward, CommKind::kDpAllReduce, DType::kFloat32, 4096, 1}};
+  StageOps gathered = chunk;
+  gathered.comms = {CommOp{Phase::kOptimizer, CommKind::kDpAllGather, DType::kFloat32, 2048, 1}};
+  for (int s = 0; s < 4; ++s) {
+    model.stages[store::stage_key(spec.name, 1, 4, s, 1, 16, "fp32", "aware", ovl, 2)] = chunk;
+    model.stages[store::stage_key(spec.name, 1, 4, s, 1, 16, "fp32", "aware", opg, 2)] = gathered;
+  }
+  StageResolver resolver(model);
+  ParallelConfig config{2, 1, 2, 1, 4, 16};
+  config.vp = 2;
+  PredictRequest request = request_of(spec, config);
+  request.model = nullptr;
+  request.techniques = ovl;
+  const PredictOutcome outcome = predict(resolver, request);
+  ASSERT_TRUE(outcome.ok()) << outcome.reason;
+  EXPECT_NEAR(outcome.prediction->raw_total_us, 75.0 + 14.096 + 2 * (5.0 + 5.0), 1e-9);
+  EXPECT_NEAR(outcome.prediction->dp_comm_us, 2 * 5.0 + 14.096, 1e-9);  // rank 0 (the first of the equally busy)
+  request.techniques = opg;
+  const PredictOutcome gather = predict(resolver, request);
+  ASSERT_TRUE(gather.ok()) << gather.reason;
+  EXPECT_NEAR(gather.prediction->raw_total_us, 95.0 + 46.384, 1e-9);
+  EXPECT_NEAR(gather.prediction->dp_comm_us, 2 * 5.0 + 46.384, 1e-9);
 }
 
 // Context parallelism (hand-derived): cp 2, dp 1 (2 ranks), m 4. The stage keyed /cp2 records per

@@ -384,6 +384,89 @@ TEST(ScheduleInterleaved, TwoRanksTwoChunksHandTimeline) {
   EXPECT_DOUBLE_EQ(r.end_us[1], 13.0);
 }
 
+// Per chunk, its first forward (micro-batch 0) and last backward (micro-batch m-1), from the hand timeline
+// of TwoRanksTwoChunksHandTimeline: rank 0 runs F0.0 [0,1], F1.0 [2,3], B1.1 [9,11], B0.1 [13,15]; rank 1
+// F0.0 [1,2], F1.0 [3,4], B1.1 [7,9], B0.1 [11,13]. Chunk 1's last backward comes first; chunk 0's is the
+// rank's last. With v 1 the one chunk's are the stage's own.
+TEST(ScheduleInterleaved, ChunksFirstForwardsAndLastBackwards) {
+  ScheduleInput input;
+  input.stages = uniform(4, 1.0, 2.0);
+  input.p2p_forward_us.assign(3, 0.0);
+  input.p2p_backward_us.assign(3, 0.0);
+  input.num_micro_batches = 2;
+  input.virtual_stages = 2;
+  const ScheduleResult r = simulate_1f1b(input);
+  ASSERT_EQ(r.chunk_last_backward_start_us.size(), 2u);
+  ASSERT_EQ(r.chunk_first_forward_start_us.size(), 2u);
+  const double first_forward[2][2][2] = {{{0, 1}, {2, 3}}, {{1, 2}, {3, 4}}};    // [rank][chunk][start, end]
+  const double last_backward[2][2][2] = {{{13, 15}, {9, 11}}, {{11, 13}, {7, 9}}};
+  for (std::size_t rank = 0; rank < 2; ++rank) {
+    ASSERT_EQ(r.chunk_last_backward_start_us[rank].size(), 2u);
+    for (std::size_t chunk = 0; chunk < 2; ++chunk) {
+      EXPECT_DOUBLE_EQ(r.chunk_first_forward_start_us[rank][chunk], first_forward[rank][chunk][0]) << rank << "," << chunk;
+      EXPECT_DOUBLE_EQ(r.chunk_first_forward_end_us[rank][chunk], first_forward[rank][chunk][1]) << rank << "," << chunk;
+      EXPECT_DOUBLE_EQ(r.chunk_last_backward_start_us[rank][chunk], last_backward[rank][chunk][0]) << rank << "," << chunk;
+      EXPECT_DOUBLE_EQ(r.chunk_last_backward_end_us[rank][chunk], last_backward[rank][chunk][1]) << rank << "," << chunk;
+    }
+    // chunk 0's last backward is the rank's last, its first forward the rank's first
+    EXPECT_DOUBLE_EQ(r.chunk_last_backward_start_us[rank][0], r.last_backward_start_us[rank]);
+    EXPECT_DOUBLE_EQ(r.chunk_first_forward_start_us[rank][0], r.first_forward_start_us[rank]);
+  }
+  // m 4 (OrderIsMegatrons' order): rank 0's chunk 1 ends its backwards with B1.3, before B0.2 B0.3.
+  input.num_micro_batches = 4;
+  input.record_timeline = true;
+  const ScheduleResult four = simulate_1f1b(input);
+  const std::vector<TimelineEntry>& rank0 = four.timeline[0];
+  ASSERT_EQ(rank0.size(), 16u);
+  EXPECT_DOUBLE_EQ(four.chunk_last_backward_start_us[0][1], rank0[13].start_us);  // B1.3
+  EXPECT_DOUBLE_EQ(four.chunk_last_backward_end_us[0][1], rank0[13].end_us);
+  EXPECT_DOUBLE_EQ(four.chunk_last_backward_start_us[0][0], rank0[15].start_us);  // B0.3
+  EXPECT_DOUBLE_EQ(four.chunk_first_forward_start_us[0][1], rank0[2].start_us);   // F1.0
+  // v 1: the stage's own.
+  const ScheduleResult one = simulate_1f1b(uniform(2, 1.0, 2.0), 0.5, 0.25, 2, true);
+  ASSERT_EQ(one.chunk_last_backward_start_us[1].size(), 1u);
+  EXPECT_DOUBLE_EQ(one.chunk_last_backward_start_us[1][0], 5.75);
+  EXPECT_DOUBLE_EQ(one.chunk_last_backward_end_us[1][0], 7.75);
+  EXPECT_DOUBLE_EQ(one.chunk_first_forward_start_us[1][0], 1.5);
+  EXPECT_DOUBLE_EQ(one.chunk_first_forward_end_us[1][0], 2.5);
+}
+
+// Overlapped reduction over a rank's chunks, on rank 0 of the hand timeline above (chunk 1's last backward
+// [9, 11], chunk 0's [13, 15], the timeline free at 15):
+//  - chunk 1 one bucket at its end (11), 3 long: 11 -> 14; chunk 0 buckets at 0.5 (14) and 1 (15), 1 each:
+//    14 -> 15, 15 -> 16: 1 exposed. Had chunk 1's bucket waited for the rank's last backward (ready at 15),
+//    15 -> 18 -> 19 -> 20: 5;
+//  - chunk 1's bucket 6 long: 11 -> 17, then chunk 0's 17 -> 18 -> 19: 4 (the chain is shared);
+//  - the chunks given the other way round: the same (the chain runs in completion order);
+//  - a chunk without buckets adds nothing.
+TEST(ScheduleInterleaved, OverlappedReductionStartsEachChunksBucketsInItsLastBackward) {
+  const ChunkReduction chunk1{{{1.0, 3.0}}, 9.0, 11.0};
+  const ChunkReduction chunk0{{{0.5, 1.0}, {1.0, 1.0}}, 13.0, 15.0};
+  EXPECT_DOUBLE_EQ(exposed_reduction_us({chunk0, chunk1}, 15.0), 1.0);
+  EXPECT_DOUBLE_EQ(exposed_reduction_us({{{{1.0, 3.0}, {0.5, 1.0}, {1.0, 1.0}}, 13.0, 15.0}}, 15.0), 4.0);  // not 5: sorted
+  const ChunkReduction long1{{{1.0, 6.0}}, 9.0, 11.0};
+  EXPECT_DOUBLE_EQ(exposed_reduction_us({chunk0, long1}, 15.0), 4.0);
+  EXPECT_DOUBLE_EQ(exposed_reduction_us({long1, chunk0}, 15.0), 4.0);
+  EXPECT_DOUBLE_EQ(exposed_reduction_us({chunk0, {{}, 9.0, 11.0}}, 15.0), 1.0);
+  EXPECT_DOUBLE_EQ(exposed_reduction_us(std::vector<ChunkReduction>{}, 15.0), 0.0);
+  EXPECT_THROW(exposed_reduction_us({chunk0, {{{0.5, 1.0}}, 11.0, 9.0}}, 15.0), UserError);
+}
+
+// Overlapped parameter gather over a rank's chunks, rank 0 above in the next step: chunk 0's first forward
+// [0, 1], chunk 1's [2, 3]; the all-gathers chain from the update's end, chunk 0's first:
+//  - from -2: chunk 0's bucket (fraction 0) 1 long: ready -1, needed 0: no wait; chunk 1's 4 long: ready 3,
+//    needed 2: 1;
+//  - chunk 0's 3 long: ready 1, needed 0: 1; chunk 1's 2 long: ready 3, needed 2 + 1 (the first wait
+//    shifts it): none. 1 in all;
+//  - both 3 long: 1, then ready 4, needed 3: 1 more. 2 in all.
+TEST(ScheduleInterleaved, OverlappedParameterGatherWaitsBeforeEachChunksFirstForward) {
+  EXPECT_DOUBLE_EQ(exposed_parameter_gather_us({{{{0.0, 1.0}}, 0.0, 1.0}, {{{0.0, 4.0}}, 2.0, 1.0}}, -2.0), 1.0);
+  EXPECT_DOUBLE_EQ(exposed_parameter_gather_us({{{{0.0, 3.0}}, 0.0, 1.0}, {{{0.0, 2.0}}, 2.0, 1.0}}, -2.0), 1.0);
+  EXPECT_DOUBLE_EQ(exposed_parameter_gather_us({{{{0.0, 3.0}}, 0.0, 1.0}, {{{0.0, 3.0}}, 2.0, 1.0}}, -2.0), 2.0);
+  EXPECT_DOUBLE_EQ(exposed_parameter_gather_us(std::vector<ChunkGathers>{}, -2.0), 0.0);
+  EXPECT_THROW(exposed_parameter_gather_us({{{{0.0, 1.0}}, 0.0, -1.0}}, 0.0), UserError);
+}
+
 // Balanced chunks, free transfers: the bubble is Megatron-LM's (pp-1)/(v*m) of the ideal time m*v*(f+b),
 // i.e. (pp-1)*(f+b), for every v, with b = 2f as for a transformer layer (f 1, b 2, times in us).
 TEST(ScheduleInterleaved, BalancedBubbleIsMegatrons) {

@@ -582,7 +582,7 @@ class InterleavedLayoutEquivalence : public ::testing::TestWithParam<Interleaved
 
 // v = 2 at pp 2 (world 2: dp1 pp2; world 4: dp2 pp2 and tp2 pp2) and at pp 4 (world 4, 8 layers), with
 // 4 and 8 samples per step (m a multiple of pp; with 8, ranks reach the steady one-forward-one-backward
-// phase): the losses of single-rank training.
+// phase): the losses of single-rank training. Overlapped reduction (and opg) only where it is on, dp 2.
 TEST_P(InterleavedLayoutEquivalence, MatchesSingleRank) {
   const InterleavedCase c = GetParam();
   const std::string lacking = lacks_on_cpu(c.precision, AttentionKernel::kEager);
@@ -591,6 +591,7 @@ TEST_P(InterleavedLayoutEquivalence, MatchesSingleRank) {
   MPI_Comm_size(MPI_COMM_WORLD, &world);
   MPI_Comm_rank(MPI_COMM_WORLD, &rank);
   if (world < 2) GTEST_SKIP() << "interleaving needs pp > 1";
+  if (c.techniques.overlap_gradient_reduction && world < 4) GTEST_SKIP() << "overlapped reduction with interleaving: dp 2 x pp 2";
   const bool sp = c.techniques.sequence_parallel || c.techniques.vocab_parallel;
   for (const int layers : {4, 8}) {
     if (layers == 8 && world % 4 != 0) continue;  // pp 4 only
@@ -603,6 +604,7 @@ TEST_P(InterleavedLayoutEquivalence, MatchesSingleRank) {
           if (world % (tp * pp) != 0 || layers < 2 * pp || (layers == 8) != (pp == 4)) continue;
           if (sp && tp == 1) continue;  // SP and VP change nothing at tp 1
           const int dp = world / (tp * pp);
+          if (c.techniques.overlap_gradient_reduction && dp == 1) continue;  // ovl (and opg) change nothing at dp 1
           const std::vector<double> losses =
               train(interleaved_options(c.precision, dp, tp, pp, 2, layers, global_batch, c.techniques), MPI_COMM_WORLD);
           for (int step = 0; step < kSteps; ++step) {
@@ -625,7 +627,12 @@ INSTANTIATE_TEST_SUITE_P(Precisions, InterleavedLayoutEquivalence,
                                            InterleavedCase{PrecisionName::kFp32, 1e-4, kDistributedOptimizer},
                                            InterleavedCase{PrecisionName::kAmpBf16, 2e-2, kDistributedOptimizer},
                                            InterleavedCase{PrecisionName::kFp32, 1e-4, kSequenceParallel},
-                                           InterleavedCase{PrecisionName::kFp32, 1e-4, kAllTechniques}),
+                                           InterleavedCase{PrecisionName::kFp32, 1e-4, kAllTechniques},
+                                           // each chunk's own buckets, reduced from its last backward (dp 2 only)
+                                           InterleavedCase{PrecisionName::kFp32, 1e-4, kOverlappedReduction},
+                                           InterleavedCase{PrecisionName::kAmpBf16, 2e-2, kOverlappedReduction},
+                                           InterleavedCase{PrecisionName::kFp32, 1e-4, kDistributedOverlap},
+                                           InterleavedCase{PrecisionName::kFp32, 1e-4, kOverlappedGather}),
                          [](const ::testing::TestParamInfo<InterleavedCase>& param_info) {
                            std::string name = to_string(param_info.param.precision) + name_of(param_info.param.techniques);
                            for (char& ch : name) ch = (ch == '-') ? '_' : ch;
@@ -656,6 +663,48 @@ TEST(InterleavedTrainer, TrainsTheSameParametersAsOneChunkPerRank) {
   }
 }
 
+// Overlapped reduction with the interleaved schedule: each chunk its own buckets (Megatron-Core's DDP per
+// model chunk), armed for that chunk's last backward (its micro-batch m-1), at dp 2 pp 2 v 2 (world 4),
+// with m = pp (every forward in the warm-up) and m = 2*pp. The first step's reduced gradients are
+// single-rank training's: a bucket started before its chunk's gradients are final (armed at another of its
+// backwards) reduces a partial sum, and one never armed fails the trainer's check that every bucket
+// completed. Every bucket of both chunks is started during the backward (the distributed optimizer's
+// reduce-scatters too), and with opg every chunk's all-gathers are left in flight for the next forward.
+TEST(InterleavedTrainer, OverlapsEachChunksBucketsWithItsLastBackward) {
+  int world = 1, rank = 0;
+  MPI_Comm_size(MPI_COMM_WORLD, &world);
+  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+  if (world != 4) GTEST_SKIP() << "dp 2 x pp 2 (4 ranks)";
+  for (const int64_t global_batch : {4, 8}) {
+    double expected = 0.0;
+    if (rank == 0) {
+      Trainer single(interleaved_options(PrecisionName::kFp32, 1, 1, 1, 1, 4, global_batch), MPI_COMM_SELF);
+      single.step(0);
+      expected = single.gradient_sum_of_squares();
+    }
+    MPI_Bcast(&expected, 1, MPI_DOUBLE, 0, MPI_COMM_WORLD);
+    ASSERT_GT(expected, 0.0);
+    // fp32 summation order: about 1e-7 relative; a partial bucket: a large fraction of it.
+    EXPECT_NEAR(first_step_gradient_sum_of_squares(
+                    interleaved_options(PrecisionName::kFp32, 2, 1, 2, 2, 4, global_batch, kOverlappedReduction)),
+                expected, 1e-5 * expected)
+        << "global batch " << global_batch;
+    for (const Techniques techniques : {kOverlappedReduction, kDistributedOverlap, kOverlappedGather}) {
+      Trainer trainer(interleaved_options(PrecisionName::kFp32, 2, 1, 2, 2, 4, global_batch, techniques), MPI_COMM_WORLD);
+      for (int step = 0; step < 2; ++step) {
+        trainer.step(step);
+        EXPECT_GT(trainer.gradient_bucket_count(), 4) << "techniques" << name_of(techniques);  // two chunks, several each
+        EXPECT_EQ(trainer.overlapped_buckets_started(), trainer.gradient_bucket_count())
+            << "techniques" << name_of(techniques) << " global batch " << global_batch << " step " << step;
+        EXPECT_EQ(trainer.parameter_gathers_in_flight(), techniques.overlap_parameter_gather ? trainer.gradient_bucket_count() : 0)
+            << "techniques" << name_of(techniques) << " global batch " << global_batch << " step " << step;
+      }
+      trainer.parameter_sum_of_squares();
+      EXPECT_EQ(trainer.parameter_gathers_in_flight(), 0) << "techniques" << name_of(techniques);
+    }
+  }
+}
+
 TEST(InterleavedTrainer, RefusesWhatItCannotRun) {
   TrainerOptions accepted = interleaved_options(PrecisionName::kFp32, 1, 1, 2, 2, 4, 4);
   EXPECT_NO_THROW(check_trainable(accepted, 2));
@@ -672,12 +721,12 @@ TEST(InterleavedTrainer, RefusesWhatItCannotRun) {
   EXPECT_NO_THROW(check_trainable(options, 2));
   options = interleaved_options(PrecisionName::kFp32, 1, 1, 2, 2, 4, 3);  // ...m = 3 is not
   EXPECT_THROW(check_trainable(options, 2), UserError);
-  options = interleaved_options(PrecisionName::kFp32, 2, 1, 2, 2, 4, 4, kOverlappedReduction);  // ovl at dp 2
-  EXPECT_THROW(check_trainable(options, 4), UserError);
+  options = interleaved_options(PrecisionName::kFp32, 2, 1, 2, 2, 4, 4, kOverlappedReduction);  // ovl at dp 2: per chunk
+  EXPECT_NO_THROW(check_trainable(options, 4));
   options = interleaved_options(PrecisionName::kFp32, 1, 1, 2, 2, 4, 4, kOverlappedReduction);  // ovl is off at dp 1
   EXPECT_NO_THROW(check_trainable(options, 2));
   options = interleaved_options(PrecisionName::kFp32, 2, 1, 2, 2, 4, 4, kOverlappedGather);  // opg (with ovl) at dp 2
-  EXPECT_THROW(check_trainable(options, 4), UserError);
+  EXPECT_NO_THROW(check_trainable(options, 4));
   options = interleaved_options(PrecisionName::kFp32, 1, 1, 2, 2, 4, 4, kOverlappedGather);  // dropped at dp 1
   EXPECT_NO_THROW(check_trainable(options, 2));
   options = accepted;
@@ -751,8 +800,8 @@ class ContextParallelLayoutEquivalence : public ::testing::TestWithParam<CpCase>
 
 // cp 2 at 2 ranks; at 4 ranks cp 2 with dp 2, tp 2, pp 2 and pp 2 vp 2, and cp 4: the losses of
 // single-rank training. With techniques, the layouts marked for them, less those where a technique
-// changes nothing (SP and the vocabulary-parallel head at tp 1) or that are refused (overlapped reduction
-// with vp 2 at dp*cp > 1).
+// changes nothing (SP and the vocabulary-parallel head at tp 1); overlapped reduction with vp 2 at
+// dp*cp 2 included (each chunk's buckets over the dp*cp ranks).
 TEST_P(ContextParallelLayoutEquivalence, MatchesSingleRank) {
   const CpCase c = GetParam();
   const std::string lacking = lacks_on_cpu(c.precision, c.attention);
@@ -768,7 +817,6 @@ TEST_P(ContextParallelLayoutEquivalence, MatchesSingleRank) {
   for (const CpLayout& l : cp_layouts(world)) {
     if (any_technique && !l.techniques) continue;
     if (needs_tp && l.tp == 1) continue;
-    if (c.techniques.overlap_gradient_reduction && l.vp > 1) continue;
     TrainerOptions options = options_for(c.precision, l.dp, l.tp, l.pp, c.attention, c.techniques);
     options.config.cp = l.cp;
     options.config.vp = l.vp;
@@ -813,7 +861,6 @@ TEST(ContextParallelTrainer, ReducesTheGradientsOfTheGlobalBatch) {
   for (const Techniques techniques : {Techniques{}, kOverlappedReduction, kFullRecompute}) {
     const double expected = single_rank_gradient_sum_of_squares(techniques);
     for (const CpLayout& l : cp_layouts(world)) {
-      if (techniques.overlap_gradient_reduction && l.vp > 1) continue;
       TrainerOptions options = options_for(PrecisionName::kFp32, l.dp, l.tp, l.pp, AttentionKernel::kEager, techniques);
       options.config.cp = l.cp;
       options.config.vp = l.vp;
@@ -860,10 +907,10 @@ TEST(ContextParallelTrainer, RefusesWhatItCannotRun) {
   options.config.seq_len = 48;  // 24 tokens per CP rank: fine
   options.config.cp = 2;
   EXPECT_NO_THROW(check_trainable(options, 8));
-  // The interleaved schedule with overlapped reduction at dp*cp > 1, as at dp > 1.
+  // The interleaved schedule with overlapped reduction at dp*cp > 1, as at dp > 1: trained (buckets per chunk).
   options = interleaved_options(PrecisionName::kFp32, 1, 1, 2, 2, 4, 4, kOverlappedReduction);
   options.config.cp = 2;
-  EXPECT_THROW(check_trainable(options, 4), UserError);
+  EXPECT_NO_THROW(check_trainable(options, 4));
   options.techniques = {};
   EXPECT_NO_THROW(check_trainable(options, 4));
 }

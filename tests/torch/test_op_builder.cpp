@@ -461,6 +461,18 @@ INSTANTIATE_TEST_SUITE_P(
                       BuilderCase{"tiny-llama-gqa", 2, 2, 1, 1, 16, kAmp, kEager, recipe("dopt+ovl-64K+opg"), 1}),  // plain dopt
     test_name);
 
+// Interleaving with overlapped reduction (vp 2 at pp 2 on the 4-layer model): each model chunk is a stage
+// of the pp*vp = 4 pipeline with its own buckets (calibrate/gradient_sync.hpp, buckets per chunk), so the
+// builder's bucket plan over that stage's parameters is the trainer's for that chunk: the embedding chunk
+// (virtual stage 0), a middle one (2, rank 0's second chunk) and the head chunk (3), ovl and dopt+ovl+opg.
+INSTANTIATE_TEST_SUITE_P(
+    InterleavedChunkWithOverlap, OpBuilder,
+    ::testing::Values(BuilderCase{"tiny-llama-gqa", 1, 4, 0, 1, 16, kFp32, kEager, recipe("ovl-64K"), 2},
+                      BuilderCase{"tiny-llama-gqa", 1, 4, 2, 1, 16, kAmp, kEager, recipe("ovl-64K"), 2},
+                      BuilderCase{"tiny-llama-gqa", 1, 4, 3, 1, 16, kFp32, kEager, recipe("dopt+ovl-64K+opg"), 2},
+                      BuilderCase{"tiny-llama-gqa", 1, 4, 2, 1, 16, kAmp, kEager, recipe("dopt+ovl-64K+opg"), 3}),  // padded
+    test_name);
+
 // Context parallelism (issue 17, cp 2 and 4): the stage as CP rank 0 runs it, seq_len/cp tokens; the rotary
 // tables index_select-ed at the global positions, keys and values all-gathered over CP (cp_all_gather in
 // the forward, its gradients reduce-scattered in the backward: cp_reduce_scatter), the causal mask of the

@@ -266,13 +266,15 @@ TEST(Job, ShippedLocalCpuJob) {
 }
 
 // The layouts job: 9 (dp,tp,pp) layouts of 2 and 4 ranks and, with cp 2, the 4 of 1 and 2 ranks; those
-// with a pipeline (4 + 1) also at vp 2 (pp 4 x vp 2 = 8 chunks of the 8-layer model); x 2 precisions.
+// with a pipeline (4 + 1) also at vp 2 (pp 4 x vp 2 = 8 chunks of the 8-layer model); x 2 precisions;
+// and first, explicitly, dp 2 x pp 2 x vp 2 fp32 with overlapped reduction per chunk (ovl-64K, and
+// dopt+ovl-64K+opg).
 TEST(Job, ShippedLocalCpuLayoutsJob) {
   const Job job = load_job(kSource + "/jobs/local-cpu-layouts.json");
   EXPECT_EQ(job.name, "local-cpu-layouts");
   EXPECT_EQ(job.model.name, "tiny-llama-gqa-8l");
   EXPECT_EQ(job.model.num_layers, 8);
-  ASSERT_EQ(job.configs.size(), 36u);
+  ASSERT_EQ(job.configs.size(), 38u);
   int interleaved = 0, context_parallel = 0;
   for (const auto& c : job.configs) {
     EXPECT_TRUE(c.parallel.violations(job.model, 0).empty()) << c.key(job.model.name);
@@ -280,8 +282,10 @@ TEST(Job, ShippedLocalCpuLayoutsJob) {
     context_parallel += c.parallel.cp == 2 ? 1 : 0;
     EXPECT_LE(c.parallel.world_size(), 4);
   }
-  EXPECT_EQ(interleaved, 10);
+  EXPECT_EQ(interleaved, 12);
   EXPECT_EQ(context_parallel, 10);
+  EXPECT_EQ(job.configs[0].key(job.model.name), "tiny-llama-gqa-8l/dp2-tp1-pp2-cp1-vp2/mbs1/gbs8/seq64/fp32/ovl-64K");
+  EXPECT_EQ(job.configs[1].key(job.model.name), "tiny-llama-gqa-8l/dp2-tp1-pp2-cp1-vp2/mbs1/gbs8/seq64/fp32/dopt+ovl-64K+opg");
   EXPECT_EQ(job.configs.back().key(job.model.name), "tiny-llama-gqa-8l/dp1-tp1-pp2-cp2-vp2/mbs1/gbs8/seq64/amp-bf16");
 }
 
