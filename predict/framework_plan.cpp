@@ -67,7 +67,7 @@ namespace {
 
 PlanEntry framework_entry(const PlanOptions& options, const framework::FrameworkTarget& target,
                           const framework::TransformerShape& shape, const ParallelConfig& config,
-                          const framework::FrameworkRecipe& recipe) {
+                          const framework::FrameworkRecipe& recipe, framework::FrameworkPassCache& cache) {
   PlanEntry entry;
   entry.config = config;
   entry.precision = recipe.precision;
@@ -79,7 +79,7 @@ PlanEntry framework_entry(const PlanOptions& options, const framework::Framework
     entry.reason = "exceeds the device memory (not predicted)";
     return entry;
   }
-  const framework::FrameworkOutcome outcome = framework::predict_framework(target, {shape, config, recipe});
+  const framework::FrameworkOutcome outcome = framework::predict_framework(target, {shape, config, recipe}, &cache);
   if (!outcome.ok()) {
     entry.reason = outcome.reason;
     return entry;
@@ -99,6 +99,7 @@ std::vector<PlanEntry> plan_framework(const PlanOptions& options, const framewor
   if (options.gpus < 1) throw UserError("plan: the number of GPUs must be positive");
   if (options.global_batch < 1 || options.seq_len < 1) throw UserError("plan: global batch and sequence length must be positive");
   const framework::TransformerShape shape = framework::shape_of(options.model);
+  framework::FrameworkPassCache cache;  // candidates that differ in dp, pp or vp share their passes' times
   std::vector<PlanEntry> entries;
   for (const auto& [cp, layout] : factorizations(options.gpus, options.context_parallel)) {
     for (int micro_batch : options.micro_batches) {
@@ -134,7 +135,7 @@ std::vector<PlanEntry> plan_framework(const PlanOptions& options, const framewor
                   recipe.fp8_param_gather = fp8_params;
                   recipe.techniques = techniques;
                   recipe.tp_comm_overlap = overlap;
-                  entries.push_back(framework_entry(options, target, shape, config, recipe));
+                  entries.push_back(framework_entry(options, target, shape, config, recipe, cache));
                 }
               }
             }

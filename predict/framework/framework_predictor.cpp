@@ -184,7 +184,81 @@ double exposed_after(std::vector<std::pair<double, double>> ready_and_time, doub
 
 }  // namespace
 
-FrameworkOutcome predict_framework(const FrameworkTarget& target, const FrameworkRequest& request) {
+// The per-pass times of one stage build (framework_predictor.hpp, FrameworkPassCache).
+struct FrameworkPassCache::Entry {
+  PassTime layer_fwd, layer_bwd, emb_fwd, emb_bwd, head_fwd, head_bwd, weight_casts;
+  PassWork stage_forward;  // timed per candidate: its amax all-reduce spans dp
+  int64_t layer_params = 0, layer_gemm_weights = 0, embedding_params = 0, head_params = 0, sequence_tokens = 0;
+};
+
+FrameworkPassCache::FrameworkPassCache() = default;
+FrameworkPassCache::~FrameworkPassCache() = default;
+
+const FrameworkPassCache::Entry* FrameworkPassCache::find(const std::string& key) const {
+  const auto found = entries_.find(key);
+  return found == entries_.end() ? nullptr : found->second.get();
+}
+
+const FrameworkPassCache::Entry& FrameworkPassCache::put(const std::string& key, std::unique_ptr<Entry> entry) {
+  return *(entries_[key] = std::move(entry));
+}
+
+namespace {
+
+// What the per-pass times depend on (not dp, pp or vp).
+std::string pass_key(const FrameworkTarget& target, const TransformerShape& shape, const ParallelConfig& c,
+                     const FrameworkRecipe& r) {
+  const TrainingTechniques& t = r.techniques;
+  std::string key =
+      target.hardware.name + "/" + shape.name + "/" + std::to_string(shape.hidden) + "/" + std::to_string(shape.layers);
+  for (int64_t v : {int64_t{c.tp}, int64_t{c.cp}, int64_t{c.micro_batch}, int64_t{c.seq_len},
+                    int64_t{static_cast<int>(r.precision)}, int64_t{static_cast<int>(r.fp8_recipe)}, int64_t{r.fp8_param_gather},
+                    int64_t{t.sequence_parallel}, int64_t{static_cast<int>(t.recompute)}, int64_t{r.tp_comm_overlap},
+                    int64_t{r.unfused_attention}, int64_t{r.dropout}, int64_t{r.gradient_accumulation_fusion}}) {
+    key += "/" + std::to_string(v);
+  }
+  return key;
+}
+
+std::unique_ptr<FrameworkPassCache::Entry> time_stage_passes(const FrameworkTarget& target, const TransformerShape& shape,
+                                                             const ParallelConfig& config, const FrameworkRecipe& recipe,
+                                                             CommTimer& comms) {
+  const MegatronTeStage stage = build_megatron_te_stage(shape, config, recipe);
+  const bool overlap = recipe.tp_comm_overlap;
+  auto entry = std::make_unique<FrameworkPassCache::Entry>();
+  entry->layer_fwd = time_pass(stage.layer_forward, target, comms, config, overlap);
+  entry->layer_bwd = time_pass(stage.layer_backward, target, comms, config, overlap);
+  entry->emb_fwd = time_pass(stage.embedding_forward, target, comms, config, overlap);
+  entry->emb_bwd = time_pass(stage.embedding_backward, target, comms, config, overlap);
+  entry->head_fwd = time_pass(stage.head_forward, target, comms, config, overlap);
+  entry->head_bwd = time_pass(stage.head_backward, target, comms, config, overlap);
+  entry->weight_casts = time_pass(stage.first_micro_batch, target, comms, config, overlap);
+  entry->stage_forward = stage.stage_forward;
+  entry->layer_params = stage.layer_params;
+  entry->layer_gemm_weights = stage.layer_gemm_weights;
+  entry->embedding_params = stage.embedding_params;
+  entry->head_params = stage.head_params;
+  entry->sequence_tokens = stage.sequence_tokens;
+  return entry;
+}
+
+// From the cache when it has them, else timed (and kept there when there is a cache). `owned` holds them
+// without a cache.
+const FrameworkPassCache::Entry& stage_passes(const FrameworkTarget& target, const TransformerShape& shape,
+                                              const ParallelConfig& config, const FrameworkRecipe& recipe, CommTimer& comms,
+                                              FrameworkPassCache* cache, std::unique_ptr<FrameworkPassCache::Entry>& owned) {
+  if (cache == nullptr) {
+    owned = time_stage_passes(target, shape, config, recipe, comms);
+    return *owned;
+  }
+  const std::string key = pass_key(target, shape, config, recipe);
+  if (const FrameworkPassCache::Entry* found = cache->find(key)) return *found;
+  return cache->put(key, time_stage_passes(target, shape, config, recipe, comms));
+}
+
+}  // namespace
+
+FrameworkOutcome predict_framework(const FrameworkTarget& target, const FrameworkRequest& request, FrameworkPassCache* cache) {
   const TransformerShape& shape = request.shape;
   const ParallelConfig& config = request.config;
   const FrameworkRecipe& recipe = request.recipe;
@@ -195,17 +269,18 @@ FrameworkOutcome predict_framework(const FrameworkTarget& target, const Framewor
     return outcome;
   }
   try {
-    const MegatronTeStage stage = build_megatron_te_stage(shape, config, recipe);
     CommTimer comms(target, config);
     const bool overlap = recipe.tp_comm_overlap;
-    const PassTime layer_fwd = time_pass(stage.layer_forward, target, comms, config, overlap);
-    const PassTime layer_bwd = time_pass(stage.layer_backward, target, comms, config, overlap);
+    std::unique_ptr<FrameworkPassCache::Entry> owned;
+    const FrameworkPassCache::Entry& stage = stage_passes(target, shape, config, recipe, comms, cache, owned);
     const PassTime stage_fwd = time_pass(stage.stage_forward, target, comms, config, overlap);
-    const PassTime emb_fwd = time_pass(stage.embedding_forward, target, comms, config, overlap);
-    const PassTime emb_bwd = time_pass(stage.embedding_backward, target, comms, config, overlap);
-    const PassTime head_fwd = time_pass(stage.head_forward, target, comms, config, overlap);
-    const PassTime head_bwd = time_pass(stage.head_backward, target, comms, config, overlap);
-    const PassTime weight_casts = time_pass(stage.first_micro_batch, target, comms, config, overlap);
+    const PassTime& layer_fwd = stage.layer_fwd;
+    const PassTime& layer_bwd = stage.layer_bwd;
+    const PassTime& emb_fwd = stage.emb_fwd;
+    const PassTime& emb_bwd = stage.emb_bwd;
+    const PassTime& head_fwd = stage.head_fwd;
+    const PassTime& head_bwd = stage.head_bwd;
+    const PassTime& weight_casts = stage.weight_casts;
 
     const int pp = config.pp, v = config.vp, m = config.num_micro_batches();
     const int virtual_count = pp * v;
@@ -237,7 +312,6 @@ FrameworkOutcome predict_framework(const FrameworkTarget& target, const Framewor
     input.p2p_forward_us.assign(static_cast<size_t>(virtual_count - 1), p2p_us);
     input.p2p_backward_us.assign(static_cast<size_t>(virtual_count - 1), p2p_us);
     const TrainingTechniques techniques = at_dp(recipe.techniques, config.reduction_ranks());
-    input.record_timeline = v > 1 && techniques.overlap_gradient_reduction;
     const ScheduleResult schedule = simulate_1f1b(input);
 
     const int reduction_ranks = config.reduction_ranks();
@@ -263,14 +337,9 @@ FrameworkOutcome predict_framework(const FrameworkTarget& target, const Framewor
           const VirtualStage& vs = stages[static_cast<size_t>(c * pp + r)];
           const int64_t buckets =
               techniques.overlap_gradient_reduction ? std::max<int64_t>(1, (vs.params + bucket_params - 1) / bucket_params) : 1;
-          // The chunk's last backward: the whole rank's with vp 1, the chunk's own with vp > 1.
-          double start = schedule.last_backward_start_us[static_cast<size_t>(r)];
-          double end = schedule.last_backward_end_us[static_cast<size_t>(r)];
-          if (v > 1 && techniques.overlap_gradient_reduction) {
-            for (const TimelineEntry& entry : schedule.timeline[static_cast<size_t>(r)]) {
-              if (entry.kind == PassKind::kBackward && entry.chunk == c) start = entry.start_us, end = entry.end_us;
-            }
-          }
+          // The chunk's last backward (micro-batch m-1): with vp 1 the rank's last backward.
+          const double start = schedule.chunk_last_backward_start_us[static_cast<size_t>(r)][static_cast<size_t>(c)];
+          const double end = schedule.chunk_last_backward_end_us[static_cast<size_t>(r)][static_cast<size_t>(c)];
           for (int64_t b = 0; b < buckets; ++b) {
             const int64_t params = (b + 1 < buckets) ? bucket_params : vs.params - bucket_params * (buckets - 1);
             const double time = comms.time_us(reduce, CommGroup::kData, params * 4);

@@ -10,6 +10,8 @@
 //    iteration (forward, backward, pipeline bubble, exposed communication, optimizer step).
 #pragma once
 
+#include <map>
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
@@ -56,9 +58,27 @@ struct FrameworkOutcome {
   bool ok() const { return prediction.has_value(); }
 };
 
+// Per-pass times that depend only on (tp, cp, micro-batch, sequence, recipe), shared by the candidates of
+// a plan that differ in dp, pp or vp (an optimisation: the same figures with or without it). Not
+// thread-safe; one per plan.
+class FrameworkPassCache {
+ public:
+  struct Entry;  // framework_predictor.cpp
+  FrameworkPassCache();
+  ~FrameworkPassCache();
+  FrameworkPassCache(const FrameworkPassCache&) = delete;
+  FrameworkPassCache& operator=(const FrameworkPassCache&) = delete;
+  const Entry* find(const std::string& key) const;
+  const Entry& put(const std::string& key, std::unique_ptr<Entry> entry);
+
+ private:
+  std::map<std::string, std::unique_ptr<Entry>> entries_;
+};
+
 // Every rule of Megatron-LM's the layout breaks for the shape, each as one phrase (empty: legal).
 std::vector<std::string> layout_violations(const TransformerShape& shape, const ParallelConfig& config);
 
-FrameworkOutcome predict_framework(const FrameworkTarget& target, const FrameworkRequest& request);
+FrameworkOutcome predict_framework(const FrameworkTarget& target, const FrameworkRequest& request,
+                                   FrameworkPassCache* cache = nullptr);
 
 }  // namespace itertime::predict::framework
