@@ -63,7 +63,7 @@
 namespace itertime::calibrate {
 
 struct GradientSyncSetup {
-  std::vector<torch::Tensor> parameters;    // every chunk's, in order (the buffers' order)
+  std::vector<torch::Tensor> parameters;  // every chunk's, in order (the buffers' order)
   // Parameters per model chunk, in order (summing to parameters.size()); empty: one chunk. With more than
   // one, the overlapped strategies keep buckets per chunk (above).
   std::vector<std::size_t> chunk_parameters;

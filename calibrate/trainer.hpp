@@ -103,7 +103,7 @@ struct TrainerOptions {
   //    buffer is cut, last parameter first, into buckets of about gradient_bucket_bytes; during the
   //    step's last backward a post-hook on each accumulator counts the gradients that are final, and a
   //    complete bucket is divided by dp and its all-reduce started (Communicator::start_all_reduce_sum);
-    //    the step waits for them after the backward (with vp > 1: one flat buffer per model chunk, cut
+  //    the step waits for them after the backward (with vp > 1: one flat buffer per model chunk, cut
   //    and armed per chunk, during that chunk's last backward). With the distributed optimizer too (Megatron-LM's
   //    overlap_grad_reduce without overlap_param_gather): every bucket is padded with zeros to a multiple
   //    of dp and DP rank r owns the r-th 1/dp slice of each; its shard (the tensor AdamW updates) is the

@@ -362,7 +362,7 @@ MemoryBreakdown memory_per_gpu(const LlamaSpec& model, const ParallelConfig& con
   const int64_t vocab = local_vocab(x, config, techniques);
   const std::vector<StageLayers> chunks = rank_chunks(model, config, stage);
   int64_t layer_count = 0;
-  bool has_vocabulary = false;              // the embedding or the LM head
+  bool has_vocabulary = false;                       // the embedding or the LM head
   std::vector<std::vector<int64_t>> chunk_elements;  // per chunk, its parameters' elements (the trainer's, chunk after chunk)
   for (const StageLayers& layers : chunks) {
     layer_count += layers.num_layers;

@@ -328,8 +328,7 @@ TEST(Predictor, InterleavedPipelineRunsTheVirtualStagesAndMergesEachRanksReducti
 TEST(Predictor, InterleavedOverlapStartsEachChunksBucketsInItsLastBackward) {
   const LlamaSpec spec = load("tiny-llama-gqa");
   FittedModel model = model_with_trace(spec);
-  std::vector<store::CommRow> rows =
-      test_rows::synthetic_rows("all_reduce", "fp32", 2, "consecutive", 10.0, 1e-3, 1024, 1 << 20);
+  std::vector<store::CommRow> rows = test_rows::synthetic_rows("all_reduce", "fp32", 2, "consecutive", 10.0, 1e-3, 1024, 1 << 20);
   for (const store::CommRow& row : test_rows::synthetic_rows("all_gather", "fp32", 2, "consecutive", 20.0, 2e-3, 1024, 1 << 20))
     rows.push_back(row);
   model.comm = CommModel(store::to_records(rows));

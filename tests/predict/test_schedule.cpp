@@ -398,7 +398,7 @@ TEST(ScheduleInterleaved, ChunksFirstForwardsAndLastBackwards) {
   const ScheduleResult r = simulate_1f1b(input);
   ASSERT_EQ(r.chunk_last_backward_start_us.size(), 2u);
   ASSERT_EQ(r.chunk_first_forward_start_us.size(), 2u);
-  const double first_forward[2][2][2] = {{{0, 1}, {2, 3}}, {{1, 2}, {3, 4}}};    // [rank][chunk][start, end]
+  const double first_forward[2][2][2] = {{{0, 1}, {2, 3}}, {{1, 2}, {3, 4}}};  // [rank][chunk][start, end]
   const double last_backward[2][2][2] = {{{13, 15}, {9, 11}}, {{11, 13}, {7, 9}}};
   for (std::size_t rank = 0; rank < 2; ++rank) {
     ASSERT_EQ(r.chunk_last_backward_start_us[rank].size(), 2u);

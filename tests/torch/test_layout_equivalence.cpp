@@ -696,7 +696,8 @@ TEST(InterleavedTrainer, OverlapsEachChunksBucketsWithItsLastBackward) {
         EXPECT_GT(trainer.gradient_bucket_count(), 4) << "techniques" << name_of(techniques);  // two chunks, several each
         EXPECT_EQ(trainer.overlapped_buckets_started(), trainer.gradient_bucket_count())
             << "techniques" << name_of(techniques) << " global batch " << global_batch << " step " << step;
-        EXPECT_EQ(trainer.parameter_gathers_in_flight(), techniques.overlap_parameter_gather ? trainer.gradient_bucket_count() : 0)
+        EXPECT_EQ(trainer.parameter_gathers_in_flight(),
+                  techniques.overlap_parameter_gather ? trainer.gradient_bucket_count() : 0)
             << "techniques" << name_of(techniques) << " global batch " << global_batch << " step " << step;
       }
       trainer.parameter_sum_of_squares();
