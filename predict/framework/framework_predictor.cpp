@@ -205,18 +205,27 @@ const FrameworkPassCache::Entry& FrameworkPassCache::put(const std::string& key,
 
 namespace {
 
-// What the per-pass times depend on (not dp, pp or vp).
+// What the per-pass times depend on (not dp, pp or vp), as text: the hardware and shape, then the numbers.
 std::string pass_key(const FrameworkTarget& target, const TransformerShape& shape, const ParallelConfig& c,
                      const FrameworkRecipe& r) {
   const TrainingTechniques& t = r.techniques;
-  std::string key =
-      target.hardware.name + "/" + shape.name + "/" + std::to_string(shape.hidden) + "/" + std::to_string(shape.layers);
-  for (int64_t v : {int64_t{c.tp}, int64_t{c.cp}, int64_t{c.micro_batch}, int64_t{c.seq_len},
-                    int64_t{static_cast<int>(r.precision)}, int64_t{static_cast<int>(r.fp8_recipe)}, int64_t{r.fp8_param_gather},
-                    int64_t{t.sequence_parallel}, int64_t{static_cast<int>(t.recompute)}, int64_t{r.tp_comm_overlap},
-                    int64_t{r.unfused_attention}, int64_t{r.dropout}, int64_t{r.gradient_accumulation_fusion}}) {
-    key += "/" + std::to_string(v);
-  }
+  const int64_t fields[] = {shape.hidden,
+                            shape.layers,
+                            c.tp,
+                            c.cp,
+                            c.micro_batch,
+                            c.seq_len,
+                            static_cast<int>(r.precision),
+                            static_cast<int>(r.fp8_recipe),
+                            r.fp8_param_gather,
+                            t.sequence_parallel,
+                            static_cast<int>(t.recompute),
+                            r.tp_comm_overlap,
+                            r.unfused_attention,
+                            r.dropout,
+                            r.gradient_accumulation_fusion};
+  std::string key = target.hardware.name + "/" + shape.name + "/";
+  key.append(reinterpret_cast<const char*>(fields), sizeof(fields));
   return key;
 }
 

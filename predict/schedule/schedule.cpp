@@ -75,7 +75,9 @@ class PipelineState {
         forward_end_us_(cells(), kNotDone),
         backward_end_us_(cells(), kNotDone),
         next_(static_cast<std::size_t>(pp_), 0) {
-    for (int s = 0; s < pp_; ++s) orders_.push_back(v_ == 1 ? one_f_one_b_order(pp_, s, m_) : interleaved_order(pp_, s, m_, v_));
+    orders_.reserve(static_cast<std::size_t>(pp_));  // common/pipeline_order.hpp's passes, as the trainer runs them
+    for (int s = 0; s < pp_; ++s)
+      orders_.push_back(v_ == 1 ? one_f_one_b_passes(pp_, s, m_) : interleaved_passes(pp_, s, m_, v_));
     result_.busy_us.assign(static_cast<std::size_t>(pp_), 0.0);
     result_.send_us.assign(static_cast<std::size_t>(pp_), 0.0);
     result_.idle_us.assign(static_cast<std::size_t>(pp_), 0.0);
@@ -96,15 +98,15 @@ class PipelineState {
   // One (virtual stage, micro-batch) cell per forward and per backward: 2 * cells() passes in all.
   std::size_t cells() const { return static_cast<std::size_t>(pp_ * v_) * static_cast<std::size_t>(m_); }
   bool has_next(int s) const { return next_[index(s)] < orders_[index(s)].size(); }
-  const TimelineEntry& next_pass(int s) const { return orders_[index(s)][next_[index(s)]]; }
+  const PipelinePass& next_pass(int s) const { return orders_[index(s)][next_[index(s)]]; }
 
   // When the next pass of stage s may start by its dependencies (not the stage's own availability),
   // or kNotDone while one of them has not run.
   double dependencies_ready_us(int s) const {
-    const TimelineEntry& pass = next_pass(s);
+    const PipelinePass& pass = next_pass(s);
     const int i = pass.micro_batch;
     const int vs = virtual_stage(s, pass);
-    if (pass.kind == PassKind::kForward) {
+    if (pass.kind == PipelinePassKind::kForward) {
       if (vs == 0) return 0.0;
       const double upstream_us = forward_end_us_[cell(vs - 1, i)];
       return upstream_us == kNotDone ? kNotDone : upstream_us + input_.p2p_forward_us[index(vs) - 1];
@@ -117,13 +119,13 @@ class PipelineState {
 
   double next_pass_us(int s) const {
     const StageTimes& times = input_.stages[index(virtual_stage(s, next_pass(s)))];
-    return next_pass(s).kind == PassKind::kForward ? times.forward_us : times.backward_us;
+    return next_pass(s).kind == PipelinePassKind::kForward ? times.forward_us : times.backward_us;
   }
 
   // The next pass's compute time: its shared (processor-shared) and fixed parts.
   std::pair<double, double> next_pass_parts_us(int s) const {
     const StageTimes& times = input_.stages[index(virtual_stage(s, next_pass(s)))];
-    const bool forward = next_pass(s).kind == PassKind::kForward;
+    const bool forward = next_pass(s).kind == PipelinePassKind::kForward;
     const double total_us = forward ? times.forward_us : times.backward_us;
     const double fixed_us = forward ? times.forward_fixed_us : times.backward_fixed_us;
     return {total_us - fixed_us, fixed_us};
@@ -132,8 +134,8 @@ class PipelineState {
   // Records the next pass of stage s as run from start_us to end_us and moves past it. Returns the
   // transfer that follows it when sends block the stage's timeline (recorded as such), else 0.
   double complete_next_pass(int s, double start_us, double end_us) {
-    const TimelineEntry pass = next_pass(s);
-    const bool forward = pass.kind == PassKind::kForward;
+    const PipelinePass pass = next_pass(s);
+    const bool forward = pass.kind == PipelinePassKind::kForward;
     const int vs = virtual_stage(s, pass);
     (forward ? forward_end_us_ : backward_end_us_)[cell(vs, pass.micro_batch)] = end_us;
     result_.busy_us[index(s)] += end_us - start_us;
@@ -156,7 +158,10 @@ class PipelineState {
       result_.chunk_last_backward_start_us[index(s)][chunk] = start_us;
       result_.chunk_last_backward_end_us[index(s)][chunk] = end_us;
     }
-    if (input_.record_timeline) result_.timeline[index(s)].push_back({pass.kind, pass.micro_batch, start_us, end_us, pass.chunk});
+    if (input_.record_timeline) {
+      result_.timeline[index(s)].push_back(
+          {forward ? PassKind::kForward : PassKind::kBackward, pass.micro_batch, start_us, end_us, pass.chunk});
+    }
     ++next_[index(s)];
     if (!input_.blocking_send || !sends_after(s, pass)) return 0.0;
     const double transfer_us = forward ? input_.p2p_forward_us[index(vs)] : input_.p2p_backward_us[index(vs) - 1];
@@ -172,9 +177,9 @@ class PipelineState {
   void extend_makespan(double time_us) { result_.makespan_us = std::max(result_.makespan_us, time_us); }
 
   // Whether a pass sends its result on: forwards but the last virtual stage's, backwards but the first's.
-  bool sends_after(int s, const TimelineEntry& pass) const {
+  bool sends_after(int s, const PipelinePass& pass) const {
     const int vs = virtual_stage(s, pass);
-    return pass.kind == PassKind::kForward ? vs < pp_ * v_ - 1 : vs > 0;
+    return pass.kind == PipelinePassKind::kForward ? vs < pp_ * v_ - 1 : vs > 0;
   }
 
   // Idle time per stage and the bubble, from the makespan, busy and send times.
@@ -190,12 +195,12 @@ class PipelineState {
 
  private:
   static std::size_t index(int s) { return static_cast<std::size_t>(s); }
-  int virtual_stage(int rank, const TimelineEntry& pass) const { return pass.chunk * pp_ + rank; }
+  int virtual_stage(int rank, const PipelinePass& pass) const { return pass.chunk * pp_ + rank; }
   std::size_t cell(int vs, int i) const { return index(vs) * static_cast<std::size_t>(m_) + static_cast<std::size_t>(i); }
 
   const ScheduleInput& input_;
   int v_, pp_, m_;
-  std::vector<std::vector<TimelineEntry>> orders_;
+  std::vector<std::vector<PipelinePass>> orders_;
   std::vector<double> forward_end_us_, backward_end_us_;
   std::vector<std::size_t> next_;  // per stage: index of its next pass in its order
   ScheduleResult result_;
