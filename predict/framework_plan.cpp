@@ -144,10 +144,7 @@ std::vector<PlanEntry> plan_framework(const PlanOptions& options, const framewor
       }
     }
   }
-  std::stable_sort(entries.begin(), entries.end(), [](const PlanEntry& a, const PlanEntry& b) {
-    if (a.feasible != b.feasible) return a.feasible;
-    return a.iteration_us < b.iteration_us;
-  });
+  rank_plan_entries(entries);
   return entries;
 }
 

@@ -93,6 +93,13 @@ std::vector<TrainingTechniques> modelled_recipes() {
   return recipes;
 }
 
+void rank_plan_entries(std::vector<PlanEntry>& entries) {
+  std::stable_sort(entries.begin(), entries.end(), [](const PlanEntry& a, const PlanEntry& b) {
+    if (a.feasible != b.feasible) return a.feasible;
+    return a.iteration_us < b.iteration_us;
+  });
+}
+
 std::vector<PlanEntry> plan(const FittedModel& model, const PlanOptions& options) {
   if (options.gpus < 1) throw UserError("plan: the number of GPUs must be positive");
   if (options.global_batch < 1 || options.seq_len < 1) throw UserError("plan: global batch and sequence length must be positive");
@@ -126,10 +133,7 @@ std::vector<PlanEntry> plan(const FittedModel& model, const PlanOptions& options
       }
     }
   }
-  std::stable_sort(entries.begin(), entries.end(), [](const PlanEntry& a, const PlanEntry& b) {
-    if (a.feasible != b.feasible) return a.feasible;
-    return a.iteration_us < b.iteration_us;
-  });
+  rank_plan_entries(entries);
   return entries;
 }
 
