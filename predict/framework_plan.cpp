@@ -5,6 +5,7 @@
 
 #include "common/errors.hpp"
 #include "common/job.hpp"
+#include "common/training_techniques.hpp"
 #include "predict/framework/megatron_memory.hpp"
 #include "predict/throughput.hpp"
 
@@ -49,16 +50,9 @@ std::string framework_switches(const framework::FrameworkRecipe& recipe) {
 }
 
 std::vector<TrainingTechniques> megatron_recipes() {
-  std::vector<TrainingTechniques> recipes;
-  for (Recompute recompute : {Recompute::kNone, Recompute::kSelective, Recompute::kFull}) {
-    TrainingTechniques t;
-    t.sequence_parallel = true;
-    t.vocab_parallel = true;
-    t.distributed_optimizer = true;
-    t.overlap_gradient_reduction = true;
-    t.overlap_parameter_gather = true;
-    t.recompute = recompute;
-    recipes.push_back(t);
+  std::vector<TrainingTechniques> recipes;  // in the recipe text of --recipes (common/training_techniques.hpp)
+  for (const char* text : {"sp+vp+dopt+ovl+opg", "sp+vp+dopt+rc-sel+ovl+opg", "sp+vp+dopt+rc-full+ovl+opg"}) {
+    recipes.push_back(parse_recipe_text(text));
   }
   return recipes;
 }
