@@ -12,11 +12,13 @@
 
 #include "common/errors.hpp"
 #include "predict/schedule/schedule.hpp"
+#include "tests/predict/fixtures.hpp"
 
 namespace itertime::predict {
 namespace {
 
 using Kind = PassKind;
+using fixtures::user_error_of;
 
 void expect_entry(const TimelineEntry& e, Kind kind, int micro_batch, double start_us, double end_us) {
   EXPECT_EQ(e.kind, kind) << to_string(e.kind) << e.micro_batch;
@@ -307,7 +309,10 @@ TEST(Schedule, OverlappedReductionExposesOnlyWhatOutlastsTheTimeline) {
   EXPECT_DOUBLE_EQ(exposed_reduction_us({{0.25, 1.0}, {0.5, 1.0}}, 8.0, 16.0, 17.0), 0.0);
   EXPECT_DOUBLE_EQ(exposed_reduction_us({{0.0, 10.0}, {0.5, 1.0}}, 8.0, 16.0, 17.0), 2.0);
   EXPECT_DOUBLE_EQ(exposed_reduction_us({}, 8.0, 16.0, 17.0), 0.0);
-  EXPECT_THROW(exposed_reduction_us({{1.5, 1.0}}, 8.0, 16.0, 17.0), UserError);
+  EXPECT_EQ(user_error_of([] {
+              exposed_reduction_us({{1.5, 1.0}}, 8.0, 16.0, 17.0);
+            }),
+            "overlapped reduction: bucket 0 completes after a fraction 1.500000 of the backward; it must lie in [0, 1]");
   EXPECT_THROW(exposed_reduction_us({{0.5, -1.0}}, 8.0, 16.0, 17.0), UserError);
   EXPECT_THROW(exposed_reduction_us({{0.5, 1.0}}, 8.0, 7.0, 17.0), UserError);
 }
@@ -329,7 +334,11 @@ TEST(Schedule, OverlappedParameterGatherDelaysTheFirstForwardByItsLargestWait) {
   EXPECT_DOUBLE_EQ(exposed_parameter_gather_us({{0.0, 2.0}, {0.5, 2.0}}, -3.0, 0.0, 8.0), 0.0);
   EXPECT_DOUBLE_EQ(exposed_parameter_gather_us({{0.0, 6.0}, {0.75, 1.0}}, 0.0, 0.0, 8.0), 6.0);
   EXPECT_DOUBLE_EQ(exposed_parameter_gather_us({}, 5.0, 0.0, 8.0), 0.0);
-  EXPECT_THROW(exposed_parameter_gather_us({{1.5, 1.0}}, 0.0, 0.0, 8.0), UserError);
+  EXPECT_EQ(user_error_of([] {
+              exposed_parameter_gather_us({{0.0, 1.0}, {1.5, 1.0}}, 0.0, 0.0, 8.0);
+            }),
+            "overlapped parameter gather: bucket 1's first parameter lies after a fraction 1.500000 of the parameters; it "
+            "must lie in [0, 1]");
   EXPECT_THROW(exposed_parameter_gather_us({{-0.5, 1.0}}, 0.0, 0.0, 8.0), UserError);
   EXPECT_THROW(exposed_parameter_gather_us({{0.5, -1.0}}, 0.0, 0.0, 8.0), UserError);
   EXPECT_THROW(exposed_parameter_gather_us({{0.5, 1.0}}, 0.0, 0.0, -8.0), UserError);
