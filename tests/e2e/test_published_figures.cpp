@@ -159,6 +159,8 @@ TEST(PublishedFigures, BadRowsAreRefusedNamingRowAndField) {
 
 TEST(PublishedFigures, BadFilesAreRefused) {
   EXPECT_NE(refusal("{"), "");
+  // A number JSON cannot hold is refused as text that is not JSON (it escaped as json::out_of_range).
+  EXPECT_NE(refusal(R"({"rows": [1e999]})").find("bad.json: not valid JSON"), std::string::npos);
   EXPECT_NE(refusal("[]").find("bad.json"), std::string::npos);
   json doc = json::parse(file_with(good_row()));
   doc["rows"] = json::array();
