@@ -15,6 +15,7 @@
 #include "common/errors.hpp"
 #include "common/input_file.hpp"
 #include "common/json_excerpt.hpp"
+#include "common/json_fields.hpp"
 
 #ifndef ITERTIME_DEFAULT_HARDWARE_DIR
 #define ITERTIME_DEFAULT_HARDWARE_DIR "data/hardware"
@@ -77,23 +78,9 @@ const char* quantity_name(Quantity quantity) {
 }
 
 // Reads one file, remembers its name for errors and the sources of its figures.
-class Reader {
+class Reader : public JsonFieldReader {
  public:
-  Reader(std::string source, HardwareSpec& spec) : source_(std::move(source)), spec_(spec) {}
-
-  [[noreturn]] void fail(const std::string& field, const std::string& problem) const {
-    throw UserError(source_ + ": field '" + field + "': " + problem);
-  }
-
-  // Refuses keys of `object` that are not in `known`.
-  void only_known(const json& object, const std::string& where, const std::set<std::string>& known) const {
-    for (const auto& item : object.items()) {
-      if (known.count(item.key()) != 0) continue;
-      std::string list;
-      for (const auto& key : known) list += (list.empty() ? "" : ", ") + key;
-      fail(where.empty() ? item.key() : where + "." + item.key(), "unknown field (known here: " + list + ")");
-    }
-  }
+  Reader(std::string source, HardwareSpec& spec) : JsonFieldReader(std::move(source)), spec_(spec) {}
 
   const json& member(const json& object, const std::string& key, const std::string& path) const {
     if (!object.contains(key)) fail(path, "missing (write null with a \"reason\" when the device lacks it)");
@@ -192,7 +179,6 @@ class Reader {
   }
 
  private:
-  std::string source_;
   HardwareSpec& spec_;
 };
 
@@ -242,12 +228,7 @@ std::optional<double> HardwareSpec::peak(ComputeDType dtype) const {
 }
 
 HardwareSpec parse_hardware_spec(const std::string& json_text, const std::string& source) {
-  json doc;
-  try {
-    doc = json::parse(json_text);
-  } catch (const json::exception& error) {  // parse_error, and out_of_range for numbers like 1e999
-    throw UserError(source + ": not valid JSON (" + error.what() + ")");
-  }
+  const json doc = parse_json_text(json_text, source);
   if (!doc.is_object()) throw UserError(source + ": must hold one JSON object, got " + std::string(doc.type_name()));
 
   HardwareSpec spec;

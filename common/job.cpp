@@ -13,6 +13,7 @@
 #include "common/errors.hpp"
 #include "common/input_file.hpp"
 #include "common/json_excerpt.hpp"
+#include "common/json_fields.hpp"
 
 namespace itertime {
 namespace {
@@ -324,12 +325,7 @@ void parse_top_level(const json& root, const std::string& path, Job& job) {
 }  // namespace
 
 Job parse_job(const std::string& json_text, const std::string& path) {
-  json root;
-  try {
-    root = json::parse(json_text);
-  } catch (const json::exception& error) {  // parse_error, and out_of_range for numbers like 1e999
-    throw UserError(path + ": not valid JSON (" + std::string(error.what()) + "); see docs/jobs.md for the job format");
-  }
+  const json root = parse_json_text(json_text, path, "; see docs/jobs.md for the job format");
   if (!root.is_object()) throw UserError(path + ": a job is a JSON object; see docs/jobs.md");
   reject_unknown(root,
                  {"name", "model", "backend", "seed", "groundtruth", "configs", "sweep", "comm", "ranks", "compute_threads",

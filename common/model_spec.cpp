@@ -9,6 +9,7 @@
 #include "common/errors.hpp"
 #include "common/input_file.hpp"
 #include "common/json_excerpt.hpp"
+#include "common/json_fields.hpp"
 
 namespace itertime {
 namespace {
@@ -80,12 +81,7 @@ std::vector<int> LlamaSpec::legal_pp_degrees() const {
 }
 
 LlamaSpec parse_llama_config(const std::string& json_text, const std::string& source) {
-  json config;
-  try {
-    config = json::parse(json_text);
-  } catch (const json::exception& error) {  // parse_error, and out_of_range for numbers like 1e999
-    throw UserError(source + ": not valid JSON (" + std::string(error.what()) + "); expected a Hugging Face config.json");
-  }
+  const json config = parse_json_text(json_text, source, "; expected a Hugging Face config.json");
   if (!config.is_object()) throw UserError(source + ": expected a JSON object (a Hugging Face config.json)");
   if (config.contains("model_type") && config.at("model_type").is_string() &&
       config.at("model_type").get<std::string>() != "llama") {

@@ -4,7 +4,7 @@
 #include <algorithm>
 
 #include "common/errors.hpp"
-#include "common/job.hpp"
+#include "common/training_techniques.hpp"
 #include "predict/framework/megatron_memory.hpp"
 #include "predict/throughput.hpp"
 
@@ -49,16 +49,9 @@ std::string framework_switches(const framework::FrameworkRecipe& recipe) {
 }
 
 std::vector<TrainingTechniques> megatron_recipes() {
-  std::vector<TrainingTechniques> recipes;
-  for (Recompute recompute : {Recompute::kNone, Recompute::kSelective, Recompute::kFull}) {
-    TrainingTechniques t;
-    t.sequence_parallel = true;
-    t.vocab_parallel = true;
-    t.distributed_optimizer = true;
-    t.overlap_gradient_reduction = true;
-    t.overlap_parameter_gather = true;
-    t.recompute = recompute;
-    recipes.push_back(t);
+  std::vector<TrainingTechniques> recipes;  // in the recipe text of --recipes (common/training_techniques.hpp)
+  for (const char* text : {"sp+vp+dopt+ovl+opg", "sp+vp+dopt+rc-sel+ovl+opg", "sp+vp+dopt+rc-full+ovl+opg"}) {
+    recipes.push_back(parse_recipe_text(text));
   }
   return recipes;
 }
@@ -96,58 +89,46 @@ PlanEntry framework_entry(const PlanOptions& options, const framework::Framework
 
 std::vector<PlanEntry> plan_framework(const PlanOptions& options, const framework::FrameworkTarget& target,
                                       const FrameworkPlanSpace& space) {
-  if (options.gpus < 1) throw UserError("plan: the number of GPUs must be positive");
-  if (options.global_batch < 1 || options.seq_len < 1) throw UserError("plan: global batch and sequence length must be positive");
+  const std::vector<ParallelConfig> layouts = plan_layouts(options);
   const framework::TransformerShape shape = framework::shape_of(options.model);
   framework::FrameworkPassCache cache;  // candidates that differ in dp, pp or vp share their passes' times
   std::vector<PlanEntry> entries;
-  for (const auto& [cp, layout] : factorizations(options.gpus, options.context_parallel)) {
-    for (int micro_batch : options.micro_batches) {
-      for (int vp : options.virtual_stages) {
-        if (vp > 1 && layout.pp() == 1) continue;
-        ParallelConfig config{layout.dp(), layout.tp(), layout.pp(), micro_batch, options.global_batch, options.seq_len};
-        config.cp = cp;
-        config.vp = vp;
-        if (!framework::layout_violations(shape, config).empty()) continue;  // illegal layouts are not listed
-        for (PrecisionName precision : options.precisions) {
-          const bool fp8 = precision == PrecisionName::kFp8;
-          if (fp8 && !target.hardware.peak(ComputeDType::kFp8)) continue;
-          if (precision != PrecisionName::kAmpBf16 && precision != PrecisionName::kAmpFp16 && !fp8) continue;
-          const std::vector<framework::Fp8Recipe> scalings =
-              fp8 ? space.fp8_recipes : std::vector<framework::Fp8Recipe>{framework::Fp8Recipe::kDelayed};
-          std::vector<std::string> seen;  // recipes that collapse to one at this layout are listed once
-          for (TrainingTechniques techniques : options.recipes) {
-            if (config.tp == 1 && (techniques.sequence_parallel || techniques.vocab_parallel)) {
-              if (techniques.sequence_parallel != techniques.vocab_parallel) continue;  // listed once, as plain TP
-              techniques.sequence_parallel = techniques.vocab_parallel = false;
-            }
-            techniques = at_dp(techniques, config.reduction_ranks());
-            const std::string text = recipe_text(techniques);
-            if (std::find(seen.begin(), seen.end(), text) != seen.end()) continue;
-            seen.push_back(text);
-            for (framework::Fp8Recipe scaling : scalings) {
-              for (bool fp8_params : fp8 ? space.fp8_param_gather : std::vector<bool>{false}) {
-                for (bool overlap : space.tp_comm_overlap) {
-                  if (overlap && !(techniques.sequence_parallel && config.tp > 1)) continue;
-                  framework::FrameworkRecipe recipe;
-                  recipe.precision = precision;
-                  recipe.fp8_recipe = scaling;
-                  recipe.fp8_param_gather = fp8_params;
-                  recipe.techniques = techniques;
-                  recipe.tp_comm_overlap = overlap;
-                  entries.push_back(framework_entry(options, target, shape, config, recipe, cache));
-                }
-              }
+  for (const ParallelConfig& config : layouts) {
+    if (!framework::layout_violations(shape, config).empty()) continue;  // illegal layouts are not listed
+    for (PrecisionName precision : options.precisions) {
+      const bool fp8 = precision == PrecisionName::kFp8;
+      if (fp8 && !target.hardware.peak(ComputeDType::kFp8)) continue;
+      if (precision != PrecisionName::kAmpBf16 && precision != PrecisionName::kAmpFp16 && !fp8) continue;
+      const std::vector<framework::Fp8Recipe> scalings =
+          fp8 ? space.fp8_recipes : std::vector<framework::Fp8Recipe>{framework::Fp8Recipe::kDelayed};
+      std::vector<std::string> seen;  // recipes that collapse to one at this layout are listed once
+      for (TrainingTechniques techniques : options.recipes) {
+        if (config.tp == 1 && (techniques.sequence_parallel || techniques.vocab_parallel)) {
+          if (techniques.sequence_parallel != techniques.vocab_parallel) continue;  // listed once, as plain TP
+          techniques.sequence_parallel = techniques.vocab_parallel = false;
+        }
+        techniques = at_dp(techniques, config.reduction_ranks());
+        const std::string text = recipe_text(techniques);
+        if (std::find(seen.begin(), seen.end(), text) != seen.end()) continue;
+        seen.push_back(text);
+        for (framework::Fp8Recipe scaling : scalings) {
+          for (bool fp8_params : fp8 ? space.fp8_param_gather : std::vector<bool>{false}) {
+            for (bool overlap : space.tp_comm_overlap) {
+              if (overlap && !(techniques.sequence_parallel && config.tp > 1)) continue;
+              framework::FrameworkRecipe recipe;
+              recipe.precision = precision;
+              recipe.fp8_recipe = scaling;
+              recipe.fp8_param_gather = fp8_params;
+              recipe.techniques = techniques;
+              recipe.tp_comm_overlap = overlap;
+              entries.push_back(framework_entry(options, target, shape, config, recipe, cache));
             }
           }
         }
       }
     }
   }
-  std::stable_sort(entries.begin(), entries.end(), [](const PlanEntry& a, const PlanEntry& b) {
-    if (a.feasible != b.feasible) return a.feasible;
-    return a.iteration_us < b.iteration_us;
-  });
+  rank_plan_entries(entries);
   return entries;
 }
 

@@ -59,17 +59,6 @@ PlanEntry plan_entry(const FittedModel& model, const PlanOptions& options, Stage
   return entry;
 }
 
-// The (micro-batch, vp) pairs to try at pipeline depth pp: vp > 1 only with a pipeline.
-std::vector<std::pair<int, int>> micro_batch_and_vp(const PlanOptions& options, int pp) {
-  std::vector<std::pair<int, int>> out;
-  for (int micro_batch : options.micro_batches) {
-    for (int vp : options.virtual_stages) {
-      if (vp == 1 || pp > 1) out.emplace_back(micro_batch, vp);
-    }
-  }
-  return out;
-}
-
 }  // namespace
 
 std::vector<TrainingTechniques> modelled_recipes() {
@@ -93,43 +82,59 @@ std::vector<TrainingTechniques> modelled_recipes() {
   return recipes;
 }
 
-std::vector<PlanEntry> plan(const FittedModel& model, const PlanOptions& options) {
+std::vector<ParallelConfig> plan_layouts(const PlanOptions& options) {
   if (options.gpus < 1) throw UserError("plan: the number of GPUs must be positive");
   if (options.global_batch < 1 || options.seq_len < 1) throw UserError("plan: global batch and sequence length must be positive");
-  std::vector<PlanEntry> entries;
-  // Candidates share their built stages.
-  StageResolver resolver =
-      options.target != nullptr ? StageResolver(model, options.target) : StageResolver(model, StagePolicy::kTracedThenBuilt);
+  std::vector<ParallelConfig> layouts;
   for (const auto& [cp, layout] : factorizations(options.gpus, options.context_parallel)) {
-    for (const auto& [micro_batch, vp] : micro_batch_and_vp(options, layout.pp())) {
-      ParallelConfig config{layout.dp(), layout.tp(), layout.pp(), micro_batch, options.global_batch, options.seq_len};
-      config.cp = cp;
-      config.vp = vp;
-      if (!config.violations(options.model, options.gpus).empty()) continue;
-      for (PrecisionName precision : options.precisions) {
-        const PrecisionPolicy& policy = precision_policy(precision);
-        if (options.target != nullptr) {
-          const Backend backend = options.target->hardware.kind == DeviceKind::kGpu ? Backend::kCuda : Backend::kCpu;
-          if (policy.fp8_matmul) {
-            if (!options.target->hardware.peak(ComputeDType::kFp8)) continue;  // a device without fp8 math
-          } else if (!policy.supports(backend, BackendCapabilities{options.target->dialect == TorchDialect::kTorch2})) {
-            continue;
-          }
-        } else if (model.backend && !policy.supports(*model.backend, backend_capabilities(model))) {
-          continue;  // the calibrated backend cannot run this policy
-        }
-        for (const TrainingTechniques& techniques : options.recipes) {
-          if (config.tp == 1 && (techniques.sequence_parallel || techniques.vocab_parallel)) continue;  // = without them
-          if (config.reduction_ranks() == 1 && techniques.overlap_gradient_reduction) continue;         // = without it (opg too)
-          entries.push_back(plan_entry(model, options, resolver, config, precision, techniques));
-        }
+    for (int micro_batch : options.micro_batches) {
+      for (int vp : options.virtual_stages) {
+        if (vp > 1 && layout.pp() == 1) continue;  // interleaving needs a pipeline
+        ParallelConfig config{layout.dp(), layout.tp(), layout.pp(), micro_batch, options.global_batch, options.seq_len};
+        config.cp = cp;
+        config.vp = vp;
+        layouts.push_back(config);
       }
     }
   }
+  return layouts;
+}
+
+void rank_plan_entries(std::vector<PlanEntry>& entries) {
   std::stable_sort(entries.begin(), entries.end(), [](const PlanEntry& a, const PlanEntry& b) {
     if (a.feasible != b.feasible) return a.feasible;
     return a.iteration_us < b.iteration_us;
   });
+}
+
+std::vector<PlanEntry> plan(const FittedModel& model, const PlanOptions& options) {
+  const std::vector<ParallelConfig> layouts = plan_layouts(options);
+  std::vector<PlanEntry> entries;
+  // Candidates share their built stages.
+  StageResolver resolver =
+      options.target != nullptr ? StageResolver(model, options.target) : StageResolver(model, StagePolicy::kTracedThenBuilt);
+  for (const ParallelConfig& config : layouts) {
+    if (!config.violations(options.model, options.gpus).empty()) continue;
+    for (PrecisionName precision : options.precisions) {
+      const PrecisionPolicy& policy = precision_policy(precision);
+      if (options.target != nullptr) {
+        const Backend backend = options.target->hardware.kind == DeviceKind::kGpu ? Backend::kCuda : Backend::kCpu;
+        if (policy.fp8_matmul) {
+          if (!options.target->hardware.peak(ComputeDType::kFp8)) continue;  // a device without fp8 math
+        } else if (!policy.supports(backend, BackendCapabilities{options.target->dialect == TorchDialect::kTorch2})) {
+          continue;
+        }
+      } else if (model.backend && !policy.supports(*model.backend, backend_capabilities(model))) {
+        continue;  // the calibrated backend cannot run this policy
+      }
+      for (const TrainingTechniques& techniques : options.recipes) {
+        if (config.tp == 1 && (techniques.sequence_parallel || techniques.vocab_parallel)) continue;  // = without them
+        if (config.reduction_ranks() == 1 && techniques.overlap_gradient_reduction) continue;         // = without it (opg too)
+        entries.push_back(plan_entry(model, options, resolver, config, precision, techniques));
+      }
+    }
+  }
+  rank_plan_entries(entries);
   return entries;
 }
 

@@ -66,6 +66,17 @@ struct PlanEntry {
 
 std::vector<PlanEntry> plan(const FittedModel& model, const PlanOptions& options);
 
+// The layouts a plan considers, in candidate order: for each cp given that divides gpus, each (dp, tp, pp)
+// with dp*cp*tp*pp == gpus (common/job.hpp factorizations), each micro-batch given, each vp given (> 1 only
+// where pp > 1); legal or not: plan() and plan_framework() (framework_plan.hpp) each apply their own rules.
+// Throws UserError where gpus, the global batch or the sequence length is not positive.
+std::vector<ParallelConfig> plan_layouts(const PlanOptions& options);
+
+// Orders a plan's entries as plan() returns them (the invariant above): the feasible ones fastest first,
+// then the infeasible ones in candidate order (a stable sort). plan_framework (framework_plan.hpp) ranks
+// with it too.
+void rank_plan_entries(std::vector<PlanEntry>& entries);
+
 // Every recipe the predictor models (predictor.hpp): sequence parallelism, the vocabulary-parallel head and
 // the distributed optimizer on or off, recompute none, selective or full, overlapped reduction (default
 // buckets) on or off, and with both the distributed optimizer and overlapped reduction, overlapped

@@ -9,6 +9,7 @@
 #include "common/errors.hpp"
 #include "common/input_file.hpp"
 #include "common/json_excerpt.hpp"
+#include "common/json_fields.hpp"
 #include "common/precision.hpp"
 #include "common/training_techniques.hpp"
 
@@ -34,24 +35,9 @@ constexpr UnitText kUnits[] = {
 };
 
 // Reads one file; every failure names the file, the row and the field.
-class Reader {
+class Reader : public JsonFieldReader {
  public:
-  explicit Reader(std::string source) : source_(std::move(source)) {}
-
-  void at_row(const std::string& row) { row_ = row; }
-
-  [[noreturn]] void fail(const std::string& field, const std::string& problem) const {
-    throw UserError(source_ + ": " + (row_.empty() ? "" : row_ + ": ") + "field '" + field + "': " + problem);
-  }
-
-  void only_known(const json& object, const std::string& where, const std::set<std::string>& known) const {
-    for (const auto& item : object.items()) {
-      if (known.count(item.key()) != 0) continue;
-      std::string list;
-      for (const auto& key : known) list += (list.empty() ? "" : ", ") + key;
-      fail(where.empty() ? item.key() : where + "." + item.key(), "unknown field (known here: " + list + ")");
-    }
-  }
+  explicit Reader(std::string source) : JsonFieldReader(std::move(source)) {}
 
   const json& object(const json& parent, const std::string& key, const std::string& path) const {
     if (!parent.contains(key)) fail(path, "missing");
@@ -108,10 +94,6 @@ class Reader {
     for (const auto& c : choices) list += (list.empty() ? "" : ", ") + c;
     fail(path, "'" + value + "' is not one of " + list);
   }
-
- private:
-  std::string source_;
-  std::string row_;
 };
 
 fw::TransformerShape read_model(const Reader& r, const json& row) {
@@ -277,12 +259,7 @@ std::string to_string(MeasuredUnit unit) {
 std::string to_string(FlopFormula formula) { return formula == FlopFormula::kNarayanan2021 ? "narayanan2021" : ""; }
 
 PublishedSource parse_published_figures(const std::string& json_text, const std::string& source_name) {
-  json doc;
-  try {
-    doc = json::parse(json_text);
-  } catch (const json::parse_error& error) {
-    throw UserError(source_name + ": not valid JSON (" + std::string(error.what()) + ")");
-  }
+  const json doc = parse_json_text(json_text, source_name);
   Reader r(source_name);
   if (!doc.is_object()) r.fail("", "the file must hold an object {\"source\": ..., \"rows\": [...]}");
   r.only_known(doc, "", {"source", "rows"});

@@ -39,6 +39,7 @@
 #include "common/errors.hpp"
 #include "common/input_file.hpp"
 #include "common/json_excerpt.hpp"
+#include "common/json_fields.hpp"
 
 #ifndef ITERTIME_DEFAULT_KERNELS_DIR
 #define ITERTIME_DEFAULT_KERNELS_DIR "data/kernels"
@@ -72,22 +73,9 @@ std::string units_of(Quantity quantity) {
 }
 
 // Reads one file; every mistake is one UserError naming the file and the field.
-class Reader {
+class Reader : public JsonFieldReader {
  public:
-  Reader(std::string path, GpuKernelFigures& figures) : path_(std::move(path)), figures_(figures) {}
-
-  [[noreturn]] void fail(const std::string& field, const std::string& problem) const {
-    throw UserError(path_ + ": field '" + field + "': " + problem);
-  }
-
-  void only_known(const json& object, const std::string& where, const std::set<std::string>& known) const {
-    for (const auto& item : object.items()) {
-      if (known.count(item.key()) != 0) continue;
-      std::string list;
-      for (const auto& key : known) list += (list.empty() ? "" : ", ") + key;
-      fail(where.empty() ? item.key() : where + "." + item.key(), "unknown field (known here: " + list + ")");
-    }
-  }
+  Reader(std::string path, GpuKernelFigures& figures) : JsonFieldReader(std::move(path)), figures_(figures) {}
 
   const json& member(const json& object, const std::string& key, const std::string& path) const {
     if (!object.is_object() || !object.contains(key)) fail(path, "missing");
@@ -151,7 +139,6 @@ class Reader {
   }
 
  private:
-  std::string path_;
   GpuKernelFigures& figures_;
 };
 
@@ -162,6 +149,29 @@ double peak_or_fail(const Reader& reader, const HardwareSpec& hardware, ComputeD
                            " peak, so it has no " + to_string(dtype) + " kernels");
   }
   return *peak;
+}
+
+// The dtype `name` names (a section's key, a "same_as"); else fails at `field` with `problem`.
+ComputeDType dtype_or_fail(const Reader& reader, const std::string& name, const std::string& field, const std::string& problem) {
+  try {
+    return parse_compute_dtype(name);
+  } catch (const UserError&) {
+    reader.fail(field, problem);
+  }
+}
+
+// A table given as another dtype's ("same_as"): checked, its source recorded and the alias noted in
+// `aliases` (resolved once every measured table is read); false for a measured table, left to the caller.
+bool read_same_as(Reader& reader, const json& table, const std::string& field, ComputeDType dtype,
+                  std::map<ComputeDType, std::string>& aliases) {
+  if (!table.contains("same_as")) return false;
+  reader.only_known(table, field, {"same_as", "derived", "rule", "source"});
+  if (!table.contains("derived") || !table.at("derived").is_boolean() || !table.at("derived").get<bool>()) {
+    reader.fail(field + ".derived", "a \"same_as\" table is derived: write \"derived\": true and its \"rule\"");
+  }
+  reader.record_source(table, field);
+  aliases[dtype] = reader.text(table, "same_as", field + ".same_as");
+  return true;
 }
 
 // Throughput interpolated in log(FLOPs) over measured points (sorted by FLOPs, equal FLOPs merged to
@@ -283,24 +293,11 @@ void read_gemm(Reader& reader, const json& doc, const HardwareSpec& hardware, Gp
   std::map<ComputeDType, double> max_achievable;
   for (const auto& item : section.items()) {
     const std::string field = "gemm." + item.key();
-    ComputeDType dtype;
-    try {
-      dtype = parse_compute_dtype(item.key());
-    } catch (const UserError&) {
-      reader.fail(field, "not a dtype (fp32, tf32, bf16, fp16, fp8)");
-    }
+    const ComputeDType dtype = dtype_or_fail(reader, item.key(), field, "not a dtype (fp32, tf32, bf16, fp16, fp8)");
     const double peak = peak_or_fail(reader, hardware, dtype, field);
     const json& table = item.value();
     if (!table.is_object()) reader.fail(field, "must be an object");
-    if (table.contains("same_as")) {
-      reader.only_known(table, field, {"same_as", "derived", "rule", "source"});
-      if (!table.contains("derived") || !table.at("derived").is_boolean() || !table.at("derived").get<bool>()) {
-        reader.fail(field + ".derived", "a \"same_as\" table is derived: write \"derived\": true and its \"rule\"");
-      }
-      reader.record_source(table, field);
-      aliases[dtype] = reader.text(table, "same_as", field + ".same_as");
-      continue;
-    }
+    if (read_same_as(reader, table, field, dtype, aliases)) continue;
     reader.only_known(table, field, {"unit", "source", "derived", "rule", "shapes", "max_achievable"});
     reader.record_source(table, field);
     const double factor = reader.unit(table, field, Quantity::kFlops).factor;
@@ -333,12 +330,7 @@ void read_gemm(Reader& reader, const json& doc, const HardwareSpec& hardware, Gp
   }
   for (const auto& [dtype, target_name] : aliases) {
     const std::string field = "gemm." + to_string(dtype) + ".same_as";
-    ComputeDType target;
-    try {
-      target = parse_compute_dtype(target_name);
-    } catch (const UserError&) {
-      reader.fail(field, "'" + target_name + "' is not a dtype");
-    }
+    const ComputeDType target = dtype_or_fail(reader, target_name, field, "'" + target_name + "' is not a dtype");
     if (figures.gemm_lattice.count(target) == 0) reader.fail(field, "'" + target_name + "' has no measured table in this file");
     figures.gemm[dtype] = figures.gemm[target];
     GpuKernelFigures::GemmLattice lattice = figures.gemm_lattice[target];
@@ -355,25 +347,12 @@ void read_attention(Reader& reader, const json& doc, const HardwareSpec& hardwar
   std::map<ComputeDType, std::string> aliases;
   for (const auto& item : section.items()) {
     const std::string field = "attention." + item.key();
-    ComputeDType dtype;
-    try {
-      dtype = parse_compute_dtype(item.key());
-    } catch (const UserError&) {
-      reader.fail(field, "not a dtype (fp32, tf32, bf16, fp16, fp8)");
-    }
+    const ComputeDType dtype = dtype_or_fail(reader, item.key(), field, "not a dtype (fp32, tf32, bf16, fp16, fp8)");
     const double peak = peak_or_fail(reader, hardware, dtype, field);
     figures.attention_peak_flops_per_s[dtype] = peak;
     const json& block = item.value();
     if (!block.is_object()) reader.fail(field, "must be an object");
-    if (block.contains("same_as")) {
-      reader.only_known(block, field, {"same_as", "derived", "rule", "source"});
-      if (!block.contains("derived") || !block.at("derived").is_boolean() || !block.at("derived").get<bool>()) {
-        reader.fail(field + ".derived", "a \"same_as\" table is derived: write \"derived\": true and its \"rule\"");
-      }
-      reader.record_source(block, field);
-      aliases[dtype] = reader.text(block, "same_as", field + ".same_as");
-      continue;
-    }
+    if (read_same_as(reader, block, field, dtype, aliases)) continue;
     reader.only_known(block, field, {"kernel", "unit", "tables"});
     figures.sources[field + ".kernel"] = reader.text(block, "kernel", field + ".kernel");
     const double factor = reader.unit(block, field, Quantity::kFlops).factor;
@@ -420,12 +399,7 @@ void read_attention(Reader& reader, const json& doc, const HardwareSpec& hardwar
   }
   for (const auto& [dtype, target_name] : aliases) {
     const std::string field = "attention." + to_string(dtype) + ".same_as";
-    ComputeDType target;
-    try {
-      target = parse_compute_dtype(target_name);
-    } catch (const UserError&) {
-      reader.fail(field, "'" + target_name + "' is not a dtype");
-    }
+    const ComputeDType target = dtype_or_fail(reader, target_name, field, "'" + target_name + "' is not a dtype");
     if (aliases.count(target) != 0 || figures.attention.count(target) == 0) {
       reader.fail(field, "'" + target_name + "' has no measured tables in this file");
     }
@@ -554,12 +528,7 @@ GpuKernelFigures load_gpu_kernel_figures(const HardwareSpec& hardware, const std
                     "; GPUs with figures: " + known_gpus(dir) + " (docs/kernels.md)");
   }
   const std::string text = read_input_file(path, {"no such file", "is a directory, not kernel figures", "cannot be read"});
-  json doc;
-  try {
-    doc = json::parse(text);
-  } catch (const json::exception& e) {
-    throw UserError(path + ": not valid JSON (" + e.what() + ")");
-  }
+  const json doc = parse_json_text(text, path);
   if (!doc.is_object()) throw UserError(path + ": must hold one JSON object");
   GpuKernelFigures figures;
   figures.path = path;

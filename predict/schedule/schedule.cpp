@@ -22,6 +22,15 @@ void require_time(double value_us, const std::string& what) {
   }
 }
 
+// A bucket's place in its pass, a fraction in [0, 1]; else "<technique>: bucket <k><where> a fraction <x> of
+// <of_what>; it must lie in [0, 1]".
+void require_fraction(double fraction, const char* technique, std::size_t k, const char* where, const char* of_what) {
+  if (!(fraction >= 0.0 && fraction <= 1.0)) {
+    throw UserError(std::string(technique) + ": bucket " + std::to_string(k) + where + " a fraction " + std::to_string(fraction) +
+                    " of " + of_what + "; it must lie in [0, 1]");
+  }
+}
+
 // Every user-facing check of a ScheduleInput (UserError), and the p2p vector sizes (ITERTIME_CHECK).
 void require_valid(const ScheduleInput& input) {
   const int pp = static_cast<int>(input.stages.size());  // virtual stages
@@ -419,10 +428,7 @@ double exposed_reduction_us(const std::vector<ChunkReduction>& chunks, double ti
     const double backward_us = chunk.backward_end_us - chunk.backward_start_us;
     for (std::size_t k = 0; k < chunk.buckets.size(); ++k) {
       const BucketReduction& bucket = chunk.buckets[k];
-      if (!(bucket.ready_fraction >= 0.0 && bucket.ready_fraction <= 1.0)) {
-        throw UserError("overlapped reduction: bucket " + std::to_string(k) + " completes after a fraction " +
-                        std::to_string(bucket.ready_fraction) + " of the backward; it must lie in [0, 1]");
-      }
+      require_fraction(bucket.ready_fraction, "overlapped reduction", k, " completes after", "the backward");
       require_time(bucket.time_us, "bucket " + std::to_string(k) + "'s all-reduce");
       ready.emplace_back(chunk.backward_start_us + bucket.ready_fraction * backward_us, bucket.time_us);
     }
@@ -452,10 +458,8 @@ double exposed_parameter_gather_us(const std::vector<ChunkGathers>& chunks, doub
     require_time(chunk.forward_us, "the first forward");
     for (std::size_t k = 0; k < chunk.buckets.size(); ++k) {
       const BucketGather& bucket = chunk.buckets[k];
-      if (!(bucket.before_fraction >= 0.0 && bucket.before_fraction <= 1.0)) {
-        throw UserError("overlapped parameter gather: bucket " + std::to_string(k) + "'s first parameter lies after a fraction " +
-                        std::to_string(bucket.before_fraction) + " of the parameters; it must lie in [0, 1]");
-      }
+      require_fraction(bucket.before_fraction, "overlapped parameter gather", k, "'s first parameter lies after",
+                       "the parameters");
       require_time(bucket.time_us, "bucket " + std::to_string(k) + "'s all-gather");
       chain_end_us += bucket.time_us;
       shift_us += std::max(0.0, chain_end_us - (chunk.forward_start_us + shift_us + chunk.forward_us * bucket.before_fraction));

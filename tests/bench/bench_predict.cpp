@@ -84,13 +84,14 @@ void BM_PredictLlama8B(benchmark::State& state) {
 // Arg 0: warm (the stage built by an earlier query of the same shape is reused); arg 1: cold.
 BENCHMARK(BM_PredictLlama8B)->ArgName("cold")->Arg(0)->Arg(1)->Unit(benchmark::kMicrosecond);
 
-// Times plan() once per iteration (each builds its stages from nothing, with its own resolver, as a
-// first plan does) and reports the candidates and how many of them fit and were predicted.
-void run_plans(benchmark::State& state, const predict::FittedModel& model, const predict::PlanOptions& options) {
+// Times a plan once per iteration (plan() builds its stages from nothing each time, with its own
+// resolver, as a first plan does) and reports the candidates and how many of them fit and were predicted.
+template <class MakePlan>
+void run_plans(benchmark::State& state, const MakePlan& make_plan) {
   std::size_t candidates = 0;
   std::size_t feasible = 0;
   for (auto _ : state) {
-    const auto entries = predict::plan(model, options);
+    const std::vector<predict::PlanEntry> entries = make_plan();
     candidates = entries.size();
     feasible = 0;
     for (const auto& e : entries) feasible += e.feasible ? 1 : 0;
@@ -116,7 +117,7 @@ void BM_PlanLlama405B(benchmark::State& state) {
   options.device_memory_bytes = 80.0 * (1ull << 30);
   if (state.range(0) != 0) options.recipes = predict::modelled_recipes();
   if (state.range(1) != 0) options.virtual_stages = {1, 2, 4, 8};
-  run_plans(state, *model, options);
+  run_plans(state, [&] { return predict::plan(*model, options); });
 }
 BENCHMARK(BM_PlanLlama405B)
     ->ArgNames({"recipes", "vp"})
@@ -144,7 +145,7 @@ void BM_PlanLlama405BDescribed(benchmark::State& state) {
   if (state.range(0) != 0) options.recipes = predict::modelled_recipes();
   if (state.range(1) != 0) options.virtual_stages = {1, 2, 4, 8};
   if (state.range(2) != 0) options.context_parallel = {1, 2};
-  run_plans(state, no_calibration, options);
+  run_plans(state, [&] { return predict::plan(no_calibration, options); });
 }
 BENCHMARK(BM_PlanLlama405BDescribed)
     ->ArgNames({"recipes", "vp", "cp"})
@@ -170,16 +171,7 @@ void BM_PlanLlama405BFramework(benchmark::State& state) {
   options.device_memory_bytes = static_cast<double>(target.hardware.memory_bytes);
   predict::FrameworkPlanSpace space;
   space.fp8_recipes = {predict::framework::Fp8Recipe::kDelayed, predict::framework::Fp8Recipe::kCurrent};
-  std::size_t candidates = 0, feasible = 0;
-  for (auto _ : state) {
-    const auto entries = predict::plan_framework(options, target, space);
-    candidates = entries.size();
-    feasible = 0;
-    for (const auto& e : entries) feasible += e.feasible ? 1 : 0;
-    benchmark::DoNotOptimize(entries.data());
-  }
-  state.counters["candidates"] = static_cast<double>(candidates);
-  state.counters["feasible"] = static_cast<double>(feasible);
+  run_plans(state, [&] { return predict::plan_framework(options, target, space); });
 }
 BENCHMARK(BM_PlanLlama405BFramework)->Unit(benchmark::kMillisecond)->Iterations(3);
 

@@ -60,6 +60,14 @@ void expect_refused(const json& row, const std::string& field) {
   EXPECT_EQ(message.find('\n'), std::string::npos) << message;
 }
 
+// good_row() with `edit` applied is refused, as expect_refused says.
+template <class Edit>
+void refused_after(const Edit& edit, const std::string& field) {
+  json row = good_row();
+  edit(row);
+  expect_refused(row, field);
+}
+
 TEST(PublishedFigures, GoodRowParses) {
   const PublishedSource source = parse_published_figures(file_with(good_row()), "good.json");
   ASSERT_EQ(source.rows.size(), 1u);
@@ -104,106 +112,55 @@ TEST(PublishedFigures, OtherUnitsConvert) {
 }
 
 TEST(PublishedFigures, BadRowsAreRefusedNamingRowAndField) {
-  json row = good_row();
-  row["layout"].erase("tp");
-  expect_refused(row, "layout.tp");
-
-  row = good_row();
-  row["gpus"] = 32;  // 4 x 2 x 2 x 1 = 16 ranks
-  expect_refused(row, "layout");
-
-  row = good_row();
-  row["layout"]["global_batch"] = 60;  // not a multiple of dp x micro-batch = 8
-  expect_refused(row, "layout.global_batch");
-
-  row = good_row();
-  row["layout"]["tp"] = 3;
-  row["gpus"] = 24;
-  expect_refused(row, "layout.tp");  // 16 heads
-
-  row = good_row();
-  row["layout"]["vp"] = 3;  // 8 layers over pp 2 x vp 3
-  expect_refused(row, "layout.vp");
-
-  row = good_row();
-  row["model"]["hidden"] = -1024;
-  expect_refused(row, "model.hidden");
-
-  row = good_row();
-  row["model"]["layers"] = 8.5;
-  expect_refused(row, "model.layers");
-
-  row = good_row();
-  row["model"]["mlp"] = "relu";
-  expect_refused(row, "model.mlp");
-
-  row = good_row();
-  row["model"]["kv_heads"] = 3;
-  expect_refused(row, "model.kv_heads");
-
-  row = good_row();
-  row["model"]["positions"] = "rotary";  // with learned_positions still there
-  expect_refused(row, "model.learned_positions");
-
-  row = good_row();
-  row["precision"] = "fp32";  // Megatron's framework model runs amp-bf16, amp-fp16 or fp8
-  expect_refused(row, "precision");
-
-  row = good_row();
-  row["techniques"].erase("recompute");
-  expect_refused(row, "techniques.recompute");
-
-  row = good_row();
-  row["techniques"].erase("attention");  // the stack's attention is stated, never a default
-  expect_refused(row, "techniques.attention");
-
-  row = good_row();
-  row["techniques"]["attention"] = "flash";
-  expect_refused(row, "techniques.attention");
-
-  row = good_row();
-  row["techniques"].erase("dropout");
-  expect_refused(row, "techniques.dropout");
-
-  row = good_row();
-  row["techniques"]["tp_comm_overlap"] = true;  // without sequence parallelism
-  expect_refused(row, "techniques.tp_comm_overlap");
-
-  row = good_row();
-  row["techniques"]["overlap_parameter_gather"] = true;  // without the distributed optimizer
-  expect_refused(row, "techniques.overlap_parameter_gather");
-
-  row = good_row();
-  row["techniques"]["fp8_param_gather"] = true;  // with amp-fp16
-  expect_refused(row, "techniques.fp8_param_gather");
-
-  row = good_row();
-  row["precision"] = "fp8";  // without its scaling recipe
-  expect_refused(row, "techniques.fp8_recipe");
-
-  row = good_row();
-  row["measured"].erase("flop_formula");  // a FLOP rate without the source's formula
-  expect_refused(row, "measured.flop_formula");
-
-  row = good_row();
-  row["measured"]["unit"] = "samples/s";
-  expect_refused(row, "measured.unit");
-
-  row = good_row();
-  row["measured"]["value"] = 0;
-  expect_refused(row, "measured.value");
-
-  row = good_row();
-  row["hardwar"] = "a100-sxm-80gb";  // a misspelt field is not ignored
-  expect_refused(row, "hardwar");
-
-  row = good_row();
-  row["fabric"] = {{"nics_per_node", 4}};  // without its source
-  expect_refused(row, "fabric.source");
+  refused_after([](json& r) { r["layout"].erase("tp"); }, "layout.tp");
+  // 4 x 2 x 2 x 1 = 16 ranks
+  refused_after([](json& r) { r["gpus"] = 32; }, "layout");
+  // not a multiple of dp x micro-batch = 8
+  refused_after([](json& r) { r["layout"]["global_batch"] = 60; }, "layout.global_batch");
+  // tp 3 does not divide the 16 heads
+  refused_after(
+      [](json& r) {
+        r["layout"]["tp"] = 3;
+        r["gpus"] = 24;
+      },
+      "layout.tp");
+  // 8 layers over pp 2 x vp 3
+  refused_after([](json& r) { r["layout"]["vp"] = 3; }, "layout.vp");
+  refused_after([](json& r) { r["model"]["hidden"] = -1024; }, "model.hidden");
+  refused_after([](json& r) { r["model"]["layers"] = 8.5; }, "model.layers");
+  refused_after([](json& r) { r["model"]["mlp"] = "relu"; }, "model.mlp");
+  refused_after([](json& r) { r["model"]["kv_heads"] = 3; }, "model.kv_heads");
+  // with learned_positions still there
+  refused_after([](json& r) { r["model"]["positions"] = "rotary"; }, "model.learned_positions");
+  // Megatron's framework model runs amp-bf16, amp-fp16 or fp8
+  refused_after([](json& r) { r["precision"] = "fp32"; }, "precision");
+  refused_after([](json& r) { r["techniques"].erase("recompute"); }, "techniques.recompute");
+  // the stack's attention is stated, never a default
+  refused_after([](json& r) { r["techniques"].erase("attention"); }, "techniques.attention");
+  refused_after([](json& r) { r["techniques"]["attention"] = "flash"; }, "techniques.attention");
+  refused_after([](json& r) { r["techniques"].erase("dropout"); }, "techniques.dropout");
+  // without sequence parallelism
+  refused_after([](json& r) { r["techniques"]["tp_comm_overlap"] = true; }, "techniques.tp_comm_overlap");
+  // without the distributed optimizer
+  refused_after([](json& r) { r["techniques"]["overlap_parameter_gather"] = true; }, "techniques.overlap_parameter_gather");
+  // with amp-fp16
+  refused_after([](json& r) { r["techniques"]["fp8_param_gather"] = true; }, "techniques.fp8_param_gather");
+  // without its scaling recipe
+  refused_after([](json& r) { r["precision"] = "fp8"; }, "techniques.fp8_recipe");
+  // a FLOP rate without the source's formula
+  refused_after([](json& r) { r["measured"].erase("flop_formula"); }, "measured.flop_formula");
+  refused_after([](json& r) { r["measured"]["unit"] = "samples/s"; }, "measured.unit");
+  refused_after([](json& r) { r["measured"]["value"] = 0; }, "measured.value");
+  // a misspelt field is not ignored
+  refused_after([](json& r) { r["hardwar"] = "a100-sxm-80gb"; }, "hardwar");
+  // without its source
+  refused_after([](json& r) { r["fabric"] = {{"nics_per_node", 4}}; }, "fabric.source");
 }
 
 TEST(PublishedFigures, BadFilesAreRefused) {
   EXPECT_NE(refusal("{"), "");
+  // A number JSON cannot hold is refused as text that is not JSON (it escaped as json::out_of_range).
+  EXPECT_NE(refusal(R"({"rows": [1e999]})").find("bad.json: not valid JSON"), std::string::npos);
   EXPECT_NE(refusal("[]").find("bad.json"), std::string::npos);
   json doc = json::parse(file_with(good_row()));
   doc["rows"] = json::array();

@@ -55,6 +55,42 @@ PredictRequest request_of(const LlamaSpec& spec, const ParallelConfig& config) {
   return request;
 }
 
+// A comm model of synthetic tables at 2 ranks (fp32, consecutive group, 1 KiB to 1 MiB): each collective
+// takes alpha_us + bytes * us_per_byte (tests/predict/comm_rows.hpp).
+struct CommTable {
+  std::string collective;
+  double alpha_us;
+  double us_per_byte;
+};
+CommModel comm_tables(const std::vector<CommTable>& tables) {
+  std::vector<store::CommRow> rows;
+  for (const CommTable& table : tables) {
+    for (const store::CommRow& row :
+         test_rows::synthetic_rows(table.collective, "fp32", 2, "consecutive", table.alpha_us, table.us_per_byte, 1024, 1 << 20))
+      rows.push_back(row);
+  }
+  return CommModel(store::to_records(rows));
+}
+
+// model_with_trace's model with a comm model (comm_tables), fitted at `occupancies` too: its traced call
+// takes 5 us at each.
+FittedModel model_with_comm(const LlamaSpec& spec, const std::vector<CommTable>& tables,
+                            const std::vector<int64_t>& occupancies) {
+  FittedModel model = model_with_trace(spec);
+  model.comm = comm_tables(tables);
+  model.occupancies = occupancies;
+  for (int64_t occupancy : occupancies) model.op_time_us[{0, occupancy}] = 5.0;
+  return model;
+}
+
+// A request predicted from the traces only (no model description to build a stage from), with a recipe.
+PredictRequest traced_request(const LlamaSpec& spec, const ParallelConfig& config, const TrainingTechniques& techniques = {}) {
+  PredictRequest request = request_of(spec, config);
+  request.model = nullptr;
+  request.techniques = techniques;
+  return request;
+}
+
 TEST(Predictor, BuiltOnlyIgnoresTracesAndEqualsBuildingUntracedStages) {
   const LlamaSpec spec = load("tiny-llama-gqa");
   const FittedModel traced = model_with_trace(spec);
@@ -104,14 +140,12 @@ TEST(Predictor, FailuresAreValuesWithTheirReason) {
   StageResolver traced_first(model);
   StageResolver built_only(model, StagePolicy::kBuiltOnly);
 
-  PredictRequest no_spec = request_of(spec, ParallelConfig{1, 1, 1, 1, 4, 32});  // seq 32: never traced
-  no_spec.model = nullptr;
+  PredictRequest no_spec = traced_request(spec, ParallelConfig{1, 1, 1, 1, 4, 32});  // seq 32: never traced
   const PredictOutcome untraced = predict(traced_first, no_spec);
   ASSERT_FALSE(untraced.ok());
   EXPECT_NE(untraced.reason.find("no operator trace for stage"), std::string::npos) << untraced.reason;
 
-  PredictRequest traced_no_spec = request_of(spec, kSingleRank);
-  traced_no_spec.model = nullptr;
+  PredictRequest traced_no_spec = traced_request(spec, kSingleRank);
   EXPECT_TRUE(predict(traced_first, traced_no_spec).ok());  // traced: no spec needed
   const PredictOutcome needs_spec = predict(built_only, traced_no_spec);
   ASSERT_FALSE(needs_spec.ok());
@@ -131,8 +165,7 @@ TEST(Predictor, ResolverBuildsEachStageShapeOnce) {
   const LlamaSpec spec = load("small-llama");
   const FittedModel model = model_with_trace(load("tiny-llama-gqa"));
   FittedModel with_comm = model;
-  with_comm.comm =
-      CommModel(store::to_records(test_rows::synthetic_rows("send", "fp32", 2, "consecutive", 5.0, 1e-3, 1024, 1 << 20)));
+  with_comm.comm = comm_tables({{"send", 5.0, 1e-3}});
   with_comm.occupancies = {3};
   StageResolver resolver(with_comm, StagePolicy::kBuiltOnly);
   const PredictRequest request = request_of(spec, ParallelConfig{1, 1, 3, 1, 4, 16});
@@ -196,8 +229,7 @@ TEST(Predictor, RecipeSelectsItsOwnTraceAndOverlapNeedsDataParallelism) {
   rerun.sequence = {SequenceEntry{Phase::kForward, 0, 3}, SequenceEntry{Phase::kBackward, 0, 4}};
   model.stages[store::stage_key(spec.name, 1, 1, 0, 1, 16, "fp32", "aware", recompute)] = rerun;
   StageResolver resolver(model);
-  PredictRequest request = request_of(spec, kSingleRank);
-  request.model = nullptr;                                                      // traces only
+  PredictRequest request = traced_request(spec, kSingleRank);                   // traces only
   EXPECT_DOUBLE_EQ(predict(resolver, request).prediction->raw_total_us, 60.0);  // plain: 4 x 3 x 5 us
   request.techniques = recompute;
   const PredictOutcome with_recipe = predict(resolver, request);
@@ -209,8 +241,7 @@ TEST(Predictor, RecipeSelectsItsOwnTraceAndOverlapNeedsDataParallelism) {
   EXPECT_NE(untraced.reason.find("/sp+rc-full"), std::string::npos) << untraced.reason;
 
   // Overlap needs dp > 1: at dp 1 the plain stage is predicted.
-  PredictRequest single = request_of(spec, kSingleRank);
-  single.model = nullptr;
+  PredictRequest single = traced_request(spec, kSingleRank);
   single.techniques.overlap_gradient_reduction = true;
   const PredictOutcome overlapped_alone = predict(resolver, single);
   ASSERT_TRUE(overlapped_alone.ok()) << overlapped_alone.reason;
@@ -224,11 +255,7 @@ TEST(Predictor, RecipeSelectsItsOwnTraceAndOverlapNeedsDataParallelism) {
 // 12.048 us long. Four micro-batches per replica (gbs 8, dp 2), forward 3 x 5 us, dp_buffer 1 x 5 us.
 TEST(Predictor, OverlappedReductionHidesBucketsBehindTheLastBackward) {
   const LlamaSpec spec = load("tiny-llama-gqa");
-  FittedModel model = model_with_trace(spec);
-  model.comm =
-      CommModel(store::to_records(test_rows::synthetic_rows("all_reduce", "fp32", 2, "consecutive", 10.0, 1e-3, 1024, 1 << 20)));
-  model.occupancies = {2};
-  model.op_time_us[{0, 2}] = 5.0;
+  FittedModel model = model_with_comm(spec, {{"all_reduce", 10.0, 1e-3}}, {2});
   TrainingTechniques ovl;
   ovl.overlap_gradient_reduction = true;
   const auto stage_with_backward = [](int64_t backward_calls) {
@@ -240,9 +267,7 @@ TEST(Predictor, OverlappedReductionHidesBucketsBehindTheLastBackward) {
     return stage;
   };
   const std::string key = store::stage_key(spec.name, 1, 1, 0, 1, 16, "fp32", "aware", ovl, 2);
-  PredictRequest request = request_of(spec, ParallelConfig{2, 1, 1, 1, 8, 16});
-  request.model = nullptr;
-  request.techniques = ovl;
+  PredictRequest request = traced_request(spec, ParallelConfig{2, 1, 1, 1, 8, 16}, ovl);
 
   // A short backward (20 us): the last backward runs 120..140 us; buckets ready at 128, 136, 140; the
   // chain ends at 142.096, 156.192, 168.24: 28.24 us exposed, then the 5 us of buffer work.
@@ -283,21 +308,15 @@ TEST(Predictor, OverlappedReductionHidesBucketsBehindTheLastBackward) {
 // buffer: rank 0 ends at 75 + 38.192 us.
 TEST(Predictor, InterleavedPipelineRunsTheVirtualStagesAndMergesEachRanksReduction) {
   const LlamaSpec spec = load("tiny-llama-gqa");
-  FittedModel model = model_with_trace(spec);
-  model.comm =
-      CommModel(store::to_records(test_rows::synthetic_rows("all_reduce", "fp32", 2, "consecutive", 10.0, 1e-3, 1024, 1 << 20)));
-  model.occupancies = {4};
-  model.op_time_us[{0, 4}] = 5.0;
+  FittedModel model = model_with_comm(spec, {{"all_reduce", 10.0, 1e-3}}, {4});
   StageOps chunk;
   chunk.sequence = {SequenceEntry{Phase::kForward, 0, 1}, SequenceEntry{Phase::kBackward, 0, 2},
                     SequenceEntry{Phase::kDpBuffer, 0, 1}, SequenceEntry{Phase::kOptimizer, 0, 1}};
   chunk.comms = {CommOp{Phase::kDpBuffer, CommKind::kDpAllReduce, DType::kFloat32, 4096, 1}};
   for (int s = 0; s < 4; ++s) model.stages[store::stage_key(spec.name, 1, 4, s, 1, 16, "fp32", "aware")] = chunk;
   StageResolver resolver(model);
-  ParallelConfig config{2, 1, 2, 1, 4, 16};
-  config.vp = 2;
-  PredictRequest request = request_of(spec, config);
-  request.model = nullptr;
+  const ParallelConfig config{2, 1, 2, 1, 4, 16, /*cp=*/1, /*vp=*/2};
+  PredictRequest request = traced_request(spec, config);
   const PredictOutcome outcome = predict(resolver, request);
   ASSERT_TRUE(outcome.ok()) << outcome.reason;
   EXPECT_NEAR(outcome.prediction->raw_total_us, 75.0 + 2 * (5.0 + 5.0) + 18.192, 1e-9);
@@ -327,13 +346,7 @@ TEST(Predictor, InterleavedPipelineRunsTheVirtualStagesAndMergesEachRanksReducti
 // Both waited for before chunk 0's first forward would give 56.384 on rank 0.
 TEST(Predictor, InterleavedOverlapStartsEachChunksBucketsInItsLastBackward) {
   const LlamaSpec spec = load("tiny-llama-gqa");
-  FittedModel model = model_with_trace(spec);
-  std::vector<store::CommRow> rows = test_rows::synthetic_rows("all_reduce", "fp32", 2, "consecutive", 10.0, 1e-3, 1024, 1 << 20);
-  for (const store::CommRow& row : test_rows::synthetic_rows("all_gather", "fp32", 2, "consecutive", 20.0, 2e-3, 1024, 1 << 20))
-    rows.push_back(row);
-  model.comm = CommModel(store::to_records(rows));
-  model.occupancies = {4};
-  model.op_time_us[{0, 4}] = 5.0;
+  FittedModel model = model_with_comm(spec, {{"all_reduce", 10.0, 1e-3}, {"all_gather", 20.0, 2e-3}}, {4});
   const TrainingTechniques ovl = parse_recipe_text("ovl");
   const TrainingTechniques opg = parse_recipe_text("dopt+ovl+opg");
   StageOps chunk;
@@ -347,11 +360,8 @@ TEST(Predictor, InterleavedOverlapStartsEachChunksBucketsInItsLastBackward) {
     model.stages[store::stage_key(spec.name, 1, 4, s, 1, 16, "fp32", "aware", opg, 2)] = gathered;
   }
   StageResolver resolver(model);
-  ParallelConfig config{2, 1, 2, 1, 4, 16};
-  config.vp = 2;
-  PredictRequest request = request_of(spec, config);
-  request.model = nullptr;
-  request.techniques = ovl;
+  const ParallelConfig config{2, 1, 2, 1, 4, 16, /*cp=*/1, /*vp=*/2};
+  PredictRequest request = traced_request(spec, config, ovl);
   const PredictOutcome outcome = predict(resolver, request);
   ASSERT_TRUE(outcome.ok()) << outcome.reason;
   EXPECT_NEAR(outcome.prediction->raw_total_us, 75.0 + 14.096 + 2 * (5.0 + 5.0), 1e-9);
@@ -371,16 +381,8 @@ TEST(Predictor, InterleavedOverlapStartsEachChunksBucketsInItsLastBackward) {
 // the buffer work (5 us) and the all-reduce of 4096 bytes (10 + 4.096 us) follow.
 TEST(Predictor, ContextParallelGathersRunInsideThePassesAndGradientsReduceOverDpTimesCp) {
   const LlamaSpec spec = load("tiny-llama-gqa");
-  FittedModel model = model_with_trace(spec);
-  std::vector<store::CommRow> rows = test_rows::synthetic_rows("all_gather", "fp32", 2, "consecutive", 20.0, 2e-3, 1024, 1 << 20);
-  for (const store::CommRow& row :
-       test_rows::synthetic_rows("reduce_scatter", "fp32", 2, "consecutive", 10.0, 1e-3, 1024, 1 << 20))
-    rows.push_back(row);
-  for (const store::CommRow& row : test_rows::synthetic_rows("all_reduce", "fp32", 2, "consecutive", 10.0, 1e-3, 1024, 1 << 20))
-    rows.push_back(row);
-  model.comm = CommModel(store::to_records(rows));
-  model.occupancies = {2};
-  model.op_time_us[{0, 2}] = 5.0;
+  FittedModel model =
+      model_with_comm(spec, {{"all_gather", 20.0, 2e-3}, {"reduce_scatter", 10.0, 1e-3}, {"all_reduce", 10.0, 1e-3}}, {2});
   StageOps stage;
   stage.sequence = {SequenceEntry{Phase::kForward, 0, 3}, SequenceEntry{Phase::kBackward, 0, 4},
                     SequenceEntry{Phase::kDpBuffer, 0, 1}};
@@ -389,10 +391,8 @@ TEST(Predictor, ContextParallelGathersRunInsideThePassesAndGradientsReduceOverDp
                  CommOp{Phase::kDpBuffer, CommKind::kDpAllReduce, DType::kFloat32, 4096, 1}};
   model.stages[store::stage_key(spec.name, 1, 1, 0, 1, 16, "fp32", "aware", {}, 2, 2)] = stage;
   StageResolver resolver(model);
-  ParallelConfig config{1, 1, 1, 1, 4, 16};
-  config.cp = 2;
-  PredictRequest request = request_of(spec, config);
-  request.model = nullptr;
+  const ParallelConfig config{1, 1, 1, 1, 4, 16, /*cp=*/2};
+  PredictRequest request = traced_request(spec, config);
   const PredictOutcome outcome = predict(resolver, request);
   ASSERT_TRUE(outcome.ok()) << outcome.reason;
   EXPECT_NEAR(outcome.prediction->raw_total_us, 429.152 + 5.0 + 14.096, 1e-9);
@@ -417,14 +417,7 @@ TEST(Predictor, ContextParallelGathersRunInsideThePassesAndGradientsReduceOverDp
 // 5 us and two all-gathers of 4096 bytes, 28.192 us each.
 TEST(Predictor, DistributedOptimizerWithOverlapChainsItsReduceScatters) {
   const LlamaSpec spec = load("tiny-llama-gqa");
-  FittedModel model = model_with_trace(spec);
-  std::vector<store::CommRow> rows =
-      test_rows::synthetic_rows("reduce_scatter", "fp32", 2, "consecutive", 10.0, 1e-3, 1024, 1 << 20);
-  for (const store::CommRow& row : test_rows::synthetic_rows("all_gather", "fp32", 2, "consecutive", 20.0, 2e-3, 1024, 1 << 20))
-    rows.push_back(row);
-  model.comm = CommModel(store::to_records(rows));
-  model.occupancies = {2};
-  model.op_time_us[{0, 2}] = 5.0;
+  FittedModel model = model_with_comm(spec, {{"reduce_scatter", 10.0, 1e-3}, {"all_gather", 20.0, 2e-3}}, {2});
   const TrainingTechniques both = parse_recipe_text("dopt+ovl");
   StageOps stage;
   stage.sequence = {SequenceEntry{Phase::kForward, 0, 3}, SequenceEntry{Phase::kBackward, 0, 4},
@@ -433,9 +426,7 @@ TEST(Predictor, DistributedOptimizerWithOverlapChainsItsReduceScatters) {
                  CommOp{Phase::kOptimizer, CommKind::kDpAllGather, DType::kFloat32, 2048, 2}};
   model.stages[store::stage_key(spec.name, 1, 1, 0, 1, 16, "fp32", "aware", both, 2)] = stage;
   StageResolver resolver(model);
-  PredictRequest request = request_of(spec, ParallelConfig{2, 1, 1, 1, 8, 16});
-  request.model = nullptr;
-  request.techniques = both;
+  PredictRequest request = traced_request(spec, ParallelConfig{2, 1, 1, 1, 8, 16}, both);
   const PredictOutcome outcome = predict(resolver, request);
   ASSERT_TRUE(outcome.ok()) << outcome.reason;
   EXPECT_NEAR(outcome.prediction->raw_total_us, 140.0 + 18.192 + 5.0 + 5.0 + 2 * 28.192, 1e-9);
@@ -463,15 +454,7 @@ TEST(Predictor, DistributedOptimizerWithOverlapChainsItsReduceScatters) {
 //    opg (dopt+ovl) the all-gathers are in the tail: max(175 + 10 + 56.384, 155 + 10 + 105.536) = 270.536.
 TEST(Predictor, OverlappedParameterGatherDelaysTheNextFirstForward) {
   const LlamaSpec spec = load("tiny-llama-gqa");
-  FittedModel model = model_with_trace(spec);
-  std::vector<store::CommRow> rows =
-      test_rows::synthetic_rows("reduce_scatter", "fp32", 2, "consecutive", 10.0, 1e-3, 1024, 1 << 20);
-  for (const store::CommRow& row : test_rows::synthetic_rows("all_gather", "fp32", 2, "consecutive", 20.0, 2e-3, 1024, 1 << 20))
-    rows.push_back(row);
-  model.comm = CommModel(store::to_records(rows));
-  model.occupancies = {2, 4};
-  model.op_time_us[{0, 2}] = 5.0;
-  model.op_time_us[{0, 4}] = 5.0;
+  FittedModel model = model_with_comm(spec, {{"reduce_scatter", 10.0, 1e-3}, {"all_gather", 20.0, 2e-3}}, {2, 4});
   const TrainingTechniques opg = parse_recipe_text("dopt+ovl+opg");
   const TrainingTechniques ovl = parse_recipe_text("dopt+ovl");
   const std::vector<SequenceEntry> sequence = {SequenceEntry{Phase::kForward, 0, 3}, SequenceEntry{Phase::kBackward, 0, 4},
@@ -494,31 +477,20 @@ TEST(Predictor, OverlappedParameterGatherDelaysTheNextFirstForward) {
     model.stages[store::stage_key(spec.name, 1, 2, 0, 1, 16, "fp32", "aware", t, 2)] = first;
     model.stages[store::stage_key(spec.name, 1, 2, 1, 1, 16, "fp32", "aware", t, 2)] = last;
   }
-  {
-    StageResolver resolver(model);
-    PredictRequest request = request_of(spec, ParallelConfig{2, 1, 1, 1, 8, 16});
-    request.model = nullptr;
-    request.techniques = opg;
-    const PredictOutcome outcome = predict(resolver, request);
-    ASSERT_TRUE(outcome.ok()) << outcome.reason;
-    EXPECT_NEAR(outcome.prediction->raw_total_us, 168.192 + 52.634, 1e-9);
-    EXPECT_NEAR(outcome.prediction->dp_comm_us, 18.192 + 5.0 + 52.634, 1e-9);
-    EXPECT_NEAR(outcome.prediction->optimizer_us, 5.0, 1e-9);
-  }
-  {
-    model.stages[store::stage_key(spec.name, 1, 1, 0, 1, 16, "fp32", "aware", opg, 2)] = reversed;
-    StageResolver resolver(model);
-    PredictRequest request = request_of(spec, ParallelConfig{2, 1, 1, 1, 8, 16});
-    request.model = nullptr;
-    request.techniques = opg;
-    const PredictOutcome outcome = predict(resolver, request);
-    ASSERT_TRUE(outcome.ok()) << outcome.reason;
-    EXPECT_NEAR(outcome.prediction->raw_total_us, 168.192 + 45.134, 1e-9);
-  }
+  const ParallelConfig dp2{2, 1, 1, 1, 8, 16};
+  StageResolver recorded_order(model);
+  const PredictOutcome outcome = predict(recorded_order, traced_request(spec, dp2, opg));
+  ASSERT_TRUE(outcome.ok()) << outcome.reason;
+  EXPECT_NEAR(outcome.prediction->raw_total_us, 168.192 + 52.634, 1e-9);
+  EXPECT_NEAR(outcome.prediction->dp_comm_us, 18.192 + 5.0 + 52.634, 1e-9);
+  EXPECT_NEAR(outcome.prediction->optimizer_us, 5.0, 1e-9);
+  model.stages[store::stage_key(spec.name, 1, 1, 0, 1, 16, "fp32", "aware", opg, 2)] = reversed;
+  StageResolver other_order(model);
+  const PredictOutcome reversed_outcome = predict(other_order, traced_request(spec, dp2, opg));
+  ASSERT_TRUE(reversed_outcome.ok()) << reversed_outcome.reason;
+  EXPECT_NEAR(reversed_outcome.prediction->raw_total_us, 168.192 + 45.134, 1e-9);
   StageResolver resolver(model);
-  PredictRequest request = request_of(spec, ParallelConfig{2, 1, 2, 1, 8, 16});
-  request.model = nullptr;
-  request.techniques = opg;
+  PredictRequest request = traced_request(spec, ParallelConfig{2, 1, 2, 1, 8, 16}, opg);
   const PredictOutcome pipelined = predict(resolver, request);
   ASSERT_TRUE(pipelined.ok()) << pipelined.reason;
   EXPECT_NEAR(pipelined.prediction->raw_total_us, 185.0 + 63.036, 1e-9);
@@ -534,14 +506,7 @@ TEST(Predictor, OverlappedParameterGatherDelaysTheNextFirstForward) {
 // after the pipeline; its DP gradient-buffer phase runs at dp 1 too (the trainer shards over one rank).
 TEST(Predictor, DistributedOptimizerIsTimedFromItsStageAtItsDp) {
   const LlamaSpec spec = load("tiny-llama-gqa");
-  FittedModel model = model_with_trace(spec);
-  std::vector<store::CommRow> rows =
-      test_rows::synthetic_rows("reduce_scatter", "fp32", 2, "consecutive", 10.0, 1e-3, 1024, 1 << 20);
-  for (const store::CommRow& row : test_rows::synthetic_rows("all_gather", "fp32", 2, "consecutive", 20.0, 2e-3, 1024, 1 << 20))
-    rows.push_back(row);
-  model.comm = CommModel(store::to_records(rows));
-  model.occupancies = {1, 2};
-  model.op_time_us[{0, 2}] = 5.0;
+  FittedModel model = model_with_comm(spec, {{"reduce_scatter", 10.0, 1e-3}, {"all_gather", 20.0, 2e-3}}, {1, 2});
   TrainingTechniques dopt;
   dopt.distributed_optimizer = true;
   StageOps stage;  // 3 forward calls per micro-batch, 2 buffer calls and 1 optimizer call per iteration
@@ -552,9 +517,7 @@ TEST(Predictor, DistributedOptimizerIsTimedFromItsStageAtItsDp) {
   model.stages[store::stage_key(spec.name, 1, 1, 0, 1, 16, "fp32", "aware", dopt, 2)] = stage;
   model.stages[store::stage_key(spec.name, 1, 1, 0, 1, 16, "fp32", "aware", dopt, 1)] = stage;
   StageResolver resolver(model);
-  PredictRequest request = request_of(spec, ParallelConfig{2, 1, 1, 1, 8, 16});  // 4 micro-batches per replica
-  request.model = nullptr;
-  request.techniques = dopt;
+  PredictRequest request = traced_request(spec, ParallelConfig{2, 1, 1, 1, 8, 16}, dopt);  // 4 micro-batches per replica
   const PredictOutcome at_dp2 = predict(resolver, request);
   ASSERT_TRUE(at_dp2.ok()) << at_dp2.reason;
   const double reduce_scatter_us = 10.0 + 8192 * 1e-3, all_gather_us = 20.0 + 8192 * 2e-3;  // 2 x 4096 bytes
@@ -576,15 +539,8 @@ TEST(Predictor, DistributedOptimizerIsTimedFromItsStageAtItsDp) {
 // (phase sp_grads) comes after the pipeline, once, not per micro-batch.
 TEST(Predictor, SequenceParallelCommunicationIsTimedFromItsOwnTables) {
   const LlamaSpec spec = load("tiny-llama-gqa");
-  FittedModel model = model_with_trace(spec);
-  std::vector<store::CommRow> rows = test_rows::synthetic_rows("all_gather", "fp32", 2, "consecutive", 10.0, 1e-3, 1024, 1 << 20);
-  for (const store::CommRow& row :
-       test_rows::synthetic_rows("reduce_scatter", "fp32", 2, "consecutive", 20.0, 2e-3, 1024, 1 << 20))
-    rows.push_back(row);
-  for (const store::CommRow& row : test_rows::synthetic_rows("all_reduce", "fp32", 2, "consecutive", 30.0, 0.0, 1024, 1 << 20))
-    rows.push_back(row);
-  model.comm = CommModel(store::to_records(rows));
-  model.occupancies = {2};
+  FittedModel model =
+      model_with_comm(spec, {{"all_gather", 10.0, 1e-3}, {"reduce_scatter", 20.0, 2e-3}, {"all_reduce", 30.0, 0.0}}, {2});
   TrainingTechniques sp;
   sp.sequence_parallel = true;
   const ParallelConfig tp2{1, 2, 1, 1, 4, 16};
@@ -593,12 +549,9 @@ TEST(Predictor, SequenceParallelCommunicationIsTimedFromItsOwnTables) {
   stage.comms = {CommOp{Phase::kForward, CommKind::kTpAllGather, DType::kFloat32, 4096, 2},
                  CommOp{Phase::kBackward, CommKind::kTpReduceScatter, DType::kFloat32, 8192, 1},
                  CommOp{Phase::kSpGradients, CommKind::kTpAllReduce, DType::kFloat32, 2048, 1}};
-  model.op_time_us[{0, 2}] = 5.0;
   model.stages[store::stage_key(spec.name, 2, 1, 0, 1, 16, "fp32", "aware", sp)] = stage;
   StageResolver resolver(model);
-  PredictRequest request = request_of(spec, tp2);
-  request.model = nullptr;
-  request.techniques = sp;
+  PredictRequest request = traced_request(spec, tp2, sp);
   const PredictOutcome outcome = predict(resolver, request);
   ASSERT_TRUE(outcome.ok()) << outcome.reason;
   const double all_gather_us = 10.0 + 8192 * 1e-3;       // 2 x 4096 bytes gathered

@@ -3,17 +3,22 @@
 // running the code under test; times are small binary fractions, so comparisons are exact.
 #include <gtest/gtest.h>
 
+#include <cstdio>
 #include <limits>
+#include <map>
+#include <sstream>
 #include <string>
 #include <vector>
 
 #include "common/errors.hpp"
 #include "predict/schedule/schedule.hpp"
+#include "tests/predict/fixtures.hpp"
 
 namespace itertime::predict {
 namespace {
 
 using Kind = PassKind;
+using fixtures::user_error_of;
 
 void expect_entry(const TimelineEntry& e, Kind kind, int micro_batch, double start_us, double end_us) {
   EXPECT_EQ(e.kind, kind) << to_string(e.kind) << e.micro_batch;
@@ -22,8 +27,58 @@ void expect_entry(const TimelineEntry& e, Kind kind, int micro_batch, double sta
   EXPECT_DOUBLE_EQ(e.end_us, end_us);
 }
 
+// A stage's whole timeline, pass by pass, written as the hand timelines are: "F0 [0,1] send-F0 [1,1.5] B0 [4,6]"
+// (kind F, B, send-F or send-B with the micro-batch, then [start,end]); the chunk is not compared.
+void expect_timeline(const std::vector<TimelineEntry>& stage, const std::string& expected) {
+  const std::map<std::string, Kind> kinds = {
+      {"F", Kind::kForward}, {"B", Kind::kBackward}, {"send-F", Kind::kSendForward}, {"send-B", Kind::kSendBackward}};
+  std::istringstream in(expected);
+  std::string pass, span;
+  std::size_t i = 0;
+  while (in >> pass >> span) {
+    SCOPED_TRACE(pass + " " + span);
+    ASSERT_LT(i, stage.size());
+    const std::size_t digits = pass.find_first_of("0123456789");
+    double start_us = 0, end_us = 0;
+    ASSERT_TRUE(digits != std::string::npos && kinds.count(pass.substr(0, digits)) != 0 &&
+                std::sscanf(span.c_str(), "[%lf,%lf]", &start_us, &end_us) == 2)
+        << "not a pass of the expected timeline";
+    expect_entry(stage[i++], kinds.at(pass.substr(0, digits)), std::stoi(pass.substr(digits)), start_us, end_us);
+  }
+  EXPECT_EQ(i, stage.size());
+}
+
+// Each stage's busy and idle time, and the bubble.
+void expect_load(const ScheduleResult& r, const std::vector<double>& busy_us, const std::vector<double>& idle_us,
+                 double bubble_us) {
+  for (std::size_t s = 0; s < busy_us.size(); ++s) EXPECT_DOUBLE_EQ(r.busy_us[s], busy_us[s]) << "stage " << s;
+  for (std::size_t s = 0; s < idle_us.size(); ++s) EXPECT_DOUBLE_EQ(r.idle_us[s], idle_us[s]) << "stage " << s;
+  EXPECT_DOUBLE_EQ(r.bubble_us, bubble_us);
+}
+
+// Stage s's [start, end] of one pass, from a result's per-stage starts and ends.
+void expect_span(const std::vector<double>& starts_us, const std::vector<double>& ends_us, std::size_t s, double start_us,
+                 double end_us) {
+  ASSERT_LT(s, starts_us.size());
+  ASSERT_LT(s, ends_us.size());
+  EXPECT_DOUBLE_EQ(starts_us[s], start_us) << "stage " << s;
+  EXPECT_DOUBLE_EQ(ends_us[s], end_us) << "stage " << s;
+}
+
 std::vector<StageTimes> uniform(int pp, double f, double b) {
   return std::vector<StageTimes>(static_cast<std::size_t>(pp), {f, b});
+}
+
+// `stages` (pp * v virtual stages) with free transfers, m micro-batches, v chunks per rank.
+ScheduleInput free_transfers(std::vector<StageTimes> stages, int m, int v = 1) {
+  ScheduleInput input;
+  const std::size_t boundaries = stages.size() - 1;
+  input.stages = std::move(stages);
+  input.p2p_forward_us.assign(boundaries, 0.0);
+  input.p2p_backward_us.assign(boundaries, 0.0);
+  input.num_micro_batches = m;
+  input.virtual_stages = v;
+  return input;
 }
 
 TEST(Schedule, OrderIsMegatronNonInterleaved1F1B) {
@@ -69,22 +124,10 @@ TEST(Schedule, BalancedTwoStagesHandTimeline) {
   const ScheduleResult r = simulate_1f1b(uniform(2, 1.0, 2.0), 0.0, 0.0, 2, false, true);
   EXPECT_DOUBLE_EQ(r.makespan_us, 9.0);
   ASSERT_EQ(r.timeline.size(), 2u);
-  ASSERT_EQ(r.timeline[0].size(), 4u);
-  ASSERT_EQ(r.timeline[1].size(), 4u);
-  expect_entry(r.timeline[0][0], Kind::kForward, 0, 0, 1);
-  expect_entry(r.timeline[0][1], Kind::kForward, 1, 1, 2);
-  expect_entry(r.timeline[0][2], Kind::kBackward, 0, 4, 6);
-  expect_entry(r.timeline[0][3], Kind::kBackward, 1, 7, 9);
-  expect_entry(r.timeline[1][0], Kind::kForward, 0, 1, 2);
-  expect_entry(r.timeline[1][1], Kind::kBackward, 0, 2, 4);
-  expect_entry(r.timeline[1][2], Kind::kForward, 1, 4, 5);
-  expect_entry(r.timeline[1][3], Kind::kBackward, 1, 5, 7);
+  expect_timeline(r.timeline[0], "F0 [0,1] F1 [1,2] B0 [4,6] B1 [7,9]");
+  expect_timeline(r.timeline[1], "F0 [1,2] B0 [2,4] F1 [4,5] B1 [5,7]");
   // busy 2*(1+2) = 6 per stage; idle = 9 - 6; bubble = 9 - 6.
-  EXPECT_DOUBLE_EQ(r.busy_us[0], 6.0);
-  EXPECT_DOUBLE_EQ(r.busy_us[1], 6.0);
-  EXPECT_DOUBLE_EQ(r.idle_us[0], 3.0);
-  EXPECT_DOUBLE_EQ(r.idle_us[1], 3.0);
-  EXPECT_DOUBLE_EQ(r.bubble_us, 3.0);
+  expect_load(r, {6.0, 6.0}, {3.0, 3.0}, 3.0);
 }
 
 TEST(Schedule, BalancedMakespanIsMPlusPpMinusOneTimesPass) {
@@ -130,25 +173,9 @@ TEST(Schedule, UnbalancedSlowLastStage) {
   std::vector<StageTimes> stages = {{1.0, 2.0}, {2.0, 4.0}};
   const ScheduleResult r = simulate_1f1b(stages, 0.0, 0.0, 3, false, true);
   EXPECT_DOUBLE_EQ(r.makespan_us, 21.0);
-  EXPECT_DOUBLE_EQ(r.busy_us[0], 9.0);
-  EXPECT_DOUBLE_EQ(r.busy_us[1], 18.0);
-  EXPECT_DOUBLE_EQ(r.idle_us[0], 12.0);
-  EXPECT_DOUBLE_EQ(r.idle_us[1], 3.0);
-  EXPECT_DOUBLE_EQ(r.bubble_us, 3.0);
-  const auto& s0 = r.timeline[0];
-  const auto& s1 = r.timeline[1];
-  expect_entry(s0[0], Kind::kForward, 0, 0, 1);
-  expect_entry(s0[1], Kind::kForward, 1, 1, 2);
-  expect_entry(s0[2], Kind::kBackward, 0, 7, 9);
-  expect_entry(s0[3], Kind::kForward, 2, 9, 10);
-  expect_entry(s0[4], Kind::kBackward, 1, 13, 15);
-  expect_entry(s0[5], Kind::kBackward, 2, 19, 21);
-  expect_entry(s1[0], Kind::kForward, 0, 1, 3);
-  expect_entry(s1[1], Kind::kBackward, 0, 3, 7);
-  expect_entry(s1[2], Kind::kForward, 1, 7, 9);
-  expect_entry(s1[3], Kind::kBackward, 1, 9, 13);
-  expect_entry(s1[4], Kind::kForward, 2, 13, 15);
-  expect_entry(s1[5], Kind::kBackward, 2, 15, 19);
+  expect_load(r, {9.0, 18.0}, {12.0, 3.0}, 3.0);
+  expect_timeline(r.timeline[0], "F0 [0,1] F1 [1,2] B0 [7,9] F2 [9,10] B1 [13,15] B2 [19,21]");
+  expect_timeline(r.timeline[1], "F0 [1,3] B0 [3,7] F1 [7,9] B1 [9,13] F2 [13,15] B2 [15,19]");
 }
 
 TEST(Schedule, UnbalancedSlowFirstStage) {
@@ -190,15 +217,9 @@ TEST(Schedule, TransferBlockingSendHoldsSender) {
   EXPECT_DOUBLE_EQ(r.send_us[1], 0.5);
   EXPECT_DOUBLE_EQ(r.busy_us[0], 6.0);
   EXPECT_DOUBLE_EQ(r.idle_us[0], 10.0 - 6.0 - 1.0);
-  const auto& s0 = r.timeline[0];
+  // F0 send F1 send B0 B1
+  expect_timeline(r.timeline[0], "F0 [0,1] send-F0 [1,1.5] F1 [1.5,2.5] send-F1 [2.5,3] B0 [4.75,6.75] B1 [8,10]");
   const auto& s1 = r.timeline[1];
-  ASSERT_EQ(s0.size(), 6u);  // F0 send F1 send B0 B1
-  expect_entry(s0[0], Kind::kForward, 0, 0, 1);
-  expect_entry(s0[1], Kind::kSendForward, 0, 1, 1.5);
-  expect_entry(s0[2], Kind::kForward, 1, 1.5, 2.5);
-  expect_entry(s0[3], Kind::kSendForward, 1, 2.5, 3);
-  expect_entry(s0[4], Kind::kBackward, 0, 4.75, 6.75);
-  expect_entry(s0[5], Kind::kBackward, 1, 8, 10);
   ASSERT_EQ(s1.size(), 6u);  // F0 B0 send F1 B1 send
   expect_entry(s1[2], Kind::kSendBackward, 0, 4.5, 4.75);
   expect_entry(s1[3], Kind::kForward, 1, 4.75, 5.75);
@@ -221,11 +242,7 @@ TEST(Schedule, FewerMicroBatchesThanStages) {
   //   F1: s3 F1 [5,6] (arrived 4, free 5), B1 [6,7]; s2 B1 [7,8]; s1 B1 [8,9]; s0 B1 [9,10].
   const ScheduleResult r = simulate_1f1b(uniform(4, 1.0, 1.0), 0.0, 0.0, 2, false, true);
   EXPECT_DOUBLE_EQ(r.makespan_us, 10.0);
-  const auto& s0 = r.timeline[0];
-  expect_entry(s0[0], Kind::kForward, 0, 0, 1);
-  expect_entry(s0[1], Kind::kForward, 1, 1, 2);
-  expect_entry(s0[2], Kind::kBackward, 0, 7, 8);
-  expect_entry(s0[3], Kind::kBackward, 1, 9, 10);
+  expect_timeline(r.timeline[0], "F0 [0,1] F1 [1,2] B0 [7,8] B1 [9,10]");
   const auto& s3 = r.timeline[3];
   expect_entry(s3[2], Kind::kForward, 1, 5, 6);
   // pp=3, m=1 with unequal stages is one chain: (1+2+3) + (4+3+2) = 15.
@@ -243,12 +260,7 @@ TEST(Schedule, RejectsBadInput) {
 // ---- shared cores (processor sharing) ----
 
 ScheduleInput shared_input(std::vector<StageTimes> stages, int m, double slots, double ranks_per_stage) {
-  ScheduleInput input;
-  const std::size_t boundaries = stages.size() - 1;
-  input.stages = std::move(stages);
-  input.p2p_forward_us.assign(boundaries, 0.0);
-  input.p2p_backward_us.assign(boundaries, 0.0);
-  input.num_micro_batches = m;
+  ScheduleInput input = free_transfers(std::move(stages), m);
   input.rank_slots = slots;
   input.ranks_per_stage = ranks_per_stage;
   input.record_timeline = true;
@@ -263,10 +275,8 @@ TEST(Schedule, StageEndsAndLastBackwards) {
   ASSERT_EQ(r.end_us.size(), 2u);
   EXPECT_DOUBLE_EQ(r.end_us[0], 10.0);
   EXPECT_DOUBLE_EQ(r.end_us[1], 8.0);
-  EXPECT_DOUBLE_EQ(r.last_backward_start_us[0], 8.0);
-  EXPECT_DOUBLE_EQ(r.last_backward_end_us[0], 10.0);
-  EXPECT_DOUBLE_EQ(r.last_backward_start_us[1], 5.75);
-  EXPECT_DOUBLE_EQ(r.last_backward_end_us[1], 7.75);
+  expect_span(r.last_backward_start_us, r.last_backward_end_us, 0, 8.0, 10.0);
+  expect_span(r.last_backward_start_us, r.last_backward_end_us, 1, 5.75, 7.75);
   // Shared cores (TwoStagesOnOneSlotHandTimeline): stage 1's last backward is stretched to [7, 10].
   const ScheduleResult shared = simulate_1f1b(shared_input(uniform(2, 1.0, 2.0), 2, 1.0, 1.0));
   EXPECT_NEAR(shared.last_backward_start_us[1], 7.0, 1e-9);
@@ -282,10 +292,8 @@ TEST(Schedule, FirstForwards) {
   const ScheduleResult r = simulate_1f1b(uniform(2, 1.0, 2.0), 0.5, 0.25, 2, true);
   ASSERT_EQ(r.first_forward_start_us.size(), 2u);
   ASSERT_EQ(r.first_forward_end_us.size(), 2u);
-  EXPECT_DOUBLE_EQ(r.first_forward_start_us[0], 0.0);
-  EXPECT_DOUBLE_EQ(r.first_forward_end_us[0], 1.0);
-  EXPECT_DOUBLE_EQ(r.first_forward_start_us[1], 1.5);
-  EXPECT_DOUBLE_EQ(r.first_forward_end_us[1], 2.5);
+  expect_span(r.first_forward_start_us, r.first_forward_end_us, 0, 0.0, 1.0);
+  expect_span(r.first_forward_start_us, r.first_forward_end_us, 1, 1.5, 2.5);
   const ScheduleResult shared = simulate_1f1b(shared_input(uniform(2, 1.0, 2.0), 2, 1.0, 1.0));
   EXPECT_NEAR(shared.first_forward_start_us[1], 1.0, 1e-9);
   EXPECT_NEAR(shared.first_forward_end_us[1], 3.0, 1e-9);
@@ -301,7 +309,10 @@ TEST(Schedule, OverlappedReductionExposesOnlyWhatOutlastsTheTimeline) {
   EXPECT_DOUBLE_EQ(exposed_reduction_us({{0.25, 1.0}, {0.5, 1.0}}, 8.0, 16.0, 17.0), 0.0);
   EXPECT_DOUBLE_EQ(exposed_reduction_us({{0.0, 10.0}, {0.5, 1.0}}, 8.0, 16.0, 17.0), 2.0);
   EXPECT_DOUBLE_EQ(exposed_reduction_us({}, 8.0, 16.0, 17.0), 0.0);
-  EXPECT_THROW(exposed_reduction_us({{1.5, 1.0}}, 8.0, 16.0, 17.0), UserError);
+  EXPECT_EQ(user_error_of([] {
+              exposed_reduction_us({{1.5, 1.0}}, 8.0, 16.0, 17.0);
+            }),
+            "overlapped reduction: bucket 0 completes after a fraction 1.500000 of the backward; it must lie in [0, 1]");
   EXPECT_THROW(exposed_reduction_us({{0.5, -1.0}}, 8.0, 16.0, 17.0), UserError);
   EXPECT_THROW(exposed_reduction_us({{0.5, 1.0}}, 8.0, 7.0, 17.0), UserError);
 }
@@ -323,7 +334,11 @@ TEST(Schedule, OverlappedParameterGatherDelaysTheFirstForwardByItsLargestWait) {
   EXPECT_DOUBLE_EQ(exposed_parameter_gather_us({{0.0, 2.0}, {0.5, 2.0}}, -3.0, 0.0, 8.0), 0.0);
   EXPECT_DOUBLE_EQ(exposed_parameter_gather_us({{0.0, 6.0}, {0.75, 1.0}}, 0.0, 0.0, 8.0), 6.0);
   EXPECT_DOUBLE_EQ(exposed_parameter_gather_us({}, 5.0, 0.0, 8.0), 0.0);
-  EXPECT_THROW(exposed_parameter_gather_us({{1.5, 1.0}}, 0.0, 0.0, 8.0), UserError);
+  EXPECT_EQ(user_error_of([] {
+              exposed_parameter_gather_us({{0.0, 1.0}, {1.5, 1.0}}, 0.0, 0.0, 8.0);
+            }),
+            "overlapped parameter gather: bucket 1's first parameter lies after a fraction 1.500000 of the parameters; it "
+            "must lie in [0, 1]");
   EXPECT_THROW(exposed_parameter_gather_us({{-0.5, 1.0}}, 0.0, 0.0, 8.0), UserError);
   EXPECT_THROW(exposed_parameter_gather_us({{0.5, -1.0}}, 0.0, 0.0, 8.0), UserError);
   EXPECT_THROW(exposed_parameter_gather_us({{0.5, 1.0}}, 0.0, 0.0, -8.0), UserError);
@@ -356,12 +371,7 @@ TEST(ScheduleInterleaved, OrderIsMegatrons) {
 //   B1.1 [7,9]; r0 B1.0 [7,9], B1.1 [9,11]; r1 B0.0 [9,11] (after r0 B1.0), B0.1 [11,13];
 //   r0 B0.0 [11,13], B0.1 [13,15]. Makespan 15 = m*v*(f+b) + (pp-1)*(f+b) = 12 + 3.
 TEST(ScheduleInterleaved, TwoRanksTwoChunksHandTimeline) {
-  ScheduleInput input;
-  input.stages = uniform(4, 1.0, 2.0);
-  input.p2p_forward_us.assign(3, 0.0);
-  input.p2p_backward_us.assign(3, 0.0);
-  input.num_micro_batches = 2;
-  input.virtual_stages = 2;
+  ScheduleInput input = free_transfers(uniform(4, 1.0, 2.0), 2, 2);
   input.record_timeline = true;
   const ScheduleResult r = simulate_1f1b(input);
   EXPECT_DOUBLE_EQ(r.makespan_us, 15.0);
@@ -389,12 +399,7 @@ TEST(ScheduleInterleaved, TwoRanksTwoChunksHandTimeline) {
 // F0.0 [1,2], F1.0 [3,4], B1.1 [7,9], B0.1 [11,13]. Chunk 1's last backward comes first; chunk 0's is the
 // rank's last. With v 1 the one chunk's are the stage's own.
 TEST(ScheduleInterleaved, ChunksFirstForwardsAndLastBackwards) {
-  ScheduleInput input;
-  input.stages = uniform(4, 1.0, 2.0);
-  input.p2p_forward_us.assign(3, 0.0);
-  input.p2p_backward_us.assign(3, 0.0);
-  input.num_micro_batches = 2;
-  input.virtual_stages = 2;
+  ScheduleInput input = free_transfers(uniform(4, 1.0, 2.0), 2, 2);
   const ScheduleResult r = simulate_1f1b(input);
   ASSERT_EQ(r.chunk_last_backward_start_us.size(), 2u);
   ASSERT_EQ(r.chunk_first_forward_start_us.size(), 2u);
@@ -473,13 +478,7 @@ TEST(ScheduleInterleaved, BalancedBubbleIsMegatrons) {
   for (const int pp : {2, 4}) {
     for (const int v : {1, 2, 3}) {
       for (const int m : {pp, 2 * pp, 4 * pp}) {
-        ScheduleInput input;
-        input.stages = uniform(pp * v, 1.0, 2.0);
-        input.p2p_forward_us.assign(static_cast<std::size_t>(pp * v - 1), 0.0);
-        input.p2p_backward_us.assign(static_cast<std::size_t>(pp * v - 1), 0.0);
-        input.num_micro_batches = m;
-        input.virtual_stages = v;
-        const ScheduleResult r = simulate_1f1b(input);
+        const ScheduleResult r = simulate_1f1b(free_transfers(uniform(pp * v, 1.0, 2.0), m, v));
         const double ideal_us = m * v * 3.0;
         EXPECT_DOUBLE_EQ(r.makespan_us, ideal_us + (pp - 1) * 3.0) << "pp " << pp << " v " << v << " m " << m;
         EXPECT_DOUBLE_EQ(r.bubble_us / ideal_us, (pp - 1.0) / (v * m)) << "pp " << pp << " v " << v << " m " << m;
@@ -490,12 +489,7 @@ TEST(ScheduleInterleaved, BalancedBubbleIsMegatrons) {
 
 // Megatron-LM's constraint: m a multiple of pp with v > 1; and the stage count must be pp * v.
 TEST(ScheduleInterleaved, RefusesWhatMegatronRefuses) {
-  ScheduleInput input;
-  input.stages = uniform(4, 1.0, 2.0);
-  input.p2p_forward_us.assign(3, 0.0);
-  input.p2p_backward_us.assign(3, 0.0);
-  input.virtual_stages = 2;
-  input.num_micro_batches = 3;
+  ScheduleInput input = free_transfers(uniform(4, 1.0, 2.0), 3, 2);
   try {
     simulate_1f1b(input);
     FAIL() << "m 3 with pp 2 accepted";
@@ -514,15 +508,8 @@ TEST(ScheduleShared, TwoStagesOnOneSlotHandTimeline) {
   // t=7 s1 B1 and s0 B0 at 1/2: B0 ends at 9, B1 has 1 left. t=9 s1 B1 alone -> 10. t=10 s0 B1 -> 12.
   const ScheduleResult r = simulate_1f1b(shared_input(uniform(2, 1.0, 2.0), 2, 1.0, 1.0));
   EXPECT_NEAR(r.makespan_us, 12.0, 1e-9);
-  ASSERT_EQ(r.timeline[0].size(), 4u);
-  expect_entry(r.timeline[0][0], Kind::kForward, 0, 0.0, 1.0);
-  expect_entry(r.timeline[0][1], Kind::kForward, 1, 1.0, 3.0);
-  expect_entry(r.timeline[0][2], Kind::kBackward, 0, 5.0, 9.0);
-  expect_entry(r.timeline[0][3], Kind::kBackward, 1, 10.0, 12.0);
-  expect_entry(r.timeline[1][0], Kind::kForward, 0, 1.0, 3.0);
-  expect_entry(r.timeline[1][1], Kind::kBackward, 0, 3.0, 5.0);
-  expect_entry(r.timeline[1][2], Kind::kForward, 1, 5.0, 7.0);
-  expect_entry(r.timeline[1][3], Kind::kBackward, 1, 7.0, 10.0);
+  expect_timeline(r.timeline[0], "F0 [0,1] F1 [1,3] B0 [5,9] B1 [10,12]");
+  expect_timeline(r.timeline[1], "F0 [1,3] B0 [3,5] F1 [5,7] B1 [7,10]");
   EXPECT_NEAR(r.busy_us[0], 9.0, 1e-9);  // 1 + 2 + 4 + 2: stretched passes count whole
   EXPECT_NEAR(r.busy_us[1], 9.0, 1e-9);  // 2 + 2 + 2 + 3
 }
