@@ -12,7 +12,6 @@
 #include "common/training_techniques.hpp"
 #include "launcher/commands.hpp"
 #include "predict/fit_model.hpp"
-#include "predict/framework/megatron_memory.hpp"
 #include "predict/framework_plan.hpp"
 #include "predict/memory/memory_model.hpp"
 #include "predict/plan.hpp"
@@ -112,7 +111,7 @@ int run_framework_predict(const PredictArgs& a, const LlamaSpec& spec, const Par
   }
   const predict::framework::FrameworkOutcome outcome = predict::framework::predict_framework(target, request);
   if (!outcome.ok()) throw UserError(outcome.reason);
-  const int64_t peak_bytes = predict::framework::megatron_te_peak_memory_bytes(request.shape, config, request.recipe);
+  const int64_t peak_bytes = outcome.prediction->peak_memory_bytes;  // megatron_memory's, in the prediction
   const double memory_limit = device_memory_bytes(a.device_memory_gib, target.hardware);
   validate::PredictionRecord record;
   record.source = "described " + target.hardware.name + ", framework megatron-te";

@@ -26,7 +26,6 @@
 #include "launcher/commands.hpp"
 #include "predict/framework/framework_predictor.hpp"
 #include "predict/framework/gpu_kernels.hpp"
-#include "predict/framework/megatron_memory.hpp"
 #include "validate/published_figures.hpp"
 
 namespace itertime::launcher {
@@ -43,7 +42,7 @@ struct Scored {
   double error_percent = 0;
   std::string reason;  // when not predicted
   std::optional<fw::FrameworkPrediction> prediction;
-  double peak_memory_gib = 0;  // the prediction's, else megatron_memory's for the row
+  double peak_memory_gib = 0;  // the prediction's (megatron_memory's busiest rank)
   std::string layout;
   std::string recipe;
 };
@@ -132,10 +131,7 @@ Scored score_row(const validate::PublishedSource& source, const validate::Publis
   }
   s.predicted = true;
   s.prediction = outcome.prediction;
-  const double peak_bytes = outcome.prediction->peak_memory_bytes > 0
-                                ? outcome.prediction->peak_memory_bytes
-                                : static_cast<double>(fw::megatron_te_peak_memory_bytes(row.shape, row.config, row.recipe));
-  s.peak_memory_gib = peak_bytes / static_cast<double>(1ull << 30);
+  s.peak_memory_gib = static_cast<double>(outcome.prediction->peak_memory_bytes) / static_cast<double>(1ull << 30);
   s.predicted_s = outcome.prediction->total_us * 1e-6;
   s.error_percent = (s.predicted_s - s.measured_s) / s.measured_s * 100.0;
   return s;

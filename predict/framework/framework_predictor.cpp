@@ -387,7 +387,7 @@ FrameworkOutcome predict_framework(const FrameworkTarget& target, const Framewor
 
     FrameworkPrediction p;
     p.total_us = iteration_us;
-    p.peak_memory_bytes = static_cast<double>(megatron_te_peak_memory_bytes(shape, config, recipe));
+    p.peak_memory_bytes = megatron_te_peak_memory_bytes(shape, config, recipe);
     PassTime passes;
     for (int c = 0; c < v; ++c) {
       const VirtualStage& vs = stages[static_cast<size_t>(c * pp + busiest)];

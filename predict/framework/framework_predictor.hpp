@@ -47,7 +47,7 @@ struct FrameworkPrediction {
   double optimizer_us = 0;  // the optimizer step
   double stage_forward_us = 0, stage_backward_us = 0;  // the busiest virtual stage, one micro-batch
   int64_t kernel_launches = 0;                         // per iteration on the busiest rank
-  double peak_memory_bytes = 0;                        // the largest over pipeline ranks
+  int64_t peak_memory_bytes = 0;                       // the largest over pipeline ranks
   double model_flops_per_iteration = 0;                // TransformerShape::training_flops_per_token x tokens
   std::vector<std::string> notes;                      // which figures were used, what is assumed
 };
