@@ -85,6 +85,33 @@ PlanEntry framework_entry(const PlanOptions& options, const framework::Framework
   return entry;
 }
 
+// The framework-only switches a plan tries for one (precision, techniques) at a layout: each fp8 scaling
+// recipe and fp8 parameters on and off with fp8, TP comm overlap on and off where sequence parallelism is
+// on, in that nesting order.
+std::vector<framework::FrameworkRecipe> framework_variants(PrecisionName precision, const TrainingTechniques& techniques,
+                                                           const ParallelConfig& config, const FrameworkPlanSpace& space) {
+  const bool fp8 = precision == PrecisionName::kFp8;
+  const std::vector<framework::Fp8Recipe> scalings =
+      fp8 ? space.fp8_recipes : std::vector<framework::Fp8Recipe>{framework::Fp8Recipe::kDelayed};
+  const std::vector<bool> fp8_parameters = fp8 ? space.fp8_param_gather : std::vector<bool>{false};
+  std::vector<framework::FrameworkRecipe> out;
+  for (framework::Fp8Recipe scaling : scalings) {
+    for (bool fp8_params : fp8_parameters) {
+      for (bool overlap : space.tp_comm_overlap) {
+        if (overlap && !(techniques.sequence_parallel && config.tp > 1)) continue;
+        framework::FrameworkRecipe recipe;
+        recipe.precision = precision;
+        recipe.fp8_recipe = scaling;
+        recipe.fp8_param_gather = fp8_params;
+        recipe.techniques = techniques;
+        recipe.tp_comm_overlap = overlap;
+        out.push_back(recipe);
+      }
+    }
+  }
+  return out;
+}
+
 }  // namespace
 
 std::vector<PlanEntry> plan_framework(const PlanOptions& options, const framework::FrameworkTarget& target,
@@ -99,8 +126,6 @@ std::vector<PlanEntry> plan_framework(const PlanOptions& options, const framewor
       const bool fp8 = precision == PrecisionName::kFp8;
       if (fp8 && !target.hardware.peak(ComputeDType::kFp8)) continue;
       if (precision != PrecisionName::kAmpBf16 && precision != PrecisionName::kAmpFp16 && !fp8) continue;
-      const std::vector<framework::Fp8Recipe> scalings =
-          fp8 ? space.fp8_recipes : std::vector<framework::Fp8Recipe>{framework::Fp8Recipe::kDelayed};
       std::vector<std::string> seen;  // recipes that collapse to one at this layout are listed once
       for (TrainingTechniques techniques : options.recipes) {
         if (config.tp == 1 && (techniques.sequence_parallel || techniques.vocab_parallel)) {
@@ -111,19 +136,8 @@ std::vector<PlanEntry> plan_framework(const PlanOptions& options, const framewor
         const std::string text = recipe_text(techniques);
         if (std::find(seen.begin(), seen.end(), text) != seen.end()) continue;
         seen.push_back(text);
-        for (framework::Fp8Recipe scaling : scalings) {
-          for (bool fp8_params : fp8 ? space.fp8_param_gather : std::vector<bool>{false}) {
-            for (bool overlap : space.tp_comm_overlap) {
-              if (overlap && !(techniques.sequence_parallel && config.tp > 1)) continue;
-              framework::FrameworkRecipe recipe;
-              recipe.precision = precision;
-              recipe.fp8_recipe = scaling;
-              recipe.fp8_param_gather = fp8_params;
-              recipe.techniques = techniques;
-              recipe.tp_comm_overlap = overlap;
-              entries.push_back(framework_entry(options, target, shape, config, recipe, cache));
-            }
-          }
+        for (const framework::FrameworkRecipe& recipe : framework_variants(precision, techniques, config, space)) {
+          entries.push_back(framework_entry(options, target, shape, config, recipe, cache));
         }
       }
     }
