@@ -21,6 +21,7 @@ int run_command_line(int argc, char** argv, const CalibrationVerbs& verbs) {
   register_model(app, actions);
   verbs.calibrate(app, actions);
   register_predict(app, actions);
+  register_validate(app, actions);
   register_plan(app, actions);
   register_published(app, actions);
   verbs.run(app, actions);

@@ -1,8 +1,6 @@
-// cmd_predict.cpp: `itertime fit`, `predict`, `validate` and `plan`: options, then the libraries; the
-// reporters are validate/prediction_report and validate/validation_report. No MPI, no LibTorch.
+// cmd_predict.cpp: `itertime fit` and `predict`: options, then the libraries; the reporter is
+// validate/prediction_report. No MPI, no LibTorch. (validate: cmd_validate.cpp; plan: cmd_plan.cpp.)
 #include <cstdio>
-#include <filesystem>
-#include <fstream>
 #include <memory>
 #include <optional>
 #include <string>
@@ -11,15 +9,14 @@
 #include "common/model_spec.hpp"
 #include "common/training_techniques.hpp"
 #include "launcher/commands.hpp"
+#include "launcher/predict_options.hpp"
 #include "predict/fit_model.hpp"
 #include "predict/framework_plan.hpp"
 #include "predict/memory/memory_model.hpp"
-#include "predict/plan.hpp"
 #include "predict/predictor.hpp"
 #include "predict/resolver/target_device.hpp"
 #include "predict/throughput.hpp"
 #include "validate/prediction_report.hpp"
-#include "validate/validation_run.hpp"
 
 namespace itertime::launcher {
 namespace {
@@ -40,52 +37,6 @@ struct PredictArgs {
   bool tp_comm_overlap = false;        // --tp-comm-overlap (megatron-te)
   bool fp8_param_gather = false;       // --fp8-param-gather (megatron-te, --precision fp8)
 };
-
-// --nodes N on a GPU description: the layout's ranks must fill exactly N nodes of gpus_per_node.
-void check_nodes(int nodes, int64_t ranks, const std::optional<HardwareSpec>& hardware) {
-  if (nodes == 0) return;
-  if (nodes < 0) throw UserError("--nodes " + std::to_string(nodes) + ": give a positive node count");
-  if (!hardware || !hardware->gpus_per_node) throw UserError("--nodes needs --hardware with a GPU description (GPUs per node)");
-  const int64_t per_node = *hardware->gpus_per_node;
-  if (ranks != int64_t{nodes} * per_node) {
-    throw UserError("--nodes " + std::to_string(nodes) + ": " + std::to_string(nodes) + " nodes of " + hardware->name + " hold " +
-                    std::to_string(int64_t{nodes} * per_node) + " GPUs, the layout has " + std::to_string(ranks) + " ranks");
-  }
-}
-
-// --device-memory-gib when given, else a GPU description's memory (a CPU node's is shared by its ranks: none).
-double device_memory_bytes(double gib, const std::optional<HardwareSpec>& hardware) {
-  if (gib > 0) return gib * static_cast<double>(1ull << 30);
-  if (hardware && hardware->kind == DeviceKind::kGpu) return static_cast<double>(hardware->memory_bytes);
-  return 0;
-}
-
-// A recipe as the CLI takes it: "plain" or recipe_text's form ("sp+vp+rc-full"); a UserError naming the option.
-TrainingTechniques parse_recipe_option(const std::string& text, const std::string& option) {
-  if (text == "plain") return {};
-  try {
-    return parse_recipe_text(text);
-  } catch (const UserError& error) {
-    throw UserError(option + " " + text + ": " + error.what());
-  }
-}
-
-// `path` must not exist unless `force`; refused before anything is written.
-void refuse_existing(const std::string& path, bool force, const std::string& option) {
-  std::error_code error;
-  if (!force && std::filesystem::exists(path, error))
-    throw UserError(option + " " + path + ": file exists; pass --force to overwrite it");
-}
-
-// Written to PATH.tmp and renamed: never a half-written file under the real name.
-void write_text_file(const std::string& path, const std::string& text) {
-  const std::string temporary = path + ".tmp";
-  {
-    std::ofstream out(temporary, std::ios::binary | std::ios::trunc);
-    if (!(out << text) || !out.flush()) throw UserError(path + ": cannot be written; check the folder and permissions");
-  }
-  std::filesystem::rename(temporary, path);
-}
 
 // --framework megatron-te: the stage Megatron-Core with Transformer Engine runs, on a GPU description's
 // published kernel figures; no calibration.
@@ -275,180 +226,6 @@ void register_predict(CLI::App& app, std::vector<std::pair<CLI::App*, Action>>& 
   predict_cmd->add_flag("--tp-comm-overlap", args->tp_comm_overlap,
                         "megatron-te: TP collectives pipelined with their GEMMs (TE userbuffers; needs sp)");
   actions.emplace_back(predict_cmd, [args](Context&) { return run_predict(*args); });
-
-  // validate
-  CLI::App* validate_cmd = app.add_subcommand(
-      "validate", "Predict every ground-truth configuration and report MAPE (leave-one-tuple-out or -precision-out)");
-  auto cal = std::make_shared<std::string>();
-  auto out_dir = std::make_shared<std::string>();
-  auto no_store = std::make_shared<bool>(false);
-  auto compute = std::make_shared<bool>(false);
-  auto memory_model_file = std::make_shared<std::string>();
-  auto model_file = std::make_shared<std::string>();
-  auto holdout = std::make_shared<std::string>("tuple");
-  validate_cmd->add_option("CAL", *cal, "Calibration HDF5 file with /comm, /ops and /groundtruth")->required();
-  validate_cmd->add_option("--out-dir", *out_dir,
-                           "Folder for validation.csv, .json and .svg (default: CAL's folder/<stem>-validation)");
-  validate_cmd->add_flag("--no-store", *no_store, "Do not write /validation into the calibration file");
-  validate_cmd->add_flag("--compute-report", *compute,
-                         "Also compare each stage's summed profiled operator times with its measured compute time");
-  validate_cmd->add_option(
-      "--memory-report", *memory_model_file,
-      "Also compare the memory model with the measured peak tensor bytes, for the model in this LLaMA config.json");
-  validate_cmd->add_option("--model", *model_file,
-                           "LLaMA config.json of the ground truth, for the builder-only predictions "
-                           "(default: the --memory-report file, else the path /meta groundtruth_model names, when readable)");
-  validate_cmd
-      ->add_option("--holdout", *holdout,
-                   "What each configuration's fitted terms leave out: tuple (leave-one-tuple-out), precision "
-                   "(leave-one-precision-out: the unseen-precision setting) or both")
-      ->capture_default_str();
-  actions.emplace_back(validate_cmd, [cal, out_dir, no_store, compute, memory_model_file, model_file, holdout](Context&) {
-    validate::ValidationRunOptions options;
-    options.calibration_file = *cal;
-    options.report_dir = *out_dir;
-    options.store_in_calibration = !*no_store;
-    options.compute_report = *compute;
-    if (*holdout != "tuple" && *holdout != "precision" && *holdout != "both") {
-      throw UserError("--holdout " + *holdout + ": use tuple, precision or both");
-    }
-    options.holdouts = *holdout == "both"
-                           ? std::vector<validate::Holdout>{validate::Holdout::kTuple, validate::Holdout::kPrecision}
-                           : std::vector<validate::Holdout>{validate::parse_holdout(*holdout)};
-    // Read the model configs first: a wrong path is refused before any work.
-    if (!memory_model_file->empty()) {
-      options.model = load_llama_config(*memory_model_file);
-      options.memory_report = true;
-    }
-    if (!model_file->empty()) options.model = load_llama_config(*model_file);
-    validate::run_validation(options);
-    return 0;
-  });
-}
-
-}  // namespace itertime::launcher
-
-namespace itertime::launcher {
-
-void register_plan(CLI::App& app, std::vector<std::pair<CLI::App*, Action>>& actions) {
-  CLI::App* plan_cmd = app.add_subcommand("plan", "List the fastest legal, memory-feasible configurations of a model on N GPUs");
-  struct PlanArgs {
-    std::string source, model_file;
-    int gpus = 0, global_batch = 0, seq_len = 0, top = 10;
-    std::vector<int> micro_batches = {1, 2, 4, 8};
-    std::vector<int> virtual_stages = {1};
-    std::vector<int> context_parallel = {1};
-    std::vector<std::string> precisions = {"amp-bf16"};
-    std::vector<std::string> recipes = {"plain"};
-    bool all_recipes = false;
-    double device_memory_gib = 0;
-    std::string hardware, efficiency;
-    int nodes = 0;
-    bool json = false;
-    std::string framework = "itertime";
-    std::vector<std::string> fp8_recipes = {"delayed"};
-  };
-  auto a = std::make_shared<PlanArgs>();
-  plan_cmd->add_option("SOURCE", a->source, "A model from `itertime fit`, or a calibration .h5; optional with --hardware");
-  plan_cmd->add_option("--model", a->model_file, "LLaMA config.json")->required();
-  CLI::Option* gpus = plan_cmd->add_option("--gpus", a->gpus, "Number of GPUs (ranks)");
-  CLI::Option* nodes = plan_cmd->add_option("--nodes", a->nodes,
-                                            "Number of nodes of the --hardware description (GPUs: nodes x its GPUs per node)");
-  gpus->excludes(nodes);
-  plan_cmd->add_option("--gbs", a->global_batch, "Global batch size")->required();
-  plan_cmd->add_option("--seq", a->seq_len, "Sequence length")->required();
-  plan_cmd->add_option("--mbs", a->micro_batches, "Micro-batch sizes to consider")->delimiter(',')->capture_default_str();
-  plan_cmd->add_option("--cp", a->context_parallel, "Context-parallel degrees to consider (each dividing --gpus)")
-      ->delimiter(',')
-      ->capture_default_str();
-  plan_cmd
-      ->add_option("--vp", a->virtual_stages,
-                   "Virtual pipeline stages per pipeline rank to consider (interleaved 1F1B when > 1; only with pp > 1)")
-      ->delimiter(',')
-      ->capture_default_str();
-  plan_cmd->add_option("--precisions", a->precisions, "Precisions to consider")->delimiter(',')->capture_default_str();
-  plan_cmd
-      ->add_option("--recipes", a->recipes,
-                   "Training recipes to consider: plain, or techniques joined by '+' (sp, vp, dopt, rc-sel|rc-full, ovl, opg), "
-                   "e.g. plain,sp+vp,sp+vp+rc-full")
-      ->delimiter(',')
-      ->capture_default_str();
-  plan_cmd->add_flag("--all-recipes", a->all_recipes,
-                     "Consider every recipe the predictor models (sequence parallelism, vocabulary-parallel head, "
-                     "distributed optimizer, recompute)");
-  plan_cmd->add_option("--device-memory-gib", a->device_memory_gib,
-                       "Device memory; larger configurations are infeasible (default: the GPU description's memory)");
-  plan_cmd->add_option("--hardware", a->hardware,
-                       "Hardware description (data/hardware): the calibration's own (default) for MFU and the device memory, "
-                       "or another device, predicted from its description with the calibration's operator efficiencies");
-  plan_cmd->add_option("--efficiency", a->efficiency,
-                       "Operator efficiencies to carry to --hardware (default on a GPU: a GPU calibration's, else its published "
-                       "kernel figures; on a CPU node: the calibration's, or data/efficiency/default.json)");
-  plan_cmd->add_option("--top", a->top, "How many to list")->capture_default_str();
-  plan_cmd
-      ->add_option("--framework", a->framework,
-                   "itertime (its own trainer) or megatron-te (Megatron-Core + Transformer Engine on --hardware, from "
-                   "published kernel figures; recipes default to NeMo's: sp+dopt+ovl+opg with each recompute)")
-      ->capture_default_str();
-  plan_cmd->add_option("--fp8-recipes", a->fp8_recipes, "megatron-te: fp8 scaling recipes to consider (delayed, current)")
-      ->delimiter(',')
-      ->capture_default_str();
-  plan_cmd->add_flag("--json", a->json, "Print JSON");
-  actions.emplace_back(plan_cmd, [a, plan_cmd](Context&) {
-    predict::PlanOptions options;
-    options.model = load_llama_config(a->model_file);
-    options.gpus = a->gpus;
-    options.global_batch = a->global_batch;
-    options.seq_len = a->seq_len;
-    options.micro_batches = a->micro_batches;
-    options.virtual_stages = a->virtual_stages;
-    options.context_parallel = a->context_parallel;
-    options.precisions.clear();
-    for (const auto& p : a->precisions) options.precisions.push_back(parse_precision(p).name);
-    options.recipes.clear();
-    for (const auto& r : a->recipes) options.recipes.push_back(parse_recipe_option(r, "--recipes"));
-    if (a->all_recipes) options.recipes = predict::modelled_recipes();
-    if (predict::framework::parse_framework(a->framework) == predict::framework::Framework::kMegatronTe) {
-      if (!a->source.empty())
-        throw UserError("plan --framework megatron-te takes no calibration or model file (" + a->source + ")");
-      const predict::framework::FrameworkTarget target = predict::framework_target(a->hardware);
-      if (!plan_cmd->get_option("--recipes")->count() && !a->all_recipes) options.recipes = predict::megatron_recipes();
-      predict::FrameworkPlanSpace space;
-      space.fp8_recipes.clear();
-      for (const auto& r : a->fp8_recipes) space.fp8_recipes.push_back(predict::framework::parse_fp8_recipe(r));
-      options.hardware = target.hardware;
-      options.gpus = a->nodes > 0 ? a->nodes * target.hardware.gpus_per_node.value_or(8) : a->gpus;
-      if (options.gpus < 1) throw UserError("plan: give --gpus N, or --nodes N");
-      options.device_memory_bytes = device_memory_bytes(a->device_memory_gib, options.hardware);
-      const auto entries = predict::plan_framework(options, target, space);
-      if (a->json) {
-        std::printf("%s\n", validate::plan_json(entries).c_str());
-      } else {
-        validate::print_plan(options, entries, a->top);
-      }
-      return 0;
-    }
-    const predict::FittedModel model = a->source.empty() ? predict::FittedModel{} : predict::load_or_fit(a->source);
-    const predict::HardwareChoice choice =
-        predict::choose_hardware(a->source.empty() ? nullptr : &model, a->hardware, a->efficiency);
-    options.hardware = choice.hardware;
-    options.target = choice.target ? &*choice.target : nullptr;
-    if (a->nodes > 0) {
-      if (!choice.hardware || !choice.hardware->gpus_per_node)
-        throw UserError("--nodes needs --hardware with a GPU description (GPUs per node)");
-      options.gpus = a->nodes * *choice.hardware->gpus_per_node;
-    } else if (a->gpus < 1) {
-      throw UserError("plan: the number of GPUs must be positive: give --gpus N, or --hardware NAME --nodes N");
-    }
-    options.device_memory_bytes = device_memory_bytes(a->device_memory_gib, options.hardware);
-    const auto entries = predict::plan(model, options);
-    if (a->json) {
-      std::printf("%s\n", validate::plan_json(entries).c_str());
-    } else {
-      validate::print_plan(options, entries, a->top);
-    }
-    return 0;
-  });
 }
 
 }  // namespace itertime::launcher

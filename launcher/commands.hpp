@@ -35,6 +35,7 @@ void register_info(CLI::App& app, std::vector<std::pair<CLI::App*, Action>>& act
 void register_model(CLI::App& app, std::vector<std::pair<CLI::App*, Action>>& actions);
 void register_calibrate(CLI::App& app, std::vector<std::pair<CLI::App*, Action>>& actions);
 void register_predict(CLI::App& app, std::vector<std::pair<CLI::App*, Action>>& actions);
+void register_validate(CLI::App& app, std::vector<std::pair<CLI::App*, Action>>& actions);
 void register_plan(CLI::App& app, std::vector<std::pair<CLI::App*, Action>>& actions);
 void register_run(CLI::App& app, std::vector<std::pair<CLI::App*, Action>>& actions);
 void register_inspect(CLI::App& app, std::vector<std::pair<CLI::App*, Action>>& actions);

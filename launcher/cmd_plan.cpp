@@ -1,0 +1,142 @@
+// cmd_plan.cpp: `itertime plan`: options, then predict/plan (or predict/framework_plan); the reporter is
+// validate/prediction_report. No MPI, no LibTorch.
+#include <cstdio>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "common/errors.hpp"
+#include "common/model_spec.hpp"
+#include "common/training_techniques.hpp"
+#include "launcher/commands.hpp"
+#include "launcher/predict_options.hpp"
+#include "predict/fit_model.hpp"
+#include "predict/framework_plan.hpp"
+#include "predict/plan.hpp"
+#include "predict/resolver/target_device.hpp"
+#include "validate/prediction_report.hpp"
+
+namespace itertime::launcher {
+
+void register_plan(CLI::App& app, std::vector<std::pair<CLI::App*, Action>>& actions) {
+  CLI::App* plan_cmd = app.add_subcommand("plan", "List the fastest legal, memory-feasible configurations of a model on N GPUs");
+  struct PlanArgs {
+    std::string source, model_file;
+    int gpus = 0, global_batch = 0, seq_len = 0, top = 10;
+    std::vector<int> micro_batches = {1, 2, 4, 8};
+    std::vector<int> virtual_stages = {1};
+    std::vector<int> context_parallel = {1};
+    std::vector<std::string> precisions = {"amp-bf16"};
+    std::vector<std::string> recipes = {"plain"};
+    bool all_recipes = false;
+    double device_memory_gib = 0;
+    std::string hardware, efficiency;
+    int nodes = 0;
+    bool json = false;
+    std::string framework = "itertime";
+    std::vector<std::string> fp8_recipes = {"delayed"};
+  };
+  auto a = std::make_shared<PlanArgs>();
+  plan_cmd->add_option("SOURCE", a->source, "A model from `itertime fit`, or a calibration .h5; optional with --hardware");
+  plan_cmd->add_option("--model", a->model_file, "LLaMA config.json")->required();
+  CLI::Option* gpus = plan_cmd->add_option("--gpus", a->gpus, "Number of GPUs (ranks)");
+  CLI::Option* nodes = plan_cmd->add_option("--nodes", a->nodes,
+                                            "Number of nodes of the --hardware description (GPUs: nodes x its GPUs per node)");
+  gpus->excludes(nodes);
+  plan_cmd->add_option("--gbs", a->global_batch, "Global batch size")->required();
+  plan_cmd->add_option("--seq", a->seq_len, "Sequence length")->required();
+  plan_cmd->add_option("--mbs", a->micro_batches, "Micro-batch sizes to consider")->delimiter(',')->capture_default_str();
+  plan_cmd->add_option("--cp", a->context_parallel, "Context-parallel degrees to consider (each dividing --gpus)")
+      ->delimiter(',')
+      ->capture_default_str();
+  plan_cmd
+      ->add_option("--vp", a->virtual_stages,
+                   "Virtual pipeline stages per pipeline rank to consider (interleaved 1F1B when > 1; only with pp > 1)")
+      ->delimiter(',')
+      ->capture_default_str();
+  plan_cmd->add_option("--precisions", a->precisions, "Precisions to consider")->delimiter(',')->capture_default_str();
+  plan_cmd
+      ->add_option("--recipes", a->recipes,
+                   "Training recipes to consider: plain, or techniques joined by '+' (sp, vp, dopt, rc-sel|rc-full, ovl, opg), "
+                   "e.g. plain,sp+vp,sp+vp+rc-full")
+      ->delimiter(',')
+      ->capture_default_str();
+  plan_cmd->add_flag("--all-recipes", a->all_recipes,
+                     "Consider every recipe the predictor models (sequence parallelism, vocabulary-parallel head, "
+                     "distributed optimizer, recompute)");
+  plan_cmd->add_option("--device-memory-gib", a->device_memory_gib,
+                       "Device memory; larger configurations are infeasible (default: the GPU description's memory)");
+  plan_cmd->add_option("--hardware", a->hardware,
+                       "Hardware description (data/hardware): the calibration's own (default) for MFU and the device memory, "
+                       "or another device, predicted from its description with the calibration's operator efficiencies");
+  plan_cmd->add_option("--efficiency", a->efficiency,
+                       "Operator efficiencies to carry to --hardware (default on a GPU: a GPU calibration's, else its published "
+                       "kernel figures; on a CPU node: the calibration's, or data/efficiency/default.json)");
+  plan_cmd->add_option("--top", a->top, "How many to list")->capture_default_str();
+  plan_cmd
+      ->add_option("--framework", a->framework,
+                   "itertime (its own trainer) or megatron-te (Megatron-Core + Transformer Engine on --hardware, from "
+                   "published kernel figures; recipes default to NeMo's: sp+dopt+ovl+opg with each recompute)")
+      ->capture_default_str();
+  plan_cmd->add_option("--fp8-recipes", a->fp8_recipes, "megatron-te: fp8 scaling recipes to consider (delayed, current)")
+      ->delimiter(',')
+      ->capture_default_str();
+  plan_cmd->add_flag("--json", a->json, "Print JSON");
+  actions.emplace_back(plan_cmd, [a, plan_cmd](Context&) {
+    predict::PlanOptions options;
+    options.model = load_llama_config(a->model_file);
+    options.gpus = a->gpus;
+    options.global_batch = a->global_batch;
+    options.seq_len = a->seq_len;
+    options.micro_batches = a->micro_batches;
+    options.virtual_stages = a->virtual_stages;
+    options.context_parallel = a->context_parallel;
+    options.precisions.clear();
+    for (const auto& p : a->precisions) options.precisions.push_back(parse_precision(p).name);
+    options.recipes.clear();
+    for (const auto& r : a->recipes) options.recipes.push_back(parse_recipe_option(r, "--recipes"));
+    if (a->all_recipes) options.recipes = predict::modelled_recipes();
+    if (predict::framework::parse_framework(a->framework) == predict::framework::Framework::kMegatronTe) {
+      if (!a->source.empty())
+        throw UserError("plan --framework megatron-te takes no calibration or model file (" + a->source + ")");
+      const predict::framework::FrameworkTarget target = predict::framework_target(a->hardware);
+      if (!plan_cmd->get_option("--recipes")->count() && !a->all_recipes) options.recipes = predict::megatron_recipes();
+      predict::FrameworkPlanSpace space;
+      space.fp8_recipes.clear();
+      for (const auto& r : a->fp8_recipes) space.fp8_recipes.push_back(predict::framework::parse_fp8_recipe(r));
+      options.hardware = target.hardware;
+      options.gpus = a->nodes > 0 ? a->nodes * target.hardware.gpus_per_node.value_or(8) : a->gpus;
+      if (options.gpus < 1) throw UserError("plan: give --gpus N, or --nodes N");
+      options.device_memory_bytes = device_memory_bytes(a->device_memory_gib, options.hardware);
+      const auto entries = predict::plan_framework(options, target, space);
+      if (a->json) {
+        std::printf("%s\n", validate::plan_json(entries).c_str());
+      } else {
+        validate::print_plan(options, entries, a->top);
+      }
+      return 0;
+    }
+    const predict::FittedModel model = a->source.empty() ? predict::FittedModel{} : predict::load_or_fit(a->source);
+    const predict::HardwareChoice choice =
+        predict::choose_hardware(a->source.empty() ? nullptr : &model, a->hardware, a->efficiency);
+    options.hardware = choice.hardware;
+    options.target = choice.target ? &*choice.target : nullptr;
+    if (a->nodes > 0) {
+      if (!choice.hardware || !choice.hardware->gpus_per_node)
+        throw UserError("--nodes needs --hardware with a GPU description (GPUs per node)");
+      options.gpus = a->nodes * *choice.hardware->gpus_per_node;
+    } else if (a->gpus < 1) {
+      throw UserError("plan: the number of GPUs must be positive: give --gpus N, or --hardware NAME --nodes N");
+    }
+    options.device_memory_bytes = device_memory_bytes(a->device_memory_gib, options.hardware);
+    const auto entries = predict::plan(model, options);
+    if (a->json) {
+      std::printf("%s\n", validate::plan_json(entries).c_str());
+    } else {
+      validate::print_plan(options, entries, a->top);
+    }
+    return 0;
+  });
+}
+
+}  // namespace itertime::launcher

@@ -1,0 +1,63 @@
+// cmd_validate.cpp: `itertime validate`: options, then validate/validation_run. No MPI, no LibTorch.
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "common/errors.hpp"
+#include "common/model_spec.hpp"
+#include "launcher/commands.hpp"
+#include "validate/validation_run.hpp"
+
+namespace itertime::launcher {
+
+void register_validate(CLI::App& app, std::vector<std::pair<CLI::App*, Action>>& actions) {
+  CLI::App* validate_cmd = app.add_subcommand(
+      "validate", "Predict every ground-truth configuration and report MAPE (leave-one-tuple-out or -precision-out)");
+  auto cal = std::make_shared<std::string>();
+  auto out_dir = std::make_shared<std::string>();
+  auto no_store = std::make_shared<bool>(false);
+  auto compute = std::make_shared<bool>(false);
+  auto memory_model_file = std::make_shared<std::string>();
+  auto model_file = std::make_shared<std::string>();
+  auto holdout = std::make_shared<std::string>("tuple");
+  validate_cmd->add_option("CAL", *cal, "Calibration HDF5 file with /comm, /ops and /groundtruth")->required();
+  validate_cmd->add_option("--out-dir", *out_dir,
+                           "Folder for validation.csv, .json and .svg (default: CAL's folder/<stem>-validation)");
+  validate_cmd->add_flag("--no-store", *no_store, "Do not write /validation into the calibration file");
+  validate_cmd->add_flag("--compute-report", *compute,
+                         "Also compare each stage's summed profiled operator times with its measured compute time");
+  validate_cmd->add_option(
+      "--memory-report", *memory_model_file,
+      "Also compare the memory model with the measured peak tensor bytes, for the model in this LLaMA config.json");
+  validate_cmd->add_option("--model", *model_file,
+                           "LLaMA config.json of the ground truth, for the builder-only predictions "
+                           "(default: the --memory-report file, else the path /meta groundtruth_model names, when readable)");
+  validate_cmd
+      ->add_option("--holdout", *holdout,
+                   "What each configuration's fitted terms leave out: tuple (leave-one-tuple-out), precision "
+                   "(leave-one-precision-out: the unseen-precision setting) or both")
+      ->capture_default_str();
+  actions.emplace_back(validate_cmd, [cal, out_dir, no_store, compute, memory_model_file, model_file, holdout](Context&) {
+    validate::ValidationRunOptions options;
+    options.calibration_file = *cal;
+    options.report_dir = *out_dir;
+    options.store_in_calibration = !*no_store;
+    options.compute_report = *compute;
+    if (*holdout != "tuple" && *holdout != "precision" && *holdout != "both") {
+      throw UserError("--holdout " + *holdout + ": use tuple, precision or both");
+    }
+    options.holdouts = *holdout == "both"
+                           ? std::vector<validate::Holdout>{validate::Holdout::kTuple, validate::Holdout::kPrecision}
+                           : std::vector<validate::Holdout>{validate::parse_holdout(*holdout)};
+    // Read the model configs first: a wrong path is refused before any work.
+    if (!memory_model_file->empty()) {
+      options.model = load_llama_config(*memory_model_file);
+      options.memory_report = true;
+    }
+    if (!model_file->empty()) options.model = load_llama_config(*model_file);
+    validate::run_validation(options);
+    return 0;
+  });
+}
+
+}  // namespace itertime::launcher

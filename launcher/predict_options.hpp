@@ -1,0 +1,30 @@
+// predict_options.hpp: what the prediction verbs (fit, predict, validate, plan) share at the CLI
+// boundary: option checks that turn text into typed values or one-line UserErrors, and the one way they
+// write a text file (never half-written under its real name).
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+
+#include "common/hardware_spec.hpp"
+#include "common/training_techniques.hpp"
+
+namespace itertime::launcher {
+
+// --nodes N on a GPU description: the layout's ranks must fill exactly N nodes of gpus_per_node (0: unchecked).
+void check_nodes(int nodes, int64_t ranks, const std::optional<HardwareSpec>& hardware);
+
+// --device-memory-gib when given, else a GPU description's memory (a CPU node's is shared by its ranks: 0, none).
+double device_memory_bytes(double gib, const std::optional<HardwareSpec>& hardware);
+
+// A recipe as the CLI takes it: "plain" or recipe_text's form ("sp+vp+rc-full"); a UserError naming the option.
+TrainingTechniques parse_recipe_option(const std::string& text, const std::string& option);
+
+// `path` must not exist unless `force`; refused before anything is written.
+void refuse_existing(const std::string& path, bool force, const std::string& option);
+
+// Written to PATH.tmp and renamed: never a half-written file under the real name.
+void write_text_file(const std::string& path, const std::string& text);
+
+}  // namespace itertime::launcher
