@@ -14,7 +14,7 @@
 #include "predict/framework_plan.hpp"
 #include "predict/plan.hpp"
 #include "predict/resolver/target_device.hpp"
-#include "validate/prediction_report.hpp"
+#include "validate/plan_report.hpp"
 
 namespace itertime::launcher {
 

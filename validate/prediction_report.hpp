@@ -1,5 +1,5 @@
-// prediction_report.hpp: the reporters of `itertime fit`, `predict` and `plan` (console tables and JSON),
-// beside validation_report.hpp. They present records that predict/ computed; they compute nothing.
+// prediction_report.hpp: the reporters of `itertime fit` and `predict` (console tables and JSON), beside
+// plan_report.hpp and validation_report.hpp. They present records that predict/ computed; they compute nothing.
 #pragma once
 
 #include <cstdint>
@@ -8,7 +8,6 @@
 
 #include "common/parallel_config.hpp"
 #include "predict/model/fitted_model.hpp"
-#include "predict/plan.hpp"
 #include "predict/throughput.hpp"
 #include "predict/predictor.hpp"
 
@@ -38,9 +37,5 @@ std::string prediction_json(const PredictionRecord& record);  // indented JSON t
 // `itertime fit`: what was fitted (comm tables and their residuals, operator signatures, regressions,
 // the calibration per occupancy) from `calibration_file` into `model_file`.
 void print_fit_summary(const predict::FittedModel& model, const std::string& calibration_file, const std::string& model_file);
-
-// `itertime plan`: the first `top` entries (in the order given) as a table, or all of them as JSON.
-void print_plan(const predict::PlanOptions& options, const std::vector<predict::PlanEntry>& entries, int top);
-std::string plan_json(const std::vector<predict::PlanEntry>& entries);
 
 }  // namespace itertime::validate
