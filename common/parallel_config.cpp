@@ -26,6 +26,38 @@ std::string ParallelConfig::tuple_string() const {
   return out + ")";
 }
 
+namespace {
+
+std::string joined_values(const std::vector<int>& values) {
+  std::string out;
+  for (std::size_t i = 0; i < values.size(); ++i) out += (i ? ", " : "") + std::to_string(values[i]);
+  return out;
+}
+
+// "1..32" when `values` is every integer from its first to its last and has more than 3 of them, else the list.
+std::string value_range(const std::vector<int>& values) {
+  if (values.size() > 3 && values.back() - values.front() + 1 == static_cast<int>(values.size())) {
+    return std::to_string(values.front()) + ".." + std::to_string(values.back());
+  }
+  return joined_values(values);
+}
+
+// The multiples of `step` nearest `value` (below, if positive, and above), e.g. "6 or 8".
+std::string nearest_multiples(int value, int step) {
+  const int below = value / step * step;
+  const int above = below + step;
+  return below > 0 ? std::to_string(below) + " or " + std::to_string(above) : std::to_string(above);
+}
+
+std::vector<int> divisors(int value) {
+  std::vector<int> out;
+  for (int d = 1; d <= value; ++d)
+    if (value % d == 0) out.push_back(d);
+  return out;
+}
+
+}  // namespace
+
 std::vector<std::string> ParallelConfig::violations(const LlamaSpec& model, int world_size) const {
   std::vector<std::string> broken;
   const auto positive = [&](int value, const char* name) {
@@ -37,41 +69,64 @@ std::vector<std::string> ParallelConfig::violations(const LlamaSpec& model, int 
   if (!ok) return broken;
 
   if (world_size > 0 && this->world_size() != world_size) {
-    broken.push_back((cp == 1 ? "dp*tp*pp = " + std::to_string(dp) + "*" + std::to_string(tp) + "*" + std::to_string(pp)
-                              : "dp*cp*tp*pp = " + std::to_string(dp) + "*" + std::to_string(cp) + "*" + std::to_string(tp) +
-                                    "*" + std::to_string(pp)) +
-                     " = " + std::to_string(this->world_size()) + " differs from the world size " + std::to_string(world_size));
+    std::string rule = (cp == 1 ? "dp*tp*pp = " + std::to_string(dp) + "*" + std::to_string(tp) + "*" + std::to_string(pp)
+                                : "dp*cp*tp*pp = " + std::to_string(dp) + "*" + std::to_string(cp) + "*" + std::to_string(tp) +
+                                      "*" + std::to_string(pp)) +
+                       " = " + std::to_string(this->world_size()) + " differs from the world size " + std::to_string(world_size);
+    const int others = cp * tp * pp;
+    if (world_size % others == 0) rule += " (dp=" + std::to_string(world_size / others) + " fills it)";
+    broken.push_back(rule);
   }
   if (cp > 1 && seq_len % (2 * cp) != 0) {
+    std::vector<int> legal_cp;
+    for (int c = 1; 2 * c <= seq_len; ++c)
+      if (c == 1 || seq_len % (2 * c) == 0) legal_cp.push_back(c);
     broken.push_back("cp=" + std::to_string(cp) + " needs seq_len divisible by 2*cp = " + std::to_string(2 * cp) +
-                     " (each context-parallel rank holds two of 2*cp sequence chunks), got seq_len=" + std::to_string(seq_len));
+                     " (each context-parallel rank holds two of 2*cp sequence chunks), got seq_len=" + std::to_string(seq_len) +
+                     ": legal cp at seq_len " + std::to_string(seq_len) + ": " + joined_values(legal_cp) +
+                     "; nearest seq_len for cp=" + std::to_string(cp) + ": " + nearest_multiples(seq_len, 2 * cp));
   }
   if (vp > 1 && pp == 1) {
     broken.push_back("vp=" + std::to_string(vp) + " (interleaved 1F1B) needs a pipeline, but pp is 1; use vp=1");
   }
-  if (vp > 1 && pp > 1 && pp * vp > model.num_layers) {
+  if (vp > 1 && pp > 1 && pp <= model.num_layers && pp * vp > model.num_layers) {
+    std::vector<int> legal_vp;
+    for (int v = 1; pp * v <= model.num_layers; ++v) legal_vp.push_back(v);
     broken.push_back("pp*vp = " + std::to_string(pp * vp) + " model chunks exceed the " + std::to_string(model.num_layers) +
-                     " layers (each chunk needs a layer)");
+                     " layers (each chunk needs a layer): legal vp at pp=" + std::to_string(pp) + ": " + value_range(legal_vp));
   }
   if (vp > 1 && global_batch % (dp * micro_batch) == 0 && num_micro_batches() % pp != 0) {
     broken.push_back("vp=" + std::to_string(vp) + " (interleaved 1F1B) needs the " + std::to_string(num_micro_batches()) +
-                     " micro-batches to be a multiple of pp=" + std::to_string(pp) + ", as Megatron-LM requires");
+                     " micro-batches to be a multiple of pp=" + std::to_string(pp) +
+                     ", as Megatron-LM requires: nearest legal global_batch: " +
+                     nearest_multiples(global_batch, dp * micro_batch * pp));
   }
-  if (model.num_heads % tp != 0) {
-    broken.push_back("tp=" + std::to_string(tp) + " does not divide the " + std::to_string(model.num_heads) + " attention heads");
-  }
-  if (model.num_kv_heads % tp != 0) {
-    broken.push_back("tp=" + std::to_string(tp) + " does not divide the " + std::to_string(model.num_kv_heads) + " KV heads");
-  }
-  if (model.intermediate_size % tp != 0) {
-    broken.push_back("tp=" + std::to_string(tp) + " does not divide the FFN size " + std::to_string(model.intermediate_size));
+  // tp must divide the heads, the KV heads and the FFN size: one phrase naming those it does not, and the
+  // degrees that divide all three.
+  std::vector<std::string> undivided;
+  if (model.num_heads % tp != 0) undivided.push_back("the " + std::to_string(model.num_heads) + " attention heads");
+  if (model.num_kv_heads % tp != 0) undivided.push_back("the " + std::to_string(model.num_kv_heads) + " KV heads");
+  if (model.intermediate_size % tp != 0) undivided.push_back("the FFN size " + std::to_string(model.intermediate_size));
+  if (!undivided.empty()) {
+    std::string rule = "tp=" + std::to_string(tp) + " must divide ";
+    for (std::size_t i = 0; i < undivided.size(); ++i) {
+      rule += (i == 0 ? "" : i + 1 == undivided.size() ? " and " : ", ") + undivided[i];
+    }
+    broken.push_back(rule + ": legal tp: " + joined_values(model.legal_tp_degrees()));
   }
   if (pp > model.num_layers) {
-    broken.push_back("pp=" + std::to_string(pp) + " exceeds the " + std::to_string(model.num_layers) + " layers");
+    broken.push_back("pp=" + std::to_string(pp) + " exceeds the " + std::to_string(model.num_layers) +
+                     " layers: legal pp: " + value_range(model.legal_pp_degrees()));
   }
   if (global_batch % (dp * micro_batch) != 0) {
-    broken.push_back("global_batch=" + std::to_string(global_batch) +
-                     " is not divisible by dp*micro_batch = " + std::to_string(dp * micro_batch));
+    std::string rule = "global_batch=" + std::to_string(global_batch) +
+                       " is not divisible by dp*micro_batch = " + std::to_string(dp * micro_batch) +
+                       ": nearest legal global_batch: " + nearest_multiples(global_batch, dp * micro_batch);
+    if (global_batch % dp == 0) {
+      rule += ", or a micro_batch dividing " + std::to_string(global_batch / dp) + ": " +
+              joined_values(divisors(global_batch / dp));
+    }
+    broken.push_back(rule);
   }
   if (model.max_position_embeddings > 0 && seq_len > model.max_position_embeddings) {
     broken.push_back("seq_len=" + std::to_string(seq_len) +

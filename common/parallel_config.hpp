@@ -11,8 +11,10 @@
 //  - RankLayout's groups: tp, cp, dp and pp vary one index; dp_cp (Megatron's data-parallel group with
 //    context parallelism, over which gradients are reduced) varies dp_idx and cp_idx together, its
 //    dp*cp members in rank order (group rank dp_idx * cp + cp_idx);
-//  - violations() names every rule broken, not only the first; require_valid() throws them all in
-//    one UserError;
+//  - violations() names every rule broken, not only the first, each with what would be legal near it
+//    (the legal tp of the model, the legal pp, cp at this sequence, vp at this pp, the nearest legal
+//    global batch and micro-batches); tp's three divisibility rules are one phrase; require_valid()
+//    throws them all in one UserError;
 //  - stage_layers() gives each stage floor(L/pp) layers and the first L % pp stages one more.
 #pragma once
 

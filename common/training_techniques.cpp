@@ -42,7 +42,7 @@ std::string printable(std::string_view text) {
 
 [[noreturn]] void refuse(std::string_view text, const std::string& why) {
   throw UserError("training recipe '" + printable(text) + "': " + why +
-                  " (give tokens sp, vp, dopt, rc-sel or rc-full, ovl or ovl-<size>, opg, joined by '+' in that order)");
+                  " (give tokens sp, vp, dopt, rc-sel or rc-full, ovl or ovl-<size>, opg, joined by '+' in any order)");
 }
 
 }  // namespace
@@ -91,42 +91,50 @@ std::string recipe_text(const TrainingTechniques& t) {
 TrainingTechniques parse_recipe_text(std::string_view text) {
   TrainingTechniques t;
   if (text.empty()) return t;
-  int last_order = -1;
+  // The technique each token set, by its canonical rank (sp, vp, dopt, rc, ovl, opg): a second token of
+  // the same technique (sp+sp, rc-sel+rc-full, ovl+ovl-4M) is refused, naming both.
+  std::string_view seen[6];
   for (std::string_view token : split_tokens(text)) {
-    int order = -1;
+    int technique = -1;
     if (token == "sp") {
-      order = 0;
+      technique = 0;
       t.sequence_parallel = true;
     } else if (token == "vp") {
-      order = 1;
+      technique = 1;
       t.vocab_parallel = true;
     } else if (token == "dopt") {
-      order = 2;
+      technique = 2;
       t.distributed_optimizer = true;
     } else if (token == "rc-sel" || token == "rc-full") {
-      order = 3;
+      technique = 3;
       t.recompute = token == "rc-sel" ? Recompute::kSelective : Recompute::kFull;
     } else if (token == "ovl" || token.substr(0, 4) == "ovl-") {
-      order = 4;
+      technique = 4;
       t.overlap_gradient_reduction = true;
       if (token.size() > 3) {
         t.gradient_bucket_bytes = parse_byte_size(token.substr(4)).value_or(0);
         if (t.gradient_bucket_bytes < 1) refuse(text, "'" + printable(token) + "' is not a bucket size such as ovl-4M");
+        const std::string canonical =
+            t.gradient_bucket_bytes == kDefaultGradientBucketBytes ? "ovl" : "ovl-" + format_byte_size(t.gradient_bucket_bytes);
+        if (token != canonical) refuse(text, "'" + printable(token) + "' is not in canonical form (write it as '" + canonical + "')");
       }
     } else if (token == "opg") {
-      order = 5;
+      technique = 5;
       t.overlap_parameter_gather = true;
     } else {
       refuse(text, "unknown token '" + printable(token) + "'");
     }
-    if (order <= last_order) refuse(text, "'" + printable(token) + "' repeated or out of order");
-    last_order = order;
+    std::string_view& first = seen[technique];
+    if (!first.empty()) {
+      refuse(text, first == token ? "'" + printable(token) + "' given twice"
+                                  : "'" + printable(first) + "' and '" + printable(token) + "' set the same technique; give one");
+    }
+    first = token;
   }
   if (t.overlap_parameter_gather && !(t.distributed_optimizer && t.overlap_gradient_reduction)) {
     refuse(text,
            "opg overlaps the distributed optimizer's bucketed all-gathers: it needs dopt and ovl too (e.g. 'dopt+ovl+opg')");
   }
-  if (recipe_text(t) != text) refuse(text, "not in canonical form (write it as '" + recipe_text(t) + "')");
   return t;
 }
 

@@ -12,8 +12,11 @@
 //  - Overlapped parameter gather (opg, Megatron-LM's overlap_param_gather) needs the distributed optimizer
 //    and overlapped reduction (its all-gathers are the bucketed optimizer's): parse_recipe_text refuses it
 //    alone, and at_dp() drops it with ovl at dp 1.
-//  - parse_recipe_text(recipe_text(t)) == t for every t; any other text is a UserError naming it, on one
-//    line (control characters in the text, a line break above all, are quoted escaped).
+//  - parse_recipe_text() takes the tokens in any order ("dopt+sp" is "sp+dopt"), each technique at most
+//    once (sp+sp, rc-sel+rc-full, ovl+ovl-4M are refused) and each token in its canonical form (ovl, not
+//    ovl-25M); so parse_recipe_text(recipe_text(t)) == t for every t, and recipe_text() of what it
+//    parses is the canonical text whatever the order given. Any other text is a UserError naming it, on
+//    one line (control characters in the text, a line break above all, are quoted escaped).
 #pragma once
 
 #include <cstdint>

@@ -184,6 +184,42 @@ case_missing_argument() {
   expect_user_error "subcommand"
 }
 
+# Issue 33: an unknown option or subcommand is named with the closest known ones of the command it was
+# given to (edit distance, a swap of two letters counting one); a missing subcommand lists them.
+case_did_you_mean() {
+  local model="$MODELS/tiny-llama.json"
+  expect_user_error "predict: unknown option '--precisoin'; did you mean --precision?" \
+    predict --hardware h100-sxm --model "$model" --seq 64 --precisoin bf16
+  expect_user_error "predict: unknown option '--precisoin'; did you mean --precision?" \
+    predict --hardware h100-sxm --model "$model" --seq 64 --precisoin=bf16
+  expect_user_error "predict: unknown option '--tpp'; did you mean --tp or --pp?" predict --model "$model" --tpp 2
+  expect_user_error "model show: unknown option '--sq'; did you mean --seq?" model show "$model" --sq 64
+  expect_user_error "unknown subcommand 'predct'; did you mean predict?" predct --model "$model"
+  expect_user_error "slurm: unknown subcommand 'submitt'; did you mean submit?" slurm submitt job.json
+  expect_user_error "unknown option '--bogus' (run with --help" --bogus
+  expect_user_error "model show: unexpected argument 'extra.json'" model show "$model" extra.json
+  expect_user_error "model: a subcommand is required: show" model
+  expect_user_error "a subcommand is required: info, model,"
+}
+
+# Issue 33: a layout rule broken says which values are legal (tp of the model, pp of its layers, cp at
+# the sequence, the nearest global batch); a recipe's tokens come in any order, a technique given twice
+# is refused. The GPU description needs no calibration, so these run in milliseconds.
+case_layout_errors() {
+  local model="$MODELS/llama3.1-8b.json"
+  local base=(predict --hardware h100-sxm --model "$model" --seq 4096)
+  expect_user_error "tp=3 must divide the 32 attention heads, the 8 KV heads and the FFN size 14336: legal tp: 1, 2, 4, 8" \
+    "${base[@]}" --tp 3
+  expect_user_error "pp=40 exceeds the 32 layers: legal pp: 1..32" "${base[@]}" --pp 40
+  expect_user_error "global_batch=7 is not divisible by dp*micro_batch = 2: nearest legal global_batch: 6 or 8" \
+    "${base[@]}" --dp 2 --gbs 7
+  expect_user_error "nearest seq_len for cp=3: 4092 or 4098" "${base[@]}" --cp 3
+  expect_user_error "'sp' given twice" "${base[@]}" --recipe sp+dopt+sp
+  run "${base[@]}" --dp 2 --gbs 8 --recipe dopt+sp
+  expect_status 0
+  expect_stdout "fp32 sp+dopt on described h100-sxm"
+}
+
 # The calibration verbs (launcher/calibration_verbs.hpp): with itertime-calibrate beside the binary the
 # front hands them over (their help and their usage errors are itertime-calibrate's), and a front
 # without it says so in one line; a prediction-only build (no itertime-calibrate) refuses them in one line.
@@ -210,6 +246,6 @@ case_calibration_verbs() {
 
 ALL_CASES=(model_show help version missing_field not_json missing_path directory not_llama inspect_text_file
            inspect_foreign_schema inspect_missing_file inspect_store unknown_subcommand unknown_option
-           missing_argument calibration_verbs)
+           missing_argument did_you_mean layout_errors calibration_verbs)
 
 run_cases

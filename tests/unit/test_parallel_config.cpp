@@ -48,14 +48,13 @@ TEST(ParallelConfig, ValidConfigHasNoViolations) {
 
 TEST(ParallelConfig, ListsEveryBrokenRule) {
   // tp=3 breaks the 32 heads, the 8 KV heads and the FFN size 14336; dp*tp*pp = 6 is not the world
-  // size 8; 7 sequences do not split over dp*mbs = 2.
+  // size 8; 7 sequences do not split over dp*mbs = 2. tp's three divisibility rules are one phrase.
   const auto broken = make(2, 3, 1, 1, 7).violations(llama8b(), 8);
-  ASSERT_EQ(broken.size(), 5u) << joined(broken);
+  ASSERT_EQ(broken.size(), 3u) << joined(broken);
   EXPECT_TRUE(has_message(broken, "differs from the world size 8")) << joined(broken);
   EXPECT_TRUE(has_message(broken, "= 6")) << joined(broken);
-  EXPECT_TRUE(has_message(broken, "tp=3 does not divide the 32 attention heads")) << joined(broken);
-  EXPECT_TRUE(has_message(broken, "tp=3 does not divide the 8 KV heads")) << joined(broken);
-  EXPECT_TRUE(has_message(broken, "tp=3 does not divide the FFN size 14336")) << joined(broken);
+  EXPECT_TRUE(has_message(broken, "tp=3 must divide the 32 attention heads, the 8 KV heads and the FFN size 14336: legal tp: 1, 2, 4, 8"))
+      << joined(broken);
   EXPECT_TRUE(has_message(broken, "global_batch=7 is not divisible by dp*micro_batch = 2")) << joined(broken);
 }
 
@@ -76,7 +75,7 @@ TEST(ParallelConfig, Tp3RefusedFor32HeadModel) {
   const LlamaSpec model = llama8b();
   const ParallelConfig c = make(1, 3, 1, 1, 4);
   const auto broken = c.violations(model, 3);
-  EXPECT_TRUE(has_message(broken, "tp=3 does not divide the 32 attention heads")) << joined(broken);
+  EXPECT_TRUE(has_message(broken, "tp=3 must divide the 32 attention heads")) << joined(broken);
   EXPECT_FALSE(has_message(broken, "world size")) << joined(broken);
   try {
     c.require_valid(model, 3);
@@ -106,7 +105,7 @@ TEST(ParallelConfig, EveryLegalTpDegreeIsAcceptedAndOnlyThose) {
 TEST(ParallelConfig, PipelineDeeperThanTheLayers) {
   const auto broken = make(1, 1, 5, 1, 4, 128).violations(tiny(), 5);
   ASSERT_EQ(broken.size(), 1u) << joined(broken);
-  EXPECT_TRUE(has_message(broken, "pp=5 exceeds the 4 layers"));
+  EXPECT_TRUE(has_message(broken, "pp=5 exceeds the 4 layers: legal pp: 1..4")) << joined(broken);
   EXPECT_TRUE(make(1, 1, 4, 1, 4, 128).violations(tiny(), 4).empty());
 }
 
@@ -195,6 +194,41 @@ TEST(ParallelConfig, VirtualStageAndContextParallelRules) {
   EXPECT_NE(broken(c, 2).find("dp*cp*tp*pp = 1*2*1*2 = 4 differs from the world size 2"), std::string::npos) << broken(c, 2);
   c.seq_len = 66;  // not a multiple of 2*cp = 4
   EXPECT_NE(broken(c, 4).find("divisible by 2*cp = 4"), std::string::npos);
+}
+
+// Issue 33: each broken rule says what would be legal near it.
+TEST(ParallelConfig, ViolationsNameTheLegalValues) {
+  const LlamaSpec model = tiny();  // 4 layers, 4 heads, 4 KV heads, FFN 352
+  const auto one = [&](const ParallelConfig& c, int world) {
+    const auto broken = c.violations(model, world);
+    return broken.size() == 1 ? broken.front() : "(" + std::to_string(broken.size()) + " violations) " + joined(broken);
+  };
+  EXPECT_EQ(one(make(1, 3, 1, 1, 1, 64), 0),
+            "tp=3 must divide the 4 attention heads, the 4 KV heads and the FFN size 352: legal tp: 1, 2, 4");
+  EXPECT_EQ(one(make(1, 8, 1, 1, 1, 64), 0), "tp=8 must divide the 4 attention heads and the 4 KV heads: legal tp: 1, 2, 4");
+  EXPECT_EQ(one(make(2, 1, 1, 1, 7, 64), 0),
+            "global_batch=7 is not divisible by dp*micro_batch = 2: nearest legal global_batch: 6 or 8");
+  EXPECT_EQ(one(make(2, 1, 1, 3, 8, 64), 0),
+            "global_batch=8 is not divisible by dp*micro_batch = 6: nearest legal global_batch: 6 or 12, or a micro_batch "
+            "dividing 4: 1, 2, 4");
+  EXPECT_EQ(one(make(3, 1, 1, 1, 12, 64), 4), "dp*tp*pp = 3*1*1 = 3 differs from the world size 4 (dp=4 fills it)");
+  ParallelConfig c = make(1, 1, 1, 1, 1, 48);
+  c.cp = 5;
+  EXPECT_EQ(one(c, 0),
+            "cp=5 needs seq_len divisible by 2*cp = 10 (each context-parallel rank holds two of 2*cp sequence chunks), got "
+            "seq_len=48: legal cp at seq_len 48: 1, 2, 3, 4, 6, 8, 12, 24; nearest seq_len for cp=5: 40 or 50");
+  c = make(1, 1, 2, 1, 8, 64);
+  c.vp = 3;  // 6 chunks over 4 layers
+  EXPECT_EQ(one(c, 0), "pp*vp = 6 model chunks exceed the 4 layers (each chunk needs a layer): legal vp at pp=2: 1, 2");
+  c.vp = 2;
+  c.global_batch = 3;
+  EXPECT_EQ(one(c, 0),
+            "vp=2 (interleaved 1F1B) needs the 3 micro-batches to be a multiple of pp=2, as Megatron-LM requires: nearest "
+            "legal global_batch: 2 or 4");
+  // A pipeline deeper than the layers is named once, not again as too many model chunks.
+  c = make(1, 1, 5, 1, 10, 64);
+  c.vp = 2;
+  EXPECT_EQ(one(c, 0), "pp=5 exceeds the 4 layers: legal pp: 1..4");
 }
 
 // ---- RankLayout --------------------------------------------------------------------------------

@@ -85,17 +85,45 @@ TEST(RecipeText, OverlappedParameterGatherNeedsTheBucketedDistributedOptimizer) 
   EXPECT_EQ(recipe_text(at_dp(t, 1)), "dopt");  // nothing to reduce or gather at dp 1
 }
 
-TEST(RecipeText, RefusesWhatIsNotCanonical) {
-  for (const char* bad : {"opg+dopt+ovl", "dopt+ovl+opg+opg", "zero", "sp+sp", "vp+sp", "rc-sel+rc-full", "ovl-0", "ovl-",
-                          "ovl-4X", "ovl-25M", "ovl-9999999999G", "sp+", "+sp", "SP", "sp + vp", "ovl-00004M"}) {
+TEST(RecipeText, RefusesWhatIsNotARecipe) {
+  for (const char* bad : {"dopt+ovl+opg+opg", "zero", "sp+sp", "rc-sel+rc-full", "ovl+ovl-4M", "ovl-0", "ovl-", "ovl-4X",
+                          "ovl-25M", "ovl-9999999999G", "sp+", "+sp", "SP", "sp + vp", "ovl-00004M", "dopt+opg"}) {
     EXPECT_THROW(parse_recipe_text(bad), UserError) << bad;
   }
   try {
-    parse_recipe_text("vp+sp");
+    parse_recipe_text("ovl-25M");
     FAIL();
   } catch (const UserError& e) {
-    EXPECT_NE(std::string(e.what()).find("'vp+sp'"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("write it as 'ovl'"), std::string::npos) << e.what();
   }
+}
+
+// Issue 33: the tokens may come in any order; the canonical text (keys, rows, reports) keeps its order.
+TEST(RecipeText, TakesTheTokensInAnyOrder) {
+  EXPECT_EQ(recipe_text(parse_recipe_text("dopt+sp")), "sp+dopt");
+  EXPECT_EQ(recipe_text(parse_recipe_text("vp+sp")), "sp+vp");
+  EXPECT_EQ(recipe_text(parse_recipe_text("opg+ovl-64K+dopt")), "dopt+ovl-64K+opg");
+  EXPECT_EQ(recipe_label(parse_recipe_text("opg+rc-full+ovl+vp+dopt+sp")), "sp+vp+dopt+rc-full+ovl+opg");
+  EXPECT_EQ(parse_recipe_text("rc-sel+sp"), parse_recipe_text("sp+rc-sel"));
+}
+
+// A technique given twice is refused with a line that says so, in any order.
+TEST(RecipeText, RefusesATechniqueGivenTwice) {
+  const auto message = [](const char* text) {
+    try {
+      parse_recipe_text(text);
+    } catch (const UserError& e) {
+      return std::string(e.what());
+    }
+    return std::string("(accepted)");
+  };
+  EXPECT_NE(message("sp+dopt+sp").find("'sp' given twice"), std::string::npos) << message("sp+dopt+sp");
+  EXPECT_NE(message("rc-full+sp+rc-sel").find("'rc-full' and 'rc-sel' set the same technique"), std::string::npos)
+      << message("rc-full+sp+rc-sel");
+  EXPECT_NE(message("ovl-4M+ovl").find("'ovl-4M' and 'ovl' set the same technique"), std::string::npos)
+      << message("ovl-4M+ovl");
+  EXPECT_NE(message("sp+sp").find("'sp+sp'"), std::string::npos) << message("sp+sp");  // the whole text named
+  EXPECT_EQ(message("sp+sp").find('\n'), std::string::npos);
 }
 
 TEST(Recompute, NamesRoundTrip) {
