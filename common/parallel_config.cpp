@@ -96,10 +96,10 @@ std::vector<std::string> ParallelConfig::violations(const LlamaSpec& model, int 
                      " layers (each chunk needs a layer): legal vp at pp=" + std::to_string(pp) + ": " + value_range(legal_vp));
   }
   if (vp > 1 && global_batch % (dp * micro_batch) == 0 && num_micro_batches() % pp != 0) {
-    broken.push_back("vp=" + std::to_string(vp) + " (interleaved 1F1B) needs the " + std::to_string(num_micro_batches()) +
-                     " micro-batches to be a multiple of pp=" + std::to_string(pp) +
-                     ", as Megatron-LM requires: nearest legal global_batch: " +
-                     nearest_multiples(global_batch, dp * micro_batch * pp));
+    broken.push_back(
+        "vp=" + std::to_string(vp) + " (interleaved 1F1B) needs the " + std::to_string(num_micro_batches()) +
+        " micro-batches to be a multiple of pp=" + std::to_string(pp) +
+        ", as Megatron-LM requires: nearest legal global_batch: " + nearest_multiples(global_batch, dp * micro_batch * pp));
   }
   // tp must divide the heads, the KV heads and the FFN size: one phrase naming those it does not, and the
   // degrees that divide all three.
@@ -123,8 +123,8 @@ std::vector<std::string> ParallelConfig::violations(const LlamaSpec& model, int 
                        " is not divisible by dp*micro_batch = " + std::to_string(dp * micro_batch) +
                        ": nearest legal global_batch: " + nearest_multiples(global_batch, dp * micro_batch);
     if (global_batch % dp == 0) {
-      rule += ", or a micro_batch dividing " + std::to_string(global_batch / dp) + ": " +
-              joined_values(divisors(global_batch / dp));
+      rule +=
+          ", or a micro_batch dividing " + std::to_string(global_batch / dp) + ": " + joined_values(divisors(global_batch / dp));
     }
     broken.push_back(rule);
   }

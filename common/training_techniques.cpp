@@ -116,7 +116,8 @@ TrainingTechniques parse_recipe_text(std::string_view text) {
         if (t.gradient_bucket_bytes < 1) refuse(text, "'" + printable(token) + "' is not a bucket size such as ovl-4M");
         const std::string canonical =
             t.gradient_bucket_bytes == kDefaultGradientBucketBytes ? "ovl" : "ovl-" + format_byte_size(t.gradient_bucket_bytes);
-        if (token != canonical) refuse(text, "'" + printable(token) + "' is not in canonical form (write it as '" + canonical + "')");
+        if (token != canonical)
+          refuse(text, "'" + printable(token) + "' is not in canonical form (write it as '" + canonical + "')");
       }
     } else if (token == "opg") {
       technique = 5;

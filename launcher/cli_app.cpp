@@ -88,7 +88,8 @@ std::string parse_error_line(CLI::App& app, const CLI::ParseError& error) {
     for (const std::string& name : subcommands) list += (list.empty() ? "" : ", ") + name;
     return where + "a subcommand is required: " + list;  // `itertime`, `itertime model`
   }
-  const auto positional = std::find_if(unknown.begin(), unknown.end(), [](const std::string& w) { return !looks_like_option(w); });
+  const auto positional =
+      std::find_if(unknown.begin(), unknown.end(), [](const std::string& w) { return !looks_like_option(w); });
   if (!subcommands.empty() && positional != unknown.end()) {
     return where + "unknown subcommand '" + *positional + "'" + did_you_mean(closest(*positional, subcommands));
   }

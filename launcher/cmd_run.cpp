@@ -125,6 +125,7 @@ void fit_and_validate(const std::string& output, const LlamaSpec& model_spec) {
   options.memory_report = true;
   options.model = model_spec;
   options.save_fitted_model = true;
+  options.store_in_calibration = true;  // the run's own output file keeps its /validation
   options.holdouts = {validate::Holdout::kTuple, validate::Holdout::kPrecision};
   validate::run_validation(options);
 }

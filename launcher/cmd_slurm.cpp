@@ -1,7 +1,9 @@
 // cmd_slurm.cpp: `itertime slurm submit JOB.json`: renders the requeue-safe batch script of a job
 // (launcher/slurm_script.hpp) and prints it (--dry-run) or submits it with sbatch. See docs/slurm.md.
 // Invariants: sbatch is run directly (posix_spawnp, no shell), with the script's path as its only
-// operand; a user's mistake (bad option, missing job, sbatch refusing the job) exits 2 with one line.
+// operand; a user's mistake (bad option, missing job, an allocation smaller than the job, a missing
+// output folder, sbatch refusing the job) exits 2 with one line; --dry-run runs every check a submission
+// runs before it prints the script.
 #include <fcntl.h>
 #include <poll.h>
 #include <spawn.h>
@@ -121,13 +123,9 @@ std::string running_binary(const Context& context) {
 }
 
 int run_submit(Context& context, const SubmitArgs& args) {
+  // Every check of a submission runs before anything is printed or written, --dry-run included, so that
+  // a dry run that passes is a submission that passes (up to sbatch itself).
   const slurm::ScriptSpec spec = slurm::resolve(args.request, running_binary(context), ITERTIME_VERSION_STRING);
-  const std::string script = slurm::render_script(spec);
-  if (args.dry_run) {
-    std::fwrite(script.data(), 1, script.size(), stdout);
-    return kExitSuccess;
-  }
-
   const std::filesystem::path output(spec.output);
   std::error_code error;
   if (!std::filesystem::is_directory(output.parent_path(), error)) {
@@ -136,6 +134,16 @@ int run_submit(Context& context, const SubmitArgs& args) {
   }
   const std::string script_path =
       args.script.empty() ? spec.output + ".sbatch" : std::filesystem::absolute(args.script).lexically_normal().string();
+  if (!std::filesystem::is_directory(std::filesystem::path(script_path).parent_path(), error)) {
+    throw UserError("--script " + args.script + ": folder " + std::filesystem::path(script_path).parent_path().string() +
+                    " does not exist; create it first");
+  }
+  const std::string script = slurm::render_script(spec);
+  for (const std::string& warning : spec.warnings) std::fprintf(stderr, "itertime: warning: %s\n", warning.c_str());
+  if (args.dry_run) {
+    std::fwrite(script.data(), 1, script.size(), stdout);
+    return kExitSuccess;
+  }
   {
     std::ofstream out(script_path, std::ios::binary | std::ios::trunc);
     out << script;
@@ -211,7 +219,11 @@ void register_slurm(CLI::App& app, std::vector<std::pair<CLI::App*, Action>>& ac
   submit->add_option("--itertime", r.itertime, "itertime binary the job runs (default: this one)");
   submit->add_option("--script", args->script, "Where to write the batch script (default: OUTPUT.sbatch)");
   submit->add_option("--sbatch", args->sbatch, "sbatch to run (default: sbatch from PATH)")->capture_default_str();
-  submit->add_flag("--dry-run", args->dry_run, "Print the batch script and submit nothing");
+  submit->add_flag("--allow-fewer-ranks", r.allow_fewer_ranks,
+                   "Submit even when the allocation holds fewer ranks than the job asks for (its larger configurations "
+                   "are then recorded as skipped; a warning)");
+  submit->add_flag("--dry-run", args->dry_run,
+                   "Check everything a submission checks, print the batch script, write and submit nothing");
   submit->add_flag("--parsable", args->parsable, "Print only the job id");
   actions.emplace_back(submit, [args](Context& context) { return run_submit(context, *args); });
 }

@@ -1,4 +1,5 @@
 // cmd_validate.cpp: `itertime validate`: options, then validate/validation_run. No MPI, no LibTorch.
+// Invariant: CAL is only read unless --store asks for /validation in it (`itertime run` stores its own).
 #include <memory>
 #include <string>
 #include <vector>
@@ -15,6 +16,7 @@ void register_validate(CLI::App& app, std::vector<std::pair<CLI::App*, Action>>&
       "validate", "Predict every ground-truth configuration and report MAPE (leave-one-tuple-out or -precision-out)");
   auto cal = std::make_shared<std::string>();
   auto out_dir = std::make_shared<std::string>();
+  auto store = std::make_shared<bool>(false);
   auto no_store = std::make_shared<bool>(false);
   auto compute = std::make_shared<bool>(false);
   auto memory_model_file = std::make_shared<std::string>();
@@ -23,7 +25,9 @@ void register_validate(CLI::App& app, std::vector<std::pair<CLI::App*, Action>>&
   validate_cmd->add_option("CAL", *cal, "Calibration HDF5 file with /comm, /ops and /groundtruth")->required();
   validate_cmd->add_option("--out-dir", *out_dir,
                            "Folder for validation.csv, .json and .svg (default: CAL's folder/<stem>-validation)");
-  validate_cmd->add_flag("--no-store", *no_store, "Do not write /validation into the calibration file");
+  validate_cmd->add_flag("--store", *store,
+                         "Also write the leave-one-tuple-out report as /validation into CAL (default: CAL is only read)");
+  validate_cmd->add_flag("--no-store", *no_store, "Do not write /validation into CAL (the default; kept for old scripts)");
   validate_cmd->add_flag("--compute-report", *compute,
                          "Also compare each stage's summed profiled operator times with its measured compute time");
   validate_cmd->add_option(
@@ -37,11 +41,12 @@ void register_validate(CLI::App& app, std::vector<std::pair<CLI::App*, Action>>&
                    "What each configuration's fitted terms leave out: tuple (leave-one-tuple-out), precision "
                    "(leave-one-precision-out: the unseen-precision setting) or both")
       ->capture_default_str();
-  actions.emplace_back(validate_cmd, [cal, out_dir, no_store, compute, memory_model_file, model_file, holdout](Context&) {
+  actions.emplace_back(validate_cmd, [cal, out_dir, store, no_store, compute, memory_model_file, model_file, holdout](Context&) {
     validate::ValidationRunOptions options;
     options.calibration_file = *cal;
     options.report_dir = *out_dir;
-    options.store_in_calibration = !*no_store;
+    if (*store && *no_store) throw UserError("--store and --no-store: give one (without either, CAL is only read)");
+    options.store_in_calibration = *store;
     options.compute_report = *compute;
     if (*holdout != "tuple" && *holdout != "precision" && *holdout != "both") {
       throw UserError("--holdout " + *holdout + ": use tuple, precision or both");

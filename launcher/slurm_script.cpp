@@ -218,6 +218,35 @@ void resolve_paths(const SubmitRequest& request, const std::string& running_bina
   spec.itertime = absolute_path(request.itertime.empty() ? running_binary : request.itertime);
 }
 
+// The allocation against the ranks the job asks for (its "ranks", else its largest configuration, as
+// `itertime run` launches): fewer would leave the job's larger configurations to be recorded as skipped
+// only after it queued and ran, so that is refused unless --allow-fewer-ranks, and then a warning.
+// Configurations above the job's own "ranks" are skipped by the job's design (jobs/reduced-cpu.json):
+// not refused.
+void check_allocation(const SubmitRequest& request, const Job& job, ScriptSpec& spec) {
+  const int wanted = job.ranks > 0 ? job.ranks : std::max(2, job.max_world_size());
+  if (spec.ranks() >= wanted) return;
+  int larger = 0;
+  int largest = 0;
+  for (const JobConfig& config : job.configs) {
+    const int world = config.parallel.world_size();
+    if (world > spec.ranks()) ++larger;
+    largest = std::max(largest, world);
+  }
+  const std::string held = "the allocation holds " + std::to_string(spec.ranks()) + " ranks (" + std::to_string(spec.nodes) +
+                           " node(s) x " + std::to_string(spec.ntasks_per_node) + "), the job " + request.job_file +
+                           " asks for " + std::to_string(wanted) +
+                           (job.ranks > 0 ? " (its \"ranks\")" : " (its largest configuration)") + ": " + std::to_string(larger) +
+                           " of its " + std::to_string(job.configs.size()) + " configurations (up to " + std::to_string(largest) +
+                           " ranks) would be recorded as skipped";
+  if (!request.allow_fewer_ranks) {
+    throw UserError(held + " after the job queued and ran; raise --nodes or " +
+                    (spec.gpus_per_node > 0 ? std::string("--gpus-per-node") : std::string("--ntasks-per-node")) +
+                    ", or pass --allow-fewer-ranks to calibrate only what fits");
+  }
+  spec.warnings.push_back(held + " (--allow-fewer-ranks)");
+}
+
 // Nodes, tasks per node, GPUs and CPUs per task.
 void resolve_tasks(const SubmitRequest& request, const Job& job, ScriptSpec& spec) {
   spec.nodes = request.nodes;
@@ -244,6 +273,7 @@ void resolve_tasks(const SubmitRequest& request, const Job& job, ScriptSpec& spe
   }
   spec.cpus_per_task = request.cpus_per_task > 0 ? request.cpus_per_task : (job.compute_threads > 1 ? job.compute_threads : 0);
   spec.exclusive = !request.no_exclusive;
+  check_allocation(request, job, spec);
 }
 
 }  // namespace

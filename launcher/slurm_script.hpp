@@ -76,6 +76,9 @@ struct ScriptSpec {
   std::string srun_mpi = "pmix";  // srun --mpi=...
   std::vector<Stage> stages{Stage::kComm, Stage::kOps, Stage::kGroundTruth};
   CommSweepSpec comm;  // the job's "comm" section, rendered as calibrate comm options
+  // For the user, not the script: what resolve() let through but the user should know (each one line),
+  // e.g. an allocation smaller than the job under --allow-fewer-ranks.
+  std::vector<std::string> warnings;
 
   int ranks() const { return nodes * ntasks_per_node; }
 };
@@ -98,9 +101,12 @@ struct SubmitRequest {
   std::string launcher = "srun";
   std::string srun_mpi = "pmix";
   std::vector<std::string> stages;  // empty: all
+  bool allow_fewer_ranks = false;   // submit an allocation of fewer ranks than the job asks for (a warning)
 };
 
-// Loads the job and validates the request; every mistake is a UserError naming the option.
+// Loads the job and validates the request; every mistake is a UserError naming the option. An
+// allocation of fewer ranks than the job asks for (its "ranks", else its largest configuration) is a
+// mistake unless request.allow_fewer_ranks, which turns it into a line of spec.warnings.
 // `running_binary` is the default for the itertime path; `version` goes into the script's header.
 ScriptSpec resolve(const SubmitRequest& request, const std::string& running_binary, const std::string& version);
 

@@ -3,7 +3,8 @@
 // print the tables and write the reports (validation[-precision].csv/.json/.svg, optionally
 // model.itertime) and /validation (the leave-one-tuple-out report).
 // Invariants: a calibration without /groundtruth is a UserError raised before any file is written; the
-// report folder is created only after the validation succeeded.
+// report folder is created only after the validation succeeded; the calibration file is opened for
+// writing only when store_in_calibration asks for /validation in it (off by default).
 #pragma once
 
 #include <optional>
@@ -17,10 +18,10 @@ namespace itertime::validate {
 
 struct ValidationRunOptions {
   std::string calibration_file;
-  std::string report_dir;            // empty: <calibration folder>/<stem>-validation
-  bool store_in_calibration = true;  // write /validation into the calibration file
-  bool compute_report = false;       // print the compute comparison (validation.hpp)
-  bool memory_report = false;        // print the memory comparison (needs `model`)
+  std::string report_dir;             // empty: <calibration folder>/<stem>-validation
+  bool store_in_calibration = false;  // write /validation into the calibration file (validate --store; run)
+  bool compute_report = false;        // print the compute comparison (validation.hpp)
+  bool memory_report = false;         // print the memory comparison (needs `model`)
   // The LLaMA config the ground truth trained: for the builder-only predictions and the memory
   // comparison. Unset: read from the path /meta groundtruth_model names, when that file exists.
   std::optional<LlamaSpec> model;

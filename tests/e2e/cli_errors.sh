@@ -220,6 +220,26 @@ case_layout_errors() {
   expect_stdout "fp32 sp+dopt on described h100-sxm"
 }
 
+# Issue 33: `validate` only reads CAL unless --store asks for /validation in it (--no-store, the old
+# opt-out, is still accepted); on the committed calibration of tests/data, in a copy.
+case_validate_store() {
+  cp "$SOURCE_DIR/tests/data/accuracy-cpu.h5" "$WORK/cal.h5"
+  local before
+  before="$(md5sum <"$WORK/cal.h5")"
+  expect_success validate cal.h5 --out-dir report
+  [[ "$(md5sum <"$WORK/cal.h5")" == "$before" ]] || fail "validate without --store changed the calibration file"
+  grep -qF "/validation in the calibration file" "$OUT" && fail "validate without --store says it stored /validation"
+  test -s "$WORK/report/validation.json" || fail "no report/validation.json"
+  expect_success validate cal.h5 --out-dir report --no-store
+  [[ "$(md5sum <"$WORK/cal.h5")" == "$before" ]] || fail "validate --no-store changed the calibration file"
+  expect_user_error "--store and --no-store: give one" validate cal.h5 --out-dir report --store --no-store
+  expect_success validate cal.h5 --out-dir report --store
+  expect_stdout "; /validation in the calibration file"
+  [[ "$(md5sum <"$WORK/cal.h5")" != "$before" ]] || fail "validate --store left the calibration file as it was"
+  expect_success inspect cal.h5
+  expect_stdout "/validation/rows"
+}
+
 # The calibration verbs (launcher/calibration_verbs.hpp): with itertime-calibrate beside the binary the
 # front hands them over (their help and their usage errors are itertime-calibrate's), and a front
 # without it says so in one line; a prediction-only build (no itertime-calibrate) refuses them in one line.
@@ -246,6 +266,6 @@ case_calibration_verbs() {
 
 ALL_CASES=(model_show help version missing_field not_json missing_path directory not_llama inspect_text_file
            inspect_foreign_schema inspect_missing_file inspect_store unknown_subcommand unknown_option
-           missing_argument did_you_mean layout_errors calibration_verbs)
+           missing_argument did_you_mean layout_errors validate_store calibration_verbs)
 
 run_cases

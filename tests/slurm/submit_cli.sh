@@ -80,6 +80,22 @@ expect_user_error "cannot run it" slurm submit "$JOB" -o "$WORK/r.h5" --sbatch "
 CASE=unknown_stage
 expect_user_error "unknown stage 'fit'" slurm submit "$JOB" -o "$WORK/r.h5" --stages comm,fit --dry-run
 
+# Issue 33: --dry-run checks what a submission checks, before it prints anything.
+CASE=dry_run_missing_folder
+expect_user_error "does not exist" slurm submit "$JOB" -o "$WORK/no/such/r.h5" --dry-run
+CASE=dry_run_fewer_ranks
+expect_user_error "the allocation holds 8 ranks (2 node(s) x 4)" \
+  slurm submit "$SOURCE_DIR/jobs/slurm/llama3.1-8b-2x8gpu.json" -o "$WORK/out/r.h5" --nodes 2 --gpus-per-node 4 --dry-run
+CASE=allow_fewer_ranks
+before="$(listing)"
+run slurm submit "$SOURCE_DIR/jobs/slurm/llama3.1-8b-2x8gpu.json" -o "$WORK/out/r.h5" --nodes 2 --gpus-per-node 4 \
+  --allow-fewer-ranks --dry-run
+[[ $STATUS -eq 0 ]] || fail "status $STATUS"
+[[ "$(wc -l <"$WORK/.err")" -eq 1 ]] || fail "stderr is not exactly one line"
+grep -q '^itertime: warning: the allocation holds 8 ranks' "$WORK/.err" || fail "no warning line"
+grep -q '^RANKS=8$' "$WORK/.out" || fail "the script is not for 8 ranks"
+[[ "$(listing)" == "$before" ]] || fail "--dry-run wrote files"
+
 CASE=dry_run
 before="$(listing)"
 run slurm submit "$JOB" -o "$WORK/out/r.h5" --partition ci --time 30 --dry-run

@@ -296,6 +296,34 @@ TEST(Resolve, DefaultsFollowTheJobAndTheGpus) {
   EXPECT_EQ(resolve(request_for(source + "/jobs/local-cpu.json", dir.file("c.h5")), "/x", "0.1.0").ranks(), 4);
 }
 
+// Issue 33: an allocation of fewer ranks than the job asks for is refused before anything is rendered
+// (its larger configurations would be skipped only after the job queued and ran), unless
+// --allow-fewer-ranks, which leaves one warning; configurations above the job's own "ranks" are its design.
+TEST(Resolve, AllocationSmallerThanTheJobIsRefused) {
+  TempDir dir;
+  const std::string source = ITERTIME_SOURCE_DIR;
+  SubmitRequest r = request_for(source + "/jobs/slurm/llama3.1-8b-2x8gpu.json", dir.file("c.h5"));
+  r.nodes = 2;
+  r.gpus_per_node = 4;
+  expect_user_error(r, "the allocation holds 8 ranks (2 node(s) x 4), the job");
+  expect_user_error(r, "asks for 16 (its \"ranks\")");
+  expect_user_error(r, "raise --nodes or --gpus-per-node, or pass --allow-fewer-ranks");
+  r.allow_fewer_ranks = true;
+  const ScriptSpec spec = resolve(r, "/x", "0.1.0");
+  EXPECT_EQ(spec.ranks(), 8);
+  ASSERT_EQ(spec.warnings.size(), 1u);
+  EXPECT_NE(spec.warnings.front().find("would be recorded as skipped"), std::string::npos) << spec.warnings.front();
+  r.allow_fewer_ranks = false;
+  r.gpus_per_node = 8;
+  EXPECT_TRUE(resolve(r, "/x", "0.1.0").warnings.empty());
+  // A CPU job with fewer tasks than its ranks names --ntasks-per-node.
+  SubmitRequest cpu = request_for(source + "/jobs/local-cpu.json", dir.file("c.h5"));
+  cpu.ntasks_per_node = 2;
+  expect_user_error(cpu, "raise --nodes or --ntasks-per-node");
+  // reduced-cpu's 3-rank configuration is above its own "ranks": 2, skipped by design, not refused.
+  EXPECT_TRUE(resolve(request_for(source + "/jobs/reduced-cpu.json", dir.file("c.h5")), "/x", "0.1.0").warnings.empty());
+}
+
 TEST(Render, DirectivesAndStages) {
   TempDir dir;
   auto r = request_for(write_job(dir, "job.json", "cuda"), dir.file("c.h5"));

@@ -53,7 +53,8 @@ TEST(ParallelConfig, ListsEveryBrokenRule) {
   ASSERT_EQ(broken.size(), 3u) << joined(broken);
   EXPECT_TRUE(has_message(broken, "differs from the world size 8")) << joined(broken);
   EXPECT_TRUE(has_message(broken, "= 6")) << joined(broken);
-  EXPECT_TRUE(has_message(broken, "tp=3 must divide the 32 attention heads, the 8 KV heads and the FFN size 14336: legal tp: 1, 2, 4, 8"))
+  EXPECT_TRUE(
+      has_message(broken, "tp=3 must divide the 32 attention heads, the 8 KV heads and the FFN size 14336: legal tp: 1, 2, 4, 8"))
       << joined(broken);
   EXPECT_TRUE(has_message(broken, "global_batch=7 is not divisible by dp*micro_batch = 2")) << joined(broken);
 }
@@ -73,7 +74,7 @@ TEST(ParallelConfig, ThreeIndependentRulesGiveThreeMessages) {
 
 TEST(ParallelConfig, Tp3RefusedFor32HeadModel) {
   const LlamaSpec model = llama8b();
-  const ParallelConfig c = make(1, 3, 1, 1, 4);
+  const ParallelConfig c = make(1, 3, 1, 3, 4);  // and 4 sequences do not split into micro-batches of 3
   const auto broken = c.violations(model, 3);
   EXPECT_TRUE(has_message(broken, "tp=3 must divide the 32 attention heads")) << joined(broken);
   EXPECT_FALSE(has_message(broken, "world size")) << joined(broken);

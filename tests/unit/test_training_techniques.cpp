@@ -120,8 +120,7 @@ TEST(RecipeText, RefusesATechniqueGivenTwice) {
   EXPECT_NE(message("sp+dopt+sp").find("'sp' given twice"), std::string::npos) << message("sp+dopt+sp");
   EXPECT_NE(message("rc-full+sp+rc-sel").find("'rc-full' and 'rc-sel' set the same technique"), std::string::npos)
       << message("rc-full+sp+rc-sel");
-  EXPECT_NE(message("ovl-4M+ovl").find("'ovl-4M' and 'ovl' set the same technique"), std::string::npos)
-      << message("ovl-4M+ovl");
+  EXPECT_NE(message("ovl-4M+ovl").find("'ovl-4M' and 'ovl' set the same technique"), std::string::npos) << message("ovl-4M+ovl");
   EXPECT_NE(message("sp+sp").find("'sp+sp'"), std::string::npos) << message("sp+sp");  // the whole text named
   EXPECT_EQ(message("sp+sp").find('\n'), std::string::npos);
 }
