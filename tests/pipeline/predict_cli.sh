@@ -84,7 +84,7 @@ expect_user_error "--recipe zero1" predict "$WORK/model.itm" --model "$MODEL" --
 test "$(jq -r '.recipe' "$WORK/p6.json")" = "ovl-4K"
 "$ITERTIME" predict "$WORK/model.itm" --model "$MODEL" --dp 2 --gbs 4 --seq 32 --precision fp32 --recipe dopt+ovl --json > "$WORK/p7.json"
 test "$(jq -r '.recipe' "$WORK/p7.json")" = "dopt+ovl"
-expect_user_error "--recipes vp+sp" plan "$WORK/model.itm" --model "$MODEL" --gpus 4 --gbs 8 --seq 32 --recipes plain,vp+sp
+expect_user_error "--recipes sp+vp+sp" plan "$WORK/model.itm" --model "$MODEL" --gpus 4 --gbs 8 --seq 32 --recipes plain,sp+vp+sp  # any order, a technique once (issue 33)
 expect_user_error "number of GPUs" plan "$WORK/model.itm" --model "$MODEL" --gpus 0 --gbs 8 --seq 32
 expect_user_error "foreign.itm" fit "$WORK/foreign.itm" -o "$WORK/never.itm"
 test ! -e "$WORK/never.itm"
