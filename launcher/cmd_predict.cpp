@@ -139,6 +139,9 @@ int run_framework_predict(const PredictArgs& given, PredictArgs a, const LlamaSp
                   (predict::framework_switches(request.recipe).empty() ? "" : " " + predict::framework_switches(request.recipe));
   record.attention = "";  // the described text names TE's fused attention
   record.prediction = predict::to_prediction(*outcome.prediction);
+  record.prediction.critical_rank = outcome.prediction->critical_rank;  // the breakdown's rank (no overhead, no factor)
+  record.prediction.split_raw_us = outcome.prediction->total_us;
+  record.prediction.communication_described = true;
   record.peak_memory_bytes = peak_bytes;
   record.exceeds_device_memory = memory_limit > 0 && static_cast<double>(peak_bytes) > memory_limit;
   record.memory = predict::memory_split(predict::framework::megatron_te_peak_memory(request.shape, config, request.recipe));

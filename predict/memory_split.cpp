@@ -29,8 +29,8 @@ MemorySplit memory_split(const framework::FrameworkMemory& m) {
   out.activations_bytes = m.activations_bytes;
   out.other_bytes = m.fp8_bytes + m.other_bytes;
   out.total_bytes = m.total_bytes;
-  out.other_holds = m.fp8_bytes > 0 ? "fp8 weight caches and scaling state, the largest backward transient"
-                                    : "the largest backward transient (a recomputed layer, the logits)";
+  out.other_holds = m.fp8_bytes > 0 ? "fp8 weight caches and scaling state; the largest backward transient"
+                                    : "the largest backward transient: a recomputed layer or the logits";
   return out;
 }
 

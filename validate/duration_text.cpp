@@ -32,6 +32,12 @@ std::string duration_text(double us) {
   return sign + with_unit(magnitude / 3.6e9, 2, "h");
 }
 
-std::string gib_text(int64_t bytes) { return with_unit(static_cast<double>(bytes) / static_cast<double>(1ull << 30), 2, "GiB"); }
+std::string bytes_text(int64_t bytes) {
+  const double b = static_cast<double>(bytes);
+  const double kib = 1024.0, mib = kib * 1024.0, gib = mib * 1024.0;
+  if (below_after_rounding(std::fabs(b) / kib, 2, 1024.0)) return with_unit(b / kib, 2, "KiB");
+  if (below_after_rounding(std::fabs(b) / mib, 2, 1024.0)) return with_unit(b / mib, 2, "MiB");
+  return with_unit(b / gib, 2, "GiB");
+}
 
 }  // namespace itertime::validate

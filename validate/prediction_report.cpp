@@ -27,8 +27,8 @@ std::string plural(int64_t n, const std::string& one, const std::string& many) {
 std::string memory_verdict(const PredictionRecord& r) {
   if (r.device_memory_bytes <= 0) return "no device limit known (--device-memory-gib)";
   const double over = static_cast<double>(r.peak_memory_bytes) - r.device_memory_bytes;
-  std::string out = "device " + gib_text(static_cast<int64_t>(r.device_memory_bytes));
-  if (over > 0) out += ": EXCEEDS the device memory by " + gib_text(static_cast<int64_t>(over));
+  std::string out = "device " + bytes_text(static_cast<int64_t>(r.device_memory_bytes));
+  if (over > 0) out += ": EXCEEDS the device memory by " + bytes_text(static_cast<int64_t>(over));
   return out;
 }
 
@@ -204,11 +204,13 @@ void print_prediction(const PredictionRecord& r) {
     line("calibration factor", duration_text(p.calibration_adjust_us), text);
   }
   line("= iteration", duration_text(p.total_us));
-  if (p.hidden_reduction_us > 0 || p.hidden_gather_us > 0) {
+  if (p.hidden_reduction_us >= 0.05 || p.hidden_gather_us >= 0.05) {  // what shows as 0.0 µs is rounding
     std::printf("  hidden by overlap  (not counted) DP reduction %s, parameter gather %s\n",
                 duration_text(p.hidden_reduction_us).c_str(), duration_text(p.hidden_gather_us).c_str());
   }
-  std::printf("  extrapolated       %12.1f %% of compute time from the operator regression\n", 100.0 * p.extrapolated_fraction);
+  if (!r.framework) {
+    std::printf("  extrapolated       %12.1f %% of compute time from the operator regression\n", 100.0 * p.extrapolated_fraction);
+  }
   if (p.extrapolated_fraction > 0) {
     if (r.regression_check.groups > 0) {
       std::printf(
@@ -220,14 +222,14 @@ void print_prediction(const PredictionRecord& r) {
       std::printf("                     (no regression group has enough profiled signatures to check it)\n");
     }
   }
-  std::printf("  peak memory        %12s per rank (pipeline rank %d); %s\n", gib_text(r.peak_memory_bytes).c_str(),
+  std::printf("  peak memory        %12s per rank (pipeline rank %d); %s\n", bytes_text(r.peak_memory_bytes).c_str(),
               r.memory.pipeline_rank, memory_verdict(r).c_str());
   if (has_split(r)) {
-    line("weights", gib_text(r.memory.weights_bytes));
-    line("gradients", gib_text(r.memory.gradients_bytes));
-    line("optimizer state", gib_text(r.memory.optimizer_bytes));
-    line("activations", gib_text(r.memory.activations_bytes));
-    line("other", gib_text(r.memory.other_bytes), "(" + r.memory.other_holds + ")");
+    line("weights", bytes_text(r.memory.weights_bytes));
+    line("gradients", bytes_text(r.memory.gradients_bytes));
+    line("optimizer state", bytes_text(r.memory.optimizer_bytes));
+    line("activations", bytes_text(r.memory.activations_bytes));
+    line("other", bytes_text(r.memory.other_bytes), "(" + r.memory.other_holds + ")");
   }
   std::printf("  tokens/s per rank  %12.1f  (model: %.3g FLOP per iteration)\n", r.throughput.tokens_per_s_per_rank,
               r.throughput.model_flops_per_iteration);
