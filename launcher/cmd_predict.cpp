@@ -31,8 +31,8 @@ struct PredictArgs {
   std::string source;
   std::string model_file;
   int dp = 1, tp = 1, pp = 1, cp = 1, vp = 1, micro_batch = 1, seq_len = 0;
-  int global_batch = 0;   // 0: not given, the smallest the layout allows (smallest_global_batch)
-  std::string precision;  // "": not given, default_precision's
+  int global_batch = 0;            // 0: not given, the smallest the layout allows (smallest_global_batch)
+  std::string precision;           // "": not given, default_precision's
   bool allow_implausible = false;  // --allow-implausible: print a refused answer, flagged
   std::string recipe = "plain";
   bool blind = false, raw = false, json = false;
@@ -59,7 +59,8 @@ std::string default_precision(const std::optional<HardwareSpec>& hardware) {
 }
 
 // The options left out, in words, for the output.
-std::vector<std::string> defaulted(const PredictArgs& given, const PredictArgs& used, const std::optional<HardwareSpec>& hardware) {
+std::vector<std::string> defaulted(const PredictArgs& given, const PredictArgs& used,
+                                   const std::optional<HardwareSpec>& hardware) {
   std::vector<std::string> out;
   if (given.precision.empty()) {
     out.push_back("--precision " + used.precision +
@@ -96,7 +97,8 @@ void refuse_or_flag(std::vector<predict::Finding> findings, bool allow, validate
     throw UserError(text + " (--allow-implausible prints it anyway, flagged)");
   }
   // A measured range holds for answers like the ones it was measured on, not for one refused but shown.
-  if (refusing != findings.end() && record.range.pct) record.range = {std::nullopt, "none: the FLAG lines void the measured range"};
+  if (refusing != findings.end() && record.range.pct)
+    record.range = {std::nullopt, "none: the FLAG lines void the measured range"};
   record.flags = std::move(findings);
 }
 
@@ -230,7 +232,8 @@ int run_predict(const PredictArgs& given) {
   if (target != nullptr) {
     record.range = predict::described_range(target->hardware.name);
   } else if (a.raw || a.blind) {
-    record.range = {std::nullopt, "none: the validation measures the calibrated, precision-aware prediction (not --raw or --blind)"};
+    record.range = {std::nullopt,
+                    "none: the validation measures the calibrated, precision-aware prediction (not --raw or --blind)"};
   } else {
     const std::optional<validate::StoredMape> stored = validate::read_validation_mape(a.source, a.precision, p.stages_built > 0);
     record.range = stored ? predict::calibrated_range(stored->mape_pct, stored->count, stored->group, stored->built)

@@ -47,9 +47,8 @@ std::vector<Finding> check_answer(const AnswerFacts& f) {
                        " operators have neither a profile nor a regression and are priced at zero",
                    "profile these operators (`itertime calibrate ops` with this configuration or precision)"});
   }
-  const double reach = f.largest_profiled_flops > 0 && f.largest_matmul_flops > 0
-                           ? f.largest_matmul_flops / f.largest_profiled_flops
-                           : 0.0;
+  const double reach =
+      f.largest_profiled_flops > 0 && f.largest_matmul_flops > 0 ? f.largest_matmul_flops / f.largest_profiled_flops : 0.0;
   if (f.extrapolated_fraction > kFarExtrapolatedFraction && reach > kFarShapeReach) {
     out.push_back({"far_extrapolation", true,
                    fixed(100.0 * f.extrapolated_fraction, 0) +
@@ -59,11 +58,11 @@ std::vector<Finding> check_answer(const AnswerFacts& f) {
                    "device (--hardware NAME)"});
   }
   if (f.mfu && *f.mfu > kMaxPlausibleMfu) {
-    out.push_back({"faster_than_peak", true,
-                   "the prediction is faster than the device can compute: MFU " + fixed(100.0 * *f.mfu, 0) +
-                       " % of the dense peak",
-                   "the figures it rests on do not hold for this configuration: predict one nearer the calibration, "
-                   "or calibrate the device it is for"});
+    out.push_back(
+        {"faster_than_peak", true,
+         "the prediction is faster than the device can compute: MFU " + fixed(100.0 * *f.mfu, 0) + " % of the dense peak",
+         "the figures it rests on do not hold for this configuration: predict one nearer the calibration, "
+         "or calibrate the device it is for"});
   }
   return out;
 }
@@ -89,8 +88,7 @@ double largest_profiled_flops(const FittedModel& model) {
 double largest_matmul_flops(const LlamaSpec& model, const ParallelConfig& config, const TrainingTechniques& techniques) {
   const double tokens = static_cast<double>(config.micro_batch) * static_cast<double>(config.seq_len) / config.cp;
   const double h = static_cast<double>(model.hidden_size), tp = config.tp;
-  const double head_vocab =
-      static_cast<double>(model.vocab_size) / (techniques.vocab_parallel && config.tp > 1 ? tp : 1.0);
+  const double head_vocab = static_cast<double>(model.vocab_size) / (techniques.vocab_parallel && config.tp > 1 ? tp : 1.0);
   const double q_out = static_cast<double>(model.num_heads * model.head_dim) / tp;
   const double ffn = static_cast<double>(model.intermediate_size) / tp;
   const double heads = static_cast<double>(model.num_heads) / tp;

@@ -37,10 +37,10 @@
 
 namespace itertime::predict {
 
-inline constexpr double kMaxPlausibleMfu = 1.0;           // 100 % of the dense peak
-inline constexpr double kFarExtrapolatedFraction = 0.5;   // most of the compute time from the regression
-inline constexpr double kFarShapeReach = 8.0;             // largest matrix product / largest profiled operator
-inline constexpr double kMaxZeroPricedShare = 0.10;       // of the built operators, priced at zero
+inline constexpr double kMaxPlausibleMfu = 1.0;          // 100 % of the dense peak
+inline constexpr double kFarExtrapolatedFraction = 0.5;  // most of the compute time from the regression
+inline constexpr double kFarShapeReach = 8.0;            // largest matrix product / largest profiled operator
+inline constexpr double kMaxZeroPricedShare = 0.10;      // of the built operators, priced at zero
 
 struct AnswerFacts {
   std::optional<double> mfu;           // model FLOPs utilisation (1 = 100 %), when the device has a peak
@@ -51,13 +51,13 @@ struct AnswerFacts {
   // The precisions the calibration traced or ran; empty: the times do not come from a calibration
   // (a described device, the framework model), and the precision check passes.
   std::set<std::string> calibrated_precisions;
-  double extrapolated_fraction = 0;  // share of compute time from the operator regression
-  double largest_matmul_flops = 0;   // the configuration's largest matrix product, FLOPs per call
+  double extrapolated_fraction = 0;   // share of compute time from the operator regression
+  double largest_matmul_flops = 0;    // the configuration's largest matrix product, FLOPs per call
   double largest_profiled_flops = 0;  // the calibration's largest profiled operator, FLOPs per call
 };
 
 struct Finding {
-  std::string code;  // precision_not_calibrated | operators_without_time | far_extrapolation | faster_than_peak
+  std::string code;     // precision_not_calibrated | operators_without_time | far_extrapolation | faster_than_peak
   bool refuse = true;   // false: shown (a FLAG line), the answer still printed
   std::string message;  // what is wrong, with its figures (one line, no trailing period)
   std::string hint;     // what to do about it (one line)

@@ -76,6 +76,7 @@ int64_t megatron_te_peak_memory_bytes(const TransformerShape& shape, const Paral
 
 // The breakdown of the first pipeline rank with that largest total: its total_bytes ==
 // megatron_te_peak_memory_bytes(...).
-FrameworkMemory megatron_te_peak_memory(const TransformerShape& shape, const ParallelConfig& config, const FrameworkRecipe& recipe);
+FrameworkMemory megatron_te_peak_memory(const TransformerShape& shape, const ParallelConfig& config,
+                                        const FrameworkRecipe& recipe);
 
 }  // namespace itertime::predict::framework

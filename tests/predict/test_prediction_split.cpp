@@ -78,7 +78,8 @@ TEST(PredictionSplit, BreakdownAddsUpForTheFrameworkModel) {
     request.config.cp = l.cp;
     request.config.vp = l.vp;
     request.recipe.precision = PrecisionName::kAmpBf16;
-    if (std::string(l.recipe) != "") request.recipe.techniques = at_dp(parse_recipe_text(l.recipe), request.config.reduction_ranks());
+    if (std::string(l.recipe) != "")
+      request.recipe.techniques = at_dp(parse_recipe_text(l.recipe), request.config.reduction_ranks());
     const framework::FrameworkOutcome outcome = framework::predict_framework(target, request);
     ASSERT_TRUE(outcome.ok()) << l.name << ": " << outcome.reason;
     const framework::FrameworkPrediction& f = *outcome.prediction;
