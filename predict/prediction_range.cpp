@@ -24,8 +24,8 @@ PredictionRange calibrated_range(std::optional<double> mape_pct, int64_t count, 
 }
 
 PredictionRange described_range(const std::string& hardware) {
-  return {std::nullopt, "none: nothing measured " + hardware +
-                            " for this model (see `itertime score-published` for the framework model's check)"};
+  return {std::nullopt, "none: no measurement checks itertime's trainer described on " + hardware +
+                            "; the framework model (--framework megatron-te) quotes its published check"};
 }
 
 }  // namespace itertime::predict
