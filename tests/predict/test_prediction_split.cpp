@@ -2,12 +2,15 @@
 // described GPU prices fp16 and bf16 alike where its description gives both the same peak.
 // The breakdown's parts (on the critical rank, without overhead and factor) sum to split_raw_us, and with
 // the overhead's and the factor's shares to total_us, for plain, dp2-tp2, ovl, opg, vp > 1 and cp > 1
-// layouts on a described h100-sxm (stages built, communication from the description) and for the
-// framework model; the calibrated case (overhead, factor, shared cores) is tests/e2e/predict_answers.sh.
+// layouts on a described h100-sxm (stages built, communication from the description), on a synthetic
+// calibration with a per-call overhead and a factor (dedicated and shared cores), and for the framework
+// model; tests/e2e/predict_answers.sh checks the same on a real calibration file.
 #include <gtest/gtest.h>
 
 #include <cmath>
 
+#include "common/calibration_records.hpp"
+#include "predict/builder/op_builder.hpp"
 #include "predict/framework/framework_predictor.hpp"
 #include "predict/framework/megatron_memory.hpp"
 #include "predict/framework_plan.hpp"
@@ -15,6 +18,7 @@
 #include "predict/memory_split.hpp"
 #include "predict/predictor.hpp"
 #include "predict/resolver/target_device.hpp"
+#include "tests/predict/comm_rows.hpp"
 #include "tests/predict/fixtures.hpp"
 
 namespace itertime::predict {
@@ -63,6 +67,52 @@ TEST(PredictionSplit, BreakdownAddsUpToTheIterationOnADescribedGpu) {
     if (l.pp > 1 && l.gbs / l.dp < 8) EXPECT_GT(p.bubble_us, 0.0) << l.name;
     EXPECT_EQ(p.stages_described, l.pp * l.vp) << l.name;
     EXPECT_TRUE(p.communication_described) << l.name;
+  }
+}
+
+// A synthetic calibration: every built operator of the fp32 two-stage pipeline regressed at occupancies
+// 1 and 2, sends over 2 ranks, and a fitted overhead (3 us per call) and factor (0.8) at occupancy 2.
+FittedModel calibrated_pipeline(const LlamaSpec& spec, double rank_slots) {
+  FittedModel model;
+  model.source_file = "synthetic.h5";
+  model.occupancies = {1, 2};
+  for (int stage = 0; stage < 2; ++stage) {
+    for (const BuiltOp& op : build_stage_ops(spec, 1, 2, stage, 1, 16, PrecisionName::kFp32).ops) {
+      for (int64_t occupancy : {1, 2}) {
+        model.regressions[{regression_key(op.name, op.input_dtypes), occupancy}] = OpRegression{2.0, 1e-6, 0.0, 3};
+      }
+    }
+  }
+  std::vector<store::CommRow> rows = test_rows::synthetic_rows("send", "fp32", 2, "consecutive", 5.0, 1e-4, 1024, 1 << 20);
+  model.comm = CommModel(store::to_records(rows));
+  model.calibration.per_occupancy[2] = Calibration{3.0, 0.8, 5};
+  model.rank_slots = rank_slots;
+  model.node_ranks = 2;
+  return model;
+}
+
+TEST(PredictionSplit, BreakdownAddsUpWithTheFittedOverheadAndFactor) {
+  const LlamaSpec spec = load_llama_config(std::string(ITERTIME_SOURCE_DIR) + "/data/models/tiny-llama-gqa.json");
+  for (double slots : {0.0, 1.0}) {  // dedicated cores; two ranks sharing one core (processor sharing)
+    const FittedModel model = calibrated_pipeline(spec, slots);
+    StageResolver resolver(model, StagePolicy::kBuiltOnly);
+    PredictRequest request;
+    request.model_name = spec.name;
+    request.model = &spec;
+    request.config = ParallelConfig{1, 1, 2, 1, 4, 16};
+    request.precision = PrecisionName::kFp32;
+    const PredictOutcome outcome = predict(resolver, request);
+    ASSERT_TRUE(outcome.ok()) << outcome.reason;
+    const Prediction& p = *outcome.prediction;
+    EXPECT_NEAR(parts(p), p.split_raw_us, 1e-9 * p.total_us) << "slots " << slots;
+    EXPECT_NEAR(p.split_raw_us + p.overhead_total_us + p.calibration_adjust_us, p.total_us, 1e-9 * p.total_us);
+    EXPECT_GT(p.overhead_total_us, 0.0);
+    EXPECT_NEAR(p.calibration_adjust_us, -0.2 / 0.8 * p.total_us, 1e-9 * p.total_us);  // x 0.8 took a fifth away
+    EXPECT_GT(p.bubble_us, 0.0);
+    EXPECT_GT(p.pp_comm_us, 0.0);
+    EXPECT_EQ(p.stages_built, 2);
+    EXPECT_EQ(p.calibration_rows, 5);
+    EXPECT_FALSE(p.communication_described);
   }
 }
 
