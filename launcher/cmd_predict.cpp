@@ -31,9 +31,10 @@ struct PredictArgs {
   std::string source;
   std::string model_file;
   int dp = 1, tp = 1, pp = 1, cp = 1, vp = 1, micro_batch = 1, seq_len = 0;
-  int global_batch = 0;            // 0: not given, the smallest the layout allows (smallest_global_batch)
-  std::string precision;           // "": not given, default_precision's
-  bool allow_implausible = false;  // --allow-implausible: print a refused answer, flagged
+  int global_batch = 0;                             // gbs_given false: the smallest the layout allows (smallest_global_batch)
+  std::string precision;                            // precision_given false: default_precision's
+  bool gbs_given = false, precision_given = false;  // whether --gbs / --precision were on the command line
+  bool allow_implausible = false;                   // --allow-implausible: print a refused answer, flagged
   std::string recipe = "plain";
   bool blind = false, raw = false, json = false;
   double device_memory_gib = 0;
@@ -62,13 +63,13 @@ std::string default_precision(const std::optional<HardwareSpec>& hardware) {
 std::vector<std::string> defaulted(const PredictArgs& given, const PredictArgs& used,
                                    const std::optional<HardwareSpec>& hardware) {
   std::vector<std::string> out;
-  if (given.precision.empty()) {
+  if (!given.precision_given) {
     out.push_back("--precision " + used.precision +
                   (used.precision == "amp-bf16" ? " (mixed bf16, as GPUs train; " + hardware->name + " is a GPU)"
                                                 : " (no GPU description: a CPU calibration's precision)") +
                   "; pass --precision to choose");
   }
-  if (given.global_batch == 0) {
+  if (!given.gbs_given) {
     std::string why = "dp " + std::to_string(used.dp) + " x mbs " + std::to_string(used.micro_batch);
     if (used.vp > 1) why += " x pp " + std::to_string(used.pp) + " (interleaving needs micro-batches in multiples of pp)";
     out.push_back("--gbs " + std::to_string(used.global_batch) + " (the smallest the layout allows: " + why +
@@ -113,7 +114,7 @@ int run_framework_predict(const PredictArgs& given, PredictArgs a, const LlamaSp
   if (a.blind || !a.efficiency.empty()) throw UserError("--framework megatron-te takes neither --blind nor --efficiency");
   const predict::framework::FrameworkTarget target = predict::framework_target(a.hardware);
   check_nodes(a.nodes, config.world_size(), target.hardware);
-  if (a.precision.empty()) a.precision = "amp-bf16";  // the framework trains in mixed precision on GPUs
+  if (!a.precision_given) a.precision = "amp-bf16";  // the framework trains in mixed precision on GPUs
   predict::framework::FrameworkRequest request;
   request.shape = predict::framework::shape_of(spec);
   request.config = config;
@@ -167,7 +168,7 @@ int run_framework_predict(const PredictArgs& given, PredictArgs a, const LlamaSp
 
 int run_predict(const PredictArgs& given) {
   PredictArgs a = given;
-  if (a.global_batch == 0) a.global_batch = smallest_global_batch(a);
+  if (!a.gbs_given) a.global_batch = smallest_global_batch(a);
   const LlamaSpec spec = load_llama_config(a.model_file);
   ParallelConfig config{a.dp, a.tp, a.pp, a.micro_batch, a.global_batch, a.seq_len};
   config.cp = a.cp;
@@ -179,12 +180,12 @@ int run_predict(const PredictArgs& given) {
   if (a.tp_comm_overlap || a.fp8_param_gather || a.fp8_recipe != "delayed") {
     throw UserError("--tp-comm-overlap, --fp8-recipe and --fp8-param-gather need --framework megatron-te");
   }
-  if (!a.precision.empty()) parse_precision(a.precision);  // a precision that does not exist: refused before any file is read
+  if (a.precision_given) parse_precision(a.precision);  // a precision that does not exist: refused before any file is read
   const predict::FittedModel model = a.source.empty() ? predict::FittedModel{} : predict::load_or_fit(a.source);
   const predict::HardwareChoice choice = predict::choose_hardware(a.source.empty() ? nullptr : &model, a.hardware, a.efficiency);
   const std::optional<HardwareSpec>& hardware = choice.hardware;
   const predict::TargetDevice* target = choice.target ? &*choice.target : nullptr;
-  if (a.precision.empty()) a.precision = default_precision(hardware);
+  if (!a.precision_given) a.precision = default_precision(hardware);
   const PrecisionPolicy& policy = parse_precision(a.precision);
   check_nodes(a.nodes, config.world_size(), hardware);
   predict::PredictRequest request;
@@ -301,12 +302,13 @@ void register_predict(CLI::App& app, std::vector<std::pair<CLI::App*, Action>>& 
   predict_cmd->add_option("--vp", args->vp, "Virtual pipeline stages (model chunks) per pipeline rank: > 1 is interleaved 1F1B")
       ->capture_default_str();
   predict_cmd->add_option("--mbs", args->micro_batch, "Micro-batch size")->capture_default_str();
-  predict_cmd->add_option("--gbs", args->global_batch,
-                          "Global batch size (default: the smallest the layout allows, dp x mbs, x pp with --vp > 1)");
+  CLI::Option* gbs_option = predict_cmd->add_option(
+      "--gbs", args->global_batch, "Global batch size (default: the smallest the layout allows, dp x mbs, x pp with --vp > 1)");
   predict_cmd->add_option("--seq", args->seq_len, "Sequence length")->required();
-  predict_cmd->add_option("--precision", args->precision,
-                          "fp32, tf32, bf16, fp16, amp-bf16, amp-fp16 or fp8 (default: amp-bf16 on a GPU description, "
-                          "else fp32)");
+  CLI::Option* precision_option =
+      predict_cmd->add_option("--precision", args->precision,
+                              "fp32, tf32, bf16, fp16, amp-bf16, amp-fp16 or fp8 (default: amp-bf16 on a GPU description, "
+                              "else fp32)");
   predict_cmd
       ->add_option("--recipe", args->recipe,
                    "Training techniques: plain, or sp, vp, dopt, rc-sel|rc-full, ovl, opg joined by '+' (e.g. sp+vp+rc-full)")
@@ -339,7 +341,11 @@ void register_predict(CLI::App& app, std::vector<std::pair<CLI::App*, Action>>& 
                         "megatron-te with --precision fp8: fp8 parameters gathered in fp8 (NeMo's fp8 recipe)");
   predict_cmd->add_flag("--tp-comm-overlap", args->tp_comm_overlap,
                         "megatron-te: TP collectives pipelined with their GEMMs (TE userbuffers; needs sp)");
-  actions.emplace_back(predict_cmd, [args](Context&) { return run_predict(*args); });
+  actions.emplace_back(predict_cmd, [args, gbs_option, precision_option](Context&) {
+    args->gbs_given = gbs_option->count() > 0;
+    args->precision_given = precision_option->count() > 0;
+    return run_predict(*args);
+  });
 }
 
 }  // namespace itertime::launcher
