@@ -104,6 +104,9 @@ case "$CASE" in
     "$ITERTIME" predict --hardware h100-sxm --model "$TINY" --seq 32 --precision bf16 --gbs 4 --json >"$WORK/g.json" ||
       fail "given options exited $?"
     jq -e '.defaults == []' "$WORK/g.json" >/dev/null || fail "given options reported as defaults"
+    # Only options left out are defaulted: a given bad value is refused.
+    "$ITERTIME" predict "$CAL" --model "$TINY" --seq 32 --gbs 0 >/dev/null 2>&1
+    [[ $? -eq 2 ]] || fail "--gbs 0 was not refused"
     ;;
   range)
     "$ITERTIME" predict "$CAL" --model "$TINY" --seq 32 --dp 2 --gbs 4 --json >"$WORK/c.json" || fail "predict exited $?"
