@@ -1,5 +1,6 @@
 // cmd_predict.cpp: `itertime fit` and `predict`: options, then the libraries; the reporter is
 // validate/prediction_report. No MPI, no LibTorch. (validate: cmd_validate.cpp; plan: cmd_plan.cpp.)
+#include <algorithm>
 #include <cstdio>
 #include <memory>
 #include <optional>
@@ -10,13 +11,18 @@
 #include "common/training_techniques.hpp"
 #include "launcher/commands.hpp"
 #include "launcher/predict_options.hpp"
+#include "predict/answer_check.hpp"
 #include "predict/fit_model.hpp"
+#include "predict/framework/megatron_memory.hpp"
 #include "predict/framework_plan.hpp"
 #include "predict/memory/memory_model.hpp"
+#include "predict/memory_split.hpp"
+#include "predict/prediction_range.hpp"
 #include "predict/predictor.hpp"
 #include "predict/resolver/target_device.hpp"
 #include "predict/throughput.hpp"
 #include "validate/prediction_report.hpp"
+#include "validate/validation_mape.hpp"
 
 namespace itertime::launcher {
 namespace {
@@ -24,8 +30,11 @@ namespace {
 struct PredictArgs {
   std::string source;
   std::string model_file;
-  int dp = 1, tp = 1, pp = 1, cp = 1, vp = 1, micro_batch = 1, global_batch = 1, seq_len = 0;
-  std::string precision = "fp32";
+  int dp = 1, tp = 1, pp = 1, cp = 1, vp = 1, micro_batch = 1, seq_len = 0;
+  int global_batch = 0;                             // gbs_given false: the smallest the layout allows (smallest_global_batch)
+  std::string precision;                            // precision_given false: default_precision's
+  bool gbs_given = false, precision_given = false;  // whether --gbs / --precision were on the command line
+  bool allow_implausible = false;                   // --allow-implausible: print a refused answer, flagged
   std::string recipe = "plain";
   bool blind = false, raw = false, json = false;
   double device_memory_gib = 0;
@@ -38,9 +47,65 @@ struct PredictArgs {
   bool fp8_param_gather = false;       // --fp8-param-gather (megatron-te, --precision fp8)
 };
 
+// --gbs left out: the smallest global batch the layout allows: one micro-batch per data-parallel rank
+// (dp x mbs), and with interleaving (vp > 1) pp of them, as the interleaved schedule needs a micro-batch
+// count that is a multiple of pp (ParallelConfig's rules).
+int smallest_global_batch(const PredictArgs& a) { return a.dp * a.micro_batch * (a.vp > 1 ? a.pp : 1); }
+
+// --precision left out: a GPU trains in mixed bf16 (amp-bf16: fp32 weights and optimizer, bf16 math),
+// the precision LLaMA training runs at; a CPU calibration (or nothing to say which device) in fp32, the
+// one precision every CPU LibTorch runs at full speed and traces everywhere.
+std::string default_precision(const std::optional<HardwareSpec>& hardware) {
+  return hardware && hardware->kind == DeviceKind::kGpu ? "amp-bf16" : "fp32";
+}
+
+// The options left out, in words, for the output.
+std::vector<std::string> defaulted(const PredictArgs& given, const PredictArgs& used,
+                                   const std::optional<HardwareSpec>& hardware) {
+  std::vector<std::string> out;
+  if (!given.precision_given) {
+    out.push_back("--precision " + used.precision +
+                  (used.precision == "amp-bf16" ? " (mixed bf16, as GPUs train; " + hardware->name + " is a GPU)"
+                                                : " (no GPU description: a CPU calibration's precision)") +
+                  "; pass --precision to choose");
+  }
+  if (!given.gbs_given) {
+    std::string why = "dp " + std::to_string(used.dp) + " x mbs " + std::to_string(used.micro_batch);
+    if (used.vp > 1) why += " x pp " + std::to_string(used.pp) + " (interleaving needs micro-batches in multiples of pp)";
+    out.push_back("--gbs " + std::to_string(used.global_batch) + " (the smallest the layout allows: " + why +
+                  "); pass --gbs for your batch");
+  }
+  return out;
+}
+
+// The findings of the answer checks: refused in one line (exit 2, nothing on stdout) unless
+// --allow-implausible, which keeps them as the record's FLAG lines.
+void refuse_or_flag(std::vector<predict::Finding> findings, bool allow, validate::PredictionRecord& record) {
+  if (findings.empty()) return;
+  const auto refusing = std::find_if(findings.begin(), findings.end(), [](const predict::Finding& f) { return f.refuse; });
+  if (!allow && refusing != findings.end()) {
+    const predict::Finding& first = *refusing;
+    std::string text = "prediction refused (" + first.code + "): " + first.message + "; " + first.hint;
+    if (findings.size() > 1) {
+      text += "; also";
+      bool more = false;
+      for (const predict::Finding& f : findings) {
+        if (&f == &first) continue;
+        text += (more ? ", " : " ") + f.code;
+        more = true;
+      }
+    }
+    throw UserError(text + " (--allow-implausible prints it anyway, flagged)");
+  }
+  // A measured range holds for answers like the ones it was measured on, not for one refused but shown.
+  if (refusing != findings.end() && record.range.pct)
+    record.range = {std::nullopt, "none: the FLAG lines void the measured range"};
+  record.flags = std::move(findings);
+}
+
 // --framework megatron-te: the stage Megatron-Core with Transformer Engine runs, on a GPU description's
 // published kernel figures; no calibration.
-int run_framework_predict(const PredictArgs& a, const LlamaSpec& spec, const ParallelConfig& config) {
+int run_framework_predict(const PredictArgs& given, PredictArgs a, const LlamaSpec& spec, const ParallelConfig& config) {
   if (!a.source.empty()) {
     throw UserError(
         "--framework megatron-te predicts from the GPU's published kernel figures: give no calibration or model file (" +
@@ -49,6 +114,7 @@ int run_framework_predict(const PredictArgs& a, const LlamaSpec& spec, const Par
   if (a.blind || !a.efficiency.empty()) throw UserError("--framework megatron-te takes neither --blind nor --efficiency");
   const predict::framework::FrameworkTarget target = predict::framework_target(a.hardware);
   check_nodes(a.nodes, config.world_size(), target.hardware);
+  if (!a.precision_given) a.precision = "amp-bf16";  // the framework trains in mixed precision on GPUs
   predict::framework::FrameworkRequest request;
   request.shape = predict::framework::shape_of(spec);
   request.config = config;
@@ -76,10 +142,22 @@ int run_framework_predict(const PredictArgs& a, const LlamaSpec& spec, const Par
                   (predict::framework_switches(request.recipe).empty() ? "" : " " + predict::framework_switches(request.recipe));
   record.attention = "";  // the described text names TE's fused attention
   record.prediction = predict::to_prediction(*outcome.prediction);
+  record.prediction.critical_rank = outcome.prediction->critical_rank;  // the breakdown's rank (no overhead, no factor)
+  record.prediction.split_raw_us = outcome.prediction->total_us;
+  record.prediction.communication_described = true;
   record.peak_memory_bytes = peak_bytes;
   record.exceeds_device_memory = memory_limit > 0 && static_cast<double>(peak_bytes) > memory_limit;
+  record.memory = predict::memory_split(predict::framework::megatron_te_peak_memory(request.shape, config, request.recipe));
+  record.device_memory_bytes = memory_limit;
   record.throughput = predict::throughput(spec, config, request.recipe.precision, record.prediction.total_us, &target.hardware);
   record.hardware = target.hardware.name;
+  record.framework = true;
+  record.range = predict::framework_range();
+  record.defaults = defaulted(given, a, target.hardware);
+  predict::AnswerFacts facts;
+  facts.mfu = record.throughput.mfu;
+  facts.precision = a.precision;
+  refuse_or_flag(predict::check_answer(facts), a.allow_implausible, record);
   if (a.json) {
     std::printf("%s\n", validate::prediction_json(record).c_str());
   } else {
@@ -88,23 +166,27 @@ int run_framework_predict(const PredictArgs& a, const LlamaSpec& spec, const Par
   return 0;
 }
 
-int run_predict(const PredictArgs& a) {
+int run_predict(const PredictArgs& given) {
+  PredictArgs a = given;
+  if (!a.gbs_given) a.global_batch = smallest_global_batch(a);
   const LlamaSpec spec = load_llama_config(a.model_file);
   ParallelConfig config{a.dp, a.tp, a.pp, a.micro_batch, a.global_batch, a.seq_len};
   config.cp = a.cp;
   config.vp = a.vp;
   config.require_valid(spec, 0);
   if (predict::framework::parse_framework(a.framework) == predict::framework::Framework::kMegatronTe) {
-    return run_framework_predict(a, spec, config);
+    return run_framework_predict(given, a, spec, config);
   }
   if (a.tp_comm_overlap || a.fp8_param_gather || a.fp8_recipe != "delayed") {
     throw UserError("--tp-comm-overlap, --fp8-recipe and --fp8-param-gather need --framework megatron-te");
   }
-  const PrecisionPolicy& policy = parse_precision(a.precision);
+  if (a.precision_given) parse_precision(a.precision);  // a precision that does not exist: refused before any file is read
   const predict::FittedModel model = a.source.empty() ? predict::FittedModel{} : predict::load_or_fit(a.source);
   const predict::HardwareChoice choice = predict::choose_hardware(a.source.empty() ? nullptr : &model, a.hardware, a.efficiency);
   const std::optional<HardwareSpec>& hardware = choice.hardware;
   const predict::TargetDevice* target = choice.target ? &*choice.target : nullptr;
+  if (!a.precision_given) a.precision = default_precision(hardware);
+  const PrecisionPolicy& policy = parse_precision(a.precision);
   check_nodes(a.nodes, config.world_size(), hardware);
   predict::PredictRequest request;
   request.model_name = spec.name;
@@ -119,8 +201,9 @@ int run_predict(const PredictArgs& a) {
   const predict::PredictOutcome outcome = predict::predict(resolver, request);
   if (!outcome.ok()) throw UserError(outcome.reason);  // the CLI boundary: a prediction that cannot be made
   const predict::Prediction& p = *outcome.prediction;
-  const int64_t peak_bytes = predict::peak_memory_bytes(
+  const predict::MemoryBreakdown peak = predict::peak_memory_breakdown(
       spec, config, policy, target != nullptr ? target->attention : model.attention, request.techniques);
+  const int64_t peak_bytes = peak.total_bytes;
   const double memory_limit = device_memory_bytes(a.device_memory_gib, hardware);
   const bool too_big = memory_limit > 0 && static_cast<double>(peak_bytes) > memory_limit;
   validate::PredictionRecord record;
@@ -144,6 +227,32 @@ int run_predict(const PredictArgs& a) {
   if (target == nullptr) record.regression_check = predict::pooled_regression_check(model);
   record.throughput = predict::throughput(spec, config, policy.name, p.total_us, hardware ? &*hardware : nullptr);
   record.hardware = hardware ? hardware->name : "";
+  record.memory = predict::memory_split(peak);
+  record.device_memory_bytes = memory_limit;
+  record.defaults = defaulted(given, a, hardware);
+  if (target != nullptr) {
+    record.range = predict::described_range(target->hardware.name);
+  } else if (a.raw || a.blind) {
+    record.range = {std::nullopt,
+                    "none: the validation measures the calibrated, precision-aware prediction (not --raw or --blind)"};
+  } else {
+    const std::optional<validate::StoredMape> stored = validate::read_validation_mape(a.source, a.precision, p.stages_built > 0);
+    record.range = stored ? predict::calibrated_range(stored->mape_pct, stored->count, stored->group, stored->built)
+                          : predict::calibrated_range(std::nullopt, 0, "", false);
+  }
+  predict::AnswerFacts facts;
+  facts.mfu = record.throughput.mfu;
+  facts.operators = p.built_operators;
+  facts.operators_without_time = p.built_operators_without_time;
+  facts.precision = a.precision;
+  facts.blind = a.blind;
+  if (target == nullptr) {
+    facts.calibrated_precisions = predict::calibrated_precisions(model);
+    facts.largest_profiled_flops = predict::largest_profiled_flops(model);
+  }
+  facts.extrapolated_fraction = p.extrapolated_fraction;
+  facts.largest_matmul_flops = predict::largest_matmul_flops(spec, config, request.techniques);
+  refuse_or_flag(predict::check_answer(facts), a.allow_implausible, record);
   if (a.json) {
     std::printf("%s\n", validate::prediction_json(record).c_str());
   } else {
@@ -193,9 +302,13 @@ void register_predict(CLI::App& app, std::vector<std::pair<CLI::App*, Action>>& 
   predict_cmd->add_option("--vp", args->vp, "Virtual pipeline stages (model chunks) per pipeline rank: > 1 is interleaved 1F1B")
       ->capture_default_str();
   predict_cmd->add_option("--mbs", args->micro_batch, "Micro-batch size")->capture_default_str();
-  predict_cmd->add_option("--gbs", args->global_batch, "Global batch size")->capture_default_str();
+  CLI::Option* gbs_option = predict_cmd->add_option(
+      "--gbs", args->global_batch, "Global batch size (default: the smallest the layout allows, dp x mbs, x pp with --vp > 1)");
   predict_cmd->add_option("--seq", args->seq_len, "Sequence length")->required();
-  predict_cmd->add_option("--precision", args->precision, "fp32, tf32, bf16, fp16, amp-bf16 or amp-fp16")->capture_default_str();
+  CLI::Option* precision_option =
+      predict_cmd->add_option("--precision", args->precision,
+                              "fp32, tf32, bf16, fp16, amp-bf16, amp-fp16 or fp8 (default: amp-bf16 on a GPU description, "
+                              "else fp32)");
   predict_cmd
       ->add_option("--recipe", args->recipe,
                    "Training techniques: plain, or sp, vp, dopt, rc-sel|rc-full, ovl, opg joined by '+' (e.g. sp+vp+rc-full)")
@@ -203,6 +316,9 @@ void register_predict(CLI::App& app, std::vector<std::pair<CLI::App*, Action>>& 
   predict_cmd->add_flag("--blind", args->blind, "Precision-blind baseline (fp32 traces and messages)");
   predict_cmd->add_flag("--raw", args->raw, "Without the calibration factor fitted on ground truth");
   predict_cmd->add_flag("--json", args->json, "Print JSON instead of a table");
+  predict_cmd->add_flag("--allow-implausible", args->allow_implausible,
+                        "Print a prediction the answer checks refuse (faster than the device's peak, operators priced at "
+                        "zero, a precision the calibration never ran, far extrapolation), with FLAG lines / \"flags\"");
   predict_cmd->add_option("--device-memory-gib", args->device_memory_gib,
                           "Flag configurations whose peak memory exceeds this (default: the GPU description's memory)");
   predict_cmd->add_option("--hardware", args->hardware,
@@ -225,7 +341,11 @@ void register_predict(CLI::App& app, std::vector<std::pair<CLI::App*, Action>>& 
                         "megatron-te with --precision fp8: fp8 parameters gathered in fp8 (NeMo's fp8 recipe)");
   predict_cmd->add_flag("--tp-comm-overlap", args->tp_comm_overlap,
                         "megatron-te: TP collectives pipelined with their GEMMs (TE userbuffers; needs sp)");
-  actions.emplace_back(predict_cmd, [args](Context&) { return run_predict(*args); });
+  actions.emplace_back(predict_cmd, [args, gbs_option, precision_option](Context&) {
+    args->gbs_given = gbs_option->count() > 0;
+    args->precision_given = precision_option->count() > 0;
+    return run_predict(*args);
+  });
 }
 
 }  // namespace itertime::launcher

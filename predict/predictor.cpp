@@ -260,6 +260,8 @@ struct StageFigures {
   double optimizer_us = 0;
   double sp_grads_us = 0;               // sequence parallelism's TP sum of the norms' gradients (ops and comm)
   double tail_us = 0, tail_raw_us = 0;  // after the pipeline: sp_grads + dp + optimizer
+  // The tail's parts without the per-call overhead: sp_grads_raw_us + dp_raw_us + optimizer_raw_us == tail_raw_us.
+  double sp_grads_raw_us = 0, dp_raw_us = 0, optimizer_raw_us = 0;
   double compute_with_optimizer_us = 0;
   int64_t calls = 0;                                  // operator calls per iteration
   std::array<double, kPhaseCount> extrapolated_us{};  // per phase and iteration; dp_buffer not counted
@@ -303,9 +305,10 @@ StageFigures stage_figures(const ResolvedStage& ops, const StageComm& comm, doub
   out.optimizer_us = optimizer * tail_stretch;
   out.sp_grads_us = sp_grads * tail_stretch + comm.tp_iteration_us;
   out.tail_us = out.sp_grads_us + out.dp_us + out.optimizer_us;
-  out.tail_raw_us = phase_raw_us[phase_index(Phase::kSpGradients)] * tail_stretch + comm.tp_iteration_us +
-                    (dp_phase ? phase_raw_us[phase_index(Phase::kDpBuffer)] * tail_stretch : 0.0) + comm.dp_us +
-                    phase_raw_us[phase_index(Phase::kOptimizer)] * tail_stretch;
+  out.sp_grads_raw_us = phase_raw_us[phase_index(Phase::kSpGradients)] * tail_stretch + comm.tp_iteration_us;
+  out.dp_raw_us = (dp_phase ? phase_raw_us[phase_index(Phase::kDpBuffer)] * tail_stretch : 0.0) + comm.dp_us;
+  out.optimizer_raw_us = phase_raw_us[phase_index(Phase::kOptimizer)] * tail_stretch;
+  out.tail_raw_us = out.sp_grads_raw_us + out.dp_raw_us + out.optimizer_raw_us;
   out.compute_with_optimizer_us = out.compute_us + optimizer + sp_grads;
   out.buckets = {comm.buckets};
   out.gathers = {comm.gathers};
@@ -344,6 +347,9 @@ StageFigures rank_figures(const std::vector<const StageFigures*>& chunks, double
     out.sp_grads_us += chunk->sp_grads_us;
     out.tail_us += chunk->tail_us;
     out.tail_raw_us += chunk->tail_raw_us;
+    out.sp_grads_raw_us += chunk->sp_grads_raw_us;
+    out.dp_raw_us += chunk->dp_raw_us;
+    out.optimizer_raw_us += chunk->optimizer_raw_us;
     out.compute_with_optimizer_us += chunk->compute_with_optimizer_us;
     out.calls += chunk->calls;
     for (std::size_t i = 0; i < out.extrapolated_us.size(); ++i) out.extrapolated_us[i] += chunk->extrapolated_us[i];
@@ -352,6 +358,7 @@ StageFigures rank_figures(const std::vector<const StageFigures*>& chunks, double
     out.gathers.push_back(chunk->gathers.front());
   }
   out.dp_us += dp_comm_us;
+  out.dp_raw_us += dp_comm_us;
   out.tail_us += dp_comm_us;
   out.tail_raw_us += dp_comm_us;
   return out;
@@ -397,7 +404,23 @@ struct PipelineFigures {
   std::vector<StageFigures> ranks;                        // per pipeline rank: what it runs per iteration, its tail included
   std::vector<double> send_forward_us, send_backward_us;  // pp*vp-1 entries each
   std::string failure;
+  // What the stages rest on (Prediction's basis fields), over the virtual stages.
+  int stages_traced = 0, stages_built = 0, stages_described = 0;
+  int64_t built_operators = 0, built_profiled = 0, built_without_time = 0;
 };
+
+void count_basis(const ResolvedStage& stage, PipelineFigures& out) {
+  if (!stage.described_on.empty()) {
+    ++out.stages_described;
+  } else if (stage.built) {
+    ++out.stages_built;
+    out.built_operators += static_cast<int64_t>(stage.operators);
+    out.built_profiled += static_cast<int64_t>(stage.profiled);
+    out.built_without_time += static_cast<int64_t>(stage.without_time);
+  } else {
+    ++out.stages_traced;
+  }
+}
 
 PipelineFigures pipeline_figures(StageResolver& resolver, const PredictRequest& request, const OccupancyPlan& occupancy,
                                  double overhead_us, std::vector<std::string>& notes) {
@@ -433,6 +456,7 @@ PipelineFigures pipeline_figures(StageResolver& resolver, const PredictRequest& 
                                      to_string(request.precision), request.blind ? "blind" : "aware",
                                      at_dp(request.techniques, c.reduction_ranks()), c.reduction_ranks(), c.cp),
                     *resolved.stage, notes);
+    count_basis(*resolved.stage, out);
     std::vector<CommOp> comms = resolved.stage->comms;
     if (merge_dp) {  // the rank's DP collectives are timed once, merged (below)
       std::vector<CommOp>& dp_comms = rank_dp_comms[static_cast<std::size_t>(s % c.pp)];
@@ -499,6 +523,7 @@ struct StepEnd {
   std::vector<double> exposed_reduction_us;  // per stage
   std::vector<double> exposed_gather_us;     // per stage: its next first forward's wait for the all-gathers
   double gather_delay_us = 0;                // max of exposed_gather_us: what it adds to the iteration
+  std::size_t last = 0;                      // the stage whose update ends last (the first such): the critical one
 };
 
 StepEnd step_end(const ScheduleResult& schedule, const std::vector<StageFigures>& stages, bool raw) {
@@ -515,6 +540,7 @@ StepEnd step_end(const ScheduleResult& schedule, const std::vector<StageFigures>
     const double exposed_us = exposed_reduction_us(chunks, free_us);
     out.exposed_reduction_us.push_back(exposed_us);
     update_end_us.push_back(free_us + exposed_us + (raw ? stages[s].tail_raw_us : stages[s].tail_us));
+    if (update_end_us.back() > out.total_us) out.last = s;
     out.total_us = std::max(out.total_us, update_end_us.back());
   }
   const double next_step_us = out.total_us;  // where the next step's schedule starts
@@ -532,6 +558,36 @@ StepEnd step_end(const ScheduleResult& schedule, const std::vector<StageFigures>
   }
   out.total_us += out.gather_delay_us;
   return out;
+}
+
+// The raw step (no per-call overhead) split on its critical pipeline rank r, the one whose update ends
+// last: its timeline up to its end (passes: operators + TP + CP inside them; blocking sends; idle: the
+// bubble), its exposed overlapped reduction, its tail (sequence parallelism's norm-gradient sum, DP
+// buffer and collectives, optimizer) and the exposed parameter gather of the next step. These parts sum
+// to the raw step's total exactly (step_end's max). What overlap hid on r is kept apart, not counted.
+void split_raw_step(const ScheduleResult& schedule, const StepEnd& end, const std::vector<StageFigures>& stages,
+                    Prediction& out) {
+  const std::size_t r = end.last;
+  const StageFigures& rank = stages[r];
+  out.critical_rank = static_cast<int>(r);
+  const double busy_us = schedule.busy_us[r];
+  const double send_us = schedule.send_us.empty() ? 0.0 : schedule.send_us[r];
+  out.cp_comm_us = rank.cp_us;
+  out.compute_us = busy_us - rank.tp_us - rank.cp_us;  // the passes' operators (stretched when ranks share cores)
+  out.pp_comm_us = send_us;
+  out.bubble_us = schedule.end_us[r] - busy_us - send_us;
+  out.tp_comm_us = rank.tp_us + rank.sp_grads_raw_us;
+  out.dp_comm_us = rank.dp_raw_us + end.exposed_reduction_us[r] + end.gather_delay_us;
+  out.optimizer_us = rank.optimizer_raw_us;
+  double reduction_us = 0, gather_us = 0;
+  for (const std::vector<BucketReduction>& chunk : rank.buckets) {
+    for (const BucketReduction& bucket : chunk) reduction_us += bucket.time_us;
+  }
+  for (const std::vector<BucketGather>& chunk : rank.gathers) {
+    for (const BucketGather& gather : chunk) gather_us += gather.time_us;
+  }
+  out.hidden_reduction_us = std::max(0.0, reduction_us - end.exposed_reduction_us[r]);
+  out.hidden_gather_us = std::max(0.0, gather_us - end.exposed_gather_us[r]);
 }
 
 Prediction assemble(const PipelineFigures& pipeline, const ParallelConfig& c, const OccupancyPlan& occupancy,
@@ -555,23 +611,18 @@ Prediction assemble(const PipelineFigures& pipeline, const ParallelConfig& c, co
   out.notes = std::move(notes);
   const double overhead_us = calibration.op_overhead_us;
   const double total_with_overhead = end.total_us;
-  out.tp_comm_us = top.tp_us;
-  out.cp_comm_us = top.cp_us;
-  out.compute_us = occupancy.shared ? std::max(0.0, schedule.busy_us[busiest] - out.tp_comm_us - out.cp_comm_us) : top.compute_us;
-  out.pp_comm_us = schedule.send_us.empty() ? 0.0 : schedule.send_us[busiest];
-  out.bubble_us = std::max(0.0, schedule.makespan_us - out.compute_us - out.tp_comm_us - out.cp_comm_us - out.pp_comm_us);
-  out.tp_comm_us += top.sp_grads_us;  // after the pipeline, once per iteration (its few copies included)
-  // The exposed parameter gather (the iteration's extra length, from whichever stage waits longest) is DP
-  // communication, as the trainer counts its waits in the forward: so the breakdown still sums to the
-  // iteration as before (one stage: compute + tp + pp + bubble + dp + optimizer).
-  out.dp_comm_us = top.dp_us + end.exposed_reduction_us[busiest] + end.gather_delay_us;
-  out.optimizer_us = top.optimizer_us;
   out.extrapolated_fraction = compute_total_us > 0 ? extrapolated_us / compute_total_us : 0.0;
   out.op_calls = top.calls;
   out.op_overhead_us = overhead_us;
-  if (occupancy.shared) {  // the overhead is stretched with the operators: simulate again without it
-    out.raw_total_us =
-        step_end(simulate_1f1b(schedule_input(pipeline, c, occupancy, /*raw=*/true)), stages, /*raw=*/true).total_us;
+  // The breakdown is the raw step's (simulated again without the overhead when there is one), split on
+  // its critical rank; the overhead and the factor add what they add to it.
+  const bool simulate_raw = occupancy.shared || overhead_us != 0.0;
+  const ScheduleResult raw_schedule =
+      simulate_raw ? simulate_1f1b(schedule_input(pipeline, c, occupancy, /*raw=*/true)) : schedule;
+  const StepEnd raw_end = simulate_raw ? step_end(raw_schedule, stages, /*raw=*/true) : end;
+  split_raw_step(raw_schedule, raw_end, stages, out);
+  if (occupancy.shared) {  // the overhead is stretched with the operators: the raw simulation is the raw total
+    out.raw_total_us = raw_end.total_us;
     out.notes.push_back(std::to_string(occupancy.occupancy) + " ranks share " +
                         std::to_string(static_cast<int64_t>(occupancy.slots)) +
                         " rank slots (cores / threads per rank): operators timed at occupancy " +
@@ -585,6 +636,16 @@ Prediction assemble(const PipelineFigures& pipeline, const ParallelConfig& c, co
   }
   out.calibration_factor = calibration.factor;
   out.total_us = total_with_overhead * calibration.factor;
+  out.split_raw_us = raw_end.total_us;
+  out.overhead_total_us = total_with_overhead - raw_end.total_us;
+  out.calibration_adjust_us = out.total_us - total_with_overhead;
+  out.calibration_rows = calibration.rows;
+  out.stages_traced = pipeline.stages_traced;
+  out.stages_built = pipeline.stages_built;
+  out.stages_described = pipeline.stages_described;
+  out.built_operators = pipeline.built_operators;
+  out.built_operators_profiled = pipeline.built_profiled;
+  out.built_operators_without_time = pipeline.built_without_time;
   return out;
 }
 
@@ -602,7 +663,9 @@ PredictOutcome predict(StageResolver& resolver, const PredictRequest& request) {
   std::vector<std::string> notes;
   const PipelineFigures pipeline = pipeline_figures(resolver, request, occupancy, calibration.op_overhead_us, notes);
   if (!pipeline.failure.empty()) return {std::nullopt, pipeline.failure};
-  return {assemble(pipeline, request.config, occupancy, calibration, std::move(notes)), ""};
+  Prediction prediction = assemble(pipeline, request.config, occupancy, calibration, std::move(notes));
+  prediction.communication_described = resolver.target() != nullptr;
+  return {std::move(prediction), ""};
 }
 
 PredictRequest request_for(const store::GroundTruthRecord& row, bool blind, const LlamaSpec* model_spec) {

@@ -101,12 +101,31 @@ struct Prediction {
   double calibration_factor = 1;
   double op_overhead_us = 0;  // per operator call, included in total_us (not in raw_total_us)
   int64_t op_calls = 0;       // operator calls of the busiest stage per iteration
-  // Breakdown of the raw prediction, on the busiest stage (microseconds per iteration); tp_comm includes
-  // sequence parallelism's once-per-iteration TP sum of the norms' gradients; dp_comm the DP buffer work,
-  // the DP collectives of the tail, the exposed overlapped reduction and (opg) the exposed parameter gather:
+  // Breakdown of the raw step (without the per-call overhead and the factor; simulated again without the
+  // overhead when there is one) on its critical pipeline rank (critical_rank: the one whose update ends
+  // last), microseconds per iteration; the parts sum to split_raw_us exactly: compute (the passes'
+  // operators) + tp_comm + cp_comm + pp_comm (blocking sends) + bubble (idle before the rank's timeline
+  // ends) + dp_comm + optimizer. tp_comm includes sequence parallelism's once-per-iteration TP sum of the
+  // norms' gradients; dp_comm the DP buffer work, the DP collectives of the tail, the exposed overlapped
+  // reduction and (opg) the exposed parameter gather (the largest wait over the ranks):
   double compute_us = 0, tp_comm_us = 0, pp_comm_us = 0, bubble_us = 0, dp_comm_us = 0, optimizer_us = 0;
-  double cp_comm_us = 0;             // context parallelism's key/value all-gathers and their gradients' reduce-scatters
+  double cp_comm_us = 0;  // context parallelism's key/value all-gathers and their gradients' reduce-scatters
+  int critical_rank = 0;
+  double split_raw_us = 0;  // the raw step the parts sum to (raw_total_us's simulated form)
+  // total_us == split_raw_us + overhead_total_us + calibration_adjust_us (up to rounding):
+  double overhead_total_us = 0;      // what the per-call overhead adds to the step (with its delays)
+  double calibration_adjust_us = 0;  // what the calibration factor adds (negative: takes away)
+  // Overlapped on the critical rank and hidden behind its work: not part of the iteration.
+  double hidden_reduction_us = 0, hidden_gather_us = 0;
   double extrapolated_fraction = 0;  // share of compute time from the regression (no usable profile)
+  // What it rests on: the virtual stages by how their operators were found (traced and profiled; built
+  // from the model and priced by profiles and the regression; built and timed by a description's
+  // roofline), the built stages' operators, the communication's source, and the ground-truth runs the
+  // applied calibration was fitted on (0: none applied).
+  int stages_traced = 0, stages_built = 0, stages_described = 0;
+  int64_t built_operators = 0, built_operators_profiled = 0, built_operators_without_time = 0;
+  bool communication_described = false;  // NCCL's cost model of a description, not the calibration's /comm
+  int64_t calibration_rows = 0;
   std::vector<double> stage_forward_us, stage_backward_us;  // per micro-batch, TP comm included
   std::vector<std::string> notes;
 };

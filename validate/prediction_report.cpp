@@ -6,67 +6,161 @@
 #include <nlohmann/json.hpp>
 
 #include "common/training_techniques.hpp"
+#include "validate/duration_text.hpp"
 
 namespace itertime::validate {
 namespace {
 
-constexpr double kGiB = static_cast<double>(1ull << 30);
-
 std::string libtorch_shown(const std::string& version) { return version.empty() ? "1.13 (not recorded)" : version; }
 
+std::string percent(double fraction, int decimals = 0) {
+  char text[32];
+  std::snprintf(text, sizeof(text), "%.*f %%", decimals, 100.0 * fraction);
+  return text;
+}
+
+std::string plural(int64_t n, const std::string& one, const std::string& many) {
+  return std::to_string(n) + " " + (n == 1 ? one : many);
+}
+
+// The memory limit's verdict: "device 80.00 GiB" and by how much it is exceeded.
+std::string memory_verdict(const PredictionRecord& r) {
+  if (r.device_memory_bytes <= 0) return "no device limit known (--device-memory-gib)";
+  const double over = static_cast<double>(r.peak_memory_bytes) - r.device_memory_bytes;
+  std::string out = "device " + bytes_text(static_cast<int64_t>(r.device_memory_bytes));
+  if (over > 0) out += ": EXCEEDS the device memory by " + bytes_text(static_cast<int64_t>(over));
+  return out;
+}
+
+// Whether the split was filled (a record made without it keeps its zero total).
+bool has_split(const PredictionRecord& r) { return r.memory.total_bytes > 0 && r.memory.total_bytes == r.peak_memory_bytes; }
+
 }  // namespace
+
+std::string rests_on_text(const PredictionRecord& r) {
+  const predict::Prediction& p = r.prediction;
+  if (r.framework) {
+    return "the Megatron-Core + TE stage built from the model (described), its kernels timed from published figures, "
+           "communication from NCCL's cost model of the description (described); no calibration";
+  }
+  std::string out;
+  if (p.stages_traced > 0) out += plural(p.stages_traced, "traced stage", "traced stages");
+  if (p.stages_built > 0) {
+    out += std::string(out.empty() ? "" : ", ") + plural(p.stages_built, "stage", "stages") + " built from the model (" +
+           std::to_string(p.built_operators_profiled) + " of " + std::to_string(p.built_operators) + " operators profiled";
+    if (p.built_operators_without_time > 0) out += ", " + std::to_string(p.built_operators_without_time) + " priced at zero";
+    out += ")";
+  }
+  if (p.stages_described > 0) {
+    out += std::string(out.empty() ? "" : ", ") + plural(p.stages_described, "stage", "stages") +
+           " built from the model and timed by " + r.hardware + "'s operator roofline (described)";
+  } else {
+    out += "; operator time " + percent(1.0 - p.extrapolated_fraction) + " profiled, " + percent(p.extrapolated_fraction) +
+           " from the regression (extrapolated)";
+  }
+  out += p.communication_described ? "; communication from NCCL's cost model of the description (described)"
+                                   : "; communication measured (/comm)";
+  if (p.calibration_rows > 0) {
+    char text[160];
+    std::snprintf(text, sizeof(text), "; calibration (x %.3f, %.1f \u00b5s per operator call) fitted on %lld ground-truth runs",
+                  p.calibration_factor, p.op_overhead_us, static_cast<long long>(p.calibration_rows));
+    out += text;
+  } else if (p.stages_described > 0 || p.communication_described) {
+    out += "; no ground-truth factor";
+  } else {
+    out += "; no calibration factor applied";
+  }
+  return out;
+}
 
 std::string prediction_json(const PredictionRecord& r) {
   const predict::Prediction& p = r.prediction;
   const predict::PooledCheck& check = r.regression_check;
-  const nlohmann::json out = {{"model", r.model_name},
-                              {"dp", r.config.dp},
-                              {"tp", r.config.tp},
-                              {"pp", r.config.pp},
-                              {"cp", r.config.cp},
-                              {"vp", r.config.vp},
-                              {"micro_batch", r.config.micro_batch},
-                              {"global_batch", r.config.global_batch},
-                              {"seq_len", r.config.seq_len},
-                              {"precision", r.precision},
-                              {"precision_blind", r.blind},
-                              {"recipe", r.recipe},
-                              {"attention", r.attention},
-                              {"libtorch_version", r.described.empty() ? libtorch_shown(r.libtorch_version) : "2.x (described)"},
-                              {"described", r.described.empty() ? nlohmann::json(nullptr) : nlohmann::json(r.described)},
-                              {"iteration_us", p.total_us},
-                              {"raw_iteration_us", p.raw_total_us},
-                              {"calibration_factor", p.calibration_factor},
-                              {"op_overhead_us", p.op_overhead_us},
-                              {"op_calls", p.op_calls},
-                              {"breakdown_us",
-                               {{"compute", p.compute_us},
-                                {"tp_comm", p.tp_comm_us},
-                                {"cp_comm", p.cp_comm_us},
-                                {"pp_comm", p.pp_comm_us},
-                                {"bubble", p.bubble_us},
-                                {"dp_comm", p.dp_comm_us},
-                                {"optimizer", p.optimizer_us}}},
-                              {"stage_forward_us", p.stage_forward_us},
-                              {"stage_backward_us", p.stage_backward_us},
-                              {"extrapolated_fraction", p.extrapolated_fraction},
-                              {"peak_memory_bytes", r.peak_memory_bytes},
-                              {"exceeds_device_memory", r.exceeds_device_memory},
-                              {"notes", p.notes},
-                              {"tokens_per_s_per_rank", r.throughput.tokens_per_s_per_rank},
-                              {"model_flops_per_iteration", r.throughput.model_flops_per_iteration},
-                              {"hardware", r.hardware.empty() ? nlohmann::json(nullptr) : nlohmann::json(r.hardware)},
-                              {"mfu", r.throughput.mfu ? nlohmann::json(*r.throughput.mfu) : nlohmann::json(nullptr)},
-                              {"regression_check",
-                               {{"groups", check.groups},
-                                {"held_out_signatures", check.held_out_points},
-                                {"mape_pct", check.mape_pct},
-                                {"time_weighted_mape_pct", check.time_weighted_mape_pct}}}};
+  nlohmann::json flags = nlohmann::json::array();
+  for (const predict::Finding& f : r.flags) {
+    flags.push_back({{"code", f.code}, {"message", f.message}, {"hint", f.hint}});
+  }
+  nlohmann::json memory = nullptr;
+  if (has_split(r)) {
+    memory = {{"pipeline_rank", r.memory.pipeline_rank},   {"weights", r.memory.weights_bytes},
+              {"gradients", r.memory.gradients_bytes},     {"optimizer", r.memory.optimizer_bytes},
+              {"activations", r.memory.activations_bytes}, {"other", r.memory.other_bytes},
+              {"other_holds", r.memory.other_holds}};
+  }
+  const double over = r.device_memory_bytes > 0 ? static_cast<double>(r.peak_memory_bytes) - r.device_memory_bytes : 0.0;
+  const nlohmann::json out = {
+      {"model", r.model_name},
+      {"dp", r.config.dp},
+      {"tp", r.config.tp},
+      {"pp", r.config.pp},
+      {"cp", r.config.cp},
+      {"vp", r.config.vp},
+      {"micro_batch", r.config.micro_batch},
+      {"global_batch", r.config.global_batch},
+      {"seq_len", r.config.seq_len},
+      {"precision", r.precision},
+      {"precision_blind", r.blind},
+      {"recipe", r.recipe},
+      {"defaults", r.defaults},
+      {"attention", r.attention},
+      {"libtorch_version", r.described.empty() ? libtorch_shown(r.libtorch_version) : "2.x (described)"},
+      {"described", r.described.empty() ? nlohmann::json(nullptr) : nlohmann::json(r.described)},
+      {"flags", flags},
+      {"iteration_us", p.total_us},
+      {"range_pct", r.range.pct ? nlohmann::json(*r.range.pct) : nlohmann::json(nullptr)},
+      {"range_basis", r.range.basis},
+      {"rests_on",
+       {{"summary", rests_on_text(r)},
+        {"stages_traced", p.stages_traced},
+        {"stages_built", p.stages_built},
+        {"stages_described", p.stages_described},
+        {"built_operators", p.built_operators},
+        {"built_operators_profiled", p.built_operators_profiled},
+        {"built_operators_without_time", p.built_operators_without_time},
+        {"operator_time_from_regression", p.extrapolated_fraction},
+        {"communication", p.communication_described ? "described" : "measured"},
+        {"calibration_runs", p.calibration_rows}}},
+      {"raw_iteration_us", p.raw_total_us},
+      {"calibration_factor", p.calibration_factor},
+      {"op_overhead_us", p.op_overhead_us},
+      {"op_calls", p.op_calls},
+      {"critical_rank", p.critical_rank},
+      {"breakdown_us",
+       {{"compute", p.compute_us},
+        {"tp_comm", p.tp_comm_us},
+        {"cp_comm", p.cp_comm_us},
+        {"pp_comm", p.pp_comm_us},
+        {"bubble", p.bubble_us},
+        {"dp_comm", p.dp_comm_us},
+        {"optimizer", p.optimizer_us}}},
+      {"adjustments_us", {{"per_call_overhead", p.overhead_total_us}, {"calibration_factor", p.calibration_adjust_us}}},
+      {"hidden_us", {{"dp_reduction", p.hidden_reduction_us}, {"parameter_gather", p.hidden_gather_us}}},
+      {"stage_forward_us", p.stage_forward_us},
+      {"stage_backward_us", p.stage_backward_us},
+      {"extrapolated_fraction", p.extrapolated_fraction},
+      {"peak_memory_bytes", r.peak_memory_bytes},
+      {"memory_split_bytes", memory},
+      {"device_memory_bytes", r.device_memory_bytes > 0 ? nlohmann::json(r.device_memory_bytes) : nlohmann::json(nullptr)},
+      {"exceeds_device_memory", r.exceeds_device_memory},
+      {"exceeds_by_bytes", over > 0 ? over : 0.0},
+      {"notes", p.notes},
+      {"tokens_per_s_per_rank", r.throughput.tokens_per_s_per_rank},
+      {"model_flops_per_iteration", r.throughput.model_flops_per_iteration},
+      {"hardware", r.hardware.empty() ? nlohmann::json(nullptr) : nlohmann::json(r.hardware)},
+      {"mfu", r.throughput.mfu ? nlohmann::json(*r.throughput.mfu) : nlohmann::json(nullptr)},
+      {"regression_check",
+       {{"groups", check.groups},
+        {"held_out_signatures", check.held_out_points},
+        {"mape_pct", check.mape_pct},
+        {"time_weighted_mape_pct", check.time_weighted_mape_pct}}}};
   return out.dump(2);
 }
 
 void print_prediction(const PredictionRecord& r) {
   const predict::Prediction& p = r.prediction;
+  const auto line = [](const char* label, const std::string& value, const std::string& comment = "") {
+    std::printf("    %-20s %12s%s%s\n", label, value.c_str(), comment.empty() ? "" : "  ", comment.c_str());
+  };
   std::printf("itertime predict: %s %s %s%s%s on %s\n", r.model_name.c_str(), r.config.to_string().c_str(), r.precision.c_str(),
               r.recipe == "plain" ? "" : (" " + r.recipe).c_str(), r.blind ? " (precision-blind)" : "", r.source.c_str());
   if (!r.described.empty() && r.attention.empty()) {  // a framework model: the description says it all
@@ -78,18 +172,44 @@ void print_prediction(const PredictionRecord& r) {
     std::printf("  calibrated with    %s attention, LibTorch %s\n", r.attention.c_str(),
                 libtorch_shown(r.libtorch_version).c_str());
   }
-  std::printf("  iteration          %12.1f us", p.total_us);
-  if (p.op_overhead_us != 0.0 || p.calibration_factor != 1.0) {
-    std::printf("  (operators alone %.1f us; + %.1f us x %lld operator calls, x %.3f, fitted on ground truth)", p.raw_total_us,
-                p.op_overhead_us, static_cast<long long>(p.op_calls), p.calibration_factor);
+  for (const std::string& text : r.defaults) std::printf("  default            %s\n", text.c_str());
+  for (const predict::Finding& f : r.flags) {
+    std::printf("  FLAG               %s: %s; %s\n", f.code.c_str(), f.message.c_str(), f.hint.c_str());
   }
-  std::printf("\n  breakdown on the busiest stage (raw):\n");
-  std::printf("    compute          %12.1f us\n    TP comm          %12.1f us\n", p.compute_us, p.tp_comm_us);
-  if (r.config.cp > 1) std::printf("    CP comm          %12.1f us\n", p.cp_comm_us);
-  std::printf("    PP comm          %12.1f us\n", p.pp_comm_us);
-  std::printf("    bubble           %12.1f us\n    DP comm + buffer %12.1f us\n    optimizer        %12.1f us\n", p.bubble_us,
-              p.dp_comm_us, p.optimizer_us);
-  std::printf("  extrapolated       %12.1f %% of compute time from the operator regression\n", 100.0 * p.extrapolated_fraction);
+  std::printf("  iteration          %12s", duration_text(p.total_us).c_str());
+  if (r.range.pct) {
+    std::printf("  \u00b1 %.1f %% (%s)\n", *r.range.pct, r.range.basis.c_str());
+  } else {
+    std::printf("  range: %s\n", r.range.basis.c_str());
+  }
+  std::printf("  rests on           %s\n", rests_on_text(r).c_str());
+  std::printf("  breakdown on pipeline rank %d, the last to finish (the lines add up to the iteration):\n", p.critical_rank);
+  line("compute", duration_text(p.compute_us));
+  line("TP comm", duration_text(p.tp_comm_us));
+  if (r.config.cp > 1) line("CP comm", duration_text(p.cp_comm_us));
+  line("PP comm", duration_text(p.pp_comm_us));
+  line("bubble", duration_text(p.bubble_us));
+  line("DP comm + buffer", duration_text(p.dp_comm_us));
+  line("optimizer", duration_text(p.optimizer_us));
+  if (p.overhead_total_us != 0.0) {
+    char text[160];
+    std::snprintf(text, sizeof(text), "(%.1f \u00b5s x %lld calls on the busiest rank, fitted on ground truth)", p.op_overhead_us,
+                  static_cast<long long>(p.op_calls));
+    line("per-call overhead", duration_text(p.overhead_total_us), text);
+  }
+  if (p.calibration_factor != 1.0) {
+    char text[96];
+    std::snprintf(text, sizeof(text), "(x %.3f, fitted on ground truth)", p.calibration_factor);
+    line("calibration factor", duration_text(p.calibration_adjust_us), text);
+  }
+  line("= iteration", duration_text(p.total_us));
+  if (p.hidden_reduction_us >= 0.05 || p.hidden_gather_us >= 0.05) {  // what shows as 0.0 µs is rounding
+    std::printf("  hidden by overlap  (not counted) DP reduction %s, parameter gather %s\n",
+                duration_text(p.hidden_reduction_us).c_str(), duration_text(p.hidden_gather_us).c_str());
+  }
+  if (!r.framework) {
+    std::printf("  extrapolated       %12.1f %% of compute time from the operator regression\n", 100.0 * p.extrapolated_fraction);
+  }
   if (p.extrapolated_fraction > 0) {
     if (r.regression_check.groups > 0) {
       std::printf(
@@ -101,8 +221,15 @@ void print_prediction(const PredictionRecord& r) {
       std::printf("                     (no regression group has enough profiled signatures to check it)\n");
     }
   }
-  std::printf("  peak memory        %12.2f GiB per rank (busiest stage)%s\n", static_cast<double>(r.peak_memory_bytes) / kGiB,
-              r.exceeds_device_memory ? "  EXCEEDS the device memory" : "");
+  std::printf("  peak memory        %12s per rank (pipeline rank %d); %s\n", bytes_text(r.peak_memory_bytes).c_str(),
+              r.memory.pipeline_rank, memory_verdict(r).c_str());
+  if (has_split(r)) {
+    line("weights", bytes_text(r.memory.weights_bytes));
+    line("gradients", bytes_text(r.memory.gradients_bytes));
+    line("optimizer state", bytes_text(r.memory.optimizer_bytes));
+    line("activations", bytes_text(r.memory.activations_bytes));
+    line("other", bytes_text(r.memory.other_bytes), "(" + r.memory.other_holds + ")");
+  }
   std::printf("  tokens/s per rank  %12.1f  (model: %.3g FLOP per iteration)\n", r.throughput.tokens_per_s_per_rank,
               r.throughput.model_flops_per_iteration);
   if (r.throughput.mfu) {

@@ -7,13 +7,22 @@
 #include <vector>
 
 #include "common/parallel_config.hpp"
+#include "predict/answer_check.hpp"
+#include "predict/memory_split.hpp"
 #include "predict/model/fitted_model.hpp"
-#include "predict/throughput.hpp"
+#include "predict/prediction_range.hpp"
 #include "predict/predictor.hpp"
+#include "predict/throughput.hpp"
 
 namespace itertime::validate {
 
 // One configuration's prediction with what it was made from and its memory verdict.
+// The console table (print_prediction) shows durations in the unit a person reads (duration_text.hpp),
+// a breakdown on the critical pipeline rank whose lines add up to the iteration (the raw parts, the
+// per-call overhead's share, the calibration factor's), what overlap hid beside it (not counted),
+// what the prediction rests on, its range where something measured one, its FLAG lines (findings the
+// user chose to see, --allow-implausible), and the peak memory's split with the device's limit. The JSON
+// keeps machine units (microseconds, bytes) and carries the same facts.
 struct PredictionRecord {
   std::string source;      // the fitted model or calibration file it was predicted from
   std::string model_name;  // the LLaMA config's name
@@ -29,7 +38,16 @@ struct PredictionRecord {
   predict::PooledCheck regression_check;
   predict::Throughput throughput;  // tokens/s per rank; MFU against `hardware` when it has the peak
   std::string hardware;            // the description's name, "" when there is none
+  bool framework = false;          // the framework model (Megatron-Core + TE), not itertime's own trainer
+  predict::MemorySplit memory;     // the peak's split (memory.total_bytes == peak_memory_bytes)
+  double device_memory_bytes = 0;  // the limit it is held against (0: none known)
+  predict::PredictionRange range;
+  std::vector<predict::Finding> flags;  // findings shown rather than refused (--allow-implausible)
+  std::vector<std::string> defaults;    // options left out and what they defaulted to, in words
 };
+
+// What the prediction rests on, in one line ("4 traced stages; operator time 96 % profiled, ...").
+std::string rests_on_text(const PredictionRecord& record);
 
 void print_prediction(const PredictionRecord& record);
 std::string prediction_json(const PredictionRecord& record);  // indented JSON text

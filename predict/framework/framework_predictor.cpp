@@ -395,13 +395,17 @@ FrameworkOutcome predict_framework(const FrameworkTarget& target, const Framewor
       passes += vs.backward.scaled(m);
     }
     const PassTime& tail = rank_tail[static_cast<size_t>(busiest)];
-    p.compute_us = passes.compute_us + tail.compute_us;
+    // The parts of the rank that ends last, adding up to total_us: its passes (their kernels, exposed
+    // TP / CP and other communication), its idle time up to its timeline's end, its exposed DP
+    // reduction and gather, its tail (optimizer step and weight casts, with their own collectives).
+    p.critical_rank = busiest;
+    p.compute_us = passes.compute_us;
     p.tp_comm_us = passes.tp_us;
     p.cp_comm_us = passes.cp_us;
     p.pp_comm_us = 0.0;
-    p.bubble_us = schedule.idle_us[static_cast<size_t>(busiest)];
+    p.bubble_us = schedule.end_us[static_cast<size_t>(busiest)] - passes.total_us();
     p.dp_comm_us = rank_dp_us[static_cast<size_t>(busiest)] + passes.other_us;
-    p.optimizer_us = tail.compute_us;
+    p.optimizer_us = tail.total_us();
     size_t slowest = 0;
     for (size_t j = 0; j < stages.size(); ++j) {
       if (stages[j].forward.total_us() + stages[j].backward.total_us() >

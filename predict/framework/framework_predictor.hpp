@@ -6,8 +6,9 @@
 // Invariants:
 //  - No calibration is read: every time comes from the GPU's kernel figures and the description.
 //  - An illegal layout or a recipe the framework refuses comes back as an outcome with its reason.
-//  - Breakdown figures are on the busiest pipeline rank, microseconds per iteration; total_us is the
-//    iteration (forward, backward, pipeline bubble, exposed communication, optimizer step).
+//  - Breakdown figures are on the critical pipeline rank (the one whose step ends last), microseconds per
+//    iteration, and add up to total_us: compute + tp_comm + cp_comm + pp_comm + bubble + dp_comm +
+//    optimizer (the tail: the optimizer step and weight casts, with their collectives).
 #pragma once
 
 #include <map>
@@ -38,13 +39,14 @@ struct FrameworkRequest {
 
 struct FrameworkPrediction {
   double total_us = 0;
-  double compute_us = 0;    // kernels of the busiest rank's passes and tail (GEMMs, attention, memory-bound)
+  int critical_rank = 0;    // the pipeline rank whose step ends last: the breakdown's
+  double compute_us = 0;    // kernels of the critical rank's passes (GEMMs, attention, memory-bound)
   double tp_comm_us = 0;    // exposed TP (and SP) collectives
   double cp_comm_us = 0;    // exposed context-parallel exchange
   double pp_comm_us = 0;    // exposed pipeline transfers
-  double bubble_us = 0;     // pipeline idle time of the busiest rank
+  double bubble_us = 0;     // pipeline idle time of the critical rank before its timeline ends
   double dp_comm_us = 0;    // exposed gradient reduction and parameter gather
-  double optimizer_us = 0;  // the optimizer step
+  double optimizer_us = 0;  // the tail: optimizer step and weight casts (their kernels and collectives)
   double stage_forward_us = 0, stage_backward_us = 0;  // the busiest virtual stage, one micro-batch
   int64_t kernel_launches = 0;                         // per iteration on the busiest rank
   int64_t peak_memory_bytes = 0;                       // the largest over pipeline ranks

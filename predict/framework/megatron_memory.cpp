@@ -327,4 +327,16 @@ int64_t megatron_te_peak_memory_bytes(const TransformerShape& shape, const Paral
   return peak;
 }
 
+FrameworkMemory megatron_te_peak_memory(const TransformerShape& shape, const ParallelConfig& config,
+                                        const FrameworkRecipe& recipe) {
+  const Terms x = make_terms(shape, config, recipe);
+  if (config.vp > 64) refuse("at most 64 virtual pipeline stages per rank");
+  FrameworkMemory peak = rank_memory(x, 0);
+  for (int r = 1; r < config.pp; ++r) {
+    FrameworkMemory m = rank_memory(x, r);
+    if (m.total_bytes > peak.total_bytes) peak = std::move(m);
+  }
+  return peak;
+}
+
 }  // namespace itertime::predict::framework

@@ -74,4 +74,9 @@ FrameworkMemory megatron_te_memory(const TransformerShape& shape, const Parallel
 // The largest total_bytes over the pipeline ranks (fast: no allocation, O(pp * pp * vp)).
 int64_t megatron_te_peak_memory_bytes(const TransformerShape& shape, const ParallelConfig& config, const FrameworkRecipe& recipe);
 
+// The breakdown of the first pipeline rank with that largest total: its total_bytes ==
+// megatron_te_peak_memory_bytes(...).
+FrameworkMemory megatron_te_peak_memory(const TransformerShape& shape, const ParallelConfig& config,
+                                        const FrameworkRecipe& recipe);
+
 }  // namespace itertime::predict::framework

@@ -442,11 +442,14 @@ std::vector<MemoryBreakdown> memory_all_stages(const LlamaSpec& model, const Par
   return stages;
 }
 
-int64_t peak_memory_bytes(const LlamaSpec& model, const ParallelConfig& config, const PrecisionPolicy& policy,
-                          AttentionKernel attention, const TrainingTechniques& techniques) {
-  int64_t peak = 0;
+MemoryBreakdown peak_memory_breakdown(const LlamaSpec& model, const ParallelConfig& config, const PrecisionPolicy& policy,
+                                      AttentionKernel attention, const TrainingTechniques& techniques) {
+  MemoryBreakdown peak;
+  bool first = true;
   const auto consider = [&](int stage) {
-    peak = std::max(peak, memory_per_gpu(model, config, policy, stage, attention, techniques).total_bytes);
+    MemoryBreakdown m = memory_per_gpu(model, config, policy, stage, attention, techniques);
+    if (first || m.total_bytes > peak.total_bytes) peak = std::move(m);
+    first = false;
   };
   if (config.vp == 1) {
     consider(0);
@@ -455,6 +458,11 @@ int64_t peak_memory_bytes(const LlamaSpec& model, const ParallelConfig& config, 
     for (int stage = 0; stage < config.pp; ++stage) consider(stage);
   }
   return peak;
+}
+
+int64_t peak_memory_bytes(const LlamaSpec& model, const ParallelConfig& config, const PrecisionPolicy& policy,
+                          AttentionKernel attention, const TrainingTechniques& techniques) {
+  return peak_memory_breakdown(model, config, policy, attention, techniques).total_bytes;
 }
 
 std::string MemoryBreakdown::to_string() const {

@@ -155,5 +155,10 @@ std::vector<MemoryBreakdown> memory_all_stages(const LlamaSpec& model, const Par
 // breakdown grows with those, so stage 0 bounds them all. With interleaving, every rank.
 int64_t peak_memory_bytes(const LlamaSpec& model, const ParallelConfig& config, const PrecisionPolicy& policy,
                           AttentionKernel attention = AttentionKernel::kEager, const TrainingTechniques& techniques = {});
+// The breakdown of the stage peak_memory_bytes takes its figure from (the first stage with the largest
+// total over the stages it evaluates): its total_bytes == peak_memory_bytes(...).
+MemoryBreakdown peak_memory_breakdown(const LlamaSpec& model, const ParallelConfig& config, const PrecisionPolicy& policy,
+                                      AttentionKernel attention = AttentionKernel::kEager,
+                                      const TrainingTechniques& techniques = {});
 
 }  // namespace itertime::predict
