@@ -137,7 +137,7 @@ PlanResult plan_framework_search(const PlanOptions& options, const framework::Fr
   framework::FrameworkPassCache cache;  // candidates that differ in dp, pp or vp share their passes' times
   std::vector<PlanEntry>& entries = result.entries;
   std::vector<PrecisionName> runnable;
-  std::vector<std::pair<PrecisionName, std::string>> refusals;
+  std::vector<std::pair<PrecisionName, std::string>>& refusals = result.skipped_precisions;
   for (PrecisionName precision : options.precisions) {
     std::string why = framework_precision_refusal(target, precision);
     if (why.empty()) {

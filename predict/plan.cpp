@@ -247,7 +247,7 @@ PlanResult plan_search(const FittedModel& model, const PlanOptions& options) {
   const std::vector<ParallelConfig> layouts = plan_layouts(options);
   result.counts.layouts = static_cast<int64_t>(layouts.size());
   std::vector<PrecisionName> runnable;
-  std::vector<std::pair<PrecisionName, std::string>> refusals;
+  std::vector<std::pair<PrecisionName, std::string>>& refusals = result.skipped_precisions;
   for (PrecisionName precision : options.precisions) {
     std::string why = precision_refusal(model, options, precision);
     if (why.empty()) {

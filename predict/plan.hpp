@@ -29,6 +29,7 @@
 #include <functional>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "common/model_spec.hpp"
@@ -101,7 +102,9 @@ struct PlanCounts {
 struct PlanResult {
   std::vector<PlanEntry> entries;  // as plan() returns them, ranked
   PlanCounts counts;
-  std::string empty_reason;                // with no candidate: why, one line (the CLI refuses with it, exit 2)
+  std::string empty_reason;  // with no candidate: why, one line (the CLI refuses with it, exit 2)
+  // Precisions given that the device cannot run, each with why (listed nowhere else when others run).
+  std::vector<std::pair<PrecisionName, std::string>> skipped_precisions;
   std::optional<MemoryGuidance> guidance;  // when candidates exist and none fits the device memory
 };
 

@@ -128,11 +128,11 @@ std::string plan_json(const predict::PlanOptions& options, const PlanQuestion& q
         {"recipes", recipe_labels(options.recipes)},
         {"fp8_recipes", question.fp8_recipes}}}};
   for (PrecisionName p : options.precisions) out["question"]["space"]["precisions"].push_back(to_string(p));
-  out["summary"] = {{"layouts_considered", c.layouts},
-                    {"layouts_legal", c.legal_layouts},
-                    {"candidates", c.candidates},
-                    {"fit_memory", c.fitting},
-                    {"predicted", c.predicted}};
+  nlohmann::ordered_json skipped = nlohmann::ordered_json::array();
+  for (const auto& [precision, why] : result.skipped_precisions)
+    skipped.push_back({{"precision", to_string(precision)}, {"reason", why}});
+  out["summary"] = {{"layouts_considered", c.layouts}, {"layouts_legal", c.legal_layouts}, {"candidates", c.candidates},
+                    {"fit_memory", c.fitting},         {"predicted", c.predicted},         {"skipped_precisions", skipped}};
   const std::optional<double> bf16 = options.hardware ? options.hardware->peak(ComputeDType::kBf16) : std::nullopt;
   out["mfu"] = {{"peak", "dense bf16 (the mixed-precision peak), for every precision: mfu_bf16_peak"},
                 {"peak_flops_per_s_per_device", bf16 ? nlohmann::ordered_json(*bf16) : nlohmann::ordered_json(nullptr)},
@@ -196,6 +196,8 @@ void print_plan(const predict::PlanOptions& options, const PlanQuestion& questio
   std::printf("  summary: layouts %s considered, %s legal; candidates %s, %s %s, %s predicted\n", with_commas(c.layouts).c_str(),
               with_commas(c.legal_layouts).c_str(), with_commas(c.candidates).c_str(), with_commas(c.fitting).c_str(),
               memory.c_str(), with_commas(c.predicted).c_str());
+  for (const auto& [precision, why] : result.skipped_precisions)
+    std::printf("  skipped precision %s: %s\n", to_string(precision).c_str(), why.c_str());
   if (options.hardware && c.predicted > 0) {
     const std::optional<double> bf16 = options.hardware->peak(ComputeDType::kBf16);
     if (bf16) {

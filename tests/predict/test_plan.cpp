@@ -161,6 +161,13 @@ TEST(Plan, EmptySpaceSaysWhy) {
   const PlanResult framework = plan_framework_search(p.options, framework_target("a100-sxm-80gb"));
   EXPECT_TRUE(framework.entries.empty());
   EXPECT_NE(framework.empty_reason.find("a100-sxm-80gb has no fp8 peak"), std::string::npos) << framework.empty_reason;
+  // With amp-bf16 beside it, fp8 is skipped with the same reason and the rest is planned.
+  p.options.precisions = {PrecisionName::kAmpBf16, PrecisionName::kFp8};
+  const PlanResult some = plan_search(p.no_calibration, p.options);
+  EXPECT_FALSE(some.entries.empty());
+  ASSERT_EQ(some.skipped_precisions.size(), 1u);
+  EXPECT_EQ(some.skipped_precisions[0].first, PrecisionName::kFp8);
+  EXPECT_NE(some.skipped_precisions[0].second.find("has no fp8 peak"), std::string::npos);
   // 7 GPUs and gbs 8: dp 7 does not divide the batch, tp 7 the heads, pp 7 exceeds the layers.
   DescribedPlan seven = described();
   seven.options.target = &*seven.choice.target;
