@@ -214,9 +214,9 @@ void print_plan(const predict::PlanOptions& options, const PlanQuestion& questio
   int ties = 0;
   for (const auto& e : entries) ties += e.tie ? 1 : 0;
   if (c.predicted > 0)
-    std::printf("  ties: within +%s of the best rank 1= (the model's stated uncertainty: %s): %d tie%s\n",
+    std::printf("  ties: rank 1= for those within +%s of the best, the model's stated uncertainty (%s): %d tied\n",
                 percent(options.tie_fraction).c_str(), options.tie_source.empty() ? "none stated" : options.tie_source.c_str(),
-                ties, ties == 1 ? "" : "s");
+                ties);
   if (result.guidance && c.predicted == 0) {
     const predict::MemoryGuidance& g = *result.guidance;
     std::printf("  none of the %s candidates fits in %s; the %zu closest, and what would make each fit (memory model only):\n",
