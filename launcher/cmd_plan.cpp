@@ -101,9 +101,9 @@ void register_plan(CLI::App& app, std::vector<std::pair<CLI::App*, Action>>& act
       ->capture_default_str();
   plan_cmd
       ->add_option("--tie-pct", a->tie_pct,
-                   "Candidates within this many percent of the best rank 1= (ties); default: the model's stated "
+                   "Candidates within this many percent (0-100) of the best rank 1= (ties); default: the model's stated "
                    "uncertainty (megatron-te: its MAPE on published figures, 12.9%; itertime's trainer: 10%)")
-      ->check(CLI::NonNegativeNumber);
+      ->check(CLI::Range(0.0, 100.0));
   plan_cmd->add_flag("--json", a->json, "Print JSON (the first --top candidates, with the question and counts)");
   actions.emplace_back(plan_cmd, [a, plan_cmd](Context&) {
     predict::PlanOptions options;
