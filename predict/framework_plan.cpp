@@ -66,12 +66,15 @@ PlanEntry framework_entry(const PlanOptions& options, const framework::Framework
   entry.precision = recipe.precision;
   entry.techniques = recipe.techniques;
   entry.framework_switches = framework_switches(recipe);
+  entry.framework_recipe = recipe;
   const double peak = static_cast<double>(framework::megatron_te_peak_memory_bytes(shape, config, recipe));
   entry.peak_memory_bytes = peak;
   if (options.device_memory_bytes > 0 && peak > options.device_memory_bytes) {
     entry.reason = "exceeds the device memory (not predicted)";
+    entry.over_memory = true;
     return entry;
   }
+  entry.fits_memory = true;
   const framework::FrameworkOutcome outcome = framework::predict_framework(target, {shape, config, recipe}, &cache);
   if (!outcome.ok()) {
     entry.reason = outcome.reason;
@@ -79,9 +82,7 @@ PlanEntry framework_entry(const PlanOptions& options, const framework::Framework
   }
   entry.iteration_us = outcome.prediction->total_us;
   entry.feasible = true;
-  const Throughput rate = throughput(options.model, config, recipe.precision, entry.iteration_us, &target.hardware);
-  entry.tokens_per_s_per_rank = rate.tokens_per_s_per_rank;
-  entry.mfu = rate.mfu;
+  set_rates(entry, options.model, &target.hardware);
   return entry;
 }
 
@@ -112,20 +113,43 @@ std::vector<framework::FrameworkRecipe> framework_variants(PrecisionName precisi
   return out;
 }
 
+// Why the framework cannot plan `precision` on the target ("" when it can).
+std::string framework_precision_refusal(const framework::FrameworkTarget& target, PrecisionName precision) {
+  if (precision == PrecisionName::kFp8) return target.hardware.peak(ComputeDType::kFp8) ? "" : fp8_absent_reason(target.hardware);
+  if (precision != PrecisionName::kAmpBf16 && precision != PrecisionName::kAmpFp16)
+    return "megatron-te trains amp-bf16, amp-fp16 or fp8 only";
+  return "";
+}
+
 }  // namespace
 
 std::vector<PlanEntry> plan_framework(const PlanOptions& options, const framework::FrameworkTarget& target,
                                       const FrameworkPlanSpace& space) {
+  return plan_framework_search(options, target, space).entries;
+}
+
+PlanResult plan_framework_search(const PlanOptions& options, const framework::FrameworkTarget& target,
+                                 const FrameworkPlanSpace& space) {
+  PlanResult result;
   const std::vector<ParallelConfig> layouts = plan_layouts(options);
+  result.counts.layouts = static_cast<int64_t>(layouts.size());
   const framework::TransformerShape shape = framework::shape_of(options.model);
   framework::FrameworkPassCache cache;  // candidates that differ in dp, pp or vp share their passes' times
-  std::vector<PlanEntry> entries;
+  std::vector<PlanEntry>& entries = result.entries;
+  std::vector<PrecisionName> runnable;
+  std::vector<std::pair<PrecisionName, std::string>>& refusals = result.skipped_precisions;
+  for (PrecisionName precision : options.precisions) {
+    std::string why = framework_precision_refusal(target, precision);
+    if (why.empty()) {
+      runnable.push_back(precision);
+    } else {
+      refusals.emplace_back(precision, std::move(why));
+    }
+  }
   for (const ParallelConfig& config : layouts) {
     if (!framework::layout_violations(shape, config).empty()) continue;  // illegal layouts are not listed
-    for (PrecisionName precision : options.precisions) {
-      const bool fp8 = precision == PrecisionName::kFp8;
-      if (fp8 && !target.hardware.peak(ComputeDType::kFp8)) continue;
-      if (precision != PrecisionName::kAmpBf16 && precision != PrecisionName::kAmpFp16 && !fp8) continue;
+    ++result.counts.legal_layouts;
+    for (PrecisionName precision : runnable) {
       std::vector<std::string> seen;  // recipes that collapse to one at this layout are listed once
       for (TrainingTechniques techniques : options.recipes) {
         if (config.tp == 1 && (techniques.sequence_parallel || techniques.vocab_parallel)) {
@@ -142,8 +166,24 @@ std::vector<PlanEntry> plan_framework(const PlanOptions& options, const framewor
       }
     }
   }
-  rank_plan_entries(entries);
-  return entries;
+  const bool fp8_params =
+      std::find(space.fp8_param_gather.begin(), space.fp8_param_gather.end(), true) != space.fp8_param_gather.end();
+  const MemoryOf memory_of = [&](const MemoryCandidate& v) -> std::optional<double> {
+    if (!framework::layout_violations(shape, v.config).empty()) return std::nullopt;
+    if (!framework_precision_refusal(target, v.precision).empty()) return std::nullopt;
+    framework::FrameworkRecipe recipe = v.framework_recipe.value_or(framework::FrameworkRecipe{});
+    if (v.precision == PrecisionName::kFp8 && recipe.precision != PrecisionName::kFp8) recipe.fp8_param_gather = fp8_params;
+    recipe.precision = v.precision;
+    recipe.techniques = at_dp(v.techniques, v.config.reduction_ranks());
+    if (recipe.tp_comm_overlap && !(recipe.techniques.sequence_parallel && v.config.tp > 1)) recipe.tp_comm_overlap = false;
+    return static_cast<double>(framework::megatron_te_peak_memory_bytes(shape, v.config, recipe));
+  };
+  finish_plan(result, options, memory_of, framework_precision_refusal(target, PrecisionName::kFp8).empty());
+  if (entries.empty()) {
+    result.empty_reason = empty_plan_reason(
+        options, layouts, [&](const ParallelConfig& c) { return framework::layout_violations(shape, c); }, refusals);
+  }
+  return result;
 }
 
 }  // namespace itertime::predict

@@ -10,7 +10,8 @@
 //    dp*cp > 1), each fp8 scaling recipe with fp8, TP comm overlap on and off where sequence parallelism
 //    is on, fp8 parameters (--fp8-param-gather) on and off with fp8. Each candidate's memory (framework/megatron_memory.hpp) is
 //    checked before it is predicted; the layouts the framework refuses come back infeasible with the reason.
-//  - Entries: feasible ones fastest first, then infeasible in candidate order (as plan()).
+//  - Entries: feasible ones fastest first, then infeasible in candidate order (as plan()), ranked with ties
+//    (PlanOptions::tie_fraction), counted, explained when empty, with memory guidance when none fits.
 #pragma once
 
 #include <string>
@@ -44,6 +45,11 @@ struct FrameworkPlanSpace {
 };
 
 std::vector<PlanEntry> plan_framework(const PlanOptions& options, const framework::FrameworkTarget& target,
-                                      const FrameworkPlanSpace& space = {});
+                                      const FrameworkPlanSpace& space = {});  // plan_framework_search(...).entries
+// The plan with its counts, empty-space reason and memory guidance (plan.hpp's PlanResult). The guidance's
+// variants keep each candidate's framework switches; an fp8 variant of a bf16 candidate gathers fp8
+// parameters where the space tries them.
+PlanResult plan_framework_search(const PlanOptions& options, const framework::FrameworkTarget& target,
+                                 const FrameworkPlanSpace& space = {});
 
 }  // namespace itertime::predict

@@ -2,6 +2,7 @@
 #include "predict/plan.hpp"
 
 #include <algorithm>
+#include <type_traits>
 
 #include "common/errors.hpp"
 #include "common/job.hpp"
@@ -36,8 +37,10 @@ PlanEntry plan_entry(const FittedModel& model, const PlanOptions& options, Stage
   entry.peak_memory_bytes = peak;
   if (options.device_memory_bytes > 0 && peak > options.device_memory_bytes) {
     entry.reason = "exceeds the device memory (not predicted)";
+    entry.over_memory = true;
     return entry;
   }
+  entry.fits_memory = true;
   PredictRequest request;
   request.model_name = options.model.name;
   request.model = &options.model;
@@ -49,17 +52,147 @@ PlanEntry plan_entry(const FittedModel& model, const PlanOptions& options, Stage
     entry.iteration_us = outcome.prediction->total_us;
     entry.extrapolated_fraction = outcome.prediction->extrapolated_fraction;
     entry.feasible = true;
-    const Throughput rate =
-        throughput(options.model, config, precision, entry.iteration_us, options.hardware ? &*options.hardware : nullptr);
-    entry.tokens_per_s_per_rank = rate.tokens_per_s_per_rank;
-    entry.mfu = rate.mfu;
+    set_rates(entry, options.model, options.hardware ? &*options.hardware : nullptr);
   } else {
     entry.reason = outcome.reason;
   }
   return entry;
 }
 
+// Why the plan cannot run `precision` ("" when it can): the described device's math and backend, or the
+// calibrated backend.
+std::string precision_refusal(const FittedModel& model, const PlanOptions& options, PrecisionName precision) {
+  const PrecisionPolicy& policy = precision_policy(precision);
+  if (options.target != nullptr) {
+    const HardwareSpec& hardware = options.target->hardware;
+    const Backend backend = hardware.kind == DeviceKind::kGpu ? Backend::kCuda : Backend::kCpu;
+    if (policy.fp8_matmul) return hardware.peak(ComputeDType::kFp8) ? "" : fp8_absent_reason(hardware);
+    if (!policy.supports(backend, BackendCapabilities{options.target->dialect == TorchDialect::kTorch2}))
+      return hardware.name + " (" + to_string(backend) + ") cannot run " + to_string(precision);
+    return "";
+  }
+  if (model.backend && !policy.supports(*model.backend, backend_capabilities(model)))
+    return "the calibration's backend (" + to_string(*model.backend) + ") cannot run " + to_string(precision);
+  return "";
+}
+
+template <typename T>
+std::string joined(const std::vector<T>& values) {
+  std::string out;
+  for (const T& v : values) {
+    if (!out.empty()) out += ",";
+    if constexpr (std::is_same_v<T, int>) {
+      out += std::to_string(v);
+    } else {
+      out += to_string(v);
+    }
+  }
+  return out;
+}
+
 }  // namespace
+
+void set_rates(PlanEntry& entry, const LlamaSpec& model, const HardwareSpec* hardware) {
+  const Throughput rate = throughput(model, entry.config, entry.precision, entry.iteration_us, hardware);
+  entry.tokens_per_s_per_rank = rate.tokens_per_s_per_rank;
+  entry.mfu = rate.mfu;
+  // MFU depends on the precision only through the peak: at amp-bf16 it is against the dense bf16 peak.
+  entry.mfu_bf16_peak = throughput(model, entry.config, PrecisionName::kAmpBf16, entry.iteration_us, hardware).mfu;
+  entry.implausible = entry.mfu && *entry.mfu > 1.0;
+}
+
+std::string fp8_absent_reason(const HardwareSpec& hardware) {
+  std::string why;
+  const auto source = hardware.sources.find("peak_flops_dense.fp8");
+  if (source != hardware.sources.end()) {
+    const std::string& text = source->second;
+    const std::size_t at = text.rfind("(absent: ");
+    if (at != std::string::npos && text.back() == ')') why = " (" + text.substr(at + 9, text.size() - at - 10) + ")";
+  }
+  return hardware.name + " has no fp8 peak" + why + ": fp8 needs an fp8 tensor core (Hopper or later)";
+}
+
+std::string empty_plan_reason(const PlanOptions& options, const std::vector<ParallelConfig>& layouts,
+                              const std::function<std::vector<std::string>(const ParallelConfig&)>& violations,
+                              const std::vector<std::pair<PrecisionName, std::string>>& precision_refusals) {
+  const std::string gpus = std::to_string(options.gpus) + (options.gpus == 1 ? " GPU" : " GPUs");
+  if (layouts.empty()) {
+    bool divides = false;
+    for (int cp : options.context_parallel) divides = divides || (cp > 0 && options.gpus % cp == 0);
+    if (!divides) return "no --cp value given (" + joined(options.context_parallel) + ") divides the " + gpus;
+    if (options.micro_batches.empty()) return "no micro-batch size given";
+    return "no layout of " + gpus + " with the --vp values given (" + joined(options.virtual_stages) +
+           "): vp > 1 needs pp > 1, and pp 1 is the only pipeline of " + gpus;
+  }
+  std::string out;
+  int64_t legal = 0;
+  const ParallelConfig* nearest = nullptr;
+  std::vector<std::string> nearest_broken;
+  for (const ParallelConfig& config : layouts) {
+    std::vector<std::string> broken = violations(config);
+    if (broken.empty()) {
+      ++legal;
+    } else if (nearest == nullptr || broken.size() < nearest_broken.size()) {
+      nearest = &config;
+      nearest_broken = std::move(broken);
+    }
+  }
+  if (legal == 0 && nearest != nullptr) {
+    out = "none of the " + std::to_string(layouts.size()) + " layouts of " + gpus + " (mbs " + joined(options.micro_batches) +
+          ", cp " + joined(options.context_parallel) + ", vp " + joined(options.virtual_stages) + ") is legal for " +
+          options.model.name + "; the nearest, " + nearest->layout_text() + " mbs" + std::to_string(nearest->micro_batch) + ": ";
+    for (std::size_t i = 0; i < nearest_broken.size(); ++i) out += (i ? "; " : "") + nearest_broken[i];
+  }
+  if (options.precisions.empty()) {
+    out += std::string(out.empty() ? "" : "; and ") + "no precision given";
+  } else if (precision_refusals.size() >= options.precisions.size()) {
+    std::string text = "no precision given can run: ";
+    for (std::size_t i = 0; i < precision_refusals.size(); ++i)
+      text += (i ? "; " : "") + to_string(precision_refusals[i].first) + ": " + precision_refusals[i].second;
+    out += (out.empty() ? "" : "; and ") + text;
+  }
+  if (out.empty()) {
+    out = "no recipe given (" + std::to_string(options.recipes.size()) + ") applies at the " + std::to_string(legal) +
+          " legal layouts (sp and vp need tp > 1; ovl and opg need dp*cp > 1)";
+  }
+  return out;
+}
+
+void mark_ties(std::vector<PlanEntry>& entries, double tie_fraction) {
+  int tied = 0;
+  for (std::size_t i = 0; i < entries.size(); ++i) {
+    PlanEntry& e = entries[i];
+    e.tie = false;
+    e.rank = 0;
+    if (!e.feasible) continue;
+    const double best = entries.front().iteration_us;  // feasible entries come first, fastest first
+    e.rank = e.iteration_us <= best * (1.0 + tie_fraction) ? 1 : static_cast<int>(i) + 1;
+    if (e.rank == 1) ++tied;
+  }
+  if (tied < 2) return;
+  for (PlanEntry& e : entries) e.tie = e.rank == 1;
+}
+
+void finish_plan(PlanResult& result, const PlanOptions& options, const MemoryOf& memory_of, bool fp8_available) {
+  std::vector<PlanEntry>& entries = result.entries;
+  rank_plan_entries(entries);
+  mark_ties(entries, options.tie_fraction);
+  PlanCounts& counts = result.counts;
+  counts.candidates = static_cast<int64_t>(entries.size());
+  counts.fitting = counts.predicted = 0;
+  std::vector<MemoryCandidate> over_limit;
+  for (const PlanEntry& e : entries) {
+    if (e.fits_memory) ++counts.fitting;
+    if (e.feasible) ++counts.predicted;
+    if (e.over_memory) {
+      over_limit.push_back(
+          MemoryCandidate{e.config, e.precision, e.techniques, e.framework_switches, e.framework_recipe, e.peak_memory_bytes});
+    }
+  }
+  if (counts.fitting == 0 && !over_limit.empty()) {
+    result.guidance = memory_guidance(over_limit, options.device_memory_bytes, memory_of, fp8_available);
+  }
+}
 
 std::vector<TrainingTechniques> modelled_recipes() {
   std::vector<TrainingTechniques> recipes;
@@ -107,35 +240,50 @@ void rank_plan_entries(std::vector<PlanEntry>& entries) {
   });
 }
 
-std::vector<PlanEntry> plan(const FittedModel& model, const PlanOptions& options) {
+std::vector<PlanEntry> plan(const FittedModel& model, const PlanOptions& options) { return plan_search(model, options).entries; }
+
+PlanResult plan_search(const FittedModel& model, const PlanOptions& options) {
+  PlanResult result;
   const std::vector<ParallelConfig> layouts = plan_layouts(options);
-  std::vector<PlanEntry> entries;
+  result.counts.layouts = static_cast<int64_t>(layouts.size());
+  std::vector<PrecisionName> runnable;
+  std::vector<std::pair<PrecisionName, std::string>>& refusals = result.skipped_precisions;
+  for (PrecisionName precision : options.precisions) {
+    std::string why = precision_refusal(model, options, precision);
+    if (why.empty()) {
+      runnable.push_back(precision);
+    } else {
+      refusals.emplace_back(precision, std::move(why));
+    }
+  }
   // Candidates share their built stages.
   StageResolver resolver =
       options.target != nullptr ? StageResolver(model, options.target) : StageResolver(model, StagePolicy::kTracedThenBuilt);
   for (const ParallelConfig& config : layouts) {
     if (!config.violations(options.model, options.gpus).empty()) continue;
-    for (PrecisionName precision : options.precisions) {
-      const PrecisionPolicy& policy = precision_policy(precision);
-      if (options.target != nullptr) {
-        const Backend backend = options.target->hardware.kind == DeviceKind::kGpu ? Backend::kCuda : Backend::kCpu;
-        if (policy.fp8_matmul) {
-          if (!options.target->hardware.peak(ComputeDType::kFp8)) continue;  // a device without fp8 math
-        } else if (!policy.supports(backend, BackendCapabilities{options.target->dialect == TorchDialect::kTorch2})) {
-          continue;
-        }
-      } else if (model.backend && !policy.supports(*model.backend, backend_capabilities(model))) {
-        continue;  // the calibrated backend cannot run this policy
-      }
+    ++result.counts.legal_layouts;
+    for (PrecisionName precision : runnable) {
       for (const TrainingTechniques& techniques : options.recipes) {
         if (config.tp == 1 && (techniques.sequence_parallel || techniques.vocab_parallel)) continue;  // = without them
         if (config.reduction_ranks() == 1 && techniques.overlap_gradient_reduction) continue;         // = without it (opg too)
-        entries.push_back(plan_entry(model, options, resolver, config, precision, techniques));
+        result.entries.push_back(plan_entry(model, options, resolver, config, precision, techniques));
       }
     }
   }
-  rank_plan_entries(entries);
-  return entries;
+  const AttentionKernel attention = options.target != nullptr ? options.target->attention : model.attention;
+  const MemoryOf memory_of = [&](const MemoryCandidate& v) -> std::optional<double> {
+    if (!v.config.violations(options.model, options.gpus).empty()) return std::nullopt;
+    if (!untrainable_reason(options.model, v.config, v.techniques).empty()) return std::nullopt;
+    if (!precision_refusal(model, options, v.precision).empty()) return std::nullopt;
+    return static_cast<double>(
+        peak_memory_bytes(options.model, v.config, precision_policy(v.precision), attention, v.techniques));
+  };
+  finish_plan(result, options, memory_of, precision_refusal(model, options, PrecisionName::kFp8).empty());
+  if (result.entries.empty()) {
+    result.empty_reason = empty_plan_reason(
+        options, layouts, [&](const ParallelConfig& c) { return c.violations(options.model, options.gpus); }, refusals);
+  }
+  return result;
 }
 
 }  // namespace itertime::predict

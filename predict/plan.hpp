@@ -15,11 +15,21 @@
 //  - Entries come back feasible ones fastest first, then the infeasible ones in candidate order.
 //  - With options.target, the model's traces, profiles and backend are not used (resolver/target_device.hpp).
 //  - A feasible entry carries its tokens per second per rank, and its MFU when the options name a
-//    hardware description (predict/throughput.hpp).
+//    hardware description (predict/throughput.hpp): against the description's dense bf16 peak (the
+//    mixed-precision one, the same for every precision: mfu_bf16_peak) and against its precision's own
+//    math (mfu); an own MFU above 1 is flagged implausible (not refused).
+//  - Ranks: feasible entries are ranked 1, 2, ... in order; those within options.tie_fraction of the best
+//    iteration time all rank 1 and are marked tie (when at least two are); infeasible ones rank 0.
+//  - plan_search() also counts the funnel (PlanCounts), says why when the space holds no candidate
+//    (empty_reason, one line), and when no candidate fits the memory, what would make the closest fit
+//    (plan_guidance.hpp, the memory model only).
 #pragma once
 
+#include <cstdint>
+#include <functional>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "common/model_spec.hpp"
@@ -27,7 +37,9 @@
 #include "common/precision.hpp"
 #include "common/training_techniques.hpp"
 #include "common/hardware_spec.hpp"
+#include "predict/framework/framework_types.hpp"
 #include "predict/model/fitted_model.hpp"
+#include "predict/plan_guidance.hpp"
 #include "predict/resolver/target_device.hpp"
 
 namespace itertime::predict {
@@ -47,6 +59,11 @@ struct PlanOptions {
   // A described device (resolver/target_device.hpp; not owned): every candidate built and timed on it, its
   // attention kernel in the memory model, the precisions its backend (CUDA for a GPU) can run.
   const TargetDevice* target = nullptr;
+  // The model's uncertainty as a fraction of the iteration time: feasible candidates whose prediction is
+  // within best x (1 + tie_fraction) rank 1 with the best (ties). 0: only equal times tie. tie_source says
+  // where the figure comes from (reports print it).
+  double tie_fraction = 0;
+  std::string tie_source;
 };
 
 struct PlanEntry {
@@ -56,15 +73,43 @@ struct PlanEntry {
   double iteration_us = 0;
   double peak_memory_bytes = 0;
   double extrapolated_fraction = 0;
-  double tokens_per_s_per_rank = 0;  // feasible entries
-  std::optional<double> mfu;         // feasible entries, with a hardware description that has the peak
+  double tokens_per_s_per_rank = 0;     // feasible entries
+  std::optional<double> mfu;            // feasible entries: against the precision's own peak (fp8: the fp8 peak)
+  std::optional<double> mfu_bf16_peak;  // feasible entries: against the dense bf16 peak, whatever the precision
+  bool implausible = false;             // own MFU above 1: faster than the device's peak for its math
   bool feasible = false;
-  std::string reason;  // why infeasible
+  bool over_memory = false;  // its peak memory exceeds the device memory (not predicted)
+  bool fits_memory = false;  // its peak memory was computed and is within the device memory
+  std::string reason;        // why infeasible
+  int rank = 0;              // 1-based among feasible entries (ties share 1), 0 when infeasible
+  bool tie = false;          // within tie_fraction of the best, with at least one other
   // Framework-only switches of the recipe (--framework megatron-te), e.g. "fp8-current+tp-overlap"; "" otherwise.
   std::string framework_switches;
+  std::optional<framework::FrameworkRecipe> framework_recipe;  // --framework megatron-te: the whole recipe
 };
 
-std::vector<PlanEntry> plan(const FittedModel& model, const PlanOptions& options);
+// The funnel of a plan: layouts considered and legal, candidates (legal layouts x the precisions the
+// device runs x the recipes distinct at the layout, x framework switches), those that fit the memory
+// (and the trainer accepts), those predicted.
+struct PlanCounts {
+  int64_t layouts = 0;        // plan_layouts(): (dp, tp, pp, cp, vp, micro-batch) combinations
+  int64_t legal_layouts = 0;  // of them legal for the model (and the framework)
+  int64_t candidates = 0;     // == entries.size()
+  int64_t fitting = 0;        // candidates within the device memory that the trainer accepts
+  int64_t predicted = 0;      // fitting candidates the predictor predicted (feasible)
+};
+
+struct PlanResult {
+  std::vector<PlanEntry> entries;  // as plan() returns them, ranked
+  PlanCounts counts;
+  std::string empty_reason;  // with no candidate: why, one line (the CLI refuses with it, exit 2)
+  // Precisions given that the device cannot run, each with why (listed nowhere else when others run).
+  std::vector<std::pair<PrecisionName, std::string>> skipped_precisions;
+  std::optional<MemoryGuidance> guidance;  // when candidates exist and none fits the device memory
+};
+
+std::vector<PlanEntry> plan(const FittedModel& model, const PlanOptions& options);  // plan_search(...).entries
+PlanResult plan_search(const FittedModel& model, const PlanOptions& options);
 
 // The layouts a plan considers, in candidate order: for each cp given that divides gpus, each (dp, tp, pp)
 // with dp*cp*tp*pp == gpus (common/job.hpp factorizations), each micro-batch given, each vp given (> 1 only
@@ -76,6 +121,29 @@ std::vector<ParallelConfig> plan_layouts(const PlanOptions& options);
 // then the infeasible ones in candidate order (a stable sort). plan_framework (framework_plan.hpp) ranks
 // with it too.
 void rank_plan_entries(std::vector<PlanEntry>& entries);
+
+// Sets rank and tie of ranked entries (the invariant above; rank_plan_entries first).
+void mark_ties(std::vector<PlanEntry>& entries, double tie_fraction);
+
+// What plan_search and plan_framework_search do once the entries are listed: rank them, mark ties, count
+// candidates, fitting and predicted ones, and when none fits, the guidance (memory_of: the planner's memory
+// model of a variant; fp8_available: whether the device plans fp8).
+void finish_plan(PlanResult& result, const PlanOptions& options, const MemoryOf& memory_of, bool fp8_available);
+
+// A feasible entry's tokens per second per rank, its MFU against its precision's peak and against the
+// dense bf16 peak, and the implausible flag (throughput.hpp). `hardware` may be null (no MFU).
+void set_rates(PlanEntry& entry, const LlamaSpec& model, const HardwareSpec* hardware);
+
+// Why fp8 cannot be planned on a device without an fp8 peak: "<name> has no fp8 peak (<the description's
+// reason>): fp8 needs an fp8 tensor core (Hopper or later)".
+std::string fp8_absent_reason(const HardwareSpec& hardware);
+
+// One line on why a plan holds no candidate: no layout (no cp dividing the GPUs), none legal (the nearest
+// layout and the rules it breaks), no precision the device runs (each one's reason), or no recipe that
+// applies at the legal layouts. `violations` gives a layout's broken rules (the planner's own).
+std::string empty_plan_reason(const PlanOptions& options, const std::vector<ParallelConfig>& layouts,
+                              const std::function<std::vector<std::string>(const ParallelConfig&)>& violations,
+                              const std::vector<std::pair<PrecisionName, std::string>>& precision_refusals);
 
 // Every recipe the predictor models (predictor.hpp): sequence parallelism, the vocabulary-parallel head and
 // the distributed optimizer on or off, recompute none, selective or full, overlapped reduction (default

@@ -18,47 +18,222 @@ std::string plan_recipe_label(const predict::PlanEntry& e) {
   return recipe_label(e.techniques) + (e.framework_switches.empty() ? "" : " " + e.framework_switches);
 }
 
+std::string rank_label(const predict::PlanEntry& e) {
+  if (!e.feasible) return "-";
+  return std::to_string(e.rank) + (e.tie ? "=" : "");
+}
+
+std::string note_of(const predict::PlanEntry& e) {
+  std::string note = e.feasible ? "" : e.reason;
+  if (e.implausible) {
+    char text[96];
+    std::snprintf(text, sizeof(text), "implausible: MFU %.0f%% of the %s peak", 100.0 * e.mfu.value_or(0),
+                  to_string(e.precision).c_str());
+    note += std::string(note.empty() ? "" : "; ") + text;
+  }
+  return note;
+}
+
+std::vector<std::string> recipe_labels(const std::vector<TrainingTechniques>& recipes) {
+  std::vector<std::string> out;
+  for (const TrainingTechniques& t : recipes) out.push_back(recipe_label(t));
+  return out;
+}
+
+template <typename T>
+std::string joined(const std::vector<T>& values) {
+  std::string out;
+  for (const T& v : values) {
+    if (!out.empty()) out += ",";
+    if constexpr (std::is_same_v<T, int>) {
+      out += std::to_string(v);
+    } else if constexpr (std::is_same_v<T, std::string>) {
+      out += v;
+    } else {
+      out += to_string(v);
+    }
+  }
+  return out;
+}
+
+std::string with_commas(int64_t n) {
+  std::string digits = std::to_string(n), out;
+  for (std::size_t i = 0; i < digits.size(); ++i) {
+    if (i > 0 && (digits.size() - i) % 3 == 0) out += ",";
+    out += digits[i];
+  }
+  return out;
+}
+
+std::string gib(double bytes) {
+  char text[32];
+  std::snprintf(text, sizeof(text), "%.2f GiB", bytes / kGiB);
+  return text;
+}
+
+std::string percent(double fraction) {
+  char text[32];
+  std::snprintf(text, sizeof(text), "%.1f%%", 100.0 * fraction);
+  return text;
+}
+
+nlohmann::ordered_json guidance_json(const predict::MemoryGuidance& g) {
+  nlohmann::ordered_json closest = nlohmann::ordered_json::array();
+  auto trial_json = [](const predict::RemedyTrial& t) {
+    return nlohmann::ordered_json{{"change", t.label()},
+                                  {"layout", t.variant.config.layout_text()},
+                                  {"micro_batch", t.variant.config.micro_batch},
+                                  {"precision", to_string(t.variant.precision)},
+                                  {"recipe", recipe_label(t.variant.techniques)},
+                                  {"peak_memory_bytes", t.variant.peak_memory_bytes},
+                                  {"fits", t.fits}};
+  };
+  for (const predict::MemoryAdvice& a : g.closest) {
+    nlohmann::ordered_json trials = nlohmann::ordered_json::array();
+    for (const predict::RemedyTrial& t : a.trials) trials.push_back(trial_json(t));
+    closest.push_back({{"layout", a.candidate.config.layout_text()},
+                       {"micro_batch", a.candidate.config.micro_batch},
+                       {"precision", to_string(a.candidate.precision)},
+                       {"recipe", recipe_label(a.candidate.techniques)},
+                       {"framework_switches", a.candidate.framework_switches},
+                       {"peak_memory_bytes", a.candidate.peak_memory_bytes},
+                       {"text", predict::advice_text(a, g.limit_bytes)},
+                       {"trials", trials},
+                       {"combined", a.combined ? trial_json(*a.combined) : nlohmann::ordered_json(nullptr)}});
+  }
+  return {{"device_memory_bytes", g.limit_bytes}, {"over_limit", g.over_limit}, {"closest", closest}, {"hint", g.hint}};
+}
+
 }  // namespace
 
-std::string plan_json(const std::vector<predict::PlanEntry>& entries) {
-  nlohmann::json out = nlohmann::json::array();
-  for (const auto& e : entries) {
-    out.push_back({{"dp", e.config.dp},
-                   {"tp", e.config.tp},
-                   {"pp", e.config.pp},
-                   {"cp", e.config.cp},
-                   {"vp", e.config.vp},
-                   {"micro_batch", e.config.micro_batch},
-                   {"precision", to_string(e.precision)},
-                   {"recipe", plan_recipe_label(e)},
-                   {"iteration_us", e.iteration_us},
-                   {"peak_memory_bytes", e.peak_memory_bytes},
-                   {"feasible", e.feasible},
-                   {"reason", e.reason},
-                   {"extrapolated_fraction", e.extrapolated_fraction},
-                   {"tokens_per_s_per_rank", e.tokens_per_s_per_rank},
-                   {"mfu", e.mfu ? nlohmann::json(*e.mfu) : nlohmann::json(nullptr)}});
+std::string plan_json(const predict::PlanOptions& options, const PlanQuestion& question, const predict::PlanResult& result,
+                      int top) {
+  const predict::PlanCounts& c = result.counts;
+  nlohmann::ordered_json out;
+  out["question"] = {
+      {"model", options.model.name},
+      {"source", question.source},
+      {"gpus", options.gpus},
+      {"nodes", question.nodes > 0 ? nlohmann::ordered_json(question.nodes) : nlohmann::ordered_json(nullptr)},
+      {"hardware", options.hardware ? nlohmann::ordered_json(options.hardware->name) : nlohmann::ordered_json(nullptr)},
+      {"framework", question.framework},
+      {"global_batch", options.global_batch},
+      {"seq_len", options.seq_len},
+      {"device_memory_bytes", options.device_memory_bytes},
+      {"space",
+       {{"micro_batches", options.micro_batches},
+        {"context_parallel", options.context_parallel},
+        {"virtual_stages", options.virtual_stages},
+        {"precisions", nlohmann::ordered_json::array()},
+        {"recipes", recipe_labels(options.recipes)},
+        {"fp8_recipes", question.fp8_recipes}}}};
+  for (PrecisionName p : options.precisions) out["question"]["space"]["precisions"].push_back(to_string(p));
+  nlohmann::ordered_json skipped = nlohmann::ordered_json::array();
+  for (const auto& [precision, why] : result.skipped_precisions)
+    skipped.push_back({{"precision", to_string(precision)}, {"reason", why}});
+  out["summary"] = {{"layouts_considered", c.layouts}, {"layouts_legal", c.legal_layouts}, {"candidates", c.candidates},
+                    {"fit_memory", c.fitting},         {"predicted", c.predicted},         {"skipped_precisions", skipped}};
+  const std::optional<double> bf16 = options.hardware ? options.hardware->peak(ComputeDType::kBf16) : std::nullopt;
+  out["mfu"] = {{"peak", "dense bf16 (the mixed-precision peak), for every precision: mfu_bf16_peak"},
+                {"peak_flops_per_s_per_device", bf16 ? nlohmann::ordered_json(*bf16) : nlohmann::ordered_json(nullptr)},
+                {"own", "against the dense peak of the precision's own math (fp8: the fp8 peak): mfu"}};
+  out["ties"] = {{"fraction", options.tie_fraction},
+                 {"source", options.tie_source},
+                 {"rule", "feasible candidates within best x (1 + fraction) rank 1 and are marked tie"}};
+  out["candidates_total"] = result.entries.size();
+  nlohmann::ordered_json list = nlohmann::ordered_json::array();
+  for (std::size_t i = 0; i < result.entries.size() && static_cast<int>(i) < top; ++i) {
+    const predict::PlanEntry& e = result.entries[i];
+    list.push_back(
+        {{"rank", e.feasible ? nlohmann::ordered_json(e.rank) : nlohmann::ordered_json(nullptr)},
+         {"tie", e.tie},
+         {"layout", e.config.layout_text()},
+         {"dp", e.config.dp},
+         {"tp", e.config.tp},
+         {"pp", e.config.pp},
+         {"cp", e.config.cp},
+         {"vp", e.config.vp},
+         {"micro_batch", e.config.micro_batch},
+         {"precision", to_string(e.precision)},
+         {"recipe", plan_recipe_label(e)},
+         {"iteration_us", e.iteration_us},
+         {"peak_memory_bytes", e.peak_memory_bytes},
+         {"feasible", e.feasible},
+         {"reason", e.reason},
+         {"extrapolated_fraction", e.extrapolated_fraction},
+         {"tokens_per_s_per_rank", e.tokens_per_s_per_rank},
+         {"mfu", e.mfu ? nlohmann::ordered_json(*e.mfu) : nlohmann::ordered_json(nullptr)},
+         {"mfu_bf16_peak", e.mfu_bf16_peak ? nlohmann::ordered_json(*e.mfu_bf16_peak) : nlohmann::ordered_json(nullptr)},
+         {"implausible", e.implausible}});
   }
+  out["candidates_shown"] = list.size();
+  out["candidates"] = list;
+  out["guidance"] = result.guidance ? guidance_json(*result.guidance) : nlohmann::ordered_json(nullptr);
   return out.dump(2);
 }
 
-void print_plan(const predict::PlanOptions& options, const std::vector<predict::PlanEntry>& entries, int top) {
-  std::printf("itertime plan: %s on %d GPUs, gbs %d, seq %d: %zu candidates\n", options.model.name.c_str(), options.gpus,
-              options.global_batch, options.seq_len, entries.size());
-  bool extended = false;  // any candidate with cp or vp > 1: the tuples show all five degrees
-  for (const auto& e : entries) extended = extended || e.config.extended();
-  if (options.hardware) {
-    std::printf("  MFU against %s's dense peak per precision; tokens/s per rank\n", options.hardware->name.c_str());
+void print_plan(const predict::PlanOptions& options, const PlanQuestion& question, const predict::PlanResult& result, int top) {
+  const std::vector<predict::PlanEntry>& entries = result.entries;
+  const predict::PlanCounts& c = result.counts;
+  const bool cpu = options.hardware && options.hardware->kind == DeviceKind::kCpu;
+  std::string where = std::to_string(options.gpus) + (cpu ? " ranks" : " GPUs");
+  if (question.nodes > 0 && options.hardware)
+    where += " (" + std::to_string(question.nodes) + " nodes of " + options.hardware->name + ")";
+  else if (options.hardware)
+    where += " of " + options.hardware->name;
+  std::printf("itertime plan: %s on %s, gbs %d, seq %d, framework %s\n", options.model.name.c_str(), where.c_str(),
+              options.global_batch, options.seq_len, question.framework.c_str());
+  const std::vector<std::string> recipes = recipe_labels(options.recipes);
+  const bool fp8_searched = !question.fp8_recipes.empty() && std::find(options.precisions.begin(), options.precisions.end(),
+                                                                       PrecisionName::kFp8) != options.precisions.end();
+  const std::string recipe_text = recipes.size() <= 4 ? joined(recipes) : std::to_string(recipes.size()) + " recipes";
+  std::printf("  searched: mbs %s; cp %s; vp %s; precisions %s; recipes %s%s\n", joined(options.micro_batches).c_str(),
+              joined(options.context_parallel).c_str(), joined(options.virtual_stages).c_str(),
+              joined(options.precisions).c_str(), recipe_text.c_str(),
+              fp8_searched ? ("; fp8 recipes " + joined(question.fp8_recipes)).c_str() : "");
+  const std::string memory =
+      options.device_memory_bytes > 0 ? "fit in " + gib(options.device_memory_bytes) : "fit (no memory limit)";
+  std::printf("  summary: layouts %s considered, %s legal; candidates %s, %s %s, %s predicted\n", with_commas(c.layouts).c_str(),
+              with_commas(c.legal_layouts).c_str(), with_commas(c.candidates).c_str(), with_commas(c.fitting).c_str(),
+              memory.c_str(), with_commas(c.predicted).c_str());
+  for (const auto& [precision, why] : result.skipped_precisions)
+    std::printf("  skipped precision %s: %s\n", to_string(precision).c_str(), why.c_str());
+  if (options.hardware && c.predicted > 0) {
+    const std::optional<double> bf16 = options.hardware->peak(ComputeDType::kBf16);
+    if (bf16) {
+      std::printf(
+          "  MFU_bf16: against %s's dense bf16 peak (%.1f TFLOP/s per device, the mixed-precision one) for every "
+          "precision; MFU_own: against the peak of the precision's own math (fp8: fp8's); tokens/s per rank\n",
+          options.hardware->name.c_str(), *bf16 / 1e12);
+    } else {
+      std::printf(
+          "  MFU_bf16: - (%s has no bf16 peak); MFU_own: against the peak of the precision's own math; tokens/s per rank\n",
+          options.hardware->name.c_str());
+    }
   }
-  // The tuple and recipe columns are as wide as their longest shown value, so the columns stay aligned.
-  const char* tuple_header = extended ? "(dp,tp,pp[,cp,vp])" : "(dp,tp,pp)";
-  int tuple_width = static_cast<int>(std::strlen(tuple_header)), recipe_width = 14;
+  int ties = 0;
+  for (const auto& e : entries) ties += e.tie ? 1 : 0;
+  if (c.predicted > 0)
+    std::printf("  ties: rank 1= for those within +%s of the best, the model's stated uncertainty (%s): %d tied\n",
+                percent(options.tie_fraction).c_str(), options.tie_source.empty() ? "none stated" : options.tie_source.c_str(),
+                ties);
+  if (result.guidance && c.predicted == 0) {
+    const predict::MemoryGuidance& g = *result.guidance;
+    std::printf("  none of the %s candidates fits in %s; the %zu closest, and what would make each fit (memory model only):\n",
+                with_commas(c.candidates).c_str(), gib(g.limit_bytes).c_str(), g.closest.size());
+    for (const predict::MemoryAdvice& a : g.closest) std::printf("    %s\n", predict::advice_text(a, g.limit_bytes).c_str());
+    if (!g.hint.empty()) std::printf("  hint: %s\n", g.hint.c_str());
+    return;
+  }
+  // The layout and recipe columns are as wide as their longest shown value, so the columns stay aligned.
+  int layout_width = 6, recipe_width = 14;
   for (std::size_t i = 0; i < entries.size() && static_cast<int>(i) < top; ++i) {
-    tuple_width = std::max(tuple_width, static_cast<int>(entries[i].config.tuple_string().size()));
+    layout_width = std::max(layout_width, static_cast<int>(entries[i].config.layout_text().size()));
     recipe_width = std::max(recipe_width, static_cast<int>(plan_recipe_label(entries[i]).size()));
   }
-  std::printf("  %-4s %-*s %5s %-9s %-*s %16s %14s %10s %14s %7s  %s\n", "rank", tuple_width, tuple_header, "mbs", "precision",
-              recipe_width, "recipe", "iteration_us", "memory_GiB", "extrap(%)", "tokens/s/rank", "MFU(%)", "note");
+  std::printf("  %-4s %-*s %5s %-9s %-*s %16s %14s %10s %14s %12s %11s  %s\n", "rank", layout_width, "layout", "mbs", "precision",
+              recipe_width, "recipe", "iteration_us", "memory_GiB", "extrap(%)", "tokens/s/rank", "MFU_bf16(%)", "MFU_own(%)",
+              "note");
   int shown = 0;
   for (const auto& e : entries) {
     if (shown >= top) break;
@@ -67,12 +242,13 @@ void print_plan(const predict::PlanOptions& options, const std::vector<predict::
     if (e.iteration_us > 0) std::snprintf(iteration, sizeof(iteration), "%.0f", e.iteration_us);
     char rate[32] = "-";
     if (e.feasible) std::snprintf(rate, sizeof(rate), "%.1f", e.tokens_per_s_per_rank);
-    char mfu[32] = "-";
+    char mfu[32] = "-", mfu_bf16[32] = "-";
     if (e.mfu) std::snprintf(mfu, sizeof(mfu), "%.2f", 100.0 * *e.mfu);
-    std::printf("  %-4d %-*s %5d %-9s %-*s %16s %14.2f %10.1f %14s %7s  %s\n", shown, tuple_width,
-                e.config.tuple_string().c_str(), e.config.micro_batch, to_string(e.precision).c_str(), recipe_width,
-                plan_recipe_label(e).c_str(), iteration, e.peak_memory_bytes / kGiB, 100.0 * e.extrapolated_fraction, rate, mfu,
-                e.feasible ? "" : e.reason.c_str());
+    if (e.mfu_bf16_peak) std::snprintf(mfu_bf16, sizeof(mfu_bf16), "%.2f", 100.0 * *e.mfu_bf16_peak);
+    std::printf("  %-4s %-*s %5d %-9s %-*s %16s %14.2f %10.1f %14s %12s %11s  %s\n", rank_label(e).c_str(), layout_width,
+                e.config.layout_text().c_str(), e.config.micro_batch, to_string(e.precision).c_str(), recipe_width,
+                plan_recipe_label(e).c_str(), iteration, e.peak_memory_bytes / kGiB, 100.0 * e.extrapolated_fraction, rate,
+                mfu_bf16, mfu, note_of(e).c_str());
   }
 }
 

@@ -1,5 +1,11 @@
 // plan_report.hpp: the reporters of `itertime plan` (console table and JSON), beside prediction_report.hpp.
-// They present the entries predict/plan computed; they compute nothing.
+// They present what predict/plan computed (entries, counts, ties, guidance); they compute nothing.
+// Invariants:
+//  - Both open with the question (model, GPUs, hardware, framework, batch, sequence, the spaces searched),
+//    the funnel counts, the peak MFU is against and the tie rule; both show the first `top` entries (JSON:
+//    "candidates", with "candidates_total" all of them).
+//  - Layouts are written as ParallelConfig::layout_text() (as predict writes them).
+//  - With no candidate fitting the memory, the table is replaced by the guidance (JSON: "guidance").
 #pragma once
 
 #include <string>
@@ -9,8 +15,16 @@
 
 namespace itertime::validate {
 
-// `itertime plan`: the first `top` entries (in the order given) as a table, or all of them as JSON.
-void print_plan(const predict::PlanOptions& options, const std::vector<predict::PlanEntry>& entries, int top);
-std::string plan_json(const std::vector<predict::PlanEntry>& entries);
+// What the question was, beyond PlanOptions.
+struct PlanQuestion {
+  std::string framework = "itertime";
+  std::string source;                    // the calibration or model file; "" when planned on a description
+  int nodes = 0;                         // --nodes; 0 when --gpus was given
+  std::vector<std::string> fp8_recipes;  // megatron-te's fp8 scaling recipes searched
+};
+
+void print_plan(const predict::PlanOptions& options, const PlanQuestion& question, const predict::PlanResult& result, int top);
+std::string plan_json(const predict::PlanOptions& options, const PlanQuestion& question, const predict::PlanResult& result,
+                      int top);
 
 }  // namespace itertime::validate

@@ -1,19 +1,26 @@
 // test_plan.cpp: plan()'s recipes: modelled_recipes() and where plan() skips a recipe that equals another
-// at the layout, with overlapped parameter gather (opg) searched wherever dopt+ovl is.
+// at the layout, with overlapped parameter gather (opg) searched wherever dopt+ovl is; plan_search()'s
+// funnel counts, its reason for an empty space, its memory guidance when none fits (the planners' own
+// memory models), ties, the bf16-peak MFU, and the JSON report's header and --top.
 // Invariants: the plan runs on a described device (data/hardware/h100-sxm.json, the default efficiencies),
-// no calibration; the model is data/models/tiny-llama-gqa.json; counts are derived by hand in comments.
+// no calibration; the model is data/models/tiny-llama-gqa.json (8 heads, 4 KV heads, FFN 352, 4 layers)
+// unless named; counts are derived by hand in comments.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <map>
+#include <nlohmann/json.hpp>
 #include <set>
 #include <string>
 #include <vector>
 
 #include "common/model_spec.hpp"
 #include "common/training_techniques.hpp"
+#include "predict/framework_plan.hpp"
 #include "predict/model/fitted_model.hpp"
 #include "predict/plan.hpp"
 #include "predict/resolver/target_device.hpp"
+#include "validate/plan_report.hpp"
 
 namespace itertime::predict {
 namespace {
@@ -75,6 +82,212 @@ TEST(Plan, OpgIsPlannedOnlyWhereOvlIs) {
     ASSERT_EQ(at_dp2.count(recipe_text(without)), 1u) << recipe_text(without);
     EXPECT_LE(entry.iteration_us, at_dp2[recipe_text(without)] * (1 + 1e-12)) << recipe_text(entry.techniques);
   }
+}
+
+struct DescribedPlan {
+  HardwareChoice choice;
+  PlanOptions options;
+  FittedModel no_calibration;
+};
+
+// tiny on 4 GPUs of `hardware`, gbs 8, seq 32, plain amp-bf16, mbs 1,2,4,8, no memory limit.
+DescribedPlan described(const std::string& hardware = "h100-sxm") {
+  DescribedPlan p;
+  p.choice = choose_hardware(nullptr, hardware, "");
+  p.options.model = load_llama_config(std::string(ITERTIME_SOURCE_DIR) + "/data/models/tiny-llama-gqa.json");
+  p.options.gpus = 4;
+  p.options.global_batch = 8;
+  p.options.seq_len = 32;
+  p.options.hardware = p.choice.hardware;
+  return p;
+}
+
+// 4 GPUs: (dp,tp,pp) = (4,1,1), (2,2,1), (2,1,2), (1,4,1), (1,2,2), (1,1,4): 6 layouts x 4 micro-batches = 24.
+// Legal: every tp divides 8 heads, 4 KV heads and 352; pp <= 4 layers; gbs 8 divisible by dp*mbs: dp 4 with
+// mbs 1, 2; dp 2 (two layouts) with mbs 1, 2, 4; dp 1 (three) with all four: 2 + 6 + 12 = 20. With amp-bf16
+// and fp32 (CUDA runs both) and one recipe: 40 candidates, all fit (no limit), all predicted.
+TEST(Plan, SearchCountsTheFunnel) {
+  DescribedPlan p = described();
+  p.options.target = &*p.choice.target;
+  p.options.precisions = {PrecisionName::kAmpBf16, PrecisionName::kFp32};
+  const PlanResult all = plan_search(p.no_calibration, p.options);
+  EXPECT_EQ(all.counts.layouts, 24);
+  EXPECT_EQ(all.counts.legal_layouts, 20);
+  EXPECT_EQ(all.counts.candidates, 40);
+  EXPECT_EQ(all.counts.fitting, 40);
+  EXPECT_EQ(all.counts.predicted, 40);
+  EXPECT_TRUE(all.empty_reason.empty());
+  EXPECT_FALSE(all.guidance.has_value());
+  // A limit between the peaks: those at or under it fit and are predicted, the others not.
+  std::vector<double> peaks;
+  for (const PlanEntry& e : all.entries) peaks.push_back(e.peak_memory_bytes);
+  std::sort(peaks.begin(), peaks.end());
+  p.options.device_memory_bytes = peaks[peaks.size() / 2];
+  int64_t under = 0;
+  for (double peak : peaks) under += peak <= p.options.device_memory_bytes ? 1 : 0;
+  const PlanResult limited = plan_search(p.no_calibration, p.options);
+  EXPECT_EQ(limited.counts.candidates, 40);
+  EXPECT_EQ(limited.counts.fitting, under);
+  EXPECT_EQ(limited.counts.predicted, under);
+  EXPECT_FALSE(limited.guidance.has_value());  // some fit
+}
+
+// Every entry's MFU against the bf16 peak is its own MFU scaled by own peak / bf16 peak (fp32: 67 / 989.4
+// TFLOP/s on an H100), and equal to it at amp-bf16.
+TEST(Plan, MfuAgainstTheBf16PeakBesideTheOwn) {
+  DescribedPlan p = described();
+  p.options.target = &*p.choice.target;
+  p.options.precisions = {PrecisionName::kAmpBf16, PrecisionName::kFp32};
+  const PlanResult result = plan_search(p.no_calibration, p.options);
+  const double bf16 = *p.choice.hardware->peak(ComputeDType::kBf16), fp32 = *p.choice.hardware->peak(ComputeDType::kFp32);
+  for (const PlanEntry& e : result.entries) {
+    ASSERT_TRUE(e.mfu && e.mfu_bf16_peak);
+    const double own_peak = e.precision == PrecisionName::kFp32 ? fp32 : bf16;
+    EXPECT_NEAR(*e.mfu_bf16_peak, *e.mfu * own_peak / bf16, 1e-12);
+    EXPECT_EQ(e.implausible, *e.mfu > 1.0);
+  }
+}
+
+// fp8 on an A100: no candidate, one line saying why, for both planners.
+TEST(Plan, EmptySpaceSaysWhy) {
+  DescribedPlan p = described("a100-sxm-80gb");
+  p.options.target = &*p.choice.target;
+  p.options.precisions = {PrecisionName::kFp8};
+  const PlanResult own = plan_search(p.no_calibration, p.options);
+  EXPECT_TRUE(own.entries.empty());
+  EXPECT_NE(own.empty_reason.find("a100-sxm-80gb has no fp8 peak"), std::string::npos) << own.empty_reason;
+  EXPECT_NE(own.empty_reason.find("fp8 needs an fp8 tensor core"), std::string::npos) << own.empty_reason;
+  EXPECT_EQ(own.empty_reason.find('\n'), std::string::npos);
+  const PlanResult framework = plan_framework_search(p.options, framework_target("a100-sxm-80gb"));
+  EXPECT_TRUE(framework.entries.empty());
+  EXPECT_NE(framework.empty_reason.find("a100-sxm-80gb has no fp8 peak"), std::string::npos) << framework.empty_reason;
+  // With amp-bf16 beside it, fp8 is skipped with the same reason and the rest is planned.
+  p.options.precisions = {PrecisionName::kAmpBf16, PrecisionName::kFp8};
+  const PlanResult some = plan_search(p.no_calibration, p.options);
+  EXPECT_FALSE(some.entries.empty());
+  ASSERT_EQ(some.skipped_precisions.size(), 1u);
+  EXPECT_EQ(some.skipped_precisions[0].first, PrecisionName::kFp8);
+  EXPECT_NE(some.skipped_precisions[0].second.find("has no fp8 peak"), std::string::npos);
+  // 7 GPUs and gbs 8: dp 7 does not divide the batch, tp 7 the heads, pp 7 exceeds the layers.
+  DescribedPlan seven = described();
+  seven.options.target = &*seven.choice.target;
+  seven.options.gpus = 7;
+  const PlanResult none = plan_search(seven.no_calibration, seven.options);
+  EXPECT_EQ(none.counts.layouts, 12);  // 3 layouts x 4 micro-batches
+  EXPECT_EQ(none.counts.legal_layouts, 0);
+  EXPECT_NE(none.empty_reason.find("none of the 12 layouts of 7 GPUs"), std::string::npos) << none.empty_reason;
+  seven.options.context_parallel = {2};
+  EXPECT_NE(plan_search(seven.no_calibration, seven.options).empty_reason.find("no --cp value given (2) divides the 7 GPUs"),
+            std::string::npos);
+}
+
+// On one GPU, a limit between the plain peak and the full-recompute peak: nothing plain fits, and the
+// guidance says full recompute would (the own memory model; seq 512, mbs 8 so activations dominate).
+TEST(Plan, GuidanceWhenNothingFitsNamesFullRecompute) {
+  DescribedPlan p = described();
+  p.options.target = &*p.choice.target;
+  p.options.gpus = 1;
+  p.options.seq_len = 512;
+  p.options.micro_batches = {8};
+  p.options.global_batch = 8;
+  TrainingTechniques full;
+  full.recompute = Recompute::kFull;
+  p.options.recipes = {TrainingTechniques{}, full};
+  double plain_min = 1e30, full_min = 1e30;
+  for (const PlanEntry& e : plan_search(p.no_calibration, p.options).entries)
+    (e.techniques.recompute == Recompute::kFull ? full_min : plain_min) =
+        std::min(e.techniques.recompute == Recompute::kFull ? full_min : plain_min, e.peak_memory_bytes);
+  ASSERT_LT(full_min, plain_min);
+  p.options.recipes = {TrainingTechniques{}};
+  p.options.device_memory_bytes = (full_min + plain_min) / 2;
+  const PlanResult result = plan_search(p.no_calibration, p.options);
+  EXPECT_EQ(result.counts.fitting, 0);
+  ASSERT_TRUE(result.guidance.has_value());
+  ASSERT_FALSE(result.guidance->closest.empty());
+  bool rc_full = false;
+  for (const RemedyTrial& t : result.guidance->closest[0].trials)
+    rc_full = rc_full || (t.fits && t.remedies[0] == MemoryRemedy::kFullRecompute);
+  EXPECT_TRUE(rc_full) << advice_text(result.guidance->closest[0], result.guidance->limit_bytes);
+  EXPECT_NE(result.guidance->hint.find("--recipes rc-full"), std::string::npos) << result.guidance->hint;
+}
+
+// LLaMA 3.1-405B on 8 DGX H100 nodes with megatron-te's default recipes: nothing fits 80 GiB, and no
+// change tried fits either (memory only: nothing is predicted).
+TEST(Plan, FrameworkGuidanceWhenNothingCanFit) {
+  PlanOptions options;
+  options.model = load_llama_config(std::string(ITERTIME_SOURCE_DIR) + "/data/models/llama3.1-405b.json");
+  const framework::FrameworkTarget target = framework_target("h100-sxm");
+  options.hardware = target.hardware;
+  options.gpus = 64;
+  options.global_batch = 512;
+  options.seq_len = 8192;
+  options.recipes = megatron_recipes();
+  options.device_memory_bytes = static_cast<double>(target.hardware.memory_bytes);
+  const PlanResult result = plan_framework_search(options, target);
+  EXPECT_GT(result.counts.candidates, 0);
+  EXPECT_EQ(result.counts.fitting, 0);
+  EXPECT_EQ(result.counts.predicted, 0);
+  ASSERT_TRUE(result.guidance.has_value());
+  EXPECT_EQ(result.guidance->closest.size(), 3u);
+  for (const MemoryAdvice& a : result.guidance->closest) EXPECT_FALSE(a.fits()) << advice_text(a, result.guidance->limit_bytes);
+  EXPECT_NE(result.guidance->hint.find("more GPUs"), std::string::npos);
+}
+
+TEST(Plan, TiesWithinTheFractionShareRankOne) {
+  std::vector<PlanEntry> entries(5);
+  const double times[] = {100, 101, 105, 120, 0};
+  for (int i = 0; i < 5; ++i) {
+    entries[i].iteration_us = times[i];
+    entries[i].feasible = i < 4;
+  }
+  mark_ties(entries, 0.05);
+  EXPECT_EQ(entries[0].rank, 1);
+  EXPECT_EQ(entries[1].rank, 1);
+  EXPECT_EQ(entries[2].rank, 1);
+  EXPECT_EQ(entries[3].rank, 4);
+  EXPECT_EQ(entries[4].rank, 0);
+  EXPECT_TRUE(entries[0].tie && entries[1].tie && entries[2].tie);
+  EXPECT_FALSE(entries[3].tie || entries[4].tie);
+  mark_ties(entries, 0.0);
+  EXPECT_EQ(entries[1].rank, 2);
+  for (const PlanEntry& e : entries) EXPECT_FALSE(e.tie);
+  mark_ties(entries, 0.015);  // only 101 is within 1.5% of 100
+  EXPECT_TRUE(entries[0].tie && entries[1].tie);
+  EXPECT_EQ(entries[2].rank, 3);
+}
+
+TEST(Plan, JsonHasTheQuestionAndRespectsTop) {
+  DescribedPlan p = described();
+  p.options.target = &*p.choice.target;
+  p.options.tie_fraction = 0.129;
+  p.options.tie_source = "a test";
+  const PlanResult result = plan_search(p.no_calibration, p.options);
+  validate::PlanQuestion question;
+  question.nodes = 0;
+  const nlohmann::json json = nlohmann::json::parse(validate::plan_json(p.options, question, result, 3));
+  EXPECT_EQ(json.at("question").at("model"), "tiny-llama-gqa");
+  EXPECT_EQ(json.at("question").at("gpus"), 4);
+  EXPECT_EQ(json.at("question").at("hardware"), "h100-sxm");
+  EXPECT_EQ(json.at("question").at("framework"), "itertime");
+  EXPECT_EQ(json.at("question").at("global_batch"), 8);
+  EXPECT_EQ(json.at("question").at("seq_len"), 32);
+  EXPECT_EQ(json.at("question").at("space").at("micro_batches"), nlohmann::json({1, 2, 4, 8}));
+  EXPECT_EQ(json.at("question").at("space").at("recipes"), nlohmann::json({"plain"}));
+  EXPECT_EQ(json.at("summary").at("layouts_considered"), 24);
+  EXPECT_EQ(json.at("summary").at("layouts_legal"), 20);
+  EXPECT_EQ(json.at("summary").at("candidates"), 20);
+  EXPECT_EQ(json.at("summary").at("predicted"), 20);
+  EXPECT_DOUBLE_EQ(json.at("mfu").at("peak_flops_per_s_per_device").get<double>(), *p.choice.hardware->peak(ComputeDType::kBf16));
+  EXPECT_DOUBLE_EQ(json.at("ties").at("fraction").get<double>(), 0.129);
+  EXPECT_EQ(json.at("ties").at("source"), "a test");
+  EXPECT_EQ(json.at("candidates_total"), 20);
+  EXPECT_EQ(json.at("candidates_shown"), 3);
+  ASSERT_EQ(json.at("candidates").size(), 3u);
+  const nlohmann::json& first = json.at("candidates").at(0);
+  EXPECT_EQ(first.at("layout"), result.entries[0].config.layout_text());
+  EXPECT_EQ(first.at("rank"), 1);
+  EXPECT_TRUE(first.contains("mfu_bf16_peak") && first.contains("mfu") && first.contains("tie") && first.contains("implausible"));
+  EXPECT_TRUE(json.at("guidance").is_null());
 }
 
 }  // namespace

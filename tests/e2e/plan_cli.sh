@@ -1,0 +1,69 @@
+#!/usr/bin/env bash
+# plan_cli.sh: end-to-end tests of what `itertime plan` tells its user (issue 33): the summary counts, the
+# guidance when nothing fits, one layout notation, the refusal of an empty space, and --json's header and
+# --top. Each case takes well under a second (described devices, no calibration).
+#
+#   plan_cli.sh ITERTIME SOURCE_DIR [CASE...]
+source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
+take_args "ITERTIME SOURCE_DIR [CASE...]" "$@"
+MODELS="$SOURCE_DIR/data/models"
+
+run() {
+  (cd "$WORK" && "$ITERTIME" "$@" >"$OUT" 2>"$ERR")
+  STATUS=$?
+}
+
+# LLaMA 3.1-405B on 128 DGX H100 nodes, plain training: nothing fits 80 GiB; the summary says so, the table
+# of '-' rows is replaced by the closest candidates and what would make them fit, with a hint.
+case_nothing_fits() {
+  run plan --hardware h100-sxm --nodes 128 --model "$MODELS/llama3.1-405b.json" --gbs 512 --seq 8192
+  expect_status 0
+  expect_stdout "summary: layouts 264 considered, 92 legal; candidates 92, 0 fit in 79.65 GiB, 0 predicted"
+  expect_stdout "none of the 92 candidates fits in 79.65 GiB"
+  expect_stdout "dp4-tp8-pp32 mbs1 amp-bf16 plain needs 664.93 GiB of 79.65 GiB"
+  expect_stdout "hint: run with --recipes sp+rc-full"
+  if grep -q "exceeds the device memory" "$OUT"; then fail "a table of rows that do not fit is still printed"; fi
+}
+
+# fp8 on an A100: no candidate at all is a refusal with the reason, one line, exit 2.
+case_empty_space() {
+  run plan --framework megatron-te --hardware a100-sxm-80gb --nodes 16 --model "$MODELS/llama3.1-405b.json" --gbs 512 \
+    --seq 8192 --precisions fp8
+  expect_status 2
+  expect_stderr "a100-sxm-80gb has no fp8 peak"
+  [[ "$(lines_of "$ERR")" -eq 1 ]] || fail "stderr has $(lines_of "$ERR") lines, expected 1"
+  [[ ! -s "$OUT" ]] || fail "stdout is not empty"
+}
+
+# One notation (ParallelConfig::layout_text) in every row, cp and vp included; both MFU columns; ties.
+case_table() {
+  run plan --hardware h100-sxm --gpus 4 --model "$MODELS/tiny-llama-gqa.json" --gbs 8 --seq 32 --vp 1,2 --top 40
+  expect_status 0
+  grep -qE "dp2-tp1-pp2(-cp1)?-vp2 " "$OUT" || fail "no vp2 layout in layout_text's notation"
+  expect_stdout "dp4-tp1-pp1 "
+  expect_stdout "MFU_bf16(%)"
+  expect_stdout "MFU_own(%)"
+  expect_stdout "ties: rank 1= for those within +10.0% of the best"
+  if grep -qE '\([0-9]+,[0-9]+,[0-9]+' "$OUT"; then fail "a tuple notation is still printed"; fi
+}
+
+case_json_top() {
+  run plan --framework megatron-te --hardware h100-sxm --nodes 128 --model "$MODELS/llama3.1-405b.json" --gbs 512 \
+    --seq 8192 --json --top 3 --tie-pct 2
+  expect_status 0
+  jq -e '.candidates | length == 3' "$OUT" >/dev/null || fail "--json ignores --top"
+  jq -e '.candidates_total > 3 and .candidates_shown == 3' "$OUT" >/dev/null || fail "no candidates_total"
+  jq -e '.question.model == "llama3.1-405b" and .question.nodes == 128 and .question.gpus == 1024 and
+         .question.framework == "megatron-te" and .question.hardware == "h100-sxm" and .question.global_batch == 512 and
+         .question.seq_len == 8192 and (.question.space.recipes | length) == 3' "$OUT" >/dev/null ||
+    fail "the header lacks the question"
+  jq -e '.summary.predicted > 0 and .summary.candidates == .candidates_total and .ties.fraction == 0.02 and
+         .ties.source == "--tie-pct" and .mfu.peak_flops_per_s_per_device > 0' "$OUT" >/dev/null ||
+    fail "the header lacks the counts, the tie rule or the peak"
+  jq -e '.candidates[0] | .layout == "dp4-tp8-pp32" and .rank == 1 and (.mfu_bf16_peak > 0)' "$OUT" >/dev/null ||
+    fail "the first candidate lacks its layout, rank or bf16-peak MFU"
+}
+
+ALL_CASES=(nothing_fits empty_space table json_top)
+
+run_cases
