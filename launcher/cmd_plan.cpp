@@ -6,6 +6,7 @@
 //    model's MAPE on published figures (itertime score-published), else kOwnTrainerTieFraction (below).
 #include <cstdio>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -17,17 +18,15 @@
 #include "predict/fit_model.hpp"
 #include "predict/framework_plan.hpp"
 #include "predict/plan.hpp"
+#include "predict/prediction_range.hpp"
 #include "predict/resolver/target_device.hpp"
 #include "validate/plan_report.hpp"
+#include "validate/validation_mape.hpp"
 
 namespace itertime::launcher {
 
 namespace {
 
-// The framework model's MAPE on the published end-to-end figures, as `itertime score-published` measures it
-// (docs/framework.md: 12.9% over 11 rows).
-// TODO(merge): use predict/uncertainty
-constexpr double kFrameworkPublishedMape = 0.129;
 // itertime's own trainer: the calibrated predictor's held-out overall MAPE on the local CPU job was 5.4% to
 // 13.2% over its runs (docs/method.md, "Local job, measured"; out/local-cpu-after: 5.38%); 10% is their
 // middle. No GPU run measures it, so a plan on a description is no more certain than that.
@@ -128,8 +127,12 @@ void register_plan(CLI::App& app, std::vector<std::pair<CLI::App*, Action>>& act
       options.tie_fraction = a->tie_pct / 100.0;
       options.tie_source = "--tie-pct";
     } else if (megatron) {
-      options.tie_fraction = kFrameworkPublishedMape;
+      options.tie_fraction = predict::kFrameworkPublishedMapePct / 100.0;
       options.tie_source = "the framework model's MAPE on published figures, itertime score-published";
+    } else if (const auto stored = a->source.empty() ? std::nullopt : validate::read_validation_mape(a->source, "", false)) {
+      options.tie_fraction = stored->mape_pct / 100.0;
+      options.tie_source = "the calibration's MAPE over its " + std::to_string(stored->count) +
+                           " validated configurations (/validation, itertime validate --store)";
     } else {
       options.tie_fraction = kOwnTrainerTieFraction;
       options.tie_source = "default 10%, the calibrated predictor's held-out MAPE on the local job (docs/cli.md)";

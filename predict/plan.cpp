@@ -2,6 +2,7 @@
 #include "predict/plan.hpp"
 
 #include <algorithm>
+#include <set>
 #include <type_traits>
 
 #include "common/errors.hpp"
@@ -23,8 +24,10 @@ std::string untrainable_reason(const LlamaSpec& spec, const ParallelConfig& conf
   return "";
 }
 
+// `calibration_facts`: the calibration's part of answer_check's facts (its precisions, its largest
+// profiled operator), the same for every candidate.
 PlanEntry plan_entry(const FittedModel& model, const PlanOptions& options, StageResolver& resolver, const ParallelConfig& config,
-                     PrecisionName precision, const TrainingTechniques& techniques) {
+                     PrecisionName precision, const TrainingTechniques& techniques, const AnswerFacts& calibration_facts) {
   PlanEntry entry;
   entry.config = config;
   entry.precision = precision;
@@ -53,6 +56,14 @@ PlanEntry plan_entry(const FittedModel& model, const PlanOptions& options, Stage
     entry.extrapolated_fraction = outcome.prediction->extrapolated_fraction;
     entry.feasible = true;
     set_rates(entry, options.model, options.hardware ? &*options.hardware : nullptr);
+    AnswerFacts facts = calibration_facts;
+    facts.mfu = entry.mfu;
+    facts.operators = outcome.prediction->built_operators;
+    facts.operators_without_time = outcome.prediction->built_operators_without_time;
+    facts.precision = to_string(precision);
+    facts.extrapolated_fraction = outcome.prediction->extrapolated_fraction;
+    facts.largest_matmul_flops = largest_matmul_flops(options.model, config, techniques);
+    flag_entry(entry, check_answer(facts));
   } else {
     entry.reason = outcome.reason;
   }
@@ -73,6 +84,13 @@ std::string precision_refusal(const FittedModel& model, const PlanOptions& optio
   }
   if (model.backend && !policy.supports(*model.backend, backend_capabilities(model)))
     return "the calibration's backend (" + to_string(*model.backend) + ") cannot run " + to_string(precision);
+  // As `predict` refuses it (answer_check.hpp precision_not_calibrated): its operators were never timed.
+  const std::set<std::string> ran = calibrated_precisions(model);
+  if (!ran.empty() && ran.count(to_string(precision)) == 0) {
+    std::string list;
+    for (const std::string& name : ran) list += (list.empty() ? "" : ", ") + name;
+    return "the calibration never ran " + to_string(precision) + " (it traced " + list + ")";
+  }
   return "";
 }
 
@@ -98,7 +116,18 @@ void set_rates(PlanEntry& entry, const LlamaSpec& model, const HardwareSpec* har
   entry.mfu = rate.mfu;
   // MFU depends on the precision only through the peak: at amp-bf16 it is against the dense bf16 peak.
   entry.mfu_bf16_peak = throughput(model, entry.config, PrecisionName::kAmpBf16, entry.iteration_us, hardware).mfu;
-  entry.implausible = entry.mfu && *entry.mfu > 1.0;
+  AnswerFacts facts;
+  facts.mfu = entry.mfu;
+  flag_entry(entry, check_answer(facts));
+}
+
+void flag_entry(PlanEntry& entry, const std::vector<Finding>& findings) {
+  for (const Finding& finding : findings) {
+    if (std::find_if(entry.findings.begin(), entry.findings.end(), [&](const Finding& f) { return f.code == finding.code; }) ==
+        entry.findings.end())
+      entry.findings.push_back(finding);
+  }
+  entry.implausible = !entry.findings.empty();
 }
 
 std::string fp8_absent_reason(const HardwareSpec& hardware) {
@@ -256,6 +285,11 @@ PlanResult plan_search(const FittedModel& model, const PlanOptions& options) {
       refusals.emplace_back(precision, std::move(why));
     }
   }
+  AnswerFacts calibration_facts;  // a described device: no calibration to check against
+  if (options.target == nullptr) {
+    calibration_facts.calibrated_precisions = calibrated_precisions(model);
+    calibration_facts.largest_profiled_flops = largest_profiled_flops(model);
+  }
   // Candidates share their built stages.
   StageResolver resolver =
       options.target != nullptr ? StageResolver(model, options.target) : StageResolver(model, StagePolicy::kTracedThenBuilt);
@@ -266,7 +300,7 @@ PlanResult plan_search(const FittedModel& model, const PlanOptions& options) {
       for (const TrainingTechniques& techniques : options.recipes) {
         if (config.tp == 1 && (techniques.sequence_parallel || techniques.vocab_parallel)) continue;  // = without them
         if (config.reduction_ranks() == 1 && techniques.overlap_gradient_reduction) continue;         // = without it (opg too)
-        result.entries.push_back(plan_entry(model, options, resolver, config, precision, techniques));
+        result.entries.push_back(plan_entry(model, options, resolver, config, precision, techniques, calibration_facts));
       }
     }
   }

@@ -17,7 +17,9 @@
 //  - A feasible entry carries its tokens per second per rank, and its MFU when the options name a
 //    hardware description (predict/throughput.hpp): against the description's dense bf16 peak (the
 //    mixed-precision one, the same for every precision: mfu_bf16_peak) and against its precision's own
-//    math (mfu); an own MFU above 1 is flagged implausible (not refused).
+//    math (mfu). A feasible entry carries answer_check.hpp's findings, flagged (not refused): faster than
+//    the device's peak; with a calibration also far extrapolation and operators priced at zero. A precision
+//    the calibration never ran is not planned (skipped with the reason, as `predict` refuses it).
 //  - Ranks: feasible entries are ranked 1, 2, ... in order; those within options.tie_fraction of the best
 //    iteration time all rank 1 and are marked tie (when at least two are); infeasible ones rank 0.
 //  - plan_search() also counts the funnel (PlanCounts), says why when the space holds no candidate
@@ -38,6 +40,7 @@
 #include "common/training_techniques.hpp"
 #include "common/hardware_spec.hpp"
 #include "predict/framework/framework_types.hpp"
+#include "predict/answer_check.hpp"
 #include "predict/model/fitted_model.hpp"
 #include "predict/plan_guidance.hpp"
 #include "predict/resolver/target_device.hpp"
@@ -76,7 +79,10 @@ struct PlanEntry {
   double tokens_per_s_per_rank = 0;     // feasible entries
   std::optional<double> mfu;            // feasible entries: against the precision's own peak (fp8: the fp8 peak)
   std::optional<double> mfu_bf16_peak;  // feasible entries: against the dense bf16 peak, whatever the precision
-  bool implausible = false;             // own MFU above 1: faster than the device's peak for its math
+  // answer_check.hpp's findings for a feasible entry (faster than the peak; with a calibration also far
+  // extrapolation and operators priced at zero): flagged, not refused, as a plan ranks many candidates.
+  std::vector<Finding> findings;
+  bool implausible = false;  // any finding
   bool feasible = false;
   bool over_memory = false;  // its peak memory exceeds the device memory (not predicted)
   bool fits_memory = false;  // its peak memory was computed and is within the device memory
@@ -131,8 +137,11 @@ void mark_ties(std::vector<PlanEntry>& entries, double tie_fraction);
 void finish_plan(PlanResult& result, const PlanOptions& options, const MemoryOf& memory_of, bool fp8_available);
 
 // A feasible entry's tokens per second per rank, its MFU against its precision's peak and against the
-// dense bf16 peak, and the implausible flag (throughput.hpp). `hardware` may be null (no MFU).
+// dense bf16 peak, and the faster-than-peak finding (throughput.hpp). `hardware` may be null (no MFU).
 void set_rates(PlanEntry& entry, const LlamaSpec& model, const HardwareSpec* hardware);
+
+// Adds answer_check's findings to a feasible entry (each code once) and sets `implausible`.
+void flag_entry(PlanEntry& entry, const std::vector<Finding>& findings);
 
 // Why fp8 cannot be planned on a device without an fp8 peak: "<name> has no fp8 peak (<the description's
 // reason>): fp8 needs an fp8 tensor core (Hopper or later)".

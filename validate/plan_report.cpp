@@ -23,12 +23,23 @@ std::string rank_label(const predict::PlanEntry& e) {
   return std::to_string(e.rank) + (e.tie ? "=" : "");
 }
 
+nlohmann::ordered_json flags_json(const std::vector<predict::Finding>& findings) {
+  nlohmann::ordered_json out = nlohmann::ordered_json::array();
+  for (const predict::Finding& f : findings) out.push_back({{"code", f.code}, {"message", f.message}, {"hint", f.hint}});
+  return out;
+}
+
+// The reason an entry was not predicted, then its findings (answer_check.hpp), short: each code, with the
+// MFU for faster_than_peak.
 std::string note_of(const predict::PlanEntry& e) {
   std::string note = e.feasible ? "" : e.reason;
-  if (e.implausible) {
-    char text[96];
-    std::snprintf(text, sizeof(text), "implausible: MFU %.0f%% of the %s peak", 100.0 * e.mfu.value_or(0),
-                  to_string(e.precision).c_str());
+  for (const predict::Finding& finding : e.findings) {
+    std::string text = "FLAG " + finding.code;
+    if (finding.code == "faster_than_peak") {
+      char mfu[64];
+      std::snprintf(mfu, sizeof(mfu), " (MFU %.0f%% of the %s peak)", 100.0 * e.mfu.value_or(0), to_string(e.precision).c_str());
+      text += mfu;
+    }
     note += std::string(note.empty() ? "" : "; ") + text;
   }
   return note;
@@ -164,7 +175,8 @@ std::string plan_json(const predict::PlanOptions& options, const PlanQuestion& q
          {"tokens_per_s_per_rank", e.tokens_per_s_per_rank},
          {"mfu", e.mfu ? nlohmann::ordered_json(*e.mfu) : nlohmann::ordered_json(nullptr)},
          {"mfu_bf16_peak", e.mfu_bf16_peak ? nlohmann::ordered_json(*e.mfu_bf16_peak) : nlohmann::ordered_json(nullptr)},
-         {"implausible", e.implausible}});
+         {"implausible", e.implausible},
+         {"flags", flags_json(e.findings)}});
   }
   out["candidates_shown"] = list.size();
   out["candidates"] = list;

@@ -217,7 +217,7 @@ case_layout_errors() {
   expect_user_error "'sp' given twice" "${base[@]}" --recipe sp+dopt+sp
   run "${base[@]}" --dp 2 --gbs 8 --recipe dopt+sp
   expect_status 0
-  expect_stdout "fp32 sp+dopt on described h100-sxm"
+  expect_stdout "amp-bf16 sp+dopt on described h100-sxm"
 }
 
 # Issue 33: `validate` only reads CAL unless --store asks for /validation in it (--no-store, the old

@@ -63,8 +63,12 @@ TEST(PredictionSplit, BreakdownAddsUpToTheIterationOnADescribedGpu) {
     }
     EXPECT_GE(p.bubble_us, -1e-9 * p.total_us) << l.name;
     EXPECT_GT(p.compute_us, 0.0) << l.name;
-    if (l.cp > 1) EXPECT_GT(p.cp_comm_us, 0.0) << l.name;
-    if (l.pp > 1 && l.gbs / l.dp < 8) EXPECT_GT(p.bubble_us, 0.0) << l.name;
+    if (l.cp > 1) {
+      EXPECT_GT(p.cp_comm_us, 0.0) << l.name;
+    }
+    if (l.pp > 1 && l.gbs / l.dp < 8) {
+      EXPECT_GT(p.bubble_us, 0.0) << l.name;
+    }
     EXPECT_EQ(p.stages_described, l.pp * l.vp) << l.name;
     EXPECT_TRUE(p.communication_described) << l.name;
   }
