@@ -134,7 +134,8 @@ int run_framework_predict(const PredictArgs& given, PredictArgs a, const LlamaSp
   record.source = "described " + target.hardware.name + ", framework megatron-te";
   record.described =
       "Megatron-Core + Transformer Engine stage (fused attention, norms, RoPE, SwiGLU, cross-entropy); kernels from " +
-      target.kernels.path + " (published figures), communication from NCCL's cost model of the description; no calibration";
+      target.kernels.shown_path() +
+      " (published figures), communication from NCCL's cost model of the description; no calibration";
   record.model_name = spec.name;
   record.config = config;
   record.precision = a.precision;

@@ -7,6 +7,7 @@
 #include <nlohmann/json.hpp>
 
 #include "common/training_techniques.hpp"
+#include "validate/duration_text.hpp"
 
 namespace itertime::validate {
 namespace {
@@ -190,7 +191,8 @@ void print_plan(const predict::PlanOptions& options, const PlanQuestion& questio
   const bool cpu = options.hardware && options.hardware->kind == DeviceKind::kCpu;
   std::string where = std::to_string(options.gpus) + (cpu ? " ranks" : " GPUs");
   if (question.nodes > 0 && options.hardware)
-    where += " (" + std::to_string(question.nodes) + " nodes of " + options.hardware->name + ")";
+    where +=
+        " (" + std::to_string(question.nodes) + (question.nodes == 1 ? " node of " : " nodes of ") + options.hardware->name + ")";
   else if (options.hardware)
     where += " of " + options.hardware->name;
   std::printf("itertime plan: %s on %s, gbs %d, seq %d, framework %s\n", options.model.name.c_str(), where.c_str(),
@@ -243,24 +245,23 @@ void print_plan(const predict::PlanOptions& options, const PlanQuestion& questio
     layout_width = std::max(layout_width, static_cast<int>(entries[i].config.layout_text().size()));
     recipe_width = std::max(recipe_width, static_cast<int>(plan_recipe_label(entries[i]).size()));
   }
-  std::printf("  %-4s %-*s %5s %-9s %-*s %16s %14s %10s %14s %12s %11s  %s\n", "rank", layout_width, "layout", "mbs", "precision",
-              recipe_width, "recipe", "iteration_us", "memory_GiB", "extrap(%)", "tokens/s/rank", "MFU_bf16(%)", "MFU_own(%)",
+  std::printf("  %-4s %-*s %5s %-9s %-*s %10s %14s %10s %14s %12s %11s  %s\n", "rank", layout_width, "layout", "mbs", "precision",
+              recipe_width, "recipe", "iteration", "memory_GiB", "extrap(%)", "tokens/s/rank", "MFU_bf16(%)", "MFU_own(%)",
               "note");
   int shown = 0;
   for (const auto& e : entries) {
     if (shown >= top) break;
     ++shown;
-    char iteration[32] = "-";  // not predicted (over the device memory, or refused)
-    if (e.iteration_us > 0) std::snprintf(iteration, sizeof(iteration), "%.0f", e.iteration_us);
+    const std::string iteration = e.iteration_us > 0 ? duration_text(e.iteration_us) : "-";  // "-": not predicted
     char rate[32] = "-";
     if (e.feasible) std::snprintf(rate, sizeof(rate), "%.1f", e.tokens_per_s_per_rank);
     char mfu[32] = "-", mfu_bf16[32] = "-";
     if (e.mfu) std::snprintf(mfu, sizeof(mfu), "%.2f", 100.0 * *e.mfu);
     if (e.mfu_bf16_peak) std::snprintf(mfu_bf16, sizeof(mfu_bf16), "%.2f", 100.0 * *e.mfu_bf16_peak);
-    std::printf("  %-4s %-*s %5d %-9s %-*s %16s %14.2f %10.1f %14s %12s %11s  %s\n", rank_label(e).c_str(), layout_width,
+    std::printf("  %-4s %-*s %5d %-9s %-*s %10s %14.2f %10.1f %14s %12s %11s  %s\n", rank_label(e).c_str(), layout_width,
                 e.config.layout_text().c_str(), e.config.micro_batch, to_string(e.precision).c_str(), recipe_width,
-                plan_recipe_label(e).c_str(), iteration, e.peak_memory_bytes / kGiB, 100.0 * e.extrapolated_fraction, rate,
-                mfu_bf16, mfu, note_of(e).c_str());
+                plan_recipe_label(e).c_str(), iteration.c_str(), e.peak_memory_bytes / kGiB, 100.0 * e.extrapolated_fraction,
+                rate, mfu_bf16, mfu, note_of(e).c_str());
   }
 }
 

@@ -512,7 +512,15 @@ double GpuKernelFigures::memory_bound_time_us(double bytes) const {
   return bytes / memory_bandwidth_bytes_per_s * 1e6 + launch_overhead_us;
 }
 
-std::string GpuKernelFigures::summary() const { return "kernel figures " + path + " (" + summary_text + ")"; }
+std::string GpuKernelFigures::shown_path() const {
+  const std::filesystem::path file(path);
+  std::error_code error;
+  if (std::filesystem::equivalent(file.parent_path(), ITERTIME_DEFAULT_KERNELS_DIR, error))
+    return "data/kernels/" + file.filename().string();
+  return path;
+}
+
+std::string GpuKernelFigures::summary() const { return "kernel figures " + shown_path() + " (" + summary_text + ")"; }
 
 std::string kernel_figures_dir() {
   const char* override_dir = std::getenv("ITERTIME_KERNELS_DIR");

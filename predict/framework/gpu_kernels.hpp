@@ -54,6 +54,9 @@ struct AttentionShape {
 struct GpuKernelFigures {
   std::string gpu;   // the hardware description's name, e.g. "h100-sxm"
   std::string path;  // the file read
+  // How reports name it: the shipped figures as data/kernels/NAME.json (the same text on every checkout), another
+  // folder's (ITERTIME_KERNELS_DIR) by its path.
+  std::string shown_path() const;
   double launch_overhead_us = 0;
   double memory_bandwidth_bytes_per_s = 0;  // achieved by large memory-bound kernels
   // The measured tables as the file gives them (a "same_as" dtype holds its source dtype's copy).

@@ -8,7 +8,7 @@ namespace itertime::predict::framework {
 OperatorRoofline roofline_from_kernel_figures(const GpuKernelFigures& figures, const HardwareSpec& hardware) {
   OperatorRoofline roofline;
   roofline.fitted_on = hardware.name;
-  roofline.fitted_from = "published kernel figures " + figures.path;
+  roofline.fitted_from = "published kernel figures " + figures.shown_path();
   const double launch_us = figures.launch_overhead_us;
   auto efficiency = [](double achieved, double peak) { return peak > 0 ? std::min(1.0, achieved / peak) : 0.0; };
   const GemmShape large{8192, 8192, 8192};
