@@ -3,7 +3,6 @@
 
 #include <algorithm>
 #include <set>
-#include <type_traits>
 
 #include "common/errors.hpp"
 #include "common/job.hpp"
@@ -94,20 +93,6 @@ std::string precision_refusal(const FittedModel& model, const PlanOptions& optio
   return "";
 }
 
-template <typename T>
-std::string joined(const std::vector<T>& values) {
-  std::string out;
-  for (const T& v : values) {
-    if (!out.empty()) out += ",";
-    if constexpr (std::is_same_v<T, int>) {
-      out += std::to_string(v);
-    } else {
-      out += to_string(v);
-    }
-  }
-  return out;
-}
-
 }  // namespace
 
 void set_rates(PlanEntry& entry, const LlamaSpec& model, const HardwareSpec* hardware) {
@@ -148,9 +133,9 @@ std::string empty_plan_reason(const PlanOptions& options, const std::vector<Para
   if (layouts.empty()) {
     bool divides = false;
     for (int cp : options.context_parallel) divides = divides || (cp > 0 && options.gpus % cp == 0);
-    if (!divides) return "no --cp value given (" + joined(options.context_parallel) + ") divides the " + gpus;
+    if (!divides) return "no --cp value given (" + comma_list(options.context_parallel) + ") divides the " + gpus;
     if (options.micro_batches.empty()) return "no micro-batch size given";
-    return "no layout of " + gpus + " with the --vp values given (" + joined(options.virtual_stages) +
+    return "no layout of " + gpus + " with the --vp values given (" + comma_list(options.virtual_stages) +
            "): vp > 1 needs pp > 1, and pp 1 is the only pipeline of " + gpus;
   }
   std::string out;
@@ -167,8 +152,8 @@ std::string empty_plan_reason(const PlanOptions& options, const std::vector<Para
     }
   }
   if (legal == 0 && nearest != nullptr) {
-    out = "none of the " + std::to_string(layouts.size()) + " layouts of " + gpus + " (mbs " + joined(options.micro_batches) +
-          ", cp " + joined(options.context_parallel) + ", vp " + joined(options.virtual_stages) + ") is legal for " +
+    out = "none of the " + std::to_string(layouts.size()) + " layouts of " + gpus + " (mbs " + comma_list(options.micro_batches) +
+          ", cp " + comma_list(options.context_parallel) + ", vp " + comma_list(options.virtual_stages) + ") is legal for " +
           options.model.name + "; the nearest, " + nearest->layout_text() + " mbs" + std::to_string(nearest->micro_batch) + ": ";
     for (std::size_t i = 0; i < nearest_broken.size(); ++i) out += (i ? "; " : "") + nearest_broken[i];
   }

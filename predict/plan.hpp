@@ -31,6 +31,7 @@
 #include <functional>
 #include <optional>
 #include <string>
+#include <type_traits>
 #include <utility>
 #include <vector>
 
@@ -160,5 +161,23 @@ std::string empty_plan_reason(const PlanOptions& options, const std::vector<Para
 // parameter gather on or off (60, plain first). plan() skips a recipe that equals another at the layout
 // (sp or vp at tp 1, ovl, and with it opg, at dp*cp 1).
 std::vector<TrainingTechniques> modelled_recipes();
+
+// A plan's search values as reports and reasons write them: "1,2,4" (ints, names, or values with a
+// to_string).
+template <typename T>
+std::string comma_list(const std::vector<T>& values) {
+  std::string out;
+  for (const T& v : values) {
+    if (!out.empty()) out += ",";
+    if constexpr (std::is_same_v<T, int>) {
+      out += std::to_string(v);
+    } else if constexpr (std::is_same_v<T, std::string>) {
+      out += v;
+    } else {
+      out += to_string(v);
+    }
+  }
+  return out;
+}
 
 }  // namespace itertime::predict

@@ -52,22 +52,6 @@ std::vector<std::string> recipe_labels(const std::vector<TrainingTechniques>& re
   return out;
 }
 
-template <typename T>
-std::string joined(const std::vector<T>& values) {
-  std::string out;
-  for (const T& v : values) {
-    if (!out.empty()) out += ",";
-    if constexpr (std::is_same_v<T, int>) {
-      out += std::to_string(v);
-    } else if constexpr (std::is_same_v<T, std::string>) {
-      out += v;
-    } else {
-      out += to_string(v);
-    }
-  }
-  return out;
-}
-
 std::string with_commas(int64_t n) {
   std::string digits = std::to_string(n), out;
   for (std::size_t i = 0; i < digits.size(); ++i) {
@@ -200,11 +184,12 @@ void print_plan(const predict::PlanOptions& options, const PlanQuestion& questio
   const std::vector<std::string> recipes = recipe_labels(options.recipes);
   const bool fp8_searched = !question.fp8_recipes.empty() && std::find(options.precisions.begin(), options.precisions.end(),
                                                                        PrecisionName::kFp8) != options.precisions.end();
-  const std::string recipe_text = recipes.size() <= 4 ? joined(recipes) : std::to_string(recipes.size()) + " recipes";
-  std::printf("  searched: mbs %s; cp %s; vp %s; precisions %s; recipes %s%s\n", joined(options.micro_batches).c_str(),
-              joined(options.context_parallel).c_str(), joined(options.virtual_stages).c_str(),
-              joined(options.precisions).c_str(), recipe_text.c_str(),
-              fp8_searched ? ("; fp8 recipes " + joined(question.fp8_recipes)).c_str() : "");
+  const std::string recipe_text =
+      recipes.size() <= 4 ? predict::comma_list(recipes) : std::to_string(recipes.size()) + " recipes";
+  std::printf("  searched: mbs %s; cp %s; vp %s; precisions %s; recipes %s%s\n",
+              predict::comma_list(options.micro_batches).c_str(), predict::comma_list(options.context_parallel).c_str(),
+              predict::comma_list(options.virtual_stages).c_str(), predict::comma_list(options.precisions).c_str(),
+              recipe_text.c_str(), fp8_searched ? ("; fp8 recipes " + predict::comma_list(question.fp8_recipes)).c_str() : "");
   const std::string memory =
       options.device_memory_bytes > 0 ? "fit in " + gib(options.device_memory_bytes) : "fit (no memory limit)";
   std::printf("  summary: layouts %s considered, %s legal; candidates %s, %s %s, %s predicted\n", with_commas(c.layouts).c_str(),
