@@ -1,0 +1,37 @@
+// megatron_arguments.hpp: Megatron-LM's arguments as one typed-at-the-edge value, whichever way they
+// came: a command line or arguments file (megatron_args.hpp) or the arguments block a Megatron-LM
+// training log prints at start (megatron_log.hpp). One mapping turns them into a UserRun.
+// Invariants:
+//  - Keys are argparse destination names, as megatron/training/arguments.py defines them and as the
+//    log's block prints them: `--num-layers` is num_layers, `--tensor-model-parallel-size` is
+//    tensor_model_parallel_size, `--bf16` is bf16.
+//  - Values are text, normalized: a flag given is "true"; a log's Python True / False are "true" /
+//    "false"; a log's None is not stored (unset); lists keep their text.
+//  - line_of gives where each key was read (1-based line of the file or log; 0 for a command line), so
+//    an error names file and line.
+#pragma once
+
+#include <map>
+#include <string>
+
+#include "formats/user_run.hpp"
+
+namespace itertime::formats {
+
+struct MegatronArguments {
+  std::string source;  // file name, or "command line"
+  std::map<std::string, std::string> values;
+  std::map<std::string, int> line_of;
+};
+
+// The run those arguments launch: the model from its sizes (num_layers, hidden_size, ffn_hidden_size,
+// num_attention_heads, group_query_attention / num_query_groups, seq_length, the vocabulary), the layout
+// (tensor/pipeline/context parallel sizes, num_layers_per_virtual_pipeline_stage, micro/global batch,
+// data parallel = world / (tp*pp*cp) when world_size is known, else from the global batch), precision
+// (bf16, fp16, fp8_format / fp8_recipe), techniques (sequence_parallel, use_distributed_optimizer,
+// overlap_grad_reduce, overlap_param_gather, recompute_granularity / recompute_method), tp_comm_overlap,
+// fp8_param_gather. A missing size or a contradiction is a UserError naming the argument (and its file
+// and line); every key not used is listed in not_understood.
+UserRun user_run_from_megatron(const MegatronArguments& arguments);
+
+}  // namespace itertime::formats
