@@ -40,4 +40,10 @@ std::string bytes_text(int64_t bytes) {
   return with_unit(b / gib, 2, "GiB");
 }
 
+std::string right_aligned(const std::string& text, int width) {
+  int shown = 0;
+  for (unsigned char c : text) shown += (c & 0xC0) != 0x80;  // count code points, not continuation bytes
+  return shown >= width ? text : std::string(static_cast<std::size_t>(width - shown), ' ') + text;
+}
+
 }  // namespace itertime::validate

@@ -7,6 +7,8 @@
 //    Negative durations (a factor below 1 takes time away) keep their sign: "-2.4 ms".
 //  - bytes_text(bytes): KiB below 1 MiB, MiB below 1 GiB, else GiB, two decimals ("79.25 GiB",
 //    "12.50 MiB"), the unit chosen after rounding like duration_text's.
+//  - right_aligned(text, width): text padded on the left to `width` characters as a terminal shows them
+//    (UTF-8 code points, so "512.3 µs" lines up with "10.44 s"); longer text is returned as it is.
 #pragma once
 
 #include <cstdint>
@@ -16,5 +18,6 @@ namespace itertime::validate {
 
 std::string duration_text(double us);
 std::string bytes_text(int64_t bytes);
+std::string right_aligned(const std::string& text, int width);
 
 }  // namespace itertime::validate

@@ -244,9 +244,9 @@ void print_plan(const predict::PlanOptions& options, const PlanQuestion& questio
     if (e.mfu) std::snprintf(mfu, sizeof(mfu), "%.2f", 100.0 * *e.mfu);
     if (e.mfu_bf16_peak) std::snprintf(mfu_bf16, sizeof(mfu_bf16), "%.2f", 100.0 * *e.mfu_bf16_peak);
     char row[512];
-    std::snprintf(row, sizeof(row), "  %-4s %-*s %5d %-9s %-*s %10s %14.2f %10.1f %14s %12s %11s  ", rank_label(e).c_str(),
+    std::snprintf(row, sizeof(row), "  %-4s %-*s %5d %-9s %-*s %s %14.2f %10.1f %14s %12s %11s  ", rank_label(e).c_str(),
                   layout_width, e.config.layout_text().c_str(), e.config.micro_batch, to_string(e.precision).c_str(),
-                  recipe_width, plan_recipe_label(e).c_str(), iteration.c_str(), e.peak_memory_bytes / kGiB,
+                  recipe_width, plan_recipe_label(e).c_str(), right_aligned(iteration, 10).c_str(), e.peak_memory_bytes / kGiB,
                   100.0 * e.extrapolated_fraction, rate, mfu_bf16, mfu);
     std::string line = row + note_of(e);
     line.erase(line.find_last_not_of(' ') + 1);  // no trailing blanks when there is no note

@@ -159,7 +159,7 @@ std::string prediction_json(const PredictionRecord& r) {
 void print_prediction(const PredictionRecord& r) {
   const predict::Prediction& p = r.prediction;
   const auto line = [](const char* label, const std::string& value, const std::string& comment = "") {
-    std::printf("    %-20s %12s%s%s\n", label, value.c_str(), comment.empty() ? "" : "  ", comment.c_str());
+    std::printf("    %-20s %s%s%s\n", label, right_aligned(value, 12).c_str(), comment.empty() ? "" : "  ", comment.c_str());
   };
   std::printf("itertime predict: %s %s %s%s%s on %s\n", r.model_name.c_str(), r.config.to_string().c_str(), r.precision.c_str(),
               r.recipe == "plain" ? "" : (" " + r.recipe).c_str(), r.blind ? " (precision-blind)" : "", r.source.c_str());
@@ -176,7 +176,7 @@ void print_prediction(const PredictionRecord& r) {
   for (const predict::Finding& f : r.flags) {
     std::printf("  FLAG               %s: %s; %s\n", f.code.c_str(), f.message.c_str(), f.hint.c_str());
   }
-  std::printf("  iteration          %12s", duration_text(p.total_us).c_str());
+  std::printf("  iteration          %s", right_aligned(duration_text(p.total_us), 12).c_str());
   if (r.range.pct) {
     std::printf("  \u00b1 %.1f %% (%s)\n", *r.range.pct, r.range.basis.c_str());
   } else {
@@ -221,8 +221,8 @@ void print_prediction(const PredictionRecord& r) {
       std::printf("                     (no regression group has enough profiled signatures to check it)\n");
     }
   }
-  std::printf("  peak memory        %12s per rank (pipeline rank %d); %s\n", bytes_text(r.peak_memory_bytes).c_str(),
-              r.memory.pipeline_rank, memory_verdict(r).c_str());
+  std::printf("  peak memory        %s per rank (pipeline rank %d); %s\n",
+              right_aligned(bytes_text(r.peak_memory_bytes), 12).c_str(), r.memory.pipeline_rank, memory_verdict(r).c_str());
   if (has_split(r)) {
     line("weights", bytes_text(r.memory.weights_bytes));
     line("gradients", bytes_text(r.memory.gradients_bytes));

@@ -120,13 +120,14 @@ expect_user_error "no-such-device" predict --hardware no-such-device --model "$M
 "$ITERTIME" plan --hardware h100-sxm --nodes 1 --model "$MODEL" --gbs 8 --seq 32 --precisions amp-bf16,fp8 | tee "$WORK/dplan.txt"
 grep -q "on 8 GPUs" "$WORK/dplan.txt"
 grep -q " fp8 " "$WORK/dplan.txt"
-grep -q "MFU against h100-sxm" "$WORK/dplan.txt"
+grep -q "MFU_bf16: against h100-sxm's dense bf16 peak" "$WORK/dplan.txt"
 # The table's columns stay aligned with long recipe names: every row's iteration figure ends where the
-# header's "iteration_us" ends.
+# header's "iteration" ends (a duration: "2.2 ms", right-aligned; "-" when not predicted).
 "$ITERTIME" plan --hardware h100-sxm --nodes 1 --model "$MODEL" --gbs 8 --seq 32 --all-recipes --top 100000 > "$WORK/dplan-recipes.txt"
 grep -q "sp+vp+dopt+rc-full+ovl" "$WORK/dplan-recipes.txt"
-awk '/ iteration_us /{end = index($0, "iteration_us") + length("iteration_us") - 1; next}
-     end && /^  [0-9]/{c = substr($0, end, 2); if (c !~ /^[0-9-] $/) {print "misaligned: " $0; bad = 1}}
-     END{exit bad || !end}' "$WORK/dplan-recipes.txt"
+sed 's/\xc2\xb5/u/g' "$WORK/dplan-recipes.txt" |  # µ as one character, as a terminal shows it
+  awk '/ iteration /{end = index($0, " iteration ") + length(" iteration") - 1; next}
+       end && /^  [0-9]/{c = substr($0, end - 1, 3); if (c !~ /^(ms|us| s| h| -) $/) {print "misaligned: " $0; bad = 1}}
+       END{exit bad || !end}'
 expect_user_error "needs --hardware with a GPU description" plan "$WORK/model.itm" --nodes 2 --model "$MODEL" --gbs 8 --seq 32
 echo "predict CLI test passed"

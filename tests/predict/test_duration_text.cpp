@@ -33,5 +33,11 @@ TEST(BytesText, KibMibGib) {
   EXPECT_EQ(bytes_text(int64_t{1024} * 1024 * 1024 - 1), "1.00 GiB");
 }
 
+TEST(RightAligned, CountsWhatATerminalShowsNotBytes) {
+  EXPECT_EQ(right_aligned("512.3 \u00b5s", 10), "  512.3 \u00b5s");  // 8 characters, 9 bytes
+  EXPECT_EQ(right_aligned("10.44 s", 10), "   10.44 s");
+  EXPECT_EQ(right_aligned("too long for it", 4), "too long for it");
+}
+
 }  // namespace
 }  // namespace itertime::validate
