@@ -1,6 +1,7 @@
 // calibration_view.cpp: see the header.
 #include "python/calibration_view.hpp"
 
+#include <stdlib.h>
 #include <unistd.h>
 
 #include <cmath>
@@ -127,8 +128,12 @@ nlohmann::json validate_calibration(const std::string& path, const std::string& 
   const predict::FittedModel model = predict::fit_model(path);
   const validate::ValidationReport report = validate::validate(model, rows, model_spec ? &*model_spec : nullptr, holdout);
   // validation.json's object, from its one writer (a private temporary file, removed).
-  const std::filesystem::path temporary =
-      std::filesystem::temp_directory_path() / ("itertime-validation-" + std::to_string(::getpid()) + ".json");
+  // mkstemp: a name no other call (another thread, the GIL released) or process holds.
+  std::string name = (std::filesystem::temp_directory_path() / "itertime-validation-XXXXXX").string();
+  const int fd = ::mkstemp(name.data());
+  if (fd < 0) throw UserError(name + ": cannot create a temporary file for the validation's JSON");
+  ::close(fd);
+  const std::filesystem::path temporary(name);
   validate::write_json(report, temporary.string());
   std::ostringstream text;
   text << std::ifstream(temporary).rdbuf();
