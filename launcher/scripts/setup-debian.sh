@@ -45,6 +45,7 @@ PACKAGES=(
   libgtest-dev libgmock-dev libbenchmark-dev
   libcli11-dev nlohmann-json3-dev
   jq
+  pybind11-dev python3-dev            # the Python module (docs/python.md): pybind11 2.10 / 2.13, Python 3.11 / 3.13
 )
 # Per-release differences, all of them here.
 case "$RELEASE:$TORCH_PACKAGE" in

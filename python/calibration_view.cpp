@@ -1,0 +1,145 @@
+// calibration_view.cpp: see the header.
+#include "python/calibration_view.hpp"
+
+#include <stdlib.h>
+#include <unistd.h>
+
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+#include <optional>
+#include <sstream>
+#include <vector>
+
+#include "common/calibration_records.hpp"
+#include "common/errors.hpp"
+#include "common/h5store.hpp"
+#include "common/model_spec.hpp"
+#include "common/store_meta.hpp"
+#include "predict/fit_model.hpp"
+#include "validate/validation.hpp"
+#include "validate/validation_report.hpp"
+
+namespace itertime::python {
+namespace {
+
+nlohmann::json number_or_null(double value) { return std::isfinite(value) ? nlohmann::json(value) : nlohmann::json(nullptr); }
+
+h5::Store open_existing(const std::string& path) {
+  std::error_code error;
+  if (!std::filesystem::is_regular_file(path, error)) throw UserError(path + ": no such calibration file");
+  return h5::Store::open(path, false);
+}
+
+}  // namespace
+
+nlohmann::json read_calibration(const std::string& path) {
+  h5::Store store = open_existing(path);
+  nlohmann::json out;
+  out["file"] = path;
+  out["meta"] = store.meta();
+  nlohmann::json comm = nlohmann::json::array();
+  for (const store::CommRecord& r : store::read_comm_records(store)) {
+    comm.push_back({{"collective", to_string(r.collective)},
+                    {"dtype", to_string(r.dtype)},
+                    {"group_size", r.group_size},
+                    {"layout", to_string(r.layout)},
+                    {"mode", to_string(r.mode)},
+                    {"bytes", r.bytes},
+                    {"time_us_median", r.time_us_median},
+                    {"check_errors", r.check_errors}});
+  }
+  out["comm"] = comm;
+  const store::OpsRecords ops = store::read_ops_records(store);
+  nlohmann::json signatures = nlohmann::json::array(), timings = nlohmann::json::array(), stages = nlohmann::json::array();
+  for (const store::OpSignatureRecord& r : ops.signatures) {
+    signatures.push_back({{"id", r.id},
+                          {"name", r.name},
+                          {"signature", r.signature},
+                          {"input_dtypes", r.input_dtypes},
+                          {"output_dtype", r.output_dtype},
+                          {"flops", r.flops},
+                          {"bytes", r.bytes}});
+  }
+  for (const store::OpTimingRecord& r : ops.timings) {
+    timings.push_back({{"signature_id", r.signature_id},
+                       {"active_ranks", r.active_ranks},
+                       {"time_us_median", r.time_us_median},
+                       {"ok", r.ok}});
+  }
+  for (const store::OpStageRecord& r : ops.stages) {
+    nlohmann::json sequence = nlohmann::json::array(), comms = nlohmann::json::array();
+    for (const store::StageSequenceRecord& s : r.sequence) {
+      sequence.push_back({{"phase", to_string(s.phase)}, {"signature_id", s.signature_id}, {"count", s.count}});
+    }
+    for (const store::StageCommRecord& c : r.comms) {
+      comms.push_back({{"phase", to_string(c.phase)},
+                       {"kind", to_string(c.kind)},
+                       {"dtype", to_string(c.dtype)},
+                       {"bytes", c.bytes},
+                       {"count", c.count}});
+    }
+    stages.push_back({{"stage_key", r.stage_key}, {"local_params", r.local_params}, {"sequence", sequence}, {"comms", comms}});
+  }
+  out["operators"] = {{"signatures", signatures}, {"timings", timings}, {"stages", stages}};
+  nlohmann::json groundtruth = nlohmann::json::array();
+  for (const store::GroundTruthRecord& r : store::read_groundtruth_records(store)) {
+    groundtruth.push_back({{"key", r.key},
+                           {"model", r.model},
+                           {"dp", r.config.dp},
+                           {"tp", r.config.tp},
+                           {"pp", r.config.pp},
+                           {"cp", r.config.cp},
+                           {"vp", r.config.vp},
+                           {"micro_batch", r.config.micro_batch},
+                           {"global_batch", r.config.global_batch},
+                           {"seq_len", r.config.seq_len},
+                           {"precision", to_string(r.precision)},
+                           {"recipe", recipe_label(r.techniques)},
+                           {"status", store::to_string(r.status)},
+                           {"reason", r.reason},
+                           {"num_micro_batches", r.num_micro_batches},
+                           {"time_us_median", r.time_us_median},
+                           {"round_spread_pct", number_or_null(r.round_spread_pct)},
+                           {"rounds_counted", r.rounds_counted},
+                           {"disturbance", r.disturbance}});
+  }
+  out["groundtruth"] = groundtruth;
+  return out;
+}
+
+nlohmann::json validate_calibration(const std::string& path, const std::string& holdout_text, const std::string& model_file) {
+  const validate::Holdout holdout = validate::parse_holdout(holdout_text);
+  std::optional<LlamaSpec> model_spec;
+  if (!model_file.empty()) model_spec = load_llama_config(model_file);
+  std::vector<store::GroundTruthRecord> rows;
+  {
+    h5::Store store = open_existing(path);
+    if (!store.exists(store::kGroundTruthTable)) {
+      throw UserError(path + ": no /groundtruth table; run `itertime calibrate groundtruth --job JOB` first");
+    }
+    if (!model_spec) {  // the model /meta names, when readable here (as `itertime validate`)
+      const std::string recorded = store::read_store_meta(store).groundtruth_model;
+      std::error_code error;
+      if (!recorded.empty() && std::filesystem::is_regular_file(recorded, error)) model_spec = load_llama_config(recorded);
+    }
+    rows = store::read_groundtruth_records(store);
+  }
+  const predict::FittedModel model = predict::fit_model(path);
+  const validate::ValidationReport report = validate::validate(model, rows, model_spec ? &*model_spec : nullptr, holdout);
+  // validation.json's object, from its one writer (a private temporary file, removed).
+  // mkstemp: a name no other call (another thread, the GIL released) or process holds.
+  std::string name = (std::filesystem::temp_directory_path() / "itertime-validation-XXXXXX").string();
+  const int fd = ::mkstemp(name.data());
+  if (fd < 0) throw UserError(name + ": cannot create a temporary file for the validation's JSON");
+  ::close(fd);
+  const std::filesystem::path temporary(name);
+  validate::write_json(report, temporary.string());
+  std::ostringstream text;
+  text << std::ifstream(temporary).rdbuf();
+  std::error_code ignored;
+  std::filesystem::remove(temporary, ignored);
+  return nlohmann::json::parse(text.str());
+}
+
+}  // namespace itertime::python
