@@ -168,8 +168,11 @@ UserRun user_run_from_megatron(const MegatronArguments& arguments) {
   m.head_dim = m.hidden_size / m.num_heads;
   if (const auto kv = r.integer("kv_channels"); kv && *kv != m.head_dim)
     r.fail("kv_channels", "differs from hidden / heads = " + std::to_string(m.head_dim) + "; itertime's LLaMA has head_dim = hidden / heads");
-  const bool gqa = r.flag("group_query_attention");
   const std::optional<int64_t> groups = r.integer("num_query_groups");
+  // A configuration (NeMo, Megatron-Bridge: TransformerConfig) has no switch: its num_query_groups is the KV heads.
+  const bool config_groups = groups && arguments.shown_as.count("num_query_groups") &&
+                             arguments.shown_as.at("num_query_groups").rfind("--", 0) != 0;
+  const bool gqa = r.flag("group_query_attention", config_groups);
   if (gqa) {
     m.num_kv_heads = groups.value_or(1);  // Megatron-LM's default num_query_groups is 1
     if (!groups) run.assumed.push_back("--num-query-groups 1 (Megatron-LM's default with --group-query-attention)");
@@ -184,7 +187,8 @@ UserRun user_run_from_megatron(const MegatronArguments& arguments) {
   if (const auto positions = r.integer("max_position_embeddings")) m.max_position_embeddings = *positions;
   if (const auto eps = r.number("norm_epsilon")) m.rms_norm_eps = *eps;
   if (const auto base = r.number("rotary_base")) m.rope_theta = *base;
-  m.tie_word_embeddings = !r.flag("untie_embeddings_and_output_weights");
+  m.tie_word_embeddings = r.has("share_embeddings_and_output_weights") ? r.flag("share_embeddings_and_output_weights")
+                                                                       : !r.flag("untie_embeddings_and_output_weights");
   if (const auto vocab = r.integer("vocab_size")) {
     m.vocab_size = *vocab;
   } else {

@@ -2,6 +2,7 @@
 #include "formats/megatron_emit.hpp"
 
 #include <cstdio>
+#include <cstdlib>
 
 namespace itertime::formats {
 
@@ -14,9 +15,12 @@ std::string megatron_command_line(const LlamaSpec& m, const ParallelConfig& c,
   const auto add = [&out](const std::string& option, const std::string& value = "") {
     out += " " + option + (value.empty() ? "" : " " + value);
   };
-  const auto num = [](double x) {
+  const auto num = [](double x) {  // the shortest text that reads back as x
     char text[32];
-    std::snprintf(text, sizeof(text), "%.17g", x);
+    for (int digits = 6; digits <= 17; ++digits) {
+      std::snprintf(text, sizeof(text), "%.*g", digits, x);
+      if (std::strtod(text, nullptr) == x) break;
+    }
     return std::string(text);
   };
   add("--num-layers", std::to_string(m.num_layers));

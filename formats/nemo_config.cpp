@@ -59,7 +59,7 @@ const std::vector<std::string>& same_names() {
       "overlap_grad_reduce", "overlap_param_gather", "recompute_granularity", "recompute_method", "recompute_num_layers",
       "bf16", "fp16", "fp8", "fp8_recipe", "fp8_param_gather", "tp_comm_overlap", "vocab_size", "normalization",
       "position_embedding_type", "rotary_base", "make_vocab_size_divisible_by", "transformer_impl", "add_bias_linear",
-      "tokenizer_type", "tokenizer_model", "num_experts", "gradient_accumulation_fusion"};
+      "tokenizer_type", "tokenizer_model", "num_experts", "gradient_accumulation_fusion", "group_query_attention"};
   return names;
 }
 
@@ -115,11 +115,10 @@ MegatronArguments nemo_arguments(const std::string& yaml_text, const std::string
           out.shown_as["vocab_size"].rfind("model.", 0) == 0)
         continue;  // a tokenizer's vocabulary after the model's
       set(name, leaf.value, leaf);
-      if (name == "num_query_groups") set("group_query_attention", "true", leaf);
     } else if (name == "gated_linear_unit") {
       set("swiglu", leaf.value, leaf);
     } else if (name == "share_embeddings_and_output_weights") {
-      set("untie_embeddings_and_output_weights", lower(leaf.value) == "true" ? "false" : "true", leaf);
+      set(name, leaf.value, leaf);
     } else if (name == "layernorm_epsilon") {
       set("norm_epsilon", leaf.value, leaf);
     } else if (name == "virtual_pipeline_model_parallel_size") {
