@@ -81,14 +81,17 @@ void register_plan(CLI::App& app, std::vector<std::pair<CLI::App*, Action>>& act
       ->capture_default_str();
   plan_cmd
       ->add_option("--vp", a->virtual_stages,
-                   "Virtual pipeline stages per pipeline rank to consider (interleaved 1F1B when > 1; only with pp > 1)")
+                   "Virtual pipeline stages per pipeline rank to consider (interleaved 1F1B when > 1; only with pp > 1); not "
+                   "the recipe's vocab token")
       ->delimiter(',')
       ->capture_default_str();
-  plan_cmd->add_option("--precisions", a->precisions, "Precisions to consider")->delimiter(',')->capture_default_str();
+  plan_cmd->add_option("--precisions", a->precisions, std::string("Precisions to consider: ") + kPrecisionsHelp)
+      ->delimiter(',')
+      ->capture_default_str();
   plan_cmd
       ->add_option("--recipes", a->recipes,
-                   "Training recipes to consider: plain, or techniques joined by '+' (sp, vp, dopt, rc-sel|rc-full, ovl, opg), "
-                   "e.g. plain,sp+vp,sp+vp+rc-full")
+                   std::string("Training recipes to consider, separated by ',': plain, or ") + kRecipeTokensHelp +
+                       " (e.g. plain,sp+vocab,sp+vocab+rc-full)")
       ->delimiter(',')
       ->capture_default_str();
   plan_cmd->add_flag("--all-recipes", a->all_recipes,

@@ -373,7 +373,10 @@ void register_predict(CLI::App& app, std::vector<std::pair<CLI::App*, Action>>& 
   predict_cmd->add_option("--tp", args->tp, "Tensor-parallel degree")->capture_default_str();
   predict_cmd->add_option("--pp", args->pp, "Pipeline-parallel degree")->capture_default_str();
   predict_cmd->add_option("--cp", args->cp, "Context-parallel degree (the sequence split over cp ranks)")->capture_default_str();
-  predict_cmd->add_option("--vp", args->vp, "Virtual pipeline stages (model chunks) per pipeline rank: > 1 is interleaved 1F1B")
+  predict_cmd
+      ->add_option("--vp", args->vp,
+                   "Virtual pipeline stages (model chunks) per pipeline rank: > 1 is interleaved 1F1B (Megatron-LM's "
+                   "--num-layers-per-virtual-pipeline-stage = layers / (pp x vp)); not the recipe's vocab token")
       ->capture_default_str();
   predict_cmd->add_option("--mbs", args->micro_batch, "Micro-batch size")->capture_default_str();
   CLI::Option* gbs_option = predict_cmd->add_option(
@@ -381,11 +384,10 @@ void register_predict(CLI::App& app, std::vector<std::pair<CLI::App*, Action>>& 
   predict_cmd->add_option("--seq", args->seq_len, "Sequence length (required unless --from or --megatron-args)");
   CLI::Option* precision_option =
       predict_cmd->add_option("--precision", args->precision,
-                              "fp32, tf32, bf16, fp16, amp-bf16, amp-fp16 or fp8 (default: amp-bf16 on a GPU description, "
-                              "else fp32)");
+                              std::string(kPrecisionsHelp) + " (default: amp-bf16 on a GPU description, else fp32)");
   predict_cmd
       ->add_option("--recipe", args->recipe,
-                   "Training techniques: plain, or sp, vp, dopt, rc-sel|rc-full, ovl, opg joined by '+' (e.g. sp+vp+rc-full)")
+                   std::string("Training techniques: plain, or ") + kRecipeTokensHelp + " (e.g. sp+vocab+dopt+ovl+opg)")
       ->capture_default_str();
   predict_cmd->add_flag("--blind", args->blind, "Precision-blind baseline (fp32 traces and messages)");
   predict_cmd->add_flag("--raw", args->raw, "Without the calibration factor fitted on ground truth");

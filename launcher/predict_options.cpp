@@ -29,6 +29,15 @@ double device_memory_bytes(double gib, const std::optional<HardwareSpec>& hardwa
   return 0;
 }
 
+const char* const kRecipeTokensHelp =
+    "tokens joined by '+' in any order, in Megatron-LM's words: sp = --sequence-parallel; vocab (also vp) = the "
+    "vocabulary-parallel embedding and output layer (Megatron-LM's wherever tp > 1; not --vp, the virtual pipeline); "
+    "dopt = --use-distributed-optimizer; rc-sel / rc-full = --recompute-granularity selective / full; ovl = "
+    "--overlap-grad-reduce (ovl-<size>: its bucket, e.g. ovl-4M); opg = --overlap-param-gather (with dopt and ovl)";
+const char* const kPrecisionsHelp =
+    "fp32, tf32, bf16, fp16, amp-bf16 (Megatron-LM's --bf16: fp32 main weights, bf16 math), amp-fp16 (--fp16) or fp8 "
+    "(--bf16 --fp8-format hybrid: Transformer Engine fp8 GEMMs; --framework megatron-te on a GPU with an fp8 peak)";
+
 TrainingTechniques parse_recipe_option(const std::string& text, const std::string& option) {
   if (text == "plain") return {};
   try {

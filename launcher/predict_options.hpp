@@ -20,6 +20,10 @@ void check_nodes(int nodes, int64_t ranks, const std::optional<HardwareSpec>& ha
 // --device-memory-gib when given, else a GPU description's memory (a CPU node's is shared by its ranks: 0, none).
 double device_memory_bytes(double gib, const std::optional<HardwareSpec>& hardware);
 
+// --recipe / --recipes and --precision / --precisions help: each token in the words of Megatron-LM's options.
+extern const char* const kRecipeTokensHelp;
+extern const char* const kPrecisionsHelp;
+
 // A recipe as the CLI takes it: "plain" or recipe_text's form ("sp+vp+rc-full"); a UserError naming the option.
 TrainingTechniques parse_recipe_option(const std::string& text, const std::string& option);
 

@@ -44,6 +44,7 @@ PACKAGES=(
   libboost-serialization-dev
   libgtest-dev libgmock-dev libbenchmark-dev
   libcli11-dev nlohmann-json3-dev
+  libyaml-cpp-dev libtomlplusplus-dev
   jq
 )
 # Per-release differences, all of them here.
