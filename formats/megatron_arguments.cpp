@@ -185,7 +185,8 @@ UserRun user_run_from_megatron(const MegatronArguments& arguments) {
                             " without --group-query-attention: multi-head attention, as Megatron-LM ignores it");
   }
   if (const auto positions = r.integer("max_position_embeddings")) m.max_position_embeddings = *positions;
-  if (const auto eps = r.number("norm_epsilon")) m.rms_norm_eps = *eps;
+  m.rms_norm_eps = r.number("norm_epsilon").value_or(1e-5);  // Megatron-LM's default --norm-epsilon
+  m.rope_theta = 10000;                                       // Megatron-LM's default --rotary-base
   if (const auto base = r.number("rotary_base")) m.rope_theta = *base;
   m.tie_word_embeddings = r.has("share_embeddings_and_output_weights") ? r.flag("share_embeddings_and_output_weights")
                                                                        : !r.flag("untie_embeddings_and_output_weights");
