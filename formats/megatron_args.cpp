@@ -93,7 +93,7 @@ int positive_int(const Word& word, const std::string& option, const std::string&
 
 }  // namespace
 
-std::vector<Word> split_words(const std::string& text, const std::string& source, bool lines) {
+static std::vector<Word> split_words_checked(const std::string& text, const std::string& source, bool lines) {
   std::vector<Word> words;
   int line = 1;
   std::string current;
@@ -144,7 +144,7 @@ std::vector<Word> split_words(const std::string& text, const std::string& source
   return words;
 }
 
-MegatronArguments megatron_arguments_from_words(const std::vector<Word>& all, const std::string& source) {
+static MegatronArguments megatron_arguments_from_words_checked(const std::vector<Word>& all, const std::string& source) {
   MegatronArguments out;
   out.source = source;
   std::size_t start = 0;
@@ -241,6 +241,14 @@ UserRun read_megatron_args_file(const std::string& path) {
   UserRun run = user_run_from_megatron(megatron_arguments_from_text(text, path));
   run.format = "megatron-args";
   return run;
+}
+
+std::vector<Word> split_words(const std::string& text, const std::string& source, bool lines) {
+  return refusing_in_one_line([&] { return split_words_checked(text, source, lines); });
+}
+
+MegatronArguments megatron_arguments_from_words(const std::vector<Word>& all, const std::string& source) {
+  return refusing_in_one_line([&] { return megatron_arguments_from_words_checked(all, source); });
 }
 
 }  // namespace itertime::formats

@@ -121,7 +121,7 @@ int to_int(int64_t n, Reader& r, const std::string& key) {
 
 }  // namespace
 
-UserRun user_run_from_megatron(const MegatronArguments& arguments) {
+static UserRun user_run_from_megatron_checked(const MegatronArguments& arguments) {
   UserRun run;
   run.source = arguments.source;
   run.format = "megatron-args";
@@ -325,6 +325,10 @@ UserRun user_run_from_megatron(const MegatronArguments& arguments) {
     }
   }
   return run;
+}
+
+UserRun user_run_from_megatron(const MegatronArguments& arguments) {
+  return refusing_in_one_line([&] { return user_run_from_megatron_checked(arguments); });
 }
 
 }  // namespace itertime::formats

@@ -65,7 +65,7 @@ const std::vector<std::string>& same_names() {
 
 }  // namespace
 
-MegatronArguments nemo_arguments(const std::string& yaml_text, const std::string& source) {
+static MegatronArguments nemo_arguments_checked(const std::string& yaml_text, const std::string& source) {
   YAML::Node root;
   try {
     root = YAML::Load(yaml_text);
@@ -158,6 +158,10 @@ UserRun read_nemo_config_text(const std::string& yaml_text, const std::string& s
   UserRun run = user_run_from_megatron(nemo_arguments(yaml_text, source));
   run.format = "nemo";
   return run;
+}
+
+MegatronArguments nemo_arguments(const std::string& yaml_text, const std::string& source) {
+  return refusing_in_one_line([&] { return nemo_arguments_checked(yaml_text, source); });
 }
 
 }  // namespace itertime::formats

@@ -116,7 +116,7 @@ class Toml {
 
 }  // namespace
 
-UserRun read_torchtitan_toml_text(const std::string& toml_text, const std::string& source) {
+static UserRun read_torchtitan_toml_text_checked(const std::string& toml_text, const std::string& source) {
   toml::table root;
   try {
     root = toml::parse(toml_text, source);
@@ -301,6 +301,10 @@ UserRun read_torchtitan_toml_text(const std::string& toml_text, const std::strin
   }
   run.assumed.insert(run.assumed.end(), assumed.begin(), assumed.end());
   return run;
+}
+
+UserRun read_torchtitan_toml_text(const std::string& toml_text, const std::string& source) {
+  return refusing_in_one_line([&] { return read_torchtitan_toml_text_checked(toml_text, source); });
 }
 
 }  // namespace itertime::formats

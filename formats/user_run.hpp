@@ -13,7 +13,10 @@
 #pragma once
 
 #include <string>
+#include <string_view>
 #include <vector>
+
+#include "common/errors.hpp"
 
 #include "common/model_spec.hpp"
 #include "common/parallel_config.hpp"
@@ -42,6 +45,19 @@ struct UserRun {
   // Without a global batch: the batch per data-parallel rank it follows (global = this x dp); 0: micro_batch.
   int batch_per_dp_rank = 0;
 };
+
+// `text` with its control characters escaped (a line break as \n): what a refusal quotes of a file stays one line.
+std::string one_line(std::string_view text);
+
+// Runs `read`; a UserError it throws is thrown again with its message on one line (one_line).
+template <class Read>
+auto refusing_in_one_line(Read&& read) -> decltype(read()) {
+  try {
+    return read();
+  } catch (const UserError& error) {
+    throw UserError(one_line(error.what()));
+  }
+}
 
 // `run` with data-parallel size `dp` (and the default global batch when the source gave none), checked
 // with ParallelConfig::require_valid; `why` names where dp came from in the errors ("--gpus 16").
