@@ -128,7 +128,8 @@ static std::vector<Word> split_words_checked(const std::string& text, const std:
         if (text[j] == '\n') ++line;
         current += text[j];
       }
-      if (j >= text.size()) throw UserError(at(source, lines ? opened : 0) + "a quote (" + std::string(1, c) + ") is never closed");
+      if (j >= text.size())
+        throw UserError(at(source, lines ? opened : 0) + "a quote (" + std::string(1, c) + ") is never closed");
       i = j;
     } else if (c == '\\' && i + 1 < text.size()) {
       if (!in_word) word_line = line;

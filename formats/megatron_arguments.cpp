@@ -167,11 +167,12 @@ static UserRun user_run_from_megatron_checked(const MegatronArguments& arguments
     r.fail("num_attention_heads", "does not divide --hidden-size " + std::to_string(m.hidden_size));
   m.head_dim = m.hidden_size / m.num_heads;
   if (const auto kv = r.integer("kv_channels"); kv && *kv != m.head_dim)
-    r.fail("kv_channels", "differs from hidden / heads = " + std::to_string(m.head_dim) + "; itertime's LLaMA has head_dim = hidden / heads");
+    r.fail("kv_channels",
+           "differs from hidden / heads = " + std::to_string(m.head_dim) + "; itertime's LLaMA has head_dim = hidden / heads");
   const std::optional<int64_t> groups = r.integer("num_query_groups");
   // A configuration (NeMo, Megatron-Bridge: TransformerConfig) has no switch: its num_query_groups is the KV heads.
-  const bool config_groups = groups && arguments.shown_as.count("num_query_groups") &&
-                             arguments.shown_as.at("num_query_groups").rfind("--", 0) != 0;
+  const bool config_groups =
+      groups && arguments.shown_as.count("num_query_groups") && arguments.shown_as.at("num_query_groups").rfind("--", 0) != 0;
   const bool gqa = r.flag("group_query_attention", config_groups);
   if (gqa) {
     m.num_kv_heads = groups.value_or(1);  // Megatron-LM's default num_query_groups is 1
@@ -186,7 +187,7 @@ static UserRun user_run_from_megatron_checked(const MegatronArguments& arguments
   }
   if (const auto positions = r.integer("max_position_embeddings")) m.max_position_embeddings = *positions;
   m.rms_norm_eps = r.number("norm_epsilon").value_or(1e-5);  // Megatron-LM's default --norm-epsilon
-  m.rope_theta = 10000;                                       // Megatron-LM's default --rotary-base
+  m.rope_theta = 10000;                                      // Megatron-LM's default --rotary-base
   if (const auto base = r.number("rotary_base")) m.rope_theta = *base;
   m.tie_word_embeddings = r.has("share_embeddings_and_output_weights") ? r.flag("share_embeddings_and_output_weights")
                                                                        : !r.flag("untie_embeddings_and_output_weights");
@@ -200,12 +201,14 @@ static UserRun user_run_from_megatron_checked(const MegatronArguments& arguments
     };
     if (type == "HuggingFaceTokenizer" && names({"llama-3", "llama3", "llama_3"})) {
       m.vocab_size = 128256;
-      run.assumed.push_back("vocabulary 128256 (LLaMA 3's tokenizer, named by --tokenizer-model; the arguments give no --vocab-size)");
+      run.assumed.push_back(
+          "vocabulary 128256 (LLaMA 3's tokenizer, named by --tokenizer-model; the arguments give no --vocab-size)");
     } else if ((type == "HuggingFaceTokenizer" && names({"llama-2", "llama2", "llama_2"})) || type == "Llama2Tokenizer") {
       m.vocab_size = 32000;
       run.assumed.push_back("vocabulary 32000 (LLaMA 2's tokenizer; the arguments give no --vocab-size)");
     } else {
-      throw UserError(arguments.source + ": no vocabulary size: give --vocab-size, or --tokenizer-type HuggingFaceTokenizer "
+      throw UserError(arguments.source +
+                      ": no vocabulary size: give --vocab-size, or --tokenizer-type HuggingFaceTokenizer "
                       "with a LLaMA 2 or 3 --tokenizer-model");
     }
   }
@@ -228,8 +231,8 @@ static UserRun user_run_from_megatron_checked(const MegatronArguments& arguments
   }
   if (chunks) {
     if (per_stage && *chunks != c.vp)
-      r.fail("num_virtual_stages_per_pipeline_rank", "contradicts " + r.shown("num_layers_per_virtual_pipeline_stage") +
-                                                         " (" + std::to_string(c.vp) + " stages per rank)");
+      r.fail("num_virtual_stages_per_pipeline_rank", "contradicts " + r.shown("num_layers_per_virtual_pipeline_stage") + " (" +
+                                                         std::to_string(c.vp) + " stages per rank)");
     c.vp = to_int(*chunks, r, "num_virtual_stages_per_pipeline_rank");
   }
   int world = arguments.world_size;
@@ -238,8 +241,8 @@ static UserRun user_run_from_megatron_checked(const MegatronArguments& arguments
   run.data_parallel_given = world > 0;
   if (world > 0) {
     if (world % model_ranks != 0)
-      throw UserError(arguments.source + ": world size " + std::to_string(world) + " is not a multiple of tp x pp x cp = " +
-                      std::to_string(model_ranks));
+      throw UserError(arguments.source + ": world size " + std::to_string(world) +
+                      " is not a multiple of tp x pp x cp = " + std::to_string(model_ranks));
     c.dp = world / model_ranks;
   }
   const std::optional<int64_t> gbs = r.integer("global_batch_size");
@@ -252,7 +255,8 @@ static UserRun user_run_from_megatron_checked(const MegatronArguments& arguments
   const bool bf16 = r.flag("bf16"), fp16 = r.flag("fp16");
   if (bf16 && fp16) throw UserError(arguments.source + ": both --bf16 and --fp16; give one");
   if (!bf16 && !fp16)
-    throw UserError(arguments.source + ": neither --bf16 nor --fp16: Megatron-LM would train in fp32, which the framework "
+    throw UserError(arguments.source +
+                    ": neither --bf16 nor --fp16: Megatron-LM would train in fp32, which the framework "
                     "model does not predict; give --bf16");
   recipe.precision = bf16 ? PrecisionName::kAmpBf16 : PrecisionName::kAmpFp16;
   if (const auto fp8 = r.text("fp8"); fp8 && lower(*fp8) != "none") {
@@ -271,8 +275,7 @@ static UserRun user_run_from_megatron_checked(const MegatronArguments& arguments
     }
   }
   recipe.fp8_param_gather = r.flag("fp8_param_gather");
-  if (recipe.fp8_param_gather && recipe.precision != PrecisionName::kFp8)
-    r.fail("fp8_param_gather", "needs --fp8-format");
+  if (recipe.fp8_param_gather && recipe.precision != PrecisionName::kFp8) r.fail("fp8_param_gather", "needs --fp8-format");
   recipe.tp_comm_overlap = r.flag("tp_comm_overlap");
   recipe.gradient_accumulation_fusion = r.flag("gradient_accumulation_fusion", true);
 

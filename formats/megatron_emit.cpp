@@ -6,8 +6,8 @@
 
 namespace itertime::formats {
 
-std::string megatron_command_line(const LlamaSpec& m, const ParallelConfig& c,
-                                  const predict::framework::FrameworkRecipe& recipe, int gpus_per_node) {
+std::string megatron_command_line(const LlamaSpec& m, const ParallelConfig& c, const predict::framework::FrameworkRecipe& recipe,
+                                  int gpus_per_node) {
   const int world = c.world_size();
   const int per_node = gpus_per_node > 0 && world % gpus_per_node == 0 ? gpus_per_node : world;
   std::string out = "torchrun --nnodes " + std::to_string(world / per_node) + " --nproc-per-node " + std::to_string(per_node) +

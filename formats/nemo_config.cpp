@@ -22,7 +22,8 @@ struct Leaf {
 
 void flatten(const YAML::Node& node, const std::string& prefix, std::vector<Leaf>& out) {
   if (node.IsMap()) {
-    for (const auto& item : node) flatten(item.second, prefix.empty() ? item.first.as<std::string>() : prefix + "." + item.first.as<std::string>(), out);
+    for (const auto& item : node)
+      flatten(item.second, prefix.empty() ? item.first.as<std::string>() : prefix + "." + item.first.as<std::string>(), out);
   } else if (node.IsSequence()) {
     std::string text = "[";
     for (std::size_t i = 0; i < node.size(); ++i) {
@@ -52,14 +53,44 @@ std::string lower(std::string text) {
 
 // The dest names these config classes share with Megatron-LM's arguments.
 const std::vector<std::string>& same_names() {
-  static const std::vector<std::string> names = {
-      "num_layers", "hidden_size", "ffn_hidden_size", "num_attention_heads", "num_query_groups", "kv_channels",
-      "seq_length", "max_position_embeddings", "micro_batch_size", "global_batch_size", "tensor_model_parallel_size",
-      "pipeline_model_parallel_size", "context_parallel_size", "sequence_parallel", "use_distributed_optimizer",
-      "overlap_grad_reduce", "overlap_param_gather", "recompute_granularity", "recompute_method", "recompute_num_layers",
-      "bf16", "fp16", "fp8", "fp8_recipe", "fp8_param_gather", "tp_comm_overlap", "vocab_size", "normalization",
-      "position_embedding_type", "rotary_base", "make_vocab_size_divisible_by", "transformer_impl", "add_bias_linear",
-      "tokenizer_type", "tokenizer_model", "num_experts", "gradient_accumulation_fusion", "group_query_attention"};
+  static const std::vector<std::string> names = {"num_layers",
+                                                 "hidden_size",
+                                                 "ffn_hidden_size",
+                                                 "num_attention_heads",
+                                                 "num_query_groups",
+                                                 "kv_channels",
+                                                 "seq_length",
+                                                 "max_position_embeddings",
+                                                 "micro_batch_size",
+                                                 "global_batch_size",
+                                                 "tensor_model_parallel_size",
+                                                 "pipeline_model_parallel_size",
+                                                 "context_parallel_size",
+                                                 "sequence_parallel",
+                                                 "use_distributed_optimizer",
+                                                 "overlap_grad_reduce",
+                                                 "overlap_param_gather",
+                                                 "recompute_granularity",
+                                                 "recompute_method",
+                                                 "recompute_num_layers",
+                                                 "bf16",
+                                                 "fp16",
+                                                 "fp8",
+                                                 "fp8_recipe",
+                                                 "fp8_param_gather",
+                                                 "tp_comm_overlap",
+                                                 "vocab_size",
+                                                 "normalization",
+                                                 "position_embedding_type",
+                                                 "rotary_base",
+                                                 "make_vocab_size_divisible_by",
+                                                 "transformer_impl",
+                                                 "add_bias_linear",
+                                                 "tokenizer_type",
+                                                 "tokenizer_model",
+                                                 "num_experts",
+                                                 "gradient_accumulation_fusion",
+                                                 "group_query_attention"};
   return names;
 }
 
@@ -105,7 +136,8 @@ static MegatronArguments nemo_arguments_checked(const std::string& yaml_text, co
       used = 0;
     }
     if (used != leaf.value.size() || n < 1)
-      throw UserError(source + ":" + std::to_string(leaf.line) + ": " + leaf.key + ": " + leaf.value + ": not a positive whole number");
+      throw UserError(source + ":" + std::to_string(leaf.line) + ": " + leaf.key + ": " + leaf.value +
+                      ": not a positive whole number");
     return n;
   };
   for (const Leaf& leaf : leaves) {
@@ -130,10 +162,14 @@ static MegatronArguments nemo_arguments_checked(const std::string& yaml_text, co
     } else if (leaf.key == "mixed_precision" || (name == "precision" && leaf.key.find("plugins") != std::string::npos)) {
       // A recipe's name (Megatron-Bridge's mixed_precision.py, Lightning's precision plugin).
       const std::string v = lower(leaf.value);
-      if (v.find("bf16") != std::string::npos) set("bf16", "true", leaf);
-      else if (v.find("16") != std::string::npos) set("fp16", "true", leaf);
-      else set("fp32_precision", leaf.value, leaf);
-      if (v.find("mxfp8") != std::string::npos) set("fp8_recipe", "mxfp8", leaf);
+      if (v.find("bf16") != std::string::npos)
+        set("bf16", "true", leaf);
+      else if (v.find("16") != std::string::npos)
+        set("fp16", "true", leaf);
+      else
+        set("fp32_precision", leaf.value, leaf);
+      if (v.find("mxfp8") != std::string::npos)
+        set("fp8_recipe", "mxfp8", leaf);
       else if (v.find("fp8") != std::string::npos) {
         set("fp8", "hybrid", leaf);
         set("fp8_recipe", v.find("current") != std::string::npos ? "tensorwise" : "delayed", leaf);

@@ -121,8 +121,8 @@ static UserRun read_torchtitan_toml_text_checked(const std::string& toml_text, c
   try {
     root = toml::parse(toml_text, source);
   } catch (const toml::parse_error& error) {
-    throw UserError(source + ":" + std::to_string(error.source().begin.line) + ": not valid TOML: " +
-                    std::string(error.description()));
+    throw UserError(source + ":" + std::to_string(error.source().begin.line) +
+                    ": not valid TOML: " + std::string(error.description()));
   }
   std::map<std::string, Leaf> leaves;
   flatten(root, "", leaves);
@@ -138,7 +138,8 @@ static UserRun read_torchtitan_toml_text_checked(const std::string& toml_text, c
 
   const std::string name = t.string("model.name").value_or("");
   if (name != "llama3")
-    throw UserError(source + ":" + std::to_string(t.line("model.name")) + ": model.name " + (name.empty() ? "missing" : "\"" + name + "\"") +
+    throw UserError(source + ":" + std::to_string(t.line("model.name")) + ": model.name " +
+                    (name.empty() ? "missing" : "\"" + name + "\"") +
                     ": itertime reads torchtitan's llama3 models (flavor 8B, 70B, 405B)");
   const std::string flavor = t.string("model.flavor").value_or("");
   const auto sizes = flavors().find(flavor);
@@ -195,13 +196,13 @@ static UserRun read_torchtitan_toml_text_checked(const std::string& toml_text, c
   int64_t micro = *local;
   if (pp > 1) {
     micro = t.integer("parallelism.pipeline_parallel_microbatch_size").value_or(1);
-    if (micro < 1 || *local % micro != 0)
-      t.fail("parallelism.pipeline_parallel_microbatch_size", "must divide " + local_key);
+    if (micro < 1 || *local % micro != 0) t.fail("parallelism.pipeline_parallel_microbatch_size", "must divide " + local_key);
     const std::string schedule = t.string("parallelism.pipeline_parallel_schedule").value_or("1F1B");
     if (schedule == "Interleaved1F1B") {
       const auto per_stage = t.integer("parallelism.pipeline_parallel_layers_per_stage");
       if (per_stage) {
-        set("num_layers_per_virtual_pipeline_stage", std::to_string(*per_stage), "parallelism.pipeline_parallel_layers_per_stage");
+        set("num_layers_per_virtual_pipeline_stage", std::to_string(*per_stage),
+            "parallelism.pipeline_parallel_layers_per_stage");
       } else {
         set("num_virtual_stages_per_pipeline_rank", "2", "parallelism.pipeline_parallel_schedule");
         assumed.push_back("2 virtual stages per pipeline rank (Interleaved1F1B without pipeline_parallel_layers_per_stage)");
@@ -230,7 +231,8 @@ static UserRun read_torchtitan_toml_text_checked(const std::string& toml_text, c
 
   // float8: a converter named float8 ([model] converters, or the older [float8] section).
   bool fp8 = false;
-  if (const Leaf* converters = t.get("model.converters"); converters && converters->value.find("float8") != std::string::npos) fp8 = true;
+  if (const Leaf* converters = t.get("model.converters"); converters && converters->value.find("float8") != std::string::npos)
+    fp8 = true;
   std::string recipe = "tensorwise";
   for (const char* key : {"quantize.linear.float8.recipe_name", "float8.recipe_name"}) {
     if (const auto name8 = t.string(key)) {
@@ -258,13 +260,16 @@ static UserRun read_torchtitan_toml_text_checked(const std::string& toml_text, c
     set("overlap_grad_reduce", "true", "parallelism.data_parallel_shard_degree");
     set("overlap_param_gather", "true", "parallelism.data_parallel_shard_degree");
   }
-  assumed.push_back("FSDP2 (torchtitan's data parallelism, ZeRO-3) predicted as Megatron-Core's distributed optimizer "
-                    "(ZeRO-1) with overlapped gradient reduce-scatter and parameter all-gather: its second all-gather in "
-                    "the backward and its smaller memory are not modelled");
+  assumed.push_back(
+      "FSDP2 (torchtitan's data parallelism, ZeRO-3) predicted as Megatron-Core's distributed optimizer "
+      "(ZeRO-1) with overlapped gradient reduce-scatter and parameter all-gather: its second all-gather in "
+      "the backward and its smaller memory are not modelled");
   if (tp > 1) {
     set("sequence_parallel", "true", "parallelism.tensor_parallel_degree");
-    assumed.push_back("tensor parallelism as Megatron's with sequence parallelism (torchtitan's plan shards the norms along the sequence)");
-    if (t.boolean("parallelism.enable_async_tensor_parallel")) set("tp_comm_overlap", "true", "parallelism.enable_async_tensor_parallel");
+    assumed.push_back(
+        "tensor parallelism as Megatron's with sequence parallelism (torchtitan's plan shards the norms along the sequence)");
+    if (t.boolean("parallelism.enable_async_tensor_parallel"))
+      set("tp_comm_overlap", "true", "parallelism.enable_async_tensor_parallel");
   } else {
     t.boolean("parallelism.enable_async_tensor_parallel");
   }
@@ -288,7 +293,8 @@ static UserRun read_torchtitan_toml_text_checked(const std::string& toml_text, c
   } else if (mode != "none") {
     t.fail("activation_checkpoint.mode", "itertime models none, selective and full only");
   }
-  if (t.boolean("compile.enable")) assumed.push_back("torch.compile predicted as Megatron-Core's fused Transformer Engine kernels");
+  if (t.boolean("compile.enable"))
+    assumed.push_back("torch.compile predicted as Megatron-Core's fused Transformer Engine kernels");
   t.get("compile.components");
 
   UserRun run = user_run_from_megatron(a);

@@ -65,7 +65,8 @@ void register_plan(CLI::App& app, std::vector<std::pair<CLI::App*, Action>>& act
                        "framework; the flags given beside it override them");
   plan_cmd->add_option("--from-format", a->from.format, "The format of --from: megatron-args, nemo or torchtitan")
       ->capture_default_str();
-  plan_cmd->add_option("--megatron-args", a->from.megatron_args, "A Megatron-LM command line, quoted, read as --from reads a file");
+  plan_cmd->add_option("--megatron-args", a->from.megatron_args,
+                       "A Megatron-LM command line, quoted, read as --from reads a file");
   plan_cmd->add_option("--emit", a->emit,
                        "megatron-args: after each shown candidate, the Megatron-LM command line that launches it (torchrun "
                        "... pretrain_gpt.py ARGS; JSON: \"megatron_args\"); --framework megatron-te only");
@@ -130,13 +131,15 @@ void register_plan(CLI::App& app, std::vector<std::pair<CLI::App*, Action>>& act
     if (run) {
       // The run's model, GPUs, batch, sequence, precision, recipe and framework; flags beside --from override.
       if (!a->model_file.empty())
-        throw UserError("--model " + a->model_file + " beside --from/--megatron-args: the model comes from " + run->source + "; give one");
+        throw UserError("--model " + a->model_file + " beside --from/--megatron-args: the model comes from " + run->source +
+                        "; give one");
       const ParallelConfig& c = run->config;
       const auto take_int = [&](const char* flag, int& value, int file_value) {
         if (!given(flag)) {
           value = file_value;
         } else if (value != file_value) {
-          overridden.push_back(std::string(flag) + " " + std::to_string(value) + " (" + run->source + ": " + std::to_string(file_value) + ")");
+          overridden.push_back(std::string(flag) + " " + std::to_string(value) + " (" + run->source + ": " +
+                               std::to_string(file_value) + ")");
         }
       };
       take_int("--seq", a->seq_len, c.seq_len);
@@ -206,7 +209,8 @@ void register_plan(CLI::App& app, std::vector<std::pair<CLI::App*, Action>>& act
           recipe.precision = e.precision;
           recipe.techniques = e.techniques;
         }
-        const int per_node = options.hardware && options.hardware->gpus_per_node ? static_cast<int>(*options.hardware->gpus_per_node) : 0;
+        const int per_node =
+            options.hardware && options.hardware->gpus_per_node ? static_cast<int>(*options.hardware->gpus_per_node) : 0;
         return formats::megatron_command_line(options.model, e.config, recipe, per_node);
       };
     }

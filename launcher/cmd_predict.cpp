@@ -58,7 +58,8 @@ struct PredictArgs {
 void apply_user_run(const std::map<std::string, bool>& given, PredictArgs& a, LlamaSpec& spec) {
   const formats::UserRun& run = *a.from_run;
   if (!a.model_file.empty())
-    throw UserError("--model " + a.model_file + " beside --from/--megatron-args: the model comes from " + run.source + "; give one");
+    throw UserError("--model " + a.model_file + " beside --from/--megatron-args: the model comes from " + run.source +
+                    "; give one");
   const ParallelConfig& c = run.config;
   const auto take = [&](const std::string& flag, auto& value, const auto& file_value, const std::string& shown_value,
                         const std::string& file_text) {
@@ -89,9 +90,11 @@ void apply_user_run(const std::map<std::string, bool>& given, PredictArgs& a, Ll
   }
   if (given.at("--gbs")) {
     if (run.global_batch_given && a.global_batch != c.global_batch)
-      a.overridden.push_back("--gbs " + std::to_string(a.global_batch) + " (" + run.source + ": " + std::to_string(c.global_batch) + ")");
+      a.overridden.push_back("--gbs " + std::to_string(a.global_batch) + " (" + run.source + ": " +
+                             std::to_string(c.global_batch) + ")");
   } else {
-    a.global_batch = run.global_batch_given ? c.global_batch : (run.batch_per_dp_rank > 0 ? run.batch_per_dp_rank : a.micro_batch) * a.dp;
+    a.global_batch =
+        run.global_batch_given ? c.global_batch : (run.batch_per_dp_rank > 0 ? run.batch_per_dp_rank : a.micro_batch) * a.dp;
     a.gbs_given = true;
   }
   const std::string precision = to_string(run.recipe.precision);
@@ -366,8 +369,9 @@ void register_predict(CLI::App& app, std::vector<std::pair<CLI::App*, Action>>& 
                           "YAML dump, or a torchtitan TOML (docs/formats.md); flags given beside it override its values");
   predict_cmd->add_option("--from-format", args->from.format, "The format of --from: megatron-args, nemo or torchtitan")
       ->capture_default_str();
-  predict_cmd->add_option("--megatron-args", args->from.megatron_args,
-                          "A Megatron-LM command line, quoted ('--num-layers 32 --hidden-size 4096 ...'), read as --from reads a file");
+  predict_cmd->add_option(
+      "--megatron-args", args->from.megatron_args,
+      "A Megatron-LM command line, quoted ('--num-layers 32 --hidden-size 4096 ...'), read as --from reads a file");
   predict_cmd->add_option("--gpus", args->gpus, "GPUs (ranks): dp = gpus / (tp x pp x cp) when --dp is not given");
   predict_cmd->add_option("--dp", args->dp, "Data-parallel degree")->capture_default_str();
   predict_cmd->add_option("--tp", args->tp, "Tensor-parallel degree")->capture_default_str();
@@ -382,9 +386,8 @@ void register_predict(CLI::App& app, std::vector<std::pair<CLI::App*, Action>>& 
   CLI::Option* gbs_option = predict_cmd->add_option(
       "--gbs", args->global_batch, "Global batch size (default: the smallest the layout allows, dp x mbs, x pp with --vp > 1)");
   predict_cmd->add_option("--seq", args->seq_len, "Sequence length (required unless --from or --megatron-args)");
-  CLI::Option* precision_option =
-      predict_cmd->add_option("--precision", args->precision,
-                              std::string(kPrecisionsHelp) + " (default: amp-bf16 on a GPU description, else fp32)");
+  CLI::Option* precision_option = predict_cmd->add_option(
+      "--precision", args->precision, std::string(kPrecisionsHelp) + " (default: amp-bf16 on a GPU description, else fp32)");
   predict_cmd
       ->add_option("--recipe", args->recipe,
                    std::string("Training techniques: plain, or ") + kRecipeTokensHelp + " (e.g. sp+vocab+dopt+ovl+opg)")
@@ -435,7 +438,8 @@ void register_predict(CLI::App& app, std::vector<std::pair<CLI::App*, Action>>& 
       if (given.at("--gpus")) {
         const int model_ranks = a.tp * a.pp * a.cp;
         if (a.gpus < 1 || a.gpus % model_ranks != 0)
-          throw UserError("--gpus " + std::to_string(a.gpus) + ": not a multiple of tp x pp x cp = " + std::to_string(model_ranks));
+          throw UserError("--gpus " + std::to_string(a.gpus) +
+                          ": not a multiple of tp x pp x cp = " + std::to_string(model_ranks));
         if (given.at("--dp") && a.dp != a.gpus / model_ranks)
           throw UserError("--gpus " + std::to_string(a.gpus) + " and --dp " + std::to_string(a.dp) + " disagree");
         a.dp = a.gpus / model_ranks;

@@ -83,17 +83,15 @@ std::vector<std::string> user_run_lines(const formats::UserRun& run, const std::
 }
 
 std::string user_run_json_text(const formats::UserRun& run, const std::vector<std::string>& overridden) {
-  nlohmann::ordered_json out = {{"source", run.source},
-                                {"format", run.format},
-                                {"framework", predict::framework::to_string(run.framework)},
-                                {"read", run.read},
-                                {"assumed", run.assumed},
-                                {"not_understood", run.not_understood},
-                                {"overridden", overridden}};
+  nlohmann::ordered_json out = {
+      {"source", run.source},    {"format", run.format},   {"framework", predict::framework::to_string(run.framework)},
+      {"read", run.read},        {"assumed", run.assumed}, {"not_understood", run.not_understood},
+      {"overridden", overridden}};
   return out.dump(2);
 }
 
-std::string with_input_json(const std::string& json_text, const formats::UserRun& run, const std::vector<std::string>& overridden) {
+std::string with_input_json(const std::string& json_text, const formats::UserRun& run,
+                            const std::vector<std::string>& overridden) {
   nlohmann::ordered_json out = nlohmann::ordered_json::parse(json_text);
   out["input"] = nlohmann::ordered_json::parse(user_run_json_text(run, overridden));
   return out.dump(2);

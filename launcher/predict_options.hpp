@@ -29,9 +29,9 @@ TrainingTechniques parse_recipe_option(const std::string& text, const std::strin
 
 // --from FILE (--from-format) or --megatron-args '...': the user's own configuration (formats/), or none.
 struct FromOptions {
-  std::string file;           // --from
+  std::string file;             // --from
   std::string format = "auto";  // --from-format
-  std::string megatron_args;  // --megatron-args
+  std::string megatron_args;    // --megatron-args
 };
 std::optional<formats::UserRun> read_from(const FromOptions& from);
 
@@ -40,7 +40,8 @@ std::optional<formats::UserRun> read_from(const FromOptions& from);
 std::vector<std::string> user_run_lines(const formats::UserRun& run, const std::vector<std::string>& overridden);
 std::string user_run_json_text(const formats::UserRun& run, const std::vector<std::string>& overridden);
 // `json_text` (one JSON object) with "input": user_run_json_text added.
-std::string with_input_json(const std::string& json_text, const formats::UserRun& run, const std::vector<std::string>& overridden);
+std::string with_input_json(const std::string& json_text, const formats::UserRun& run,
+                            const std::vector<std::string>& overridden);
 
 // `path` must not exist unless `force`; refused before anything is written.
 void refuse_existing(const std::string& path, bool force, const std::string& option);

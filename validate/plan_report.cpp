@@ -163,7 +163,8 @@ std::string plan_json(const predict::PlanOptions& options, const PlanQuestion& q
          {"implausible", e.implausible},
          {"flags", flags_json(e.findings)}});
     if (question.launch_line)
-      list.back()["megatron_args"] = e.feasible ? nlohmann::ordered_json(question.launch_line(e)) : nlohmann::ordered_json(nullptr);
+      list.back()["megatron_args"] =
+          e.feasible ? nlohmann::ordered_json(question.launch_line(e)) : nlohmann::ordered_json(nullptr);
   }
   out["candidates_shown"] = list.size();
   out["candidates"] = list;

@@ -32,8 +32,7 @@ std::string error_of(const std::function<void()>& f) {
 }
 
 TEST(MegatronArgs, SplitsLikeAShell) {
-  const std::vector<Word> words =
-      split_words("a \\\n  --b 'c d' # comment --e\n\"f\\\"g\" --h=1\n", "x", true);
+  const std::vector<Word> words = split_words("a \\\n  --b 'c d' # comment --e\n\"f\\\"g\" --h=1\n", "x", true);
   ASSERT_EQ(words.size(), 5u);
   EXPECT_EQ(words[0].text, "a");
   EXPECT_EQ(words[2].text, "c d");
@@ -151,7 +150,8 @@ TEST(MegatronArgs, Refusals) {
   const auto refusal = [](const std::string& args) {
     return error_of([&] { user_run_from_megatron(megatron_arguments_from_command_line(args)); });
   };
-  EXPECT_EQ(refusal(kLlama + "--num-experts 8"), "--megatron-args: --num-experts 8: a mixture of experts; itertime models dense LLaMA models only");
+  EXPECT_EQ(refusal(kLlama + "--num-experts 8"),
+            "--megatron-args: --num-experts 8: a mixture of experts; itertime models dense LLaMA models only");
   EXPECT_NE(refusal(kLlama + "--fp16").find("both --bf16 and --fp16"), std::string::npos);
   EXPECT_NE(refusal(kLlama + "--fp8-format hybrid --fp8-recipe mxfp8").find("--fp8-recipe mxfp8"), std::string::npos);
   EXPECT_NE(refusal(kLlama + "--recompute-granularity full --recompute-method block --recompute-num-layers 2")
@@ -165,10 +165,10 @@ TEST(MegatronArgs, Refusals) {
   EXPECT_FALSE(run.data_parallel_given);
   const UserRun at8 = with_data_parallel(run, 4, "--gpus 8");
   EXPECT_EQ(at8.config.global_batch, 4);  // Megatron's default: micro-batch x dp
-  EXPECT_NE(error_of([&] { with_data_parallel(user_run_from_megatron(megatron_arguments_from_command_line(
-                                                    kLlama + "--global-batch-size 6")),
-                                                4, "--dp 4"); })
-                .find("--megatron-args with --dp 4"),
+  EXPECT_NE(error_of([&] {
+              with_data_parallel(user_run_from_megatron(megatron_arguments_from_command_line(kLlama + "--global-batch-size 6")),
+                                 4, "--dp 4");
+            }).find("--megatron-args with --dp 4"),
             std::string::npos);
 }
 
@@ -216,9 +216,10 @@ TEST(NemoConfig, Nemo2Layout) {
   EXPECT_EQ(run.not_understood, std::vector<std::string>{"optim.config.lr: 0.0003"});
   EXPECT_EQ(error_of([] { read_nemo_config_text("model: [1, 2\n", "bad.yaml"); }).rfind("bad.yaml:", 0), 0u);
   EXPECT_EQ(error_of([] {
-              read_nemo_config_text("model:\n  normalization: RMSNorm\n  position_embedding_type: rope\n  gated_linear_unit: "
-                                    "true\n  add_bias_linear: false\n  num_layers: 3x\n",
-                                    "n.yaml");
+              read_nemo_config_text(
+                  "model:\n  normalization: RMSNorm\n  position_embedding_type: rope\n  gated_linear_unit: "
+                  "true\n  add_bias_linear: false\n  num_layers: 3x\n",
+                  "n.yaml");
             }),
             "n.yaml:6: model.num_layers: 3x: not a whole number");
 }
@@ -236,8 +237,9 @@ TEST(TorchtitanToml, ShardDegreeFromTheWorld) {
   const UserRun at = with_data_parallel(run, 4, "--gpus 128");
   EXPECT_EQ(at.config.to_string(), "dp4-tp8-pp4 mbs1 gbs8 seq8192");  // global = local_batch_size x dp
   EXPECT_EQ(recipe_text(at.recipe.techniques), "sp+vp+dopt+rc-full+ovl+opg");
-  EXPECT_NE(error_of([] { read_torchtitan_toml_text("[model]\nname = \"llama3\"\nflavor = \"9B\"\n", "t.toml"); })
-                .find("t.toml:3: model.flavor \"9B\""),
+  EXPECT_NE(error_of([] {
+              read_torchtitan_toml_text("[model]\nname = \"llama3\"\nflavor = \"9B\"\n", "t.toml");
+            }).find("t.toml:3: model.flavor \"9B\""),
             std::string::npos);
 }
 

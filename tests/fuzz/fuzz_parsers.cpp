@@ -102,34 +102,37 @@ TEST(Fuzz, UserFormats) {
   std::vector<std::string> seeds;
   for (const char* ext : {".sh", ".yaml", ".toml"})
     for (const auto& text : texts_of(files_in(kSource / "tests" / "formats" / "fixtures", ext))) seeds.push_back(text);
-  fuzz_text_target("user-formats", seeds, false, [](const std::string& text) {
-    const auto check = [](const formats::UserRun& run) {
-      const LlamaSpec& m = run.model;
-      if (m.num_layers < 1 || m.hidden_size < 1 || m.num_heads < 1 || m.num_kv_heads < 1 || m.vocab_size < 1 ||
-          m.num_heads % m.num_kv_heads != 0 || m.hidden_size != m.num_heads * m.head_dim)
-        throw std::logic_error("an accepted run breaks LlamaSpec's invariants");
-      if (run.data_parallel_given && !run.config.violations(m, 0).empty())
-        throw std::logic_error("an accepted run has an illegal layout");
-    };
-    const auto one_line = [](const UserError& e) {
-      if (std::string(e.what()).find('\n') != std::string::npos) throw std::logic_error("a refusal of more than one line");
-    };
-    try {
-      check(formats::user_run_from_megatron(formats::megatron_arguments_from_text(text, "fuzz.sh")));
-    } catch (const UserError& e) {
-      one_line(e);
-    }
-    try {
-      check(formats::read_nemo_config_text(text, "fuzz.yaml"));
-    } catch (const UserError& e) {
-      one_line(e);
-    }
-    try {
-      check(formats::read_torchtitan_toml_text(text, "fuzz.toml"));
-    } catch (const UserError& e) {
-      one_line(e);
-    }
-  }, 20000);
+  fuzz_text_target(
+      "user-formats", seeds, false,
+      [](const std::string& text) {
+        const auto check = [](const formats::UserRun& run) {
+          const LlamaSpec& m = run.model;
+          if (m.num_layers < 1 || m.hidden_size < 1 || m.num_heads < 1 || m.num_kv_heads < 1 || m.vocab_size < 1 ||
+              m.num_heads % m.num_kv_heads != 0 || m.hidden_size != m.num_heads * m.head_dim)
+            throw std::logic_error("an accepted run breaks LlamaSpec's invariants");
+          if (run.data_parallel_given && !run.config.violations(m, 0).empty())
+            throw std::logic_error("an accepted run has an illegal layout");
+        };
+        const auto one_line = [](const UserError& e) {
+          if (std::string(e.what()).find('\n') != std::string::npos) throw std::logic_error("a refusal of more than one line");
+        };
+        try {
+          check(formats::user_run_from_megatron(formats::megatron_arguments_from_text(text, "fuzz.sh")));
+        } catch (const UserError& e) {
+          one_line(e);
+        }
+        try {
+          check(formats::read_nemo_config_text(text, "fuzz.yaml"));
+        } catch (const UserError& e) {
+          one_line(e);
+        }
+        try {
+          check(formats::read_torchtitan_toml_text(text, "fuzz.toml"));
+        } catch (const UserError& e) {
+          one_line(e);
+        }
+      },
+      20000);
 }
 
 TEST(Fuzz, ModelConfig) {
