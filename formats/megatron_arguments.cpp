@@ -229,6 +229,12 @@ static UserRun user_run_from_megatron_checked(const MegatronArguments& arguments
              "does not divide the " + std::to_string(m.num_layers) + " layers over pp " + std::to_string(c.pp));
     c.vp = static_cast<int>(m.num_layers / (int64_t{c.pp} * *per_stage));
   }
+  // A log's arguments block prints the derived virtual_pipeline_model_parallel_size too.
+  if (const auto derived = r.integer("virtual_pipeline_model_parallel_size")) {
+    if ((per_stage || chunks) && *derived != (chunks ? *chunks : c.vp))
+      r.fail("virtual_pipeline_model_parallel_size", "contradicts the virtual stages the other options give");
+    c.vp = to_int(*derived, r, "virtual_pipeline_model_parallel_size");
+  }
   if (chunks) {
     if (per_stage && *chunks != c.vp)
       r.fail("num_virtual_stages_per_pipeline_rank", "contradicts " + r.shown("num_layers_per_virtual_pipeline_stage") + " (" +
@@ -238,6 +244,14 @@ static UserRun user_run_from_megatron_checked(const MegatronArguments& arguments
   int world = arguments.world_size;
   if (const auto size = r.integer("world_size")) world = to_int(*size, r, "world_size");
   const int model_ranks = c.tp * c.pp * c.cp;
+  // A log's block prints data_parallel_size (world / (tp x pp x cp)) beside world_size.
+  if (const auto dp = r.integer("data_parallel_size")) {
+    const int dp_ranks = to_int(*dp, r, "data_parallel_size");
+    if (world > 0 && world != dp_ranks * model_ranks)
+      r.fail("data_parallel_size",
+             "contradicts world size " + std::to_string(world) + " / (tp x pp x cp = " + std::to_string(model_ranks) + ")");
+    world = dp_ranks * model_ranks;
+  }
   run.data_parallel_given = world > 0;
   if (world > 0) {
     if (world % model_ranks != 0)

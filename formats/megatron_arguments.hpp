@@ -40,8 +40,9 @@ std::string where_read(const MegatronArguments& arguments, const std::string& ke
 
 // The run those arguments launch: the model from its sizes (num_layers, hidden_size, ffn_hidden_size,
 // num_attention_heads, group_query_attention / num_query_groups, seq_length, the vocabulary), the layout
-// (tensor/pipeline/context parallel sizes, num_layers_per_virtual_pipeline_stage, micro/global batch,
-// data parallel = world / (tp*pp*cp) when world_size is known, else left to the caller: data_parallel_given
+// (tensor/pipeline/context parallel sizes, num_layers_per_virtual_pipeline_stage or num_virtual_stages_per_
+// pipeline_rank or a log's virtual_pipeline_model_parallel_size, which must agree; micro/global batch,
+// data parallel = world / (tp*pp*cp) when world_size (or a log's data_parallel_size) is known, else left to the caller: data_parallel_given
 // false), precision
 // (bf16, fp16, fp8_format / fp8_recipe), techniques (sequence_parallel, use_distributed_optimizer,
 // overlap_grad_reduce, overlap_param_gather, recompute_granularity / recompute_method), tp_comm_overlap,

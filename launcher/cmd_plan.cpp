@@ -143,6 +143,9 @@ void register_plan(CLI::App& app, std::vector<std::pair<CLI::App*, Action>>& act
         }
       };
       take_int("--seq", a->seq_len, c.seq_len);
+      // The file's own cp and vp are searched beside 1 (unless --cp / --vp say otherwise).
+      if (!given("--cp") && c.cp > 1) a->context_parallel = {1, c.cp};
+      if (!given("--vp") && c.vp > 1) a->virtual_stages = {1, c.vp};
       if (run->global_batch_given || run->data_parallel_given) {
         take_int("--gbs", a->global_batch, c.global_batch);
       } else if (!given("--gbs")) {

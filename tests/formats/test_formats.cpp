@@ -141,6 +141,10 @@ TEST(MegatronArgs, LogStyleArguments) {
   const UserRun run = user_run_from_megatron(a);
   EXPECT_EQ(run.config.dp, 8);
   EXPECT_EQ(run.not_understood, std::vector<std::string>{"--lr 0.0003"});
+  a.values.erase("world_size");
+  a.values["data_parallel_size"] = "4";
+  a.values["virtual_pipeline_model_parallel_size"] = "1";
+  EXPECT_EQ(user_run_from_megatron(a).config.dp, 4);
   a.values["num_layers"] = "many";
   a.line_of["num_layers"] = 42;
   EXPECT_EQ(error_of([&] { user_run_from_megatron(a); }), "train.log:42: --num-layers many: not a whole number");
