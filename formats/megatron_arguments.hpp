@@ -39,15 +39,15 @@ std::string shown_name(const MegatronArguments& arguments, const std::string& ke
 std::string where_read(const MegatronArguments& arguments, const std::string& key);
 
 // The run those arguments launch: the model from its sizes (num_layers, hidden_size, ffn_hidden_size,
-// num_attention_heads, group_query_attention / num_query_groups, seq_length, the vocabulary), the layout
-// (tensor/pipeline/context parallel sizes, num_layers_per_virtual_pipeline_stage or num_virtual_stages_per_
-// pipeline_rank or a log's virtual_pipeline_model_parallel_size, which must agree; micro/global batch,
-// data parallel = world / (tp*pp*cp) when world_size (or a log's data_parallel_size) is known, else left to the caller: data_parallel_given
-// false), precision
-// (bf16, fp16, fp8_format / fp8_recipe), techniques (sequence_parallel, use_distributed_optimizer,
-// overlap_grad_reduce, overlap_param_gather, recompute_granularity / recompute_method), tp_comm_overlap,
-// fp8_param_gather. A missing size or a contradiction is a UserError naming the argument (and its file
-// and line); every key not used is listed in not_understood.
+// num_attention_heads, group_query_attention / num_query_groups, seq_length, the vocabulary); the layout
+// (tensor/pipeline/context parallel sizes; num_layers_per_virtual_pipeline_stage, num_virtual_stages_per_
+// pipeline_rank or a log's virtual_pipeline_model_parallel_size, which must agree; micro/global batch;
+// data parallel = world / (tp*pp*cp) when world_size or a log's data_parallel_size is known, else left to
+// the caller: data_parallel_given false); precision (bf16, fp16, fp8 (--fp8-format) / fp8_recipe);
+// techniques (sequence_parallel, use_distributed_optimizer, overlap_grad_reduce, overlap_param_gather,
+// recompute_granularity / recompute_method); tp_comm_overlap, fp8_param_gather. A missing size or a
+// contradiction is a UserError naming the argument (and its file and line), on one line; every key not
+// used is listed in not_understood, but a false flag (a log's option not given).
 UserRun user_run_from_megatron(const MegatronArguments& arguments);
 
 }  // namespace itertime::formats
