@@ -41,8 +41,9 @@ std::string printable(std::string_view text) {
 }
 
 [[noreturn]] void refuse(std::string_view text, const std::string& why) {
-  throw UserError("training recipe '" + printable(text) + "': " + why +
-                  " (give tokens sp, vp, dopt, rc-sel or rc-full, ovl or ovl-<size>, opg, joined by '+' in any order)");
+  throw UserError(
+      "training recipe '" + printable(text) + "': " + why +
+      " (give tokens sp, vocab (or vp), dopt, rc-sel or rc-full, ovl or ovl-<size>, opg, joined by '+' in any order)");
 }
 
 }  // namespace
@@ -99,7 +100,7 @@ TrainingTechniques parse_recipe_text(std::string_view text) {
     if (token == "sp") {
       technique = 0;
       t.sequence_parallel = true;
-    } else if (token == "vp") {
+    } else if (token == "vp" || token == "vocab") {
       technique = 1;
       t.vocab_parallel = true;
     } else if (token == "dopt") {

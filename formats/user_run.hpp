@@ -13,7 +13,10 @@
 #pragma once
 
 #include <string>
+#include <string_view>
 #include <vector>
+
+#include "common/errors.hpp"
 
 #include "common/model_spec.hpp"
 #include "common/parallel_config.hpp"
@@ -32,6 +35,32 @@ struct UserRun {
   predict::framework::FrameworkRecipe recipe;  // precision, techniques, fp8 recipe, TP overlap, fp8 parameters
   std::vector<std::string> not_understood;     // "--foo 3", "model.bar: 1": given, not used
   std::vector<std::string> assumed;            // "vocabulary 128256 (LLaMA 3's; the arguments give none)"
+  // What was read and used, each as written ("--num-layers 32", "model.num_layers: 32"), for the output.
+  std::vector<std::string> read;
+  // Whether the source fixes the data-parallel size (a world size, or dp itself) and the global batch.
+  // Without dp, config.dp is 1 and config is checked only once with_data_parallel() sets it (the CLI's
+  // --gpus or --dp); without a global batch it is the framework's default, micro-batch x dp.
+  bool data_parallel_given = true;
+  bool global_batch_given = true;
+  // Without a global batch: the batch per data-parallel rank it follows (global = this x dp); 0: micro_batch.
+  int batch_per_dp_rank = 0;
 };
+
+// `text` with its control characters escaped (a line break as \n): what a refusal quotes of a file stays one line.
+std::string one_line(std::string_view text);
+
+// Runs `read`; a UserError it throws is thrown again with its message on one line (one_line).
+template <class Read>
+auto refusing_in_one_line(Read&& read) -> decltype(read()) {
+  try {
+    return read();
+  } catch (const UserError& error) {
+    throw UserError(one_line(error.what()));
+  }
+}
+
+// `run` with data-parallel size `dp` (and the default global batch when the source gave none), checked
+// with ParallelConfig::require_valid; `why` names where dp came from in the errors ("--gpus 16").
+UserRun with_data_parallel(UserRun run, int dp, const std::string& why);
 
 }  // namespace itertime::formats

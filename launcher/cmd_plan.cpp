@@ -13,6 +13,7 @@
 #include "common/errors.hpp"
 #include "common/model_spec.hpp"
 #include "common/training_techniques.hpp"
+#include "formats/megatron_emit.hpp"
 #include "launcher/commands.hpp"
 #include "launcher/predict_options.hpp"
 #include "predict/fit_model.hpp"
@@ -52,30 +53,46 @@ void register_plan(CLI::App& app, std::vector<std::pair<CLI::App*, Action>>& act
     std::string framework = "itertime";
     std::vector<std::string> fp8_recipes = {"delayed"};
     double tie_pct = -1;  // -1: the default of the framework (see the top)
+    FromOptions from;     // --from FILE / --from-format / --megatron-args
+    std::string emit;     // --emit megatron-args
   };
   auto a = std::make_shared<PlanArgs>();
   plan_cmd->add_option("SOURCE", a->source, "A model from `itertime fit`, or a calibration .h5; optional with --hardware");
-  plan_cmd->add_option("--model", a->model_file, "LLaMA config.json")->required();
+  plan_cmd->add_option("--model", a->model_file, "LLaMA config.json (required unless --from or --megatron-args)");
+  plan_cmd->add_option("--from", a->from.file,
+                       "Your own configuration (a Megatron-LM arguments file or launch line, a NeMo 2 / Megatron-Bridge YAML "
+                       "dump, a torchtitan TOML; docs/formats.md): its model, GPUs, batch, sequence, precision, recipe and "
+                       "framework; the flags given beside it override them");
+  plan_cmd->add_option("--from-format", a->from.format, "The format of --from: megatron-args, nemo or torchtitan")
+      ->capture_default_str();
+  plan_cmd->add_option("--megatron-args", a->from.megatron_args,
+                       "A Megatron-LM command line, quoted, read as --from reads a file");
+  plan_cmd->add_option("--emit", a->emit,
+                       "megatron-args: after each shown candidate, the Megatron-LM command line that launches it (torchrun "
+                       "... pretrain_gpt.py ARGS; JSON: \"megatron_args\"); --framework megatron-te only");
   CLI::Option* gpus = plan_cmd->add_option("--gpus", a->gpus, "Number of GPUs (ranks)");
   CLI::Option* nodes = plan_cmd->add_option("--nodes", a->nodes,
                                             "Number of nodes of the --hardware description (GPUs: nodes x its GPUs per node)");
   gpus->excludes(nodes);
-  plan_cmd->add_option("--gbs", a->global_batch, "Global batch size")->required();
-  plan_cmd->add_option("--seq", a->seq_len, "Sequence length")->required();
+  plan_cmd->add_option("--gbs", a->global_batch, "Global batch size (required unless --from gives it)");
+  plan_cmd->add_option("--seq", a->seq_len, "Sequence length (required unless --from or --megatron-args)");
   plan_cmd->add_option("--mbs", a->micro_batches, "Micro-batch sizes to consider")->delimiter(',')->capture_default_str();
   plan_cmd->add_option("--cp", a->context_parallel, "Context-parallel degrees to consider (each dividing --gpus)")
       ->delimiter(',')
       ->capture_default_str();
   plan_cmd
       ->add_option("--vp", a->virtual_stages,
-                   "Virtual pipeline stages per pipeline rank to consider (interleaved 1F1B when > 1; only with pp > 1)")
+                   "Virtual pipeline stages per pipeline rank to consider (interleaved 1F1B when > 1; only with pp > 1); not "
+                   "the recipe's vocab token")
       ->delimiter(',')
       ->capture_default_str();
-  plan_cmd->add_option("--precisions", a->precisions, "Precisions to consider")->delimiter(',')->capture_default_str();
+  plan_cmd->add_option("--precisions", a->precisions, std::string("Precisions to consider: ") + kPrecisionsHelp)
+      ->delimiter(',')
+      ->capture_default_str();
   plan_cmd
       ->add_option("--recipes", a->recipes,
-                   "Training recipes to consider: plain, or techniques joined by '+' (sp, vp, dopt, rc-sel|rc-full, ovl, opg), "
-                   "e.g. plain,sp+vp,sp+vp+rc-full")
+                   std::string("Training recipes to consider, separated by ',': plain, or ") + kRecipeTokensHelp +
+                       " (e.g. plain,sp+vocab,sp+vocab+rc-full)")
       ->delimiter(',')
       ->capture_default_str();
   plan_cmd->add_flag("--all-recipes", a->all_recipes,
@@ -105,8 +122,72 @@ void register_plan(CLI::App& app, std::vector<std::pair<CLI::App*, Action>>& act
       ->check(CLI::Range(0.0, 100.0));
   plan_cmd->add_flag("--json", a->json, "Print JSON (the first --top candidates, with the question and counts)");
   actions.emplace_back(plan_cmd, [a, plan_cmd](Context&) {
+    const auto given = [plan_cmd](const char* flag) { return plan_cmd->get_option(flag)->count() > 0; };
+    const std::optional<formats::UserRun> run = read_from(a->from);
+    std::vector<std::string> overridden;
     predict::PlanOptions options;
-    options.model = load_llama_config(a->model_file);
+    predict::FrameworkPlanSpace space;
+    bool recipes_given = given("--recipes") || a->all_recipes;
+    if (run) {
+      // The run's model, GPUs, batch, sequence, precision, recipe and framework; flags beside --from override.
+      if (!a->model_file.empty())
+        throw UserError("--model " + a->model_file + " beside --from/--megatron-args: the model comes from " + run->source +
+                        "; give one");
+      const ParallelConfig& c = run->config;
+      const auto take_int = [&](const char* flag, int& value, int file_value) {
+        if (!given(flag)) {
+          value = file_value;
+        } else if (value != file_value) {
+          overridden.push_back(std::string(flag) + " " + std::to_string(value) + " (" + run->source + ": " +
+                               std::to_string(file_value) + ")");
+        }
+      };
+      take_int("--seq", a->seq_len, c.seq_len);
+      // The file's own cp and vp are searched beside 1 (unless --cp / --vp say otherwise).
+      if (!given("--cp") && c.cp > 1) a->context_parallel = {1, c.cp};
+      if (!given("--vp") && c.vp > 1) a->virtual_stages = {1, c.vp};
+      if (run->global_batch_given || run->data_parallel_given) {
+        take_int("--gbs", a->global_batch, c.global_batch);
+      } else if (!given("--gbs")) {
+        throw UserError(run->source + " fixes no global batch (nor the data-parallel size it follows): give --gbs N");
+      }
+      if (run->data_parallel_given && !given("--nodes")) {
+        take_int("--gpus", a->gpus, c.world_size());
+      } else if (!given("--gpus") && !given("--nodes")) {
+        throw UserError(run->source + " fixes no world size: give --gpus N or --nodes N");
+      }
+      const std::string precision = to_string(run->recipe.precision);
+      if (!given("--precisions")) {
+        a->precisions = {precision};
+      } else if (a->precisions != std::vector<std::string>{precision}) {
+        overridden.push_back("--precisions " + predict::comma_list(a->precisions) + " (" + run->source + ": " + precision + ")");
+      }
+      TrainingTechniques techniques = run->recipe.techniques;
+      if (!techniques.sequence_parallel) techniques.vocab_parallel = false;  // plain TP's candidates at every tp
+      if (!recipes_given) {
+        a->recipes = {techniques.any() ? recipe_text(techniques) : "plain"};
+        recipes_given = true;
+      } else {
+        overridden.push_back("--recipes (" + run->source + ": " + recipe_label(techniques) + ")");
+      }
+      const std::string framework = predict::framework::to_string(run->framework);
+      if (!given("--framework")) {
+        a->framework = framework;
+      } else if (a->framework != framework) {
+        overridden.push_back("--framework " + a->framework + " (" + run->source + ": " + framework + ")");
+      }
+      if (!given("--fp8-recipes")) a->fp8_recipes = {predict::framework::to_string(run->recipe.fp8_recipe)};
+      space.tp_comm_overlap = {run->recipe.tp_comm_overlap};
+      space.fp8_param_gather = {run->recipe.fp8_param_gather};
+      options.model = run->model;
+    } else {
+      if (a->model_file.empty()) throw UserError("plan: give --model FILE (a LLaMA config.json), or --from / --megatron-args");
+      if (!given("--seq")) throw UserError("plan: give --seq N (the sequence length)");
+      if (!given("--gbs")) throw UserError("plan: give --gbs N (the global batch size)");
+      options.model = load_llama_config(a->model_file);
+    }
+    if (!a->emit.empty() && a->emit != "megatron-args")
+      throw UserError("--emit " + a->emit + ": the one launch format plan writes is megatron-args");
     options.gpus = a->gpus;
     options.global_batch = a->global_batch;
     options.seq_len = a->seq_len;
@@ -120,6 +201,22 @@ void register_plan(CLI::App& app, std::vector<std::pair<CLI::App*, Action>>& act
     if (a->all_recipes) options.recipes = predict::modelled_recipes();
     validate::PlanQuestion question;
     question.source = a->source;
+    if (!a->emit.empty()) {
+      if (predict::framework::parse_framework(a->framework) != predict::framework::Framework::kMegatronTe)
+        throw UserError("--emit megatron-args: launch lines are Megatron-LM's; give --framework megatron-te (or --from)");
+      question.launch_line = [&options](const predict::PlanEntry& e) {
+        predict::framework::FrameworkRecipe recipe;
+        if (e.framework_recipe) {
+          recipe = *e.framework_recipe;
+        } else {
+          recipe.precision = e.precision;
+          recipe.techniques = e.techniques;
+        }
+        const int per_node =
+            options.hardware && options.hardware->gpus_per_node ? static_cast<int>(*options.hardware->gpus_per_node) : 0;
+        return formats::megatron_command_line(options.model, e.config, recipe, per_node);
+      };
+    }
     question.nodes = a->nodes;
     const bool megatron = predict::framework::parse_framework(a->framework) == predict::framework::Framework::kMegatronTe;
     question.framework = predict::framework::to_string(predict::framework::parse_framework(a->framework));
@@ -140,8 +237,11 @@ void register_plan(CLI::App& app, std::vector<std::pair<CLI::App*, Action>>& act
     const auto report = [&](const predict::PlanResult& result) {
       if (result.entries.empty()) throw UserError("plan: no candidate to consider: " + result.empty_reason);
       if (a->json) {
-        std::printf("%s\n", validate::plan_json(options, question, result, a->top).c_str());
+        const std::string text = validate::plan_json(options, question, result, a->top);
+        std::printf("%s\n", run ? with_input_json(text, *run, overridden).c_str() : text.c_str());
       } else {
+        if (run)
+          for (const std::string& line : user_run_lines(*run, overridden)) std::printf("%s\n", line.c_str());
         validate::print_plan(options, question, result, a->top);
       }
       return 0;
@@ -150,8 +250,7 @@ void register_plan(CLI::App& app, std::vector<std::pair<CLI::App*, Action>>& act
       if (!a->source.empty())
         throw UserError("plan --framework megatron-te takes no calibration or model file (" + a->source + ")");
       const predict::framework::FrameworkTarget target = predict::framework_target(a->hardware);
-      if (!plan_cmd->get_option("--recipes")->count() && !a->all_recipes) options.recipes = predict::megatron_recipes();
-      predict::FrameworkPlanSpace space;
+      if (!recipes_given) options.recipes = predict::megatron_recipes();
       space.fp8_recipes.clear();
       for (const auto& r : a->fp8_recipes) space.fp8_recipes.push_back(predict::framework::parse_fp8_recipe(r));
       for (const auto& r : space.fp8_recipes) question.fp8_recipes.push_back(predict::framework::to_string(r));

@@ -162,6 +162,9 @@ std::string plan_json(const predict::PlanOptions& options, const PlanQuestion& q
          {"mfu_bf16_peak", e.mfu_bf16_peak ? nlohmann::ordered_json(*e.mfu_bf16_peak) : nlohmann::ordered_json(nullptr)},
          {"implausible", e.implausible},
          {"flags", flags_json(e.findings)}});
+    if (question.launch_line)
+      list.back()["megatron_args"] =
+          e.feasible ? nlohmann::ordered_json(question.launch_line(e)) : nlohmann::ordered_json(nullptr);
   }
   out["candidates_shown"] = list.size();
   out["candidates"] = list;
@@ -251,6 +254,7 @@ void print_plan(const predict::PlanOptions& options, const PlanQuestion& questio
     std::string line = row + note_of(e);
     line.erase(line.find_last_not_of(' ') + 1);  // no trailing blanks when there is no note
     std::printf("%s\n", line.c_str());
+    if (question.launch_line && e.feasible) std::printf("       launch: %s\n", question.launch_line(e).c_str());
   }
 }
 

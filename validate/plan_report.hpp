@@ -6,8 +6,11 @@
 //    "candidates", with "candidates_total" all of them).
 //  - Layouts are written as ParallelConfig::layout_text() (as predict writes them).
 //  - With no candidate fitting the memory, the table is replaced by the guidance (JSON: "guidance").
+//  - With question.launch_line (plan --emit megatron-args), each shown feasible candidate is followed by
+//    its launch line (JSON: "megatron_args", null for an infeasible one); the reporters compute none.
 #pragma once
 
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -21,6 +24,8 @@ struct PlanQuestion {
   std::string source;                    // the calibration or model file; "" when planned on a description
   int nodes = 0;                         // --nodes; 0 when --gpus was given
   std::vector<std::string> fp8_recipes;  // megatron-te's fp8 scaling recipes searched
+  // plan --emit megatron-args: the command line that launches a candidate (formats/megatron_emit.hpp).
+  std::function<std::string(const predict::PlanEntry&)> launch_line;
 };
 
 void print_plan(const predict::PlanOptions& options, const PlanQuestion& question, const predict::PlanResult& result, int top);

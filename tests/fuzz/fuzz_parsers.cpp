@@ -30,6 +30,9 @@
 #include "common/phase.hpp"
 #include "common/precision.hpp"
 #include "common/training_techniques.hpp"
+#include "formats/megatron_args.hpp"
+#include "formats/nemo_config.hpp"
+#include "formats/torchtitan_toml.hpp"
 #include "fuzz_common.hpp"
 #include "tests/unit/temp_dir.hpp"
 
@@ -49,7 +52,7 @@ std::vector<std::string> texts_of(const std::vector<std::pair<std::string, std::
 
 // Runs a text target: `seeds` mutated (JSON-aware when `json`), each input given to `parse`.
 void fuzz_text_target(const std::string& target, const std::vector<std::string>& seeds, bool json,
-                      const std::function<void(const std::string&)>& parse) {
+                      const std::function<void(const std::string&)>& parse, int64_t default_inputs = kDefaultInputs) {
   ASSERT_FALSE(seeds.empty());
   testing::TempDir work;
   const uint64_t seed = fuzz_seed();
@@ -58,7 +61,7 @@ void fuzz_text_target(const std::string& target, const std::vector<std::string>&
     return mutate(rng, seeds, json);
   };
   const Tally tally =
-      run_isolated(fuzz_first(), fuzz_inputs(kDefaultInputs), kHangLimitS, work.path().string(), [&](int64_t index) {
+      run_isolated(fuzz_first(), fuzz_inputs(default_inputs), kHangLimitS, work.path().string(), [&](int64_t index) {
         const std::string input = input_of(index);
         return classify([&] { parse(input); });
       });
@@ -89,6 +92,47 @@ TEST(Fuzz, JobFile) {
     EXPECT_EQ(read_file(folder.path() / "data" / "models" / name), text) << "the job parser changed " << name;
   }
   EXPECT_EQ(std::distance(fs::directory_iterator(folder.path() / "jobs"), fs::directory_iterator()), 0);
+}
+
+// The users' own formats (formats/, issue 34): each input read as a Megatron-LM arguments file, a NeMo /
+// Megatron-Bridge YAML and a torchtitan TOML; each reader returns a UserRun whose model and layout keep
+// their invariants, or refuses with one UserError line. Three readers per input: 20,000 inputs by default
+// (about 4 s; ITERTIME_FUZZ_INPUTS sets it as for the others).
+TEST(Fuzz, UserFormats) {
+  std::vector<std::string> seeds;
+  for (const char* ext : {".sh", ".yaml", ".toml"})
+    for (const auto& text : texts_of(files_in(kSource / "tests" / "formats" / "fixtures", ext))) seeds.push_back(text);
+  fuzz_text_target(
+      "user-formats", seeds, false,
+      [](const std::string& text) {
+        const auto check = [](const formats::UserRun& run) {
+          const LlamaSpec& m = run.model;
+          if (m.num_layers < 1 || m.hidden_size < 1 || m.num_heads < 1 || m.num_kv_heads < 1 || m.vocab_size < 1 ||
+              m.num_heads % m.num_kv_heads != 0 || m.hidden_size != m.num_heads * m.head_dim)
+            throw std::logic_error("an accepted run breaks LlamaSpec's invariants");
+          if (run.data_parallel_given && !run.config.violations(m, 0).empty())
+            throw std::logic_error("an accepted run has an illegal layout");
+        };
+        const auto one_line = [](const UserError& e) {
+          if (std::string(e.what()).find('\n') != std::string::npos) throw std::logic_error("a refusal of more than one line");
+        };
+        try {
+          check(formats::user_run_from_megatron(formats::megatron_arguments_from_text(text, "fuzz.sh")));
+        } catch (const UserError& e) {
+          one_line(e);
+        }
+        try {
+          check(formats::read_nemo_config_text(text, "fuzz.yaml"));
+        } catch (const UserError& e) {
+          one_line(e);
+        }
+        try {
+          check(formats::read_torchtitan_toml_text(text, "fuzz.toml"));
+        } catch (const UserError& e) {
+          one_line(e);
+        }
+      },
+      20000);
 }
 
 TEST(Fuzz, ModelConfig) {

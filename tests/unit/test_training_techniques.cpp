@@ -102,6 +102,9 @@ TEST(RecipeText, RefusesWhatIsNotARecipe) {
 TEST(RecipeText, TakesTheTokensInAnyOrder) {
   EXPECT_EQ(recipe_text(parse_recipe_text("dopt+sp")), "sp+dopt");
   EXPECT_EQ(recipe_text(parse_recipe_text("vp+sp")), "sp+vp");
+  // `vocab` is the clearer name of the vocabulary-parallel head (issue 34); the stored form stays `vp`.
+  EXPECT_EQ(recipe_text(parse_recipe_text("sp+vocab+dopt")), "sp+vp+dopt");
+  EXPECT_THROW(parse_recipe_text("vp+vocab"), UserError);
   EXPECT_EQ(recipe_text(parse_recipe_text("opg+ovl-64K+dopt")), "dopt+ovl-64K+opg");
   EXPECT_EQ(recipe_label(parse_recipe_text("opg+rc-full+ovl+vp+dopt+sp")), "sp+vp+dopt+rc-full+ovl+opg");
   EXPECT_EQ(parse_recipe_text("rc-sel+sp"), parse_recipe_text("sp+rc-sel"));

@@ -1,0 +1,148 @@
+#!/usr/bin/env bash
+# formats_cli.sh: end-to-end tests of the users' own formats (issue 34): a Megatron-LM launch script, the same
+# arguments as one quoted command line, a Megatron-Bridge YAML dump and a torchtitan TOML each predict exactly
+# what the same configuration given as itertime's flags predicts (framework megatron-te on h100-sxm: the same
+# iteration_us); a plan's emitted launch lines read back to the same candidates; hostile inputs are refused
+# in one line naming file and line. Each case takes well under a second (described devices only).
+#
+#   formats_cli.sh ITERTIME SOURCE_DIR [CASE...]
+source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
+take_args "ITERTIME SOURCE_DIR [CASE...]" "$@"
+MODELS="$SOURCE_DIR/data/models"
+FIXTURES="$SOURCE_DIR/tests/formats/fixtures"
+FLAGS=(--framework megatron-te --hardware h100-sxm --model "$MODELS/llama3.1-8b.json")
+
+run() {
+  (cd "$WORK" && "$ITERTIME" "$@" >"$OUT" 2>"$ERR")
+  STATUS=$?
+}
+
+iteration() { jq -r '.iteration_us' "$OUT"; }
+
+# same_as_flags "FLAGS..." -- runs the flags form after a --from run and compares iteration_us exactly.
+same_as_flags() {
+  local from_us
+  from_us=$(iteration)
+  run predict "${FLAGS[@]}" "$@" --json
+  expect_status 0
+  [[ -n "$from_us" && "$from_us" == "$(iteration)" ]] || fail "iteration_us $from_us from the file, $(iteration) from the flags"
+}
+
+case_megatron_file() {
+  run predict --from "$FIXTURES/llama3_8b_megatron.sh" --hardware h100-sxm --json
+  expect_status 0
+  jq -e '.input.format == "megatron-args" and (.input.not_understood | index("--train-iters 100")) != null and
+         (.input.assumed | length) == 1' "$OUT" >/dev/null || fail "the input's lists are missing"
+  same_as_flags --dp 2 --tp 4 --pp 2 --mbs 1 --gbs 128 --seq 8192 --recipe sp+vp+dopt+ovl+opg
+}
+
+case_megatron_command_line() {
+  run predict --hardware h100-sxm --gpus 8 --json --megatron-args "--num-layers 32 --hidden-size 4096 --ffn-hidden-size 14336 \
+    --num-attention-heads 32 --group-query-attention --num-query-groups 8 --seq-length 4096 --normalization RMSNorm \
+    --position-embedding-type rope --swiglu --disable-bias-linear --untie-embeddings-and-output-weights --vocab-size 128256 \
+    --micro-batch-size 2 --global-batch-size 64 --tensor-model-parallel-size 2 --pipeline-model-parallel-size 2 \
+    --num-layers-per-virtual-pipeline-stage 4 --bf16 --fp8-format hybrid --fp8-recipe tensorwise --sequence-parallel \
+    --use-distributed-optimizer --overlap-grad-reduce --recompute-granularity selective --tp-comm-overlap"
+  expect_status 0
+  same_as_flags --dp 2 --tp 2 --pp 2 --vp 4 --mbs 2 --gbs 64 --seq 4096 --precision fp8 --fp8-recipe current \
+    --recipe sp+vp+dopt+rc-sel+ovl --tp-comm-overlap
+}
+
+case_nemo() {
+  run predict --from "$FIXTURES/llama3_8b_bridge.yaml" --hardware h100-sxm --gpus 2 --json
+  expect_status 0
+  jq -e '.input.format == "nemo" and (.input.not_understood | index("train.train_iters: 1168251")) != null' "$OUT" \
+    >/dev/null || fail "the YAML's unused keys are not listed"
+  same_as_flags --dp 1 --cp 2 --mbs 1 --gbs 512 --seq 8192 --recipe dopt+ovl+opg
+}
+
+case_torchtitan() {
+  run predict --from "$FIXTURES/llama3_8b_torchtitan.toml" --hardware h100-sxm --json
+  expect_status 0
+  jq -e '.input.format == "torchtitan" and ([.input.assumed[] | select(test("FSDP2"))] | length) == 1' "$OUT" >/dev/null ||
+    fail "the FSDP2 mapping is not stated"
+  same_as_flags --dp 8 --tp 2 --mbs 1 --gbs 8 --seq 8192 --recipe sp+vp+dopt+rc-sel+ovl+opg
+}
+
+# Flags beside --from override its values, and the output says so.
+case_override() {
+  run predict --from "$FIXTURES/llama3_8b_megatron.sh" --hardware h100-sxm --tp 2 --dp 4
+  expect_status 0
+  expect_stdout "overridden by flags: --tp 2 (${FIXTURES}/llama3_8b_megatron.sh: 4), --dp 4"
+  expect_stdout "dp4-tp2-pp2"
+}
+
+# Each shown candidate's launch line, read back by predict, is the same candidate: same layout, recipe, time.
+case_plan_emit() {
+  run plan --from "$FIXTURES/llama3_8b_megatron.sh" --hardware h100-sxm --recipes sp+vp+dopt+ovl+opg,sp+vp+dopt+rc-full+ovl+opg \
+    --precisions amp-bf16,fp8 --vp 1,2 --emit megatron-args --json --top 4
+  expect_status 0
+  local plan="$WORK/plan.json" i
+  cp "$OUT" "$plan"
+  for i in 0 1 2 3; do
+    local line planned us
+    line=$(jq -r ".candidates[$i].megatron_args" "$plan")
+    planned=$(jq -r ".candidates[$i] | [.dp, .tp, .pp, .cp, .vp, .micro_batch, .precision, .recipe] | @tsv" "$plan")
+    us=$(jq -r ".candidates[$i].iteration_us" "$plan")
+    run predict --megatron-args "$line" --hardware h100-sxm --json
+    expect_status 0
+    local read_back
+    read_back=$(jq -r "[.dp, .tp, .pp, .cp, .vp, .micro_batch, .precision, .recipe] | @tsv" "$OUT")
+    [[ "$read_back" == "$planned" ]] || fail "candidate $i: planned '$planned', read back '$read_back'"
+    [[ "$(iteration)" == "$us" ]] || fail "candidate $i ($planned): planned $us, read back $(iteration)"
+  done
+  run plan --model "$MODELS/llama3.1-8b.json" --gpus 8 --gbs 8 --seq 1024 --emit megatron-args
+  expect_status 2
+  expect_stderr "give --framework megatron-te"
+}
+
+# one_line_error "EXPECTED" -- exit 2, one line on stderr containing EXPECTED, nothing on stdout.
+one_line_error() {
+  expect_status 2
+  expect_stderr "$1"
+  [[ "$(lines_of "$ERR")" -eq 1 ]] || fail "stderr has $(lines_of "$ERR") lines, expected 1"
+  [[ ! -s "$OUT" ]] || fail "stdout is not empty"
+}
+
+case_hostile() {
+  printf -- '--num-layers 32 --hidden-size 4096\n--num-attention-heads 32 --seq-length 4096\n--micro-batch-size one\n' >"$WORK/a.args"
+  run predict --from "$WORK/a.args" --hardware h100-sxm --gpus 8
+  one_line_error "a.args: normalization LayerNorm (Megatron-LM's default): itertime models LLaMA (RMSNorm)"
+  printf -- '--normalization RMSNorm --position-embedding-type rope --swiglu --disable-bias-linear --vocab-size 32000 --bf16\n--num-layers 32 --hidden-size 4096 --num-attention-heads 32 --seq-length 4096\n--micro-batch-size one\n' >"$WORK/b.args"
+  run predict --from "$WORK/b.args" --hardware h100-sxm --gpus 8
+  one_line_error "b.args:3: --micro-batch-size one: not a whole number"
+  printf -- '--normalization RMSNorm --position-embedding-type rope --swiglu --disable-bias-linear --vocab-size 32000 --bf16\n--num-layers 32 --num-attention-heads 32 --seq-length 4096 --micro-batch-size 1\n' >"$WORK/c.args"
+  run predict --from "$WORK/c.args" --hardware h100-sxm --gpus 8
+  one_line_error "c.args: no --hidden-size (the model's hidden size); give it"
+  printf -- '--num-layers 32\n--hidden-size 4096\n--num-layers 40\n' >"$WORK/d.args"
+  run predict --from "$WORK/d.args" --hardware h100-sxm --gpus 8
+  one_line_error "d.args:3: --num-layers 40 contradicts --num-layers 32 (line 1)"
+  printf -- '--normalization LayerNorm --num-layers 2\n' >"$WORK/e.args"
+  run predict --from "$WORK/e.args" --hardware h100-sxm --gpus 8
+  one_line_error "e.args:1: normalization LayerNorm: itertime models LLaMA (RMSNorm)"
+  printf -- '--normalization RMSNorm --num-experts 8\n' >"$WORK/f.args"
+  run predict --from "$WORK/f.args" --hardware h100-sxm --gpus 8
+  one_line_error "f.args:1: --num-experts 8: a mixture of experts"
+  printf 'model:\n  num_layers: 32\n  hidden_size: [4096\ntrain:\n' >"$WORK/g.yaml"
+  run predict --from "$WORK/g.yaml" --hardware h100-sxm --gpus 8
+  one_line_error "g.yaml:4: not valid YAML"
+  printf 'model:\n  seq_length: 4096\ndataset:\n  seq_length: 8192\n' >"$WORK/h.yaml"
+  run predict --from "$WORK/h.yaml" --hardware h100-sxm --gpus 8
+  one_line_error "h.yaml:4: dataset.seq_length: 8192 contradicts model.seq_length: 4096 (line 2)"
+  printf '[model]\nname = "llama3"\nflavor = "8B"\n[training]\nseq_len = "long"\n' >"$WORK/i.toml"
+  run predict --from "$WORK/i.toml" --hardware h100-sxm --gpus 8
+  one_line_error "i.toml:5: training.seq_len = long: not a whole number"
+  printf '[model]\nname = "llama3\n' >"$WORK/j.toml"
+  run predict --from "$WORK/j.toml" --hardware h100-sxm --gpus 8
+  one_line_error "j.toml:2: not valid TOML"
+  run predict --from "$FIXTURES/llama3_8b_bridge.yaml" --hardware h100-sxm
+  one_line_error "llama3_8b_bridge.yaml fixes no data-parallel size (no world size): give --gpus N or --dp N"
+  run predict --megatron-args "--num-layers 32 --hidden-size 'unclosed" --hardware h100-sxm
+  one_line_error "--megatron-args: a quote (') is never closed"
+  run predict --from "$FIXTURES/llama3_8b_megatron.sh" --model "$MODELS/llama3.1-8b.json" --hardware h100-sxm
+  one_line_error "beside --from/--megatron-args: the model comes from"
+}
+
+ALL_CASES=(megatron_file megatron_command_line nemo torchtitan override plan_emit hostile)
+
+run_cases
