@@ -143,17 +143,28 @@ GroundTruthRecord to_record(const GroundTruthRow& row) {
 
 std::vector<GroundTruthRecord> to_records(const std::vector<GroundTruthRow>& rows) { return records_of(rows); }
 
-std::vector<GroundTruthRecord> read_groundtruth_records(h5::Store& store) {
+namespace {
+// The records of `store`, split by whether an imports row names their key.
+std::vector<GroundTruthRecord> groundtruth_records(h5::Store& store, bool imported) {
   std::vector<GroundTruthRecord> records = to_records(read_groundtruth_rows(store));
-  if (!store.exists(kGroundTruthImports)) return records;
+  if (!store.exists(kGroundTruthImports)) return imported ? std::vector<GroundTruthRecord>{} : records;
   std::map<std::string, std::string> log_of;
-  for (const GroundTruthImportRow& row : read_groundtruth_imports(store)) log_of[h5::get_string(row.key)] = h5::get_string(row.log_name);
+  for (const GroundTruthImportRow& row : read_groundtruth_imports(store))
+    log_of[h5::get_string(row.key)] = h5::get_string(row.log_name);
+  std::vector<GroundTruthRecord> kept;
   for (GroundTruthRecord& record : records) {
     const auto found = log_of.find(record.key);
-    if (found != log_of.end()) record.imported_from = found->second.empty() ? "(unnamed log)" : found->second;
+    if ((found != log_of.end()) != imported) continue;
+    if (imported) record.imported_from = found->second.empty() ? "(unnamed log)" : found->second;
+    kept.push_back(std::move(record));
   }
-  return records;
+  return kept;
 }
+}  // namespace
+
+std::vector<GroundTruthRecord> read_groundtruth_records(h5::Store& store) { return groundtruth_records(store, false); }
+
+std::vector<GroundTruthRecord> read_imported_groundtruth_records(h5::Store& store) { return groundtruth_records(store, true); }
 
 ImportRecord to_record(const GroundTruthImportRow& row) {
   ImportRecord r;

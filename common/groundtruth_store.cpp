@@ -44,8 +44,8 @@ RowType RowTraits<store::GroundTruthRoundRow>::row_type() {
 RowType RowTraits<store::GroundTruthImportRow>::row_type() {
   return ITERTIME_H5_ROW_TYPE(store::GroundTruthImportRow, key, log_name, log_sha256, format, framework, hidden_size,
                               intermediate_size, num_layers, num_heads, num_kv_heads, head_dim, vocab_size, tie_word_embeddings,
-                              fp8_recipe, tp_comm_overlap, fp8_param_gather, intervals_total, intervals_warmup,
-                              first_steady_line, last_line, imported_utc);
+                              fp8_recipe, tp_comm_overlap, fp8_param_gather, intervals_total, intervals_warmup, first_steady_line,
+                              last_line, imported_utc);
 }
 
 }  // namespace itertime::h5

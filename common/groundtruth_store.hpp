@@ -83,13 +83,13 @@ struct GroundTruthRankRow {
 // One imported configuration: where its measurement came from and what the log said of it.
 struct GroundTruthImportRow {
   char key[96];
-  char log_name[200];     // the log file as given to import
-  char log_sha256[72];    // SHA-256 of its bytes, 64 hex digits
-  char format[24];        // megatron-log | nemo-log | torchtitan-log
-  char framework[16];     // the framework that trained (predict/framework/framework_types.hpp): megatron-te
+  char log_name[200];   // the log file as given to import
+  char log_sha256[72];  // SHA-256 of its bytes, 64 hex digits
+  char format[24];      // megatron-log | nemo-log | torchtitan-log
+  char framework[16];   // the framework that trained (predict/framework/framework_types.hpp): megatron-te
   int64_t hidden_size, intermediate_size, num_layers, num_heads, num_kv_heads, head_dim, vocab_size;
-  int64_t tie_word_embeddings;          // 0 | 1
-  char fp8_recipe[12];                  // delayed | current (with precision fp8)
+  int64_t tie_word_embeddings;                // 0 | 1
+  char fp8_recipe[12];                        // delayed | current (with precision fp8)
   int64_t tp_comm_overlap, fp8_param_gather;  // 0 | 1
   int64_t intervals_total, intervals_warmup;  // timing lines read, and dropped as warm-up
   int64_t first_steady_line, last_line;       // the log's lines of the first steady and the last timing line
