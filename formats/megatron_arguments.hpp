@@ -13,6 +13,7 @@
 
 #include <map>
 #include <string>
+#include <vector>
 
 #include "formats/user_run.hpp"
 
@@ -22,12 +23,26 @@ struct MegatronArguments {
   std::string source;  // file name, or "command line"
   std::map<std::string, std::string> values;
   std::map<std::string, int> line_of;
+  // Added for the other formats that map onto these keys (nemo_config.hpp): how a key is named where it
+  // was read ("model.num_layers"); absent: "--" + the key with '-' for '_'.
+  std::map<std::string, std::string> shown_as;
+  // Words of a command line that are neither an option nor its value, verbatim (listed as not understood).
+  std::vector<std::string> stray;
+  // The world size when the source states it (a torchrun line's --nproc-per-node x --nnodes, a log's
+  // world_size): 0 when unknown; the key world_size, when present, wins.
+  int world_size = 0;
 };
+
+// How `key` is shown to a person: shown_as, else "--" + key with '-' for '_'.
+std::string shown_name(const MegatronArguments& arguments, const std::string& key);
+// "FILE:LINE: " (or "FILE: " without a line) for the key's errors.
+std::string where_read(const MegatronArguments& arguments, const std::string& key);
 
 // The run those arguments launch: the model from its sizes (num_layers, hidden_size, ffn_hidden_size,
 // num_attention_heads, group_query_attention / num_query_groups, seq_length, the vocabulary), the layout
 // (tensor/pipeline/context parallel sizes, num_layers_per_virtual_pipeline_stage, micro/global batch,
-// data parallel = world / (tp*pp*cp) when world_size is known, else from the global batch), precision
+// data parallel = world / (tp*pp*cp) when world_size is known, else left to the caller: data_parallel_given
+// false), precision
 // (bf16, fp16, fp8_format / fp8_recipe), techniques (sequence_parallel, use_distributed_optimizer,
 // overlap_grad_reduce, overlap_param_gather, recompute_granularity / recompute_method), tp_comm_overlap,
 // fp8_param_gather. A missing size or a contradiction is a UserError naming the argument (and its file

@@ -32,6 +32,19 @@ struct UserRun {
   predict::framework::FrameworkRecipe recipe;  // precision, techniques, fp8 recipe, TP overlap, fp8 parameters
   std::vector<std::string> not_understood;     // "--foo 3", "model.bar: 1": given, not used
   std::vector<std::string> assumed;            // "vocabulary 128256 (LLaMA 3's; the arguments give none)"
+  // What was read and used, each as written ("--num-layers 32", "model.num_layers: 32"), for the output.
+  std::vector<std::string> read;
+  // Whether the source fixes the data-parallel size (a world size, or dp itself) and the global batch.
+  // Without dp, config.dp is 1 and config is checked only once with_data_parallel() sets it (the CLI's
+  // --gpus or --dp); without a global batch it is the framework's default, micro-batch x dp.
+  bool data_parallel_given = true;
+  bool global_batch_given = true;
+  // Without a global batch: the batch per data-parallel rank it follows (global = this x dp); 0: micro_batch.
+  int batch_per_dp_rank = 0;
 };
+
+// `run` with data-parallel size `dp` (and the default global batch when the source gave none), checked
+// with ParallelConfig::require_valid; `why` names where dp came from in the errors ("--gpus 16").
+UserRun with_data_parallel(UserRun run, int dp, const std::string& why);
 
 }  // namespace itertime::formats

@@ -2,6 +2,7 @@
 // validate/prediction_report. No MPI, no LibTorch. (validate: cmd_validate.cpp; plan: cmd_plan.cpp.)
 #include <algorithm>
 #include <cstdio>
+#include <map>
 #include <memory>
 #include <optional>
 #include <string>
@@ -45,7 +46,79 @@ struct PredictArgs {
   std::string fp8_recipe = "delayed";  // --fp8-recipe (megatron-te, --precision fp8)
   bool tp_comm_overlap = false;        // --tp-comm-overlap (megatron-te)
   bool fp8_param_gather = false;       // --fp8-param-gather (megatron-te, --precision fp8)
+  int gpus = 0;                        // --gpus: dp = gpus / (tp x pp x cp) when --dp is not given
+  FromOptions from;                    // --from FILE / --from-format / --megatron-args
+  std::optional<formats::UserRun> from_run;  // what --from read
+  std::vector<std::string> overridden;       // flags given beside --from that changed its values
 };
+
+// --from: the run's values where no flag was given; a flag given beside it overrides the file's value
+// (a what-if: "my run at tp 4"), and the output lists each such override. --model is refused beside it
+// (the model comes from the file). dp: --dp, else --gpus / (tp x pp x cp), else the file's world size.
+void apply_user_run(const std::map<std::string, bool>& given, PredictArgs& a, LlamaSpec& spec) {
+  const formats::UserRun& run = *a.from_run;
+  if (!a.model_file.empty())
+    throw UserError("--model " + a.model_file + " beside --from/--megatron-args: the model comes from " + run.source + "; give one");
+  const ParallelConfig& c = run.config;
+  const auto take = [&](const std::string& flag, auto& value, const auto& file_value, const std::string& shown_value,
+                        const std::string& file_text) {
+    if (given.at(flag)) {
+      if (!(value == file_value)) a.overridden.push_back(flag + " " + shown_value + " (" + run.source + ": " + file_text + ")");
+    } else {
+      value = file_value;
+    }
+  };
+  take("--tp", a.tp, c.tp, std::to_string(a.tp), std::to_string(c.tp));
+  take("--pp", a.pp, c.pp, std::to_string(a.pp), std::to_string(c.pp));
+  take("--cp", a.cp, c.cp, std::to_string(a.cp), std::to_string(c.cp));
+  take("--vp", a.vp, c.vp, std::to_string(a.vp), std::to_string(c.vp));
+  take("--mbs", a.micro_batch, c.micro_batch, std::to_string(a.micro_batch), std::to_string(c.micro_batch));
+  take("--seq", a.seq_len, c.seq_len, std::to_string(a.seq_len), std::to_string(c.seq_len));
+  const int model_ranks = a.tp * a.pp * a.cp;
+  if (!given.at("--dp") && !given.at("--gpus")) {
+    if (!run.data_parallel_given)
+      throw UserError(run.source + " fixes no data-parallel size (no world size): give --gpus N or --dp N");
+    a.dp = c.dp;
+  } else if (given.at("--dp") && run.data_parallel_given && a.dp != c.dp) {
+    a.overridden.push_back("--dp " + std::to_string(a.dp) + " (" + run.source + ": " + std::to_string(c.dp) + ")");
+  }
+  if (given.at("--gpus") && !given.at("--dp")) {
+    if (a.gpus < 1 || a.gpus % model_ranks != 0)
+      throw UserError("--gpus " + std::to_string(a.gpus) + ": not a multiple of tp x pp x cp = " + std::to_string(model_ranks));
+    a.dp = a.gpus / model_ranks;
+  }
+  if (given.at("--gbs")) {
+    if (run.global_batch_given && a.global_batch != c.global_batch)
+      a.overridden.push_back("--gbs " + std::to_string(a.global_batch) + " (" + run.source + ": " + std::to_string(c.global_batch) + ")");
+  } else {
+    a.global_batch = run.global_batch_given ? c.global_batch : (run.batch_per_dp_rank > 0 ? run.batch_per_dp_rank : a.micro_batch) * a.dp;
+    a.gbs_given = true;
+  }
+  const std::string precision = to_string(run.recipe.precision);
+  take("--precision", a.precision, precision, a.precision, precision);
+  a.precision_given = true;
+  const std::string recipe = run.recipe.techniques.any() ? recipe_text(run.recipe.techniques) : "plain";
+  take("--recipe", a.recipe, recipe, a.recipe, recipe);
+  const std::string framework = predict::framework::to_string(run.framework);
+  take("--framework", a.framework, framework, a.framework, framework);
+  const std::string fp8_recipe = predict::framework::to_string(run.recipe.fp8_recipe);
+  take("--fp8-recipe", a.fp8_recipe, fp8_recipe, a.fp8_recipe, fp8_recipe);
+  if (!given.at("--tp-comm-overlap")) a.tp_comm_overlap = run.recipe.tp_comm_overlap;
+  if (!given.at("--fp8-param-gather")) a.fp8_param_gather = run.recipe.fp8_param_gather;
+  spec = run.model;
+}
+
+// The record as a table or JSON, after what --from read.
+void print_record(const PredictArgs& a, const validate::PredictionRecord& record) {
+  if (a.json) {
+    const std::string text = validate::prediction_json(record);
+    std::printf("%s\n", a.from_run ? with_input_json(text, *a.from_run, a.overridden).c_str() : text.c_str());
+    return;
+  }
+  if (a.from_run)
+    for (const std::string& line : user_run_lines(*a.from_run, a.overridden)) std::printf("%s\n", line.c_str());
+  validate::print_prediction(record);
+}
 
 // --gbs left out: the smallest global batch the layout allows: one micro-batch per data-parallel rank
 // (dp x mbs), and with interleaving (vp > 1) pp of them, as the interleaved schedule needs a micro-batch
@@ -159,18 +232,13 @@ int run_framework_predict(const PredictArgs& given, PredictArgs a, const LlamaSp
   facts.mfu = record.throughput.mfu;
   facts.precision = a.precision;
   refuse_or_flag(predict::check_answer(facts), a.allow_implausible, record);
-  if (a.json) {
-    std::printf("%s\n", validate::prediction_json(record).c_str());
-  } else {
-    validate::print_prediction(record);
-  }
+  print_record(a, record);
   return 0;
 }
 
-int run_predict(const PredictArgs& given) {
+int run_predict(const PredictArgs& given, const LlamaSpec& spec) {
   PredictArgs a = given;
   if (!a.gbs_given) a.global_batch = smallest_global_batch(a);
-  const LlamaSpec spec = load_llama_config(a.model_file);
   ParallelConfig config{a.dp, a.tp, a.pp, a.micro_batch, a.global_batch, a.seq_len};
   config.cp = a.cp;
   config.vp = a.vp;
@@ -254,11 +322,7 @@ int run_predict(const PredictArgs& given) {
   facts.extrapolated_fraction = p.extrapolated_fraction;
   facts.largest_matmul_flops = predict::largest_matmul_flops(spec, config, request.techniques);
   refuse_or_flag(predict::check_answer(facts), a.allow_implausible, record);
-  if (a.json) {
-    std::printf("%s\n", validate::prediction_json(record).c_str());
-  } else {
-    validate::print_prediction(record);
-  }
+  print_record(a, record);
   return 0;
 }
 
@@ -295,7 +359,16 @@ void register_predict(CLI::App& app, std::vector<std::pair<CLI::App*, Action>>& 
   auto args = std::make_shared<PredictArgs>();
   predict_cmd->add_option("SOURCE", args->source,
                           "A model from `itertime fit`, or a calibration .h5 (fitted on the fly); optional with --hardware");
-  predict_cmd->add_option("--model", args->model_file, "LLaMA config.json (the model that was traced)")->required();
+  predict_cmd->add_option("--model", args->model_file,
+                          "LLaMA config.json (the model that was traced); required unless --from or --megatron-args");
+  predict_cmd->add_option("--from", args->from.file,
+                          "Your own configuration: a Megatron-LM arguments file or launch line, a NeMo 2 / Megatron-Bridge "
+                          "YAML dump, or a torchtitan TOML (docs/formats.md); flags given beside it override its values");
+  predict_cmd->add_option("--from-format", args->from.format, "The format of --from: megatron-args, nemo or torchtitan")
+      ->capture_default_str();
+  predict_cmd->add_option("--megatron-args", args->from.megatron_args,
+                          "A Megatron-LM command line, quoted ('--num-layers 32 --hidden-size 4096 ...'), read as --from reads a file");
+  predict_cmd->add_option("--gpus", args->gpus, "GPUs (ranks): dp = gpus / (tp x pp x cp) when --dp is not given");
   predict_cmd->add_option("--dp", args->dp, "Data-parallel degree")->capture_default_str();
   predict_cmd->add_option("--tp", args->tp, "Tensor-parallel degree")->capture_default_str();
   predict_cmd->add_option("--pp", args->pp, "Pipeline-parallel degree")->capture_default_str();
@@ -305,7 +378,7 @@ void register_predict(CLI::App& app, std::vector<std::pair<CLI::App*, Action>>& 
   predict_cmd->add_option("--mbs", args->micro_batch, "Micro-batch size")->capture_default_str();
   CLI::Option* gbs_option = predict_cmd->add_option(
       "--gbs", args->global_batch, "Global batch size (default: the smallest the layout allows, dp x mbs, x pp with --vp > 1)");
-  predict_cmd->add_option("--seq", args->seq_len, "Sequence length")->required();
+  predict_cmd->add_option("--seq", args->seq_len, "Sequence length (required unless --from or --megatron-args)");
   CLI::Option* precision_option =
       predict_cmd->add_option("--precision", args->precision,
                               "fp32, tf32, bf16, fp16, amp-bf16, amp-fp16 or fp8 (default: amp-bf16 on a GPU description, "
@@ -342,10 +415,32 @@ void register_predict(CLI::App& app, std::vector<std::pair<CLI::App*, Action>>& 
                         "megatron-te with --precision fp8: fp8 parameters gathered in fp8 (NeMo's fp8 recipe)");
   predict_cmd->add_flag("--tp-comm-overlap", args->tp_comm_overlap,
                         "megatron-te: TP collectives pipelined with their GEMMs (TE userbuffers; needs sp)");
-  actions.emplace_back(predict_cmd, [args, gbs_option, precision_option](Context&) {
+  actions.emplace_back(predict_cmd, [args, gbs_option, precision_option, predict_cmd](Context&) {
     args->gbs_given = gbs_option->count() > 0;
     args->precision_given = precision_option->count() > 0;
-    return run_predict(*args);
+    std::map<std::string, bool> given;
+    for (const char* flag : {"--dp", "--tp", "--pp", "--cp", "--vp", "--mbs", "--gbs", "--seq", "--precision", "--recipe",
+                             "--framework", "--fp8-recipe", "--tp-comm-overlap", "--fp8-param-gather", "--gpus"})
+      given[flag] = predict_cmd->get_option(flag)->count() > 0;
+    PredictArgs a = *args;
+    a.from_run = read_from(a.from);
+    LlamaSpec spec;
+    if (a.from_run) {
+      apply_user_run(given, a, spec);
+    } else {
+      if (a.model_file.empty()) throw UserError("predict: give --model FILE (a LLaMA config.json), or --from / --megatron-args");
+      if (!given.at("--seq")) throw UserError("predict: give --seq N (the sequence length)");
+      if (given.at("--gpus")) {
+        const int model_ranks = a.tp * a.pp * a.cp;
+        if (a.gpus < 1 || a.gpus % model_ranks != 0)
+          throw UserError("--gpus " + std::to_string(a.gpus) + ": not a multiple of tp x pp x cp = " + std::to_string(model_ranks));
+        if (given.at("--dp") && a.dp != a.gpus / model_ranks)
+          throw UserError("--gpus " + std::to_string(a.gpus) + " and --dp " + std::to_string(a.dp) + " disagree");
+        a.dp = a.gpus / model_ranks;
+      }
+      spec = load_llama_config(a.model_file);
+    }
+    return run_predict(a, spec);
   });
 }
 

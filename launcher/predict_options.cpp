@@ -4,7 +4,11 @@
 #include <filesystem>
 #include <fstream>
 
+#include <nlohmann/json.hpp>
+
 #include "common/errors.hpp"
+#include "formats/megatron_args.hpp"
+#include "formats/user_input.hpp"
 
 namespace itertime::launcher {
 
@@ -32,6 +36,58 @@ TrainingTechniques parse_recipe_option(const std::string& text, const std::strin
   } catch (const UserError& error) {
     throw UserError(option + " " + text + ": " + error.what());
   }
+}
+
+std::optional<formats::UserRun> read_from(const FromOptions& from) {
+  if (!from.file.empty() && !from.megatron_args.empty()) throw UserError("--from and --megatron-args: give one");
+  if (from.format != "auto" && from.file.empty()) throw UserError("--from-format " + from.format + " needs --from FILE");
+  if (!from.megatron_args.empty()) {
+    formats::UserRun run = formats::user_run_from_megatron(formats::megatron_arguments_from_command_line(from.megatron_args));
+    run.format = "megatron-args";
+    return run;
+  }
+  if (from.file.empty()) return std::nullopt;
+  return formats::read_user_run(from.file, formats::parse_input_format(from.format));
+}
+
+namespace {
+
+std::string joined(const std::vector<std::string>& items) {
+  std::string out;
+  for (const std::string& item : items) out += (out.empty() ? "" : ", ") + item;
+  return out;
+}
+
+}  // namespace
+
+std::vector<std::string> user_run_lines(const formats::UserRun& run, const std::vector<std::string>& overridden) {
+  std::vector<std::string> out;
+  out.push_back("from " + run.source + " (" + run.format + ", framework " + predict::framework::to_string(run.framework) + ")");
+  const auto add = [&out](const char* label, const std::vector<std::string>& items) {
+    if (!items.empty()) out.push_back(std::string("  ") + label + ": " + joined(items));
+  };
+  add("read", run.read);
+  add("assumed", run.assumed);
+  add("not understood (not used)", run.not_understood);
+  add("overridden by flags", overridden);
+  return out;
+}
+
+std::string user_run_json_text(const formats::UserRun& run, const std::vector<std::string>& overridden) {
+  nlohmann::ordered_json out = {{"source", run.source},
+                                {"format", run.format},
+                                {"framework", predict::framework::to_string(run.framework)},
+                                {"read", run.read},
+                                {"assumed", run.assumed},
+                                {"not_understood", run.not_understood},
+                                {"overridden", overridden}};
+  return out.dump(2);
+}
+
+std::string with_input_json(const std::string& json_text, const formats::UserRun& run, const std::vector<std::string>& overridden) {
+  nlohmann::ordered_json out = nlohmann::ordered_json::parse(json_text);
+  out["input"] = nlohmann::ordered_json::parse(user_run_json_text(run, overridden));
+  return out.dump(2);
 }
 
 void refuse_existing(const std::string& path, bool force, const std::string& option) {

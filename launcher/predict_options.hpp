@@ -6,9 +6,11 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "common/hardware_spec.hpp"
 #include "common/training_techniques.hpp"
+#include "formats/user_run.hpp"
 
 namespace itertime::launcher {
 
@@ -20,6 +22,21 @@ double device_memory_bytes(double gib, const std::optional<HardwareSpec>& hardwa
 
 // A recipe as the CLI takes it: "plain" or recipe_text's form ("sp+vp+rc-full"); a UserError naming the option.
 TrainingTechniques parse_recipe_option(const std::string& text, const std::string& option);
+
+// --from FILE (--from-format) or --megatron-args '...': the user's own configuration (formats/), or none.
+struct FromOptions {
+  std::string file;           // --from
+  std::string format = "auto";  // --from-format
+  std::string megatron_args;  // --megatron-args
+};
+std::optional<formats::UserRun> read_from(const FromOptions& from);
+
+// What was read, for the output: "from FILE (FORMAT, framework F)", then the lines read, assumed, not
+// understood and overridden (each "  label: a, b, c"; none when empty). JSON: the same as one object.
+std::vector<std::string> user_run_lines(const formats::UserRun& run, const std::vector<std::string>& overridden);
+std::string user_run_json_text(const formats::UserRun& run, const std::vector<std::string>& overridden);
+// `json_text` (one JSON object) with "input": user_run_json_text added.
+std::string with_input_json(const std::string& json_text, const formats::UserRun& run, const std::vector<std::string>& overridden);
 
 // `path` must not exist unless `force`; refused before anything is written.
 void refuse_existing(const std::string& path, bool force, const std::string& option);

@@ -7,8 +7,9 @@
 #   calibrate: common runtime commbench calibrate      (LibTorch)
 #   predict:   common predict                          (torch-, CUDA- and MPI-free)
 #   validate:  common predict validate                 (torch-, CUDA- and MPI-free)
+#   formats:   common predict formats                  (users' formats at the boundary; torch-, CUDA- and MPI-free)
 #   launcher:  everything, except the light front (`itertime`, itertime_cli, itertime_slurm_script:
-#              layering/front.sources): common predict validate, and launcher files of the front itself
+#              layering/front.sources): common predict validate formats, and launcher files of the front itself
 # predict/ is itself in rooms, one library each, in one-way order (predict/CMakeLists.txt). A room's files
 # include (and its library links) only its own room and those listed for it; the top level
 # (predict/*.hpp, *.cpp: predictor, plan, throughput, fitting) any room; no room includes the top level:
@@ -19,13 +20,14 @@
 # Boost: no predict header includes it but model/fitted_model_archive.hpp, which only model/*.cpp and the
 # serialization test include; only the model room links Boost.Serialization, privately.
 cmake_minimum_required(VERSION 3.22)
-set(ours common runtime commbench calibrate predict validate launcher)
+set(ours common runtime commbench calibrate predict validate formats launcher)
 set(allowed_common common)
 set(allowed_runtime common runtime)
 set(allowed_commbench common runtime commbench)
 set(allowed_calibrate common runtime commbench calibrate)
 set(allowed_predict common predict)
 set(allowed_validate common predict validate)
+set(allowed_formats common predict formats)
 set(predict_rooms device schedule memory model builder resolver framework)
 set(predict_room_uses_device "")
 set(predict_room_uses_schedule "")
@@ -36,7 +38,7 @@ set(predict_room_uses_resolver device model builder framework)
 set(predict_room_uses_framework device schedule)
 set(predict_archive_header "predict/model/fitted_model_archive.hpp")
 # Third-party headers a pure layer must not include: LibTorch, CUDA, NCCL, MPI.
-set(pure_layers common predict validate)
+set(pure_layers common predict validate formats)
 set(forbidden_system_regex "^(torch/|ATen/|c10/|caffe2/|cuda|cublas|cudnn|nccl|mpi\\.h|mpi_|openmpi/)")
 # What a pure layer must not link (targets or library files).
 set(forbidden_link_regex "(^MPI::|mpi|^torch|^c10|libtorch|caffe2|^CUDA::|cuda|nccl|^itertime_(runtime|commbench|calibrate)$|^itertime::(runtime|commbench|calibrate|nccl)$)")
@@ -74,7 +76,7 @@ macro(itertime_check_predict_include shown header)
 endmacro()
 
 set(violations "")
-foreach(layer IN ITEMS common runtime commbench calibrate predict validate)
+foreach(layer IN ITEMS common runtime commbench calibrate predict validate formats)
   file(GLOB_RECURSE sources LIST_DIRECTORIES false "${SOURCE_DIR}/${layer}/*.hpp" "${SOURCE_DIR}/${layer}/*.cpp"
        "${SOURCE_DIR}/${layer}/*.h" "${SOURCE_DIR}/${layer}/*.cu")
   foreach(source IN LISTS sources)
@@ -204,8 +206,8 @@ else()
       string(REGEX MATCH "^[^/]+" first "${header}")
       if(header MATCHES "${forbidden_system_regex}")
         list(APPEND violations "${shown}: includes ${header}: the itertime front must stay free of LibTorch, CUDA, NCCL and MPI")
-      elseif(first IN_LIST ours AND header MATCHES "/" AND NOT first MATCHES "^(common|predict|validate|launcher)$")
-        list(APPEND violations "${shown}: includes ${header}: the itertime front may include only common, predict, validate and its own launcher files")
+      elseif(first IN_LIST ours AND header MATCHES "/" AND NOT first MATCHES "^(common|predict|validate|formats|launcher)$")
+        list(APPEND violations "${shown}: includes ${header}: the itertime front may include only common, predict, validate, formats and its own launcher files")
       elseif(first STREQUAL "launcher")
         string(REGEX REPLACE "\\.[a-z]+$" ".cpp" twin "${header}")
         if(EXISTS "${SOURCE_DIR}/${twin}" AND NOT twin IN_LIST front_sources)
@@ -240,4 +242,4 @@ if(count GREATER 0)
   endforeach()
   message(FATAL_ERROR "layering: ${count} violation(s); docs/layout.md says which layer may use what")
 endif()
-message(STATUS "layering: common, runtime, commbench, calibrate, predict (and its rooms) and validate keep their layers; the itertime front links no MPI or LibTorch")
+message(STATUS "layering: common, runtime, commbench, calibrate, predict (and its rooms), validate and formats keep their layers; the itertime front links no MPI or LibTorch")
