@@ -71,6 +71,11 @@ LogImport import_log(const LogText& log, LogFormat format, const std::optional<U
             ": a Megatron-LM log states its run in its arguments block; give no layout, model or precision beside it");
       }
       out.run = user_run_from_megatron(parsed.arguments);
+      // The model is named by the log it came from (its file name without folder and suffix), not its path.
+      const std::size_t slash = log.source.find_last_of('/');
+      const std::string file = log.source.substr(slash == std::string::npos ? 0 : slash + 1);
+      if (out.run.model.name == log.source)
+        out.run.model.name = file.substr(0, file.rfind(".log") == std::string::npos ? file.size() : file.rfind(".log"));
       intervals = parsed.intervals;
       break;
     }
@@ -84,9 +89,10 @@ LogImport import_log(const LogText& log, LogFormat format, const std::optional<U
         steps = parse_torchtitan_log(log);
       }
       if (!given) {
-        throw UserError(log.source + ": a " + std::string(out.format == LogFormat::kNemo ? "NeMo" : "torchtitan") +
-                        " log does not state its layout: give --model and the layout flags (--dp --tp --pp "
-                        "--micro-batch --global-batch --seq-len, --precision)");
+        throw UserError(
+            log.source + ": a " + std::string(out.format == LogFormat::kNemo ? "NeMo" : "torchtitan") +
+            " log does not state its layout: give the run's --config FILE, or --model and the layout flags (--dp --tp --pp "
+            "--mbs --gbs --seq, --precision, --recipe)");
       }
       out.run = *given;
       if (out.format == LogFormat::kTorchtitan) {

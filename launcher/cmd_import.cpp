@@ -24,6 +24,7 @@
 #include "common/store_meta.hpp"
 #include "common/training_techniques.hpp"
 #include "formats/log_import.hpp"
+#include "formats/user_input.hpp"
 #include "launcher/commands.hpp"
 #include "launcher/predict_options.hpp"
 #include "validate/duration_text.hpp"
@@ -36,7 +37,9 @@ struct ImportArgs {
   std::vector<std::string> logs;
   std::string output;
   std::string format = "auto";
-  // The run of a NeMo or torchtitan log (a Megatron-LM log states its own).
+  // The run of a NeMo or torchtitan log (a Megatron-LM log states its own): a configuration file, or
+  // --model and the layout flags.
+  std::string config_file;
   std::string model_file;
   int dp = 1, tp = 1, pp = 1, cp = 1, vp = 1, micro_batch = 1, global_batch = 0, seq_len = 0;
   std::string precision = "amp-bf16";
@@ -48,6 +51,21 @@ struct ImportArgs {
 
 // The run given on the command line, when --model is (else none: the logs must state theirs).
 std::optional<formats::UserRun> given_run(const ImportArgs& a, const std::vector<std::string>& layout_flags) {
+  if (!a.config_file.empty()) {  // NeMo 2 / Megatron-Bridge YAML, torchtitan TOML, Megatron-LM arguments (formats/user_input.hpp)
+    if (!a.model_file.empty()) throw UserError("--config and --model: give one (the configuration names the model)");
+    for (const std::string& flag : layout_flags) {
+      if (flag != "--dp")
+        throw UserError(flag + " beside --config: the configuration states the run (only --dp, when it does not)");
+    }
+    formats::UserRun run = formats::read_user_run(a.config_file);
+    if (!run.data_parallel_given) {
+      if (layout_flags.empty()) throw UserError(a.config_file + ": states no data-parallel size; give --dp N");
+      run = formats::with_data_parallel(run, a.dp, "--dp " + std::to_string(a.dp));
+    } else if (!layout_flags.empty()) {
+      throw UserError("--dp beside --config: " + a.config_file + " states its data-parallel size");
+    }
+    return run;
+  }
   if (a.model_file.empty()) {
     if (!layout_flags.empty()) throw UserError(layout_flags.front() + " describes a run: give --model with it");
     return std::nullopt;
@@ -154,6 +172,9 @@ void register_import(CLI::App& app, std::vector<std::pair<CLI::App*, Action>>& a
   cmd->add_option("LOG", a->logs, "Training logs (each one run)")->required()->check(CLI::ExistingFile);
   cmd->add_option("-o,--output", a->output, "Calibration HDF5 file: created, or added to (its /groundtruth)")->required();
   cmd->add_option("--format", a->format, "auto (by content), megatron, nemo or torchtitan")->capture_default_str();
+  cmd->add_option("--config", a->config_file,
+                  "NeMo / torchtitan logs: the run's configuration (NeMo 2 / Megatron-Bridge YAML dump, torchtitan TOML, "
+                  "Megatron-LM arguments); --dp beside it when it states no data-parallel size");
   auto* model = cmd->add_option("--model", a->model_file,
                                 "NeMo / torchtitan logs: the LLaMA config.json of the run (a Megatron-LM log states its own)");
   std::vector<CLI::Option*> layout = {

@@ -113,7 +113,10 @@ std::vector<MapeEntry> grouped(const std::vector<ValidationRow>& rows, std::stri
 }
 
 std::string floor_text(double pct) {
-  return std::isfinite(pct) ? "±" + std::to_string(pct).substr(0, std::to_string(pct).find('.') + 3) + "%" : "-";
+  if (!std::isfinite(pct)) return "-";
+  char text[32];
+  std::snprintf(text, sizeof text, "±%.2f%%", pct);
+  return text;
 }
 
 }  // namespace

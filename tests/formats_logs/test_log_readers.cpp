@@ -37,7 +37,7 @@ TEST(MegatronLog, ArgumentsBlockAndTimingLines) {
   EXPECT_EQ(log.arguments.values.count("fp8"), 0u);     // None: not stored
   EXPECT_EQ(log.arguments.values.at("normalization"), "RMSNorm");
   EXPECT_GT(log.arguments.line_of.at("fp8"), 2);   // where it was printed
-  EXPECT_EQ(log.arguments.line_of.at("bf16"), 3);  // sorted first, after the header on line 2
+  EXPECT_EQ(log.arguments.line_of.at("bf16"), 4);  // after the header (line 2) and add_bias_linear, sorted
   ASSERT_EQ(log.intervals.size(), 10u);
   EXPECT_EQ(log.train_iters, 500);
   EXPECT_EQ(log.intervals[0].iterations, 10);
@@ -82,11 +82,11 @@ TEST(LogTimings, NumbersAndColours) {
 
 TEST(MegatronLog, HostileLogsOneLineEach) {
   EXPECT_EQ(error_of(fixture("megatron_truncated.log"), parse_megatron_log),
-            "megatron_truncated.log:50: the log ends mid-line (a timing line without its elapsed time)");
+            "megatron_truncated.log:58: the log ends mid-line (a timing line without its elapsed time)");
   EXPECT_EQ(error_of(fixture("megatron_interleaved.log"), parse_megatron_log),
-            "megatron_interleaved.log:47: iteration 10 after iteration 50: two runs interleaved, or a restart in one log");
+            "megatron_interleaved.log:55: iteration 10 after iteration 50: two runs interleaved, or a restart in one log");
   EXPECT_EQ(error_of(fixture("megatron_not_a_number.log"), parse_megatron_log),
-            "megatron_not_a_number.log:46: elapsed time per iteration (ms) 'nan(ind)' is not a positive number");
+            "megatron_not_a_number.log:54: elapsed time per iteration (ms) 'nan(ind)' is not a positive number");
   EXPECT_EQ(error_of(fixture("megatron_no_arguments.log"), parse_megatron_log),
             "megatron_no_arguments.log:2: a timing line before any arguments block: not the whole Megatron-LM log (its "
             "start, with '------------------------ arguments ------------------------', is needed for the layout)");
@@ -95,7 +95,7 @@ TEST(MegatronLog, HostileLogsOneLineEach) {
 TEST(MegatronLog, TwoRunsAndUnfinishedBlocks) {
   const LogText one = fixture("megatron_llama8b_tp2.log");
   EXPECT_EQ(error_of(log_from_text("two.log", one.bytes + one.bytes), parse_megatron_log),
-            "two.log:53: a second arguments block (the first at line 2): two runs in one log; import each run's log on its own");
+            "two.log:61: a second arguments block (the first at line 2): two runs in one log; import each run's log on its own");
   const std::string head = one.bytes.substr(0, one.bytes.find("  fp16"));
   EXPECT_EQ(error_of(log_from_text("cut.log", head), parse_megatron_log),
             "cut.log:2: the arguments block has no end ('end of arguments'): the log is truncated");

@@ -22,7 +22,9 @@ MEGATRON_ARGS = dict(
     bf16=True, fp16=False, fp8=None, tp_comm_overlap=False, swiglu=True,
     untie_embeddings_and_output_weights=True, padded_vocab_size=128256, normalization='RMSNorm',
     position_embedding_type='rope', lr=0.0003, seed=1234, train_iters=500, log_interval=10,
-    tokenizer_type='HuggingFaceTokenizer', transformer_impl='transformer_engine',
+    tokenizer_type='HuggingFaceTokenizer', tokenizer_model='meta-llama/Meta-Llama-3-8B',
+    transformer_impl='transformer_engine', add_bias_linear=False, norm_epsilon=1e-05, rotary_base=500000,
+    kv_channels=128, vocab_size=None, make_vocab_size_divisible_by=128, use_mcore_models=True,
 )
 
 
