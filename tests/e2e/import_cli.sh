@@ -1,0 +1,96 @@
+#!/usr/bin/env bash
+# import_cli.sh: end-to-end tests of `itertime import` and `validate` on imported ground truth (issue 34
+# part 2), on the logs of tests/data/logs (built from the frameworks' own format strings; README there):
+# a Megatron-LM log imported and scored by the framework model and a described device; a NeMo and a
+# torchtitan log with their run given; every hostile log refused with its one line, exit 2, and the
+# calibration file untouched (not created, or byte-identical). Each case well under a second.
+#
+#   import_cli.sh ITERTIME SOURCE_DIR [CASE...]
+source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
+take_args "ITERTIME SOURCE_DIR [CASE...]" "$@"
+LOGS="$SOURCE_DIR/tests/data/logs"
+MODELS="$SOURCE_DIR/data/models"
+
+run() {
+  (cd "$LOGS" && "$ITERTIME" "$@" >"$OUT" 2>"$ERR")
+  STATUS=$?
+}
+
+# The one line a refused import prints, and nothing written.
+expect_refused() {
+  expect_status 2
+  [[ "$(lines_of "$ERR")" -eq 1 ]] || fail "stderr has $(lines_of "$ERR") lines, expected 1"
+  expect_stderr "$1"
+  [[ ! -s "$OUT" ]] || fail "stdout is not empty"
+}
+
+case_megatron_validated() {
+  run import megatron_llama8b_tp2.log -o "$WORK/cal.h5"
+  expect_status 0
+  expect_stdout "imported megatron_llama8b_tp2.log (megatron-log, sha256 "
+  expect_stdout "run        megatron_llama8b_tp2 dp4-tp2-pp1 mbs1 gbs128 seq8192, amp-bf16, recipe sp+vp+dopt+ovl+opg, framework megatron-te"
+  expect_stdout "timing     10 line(s): 2 dropped as warm-up (20 iterations), 8 steady from line 52 to 59 (80 iterations)"
+  expect_stdout "floor 0.10%"
+  run validate "$WORK/cal.h5" --framework megatron-te --hardware h100-sxm
+  expect_status 0
+  expect_stdout "scored by framework megatron-te on h100-sxm"
+  expect_stdout "megatron_llama8b_tp2.log     (4,2,1)        amp-bf16  sp+vp+dopt+ovl+opg      16.50 s"
+  expect_stdout "overall"
+  expect_stdout "floor ±0.10%"
+  run validate "$WORK/cal.h5" --hardware h100-sxm
+  expect_status 0
+  expect_stdout "scored by described h100-sxm"
+  # Without a source, a file of imports only is refused with the choices.
+  run validate "$WORK/cal.h5"
+  expect_refused "holds imported ground truth and no calibration of its own (/ops): score it with --hardware NAME"
+  # The same log again: refused, the file unchanged.
+  local before
+  before="$(md5sum <"$WORK/cal.h5")"
+  run import megatron_llama8b_tp2.log -o "$WORK/cal.h5"
+  expect_refused "already holds ground truth log-"
+  [[ "$(md5sum <"$WORK/cal.h5")" == "$before" ]] || fail "a refused import changed the file"
+}
+
+case_nemo_torchtitan() {
+  run import nemo_llama8b.log -o "$WORK/cal.h5"
+  expect_refused "nemo_llama8b.log: a NeMo log does not state its layout: give the run's --config FILE, or --model and the layout flags"
+  [[ ! -e "$WORK/cal.h5" ]] || fail "a refused import created the file"
+  # Two logs of one layout (the progress printer's and the per-step callback's): two runs, two rows.
+  run import nemo_llama8b.log nemo_delta_timing.log --model "$MODELS/llama3.1-8b.json" --dp 8 --tp 2 --pp 4 --gbs 512 \
+    --seq 8192 --recipe sp+dopt+ovl+opg -o "$WORK/cal.h5"
+  expect_status 0
+  expect_stdout "iteration  7.56 s median"
+  expect_stdout "# 2 log(s) into"
+  run import torchtitan_llama8b.log --config torchtitan_llama8b.toml --dp 8 -o "$WORK/cal.h5"
+  expect_status 0
+  expect_stdout "iteration  1.27 s median"  # 8 x 8192 tokens / (6,433 tps x 8 GPUs)
+  run validate "$WORK/cal.h5" --framework megatron-te --hardware h100-sxm
+  expect_status 0
+  expect_stdout "nemo_llama8b.log"
+  expect_stdout "torchtitan_llama8b.log"
+  expect_stdout "MAPE"
+}
+
+case_hostile() {
+  run import megatron_truncated.log -o "$WORK/cal.h5"
+  expect_refused "itertime: error: megatron_truncated.log:58: the log ends mid-line (a timing line without its elapsed time)"
+  run import megatron_interleaved.log -o "$WORK/cal.h5"
+  expect_refused "itertime: error: megatron_interleaved.log:55: iteration 10 after iteration 50: two runs interleaved, or a restart in one log"
+  run import megatron_not_a_number.log -o "$WORK/cal.h5"
+  expect_refused "itertime: error: megatron_not_a_number.log:54: elapsed time per iteration (ms) 'nan(ind)' is not a positive number"
+  run import megatron_no_arguments.log -o "$WORK/cal.h5"
+  expect_refused "itertime: error: megatron_no_arguments.log:2: a timing line before any arguments block"
+  [[ ! -e "$WORK/cal.h5" ]] || fail "a refused import created the file"
+  # A good log and a hostile one: neither is written into an existing file.
+  run import megatron_llama8b_tp2.log -o "$WORK/cal.h5"
+  expect_status 0
+  local before
+  before="$(md5sum <"$WORK/cal.h5")"
+  run import torchtitan_llama8b.log megatron_truncated.log --config torchtitan_llama8b.toml --dp 8 -o "$WORK/cal.h5"
+  expect_refused "megatron_truncated.log:58: the log ends mid-line"
+  [[ "$(md5sum <"$WORK/cal.h5")" == "$before" ]] || fail "a refused import changed the file"
+}
+
+ALL_CASES=(megatron_validated nemo_torchtitan hostile)
+
+run_cases
