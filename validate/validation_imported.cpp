@@ -176,18 +176,18 @@ ImportedValidation validate_imported(const std::string& calibration_file, const 
 
 void print_imported_report(const ImportedValidation& report) {
   std::printf("imported ground truth of %s scored by %s\n", report.calibration_file.c_str(), report.source.c_str());
-  std::printf("%-28s %-14s %-9s %-16s %12s %12s %8s %8s\n", "log", "(dp,tp,pp)", "precision", "recipe", "measured", "predicted",
+  std::printf("%-28s %-14s %-9s %-20s %12s %12s %8s %8s\n", "log", "(dp,tp,pp)", "precision", "recipe", "measured", "predicted",
               "APE", "floor");
   for (std::size_t i = 0; i < report.rows.size(); ++i) {
     const ValidationRow& row = report.rows[i];
     std::string log = report.logs[i];
     log = log.substr(log.find_last_of('/') == std::string::npos ? 0 : log.find_last_of('/') + 1);
     if (row.status == "ok") {
-      std::printf("%-28s %-14s %-9s %-16s %12s %12s %7.1f%% %8s\n", log.c_str(), row.tuple.c_str(), row.precision.c_str(),
+      std::printf("%-28s %-14s %-9s %-20s %12s %12s %7.1f%% %8s\n", log.c_str(), row.tuple.c_str(), row.precision.c_str(),
                   row.recipe.c_str(), duration_text(row.measured_us).c_str(), duration_text(row.predicted_us).c_str(),
                   row.ape_pct, floor_text(row.round_spread_pct).c_str());
     } else {
-      std::printf("%-28s %-14s %-9s %-16s %12s %12s  unpredicted: %s\n", log.c_str(), row.tuple.c_str(), row.precision.c_str(),
+      std::printf("%-28s %-14s %-9s %-20s %12s %12s  unpredicted: %s\n", log.c_str(), row.tuple.c_str(), row.precision.c_str(),
                   row.recipe.c_str(), duration_text(row.measured_us).c_str(), "-", row.reason.c_str());
     }
   }
