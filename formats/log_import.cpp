@@ -64,11 +64,17 @@ LogImport import_log(const LogText& log, LogFormat format, const std::optional<U
   std::vector<LogInterval> intervals;
   switch (out.format) {
     case LogFormat::kMegatron: {
-      const MegatronLog parsed = parse_megatron_log(log);
+      // A run given: a Megatron-Bridge log (no arguments block; its configuration is a YAML file).
+      const MegatronLog parsed = parse_megatron_log(log, /*arguments_required=*/!given);
       if (given) {
-        throw UserError(
-            log.source +
-            ": a Megatron-LM log states its run in its arguments block; give no layout, model or precision beside it");
+        if (!parsed.arguments.line_of.empty()) {
+          throw UserError(log.source +
+                          ": a Megatron-LM log states its run in its arguments block; give no layout, model or "
+                          "precision beside it");
+        }
+        out.run = *given;
+        intervals = parsed.intervals;
+        break;
       }
       out.run = user_run_from_megatron(parsed.arguments);
       // The model is named by the log it came from (its file name without folder and suffix), not its path.

@@ -36,7 +36,7 @@ bool is_megatron_log(const LogText& log) {
   return false;
 }
 
-MegatronLog parse_megatron_log(const LogText& log) {
+MegatronLog parse_megatron_log(const LogText& log, bool arguments_required) {
   MegatronLog out;
   out.arguments.source = log.source;
   const std::string& file = log.source;
@@ -104,11 +104,12 @@ MegatronLog parse_megatron_log(const LogText& log) {
       }
       continue;
     }
-    if (!block_done) {
+    if (!block_done && arguments_required) {
       throw log_error(file, number,
                       "a timing line before any arguments block: not the whole Megatron-LM log (its start, with "
                       "'" +
-                          std::string(kHeader) + "', is needed for the layout)");
+                          std::string(kHeader) +
+                          "', is needed for the layout; a Megatron-Bridge log prints none: give its --config)");
     }
     if (log.is_cut(i) && raw.find(" |", elapsed) == std::string::npos) {
       throw log_error(file, number, "the log ends mid-line (the timing line is cut)");
@@ -151,7 +152,9 @@ MegatronLog parse_megatron_log(const LogText& log) {
     previous = iteration;
   }
   if (in_block) throw log_error(file, block_line, "the arguments block has no end ('end of arguments'): the log is truncated");
-  if (!block_done) throw log_error(file, log.lines.size(), "no Megatron-LM arguments block ('" + std::string(kHeader) + "')");
+  if (!block_done && arguments_required) {
+    throw log_error(file, log.lines.size(), "no Megatron-LM arguments block ('" + std::string(kHeader) + "')");
+  }
   if (out.intervals.empty()) {
     throw log_error(file, log.lines.size(), "no timing line ('iteration N/TOTAL | ... | elapsed time per iteration (ms): T')");
   }

@@ -13,7 +13,7 @@
 //  - The arguments become MegatronArguments (megatron_arguments.hpp): True/False -> "true"/"false",
 //    None not stored, line_of the log's line.
 //  - Every malformed log is one UserError "FILE:LINE: what" (log_timings.hpp): no arguments block
-//    before the first timing line, a block without its end, a second block (two runs in one log), an
+//    before the first timing line (when required), a block without its end, a second block (two runs in one log), an
 //    iteration not after the previous one or a different total (interleaved runs), a time that is not a
 //    number, a timing line cut mid-line, no timing line at all.
 #pragma once
@@ -32,7 +32,10 @@ struct MegatronLog {
   int64_t train_iters = 0;  // the total the timing lines name
 };
 
-MegatronLog parse_megatron_log(const LogText& log);
+// `arguments_required` false: a log without an arguments block is read for its timing lines only (a
+// Megatron-Bridge log: NVIDIA-NeMo/Megatron-Bridge 067f987, src/megatron/bridge/training/utils/train_utils.py
+// prints the same timing line and saves its configuration to a YAML file instead of printing arguments).
+MegatronLog parse_megatron_log(const LogText& log, bool arguments_required = true);
 
 // Whether `log` looks like a Megatron-LM log (a timing line's label or the arguments header in it).
 bool is_megatron_log(const LogText& log);

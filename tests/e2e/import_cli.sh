@@ -34,7 +34,7 @@ case_megatron_validated() {
   run validate "$WORK/cal.h5" --framework megatron-te --hardware h100-sxm
   expect_status 0
   expect_stdout "scored by framework megatron-te on h100-sxm"
-  expect_stdout "megatron_llama8b_tp2.log     (4,2,1)        amp-bf16  sp+vp+dopt+ovl+opg      16.50 s"
+  expect_stdout "megatron_llama8b_tp2.log     (4,2,1)        amp-bf16  sp+vp+dopt+ovl+opg        16.50 s"
   expect_stdout "overall"
   expect_stdout "floor ±0.10%"
   run validate "$WORK/cal.h5" --hardware h100-sxm
@@ -81,6 +81,14 @@ case_hostile() {
   run import megatron_no_arguments.log -o "$WORK/cal.h5"
   expect_refused "itertime: error: megatron_no_arguments.log:2: a timing line before any arguments block"
   [[ ! -e "$WORK/cal.h5" ]] || fail "a refused import created the file"
+  # The same lines with the run given are read as a Megatron-Bridge log (which prints no arguments block).
+  run import megatron_no_arguments.log --model "$MODELS/llama3.1-8b.json" --dp 4 --tp 2 --gbs 128 --seq 8192 \
+    --recipe sp+dopt+ovl+opg -o "$WORK/bridge.h5"
+  expect_status 0
+  expect_stdout "iteration  16.50 s median"
+  # A Megatron-LM log with a run given beside its arguments: refused.
+  run import megatron_llama8b_tp2.log --model "$MODELS/llama3.1-8b.json" --gbs 128 --seq 8192 -o "$WORK/other.h5"
+  expect_refused "megatron_llama8b_tp2.log: a Megatron-LM log states its run in its arguments block"
   # A good log and a hostile one: neither is written into an existing file.
   run import megatron_llama8b_tp2.log -o "$WORK/cal.h5"
   expect_status 0

@@ -12,6 +12,8 @@
 namespace itertime::formats {
 namespace {
 
+MegatronLog megatron(const LogText& log) { return parse_megatron_log(log); }
+
 LogText fixture(const std::string& name) { return read_log(std::string(ITERTIME_LOGS_DIR) + "/" + name); }
 
 // The UserError's text of parsing `log` with `parse`, with the fixture folder cut off.
@@ -81,23 +83,32 @@ TEST(LogTimings, NumbersAndColours) {
 }
 
 TEST(MegatronLog, HostileLogsOneLineEach) {
-  EXPECT_EQ(error_of(fixture("megatron_truncated.log"), parse_megatron_log),
+  EXPECT_EQ(error_of(fixture("megatron_truncated.log"), megatron),
             "megatron_truncated.log:58: the log ends mid-line (a timing line without its elapsed time)");
-  EXPECT_EQ(error_of(fixture("megatron_interleaved.log"), parse_megatron_log),
+  EXPECT_EQ(error_of(fixture("megatron_interleaved.log"), megatron),
             "megatron_interleaved.log:55: iteration 10 after iteration 50: two runs interleaved, or a restart in one log");
-  EXPECT_EQ(error_of(fixture("megatron_not_a_number.log"), parse_megatron_log),
+  EXPECT_EQ(error_of(fixture("megatron_not_a_number.log"), megatron),
             "megatron_not_a_number.log:54: elapsed time per iteration (ms) 'nan(ind)' is not a positive number");
-  EXPECT_EQ(error_of(fixture("megatron_no_arguments.log"), parse_megatron_log),
+  EXPECT_EQ(error_of(fixture("megatron_no_arguments.log"), megatron),
             "megatron_no_arguments.log:2: a timing line before any arguments block: not the whole Megatron-LM log (its "
-            "start, with '------------------------ arguments ------------------------', is needed for the layout)");
+            "start, with '------------------------ arguments ------------------------', is needed for the layout; a "
+            "Megatron-Bridge log prints none: give its --config)");
+}
+
+// A Megatron-Bridge log: the same timing lines, no arguments block (its run comes from its YAML).
+TEST(MegatronLog, TimingLinesOnlyWhenTheRunIsGiven) {
+  const MegatronLog log = parse_megatron_log(fixture("megatron_no_arguments.log"), /*arguments_required=*/false);
+  EXPECT_TRUE(log.arguments.values.empty());
+  ASSERT_EQ(log.intervals.size(), 10u);
+  EXPECT_EQ(log.intervals[0].line, 2u);
 }
 
 TEST(MegatronLog, TwoRunsAndUnfinishedBlocks) {
   const LogText one = fixture("megatron_llama8b_tp2.log");
-  EXPECT_EQ(error_of(log_from_text("two.log", one.bytes + one.bytes), parse_megatron_log),
+  EXPECT_EQ(error_of(log_from_text("two.log", one.bytes + one.bytes), megatron),
             "two.log:61: a second arguments block (the first at line 2): two runs in one log; import each run's log on its own");
   const std::string head = one.bytes.substr(0, one.bytes.find("  fp16"));
-  EXPECT_EQ(error_of(log_from_text("cut.log", head), parse_megatron_log),
+  EXPECT_EQ(error_of(log_from_text("cut.log", head), megatron),
             "cut.log:2: the arguments block has no end ('end of arguments'): the log is truncated");
   // srun's rank prefix before every line is read through.
   std::string prefixed;
