@@ -99,6 +99,25 @@ case_hostile() {
   [[ "$(md5sum <"$WORK/cal.h5")" == "$before" ]] || fail "a refused import changed the file"
 }
 
-ALL_CASES=(megatron_validated nemo_torchtitan hostile)
+# A calibration with its own ground truth (tests/data/accuracy-cpu.h5): its validation is the same, reports
+# included, after an import; the imported configuration is then scored by that calibration (a CPU one:
+# unpredicted, with the reason).
+case_calibrated_unchanged() {
+  cp "$SOURCE_DIR/tests/data/accuracy-cpu.h5" "$WORK/acc.h5"
+  run validate "$WORK/acc.h5" --out-dir "$WORK/before"
+  expect_status 0
+  grep -v "^# reports in" "$OUT" >"$WORK/before.txt"
+  run import nemo_llama8b.log --model "$MODELS/llama3.1-8b.json" --dp 8 --tp 2 --pp 4 --gbs 512 --seq 8192 -o "$WORK/acc.h5"
+  expect_status 0
+  run validate "$WORK/acc.h5" --out-dir "$WORK/after"
+  expect_status 0
+  expect_stdout "imported ground truth of $WORK/acc.h5 scored by calibrated"
+  expect_stdout "nemo_llama8b.log             (8,2,4)        amp-bf16  plain                      7.56 s            -  unpredicted: "
+  head -n "$(lines_of "$WORK/before.txt")" "$OUT" | grep -v "^# reports in" | diff -q - "$WORK/before.txt" >/dev/null ||
+    fail "the calibration's own validation changed after an import"
+  diff -r "$WORK/before" "$WORK/after" >/dev/null || fail "the validation reports changed after an import"
+}
+
+ALL_CASES=(megatron_validated nemo_torchtitan hostile calibrated_unchanged)
 
 run_cases
