@@ -70,19 +70,13 @@ MegatronLog parse_megatron_log(const LogText& log, bool arguments_required) {
         continue;
       }
       if (log.is_cut(i)) throw log_error(file, number, "the log ends mid-line inside the arguments block");
+      // Rank 0 prints the block while the other ranks start up: a line that is not an argument line (of
+      // the block's prefix) is another process's output, skipped; an argument printed twice is refused below.
       std::string_view line(raw);
-      if (line.substr(0, prefix.size()) != prefix) {
-        throw log_error(file, number,
-                        "not an argument line inside the arguments block (started at line " + std::to_string(block_line) +
-                            "): another process's output interleaved?");
-      }
+      if (line.substr(0, prefix.size()) != prefix) continue;
       line.remove_prefix(prefix.size());
       std::string name, value;
-      if (!argument_line(line, name, value)) {
-        throw log_error(file, number,
-                        "not an argument line inside the arguments block (started at line " + std::to_string(block_line) +
-                            "): another process's output interleaved?");
-      }
+      if (!argument_line(line, name, value)) continue;
       if (out.arguments.values.count(name) != 0 || out.arguments.line_of.count(name) != 0) {
         throw log_error(
             file, number,

@@ -9,7 +9,9 @@
 //      iteration (ms): {:.1f} | ... | global batch size: {:5d} | ..." (the time is the interval's mean).
 // Invariants:
 //  - A prefix a launcher puts before each line (srun's "0: ", a timestamp) is allowed: it is whatever
-//    precedes the block's header, and lines are read after it.
+//    precedes the block's header, and lines are read after it. Inside the block, a line that is not an
+//    argument line of that prefix is another process's output (the other ranks start up meanwhile):
+//    skipped.
 //  - The arguments become MegatronArguments (megatron_arguments.hpp): True/False -> "true"/"false",
 //    None not stored, line_of the log's line.
 //  - Every malformed log is one UserError "FILE:LINE: what" (log_timings.hpp): no arguments block

@@ -110,6 +110,13 @@ TEST(MegatronLog, TwoRunsAndUnfinishedBlocks) {
   const std::string head = one.bytes.substr(0, one.bytes.find("  fp16"));
   EXPECT_EQ(error_of(log_from_text("cut.log", head), megatron),
             "cut.log:2: the arguments block has no end ('end of arguments'): the log is truncated");
+  // Another rank's output inside the block is skipped; an argument printed twice is refused.
+  std::string mixed = one.bytes;
+  mixed.insert(mixed.find("  bf16 "), "3: [W socket.cpp:464] [c10d] The server socket has failed to listen\n");
+  EXPECT_EQ(parse_megatron_log(log_from_text("mixed.log", mixed)).arguments.values.at("bf16"), "true");
+  std::string twice = one.bytes;
+  twice.insert(twice.find("  bf16 "), "  bf16 ............................................ False\n");
+  EXPECT_EQ(error_of(log_from_text("twice.log", twice), megatron), "twice.log:5: argument bf16 printed twice (first at line 4)");
   // srun's rank prefix before every line is read through.
   std::string prefixed;
   for (const std::string& line : one.lines) prefixed += "0: " + line + "\n";
