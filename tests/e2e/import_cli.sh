@@ -61,6 +61,10 @@ case_nemo_torchtitan() {
   expect_status 0
   expect_stdout "iteration  7.56 s median"
   expect_stdout "# 2 log(s) into"
+  # The same NeMo log with its run as a NeMo 2 recipe's YAML dump (formats/nemo_config).
+  run import nemo_llama8b.log --config nemo_llama8b.yaml -o "$WORK/yaml.h5"
+  expect_status 0
+  expect_stdout "run        nemo_llama8b.yaml dp8-tp2-pp4 mbs1 gbs512 seq8192, amp-bf16, recipe sp+vp+dopt+ovl+opg"
   run import torchtitan_llama8b.log --config torchtitan_llama8b.toml --dp 8 -o "$WORK/cal.h5"
   expect_status 0
   expect_stdout "iteration  1.27 s median"  # 8 x 8192 tokens / (6,433 tps x 8 GPUs)
