@@ -66,6 +66,11 @@ void register_validate(CLI::App& app, std::vector<std::pair<CLI::App*, Action>>&
     if (!hardware->empty() || chosen != predict::framework::Framework::kItertime) {
       if (hardware->empty())
         throw UserError("--framework " + *framework + " needs --hardware NAME (the device the run trained on)");
+      if (*store || !out_dir->empty() || *compute || !memory_model_file->empty() || !model_file->empty() || *holdout != "tuple") {
+        throw UserError(
+            "--store, --out-dir, --compute-report, --memory-report, --model and --holdout are CAL's own validation's: give none "
+            "with --hardware (the imported ground truth's scoring prints its table only)");
+      }
       validate::ImportedSource source;
       source.kind = chosen == predict::framework::Framework::kMegatronTe ? validate::ImportedSource::Kind::kFramework
                                                                          : validate::ImportedSource::Kind::kDescribed;

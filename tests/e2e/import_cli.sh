@@ -37,6 +37,8 @@ case_megatron_validated() {
   expect_stdout "megatron_llama8b_tp2.log     (4,2,1)        amp-bf16  sp+vp+dopt+ovl+opg        16.50 s"
   expect_stdout "overall"
   expect_stdout "floor ±0.10%"
+  run validate "$WORK/cal.h5" --hardware h100-sxm --store
+  expect_refused "--store, --out-dir, --compute-report, --memory-report, --model and --holdout are CAL's own validation's"
   run validate "$WORK/cal.h5" --hardware h100-sxm
   expect_status 0
   expect_stdout "scored by described h100-sxm"
