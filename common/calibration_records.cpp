@@ -2,6 +2,7 @@
 // records (calibration_records.hpp).
 #include "common/calibration_records.hpp"
 
+#include <map>
 #include <utility>
 
 #include "common/errors.hpp"
@@ -123,7 +124,10 @@ GroundTruthRecord to_record(const GroundTruthRow& row) {
                      static_cast<int>(row.micro_batch), static_cast<int>(row.global_batch), static_cast<int>(row.seq_len)};
   record.config.cp = static_cast<int>(row.cp);  // 1 in files before schema 6 (read_groundtruth_rows)
   record.config.vp = static_cast<int>(row.vp);
-  record.precision = parse_trainable_precision(h5::get_string(row.precision)).name;
+  // Imported rows (backend "log") may hold a precision only a framework runs (fp8).
+  const bool imported = h5::get_string(row.backend) == kImportedBackend;
+  record.precision = imported ? parse_precision(h5::get_string(row.precision)).name
+                              : parse_trainable_precision(h5::get_string(row.precision)).name;
   record.techniques = parse_recipe_text(h5::get_string(row.recipe));
   record.status = parse_run_status(h5::get_string(row.status));
   record.reason = h5::get_string(row.reason);
@@ -139,6 +143,58 @@ GroundTruthRecord to_record(const GroundTruthRow& row) {
 
 std::vector<GroundTruthRecord> to_records(const std::vector<GroundTruthRow>& rows) { return records_of(rows); }
 
-std::vector<GroundTruthRecord> read_groundtruth_records(h5::Store& store) { return to_records(read_groundtruth_rows(store)); }
+namespace {
+// The records of `store`, split by whether an imports row names their key.
+std::vector<GroundTruthRecord> groundtruth_records(h5::Store& store, bool imported) {
+  std::vector<GroundTruthRecord> records = to_records(read_groundtruth_rows(store));
+  if (!store.exists(kGroundTruthImports)) return imported ? std::vector<GroundTruthRecord>{} : records;
+  std::map<std::string, std::string> log_of;
+  for (const GroundTruthImportRow& row : read_groundtruth_imports(store))
+    log_of[h5::get_string(row.key)] = h5::get_string(row.log_name);
+  std::vector<GroundTruthRecord> kept;
+  for (GroundTruthRecord& record : records) {
+    const auto found = log_of.find(record.key);
+    if ((found != log_of.end()) != imported) continue;
+    if (imported) record.imported_from = found->second.empty() ? "(unnamed log)" : found->second;
+    kept.push_back(std::move(record));
+  }
+  return kept;
+}
+}  // namespace
+
+std::vector<GroundTruthRecord> read_groundtruth_records(h5::Store& store) { return groundtruth_records(store, false); }
+
+std::vector<GroundTruthRecord> read_imported_groundtruth_records(h5::Store& store) { return groundtruth_records(store, true); }
+
+ImportRecord to_record(const GroundTruthImportRow& row) {
+  ImportRecord r;
+  r.key = h5::get_string(row.key);
+  r.log_name = h5::get_string(row.log_name);
+  r.log_sha256 = h5::get_string(row.log_sha256);
+  r.format = h5::get_string(row.format);
+  r.framework = h5::get_string(row.framework);
+  r.model.hidden_size = row.hidden_size;
+  r.model.intermediate_size = row.intermediate_size;
+  r.model.num_layers = row.num_layers;
+  r.model.num_heads = row.num_heads;
+  r.model.num_kv_heads = row.num_kv_heads;
+  r.model.head_dim = row.head_dim;
+  r.model.vocab_size = row.vocab_size;
+  r.model.tie_word_embeddings = row.tie_word_embeddings != 0;
+  r.fp8_recipe = h5::get_string(row.fp8_recipe);
+  r.tp_comm_overlap = row.tp_comm_overlap != 0;
+  r.fp8_param_gather = row.fp8_param_gather != 0;
+  r.intervals_total = row.intervals_total;
+  r.intervals_warmup = row.intervals_warmup;
+  r.first_steady_line = row.first_steady_line;
+  r.last_line = row.last_line;
+  return r;
+}
+
+std::vector<ImportRecord> read_import_records(h5::Store& store) {
+  std::vector<ImportRecord> out;
+  for (const GroundTruthImportRow& row : read_groundtruth_imports(store)) out.push_back(to_record(row));
+  return out;
+}
 
 }  // namespace itertime::store

@@ -6,6 +6,11 @@
 // Invariants:
 //  - Reading never writes; an absent table reads as no records.
 //  - Ground truth of a schema-4 file (no recipe column) reads as plain techniques.
+//  - Imported ground truth (a user's training log, `itertime import`) is read apart: read_groundtruth_records
+//    returns itertime's own measurements only (what fit, validate's calibrated scoring and inspect read, so
+//    an import never changes them), read_imported_groundtruth_records the imported ones, marked with
+//    imported_from (the log); their precision may be one no itertime trainer runs (fp8), and the log's
+//    model and framework switches are in their ImportRecord.
 //  - Any name a field does not admit is a UserError naming the text (the parse functions of
 //    common/dtype, precision, collective and phase), so a damaged file fails where it is read.
 //  - A stage record carries its own sequence and comm rows (the stage row's offsets resolved here).
@@ -24,6 +29,7 @@
 #include "common/dtype.hpp"
 #include "common/groundtruth_store.hpp"
 #include "common/h5store.hpp"
+#include "common/model_spec.hpp"
 #include "common/ops_store.hpp"
 #include "common/parallel_config.hpp"
 #include "common/phase.hpp"
@@ -114,12 +120,28 @@ struct GroundTruthRecord {
   int64_t rounds_counted = 0;
   std::string disturbance;
   int64_t ranks_offset = 0, ranks_count = 0;  // its /groundtruth/ranks rows
+  std::string imported_from;                  // the training log it was imported from; "" for itertime's own measurement
+  bool imported() const { return !imported_from.empty(); }
 
   std::string tuple() const { return config.tuple_string(); }  // "(2,1,2)"
   int64_t occupancy() const { return config.world_size(); }    // ranks busy at once
 };
 GroundTruthRecord to_record(const GroundTruthRow& row);
 std::vector<GroundTruthRecord> to_records(const std::vector<GroundTruthRow>& rows);
+// itertime's own configurations (none imported).
 std::vector<GroundTruthRecord> read_groundtruth_records(h5::Store& store);
+// The imported configurations, imported_from set (none when /groundtruth/imports is absent).
+std::vector<GroundTruthRecord> read_imported_groundtruth_records(h5::Store& store);
+
+// What a log said of an imported configuration (/groundtruth/imports).
+struct ImportRecord {
+  std::string key, log_name, log_sha256, format, framework;  // framework: predict/framework's text ("megatron-te")
+  LlamaSpec model;                                           // its sizes; name = the configs row's model
+  std::string fp8_recipe;                                    // "delayed" | "current"
+  bool tp_comm_overlap = false, fp8_param_gather = false;
+  int64_t intervals_total = 0, intervals_warmup = 0, first_steady_line = 0, last_line = 0;
+};
+ImportRecord to_record(const GroundTruthImportRow& row);
+std::vector<ImportRecord> read_import_records(h5::Store& store);
 
 }  // namespace itertime::store

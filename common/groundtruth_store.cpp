@@ -41,6 +41,13 @@ RowType RowTraits<store::GroundTruthRoundRow>::row_type() {
                               steal_cores, verdict);
 }
 
+RowType RowTraits<store::GroundTruthImportRow>::row_type() {
+  return ITERTIME_H5_ROW_TYPE(store::GroundTruthImportRow, key, log_name, log_sha256, format, framework, hidden_size,
+                              intermediate_size, num_layers, num_heads, num_kv_heads, head_dim, vocab_size, tie_word_embeddings,
+                              fp8_recipe, tp_comm_overlap, fp8_param_gather, intervals_total, intervals_warmup, first_steady_line,
+                              last_line, imported_utc);
+}
+
 }  // namespace itertime::h5
 
 namespace itertime::store {
@@ -72,6 +79,24 @@ void append_groundtruth(h5::Store& store, GroundTruthRow row, const std::vector<
   refuse_older_schema(store);
   h5::append_with_children(store, kGroundTruthTable, row, h5::child_rows(kSamplesSpan, samples_us),
                            h5::child_rows(kRanksSpan, ranks), h5::child_rows(kRoundsSpan, rounds));
+}
+
+void append_imported_groundtruth(h5::Store& store, const GroundTruthImportRow& imported, const GroundTruthRow& row,
+                                 const std::vector<double>& samples_us) {
+  const std::set<std::string> keys = existing_groundtruth_keys(store);  // refuses an older schema
+  const std::string key = h5::get_string(row.key);
+  ITERTIME_CHECK(key == h5::get_string(imported.key), "an imports row and its configs row have different keys");
+  if (keys.count(key) != 0) {
+    throw UserError(store.path() + ": already holds ground truth " + key + " (the same log imported before?); nothing written");
+  }
+  const h5::Store::Transaction together(store);
+  store.table<GroundTruthImportRow>(kGroundTruthImports).append(imported);
+  append_groundtruth(store, row, samples_us, {}, {});
+}
+
+std::vector<GroundTruthImportRow> read_groundtruth_imports(h5::Store& store) {
+  if (!store.exists(kGroundTruthImports)) return {};
+  return store.table<GroundTruthImportRow>(kGroundTruthImports).read_all();
 }
 
 std::vector<GroundTruthRow> newest_groundtruth_rows(const std::vector<GroundTruthRow>& rows) {

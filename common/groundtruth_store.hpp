@@ -13,6 +13,12 @@
 // their version (read_groundtruth_rows): schema 5 has no `cp` and `vp`, schema 4 neither those nor `recipe`; their rows come back
 // with cp = vp = 1 and, from schema 4, an empty recipe (plain), which is what those versions measured. Ground truth is added only
 // to files of the current schema (append_groundtruth and existing_groundtruth_keys: UserError otherwise).
+// Imported ground truth (`itertime import`, issue 34): a configuration measured by a user's own training
+// run, read from its log, has a /groundtruth/imports row of the same key beside its configs row, written
+// in the same commit (append_imported_groundtruth): the log's name and SHA-256, its format, the model's
+// sizes and the framework's switches the log states (the configs row holds only the model's name). A
+// configs row without an imports row is itertime's own measurement. The imports table is an addition
+// within schema 6: files without it read as having none, and older itertimes ignore it.
 #pragma once
 
 #include <cstdint>
@@ -74,13 +80,39 @@ struct GroundTruthRankRow {
   int64_t local_params;
 };
 
+// One imported configuration: where its measurement came from and what the log said of it.
+struct GroundTruthImportRow {
+  char key[96];
+  char log_name[200];   // the log file as given to import
+  char log_sha256[72];  // SHA-256 of its bytes, 64 hex digits
+  char format[24];      // megatron-log | nemo-log | torchtitan-log
+  char framework[16];   // the framework that trained (predict/framework/framework_types.hpp): megatron-te
+  int64_t hidden_size, intermediate_size, num_layers, num_heads, num_kv_heads, head_dim, vocab_size;
+  int64_t tie_word_embeddings;                // 0 | 1
+  char fp8_recipe[12];                        // delayed | current (with precision fp8)
+  int64_t tp_comm_overlap, fp8_param_gather;  // 0 | 1
+  int64_t intervals_total, intervals_warmup;  // timing lines read, and dropped as warm-up
+  int64_t first_steady_line, last_line;       // the log's lines of the first steady and the last timing line
+  char imported_utc[24];
+};
+
 inline constexpr const char* kGroundTruthTable = "/groundtruth/configs";
 inline constexpr const char* kGroundTruthRanks = "/groundtruth/ranks";
 inline constexpr const char* kGroundTruthSamples = "/groundtruth/samples_us";
 inline constexpr const char* kGroundTruthRounds = "/groundtruth/rounds";
+inline constexpr const char* kGroundTruthImports = "/groundtruth/imports";
+// The configs row's `backend` of an imported configuration (its measurement ran on the user's cluster).
+inline constexpr const char* kImportedBackend = "log";
 
 void append_groundtruth(h5::Store& store, GroundTruthRow row, const std::vector<double>& samples_us,
                         const std::vector<GroundTruthRankRow>& ranks, const std::vector<GroundTruthRoundRow>& rounds);
+// An imported configuration: its imports row and its configs row (with its samples, no rank or round
+// rows), in one commit. A UserError, with nothing written, for a file of an older schema or a key
+// already present (the same log imported twice).
+void append_imported_groundtruth(h5::Store& store, const GroundTruthImportRow& imported, const GroundTruthRow& row,
+                                 const std::vector<double>& samples_us);
+// The /groundtruth/imports rows (none when the table is absent).
+std::vector<GroundTruthImportRow> read_groundtruth_imports(h5::Store& store);
 // The /groundtruth/configs rows (none when the table is absent), from a file of this schema or an
 // older one still opened (schema 4 and 5 rows read with cp = vp = 1; schema 4's with recipe ""): the
 // newest row of each key, in file order (what fit, predict, validate and inspect read).
@@ -102,6 +134,10 @@ struct RowTraits<store::GroundTruthRow> {
 };
 template <>
 struct RowTraits<store::GroundTruthRankRow> {
+  static RowType row_type();
+};
+template <>
+struct RowTraits<store::GroundTruthImportRow> {
   static RowType row_type();
 };
 template <>

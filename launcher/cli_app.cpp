@@ -119,6 +119,7 @@ int run_command_line(int argc, char** argv, const CalibrationVerbs& verbs) {
   verbs.calibrate(app, actions);
   register_predict(app, actions);
   register_validate(app, actions);
+  register_import(app, actions);
   register_plan(app, actions);
   register_published(app, actions);
   verbs.run(app, actions);

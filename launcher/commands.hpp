@@ -36,6 +36,7 @@ void register_model(CLI::App& app, std::vector<std::pair<CLI::App*, Action>>& ac
 void register_calibrate(CLI::App& app, std::vector<std::pair<CLI::App*, Action>>& actions);
 void register_predict(CLI::App& app, std::vector<std::pair<CLI::App*, Action>>& actions);
 void register_validate(CLI::App& app, std::vector<std::pair<CLI::App*, Action>>& actions);
+void register_import(CLI::App& app, std::vector<std::pair<CLI::App*, Action>>& actions);
 void register_plan(CLI::App& app, std::vector<std::pair<CLI::App*, Action>>& actions);
 void register_run(CLI::App& app, std::vector<std::pair<CLI::App*, Action>>& actions);
 void register_inspect(CLI::App& app, std::vector<std::pair<CLI::App*, Action>>& actions);

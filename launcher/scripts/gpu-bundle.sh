@@ -8,7 +8,8 @@
 #  - Runs where Debian 12 (bookworm) packages are reachable through apt (this machine, or a bookworm
 #    root); needs no root: `apt-get download` fetches each named package as it is, resolving nothing.
 #  - The list is written out below, by hand: the build's headers and CMake configurations (Open MPI,
-#    HDF5 C++, Boost.Serialization, CLI11, nlohmann-json, GoogleTest for the NCCL test), and every
+#    HDF5 C++, Boost.Serialization, CLI11, nlohmann-json, yaml-cpp, toml++ and OpenSSL's libcrypto for the
+#    users' formats (formats/), GoogleTest for the NCCL test), and every
 #    shared library they load at run time that a Linux machine with a Python may lack (found with ldd
 #    over libmpi, Open MPI's plugins, orted, mpirun, libhdf5 and libboost_serialization on Debian 12).
 #    libc6, libgcc-s1 and libstdc++6 are left out: the machine's own serve (they are what its compiler
@@ -25,6 +26,7 @@ BUILD_PACKAGES=(
   libhdf5-dev hdf5-helpers libhdf5-103-1 libhdf5-cpp-103-1 libhdf5-hl-100 libhdf5-hl-cpp-100
   libboost1.74-dev libboost-serialization1.74-dev libboost-serialization1.74.0 libboost-serialization-dev
   libcli11-dev nlohmann-json3-dev libgtest-dev libgmock-dev
+  libyaml-cpp-dev libyaml-cpp0.7 libtomlplusplus-dev libtomlplusplus3 libssl-dev
 )
 RUNTIME_PACKAGES=(
   # Open MPI 4.1 and its plugins

@@ -44,7 +44,7 @@ PACKAGES=(
   libboost-serialization-dev
   libgtest-dev libgmock-dev libbenchmark-dev
   libcli11-dev nlohmann-json3-dev
-  libyaml-cpp-dev libtomlplusplus-dev
+  libyaml-cpp-dev libtomlplusplus-dev libssl-dev
   jq
   pybind11-dev python3-dev            # the Python module (docs/python.md): pybind11 2.10 / 2.13, Python 3.11 / 3.13
 )

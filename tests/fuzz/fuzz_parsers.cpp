@@ -30,8 +30,13 @@
 #include "common/phase.hpp"
 #include "common/precision.hpp"
 #include "common/training_techniques.hpp"
+#include "formats/log_import.hpp"
+#include "formats/log_timings.hpp"
 #include "formats/megatron_args.hpp"
+#include "formats/megatron_log.hpp"
 #include "formats/nemo_config.hpp"
+#include "formats/nemo_log.hpp"
+#include "formats/torchtitan_log.hpp"
 #include "formats/torchtitan_toml.hpp"
 #include "fuzz_common.hpp"
 #include "tests/unit/temp_dir.hpp"
@@ -287,6 +292,40 @@ TEST(Fuzz, SizeAndNameGrammar) {
 // parser's line breaks since), each run once in a worker: each must end in a one-line UserError within
 // the hang limit. Any other outcome (accepted, another exception, a message of several lines, a crash
 // such as the stack overflow of a value nested 100,000 deep, a hang) fails the test and names the probe.
+// Training logs (issue 34 part 2, `itertime import`): the fixtures of tests/data/logs mutated, each
+// given to every reader (the format detected, as import does) and, when accepted, to the warm-up rule;
+// a Megatron-LM log's arguments also to user_run_from_megatron. An accepted measurement has a finite,
+// positive median inside [min, max] and a finite, non-negative floor.
+TEST(Fuzz, TrainingLogs) {
+  const std::vector<std::string> seeds = texts_of(files_in(kSource / "tests" / "data" / "logs", ".log"));
+  fuzz_text_target("training-log", seeds, false, [](const std::string& text) {
+    const formats::LogText log = formats::log_from_text("fuzz.log", text);
+    std::vector<formats::LogInterval> intervals;
+    switch (formats::detect_log_format(log)) {
+      case formats::LogFormat::kMegatron: {
+        const formats::MegatronLog parsed = formats::parse_megatron_log(log);
+        intervals = parsed.intervals;
+        try {
+          formats::user_run_from_megatron(parsed.arguments);
+        } catch (const UserError&) {
+          // a mutated arguments block may well not describe a run
+        }
+        break;
+      }
+      case formats::LogFormat::kNemo: intervals = formats::parse_nemo_log(log); break;
+      case formats::LogFormat::kTorchtitan:
+        intervals = formats::torchtitan_intervals(formats::parse_torchtitan_log(log), 8 * 8192, 8);
+        break;
+      case formats::LogFormat::kAuto: throw std::logic_error("no format detected, yet no error");
+    }
+    const formats::LogMeasurement m = formats::settle("fuzz.log", intervals);
+    if (!std::isfinite(m.time_us_median) || !(m.time_us_median > 0) || m.time_us_median < m.time_us_min ||
+        m.time_us_median > m.time_us_max || !std::isfinite(m.spread_pct) || m.spread_pct < 0) {
+      throw std::logic_error("an accepted log's measurement breaks its invariants");
+    }
+  });
+}
+
 TEST(Fuzz, KnownBugProbes) {
   testing::TempDir work;
   const std::string deep = std::string(100000, '[') + "1" + std::string(100000, ']');

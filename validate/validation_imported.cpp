@@ -1,0 +1,210 @@
+// validation_imported.cpp: see the header.
+#include "validate/validation_imported.hpp"
+
+#include <cmath>
+#include <cstdio>
+#include <map>
+#include <optional>
+
+#include "common/errors.hpp"
+#include "common/h5store.hpp"
+#include "predict/fit_model.hpp"
+#include "predict/framework/framework_predictor.hpp"
+#include "predict/framework_plan.hpp"
+#include "predict/predictor.hpp"
+#include "predict/resolver/stage_resolver.hpp"
+#include "predict/resolver/target_device.hpp"
+#include "validate/duration_text.hpp"
+
+namespace itertime::validate {
+
+std::string describe(const ImportedSource& source) {
+  switch (source.kind) {
+    case ImportedSource::Kind::kCalibrated:
+      return "calibrated (" + source.calibration_file + ": /comm, /ops, its own ground truth)";
+    case ImportedSource::Kind::kDescribed:
+      return "described " + source.hardware + " (itertime's operator model on the description)";
+    case ImportedSource::Kind::kFramework: return "framework megatron-te on " + source.hardware + " (published kernel figures)";
+  }
+  return "";
+}
+
+namespace {
+
+// One source's predictions, built once for the whole report.
+class Predictor {
+ public:
+  explicit Predictor(const ImportedSource& source) : source_(source) {
+    switch (source.kind) {
+      case ImportedSource::Kind::kFramework: framework_ = predict::framework_target(source.hardware); break;
+      case ImportedSource::Kind::kDescribed: {
+        choice_ = predict::choose_hardware(nullptr, source.hardware, "");
+        if (!choice_.target) throw UserError("--hardware " + source.hardware + ": no operator model for it (a described device)");
+        resolver_.emplace(fitted_, &*choice_.target);
+        break;
+      }
+      case ImportedSource::Kind::kCalibrated:
+        fitted_ = predict::fit_model(source.calibration_file);
+        resolver_.emplace(fitted_, predict::StagePolicy::kTracedThenBuilt);
+        break;
+    }
+  }
+
+  // The predicted iteration time, or the reason there is none.
+  std::optional<double> predict(const store::GroundTruthRecord& row, const store::ImportRecord& log, std::string& reason) {
+    LlamaSpec spec = log.model;
+    spec.name = row.model;
+    if (source_.kind == ImportedSource::Kind::kFramework) {
+      predict::framework::FrameworkRequest request;
+      request.shape = predict::framework::shape_of(spec);
+      request.config = row.config;
+      request.recipe.precision = row.precision;
+      request.recipe.techniques = at_dp(row.techniques, row.config.reduction_ranks());
+      request.recipe.fp8_recipe = predict::framework::parse_fp8_recipe(log.fp8_recipe.empty() ? "delayed" : log.fp8_recipe);
+      request.recipe.tp_comm_overlap = log.tp_comm_overlap;
+      request.recipe.fp8_param_gather = log.fp8_param_gather;
+      const predict::framework::FrameworkOutcome outcome = predict::framework::predict_framework(*framework_, request);
+      if (!outcome.ok()) {
+        reason = outcome.reason;
+        return std::nullopt;
+      }
+      return outcome.prediction->total_us;
+    }
+    if (log.tp_comm_overlap || log.fp8_param_gather) {
+      reason = "the run's TP comm overlap / fp8 parameters are modelled by --framework megatron-te only";
+      return std::nullopt;
+    }
+    predict::PredictRequest request;
+    request.model_name = spec.name;
+    request.model = &spec;
+    request.config = row.config;
+    request.precision = row.precision;
+    request.techniques = row.techniques;
+    request.calibrated = true;
+    try {
+      const predict::PredictOutcome outcome = predict::predict(*resolver_, request);
+      if (!outcome.ok()) {
+        reason = outcome.reason;
+        return std::nullopt;
+      }
+      return outcome.prediction->total_us;
+    } catch (const UserError& error) {
+      reason = error.what();
+      return std::nullopt;
+    }
+  }
+
+ private:
+  ImportedSource source_;
+  predict::FittedModel fitted_;
+  predict::HardwareChoice choice_;
+  std::optional<predict::framework::FrameworkTarget> framework_;
+  std::optional<predict::StageResolver> resolver_;
+};
+
+std::vector<MapeEntry> grouped(const std::vector<ValidationRow>& rows, std::string (*group_of)(const ValidationRow&)) {
+  std::map<std::string, std::vector<const ValidationRow*>> groups;
+  for (const ValidationRow& row : rows) {
+    if (row.status == "ok") groups[group_of(row)].push_back(&row);
+  }
+  std::vector<MapeEntry> out;
+  for (const auto& [name, members] : groups) out.push_back(summarize(name, members));
+  return out;
+}
+
+std::string floor_text(double pct) {
+  if (!std::isfinite(pct)) return "-";
+  char text[32];
+  std::snprintf(text, sizeof text, "±%.2f%%", pct);
+  return text;
+}
+
+}  // namespace
+
+ImportedValidation validate_imported(const std::string& calibration_file, const ImportedSource& source) {
+  std::vector<store::GroundTruthRecord> rows;
+  std::map<std::string, store::ImportRecord> logs;
+  {
+    h5::Store store = h5::Store::open(calibration_file, false);
+    rows = store::read_imported_groundtruth_records(store);
+    for (store::ImportRecord& log : store::read_import_records(store)) logs[log.key] = std::move(log);
+  }
+  if (rows.empty()) {
+    throw UserError(calibration_file + ": no imported ground truth (/groundtruth/imports); `itertime import LOG -o " +
+                    calibration_file + "` first");
+  }
+  Predictor predictor(source);
+  ImportedValidation report;
+  report.calibration_file = calibration_file;
+  report.source = describe(source);
+  for (const store::GroundTruthRecord& record : rows) {
+    ValidationRow row;
+    row.key = record.key;
+    row.tuple = record.tuple();
+    row.precision = to_string(record.precision);
+    row.recipe = recipe_label(record.techniques);
+    row.dp = record.config.dp;
+    row.tp = record.config.tp;
+    row.pp = record.config.pp;
+    row.cp = record.config.cp;
+    row.vp = record.config.vp;
+    row.measured_us = record.time_us_median;
+    row.round_spread_pct = record.round_spread_pct;
+    std::string reason;
+    const std::optional<double> predicted = predictor.predict(record, logs.at(record.key), reason);
+    if (predicted) {
+      row.status = "ok";
+      row.predicted_us = *predicted;
+      row.raw_predicted_us = *predicted;
+      row.ape_pct = 100.0 * std::abs(*predicted - row.measured_us) / row.measured_us;
+    } else {
+      row.status = "unpredicted";
+      row.reason = reason;
+    }
+    report.rows.push_back(row);
+    report.logs.push_back(record.imported_from);
+  }
+  report.per_tuple = grouped(report.rows, [](const ValidationRow& r) { return r.tuple; });
+  report.per_precision = grouped(report.rows, [](const ValidationRow& r) { return r.precision; });
+  std::vector<const ValidationRow*> scored;
+  for (const ValidationRow& row : report.rows) {
+    if (row.status == "ok") scored.push_back(&row);
+  }
+  report.overall = summarize("overall", scored);
+  return report;
+}
+
+void print_imported_report(const ImportedValidation& report) {
+  std::printf("imported ground truth of %s scored by %s\n", report.calibration_file.c_str(), report.source.c_str());
+  std::printf("%-28s %-14s %-9s %-20s %12s %12s %8s %8s\n", "log", "(dp,tp,pp)", "precision", "recipe", "measured", "predicted",
+              "APE", "floor");
+  for (std::size_t i = 0; i < report.rows.size(); ++i) {
+    const ValidationRow& row = report.rows[i];
+    std::string log = report.logs[i];
+    log = log.substr(log.find_last_of('/') == std::string::npos ? 0 : log.find_last_of('/') + 1);
+    if (row.status == "ok") {
+      std::printf("%-28s %-14s %-9s %-20s %12s %12s %7.1f%% %8s\n", log.c_str(), row.tuple.c_str(), row.precision.c_str(),
+                  row.recipe.c_str(), duration_text(row.measured_us).c_str(), duration_text(row.predicted_us).c_str(),
+                  row.ape_pct, floor_text(row.round_spread_pct).c_str());
+    } else {
+      std::printf("%-28s %-14s %-9s %-20s %12s %12s  unpredicted: %s\n", log.c_str(), row.tuple.c_str(), row.precision.c_str(),
+                  row.recipe.c_str(), duration_text(row.measured_us).c_str(), "-", row.reason.c_str());
+    }
+  }
+  const auto print_entries = [](const char* heading, const std::vector<MapeEntry>& entries) {
+    for (const MapeEntry& e : entries) {
+      std::printf("  %-10s %-16s MAPE %6.1f%% over %d, floor %s\n", heading, e.group.c_str(), e.mape_pct, e.count,
+                  floor_text(e.floor_pct).c_str());
+    }
+  };
+  print_entries("tuple", report.per_tuple);
+  print_entries("precision", report.per_precision);
+  if (report.overall.count > 0) {
+    std::printf("  %-10s %-16s MAPE %6.1f%% over %d, floor %s\n", "overall", "", report.overall.mape_pct, report.overall.count,
+                floor_text(report.overall.floor_pct).c_str());
+  } else {
+    std::printf("  overall: no configuration predicted\n");
+  }
+}
+
+}  // namespace itertime::validate
