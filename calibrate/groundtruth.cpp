@@ -59,21 +59,8 @@ int64_t peak_rss_bytes() {
 }
 
 GroundTruthRow base_row(const Job& job, const JobConfig& config) {
-  GroundTruthRow row{};
-  h5::set_string(row.key, config.key(job.model.name));
-  h5::set_string(row.model, job.model.name);
-  const ParallelConfig& p = config.parallel;
-  row.dp = p.dp;
-  row.tp = p.tp;
-  row.pp = p.pp;
-  row.cp = p.cp;
-  row.vp = p.vp;
-  row.micro_batch = p.micro_batch;
-  row.global_batch = p.global_batch;
-  row.seq_len = p.seq_len;
-  row.num_micro_batches = (p.dp * p.micro_batch) > 0 ? p.global_batch / (p.dp * p.micro_batch) : 0;
-  h5::set_string(row.precision, to_string(config.precision));
-  h5::set_string(row.recipe, recipe_text(config.techniques));
+  GroundTruthRow row =
+      configuration_row(config.key(job.model.name), job.model.name, config.parallel, config.precision, config.techniques);
   h5::set_string(row.backend, to_string(job.backend));
   row.warmup_iters = job.warmup_iters;
   row.timed_iters = job.timed_iters;

@@ -52,6 +52,25 @@ RowType RowTraits<store::GroundTruthImportRow>::row_type() {
 
 namespace itertime::store {
 
+GroundTruthRow configuration_row(const std::string& key, const std::string& model, const ParallelConfig& p,
+                                 PrecisionName precision, const TrainingTechniques& techniques) {
+  GroundTruthRow row{};
+  h5::set_string(row.key, key);
+  h5::set_string(row.model, model);
+  row.dp = p.dp;
+  row.tp = p.tp;
+  row.pp = p.pp;
+  row.cp = p.cp;
+  row.vp = p.vp;
+  row.micro_batch = p.micro_batch;
+  row.global_batch = p.global_batch;
+  row.seq_len = p.seq_len;
+  row.num_micro_batches = (p.dp * p.micro_batch) > 0 ? p.global_batch / (p.dp * p.micro_batch) : 0;
+  h5::set_string(row.precision, to_string(precision));
+  h5::set_string(row.recipe, recipe_text(techniques));
+  return row;
+}
+
 namespace {
 constexpr h5::ChildTable<GroundTruthRow> kSamplesSpan{kGroundTruthSamples, &GroundTruthRow::samples_offset,
                                                       &GroundTruthRow::samples_count};

@@ -27,6 +27,9 @@
 #include <vector>
 
 #include "common/h5store.hpp"
+#include "common/parallel_config.hpp"
+#include "common/precision.hpp"
+#include "common/training_techniques.hpp"
 
 namespace itertime::store {
 
@@ -103,6 +106,12 @@ inline constexpr const char* kGroundTruthRounds = "/groundtruth/rounds";
 inline constexpr const char* kGroundTruthImports = "/groundtruth/imports";
 // The configs row's `backend` of an imported configuration (its measurement ran on the user's cluster).
 inline constexpr const char* kImportedBackend = "log";
+
+// A configs row with what names the configuration filled in (key, model, the layout, the micro-batch
+// count, precision, recipe text) and every measured field left zero: the start of a measured row
+// (calibrate groundtruth) and of an imported one (formats/log_import) alike.
+GroundTruthRow configuration_row(const std::string& key, const std::string& model, const ParallelConfig& layout,
+                                 PrecisionName precision, const TrainingTechniques& techniques);
 
 void append_groundtruth(h5::Store& store, GroundTruthRow row, const std::vector<double>& samples_us,
                         const std::vector<GroundTruthRankRow>& ranks, const std::vector<GroundTruthRoundRow>& rounds);

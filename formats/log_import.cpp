@@ -118,22 +118,10 @@ LogImport import_log(const LogText& log, LogFormat format, const std::optional<U
 }
 
 store::GroundTruthRow groundtruth_row(const LogImport& imported, const std::string& utc) {
-  store::GroundTruthRow row{};
   const ParallelConfig& p = imported.run.config;
   const LogMeasurement& m = imported.measurement;
-  h5::set_string(row.key, imported.key());
-  h5::set_string(row.model, imported.run.model.name);
-  row.dp = p.dp;
-  row.tp = p.tp;
-  row.pp = p.pp;
-  row.cp = p.cp;
-  row.vp = p.vp;
-  row.micro_batch = p.micro_batch;
-  row.global_batch = p.global_batch;
-  row.seq_len = p.seq_len;
-  row.num_micro_batches = p.dp * p.micro_batch > 0 ? p.global_batch / (p.dp * p.micro_batch) : 0;
-  h5::set_string(row.precision, to_string(imported.run.recipe.precision));
-  h5::set_string(row.recipe, recipe_text(imported.run.recipe.techniques));
+  store::GroundTruthRow row = store::configuration_row(imported.key(), imported.run.model.name, p, imported.run.recipe.precision,
+                                                       imported.run.recipe.techniques);
   h5::set_string(row.backend, store::kImportedBackend);
   h5::set_string(row.status, "ok");
   row.warmup_iters = m.warmup_iters;
