@@ -3,6 +3,7 @@
 #include "formats/nemo_log.hpp"
 
 #include <algorithm>
+#include <cmath>
 
 namespace itertime::formats {
 
@@ -51,7 +52,11 @@ std::vector<LogInterval> parse_nemo_log(const LogText& log) {
       }
       double global_value = 0;
       if (!global.empty()) {
-        if (!parse_number(global, global_value)) throw log_error(file, number, "global_step is not a number");
+        // A step count: whole, not negative, and exact in a double (a float is what the printer writes).
+        if (!parse_number(global, global_value) || global_value < 0 || global_value > 9e15 ||
+            global_value != std::floor(global_value)) {
+          throw log_error(file, number, "global_step is not a step number (a whole number from 0)");
+        }
         step = static_cast<int64_t>(global_value);
       } else if (!parse_integer(iteration.substr(0, slash), step)) {
         throw log_error(file, number, "'iteration' is not N/TOTAL");

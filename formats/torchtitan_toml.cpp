@@ -15,6 +15,8 @@
 namespace itertime::formats {
 namespace {
 
+constexpr long long kIntegerLimit = 2147483647;  // 2^31 - 1
+
 struct Leaf {
   std::string value;
   int line = 0;
@@ -78,7 +80,11 @@ class Toml {
     const Leaf* leaf = get(key);
     if (!leaf) return std::nullopt;
     if (!leaf->is_integer) fail(key, "not a whole number");
-    return std::stoll(leaf->value);
+    // Sizes, batches and degrees (-1: torchtitan's "the rest"): far below 2^31, so that their products
+    // (a global batch from the local one and the data-parallel degree) stay exact in int64.
+    const long long value = std::stoll(leaf->value);
+    if (value < -kIntegerLimit || value > kIntegerLimit) fail(key, "out of range (a size, batch or degree)");
+    return value;
   }
   std::optional<std::string> string(const std::string& key) {
     const Leaf* leaf = get(key);

@@ -247,6 +247,14 @@ TEST(TorchtitanToml, ShardDegreeFromTheWorld) {
             std::string::npos);
 }
 
+// Found by Fuzz.UserFormats under UBSan: a local batch near 2^63 times the data-parallel degree overflowed.
+TEST(TorchtitanToml, IntegersOutOfRangeAreRefused) {
+  const std::string toml =
+      "[model]\nname = \"llama3\"\nflavor = \"8B\"\n[training]\nlocal_batch_size = 9223372036854775807\nseq_len = 8192\n";
+  EXPECT_EQ(error_of([&] { read_torchtitan_toml_text(toml, "t.toml"); }),
+            "t.toml:5: training.local_batch_size = 9223372036854775807: out of range (a size, batch or degree)");
+}
+
 TEST(UserInput, DetectsTheFormat) {
   EXPECT_EQ(detect_format("x", "# launch\ntorchrun pretrain_gpt.py --num-layers 2\n"), InputFormat::kMegatronArgs);
   EXPECT_EQ(detect_format("x", "[model]\nname = \"llama3\"\n"), InputFormat::kTorchtitan);

@@ -2,6 +2,7 @@
 // (tests/data/logs/make_logs.py), the warm-up rule, and the one-line errors of hostile logs.
 #include <gtest/gtest.h>
 
+#include <cstdio>
 #include <string>
 
 #include "formats/log_timings.hpp"
@@ -143,6 +144,19 @@ TEST(NemoLog, DeltaTimingLines) {
             "mixed.log:12: progress-printer and per-step timing lines mixed: two runs or two callbacks interleaved");
   EXPECT_EQ(error_of(log_from_text("nan.log", "Step 0: train_step_timing in s=abc\n"), parse_nemo_log),
             "nan.log:1: train_step_timing in s 'abc' is not a positive number");
+}
+
+// Found by Fuzz.TrainingLogs under UBSan: a global_step far beyond int64 was cast to it (undefined), and
+// the step difference of the next line overflowed.
+TEST(NemoLog, GlobalStepMustBeAStepNumber) {
+  const std::string line = "Training epoch 0, iteration 1/9 | global_step: %s | train_step_timing in s: 7.5 |\n";
+  for (const char* bad : {"-1e30", "1e30", "-1", "2.5"}) {
+    char text[160];
+    std::snprintf(text, sizeof(text), line.c_str(), bad);
+    EXPECT_EQ(error_of(log_from_text("g.log", text), parse_nemo_log),
+              "g.log:1: global_step is not a step number (a whole number from 0)")
+        << bad;
+  }
 }
 
 TEST(TorchtitanLog, MetricsLinesAndTheTimeFromTps) {
