@@ -53,8 +53,11 @@ jq -e '.candidates_shown == .candidates_total' "$WORK/plan.json" >/dev/null
 jq -e '.candidates | map(select(.feasible)) | length >= 4' "$WORK/plan.json" >/dev/null
 jq -e '.candidates | map(select(.feasible) | .iteration_us) | . == sort' "$WORK/plan.json" >/dev/null
 # Recipes: built from the model (no trace of them here); recompute reruns the forward, so it costs more.
-"$ITERTIME" predict "$WORK/model.itm" --model "$MODEL" --tp 2 --gbs 4 --seq 32 --precision fp32 --recipe sp+vp+rc-full --json > "$WORK/p4.json"
-"$ITERTIME" predict "$WORK/model.itm" --model "$MODEL" --tp 2 --gbs 4 --seq 32 --precision fp32 --recipe sp+vp --json > "$WORK/p5.json"
+# --allow-implausible: on LibTorch 2.x (sdpa) the recipe's built stage has operators no regression
+# covers (39 of 364 with rc-full on Debian 13: the answer checks refuse above 10%); this compares the
+# recipes' cost, the refusal itself is tested in tests/e2e/predict_answers.sh.
+"$ITERTIME" predict "$WORK/model.itm" --model "$MODEL" --tp 2 --gbs 4 --seq 32 --precision fp32 --recipe sp+vp+rc-full --allow-implausible --json > "$WORK/p4.json"
+"$ITERTIME" predict "$WORK/model.itm" --model "$MODEL" --tp 2 --gbs 4 --seq 32 --precision fp32 --recipe sp+vp --allow-implausible --json > "$WORK/p5.json"
 test "$(jq -r '.recipe' "$WORK/p4.json")" = "sp+vp+rc-full"
 jq -e --slurpfile base "$WORK/p5.json" '.iteration_us > $base[0].iteration_us' "$WORK/p4.json" >/dev/null
 "$ITERTIME" plan "$WORK/model.itm" --model "$MODEL" --gpus 4 --gbs 8 --seq 32 --mbs 1 --precisions fp32 --all-recipes --json --top 1000 | jq '.candidates' > "$WORK/plan-recipes.json"
@@ -81,9 +84,9 @@ expect_user_error "not an itertime fitted model" predict "$WORK/foreign.itm" --m
 sed '1s/^itertime-fitted-model [0-9]*/itertime-fitted-model 999/' "$WORK/model.itm" > "$WORK/future.itm"
 expect_user_error "version 999" predict "$WORK/future.itm" --model "$MODEL" --gbs 4 --seq 32
 expect_user_error "--recipe zero1" predict "$WORK/model.itm" --model "$MODEL" --gbs 4 --seq 32 --recipe zero1
-"$ITERTIME" predict "$WORK/model.itm" --model "$MODEL" --dp 2 --gbs 4 --seq 32 --precision fp32 --recipe ovl-4K --json > "$WORK/p6.json"
+"$ITERTIME" predict "$WORK/model.itm" --model "$MODEL" --dp 2 --gbs 4 --seq 32 --precision fp32 --recipe ovl-4K --allow-implausible --json > "$WORK/p6.json"
 test "$(jq -r '.recipe' "$WORK/p6.json")" = "ovl-4K"
-"$ITERTIME" predict "$WORK/model.itm" --model "$MODEL" --dp 2 --gbs 4 --seq 32 --precision fp32 --recipe dopt+ovl --json > "$WORK/p7.json"
+"$ITERTIME" predict "$WORK/model.itm" --model "$MODEL" --dp 2 --gbs 4 --seq 32 --precision fp32 --recipe dopt+ovl --allow-implausible --json > "$WORK/p7.json"
 test "$(jq -r '.recipe' "$WORK/p7.json")" = "dopt+ovl"
 expect_user_error "--recipes sp+vp+sp" plan "$WORK/model.itm" --model "$MODEL" --gpus 4 --gbs 8 --seq 32 --recipes plain,sp+vp+sp  # any order, a technique once (issue 33)
 expect_user_error "number of GPUs" plan "$WORK/model.itm" --model "$MODEL" --gpus 0 --gbs 8 --seq 32
