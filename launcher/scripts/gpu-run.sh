@@ -20,7 +20,7 @@
 #  - Needs bash, python3, cmake, ninja and a C++17 compiler; no root, no package access, no MPI, HDF5
 #    or Boost of the system: everything else comes from the bundle, unpacked into OUT/prefix
 #    (deb_extract.py; nothing is written outside OUT and the checkout's untouched build folders).
-#  - The prefix is used through the environment only (PATH, LD_LIBRARY_PATH, OPAL_PREFIX for Open MPI,
+#  - The prefix is used through the environment only (PATH, LD_LIBRARY_PATH, CPATH, OPAL_PREFIX for Open MPI,
 #    PMIx's plugin path) and CMake hints (the MPI and HDF5 compiler wrappers, CMAKE_PREFIX_PATH).
 #  - Every step's output goes to OUT/NN-step.log; the script prints one progress line per step, with
 #    its time, and stops at the first failing step (exit status 1, naming its log).
@@ -114,6 +114,9 @@ step prefix make_prefix
 LIB="$PREFIX/usr/lib/x86_64-linux-gnu"
 export PATH="$PREFIX/usr/bin:$PATH"
 export LD_LIBRARY_PATH="$LIB:$LIB/openmpi/lib:$LIB/hdf5/serial${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+# Debian's multiarch headers (OpenSSL's opensslconf.h, for formats/ SHA-256): a compiler searches
+# /usr/include/x86_64-linux-gnu by itself, not the prefix's copy.
+export CPATH="$PREFIX/usr/include/x86_64-linux-gnu${CPATH:+:$CPATH}"
 export OPAL_PREFIX="$PREFIX/usr"
 export PMIX_INSTALL_PREFIX="$PREFIX/usr"
 export PMIX_MCA_mca_base_component_path="$LIB/pmix2/lib/pmix"
