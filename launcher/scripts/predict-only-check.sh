@@ -64,6 +64,7 @@ log "time prefix (${#debs[@]} packages, no Open MPI): $(elapsed "$t0")"
 LIB="$PREFIX/usr/lib/x86_64-linux-gnu"
 export PATH="$PREFIX/usr/bin:$PATH"
 export LD_LIBRARY_PATH="$LIB:$LIB/hdf5/serial${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+export CPATH="$PREFIX/usr/include/x86_64-linux-gnu${CPATH:+:$CPATH}"  # multiarch headers (OpenSSL's opensslconf.h)
 for tool in mpicc mpicxx mpirun mpiexec; do
   if command -v "$tool" >/dev/null; then fail "$tool is on PATH ($(command -v "$tool")): not a root without MPI"; fi
 done
