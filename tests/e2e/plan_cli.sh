@@ -5,6 +5,7 @@
 #
 #   plan_cli.sh ITERTIME SOURCE_DIR [CASE...]
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
+command -v jq >/dev/null || { echo "SKIP: jq is not installed (apt-get install jq)"; exit 77; }
 take_args "ITERTIME SOURCE_DIR [CASE...]" "$@"
 MODELS="$SOURCE_DIR/data/models"
 

@@ -17,6 +17,7 @@
 #   range              a calibrated prediction quotes /validation's MAPE; the framework model its
 #                      published-check MAPE; a described device none
 set -uo pipefail
+command -v jq >/dev/null || { echo "SKIP: jq is not installed (apt-get install jq)"; exit 77; }
 if [[ $# -ne 3 ]]; then
   echo "usage: $0 ITERTIME SOURCE_DIR CASE" >&2
   exit 64
