@@ -47,6 +47,7 @@ PACKAGES=(
   libyaml-cpp-dev libtomlplusplus-dev libssl-dev
   jq
   pybind11-dev python3-dev            # the Python module (docs/python.md): pybind11 2.10 / 2.13, Python 3.11 / 3.13
+  iproute2                            # the emulated cluster (docs/cluster.md): ip netns, veth, tc (HTB)
 )
 # Per-release differences, all of them here.
 case "$RELEASE:$TORCH_PACKAGE" in

@@ -33,14 +33,19 @@
 # namespaces and the folder removed; a detached reaper does the same if this script is killed (SIGKILL),
 # within a second or two. --clean removes what a crash of the machine's own tooling may still have left.
 # Exit status: COMMAND's; 77 when the machine cannot host the cluster (not root, no namespaces, no TUN,
-# no HTB; the reason is printed); 2 for a usage error.
+# no HTB; the reason is printed; 1 instead with ITERTIME_CLUSTER_TEST_REQUIRE=1); 2 for a usage error.
 set -uo pipefail
 
 PREFIX=itc
 SKIP=77
 
 usage() { echo "emulated_cluster.sh: $*" >&2; exit 2; }
-skip() { echo "emulated_cluster.sh: SKIP: $*" >&2; exit "$SKIP"; }
+skip() {
+  echo "emulated_cluster.sh: SKIP: $*" >&2
+  # CI's native leg must run the cluster tests, not skip them (.ci/run sets this).
+  [[ "${ITERTIME_CLUSTER_TEST_REQUIRE:-0}" == 1 ]] && { echo "emulated_cluster.sh: ITERTIME_CLUSTER_TEST_REQUIRE=1: a skip is a failure" >&2; exit 1; }
+  exit "$SKIP"
+}
 say() { echo "[cluster] $*" >&2; }
 
 # ---- teardown (also used by the reaper and --clean) -------------------------------------------------
