@@ -42,6 +42,10 @@ read_rows_of() {
 # out from the nccl-tests size rules: all sizes are multiples of element size x group size, so every
 # labelled size is the requested one. 5 sizes x 7 collectives x 4 dtypes = 140.
 SMALL_SWEEP=(--min-bytes 8 --max-bytes 64K --step-factor 8 --iters 3 --warmup 1)
+# The cases that do not test the outside-load judgement (comm_outside_load does) do not measure their
+# stretches again for load: CTest runs them beside other tests, and each retry waits up to 10 s for a
+# quiet moment (these cases took 35 to 105 s that way, their sweeps a few seconds).
+NO_LOAD_RETRY=(--outside-load-cores 100)
 small_sweep_keys() {
   local c d s
   for c in all_reduce all_gather reduce_scatter broadcast all_to_all send sendrecv; do
@@ -87,7 +91,7 @@ check_comm_rows() {
 # ---- cases ------------------------------------------------------------------------------------
 
 case_comm_sweep() {
-  mpi 2 -- calibrate comm -o comm.h5 "${SMALL_SWEEP[@]}"
+  mpi 2 -- calibrate comm -o comm.h5 "${NO_LOAD_RETRY[@]}" "${SMALL_SWEEP[@]}"
   expect_status 0
   [[ ! -s "$ERR" ]] || fail "stderr is not empty on success"
   expect_stdout "2 ranks on 1 node(s), backend mpi, mode latency, 140 points"
@@ -118,7 +122,7 @@ case_comm_four_ranks() {
   # whole world is the same group), sendrecv only at g2, and all_gather fp32 at 8 bytes skipped at g4
   # (8 / (4 x 4) = 0 elements per rank). Sizes 8, 64, 512:
   # g2: 2 layouts x 3 collectives x 2 dtypes x 3 sizes = 36; g4: 2 x 2 x 3 - 1 = 11. Total 47.
-  mpi 4 -- calibrate comm -o four.h5 --collectives all_reduce,all_gather,sendrecv --dtypes fp32,bf16 \
+  mpi 4 -- calibrate comm -o four.h5 "${NO_LOAD_RETRY[@]}" --collectives all_reduce,all_gather,sendrecv --dtypes fp32,bf16 \
     --min-bytes 8 --max-bytes 512 --step-factor 8 --iters 2 --warmup 0
   expect_status 0
   expect_stdout "4 ranks on 1 node(s), backend mpi, mode latency, 47 points"
@@ -137,14 +141,14 @@ case_comm_four_ranks() {
 }
 
 case_comm_resume() {
-  mpi 2 -x ITERTIME_FAULT_ABORT_AFTER_POINTS=5 -- calibrate comm -o comm.h5 "${SMALL_SWEEP[@]}"
+  mpi 2 -x ITERTIME_FAULT_ABORT_AFTER_POINTS=5 -- calibrate comm -o comm.h5 "${NO_LOAD_RETRY[@]}" "${SMALL_SWEEP[@]}"
   [[ $STATUS -ne 0 ]] || fail "the aborted run exited with status 0"
   expect_stderr "ITERTIME_FAULT_ABORT_AFTER_POINTS=5 reached"
   read_rows_of comm.h5 5  # the aborted file
   local before="$ROWS"
   [[ "$("$READ_ROWS" comm-samples "$WORK/comm.h5")" -eq 15 ]] || fail "the aborted file does not hold 5 x 3 samples"
 
-  mpi 2 -- calibrate comm -o comm.h5 --resume "${SMALL_SWEEP[@]}"
+  mpi 2 -- calibrate comm -o comm.h5 "${NO_LOAD_RETRY[@]}" --resume "${SMALL_SWEEP[@]}"
   expect_status 0
   expect_stdout "140 points (5 already in comm.h5, resuming)"
   expect_stdout "# 135 points measured, 5 already present, 140 of 140 in comm.h5; 0 failed their check"
@@ -158,7 +162,7 @@ $(diff <(echo "$before") <(head -n 5 <<<"$after"))"
   check_comm_rows comm.h5 3 1
 
   # Resuming a complete file measures nothing and changes no row.
-  mpi 2 -- calibrate comm -o comm.h5 --resume "${SMALL_SWEEP[@]}"
+  mpi 2 -- calibrate comm -o comm.h5 "${NO_LOAD_RETRY[@]}" --resume "${SMALL_SWEEP[@]}"
   expect_status 0
   expect_stdout "# 0 points measured, 140 already present"
   [[ "$(rows comm.h5)" == "$after" ]] || fail "a second --resume changed the rows"
@@ -167,7 +171,7 @@ $(diff <(echo "$before") <(head -n 5 <<<"$after"))"
 case_comm_corrupt() {
   # The interposer damages the first fp32 all-reduce result (the untimed check of the first point) on
   # rank 1: the check must fail loudly, the row must record it, the sweep goes on, the exit status is 1.
-  mpi 2 -x LD_PRELOAD="$CORRUPT_LIB" -x ITERTIME_TEST_CORRUPT_RANK=1 -- calibrate comm -o bad.h5 \
+  mpi 2 -x LD_PRELOAD="$CORRUPT_LIB" -x ITERTIME_TEST_CORRUPT_RANK=1 -- calibrate comm -o bad.h5 "${NO_LOAD_RETRY[@]}" \
     --collectives all_reduce --dtypes fp32 --min-bytes 8 --max-bytes 512 --step-factor 8 --iters 2 --warmup 1
   expect_status 1
   local key="all_reduce/fp32/g2/consecutive/latency/8"
@@ -182,39 +186,39 @@ case_comm_corrupt() {
   [[ "$(awk -F'\t' '$2 != 0' <<<"$dump" | wc -l)" -eq 1 ]] || fail "more than one row carries check errors"
 
   # The same on rank 0 (the report path without the rank-to-rank message).
-  mpi 2 -x LD_PRELOAD="$CORRUPT_LIB" -x ITERTIME_TEST_CORRUPT_RANK=0 -- calibrate comm -o bad0.h5 \
+  mpi 2 -x LD_PRELOAD="$CORRUPT_LIB" -x ITERTIME_TEST_CORRUPT_RANK=0 -- calibrate comm -o bad0.h5 "${NO_LOAD_RETRY[@]}" \
     --collectives all_reduce --dtypes fp32 --min-bytes 8 --max-bytes 8 --iters 1 --warmup 0
   expect_status 1
   expect_stderr "(rank 0 element 1: got 6.000000, want 1.000000)"
 
   # Control: the interposer targeting a rank that does not exist changes nothing.
-  mpi 2 -x LD_PRELOAD="$CORRUPT_LIB" -x ITERTIME_TEST_CORRUPT_RANK=7 -- calibrate comm -o good.h5 \
+  mpi 2 -x LD_PRELOAD="$CORRUPT_LIB" -x ITERTIME_TEST_CORRUPT_RANK=7 -- calibrate comm -o good.h5 "${NO_LOAD_RETRY[@]}" \
     --collectives all_reduce --dtypes fp32 --min-bytes 8 --max-bytes 8 --iters 1 --warmup 0
   expect_status 0
   expect_stdout "0 failed their check"
 }
 
 case_comm_existing() {
-  mpi 2 -- calibrate comm -o comm.h5 --collectives all_reduce --dtypes fp32 --max-bytes 64 --step-factor 8 --iters 1 --warmup 0
+  mpi 2 -- calibrate comm -o comm.h5 "${NO_LOAD_RETRY[@]}" --collectives all_reduce --dtypes fp32 --max-bytes 64 --step-factor 8 --iters 1 --warmup 0
   expect_status 0
   [[ "$(rows comm.h5 | wc -l)" -eq 2 ]] || fail "the first run did not write 2 rows"
   local sum
   sum="$(md5sum <"$WORK/comm.h5")"
 
-  mpi 2 -- calibrate comm -o comm.h5 --collectives all_reduce --dtypes fp32 --max-bytes 512 --step-factor 8 --iters 1 --warmup 0
+  mpi 2 -- calibrate comm -o comm.h5 "${NO_LOAD_RETRY[@]}" --collectives all_reduce --dtypes fp32 --max-bytes 512 --step-factor 8 --iters 1 --warmup 0
   expect_status 2
   [[ "$(lines_of "$ERR")" -eq 1 ]] || fail "$(lines_of "$ERR") lines on stderr, expected 1"
   expect_stderr "itertime: error: comm.h5: file exists; pass --force to overwrite it (or --resume to continue it)"
   [[ ! -s "$OUT" ]] || fail "stdout is not empty on a refusal"
   [[ "$(md5sum <"$WORK/comm.h5")" == "$sum" ]] || fail "the refused run changed comm.h5"
 
-  mpi 2 -- calibrate comm -o comm.h5 --force --resume --max-bytes 64
+  mpi 2 -- calibrate comm -o comm.h5 "${NO_LOAD_RETRY[@]}" --force --resume --max-bytes 64
   expect_status 2
   [[ "$(lines_of "$ERR")" -eq 1 ]] || fail "--force --resume: $(lines_of "$ERR") lines on stderr, expected 1"
   expect_stderr "--force and --resume exclude each other"
   [[ "$(md5sum <"$WORK/comm.h5")" == "$sum" ]] || fail "--force --resume changed comm.h5"
 
-  mpi 2 -- calibrate comm -o comm.h5 --collectives all_reduce --dtypes fp32 --max-bytes 512 --step-factor 8 --iters 1 --warmup 0 --force
+  mpi 2 -- calibrate comm -o comm.h5 "${NO_LOAD_RETRY[@]}" --collectives all_reduce --dtypes fp32 --max-bytes 512 --step-factor 8 --iters 1 --warmup 0 --force
   expect_status 0
   read_rows_of comm.h5 3
   local dump="$ROWS"
