@@ -69,6 +69,9 @@ struct ValidationRow {
   std::string built_status;
   double built_predicted_us = 0, built_ape_pct = 0, built_extrapolated_fraction = 0;
   bool built_ok() const { return built_status == "ok"; }
+  // Where its groups sat on the ground truth's nodes (node_span.hpp: "2 nodes: tp in, dp across 2"); ""
+  // when the ground truth ran on one node or its nodes are not known.
+  std::string span;
 };
 
 struct MapeEntry {
@@ -104,6 +107,8 @@ struct ValidationReport {
   bool has_extended_layouts() const;
   std::string tuple_heading() const { return has_extended_layouts() ? "(dp,tp,pp[,cp,vp])" : "(dp,tp,pp)"; }
   MapeEntry overall;
+  // "2 nodes x 2 ranks" when the ground truth ran on several nodes (rows then carry their span), else "".
+  std::string nodes_text;
   // How well the operator regression (used for signatures never profiled) extrapolates upwards on this
   // calibration: fitted on the smaller two thirds of each group, scored on the largest third.
   predict::PooledCheck regression_check;

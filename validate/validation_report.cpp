@@ -80,6 +80,21 @@ void print_disturbed(const ValidationReport& report) {
   }
 }
 
+// On a ground truth of several nodes: each tuple's MAPE again, beside where its groups sat (every row of a
+// tuple sits alike: one layout, one placement).
+void print_tuple_spans(const ValidationReport& report) {
+  if (report.nodes_text.empty()) return;
+  std::map<std::string, std::string> span_of_tuple;
+  for (const ValidationRow& row : report.rows) span_of_tuple.emplace(row.tuple, row.span);
+  std::printf("#\n# MAPE per tuple across nodes (the ground truth ran on %s; floor as above)\n", report.nodes_text.c_str());
+  std::printf("# %-16s %-36s %6s %9s %14s\n", "tuple", "span", "n", "floor(%)", "aware(%)");
+  for (const MapeEntry& e : report.per_tuple) {
+    const auto span = span_of_tuple.find(e.group);
+    std::printf("  %-16s %-36s %6d %9s %14.2f\n", e.group.c_str(), span == span_of_tuple.end() ? "-" : span->second.c_str(),
+                e.count, pct_or_dash(e.floor_pct).c_str(), e.mape_pct);
+  }
+}
+
 const char* holdout_text(Holdout holdout) {
   return holdout == Holdout::kTuple ? "leave-one-tuple-out" : "leave-one-precision-out (each precision unseen by the fit)";
 }
@@ -117,6 +132,7 @@ void print_report(const ValidationReport& report) {
   }
   print_disturbed(report);
   print_mape_table((report.tuple_heading() + " tuple").c_str(), "tuple", report.per_tuple);
+  print_tuple_spans(report);
   print_mape_table("precision", "precision", report.per_precision);
   if (report.has_recipes()) print_mape_table("training recipe", "recipe", report.per_recipe);
   std::printf(
@@ -159,7 +175,7 @@ void write_csv(const ValidationReport& report, const std::string& path) {
   if (!out) throw UserError(path + ": cannot be written");
   out << "key,dp,tp,pp,precision,status,measured_us,predicted_us,raw_predicted_us,calibration_factor,factor_fitted,ape_pct,"
          "blind_predicted_us,blind_ape_pct,extrapolated_fraction,op_overhead_us,built_ok,built_predicted_us,built_ape_pct,"
-         "built_extrapolated_fraction,blind_raw_predicted_us,blind_raw_ape_pct,round_spread_pct,disturbance,recipe,cp,vp\n";
+         "built_extrapolated_fraction,blind_raw_predicted_us,blind_raw_ape_pct,round_spread_pct,disturbance,recipe,cp,vp,span\n";
   for (const ValidationRow& r : report.rows) {
     out << r.key << "," << r.dp << "," << r.tp << "," << r.pp << "," << r.precision << "," << r.status << "," << r.measured_us
         << "," << r.predicted_us << "," << r.raw_predicted_us << "," << r.factor << "," << (r.factor_fitted ? 1 : 0) << ","
@@ -167,7 +183,7 @@ void write_csv(const ValidationReport& report, const std::string& path) {
         << r.op_overhead_us << "," << (r.built_ok() ? 1 : 0) << "," << r.built_predicted_us << "," << r.built_ape_pct << ","
         << r.built_extrapolated_fraction << "," << r.blind_raw_predicted_us << "," << r.blind_raw_ape_pct << ","
         << csv_number(r.round_spread_pct) << "," << csv_text(r.disturbance) << "," << r.recipe << "," << r.cp << "," << r.vp
-        << "\n";
+        << "," << csv_text(r.span) << "\n";
   }
 }
 
@@ -176,6 +192,7 @@ void write_json(const ValidationReport& report, const std::string& path) {
   root["calibration_file"] = report.calibration_file;
   root["leave_one_tuple_out"] = report.holdout == Holdout::kTuple;
   root["holdout"] = to_string(report.holdout);
+  root["nodes"] = report.nodes_text;  // "" on one node
   for (const ValidationRow& r : report.rows) {
     root["configurations"].push_back({{"key", r.key},
                                       {"dp", r.dp},
@@ -183,6 +200,7 @@ void write_json(const ValidationReport& report, const std::string& path) {
                                       {"pp", r.pp},
                                       {"cp", r.cp},
                                       {"vp", r.vp},
+                                      {"span", r.span},
                                       {"precision", r.precision},
                                       {"status", r.status},
                                       {"measured_us", r.measured_us},

@@ -11,6 +11,7 @@
 #include "common/h5store.hpp"
 #include "common/store_meta.hpp"
 #include "predict/fit_model.hpp"
+#include "validate/node_span.hpp"
 #include "validate/validation_report.hpp"
 #include "validate/validation_store.hpp"
 
@@ -32,6 +33,23 @@ std::optional<LlamaSpec> recorded_model(const h5::Store& store) {
   return load_llama_config(model_path);
 }
 
+// The ground truth's nodes (its job's /meta world_size and num_nodes): each scored row's span in words
+// (node_span.hpp), when the job ran on more than one node with the same number of ranks on each.
+void annotate_spans(ValidationReport& report, const store::StoreMeta& meta) {
+  if (meta.num_nodes <= 1 || meta.world_size <= 0 || meta.world_size % meta.num_nodes != 0) return;
+  const int64_t ranks_per_node = meta.world_size / meta.num_nodes;
+  report.nodes_text = std::to_string(meta.num_nodes) + " nodes x " + std::to_string(ranks_per_node) + " ranks";
+  for (ValidationRow& row : report.rows) {
+    ParallelConfig config;
+    config.dp = row.dp;
+    config.tp = row.tp;
+    config.pp = row.pp;
+    config.cp = row.cp;
+    config.vp = row.vp;
+    row.span = node_span_text(config, ranks_per_node);
+  }
+}
+
 }  // namespace
 
 ValidationReport run_validation(const ValidationRunOptions& given) {
@@ -39,8 +57,10 @@ ValidationReport run_validation(const ValidationRunOptions& given) {
   const std::string& file = options.calibration_file;
   const predict::FittedModel model = predict::fit_model(file);
   std::vector<store::GroundTruthRecord> rows;
+  store::StoreMeta meta;
   {
     h5::Store store = h5::Store::open(file, false);
+    meta = store::read_store_meta(store);
     if (!store.exists(store::kGroundTruthTable)) {
       throw UserError(file + ": no /groundtruth table; run `itertime calibrate groundtruth --job JOB` first");
     }
@@ -61,6 +81,7 @@ ValidationReport run_validation(const ValidationRunOptions& given) {
   std::vector<ValidationReport> reports;
   for (const Holdout holdout : options.holdouts) {
     reports.push_back(validate(model, rows, options.model ? &*options.model : nullptr, holdout));
+    annotate_spans(reports.back(), meta);
   }
   std::filesystem::create_directories(dir);
   for (const ValidationReport& report : reports) {

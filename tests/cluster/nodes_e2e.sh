@@ -53,7 +53,10 @@ sed -n '/^# validation of/,$p' "$WORK/run2.out" | sed -n '/^# (dp,tp,pp)/,/^#/p'
 scored=$(grep -c '^  (' "$WORK/validation2")
 [[ "$scored" -eq 8 ]]
 check $? "validation scores the 8 configurations of the 2-node job (scored $scored)"
-sed -n '/^# MAPE per (dp,tp,pp) tuple/,/^$/p' "$WORK/run2.out"
+sed -n '/^# MAPE per tuple across nodes/,/^#$/p' "$WORK/run2.out" >"$WORK/spans2"
+cat "$WORK/spans2"
+grep -Eq '^  \(2,2,1\) +2 nodes: tp in, dp across 2 ' "$WORK/spans2" && grep -Eq '^  \(2,1,1\) +1 node ' "$WORK/spans2"
+check $? "validation shows each tuple's span: (2,2,1) tp in, dp across 2; (2,1,1) on one node"
 
 # ---- 2. ground truth on 4 nodes x 1 rank ---------------------------------------------------------------
 cluster 4 1 bash -c '"$ITERTIME_CLUSTER_DIR/mpirun" -n 4 "$ITERTIME" calibrate groundtruth --job jobs/cluster-4node.json -o "$WORK/g4.h5"' \

@@ -111,9 +111,9 @@ TEST(ValidationReporters, CsvCarriesSpreadAndQuotedDisturbance) {
   write_csv(two_row_report(kNaN), dir.file("v.csv"));
   const std::string csv = testing::read_bytes(dir.file("v.csv"));
   const std::string header = csv.substr(0, csv.find('\n'));
-  EXPECT_NE(header.find(",round_spread_pct,disturbance,recipe,cp,vp"), std::string::npos) << header;
-  EXPECT_NE(csv.find(",1.25,\"outside load in 3 of 6 rounds, \"\"busy\"\"\",plain,1,1\n"), std::string::npos) << csv;
-  EXPECT_NE(csv.find(",,plain,1,1\n"), std::string::npos) << csv;  // NaN spread and no disturbance: two empty fields
+  EXPECT_NE(header.find(",round_spread_pct,disturbance,recipe,cp,vp,span"), std::string::npos) << header;
+  EXPECT_NE(csv.find(",1.25,\"outside load in 3 of 6 rounds, \"\"busy\"\"\",plain,1,1,\n"), std::string::npos) << csv;
+  EXPECT_NE(csv.find(",,plain,1,1,\n"), std::string::npos) << csv;  // NaN spread and no disturbance: two empty fields
 }
 
 // A report with a cp or vp layout heads its tuples (dp,tp,pp[,cp,vp]) and carries cp and vp per row; one
@@ -132,7 +132,7 @@ TEST(ValidationReporters, ExtendedLayoutsNameAllFiveDegrees) {
   EXPECT_EQ(json.at("configurations").at(1).at("vp"), 2);
   EXPECT_EQ(json.at("configurations").at(1).at("cp"), 1);
   write_csv(report, dir.file("v.csv"));
-  EXPECT_NE(testing::read_bytes(dir.file("v.csv")).find(",plain,1,2\n"), std::string::npos);
+  EXPECT_NE(testing::read_bytes(dir.file("v.csv")).find(",plain,1,2,\n"), std::string::npos);
 }
 
 TEST(ValidationReporters, StoreCarriesTheFloor) {
