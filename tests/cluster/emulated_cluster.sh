@@ -31,7 +31,9 @@
 #   ITERTIME_CLUSTER_LATENCY_US (asked) and ITERTIME_CLUSTER_LATENCY_US_MEASURED.
 # Teardown: on exit, interrupt or failure every process in the cluster's namespaces is killed and the
 # namespaces and the folder removed; a detached reaper does the same if this script is killed (SIGKILL),
-# within a second or two. --clean removes what a crash of the machine's own tooling may still have left.
+# within a second or two (COMMAND itself runs in the machine's namespace and is not killed by it; its
+# mpirun and ranks are, being in the cluster's). --clean removes what a crash of the machine's own tooling
+# may still have left.
 # Exit status: COMMAND's; 77 when the machine cannot host the cluster (not root, no namespaces, no TUN,
 # no HTB; the reason is printed; 1 instead with ITERTIME_CLUSTER_TEST_REQUIRE=1); 2 for a usage error.
 set -uo pipefail
