@@ -3,7 +3,7 @@
 # command runs (docs/cluster.md).
 #
 #   emulated_cluster.sh [--nodes N] [--slots S] [--bandwidth RATE] [--latency-us US]
-#                       [--node-bandwidth NODE=RATE]... --link-delay PATH -- COMMAND [ARGS...]
+#                       [--node-bandwidth NODE=RATE]... [--tcp-retries2 N] --link-delay PATH -- COMMAND [ARGS...]
 #   emulated_cluster.sh --clean        (removes every emulated cluster whose owner is gone)
 #
 # Each node is a network namespace and a UTS namespace of its own (hostname node0, node1, ...), with one
@@ -18,6 +18,9 @@
 #     measurements until one lands within 5 % (at most four), and reports the last one
 #     (ITERTIME_CLUSTER_LATENCY_US_MEASURED).
 # Inside a node, ranks share memory (Open MPI's vader, as on a real node); across nodes they use TCP.
+# --tcp-retries2 N sets net.ipv4.tcp_retries2 in every namespace of the cluster: a TCP connection over a
+# link that went down then gives up after 0.2 s x (2^(N+1) - 1) instead of ~15 minutes (the default 15),
+# which is how soon Open MPI's mpirun and daemons learn of a cut node (docs/cli.md, the watchdog).
 #
 # COMMAND runs in this (the root) namespace with:
 #   ITERTIME_CLUSTER_DIR     a folder with `hostfile`, and these commands:
@@ -28,6 +31,7 @@
 #     $ITERTIME_CLUSTER_DIR/on NODE CMD...   runs CMD inside NODE (its network, its hostname);
 #     $ITERTIME_CLUSTER_DIR/link NODE down|up  takes NODE's link down or brings it back (a fault);
 #   ITERTIME_CLUSTER_NODES   "node0 node1 ..."; ITERTIME_CLUSTER_SLOTS; ITERTIME_CLUSTER_BANDWIDTH;
+#   ITERTIME_CLUSTER_SWITCH_NS (the switch's network namespace, for `ip -n` reads of its routes);
 #   ITERTIME_CLUSTER_LATENCY_US (asked) and ITERTIME_CLUSTER_LATENCY_US_MEASURED.
 # Teardown: on exit, interrupt or failure every process in the cluster's namespaces is killed and the
 # namespaces and the folder removed; a detached reaper does the same if this script is killed (SIGKILL),
@@ -77,7 +81,7 @@ if [[ "${1:-}" == "--clean" ]]; then
 fi
 
 # ---- options ---------------------------------------------------------------------------------------
-NODES=2 SLOTS=2 BANDWIDTH=1gbit LATENCY_US=100 LINK_DELAY=""
+NODES=2 SLOTS=2 BANDWIDTH=1gbit LATENCY_US=100 LINK_DELAY="" TCP_RETRIES2=""
 declare -A NODE_BANDWIDTH=()
 while [[ $# -gt 0 ]]; do
   case "$1" in
@@ -87,6 +91,7 @@ while [[ $# -gt 0 ]]; do
     --latency-us) LATENCY_US=$2; shift 2 ;;
     --node-bandwidth) NODE_BANDWIDTH[${2%%=*}]=${2#*=}; shift 2 ;;
     --link-delay) LINK_DELAY=$2; shift 2 ;;
+    --tcp-retries2) TCP_RETRIES2=$2; shift 2 ;;
     --) shift; break ;;
     *) usage "unknown option '$1' (see the comment at the top of this script)" ;;
   esac
@@ -95,6 +100,7 @@ done
 [[ "$NODES" =~ ^[0-9]+$ && "$NODES" -ge 2 && "$NODES" -le 64 ]] || usage "--nodes $NODES: want 2..64"
 [[ "$SLOTS" =~ ^[0-9]+$ && "$SLOTS" -ge 1 ]] || usage "--slots $SLOTS: want a positive whole number"
 [[ "$LATENCY_US" =~ ^[0-9]+([.][0-9]+)?$ ]] || usage "--latency-us $LATENCY_US: want microseconds"
+[[ -z "$TCP_RETRIES2" || "$TCP_RETRIES2" =~ ^[0-9]+$ ]] || usage "--tcp-retries2 $TCP_RETRIES2: want a whole number"
 [[ -x "$LINK_DELAY" ]] || usage "--link-delay '$LINK_DELAY': the built itertime_link_delay is needed"
 
 [[ $(id -u) -eq 0 ]] || skip "needs root (network namespaces)"
@@ -124,12 +130,14 @@ setsid bash -c "while kill -0 $ID 2>/dev/null; do sleep 1; done; '$(realpath "$0
 # ---- the switch and the nodes -------------------------------------------------------------------------
 ip netns add "$HEAD" 2>/dev/null || skip "cannot create a network namespace ($(ip netns add "$HEAD" 2>&1))"
 ip -n "$HEAD" link set lo up
+[[ -z "$TCP_RETRIES2" ]] || ip netns exec "$HEAD" sysctl -qw net.ipv4.tcp_retries2="$TCP_RETRIES2"
 ip netns exec "$HEAD" sysctl -qw net.ipv4.ip_forward=1 net.ipv4.conf.all.rp_filter=0 net.ipv4.conf.default.rp_filter=0
 HOSTS=()
 for ((k = 0; k < NODES; ++k)); do
   node=node$k ns=$(node_ns "$node")
   HOSTS+=("$node")
   ip netns add "$ns" || skip "cannot create namespace $ns"
+  [[ -z "$TCP_RETRIES2" ]] || ip netns exec "$ns" sysctl -qw net.ipv4.tcp_retries2="$TCP_RETRIES2"
   ip link add "v$k" netns "$HEAD" mtu 9000 type veth peer name eth0 netns "$ns" mtu 9000 || skip "cannot create a veth pair"
   ip -n "$HEAD" addr add "$NET.$k.1/24" dev "v$k"
   ip -n "$HEAD" link set "v$k" up
@@ -215,7 +223,7 @@ exec ip -n "$HEAD" link set "v\${1#node}" "\$2"
 EOF
 chmod +x "$T/on" "$T/agent" "$T/mpirun" "$T/link"
 
-export ITERTIME_CLUSTER_DIR="$T" ITERTIME_CLUSTER_NODES="${HOSTS[*]}" ITERTIME_CLUSTER_SLOTS="$SLOTS"
+export ITERTIME_CLUSTER_DIR="$T" ITERTIME_CLUSTER_NODES="${HOSTS[*]}" ITERTIME_CLUSTER_SLOTS="$SLOTS" ITERTIME_CLUSTER_SWITCH_NS="$HEAD"
 export ITERTIME_CLUSTER_BANDWIDTH="$BANDWIDTH" ITERTIME_CLUSTER_LATENCY_US="$LATENCY_US"
 export ITERTIME_CLUSTER_LATENCY_US_MEASURED="$measured_us"
 "$@"
