@@ -61,8 +61,10 @@ in_cluster() {
   alive() { kill -0 "$1" 2>/dev/null && [[ "$(ps -o stat= -p "$1" 2>/dev/null)" != Z* ]]; }
 
   # ---- 1. the fault ----------------------------------------------------------------------------------
-  ITERTIME_WATCHDOG_S=$WATCHDOG_S "$ITERTIME_CLUSTER_DIR/mpirun" -n 4 "$ITERTIME" calibrate comm -o "$F" "${SWEEP[@]}" \
-    >"$WORK/out" 2>"$WORK/err" &
+  # --output-filename: each orted also writes its ranks' output to files on its own node, so the lines
+  # of node1's ranks, which cannot reach mpirun, are kept.
+  ITERTIME_WATCHDOG_S=$WATCHDOG_S "$ITERTIME_CLUSTER_DIR/mpirun" -n 4 --output-filename "$WORK/ranks" "$ITERTIME" \
+    calibrate comm -o "$F" "${SWEEP[@]}" >"$WORK/out" 2>"$WORK/err" &
   local launcher=$! started_ms
   started_ms=$(now_ms)
   local rows=0
@@ -107,12 +109,19 @@ in_cluster() {
     fail "the ranks were gone only $(seconds "${ranks_gone_ms:-0}") s after the fault (bound: the limit $WATCHDOG_S s + a poll + $RANK_SLACK_S s)"
   ((job_gone_ms <= JOB_BOUND_S * 1000)) || fail "the job was gone only $(seconds "$job_gone_ms") s after the fault (bound $JOB_BOUND_S s)"
   [[ "$status" -ne 0 ]] || fail "mpirun exited 0 after the fault"
-  grep -E "^itertime: error: rank [0-9] of 4 waited [0-9.]+ s in MPI_[A-Za-z_]+ .*for its peers" "$WORK/err" >"$WORK/lines"
+  local watched="^itertime: error: rank [0-9] of 4 waited [0-9.]+ s in MPI_[A-Za-z_]+ .*for its peers"
+  grep -E "$watched" "$WORK/err" >"$WORK/lines"
   local r
   for r in 0 1; do
     grep -q "^itertime: error: rank $r of 4 " "$WORK/lines" || fail "no watchdog line from rank $r (node0) naming its MPI operation"
   done
   cat "$WORK/lines"
+  # node1's ranks: ended by their own watchdog too (their lines, in node1's files, never reached mpirun).
+  for r in 2 3; do
+    grep -E "$watched" "$WORK"/ranks/*/rank.$r/stderr 2>/dev/null | grep -q "rank $r of 4 " ||
+      fail "no watchdog line from rank $r (node1) in its output file"
+    grep -E "$watched" "$WORK"/ranks/*/rank.$r/stderr | sed "s/^/(node1's file) /"
+  done
   # The file after the fault: it reads, the rows are whole, the spans tile the samples.
   "$READ_ROWS" comm "$F" >"$WORK/after_fault" || fail "read_rows failed on the file after the fault (bad offsets?)"
   check_rows "$WORK/after_fault" || fail "a row of the file after the fault is not whole"
