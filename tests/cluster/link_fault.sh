@@ -9,7 +9,7 @@
 #     and 1 3), 256 KiB .. 16 MiB, with ITERTIME_WATCHDOG_S=5. Once 2 points are in the file, node1's
 #     link is taken down. Checks: every rank is gone within the watchdog's limit plus its poll period
 #     plus RANK_SLACK_S, and every process of the job (mpirun, both orteds, the 4 ranks) within
-#     JOB_BOUND_S of the fault; mpirun's status is non-zero; stderr holds the watchdog's line of the
+#     JOB_BOUND_S (the limit + 20 s) of the fault; mpirun's status is non-zero; stderr holds the watchdog's line of the
 #     ranks this side of the cut (0 and 1: the lines of ranks 2 and 3 go through node1's orted, which
 #     cannot reach mpirun any more) naming the MPI operation; the file reads, every row is whole (its
 #     samples within /comm/samples_us and its own, iters of them, checked, inter-node) and the spans
@@ -34,7 +34,7 @@ trap 'rm -rf "$WORK"' EXIT
 WATCHDOG_S=5
 RANK_SLACK_S=3    # past the limit and its poll period (limit / 10): the exit of a loaded machine
 TCP_RETRIES2=4    # the connections of the daemons give up after 0.2 s x (2^5 - 1) = 6.2 s of retransmits
-JOB_BOUND_S=$((WATCHDOG_S + 15))  # the ranks' exit (5.5 s), then the daemons' TCP timeout (6.2 s), + slack
+JOB_BOUND_S=$((WATCHDOG_S + 20))  # the ranks' exit (5.5 s), then the daemons' TCP timeout (6.2 s), + 8 s slack
 SWEEP_POINTS=7
 SWEEP=(--collectives all_reduce --dtypes fp32 --group-sizes 2 --layouts strided -b 256K -e 16M -f 2 -w 2 -n 10
   --outside-load-cores 2)
@@ -85,6 +85,7 @@ in_cluster() {
   "$ITERTIME_CLUSTER_DIR/link" node1 down || fail "cannot take node1's link down"
   local fault_ms ranks_gone_ms="" job_gone_ms="" t left
   fault_ms=$(now_ms)
+  echo "switch routes with the link down: $(ip -n "$ns-switch" -4 route show | tr '\n' ';')"
   while true; do
     t=$(now_ms)
     left=0
