@@ -26,6 +26,7 @@
 #include "runtime/resume_plan.hpp"
 #include "common/stats.hpp"
 #include "common/store_meta.hpp"
+#include "commbench/node_links.hpp"
 #include "commbench/point_buffers.hpp"
 #include "commbench/timing_loop.hpp"
 
@@ -393,6 +394,7 @@ CommCalibrationSummary calibrate_comm(const CommCalibrationOptions& options) {
   run.summary.points_present = run.plan.present_count();
   if (world_rank == 0) print_start(run);
   if (const char* text = std::getenv("ITERTIME_FAULT_ABORT_AFTER_POINTS")) run.abort_after = std::strtol(text, nullptr, 10);
+  if (options.node_links) measure_node_links(run.plan.store.get(), nodes);
 
   for (std::size_t index = 0; index < points.size();) {
     const std::size_t end = block_end(points, index);

@@ -22,6 +22,8 @@
 //    `max_extra_tries` times; what stays loaded is kept and counted (points_disturbed). Rows are
 //    appended once their stretch is judged.
 //  - --resume measures only the points whose keys are missing from the file.
+//  - Across nodes (and unless node_links is off), every pair of nodes is measured first, alone
+//    (commbench/node_links.hpp), into /comm/node_links, and judged for a slow link or node.
 #pragma once
 
 #include <chrono>
@@ -42,6 +44,7 @@ struct CommCalibrationOptions {
   std::map<std::string, std::string> provenance;  // /meta attributes for a new file
   double outside_load_cores = 0.3;                // a stretch of points with more outside load (+ steal) is measured again
   int max_extra_tries = 3;                        // ... at most this many times
+  bool node_links = true;                         // measure every node pair first (node_links.hpp) when >1 node
 };
 
 // The wall time of a stretch of points judged for outside load (cpu_load.hpp: /proc/stat counts 10 ms

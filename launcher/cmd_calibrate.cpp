@@ -35,6 +35,7 @@ struct CommArgs {
   std::string mode = "latency";
   double outside_load_cores = calibrate::CommCalibrationOptions().outside_load_cores;
   int max_extra_tries = calibrate::CommCalibrationOptions().max_extra_tries;
+  bool no_node_links = false;
   std::string watchdog_s;  // empty: $ITERTIME_WATCHDOG_S, else the default (runtime/watchdog.hpp)
 };
 
@@ -69,6 +70,7 @@ int run_comm(Context& context, const CommArgs& args) {
       if (args.max_extra_tries < 0) throw UserError("--max-extra-tries must not be negative");
       options.outside_load_cores = args.outside_load_cores;
       options.max_extra_tries = args.max_extra_tries;
+      options.node_links = !args.no_node_links;
     } catch (const CollectiveUserError&) {
       throw;
     } catch (const UserError& error) {
@@ -229,6 +231,8 @@ void register_calibrate(CLI::App& app, std::vector<std::pair<CLI::App*, Action>>
   comm->add_option("--max-extra-tries", args->max_extra_tries,
                    "Times a loaded stretch is measured again before it is kept as it is")
       ->capture_default_str();
+  comm->add_flag("--no-node-links", args->no_node_links,
+                 "Across nodes, do not measure each pair of nodes' latency and bandwidth first (/comm/node_links)");
   add_watchdog_option(comm, args->watchdog_s);
   actions.emplace_back(comm, [args](Context& context) { return run_comm(context, *args); });
 

@@ -1,13 +1,16 @@
 // cmd_inspect.cpp: `itertime inspect FILE.h5`: provenance, tables and row counts of an itertime store,
-// and the ground-truth configurations per training recipe.
+// the ground-truth configurations per training recipe, and the node-pair links with their slow ones.
 // Read-only: the file is opened with H5F_ACC_RDONLY and never changed.
 #include <cstdio>
 #include <map>
 #include <string>
+#include <vector>
 
 #include "common/errors.hpp"
 #include "common/groundtruth_store.hpp"
 #include "common/h5store.hpp"
+#include "common/node_link_report.hpp"
+#include "common/node_links_store.hpp"
 #include "common/training_techniques.hpp"
 #include "launcher/commands.hpp"
 
@@ -42,6 +45,17 @@ void print_groundtruth_recipes(h5::Store& store) {
   }
 }
 
+// /comm/node_links, judged as `calibrate comm` judges it (common/node_link_report.hpp).
+void print_node_links(h5::Store& store) {
+  std::vector<LinkFigures> links;
+  for (const store::NodeLinkRow& row : store::read_node_links(store)) {
+    links.push_back({h5::get_string(row.host_a), h5::get_string(row.host_b), row.latency_us, row.bandwidth_GBps});
+  }
+  if (links.empty()) return;
+  std::printf("\nnode links (%s)\n", store::kNodeLinksTable);
+  for (const std::string& line : link_report_lines(links, judge_links(links), "  ")) std::printf("%s\n", line.c_str());
+}
+
 }  // namespace
 
 void register_inspect(CLI::App& app, std::vector<std::pair<CLI::App*, Action>>& actions) {
@@ -69,6 +83,7 @@ void register_inspect(CLI::App& app, std::vector<std::pair<CLI::App*, Action>>& 
       }
     }
     print_groundtruth_recipes(store);
+    print_node_links(store);
     return 0;
   });
 }
