@@ -20,7 +20,7 @@
 #     (the same text from read_rows: bit-equal values).
 # Open MPI 4's daemons learn of a cut link only from TCP: mpirun, and the orted behind the cut, wait
 # until their connection gives up retransmitting (net.ipv4.tcp_retries2; the kernel's default, 15, takes
-# about 15 minutes). The test sets tcp_retries2=4 (about 6 s) in the cluster's namespaces, as a cluster
+# about 15 minutes). The test sets tcp_retries2=4 (about 6 s) in the cluster's namespaces (emulated_cluster.sh --tcp-retries2), as a cluster
 # that wants a cut node's job to end should (docs/cli.md); the ranks themselves need no such setting:
 # their watchdog ends them.
 # Prints the times (fault -> ranks gone, fault -> job gone, resume duration). Exit status: 0 passed,
@@ -51,10 +51,6 @@ in_cluster() {
   seconds() { printf '%d.%03d' $(($1 / 1000)) $(($1 % 1000)); }
   # The namespaces emulated_cluster.sh made (itc-ID-node0, ...: its folder is /tmp/itc-ID).
   local ns=${ITERTIME_CLUSTER_DIR##*/}
-  local where
-  for where in switch node0 node1; do
-    ip netns exec "$ns-$where" sysctl -qw net.ipv4.tcp_retries2="$TCP_RETRIES2" || fail "cannot set tcp_retries2 in $ns-$where"
-  done
   # Every process in the nodes belongs to the job (orted and its ranks); mpirun runs in the switch.
   node_pids() { ip netns pids "$ns-node0"; ip netns pids "$ns-node1"; }
   is_rank() { tr '\0' '\n' <"/proc/$1/environ" 2>/dev/null | grep -q '^OMPI_COMM_WORLD_RANK='; }
@@ -85,7 +81,7 @@ in_cluster() {
   "$ITERTIME_CLUSTER_DIR/link" node1 down || fail "cannot take node1's link down"
   local fault_ms ranks_gone_ms="" job_gone_ms="" t left
   fault_ms=$(now_ms)
-  echo "switch routes with the link down: $(ip -n "$ns-switch" -4 route show | tr '\n' ';')"
+  echo "switch routes with the link down: $(ip -n "$ITERTIME_CLUSTER_SWITCH_NS" -4 route show | tr '\n' ';')"
   while true; do
     t=$(now_ms)
     left=0
@@ -152,7 +148,7 @@ in_cluster() {
     sleep 0.5
   done
   [[ -n "$talked" ]] || fail "node0 and node1 do not talk after node1's link came back"
-  echo "link back: node0 <-> node1 ping-pong ${talked} us one way; switch routes: $(ip -n "$ns-switch" -4 route show | tr '\n' ';')"
+  echo "link back: node0 <-> node1 ping-pong ${talked} us one way; switch routes: $(ip -n "$ITERTIME_CLUSTER_SWITCH_NS" -4 route show | tr '\n' ';')"
   local resume_started resume_ms
   resume_started=$(now_ms)
   ITERTIME_WATCHDOG_S=$WATCHDOG_S "$ITERTIME_CLUSTER_DIR/mpirun" -n 4 "$ITERTIME" calibrate comm -o "$F" --resume "${SWEEP[@]}" \
@@ -191,7 +187,7 @@ check_rows() {
 }
 export -f in_cluster check_rows
 
-"$HERE/emulated_cluster.sh" --nodes 2 --slots 2 --bandwidth 1gbit --latency-us 100 --link-delay "$LINK_DELAY" \
+"$HERE/emulated_cluster.sh" --nodes 2 --slots 2 --bandwidth 1gbit --latency-us 100 --tcp-retries2 "$TCP_RETRIES2" --link-delay "$LINK_DELAY" \
   -- bash -c in_cluster
 rc=$?
 [[ $rc -eq 77 ]] && exit 77
