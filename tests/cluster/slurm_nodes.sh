@@ -17,9 +17,9 @@
 #          listen on the same SlurmdPort; spool, pid and log files are per node through %n);
 #      sbatch, squeue and scontrol run inside node0 (`$ITERTIME_CLUSTER_DIR/on node0 ...`);
 #   a. `itertime slurm submit --nodes 2 --ntasks-per-node 2` (srun --mpi=pmix, the default launcher) of a
-#      job whose comm sweep is small and whose ground truth has two 4-rank layouts (TP inside a node, DP
-#      across; PP across); waits for COMPLETED and checks the file: rows == distinct keys in every table,
-#      /comm samples consistent, both configurations measured, hostnames node0 and node1 in /meta
+#      job whose comm sweep is small and whose ground truth has two 4-rank layouts (dp2-tp2: TP inside a
+#      node, DP across; dp2-pp2); waits for COMPLETED and checks the file: rows == distinct keys in
+#      every table, /comm samples consistent, both configurations measured, hostnames node0 and node1 in /meta
 #      (`itertime inspect`), `itertime info` saw 2 nodes, and the comm sweep measured groups across
 #      the nodes as inter-node (strided pairs, the group of 4) and groups inside a node as intra-node;
 #   b. submits a longer comm calibration with `--launcher mpirun` (Open MPI's mpirun inside the allocation
@@ -36,7 +36,8 @@
 # so each rank lives in its node's namespaces; Open MPI's mpirun inside the allocation reads it (ras_slurm)
 # and starts its daemon on the other node with srun (plm_slurm is chosen over plm_rsh inside an
 # allocation, so no ssh is tried). The ranks use shared memory inside a node and TCP over eth0 across
-# (Open MPI's default excludes only lo).
+# (Open MPI's default excludes only lo). The jobs run with OMPI_MCA_mpi_yield_when_idle=1 exported: the 4
+# ranks share this machine's cores, where busy-polling ranks starve the one they wait for.
 # Exit status: 0 passed, 1 failed, 77 skipped (not root, Slurm or munge cannot be installed or started,
 # the machine cannot host the emulated cluster; the reason is printed). ITERTIME_SLURM_TEST_REQUIRE=1
 # turns a skip into a failure; ITERTIME_SLURM_TEST_KEEP=1 copies the test's folder to /tmp before the
