@@ -287,6 +287,7 @@ ScriptSpec resolve(const SubmitRequest& request, const std::string& running_bina
   spec.job_name = "itertime-" + spec.job_label;
   spec.backend = to_string(job.backend);
   spec.comm = job.comm;
+  spec.rounds = job.rounds;
   resolve_paths(request, running_binary, spec);
   resolve_tasks(request, job, spec);
   return spec;
@@ -353,7 +354,7 @@ std::string render_script(const ScriptSpec& spec) {
   s << "\n";
   s << "say \"start on ${SLURM_JOB_NODELIST:-?}: ${RANKS} ranks, output ${OUTPUT}\"\n";
   s << "launch \"$ITERTIME\" info\n";
-  const StageInputs inputs{spec.job_file, spec.output, parse_backend(spec.backend), spec.comm};
+  const StageInputs inputs{spec.job_file, spec.output, parse_backend(spec.backend), spec.comm, spec.rounds};
   for (Stage stage : spec.stages) {
     s << "\n";
     s << "say 'calibrate " << to_string(stage) << "'\n";

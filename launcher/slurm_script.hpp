@@ -76,6 +76,7 @@ struct ScriptSpec {
   std::string srun_mpi = "pmix";  // srun --mpi=...
   std::vector<Stage> stages{Stage::kComm, Stage::kOps, Stage::kGroundTruth};
   CommSweepSpec comm;  // the job's "comm" section, rendered as calibrate comm options
+  RoundPolicy rounds;  // the job's outside-load limit and extra tries, which its comm stage applies (as `itertime run`)
   // For the user, not the script: what resolve() let through but the user should know (each one line),
   // e.g. an allocation smaller than the job under --allow-fewer-ranks.
   std::vector<std::string> warnings;

@@ -370,6 +370,34 @@ TEST(Render, DirectivesAndStages) {
   EXPECT_EQ(mpirun_script.find("calibrate ops"), std::string::npos);
 }
 
+// The comm stage applies the job's outside-load policy (groundtruth.outside_load_cores, max_extra_rounds),
+// as `itertime run` passes it; the script once rendered the defaults (0.3, 3) whatever the job said, which
+// on 2 emulated nodes (the delay line and the forwarding are outside load) measured every stretch again.
+TEST(Render, CommStageCarriesTheJobsOutsideLoadPolicy) {
+  TempDir dir;
+  const std::string model = std::string(ITERTIME_SOURCE_DIR) + "/data/models/tiny-llama-gqa.json";
+  const std::string job = dir.file("nodes.json");
+  std::ofstream(job) << R"({"name": "nodes", "model": ")" << model << R"(", "backend": "cpu", "ranks": 4,
+      "groundtruth": {"outside_load_cores": 2.5, "max_extra_rounds": 1},
+      "comm": {"min_bytes": "8", "max_bytes": "1K", "step_factor": 4, "warmup_iters": 1, "iters": 3},
+      "configs": [{"dp": 2, "tp": 2, "pp": 1, "micro_batch": 1, "global_batch": 4, "seq_len": 16, "precision": "fp32"}]})";
+  SubmitRequest r = request_for(job, dir.file("c.h5"));
+  r.nodes = 2;
+  r.ntasks_per_node = 2;
+  const ScriptSpec spec = resolve(r, "/opt/itertime", "0.1.0");
+  EXPECT_EQ(spec.rounds.outside_load_cores, 2.5);
+  EXPECT_EQ(spec.rounds.max_extra_rounds, 1);
+  const std::string script = render_script(spec);
+  EXPECT_NE(script.find("srun --mpi=pmix --nodes=2 --ntasks=4 --ntasks-per-node=2 --kill-on-bad-exit=1 \"$@\""),
+            std::string::npos)
+      << script;
+  EXPECT_NE(script.find(" --outside-load-cores 2.5 --max-extra-tries 1\n"), std::string::npos) << script;
+  r.launcher = "mpirun";
+  const std::string mpirun_script = render_script(resolve(r, "/opt/itertime", "0.1.0"));
+  EXPECT_NE(mpirun_script.find("mpirun -np 4 --map-by ppr:2:node \"$@\""), std::string::npos) << mpirun_script;
+  EXPECT_NE(mpirun_script.find(" --outside-load-cores 2.5 --max-extra-tries 1\n"), std::string::npos) << mpirun_script;
+}
+
 // Runs a rendered script with fake srun, mpirun and itertime that record their argv (one argument per
 // line, NUL-free), in a folder whose name is built to break and inject; returns the record.
 std::string run_rendered(const TempDir& dir, const std::string& launcher, std::string* script_out = nullptr,
