@@ -4,6 +4,7 @@
 #include <charconv>
 
 #include "common/errors.hpp"
+#include "common/rank_groups.hpp"
 
 namespace itertime::store {
 namespace {
@@ -55,7 +56,19 @@ StoreMeta parse_store_meta(const std::map<std::string, std::string>& attributes,
   meta.num_nodes = parse_count(attributes, meta_key::kNumNodes, file);
   meta.cpu_cores_per_node = parse_count(attributes, meta_key::kCpuCoresPerNode, file);
   meta.ops_compute_threads = parse_count(attributes, meta_key::kOpsComputeThreads, file);
+  if (const std::string* text = find(attributes, meta_key::kCommNodeOfRank)) {
+    try {
+      meta.comm_node_of_rank = parse_node_of_rank(*text);
+    } catch (const UserError& error) {
+      throw UserError(file + ": /meta " + meta_key::kCommNodeOfRank + ": " + error.what());
+    }
+  }
   return meta;
+}
+
+int64_t job_ranks_per_node(const StoreMeta& meta) {
+  if (meta.num_nodes <= 1 || meta.world_size <= 0) return 0;
+  return (meta.world_size + meta.num_nodes - 1) / meta.num_nodes;
 }
 
 StoreMeta read_store_meta(const h5::Store& store) { return parse_store_meta(store.meta(), store.path()); }

@@ -14,6 +14,7 @@
 #include <map>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "common/attention.hpp"
 #include "common/dtype.hpp"
@@ -70,7 +71,13 @@ struct StoreMeta {
   int64_t cpu_cores_per_node = 0;            // 0 when absent
   int64_t ops_compute_threads = 0;           // 0 when absent (calibrate ops not run)
   std::string groundtruth_model;             // "" when absent
+  std::vector<int> comm_node_of_rank;        // calibrate comm's node index per world rank; empty when absent
 };
+
+// Ranks per node of the job that created the file (its provenance: world_size / num_nodes, rounded up
+// when the nodes hold unequal counts); 0 when it ran on one node or the file does not say. Ground truth
+// runs under the allocation that created the file, so this is how its configurations sat on nodes.
+int64_t job_ranks_per_node(const StoreMeta& meta);
 
 // Reads /meta once (see the invariants). Throws UserError for an attribute whose text does not parse.
 StoreMeta read_store_meta(const h5::Store& store);
