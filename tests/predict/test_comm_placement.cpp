@@ -7,8 +7,6 @@
 // measured size: latency part alpha, bandwidth part bytes * us_per_byte).
 #include <gtest/gtest.h>
 
-#include <boost/archive/text_iarchive.hpp>
-#include <boost/archive/text_oarchive.hpp>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -19,7 +17,6 @@
 #include "common/ops_store.hpp"
 #include "common/rank_groups.hpp"
 #include "predict/device/comm_model.hpp"
-#include "predict/model/fitted_model_archive.hpp"
 #include "predict/node_placement.hpp"
 #include "predict/predictor.hpp"
 #include "predict/resolver/stage_resolver.hpp"
@@ -201,34 +198,7 @@ TEST(CommPlacement, AOneNodeCalibrationAskedAcrossNodesSaysSo) {
   EXPECT_FALSE(inside.extrapolated);
 }
 
-TEST(CommPlacement, ArchiveKeepsPlacementsAndReadsOldKeysAsOneNode) {
-  const CommModel original = two_node_model();
-  std::stringstream text;
-  {
-    boost::archive::text_oarchive archive(text);
-    archive << original;
-  }
-  CommModel loaded;
-  {
-    boost::archive::text_iarchive archive(text);
-    archive >> loaded;
-  }
-  EXPECT_EQ(loaded.node_of_rank(), kTwoByTwo);
-  ASSERT_EQ(loaded.tables().size(), original.tables().size());
-  for (const GroupPlacement placement : {GroupPlacement{4, 2}, GroupPlacement{8, 2}, GroupPlacement{4, 1}, GroupPlacement{2, 2}}) {
-    EXPECT_EQ(loaded.predict_us(Collective::kAllReduce, DType::kFloat32, placement, GroupLayout::kStrided, kBytes).time_us,
-              original.predict_us(Collective::kAllReduce, DType::kFloat32, placement, GroupLayout::kStrided, kBytes).time_us);
-  }
-  // A key as models saved before placements wrote it (class version 0): one node, its group size per node.
-  std::istringstream old_key("0 0 10 all_reduce 4 fp32 4 7 strided");
-  boost::archive::text_iarchive archive(old_key, boost::archive::no_header);
-  CommKey key;
-  archive >> key;
-  EXPECT_EQ(key.nodes, 1);
-  EXPECT_EQ(key.per_node(), 4);
-  EXPECT_EQ(key.to_string(), "all_reduce/fp32/g4/strided");
-  EXPECT_TRUE((key == CommKey{Collective::kAllReduce, DType::kFloat32, 4, GroupLayout::kStrided}));
-}
+// The archive of placed and old keys: tests/predict/test_serialization.cpp (the archive is private there).
 
 // The predictor places each group: dp 2 x tp 2 on 2 nodes x 2 ranks puts TP inside a node (the one-node
 // consecutive table) and DP across the nodes (the one-rank-per-node table); on one node both are inside;
