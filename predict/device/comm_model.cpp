@@ -429,20 +429,22 @@ CommPrediction CommModel::predict_us(Collective collective, DType dtype, GroupPl
 }
 
 std::string CommModel::missing_reason(Collective collective, GroupPlacement placement, GroupLayout layout) const {
-  if (placement.nodes() <= 1) return missing_reason(collective, layout);
+  if (placement.nodes() <= 1 && !measured_across_nodes()) return missing_reason(collective, layout);
   std::string measured;
   for (const auto& [key, table] : tables_) {
     if (key.collective != collective) continue;
     measured += (measured.empty() ? "" : ", ") + key.to_string();
   }
   const std::string name = to_string(collective);
-  return "no usable /comm measurements for " + name + " over " + to_string(placement) + " with layout '" + to_string(layout) +
+  return "no usable /comm measurements for " + name + " over " + to_string(placement) +
+         (placement.nodes() <= 1 ? " (inside one node)" : "") + " with layout '" + to_string(layout) +
          "' (" + (measured.empty() ? "none of " + name + " at all" : "measured: " + measured) +
          (placement.ranks_per_node > 1 && collective != Collective::kAllReduce && collective != Collective::kAllGather &&
                   collective != Collective::kReduceScatter
               ? "; only all_reduce, all_gather and reduce_scatter compose inside and across nodes"
               : "") +
-         "); calibrate it across nodes with `itertime calibrate comm`";
+         "); calibrate it " + (placement.nodes() <= 1 ? "with groups inside a node" : "across nodes") +
+         " with `itertime calibrate comm`";
 }
 
 std::vector<CommFitResidual> CommModel::residuals() const {

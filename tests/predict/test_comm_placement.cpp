@@ -176,6 +176,13 @@ TEST(CommPlacement, GroupsOverSeveralRanksOnSeveralNodesAreHierarchical) {
   EXPECT_FALSE(model.find_us(Collective::kReduceScatter, DType::kFloat32, GroupPlacement{4, 2}, GroupLayout::kConsecutive, kBytes));
   const std::string reason = model.missing_reason(Collective::kReduceScatter, GroupPlacement{4, 2}, GroupLayout::kConsecutive);
   EXPECT_NE(reason.find("over 2 nodes x 2 ranks"), std::string::npos) << reason;
+  // A calibration whose every table spans nodes has nothing for a group inside one node, and says so.
+  std::vector<store::CommRow> rows;
+  add(rows, "all_reduce", 2, "consecutive", 100.0, 1e-2);
+  const CommModel spread(store::to_records(rows), {0, 1});
+  EXPECT_FALSE(spread.find_us(Collective::kAllReduce, DType::kFloat32, GroupPlacement{2, 2}, GroupLayout::kConsecutive, kBytes));
+  const std::string inside = spread.missing_reason(Collective::kAllReduce, GroupPlacement{2, 2}, GroupLayout::kConsecutive);
+  EXPECT_NE(inside.find("inside one node"), std::string::npos) << inside;
   // No composition for a broadcast.
   EXPECT_FALSE(model.find_us(Collective::kBroadcast, DType::kFloat32, GroupPlacement{4, 2}, GroupLayout::kConsecutive, kBytes));
 }
