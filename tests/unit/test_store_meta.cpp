@@ -69,6 +69,13 @@ TEST(StoreMeta, NodesOfTheCommCalibrationAndTheJob) {
   EXPECT_EQ(job_ranks_per_node(parse_store_meta({{meta_key::kWorldSize, "6"}, {meta_key::kNumNodes, "4"}}, "cal.h5")), 2);
   EXPECT_EQ(job_ranks_per_node(parse_store_meta({{meta_key::kWorldSize, "8"}, {meta_key::kNumNodes, "1"}}, "cal.h5")), 0);
   EXPECT_EQ(job_ranks_per_node(parse_store_meta({}, "cal.h5")), 0);
+  // The ground-truth job's own nodes, when recorded, over the provenance of the command that made the file.
+  const StoreMeta recorded = parse_store_meta(
+      {{meta_key::kWorldSize, "4"}, {meta_key::kNumNodes, "1"}, {meta_key::kGroundTruthNodeOfRank, "0,0,0,1,1,1"}}, "cal.h5");
+  EXPECT_EQ(recorded.groundtruth_node_of_rank, (std::vector<int>{0, 0, 0, 1, 1, 1}));
+  EXPECT_EQ(job_ranks_per_node(recorded), 3);
+  EXPECT_EQ(job_ranks_per_node(parse_store_meta({{meta_key::kGroundTruthNodeOfRank, "0,0"}}, "cal.h5")), 0);
+  EXPECT_NE(error_of({{meta_key::kGroundTruthNodeOfRank, "1;2"}}).find("groundtruth_node_of_rank"), std::string::npos);
 }
 
 TEST(StoreMeta, NoneAndUnknownMeanNotRecorded) {
