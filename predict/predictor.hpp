@@ -49,6 +49,11 @@
 //    model's all_gather / reduce_scatter of the whole buffer at the CP group (tp apart: consecutive when
 //    tp is 1) and run inside the passes like TP's; every DP collective runs over the dp*cp ranks the
 //    trainer reduces over (at_dp and the distributed optimizer's shard at dp*cp).
+//  - Placement on nodes (issue 35): with request.ranks_per_node R > 0 the world's ranks fill nodes of R in
+//    rank order and every communication is timed at its group's placement (place_group by the group's rank
+//    stride; comm_model.hpp's rules: exact, one node, across nodes by node count, hierarchical); R = 0 puts
+//    every group on one node (as before). A group across nodes that only one-node figures could time sets
+//    Prediction::inter_node_from_intra and adds a note. A described target places on its GPUs per node.
 //  - Shared cores: when the model has rank slots (a single-node CPU calibration) and the configuration
 //    has more ranks than slots but no more than the calibrated node ran, operators take their time at
 //    occupancy = slots, the schedule runs with processor sharing (TP all-reduces and transfers
