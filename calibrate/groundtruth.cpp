@@ -535,6 +535,10 @@ GroundTruthSummary calibrate_groundtruth(const GroundTruthOptions& options) {
   GroundTruthRun run{options};
   MPI_Comm_rank(MPI_COMM_WORLD, &run.world_rank);
   MPI_Comm_size(MPI_COMM_WORLD, &run.world_size);
+  // Where the job's ranks sit (collective): the predictor places each configuration's groups with it.
+  const NodeInfo nodes = detect_nodes();
+  std::string node_of_rank;
+  for (std::size_t r = 0; r < nodes.node_of_rank.size(); ++r) node_of_rank += (r ? "," : "") + std::to_string(nodes.node_of_rank[r]);
   if (options.retry_failed && !options.resume) {
     throw CollectiveUserError("--retry-failed measures again what a file already holds: use it with --resume");
   }
@@ -576,6 +580,7 @@ GroundTruthSummary calibrate_groundtruth(const GroundTruthOptions& options) {
                                 stamp_recipe(store, resolve_attention_kernel(job.attention));
                                 store.set_meta(store::meta_key::kGroundTruthJob, job.path);
                                 store.set_meta(store::meta_key::kGroundTruthModel, job.model_path);
+                                store.set_meta(store::meta_key::kGroundTruthNodeOfRank, node_of_rank);
                               });
   run.summary.configs_total = job.configs.size();
   run.summary.configs_present = run.plan.present_count();

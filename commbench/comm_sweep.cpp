@@ -38,19 +38,6 @@ std::vector<std::size_t> message_sizes(std::size_t min_bytes, std::size_t max_by
   return sizes;
 }
 
-std::vector<std::vector<int>> layout_groups(int world_size, int group_size, GroupLayout layout) {
-  ITERTIME_CHECK(group_size > 0 && world_size % group_size == 0, "group size must divide the world");
-  const int num_groups = world_size / group_size;
-  std::vector<std::vector<int>> groups(static_cast<std::size_t>(num_groups));
-  for (int k = 0; k < num_groups; ++k) {
-    for (int j = 0; j < group_size; ++j) {
-      groups[static_cast<std::size_t>(k)].push_back(layout == GroupLayout::kConsecutive ? k * group_size + j
-                                                                                        : k + j * num_groups);
-    }
-  }
-  return groups;
-}
-
 std::vector<int> default_group_sizes(int world_size) {
   std::vector<int> sizes;
   for (int g = 2; g < world_size; g *= 2) {

@@ -21,6 +21,7 @@
 
 #include "commbench/comm_collectives.hpp"
 #include "common/dtype.hpp"
+#include "common/rank_groups.hpp"
 
 namespace itertime::calibrate {
 
@@ -34,8 +35,9 @@ using itertime::parse_group_layout;
 using itertime::parse_timing_mode;
 using itertime::TimingMode;
 
-// The groups of `layout` with `group_size` ranks each; group_size must divide world_size.
-std::vector<std::vector<int>> layout_groups(int world_size, int group_size, GroupLayout layout);
+// The groups of `layout` with `group_size` ranks each; group_size must divide world_size
+// (common/rank_groups.hpp, which the comm model uses to place the measured groups on nodes).
+using itertime::layout_groups;
 // Group sizes measured by default: 2, 4, 8, ... up to the world, and the world itself, each dividing it.
 std::vector<int> default_group_sizes(int world_size);
 

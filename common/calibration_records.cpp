@@ -6,6 +6,7 @@
 #include <utility>
 
 #include "common/errors.hpp"
+#include "common/store_meta.hpp"
 
 namespace itertime::store {
 
@@ -147,6 +148,8 @@ namespace {
 // The records of `store`, split by whether an imports row names their key.
 std::vector<GroundTruthRecord> groundtruth_records(h5::Store& store, bool imported) {
   std::vector<GroundTruthRecord> records = to_records(read_groundtruth_rows(store));
+  const int64_t ranks_per_node = job_ranks_per_node(read_store_meta(store));
+  for (GroundTruthRecord& record : records) record.ranks_per_node = ranks_per_node;
   if (!store.exists(kGroundTruthImports)) return imported ? std::vector<GroundTruthRecord>{} : records;
   std::map<std::string, std::string> log_of;
   for (const GroundTruthImportRow& row : read_groundtruth_imports(store))
@@ -156,6 +159,7 @@ std::vector<GroundTruthRecord> groundtruth_records(h5::Store& store, bool import
     const auto found = log_of.find(record.key);
     if ((found != log_of.end()) != imported) continue;
     if (imported) record.imported_from = found->second.empty() ? "(unnamed log)" : found->second;
+    if (imported) record.ranks_per_node = 0;  // the log's own run: its nodes are not known here
     kept.push_back(std::move(record));
   }
   return kept;

@@ -121,6 +121,9 @@ struct GroundTruthRecord {
   std::string disturbance;
   int64_t ranks_offset = 0, ranks_count = 0;  // its /groundtruth/ranks rows
   std::string imported_from;                  // the training log it was imported from; "" for itertime's own measurement
+  // Ranks per node of the job that measured it (store_meta.hpp job_ranks_per_node); 0: one
+  // node, or not recorded (imported rows). The predictor places its groups on nodes with it.
+  int64_t ranks_per_node = 0;
   bool imported() const { return !imported_from.empty(); }
 
   std::string tuple() const { return config.tuple_string(); }  // "(2,1,2)"

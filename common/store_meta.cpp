@@ -2,8 +2,10 @@
 #include "common/store_meta.hpp"
 
 #include <charconv>
+#include <utility>
 
 #include "common/errors.hpp"
+#include "common/rank_groups.hpp"
 
 namespace itertime::store {
 namespace {
@@ -55,7 +57,23 @@ StoreMeta parse_store_meta(const std::map<std::string, std::string>& attributes,
   meta.num_nodes = parse_count(attributes, meta_key::kNumNodes, file);
   meta.cpu_cores_per_node = parse_count(attributes, meta_key::kCpuCoresPerNode, file);
   meta.ops_compute_threads = parse_count(attributes, meta_key::kOpsComputeThreads, file);
+  for (const auto& [key, field] : {std::pair{meta_key::kCommNodeOfRank, &meta.comm_node_of_rank},
+                                    std::pair{meta_key::kGroundTruthNodeOfRank, &meta.groundtruth_node_of_rank}}) {
+    const std::string* text = find(attributes, key);
+    if (text == nullptr) continue;
+    try {
+      *field = parse_node_of_rank(*text);
+    } catch (const UserError& error) {
+      throw UserError(file + ": /meta " + key + ": " + error.what());
+    }
+  }
   return meta;
+}
+
+int64_t job_ranks_per_node(const StoreMeta& meta) {
+  if (!meta.groundtruth_node_of_rank.empty()) return ranks_per_node_of(meta.groundtruth_node_of_rank);
+  if (meta.num_nodes <= 1 || meta.world_size <= 0) return 0;
+  return (meta.world_size + meta.num_nodes - 1) / meta.num_nodes;
 }
 
 StoreMeta read_store_meta(const h5::Store& store) { return parse_store_meta(store.meta(), store.path()); }

@@ -14,6 +14,7 @@
 #include <map>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "common/attention.hpp"
 #include "common/dtype.hpp"
@@ -55,6 +56,7 @@ inline constexpr const char* kOpsComputeThreads = "ops_compute_threads";
 inline constexpr const char* kGroundTruthJob = "groundtruth_job";
 inline constexpr const char* kGroundTruthModel = "groundtruth_model";
 inline constexpr const char* kGroundTruthInFlight = "groundtruth_in_flight";
+inline constexpr const char* kGroundTruthNodeOfRank = "groundtruth_node_of_rank";  // the ground-truth job's nodes
 inline constexpr const char* kAttention = "attention";
 inline constexpr const char* kLibtorchVersion = "libtorch_version";
 }  // namespace meta_key
@@ -70,7 +72,16 @@ struct StoreMeta {
   int64_t cpu_cores_per_node = 0;            // 0 when absent
   int64_t ops_compute_threads = 0;           // 0 when absent (calibrate ops not run)
   std::string groundtruth_model;             // "" when absent
+  std::vector<int> comm_node_of_rank;        // calibrate comm's node index per world rank; empty when absent
+  std::vector<int> groundtruth_node_of_rank;  // calibrate groundtruth's (its last run's); empty when absent
 };
+
+// Ranks per node of the ground-truth job: from groundtruth_node_of_rank when recorded (ranks_per_node_of),
+// else from the provenance of the job that created the file (world_size / num_nodes, rounded up when the
+// nodes hold unequal counts; files from before it was recorded); 0 when it ran on one node or the file
+// does not say. A configuration of fewer ranks than the job runs on its first ranks, so this is how every
+// configuration sat on nodes.
+int64_t job_ranks_per_node(const StoreMeta& meta);
 
 // Reads /meta once (see the invariants). Throws UserError for an attribute whose text does not parse.
 StoreMeta read_store_meta(const h5::Store& store);

@@ -49,6 +49,7 @@ void register_plan(CLI::App& app, std::vector<std::pair<CLI::App*, Action>>& act
     double device_memory_gib = 0;
     std::string hardware, efficiency;
     int nodes = 0;
+    int64_t ranks_per_node = -1;  // --ranks-per-node on a calibration (-1: not given, its own)
     bool json = false;
     std::string framework = "itertime";
     std::vector<std::string> fp8_recipes = {"delayed"};
@@ -71,6 +72,9 @@ void register_plan(CLI::App& app, std::vector<std::pair<CLI::App*, Action>>& act
                        "megatron-args: after each shown candidate, the Megatron-LM command line that launches it (torchrun "
                        "... pretrain_gpt.py ARGS; JSON: \"megatron_args\"); --framework megatron-te only");
   CLI::Option* gpus = plan_cmd->add_option("--gpus", a->gpus, "Number of GPUs (ranks)");
+  plan_cmd->add_option("--ranks-per-node", a->ranks_per_node,
+                       "On a calibration: world ranks per node, filled in rank order (TP inside a node, DP and PP across); "
+                       "default: the calibration's own when its comm calibration spanned nodes, else one node");
   CLI::Option* nodes = plan_cmd->add_option("--nodes", a->nodes,
                                             "Number of nodes of the --hardware description (GPUs: nodes x its GPUs per node)");
   gpus->excludes(nodes);
@@ -273,6 +277,12 @@ void register_plan(CLI::App& app, std::vector<std::pair<CLI::App*, Action>>& act
       throw UserError("plan: the number of GPUs must be positive: give --gpus N, or --hardware NAME --nodes N");
     }
     options.device_memory_bytes = device_memory_bytes(a->device_memory_gib, options.hardware);
+    options.ranks_per_node =
+        ranks_per_node_option(a->ranks_per_node, model.comm.calibration_ranks_per_node(), options.target != nullptr);
+    if (!a->json && options.target == nullptr && options.ranks_per_node > 0) {
+      std::printf("placement: %lld rank%s per node, filled in rank order (TP inside a node first, then CP, DP, PP)\n",
+                  static_cast<long long>(options.ranks_per_node), options.ranks_per_node == 1 ? "" : "s");
+    }
     return report(predict::plan_search(model, options));
   });
 }

@@ -42,6 +42,7 @@ struct PredictArgs {
   std::string hardware;                // --hardware: a data/hardware description (another than the calibration's: described)
   std::string efficiency;              // --efficiency: operator efficiencies to carry to a described device
   int nodes = 0;                       // --nodes: must agree with the layout on the described device
+  int64_t ranks_per_node = -1;         // --ranks-per-node on a calibration (-1: not given, its own)
   std::string framework = "itertime";  // --framework: itertime's own trainer, or megatron-te
   std::string fp8_recipe = "delayed";  // --fp8-recipe (megatron-te, --precision fp8)
   bool tp_comm_overlap = false;        // --tp-comm-overlap (megatron-te)
@@ -111,16 +112,24 @@ void apply_user_run(const std::map<std::string, bool>& given, PredictArgs& a, Ll
   spec = run.model;
 }
 
-// The record as a table or JSON, after what --from read.
-void print_record(const PredictArgs& a, const validate::PredictionRecord& record) {
+// The record as a table or JSON, after what --from read; on a calibration (ranks_per_node >= 0) with the
+// placement of its groups on nodes (a line after the table; "placement" in JSON).
+void print_record(const PredictArgs& a, const validate::PredictionRecord& record, int64_t ranks_per_node = -1) {
   if (a.json) {
-    const std::string text = validate::prediction_json(record);
+    std::string text = validate::prediction_json(record);
+    if (ranks_per_node >= 0)
+      text = with_placement_json(text, record.config, ranks_per_node, record.prediction.inter_node_from_intra);
     std::printf("%s\n", a.from_run ? with_input_json(text, *a.from_run, a.overridden).c_str() : text.c_str());
     return;
   }
   if (a.from_run)
     for (const std::string& line : user_run_lines(*a.from_run, a.overridden)) std::printf("%s\n", line.c_str());
   validate::print_prediction(record);
+  if (ranks_per_node >= 0) {
+    std::printf("%s%s\n", placement_line(record.config, ranks_per_node).c_str(),
+                record.prediction.inter_node_from_intra ? " (across nodes from one-node figures: none measured across nodes)"
+                                                        : "");
+  }
 }
 
 // --gbs left out: the smallest global batch the layout allows: one micro-batch per data-parallel rank
@@ -260,7 +269,9 @@ int run_predict(const PredictArgs& given, const LlamaSpec& spec) {
   if (!a.precision_given) a.precision = default_precision(hardware);
   const PrecisionPolicy& policy = parse_precision(a.precision);
   check_nodes(a.nodes, config.world_size(), hardware);
+  const int64_t ranks_per_node = ranks_per_node_option(a.ranks_per_node, model.comm.calibration_ranks_per_node(), target != nullptr);
   predict::PredictRequest request;
+  request.ranks_per_node = ranks_per_node;
   request.model_name = spec.name;
   request.model = &spec;  // stages never traced are built from the model
   request.config = config;
@@ -325,7 +336,7 @@ int run_predict(const PredictArgs& given, const LlamaSpec& spec) {
   facts.extrapolated_fraction = p.extrapolated_fraction;
   facts.largest_matmul_flops = predict::largest_matmul_flops(spec, config, request.techniques);
   refuse_or_flag(predict::check_answer(facts), a.allow_implausible, record);
-  print_record(a, record);
+  print_record(a, record, target != nullptr ? -1 : ranks_per_node);
   return 0;
 }
 
@@ -409,6 +420,9 @@ void register_predict(CLI::App& app, std::vector<std::pair<CLI::App*, Action>>& 
       "GPU: a GPU calibration's, else its published kernel figures; on a CPU node: the calibration's, or "
       "data/efficiency/default.json)");
   predict_cmd->add_option("--nodes", args->nodes, "With --hardware: the nodes the layout fills (checked against its ranks)");
+  predict_cmd->add_option("--ranks-per-node", args->ranks_per_node,
+                          "On a calibration: world ranks per node, filled node by node (TP inside a node, DP and PP "
+                          "across); default: the calibration's own when its comm calibration spanned nodes, else one node");
   predict_cmd
       ->add_option("--framework", args->framework,
                    "itertime (its own LibTorch trainer, as calibrated) or megatron-te (Megatron-Core with Transformer "

@@ -9,6 +9,7 @@
 #include "common/errors.hpp"
 #include "formats/megatron_args.hpp"
 #include "formats/user_input.hpp"
+#include "predict/node_placement.hpp"
 
 namespace itertime::launcher {
 
@@ -21,6 +22,36 @@ void check_nodes(int nodes, int64_t ranks, const std::optional<HardwareSpec>& ha
     throw UserError("--nodes " + std::to_string(nodes) + ": " + std::to_string(nodes) + " nodes of " + hardware->name + " hold " +
                     std::to_string(int64_t{nodes} * per_node) + " GPUs, the layout has " + std::to_string(ranks) + " ranks");
   }
+}
+
+int64_t ranks_per_node_option(int64_t given, int64_t calibration_ranks_per_node, bool described) {
+  if (given >= 0 && described) {
+    throw UserError("--ranks-per-node " + std::to_string(given) +
+                    ": for a calibration; a hardware description places ranks on its own GPUs per node (see --nodes)");
+  }
+  if (given == 0) throw UserError("--ranks-per-node 0: give a positive count of ranks per node");
+  if (given > 0) return given;
+  return calibration_ranks_per_node > 0 ? calibration_ranks_per_node : 0;
+}
+
+std::string placement_line(const ParallelConfig& config, int64_t ranks_per_node) {
+  return "placement: " + predict::describe(predict::place_config(config, ranks_per_node));
+}
+
+std::string with_placement_json(const std::string& json_text, const ParallelConfig& config, int64_t ranks_per_node,
+                                bool inter_node_from_intra) {
+  const predict::ConfigPlacement placement = predict::place_config(config, ranks_per_node);
+  nlohmann::ordered_json groups = nlohmann::ordered_json::object();
+  for (const predict::NamedPlacement& group : placement.groups) {
+    groups[group.name] = {{"nodes", group.placement.nodes()}, {"ranks_per_node", group.placement.ranks_per_node}};
+  }
+  nlohmann::ordered_json out = nlohmann::ordered_json::parse(json_text);
+  out["placement"] = {{"ranks_per_node", placement.ranks_per_node},
+                      {"nodes", placement.nodes},
+                      {"text", predict::describe(placement)},
+                      {"groups", groups},
+                      {"inter_node_from_intra", inter_node_from_intra}};
+  return out.dump(2);
 }
 
 double device_memory_bytes(double gib, const std::optional<HardwareSpec>& hardware) {

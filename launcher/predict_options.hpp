@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "common/hardware_spec.hpp"
+#include "common/parallel_config.hpp"
 #include "common/training_techniques.hpp"
 #include "formats/user_run.hpp"
 
@@ -16,6 +17,19 @@ namespace itertime::launcher {
 
 // --nodes N on a GPU description: the layout's ranks must fill exactly N nodes of gpus_per_node (0: unchecked).
 void check_nodes(int nodes, int64_t ranks, const std::optional<HardwareSpec>& hardware);
+
+// --ranks-per-node on a calibration (given < 0: not given): R >= 1 as given; else the calibration's own ranks
+// per node when its comm calibration spanned nodes (calibration_ranks_per_node > 0), else 0 (every rank on
+// one node). With a described device (`described`) it is refused: a description places ranks on its own
+// GPUs per node (--nodes checks them).
+int64_t ranks_per_node_option(int64_t given, int64_t calibration_ranks_per_node, bool described);
+
+// "placement: 4 nodes x 2 ranks; tp inside a node, dp across 4 nodes" (predict/node_placement.hpp), and
+// `json_text` (one JSON object) with "placement": {ranks_per_node, nodes, text, groups {name: {nodes,
+// ranks_per_node}}, inter_node_from_intra} added.
+std::string placement_line(const ParallelConfig& config, int64_t ranks_per_node);
+std::string with_placement_json(const std::string& json_text, const ParallelConfig& config, int64_t ranks_per_node,
+                                bool inter_node_from_intra);
 
 // --device-memory-gib when given, else a GPU description's memory (a CPU node's is shared by its ranks: 0, none).
 double device_memory_bytes(double gib, const std::optional<HardwareSpec>& hardware);

@@ -125,7 +125,8 @@ FittedModel fit_model(const std::string& calibration_path) {
   // Without /comm (a machine of one GPU has no communicator to measure) the comm model is empty: a
   // configuration that communicates is then unpredicted, with the reason, and one that does not is
   // predicted as usual.
-  if (store.exists(store::kCommTable)) model.comm = CommModel(store::read_comm_records(store));
+  // Its tables are placed on the calibration's nodes (/meta comm_node_of_rank; absent: one node).
+  if (store.exists(store::kCommTable)) model.comm = CommModel(store::read_comm_records(store), meta.comm_node_of_rank);
   const store::OpsRecords ops = store::read_ops_records(store);
   add_ops(model, ops);
   add_roofline(model, ops, threads_per_rank);

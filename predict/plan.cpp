@@ -49,6 +49,7 @@ PlanEntry plan_entry(const FittedModel& model, const PlanOptions& options, Stage
   request.config = config;
   request.precision = precision;
   request.techniques = techniques;
+  request.ranks_per_node = options.ranks_per_node;
   const PredictOutcome outcome = predict(resolver, request);
   if (outcome.ok()) {
     entry.iteration_us = outcome.prediction->total_us;

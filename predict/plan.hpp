@@ -68,6 +68,8 @@ struct PlanOptions {
   // where the figure comes from (reports print it).
   double tie_fraction = 0;
   std::string tie_source;
+  // On a calibration: world ranks per node, filled in rank order (PredictRequest::ranks_per_node); 0: one node.
+  int64_t ranks_per_node = 0;
 };
 
 struct PlanEntry {

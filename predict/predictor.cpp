@@ -87,17 +87,21 @@ struct StageComm {
   double tp_iteration_us = 0;         // TP communication once per iteration (sequence parallelism's norm gradients)
   std::optional<double> send_forward_us, send_backward_us;  // to stage s+1, to stage s-1
   std::string failure;                                      // the comm model has no table for one of them
+  bool inter_node_from_intra = false;  // a group across nodes timed with one-node figures (comm_model.hpp rule 3)
 };
 
-// One collective's time for stage_comm: the comm model's, or on a described target (no calibration of
-// it) the description's NCCL model with the group placed on nodes by its rank stride (stride_ranks: TP 1,
-// DP*CP and CP tp, pipeline neighbours dp*cp*tp). A collective it cannot time is nullopt, with the
+// One collective's time for stage_comm, the group placed on nodes by its rank stride (stride_ranks: TP 1,
+// DP*CP and CP tp, pipeline neighbours dp*cp*tp): the comm model's at that placement (ranks_per_node
+// world ranks per node; 0: all on one node), or on a described target (no calibration of it) the
+// description's NCCL model on its GPUs per node. A collective it cannot time is nullopt, with the
 // reason in `failure`.
 struct CommTimer {
   const CommModel& comm_model;
   const TargetDevice* target;
   const ParallelConfig& c;
+  int64_t ranks_per_node;
   std::string& failure;
+  bool& inter_node_from_intra;
 
   int64_t stride_of(Collective collective, GroupLayout layout) const {
     if (layout == GroupLayout::kConsecutive) return 1;
@@ -114,8 +118,12 @@ struct CommTimer {
       }
       return described ? std::optional<double>(described->time_us) : std::nullopt;
     }
-    const std::optional<CommPrediction> found = comm_model.find_us(collective, op.dtype, group_size, layout, op.bytes);
-    if (!found) failure = comm_model.missing_reason(collective, layout);
+    const GroupPlacement placement = ranks_per_node > 0
+                                         ? place_group(group_size, stride_of(collective, layout), ranks_per_node)
+                                         : GroupPlacement{group_size, std::max<int64_t>(1, group_size)};
+    const std::optional<CommPrediction> found = comm_model.find_us(collective, op.dtype, placement, layout, op.bytes);
+    if (!found) failure = comm_model.missing_reason(collective, placement, layout);
+    if (found && found->inter_node_from_intra) inter_node_from_intra = true;
     return found ? std::optional<double>(found->time_us) : std::nullopt;
   }
 };
@@ -167,10 +175,10 @@ struct OverlapBuckets {
 
 // 81 lines, over the 80 of issue 30 by its wrapped signature: one pass over the stage's comms, one case per
 // comm kind; its pieces are CommTimer and OverlapBuckets above.
-StageComm stage_comm(const CommModel& comm_model, const TargetDevice* target, const ParallelConfig& c, int stage,
-                     const std::vector<CommOp>& comms, bool overlap_gather) {
+StageComm stage_comm(const CommModel& comm_model, const TargetDevice* target, const ParallelConfig& c, int64_t ranks_per_node,
+                     int stage, const std::vector<CommOp>& comms, bool overlap_gather) {
   StageComm out;
-  const CommTimer time_us{comm_model, target, c, out.failure};
+  const CommTimer time_us{comm_model, target, c, ranks_per_node, out.failure, out.inter_node_from_intra};
   OverlapBuckets overlap{out, {}, {}};
   // Neighbouring stages are dp*cp*tp ranks apart (consecutive only when that is 1); the DP*CP group's
   // ranks and the CP group's are tp apart (consecutive when tp == 1).
@@ -404,6 +412,7 @@ struct PipelineFigures {
   std::vector<StageFigures> ranks;                        // per pipeline rank: what it runs per iteration, its tail included
   std::vector<double> send_forward_us, send_backward_us;  // pp*vp-1 entries each
   std::string failure;
+  bool inter_node_from_intra = false;  // some group across nodes was timed with one-node figures
   // What the stages rest on (Prediction's basis fields), over the virtual stages.
   int stages_traced = 0, stages_built = 0, stages_described = 0;
   int64_t built_operators = 0, built_profiled = 0, built_without_time = 0;
@@ -465,7 +474,9 @@ PipelineFigures pipeline_figures(StageResolver& resolver, const PredictRequest& 
       }
       comms.erase(std::remove_if(comms.begin(), comms.end(), once_per_iteration_dp), comms.end());
     }
-    const StageComm comm = stage_comm(resolver.model().comm, resolver.target(), chunked, s, comms, overlap_gather);
+    const StageComm comm =
+        stage_comm(resolver.model().comm, resolver.target(), chunked, request.ranks_per_node, s, comms, overlap_gather);
+    out.inter_node_from_intra = out.inter_node_from_intra || comm.inter_node_from_intra;
     if (!comm.failure.empty()) {
       out.failure = comm.failure;
       return out;
@@ -482,8 +493,9 @@ PipelineFigures pipeline_figures(StageResolver& resolver, const PredictRequest& 
   }
   for (int r = 0; r < c.pp; ++r) {
     const StageComm dp =
-        stage_comm(resolver.model().comm, resolver.target(), c, r, merged_dp_comms(rank_dp_comms[static_cast<std::size_t>(r)]),
-                   /*overlap_gather=*/false);
+        stage_comm(resolver.model().comm, resolver.target(), c, request.ranks_per_node, r,
+                   merged_dp_comms(rank_dp_comms[static_cast<std::size_t>(r)]), /*overlap_gather=*/false);
+    out.inter_node_from_intra = out.inter_node_from_intra || dp.inter_node_from_intra;
     if (!dp.failure.empty()) {
       out.failure = dp.failure;
       return out;
@@ -653,6 +665,9 @@ Prediction assemble(const PipelineFigures& pipeline, const ParallelConfig& c, co
 
 PredictOutcome predict(StageResolver& resolver, const PredictRequest& request) {
   if (std::optional<std::string> reason = illegal_reason(request.config, request.model)) return {std::nullopt, *reason};
+  if (request.ranks_per_node < 0) {
+    return {std::nullopt, "ranks per node " + std::to_string(request.ranks_per_node) + ": give a positive count (0: one node)"};
+  }
   if (precision_policy(request.precision).fp8_matmul && !request.blind && resolver.target() == nullptr) {
     return {std::nullopt, "fp8 is predicted from a hardware description only (--hardware NAME): no calibration measures fp8"};
   }
@@ -665,6 +680,11 @@ PredictOutcome predict(StageResolver& resolver, const PredictRequest& request) {
   if (!pipeline.failure.empty()) return {std::nullopt, pipeline.failure};
   Prediction prediction = assemble(pipeline, request.config, occupancy, calibration, std::move(notes));
   prediction.communication_described = resolver.target() != nullptr;
+  prediction.inter_node_from_intra = pipeline.inter_node_from_intra;
+  if (pipeline.inter_node_from_intra) {
+    prediction.notes.push_back("communication across nodes timed with one-node figures: the calibration measured no "
+                               "group across nodes (calibrate comm on several nodes to measure them)");
+  }
   return {std::move(prediction), ""};
 }
 
@@ -676,6 +696,7 @@ PredictRequest request_for(const store::GroundTruthRecord& row, bool blind, cons
   request.techniques = row.techniques;
   request.blind = blind;
   request.model = model_spec;
+  request.ranks_per_node = row.ranks_per_node;  // as the ground-truth job sat on its nodes
   return request;
 }
 

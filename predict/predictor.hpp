@@ -49,6 +49,11 @@
 //    model's all_gather / reduce_scatter of the whole buffer at the CP group (tp apart: consecutive when
 //    tp is 1) and run inside the passes like TP's; every DP collective runs over the dp*cp ranks the
 //    trainer reduces over (at_dp and the distributed optimizer's shard at dp*cp).
+//  - Placement on nodes (issue 35): with request.ranks_per_node R > 0 the world's ranks fill nodes of R in
+//    rank order and every communication is timed at its group's placement (place_group by the group's rank
+//    stride; comm_model.hpp's rules: exact, one node, across nodes by node count, hierarchical); R = 0 puts
+//    every group on one node (as before). A group across nodes that only one-node figures could time sets
+//    Prediction::inter_node_from_intra and adds a note. A described target places on its GPUs per node.
 //  - Shared cores: when the model has rank slots (a single-node CPU calibration) and the configuration
 //    has more ranks than slots but no more than the calibrated node ran, operators take their time at
 //    occupancy = slots, the schedule runs with processor sharing (TP all-reduces and transfers
@@ -93,6 +98,11 @@ struct PredictRequest {
   bool calibrated = true;                             // apply the model's fitted Calibration for this occupancy
   const Calibration* override_calibration = nullptr;  // use this one instead (leave-one-out validation)
   const LlamaSpec* model = nullptr;  // when set, stages are built from it as the resolver's policy says (not owned)
+  // World ranks per node, filled node by node (rank r on node r / ranks_per_node); 0: all ranks on one node.
+  // Each group is placed by its rank stride (TP 1; DP*CP and CP tp; pipeline neighbours dp*cp*tp) with
+  // place_group (predict/device/described_comm.hpp) and the comm model is asked at that placement. A
+  // described target places on its own GPUs per node instead.
+  int64_t ranks_per_node = 0;
 };
 
 struct Prediction {
@@ -125,6 +135,8 @@ struct Prediction {
   int stages_traced = 0, stages_built = 0, stages_described = 0;
   int64_t built_operators = 0, built_operators_profiled = 0, built_operators_without_time = 0;
   bool communication_described = false;  // NCCL's cost model of a description, not the calibration's /comm
+  // A group across nodes was timed with one-node figures (the calibration measured none across nodes).
+  bool inter_node_from_intra = false;
   int64_t calibration_rows = 0;
   std::vector<double> stage_forward_us, stage_backward_us;  // per micro-batch, TP comm included
   std::vector<std::string> notes;
@@ -140,7 +152,8 @@ struct PredictOutcome {
 // Predicts one configuration with the stages `resolver` finds (its policy, its cache).
 PredictOutcome predict(StageResolver& resolver, const PredictRequest& request);
 
-// The request that predicts a ground-truth configuration (its model name, layout and precision).
+// The request that predicts a ground-truth configuration (its model name, layout, precision and the
+// ranks per node its job ran with, GroundTruthRecord::ranks_per_node).
 PredictRequest request_for(const store::GroundTruthRecord& row, bool blind, const LlamaSpec* model_spec = nullptr);
 
 // A ground-truth configuration left out of a calibration fit, and why.

@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdlib>
+#include <functional>
 #include <sstream>
 
 #include "common/calibration_records.hpp"
@@ -113,24 +114,31 @@ bool CommKey::operator<(const CommKey& other) const {
   if (collective != other.collective) return itertime::to_string(collective) < itertime::to_string(other.collective);
   if (dtype != other.dtype) return itertime::to_string(dtype) < itertime::to_string(other.dtype);
   if (group_size != other.group_size) return group_size < other.group_size;
-  return itertime::to_string(layout) < itertime::to_string(other.layout);
+  if (layout != other.layout) return itertime::to_string(layout) < itertime::to_string(other.layout);
+  if (nodes != other.nodes) return nodes < other.nodes;
+  return per_node() < other.per_node();
 }
 
 bool CommKey::operator==(const CommKey& other) const {
-  return collective == other.collective && dtype == other.dtype && group_size == other.group_size && layout == other.layout;
+  return collective == other.collective && dtype == other.dtype && group_size == other.group_size && layout == other.layout &&
+         nodes == other.nodes && per_node() == other.per_node();
 }
 
 std::string CommKey::to_string() const {
-  return itertime::to_string(collective) + "/" + itertime::to_string(dtype) + "/g" + std::to_string(group_size) + "/" +
-         itertime::to_string(layout);
+  std::string name = itertime::to_string(collective) + "/" + itertime::to_string(dtype) + "/g" + std::to_string(group_size) +
+                     "/" + itertime::to_string(layout);
+  if (nodes > 1) name += "/" + std::to_string(nodes) + "x" + std::to_string(per_node());
+  return name;
 }
 
 double CommTable::max_measured_time_us() const {
   return measured_time_us.empty() ? 0.0 : *std::max_element(measured_time_us.begin(), measured_time_us.end());
 }
 
-CommModel::CommModel(const std::vector<store::CommRecord>& records) {
+CommModel::CommModel(const std::vector<store::CommRecord>& records, const std::vector<int>& node_of_rank)
+    : node_of_rank_(node_of_rank) {
   std::map<CommKey, std::map<int64_t, std::vector<double>>> points;
+  std::map<std::pair<int64_t, GroupLayout>, LayoutPlacement> placements;  // per (group size, layout)
   for (const store::CommRecord& row : records) {
     const double time_us = row.time_us_median;
     if (row.mode != TimingMode::kLatency || row.check_errors != 0 || row.bytes <= 0 || row.group_size < 1 ||
@@ -138,7 +146,15 @@ CommModel::CommModel(const std::vector<store::CommRecord>& records) {
       ++rows_ignored_;
       continue;
     }
-    const CommKey key{row.collective, row.dtype, row.group_size, row.layout};
+    auto placed = placements.find({row.group_size, row.layout});
+    if (placed == placements.end()) {
+      placed = placements.emplace(std::make_pair(row.group_size, row.layout),
+                                  layout_placement(node_of_rank_, row.group_size, row.layout)).first;
+    }
+    const LayoutPlacement& placement = placed->second;
+    CommKey key{row.collective, row.dtype, row.group_size, row.layout};
+    key.nodes = placement.nodes;
+    key.ranks_per_node = placement.ranks_per_node;
     points[key][row.bytes].push_back(time_us);
     ++rows_used_;
   }
@@ -177,30 +193,42 @@ double evaluate_table_us(const CommTable& table, int64_t bytes, bool& extrapolat
   return table.time_us[i - 1] + w * (table.time_us[i] - table.time_us[i - 1]);
 }
 
-std::optional<CommPrediction> CommModel::find_us(Collective collective, DType dtype, int64_t group_size, GroupLayout layout,
-                                                 int64_t bytes) const {
-  CommPrediction prediction;
-  if (group_size <= 1 || bytes <= 0) {
-    prediction.source = "no communication (group size " + std::to_string(group_size) + ", " + std::to_string(bytes) + " bytes)";
-    return prediction;
-  }
-  std::vector<int> tier;
-  const std::vector<DType> dtypes = dtype_candidates(dtype, tier);
+namespace {
 
-  // Nearest measured group size >= 2 for (collective, dtype, layout); 0 when none.
-  const auto nearest_group = [&](DType candidate) -> int64_t {
+// One search over the tables `accept` admits for a collective: per dtype tier, the exact count first,
+// then the nearest measured count >= 2 (ties: the larger) scaled by ring steps and bus factor. `count_of`
+// reads a table's count (its group size, or its node count for tables across nodes).
+struct TableSearch {
+  Collective collective;
+  DType dtype;
+  int64_t count;
+  int64_t bytes;
+  std::function<bool(const CommKey&)> accept;
+  std::function<int64_t(const CommKey&)> count_of;
+  std::string count_name;  // "group size" | "node count"
+};
+
+std::optional<CommPrediction> search_tables(const std::map<CommKey, CommTable>& tables, const TableSearch& search) {
+  const Collective collective = search.collective;
+  const int64_t count = search.count;
+  const int64_t bytes = search.bytes;
+  std::vector<int> tier;
+  const std::vector<DType> dtypes = dtype_candidates(search.dtype, tier);
+  const auto admitted = [&](const CommKey& key, DType candidate) {
+    return key.collective == collective && key.dtype == candidate && search.accept(key);
+  };
+  // Nearest measured count >= 2 for (collective, dtype) among the admitted tables; 0 when none.
+  const auto nearest_count = [&](DType candidate) -> int64_t {
     int64_t best = 0;
-    for (const auto& [key, table] : tables_) {
-      if (key.collective != collective || key.dtype != candidate || key.layout != layout || key.group_size < 2) continue;
-      const int64_t distance = std::llabs(key.group_size - group_size);
-      const int64_t best_distance = std::llabs(best - group_size);
-      if (best == 0 || distance < best_distance || (distance == best_distance && key.group_size > best)) {
-        best = key.group_size;
-      }
+    for (const auto& [key, table] : tables) {
+      const int64_t n = search.count_of(key);
+      if (!admitted(key, candidate) || n < 2) continue;
+      const int64_t distance = std::llabs(n - count);
+      const int64_t best_distance = std::llabs(best - count);
+      if (best == 0 || distance < best_distance || (distance == best_distance && n > best)) best = n;
     }
     return best;
   };
-
   // Preference: (tier 0, exact), (tier 1, exact), (tier 0, scaled), (tier 1, scaled), (tier 2, exact),
   // (tier 2, scaled).
   const std::vector<std::pair<int, bool>> passes = {{0, false}, {1, false}, {0, true}, {1, true}, {2, false}, {2, true}};
@@ -208,13 +236,16 @@ std::optional<CommPrediction> CommModel::find_us(Collective collective, DType dt
     for (std::size_t c = 0; c < dtypes.size(); ++c) {
       if (tier[c] != wanted_tier) continue;
       const DType candidate = dtypes[c];
-      const int64_t source_group = scaled ? nearest_group(candidate) : group_size;
-      if (source_group == 0) continue;
-      const CommKey key{collective, candidate, source_group, layout};
-      const auto found = tables_.find(key);
-      if (found == tables_.end()) continue;
+      const int64_t source_count = scaled ? nearest_count(candidate) : count;
+      if (source_count == 0) continue;
+      const auto found = std::find_if(tables.begin(), tables.end(), [&](const auto& entry) {
+        return admitted(entry.first, candidate) && search.count_of(entry.first) == source_count;
+      });
+      if (found == tables.end()) continue;
+      const CommKey& key = found->first;
       const CommTable& table = found->second;
 
+      CommPrediction prediction;
       bool outside = false;
       const double table_us = evaluate_table_us(table, bytes, outside);
       prediction.extrapolated = outside;
@@ -224,18 +255,18 @@ std::optional<CommPrediction> CommModel::find_us(Collective collective, DType dt
                                                                                       "(alpha-beta fit)")
                                                      : ": interpolated");
       prediction.time_us = table_us;
-      if (source_group != group_size) {
+      if (source_count != count) {
         const double bandwidth_us = std::clamp(static_cast<double>(bytes) * table.us_per_byte, 0.0, table_us);
         const double latency_us = table_us - bandwidth_us;
-        prediction.time_us = latency_us * latency_steps(collective, group_size) / latency_steps(collective, source_group) +
-                             bandwidth_us * busbw_factor(collective, group_size) / busbw_factor(collective, source_group);
+        prediction.time_us = latency_us * latency_steps(collective, count) / latency_steps(collective, source_count) +
+                             bandwidth_us * busbw_factor(collective, count) / busbw_factor(collective, source_count);
         prediction.extrapolated = true;
-        prediction.source += "; scaled from group size " + std::to_string(source_group) + " to " + std::to_string(group_size) +
-                             " (ring steps and bus factor)";
+        prediction.source += "; scaled from " + search.count_name + " " + std::to_string(source_count) + " to " +
+                             std::to_string(count) + " (ring steps and bus factor)";
       }
       if (wanted_tier != 0) {
         prediction.dtype_fallback = true;
-        prediction.source += "; dtype fallback " + to_string(dtype) + " -> " + to_string(candidate) +
+        prediction.source += "; dtype fallback " + to_string(search.dtype) + " -> " + to_string(candidate) +
                              (wanted_tier == 1 ? " (same element size)" : " (time as a function of bytes)");
       }
       ITERTIME_CHECK(std::isfinite(prediction.time_us) && prediction.time_us >= 0.0,
@@ -244,6 +275,131 @@ std::optional<CommPrediction> CommModel::find_us(Collective collective, DType dt
     }
   }
   return std::nullopt;
+}
+
+int64_t group_size_of(const CommKey& key) { return key.group_size; }
+int64_t nodes_of(const CommKey& key) { return key.nodes; }
+
+// The sum of parts of a hierarchical collective (rule 5), or nullopt when one is missing.
+std::optional<CommPrediction> compose(const std::vector<std::pair<std::string, std::optional<CommPrediction>>>& parts,
+                                      const GroupPlacement& placement) {
+  CommPrediction out;
+  out.hierarchical = true;
+  out.extrapolated = true;
+  out.source = "hierarchical over " + to_string(placement) + ":";
+  for (std::size_t i = 0; i < parts.size(); ++i) {
+    const auto& [what, part] = parts[i];
+    if (!part) return std::nullopt;
+    out.time_us += part->time_us;
+    out.dtype_fallback = out.dtype_fallback || part->dtype_fallback;
+    out.source += std::string(i ? " +" : "") + " " + what + " [" + part->source + "]";
+  }
+  return out;
+}
+
+}  // namespace
+
+bool CommModel::measured_across_nodes() const {
+  return std::any_of(tables_.begin(), tables_.end(), [](const auto& entry) { return entry.first.spans_nodes(); });
+}
+
+std::optional<CommPrediction> CommModel::find_us(Collective collective, DType dtype, int64_t group_size, GroupLayout layout,
+                                                 int64_t bytes) const {
+  return find_us(collective, dtype, GroupPlacement{group_size, std::max<int64_t>(1, group_size)}, layout, bytes);
+}
+
+std::optional<CommPrediction> CommModel::find_us(Collective collective, DType dtype, GroupPlacement placement,
+                                                 GroupLayout layout, int64_t bytes) const {
+  const int64_t group_size = placement.group_size;
+  if (group_size <= 1 || bytes <= 0) {
+    CommPrediction prediction;
+    prediction.source = "no communication (group size " + std::to_string(group_size) + ", " + std::to_string(bytes) + " bytes)";
+    return prediction;
+  }
+  ITERTIME_CHECK(placement.ranks_per_node >= 1 && group_size % placement.ranks_per_node == 0,
+                 "comm placement " + std::to_string(placement.ranks_per_node) + " ranks per node for a group of " +
+                     std::to_string(group_size));
+  const int64_t m = placement.ranks_per_node;
+  const int64_t n = placement.nodes();
+  const bool across = measured_across_nodes();
+
+  // Rule 2 (and the one-node part of rule 5): one-node tables of the layout, then (when the calibration
+  // spanned nodes) of any layout; scaled by group size.
+  const auto inside = [&](Collective c, int64_t g, int64_t b) -> std::optional<CommPrediction> {
+    TableSearch search{c, dtype, g, b, [&](const CommKey& key) { return !key.spans_nodes() && key.layout == layout; },
+                       group_size_of, "group size"};
+    std::optional<CommPrediction> found = search_tables(tables_, search);
+    if (found || !across) return found;
+    search.accept = [](const CommKey& key) { return !key.spans_nodes(); };
+    found = search_tables(tables_, search);
+    if (found) {
+      found->extrapolated = true;
+      found->source += "; no one-node " + to_string(layout) + " table: another layout's";
+    }
+    return found;
+  };
+  // Rule 4 (and the across-nodes part of rule 5): one rank per node, the layout's tables then any
+  // layout's, scaled by node count.
+  const auto across_nodes = [&](Collective c, int64_t nodes, int64_t b) -> std::optional<CommPrediction> {
+    TableSearch search{c, dtype, nodes, b,
+                       [&](const CommKey& key) { return key.spans_nodes() && key.per_node() == 1 && key.layout == layout; },
+                       nodes_of, "node count"};
+    std::optional<CommPrediction> found = search_tables(tables_, search);
+    if (found) return found;
+    search.accept = [](const CommKey& key) { return key.spans_nodes() && key.per_node() == 1; };
+    return search_tables(tables_, search);
+  };
+
+  if (n <= 1) return inside(collective, group_size, bytes);
+  // Rule 1: exactly this placement.
+  TableSearch exact{collective, dtype, group_size, bytes,
+                    [&](const CommKey& key) { return key.layout == layout && key.nodes == n && key.per_node() == m; },
+                    group_size_of, "group size"};
+  if (std::optional<CommPrediction> found = search_tables(tables_, exact)) return found;
+  // Rule 3: nothing measured across nodes.
+  if (!across) {
+    std::optional<CommPrediction> found = inside(collective, group_size, bytes);
+    if (found) {
+      found->inter_node_from_intra = true;
+      found->extrapolated = true;
+      found->source += "; the calibration measured no group across nodes: one-node figures for a group over " +
+                       to_string(placement);
+    }
+    return found;
+  }
+  std::optional<CommPrediction> found;
+  if (m == 1) {  // Rule 4.
+    found = across_nodes(collective, n, bytes);
+    if (found) found->extrapolated = true;
+    return found;
+  }
+  // Rule 5: hierarchical.
+  const int64_t node_bytes = std::max<int64_t>(1, bytes / m);
+  const std::string at = " at " + std::to_string(node_bytes) + " B";
+  switch (collective) {
+    case Collective::kAllReduce: {
+      const std::optional<CommPrediction> scatter = inside(Collective::kReduceScatter, m, bytes);
+      const std::optional<CommPrediction> gather = inside(Collective::kAllGather, m, bytes);
+      if (scatter && gather) {
+        return compose({{"reduce_scatter inside", scatter},
+                        {"all_reduce across" + at, across_nodes(Collective::kAllReduce, n, node_bytes)},
+                        {"all_gather inside", gather}},
+                       placement);
+      }
+      return compose({{"all_reduce inside", inside(Collective::kAllReduce, m, bytes)},
+                      {"all_reduce across" + at, across_nodes(Collective::kAllReduce, n, node_bytes)}},
+                     placement);
+    }
+    case Collective::kAllGather:
+      return compose({{"all_gather across" + at, across_nodes(Collective::kAllGather, n, node_bytes)},
+                      {"all_gather inside", inside(Collective::kAllGather, m, bytes)}},
+                     placement);
+    case Collective::kReduceScatter:
+      return compose({{"reduce_scatter inside", inside(Collective::kReduceScatter, m, bytes)},
+                      {"reduce_scatter across" + at, across_nodes(Collective::kReduceScatter, n, node_bytes)}},
+                     placement);
+    default: return std::nullopt;
+  }
 }
 
 std::string CommModel::missing_reason(Collective collective, GroupLayout layout) const {
@@ -263,6 +419,32 @@ CommPrediction CommModel::predict_us(Collective collective, DType dtype, int64_t
   std::optional<CommPrediction> found = find_us(collective, dtype, group_size, layout, bytes);
   if (!found) throw UserError(missing_reason(collective, layout));
   return *found;
+}
+
+CommPrediction CommModel::predict_us(Collective collective, DType dtype, GroupPlacement placement, GroupLayout layout,
+                                     int64_t bytes) const {
+  std::optional<CommPrediction> found = find_us(collective, dtype, placement, layout, bytes);
+  if (!found) throw UserError(missing_reason(collective, placement, layout));
+  return *found;
+}
+
+std::string CommModel::missing_reason(Collective collective, GroupPlacement placement, GroupLayout layout) const {
+  if (placement.nodes() <= 1 && !measured_across_nodes()) return missing_reason(collective, layout);
+  std::string measured;
+  for (const auto& [key, table] : tables_) {
+    if (key.collective != collective) continue;
+    measured += (measured.empty() ? "" : ", ") + key.to_string();
+  }
+  const std::string name = to_string(collective);
+  return "no usable /comm measurements for " + name + " over " + to_string(placement) +
+         (placement.nodes() <= 1 ? " (inside one node)" : "") + " with layout '" + to_string(layout) +
+         "' (" + (measured.empty() ? "none of " + name + " at all" : "measured: " + measured) +
+         (placement.ranks_per_node > 1 && collective != Collective::kAllReduce && collective != Collective::kAllGather &&
+                  collective != Collective::kReduceScatter
+              ? "; only all_reduce, all_gather and reduce_scatter compose inside and across nodes"
+              : "") +
+         "); calibrate it " + (placement.nodes() <= 1 ? "with groups inside a node" : "across nodes") +
+         " with `itertime calibrate comm`";
 }
 
 std::vector<CommFitResidual> CommModel::residuals() const {

@@ -477,8 +477,6 @@ std::string describe(const DescribedCommTime& time) {
   return s.str();
 }
 
-int64_t GroupPlacement::nodes() const { return ranks_per_node > 0 ? group_size / ranks_per_node : 0; }
-
 GroupPlacement place_group(int64_t group_size, int64_t stride_ranks, int64_t gpus_per_node) {
   if (group_size < 1 || stride_ranks < 1 || gpus_per_node < 1)
     throw UserError("place_group needs a group size, stride and GPUs per node >= 1 (got " + std::to_string(group_size) + ", " +

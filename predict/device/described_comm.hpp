@@ -28,6 +28,7 @@
 
 #include "common/collective.hpp"
 #include "common/hardware_spec.hpp"
+#include "common/rank_groups.hpp"
 
 namespace itertime::predict {
 
@@ -48,13 +49,8 @@ std::string to_string(NcclGeneration generation);  // "ampere", "hopper", "black
 // No fp8 peak: Ampere; fp8 and NVLink >= 800 GB/s per direction (NVLink 5): Blackwell; else Hopper.
 NcclGeneration infer_nccl_generation(const HardwareSpec& hw);
 
-// How a communicator's ranks sit on nodes: group_size ranks, ranks_per_node of them on each node they
-// span (group_size % ranks_per_node == 0); nodes() = group_size / ranks_per_node.
-struct GroupPlacement {
-  int64_t group_size = 1;
-  int64_t ranks_per_node = 1;
-  int64_t nodes() const;
-};
+// How a communicator's ranks sit on nodes: common/rank_groups.hpp's (the comm model keys by it too).
+using itertime::GroupPlacement;
 
 // Ranks laid out node by node (gpus_per_node consecutive world ranks per node); a group of group_size
 // ranks whose consecutive members are stride_ranks apart (TP groups: 1; the predictor's strided groups:

@@ -5,7 +5,9 @@
 // both).
 // Invariants:
 //  - The archive text is the one the types' former member functions wrote (kFittedModelVersion 7), field
-//    for field and class version for class version (CommModel's is 1), so saved models load unchanged.
+//    for field and class version for class version (CommModel's was 1), so saved models load unchanged.
+//    Placement on nodes came later as class versions: CommKey 1 adds its nodes and ranks per node, CommModel
+//    2 the calibration's node of each rank; a model saved before (CommKey 0, CommModel 1) loads as one node.
 //  - Phases, comm kinds, dtypes, collectives, group layouts, the backend and the attention kernel are
 //    written as their canonical names and parsed back (aliases such as "float32" load too); a model
 //    whose backend was not recorded holds "unknown".
@@ -59,7 +61,7 @@ void archive_dtype(Archive& archive, DType& dtype) {
 // --- device models (predict/device/) ---
 
 template <class Archive>
-void serialize(Archive& archive, CommKey& key, unsigned /*version*/) {
+void serialize(Archive& archive, CommKey& key, unsigned version) {
   archive_as_name(
       archive, key.collective, [](Collective c) { return to_string(c); },
       [](const std::string& s) { return parse_collective(s); });
@@ -68,6 +70,12 @@ void serialize(Archive& archive, CommKey& key, unsigned /*version*/) {
   archive_as_name(
       archive, key.layout, [](GroupLayout l) { return to_string(l); },
       [](const std::string& s) { return parse_group_layout(s); });
+  if (version >= 1) {
+    archive& key.nodes& key.ranks_per_node;
+  } else if constexpr (Archive::is_loading::value) {
+    key.nodes = 1;  // saved before placements were keyed: a one-node calibration
+    key.ranks_per_node = key.group_size;
+  }
 }
 
 template <class Archive>
@@ -78,16 +86,19 @@ void serialize(Archive& archive, CommTable& table, unsigned /*version*/) {
 
 // CommModel's state through its accessors and its restoring constructor.
 template <class Archive>
-void serialize(Archive& archive, CommModel& model, unsigned /*version*/) {
+void serialize(Archive& archive, CommModel& model, unsigned version) {
   if constexpr (Archive::is_saving::value) {
     archive& model.tables();
     const int64_t rows_used = model.rows_used(), rows_ignored = model.rows_ignored();
     archive& rows_used& rows_ignored;
+    archive& model.node_of_rank();
   } else {
     std::map<CommKey, CommTable> tables;
     int64_t rows_used = 0, rows_ignored = 0;
+    std::vector<int> node_of_rank;  // version 1: one node
     archive& tables& rows_used& rows_ignored;
-    model = CommModel(std::move(tables), rows_used, rows_ignored);
+    if (version >= 2) archive& node_of_rank;
+    model = CommModel(std::move(tables), rows_used, rows_ignored, std::move(node_of_rank));
   }
 }
 
@@ -171,4 +182,5 @@ void serialize(Archive& archive, FittedModel& model, unsigned /*version*/) {
 
 }  // namespace itertime::predict
 
-BOOST_CLASS_VERSION(itertime::predict::CommModel, 1)
+BOOST_CLASS_VERSION(itertime::predict::CommKey, 1)
+BOOST_CLASS_VERSION(itertime::predict::CommModel, 2)

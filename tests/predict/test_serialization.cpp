@@ -10,6 +10,7 @@
 #include <filesystem>
 #include <fstream>
 #include <sstream>
+#include <tuple>
 #include <unistd.h>
 
 #include "common/dtype.hpp"
@@ -268,6 +269,76 @@ TEST(Serialization, LoadRefusesAnotherVersionAndForeignFiles) {
   { std::ofstream(file, std::ios::trunc) << "not a model\n"; }
   EXPECT_THROW(load_model(file), UserError);
   EXPECT_THROW(load_model((folder.path / "missing.itm").string()), UserError);
+}
+
+// A comm model placed on 2 nodes x 2 ranks (issue 35): one-node, one-rank-per-node and 2 x 2 tables.
+CommModel placed_model() {
+  std::vector<store::CommRow> rows;
+  for (const auto& [collective, group_size, layout, alpha_us] :
+       std::vector<std::tuple<std::string, int64_t, std::string, double>>{{"all_reduce", 2, "consecutive", 10.0},
+                                                                          {"reduce_scatter", 2, "consecutive", 5.0},
+                                                                          {"all_gather", 2, "consecutive", 5.0},
+                                                                          {"all_reduce", 2, "strided", 100.0},
+                                                                          {"all_reduce", 4, "consecutive", 300.0}}) {
+    for (const store::CommRow& row : test_rows::synthetic_rows(collective, "fp32", group_size, layout, alpha_us, 1e-3, 1024, 1 << 20))
+      rows.push_back(row);
+  }
+  return CommModel(store::to_records(rows), {0, 0, 1, 1});
+}
+
+TEST(Serialization, ArchiveKeepsPlacementsAndReadsOldKeysAsOneNode) {
+  const CommModel original = placed_model();
+  std::stringstream text;
+  {
+    boost::archive::text_oarchive archive(text);
+    archive << original;
+  }
+  CommModel loaded;
+  {
+    boost::archive::text_iarchive archive(text);
+    archive >> loaded;
+  }
+  EXPECT_EQ(loaded.node_of_rank(), (std::vector<int>{0, 0, 1, 1}));
+  ASSERT_EQ(loaded.tables().size(), original.tables().size());
+  for (const GroupPlacement placement : {GroupPlacement{4, 2}, GroupPlacement{8, 2}, GroupPlacement{4, 1}, GroupPlacement{2, 2}}) {
+    EXPECT_EQ(loaded.predict_us(Collective::kAllReduce, DType::kFloat32, placement, GroupLayout::kStrided, 65536).time_us,
+              original.predict_us(Collective::kAllReduce, DType::kFloat32, placement, GroupLayout::kStrided, 65536).time_us);
+  }
+  // A key as models saved before placements wrote it (class version 0): one node, its group size per node.
+  std::istringstream old_key("0 0 10 all_reduce 4 fp32 4 7 strided");
+  boost::archive::text_iarchive archive(old_key, boost::archive::no_header);
+  CommKey key;
+  archive >> key;
+  EXPECT_EQ(key.nodes, 1);
+  EXPECT_EQ(key.per_node(), 4);
+  EXPECT_EQ(key.to_string(), "all_reduce/fp32/g4/strided");
+  EXPECT_TRUE((key == CommKey{Collective::kAllReduce, DType::kFloat32, 4, GroupLayout::kStrided}));
+}
+
+// A comm model as itertime wrote it before placements (CommModel class version 1, CommKey 0: no nodes,
+// no node_of_rank): it loads as one node and predicts as the same rows fitted today without node_of_rank.
+TEST(Serialization, CommModelSavedBeforePlacementsLoadsAsOneNode) {
+  std::istringstream old_text(
+      "0 1 0 0 1 0 0 0 0 0 10 all_reduce 4 fp32 2 7 strided 0 0 2 0 1024 2048 2 0 1.10240000000000009e+01 "
+      "1.20480000000000000e+01 2 0 1.10240000000000009e+01 1.20480000000000000e+01 1.00000000000000018e+01 "
+      "9.99999999999999153e-04 2 0.00000000000000000e+00 2 0");
+  CommModel loaded;
+  {
+    boost::archive::text_iarchive archive(old_text, boost::archive::no_header);
+    archive >> loaded;
+  }
+  ASSERT_EQ(loaded.tables().size(), 1u);
+  EXPECT_EQ(loaded.tables().begin()->first.to_string(), "all_reduce/fp32/g2/strided");
+  EXPECT_EQ(loaded.tables().begin()->first.nodes, 1);
+  EXPECT_EQ(loaded.tables().begin()->first.per_node(), 2);
+  EXPECT_TRUE(loaded.node_of_rank().empty());
+  EXPECT_FALSE(loaded.measured_across_nodes());
+  const CommModel today(store::to_records(test_rows::synthetic_rows("all_reduce", "fp32", 2, "strided", 10.0, 1e-3, 1024, 2048)));
+  EXPECT_EQ(loaded.predict_us(Collective::kAllReduce, DType::kFloat32, 2, GroupLayout::kStrided, 1536).time_us,
+            today.predict_us(Collective::kAllReduce, DType::kFloat32, 2, GroupLayout::kStrided, 1536).time_us);
+  // Asked across nodes, the old model says its figures are one node's.
+  EXPECT_TRUE(loaded.predict_us(Collective::kAllReduce, DType::kFloat32, GroupPlacement{2, 1}, GroupLayout::kStrided, 1536)
+                  .inter_node_from_intra);
 }
 
 }  // namespace

@@ -8,6 +8,7 @@
 #include <map>
 #include <optional>
 #include <string>
+#include <vector>
 #include <tuple>
 
 #include "common/errors.hpp"
@@ -53,6 +54,28 @@ TEST(StoreMeta, PresentAttributesParseIntoTypes) {
                                           "cal.h5");
   EXPECT_EQ(fields(meta),
             Fields(Backend::kCuda, AttentionKernel::kSdpa, "2.6.0", "h100-sxm", 16, 2, 112, 4, "data/models/tiny.json"));
+}
+
+// Where calibrate comm's ranks sat (issue 35): the comm model places its tables with it; the job's ranks
+// per node (its provenance) is how ground truth sat on nodes.
+TEST(StoreMeta, NodesOfTheCommCalibrationAndTheJob) {
+  EXPECT_EQ(parse_store_meta({{meta_key::kCommNodeOfRank, "0,0,1,1"}}, "cal.h5").comm_node_of_rank,
+            (std::vector<int>{0, 0, 1, 1}));
+  EXPECT_TRUE(parse_store_meta({}, "cal.h5").comm_node_of_rank.empty());
+  const std::string bad = error_of({{meta_key::kCommNodeOfRank, "0,a"}});
+  EXPECT_NE(bad.find("cal.h5"), std::string::npos) << bad;
+  EXPECT_NE(bad.find("comm_node_of_rank"), std::string::npos) << bad;
+  EXPECT_EQ(job_ranks_per_node(parse_store_meta({{meta_key::kWorldSize, "8"}, {meta_key::kNumNodes, "2"}}, "cal.h5")), 4);
+  EXPECT_EQ(job_ranks_per_node(parse_store_meta({{meta_key::kWorldSize, "6"}, {meta_key::kNumNodes, "4"}}, "cal.h5")), 2);
+  EXPECT_EQ(job_ranks_per_node(parse_store_meta({{meta_key::kWorldSize, "8"}, {meta_key::kNumNodes, "1"}}, "cal.h5")), 0);
+  EXPECT_EQ(job_ranks_per_node(parse_store_meta({}, "cal.h5")), 0);
+  // The ground-truth job's own nodes, when recorded, over the provenance of the command that made the file.
+  const StoreMeta recorded = parse_store_meta(
+      {{meta_key::kWorldSize, "4"}, {meta_key::kNumNodes, "1"}, {meta_key::kGroundTruthNodeOfRank, "0,0,0,1,1,1"}}, "cal.h5");
+  EXPECT_EQ(recorded.groundtruth_node_of_rank, (std::vector<int>{0, 0, 0, 1, 1, 1}));
+  EXPECT_EQ(job_ranks_per_node(recorded), 3);
+  EXPECT_EQ(job_ranks_per_node(parse_store_meta({{meta_key::kGroundTruthNodeOfRank, "0,0"}}, "cal.h5")), 0);
+  EXPECT_NE(error_of({{meta_key::kGroundTruthNodeOfRank, "1;2"}}).find("groundtruth_node_of_rank"), std::string::npos);
 }
 
 TEST(StoreMeta, NoneAndUnknownMeanNotRecorded) {
