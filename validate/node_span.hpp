@@ -1,11 +1,11 @@
-// node_span.hpp: where a layout's parallel groups sit on nodes, in words, for the validation reports.
+// node_span.hpp: where a layout's parallel groups sat on nodes, in words, for the validation reports.
 // Invariants:
-//  - Ranks fill nodes ranks_per_node at a time in Megatron's order (tp fastest, then cp, dp, pp), as
-//    the ground truth's ranks 0..N-1 do; each group is placed by predict/device/described_comm's
-//    place_group with its stride (tp 1, cp tp, dp tp*cp, pp tp*cp*dp), the placement the predictor uses.
+//  - The placement is predict/node_placement's place_config (the predictor's own: ranks fill nodes
+//    ranks_per_node at a time, tp fastest, then cp, dp, pp; each group placed by its rank stride).
 //  - ranks_per_node <= 0, or at least the layout's ranks: everything on one node, "1 node".
-//  - Otherwise "N nodes: " and, for each group of degree > 1 in the order tp, cp, dp, pp, "tp in" when it
-//    stays inside one node, else "dp across M" (M nodes); groups of degree 1 are not named.
+//  - Otherwise "N nodes: " and each communicator of more than one rank in place_config's order (tp, cp,
+//    dp or dp*cp, pp: a pipeline send's two ranks), "tp in" when it stays inside one node, else
+//    "dp across M" (M nodes).
 #pragma once
 
 #include <cstdint>

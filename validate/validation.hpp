@@ -107,7 +107,7 @@ struct ValidationReport {
   bool has_extended_layouts() const;
   std::string tuple_heading() const { return has_extended_layouts() ? "(dp,tp,pp[,cp,vp])" : "(dp,tp,pp)"; }
   MapeEntry overall;
-  // "2 nodes x 2 ranks" when the ground truth ran on several nodes (rows then carry their span), else "".
+  // "2 ranks per node" when the ground truth ran on several nodes (rows then carry their span), else "".
   std::string nodes_text;
   // How well the operator regression (used for signatures never profiled) extrapolates upwards on this
   // calibration: fitted on the smaller two thirds of each group, scored on the largest third.

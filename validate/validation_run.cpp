@@ -33,12 +33,12 @@ std::optional<LlamaSpec> recorded_model(const h5::Store& store) {
   return load_llama_config(model_path);
 }
 
-// The ground truth's nodes (its job's /meta world_size and num_nodes): each scored row's span in words
-// (node_span.hpp), when the job ran on more than one node with the same number of ranks on each.
+// The ground truth's nodes (store_meta.hpp job_ranks_per_node: how the predictor placed its
+// configurations too): each scored row's span in words (node_span.hpp), when the job ran on more than one node.
 void annotate_spans(ValidationReport& report, const store::StoreMeta& meta) {
-  if (meta.num_nodes <= 1 || meta.world_size <= 0 || meta.world_size % meta.num_nodes != 0) return;
-  const int64_t ranks_per_node = meta.world_size / meta.num_nodes;
-  report.nodes_text = std::to_string(meta.num_nodes) + " nodes x " + std::to_string(ranks_per_node) + " ranks";
+  const int64_t ranks_per_node = store::job_ranks_per_node(meta);
+  if (ranks_per_node <= 0) return;
+  report.nodes_text = std::to_string(ranks_per_node) + " ranks per node";
   for (ValidationRow& row : report.rows) {
     ParallelConfig config;
     config.dp = row.dp;

@@ -1,4 +1,4 @@
-// Tests of validate::node_span_text: hand-placed layouts on nodes of 1, 2 and 4 ranks.
+// Tests of validate::node_span_text (on predict::place_config): hand-placed layouts on nodes of 1, 2 and 4 ranks.
 #include <gtest/gtest.h>
 
 #include "validate/node_span.hpp"
@@ -34,7 +34,8 @@ TEST(NodeSpan, OneRankPerNodeSpreadsEveryGroup) {
   EXPECT_EQ(node_span_text(layout(4, 1, 1), 1), "4 nodes: dp across 4");
   EXPECT_EQ(node_span_text(layout(4, 1, 1), 2), "2 nodes: dp across 2");
   EXPECT_EQ(node_span_text(layout(2, 2, 1), 1), "4 nodes: tp across 2, dp across 2");
-  EXPECT_EQ(node_span_text(layout(2, 2, 2, 2), 4), "4 nodes: tp in, cp in, dp across 2, pp across 2");
+  // With cp the DP reduction group is dp*cp ranks, tp apart: 2 of them on each of 2 nodes.
+  EXPECT_EQ(node_span_text(layout(2, 2, 2, 2), 4), "4 nodes: tp in, cp in, dp*cp across 2, pp across 2");
 }
 
 }  // namespace
