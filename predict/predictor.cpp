@@ -118,10 +118,10 @@ struct CommTimer {
       }
       return described ? std::optional<double>(described->time_us) : std::nullopt;
     }
-    const GroupPlacement placement = ranks_per_node > 0
-                                         ? place_group(group_size, stride_of(collective, layout), ranks_per_node)
-                                         : GroupPlacement{group_size, std::max<int64_t>(1, group_size)};
-    const std::optional<CommPrediction> found = comm_model.find_us(collective, op.dtype, placement, layout, op.bytes);
+    const GroupPlacement placement = ranks_per_node > 0 ? place_group(group_size, stride_of(collective, layout), ranks_per_node)
+                                                        : GroupPlacement{group_size, std::max<int64_t>(1, group_size)};
+    const std::optional<CommPrediction> found =
+        comm_model.find_us(collective, op.dtype, placement, layout, op.bytes, ranks_per_node);
     if (!found) failure = comm_model.missing_reason(collective, placement, layout);
     if (found && found->inter_node_from_intra) inter_node_from_intra = true;
     return found ? std::optional<double>(found->time_us) : std::nullopt;
@@ -492,9 +492,8 @@ PipelineFigures pipeline_figures(StageResolver& resolver, const PredictRequest& 
     return out;
   }
   for (int r = 0; r < c.pp; ++r) {
-    const StageComm dp =
-        stage_comm(resolver.model().comm, resolver.target(), c, request.ranks_per_node, r,
-                   merged_dp_comms(rank_dp_comms[static_cast<std::size_t>(r)]), /*overlap_gather=*/false);
+    const StageComm dp = stage_comm(resolver.model().comm, resolver.target(), c, request.ranks_per_node, r,
+                                    merged_dp_comms(rank_dp_comms[static_cast<std::size_t>(r)]), /*overlap_gather=*/false);
     out.inter_node_from_intra = out.inter_node_from_intra || dp.inter_node_from_intra;
     if (!dp.failure.empty()) {
       out.failure = dp.failure;
@@ -682,8 +681,9 @@ PredictOutcome predict(StageResolver& resolver, const PredictRequest& request) {
   prediction.communication_described = resolver.target() != nullptr;
   prediction.inter_node_from_intra = pipeline.inter_node_from_intra;
   if (pipeline.inter_node_from_intra) {
-    prediction.notes.push_back("communication across nodes timed with one-node figures: the calibration measured no "
-                               "group across nodes (calibrate comm on several nodes to measure them)");
+    prediction.notes.push_back(
+        "communication across nodes timed with one-node figures: the calibration measured no "
+        "group across nodes (calibrate comm on several nodes to measure them)");
   }
   return {std::move(prediction), ""};
 }

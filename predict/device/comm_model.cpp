@@ -148,8 +148,10 @@ CommModel::CommModel(const std::vector<store::CommRecord>& records, const std::v
     }
     auto placed = placements.find({row.group_size, row.layout});
     if (placed == placements.end()) {
-      placed = placements.emplace(std::make_pair(row.group_size, row.layout),
-                                  layout_placement(node_of_rank_, row.group_size, row.layout)).first;
+      placed =
+          placements
+              .emplace(std::make_pair(row.group_size, row.layout), layout_placement(node_of_rank_, row.group_size, row.layout))
+              .first;
     }
     const LayoutPlacement& placement = placed->second;
     CommKey key{row.collective, row.dtype, row.group_size, row.layout};
@@ -206,6 +208,10 @@ struct TableSearch {
   std::function<bool(const CommKey&)> accept;
   std::function<int64_t(const CommKey&)> count_of;
   std::string count_name;  // "group size" | "node count"
+  // Link sharing (comm_model.hpp): the job's ranks per node over the calibration's, applied to the
+  // bandwidth part of tables across nodes; 1: as calibrated.
+  double link_share = 1.0;
+  std::string link_share_text;  // "; link shared by R flows per node, not R_cal"
 };
 
 std::optional<CommPrediction> search_tables(const std::map<CommKey, CommTable>& tables, const TableSearch& search) {
@@ -255,14 +261,18 @@ std::optional<CommPrediction> search_tables(const std::map<CommKey, CommTable>& 
                                                                                       "(alpha-beta fit)")
                                                      : ": interpolated");
       prediction.time_us = table_us;
-      if (source_count != count) {
+      const double share = key.spans_nodes() ? search.link_share : 1.0;
+      if (source_count != count || share != 1.0) {
         const double bandwidth_us = std::clamp(static_cast<double>(bytes) * table.us_per_byte, 0.0, table_us);
         const double latency_us = table_us - bandwidth_us;
         prediction.time_us = latency_us * latency_steps(collective, count) / latency_steps(collective, source_count) +
-                             bandwidth_us * busbw_factor(collective, count) / busbw_factor(collective, source_count);
+                             bandwidth_us * busbw_factor(collective, count) / busbw_factor(collective, source_count) * share;
         prediction.extrapolated = true;
-        prediction.source += "; scaled from " + search.count_name + " " + std::to_string(source_count) + " to " +
-                             std::to_string(count) + " (ring steps and bus factor)";
+        if (source_count != count) {
+          prediction.source += "; scaled from " + search.count_name + " " + std::to_string(source_count) + " to " +
+                               std::to_string(count) + " (ring steps and bus factor)";
+        }
+        if (share != 1.0) prediction.source += search.link_share_text;
       }
       if (wanted_tier != 0) {
         prediction.dtype_fallback = true;
@@ -308,8 +318,8 @@ std::optional<CommPrediction> CommModel::find_us(Collective collective, DType dt
   return find_us(collective, dtype, GroupPlacement{group_size, std::max<int64_t>(1, group_size)}, layout, bytes);
 }
 
-std::optional<CommPrediction> CommModel::find_us(Collective collective, DType dtype, GroupPlacement placement,
-                                                 GroupLayout layout, int64_t bytes) const {
+std::optional<CommPrediction> CommModel::find_us(Collective collective, DType dtype, GroupPlacement placement, GroupLayout layout,
+                                                 int64_t bytes, int64_t job_ranks_per_node) const {
   const int64_t group_size = placement.group_size;
   if (group_size <= 1 || bytes <= 0) {
     CommPrediction prediction;
@@ -322,12 +332,21 @@ std::optional<CommPrediction> CommModel::find_us(Collective collective, DType dt
   const int64_t m = placement.ranks_per_node;
   const int64_t n = placement.nodes();
   const bool across = measured_across_nodes();
+  const int64_t calibrated_ranks_per_node = calibration_ranks_per_node();
+  double link_share = 1.0;
+  std::string link_share_text;
+  if (job_ranks_per_node > 0 && calibrated_ranks_per_node > 0 && job_ranks_per_node != calibrated_ranks_per_node) {
+    link_share = static_cast<double>(job_ranks_per_node) / static_cast<double>(calibrated_ranks_per_node);
+    link_share_text = "; its link shared by " + std::to_string(job_ranks_per_node) + " flows per node, not " +
+                      std::to_string(calibrated_ranks_per_node) + " (bandwidth part x" + format_us(link_share) + ")";
+  }
 
   // Rule 2 (and the one-node part of rule 5): one-node tables of the layout, then (when the calibration
   // spanned nodes) of any layout; scaled by group size.
   const auto inside = [&](Collective c, int64_t g, int64_t b) -> std::optional<CommPrediction> {
-    TableSearch search{c, dtype, g, b, [&](const CommKey& key) { return !key.spans_nodes() && key.layout == layout; },
-                       group_size_of, "group size"};
+    TableSearch search{
+        c,           dtype, g, b, [&](const CommKey& key) { return !key.spans_nodes() && key.layout == layout; }, group_size_of,
+        "group size"};
     std::optional<CommPrediction> found = search_tables(tables_, search);
     if (found || !across) return found;
     search.accept = [](const CommKey& key) { return !key.spans_nodes(); };
@@ -341,9 +360,15 @@ std::optional<CommPrediction> CommModel::find_us(Collective collective, DType dt
   // Rule 4 (and the across-nodes part of rule 5): one rank per node, the layout's tables then any
   // layout's, scaled by node count.
   const auto across_nodes = [&](Collective c, int64_t nodes, int64_t b) -> std::optional<CommPrediction> {
-    TableSearch search{c, dtype, nodes, b,
+    TableSearch search{c,
+                       dtype,
+                       nodes,
+                       b,
                        [&](const CommKey& key) { return key.spans_nodes() && key.per_node() == 1 && key.layout == layout; },
-                       nodes_of, "node count"};
+                       nodes_of,
+                       "node count",
+                       link_share,
+                       link_share_text};
     std::optional<CommPrediction> found = search_tables(tables_, search);
     if (found) return found;
     search.accept = [](const CommKey& key) { return key.spans_nodes() && key.per_node() == 1; };
@@ -352,9 +377,15 @@ std::optional<CommPrediction> CommModel::find_us(Collective collective, DType dt
 
   if (n <= 1) return inside(collective, group_size, bytes);
   // Rule 1: exactly this placement.
-  TableSearch exact{collective, dtype, group_size, bytes,
+  TableSearch exact{collective,
+                    dtype,
+                    group_size,
+                    bytes,
                     [&](const CommKey& key) { return key.layout == layout && key.nodes == n && key.per_node() == m; },
-                    group_size_of, "group size"};
+                    group_size_of,
+                    "group size",
+                    link_share,
+                    link_share_text};
   if (std::optional<CommPrediction> found = search_tables(tables_, exact)) return found;
   // Rule 3: nothing measured across nodes.
   if (!across) {
@@ -362,8 +393,8 @@ std::optional<CommPrediction> CommModel::find_us(Collective collective, DType dt
     if (found) {
       found->inter_node_from_intra = true;
       found->extrapolated = true;
-      found->source += "; the calibration measured no group across nodes: one-node figures for a group over " +
-                       to_string(placement);
+      found->source +=
+          "; the calibration measured no group across nodes: one-node figures for a group over " + to_string(placement);
     }
     return found;
   }
@@ -437,8 +468,8 @@ std::string CommModel::missing_reason(Collective collective, GroupPlacement plac
   }
   const std::string name = to_string(collective);
   return "no usable /comm measurements for " + name + " over " + to_string(placement) +
-         (placement.nodes() <= 1 ? " (inside one node)" : "") + " with layout '" + to_string(layout) +
-         "' (" + (measured.empty() ? "none of " + name + " at all" : "measured: " + measured) +
+         (placement.nodes() <= 1 ? " (inside one node)" : "") + " with layout '" + to_string(layout) + "' (" +
+         (measured.empty() ? "none of " + name + " at all" : "measured: " + measured) +
          (placement.ranks_per_node > 1 && collective != Collective::kAllReduce && collective != Collective::kAllGather &&
                   collective != Collective::kReduceScatter
               ? "; only all_reduce, all_gather and reduce_scatter compose inside and across nodes"

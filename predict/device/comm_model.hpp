@@ -36,6 +36,13 @@
 //       (B/m) (B: nccl-tests size of the whole group's buffer, B/m what each node's share moves across).
 //       send / sendrecv (two ranks) never get here; broadcast and all_to_all have no composition (nullopt).
 //    Everything but rule 1 is `extrapolated`.
+//  - Link sharing: every group of a layout runs at once (the sweep's rule, and training's: all DP groups
+//    reduce together), so a node's link is shared by as many flows as the node has ranks communicating
+//    across it: a table across nodes was measured with the calibration's ranks per node R_cal sharing each
+//    link (one flow per rank: each rank of a group across nodes, and each rank of a hierarchical group's
+//    across step, has its own ring through the link). Asked with the job's ranks per node R
+//    (job_ranks_per_node > 0), a time from a table across nodes has its bandwidth part (split as below)
+//    scaled by R / R_cal, said in `source`; its latency part is not. R unknown (0) or equal: no scaling.
 //  - Unmeasured group size n: the nearest measured group size n0 >= 2 (ties: the larger) of the same
 //    collective, dtype and layout; its time at `bytes` is split into bandwidth part
 //    min(t0, bytes * us_per_byte) and latency part (the rest); the latency part scales with the ring
@@ -127,18 +134,16 @@ class CommModel {
   explicit CommModel(const std::vector<store::CommRecord>& records, const std::vector<int>& node_of_rank = {});
   // Restores a saved model's state (tables(), rows_used(), rows_ignored(), node_of_rank()), as the archive wrote it.
   CommModel(std::map<CommKey, CommTable> tables, int64_t rows_used, int64_t rows_ignored, std::vector<int> node_of_rank = {})
-      : tables_(std::move(tables)),
-        rows_used_(rows_used),
-        rows_ignored_(rows_ignored),
-        node_of_rank_(std::move(node_of_rank)) {}
+      : tables_(std::move(tables)), rows_used_(rows_used), rows_ignored_(rows_ignored), node_of_rank_(std::move(node_of_rank)) {}
 
   // The time of one call over a group of `group_size` ranks on one node, or nullopt when no measured
   // table can stand in for it.
   std::optional<CommPrediction> find_us(Collective collective, DType dtype, int64_t group_size, GroupLayout layout,
                                         int64_t bytes) const;
-  // The same for a group placed on nodes (see the invariants' rules).
+  // The same for a group placed on nodes (see the invariants' rules), in a job of job_ranks_per_node ranks
+  // per node (link sharing; 0: as calibrated).
   std::optional<CommPrediction> find_us(Collective collective, DType dtype, GroupPlacement placement, GroupLayout layout,
-                                        int64_t bytes) const;
+                                        int64_t bytes, int64_t job_ranks_per_node = 0) const;
   // Why find_us() finds nothing for `collective` at `layout`, naming what was measured.
   std::string missing_reason(Collective collective, GroupLayout layout) const;
   // The same for a group placed on nodes (names the placement).

@@ -49,8 +49,8 @@ grep -Eq '^  hostnames +node0,node1$' "$WORK/inspect2"
 check $? "/meta names the two nodes (hostnames node0,node1)"
 grep -Eq ' intra-node ' "$WORK/run2.out" && grep -Eq ' inter-node ' "$WORK/run2.out"
 check $? "/comm holds points inside a node and across nodes"
-sed -n '/^# validation of/,$p' "$WORK/run2.out" | sed -n '/^# (dp,tp,pp)/,/^#/p' >"$WORK/validation2"
-scored=$(grep -c '^  (' "$WORK/validation2")
+# The first validation table (leave-one-tuple-out): rows "  (dp,tp,pp) PRECISION ..." up to its next "#" line.
+scored=$(awk '/^# \(dp,tp,pp\) precision/ { inside = 1; next } inside && /^#/ { exit } inside && /^  \(/ { n++ } END { print n + 0 }' "$WORK/run2.out")
 [[ "$scored" -eq 8 ]]
 check $? "validation scores the 8 configurations of the 2-node job (scored $scored)"
 sed -n '/^# MAPE per tuple across nodes/,/^#$/p' "$WORK/run2.out" >"$WORK/spans2"

@@ -106,20 +106,20 @@ TEST(CommPlacement, TablesAreKeyedByWhereTheirGroupsSat) {
 TEST(CommPlacement, ExactPlacementThenOneNodeTables) {
   const CommModel model = two_node_model();
   // Rule 1: the g4 table sat on 2 nodes x 2: 300 + 65536 * 0.03 = 2266.08.
-  const CommPrediction exact = model.predict_us(Collective::kAllReduce, DType::kFloat32, GroupPlacement{4, 2},
-                                                GroupLayout::kConsecutive, kBytes);
+  const CommPrediction exact =
+      model.predict_us(Collective::kAllReduce, DType::kFloat32, GroupPlacement{4, 2}, GroupLayout::kConsecutive, kBytes);
   EXPECT_NEAR(exact.time_us, 2266.08, 1e-9);
   EXPECT_FALSE(exact.extrapolated);
   EXPECT_FALSE(exact.hierarchical);
   // One rank on each of 2 nodes: the strided table, exactly: 100 + 655.36.
-  const CommPrediction across = model.predict_us(Collective::kAllReduce, DType::kFloat32, GroupPlacement{2, 1},
-                                                 GroupLayout::kStrided, kBytes);
+  const CommPrediction across =
+      model.predict_us(Collective::kAllReduce, DType::kFloat32, GroupPlacement{2, 1}, GroupLayout::kStrided, kBytes);
   EXPECT_NEAR(across.time_us, 755.36, 1e-9);
   // Rule 2: two ranks inside one node: 10 + 65.536, never the strided (across-nodes) table; a strided
   // group inside a node takes the one-node consecutive table (no one-node strided table was measured).
-  EXPECT_NEAR(model.predict_us(Collective::kAllReduce, DType::kFloat32, GroupPlacement{2, 2}, GroupLayout::kConsecutive, kBytes)
-                  .time_us,
-              75.536, 1e-9);
+  EXPECT_NEAR(
+      model.predict_us(Collective::kAllReduce, DType::kFloat32, GroupPlacement{2, 2}, GroupLayout::kConsecutive, kBytes).time_us,
+      75.536, 1e-9);
   const CommPrediction strided_inside =
       model.predict_us(Collective::kAllReduce, DType::kFloat32, GroupPlacement{2, 2}, GroupLayout::kStrided, kBytes);
   EXPECT_NEAR(strided_inside.time_us, 75.536, 1e-9);
@@ -127,27 +127,27 @@ TEST(CommPlacement, ExactPlacementThenOneNodeTables) {
   // The one-node API asks the same: 2 ranks on one node.
   EXPECT_NEAR(model.predict_us(Collective::kAllReduce, DType::kFloat32, 2, GroupLayout::kStrided, kBytes).time_us, 75.536, 1e-9);
   // 4 ranks inside one node, scaled from the one-node g2 table: latency 10 * 6/2, bandwidth 65.536 * 1.5/1.
-  EXPECT_NEAR(model.predict_us(Collective::kAllReduce, DType::kFloat32, GroupPlacement{4, 4}, GroupLayout::kConsecutive, kBytes)
-                  .time_us,
-              30.0 + 98.304, 1e-9);
+  EXPECT_NEAR(
+      model.predict_us(Collective::kAllReduce, DType::kFloat32, GroupPlacement{4, 4}, GroupLayout::kConsecutive, kBytes).time_us,
+      30.0 + 98.304, 1e-9);
 }
 
 TEST(CommPlacement, OneRankPerNodeScalesByNodeCount) {
   const CommModel model = two_node_model();
   // 4 nodes from the 2-node table: latency 100 * 2(4-1) / 2(2-1) = 300; bandwidth 655.36 * 1.5 / 1.0.
-  const CommPrediction four = model.predict_us(Collective::kAllReduce, DType::kFloat32, GroupPlacement{4, 1},
-                                               GroupLayout::kStrided, kBytes);
+  const CommPrediction four =
+      model.predict_us(Collective::kAllReduce, DType::kFloat32, GroupPlacement{4, 1}, GroupLayout::kStrided, kBytes);
   EXPECT_NEAR(four.time_us, 300.0 + 983.04, 1e-9);
   EXPECT_TRUE(four.extrapolated);
   EXPECT_NE(four.source.find("node count 2 to 4"), std::string::npos) << four.source;
   // 8 nodes: 100 * 14/2 + 655.36 * 1.75.
-  EXPECT_NEAR(model.predict_us(Collective::kAllReduce, DType::kFloat32, GroupPlacement{8, 1}, GroupLayout::kStrided, kBytes)
-                  .time_us,
-              700.0 + 1146.88, 1e-9);
+  EXPECT_NEAR(
+      model.predict_us(Collective::kAllReduce, DType::kFloat32, GroupPlacement{8, 1}, GroupLayout::kStrided, kBytes).time_us,
+      700.0 + 1146.88, 1e-9);
   // A consecutive group with one rank per node takes the one-rank-per-node (strided) table too.
-  EXPECT_NEAR(model.predict_us(Collective::kAllReduce, DType::kFloat32, GroupPlacement{2, 1}, GroupLayout::kConsecutive, kBytes)
-                  .time_us,
-              755.36, 1e-9);
+  EXPECT_NEAR(
+      model.predict_us(Collective::kAllReduce, DType::kFloat32, GroupPlacement{2, 1}, GroupLayout::kConsecutive, kBytes).time_us,
+      755.36, 1e-9);
   // A pipeline send to the next node: the strided send table (30 + 131.072), inside a node the consecutive one.
   EXPECT_NEAR(model.predict_us(Collective::kSend, DType::kFloat32, GroupPlacement{2, 1}, GroupLayout::kStrided, kBytes).time_us,
               161.072, 1e-9);
@@ -160,8 +160,8 @@ TEST(CommPlacement, GroupsOverSeveralRanksOnSeveralNodesAreHierarchical) {
   // all_reduce over 4 nodes x 2 ranks (no table of 8): reduce_scatter inside (5 + 32.768) + all_reduce
   // across 4 nodes at 65536 / 2 = 32768 B (latency 100 * 3, bandwidth 327.68 * 1.5) + all_gather inside
   // (5 + 32.768).
-  const CommPrediction all_reduce = model.predict_us(Collective::kAllReduce, DType::kFloat32, GroupPlacement{8, 2},
-                                                     GroupLayout::kStrided, kBytes);
+  const CommPrediction all_reduce =
+      model.predict_us(Collective::kAllReduce, DType::kFloat32, GroupPlacement{8, 2}, GroupLayout::kStrided, kBytes);
   EXPECT_NEAR(all_reduce.time_us, 37.768 + 300.0 + 491.52 + 37.768, 1e-9);
   EXPECT_TRUE(all_reduce.hierarchical);
   EXPECT_TRUE(all_reduce.extrapolated);
@@ -169,11 +169,12 @@ TEST(CommPlacement, GroupsOverSeveralRanksOnSeveralNodesAreHierarchical) {
   EXPECT_NE(all_reduce.source.find("hierarchical over 4 nodes x 2 ranks"), std::string::npos) << all_reduce.source;
   // all_gather over 2 nodes x 2 ranks (no g4 all_gather table): across 2 nodes at 32768 B (50 + 163.84)
   // + inside at 65536 B (5 + 32.768).
-  EXPECT_NEAR(model.predict_us(Collective::kAllGather, DType::kFloat32, GroupPlacement{4, 2}, GroupLayout::kConsecutive, kBytes)
-                  .time_us,
-              213.84 + 37.768, 1e-9);
+  EXPECT_NEAR(
+      model.predict_us(Collective::kAllGather, DType::kFloat32, GroupPlacement{4, 2}, GroupLayout::kConsecutive, kBytes).time_us,
+      213.84 + 37.768, 1e-9);
   // reduce_scatter: inside (37.768) + across: no one-rank-per-node reduce_scatter table measured.
-  EXPECT_FALSE(model.find_us(Collective::kReduceScatter, DType::kFloat32, GroupPlacement{4, 2}, GroupLayout::kConsecutive, kBytes));
+  EXPECT_FALSE(
+      model.find_us(Collective::kReduceScatter, DType::kFloat32, GroupPlacement{4, 2}, GroupLayout::kConsecutive, kBytes));
   const std::string reason = model.missing_reason(Collective::kReduceScatter, GroupPlacement{4, 2}, GroupLayout::kConsecutive);
   EXPECT_NE(reason.find("over 2 nodes x 2 ranks"), std::string::npos) << reason;
   // A calibration whose every table spans nodes has nothing for a group inside one node, and says so.
@@ -192,15 +193,15 @@ TEST(CommPlacement, AOneNodeCalibrationAskedAcrossNodesSaysSo) {
   add(rows, "all_reduce", 2, "consecutive", 10.0, 1e-3);
   add(rows, "all_reduce", 2, "strided", 12.0, 1e-3);
   const CommModel model(store::to_records(rows));
-  const CommPrediction across = model.predict_us(Collective::kAllReduce, DType::kFloat32, GroupPlacement{2, 1},
-                                                 GroupLayout::kStrided, kBytes);
+  const CommPrediction across =
+      model.predict_us(Collective::kAllReduce, DType::kFloat32, GroupPlacement{2, 1}, GroupLayout::kStrided, kBytes);
   EXPECT_NEAR(across.time_us, 12.0 + 65.536, 1e-9);  // the one-node strided figure
   EXPECT_TRUE(across.inter_node_from_intra);
   EXPECT_TRUE(across.extrapolated);
   EXPECT_NE(across.source.find("measured no group across nodes"), std::string::npos) << across.source;
   // Inside one node nothing is flagged.
-  const CommPrediction inside = model.predict_us(Collective::kAllReduce, DType::kFloat32, GroupPlacement{2, 2},
-                                                 GroupLayout::kStrided, kBytes);
+  const CommPrediction inside =
+      model.predict_us(Collective::kAllReduce, DType::kFloat32, GroupPlacement{2, 2}, GroupLayout::kStrided, kBytes);
   EXPECT_FALSE(inside.inter_node_from_intra);
   EXPECT_FALSE(inside.extrapolated);
 }
@@ -210,6 +211,30 @@ TEST(CommPlacement, AOneNodeCalibrationAskedAcrossNodesSaysSo) {
 // The predictor places each group: dp 2 x tp 2 on 2 nodes x 2 ranks puts TP inside a node (the one-node
 // consecutive table) and DP across the nodes (the one-rank-per-node table); on one node both are inside;
 // on 4 nodes x 1 both are across.
+TEST(CommPlacement, ALinkIsSharedByTheJobsRanksPerNode) {
+  // The 2 x 2 calibration measured its strided pairs with both ranks of a node crossing its one link at
+  // once: the bandwidth part (65536 * 0.01 = 655.36) is that of a link shared by 2 flows.
+  const CommModel model = two_node_model();
+  const GroupPlacement pair_across{2, 1};
+  const auto at = [&](int64_t job_ranks_per_node) {
+    return model.find_us(Collective::kAllReduce, DType::kFloat32, pair_across, GroupLayout::kStrided, kBytes, job_ranks_per_node);
+  };
+  EXPECT_NEAR(at(0)->time_us, 755.36, 1e-9);  // unknown: as calibrated
+  EXPECT_NEAR(at(2)->time_us, 755.36, 1e-9);  // as calibrated
+  EXPECT_NEAR(at(1)->time_us, 100.0 + 655.36 / 2, 1e-9);
+  EXPECT_NE(at(1)->source.find("link shared by 1 flows per node, not 2"), std::string::npos) << at(1)->source;
+  EXPECT_NEAR(at(4)->time_us, 100.0 + 655.36 * 2, 1e-9);
+  // The latency part is not shared; the one-node tables are not touched.
+  const GroupPlacement pair_inside{2, 2};
+  EXPECT_NEAR(model.find_us(Collective::kAllReduce, DType::kFloat32, pair_inside, GroupLayout::kConsecutive, kBytes, 1)->time_us,
+              75.536, 1e-9);
+  // Scaled to 4 nodes and shared alike: ring steps 2(n-1) (2 -> 6) on the latency, bus factor 2(n-1)/n
+  // (1 -> 1.5) and the share (1/2) on the bandwidth.
+  const GroupPlacement four_across{4, 1};
+  EXPECT_NEAR(model.find_us(Collective::kAllReduce, DType::kFloat32, four_across, GroupLayout::kStrided, kBytes, 1)->time_us,
+              100.0 * 3 + 655.36 * 1.5 / 2, 1e-9);
+}
+
 TEST(CommPlacement, PredictorAsksTheCommModelByPlacement) {
   const LlamaSpec spec = load_llama_config(std::string(ITERTIME_SOURCE_DIR) + "/data/models/tiny-llama-gqa.json");
   FittedModel model;
@@ -235,8 +260,8 @@ TEST(CommPlacement, PredictorAsksTheCommModelByPlacement) {
   request.ranks_per_node = 2;
   const PredictOutcome two_nodes = predict(resolver, request);
   ASSERT_TRUE(two_nodes.ok()) << two_nodes.reason;
-  EXPECT_NEAR(two_nodes.prediction->tp_comm_us, 75.536, 1e-9);   // all_reduce/fp32/g2/consecutive
-  EXPECT_NEAR(two_nodes.prediction->dp_comm_us, 755.36, 1e-9);   // all_reduce/fp32/g2/strided/2x1
+  EXPECT_NEAR(two_nodes.prediction->tp_comm_us, 75.536, 1e-9);  // all_reduce/fp32/g2/consecutive
+  EXPECT_NEAR(two_nodes.prediction->dp_comm_us, 755.36, 1e-9);  // all_reduce/fp32/g2/strided/2x1
   EXPECT_FALSE(two_nodes.prediction->inter_node_from_intra);
 
   request.ranks_per_node = 0;  // every rank on one node: DP inside it too
@@ -245,11 +270,11 @@ TEST(CommPlacement, PredictorAsksTheCommModelByPlacement) {
   EXPECT_NEAR(one_node.prediction->tp_comm_us, 75.536, 1e-9);
   EXPECT_NEAR(one_node.prediction->dp_comm_us, 75.536, 1e-9);
 
-  request.ranks_per_node = 1;  // 4 nodes x 1: TP across 2 nodes as well
+  request.ranks_per_node = 1;  // 4 nodes x 1: TP across 2 nodes as well, each link carrying one flow, not two
   const PredictOutcome four_nodes = predict(resolver, request);
   ASSERT_TRUE(four_nodes.ok()) << four_nodes.reason;
-  EXPECT_NEAR(four_nodes.prediction->tp_comm_us, 755.36, 1e-9);
-  EXPECT_NEAR(four_nodes.prediction->dp_comm_us, 755.36, 1e-9);
+  EXPECT_NEAR(four_nodes.prediction->tp_comm_us, 100.0 + 655.36 / 2, 1e-9);
+  EXPECT_NEAR(four_nodes.prediction->dp_comm_us, 100.0 + 655.36 / 2, 1e-9);
 
   // Ground truth is predicted as its job sat on its nodes.
   store::GroundTruthRecord row;
@@ -260,7 +285,8 @@ TEST(CommPlacement, PredictorAsksTheCommModelByPlacement) {
 
   const ConfigPlacement placement = place_config(request.config, 2);
   EXPECT_EQ(describe(placement), "2 nodes x 2 ranks; tp inside a node, dp across 2 nodes");
-  EXPECT_EQ(describe(place_config(ParallelConfig{4, 2, 1, 1, 4, 16}, 2)), "4 nodes x 2 ranks; tp inside a node, dp across 4 nodes");
+  EXPECT_EQ(describe(place_config(ParallelConfig{4, 2, 1, 1, 4, 16}, 2)),
+            "4 nodes x 2 ranks; tp inside a node, dp across 4 nodes");
   EXPECT_EQ(describe(place_config(ParallelConfig{4, 1, 1, 1, 4, 16}, 2)), "2 nodes x 2 ranks; dp over 2 nodes x 2 ranks");
   EXPECT_EQ(describe(place_config(request.config, 0)), "1 node x 4 ranks; every group inside it");
 }
