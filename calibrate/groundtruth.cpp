@@ -538,7 +538,8 @@ GroundTruthSummary calibrate_groundtruth(const GroundTruthOptions& options) {
   // Where the job's ranks sit (collective): the predictor places each configuration's groups with it.
   const NodeInfo nodes = detect_nodes();
   std::string node_of_rank;
-  for (std::size_t r = 0; r < nodes.node_of_rank.size(); ++r) node_of_rank += (r ? "," : "") + std::to_string(nodes.node_of_rank[r]);
+  for (std::size_t r = 0; r < nodes.node_of_rank.size(); ++r)
+    node_of_rank += (r ? "," : "") + std::to_string(nodes.node_of_rank[r]);
   if (options.retry_failed && !options.resume) {
     throw CollectiveUserError("--retry-failed measures again what a file already holds: use it with --resume");
   }

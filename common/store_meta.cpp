@@ -58,7 +58,7 @@ StoreMeta parse_store_meta(const std::map<std::string, std::string>& attributes,
   meta.cpu_cores_per_node = parse_count(attributes, meta_key::kCpuCoresPerNode, file);
   meta.ops_compute_threads = parse_count(attributes, meta_key::kOpsComputeThreads, file);
   for (const auto& [key, field] : {std::pair{meta_key::kCommNodeOfRank, &meta.comm_node_of_rank},
-                                    std::pair{meta_key::kGroundTruthNodeOfRank, &meta.groundtruth_node_of_rank}}) {
+                                   std::pair{meta_key::kGroundTruthNodeOfRank, &meta.groundtruth_node_of_rank}}) {
     const std::string* text = find(attributes, key);
     if (text == nullptr) continue;
     try {

@@ -63,16 +63,16 @@ inline constexpr const char* kLibtorchVersion = "libtorch_version";
 
 // What prediction and validation need of /meta, typed. Defaults are what an absent attribute means.
 struct StoreMeta {
-  std::optional<Backend> backend;            // absent, "" or "unknown": not recorded
-  std::optional<AttentionKernel> attention;  // resolved (eager | sdpa); absent: no LibTorch stage ran yet
-  std::string libtorch_version;              // "" when absent
-  std::string hardware;                      // data/hardware description; "" for none (also "none" in the file)
-  int64_t world_size = 0;                    // 0 when absent
-  int64_t num_nodes = 0;                     // 0 when absent
-  int64_t cpu_cores_per_node = 0;            // 0 when absent
-  int64_t ops_compute_threads = 0;           // 0 when absent (calibrate ops not run)
-  std::string groundtruth_model;             // "" when absent
-  std::vector<int> comm_node_of_rank;        // calibrate comm's node index per world rank; empty when absent
+  std::optional<Backend> backend;             // absent, "" or "unknown": not recorded
+  std::optional<AttentionKernel> attention;   // resolved (eager | sdpa); absent: no LibTorch stage ran yet
+  std::string libtorch_version;               // "" when absent
+  std::string hardware;                       // data/hardware description; "" for none (also "none" in the file)
+  int64_t world_size = 0;                     // 0 when absent
+  int64_t num_nodes = 0;                      // 0 when absent
+  int64_t cpu_cores_per_node = 0;             // 0 when absent
+  int64_t ops_compute_threads = 0;            // 0 when absent (calibrate ops not run)
+  std::string groundtruth_model;              // "" when absent
+  std::vector<int> comm_node_of_rank;         // calibrate comm's node index per world rank; empty when absent
   std::vector<int> groundtruth_node_of_rank;  // calibrate groundtruth's (its last run's); empty when absent
 };
 

@@ -126,9 +126,9 @@ void print_record(const PredictArgs& a, const validate::PredictionRecord& record
     for (const std::string& line : user_run_lines(*a.from_run, a.overridden)) std::printf("%s\n", line.c_str());
   validate::print_prediction(record);
   if (ranks_per_node >= 0) {
-    std::printf("%s%s\n", placement_line(record.config, ranks_per_node).c_str(),
-                record.prediction.inter_node_from_intra ? " (across nodes from one-node figures: none measured across nodes)"
-                                                        : "");
+    std::printf(
+        "%s%s\n", placement_line(record.config, ranks_per_node).c_str(),
+        record.prediction.inter_node_from_intra ? " (across nodes from one-node figures: none measured across nodes)" : "");
   }
 }
 
@@ -269,7 +269,8 @@ int run_predict(const PredictArgs& given, const LlamaSpec& spec) {
   if (!a.precision_given) a.precision = default_precision(hardware);
   const PrecisionPolicy& policy = parse_precision(a.precision);
   check_nodes(a.nodes, config.world_size(), hardware);
-  const int64_t ranks_per_node = ranks_per_node_option(a.ranks_per_node, model.comm.calibration_ranks_per_node(), target != nullptr);
+  const int64_t ranks_per_node =
+      ranks_per_node_option(a.ranks_per_node, model.comm.calibration_ranks_per_node(), target != nullptr);
   predict::PredictRequest request;
   request.ranks_per_node = ranks_per_node;
   request.model_name = spec.name;

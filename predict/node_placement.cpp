@@ -33,8 +33,9 @@ std::string describe(const ConfigPlacement& placement) {
     if (nodes == 1) {
       inside += (inside.empty() ? "" : ", ") + group.name;
     } else {
-      across += ", " + group.name + (group.placement.ranks_per_node == 1 ? " across " + std::to_string(nodes) + " nodes"
-                                                                       : " over " + to_string(group.placement));
+      across += ", " + group.name +
+                (group.placement.ranks_per_node == 1 ? " across " + std::to_string(nodes) + " nodes"
+                                                     : " over " + to_string(group.placement));
     }
   }
   if (!inside.empty()) text += "; " + inside + " inside a node";

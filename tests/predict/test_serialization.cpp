@@ -280,7 +280,8 @@ CommModel placed_model() {
                                                                           {"all_gather", 2, "consecutive", 5.0},
                                                                           {"all_reduce", 2, "strided", 100.0},
                                                                           {"all_reduce", 4, "consecutive", 300.0}}) {
-    for (const store::CommRow& row : test_rows::synthetic_rows(collective, "fp32", group_size, layout, alpha_us, 1e-3, 1024, 1 << 20))
+    for (const store::CommRow& row :
+         test_rows::synthetic_rows(collective, "fp32", group_size, layout, alpha_us, 1e-3, 1024, 1 << 20))
       rows.push_back(row);
   }
   return CommModel(store::to_records(rows), {0, 0, 1, 1});
@@ -300,7 +301,8 @@ TEST(Serialization, ArchiveKeepsPlacementsAndReadsOldKeysAsOneNode) {
   }
   EXPECT_EQ(loaded.node_of_rank(), (std::vector<int>{0, 0, 1, 1}));
   ASSERT_EQ(loaded.tables().size(), original.tables().size());
-  for (const GroupPlacement placement : {GroupPlacement{4, 2}, GroupPlacement{8, 2}, GroupPlacement{4, 1}, GroupPlacement{2, 2}}) {
+  for (const GroupPlacement placement :
+       {GroupPlacement{4, 2}, GroupPlacement{8, 2}, GroupPlacement{4, 1}, GroupPlacement{2, 2}}) {
     EXPECT_EQ(loaded.predict_us(Collective::kAllReduce, DType::kFloat32, placement, GroupLayout::kStrided, 65536).time_us,
               original.predict_us(Collective::kAllReduce, DType::kFloat32, placement, GroupLayout::kStrided, 65536).time_us);
   }
