@@ -62,10 +62,8 @@ nlohmann::json read_calibration(const std::string& path) {
                           {"bytes", r.bytes}});
   }
   for (const store::OpTimingRecord& r : ops.timings) {
-    timings.push_back({{"signature_id", r.signature_id},
-                       {"active_ranks", r.active_ranks},
-                       {"time_us_median", r.time_us_median},
-                       {"ok", r.ok}});
+    timings.push_back(
+        {{"signature_id", r.signature_id}, {"active_ranks", r.active_ranks}, {"time_us_median", r.time_us_median}, {"ok", r.ok}});
   }
   for (const store::OpStageRecord& r : ops.stages) {
     nlohmann::json sequence = nlohmann::json::array(), comms = nlohmann::json::array();

@@ -27,10 +27,10 @@ py::object to_python(const nlohmann::json& value) { return py::module_::import("
 
 py::object predict(const std::string& model, int gbs, int seq, const std::optional<std::string>& source,
                    const std::optional<std::string>& hardware, const std::string& framework, int dp, int tp, int pp, int cp,
-                   int vp, int mbs,
-                   const std::string& precision, const std::string& recipe, bool blind, bool raw, bool allow_implausible,
-                   double device_memory_gib, const std::optional<std::string>& efficiency, const std::string& fp8_recipe,
-                   bool tp_comm_overlap, bool fp8_param_gather) {
+                   int vp, int mbs, const std::string& precision, const std::string& recipe, bool blind, bool raw,
+                   bool allow_implausible, double device_memory_gib, const std::optional<std::string>& efficiency,
+                   const std::string& fp8_recipe, bool tp_comm_overlap, bool fp8_param_gather,
+                   const std::optional<int64_t>& ranks_per_node) {
   itertime::python::PredictQuery q;
   q.model_file = model;
   q.source = source.value_or("");
@@ -44,6 +44,7 @@ py::object predict(const std::string& model, int gbs, int seq, const std::option
   q.device_memory_gib = device_memory_gib;
   q.fp8_recipe = fp8_recipe;
   q.tp_comm_overlap = tp_comm_overlap, q.fp8_param_gather = fp8_param_gather;
+  q.ranks_per_node = ranks_per_node.value_or(-1);
   nlohmann::json out;
   {
     py::gil_scoped_release unlocked;
@@ -99,11 +100,12 @@ PYBIND11_MODULE(itertime, m) {
         "framework"_a = "itertime", "dp"_a = 1, "tp"_a = 1, "pp"_a = 1, "cp"_a = 1, "vp"_a = 1, "mbs"_a = 1,
         "precision"_a = "amp-bf16", "recipe"_a = "plain", "blind"_a = false, "raw"_a = false, "allow_implausible"_a = false,
         "device_memory_gib"_a = 0.0, "efficiency"_a = py::none(), "fp8_recipe"_a = "delayed", "tp_comm_overlap"_a = false,
-        "fp8_param_gather"_a = false,
+        "fp8_param_gather"_a = false, "ranks_per_node"_a = py::none(),
         "One configuration's prediction: the dict `itertime predict --json` prints (iteration_us, breakdown_us, "
-        "peak_memory_bytes, memory_split_bytes, rests_on, range_pct, flags, ...). model: a LLaMA config.json; source: a "
-        "calibration .h5 or fitted model (framework itertime); hardware: a data/hardware name; framework: itertime or "
-        "megatron-te. Raises ValueError with the command's one-line message on a user error.");
+        "peak_memory_bytes, memory_split_bytes, rests_on, range_pct, flags, placement, ...). model: a LLaMA config.json; "
+        "source: a calibration .h5 or fitted model (framework itertime); hardware: a data/hardware name; framework: itertime "
+        "or megatron-te; ranks_per_node: on a calibration, the job's ranks per node (--ranks-per-node; default its own). Raises "
+        "ValueError with the command's one-line message on a user error.");
   m.def("plan", &plan, py::kw_only(), "model"_a, "gbs"_a, "seq"_a, "source"_a = py::none(), "hardware"_a = py::none(),
         "framework"_a = "itertime", "gpus"_a = 0, "nodes"_a = 0, "mbs"_a = std::vector<int>{1, 2, 4, 8},
         "vp"_a = std::vector<int>{1}, "cp"_a = std::vector<int>{1}, "precisions"_a = std::vector<std::string>{"amp-bf16"},

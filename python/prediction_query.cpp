@@ -110,6 +110,9 @@ nlohmann::json own_trainer_prediction(const PredictQuery& q, const LlamaSpec& sp
   request.blind = q.blind;
   request.techniques = launcher::parse_recipe_option(q.recipe, "recipe");
   request.calibrated = !q.raw;
+  const int64_t ranks_per_node =
+      launcher::ranks_per_node_option(q.ranks_per_node, model.comm.calibration_ranks_per_node(), target != nullptr);
+  request.ranks_per_node = ranks_per_node;
   predict::StageResolver resolver = target != nullptr ? predict::StageResolver(model, target)
                                                       : predict::StageResolver(model, predict::StagePolicy::kTracedThenBuilt);
   const predict::PredictOutcome outcome = predict::predict(resolver, request);
@@ -144,7 +147,8 @@ nlohmann::json own_trainer_prediction(const PredictQuery& q, const LlamaSpec& sp
   if (target != nullptr) {
     record.range = predict::described_range(target->hardware.name);
   } else if (q.raw || q.blind) {
-    record.range = {std::nullopt, "none: the validation measures the calibrated, precision-aware prediction (not --raw or --blind)"};
+    record.range = {std::nullopt,
+                    "none: the validation measures the calibrated, precision-aware prediction (not --raw or --blind)"};
   } else {
     const std::optional<validate::StoredMape> stored = validate::read_validation_mape(q.source, q.precision, p.stages_built > 0);
     record.range = stored ? predict::calibrated_range(stored->mape_pct, stored->count, stored->group, stored->built)
@@ -163,7 +167,9 @@ nlohmann::json own_trainer_prediction(const PredictQuery& q, const LlamaSpec& sp
   facts.extrapolated_fraction = p.extrapolated_fraction;
   facts.largest_matmul_flops = predict::largest_matmul_flops(spec, config, request.techniques);
   refuse_or_flag(predict::check_answer(facts), q.allow_implausible, record);
-  return nlohmann::json::parse(validate::prediction_json(record));
+  const std::string text = validate::prediction_json(record);
+  return nlohmann::json::parse(
+      target != nullptr ? text : launcher::with_placement_json(text, config, ranks_per_node, p.inter_node_from_intra));
 }
 
 }  // namespace
@@ -239,7 +245,8 @@ nlohmann::json plan_json(const PlanQuery& q) {
     return report(predict::plan_framework_search(options, target, space));
   } else {
     const predict::FittedModel model = q.source.empty() ? predict::FittedModel{} : predict::load_or_fit(q.source);
-    const predict::HardwareChoice choice = predict::choose_hardware(q.source.empty() ? nullptr : &model, q.hardware, q.efficiency);
+    const predict::HardwareChoice choice =
+        predict::choose_hardware(q.source.empty() ? nullptr : &model, q.hardware, q.efficiency);
     options.hardware = choice.hardware;
     options.target = choice.target ? &*choice.target : nullptr;
     if (q.nodes > 0) {

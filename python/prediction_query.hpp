@@ -33,6 +33,7 @@ struct PredictQuery {
   double device_memory_gib = 0;  // 0: the GPU description's memory
   std::string fp8_recipe = "delayed";
   bool tp_comm_overlap = false, fp8_param_gather = false;
+  int64_t ranks_per_node = -1;  // --ranks-per-node on a calibration (-1: its own; 0: one node)
 };
 
 // `itertime predict --json`'s object.
