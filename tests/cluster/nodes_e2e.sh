@@ -10,10 +10,9 @@
 #    across nodes, dp4 across all four).
 # 3. Each 4-node configuration predicted from the 2-node calibration with one rank per node, beside its
 #    4-node ground truth (APE per configuration, MAPE), and 8 nodes predicted. Checks: every 4-node
-#    configuration is predicted with its groups placed on 4 nodes x 1 rank; dp4 over 4 nodes x 1 is
-#    predicted slower than over 2 nodes x 2 (its all-reduce crosses links with all of its bytes, where on
-#    2 x 2 it sums inside each node first); the accuracy is printed, not judged (a benchmark's figure,
-#    not a test's: the machine is shared).
+#    configuration is predicted with its groups placed on 4 nodes x 1 rank; dp4's DP all-reduce across
+#    4 nodes costs more than dp2's across 2 (the 2-node table scaled by node count); the accuracy is
+#    printed, not judged (a benchmark's figure, not a test's: the machine is shared).
 # Exit status: 0 passed, 1 failed, 77 skipped (the machine cannot host the cluster).
 source "$(dirname "${BASH_SOURCE[0]}")/../e2e/lib.sh"
 take_args "ITERTIME LINK_DELAY SOURCE_DIR" "$@"
@@ -99,10 +98,17 @@ while read -r key measured_us; do
 done <"$WORK/g4.rows"
 [[ $n -gt 0 ]] && awk -v s="$sum_ape" -v n="$n" 'BEGIN { printf "MAPE 4 nodes from the 2-node calibration: %.1f %% over %d configurations\n", s / n, n }'
 
-dp4_on_2x2=$(predict_us 4 1 1 fp32 2)
-dp4_on_4x1=$(predict_us 4 1 1 fp32 1)
-awk -v a="$dp4_on_4x1" -v b="$dp4_on_2x2" 'BEGIN { exit !(a > b && b > 0) }'
-check $? "dp4 predicted slower on 4 nodes x 1 ($dp4_on_4x1 us) than on 2 nodes x 2 ($dp4_on_2x2 us)"
+# The DP all-reduce of dp4 across 4 nodes x 1 rank comes from the 2-node pairs' table scaled to 4 nodes
+# (more ring steps, a larger bus factor), so it costs more than dp2's across 2 nodes x 1 rank, each link
+# carrying one flow in both. (dp4 on 4 x 1 against 2 x 2 has no fixed order: 2 x 2 sums inside each node
+# first, through shared memory that is slow on this oversubscribed machine, and shares each link by 2.)
+dp_comm_us() { python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["breakdown_us"]["dp_comm"])' "$WORK/predict.json"; }
+predict_us 2 1 1 fp32 1 >/dev/null && dp2_on_2x1=$(dp_comm_us)
+predict_us 4 1 1 fp32 1 >/dev/null && dp4_on_4x1=$(dp_comm_us)
+grep -q '"text": "4 nodes x 1 rank; dp across 4 nodes"' "$WORK/predict.json"
+check $? "dp4 at 1 rank per node is placed as 4 nodes x 1 rank, dp across 4 nodes"
+awk -v a="${dp4_on_4x1:-0}" -v b="${dp2_on_2x1:-0}" 'BEGIN { exit !(a > b && b > 0) }'
+check $? "dp4's DP all-reduce across 4 nodes ($dp4_on_4x1 us) costs more than dp2's across 2 ($dp2_on_2x1 us)"
 dp8_on_8x1=$(predict_us 8 1 1 fp32 1 8 2>/dev/null)
 echo "8 nodes x 1 rank, dp8 fp32, gbs 8 (micro-batch 1 per rank): ${dp8_on_8x1:-not predicted: $(head -c 300 "$WORK/predict.err")} us"
 exit $failed
