@@ -6,7 +6,8 @@
 //
 //   itertime_link_delay --tun NAME --delay-us D [--ready FILE]
 //   itertime_link_delay --pingpong-server PORT           (answers one client, 1-byte messages, then exits)
-//   itertime_link_delay --pingpong-client ADDR PORT N    (prints the median one-way latency in us: RTT / 2)
+//   itertime_link_delay --pingpong-client ADDR PORT N    (prints the median one-way latency in us: RTT / 2;
+//                                                         both ends spin on their receive, as MPI's TCP transport does)
 // The script measures the path's own latency with a zero delay (the sockets, veths and this line's
 // wake-ups) and delays by what is left of the latency asked for, so that --latency-us is what a socket
 // ping-pong between two nodes sees, as on a real link.
@@ -87,6 +88,16 @@ int open_tun(const std::string& name) {
   return fd;
 }
 
+// One byte from `peer`, spinning on a non-blocking receive as MPI's TCP transport polls (a blocking read
+// would add the scheduler's wake-up, 20-50 us here, which is no part of the link). 1, or 0 at the end.
+int receive_spinning(int peer, char& byte) {
+  for (;;) {
+    const ssize_t got = recv(peer, &byte, 1, MSG_DONTWAIT);
+    if (got == 1) return 1;
+    if (got == 0 || (got < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR)) return 0;
+  }
+}
+
 int pingpong_server(int port) {
   const int listener = socket(AF_INET, SOCK_STREAM, 0);
   const int on = 1;
@@ -101,7 +112,7 @@ int pingpong_server(int port) {
   if (peer < 0) die("accept");
   setsockopt(peer, IPPROTO_TCP, TCP_NODELAY, &on, sizeof(on));
   char byte = 0;
-  while (read(peer, &byte, 1) == 1) {
+  while (receive_spinning(peer, byte) == 1) {
     if (write(peer, &byte, 1) != 1) break;
   }
   close(peer);
@@ -126,7 +137,7 @@ int pingpong_client(const std::string& host, int port, int count) {
   char byte = 'x';
   for (int i = 0; i < count + 10; ++i) {
     const int64_t start = now_ns();
-    if (write(peer, &byte, 1) != 1 || read(peer, &byte, 1) != 1) die("ping-pong");
+    if (write(peer, &byte, 1) != 1 || receive_spinning(peer, byte) != 1) die("ping-pong");
     if (i >= 10) rtt_ns.push_back(now_ns() - start);  // the first ten warm the path
   }
   close(peer);
