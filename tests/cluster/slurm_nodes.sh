@@ -90,6 +90,7 @@ fi
 # ---- inside: this (root) namespace, with the cluster's commands in $ITERTIME_CLUSTER_DIR ---------------
 shift
 source "$(dirname "${BASH_SOURCE[0]}")/../e2e/lib.sh"
+source "$(dirname "${BASH_SOURCE[0]}")/../slurm/slurm_lib.sh"
 take_args "ITERTIME SOURCE_DIR H5CHECK" "$@"
 STARTED=$SECONDS
 ON="$ITERTIME_CLUSTER_DIR/on"
@@ -109,20 +110,9 @@ dump_logs() {
 skip() { say "SKIP: $*"; dump_logs; exit "$SKIP_CODE"; }
 fail() { say "FAIL: $*"; dump_logs; exit 1; }
 
-# Slurm's commands, run where slurmctld is reachable: inside node0.
+# Slurm's commands, run where slurmctld is reachable: inside node0 (slurm_cmd for slurm_lib.sh).
 s0() { "$ON" node0 "$@"; }
-
-stop_pid() {  # TERM, then KILL after 10 s
-  local pid="$1" i
-  kill -0 "$pid" 2>/dev/null || return 0
-  kill "$pid" 2>/dev/null
-  for i in $(seq 1 20); do
-    kill -0 "$pid" 2>/dev/null || { wait "$pid" 2>/dev/null; return 0; }
-    sleep 0.5
-  done
-  kill -9 "$pid" 2>/dev/null
-  wait "$pid" 2>/dev/null
-}
+slurm_cmd() { s0 "$@"; }
 
 cleanup() {
   local code=$? i ids
@@ -255,26 +245,6 @@ s0 srun -N2 -n2 hostname >"$T/srun-hostname.txt" 2>&1 || { cat "$T/srun-hostname
 # ---------------------------------------------------------------------------------------------------
 # Helpers.
 
-job_field() {  # job_field ID FIELD: a field of `scontrol show job` (kept for MinJobAge after the end)
-  s0 scontrol show job "$1" -o 2>/dev/null | tr ' ' '\n' | sed -n "s/^$2=//p" | head -n 1
-}
-wait_job() {  # wait_job ID SECONDS: waits for a terminal state; prints it
-  local id="$1" limit="$2" state="" deadline=$((SECONDS + $2))
-  while ((SECONDS < deadline)); do
-    state="$(job_field "$id" JobState)"
-    case "$state" in
-      COMPLETED | FAILED | CANCELLED | TIMEOUT | NODE_FAIL | OUT_OF_MEMORY | BOOT_FAIL | DEADLINE | PREEMPTED)
-        echo "$state"
-        return 0
-        ;;
-    esac
-    sleep 1
-  done
-  echo "TIMEOUT_WAITING(${state:-unknown} after ${limit}s)"
-}
-check_line() {  # check_line "TEXT" FIELD -> value of "FIELD N" in TEXT
-  sed -n "s/.* $2 \([0-9a-z]*\).*/\1/p" <<<"$1" | head -n 1
-}
 two_nodes() {  # two_nodes LOG: `itertime info` (the script's preflight) saw 4 ranks, 2 on node0 and 2 on node1
   local want
   for want in "ranks +4" "nodes +2" "node 0 +node0, 2 rank\\(s\\)" "node 1 +node1, 2 rank\\(s\\)"; do

@@ -21,6 +21,8 @@
 # machine; the reason is printed). ITERTIME_SLURM_TEST_REQUIRE=1 turns a skip into a failure;
 # ITERTIME_SLURM_TEST_KEEP=1 keeps the temporary folder.
 source "$(dirname "${BASH_SOURCE[0]}")/../e2e/lib.sh"
+source "$(dirname "${BASH_SOURCE[0]}")/slurm_lib.sh"
+slurm_cmd() { "$@"; }  # Slurm's client commands, on this machine (slurm_lib.sh)
 take_args "ITERTIME SOURCE_DIR H5CHECK" "$@"
 SKIP_CODE=77
 STARTED=$SECONDS
@@ -56,20 +58,6 @@ fail() {
   say "FAIL: $*"
   dump_logs
   exit 1
-}
-
-# Stops a process we started: TERM, then KILL after 10 s.
-stop_pid() {
-  local pid="$1" i
-  [[ -n "$pid" ]] || return 0
-  kill -0 "$pid" 2>/dev/null || return 0
-  kill "$pid" 2>/dev/null
-  for i in $(seq 1 20); do
-    kill -0 "$pid" 2>/dev/null || return 0
-    sleep 0.5
-  done
-  kill -9 "$pid" 2>/dev/null
-  wait "$pid" 2>/dev/null
 }
 
 cleanup() {
@@ -217,33 +205,6 @@ done
 [[ "$node_state" == idle ]] || skip "node $NODE did not become idle within 60 s (state '${node_state:-none}')"
 say "cluster up: $(sinfo -h -o '%P %a %D %T %N' | head -n 1), $CPUS CPUs"
 srun -N1 -n1 true || skip "srun cannot run a trivial step on the cluster"
-
-# ---------------------------------------------------------------------------------------------------
-# Helpers.
-
-job_field() {  # job_field ID FIELD: a field of `scontrol show job` (kept for MinJobAge after the end)
-  scontrol show job "$1" -o 2>/dev/null | tr ' ' '\n' | sed -n "s/^$2=//p" | head -n 1
-}
-
-# wait_job ID SECONDS: waits for a terminal state; prints it.
-wait_job() {
-  local id="$1" limit="$2" state="" deadline=$((SECONDS + $2))
-  while ((SECONDS < deadline)); do
-    state="$(job_field "$id" JobState)"
-    case "$state" in
-      COMPLETED | FAILED | CANCELLED | TIMEOUT | NODE_FAIL | OUT_OF_MEMORY | BOOT_FAIL | DEADLINE | PREEMPTED)
-        echo "$state"
-        return 0
-        ;;
-    esac
-    sleep 2
-  done
-  echo "TIMEOUT_WAITING(${state:-unknown} after ${limit}s)"
-}
-
-check_line() {  # check_line "TEXT" FIELD -> value of "FIELD N" in TEXT
-  sed -n "s/.* $2 \([0-9a-z]*\).*/\1/p" <<<"$1" | head -n 1
-}
 
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 cd "$T/work" || fail "cannot enter $T/work"
