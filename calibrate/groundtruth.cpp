@@ -28,10 +28,12 @@
 #include "common/h5store.hpp"
 #include "common/interruption_journal.hpp"
 #include "common/measurement_rounds.hpp"
+#include "common/reference_store.hpp"
 #include "runtime/job_abort.hpp"
 #include "runtime/mpi_session.hpp"
 #include "runtime/outside_load_probe.hpp"
 #include "runtime/resume_plan.hpp"
+#include "runtime/speed_reference.hpp"
 #include "common/stats.hpp"
 #include "common/store_meta.hpp"
 
@@ -476,8 +478,17 @@ std::vector<char> wanting_another_round(const GroundTruthRun& run, const std::ve
 // measures, in that round's order, each configuration that still wants a round.
 void measure_in_rounds(GroundTruthRun& run, const std::vector<ConfigProgress*>& measuring) {
   const Job& job = run.options.job;
+  // The speed reference at every occupancy the configurations use, before each round and after the last.
+  std::vector<int> occupancies;
+  for (const ConfigProgress* p : measuring) occupancies.push_back(job.configs[p->index].parallel.world_size());
+  OccupancyReference reference(occupancies);
+  const auto probe = [&](int round) {
+    const std::vector<ReferenceSample> samples = reference.measure_all(ReferenceStage::kGroundTruth, round);
+    if (run.world_rank == 0 && !samples.empty()) record_reference(*run.plan.store, samples, "round " + std::to_string(round));
+  };
   for (int round = 0;; ++round) {
     const std::vector<char> wants = wanting_another_round(run, measuring, round);
+    if (round > 0 || !measuring.empty()) probe(round);
     if (std::none_of(wants.begin(), wants.end(), [](char w) { return w != 0; })) return;
     const std::vector<std::size_t> order = round_order(measuring.size(), round, job.seed);
     int position = 0;

@@ -4,6 +4,7 @@
 #include <mpi.h>
 
 #include <chrono>
+#include <cmath>
 #include <cstdio>
 #include <memory>
 
@@ -18,9 +19,12 @@
 #include "common/h5store.hpp"
 #include "runtime/mpi_session.hpp"
 #include "runtime/resume_plan.hpp"
+#include "runtime/speed_reference.hpp"
 #include "calibrate/replay_timer.hpp"
 #include "runtime/outside_load_probe.hpp"
 #include "common/ops_store.hpp"
+#include "common/reference_store.hpp"
+#include "common/speed_drift.hpp"
 #include "common/stats.hpp"
 #include "common/store_meta.hpp"
 #include "common/training_recipe.hpp"
@@ -423,6 +427,8 @@ struct OpsRun {
   StoredOps stored;                  // rank 0
   std::vector<TracedOp> unique_ops;  // one per stored signature text, in order of first appearance
   OpsCalibrationSummary summary;
+  int pass = 0;                             // the profiling pass being measured (0: calibrate ops)
+  std::vector<ReferenceSample> reference;  // rank 0: /reference/probes, as read at the start and recorded since
 };
 
 void print_start(const OpsRun& run) {
@@ -580,7 +586,7 @@ int64_t signature_id(const OpsRun& run, std::size_t unique_index) {
 // Indices into unique_ops of the signatures not yet timed at `occupancy`, as rank 0 knows (collective).
 std::vector<std::size_t> signatures_to_time(const OpsRun& run, int occupancy) {
   std::vector<uint8_t> needed(run.unique_ops.size(), 1);
-  if (run.world_rank == 0) {
+  if (run.world_rank == 0 && run.pass == 0) {  // a later pass is recorded whole or not at all: it times every one
     for (std::size_t i = 0; i < run.unique_ops.size(); ++i) {
       needed[i] = run.stored.timed.count({signature_id(run, i), occupancy}) ? 0 : 1;
     }
@@ -634,8 +640,8 @@ std::vector<OpTimingRow> timing_rows(OpsRun& run, int occupancy, const std::vect
 // The active ranks time the `chunk` of signatures at once, and again while they saw outside load (the
 // job's rounds policy: above outside_load_cores, up to max_extra_rounds more tries, each after waiting
 // for a quiet moment; what stays loaded is kept and counted); rank 0 gathers and appends their rows (collective over `active`).
-void profile_chunk(OpsRun& run, int occupancy, const std::vector<std::size_t>& chunk, MPI_Comm active, OutsideLoadProbe& probe,
-                   ReplayTimer& timer) {
+std::vector<OpTimingRow> profile_chunk(OpsRun& run, int occupancy, const std::vector<std::size_t>& chunk, MPI_Comm active,
+                                      OutsideLoadProbe& probe, ReplayTimer& timer) {
   const RoundPolicy& policy = run.options.job.rounds;
   std::vector<double> local;  // per signature: median, min, cv, repeats, ok
   const auto time_chunk = [&](int) {
@@ -657,10 +663,45 @@ void profile_chunk(OpsRun& run, int occupancy, const std::vector<std::size_t>& c
   std::vector<double> all(local.size() * static_cast<std::size_t>(occupancy));
   MPI_Gather(local.data(), static_cast<int>(local.size()), MPI_DOUBLE, all.data(), static_cast<int>(local.size()), MPI_DOUBLE, 0,
              active);
-  if (run.world_rank != 0) return;
-  const std::vector<OpTimingRow> rows = timing_rows(run, occupancy, chunk, all);
-  run.plan.store->table<OpTimingRow>(kOpTimings).append(rows);
+  if (run.world_rank != 0) return {};
+  std::vector<OpTimingRow> rows = timing_rows(run, occupancy, chunk, all);
   run.summary.timings_measured += rows.size();
+  return rows;
+}
+
+// Rank 0: a later pass's rows for /ops/retimings.
+std::vector<OpRetimingRow> retiming_rows(int pass, const std::vector<OpTimingRow>& rows) {
+  std::vector<OpRetimingRow> out;
+  for (const OpTimingRow& row : rows) {
+    OpRetimingRow r{};
+    r.pass = pass;
+    r.signature_id = row.signature_id;
+    r.active_ranks = row.active_ranks;
+    std::copy(std::begin(row.backend), std::end(row.backend), std::begin(r.backend));
+    r.time_us_median = row.time_us_median;
+    r.time_us_min = row.time_us_min;
+    r.time_us_max_rank = row.time_us_max_rank;
+    r.time_cv = row.time_cv;
+    r.repeats = row.repeats;
+    r.ok = row.ok;
+    out.push_back(r);
+  }
+  return out;
+}
+
+// Rank 0: records what a pass measured so far with the reference samples taken after it: pass 0 chunk by
+// chunk (one commit each), a later pass whole, at its end (a killed one leaves nothing of itself).
+void record_profiles(OpsRun& run, const std::vector<OpTimingRow>& rows, const std::vector<ReferenceSample>& samples,
+                     const std::string& when) {
+  h5::Store& store = *run.plan.store;
+  const h5::Store::Transaction together(store);
+  if (run.pass == 0) {
+    store.table<OpTimingRow>(kOpTimings).append(rows);
+  } else {
+    store.table<OpRetimingRow>(kOpRetimings).append(retiming_rows(run.pass, rows));
+  }
+  record_reference(store, samples, when);
+  run.reference.insert(run.reference.end(), samples.begin(), samples.end());
 }
 
 // Profiles, with ranks 0..occupancy-1 busy at once, the signatures not yet timed at `occupancy`
@@ -683,19 +724,96 @@ void profile_occupancy(OpsRun& run, int occupancy) {
       std::printf("  operator replays timed by %s\n", timer.kind().c_str());
       std::fflush(stdout);
     }
-    constexpr std::size_t kChunk = 32;  // gathered and flushed every kChunk signatures
+    // The speed reference before the first chunk and after every chunk, at this occupancy.
+    SpeedReference reference;
+    std::vector<ReferenceSample> samples{reference.measure(owned.get(), ReferenceStage::kOps, run.pass)};
+    std::vector<OpTimingRow> pass_rows;  // a later pass: every row, recorded at its end
+    constexpr std::size_t kChunk = 32;   // gathered and flushed every kChunk signatures
     for (std::size_t begin = 0; begin < todo.size(); begin += kChunk) {
       const std::size_t end = std::min(todo.size(), begin + kChunk);
-      profile_chunk(run, occupancy,
-                    std::vector<std::size_t>(todo.begin() + static_cast<long>(begin), todo.begin() + static_cast<long>(end)),
-                    owned.get(), probe, timer);
-      if (run.world_rank == 0) {
-        std::printf("  %zu/%zu signatures timed at occupancy %d\n", end, todo.size(), occupancy);
-        std::fflush(stdout);
+      const std::vector<OpTimingRow> rows = profile_chunk(
+          run, occupancy, std::vector<std::size_t>(todo.begin() + static_cast<long>(begin), todo.begin() + static_cast<long>(end)),
+          owned.get(), probe, timer);
+      samples.push_back(reference.measure(owned.get(), ReferenceStage::kOps, run.pass));
+      if (run.world_rank != 0) continue;
+      // printed after the first and the last chunk
+      const std::string when = begin > 0 && end < todo.size() ? std::string()
+                                                               : "pass " + std::to_string(run.pass) + ", occupancy " +
+                                                                     std::to_string(occupancy) + ", " + std::to_string(end) + "/" +
+                                                                     std::to_string(todo.size()) + " signatures";
+      if (run.pass == 0) {
+        record_profiles(run, rows, samples, when);
+        samples.clear();
+      } else {
+        pass_rows.insert(pass_rows.end(), rows.begin(), rows.end());
+        if (end == todo.size()) record_profiles(run, pass_rows, samples, when);
       }
+      std::printf("  %zu/%zu signatures timed at occupancy %d\n", end, todo.size(), occupancy);
+      std::fflush(stdout);
     }
   }
   quiet_barrier(MPI_COMM_WORLD);
+}
+
+// Rank 0: the drift of the ground truth's speed reference against each occupancy's chosen pass, printed.
+void print_drift(const OpsRun& run, double threshold_pct) {
+  const std::vector<OccupancyDrift> drifts = drift_by_occupancy(run.reference, choose_ops_passes(run.reference));
+  if (drifts.empty()) {
+    std::printf("# speed reference: no occupancy has samples of both the operator profiles and the ground truth\n");
+  }
+  const auto pct = [](double value) {
+    char text[24];
+    std::snprintf(text, sizeof(text), "%+.1f%%", value);
+    return std::isfinite(value) ? std::string(text) : std::string("-");
+  };
+  for (const OccupancyDrift& d : drifts) {
+    std::printf("# drift at occupancy %d (ground truth against profiling pass %d of %zu): matrix product %s, element-wise %s, "
+                "all-reduce %s; compute %s (%s %.1f%%)\n",
+                d.occupancy, d.ops_pass, ops_passes(run.reference, d.occupancy).size(), pct(d.matmul_pct).c_str(),
+                pct(d.elementwise_pct).c_str(), pct(d.allreduce_pct).c_str(), pct(d.compute_pct()).c_str(),
+                std::fabs(d.compute_pct()) > threshold_pct ? "above" : "within", threshold_pct);
+  }
+  std::fflush(stdout);
+}
+
+// calibrate drift: while the speed reference says the profiles at an occupancy were taken in another
+// state than the ground truth (common/speed_drift.hpp's rule, the job's drift_pct and max_extra_rounds),
+// profile every signature there again as a new pass (collective over MPI_COMM_WORLD).
+void remeasure_drifted(OpsRun& run) {
+  const RoundPolicy& policy = run.options.job.rounds;
+  bool traced = false;
+  for (;;) {
+    std::vector<int> todo;
+    if (run.world_rank == 0) {
+      print_drift(run, policy.drift_pct);
+      todo = occupancies_to_remeasure(run.reference, policy.drift_pct, policy.max_extra_rounds);
+    }
+    int count = static_cast<int>(todo.size());
+    MPI_Bcast(&count, 1, MPI_INT, 0, MPI_COMM_WORLD);
+    if (count == 0) break;
+    todo.resize(static_cast<std::size_t>(count));
+    MPI_Bcast(todo.data(), count, MPI_INT, 0, MPI_COMM_WORLD);
+    if (!traced) {
+      trace_all_stages(run);
+      check_same_signatures(run.unique_ops);
+      traced = true;
+    }
+    for (int occupancy : todo) {
+      int pass = 0;
+      if (run.world_rank == 0) pass = ops_passes(run.reference, occupancy).back() + 1;
+      MPI_Bcast(&pass, 1, MPI_INT, 0, MPI_COMM_WORLD);
+      run.pass = pass;
+      if (run.world_rank == 0) {
+        std::printf("# occupancy %d drifted more than %.1f%% from the ground truth's state: profiling it again (pass %d)\n",
+                    occupancy, policy.drift_pct, pass);
+      }
+      profile_occupancy(run, occupancy);
+    }
+  }
+  if (run.world_rank == 0) {
+    std::printf("# predictions use, per occupancy, the profiling pass whose speed reference is nearest the ground truth's\n");
+    std::fflush(stdout);
+  }
 }
 
 std::vector<std::string> request_keys(const StagePlan& stages) {
@@ -723,10 +841,11 @@ OpsCalibrationSummary calibrate_ops(const OpsCalibrationOptions& options) {
   const AttentionKernel attention = resolve_attention(job.attention);  // the same on every rank
 
   // 1. The stages to trace and the occupancies; 2. open the store and learn what is there.
-  OpsRun run{options, world_rank, world_size, device, attention, plan_stages(job, world_size), {}, {}, {}, {}};
+  OpsRun run{options, world_rank, world_size, device, attention, plan_stages(job, world_size), {}, {}, {}, {}, 0, {}};
   run.plan = open_resume_plan(StoreTarget{options.output_path, options.force, options.resume, options.provenance},
                               request_keys(run.stages), existing_stage_keys, [&](h5::Store& store) {
                                 read_stored_ops(store, run.stored);
+                                if (world_rank == 0) run.reference = read_reference_samples(store);
                                 stamp_recipe(store, attention);
                                 store.set_meta(store::meta_key::kOpsJob, job.path);
                                 // per rank, for rank slots
@@ -735,10 +854,14 @@ OpsCalibrationSummary calibrate_ops(const OpsCalibrationOptions& options) {
   run.summary.stages_present = run.plan.present_count();
   if (world_rank == 0) print_start(run);
 
-  // 3. Trace every stage; 4. profile, per occupancy, the signatures not yet timed at it.
-  trace_all_stages(run);
-  check_same_signatures(run.unique_ops);
-  for (int occupancy : run.stages.occupancies) profile_occupancy(run, occupancy);
+  if (options.remeasure_drifted) {
+    remeasure_drifted(run);
+  } else {
+    // 3. Trace every stage; 4. profile, per occupancy, the signatures not yet timed at it.
+    trace_all_stages(run);
+    check_same_signatures(run.unique_ops);
+    for (int occupancy : run.stages.occupancies) profile_occupancy(run, occupancy);
+  }
 
   OpsCalibrationSummary& summary = run.summary;
   summary.elapsed_s = std::chrono::duration<double>(Clock::now() - started).count();

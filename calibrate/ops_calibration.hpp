@@ -35,6 +35,12 @@
 //    (runtime/outside_load_probe.hpp, the job's rounds policy) is timed again, up to the job's
 //    max_extra_rounds more times, and counted when it stays loaded.
 //  - Signatures already timed at an occupancy (same file, --resume) are not measured again.
+//  - The speed reference (runtime/speed_reference.hpp) is timed at the occupancy being profiled before its
+//    first chunk and after every chunk; /reference/probes keeps it (stage ops, the pass).
+//  - remeasure_drifted (`calibrate drift`, after the ground truth): profiles every signature again, as a new
+//    pass in /ops/retimings, at each occupancy common/speed_drift.hpp's rule names (its compute drift
+//    against the ground truth's reference above the job's drift_pct, fewer than 1 + max_extra_rounds
+//    passes), until none is named; a pass is recorded whole, with its reference samples, or not at all.
 #pragma once
 
 #include <map>
@@ -52,6 +58,9 @@ struct OpsCalibrationOptions {
   std::string output_path;
   bool force = false;
   bool resume = false;
+  // calibrate drift: profile again, as passes 1.., the occupancies whose speed reference drifted from
+  // the ground truth's (common/speed_drift.hpp), instead of profiling what is missing
+  bool remeasure_drifted = false;
   std::map<std::string, std::string> provenance;
   int warmup_repeats = 2;
   int min_repeats = 5;

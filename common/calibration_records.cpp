@@ -6,6 +6,7 @@
 #include <utility>
 
 #include "common/errors.hpp"
+#include "common/reference_store.hpp"
 #include "common/store_meta.hpp"
 
 namespace itertime::store {
@@ -58,7 +59,12 @@ std::vector<OpTimingRecord> read_timings(h5::Store& store) {
   std::vector<OpTimingRecord> records;
   if (!store.exists(kOpTimings)) return records;
   for (const OpTimingRow& row : store.table<OpTimingRow>(kOpTimings).read_all()) {
-    records.push_back(OpTimingRecord{row.signature_id, row.active_ranks, row.time_us_median, row.ok != 0});
+    records.push_back(OpTimingRecord{row.signature_id, row.active_ranks, row.time_us_median, row.ok != 0, 0});
+  }
+  if (!store.exists(kOpRetimings)) return records;
+  for (const OpRetimingRow& row : store.table<OpRetimingRow>(kOpRetimings).read_all()) {
+    records.push_back(
+        OpTimingRecord{row.signature_id, row.active_ranks, row.time_us_median, row.ok != 0, static_cast<int>(row.pass)});
   }
   return records;
 }
@@ -95,6 +101,7 @@ OpsRecords read_ops_records(h5::Store& store) {
   records.signatures = read_signatures(store);
   records.timings = read_timings(store);
   records.stages = read_stages(store);
+  records.reference = read_reference_samples(store);
   return records;
 }
 

@@ -29,6 +29,7 @@
 #include "common/dtype.hpp"
 #include "common/groundtruth_store.hpp"
 #include "common/h5store.hpp"
+#include "common/speed_drift.hpp"
 #include "common/model_spec.hpp"
 #include "common/ops_store.hpp"
 #include "common/parallel_config.hpp"
@@ -68,6 +69,7 @@ struct OpTimingRecord {
   int64_t active_ranks = 0;  // occupancy
   double time_us_median = 0;
   bool ok = false;  // false: could not be replayed in isolation (no time)
+  int pass = 0;     // 0: /ops/timings (calibrate ops); 1..: /ops/retimings (calibrate drift)
 };
 
 struct StageSequenceRecord {
@@ -93,8 +95,9 @@ struct OpStageRecord {
 
 struct OpsRecords {
   std::vector<OpSignatureRecord> signatures;
-  std::vector<OpTimingRecord> timings;  // empty when /ops/timings is absent
+  std::vector<OpTimingRecord> timings;  // /ops/timings (pass 0), then /ops/retimings; empty when absent
   std::vector<OpStageRecord> stages;
+  std::vector<ReferenceSample> reference;  // /reference/probes (every stage's); empty when absent
 };
 OpsRecords read_ops_records(h5::Store& store);
 

@@ -156,7 +156,7 @@ double get_nonnegative_number(const json& section, const char* name, double fall
 void parse_groundtruth_section(const json& gt, const std::string& where, Job& job) {
   reject_unknown(gt,
                  {"warmup_iters", "timed_iters", "min_timed_seconds", "rounds", "max_extra_rounds", "disagreement_pct",
-                  "outside_load_cores"},
+                  "outside_load_cores", "drift_pct"},
                  where);
   job.warmup_iters = get_int(gt, "warmup_iters", job.warmup_iters, where);
   job.timed_iters = get_int(gt, "timed_iters", job.timed_iters, where);
@@ -175,6 +175,9 @@ void parse_groundtruth_section(const json& gt, const std::string& where, Job& jo
                                                    "how far, in %, a round may lie from the others' median");
   rounds.outside_load_cores = get_nonnegative_number(gt, "outside_load_cores", rounds.outside_load_cores, where,
                                                      "outside CPU load, in cores, above which a round is disturbed");
+  rounds.drift_pct = get_nonnegative_number(gt, "drift_pct", rounds.drift_pct, where,
+                                            "how far, in %, the speed reference may move between the operator profiles "
+                                            "and the ground truth before calibrate drift profiles an occupancy again");
 }
 
 void parse_comm_section(const json& comm, const std::string& where, Job& job) {

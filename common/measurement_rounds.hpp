@@ -25,6 +25,8 @@ struct RoundPolicy {
   int max_extra_rounds = 3;         // more rounds a disturbed configuration may get
   double disagreement_pct = 10.0;   // a round further than this from the others' median is an outlier
   double outside_load_cores = 0.3;  // a round with more outside load (+ steal) than this is disturbed
+  double drift_pct = 3.0;           // calibrate drift profiles an occupancy again when its speed reference
+                                    // moved more than this between the profiles and the ground truth
 };
 
 // What one round of one configuration measured.

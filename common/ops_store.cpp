@@ -15,6 +15,11 @@ RowType RowTraits<store::OpTimingRow>::row_type() {
                               time_us_max_rank, time_cv, repeats, ok);
 }
 
+RowType RowTraits<store::OpRetimingRow>::row_type() {
+  return ITERTIME_H5_ROW_TYPE(store::OpRetimingRow, pass, signature_id, active_ranks, backend, time_us_median, time_us_min,
+                              time_us_max_rank, time_cv, repeats, ok);
+}
+
 RowType RowTraits<store::OpSequenceRow>::row_type() {
   return ITERTIME_H5_ROW_TYPE(store::OpSequenceRow, stage_key, phase, signature_id, count);
 }

@@ -54,6 +54,21 @@ struct OpTimingRow {
   int64_t ok;  // 0 when the operator could not be replayed in isolation (time fields are then 0)
 };
 
+// A signature timed again by `calibrate drift` (the profiles at an occupancy that the speed reference
+// says drifted from the ground truth's state): the fields of OpTimingRow after the pass number.
+struct OpRetimingRow {
+  int64_t pass;  // 1.. (pass 0 is /ops/timings)
+  int64_t signature_id;
+  int64_t active_ranks;
+  char backend[8];
+  double time_us_median;
+  double time_us_min;
+  double time_us_max_rank;
+  double time_cv;
+  int64_t repeats;
+  int64_t ok;
+};
+
 struct OpSequenceRow {
   char stage_key[128];
   char phase[12];  // forward | backward | optimizer | dp_buffer
@@ -83,6 +98,7 @@ struct OpStageRow {
 
 inline constexpr const char* kOpSignatures = "/ops/signatures";
 inline constexpr const char* kOpTimings = "/ops/timings";
+inline constexpr const char* kOpRetimings = "/ops/retimings";
 inline constexpr const char* kOpSequences = "/ops/sequences";
 inline constexpr const char* kOpComms = "/ops/comms";
 inline constexpr const char* kOpStages = "/ops/stages";
@@ -112,6 +128,10 @@ struct RowTraits<store::OpSignatureRow> {
 };
 template <>
 struct RowTraits<store::OpTimingRow> {
+  static RowType row_type();
+};
+template <>
+struct RowTraits<store::OpRetimingRow> {
   static RowType row_type();
 };
 template <>

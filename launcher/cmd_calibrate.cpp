@@ -162,6 +162,17 @@ int run_groundtruth(Context& context, const GroundTruthArgs& args) {
   });
 }
 
+int run_drift(Context& context, const GroundTruthArgs& args) {
+  return run_job_stage<OpsOptions>(context, args, "operator profiling", [](auto options) {
+#ifdef ITERTIME_HAVE_TORCH
+    options.remeasure_drifted = true;
+    calibrate::calibrate_ops(options);
+#else
+    (void)options;
+#endif
+  });
+}
+
 int run_ops(Context& context, const GroundTruthArgs& args) {
   return run_job_stage<OpsOptions>(context, args, "operator profiling", [](const auto& options) {
 #ifdef ITERTIME_HAVE_TORCH
@@ -252,6 +263,15 @@ void register_calibrate(CLI::App& app, std::vector<std::pair<CLI::App*, Action>>
                     *ops_args, "Continue an existing output file: trace and time only what is missing");
   add_watchdog_option(ops, ops_args->watchdog_s);
   actions.emplace_back(ops, [ops_args](Context& context) { return run_ops(context, *ops_args); });
+
+  auto drift_args = std::make_shared<GroundTruthArgs>();
+  CLI::App* drift = add_job_stage(
+      calibrate, "drift",
+      "After the ground truth: profile the operators again at each occupancy whose speed reference moved more than the "
+      "job's drift_pct since they were profiled (LibTorch)",
+      *drift_args, "Continue an existing output file (the only way this stage is useful: it needs ops and ground truth)");
+  add_watchdog_option(drift, drift_args->watchdog_s);
+  actions.emplace_back(drift, [drift_args](Context& context) { return run_drift(context, *drift_args); });
 }
 
 }  // namespace itertime::launcher

@@ -1,5 +1,5 @@
 // cmd_run.cpp: `itertime run JOB.json`: the whole pipeline for one job into one HDF5 file: calibrate comm,
-// calibrate ops, calibrate groundtruth (each resumable), then fit and validate, ending with the MAPE table.
+// calibrate ops, calibrate groundtruth, calibrate drift (each resumable), then fit and validate, ending with the MAPE table.
 // Invariants:
 //  - Started outside MPI, it launches each calibration stage itself with N ranks: srun inside a Slurm
 //    allocation (SLURM_JOB_ID set), mpirun otherwise; started under mpirun/srun it runs the stages in
@@ -90,7 +90,8 @@ std::vector<std::string> launch_prefix(const RunArgs& args, int ranks) {
   return prefix;
 }
 
-constexpr Stage kCalibrationStages[] = {Stage::kComm, Stage::kOps, Stage::kGroundTruth};  // pipeline order
+// pipeline order; drift profiles again the operators whose speed reference moved by the ground truth
+constexpr Stage kCalibrationStages[] = {Stage::kComm, Stage::kOps, Stage::kGroundTruth, Stage::kDrift};
 
 // A stage that did not succeed (other than by refusing its input) stops the pipeline.
 void check_stage_status(const std::string& name, int status) {
@@ -135,10 +136,10 @@ int run_pipeline(Context& context, const RunArgs& args) {
   const std::string output = args.output.empty() ? job.name + ".h5" : args.output;
   const int ranks = args.ranks > 0 ? args.ranks : (job.ranks > 0 ? job.ranks : std::max(2, job.max_world_size()));
   std::vector<std::string> stages =
-      args.stages.empty() ? std::vector<std::string>{"comm", "ops", "groundtruth", "validate"} : args.stages;
+      args.stages.empty() ? std::vector<std::string>{"comm", "ops", "groundtruth", "drift", "validate"} : args.stages;
   for (const auto& s : stages) {
-    if (s != "comm" && s != "ops" && s != "groundtruth" && s != "validate") {
-      throw UserError("--stages: unknown stage '" + s + "'; use comm, ops, groundtruth, validate");
+    if (s != "comm" && s != "ops" && s != "groundtruth" && s != "drift" && s != "validate") {
+      throw UserError("--stages: unknown stage '" + s + "'; use comm, ops, groundtruth, drift, validate");
     }
   }
   auto wants = [&](const std::string& name) { return std::find(stages.begin(), stages.end(), name) != stages.end(); };
@@ -199,7 +200,7 @@ void register_run(CLI::App& app, std::vector<std::pair<CLI::App*, Action>>& acti
   run->add_option("--launcher", args->launcher, "auto (srun inside a Slurm allocation, else mpirun), mpirun or srun")
       ->capture_default_str();
   run->add_option("--launcher-args", args->launcher_args, "Extra arguments for mpirun/srun, e.g. \"--mca btl self,vader\"");
-  run->add_option("--stages", args->stages, "Subset of comm, ops, groundtruth, validate (default: all)")->delimiter(',');
+  run->add_option("--stages", args->stages, "Subset of comm, ops, groundtruth, drift, validate (default: all)")->delimiter(',');
   actions.emplace_back(run, [args](Context& context) { return run_pipeline(context, *args); });
 }
 

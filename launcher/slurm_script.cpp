@@ -135,11 +135,13 @@ std::vector<Stage> parse_stages(const std::vector<std::string>& names) {
       chosen.insert(Stage::kOps);
     } else if (name == "groundtruth") {
       chosen.insert(Stage::kGroundTruth);
+    } else if (name == "drift") {
+      chosen.insert(Stage::kDrift);
     } else {
-      throw UserError("--stages: unknown stage '" + name + "'; use comm, ops and/or groundtruth");
+      throw UserError("--stages: unknown stage '" + name + "'; use comm, ops, groundtruth and/or drift");
     }
   }
-  if (chosen.empty()) throw UserError("--stages: no stage given; use comm, ops and/or groundtruth");
+  if (chosen.empty()) throw UserError("--stages: no stage given; use comm, ops, groundtruth and/or drift");
   return {chosen.begin(), chosen.end()};  // enum order is pipeline order
 }
 
@@ -189,7 +191,8 @@ void resolve_options(const SubmitRequest& request, ScriptSpec& spec) {
   }
   spec.srun_mpi = request.srun_mpi;
   spec.stages =
-      request.stages.empty() ? std::vector<Stage>{Stage::kComm, Stage::kOps, Stage::kGroundTruth} : parse_stages(request.stages);
+      request.stages.empty() ? std::vector<Stage>{Stage::kComm, Stage::kOps, Stage::kGroundTruth, Stage::kDrift}
+                            : parse_stages(request.stages);
 }
 
 // The job file, the output, the Slurm log pattern and the itertime binary, as absolute paths.

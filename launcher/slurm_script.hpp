@@ -74,7 +74,7 @@ struct ScriptSpec {
   bool exclusive = true;
   LaunchMethod launcher = LaunchMethod::kSrun;
   std::string srun_mpi = "pmix";  // srun --mpi=...
-  std::vector<Stage> stages{Stage::kComm, Stage::kOps, Stage::kGroundTruth};
+  std::vector<Stage> stages{Stage::kComm, Stage::kOps, Stage::kGroundTruth, Stage::kDrift};
   CommSweepSpec comm;  // the job's "comm" section, rendered as calibrate comm options
   RoundPolicy rounds;  // the job's outside-load limit and extra tries, which its comm stage applies (as `itertime run`)
   // For the user, not the script: what resolve() let through but the user should know (each one line),

@@ -11,6 +11,7 @@ std::string to_string(Stage stage) {
     case Stage::kComm: return "comm";
     case Stage::kOps: return "ops";
     case Stage::kGroundTruth: return "groundtruth";
+    case Stage::kDrift: return "drift";
   }
   return "?";
 }

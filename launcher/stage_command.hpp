@@ -20,8 +20,8 @@
 namespace itertime::launcher {
 
 // The calibration stages, in pipeline order.
-enum class Stage { kComm, kOps, kGroundTruth };
-std::string to_string(Stage stage);  // comm | ops | groundtruth: the `itertime calibrate` subcommand
+enum class Stage { kComm, kOps, kGroundTruth, kDrift };
+std::string to_string(Stage stage);  // comm | ops | groundtruth | drift: the `itertime calibrate` subcommand
 
 // What a stage's command line carries from the job.
 struct StageInputs {

@@ -3,6 +3,8 @@
 // the comm model, and the calibration fitted on ground truth through the predictor.
 #include "predict/fit_model.hpp"
 
+#include "common/speed_drift.hpp"
+
 #include <H5public.h>
 
 #include <algorithm>
@@ -16,6 +18,7 @@
 #include "common/h5store.hpp"
 #include "common/store_meta.hpp"
 #include "common/hardware_spec.hpp"
+#include "common/speed_drift.hpp"
 #include "predict/predictor.hpp"
 #include "predict/resolver/stage_resolver.hpp"
 
@@ -29,10 +32,22 @@ void add_ops(FittedModel& model, const store::OpsRecords& ops) {
     model.signatures[row.id] = OpInfo{row.name, row.signature, row.input_dtypes, row.output_dtype, row.flops, row.bytes};
     model.signature_ids[row.signature] = row.id;
   }
+  // Per occupancy, the profiling pass whose speed reference lies nearest the ground truth's (pass 0, the
+  // first profiles, unless calibrate drift measured them again: common/speed_drift.hpp); a signature the
+  // chosen pass lacks keeps its pass-0 time.
+  const std::map<int, int> chosen_pass = choose_ops_passes(ops.reference);
+  std::map<std::pair<int64_t, int64_t>, const store::OpTimingRecord*> used;  // (signature, occupancy) -> timing
+  for (const store::OpTimingRecord& row : ops.timings) {
+    const auto chosen = chosen_pass.find(static_cast<int>(row.active_ranks));
+    const int pass = chosen != chosen_pass.end() ? chosen->second : 0;
+    if (row.pass != 0 && row.pass != pass) continue;
+    const auto [entry, inserted] = used.emplace(std::make_pair(row.signature_id, row.active_ranks), &row);
+    if (!inserted && row.pass == pass) entry->second = &row;  // the chosen pass over pass 0
+  }
   std::set<int64_t> occupancies;
   std::map<std::pair<std::string, int64_t>, std::vector<RegressionPoint>> regression_points;
-  for (const store::OpTimingRecord& row : ops.timings) {
-    if (!row.ok) continue;
+  for (const store::OpTimingRecord& row : ops.timings) {  // in file order, as the regressions always saw them
+    if (used.at({row.signature_id, row.active_ranks}) != &row || !row.ok) continue;
     model.op_time_us[{row.signature_id, row.active_ranks}] = row.time_us_median;
     occupancies.insert(row.active_ranks);
     const auto info = model.signatures.find(row.signature_id);
