@@ -123,6 +123,8 @@ struct GroundTruthRun {
   InterruptionJournal* journal = nullptr;  // rank 0: the interruption journal (null elsewhere)
   double hold_in_flight_s = 0;             // rank 0: the test hook's hold (ITERTIME_TEST_HOLD_IN_FLIGHT_S), once
   GroundTruthSummary summary;
+  SpeedReference reference;                        // timed by a configuration's ranks after each of its rounds
+  std::vector<ReferenceSample> pending_reference;  // rank 0: those samples, recorded with the next round's
   int key_width = 34;  // of the key column in the printed tables: the job's longest key (recipes make them long)
 };
 
@@ -351,6 +353,9 @@ void measure_round(GroundTruthRun& run, const JobConfig& config, ConfigProgress&
                                                    training->outside_load.steal_cores});
         progress.measured.push_back(MeasuredRound{round, position, training->samples_us, std::move(rank_rows)});
       }
+      // The machine's state right after this configuration's timed steps, at its occupancy.
+      const ReferenceSample sample = run.reference.measure(owned.get(), ReferenceStage::kGroundTruth, round);
+      if (run.world_rank == 0) run.pending_reference.push_back(sample);
     }
   }
   quiet_barrier(MPI_COMM_WORLD);
@@ -484,7 +489,11 @@ void measure_in_rounds(GroundTruthRun& run, const std::vector<ConfigProgress*>& 
   OccupancyReference reference(occupancies);
   const auto probe = [&](int round) {
     const std::vector<ReferenceSample> samples = reference.measure_all(ReferenceStage::kGroundTruth, round);
-    if (run.world_rank == 0 && !samples.empty()) record_reference(*run.plan.store, samples, "round " + std::to_string(round));
+    if (run.world_rank != 0 || samples.empty()) return;
+    const h5::Store::Transaction together(*run.plan.store);
+    record_reference(*run.plan.store, run.pending_reference, "");  // the last round's, after each configuration
+    run.pending_reference.clear();
+    record_reference(*run.plan.store, samples, round == 0 ? "before round 0" : "after round " + std::to_string(round - 1));
   };
   for (int round = 0;; ++round) {
     const std::vector<char> wants = wanting_another_round(run, measuring, round);

@@ -9,6 +9,9 @@
 //    end of the slowest rank. The outside load during the timed steps is probed
 //    (runtime/outside_load_probe.hpp); a configuration whose rounds saw load or disagree gets more
 //    rounds, up to the job's limit, and is flagged when it stays disturbed.
+//  - The speed reference (runtime/speed_reference.hpp) is timed at every occupancy the configurations use
+//    before each round and after the last, and by a configuration's ranks right after each of its rounds;
+//    /reference/probes keeps them (stage groundtruth, pass = round), written at each round's start.
 //  - Rows are written once every round is done (rank 0 only); a run stopped before that leaves no
 //    row of the configurations it was measuring, and --resume measures them again from round 0.
 //  - Every configuration trains with its job techniques (JobConfig::techniques; its row's `recipe` is

@@ -427,7 +427,7 @@ struct OpsRun {
   StoredOps stored;                  // rank 0
   std::vector<TracedOp> unique_ops;  // one per stored signature text, in order of first appearance
   OpsCalibrationSummary summary;
-  int pass = 0;                             // the profiling pass being measured (0: calibrate ops)
+  int pass = 0;                            // the profiling pass being measured (0: calibrate ops)
   std::vector<ReferenceSample> reference;  // rank 0: /reference/probes, as read at the start and recorded since
 };
 
@@ -641,7 +641,7 @@ std::vector<OpTimingRow> timing_rows(OpsRun& run, int occupancy, const std::vect
 // job's rounds policy: above outside_load_cores, up to max_extra_rounds more tries, each after waiting
 // for a quiet moment; what stays loaded is kept and counted); rank 0 gathers and appends their rows (collective over `active`).
 std::vector<OpTimingRow> profile_chunk(OpsRun& run, int occupancy, const std::vector<std::size_t>& chunk, MPI_Comm active,
-                                      OutsideLoadProbe& probe, ReplayTimer& timer) {
+                                       OutsideLoadProbe& probe, ReplayTimer& timer) {
   const RoundPolicy& policy = run.options.job.rounds;
   std::vector<double> local;  // per signature: median, min, cv, repeats, ok
   const auto time_chunk = [&](int) {
@@ -731,16 +731,17 @@ void profile_occupancy(OpsRun& run, int occupancy) {
     constexpr std::size_t kChunk = 32;   // gathered and flushed every kChunk signatures
     for (std::size_t begin = 0; begin < todo.size(); begin += kChunk) {
       const std::size_t end = std::min(todo.size(), begin + kChunk);
-      const std::vector<OpTimingRow> rows = profile_chunk(
-          run, occupancy, std::vector<std::size_t>(todo.begin() + static_cast<long>(begin), todo.begin() + static_cast<long>(end)),
-          owned.get(), probe, timer);
+      const std::vector<OpTimingRow> rows =
+          profile_chunk(run, occupancy,
+                        std::vector<std::size_t>(todo.begin() + static_cast<long>(begin), todo.begin() + static_cast<long>(end)),
+                        owned.get(), probe, timer);
       samples.push_back(reference.measure(owned.get(), ReferenceStage::kOps, run.pass));
       if (run.world_rank != 0) continue;
       // printed after the first and the last chunk
-      const std::string when = begin > 0 && end < todo.size() ? std::string()
-                                                               : "pass " + std::to_string(run.pass) + ", occupancy " +
-                                                                     std::to_string(occupancy) + ", " + std::to_string(end) + "/" +
-                                                                     std::to_string(todo.size()) + " signatures";
+      const std::string when = begin > 0 && end < todo.size()
+                                   ? std::string()
+                                   : "pass " + std::to_string(run.pass) + ", occupancy " + std::to_string(occupancy) + ", " +
+                                         std::to_string(end) + "/" + std::to_string(todo.size()) + " signatures";
       if (run.pass == 0) {
         record_profiles(run, rows, samples, when);
         samples.clear();
@@ -767,11 +768,12 @@ void print_drift(const OpsRun& run, double threshold_pct) {
     return std::isfinite(value) ? std::string(text) : std::string("-");
   };
   for (const OccupancyDrift& d : drifts) {
-    std::printf("# drift at occupancy %d (ground truth against profiling pass %d of %zu): matrix product %s, element-wise %s, "
-                "all-reduce %s; compute %s (%s %.1f%%)\n",
-                d.occupancy, d.ops_pass, ops_passes(run.reference, d.occupancy).size(), pct(d.matmul_pct).c_str(),
-                pct(d.elementwise_pct).c_str(), pct(d.allreduce_pct).c_str(), pct(d.compute_pct()).c_str(),
-                std::fabs(d.compute_pct()) > threshold_pct ? "above" : "within", threshold_pct);
+    std::printf(
+        "# drift at occupancy %d (ground truth against profiling pass %d of %zu): matrix product %s, element-wise %s, "
+        "all-reduce %s; compute %s (%s %.1f%%)\n",
+        d.occupancy, d.ops_pass, ops_passes(run.reference, d.occupancy).size(), pct(d.matmul_pct).c_str(),
+        pct(d.elementwise_pct).c_str(), pct(d.allreduce_pct).c_str(), pct(d.compute_pct()).c_str(),
+        std::fabs(d.compute_pct()) > threshold_pct ? "above" : "within", threshold_pct);
   }
   std::fflush(stdout);
 }

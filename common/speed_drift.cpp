@@ -13,15 +13,15 @@ namespace {
 
 constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
 
-// 100 * (median(b) / median(a) - 1) over the finite values; NaN when either side has none.
-double median_change_pct(const std::vector<double>& a, const std::vector<double>& b) {
+// 100 * (mean(b) / mean(a) - 1) over the finite values; NaN when either side has none.
+double mean_change_pct(const std::vector<double>& a, const std::vector<double>& b) {
   std::vector<double> fa, fb;
   for (double v : a)
     if (std::isfinite(v) && v > 0) fa.push_back(v);
   for (double v : b)
     if (std::isfinite(v) && v > 0) fb.push_back(v);
   if (fa.empty() || fb.empty()) return kNaN;
-  return 100.0 * (stats::median(fb) / stats::median(fa) - 1.0);
+  return 100.0 * (stats::mean(fb) / stats::mean(fa) - 1.0);
 }
 
 OccupancyDrift drift_at(const std::vector<ReferenceSample>& samples, int occupancy, int pass) {
@@ -43,9 +43,9 @@ OccupancyDrift drift_at(const std::vector<ReferenceSample>& samples, int occupan
       gt_ar.push_back(s.allreduce_us);
     }
   }
-  drift.matmul_pct = median_change_pct(ops_mm, gt_mm);
-  drift.elementwise_pct = median_change_pct(ops_ew, gt_ew);
-  drift.allreduce_pct = median_change_pct(ops_ar, gt_ar);
+  drift.matmul_pct = mean_change_pct(ops_mm, gt_mm);
+  drift.elementwise_pct = mean_change_pct(ops_ew, gt_ew);
+  drift.allreduce_pct = mean_change_pct(ops_ar, gt_ar);
   return drift;
 }
 

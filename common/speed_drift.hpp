@@ -4,8 +4,10 @@
 // functions compare the two stages' references, choose which operator-profiling pass to predict with,
 // and decide which occupancies to profile again (docs/method.md, "Drift").
 // Invariants:
-//  - Drift at an occupancy = 100 * (median of the ground truth's samples / median of one profiling pass's
-//    samples - 1), per part; positive: the machine was slower during the ground truth. A part either side
+//  - Drift at an occupancy = 100 * (mean of the ground truth's samples / mean of one profiling pass's
+//    samples - 1), per part; positive: the machine was slower during the ground truth. Means, not
+//    medians: a shared machine flips between speeds within a second (a 2x bimodal matrix product was
+//    measured here), and a step time, like a mean, sums its operators over whichever states it met. A part either side
 //    lacks (the all-reduce at occupancy 1) is NaN. The compute drift is the matrix product's or the
 //    element-wise pass's, whichever is larger in magnitude (what the operators are made of).
 //  - Pass 0 is the operator profiling of `calibrate ops`; passes 1.. are profiles measured again by

@@ -23,7 +23,8 @@ using Action = std::function<int(Context&)>;
 // (itertime-calibrate) and for the front that hands them over (calibration_verbs.hpp).
 inline constexpr const char* kInfoSummary = "Print the build configuration, library versions, devices and MPI world";
 inline constexpr const char* kCalibrateSummary =
-    "Measure a cluster: communication (comm), operators (ops), ground truth (groundtruth), operators again where the machine drifted (drift); run under mpirun or srun";
+    "Measure a cluster: communication (comm), operators (ops), ground truth (groundtruth), operators again where the machine "
+    "drifted (drift); run under mpirun or srun";
 inline constexpr const char* kRunSummary =
     "Whole pipeline for a job: calibrate comm, ops, ground truth and drift, fit, validate (resumable; launches its own ranks)";
 

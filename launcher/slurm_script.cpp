@@ -190,9 +190,8 @@ void resolve_options(const SubmitRequest& request, ScriptSpec& spec) {
                     "' is not an srun MPI plugin name; use pmix, pmi2 or what `srun --mpi=list` shows");
   }
   spec.srun_mpi = request.srun_mpi;
-  spec.stages =
-      request.stages.empty() ? std::vector<Stage>{Stage::kComm, Stage::kOps, Stage::kGroundTruth, Stage::kDrift}
-                            : parse_stages(request.stages);
+  spec.stages = request.stages.empty() ? std::vector<Stage>{Stage::kComm, Stage::kOps, Stage::kGroundTruth, Stage::kDrift}
+                                       : parse_stages(request.stages);
 }
 
 // The job file, the output, the Slurm log pattern and the itertime binary, as absolute paths.

@@ -1,14 +1,16 @@
 // speed_reference.hpp: a short, fixed probe of how fast the machine runs right now (common/speed_drift.hpp):
 // a 128 x 128 x 128 fp32 matrix product, an element-wise pass y = a*x + y over 1 Mi floats (12 MiB of
-// traffic) and an all-reduce of 64 Ki floats over the probing ranks, each timed kRepeats times in turn.
+// traffic) and an all-reduce of 64 Ki floats over the probing ranks, each repeated kRepeats times.
 // Invariants:
 //  - measure() is collective over the communicator given: every rank of it runs the probe at once, as the
-//    stage's work runs at that occupancy; rank 0 of it gets the median over ranks of each rank's median
-//    per part (the other ranks get their own medians). At one rank the all-reduce is not run (NaN).
+//    stage's work runs at that occupancy. A part's time is the wall time of its kRepeats repeats together
+//    divided by kRepeats (a mean over a stretch longer than a scheduler time slice, so that a core shared
+//    with another process shows); rank 0 of the communicator gets the median over ranks per part (the
+//    other ranks their own). At one rank the all-reduce is not run (NaN).
 //  - Plain C++ on the host CPU (no LibTorch, no device): the same code in every stage (comm, ops,
 //    groundtruth), so its timings compare across stages. On a GPU backend it probes the host, not the
 //    device (docs/method.md, "Drift", says so).
-//  - Its buffers are allocated once, by the constructor; a probe takes about 10-30 ms on a CPU core.
+//  - Its buffers are allocated once, by the constructor; a probe takes about 10-40 ms on a CPU core.
 #pragma once
 
 #include <mpi.h>
@@ -26,7 +28,7 @@ class SpeedReference {
   SpeedReference();
   // Collective over comm; see the invariants. stage, pass, occupancy (comm's size) and time are filled in.
   ReferenceSample measure(MPI_Comm comm, ReferenceStage stage, int pass);
-  static constexpr int kRepeats = 5;
+  static constexpr int kRepeats = 8;
   static constexpr int kMatrixSize = 128;
   static constexpr int kElements = 1 << 20;
   static constexpr int kAllReduceElements = 1 << 16;
@@ -52,8 +54,8 @@ class OccupancyReference {
 };
 
 // Rank 0 of a stage: appends `samples` to /reference/probes (one commit, or the caller's transaction) and
-// prints them on one line, "# speed reference (WHEN): 1 rank 812/2210 us, 2 ranks ...; matrix product /
-// element-wise pass [/ all-reduce]".
+// prints them on one line (none when `when` is empty), "# speed reference (WHEN): 1 rank 812/2210 us, 2 ranks ...; matrix product
+// / element-wise pass [/ all-reduce]".
 void record_reference(h5::Store& store, const std::vector<ReferenceSample>& samples, const std::string& when);
 
 }  // namespace itertime

@@ -15,17 +15,24 @@
 //                               rounds_counted, rounds_count, round rows carrying the row's key, the
 //                               round rows' samples summed, round_spread_pct, samples of its counted
 //                               rounds
+//   read_rows passes FILE       the speed reference and the profiling passes: "probes STAGE PASS OCCUPANCY N"
+//                               per (stage, pass, occupancy) of /reference/probes, "timings PASS OCCUPANCY
+//                               N" per (pass, occupancy) of /ops/timings and /ops/retimings, and "chosen
+//                               OCCUPANCY PASS" per occupancy (common/speed_drift.hpp's choice)
 // Doubles print with 17 significant digits, so equal text means equal bits. A row whose offsets point
 // past its samples (or rank rows) prints "BAD-OFFSETS" in place of the sample range; exit status 1.
 #include <algorithm>
 #include <cstdio>
+#include <map>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "common/calibration_records.hpp"
 #include "common/comm_store.hpp"
 #include "common/groundtruth_store.hpp"
 #include "common/h5store.hpp"
+#include "common/speed_drift.hpp"
 #include "common/training_techniques.hpp"
 
 namespace {
@@ -129,6 +136,20 @@ int print_groundtruth_recipes(const std::string& path) {
   return 0;
 }
 
+int print_passes(const std::string& path) {
+  h5::Store store = h5::Store::open(path, false);
+  const store::OpsRecords ops = store::read_ops_records(store);
+  std::map<std::tuple<std::string, int, int>, int> probes;
+  for (const ReferenceSample& s : ops.reference) ++probes[{to_string(s.stage), s.pass, s.occupancy}];
+  for (const auto& [key, n] : probes)
+    std::printf("probes %s %d %d %d\n", std::get<0>(key).c_str(), std::get<1>(key), std::get<2>(key), n);
+  std::map<std::pair<int, int64_t>, int> timings;
+  for (const store::OpTimingRecord& t : ops.timings) ++timings[{t.pass, t.active_ranks}];
+  for (const auto& [key, n] : timings) std::printf("timings %d %lld %d\n", key.first, static_cast<long long>(key.second), n);
+  for (const auto& [occupancy, pass] : choose_ops_passes(ops.reference)) std::printf("chosen %d %d\n", occupancy, pass);
+  return 0;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -137,6 +158,7 @@ int main(int argc, char** argv) {
     if (mode == "comm") return print_comm(argv[2]);
     if (mode == "groundtruth") return print_groundtruth(argv[2]);
     if (mode == "groundtruth-recipes") return print_groundtruth_recipes(argv[2]);
+    if (mode == "passes") return print_passes(argv[2]);
     if (mode == "comm-samples") {
       itertime::h5::Store store = itertime::h5::Store::open(argv[2], false);
       std::printf("%zu\n", store.samples(itertime::store::kCommSamples).size());
@@ -146,6 +168,6 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "read_rows: %s\n", error.what());
     return 2;
   }
-  std::fprintf(stderr, "usage: read_rows comm|comm-samples|groundtruth|groundtruth-recipes FILE\n");
+  std::fprintf(stderr, "usage: read_rows comm|comm-samples|groundtruth|groundtruth-recipes|passes FILE\n");
   return 64;
 }

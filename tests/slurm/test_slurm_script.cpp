@@ -187,6 +187,7 @@ TEST(Names, SanitizedForSlurmAndComments) {
 
 TEST(Stages, ParsedInPipelineOrder) {
   EXPECT_EQ(parse_stages({"groundtruth", "comm"}), (std::vector<Stage>{Stage::kComm, Stage::kGroundTruth}));
+  EXPECT_EQ(parse_stages({"drift", "ops"}), (std::vector<Stage>{Stage::kOps, Stage::kDrift}));
   EXPECT_EQ(parse_stages({"ops", "ops"}), (std::vector<Stage>{Stage::kOps}));
   EXPECT_THROW(parse_stages({"fit"}), UserError);
   EXPECT_THROW(parse_launcher("ssh"), UserError);
@@ -341,12 +342,14 @@ TEST(Render, DirectivesAndStages) {
         "launch \"$ITERTIME\" calibrate comm -o \"$OUTPUT\" --resume --backend cuda --min-bytes 8 --max-bytes 64K "
         "--step-factor 8 --warmup 1 --iters 3 --outside-load-cores 0.3 --max-extra-tries 3\n",
         "launch \"$ITERTIME\" calibrate ops --job \"$JOB\" -o \"$OUTPUT\" --resume\n",
-        "launch \"$ITERTIME\" calibrate groundtruth --job \"$JOB\" -o \"$OUTPUT\" --resume\n"}) {
+        "launch \"$ITERTIME\" calibrate groundtruth --job \"$JOB\" -o \"$OUTPUT\" --resume\n",
+        "launch \"$ITERTIME\" calibrate drift --job \"$JOB\" -o \"$OUTPUT\" --resume\n"}) {
     EXPECT_NE(script.find(line), std::string::npos) << "missing: " << line << "\n" << script;
   }
   // The stages run in pipeline order, and nothing runs without --resume.
   EXPECT_LT(script.find("calibrate comm"), script.find("calibrate ops"));
   EXPECT_LT(script.find("calibrate ops"), script.find("calibrate groundtruth"));
+  EXPECT_LT(script.find("calibrate groundtruth"), script.find("calibrate drift"));
   std::istringstream lines(script);
   std::string line;
   while (std::getline(lines, line)) {
@@ -452,8 +455,9 @@ TEST(Render, HostilePathsArriveIntactUnderSrun) {
                                "[--outside-load-cores]\n[0.3]\n[--max-extra-tries]\n[3]\n---\n" +
                                launch + it + "[calibrate]\n[ops]\n[--job]\n[" + spec.job_file + "]\n[-o]\n[" + spec.output +
                                "]\n[--resume]\n---\n" + launch + it + "[calibrate]\n[groundtruth]\n[--job]\n[" + spec.job_file +
-                               "]\n[-o]\n[" + spec.output + "]\n[--resume]\n---\n" + "it ertime's $(x)\n[inspect]\n[" +
-                               spec.output + "]\n---\n";
+                               "]\n[-o]\n[" + spec.output + "]\n[--resume]\n---\n" + launch + it +
+                               "[calibrate]\n[drift]\n[--job]\n[" + spec.job_file + "]\n[-o]\n[" + spec.output +
+                               "]\n[--resume]\n---\n" + "it ertime's $(x)\n[inspect]\n[" + spec.output + "]\n---\n";
   EXPECT_EQ(record, expected);
   EXPECT_NE(spec.output.find("$(touch INJECTED)"), std::string::npos);
 }

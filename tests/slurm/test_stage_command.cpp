@@ -45,17 +45,20 @@ TEST(StageCommand, CommCarriesTheJobsSweepBackendAndLoadPolicy) {
                                                                                       "2"}));
 }
 
-TEST(StageCommand, OpsAndGroundTruthReadTheJobFile) {
+TEST(StageCommand, OpsGroundTruthAndDriftReadTheJobFile) {
   EXPECT_EQ(
       stage_arguments(Stage::kOps, sample_inputs()),
       (std::vector<std::string>{"calibrate", "ops", "--job", "/jobs/my job's.json", "-o", "/data/out $(x).h5", "--resume"}));
   EXPECT_EQ(stage_arguments(Stage::kGroundTruth, sample_inputs()),
             (std::vector<std::string>{"calibrate", "groundtruth", "--job", "/jobs/my job's.json", "-o", "/data/out $(x).h5",
                                       "--resume"}));
+  EXPECT_EQ(
+      stage_arguments(Stage::kDrift, sample_inputs()),
+      (std::vector<std::string>{"calibrate", "drift", "--job", "/jobs/my job's.json", "-o", "/data/out $(x).h5", "--resume"}));
 }
 
 TEST(StageCommand, EveryStageResumesAndNoneForces) {
-  for (Stage stage : {Stage::kComm, Stage::kOps, Stage::kGroundTruth}) {
+  for (Stage stage : {Stage::kComm, Stage::kOps, Stage::kGroundTruth, Stage::kDrift}) {
     const auto arguments = stage_arguments(stage, sample_inputs());
     EXPECT_EQ(arguments.at(1), to_string(stage));
     EXPECT_NE(std::find(arguments.begin(), arguments.end(), "--resume"), arguments.end()) << to_string(stage);

@@ -349,16 +349,18 @@ TEST(Job, MeasurementRoundsAreReadAndChecked) {
   EXPECT_EQ(defaults.rounds.max_extra_rounds, 3);
   EXPECT_EQ(defaults.rounds.disagreement_pct, 10.0);
   EXPECT_EQ(defaults.rounds.outside_load_cores, 0.3);
+  EXPECT_EQ(defaults.rounds.drift_pct, 3.0);
   const Job job = folder.parse(R"({"model": "models/tiny.json", "groundtruth": {"rounds": 5, "max_extra_rounds": 0,
-                                   "disagreement_pct": 4.5, "outside_load_cores": 0.5}, )" +
+                                   "disagreement_pct": 4.5, "outside_load_cores": 0.5, "drift_pct": 7}, )" +
                                    configs + "}",
                                "b.json");
   EXPECT_EQ(job.rounds.rounds, 5);
   EXPECT_EQ(job.rounds.max_extra_rounds, 0);
   EXPECT_EQ(job.rounds.disagreement_pct, 4.5);
   EXPECT_EQ(job.rounds.outside_load_cores, 0.5);
+  EXPECT_EQ(job.rounds.drift_pct, 7.0);
   for (const std::string bad : {R"("rounds": 0)", R"("max_extra_rounds": -1)", R"("disagreement_pct": -2)",
-                                R"("outside_load_cores": "high")", R"("round": 3)"}) {
+                                R"("outside_load_cores": "high")", R"("drift_pct": -1)", R"("round": 3)"}) {
     try {
       folder.parse(R"({"model": "models/tiny.json", "groundtruth": {)" + bad + "}, " + configs + "}", "c.json");
       ADD_FAILURE() << "accepted " << bad;
