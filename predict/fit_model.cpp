@@ -3,8 +3,6 @@
 // the comm model, and the calibration fitted on ground truth through the predictor.
 #include "predict/fit_model.hpp"
 
-#include "common/speed_drift.hpp"
-
 #include <H5public.h>
 
 #include <algorithm>
@@ -23,19 +21,18 @@
 #include "predict/resolver/stage_resolver.hpp"
 
 namespace itertime::predict {
-namespace {
 
 // The operator part of the model: signatures, profiled times per occupancy, the regressions fitted on
 // them, and the traced stages.
-void add_ops(FittedModel& model, const store::OpsRecords& ops) {
+void add_operator_profiles(FittedModel& model, const store::OpsRecords& ops, const FitOptions& options) {
   for (const store::OpSignatureRecord& row : ops.signatures) {
     model.signatures[row.id] = OpInfo{row.name, row.signature, row.input_dtypes, row.output_dtype, row.flops, row.bytes};
     model.signature_ids[row.signature] = row.id;
   }
   // Per occupancy, the profiling pass whose speed reference lies nearest the ground truth's (pass 0, the
   // first profiles, unless calibrate drift measured them again: common/speed_drift.hpp); a signature the
-  // chosen pass lacks keeps its pass-0 time.
-  const std::map<int, int> chosen_pass = choose_ops_passes(ops.reference);
+  // chosen pass lacks keeps its pass-0 time. First profiles only: no pass chosen, pass 0 everywhere.
+  const std::map<int, int> chosen_pass = options.first_profiles_only ? std::map<int, int>{} : choose_ops_passes(ops.reference);
   std::map<std::pair<int64_t, int64_t>, const store::OpTimingRecord*> used;  // (signature, occupancy) -> timing
   for (const store::OpTimingRecord& row : ops.timings) {
     const auto chosen = chosen_pass.find(static_cast<int>(row.active_ranks));
@@ -74,6 +71,8 @@ void add_ops(FittedModel& model, const store::OpsRecords& ops) {
     model.stages[stage.stage_key] = std::move(stage_ops);
   }
 }
+
+namespace {
 
 // The transferable operator model (device/operator_roofline.hpp): fitted at the lowest profiled occupancy
 // against the description the devices matched, checked at every other occupancy. Nothing when the
@@ -117,7 +116,7 @@ void add_roofline(FittedModel& model, const store::OpsRecords& ops, int threads_
 
 }  // namespace
 
-FittedModel fit_model(const std::string& calibration_path) {
+FittedModel fit_model(const std::string& calibration_path, const FitOptions& options) {
   h5::Store store = h5::Store::open(calibration_path, /*writable=*/false);
   if (!store.exists(store::kOpStages)) {
     throw UserError(calibration_path + ": no /ops tables; run `itertime calibrate ops --job JOB` on this cluster first");
@@ -143,7 +142,7 @@ FittedModel fit_model(const std::string& calibration_path) {
   // Its tables are placed on the calibration's nodes (/meta comm_node_of_rank; absent: one node).
   if (store.exists(store::kCommTable)) model.comm = CommModel(store::read_comm_records(store), meta.comm_node_of_rank);
   const store::OpsRecords ops = store::read_ops_records(store);
-  add_ops(model, ops);
+  add_operator_profiles(model, ops, options);
   add_roofline(model, ops, threads_per_rank);
   const std::vector<store::GroundTruthRecord> groundtruth = store::read_groundtruth_records(store);
   if (!groundtruth.empty()) {

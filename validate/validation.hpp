@@ -29,6 +29,9 @@
 //    MAPE cannot meaningfully go below it. Reporters print it beside every MAPE.
 //  - Rows of every training recipe are scored alike; those with techniques the predictor does not model
 //    (predict/predictor.hpp) are unpredicted, with that reason. MAPE per recipe beside per tuple and precision.
+//  - Machine drift (validation_drift.hpp): the speed reference's drift between the operator profiles and
+//    the ground truth per occupancy, compared with the overall floor, filled by validation_run (validate()
+//    leaves it unknown): a MAPE moved by the machine's speed says so beside the floor.
 //  - Reporters (validation_report.hpp: console, CSV, JSON, SVG; validation_store.hpp: HDF5) only present
 //    a ValidationReport; they compute nothing.
 #pragma once
@@ -42,6 +45,7 @@
 #include "common/groundtruth_store.hpp"
 #include "common/model_spec.hpp"
 #include "predict/model/fitted_model.hpp"
+#include "validate/validation_drift.hpp"
 
 namespace itertime::validate {
 
@@ -112,6 +116,9 @@ struct ValidationReport {
   // How well the operator regression (used for signatures never profiled) extrapolates upwards on this
   // calibration: fitted on the smaller two thirds of each group, scored on the largest third.
   predict::PooledCheck regression_check;
+  // The speed reference's drift between the operator profiles and the ground truth (known false when
+  // the calibration has none), with the first profiles' overall MAPE when the fit used another pass.
+  DriftSummary drift;
 };
 
 // Fills the report's per-tuple, per-precision, per-pair, per-recipe and overall entries from its scored rows

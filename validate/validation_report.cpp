@@ -1,7 +1,9 @@
 // validation_report.cpp: the reporters of a validation (console, CSV, JSON, SVG) and of the compute and
 // memory comparisons. They only present the records of validation.hpp; they compute nothing.
 // Invariants: every MAPE printed or written has its group's measurement floor (MapeEntry::floor_pct)
-// beside it; a NaN (no finite round spread) prints "-", is an empty CSV field and a JSON null.
+// beside it; a NaN (no finite round spread) prints "-", is an empty CSV field and a JSON null. The
+// machine drift (ValidationReport::drift) is printed beside the overall floor and written as the JSON's
+// "drift" object: a calibration without a speed reference says unknown, never fails.
 #include "validate/validation_report.hpp"
 
 #include <algorithm>
@@ -95,6 +97,75 @@ void print_tuple_spans(const ValidationReport& report) {
   }
 }
 
+// "+1.2%", or "-" for NaN.
+std::string signed_pct_or_dash(double value_pct) {
+  if (!std::isfinite(value_pct)) return "-";
+  char text[32];
+  std::snprintf(text, sizeof(text), "%+.1f%%", value_pct);
+  return text;
+}
+
+// Beside the overall floor: the speed reference's drift per occupancy (the pass the fit used, and pass 0
+// when it used another), whether the largest exceeds the floor and what to do then, and the first
+// profiles' overall MAPE when the fit used a re-measured pass.
+void print_drift(const ValidationReport& report) {
+  const DriftSummary& drift = report.drift;
+  if (!drift.known) {
+    std::printf("# machine drift: unknown (no speed reference in this calibration)\n");
+    return;
+  }
+  if (drift.occupancies.empty()) {
+    std::printf(
+        "# machine drift: unknown (no occupancy has speed-reference samples of both the operator profiles and the ground "
+        "truth)\n");
+    return;
+  }
+  std::printf(
+      "# machine drift (speed reference: ground truth against the operator profiles; + = slower during the ground "
+      "truth):\n");
+  std::size_t label_width = 0;
+  for (const DriftOccupancy& o : drift.occupancies) {
+    label_width = std::max(label_width, std::to_string(o.occupancy).size() + (o.occupancy == 1 ? 5 : 6));
+  }
+  for (const DriftOccupancy& o : drift.occupancies) {
+    const std::string label = std::to_string(o.occupancy) + (o.occupancy == 1 ? " rank" : " ranks");
+    std::string which;
+    if (o.ops_pass != 0) {
+      which = "pass " + std::to_string(o.ops_pass) + ", re-measured; pass 0 was " + signed_pct_or_dash(o.first_pass_compute_pct);
+    } else if (o.passes.size() > 1) {
+      which = "profiling pass 0, the nearest of " + std::to_string(o.passes.size()) + " passes";
+    } else {
+      which = "profiling pass 0";
+    }
+    std::printf("#   %-*s: matrix product %-7s element-wise %-7s all-reduce %-6s  (%s)\n", static_cast<int>(label_width),
+                label.c_str(), (signed_pct_or_dash(o.matmul_pct) + ",").c_str(),
+                (signed_pct_or_dash(o.elementwise_pct) + ",").c_str(), signed_pct_or_dash(o.allreduce_pct).c_str(),
+                which.c_str());
+  }
+  const double largest = std::fabs(drift.largest_compute_pct);
+  if (drift.above_floor) {
+    std::printf(
+        "# drift above the floor (%.1f%% > %.2f%%): the machine ran at another speed while the operators were profiled than\n"
+        "#   during the ground truth; the MAPE above mixes that in. Rerun on a quieter machine, or rerun `itertime run`\n"
+        "#   (its drift stage profiles again the occupancies that drifted more than groundtruth.drift_pct; raise\n"
+        "#   groundtruth.max_extra_rounds to allow more passes)\n",
+        largest, report.overall.floor_pct);
+  } else if (std::isfinite(report.overall.floor_pct)) {
+    std::printf(
+        "# drift within the floor (%.1f%% <= %.2f%%): the machine's speed moved less than the ground truth disagrees\n"
+        "#   with itself\n",
+        largest, report.overall.floor_pct);
+  } else {
+    std::printf("# largest compute drift %.1f%% (no floor to compare it with)\n", largest);
+  }
+  if (std::isfinite(drift.first_pass_mape_pct)) {
+    std::printf(
+        "# with the first profiles only (pass 0 at every occupancy) the overall MAPE (%s) is %.2f%% precision-aware,\n"
+        "#   against %.2f%% above with the re-measured passes\n",
+        to_string(report.holdout).c_str(), drift.first_pass_mape_pct, report.overall.mape_pct);
+  }
+}
+
 const char* holdout_text(Holdout holdout) {
   return holdout == Holdout::kTuple ? "leave-one-tuple-out" : "leave-one-precision-out (each precision unseen by the fit)";
 }
@@ -152,6 +223,7 @@ void print_report(const ValidationReport& report) {
         "#   MAPE above is meaningful below it)\n",
         floor.c_str());
   }
+  print_drift(report);
   if (report.overall.built_count > 0) {
     std::printf(
         "# builder-only MAPE: %.2f%% over %d configurations, floor %s%s (every stage built from the model, no trace\n"
@@ -251,7 +323,23 @@ void write_json(const ValidationReport& report, const std::string& path) {
                           {"built_count", report.overall.built_count},
                           {"built_mape_pct", report.overall.built_mape_pct},
                           {"floor_pct", number_or_null(report.overall.floor_pct)},
-                          {"disturbed_count", report.overall.disturbed_count}};
+                          {"disturbed_count", report.overall.disturbed_count},
+                          {"first_pass_mape_pct", number_or_null(report.drift.first_pass_mape_pct)}};
+  nlohmann::json occupancies = nlohmann::json::array();
+  for (const DriftOccupancy& o : report.drift.occupancies) {
+    occupancies.push_back({{"occupancy", o.occupancy},
+                           {"ops_pass", o.ops_pass},
+                           {"passes", o.passes},
+                           {"matmul_pct", number_or_null(o.matmul_pct)},
+                           {"elementwise_pct", number_or_null(o.elementwise_pct)},
+                           {"allreduce_pct", number_or_null(o.allreduce_pct)},
+                           {"compute_pct", number_or_null(o.compute_pct)},
+                           {"first_pass_compute_pct", number_or_null(o.first_pass_compute_pct)}});
+  }
+  root["drift"] = {{"known", report.drift.known},
+                   {"occupancies", occupancies},
+                   {"largest_compute_pct", number_or_null(report.drift.largest_compute_pct)},
+                   {"above_floor", report.drift.above_floor}};
   root["regression_extrapolation_check"] = {{"groups", report.regression_check.groups},
                                             {"held_out_signatures", report.regression_check.held_out_points},
                                             {"mape_pct", report.regression_check.mape_pct},

@@ -9,6 +9,7 @@
 #include "common/calibration_records.hpp"
 #include "common/groundtruth_store.hpp"
 #include "common/h5store.hpp"
+#include "common/reference_store.hpp"
 #include "common/store_meta.hpp"
 #include "predict/fit_model.hpp"
 #include "validate/node_span.hpp"
@@ -58,6 +59,7 @@ ValidationReport run_validation(const ValidationRunOptions& given) {
   const predict::FittedModel model = predict::fit_model(file);
   std::vector<store::GroundTruthRecord> rows;
   store::StoreMeta meta;
+  DriftSummary drift;
   {
     h5::Store store = h5::Store::open(file, false);
     meta = store::read_store_meta(store);
@@ -66,6 +68,7 @@ ValidationReport run_validation(const ValidationRunOptions& given) {
     }
     if (!options.model) options.model = recorded_model(store);
     rows = store::read_groundtruth_records(store);
+    drift = summarize_drift(store::read_reference_samples(store));
     if (options.compute_report || options.memory_report) {
       const auto ranks = store.table<store::GroundTruthRankRow>(store::kGroundTruthRanks).read_all();
       for (const auto& row : rows)
@@ -79,9 +82,23 @@ ValidationReport run_validation(const ValidationRunOptions& given) {
   ITERTIME_CHECK(!options.holdouts.empty(), "run_validation needs at least one holdout");
   const std::filesystem::path dir(options.report_dir.empty() ? default_report_dir(file) : options.report_dir);
   std::vector<ValidationReport> reports;
+  // The raw figures stay beside: where the fit used a re-measured pass somewhere, the same validation
+  // with the first profiles only (traced predictions alone; no builder-only), for its overall MAPE.
+  std::optional<predict::FittedModel> first_profiles_model;
+  if (drift.uses_remeasured_passes()) {
+    predict::FitOptions first_only;
+    first_only.first_profiles_only = true;
+    first_profiles_model = predict::fit_model(file, first_only);
+  }
   for (const Holdout holdout : options.holdouts) {
     reports.push_back(validate(model, rows, options.model ? &*options.model : nullptr, holdout));
-    annotate_spans(reports.back(), meta);
+    ValidationReport& report = reports.back();
+    annotate_spans(report, meta);
+    report.drift = drift;
+    compare_with_floor(report.drift, report.overall.floor_pct);
+    if (first_profiles_model) {
+      report.drift.first_pass_mape_pct = validate(*first_profiles_model, rows, nullptr, holdout).overall.mape_pct;
+    }
   }
   std::filesystem::create_directories(dir);
   for (const ValidationReport& report : reports) {

@@ -1,7 +1,10 @@
 // validation_run.hpp: `itertime validate` and the validate stage of `itertime run`, written once: fit the
 // model from a calibration file, predict every ground-truth configuration under each holdout asked for,
 // print the tables and write the reports (validation[-precision].csv/.json/.svg, optionally
-// model.itertime) and /validation (the leave-one-tuple-out report).
+// model.itertime) and /validation (the leave-one-tuple-out report). Beside each report's floor, the
+// machine drift of the calibration's speed reference (validation_drift.hpp); where the fit used a pass
+// `calibrate drift` re-measured, the overall MAPE with the first profiles only too (fit once more, traced
+// predictions only: nothing extra otherwise).
 // Invariants: a calibration without /groundtruth is a UserError raised before any file is written; the
 // report folder is created only after the validation succeeded; the calibration file is opened for
 // writing only when store_in_calibration asks for /validation in it (off by default).
