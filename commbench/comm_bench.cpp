@@ -24,6 +24,7 @@
 #include "runtime/nccl_communicator.hpp"
 #include "runtime/outside_load_probe.hpp"
 #include "runtime/resume_plan.hpp"
+#include "runtime/speed_reference.hpp"
 #include "common/stats.hpp"
 #include "common/store_meta.hpp"
 #include "commbench/node_links.hpp"
@@ -396,11 +397,24 @@ CommCalibrationSummary calibrate_comm(const CommCalibrationOptions& options) {
   if (const char* text = std::getenv("ITERTIME_FAULT_ABORT_AFTER_POINTS")) run.abort_after = std::strtol(text, nullptr, 10);
   if (options.node_links) measure_node_links(run.plan.store.get(), nodes);
 
+  // The speed reference with every rank busy (common/speed_drift.hpp), before the first block measured and
+  // after each; stored, the first one printed.
+  SpeedReference reference;
+  bool probed = false;
+  const auto probe_speed = [&]() {
+    const ReferenceSample sample = reference.measure(MPI_COMM_WORLD, ReferenceStage::kComm, 0);
+    if (world_rank == 0) record_reference(*run.plan.store, {sample}, probed ? "" : "before the first block");
+    probed = true;
+  };
   for (std::size_t index = 0; index < points.size();) {
     const std::size_t end = block_end(points, index);
     const bool block_needed = std::any_of(run.plan.present.begin() + static_cast<long>(index),
                                           run.plan.present.begin() + static_cast<long>(end), [](uint8_t p) { return p == 0; });
-    if (block_needed) measure_block(run, index, end);
+    if (block_needed) {
+      if (!probed) probe_speed();
+      measure_block(run, index, end);
+      probe_speed();
+    }
     index = end;
   }
 

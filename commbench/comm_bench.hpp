@@ -22,6 +22,8 @@
 //    `max_extra_tries` times; what stays loaded is kept and counted (points_disturbed). Rows are
 //    appended once their stretch is judged.
 //  - --resume measures only the points whose keys are missing from the file.
+//  - The speed reference (runtime/speed_reference.hpp) is timed with every rank busy before the first
+//    block of points measured and after each, into /reference/probes (stage comm).
 //  - Across nodes (and unless node_links is off), every pair of nodes is measured first, alone
 //    (commbench/node_links.hpp), into /comm/node_links, and judged for a slow link or node.
 #pragma once

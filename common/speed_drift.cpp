@@ -77,7 +77,7 @@ ReferenceStage parse_reference_stage(const std::string& text) {
 double OccupancyDrift::compute_pct() const {
   if (!std::isfinite(matmul_pct)) return elementwise_pct;
   if (!std::isfinite(elementwise_pct)) return matmul_pct;
-  return std::fabs(matmul_pct) >= std::fabs(elementwise_pct) ? matmul_pct : elementwise_pct;
+  return 0.5 * (matmul_pct + elementwise_pct);
 }
 
 std::vector<int> ops_passes(const std::vector<ReferenceSample>& samples, int occupancy) {

@@ -8,8 +8,8 @@
 //    samples - 1), per part; positive: the machine was slower during the ground truth. Means, not
 //    medians: a shared machine flips between speeds within a second (a 2x bimodal matrix product was
 //    measured here), and a step time, like a mean, sums its operators over whichever states it met. A part either side
-//    lacks (the all-reduce at occupancy 1) is NaN. The compute drift is the matrix product's or the
-//    element-wise pass's, whichever is larger in magnitude (what the operators are made of).
+//    lacks (the all-reduce at occupancy 1) is NaN. The compute drift is the mean of the matrix product's
+//    and the element-wise pass's (the operators are a mix of both kinds; one of them where the other is NaN).
 //  - Pass 0 is the operator profiling of `calibrate ops`; passes 1.. are profiles measured again by
 //    `calibrate drift`. The pass chosen at an occupancy is the one whose compute drift against the ground
 //    truth is smallest in magnitude (the lowest pass on a tie); without ground-truth samples, pass 0.
@@ -43,7 +43,7 @@ struct OccupancyDrift {
   int ops_pass = 0;
   std::size_t ops_samples = 0, groundtruth_samples = 0;
   double matmul_pct = 0, elementwise_pct = 0, allreduce_pct = 0;  // NaN where a side has no sample
-  double compute_pct() const;                                     // matmul_pct or elementwise_pct, the larger in magnitude
+  double compute_pct() const;  // the mean of matmul_pct and elementwise_pct
 };
 
 // The profiling passes with samples at `occupancy`, ascending.

@@ -3,10 +3,11 @@
 // traffic) and an all-reduce of 64 Ki floats over the probing ranks, each repeated kRepeats times.
 // Invariants:
 //  - measure() is collective over the communicator given: every rank of it runs the probe at once, as the
-//    stage's work runs at that occupancy. A part's time is the wall time of its kRepeats repeats together
-//    divided by kRepeats (a mean over a stretch longer than a scheduler time slice, so that a core shared
-//    with another process shows); rank 0 of the communicator gets the median over ranks per part (the
-//    other ranks their own). At one rank the all-reduce is not run (NaN).
+//    stage's work runs at that occupancy. Each repeat is timed on its own and a part's time is the median
+//    of its repeats: a core's speed while the rank runs (frequency, a busy SMT sibling, memory bandwidth),
+//    taken as the operator profiles take theirs; time other processes take from the rank is the
+//    outside-load probe's (runtime/outside_load_probe.hpp). Rank 0 of the communicator gets the median
+//    over ranks per part (the other ranks their own). At one rank the all-reduce is not run (NaN).
 //  - Plain C++ on the host CPU (no LibTorch, no device): the same code in every stage (comm, ops,
 //    groundtruth), so its timings compare across stages. On a GPU backend it probes the host, not the
 //    device (docs/method.md, "Drift", says so).
