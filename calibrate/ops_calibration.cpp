@@ -788,7 +788,14 @@ void remeasure_drifted(OpsRun& run) {
     std::vector<int> todo;
     if (run.world_rank == 0) {
       print_drift(run, policy.drift_pct);
-      todo = occupancies_to_remeasure(run.reference, policy.drift_pct, policy.max_extra_rounds);
+      for (int occupancy : occupancies_to_remeasure(run.reference, policy.drift_pct, policy.max_extra_rounds)) {
+        if (occupancy <= run.world_size) {
+          todo.push_back(occupancy);
+        } else {
+          std::printf("# occupancy %d drifted, but this job has %d ranks: start calibrate drift with %d to profile it again\n",
+                      occupancy, run.world_size, occupancy);
+        }
+      }
     }
     int count = static_cast<int>(todo.size());
     MPI_Bcast(&count, 1, MPI_INT, 0, MPI_COMM_WORLD);

@@ -43,7 +43,7 @@ struct OccupancyDrift {
   int ops_pass = 0;
   std::size_t ops_samples = 0, groundtruth_samples = 0;
   double matmul_pct = 0, elementwise_pct = 0, allreduce_pct = 0;  // NaN where a side has no sample
-  double compute_pct() const;  // the mean of matmul_pct and elementwise_pct
+  double compute_pct() const;                                     // the mean of matmul_pct and elementwise_pct
 };
 
 // The profiling passes with samples at `occupancy`, ascending.

@@ -17,7 +17,9 @@
 #include "common/model_spec.hpp"
 #include "common/store_meta.hpp"
 #include "predict/fit_model.hpp"
+#include "common/reference_store.hpp"
 #include "validate/validation.hpp"
+#include "validate/validation_drift.hpp"
 #include "validate/validation_report.hpp"
 
 namespace itertime::python {
@@ -111,6 +113,7 @@ nlohmann::json validate_calibration(const std::string& path, const std::string& 
   std::optional<LlamaSpec> model_spec;
   if (!model_file.empty()) model_spec = load_llama_config(model_file);
   std::vector<store::GroundTruthRecord> rows;
+  validate::DriftSummary drift;
   {
     h5::Store store = open_existing(path);
     if (!store.exists(store::kGroundTruthTable)) {
@@ -122,9 +125,19 @@ nlohmann::json validate_calibration(const std::string& path, const std::string& 
       if (!recorded.empty() && std::filesystem::is_regular_file(recorded, error)) model_spec = load_llama_config(recorded);
     }
     rows = store::read_groundtruth_records(store);
+    drift = validate::summarize_drift(store::read_reference_samples(store));
   }
   const predict::FittedModel model = predict::fit_model(path);
-  const validate::ValidationReport report = validate::validate(model, rows, model_spec ? &*model_spec : nullptr, holdout);
+  validate::ValidationReport report = validate::validate(model, rows, model_spec ? &*model_spec : nullptr, holdout);
+  // The machine's drift beside the floor, and the first profiles' MAPE where a re-measured pass was used
+  // (as `itertime validate`, validate/validation_run.cpp).
+  std::optional<predict::FittedModel> first_profiles;
+  if (drift.uses_remeasured_passes()) {
+    predict::FitOptions first_only;
+    first_only.first_profiles_only = true;
+    first_profiles = predict::fit_model(path, first_only);
+  }
+  validate::attach_drift(report, drift, first_profiles ? &*first_profiles : nullptr, rows);
   // validation.json's object, from its one writer (a private temporary file, removed).
   // mkstemp: a name no other call (another thread, the GIL released) or process holds.
   std::string name = (std::filesystem::temp_directory_path() / "itertime-validation-XXXXXX").string();

@@ -130,6 +130,13 @@ void summarize_groups(ValidationReport& report);
 ValidationReport validate(const predict::FittedModel& model, const std::vector<store::GroundTruthRecord>& groundtruth,
                           const LlamaSpec* model_spec, Holdout holdout = Holdout::kTuple);
 
+// Puts the machine's drift beside `report` (validation_drift.hpp): `drift` compared with the report's
+// overall floor and, when `first_profiles` is given (the fit with the first profiles only, for a drift
+// that used a re-measured pass), the overall precision-aware MAPE it gives under the report's holdout
+// (traced predictions only). `itertime validate` and the Python module's validate both call it.
+void attach_drift(ValidationReport& report, const DriftSummary& drift, const predict::FittedModel* first_profiles,
+                  const std::vector<store::GroundTruthRecord>& groundtruth);
+
 }  // namespace itertime::validate
 
 namespace itertime::validate {

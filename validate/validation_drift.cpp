@@ -5,6 +5,8 @@
 #include <cmath>
 #include <map>
 
+#include "validate/validation.hpp"
+
 namespace itertime::validate {
 
 bool DriftSummary::uses_remeasured_passes() const {
@@ -38,6 +40,15 @@ DriftSummary summarize_drift(const std::vector<ReferenceSample>& samples) {
 void compare_with_floor(DriftSummary& drift, double floor_pct) {
   drift.above_floor =
       std::isfinite(drift.largest_compute_pct) && std::isfinite(floor_pct) && std::fabs(drift.largest_compute_pct) > floor_pct;
+}
+
+void attach_drift(ValidationReport& report, const DriftSummary& drift, const predict::FittedModel* first_profiles,
+                  const std::vector<store::GroundTruthRecord>& groundtruth) {
+  report.drift = drift;
+  compare_with_floor(report.drift, report.overall.floor_pct);
+  if (first_profiles) {
+    report.drift.first_pass_mape_pct = validate(*first_profiles, groundtruth, nullptr, report.holdout).overall.mape_pct;
+  }
 }
 
 }  // namespace itertime::validate

@@ -94,11 +94,7 @@ ValidationReport run_validation(const ValidationRunOptions& given) {
     reports.push_back(validate(model, rows, options.model ? &*options.model : nullptr, holdout));
     ValidationReport& report = reports.back();
     annotate_spans(report, meta);
-    report.drift = drift;
-    compare_with_floor(report.drift, report.overall.floor_pct);
-    if (first_profiles_model) {
-      report.drift.first_pass_mape_pct = validate(*first_profiles_model, rows, nullptr, holdout).overall.mape_pct;
-    }
+    attach_drift(report, drift, first_profiles_model ? &*first_profiles_model : nullptr, rows);
   }
   std::filesystem::create_directories(dir);
   for (const ValidationReport& report : reports) {

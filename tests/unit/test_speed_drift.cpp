@@ -46,7 +46,7 @@ TEST(SpeedDrift, MeansComparedPerPartAndOccupancy) {
   EXPECT_NEAR(drifts[0].matmul_pct, 10.0, 1e-9);
   EXPECT_NEAR(drifts[0].elementwise_pct, -10.0, 1e-9);
   EXPECT_TRUE(std::isnan(drifts[0].allreduce_pct));  // no all-reduce at one rank
-  EXPECT_NEAR(drifts[0].compute_pct(), 0.0, 1e-9);  // the mean of +10 and -10
+  EXPECT_NEAR(drifts[0].compute_pct(), 0.0, 1e-9);   // the mean of +10 and -10
   EXPECT_EQ(drifts[1].occupancy, 2);
   EXPECT_NEAR(drifts[1].matmul_pct, 50.0, 1e-9);
   EXPECT_NEAR(drifts[1].elementwise_pct, 0.0, 1e-9);
