@@ -40,8 +40,8 @@ SpeedReference::SpeedReference()
       c_(static_cast<std::size_t>(kMatrixSize) * kMatrixSize, 0.0f),
       x_(kElements, 1.0f),
       y_(kElements, 0.0f),
-      send_(kAllReduceElements, 1.0f),
-      receive_(kAllReduceElements, 0.0f) {}
+      send_(kAllReduceElements, 1),
+      receive_(kAllReduceElements, 0) {}
 
 ReferenceSample SpeedReference::measure(MPI_Comm comm, ReferenceStage stage, int pass) {
   int rank = 0, size = 1;
@@ -61,7 +61,7 @@ ReferenceSample SpeedReference::measure(MPI_Comm comm, ReferenceStage stage, int
     elementwise.push_back(elapsed_us(start));
     if (size > 1) {
       start = Clock::now();
-      ITERTIME_MPI_CHECK(MPI_Allreduce(send_.data(), receive_.data(), kAllReduceElements, MPI_FLOAT, MPI_SUM, comm));
+      ITERTIME_MPI_CHECK(MPI_Allreduce(send_.data(), receive_.data(), kAllReduceElements, MPI_INT32_T, MPI_SUM, comm));
       allreduce.push_back(elapsed_us(start));
     }
   }
@@ -69,7 +69,7 @@ ReferenceSample SpeedReference::measure(MPI_Comm comm, ReferenceStage stage, int
   const double elementwise_us = stats::median(elementwise);
   const double allreduce_us = size > 1 ? stats::median(allreduce) : std::numeric_limits<double>::quiet_NaN();
   // Keep the results observable, so the compiler cannot drop the work.
-  volatile float sink = c_[0] + y_[0] + receive_[0];
+  volatile float sink = c_[0] + y_[0] + static_cast<float>(receive_[0]);
   (void)sink;
   const double nan = std::numeric_limits<double>::quiet_NaN();
   double mine[3] = {matmul_us, elementwise_us, allreduce_us};

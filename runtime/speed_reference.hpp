@@ -1,6 +1,6 @@
 // speed_reference.hpp: a short, fixed probe of how fast the machine runs right now (common/speed_drift.hpp):
 // a 128 x 128 x 128 fp32 matrix product, an element-wise pass y = a*x + y over 1 Mi floats (12 MiB of
-// traffic) and an all-reduce of 64 Ki floats over the probing ranks, each repeated kRepeats times.
+// traffic) and an all-reduce of 64 Ki int32 (256 KiB) over the probing ranks, each repeated kRepeats times.
 // Invariants:
 //  - measure() is collective over the communicator given: every rank of it runs the probe at once, as the
 //    stage's work runs at that occupancy. Each repeat is timed on its own and a part's time is the median
@@ -16,6 +16,7 @@
 
 #include <mpi.h>
 
+#include <cstdint>
 #include <vector>
 
 #include "common/h5store.hpp"
@@ -35,9 +36,11 @@ class SpeedReference {
   static constexpr int kAllReduceElements = 1 << 16;
 
  private:
-  std::vector<float> a_, b_, c_;       // the matrix product's operands
-  std::vector<float> x_, y_;           // the element-wise pass's
-  std::vector<float> send_, receive_;  // the all-reduce's
+  std::vector<float> a_, b_, c_;  // the matrix product's operands
+  std::vector<float> x_, y_;      // the element-wise pass's
+  std::vector<int32_t> send_,
+      receive_;  // int32, not float: the comm sweep's first float all-reduce stays its
+                 // own (tests/e2e's corrupt_allreduce interposer damages exactly that one)  // the all-reduce's
 };
 
 // The reference at each occupancy a stage uses (collective over MPI_COMM_WORLD): for each occupancy k in
