@@ -497,7 +497,7 @@ void measure_in_rounds(GroundTruthRun& run, const std::vector<ConfigProgress*>& 
   };
   for (int round = 0;; ++round) {
     const std::vector<char> wants = wanting_another_round(run, measuring, round);
-    if (round > 0 || !measuring.empty()) probe(round);
+    probe(round);  // nothing when no configuration is measured (no occupancy to probe)
     if (std::none_of(wants.begin(), wants.end(), [](char w) { return w != 0; })) return;
     const std::vector<std::size_t> order = round_order(measuring.size(), round, job.seed);
     int position = 0;

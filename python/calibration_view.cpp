@@ -131,12 +131,7 @@ nlohmann::json validate_calibration(const std::string& path, const std::string& 
   validate::ValidationReport report = validate::validate(model, rows, model_spec ? &*model_spec : nullptr, holdout);
   // The machine's drift beside the floor, and the first profiles' MAPE where a re-measured pass was used
   // (as `itertime validate`, validate/validation_run.cpp).
-  std::optional<predict::FittedModel> first_profiles;
-  if (drift.uses_remeasured_passes()) {
-    predict::FitOptions first_only;
-    first_only.first_profiles_only = true;
-    first_profiles = predict::fit_model(path, first_only);
-  }
+  const std::optional<predict::FittedModel> first_profiles = validate::fit_first_profiles(path, drift);
   validate::attach_drift(report, drift, first_profiles ? &*first_profiles : nullptr, rows);
   // validation.json's object, from its one writer (a private temporary file, removed).
   // mkstemp: a name no other call (another thread, the GIL released) or process holds.

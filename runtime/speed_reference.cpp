@@ -71,10 +71,16 @@ ReferenceSample SpeedReference::measure(MPI_Comm comm, ReferenceStage stage, int
   // Keep the results observable, so the compiler cannot drop the work.
   volatile float sink = c_[0] + y_[0] + static_cast<float>(receive_[0]);
   (void)sink;
-  const double nan = std::numeric_limits<double>::quiet_NaN();
   double mine[3] = {matmul_us, elementwise_us, allreduce_us};
   std::vector<double> all(static_cast<std::size_t>(3 * size));
   ITERTIME_MPI_CHECK(MPI_Gather(mine, 3, MPI_DOUBLE, all.data(), 3, MPI_DOUBLE, 0, comm));
+  if (rank == 0 && size > 1) {  // the median over ranks per part (at one rank: its own, NaN all-reduce kept)
+    for (int p = 0; p < 3; ++p) {
+      std::vector<double> part;
+      for (int r = 0; r < size; ++r) part.push_back(all[static_cast<std::size_t>(3 * r + p)]);
+      mine[p] = stats::median(part);
+    }
+  }
   ReferenceSample sample;
   sample.stage = stage;
   sample.pass = pass;
@@ -83,14 +89,6 @@ ReferenceSample SpeedReference::measure(MPI_Comm comm, ReferenceStage stage, int
   sample.matmul_us = mine[0];
   sample.elementwise_us = mine[1];
   sample.allreduce_us = mine[2];
-  if (rank == 0) {
-    std::vector<double> parts[3];
-    for (int r = 0; r < size; ++r)
-      for (int p = 0; p < 3; ++p) parts[p].push_back(all[static_cast<std::size_t>(3 * r + p)]);
-    sample.matmul_us = stats::median(parts[0]);
-    sample.elementwise_us = stats::median(parts[1]);
-    sample.allreduce_us = size > 1 ? stats::median(parts[2]) : nan;
-  }
   return sample;
 }
 

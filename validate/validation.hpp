@@ -37,6 +37,7 @@
 #pragma once
 
 #include <limits>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -136,6 +137,9 @@ ValidationReport validate(const predict::FittedModel& model, const std::vector<s
 // (traced predictions only). `itertime validate` and the Python module's validate both call it.
 void attach_drift(ValidationReport& report, const DriftSummary& drift, const predict::FittedModel* first_profiles,
                   const std::vector<store::GroundTruthRecord>& groundtruth);
+// The fit of `calibration_path` with the first profiles only (predict::FitOptions::first_profiles_only),
+// when `drift` says the default fit used a re-measured pass somewhere; nothing otherwise.
+std::optional<predict::FittedModel> fit_first_profiles(const std::string& calibration_path, const DriftSummary& drift);
 
 }  // namespace itertime::validate
 

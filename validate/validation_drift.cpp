@@ -5,6 +5,7 @@
 #include <cmath>
 #include <map>
 
+#include "predict/fit_model.hpp"
 #include "validate/validation.hpp"
 
 namespace itertime::validate {
@@ -49,6 +50,13 @@ void attach_drift(ValidationReport& report, const DriftSummary& drift, const pre
   if (first_profiles) {
     report.drift.first_pass_mape_pct = validate(*first_profiles, groundtruth, nullptr, report.holdout).overall.mape_pct;
   }
+}
+
+std::optional<predict::FittedModel> fit_first_profiles(const std::string& calibration_path, const DriftSummary& drift) {
+  if (!drift.uses_remeasured_passes()) return std::nullopt;
+  predict::FitOptions first_only;
+  first_only.first_profiles_only = true;
+  return predict::fit_model(calibration_path, first_only);
 }
 
 }  // namespace itertime::validate

@@ -84,12 +84,7 @@ ValidationReport run_validation(const ValidationRunOptions& given) {
   std::vector<ValidationReport> reports;
   // The raw figures stay beside: where the fit used a re-measured pass somewhere, the same validation
   // with the first profiles only (traced predictions alone; no builder-only), for its overall MAPE.
-  std::optional<predict::FittedModel> first_profiles_model;
-  if (drift.uses_remeasured_passes()) {
-    predict::FitOptions first_only;
-    first_only.first_profiles_only = true;
-    first_profiles_model = predict::fit_model(file, first_only);
-  }
+  const std::optional<predict::FittedModel> first_profiles_model = fit_first_profiles(file, drift);
   for (const Holdout holdout : options.holdouts) {
     reports.push_back(validate(model, rows, options.model ? &*options.model : nullptr, holdout));
     ValidationReport& report = reports.back();
