@@ -27,6 +27,7 @@
 #include "predict/framework/framework_predictor.hpp"
 #include "predict/framework/gpu_kernels.hpp"
 #include "validate/published_figures.hpp"
+#include "validate/published_score.hpp"
 
 namespace itertime::launcher {
 namespace {
@@ -45,19 +46,32 @@ struct Scored {
   double peak_memory_gib = 0;  // the prediction's (megatron_memory's busiest rank)
   std::string layout;
   std::string recipe;
+  double ideal_s = NAN;        // model FLOPs at the dense peak of the precision's GEMM math (the constant-MFU baseline's unit)
+  double constant_s = NAN;     // the constant-MFU baseline, fitted leave-one-out on the other rows
+  double fitted_s = NAN;       // the framework model fitted on the other models' rows of its GPU (leave-one-model-out)
+  fw::FrameworkTarget target;  // the described target it was predicted on
 };
 
+// "+12.3%", or "-" for no prediction.
+std::string error_text(double predicted, double measured) {
+  if (!std::isfinite(predicted)) return "-";
+  char text[32];
+  std::snprintf(text, sizeof text, "%+.1f%%", (predicted - measured) / measured * 100.0);
+  return text;
+}
+
+// Per predictor: the described framework model, the constant-MFU baseline, the fitted model (leave-one-model-out).
 struct Summary {
+  validate::ErrorSummary described, constant, fitted;
   int rows = 0, predicted = 0;
-  double sum_abs = 0, sum_signed = 0;
-  double mape() const { return predicted > 0 ? sum_abs / predicted : 0; }
-  double bias() const { return predicted > 0 ? sum_signed / predicted : 0; }
+  double mape() const { return described.mape(); }
+  double bias() const { return described.bias(); }
   void add(const Scored& s) {
     ++rows;
-    if (!s.predicted) return;
-    ++predicted;
-    sum_abs += std::fabs(s.error_percent);
-    sum_signed += s.error_percent;
+    if (s.predicted) ++predicted;
+    described.add(s.measured_s, s.predicted ? s.predicted_s : NAN);
+    constant.add(s.measured_s, s.constant_s);
+    fitted.add(s.measured_s, s.fitted_s);
   }
 };
 
@@ -95,6 +109,13 @@ Scored score_row(const validate::PublishedSource& source, const validate::Publis
   s.layout = row.config.to_string();
   s.recipe = recipe_of(row);
   const HardwareSpec& described = targets.hardware.at(row.hardware);
+  const ComputeDType math = row.recipe.precision == PrecisionName::kFp8       ? ComputeDType::kFp8
+                            : row.recipe.precision == PrecisionName::kAmpFp16 ? ComputeDType::kFp16
+                                                                              : ComputeDType::kBf16;
+  if (const std::optional<double> peak = described.peak(math)) {
+    const double flops = row.shape.training_flops_per_token(row.config.seq_len) * row.config.global_batch * row.config.seq_len;
+    s.ideal_s = flops / (*peak * row.gpus);
+  }
   if (!targets.kernels.count(row.hardware)) {
     try {
       targets.kernels[row.hardware] = fw::load_gpu_kernel_figures(described);
@@ -113,6 +134,8 @@ Scored score_row(const validate::PublishedSource& source, const validate::Publis
   if (row.fabric.nics_per_node) target.hardware.nics_per_node = row.fabric.nics_per_node;
   if (row.fabric.nic_bandwidth_bytes_per_s) target.hardware.nic_bandwidth_bytes_per_s = row.fabric.nic_bandwidth_bytes_per_s;
   target.kernels = *kernels;
+  target.conditions = fw::load_training_conditions(described);
+  s.target = target;
   target.tuning.amd_host_cpu = row.amd_host_cpu;
   fw::FrameworkRequest request;
   request.shape = row.shape;
@@ -147,27 +170,40 @@ void print_table(const std::vector<Scored>& scored, const std::map<std::string, 
   std::printf(
       "published figures predicted with the framework model (Megatron-Core + Transformer Engine, "
       "predict/framework); error = (predicted - measured) / measured\n");
-  std::printf("%-22s %-12s %-6s %5s  %-44s %-24s %-24s %10s %10s %8s %8s\n", "source", "row", "gpu", "gpus", "layout", "recipe",
-              "measured (as published)", "meas s/it", "pred s/it", "error", "peak GiB");
+  std::printf("%-22s %-12s %-6s %5s  %-44s %-24s %-24s %10s %10s %8s %8s %9s %9s\n", "source", "row", "gpu", "gpus", "layout",
+              "recipe", "measured (as published)", "meas s/it", "pred s/it", "error", "peak GiB", "const err", "fit err");
   for (const Scored& s : scored) {
     const validate::PublishedRow& row = *s.row;
     std::string gpu = row.hardware.substr(0, row.hardware.find('-'));
     if (s.predicted) {
-      std::printf("%-22s %-12s %-6s %5d  %-44s %-24s %-24s %10.3f %10.3f %+7.1f%% %8.1f\n", s.source->id.c_str(), row.id.c_str(),
-                  gpu.c_str(), row.gpus, s.layout.c_str(), s.recipe.c_str(), measured_text(row).c_str(), s.measured_s,
-                  s.predicted_s, s.error_percent, s.peak_memory_gib);
+      std::printf("%-22s %-12s %-6s %5d  %-44s %-24s %-24s %10.3f %10.3f %+7.1f%% %8.1f %9s %9s\n", s.source->id.c_str(),
+                  row.id.c_str(), gpu.c_str(), row.gpus, s.layout.c_str(), s.recipe.c_str(), measured_text(row).c_str(),
+                  s.measured_s, s.predicted_s, s.error_percent, s.peak_memory_gib, error_text(s.constant_s, s.measured_s).c_str(),
+                  error_text(s.fitted_s, s.measured_s).c_str());
     } else {
       std::printf("%-22s %-12s %-6s %5d  %-44s %-24s %-24s %10.3f %10s  not predicted: %s\n", s.source->id.c_str(),
                   row.id.c_str(), gpu.c_str(), row.gpus, s.layout.c_str(), s.recipe.c_str(), measured_text(row).c_str(),
                   s.measured_s, "-", s.reason.c_str());
     }
   }
-  for (const auto& [id, summary] : per_source) {
-    std::printf("MAPE %-22s %3d of %3d rows predicted  MAPE %6.1f%%  mean error %+6.1f%%\n", id.c_str(), summary.predicted,
-                summary.rows, summary.mape(), summary.bias());
-  }
-  std::printf("MAPE %-22s %3d of %3d rows predicted  MAPE %6.1f%%  mean error %+6.1f%%\n", "overall", overall.predicted,
-              overall.rows, overall.mape(), overall.bias());
+  std::printf(
+      "per source: the described model (nothing fitted); a constant fraction of the peak (one MFU against the dense peak of "
+      "the precision's GEMM math, fitted leave-one-out on the other rows); the model fitted on the other models' rows of the "
+      "same GPU (leave-one-model-out; '-' where that GPU has rows of one model only)\n");
+  auto line = [](const std::string& id, const Summary& summary) {
+    auto part = [](const validate::ErrorSummary& e) {
+      char text[96];
+      if (e.predicted == 0) return std::string("-");
+      std::snprintf(text, sizeof text, "%5.1f%% (%+5.1f%%, %d rows)", e.mape(), e.bias(), e.predicted);
+      return std::string(text);
+    };
+    std::printf("MAPE %-22s %3d of %3d rows predicted  described %s  constant-MFU %s  fitted (leave-one-model-out) %s\n",
+                id.c_str(), summary.predicted, summary.rows, part(summary.described).c_str(), part(summary.constant).c_str(),
+                part(summary.fitted).c_str());
+  };
+  for (const auto& [id, summary] : per_source) line(id, summary);
+  line("overall", overall);
+  std::printf("(MAPE (mean signed error, rows))\n");
 }
 
 std::string json_report(const std::vector<Scored>& scored, const std::map<std::string, Summary>& per_source,
@@ -200,6 +236,11 @@ std::string json_report(const std::vector<Scored>& scored, const std::map<std::s
                           {"pp_comm", p.pp_comm_us * 1e-6},
                           {"bubble", p.bubble_us * 1e-6},
                           {"dp_comm", p.dp_comm_us * 1e-6},
+                          {"clock", p.clock_us * 1e-6},
+                          {"contention", p.contention_us * 1e-6},
+                          {"sync", p.sync_us * 1e-6},
+                          {"host", p.host_us * 1e-6},
+                          {"straggler", p.straggler_us * 1e-6},
                           {"optimizer", p.optimizer_us * 1e-6},
                           {"stage_forward", p.stage_forward_us * 1e-6},
                           {"stage_backward", p.stage_backward_us * 1e-6}};
@@ -209,6 +250,8 @@ std::string json_report(const std::vector<Scored>& scored, const std::map<std::s
     } else {
       r["reason"] = s.reason;
     }
+    if (std::isfinite(s.constant_s)) r["constant_mfu_s_per_iteration"] = s.constant_s;
+    if (std::isfinite(s.fitted_s)) r["fitted_lomo_s_per_iteration"] = s.fitted_s;
     rows.push_back(r);
   }
   auto summary_json = [](const Summary& summary) {
@@ -217,6 +260,13 @@ std::string json_report(const std::vector<Scored>& scored, const std::map<std::s
       out["mape_percent"] = summary.mape();
       out["mean_error_percent"] = summary.bias();
     }
+    auto part = [](const validate::ErrorSummary& e) {
+      json p{{"predicted", e.predicted}};
+      if (e.predicted > 0) p["mape_percent"] = e.mape(), p["mean_error_percent"] = e.bias();
+      return p;
+    };
+    out["constant_mfu"] = part(summary.constant);
+    out["fitted_leave_one_model_out"] = part(summary.fitted);
     return out;
   };
   json sources = json::object();
@@ -242,14 +292,36 @@ int run_score_published(const std::vector<std::string>& given, bool json_output)
     }
   }
   std::vector<Scored> scored;
+  for (const auto& source : sources) {
+    for (const auto& row : source.rows) scored.push_back(score_row(source, row, targets));
+  }
+  // The constant-MFU baseline over every row with a peak; the fitted column per GPU (and fabric).
+  std::vector<double> ideal, measured;
+  std::vector<size_t> with_peak;
+  std::map<std::string, validate::GpuRows> by_gpu;
+  for (size_t i = 0; i < scored.size(); ++i) {
+    Scored& s = scored[i];
+    if (std::isfinite(s.ideal_s)) ideal.push_back(s.ideal_s), measured.push_back(s.measured_s), with_peak.push_back(i);
+    if (!s.predicted) continue;
+    const validate::PublishedRow& row = *s.row;
+    std::string key = row.hardware;
+    if (row.fabric.nics_per_node || row.fabric.nic_bandwidth_bytes_per_s) key += " (" + s.source->id + " fabric)";
+    validate::GpuRows& group = by_gpu[key];
+    group.target = s.target;
+    group.rows.push_back(fw::FrameworkObservation{s.source->id + "/" + row.id, row.shape.name,
+                                                  fw::FrameworkRequest{row.shape, row.config, row.recipe}, s.measured_s * 1e6,
+                                                  row.amd_host_cpu});
+    group.index.push_back(i);
+  }
+  const std::vector<double> constant = validate::constant_mfu_leave_one_out(ideal, measured);
+  for (size_t k = 0; k < with_peak.size(); ++k) scored[with_peak[k]].constant_s = constant[k];
+  const std::vector<double> fitted = validate::fitted_leave_one_model_out(by_gpu, scored.size());
+  for (size_t i = 0; i < scored.size(); ++i) scored[i].fitted_s = fitted[i];
   std::map<std::string, Summary> per_source;
   Summary overall;
-  for (const auto& source : sources) {
-    for (const auto& row : source.rows) {
-      scored.push_back(score_row(source, row, targets));
-      per_source[source.id].add(scored.back());
-      overall.add(scored.back());
-    }
+  for (const Scored& s : scored) {
+    per_source[s.source->id].add(s);
+    overall.add(s);
   }
   if (json_output) {
     std::printf("%s\n", json_report(scored, per_source, overall).c_str());
