@@ -4,6 +4,7 @@
 //  - A search space with no candidate at all is a UserError (exit 2) with the planner's one-line reason.
 //  - The tie rule's uncertainty: --tie-pct when given; else for --framework megatron-te the framework
 //    model's MAPE on published figures (itertime score-published), else kOwnTrainerTieFraction (below).
+#include <cmath>
 #include <cstdio>
 #include <memory>
 #include <optional>
@@ -17,6 +18,7 @@
 #include "launcher/commands.hpp"
 #include "launcher/predict_options.hpp"
 #include "predict/fit_model.hpp"
+#include "predict/framework/framework_fit.hpp"
 #include "predict/framework_plan.hpp"
 #include "predict/plan.hpp"
 #include "predict/prediction_range.hpp"
@@ -48,6 +50,7 @@ void register_plan(CLI::App& app, std::vector<std::pair<CLI::App*, Action>>& act
     bool all_recipes = false;
     double device_memory_gib = 0;
     std::string hardware, efficiency;
+    std::string fitted;  // --fitted: the framework model's terms fitted on logs
     int nodes = 0;
     int64_t ranks_per_node = -1;  // --ranks-per-node on a calibration (-1: not given, its own)
     bool json = false;
@@ -110,6 +113,9 @@ void register_plan(CLI::App& app, std::vector<std::pair<CLI::App*, Action>>& act
   plan_cmd->add_option("--efficiency", a->efficiency,
                        "Operator efficiencies to carry to --hardware (default on a GPU: a GPU calibration's, else its published "
                        "kernel figures; on a CPU node: the calibration's, or data/efficiency/default.json)");
+  plan_cmd->add_option("--fitted", a->fitted,
+                       "With --framework megatron-te: terms fitted on your cluster's logs (`itertime fit --framework "
+                       "megatron-te`); ties then within the fit's leave-one-model-out MAPE");
   plan_cmd->add_option("--top", a->top, "How many to list")->capture_default_str();
   plan_cmd
       ->add_option("--framework", a->framework,
@@ -223,13 +229,20 @@ void register_plan(CLI::App& app, std::vector<std::pair<CLI::App*, Action>>& act
     }
     question.nodes = a->nodes;
     const bool megatron = predict::framework::parse_framework(a->framework) == predict::framework::Framework::kMegatronTe;
+    if (!megatron && !a->fitted.empty()) throw UserError("--fitted needs --framework megatron-te (terms fitted on logs)");
     question.framework = predict::framework::to_string(predict::framework::parse_framework(a->framework));
     if (a->tie_pct >= 0) {
       options.tie_fraction = a->tie_pct / 100.0;
       options.tie_source = "--tie-pct";
+    } else if (megatron && !a->fitted.empty()) {
+      const predict::framework::FrameworkFit fit = predict::framework::read_fitted_terms(a->fitted);
+      options.tie_fraction = (std::isfinite(fit.lomo_mape_pct) ? fit.lomo_mape_pct : predict::kFrameworkPublishedMapePct) / 100.0;
+      options.tie_source = std::isfinite(fit.lomo_mape_pct)
+                               ? "the fit's leave-one-model-out MAPE, " + a->fitted
+                               : "every published run's MAPE (the fit in " + a->fitted + " saw one model only)";
     } else if (megatron) {
-      options.tie_fraction = predict::kFrameworkPublishedMapePct / 100.0;
-      options.tie_source = "the framework model's MAPE on published figures, itertime score-published";
+      options.tie_fraction = predict::framework_tie_fraction(a->hardware);
+      options.tie_source = "the described framework model's MAPE on published runs of this GPU generation, itertime score-published";
     } else if (const auto stored = a->source.empty() ? std::nullopt : validate::read_validation_mape(a->source, "", false)) {
       options.tie_fraction = stored->mape_pct / 100.0;
       options.tie_source = "the calibration's MAPE over its " + std::to_string(stored->count) +
@@ -253,7 +266,8 @@ void register_plan(CLI::App& app, std::vector<std::pair<CLI::App*, Action>>& act
     if (megatron) {
       if (!a->source.empty())
         throw UserError("plan --framework megatron-te takes no calibration or model file (" + a->source + ")");
-      const predict::framework::FrameworkTarget target = predict::framework_target(a->hardware);
+      predict::framework::FrameworkTarget target = predict::framework_target(a->hardware);
+      if (!a->fitted.empty()) predict::framework::apply_fitted_terms(target, a->fitted);
       if (!recipes_given) options.recipes = predict::megatron_recipes();
       space.fp8_recipes.clear();
       for (const auto& r : a->fp8_recipes) space.fp8_recipes.push_back(predict::framework::parse_fp8_recipe(r));

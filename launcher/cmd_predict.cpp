@@ -14,6 +14,7 @@
 #include "launcher/predict_options.hpp"
 #include "predict/answer_check.hpp"
 #include "predict/fit_model.hpp"
+#include "predict/framework/framework_fit.hpp"
 #include "predict/framework/megatron_memory.hpp"
 #include "predict/framework_plan.hpp"
 #include "predict/memory/memory_model.hpp"
@@ -41,6 +42,7 @@ struct PredictArgs {
   double device_memory_gib = 0;
   std::string hardware;                // --hardware: a data/hardware description (another than the calibration's: described)
   std::string efficiency;              // --efficiency: operator efficiencies to carry to a described device
+  std::string fitted;                  // --fitted: the framework model's terms fitted on logs (megatron-te)
   int nodes = 0;                       // --nodes: must agree with the layout on the described device
   int64_t ranks_per_node = -1;         // --ranks-per-node on a calibration (-1: not given, its own)
   std::string framework = "itertime";  // --framework: itertime's own trainer, or megatron-te
@@ -197,7 +199,9 @@ int run_framework_predict(const PredictArgs& given, PredictArgs a, const LlamaSp
         a.source + ")");
   }
   if (a.blind || !a.efficiency.empty()) throw UserError("--framework megatron-te takes neither --blind nor --efficiency");
-  const predict::framework::FrameworkTarget target = predict::framework_target(a.hardware);
+  predict::framework::FrameworkTarget target = predict::framework_target(a.hardware);
+  std::optional<predict::framework::FrameworkFit> fitted;
+  if (!a.fitted.empty()) fitted = predict::framework::apply_fitted_terms(target, a.fitted);
   check_nodes(a.nodes, config.world_size(), target.hardware);
   if (!a.precision_given) a.precision = "amp-bf16";  // the framework trains in mixed precision on GPUs
   predict::framework::FrameworkRequest request;
@@ -216,7 +220,7 @@ int run_framework_predict(const PredictArgs& given, PredictArgs a, const LlamaSp
   const int64_t peak_bytes = outcome.prediction->peak_memory_bytes;  // megatron_memory's, in the prediction
   const double memory_limit = device_memory_bytes(a.device_memory_gib, target.hardware);
   validate::PredictionRecord record;
-  record.source = "described " + target.hardware.name + ", framework megatron-te";
+  record.source = (fitted ? "fitted (" + a.fitted + ") " : "described ") + target.hardware.name + ", framework megatron-te";
   record.described =
       "Megatron-Core + Transformer Engine stage (fused attention, norms, RoPE, SwiGLU, cross-entropy); kernels from " +
       target.kernels.shown_path() +
@@ -238,7 +242,8 @@ int run_framework_predict(const PredictArgs& given, PredictArgs a, const LlamaSp
   record.throughput = predict::throughput(spec, config, request.recipe.precision, record.prediction.total_us, &target.hardware);
   record.hardware = target.hardware.name;
   record.framework = true;
-  record.range = predict::framework_range();
+  record.range = fitted ? predict::framework_fitted_range(fitted->lomo_mape_pct, fitted->lomo_rows, fitted->models, a.fitted)
+                       : predict::framework_range(target.hardware.name);
   record.defaults = defaulted(given, a, target.hardware);
   predict::AnswerFacts facts;
   facts.mfu = record.throughput.mfu;
@@ -258,8 +263,8 @@ int run_predict(const PredictArgs& given, const LlamaSpec& spec) {
   if (predict::framework::parse_framework(a.framework) == predict::framework::Framework::kMegatronTe) {
     return run_framework_predict(given, a, spec, config);
   }
-  if (a.tp_comm_overlap || a.fp8_param_gather || a.fp8_recipe != "delayed") {
-    throw UserError("--tp-comm-overlap, --fp8-recipe and --fp8-param-gather need --framework megatron-te");
+  if (a.tp_comm_overlap || a.fp8_param_gather || a.fp8_recipe != "delayed" || !a.fitted.empty()) {
+    throw UserError("--tp-comm-overlap, --fp8-recipe, --fp8-param-gather and --fitted need --framework megatron-te");
   }
   if (a.precision_given) parse_precision(a.precision);  // a precision that does not exist: refused before any file is read
   const predict::FittedModel model = a.source.empty() ? predict::FittedModel{} : predict::load_or_fit(a.source);
@@ -433,6 +438,9 @@ void register_predict(CLI::App& app, std::vector<std::pair<CLI::App*, Action>>& 
   predict_cmd->add_option("--hardware", args->hardware,
                           "Hardware description (data/hardware): the calibration's own (default) for MFU and the device memory, "
                           "or another device, predicted from its description with the calibration's operator efficiencies");
+  predict_cmd->add_option("--fitted", args->fitted,
+                          "With --framework megatron-te: terms fitted on your cluster's logs (`itertime fit --framework "
+                          "megatron-te`), quoted with the fit's leave-one-model-out range");
   predict_cmd->add_option(
       "--efficiency", args->efficiency,
       "Operator efficiencies to carry to --hardware (a file from `itertime fit --efficiency-out`; default on a "

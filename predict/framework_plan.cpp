@@ -34,6 +34,11 @@ Prediction to_prediction(const framework::FrameworkPrediction& f) {
   p.bubble_us = f.bubble_us;
   p.dp_comm_us = f.dp_comm_us;
   p.optimizer_us = f.optimizer_us;
+  p.training_costs_us = {{"clock", f.clock_us},
+                         {"contention", f.contention_us},
+                         {"sync", f.sync_us},
+                         {"host", f.host_us},
+                         {"straggler", f.straggler_us}};
   p.op_calls = f.kernel_launches;
   p.stage_forward_us = {f.stage_forward_us};
   p.stage_backward_us = {f.stage_backward_us};

@@ -85,7 +85,7 @@ nlohmann::json framework_prediction(const PredictQuery& q, const LlamaSpec& spec
   record.throughput = predict::throughput(spec, config, request.recipe.precision, record.prediction.total_us, &target.hardware);
   record.hardware = target.hardware.name;
   record.framework = true;
-  record.range = predict::framework_range();
+  record.range = predict::framework_range(target.hardware.name);
   predict::AnswerFacts facts;
   facts.mfu = record.throughput.mfu;
   facts.precision = q.precision;
@@ -217,7 +217,7 @@ nlohmann::json plan_json(const PlanQuery& q) {
     options.tie_fraction = *q.tie_pct / 100.0;
     options.tie_source = "tie_pct";
   } else if (megatron) {
-    options.tie_fraction = predict::kFrameworkPublishedMapePct / 100.0;
+    options.tie_fraction = predict::framework_tie_fraction(q.hardware);
     options.tie_source = "the framework model's MAPE on published figures, itertime score-published";
   } else if (const auto stored = q.source.empty() ? std::nullopt : validate::read_validation_mape(q.source, "", false)) {
     options.tie_fraction = stored->mape_pct / 100.0;

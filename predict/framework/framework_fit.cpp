@@ -152,6 +152,13 @@ std::string write_fitted_terms_json(const FrameworkFit& fit) {
   return doc.dump(1) + "\n";
 }
 
+FrameworkFit apply_fitted_terms(FrameworkTarget& target, const std::string& path) {
+  FrameworkFit fit = read_fitted_terms(path, target.hardware.name);
+  target.terms = fit.terms;
+  target.terms_source = path;
+  return fit;
+}
+
 FrameworkFit read_fitted_terms(const std::string& path, const std::string& hardware_name) {
   const json doc =
       parse_json_text(read_input_file(path, {"no such file", "is a directory, not a terms file", "cannot be read"}), path);

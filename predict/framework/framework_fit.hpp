@@ -64,5 +64,7 @@ FrameworkFit fit_framework_terms(const FrameworkTarget& described, const std::ve
 // a file for another GPU than `hardware_name` when that is not empty).
 std::string write_fitted_terms_json(const FrameworkFit& fit);
 FrameworkFit read_fitted_terms(const std::string& path, const std::string& hardware_name = "");
+// Reads the terms file for target's GPU into target.terms (and terms_source); returns the fit (its range).
+FrameworkFit apply_fitted_terms(FrameworkTarget& target, const std::string& path);
 
 }  // namespace itertime::predict::framework

@@ -53,6 +53,12 @@
 #include "predict/schedule/schedule.hpp"
 
 namespace itertime::predict::framework {
+OverlapCost overlap_beside_compute(double comm_us, double kernel_us, double slowdown) {
+  const double f = 1.0 + slowdown;
+  if (comm_us >= kernel_us * f) return {comm_us - kernel_us * f, kernel_us * (f - 1.0)};
+  return {0.0, comm_us * (1.0 - 1.0 / f)};
+}
+
 std::vector<std::string> layout_violations(const TransformerShape& shape, const ParallelConfig& config) {
   std::vector<std::string> out;
   auto require = [&out](bool ok, const std::string& why) {
@@ -187,18 +193,6 @@ double host_us_per_kernel(const FrameworkTarget& target) {
   return target.terms.host_us_per_kernel >= 0 ? target.terms.host_us_per_kernel : target.conditions.host_us_per_kernel;
 }
 
-// A collective of `comm_us` beside compute of `kernel_us` on its own SMs (NCCL): its exposed part and the
-// compute's contention (see the invariants above).
-struct Overlapped {
-  double exposed_us = 0, contention_us = 0;
-};
-
-Overlapped beside_compute(double comm_us, double kernel_us, double slowdown) {
-  const double f = 1.0 + slowdown;
-  if (comm_us >= kernel_us * f) return {comm_us - kernel_us * f, kernel_us * (f - 1.0)};
-  return {0.0, comm_us * (1.0 - 1.0 / f)};
-}
-
 // The contention of `overlapped_us` of communication that ran entirely beside compute (the DP reduction
 // and the parameter gather beside the passes): the compute's loss over that time, c (1 - 1/f).
 double contention_beside(double overlapped_us, double slowdown) { return overlapped_us * (1.0 - 1.0 / (1.0 + slowdown)); }
@@ -227,7 +221,7 @@ PassTime time_pass(const PassWork& pass, const FrameworkTarget& target, CommTime
         out.contention_us += slowed - beside;
         exposed = std::max(comm_us, slowed) - slowed + std::min(comm_us, slowed) / static_cast<double>(config.tp);
       } else {
-        const Overlapped pair = beside_compute(comm_us, beside, slowdown);
+        const OverlapCost pair = overlap_beside_compute(comm_us, beside, slowdown);
         out.contention_us += pair.contention_us;
         exposed = pair.exposed_us;
       }
@@ -549,8 +543,9 @@ FrameworkOutcome predict_framework(const FrameworkTarget& target, const Framewor
     p.notes.push_back("communication from the description " + target.hardware.name + " (NCCL cost model); " +
                       (target.conditions.is_neutral() ? std::string("overlap assumed free of contention")
                                                       : "compute beside overlapped communication slowed (contention)") +
-                      (v == 1 && pp > 1 ? "; 1F1B's pipeline sends block the sender (pp line)"
-                                        : "; pipeline transfers overlapped (inside the bubble)"));
+                      (pp == 1   ? ""
+                       : v == 1 ? "; 1F1B's pipeline sends block the sender (pp line)"
+                                : "; pipeline transfers overlapped (inside the bubble)"));
     outcome.prediction = p;
   } catch (const UserError& error) {
     outcome.reason = error.what();
