@@ -242,7 +242,8 @@ void register_plan(CLI::App& app, std::vector<std::pair<CLI::App*, Action>>& act
                                : "every published run's MAPE (the fit in " + a->fitted + " saw one model only)";
     } else if (megatron) {
       options.tie_fraction = predict::framework_tie_fraction(a->hardware);
-      options.tie_source = "the described framework model's MAPE on published runs of this GPU generation, itertime score-published";
+      options.tie_source =
+          "the described framework model's MAPE on published runs of this GPU generation, itertime score-published";
     } else if (const auto stored = a->source.empty() ? std::nullopt : validate::read_validation_mape(a->source, "", false)) {
       options.tie_fraction = stored->mape_pct / 100.0;
       options.tie_source = "the calibration's MAPE over its " + std::to_string(stored->count) +

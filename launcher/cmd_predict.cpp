@@ -243,7 +243,7 @@ int run_framework_predict(const PredictArgs& given, PredictArgs a, const LlamaSp
   record.hardware = target.hardware.name;
   record.framework = true;
   record.range = fitted ? predict::framework_fitted_range(fitted->lomo_mape_pct, fitted->lomo_rows, fitted->models, a.fitted)
-                       : predict::framework_range(target.hardware.name);
+                        : predict::framework_range(target.hardware.name);
   record.defaults = defaulted(given, a, target.hardware);
   predict::AnswerFacts facts;
   facts.mfu = record.throughput.mfu;

@@ -26,8 +26,8 @@ std::string training_cost_meaning(const std::string& name) {
 // The lines that add up to the iteration (with the adjustments): the framework model's training-condition
 // lines (clock, contention, sync, host, straggler) among them.
 nlohmann::json breakdown_json(const predict::Prediction& p) {
-  nlohmann::json out{{"compute", p.compute_us}, {"tp_comm", p.tp_comm_us}, {"cp_comm", p.cp_comm_us},
-                     {"pp_comm", p.pp_comm_us}, {"bubble", p.bubble_us},   {"dp_comm", p.dp_comm_us},
+  nlohmann::json out{{"compute", p.compute_us},    {"tp_comm", p.tp_comm_us}, {"cp_comm", p.cp_comm_us},
+                     {"pp_comm", p.pp_comm_us},    {"bubble", p.bubble_us},   {"dp_comm", p.dp_comm_us},
                      {"optimizer", p.optimizer_us}};
   for (const auto& [name, us] : p.training_costs_us) out[name] = us;
   return out;

@@ -401,7 +401,9 @@ FrameworkOutcome predict_framework(const FrameworkTarget& target, const Framewor
     // Per pipeline rank: its arrival at the gradient-norm synchronization, and what follows it.
     struct RankEnd {
       double arrival_us = 0;  // timeline end + exposed reduction + contention beside the reduction
-      double dp_exposed_us = 0, gather_exposed_us = 0, contention_us = 0;
+      double dp_exposed_us = 0, gather_exposed_us = 0;
+      double contention_us = 0;         // beside the reduction (before the arrival)
+      double gather_contention_us = 0;  // beside the overlapped parameter gather (the next step's first forwards)
       PassTime tail;
       int64_t kernels = 0;
     };
@@ -461,7 +463,7 @@ FrameworkOutcome predict_framework(const FrameworkTarget& target, const Framewor
           rank.gather_exposed_us =
               exposed_parameter_gather_us(gathers, 0.0, 0.0, stages[static_cast<size_t>(r)].forward.total_us());
           const double gather_overlapped = std::max(0.0, gather_total - rank.gather_exposed_us);
-          rank.contention_us += contention_beside(gather_overlapped, slowdown);
+          rank.gather_contention_us = contention_beside(gather_overlapped, slowdown);
         } else {
           rank.gather_exposed_us = gather_total;
         }
@@ -487,7 +489,8 @@ FrameworkOutcome predict_framework(const FrameworkTarget& target, const Framewor
     std::vector<double> rank_host_us(static_cast<size_t>(pp));
     for (int r = 0; r < pp; ++r) {
       const RankEnd& rank = ranks[static_cast<size_t>(r)];
-      const double device_end = latest_arrival + norm_allreduce_us + rank.tail.total_us() + rank.gather_exposed_us;
+      const double device_end =
+          latest_arrival + norm_allreduce_us + rank.tail.total_us() + rank.gather_exposed_us + rank.gather_contention_us;
       const double host_issue_us = static_cast<double>(rank.kernels) * per_kernel_host_us;
       const double host_us = std::max(0.0, host_issue_us - device_end) + kHostSyncs * per_kernel_host_us;
       rank_host_us[static_cast<size_t>(r)] = host_us;
@@ -512,7 +515,7 @@ FrameworkOutcome predict_framework(const FrameworkTarget& target, const Framewor
     p.critical_rank = busiest;
     p.compute_us = passes.compute_us;
     p.clock_us = passes.clock_us + tail.clock_us;
-    p.contention_us = passes.contention_us + tail.contention_us + critical.contention_us;
+    p.contention_us = passes.contention_us + tail.contention_us + critical.contention_us + critical.gather_contention_us;
     p.tp_comm_us = passes.tp_us;
     p.cp_comm_us = passes.cp_us;
     p.pp_comm_us = schedule.send_us.empty() ? 0.0 : schedule.send_us[static_cast<size_t>(busiest)];
@@ -543,7 +546,7 @@ FrameworkOutcome predict_framework(const FrameworkTarget& target, const Framewor
     p.notes.push_back("communication from the description " + target.hardware.name + " (NCCL cost model); " +
                       (target.conditions.is_neutral() ? std::string("overlap assumed free of contention")
                                                       : "compute beside overlapped communication slowed (contention)") +
-                      (pp == 1   ? ""
+                      (pp == 1  ? ""
                        : v == 1 ? "; 1F1B's pipeline sends block the sender (pp line)"
                                 : "; pipeline transfers overlapped (inside the bubble)"));
     outcome.prediction = p;

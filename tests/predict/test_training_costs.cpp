@@ -69,10 +69,12 @@ TEST(TrainingCosts, ShippedH100Conditions) {
   EXPECT_DOUBLE_EQ(c.gpu_speed_sigma, 0.01756);
   EXPECT_NEAR(c.straggler_slowdown(8), 0.01756 * fw::expected_max_standard_normal(8), 1e-15);
   EXPECT_EQ(c.straggler_slowdown(1), 0.0);
-  for (const char* term : {"sustained_clock", "overlap_compute_slowdown", "tp_overlap_sms", "host_us_per_kernel", "gpu_speed_sigma"})
+  for (const char* term :
+       {"sustained_clock", "overlap_compute_slowdown", "tp_overlap_sms", "host_us_per_kernel", "gpu_speed_sigma"})
     EXPECT_FALSE(c.sources.at(term).empty()) << term;
   // Every GPU with kernel figures has its training conditions.
-  for (const char* gpu : {"a100-sxm-80gb", "h200-sxm", "b200"}) EXPECT_FALSE(framework_target(gpu).conditions.is_neutral()) << gpu;
+  for (const char* gpu : {"a100-sxm-80gb", "h200-sxm", "b200"})
+    EXPECT_FALSE(framework_target(gpu).conditions.is_neutral()) << gpu;
 }
 
 TEST(TrainingCosts, ABadConditionsFileIsOneLineNamingTheField) {
@@ -169,7 +171,8 @@ TEST(TrainingCosts, HostBoundIterationsWaitForTheHost) {
 TEST(TrainingCosts, TheSlowestGpuCostsMoreOnMoreGpus) {
   const fw::FrameworkTarget target = framework_target("h100-sxm");
   const fw::FrameworkPrediction few = *fw::predict_framework(target, request_of(kSpec, 2, 1, 1, 1, 64, "dopt+ovl")).prediction;
-  const fw::FrameworkPrediction many = *fw::predict_framework(target, request_of(kSpec, 64, 1, 1, 1, 64 * 32, "dopt+ovl")).prediction;
+  const fw::FrameworkPrediction many =
+      *fw::predict_framework(target, request_of(kSpec, 64, 1, 1, 1, 64 * 32, "dopt+ovl")).prediction;
   // Same per-GPU work (32 micro-batches each): the straggler share grows as E[max of N normals] does.
   const double few_share = few.straggler_us / (few.compute_us + few.clock_us + few.contention_us);
   const double many_share = many.straggler_us / (many.compute_us + many.clock_us + many.contention_us);
@@ -191,9 +194,9 @@ std::vector<fw::FrameworkObservation> synthetic_rows(const fw::FrameworkTarget& 
   truth.terms.gemm16_time_scale = 1.25;
   std::vector<fw::FrameworkObservation> rows;
   int k = 0;
-  for (const LlamaSpec& spec : {fixtures::llama_of("m1", 1024, 4096, 8, 16, 8, 64, 32000),
-                                fixtures::llama_of("m2", 2048, 8192, 8, 16, 8, 128, 32000),
-                                fixtures::llama_of("m3", 1536, 6144, 12, 12, 4, 128, 32000)}) {
+  for (const LlamaSpec& spec :
+       {fixtures::llama_of("m1", 1024, 4096, 8, 16, 8, 64, 32000), fixtures::llama_of("m2", 2048, 8192, 8, 16, 8, 128, 32000),
+        fixtures::llama_of("m3", 1536, 6144, 12, 12, 4, 128, 32000)}) {
     for (int dp : {1, 4}) {
       fw::FrameworkObservation o;
       o.id = "row" + std::to_string(k++);
@@ -213,7 +216,7 @@ TEST(FrameworkFit, RecoversAKnownGemmEfficiency) {
   ASSERT_EQ(fit.table.size(), 6u);
   EXPECT_EQ(fit.table[0].name, "gemm16_efficiency");
   EXPECT_NEAR(fit.table[0].fitted, 0.8, 0.03);
-  EXPECT_LT(fit.table[0].moved_sigmas, -0.5);  // pulled down from its described 1 by the rows
+  EXPECT_LT(fit.table[0].moved_sigmas, -0.5);   // pulled down from its described 1 by the rows
   EXPECT_NEAR(fit.table[1].fitted, 1.0, 1e-3);  // no fp8 row: the fp8 efficiency stays described
   EXPECT_LT(fit.rms_log_error_fitted, 0.01);
   EXPECT_GT(fit.rms_log_error_described, 0.1);
@@ -251,7 +254,8 @@ TEST(FrameworkFit, NoRowsIsTheDescribedModelAndTheFileRoundTrips) {
 TEST(PublishedScore, ConstantMfuLeaveOneOutByHand) {
   // Every row at MFU 0.5: each is predicted exactly from the others.
   const std::vector<double> same = validate::constant_mfu_leave_one_out({1, 2, 4}, {2, 4, 8});
-  for (size_t i = 0; i < 3; ++i) EXPECT_NEAR(same[i], std::vector<double>{2, 4, 8}[i], 1e-12);
+  const std::vector<double> expected{2, 4, 8};
+  for (size_t i = 0; i < 3; ++i) EXPECT_NEAR(same[i], expected[i], 1e-12);
   // Two rows at MFU 1/2 and 1/4: row 0 is predicted at 1 / (1/4) = 4, row 1 at 1 / (1/2) = 2.
   const std::vector<double> two = validate::constant_mfu_leave_one_out({1, 1}, {2, 4});
   EXPECT_NEAR(two[0], 4.0, 1e-12);
