@@ -55,8 +55,8 @@ std::vector<predict::framework::FrameworkObservation> imported_observations(cons
     if (log == logs.end()) continue;
     predict::framework::FrameworkObservation o;
     o.id = file + ":" + row.key;
-    o.model = row.model;
     o.request = framework_request_of(row, log->second);
+    o.model = predict::framework::model_key(o.request.shape);
     o.measured_us = row.time_us_median;
     out.push_back(std::move(o));
   }
@@ -183,8 +183,8 @@ void add_comparisons(ImportedValidation& report, const ImportedSource& source, c
     if (report.rows[i].status != "ok") continue;
     fw::FrameworkObservation& o = observations[i];
     o.id = rows[i].key;
-    o.model = rows[i].model;
     o.request = framework_request_of(rows[i], logs.at(rows[i].key));
+    o.model = fw::model_key(o.request.shape);
     o.measured_us = rows[i].time_us_median;
     const ComputeDType math = o.request.recipe.precision == PrecisionName::kFp8       ? ComputeDType::kFp8
                               : o.request.recipe.precision == PrecisionName::kAmpFp16 ? ComputeDType::kFp16

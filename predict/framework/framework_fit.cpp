@@ -80,6 +80,11 @@ double rms(const std::vector<double>& v) {
 
 }  // namespace
 
+std::string model_key(const TransformerShape& s) {
+  return "h" + std::to_string(s.hidden) + " l" + std::to_string(s.layers) + " ffn" + std::to_string(s.ffn) + " heads" +
+         std::to_string(s.heads) + "/" + std::to_string(s.kv_heads) + " v" + std::to_string(s.vocab);
+}
+
 double predict_observation(const FrameworkTarget& target, const FrameworkObservation& row) {
   FrameworkTarget own = target;
   own.tuning.amd_host_cpu = row.amd_host_cpu;

@@ -53,6 +53,10 @@ struct FrameworkFit {
   int lomo_rows = 0, models = 0;
 };
 
+// A model's identity for leave-one-model-out: its sizes (logs name one model differently: "llama3.1-8b",
+// "llama3_8b"), e.g. "h4096 l32 ffn14336 heads32/8 v128256".
+std::string model_key(const TransformerShape& shape);
+
 // The prediction of one observation on `target` (its own NCCL tuning), in microseconds; UserError with
 // the row named when the model refuses it.
 double predict_observation(const FrameworkTarget& target, const FrameworkObservation& row);

@@ -92,7 +92,7 @@ case_baselines() {
   while IFS='|' read -r generation gpus quoted runs; do
     checks=$((checks + 1))
     local measured count
-    read -r measured count < <(jq -r --arg gpus " $gpus " '[.rows[] | select(($gpus | contains(" " + .hardware + " ")) and .predicted)
+    read -r measured count < <(jq -r --arg gpus " $gpus " '[.rows[] | select(.hardware as $h | .predicted and ($gpus | contains(" " + $h + " ")))
       | (.error_percent | fabs)] | "\(add / length) \(length)"' "$WORK/json")
     echo "$generation ($gpus): quoted ±$quoted% over $runs runs; measured $measured% over $count"
     [[ "$count" == "$runs" ]] || fail "$generation: $count rows predicted, prediction_range.hpp says $runs"
