@@ -10,6 +10,7 @@
 
 #include "common/errors.hpp"
 #include "formats/megatron_arguments.hpp"
+#include "predict/framework/megatron_layout_rules.hpp"
 
 namespace itertime::formats {
 
@@ -221,13 +222,29 @@ static UserRun user_run_from_megatron_checked(const MegatronArguments& arguments
   c.cp = to_int(r.integer("context_parallel_size").value_or(1), r, "context_parallel_size");
   c.seq_len = to_int(r.required("seq_length", "the sequence length"), r, "seq_length");
   c.micro_batch = to_int(r.required("micro_batch_size", "the micro-batch size"), r, "micro_batch_size");
+  // The pipeline split as Megatron-LM takes it (predict/framework/megatron_layout_rules.hpp checks it):
+  // the embedding / loss counted as layers, or the first / last rank's own layer count.
+  predict::framework::PipelineSplit& split = run.recipe.pipeline_split;
+  split.given = true;
+  split.account_for_embedding = r.flag("account_for_embedding_in_pipeline_split");
+  split.account_for_loss = r.flag("account_for_loss_in_pipeline_split");
+  split.first_stage_layers = r.integer("decoder_first_pipeline_num_layers").value_or(0);
+  split.last_stage_layers = r.integer("decoder_last_pipeline_num_layers").value_or(0);
   const std::optional<int64_t> per_stage = r.integer("num_layers_per_virtual_pipeline_stage");
   const std::optional<int64_t> chunks = r.integer("num_virtual_stages_per_pipeline_rank");
   if (per_stage) {
-    if (m.num_layers % (int64_t{c.pp} * *per_stage) != 0)
+    // arguments.py validate_args: vp = ((layers + accounted embedding and loss) / pp) / per_stage, and
+    // the uneven first / last ranks need --num-virtual-stages-per-pipeline-rank instead.
+    if (split.first_stage_layers > 0 || split.last_stage_layers > 0)
       r.fail("num_layers_per_virtual_pipeline_stage",
-             "does not divide the " + std::to_string(m.num_layers) + " layers over pp " + std::to_string(c.pp));
-    c.vp = static_cast<int>(m.num_layers / (int64_t{c.pp} * *per_stage));
+             "with --decoder-first/last-pipeline-num-layers Megatron-LM takes --num-virtual-stages-per-pipeline-rank");
+    const int64_t accounted = m.num_layers + (split.account_for_embedding ? 1 : 0) + (split.account_for_loss ? 1 : 0);
+    if (accounted % c.pp != 0 || (accounted / c.pp) % *per_stage != 0)
+      r.fail("num_layers_per_virtual_pipeline_stage",
+             "does not divide the " + std::to_string(accounted) + " layers" +
+                 (accounted != m.num_layers ? " (with the accounted embedding / loss)" : "") + " over pp " +
+                 std::to_string(c.pp));
+    c.vp = static_cast<int>(accounted / (int64_t{c.pp} * *per_stage));
   }
   // A log's arguments block prints the derived virtual_pipeline_model_parallel_size too.
   if (const auto derived = r.integer("virtual_pipeline_model_parallel_size")) {
@@ -340,6 +357,10 @@ static UserRun user_run_from_megatron_checked(const MegatronArguments& arguments
     } catch (const UserError& error) {
       throw UserError(arguments.source + ": " + error.what());
     }
+    // The one rule set: what Megatron-LM itself would refuse at start.
+    const std::vector<std::string> broken =
+        predict::framework::framework_violations(predict::framework::shape_of(m), c, run.recipe);
+    if (!broken.empty()) throw UserError(arguments.source + ": Megatron-LM would refuse this run: " + broken.front());
   }
   return run;
 }

@@ -22,6 +22,7 @@
 #include "predict/device/described_comm.hpp"
 #include "predict/framework/framework_types.hpp"
 #include "predict/framework/gpu_kernels.hpp"
+#include "predict/framework/megatron_layout_rules.hpp"  // layout_violations: the one rule set
 
 namespace itertime::predict::framework {
 
@@ -76,9 +77,6 @@ class FrameworkPassCache {
  private:
   std::map<std::string, std::unique_ptr<Entry>> entries_;
 };
-
-// Every rule of Megatron-LM's the layout breaks for the shape, each as one phrase (empty: legal).
-std::vector<std::string> layout_violations(const TransformerShape& shape, const ParallelConfig& config);
 
 FrameworkOutcome predict_framework(const FrameworkTarget& target, const FrameworkRequest& request,
                                    FrameworkPassCache* cache = nullptr);
