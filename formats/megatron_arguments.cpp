@@ -6,7 +6,9 @@
 #include <cctype>
 #include <cmath>
 #include <optional>
+#include <initializer_list>
 #include <set>
+#include <utility>
 
 #include "common/errors.hpp"
 #include "formats/megatron_arguments.hpp"
@@ -192,8 +194,16 @@ static UserRun user_run_from_megatron_checked(const MegatronArguments& arguments
   if (const auto base = r.number("rotary_base")) m.rope_theta = *base;
   m.tie_word_embeddings = r.has("share_embeddings_and_output_weights") ? r.flag("share_embeddings_and_output_weights")
                                                                        : !r.flag("untie_embeddings_and_output_weights");
+  // A log's block prints padded_vocab_size (the tokenizer's vocabulary padded to 128 x tp, which the
+  // framework model pads the same way): used when the size itself is not given.
+  const std::optional<int64_t> padded_vocab = r.integer("padded_vocab_size");
   if (const auto vocab = r.integer("vocab_size")) {
     m.vocab_size = *vocab;
+  } else if (padded_vocab) {
+    m.vocab_size = *padded_vocab;
+    run.assumed.push_back("vocabulary " + std::to_string(*padded_vocab) +
+                          " (the log's padded_vocab_size; the tokenizer's own size is not printed, and padding it again "
+                          "to 128 x tp leaves it as it is)");
   } else {
     const std::string type = r.text("tokenizer_type").value_or("");
     const std::string model = lower(r.text("tokenizer_model").value_or(""));
@@ -319,7 +329,12 @@ static UserRun user_run_from_megatron_checked(const MegatronArguments& arguments
   t.overlap_parameter_gather = r.flag("overlap_param_gather");
   if (t.overlap_parameter_gather && !(t.distributed_optimizer && t.overlap_gradient_reduction))
     r.fail("overlap_param_gather", "needs --use-distributed-optimizer and --overlap-grad-reduce");
-  const std::string granularity = r.text("recompute_granularity").value_or("none");
+  // --recompute-activations: arguments.py validate_args sets recompute_granularity 'selective'.
+  const bool recompute_activations = r.flag("recompute_activations");
+  const std::optional<std::string> granularity_given = r.text("recompute_granularity");
+  if (recompute_activations && granularity_given && *granularity_given != "selective")
+    r.fail("recompute_granularity", "contradicts --recompute-activations (selective recompute)");
+  const std::string granularity = granularity_given.value_or(recompute_activations ? "selective" : "none");
   const std::optional<std::string> method = r.text("recompute_method");
   const std::optional<int64_t> recompute_layers = r.integer("recompute_num_layers");
   if (granularity == "selective") {
@@ -344,6 +359,42 @@ static UserRun user_run_from_megatron_checked(const MegatronArguments& arguments
   } else if (granularity != "none") {
     r.fail("recompute_granularity", "not selective or full");
   }
+  // Dropout (transformer_config.py: hidden_dropout and attention_dropout default 0.1): its masks and kernels.
+  const auto dropout_of = [&](const char* key) {
+    const std::optional<std::string> value = r.text(key);
+    if (!value) return 0.1;
+    std::size_t used = 0;
+    double p = -1;
+    try {
+      p = std::stod(*value, &used);
+    } catch (const std::exception&) {
+      used = 0;
+    }
+    if (used == 0 || used != value->size() || !(p >= 0 && p < 1)) r.fail(key, "not a probability in [0, 1)");
+    return p;
+  };
+  const double hidden_dropout = dropout_of("hidden_dropout"), attention_dropout = dropout_of("attention_dropout");
+  recipe.dropout = hidden_dropout > 0 || attention_dropout > 0;
+  if (recipe.dropout && (!r.has("hidden_dropout") || !r.has("attention_dropout")))
+    run.assumed.push_back(
+        "dropout 0.1 where not given (Megatron-LM's default; LLaMA trains with --hidden-dropout 0 "
+        "--attention-dropout 0): predicted with dropout masks");
+  // What changes the time or the memory and the framework model does not represent: refused in one line.
+  for (const auto& [key, what] : std::initializer_list<std::pair<const char*, const char*>>{
+           {"use_torch_fsdp2", "PyTorch FSDP2 (parameters sharded and gathered per layer)"},
+           {"use_megatron_fsdp", "Megatron FSDP (parameters sharded and gathered per layer)"},
+           {"use_custom_fsdp", "Megatron's custom FSDP"},
+           {"cpu_offloading", "activations / weights offloaded to the CPU"},
+           {"optimizer_cpu_offload", "the optimizer offloaded to the CPU"},
+           {"enable_cuda_graph", "CUDA graphs"},
+           {"external_cuda_graph", "CUDA graphs"}}) {
+    if (r.flag(key))
+      r.fail(key, std::string(what) +
+                      " changes the time and the memory, which the framework model does not represent; "
+                      "predict the run without it");
+  }
+  if (const auto graphs = r.text("cuda_graph_impl"); graphs && lower(*graphs) != "none")
+    r.fail("cuda_graph_impl", "CUDA graphs change the time, which the framework model does not represent");
   // Read without effect: the framework model's attention is Transformer Engine's fused kernel, and it is Megatron-Core.
   r.text("use_mcore_models");
   r.text("use_flash_attn");

@@ -39,6 +39,11 @@ std::string megatron_command_line(const LlamaSpec& m, const ParallelConfig& c, c
   add("--position-embedding-type", "rope");
   add("--rotary-base", num(m.rope_theta));
   add("--swiglu");
+  // LLaMA trains without dropout (Megatron-LM's default is 0.1: the reader predicts masks without these).
+  if (!recipe.dropout) {
+    add("--attention-dropout", "0.0");
+    add("--hidden-dropout", "0.0");
+  }
   add("--disable-bias-linear");
   if (!m.tie_word_embeddings) add("--untie-embeddings-and-output-weights");
   if (m.vocab_size == 128256) {
