@@ -218,9 +218,14 @@ static UserRun user_run_from_megatron_checked(const MegatronArguments& arguments
       m.vocab_size = 32000;
       run.assumed.push_back("vocabulary 32000 (LLaMA 2's tokenizer; the arguments give no --vocab-size)");
     } else {
+      // In the words of what the user wrote: a configuration file's keys, or Megatron-LM's options.
+      const bool configuration = std::any_of(arguments.shown_as.begin(), arguments.shown_as.end(),
+                                             [](const auto& shown) { return shown.second.rfind("--", 0) != 0; });
       throw UserError(arguments.source +
-                      ": no vocabulary size: give --vocab-size, or --tokenizer-type HuggingFaceTokenizer "
-                      "with a LLaMA 2 or 3 --tokenizer-model");
+                      (configuration ? ": no vocabulary size: add model.vocab_size (or a LLaMA 2 or 3 tokenizer's "
+                                       "name, tokenizer.tokenizer_model) to the file"
+                                     : ": no vocabulary size: give --vocab-size, or --tokenizer-type HuggingFaceTokenizer "
+                                       "with a LLaMA 2 or 3 --tokenizer-model"));
     }
   }
   m.name = arguments.source == "--megatron-args" ? "Megatron-LM arguments" : arguments.source;

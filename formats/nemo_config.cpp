@@ -53,44 +53,18 @@ std::string lower(std::string text) {
 
 // The dest names these config classes share with Megatron-LM's arguments.
 const std::vector<std::string>& same_names() {
-  static const std::vector<std::string> names = {"num_layers",
-                                                 "hidden_size",
-                                                 "ffn_hidden_size",
-                                                 "num_attention_heads",
-                                                 "num_query_groups",
-                                                 "kv_channels",
-                                                 "seq_length",
-                                                 "max_position_embeddings",
-                                                 "micro_batch_size",
-                                                 "global_batch_size",
-                                                 "tensor_model_parallel_size",
-                                                 "pipeline_model_parallel_size",
-                                                 "context_parallel_size",
-                                                 "sequence_parallel",
-                                                 "use_distributed_optimizer",
-                                                 "overlap_grad_reduce",
-                                                 "overlap_param_gather",
-                                                 "recompute_granularity",
-                                                 "recompute_method",
-                                                 "recompute_num_layers",
-                                                 "bf16",
-                                                 "fp16",
-                                                 "fp8",
-                                                 "fp8_recipe",
-                                                 "fp8_param_gather",
-                                                 "tp_comm_overlap",
-                                                 "vocab_size",
-                                                 "normalization",
-                                                 "position_embedding_type",
-                                                 "rotary_base",
-                                                 "make_vocab_size_divisible_by",
-                                                 "transformer_impl",
-                                                 "add_bias_linear",
-                                                 "tokenizer_type",
-                                                 "tokenizer_model",
-                                                 "num_experts",
-                                                 "gradient_accumulation_fusion",
-                                                 "group_query_attention"};
+  static const std::vector<std::string> names = {
+      "num_layers", "hidden_size", "ffn_hidden_size", "num_attention_heads", "num_query_groups", "kv_channels", "seq_length",
+      "max_position_embeddings", "micro_batch_size", "global_batch_size", "tensor_model_parallel_size",
+      "pipeline_model_parallel_size", "context_parallel_size", "sequence_parallel", "use_distributed_optimizer",
+      "overlap_grad_reduce", "overlap_param_gather", "recompute_granularity", "recompute_method", "recompute_num_layers", "bf16",
+      "fp16", "fp8", "fp8_recipe", "fp8_param_gather", "tp_comm_overlap", "vocab_size", "normalization",
+      "position_embedding_type", "rotary_base", "make_vocab_size_divisible_by", "transformer_impl", "add_bias_linear",
+      "tokenizer_type", "tokenizer_model", "num_experts", "gradient_accumulation_fusion", "group_query_attention",
+      // issue 44: what changes the split, the time or the memory
+      "account_for_embedding_in_pipeline_split", "account_for_loss_in_pipeline_split", "hidden_dropout", "attention_dropout",
+      "cpu_offloading", "enable_cuda_graph", "external_cuda_graph", "cuda_graph_impl", "use_megatron_fsdp", "use_custom_fsdp",
+      "use_torch_fsdp2", "optimizer_cpu_offload"};
   return names;
 }
 
@@ -155,6 +129,10 @@ static MegatronArguments nemo_arguments_checked(const std::string& yaml_text, co
       set("norm_epsilon", leaf.value, leaf);
     } else if (name == "virtual_pipeline_model_parallel_size") {
       set("num_virtual_stages_per_pipeline_rank", leaf.value, leaf);
+    } else if (name == "num_layers_in_first_pipeline_stage") {  // TransformerConfig's name of the option
+      set("decoder_first_pipeline_num_layers", leaf.value, leaf);
+    } else if (name == "num_layers_in_last_pipeline_stage") {
+      set("decoder_last_pipeline_num_layers", leaf.value, leaf);
     } else if (name == "num_moe_experts") {
       set("num_experts", leaf.value, leaf);
     } else if (name == "fp8_param") {
