@@ -297,7 +297,7 @@ int run_predict(const PredictArgs& given, const LlamaSpec& spec) {
   const double memory_limit = device_memory_bytes(a.device_memory_gib, hardware);
   const bool too_big = memory_limit > 0 && static_cast<double>(peak_bytes) > memory_limit;
   validate::PredictionRecord record;
-  record.source = target != nullptr ? "described " + target->hardware.name : a.source;
+  record.source = (target != nullptr ? "described " + target->hardware.name : a.source) + ", framework itertime";  // issue 44
   if (target != nullptr) {
     const std::string& from = target->operators.fitted_from;
     const bool figures = from.rfind("published kernel figures", 0) == 0;
