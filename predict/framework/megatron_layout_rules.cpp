@@ -163,7 +163,19 @@ std::vector<std::string> layout_violations(const TransformerShape& shape, const 
       out.push_back("the interleaved schedule needs the micro-batches (" + num(c.num_micro_batches()) +
                     " = gbs / (dp x mbs)) a multiple of pp " + num(c.pp));
   }
-  if (c.vp == 1 || c.pp > 1) split_rules(shape.layers, c.pp, c.vp, resolve_pipeline_split(shape.layers, c.pp, c.vp, given), out);
+  if (c.vp == 1 || c.pp > 1) {
+    const PipelineSplit split = resolve_pipeline_split(shape.layers, c.pp, c.vp, given);
+    const std::size_t before = out.size();
+    split_rules(shape.layers, c.pp, c.vp, split, out);
+    // Megatron-LM builds a model chunk of no decoder layer (the accounted embedding or loss alone);
+    // itertime's layouts (ParallelConfig) give every chunk a layer: a limit of the model, stated here.
+    if (out.size() == before && c.vp <= 64) {
+      const std::vector<int64_t> counts = megatron_stage_layer_counts(shape.layers, c.pp, c.vp, split);
+      if (*std::min_element(counts.begin(), counts.end()) < 1)
+        out.push_back("pp " + num(c.pp) + " x vp " + num(c.vp) + " leaves a model chunk without a decoder layer (" +
+                      num(shape.layers) + " layers): Megatron-LM builds it, itertime's layouts do not");
+    }
+  }
   for (std::string& limit : framework_model_limits(shape, c)) out.push_back(std::move(limit));
   return out;
 }
@@ -171,9 +183,9 @@ std::vector<std::string> layout_violations(const TransformerShape& shape, const 
 std::vector<std::string> recipe_violations(const ParallelConfig& c, const FrameworkRecipe& recipe) {
   std::vector<std::string> out;
   const TrainingTechniques& t = recipe.techniques;
-  // model_parallel_config.py: "Cannot use sequence parallelism without tensor parallelism" (arguments.py
-  // turns it off at tp 1 before; a recipe that keeps it would not be the run).
-  if (t.sequence_parallel && c.tp == 1) out.push_back("--sequence-parallel needs tp > 1");
+  // Sequence parallelism at tp 1 is not a refusal: arguments.py validate_args turns it off with a warning
+  // (before model_parallel_config.py's "Cannot use sequence parallelism without tensor parallelism"), and
+  // the models read it as off there.
   // mappings.py _split_along_first_dim: the sequence on a CP rank split over tp.
   if (t.sequence_parallel && c.tp > 1 && c.cp >= 1 && (c.seq_len / c.cp) % c.tp != 0)
     out.push_back("--sequence-parallel: the " + num(c.seq_len / c.cp) + " tokens per CP rank must split over tp " + num(c.tp));
@@ -182,7 +194,6 @@ std::vector<std::string> recipe_violations(const ParallelConfig& c, const Framew
   // arguments.py: overlapped parameter gather only with the distributed optimizer and overlapped reduction.
   if (t.overlap_parameter_gather && !(t.distributed_optimizer && t.overlap_gradient_reduction))
     out.push_back("--overlap-param-gather needs --use-distributed-optimizer and --overlap-grad-reduce");
-  if (recipe.fp8_param_gather && recipe.precision != PrecisionName::kFp8) out.push_back("--fp8-param-gather needs fp8");
   return out;
 }
 

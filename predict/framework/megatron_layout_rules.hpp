@@ -9,7 +9,8 @@
 //  - Each broken rule is one phrase naming the Megatron-LM option (as a user writes it) and what would be
 //    legal; an empty list: Megatron-LM starts this layout and itertime's framework model predicts it.
 //  - layout_violations(shape, config, split) = Megatron's rules on the degrees and the layer split, then
-//    the limits of itertime's model (framework_model_limits). recipe_violations(config, recipe) = the rules
+//    the limits of itertime's model (framework_model_limits; and a model chunk without a decoder layer,
+//    which Megatron-LM builds and itertime's layouts do not). recipe_violations(config, recipe) = the rules
 //    on the recipe's switches (sequence parallelism, TP comm overlap, overlapped parameter gather).
 //    framework_violations(shape, config, recipe) = both, with recipe.pipeline_split.
 //  - resolve_pipeline_split: a given split stays as it is; one not given is Megatron's plain split when
@@ -44,7 +45,8 @@ std::vector<std::string> layout_violations(const TransformerShape& shape, const 
 // What Megatron-LM runs but itertime's framework model does not represent (KV heads replicated over tp,
 // more than 64 virtual stages per rank).
 std::vector<std::string> framework_model_limits(const TransformerShape& shape, const ParallelConfig& config);
-// Megatron's rules on the recipe's switches at this layout.
+// Megatron's rules on the recipe's switches at this layout (sequence parallelism at tp 1 is off, as
+// arguments.py makes it, not refused).
 std::vector<std::string> recipe_violations(const ParallelConfig& config, const FrameworkRecipe& recipe);
 // Both, with recipe.pipeline_split.
 std::vector<std::string> framework_violations(const TransformerShape& shape, const ParallelConfig& config,

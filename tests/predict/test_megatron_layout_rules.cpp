@@ -195,12 +195,12 @@ TEST(MegatronLayoutRules, DecoderFirstAndLastPipelineLayers) {
       mentions(layout_violations(toy(80), layout(1, 1, 3, 1, 1, 1, 3, 32), given(true, false, 26, 26)), "cannot be combined"));
 }
 
-// model_parallel_config.py (SP needs tp > 1), mappings.py (tokens per CP rank over tp), arguments.py
+// arguments.py (SP turned off at tp 1), mappings.py (tokens per CP rank over tp), arguments.py
 // (--tp-comm-overlap needs SP; --overlap-param-gather needs the distributed optimizer and overlapped reduction).
 TEST(MegatronLayoutRules, RecipeSwitches) {
   FrameworkRecipe r;
   r.techniques.sequence_parallel = true;
-  EXPECT_TRUE(mentions(recipe_violations(layout(1, 1, 1, 1, 1, 1, 1, 32), r), "--sequence-parallel needs tp > 1"));
+  EXPECT_TRUE(recipe_violations(layout(1, 1, 1, 1, 1, 1, 1, 36), r).empty());  // off at tp 1 (arguments.py), not refused
   EXPECT_TRUE(recipe_violations(layout(1, 4, 1, 1, 1, 1, 1, 32), r).empty());
   // seq 36 over tp 8: 36 % 8 = 4 (legal without SP).
   EXPECT_TRUE(mentions(recipe_violations(layout(1, 8, 1, 1, 1, 1, 1, 36), r), "36 tokens per CP rank"));
@@ -222,7 +222,7 @@ TEST(MegatronLayoutRules, Nemo405bPredictedByScorePublishedAndPredictAlike) {
   const LlamaSpec spec = load_llama_config(std::string(ITERTIME_SOURCE_DIR) + "/data/models/llama3.1-405b.json");
   const TransformerShape shape = shape_of(spec);
   const std::string row = R"({"source": {"id": "t", "title": "t", "reference": "t", "framework": "Megatron-Core"},
-    "rows": [{"id": "405b", "where": "test", "hardware": "h100-sxm", "gpus": 1024,
+    "rows": [{"id": "405b", "where": "test", "hardware": "h100-sxm", "host_cpu": "intel", "gpus": 1024,
       "model": {"name": "LLaMA 3.1 405B", "hidden": 16384, "ffn": 53248, "layers": 126, "heads": 128, "kv_heads": 8,
                 "head_dim": 128, "vocab": 128256, "mlp": "swiglu", "norm": "rmsnorm", "positions": "rotary",
                 "linear_bias": false, "tied_embeddings": false},
