@@ -146,8 +146,8 @@ ParallelConfig read_layout(const Reader& r, const json& row, const fw::Transform
                          std::to_string(gpus));
   // The one rule set (predict/framework/megatron_layout_rules.hpp): what Megatron-LM runs, with the split
   // it would take (the plain one, else the embedding and loss counted as layers).
-  const std::vector<std::string> broken = fw::layout_violations(shape, c);
-  if (!broken.empty()) r.fail("layout", broken.front());
+  const std::vector<fw::LayoutRuleBreak> broken = fw::layout_rule_breaks(shape, c);
+  if (!broken.empty()) r.fail("layout." + broken.front().field, broken.front().text);
   return c;
 }
 

@@ -19,11 +19,12 @@ int64_t accounted_layers(int64_t layers, const PipelineSplit& s) {
 // The rules on the split alone (transformer_config.py __post_init__ "Uneven PP" and account_for branches,
 // arguments.py validate_args' "Number of layers should be divisible by the pipeline-model-parallel size",
 // transformer_block.py get_num_layers_to_build's asserts). Appends to `out`.
-void split_rules(int64_t layers, int pp, int vp, const PipelineSplit& s, std::vector<std::string>& out) {
+void split_rules(int64_t layers, int pp, int vp, const PipelineSplit& s, std::vector<LayoutRuleBreak>& out) {
+  const auto pp_rule = [&out](std::string text) { out.push_back({"pp", std::move(text)}); };
   const bool first = s.first_stage_layers > 0, last = s.last_stage_layers > 0;
   if (first || last) {
     if (s.account_for_embedding || s.account_for_loss) {
-      out.push_back(
+      pp_rule(
           "--decoder-first/last-pipeline-num-layers cannot be combined with --account-for-embedding/loss-in-pipeline-split "
           "(Megatron-LM's transformer_config.py)");
       return;
@@ -31,20 +32,22 @@ void split_rules(int64_t layers, int pp, int vp, const PipelineSplit& s, std::ve
     int64_t rest = layers - s.first_stage_layers - s.last_stage_layers;
     const int64_t middle = int64_t{pp} - (first ? 1 : 0) - (last ? 1 : 0);
     if (vp > 1 && first && s.first_stage_layers % vp != 0)
-      out.push_back("--decoder-first-pipeline-num-layers " + num(s.first_stage_layers) + " must be a multiple of vp " + num(vp));
+      out.push_back(
+          {"vp", "--decoder-first-pipeline-num-layers " + num(s.first_stage_layers) + " must be a multiple of vp " + num(vp)});
     if (vp > 1 && last && s.last_stage_layers % vp != 0)
-      out.push_back("--decoder-last-pipeline-num-layers " + num(s.last_stage_layers) + " must be a multiple of vp " + num(vp));
+      out.push_back(
+          {"vp", "--decoder-last-pipeline-num-layers " + num(s.last_stage_layers) + " must be a multiple of vp " + num(vp)});
     if (middle < 0 || rest < 0 || (rest > 0) != (middle > 0)) {
-      out.push_back("--decoder-first/last-pipeline-num-layers leave " + num(rest) + " layers for " +
-                    num(std::max<int64_t>(middle, 0)) + " middle pipeline ranks (pp " + num(pp) +
-                    "); both must be 0 or both positive");
+      pp_rule("--decoder-first/last-pipeline-num-layers leave " + num(rest) + " layers for " + num(std::max<int64_t>(middle, 0)) +
+              " middle pipeline ranks (pp " + num(pp) + "); both must be 0 or both positive");
       return;
     }
     if (middle > 0 && rest % middle != 0) {
-      out.push_back("the " + num(rest) + " layers left by --decoder-first/last-pipeline-num-layers must split evenly over the " +
-                    num(middle) + " middle pipeline ranks");
+      pp_rule("the " + num(rest) + " layers left by --decoder-first/last-pipeline-num-layers must split evenly over the " +
+              num(middle) + " middle pipeline ranks");
     } else if (middle > 0 && vp > 1 && (rest / middle) % vp != 0) {
-      out.push_back("the " + num(rest / middle) + " layers of each middle pipeline rank must be a multiple of vp " + num(vp));
+      out.push_back(
+          {"vp", "the " + num(rest / middle) + " layers of each middle pipeline rank must be a multiple of vp " + num(vp)});
     }
     return;
   }
@@ -63,11 +66,11 @@ void split_rules(int64_t layers, int pp, int vp, const PipelineSplit& s, std::ve
                                      num(layers + 2) + " (NeMo's split), which does"
                                : "";
   if (total % pp != 0) {
-    out.push_back(counted + " do not split evenly over pp " + num(pp) +
-                  " (Megatron-LM: \"Number of layers should be divisible by the pipeline-model-parallel size\")" + hint);
+    pp_rule(counted + " do not split evenly over pp " + num(pp) +
+            " (Megatron-LM: \"Number of layers should be divisible by the pipeline-model-parallel size\")" + hint);
   } else if (vp > 1 && (total / pp) % vp != 0) {
-    out.push_back("the " + num(total / pp) + " layers of each pipeline rank (" + counted + " over pp " + num(pp) +
-                  ") do not split into vp " + num(vp) + " chunks" + hint);
+    out.push_back({"vp", "the " + num(total / pp) + " layers of each pipeline rank (" + counted + " over pp " + num(pp) +
+                             ") do not split into vp " + num(vp) + " chunks" + hint});
   }
 }
 
@@ -76,12 +79,12 @@ void split_rules(int64_t layers, int pp, int vp, const PipelineSplit& s, std::ve
 PipelineSplit resolve_pipeline_split(int64_t layers, int pp, int vp, const PipelineSplit& split) {
   if (split.given) return split;
   PipelineSplit plain;
-  std::vector<std::string> broken;
+  std::vector<LayoutRuleBreak> broken;
   if (pp >= 1 && vp >= 1) split_rules(layers, pp, vp, plain, broken);
   if (broken.empty() || pp < 1 || vp < 1) return plain;
   PipelineSplit accounted;
   accounted.account_for_embedding = accounted.account_for_loss = true;
-  std::vector<std::string> still;
+  std::vector<LayoutRuleBreak> still;
   split_rules(layers, pp, vp, accounted, still);
   return still.empty() ? accounted : plain;
 }
@@ -130,37 +133,39 @@ std::vector<std::string> framework_model_limits(const TransformerShape& shape, c
   return out;
 }
 
-std::vector<std::string> layout_violations(const TransformerShape& shape, const ParallelConfig& c, const PipelineSplit& given) {
-  std::vector<std::string> out;
+std::vector<LayoutRuleBreak> layout_rule_breaks(const TransformerShape& shape, const ParallelConfig& c,
+                                                const PipelineSplit& given) {
+  std::vector<LayoutRuleBreak> out;
+  const auto add = [&out](const char* field, std::string text) { out.push_back({field, std::move(text)}); };
   if (c.dp < 1 || c.tp < 1 || c.pp < 1 || c.cp < 1 || c.vp < 1 || c.micro_batch < 1 || c.global_batch < 1 || c.seq_len < 1) {
-    out.push_back("every parallel degree, the micro-batch, the global batch and the sequence must be >= 1 (" + c.to_string() +
-                  ")");
+    add("layout",
+        "every parallel degree, the micro-batch, the global batch and the sequence must be >= 1 (" + c.to_string() + ")");
     return out;
   }
   // transformer_config.py __post_init__: attention heads a multiple of tp; num_query_groups a multiple or
   // a divisor of tp.
   if (shape.heads % c.tp != 0)
-    out.push_back("--tensor-model-parallel-size " + num(c.tp) + " must divide the " + num(shape.heads) + " attention heads");
+    add("tp", "--tensor-model-parallel-size " + num(c.tp) + " must divide the " + num(shape.heads) + " attention heads");
   if (shape.kv_heads % c.tp != 0 && c.tp % shape.kv_heads != 0)
-    out.push_back("--num-query-groups " + num(shape.kv_heads) + " must be a multiple or a divisor of tp " + num(c.tp));
+    add("tp", "--num-query-groups " + num(shape.kv_heads) + " must be a multiple or a divisor of tp " + num(c.tp));
   // tensor_parallel/layers.py ColumnParallelLinear: divide(output_size, world_size) (utils.py ensure_divisibility).
   if (shape.ffn % c.tp != 0)
-    out.push_back("--tensor-model-parallel-size " + num(c.tp) + " must divide --ffn-hidden-size " + num(shape.ffn));
+    add("tp", "--tensor-model-parallel-size " + num(c.tp) + " must divide --ffn-hidden-size " + num(shape.ffn));
   // num_microbatches_calculator.py: the global batch a multiple of micro-batch x dp.
   if (c.global_batch % (int64_t{c.dp} * c.micro_batch) != 0)
-    out.push_back("--global-batch-size " + num(c.global_batch) +
-                  " must be a multiple of --micro-batch-size x dp = " + num(int64_t{c.dp} * c.micro_batch));
+    add("global_batch", "--global-batch-size " + num(c.global_batch) +
+                            " must be a multiple of --micro-batch-size x dp = " + num(int64_t{c.dp} * c.micro_batch));
   // arguments.py: "seq-length should be a multiple of 2 * context-parallel-size" (the load-balanced ring
   // gives each CP rank two chunks).
   if (c.cp > 1 && c.seq_len % (2 * c.cp) != 0)
-    out.push_back("--seq-length " + num(c.seq_len) + " must be a multiple of 2 x --context-parallel-size = " + num(2 * c.cp));
+    add("cp", "--seq-length " + num(c.seq_len) + " must be a multiple of 2 x --context-parallel-size = " + num(2 * c.cp));
   if (c.vp > 1) {
     // arguments.py: the interleaved schedule needs pp > 1 (with its default p2p overlap).
-    if (c.pp == 1) out.push_back("virtual pipeline stages (vp " + num(c.vp) + ") need --pipeline-model-parallel-size > 1");
+    if (c.pp == 1) add("vp", "virtual pipeline stages (vp " + num(c.vp) + ") need --pipeline-model-parallel-size > 1");
     // schedules.py forward_backward_pipelining_with_interleaving: microbatch_group_size_per_vp_stage
     // (default pp, model_parallel_config.py) within [pp, m] and m mod it 0 or >= pp: m a multiple of pp.
     if (c.pp > 1 && c.global_batch % (int64_t{c.dp} * c.micro_batch) == 0 && c.num_micro_batches() % c.pp != 0)
-      out.push_back("the interleaved schedule needs the micro-batches (" + num(c.num_micro_batches()) +
+      add("vp", "the interleaved schedule needs the micro-batches (" + num(c.num_micro_batches()) +
                     " = gbs / (dp x mbs)) a multiple of pp " + num(c.pp));
   }
   if (c.vp == 1 || c.pp > 1) {
@@ -172,11 +177,18 @@ std::vector<std::string> layout_violations(const TransformerShape& shape, const 
     if (out.size() == before && c.vp <= 64) {
       const std::vector<int64_t> counts = megatron_stage_layer_counts(shape.layers, c.pp, c.vp, split);
       if (*std::min_element(counts.begin(), counts.end()) < 1)
-        out.push_back("pp " + num(c.pp) + " x vp " + num(c.vp) + " leaves a model chunk without a decoder layer (" +
+        add("vp", "pp " + num(c.pp) + " x vp " + num(c.vp) + " leaves a model chunk without a decoder layer (" +
                       num(shape.layers) + " layers): Megatron-LM builds it, itertime's layouts do not");
     }
   }
-  for (std::string& limit : framework_model_limits(shape, c)) out.push_back(std::move(limit));
+  for (std::string& limit : framework_model_limits(shape, c)) add(limit.rfind("vp", 0) == 0 ? "vp" : "tp", std::move(limit));
+  return out;
+}
+
+std::vector<std::string> layout_violations(const TransformerShape& shape, const ParallelConfig& config,
+                                           const PipelineSplit& split) {
+  std::vector<std::string> out;
+  for (LayoutRuleBreak& broken : layout_rule_breaks(shape, config, split)) out.push_back(std::move(broken.text));
   return out;
 }
 

@@ -39,7 +39,17 @@ std::vector<int64_t> megatron_stage_layer_counts(int64_t layers, int pp, int vp,
 // The split as Megatron-LM options ("--account-for-embedding-in-pipeline-split ...", "" for the plain split).
 std::string pipeline_split_options(const PipelineSplit& split);
 
-// Megatron's rules on the degrees and the layer split (the split resolved first), then the model's limits.
+// One broken rule and the layout field it is about: "tp", "pp", "cp", "vp", "global_batch", or "layout"
+// (a degree < 1), so that a reader can name the field (score-published's rows).
+struct LayoutRuleBreak {
+  std::string field;
+  std::string text;
+};
+std::vector<LayoutRuleBreak> layout_rule_breaks(const TransformerShape& shape, const ParallelConfig& config,
+                                                const PipelineSplit& split = {});
+
+// Megatron's rules on the degrees and the layer split (the split resolved first), then the model's limits:
+// layout_rule_breaks' texts.
 std::vector<std::string> layout_violations(const TransformerShape& shape, const ParallelConfig& config,
                                            const PipelineSplit& split = {});
 // What Megatron-LM runs but itertime's framework model does not represent (KV heads replicated over tp,
