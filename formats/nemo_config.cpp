@@ -165,6 +165,13 @@ static MegatronArguments nemo_arguments_checked(const std::string& yaml_text, co
     }
   }
   if (devices > 0) out.world_size = devices * (nodes > 0 ? nodes : 1);
+  // NeMo's and Megatron-Bridge's LLaMA providers train without dropout (hidden_dropout and attention_dropout
+  // 0.0, where Megatron-LM's own default is 0.1): a dump without the keys is read as theirs, and says so.
+  for (const char* key : {"hidden_dropout", "attention_dropout"}) {
+    if (out.values.count(key) != 0) continue;
+    out.values[key] = "0";
+    out.shown_as[key] = std::string("model.") + key + " (absent: the LLaMA providers' default)";
+  }
   return out;
 }
 
