@@ -207,7 +207,8 @@ case_did_you_mean() {
 # is refused. The GPU description needs no calibration, so these run in milliseconds.
 case_layout_errors() {
   local model="$MODELS/llama3.1-8b.json"
-  local base=(predict --hardware h100-sxm --model "$model" --seq 4096)
+  # itertime's own trainer described on the GPU (without --framework a GPU question gets megatron-te: issue 44)
+  local base=(predict --framework itertime --hardware h100-sxm --model "$model" --seq 4096)
   expect_user_error "tp=3 must divide the 32 attention heads, the 8 KV heads and the FFN size 14336: legal tp: 1, 2, 4, 8" \
     "${base[@]}" --tp 3
   expect_user_error "pp=40 exceeds the 32 layers: legal pp: 1..32" "${base[@]}" --pp 40
