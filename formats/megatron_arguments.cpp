@@ -106,7 +106,10 @@ class Reader {
   void list_unused() {
     for (const std::string& word : a_.stray) run_.not_understood.push_back(word);
     for (const auto& [key, value] : a_.values) {
-      if (used_.count(key) || lower(value) == "false") continue;
+      // A configuration's false is written by the user (listed); a log's false flag is an option not given.
+      const auto shown_it = a_.shown_as.find(key);
+      const bool configuration_key = shown_it != a_.shown_as.end() && shown_it->second.rfind("--", 0) != 0;
+      if (used_.count(key) || (lower(value) == "false" && !configuration_key)) continue;
       run_.not_understood.push_back(shown(key));
     }
   }
@@ -406,6 +409,7 @@ static UserRun user_run_from_megatron_checked(const MegatronArguments& arguments
   r.text("attention_backend");
   r.text("tokenizer_type");
   r.text("tokenizer_model");
+  for (const std::string& also : arguments.also_read) run.read.push_back(also);
   r.list_unused();
   if (run.data_parallel_given) {
     try {

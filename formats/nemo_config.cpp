@@ -89,9 +89,17 @@ static MegatronArguments nemo_arguments_checked(const std::string& yaml_text, co
   int devices = 0, nodes = 0;
   const auto set = [&](const std::string& dest, const std::string& value, const Leaf& leaf) {
     const auto previous = out.values.find(dest);
-    if (previous != out.values.end() && lower(previous->second) != lower(value)) {
+    if (previous != out.values.end() && lower(previous->second) == lower(value)) {
+      out.also_read.push_back(leaf.key + ": " + leaf.value + " (agrees with " + out.shown_as[dest] + ")");
+      return;
+    }
+    if (previous != out.values.end()) {
       if (dest == "vocab_size") {  // the model's vocabulary wins over a tokenizer's
-        if (leaf.key.rfind("model.", 0) != 0) return;
+        if (leaf.key.rfind("model.", 0) != 0) {
+          out.also_read.push_back(leaf.key + ": " + value + " (a tokenizer's; " + out.shown_as[dest] + " wins)");
+          return;
+        }
+        out.also_read.push_back(out.shown_as[dest] + ": " + previous->second + " (a tokenizer's; " + leaf.key + " wins)");
       } else {
         throw UserError(source + ":" + std::to_string(leaf.line) + ": " + leaf.key + ": " + value + " contradicts " +
                         out.shown_as[dest] + ": " + previous->second + " (line " + std::to_string(out.line_of[dest]) + ")");
@@ -118,8 +126,13 @@ static MegatronArguments nemo_arguments_checked(const std::string& yaml_text, co
     const std::string name = leaf_name(leaf.key);
     if (std::find(same_names().begin(), same_names().end(), name) != same_names().end()) {
       if (name == "vocab_size" && leaf.key.rfind("model.", 0) != 0 && out.values.count("vocab_size") &&
-          out.shown_as["vocab_size"].rfind("model.", 0) == 0)
+          out.shown_as["vocab_size"].rfind("model.", 0) == 0) {
+        if (lower(out.values["vocab_size"]) != lower(leaf.value))  // (an equal one: set() lists it as agreeing)
+          out.also_read.push_back(leaf.key + ": " + leaf.value + " (a tokenizer's; " + out.shown_as["vocab_size"] + " wins)");
+        else
+          out.also_read.push_back(leaf.key + ": " + leaf.value + " (agrees with " + out.shown_as["vocab_size"] + ")");
         continue;  // a tokenizer's vocabulary after the model's
+      }
       set(name, leaf.value, leaf);
     } else if (name == "gated_linear_unit") {
       set("swiglu", leaf.value, leaf);

@@ -129,5 +129,18 @@ TEST(MegatronInputs, FromATrainingLogReadsItsArgumentsBlock) {
   EXPECT_TRUE(said);
 }
 
+// Read, assumed and not understood account for every key: the keys stated twice (dataset.seq_length beside
+// model.seq_length, mixed_precision beside model.bf16), a tokenizer's vocabulary beside the model's, and a
+// configuration's false (optimizer.use_precision_aware_optimizer) were in none of them before issue 44.
+TEST(MegatronInputs, EveryKeyOfAConfigurationIsAccountedFor) {
+  const UserRun run = read_user_run(std::string(ITERTIME_SOURCE_DIR) + "/tests/formats/fixtures/llama3_8b_bridge.yaml");
+  std::string all;
+  for (const auto* list : {&run.read, &run.assumed, &run.not_understood})
+    for (const std::string& entry : *list) all += entry + " | ";
+  for (const char* key : {"model.seq_length", "dataset.seq_length", "model.bf16", "mixed_precision", "tokenizer.vocab_size",
+                          "model.vocab_size", "optimizer.use_precision_aware_optimizer"})
+    EXPECT_NE(all.find(key), std::string::npos) << key << " in none of read, assumed, not understood";
+}
+
 }  // namespace
 }  // namespace itertime::formats
