@@ -342,6 +342,10 @@ int run_predict(const PredictArgs& given, const LlamaSpec& spec) {
   }
   facts.extrapolated_fraction = p.extrapolated_fraction;
   facts.largest_matmul_flops = predict::largest_matmul_flops(spec, config, request.techniques);
+  if (target != nullptr) {  // issue 44: on a described GPU an answer that does not fit is refused too
+    facts.peak_memory_bytes = peak_bytes;
+    facts.device_memory_bytes = memory_limit;
+  }
   refuse_or_flag(predict::check_answer(facts), a.allow_implausible, record);
   print_record(a, record, target != nullptr ? -1 : ranks_per_node);
   return 0;

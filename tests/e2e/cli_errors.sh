@@ -216,7 +216,8 @@ case_layout_errors() {
     "${base[@]}" --dp 2 --gbs 7
   expect_user_error "nearest seq_len for cp=3: 4092 or 4098" "${base[@]}" --cp 3
   expect_user_error "'sp' given twice" "${base[@]}" --recipe sp+dopt+sp
-  run "${base[@]}" --dp 2 --gbs 8 --recipe dopt+sp
+  # 8B on dp 2 does not fit an H100 (refused since issue 44): shown anyway, the header is what is checked
+  run "${base[@]}" --dp 2 --gbs 8 --recipe dopt+sp --allow-implausible
   expect_status 0
   expect_stdout "amp-bf16 sp+dopt on described h100-sxm"
 }
