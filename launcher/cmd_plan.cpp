@@ -49,6 +49,7 @@ void register_plan(CLI::App& app, std::vector<std::pair<CLI::App*, Action>>& act
     std::vector<std::string> recipes = {"plain"};
     bool all_recipes = false;
     double device_memory_gib = 0;
+    double memory_margin_gib = -1;  // -1: FrameworkPlanSpace's default (issue 44)
     std::string hardware, efficiency;
     std::string fitted;  // --fitted: the framework model's terms fitted on logs
     int nodes = 0;
@@ -107,6 +108,9 @@ void register_plan(CLI::App& app, std::vector<std::pair<CLI::App*, Action>>& act
                      "distributed optimizer, recompute)");
   plan_cmd->add_option("--device-memory-gib", a->device_memory_gib,
                        "Device memory; larger configurations are infeasible (default: the GPU description's memory)");
+  plan_cmd->add_option("--memory-margin-gib", a->memory_margin_gib,
+                       "megatron-te: headroom kept beside the peak and the runtime reserve (CUDA context, NCCL buffers) "
+                       "for the allocator's fragmentation (default 1)");
   plan_cmd->add_option("--hardware", a->hardware,
                        "Hardware description (data/hardware): the calibration's own (default) for MFU and the device memory, "
                        "or another device, predicted from its description with the calibration's operator efficiencies");
@@ -209,6 +213,10 @@ void register_plan(CLI::App& app, std::vector<std::pair<CLI::App*, Action>>& act
     options.recipes.clear();
     for (const auto& r : a->recipes) options.recipes.push_back(parse_recipe_option(r, "--recipes"));
     if (a->all_recipes) options.recipes = predict::modelled_recipes();
+    if (!given("--framework") && !run)  // issue 44: a GPU question gets the GPU's framework
+      a->framework =
+          predict::framework::to_string(predict::default_framework(a->hardware, !a->source.empty() || !a->efficiency.empty()));
+    if (a->memory_margin_gib >= 0) space.memory_margin_bytes = a->memory_margin_gib * 1024.0 * 1024.0 * 1024.0;
     validate::PlanQuestion question;
     question.source = a->source;
     if (!a->emit.empty()) {

@@ -215,6 +215,9 @@ int run_framework_predict(const PredictArgs& given, PredictArgs a, const LlamaSp
   if (a.fp8_param_gather && request.recipe.precision != PrecisionName::kFp8) {
     throw UserError("--fp8-param-gather needs --precision fp8");
   }
+  // issue 44: the layer split a --from file states (its --account-for-* / --decoder-*-pipeline-num-layers).
+  if (a.from_run && a.pp == a.from_run->config.pp && a.vp == a.from_run->config.vp)
+    request.recipe.pipeline_split = a.from_run->recipe.pipeline_split;
   const predict::framework::FrameworkOutcome outcome = predict::framework::predict_framework(target, request);
   if (!outcome.ok()) throw UserError(outcome.reason);
   const int64_t peak_bytes = outcome.prediction->peak_memory_bytes;  // megatron_memory's, in the prediction
@@ -248,6 +251,9 @@ int run_framework_predict(const PredictArgs& given, PredictArgs a, const LlamaSp
   predict::AnswerFacts facts;
   facts.mfu = record.throughput.mfu;
   facts.precision = a.precision;
+  facts.peak_memory_bytes = peak_bytes;  // issue 44: an answer that does not fit is refused (exceeds_device_memory)
+  facts.memory_reserve_bytes = predict::runtime_reserve(target, config).total_bytes();
+  facts.device_memory_bytes = memory_limit;
   refuse_or_flag(predict::check_answer(facts), a.allow_implausible, record);
   print_record(a, record);
   return 0;
@@ -296,7 +302,7 @@ int run_predict(const PredictArgs& given, const LlamaSpec& spec) {
   const double memory_limit = device_memory_bytes(a.device_memory_gib, hardware);
   const bool too_big = memory_limit > 0 && static_cast<double>(peak_bytes) > memory_limit;
   validate::PredictionRecord record;
-  record.source = target != nullptr ? "described " + target->hardware.name : a.source;
+  record.source = (target != nullptr ? "described " + target->hardware.name : a.source) + ", framework itertime";  // issue 44
   if (target != nullptr) {
     const std::string& from = target->operators.fitted_from;
     const bool figures = from.rfind("published kernel figures", 0) == 0;
@@ -341,6 +347,10 @@ int run_predict(const PredictArgs& given, const LlamaSpec& spec) {
   }
   facts.extrapolated_fraction = p.extrapolated_fraction;
   facts.largest_matmul_flops = predict::largest_matmul_flops(spec, config, request.techniques);
+  if (target != nullptr) {  // issue 44: on a described GPU an answer that does not fit is refused too
+    facts.peak_memory_bytes = peak_bytes;
+    facts.device_memory_bytes = memory_limit;
+  }
   refuse_or_flag(predict::check_answer(facts), a.allow_implausible, record);
   print_record(a, record, target != nullptr ? -1 : ranks_per_node);
   return 0;
@@ -470,6 +480,9 @@ void register_predict(CLI::App& app, std::vector<std::pair<CLI::App*, Action>>& 
       given[flag] = predict_cmd->get_option(flag)->count() > 0;
     PredictArgs a = *args;
     a.from_run = read_from(a.from);
+    if (!given.at("--framework") && !a.from_run)  // issue 44: a GPU question gets the GPU's framework
+      a.framework = predict::framework::to_string(
+          predict::default_framework(a.hardware, !a.source.empty() || !a.efficiency.empty() || a.blind));
     LlamaSpec spec;
     if (a.from_run) {
       apply_user_run(given, a, spec);

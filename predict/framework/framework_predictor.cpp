@@ -48,6 +48,7 @@
 #include <tuple>
 
 #include "common/errors.hpp"
+#include "predict/framework/megatron_layout_rules.hpp"
 #include "predict/framework/megatron_memory.hpp"
 #include "predict/framework/megatron_te_stage.hpp"
 #include "predict/schedule/schedule.hpp"
@@ -57,29 +58,6 @@ OverlapCost overlap_beside_compute(double comm_us, double kernel_us, double slow
   const double f = 1.0 + slowdown;
   if (comm_us >= kernel_us * f) return {comm_us - kernel_us * f, kernel_us * (f - 1.0)};
   return {0.0, comm_us * (1.0 - 1.0 / f)};
-}
-
-std::vector<std::string> layout_violations(const TransformerShape& shape, const ParallelConfig& config) {
-  std::vector<std::string> out;
-  auto require = [&out](bool ok, const std::string& why) {
-    if (!ok) out.push_back(why);
-  };
-  require(config.dp >= 1 && config.tp >= 1 && config.pp >= 1 && config.cp >= 1 && config.vp >= 1, "every degree >= 1");
-  if (!out.empty()) return out;
-  require(shape.heads % config.tp == 0, "tp must divide the attention heads");
-  require(shape.kv_heads % config.tp == 0, "tp must divide the key/value heads (Megatron's num_query_groups)");
-  require(shape.ffn % config.tp == 0, "tp must divide the FFN size");
-  require(config.pp * config.vp <= shape.layers, "pp * vp must not exceed the layers");
-  require(config.micro_batch >= 1 && config.global_batch % (config.dp * config.micro_batch) == 0,
-          "the global batch must be a multiple of dp * micro-batch");
-  require(config.seq_len % (2 * config.cp) == 0 || config.cp == 1,
-          "the sequence must split into 2 * cp chunks (Megatron's load-balanced causal context parallelism)");
-  require(config.seq_len % (config.cp * config.tp) == 0, "the sequence must split over cp * tp");
-  if (config.vp > 1 && config.global_batch % (config.dp * config.micro_batch) == 0) {
-    require(config.pp > 1, "vp > 1 needs pp > 1");
-    require(config.num_micro_batches() % config.pp == 0, "interleaving needs the micro-batches a multiple of pp");
-  }
-  return out;
 }
 
 namespace {
@@ -343,7 +321,7 @@ FrameworkOutcome predict_framework(const FrameworkTarget& target, const Framewor
   const ParallelConfig& config = request.config;
   const FrameworkRecipe& recipe = request.recipe;
   FrameworkOutcome outcome;
-  const std::vector<std::string> violations = layout_violations(shape, config);
+  const std::vector<std::string> violations = framework_violations(shape, config, recipe);  // megatron_layout_rules.hpp
   if (!violations.empty()) {
     outcome.reason = "illegal layout " + config.to_string() + " for " + shape.name + ": " + violations.front();
     return outcome;
@@ -364,9 +342,9 @@ FrameworkOutcome predict_framework(const FrameworkTarget& target, const Framewor
 
     const int pp = config.pp, v = config.vp, m = config.num_micro_batches();
     const int virtual_count = pp * v;
-    // Megatron's split (with NeMo's embedding/loss accounting where it evens the stages out), as the
-    // memory model splits them.
-    const std::vector<VirtualStageLayers> layers = megatron_virtual_stage_layers(shape.layers, pp, v);
+    // Megatron's split of the one rule set (the recipe's pipeline_split resolved: the stage that holds an
+    // accounted embedding or loss builds one layer fewer), as the memory model splits them.
+    const std::vector<VirtualStageLayers> layers = megatron_virtual_stage_layers(shape.layers, pp, v, recipe.pipeline_split);
     std::vector<VirtualStage> stages(static_cast<size_t>(virtual_count));
     ScheduleInput input;
     input.num_micro_batches = m;
@@ -541,6 +519,11 @@ FrameworkOutcome predict_framework(const FrameworkTarget& target, const Framewor
     p.model_flops_per_iteration =
         shape.training_flops_per_token(config.seq_len) * static_cast<double>(config.global_batch) * config.seq_len;
     p.notes.push_back("framework megatron-te: kernels from " + target.kernels.summary());
+    const PipelineSplit split = resolve_pipeline_split(shape.layers, pp, v, recipe.pipeline_split);
+    if (split.uneven()) {
+      p.notes.push_back("layers split as Megatron-LM's " + pipeline_split_options(split) +
+                        " (the first / last virtual stage builds fewer layers)");
+    }
     p.notes.push_back(target.conditions.summary());
     if (!target.terms_source.empty()) p.notes.push_back("fitted terms from " + target.terms_source);
     p.notes.push_back("communication from the description " + target.hardware.name + " (NCCL cost model); " +

@@ -27,6 +27,7 @@
 #include "predict/framework/framework_types.hpp"
 #include "predict/framework/gpu_kernels.hpp"
 #include "predict/framework/training_conditions.hpp"
+#include "predict/framework/megatron_layout_rules.hpp"  // layout_violations: the one rule set
 
 namespace itertime::predict::framework {
 
@@ -113,9 +114,6 @@ struct OverlapCost {
   double exposed_us = 0, contention_us = 0;
 };
 OverlapCost overlap_beside_compute(double comm_us, double kernel_us, double slowdown);
-
-// Every rule of Megatron-LM's the layout breaks for the shape, each as one phrase (empty: legal).
-std::vector<std::string> layout_violations(const TransformerShape& shape, const ParallelConfig& config);
 
 FrameworkOutcome predict_framework(const FrameworkTarget& target, const FrameworkRequest& request,
                                    FrameworkPassCache* cache = nullptr);
