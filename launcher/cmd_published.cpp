@@ -109,13 +109,7 @@ Scored score_row(const validate::PublishedSource& source, const validate::Publis
   s.layout = row.config.to_string();
   s.recipe = recipe_of(row);
   const HardwareSpec& described = targets.hardware.at(row.hardware);
-  const ComputeDType math = row.recipe.precision == PrecisionName::kFp8       ? ComputeDType::kFp8
-                            : row.recipe.precision == PrecisionName::kAmpFp16 ? ComputeDType::kFp16
-                                                                              : ComputeDType::kBf16;
-  if (const std::optional<double> peak = described.peak(math)) {
-    const double flops = row.shape.training_flops_per_token(row.config.seq_len) * row.config.global_batch * row.config.seq_len;
-    s.ideal_s = flops / (*peak * row.gpus);
-  }
+  s.ideal_s = validate::ideal_seconds(row.shape, row.config, row.recipe.precision, described);
   if (!targets.kernels.count(row.hardware)) {
     try {
       targets.kernels[row.hardware] = fw::load_gpu_kernel_figures(described);

@@ -29,6 +29,17 @@ predict::framework::FrameworkObservation observation_of(const PublishedSource& s
   return o;
 }
 
+double ideal_seconds(const predict::framework::TransformerShape& shape, const ParallelConfig& config, PrecisionName precision,
+                     const HardwareSpec& hardware) {
+  const ComputeDType math = precision == PrecisionName::kFp8       ? ComputeDType::kFp8
+                            : precision == PrecisionName::kAmpFp16 ? ComputeDType::kFp16
+                                                                   : ComputeDType::kBf16;
+  const std::optional<double> peak = hardware.peak(math);
+  if (!peak || *peak <= 0) return NAN;
+  const double flops = shape.training_flops_per_token(config.seq_len) * config.global_batch * config.seq_len;
+  return flops / (*peak * static_cast<double>(config.world_size()));
+}
+
 std::vector<double> constant_mfu_leave_one_out(const std::vector<double>& ideal_s, const std::vector<double>& measured_s) {
   const size_t n = ideal_s.size();
   std::vector<double> out(n, NAN);

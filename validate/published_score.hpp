@@ -30,6 +30,12 @@ predict::framework::FrameworkTarget described_target_of(const PublishedRow& row)
 // The row as an observation of the framework fit (id "<source id>/<row id>").
 predict::framework::FrameworkObservation observation_of(const PublishedSource& source, const PublishedRow& row);
 
+// The constant-MFU baseline's unit: the model's training FLOPs of one iteration (TransformerShape::
+// training_flops_per_token) over the GPUs' dense peak of the precision's GEMM math (fp8: fp8's, fp16:
+// fp16's, else bf16's), in seconds; NaN when the description has no such peak.
+double ideal_seconds(const predict::framework::TransformerShape& shape, const ParallelConfig& config, PrecisionName precision,
+                     const HardwareSpec& hardware);
+
 // Row i's constant-MFU prediction (seconds) from every other row's achieved fraction of its ideal time.
 std::vector<double> constant_mfu_leave_one_out(const std::vector<double>& ideal_s, const std::vector<double>& measured_s);
 

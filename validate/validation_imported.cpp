@@ -186,12 +186,7 @@ void add_comparisons(ImportedValidation& report, const ImportedSource& source, c
     o.request = framework_request_of(rows[i], logs.at(rows[i].key));
     o.model = fw::model_key(o.request.shape);
     o.measured_us = rows[i].time_us_median;
-    const ComputeDType math = o.request.recipe.precision == PrecisionName::kFp8       ? ComputeDType::kFp8
-                              : o.request.recipe.precision == PrecisionName::kAmpFp16 ? ComputeDType::kFp16
-                                                                                      : ComputeDType::kBf16;
-    const double flops = o.request.shape.training_flops_per_token(o.request.config.seq_len) * o.request.config.global_batch *
-                         o.request.config.seq_len;
-    ideal.push_back(flops / (target.hardware.peak(math).value_or(0) * o.request.config.world_size()) * 1e6);
+    ideal.push_back(ideal_seconds(o.request.shape, o.request.config, o.request.recipe.precision, target.hardware) * 1e6);
     measured.push_back(o.measured_us);
     ok.push_back(i);
   }
