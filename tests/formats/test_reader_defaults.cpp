@@ -67,8 +67,11 @@ TEST(MegatronDefaults, GlobalBatchIsMicroBatchTimesDpWhenNotGiven) {
   EXPECT_EQ(alone.config.pp, 1);
   EXPECT_EQ(alone.config.cp, 1);
   EXPECT_EQ(alone.config.vp, 1);
-  // A log's data_parallel_size: world = dp x tp x pp x cp.
-  const UserRun logged = run_of(kBase + "--ffn-hidden-size 14336 --tensor-model-parallel-size 2 --data-parallel-size 3");
+  // A log's data_parallel_size: world = dp x tp x pp x cp = 3 x 2 x 2 = 12.
+  const UserRun logged = run_of(kBase +
+                                "--ffn-hidden-size 14336 --tensor-model-parallel-size 2 --pipeline-model-parallel-size 2 "
+                                "--data-parallel-size 3");
+  EXPECT_EQ(logged.config.world_size(), 12);
   EXPECT_EQ(logged.config.dp, 3);
   EXPECT_EQ(logged.config.global_batch, 6);
 }
@@ -78,11 +81,12 @@ TEST(MegatronDefaults, SwigluFfnIsTwoThirdsOfFourHiddenDownToSixtyFour) {
   const UserRun run = run_of(kBase);
   EXPECT_EQ(run.model.intermediate_size, 10880);
   EXPECT_TRUE(assumed(run, "--ffn-hidden-size 10880"));
-  // hidden 1024 (8 heads of 128): 4 x 1024 x 2 / 3 = 2730, down to 42 x 64 = 2688.
+  // hidden 2048 (16 heads of 128): 4 x 2048 x 2 / 3 = 5461, down to 85 x 64 = 5440 (a multiple of 128
+  // would be 5376: the 64 matters here, where 4096's 10880 is a multiple of 128 too).
   std::string small = kBase;
-  small.replace(small.find("--hidden-size 4096"), 18, "--hidden-size 1024");
-  small.replace(small.find("--num-attention-heads 32"), 24, "--num-attention-heads 8");
-  EXPECT_EQ(run_of(small).model.intermediate_size, 2688);
+  small.replace(small.find("--hidden-size 4096"), 18, "--hidden-size 2048");
+  small.replace(small.find("--num-attention-heads 32"), 24, "--num-attention-heads 16");
+  EXPECT_EQ(run_of(small).model.intermediate_size, 5440);
   // Given, it is taken as given and nothing is assumed about it.
   const UserRun given = run_of(kBase + "--ffn-hidden-size 14336");
   EXPECT_EQ(given.model.intermediate_size, 14336);

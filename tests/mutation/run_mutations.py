@@ -225,8 +225,10 @@ def main():
                   flush=True)
     finally:
         restorer.restore()
-        # Leave the build matching the restored tree.
-        subprocess.run(["nice", "cmake", "--build", args.build], capture_output=True)
+        # Leave the executables the run rebuilt matching the restored tree.
+        built = sorted({t for targets in cache.values() for t in targets})
+        if built:
+            subprocess.run(["nice", "cmake", "--build", args.build, "--target"] + built, capture_output=True)
     summarize(results)
     if args.report:
         with open(args.report, "w") as f:

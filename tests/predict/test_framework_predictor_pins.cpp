@@ -544,6 +544,39 @@ TEST(FrameworkPins, PipelineStagesRun1F1BWithTheirTransfersAndEachRankItsOwnStep
   EXPECT_GT(sched.end_us[1], 4 * (f1.total() + b1.total()));
 }
 
+// tp 4, cp 2, dp 1, pp 2 (16 GPUs): the pipeline's neighbours are tp x cp x dp = 8 ranks apart, on two nodes
+// ({2, 1}: over the NICs), while the CP pair (4 apart) and the DP x CP pair (dp x cp = 2, stride 4) share a
+// node ({2, 2}). mbs 1, seq 2048, m = 4: T = 2048 / 2 = 1024 tokens, SP: 256; transfers of 256 x 1024 x 2 =
+// 524,288 bytes. Per GPU: layer 11,796,480 / 4 + 2048 = 2,951,168, 4 layers 11,804,672; embedding
+// 8,257,536, head 8,258,560 (above). Each rank: its 1F1B end, one all-reduce of its 4 P bytes, its step.
+TEST(FrameworkPins, PipelineNeighboursAreTpCpDpRanksApart) {
+  const FrameworkTarget target = roofline_target();
+  const TransformerShape shape = small_llama();
+  const ParallelConfig c = layout(1, 4, 2, 2, 1, 4, 2048);
+  const FrameworkRecipe r = recipe("sp");
+  const MegatronTeStage s = build_megatron_te_stage(shape, c, r);
+  Reference ref;
+  ref.tp = 4;
+  ref.at.tp = {4, 4};
+  ref.at.cp_p2p = {2, 2};
+  ref.at.dp = {2, 2};
+  ref.at.pp_p2p = {2, 1};
+  const Terms lf = ref.pass(s.layer_forward, false) * 4, lb = ref.pass(s.layer_backward, false) * 4;
+  const Terms f0 = lf + ref.pass(s.embedding_forward, false), b0 = lb + ref.pass(s.embedding_backward, false);
+  const Terms f1 = lf + ref.pass(s.head_forward, false), b1 = lb + ref.pass(s.head_backward, false);
+  ASSERT_EQ(s.sequence_tokens * 1024 * 2, 524'288);
+  const double p2p = ref.collective_us(Collective::kSendRecv, ref.at.pp_p2p, 524'288);
+  ASSERT_NE(p2p, ref.collective_us(Collective::kSendRecv, GroupPlacement{2, 2}, 524'288)) << "NICs, not NVLink";
+  const ScheduleResult sched =
+      simulate_1f1b({StageTimes{f0.total(), b0.total(), 0, 0}, StageTimes{f1.total(), b1.total(), 0, 0}}, p2p, p2p, 4, false);
+  const double P0 = 11'804'672 + 8'257'536, P1 = 11'804'672 + 8'258'560;
+  const double end0 = sched.end_us[0] + ref.collective_us(Collective::kAllReduce, ref.at.dp, P0 * 4) + ref.optimizer_us(P0, P0);
+  const double end1 = sched.end_us[1] + ref.collective_us(Collective::kAllReduce, ref.at.dp, P1 * 4) + ref.optimizer_us(P1, P1);
+  const FrameworkPrediction p = predict_ok(target, shape, c, r);
+  expect_near_rel(p.total_us, std::max(end0, end1), "the later rank's end with transfers across nodes");
+  EXPECT_GT(p.cp_comm_us + p.tp_comm_us, 0.0);
+}
+
 // --- layout rules ----------------------------------------------------------------------------------
 
 TEST(FrameworkPins, EachLayoutRuleRefusesJustPastItsBoundary) {
