@@ -37,6 +37,7 @@
 #include "predict/framework/gpu_kernels.hpp"
 #include "predict/prediction_range.hpp"
 #include "validate/published_figures.hpp"
+#include "validate/published_score.hpp"
 
 namespace itertime::validate {
 namespace {
@@ -69,12 +70,9 @@ std::vector<Scored> score_all() {
       Scored s;
       s.key = source.id + "/" + row.id;
       s.measured_s = measured_seconds_per_iteration(row);
-      fw::FrameworkTarget target;
-      target.hardware = find_hardware_spec(row.hardware);
-      if (row.fabric.nics_per_node) target.hardware.nics_per_node = row.fabric.nics_per_node;
-      if (row.fabric.nic_bandwidth_bytes_per_s) target.hardware.nic_bandwidth_bytes_per_s = row.fabric.nic_bandwidth_bytes_per_s;
-      target.kernels = fw::load_gpu_kernel_figures(target.hardware);
-      target.tuning.amd_host_cpu = row.amd_host_cpu;
+      // The row's described target as score-published builds it: description and fabric, kernel figures,
+      // training conditions, NCCL's host overhead (validate/published_score.hpp).
+      const fw::FrameworkTarget target = described_target_of(row);
       const fw::FrameworkOutcome outcome = fw::predict_framework(target, fw::FrameworkRequest{row.shape, row.config, row.recipe});
       if (outcome.ok()) {
         s.predicted_s = outcome.prediction->total_us * 1e-6;

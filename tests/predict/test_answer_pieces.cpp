@@ -88,12 +88,33 @@ TEST(MemorySplitFields, Fp8SplitsAddUpToTheFrameworksPeak) {
 
 // --- prediction_range -----------------------------------------------------------------------------
 
-TEST(PredictionRangeText, FrameworkQuotesThePublishedMape) {
-  const PredictionRange r = framework_range();
-  ASSERT_TRUE(r.pct.has_value());
-  EXPECT_DOUBLE_EQ(*r.pct, kFrameworkPublishedMapePct);
-  EXPECT_EQ(r.basis, "the framework model's MAPE on " + std::to_string(kFrameworkPublishedRuns) +
-                         " published runs (itertime score-published); typical, not a bound");
+TEST(PredictionRangeText, FrameworkQuotesItsGenerationsPublishedCheck) {
+  // Each generation's check, by its GPUs' names; the text names the runs, the generation and the sources.
+  for (const FrameworkCheck& check : kFrameworkChecks) {
+    const std::string gpus = check.gpus;
+    const std::string first = gpus.substr(0, gpus.find(' '));
+    const PredictionRange r = framework_range(first);
+    ASSERT_TRUE(r.pct.has_value()) << first;
+    EXPECT_DOUBLE_EQ(*r.pct, check.mape_pct) << first;
+    EXPECT_EQ(r.basis, "the described framework model's MAPE on " + std::to_string(check.runs) + " published " +
+                           check.generation + " runs (" + check.sources + "; itertime score-published); typical, not a bound");
+  }
+  EXPECT_DOUBLE_EQ(*framework_range("h200-sxm").pct, *framework_range("h100-sxm").pct);  // one generation
+  // A generation no published run backs: no number, and how to get one.
+  const PredictionRange b200 = framework_range("b200");
+  EXPECT_FALSE(b200.pct.has_value());
+  EXPECT_EQ(b200.basis,
+            "none: no published run of b200's GPU generation backs the described framework model (itertime "
+            "score-published); fit it on your own logs (itertime fit --framework megatron-te) for one");
+  // Fitted: the fit's leave-one-model-out figure, or none with one model.
+  const PredictionRange fitted = framework_fitted_range(1.4, 26, 2, "t.json");
+  ASSERT_TRUE(fitted.pct.has_value());
+  EXPECT_DOUBLE_EQ(*fitted.pct, 1.4);
+  EXPECT_EQ(fitted.basis, "the fit's leave-one-model-out MAPE on 26 logged runs of 2 models (t.json); typical, not a bound");
+  EXPECT_FALSE(framework_fitted_range(NAN, 3, 1, "t.json").pct.has_value());
+  // Plan's ties: the generation's range, else every run's.
+  EXPECT_DOUBLE_EQ(framework_tie_fraction("h100-sxm"), *framework_range("h100-sxm").pct / 100.0);
+  EXPECT_DOUBLE_EQ(framework_tie_fraction("b200"), kFrameworkPublishedMapePct / 100.0);
 }
 
 TEST(PredictionRangeText, CalibratedQuotesTheStoredValidation) {
