@@ -1,4 +1,5 @@
-// cmd_validate.cpp: `itertime validate`: options, then validate/validation_run. No MPI, no LibTorch.
+// cmd_validate.cpp: `itertime validate`: the options, the query's route (query/validate_query.hpp), then
+// validate/validation_run or the imported ground truth's report. No MPI, no LibTorch.
 // Invariant: CAL is only read unless --store asks for /validation in it (`itertime run` stores its own).
 // Imported ground truth (`itertime import`) is scored apart (validate/validation_imported.hpp): by the source
 // --framework / --hardware name, else by CAL's own calibration when it has /ops; a CAL without imports
@@ -8,13 +9,9 @@
 #include <string>
 #include <vector>
 
-#include "common/calibration_records.hpp"
 #include "common/errors.hpp"
-#include "common/groundtruth_store.hpp"
-#include "common/h5store.hpp"
-#include "common/model_spec.hpp"
-#include "predict/framework/framework_types.hpp"
 #include "launcher/commands.hpp"
+#include "query/validate_query.hpp"
 #include "validate/validation_imported.hpp"
 #include "validate/validation_run.hpp"
 
@@ -59,63 +56,38 @@ void register_validate(CLI::App& app, std::vector<std::pair<CLI::App*, Action>>&
                    "With --hardware: score the imported ground truth by this framework's model (megatron-te), or by itertime's "
                    "operator model (itertime)")
       ->capture_default_str();
+  auto json = std::make_shared<bool>(false);
+  validate_cmd->add_flag("--json", *json,
+                         "With --hardware: print the imported ground truth's scoring as JSON instead of a table");
   actions.emplace_back(validate_cmd, [cal, out_dir, store, no_store, compute, memory_model_file, model_file, holdout, hardware,
-                                      framework](Context&) {
-    // Imported ground truth: by the source named, or by CAL's own calibration.
-    const predict::framework::Framework chosen = predict::framework::parse_framework(*framework);
-    if (!hardware->empty() || chosen != predict::framework::Framework::kItertime) {
-      if (hardware->empty())
-        throw UserError("--framework " + *framework + " needs --hardware NAME (the device the run trained on)");
-      if (*store || !out_dir->empty() || *compute || !memory_model_file->empty() || !model_file->empty() || *holdout != "tuple") {
-        throw UserError(
-            "--store, --out-dir, --compute-report, --memory-report, --model and --holdout are CAL's own validation's: give none "
-            "with --hardware (the imported ground truth's scoring prints its table only)");
+                                      framework, json](Context&) {
+    query::ValidateRequest request;
+    request.calibration = *cal;
+    request.out_dir = *out_dir;
+    request.store = *store;
+    request.no_store = *no_store;
+    request.compute_report = *compute;
+    request.memory_report_model = *memory_model_file;
+    request.model_file = *model_file;
+    request.holdout = *holdout;
+    request.hardware = *hardware;
+    request.framework = *framework;
+    const query::ValidationRoute route = query::route_validation(request);
+    if (*json && !route.named_source)
+      throw UserError("--json: with --hardware NAME only (CAL's own validation writes validation.json)");
+    if (route.named_source) {
+      const validate::ImportedValidation report = query::score_imports(request, route);
+      if (*json) {
+        std::printf("%s\n", query::imported_json(report).dump(2).c_str());
+      } else {
+        validate::print_imported_report(report);
       }
-      validate::ImportedSource source;
-      source.kind = chosen == predict::framework::Framework::kMegatronTe ? validate::ImportedSource::Kind::kFramework
-                                                                         : validate::ImportedSource::Kind::kDescribed;
-      source.hardware = *hardware;
-      validate::print_imported_report(validate::validate_imported(*cal, source));
       return 0;
     }
-    bool imports = false, own = true, ops = false;
-    {
-      h5::Store file = h5::Store::open(*cal, false);
-      imports = file.exists(store::kGroundTruthImports);
-      if (imports) {
-        own = !store::read_groundtruth_records(file).empty();
-        ops = file.exists("/ops");
-      }
-    }
-    if (imports && !ops) {
-      throw UserError(*cal +
-                      ": holds imported ground truth and no calibration of its own (/ops): score it with --hardware NAME "
-                      "(described) or --framework megatron-te --hardware NAME");
-    }
-    validate::ValidationRunOptions options;
-    options.calibration_file = *cal;
-    options.report_dir = *out_dir;
-    if (*store && *no_store) throw UserError("--store and --no-store: give one (without either, CAL is only read)");
-    options.store_in_calibration = *store;
-    options.compute_report = *compute;
-    if (*holdout != "tuple" && *holdout != "precision" && *holdout != "both") {
-      throw UserError("--holdout " + *holdout + ": use tuple, precision or both");
-    }
-    options.holdouts = *holdout == "both"
-                           ? std::vector<validate::Holdout>{validate::Holdout::kTuple, validate::Holdout::kPrecision}
-                           : std::vector<validate::Holdout>{validate::parse_holdout(*holdout)};
-    // Read the model configs first: a wrong path is refused before any work.
-    if (!memory_model_file->empty()) {
-      options.model = load_llama_config(*memory_model_file);
-      options.memory_report = true;
-    }
-    if (!model_file->empty()) options.model = load_llama_config(*model_file);
-    if (own) validate::run_validation(options);
-    if (imports) {
-      validate::ImportedSource source;
-      source.calibration_file = *cal;
+    if (route.own) validate::run_validation(route.run_options);
+    if (route.imports) {
       std::printf("\n");
-      validate::print_imported_report(validate::validate_imported(*cal, source));
+      validate::print_imported_report(query::score_imports(request, route));
     }
     return 0;
   });
