@@ -8,6 +8,7 @@
 #include "common/training_techniques.hpp"
 #include "formats/log_import.hpp"
 #include "launcher/commands.hpp"
+#include "launcher/option_table.hpp"
 #include "query/import_query.hpp"
 #include "validate/duration_text.hpp"
 
@@ -44,45 +45,57 @@ void print_import(const formats::LogImport& im) {
 
 }  // namespace
 
+namespace {
+
+using Field = OptionField;
+
+// import's options, in --help's order (a table, one row per option).
+std::vector<OptionRow<query::ImportRequest>> import_options() {
+  using R = query::ImportRequest;
+  return {
+      {"LOG", "Training logs (each one run)", [](R& r) -> Field { return &r.logs; }},
+      {"-o,--output", "Calibration HDF5 file: created, or added to (its /groundtruth)", [](R& r) -> Field { return &r.output; }},
+      {"--format", "auto (by content), megatron, nemo or torchtitan", [](R& r) -> Field { return &r.format; }, true},
+      {"--config",
+       "NeMo / torchtitan logs: the run's configuration (NeMo 2 / Megatron-Bridge YAML dump, torchtitan TOML, Megatron-LM "
+       "arguments); --dp beside it when it states no data-parallel size",
+       [](R& r) -> Field { return &r.config_file; }},
+      {"--model", "NeMo / torchtitan logs: the LLaMA config.json of the run (a Megatron-LM log states its own)",
+       [](R& r) -> Field { return &r.model_file; }},
+      {"--dp", "Data-parallel degree (with --model)", [](R& r) -> Field { return &r.dp; }},
+      {"--tp", "Tensor-parallel degree", [](R& r) -> Field { return &r.tp; }},
+      {"--pp", "Pipeline-parallel degree", [](R& r) -> Field { return &r.pp; }},
+      {"--cp", "Context-parallel degree", [](R& r) -> Field { return &r.cp; }},
+      {"--vp", "Virtual pipeline stages per pipeline rank", [](R& r) -> Field { return &r.vp; }},
+      {"--mbs", "Micro-batch size", [](R& r) -> Field { return &r.micro_batch; }},
+      {"--gbs", "Global batch size", [](R& r) -> Field { return &r.global_batch; }},
+      {"--seq", "Sequence length", [](R& r) -> Field { return &r.seq_len; }},
+      {"--precision", "amp-bf16 (Megatron --bf16), amp-fp16 (--fp16) or fp8 (--fp8-format)",
+       [](R& r) -> Field { return &r.precision; }},
+      {"--recipe",
+       "Training techniques: plain, or sp (sequence parallel), vp (vocabulary-parallel head), dopt (distributed optimizer), "
+       "rc-sel|rc-full (recompute), ovl (overlapped gradient reduce), opg (overlapped param gather) joined by '+'",
+       [](R& r) -> Field { return &r.recipe; }},
+      {"--framework", "The framework that trained: megatron-te", [](R& r) -> Field { return &r.framework; }},
+      {"--fp8-recipe", "delayed or current (with --precision fp8)", [](R& r) -> Field { return &r.fp8_recipe; }},
+      {"--tp-comm-overlap", "The run overlapped TP communication (TE userbuffers)",
+       [](R& r) -> Field { return &r.tp_comm_overlap; }},
+      {"--fp8-param-gather", "The run gathered fp8 parameters", [](R& r) -> Field { return &r.fp8_param_gather; }},
+  };
+}
+
+}  // namespace
+
 void register_import(CLI::App& app, std::vector<std::pair<CLI::App*, Action>>& actions) {
   CLI::App* cmd = app.add_subcommand(
       "import", "Import users' training logs (Megatron-LM, NeMo 2, torchtitan) as ground truth into a calibration file");
   auto a = std::make_shared<query::ImportRequest>();
-  cmd->add_option("LOG", a->logs, "Training logs (each one run)")->required()->check(CLI::ExistingFile);
-  cmd->add_option("-o,--output", a->output, "Calibration HDF5 file: created, or added to (its /groundtruth)")->required();
-  cmd->add_option("--format", a->format, "auto (by content), megatron, nemo or torchtitan")->capture_default_str();
-  cmd->add_option("--config", a->config_file,
-                  "NeMo / torchtitan logs: the run's configuration (NeMo 2 / Megatron-Bridge YAML dump, torchtitan TOML, "
-                  "Megatron-LM arguments); --dp beside it when it states no data-parallel size");
-  auto* model = cmd->add_option("--model", a->model_file,
-                                "NeMo / torchtitan logs: the LLaMA config.json of the run (a Megatron-LM log states its own)");
-  std::vector<CLI::Option*> layout = {
-      cmd->add_option("--dp", a->dp, "Data-parallel degree (with --model)"),
-      cmd->add_option("--tp", a->tp, "Tensor-parallel degree"),
-      cmd->add_option("--pp", a->pp, "Pipeline-parallel degree"),
-      cmd->add_option("--cp", a->cp, "Context-parallel degree"),
-      cmd->add_option("--vp", a->vp, "Virtual pipeline stages per pipeline rank"),
-      cmd->add_option("--mbs", a->micro_batch, "Micro-batch size"),
-      cmd->add_option("--gbs", a->global_batch, "Global batch size"),
-      cmd->add_option("--seq", a->seq_len, "Sequence length"),
-      cmd->add_option("--precision", a->precision, "amp-bf16 (Megatron --bf16), amp-fp16 (--fp16) or fp8 (--fp8-format)"),
-      cmd->add_option("--recipe", a->recipe,
-                      "Training techniques: plain, or sp (sequence parallel), vp (vocabulary-parallel head), dopt (distributed "
-                      "optimizer), rc-sel|rc-full (recompute), ovl (overlapped gradient reduce), opg (overlapped param "
-                      "gather) joined by '+'"),
-      cmd->add_option("--framework", a->framework, "The framework that trained: megatron-te"),
-      cmd->add_option("--fp8-recipe", a->fp8_recipe, "delayed or current (with --precision fp8)"),
-      cmd->add_flag("--tp-comm-overlap", a->tp_comm_overlap, "The run overlapped TP communication (TE userbuffers)"),
-      cmd->add_flag("--fp8-param-gather", a->fp8_param_gather, "The run gathered fp8 parameters"),
-  };
-  (void)model;
-  actions.emplace_back(cmd, [a, layout](Context& context) {
-    std::vector<std::string> given;
-    for (const CLI::Option* option : layout) {
-      if (option->count() > 0) given.push_back(option->get_name());
-    }
+  add_options(*cmd, *a, import_options());
+  cmd->get_option("LOG")->required()->check(CLI::ExistingFile);
+  cmd->get_option("--output")->required();
+  actions.emplace_back(cmd, [a, cmd](Context& context) {
     query::ImportRequest request = *a;
-    request.layout_flags = given;
+    request.given = given_flags(*cmd);
     request.command_line = context.command_line;
     const std::vector<formats::LogImport> imports = query::import_logs(request);
     for (const formats::LogImport& im : imports) print_import(im);

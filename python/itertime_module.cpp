@@ -11,6 +11,7 @@
 //    printed. No state is kept between calls; the GIL is released while a query runs.
 #include <climits>
 #include <memory>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -36,15 +37,7 @@ using itertime::python::Value;
 
 namespace {
 
-// The requests without a `given` set of their own, with one.
-struct ValidateCall {
-  itertime::query::ValidateRequest request;
-  std::set<std::string> given;
-};
-struct ImportCall {
-  itertime::query::ImportRequest request;
-  std::set<std::string> given;
-};
+// The calls whose request is a value or two, with the `given` set keywords.hpp fills.
 struct PublishedCall {
   std::vector<std::string> files;
   std::set<std::string> given;
@@ -57,6 +50,8 @@ struct PathCall {
 constexpr int64_t kPositive = 1;
 using PredictRequest = itertime::query::PredictRequest;
 using PlanRequest = itertime::query::PlanRequest;
+using ImportRequest = itertime::query::ImportRequest;
+using ValidateRequest = itertime::query::ValidateRequest;
 
 // The options predict and plan share, and import's run (model, layout, recipe), set by member.
 #define ITERTIME_TEXT(Type, keyword, flag, help, member)                                 \
@@ -161,44 +156,39 @@ const std::vector<Keyword<PlanRequest>>& plan_keywords() {
   return table;
 }
 
-const std::vector<Keyword<ValidateCall>>& validate_keywords() {
-  static const std::vector<Keyword<ValidateCall>> table = {
-      ITERTIME_TEXT(ValidateCall, "calibration", "", "calibration HDF5 file with /comm, /ops and /groundtruth",
-                    request.calibration),
-      ITERTIME_TEXT(ValidateCall, "holdout", "--holdout", "tuple (default), precision or both", request.holdout),
-      ITERTIME_TEXT(ValidateCall, "model", "--model", "LLaMA config.json of the ground truth (default: /meta's)",
-                    request.model_file),
-      ITERTIME_TEXT(ValidateCall, "hardware", "--hardware", "score imported ground truth by this description", request.hardware),
-      ITERTIME_TEXT(ValidateCall, "framework", "--framework", "with hardware: megatron-te or itertime (default)",
-                    request.framework),
+const std::vector<Keyword<ValidateRequest>>& validate_keywords() {
+  static const std::vector<Keyword<ValidateRequest>> table = {
+      ITERTIME_TEXT(ValidateRequest, "calibration", "", "calibration HDF5 file with /comm, /ops and /groundtruth", calibration),
+      ITERTIME_TEXT(ValidateRequest, "holdout", "--holdout", "tuple (default), precision or both", holdout),
+      ITERTIME_TEXT(ValidateRequest, "model", "--model", "LLaMA config.json of the ground truth (default: /meta's)", model_file),
+      ITERTIME_TEXT(ValidateRequest, "hardware", "--hardware", "score imported ground truth by this description", hardware),
+      ITERTIME_TEXT(ValidateRequest, "framework", "--framework", "with hardware: megatron-te or itertime (default)", framework),
   };
   return table;
 }
 
-const std::vector<Keyword<ImportCall>>& import_keywords() {
-  static const std::vector<Keyword<ImportCall>> table = {
-      ITERTIME_TEXTS(ImportCall, "logs", "", "training logs (each one run)", request.logs),
-      ITERTIME_TEXT(ImportCall, "output", "--output", "calibration HDF5 file: created, or added to", request.output),
-      ITERTIME_TEXT(ImportCall, "format", "--format", "auto (default), megatron, nemo or torchtitan", request.format),
-      ITERTIME_TEXT(ImportCall, "config", "--config", "NeMo / torchtitan logs: the run's configuration", request.config_file),
-      ITERTIME_TEXT(ImportCall, "model", "--model", "NeMo / torchtitan logs: the run's LLaMA config.json", request.model_file),
-      ITERTIME_INT(ImportCall, "dp", "--dp", "data-parallel degree", request.dp, kPositive),
-      ITERTIME_INT(ImportCall, "tp", "--tp", "tensor-parallel degree", request.tp, kPositive),
-      ITERTIME_INT(ImportCall, "pp", "--pp", "pipeline-parallel degree", request.pp, kPositive),
-      ITERTIME_INT(ImportCall, "cp", "--cp", "context-parallel degree", request.cp, kPositive),
-      ITERTIME_INT(ImportCall, "vp", "--vp", "virtual pipeline stages per pipeline rank", request.vp, kPositive),
-      ITERTIME_INT(ImportCall, "mbs", "--mbs", "micro-batch size", request.micro_batch, kPositive),
-      ITERTIME_INT(ImportCall, "gbs", "--gbs", "global batch size", request.global_batch, kPositive),
-      ITERTIME_INT(ImportCall, "seq", "--seq", "sequence length", request.seq_len, kPositive),
-      ITERTIME_TEXT(ImportCall, "precision", "--precision", "amp-bf16 (default), amp-fp16 or fp8", request.precision),
-      ITERTIME_TEXT(ImportCall, "recipe", "--recipe", "plain (default), or tokens joined by '+'", request.recipe),
-      ITERTIME_TEXT(ImportCall, "framework", "--framework", "the framework that trained: megatron-te (default)",
-                    request.framework),
-      ITERTIME_TEXT(ImportCall, "fp8_recipe", "--fp8-recipe", "delayed (default) or current", request.fp8_recipe),
-      ITERTIME_FLAG(ImportCall, "tp_comm_overlap", "--tp-comm-overlap", "the run overlapped TP communication",
-                    request.tp_comm_overlap),
-      ITERTIME_FLAG(ImportCall, "fp8_param_gather", "--fp8-param-gather", "the run gathered fp8 parameters",
-                    request.fp8_param_gather),
+const std::vector<Keyword<ImportRequest>>& import_keywords() {
+  static const std::vector<Keyword<ImportRequest>> table = {
+      ITERTIME_TEXTS(ImportRequest, "logs", "", "training logs (each one run)", logs),
+      ITERTIME_TEXT(ImportRequest, "output", "--output", "calibration HDF5 file: created, or added to", output),
+      ITERTIME_TEXT(ImportRequest, "format", "--format", "auto (default), megatron, nemo or torchtitan", format),
+      ITERTIME_TEXT(ImportRequest, "config", "--config", "NeMo / torchtitan logs: the run's configuration", config_file),
+      ITERTIME_TEXT(ImportRequest, "model", "--model", "NeMo / torchtitan logs: the run's LLaMA config.json", model_file),
+      ITERTIME_INT(ImportRequest, "dp", "--dp", "data-parallel degree", dp, kPositive),
+      ITERTIME_INT(ImportRequest, "tp", "--tp", "tensor-parallel degree", tp, kPositive),
+      ITERTIME_INT(ImportRequest, "pp", "--pp", "pipeline-parallel degree", pp, kPositive),
+      ITERTIME_INT(ImportRequest, "cp", "--cp", "context-parallel degree", cp, kPositive),
+      ITERTIME_INT(ImportRequest, "vp", "--vp", "virtual pipeline stages per pipeline rank", vp, kPositive),
+      ITERTIME_INT(ImportRequest, "mbs", "--mbs", "micro-batch size", micro_batch, kPositive),
+      ITERTIME_INT(ImportRequest, "gbs", "--gbs", "global batch size", global_batch, kPositive),
+      ITERTIME_INT(ImportRequest, "seq", "--seq", "sequence length", seq_len, kPositive),
+      ITERTIME_TEXT(ImportRequest, "precision", "--precision", "amp-bf16 (default), amp-fp16 or fp8", precision),
+      ITERTIME_TEXT(ImportRequest, "recipe", "--recipe", "plain (default), or tokens joined by '+'", recipe),
+      ITERTIME_TEXT(ImportRequest, "framework", "--framework", "the framework that trained: megatron-te (default)", framework),
+      ITERTIME_TEXT(ImportRequest, "fp8_recipe", "--fp8-recipe", "delayed (default) or current", fp8_recipe),
+      ITERTIME_FLAG(ImportRequest, "tp_comm_overlap", "--tp-comm-overlap", "the run overlapped TP communication",
+                    tp_comm_overlap),
+      ITERTIME_FLAG(ImportRequest, "fp8_param_gather", "--fp8-param-gather", "the run gathered fp8 parameters", fp8_param_gather),
   };
   return table;
 }
@@ -235,10 +225,10 @@ py::object call(const std::string& function, const std::vector<Keyword<Request>>
   return to_python(text);
 }
 
-std::string validate_answer(const ValidateCall& call) {
+std::string validate_answer(const ValidateRequest& call) {
   namespace q = itertime::query;
-  const q::ValidationRoute route = q::route_validation(call.request);
-  if (route.named_source) return q::imported_json(q::score_imports(call.request, route)).dump();
+  const q::ValidationRoute route = q::route_validation(call);
+  if (route.named_source) return q::imported_json(q::score_imports(call, route)).dump();
   nlohmann::json out = nlohmann::json::object();
   if (route.own) {
     const std::vector<nlohmann::json> reports = q::validation_json(route);
@@ -248,15 +238,12 @@ std::string validate_answer(const ValidateCall& call) {
       for (const nlohmann::json& report : reports) out[report.at("holdout").get<std::string>()] = report;
     }
   }
-  if (route.imports) out["imported"] = q::imported_json(q::score_imports(call.request, route));
+  if (route.imports) out["imported"] = q::imported_json(q::score_imports(call, route));
   return out.dump();
 }
 
-std::string import_answer(const ImportCall& call) {
-  itertime::query::ImportRequest request = call.request;
-  for (const std::string& flag : call.given) {
-    if (flag != "--output" && flag != "--format" && flag != "--config" && flag != "--model") request.layout_flags.push_back(flag);
-  }
+std::string import_answer(const ImportRequest& call) {
+  itertime::query::ImportRequest request = call;
   request.command_line = "python: itertime.import_logs";
   nlohmann::json out = nlohmann::json::array();
   for (const auto& im : itertime::query::import_logs(request)) out.push_back(itertime::query::import_json(im));

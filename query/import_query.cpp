@@ -66,8 +66,26 @@ std::optional<formats::UserRun> given_run(const ImportArgs& a, const std::vector
 
 }  // namespace
 
+const std::vector<std::string> kLayoutFlags = {"--dp",
+                                               "--tp",
+                                               "--pp",
+                                               "--cp",
+                                               "--vp",
+                                               "--mbs",
+                                               "--gbs",
+                                               "--seq",
+                                               "--precision",
+                                               "--recipe",
+                                               "--framework",
+                                               "--fp8-recipe",
+                                               "--tp-comm-overlap",
+                                               "--fp8-param-gather"};
+
 std::vector<formats::LogImport> import_logs(const ImportRequest& a) {
-  const std::vector<std::string>& layout_flags = a.layout_flags;
+  std::vector<std::string> layout_flags;
+  for (const std::string& flag : kLayoutFlags) {
+    if (a.given.count(flag) != 0) layout_flags.push_back(flag);
+  }
   const formats::LogFormat format = formats::parse_log_format(a.format);
   const std::optional<formats::UserRun> given = given_run(a, layout_flags);
   std::vector<formats::LogImport> imports;

@@ -9,6 +9,7 @@
 //    (--config, or --model and the layout flags), the same for every log.
 #pragma once
 
+#include <set>
 #include <string>
 #include <vector>
 
@@ -32,10 +33,14 @@ struct ImportRequest {
   std::string framework = "megatron-te";
   std::string fp8_recipe = "delayed";
   bool tp_comm_overlap = false, fp8_param_gather = false;
-  // The layout flags the user gave (their command-line names: "--dp", "--tp", ...; "--model" not among them).
-  std::vector<std::string> layout_flags;
+  // The options the user gave, by their command-line names ("--dp", "--model"); the layout flags among
+  // them (kLayoutFlags) describe the run of a NeMo or torchtitan log.
+  std::set<std::string> given;
   std::string command_line;  // recorded in a created CAL's /meta argv
 };
+
+// The options that describe a log's run beside --model (or --dp beside --config), in the order named.
+extern const std::vector<std::string> kLayoutFlags;
 
 // The logs imported (each with its run and measurement), in the order given; CAL written.
 std::vector<formats::LogImport> import_logs(const ImportRequest& request);

@@ -11,6 +11,7 @@
 #pragma once
 
 #include <optional>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -30,6 +31,7 @@ struct ValidateRequest {
   std::string holdout = "tuple";    // tuple | precision | both
   std::string hardware;             // --hardware: score imported ground truth by this description
   std::string framework = "itertime";
+  std::set<std::string> given;  // the options the user gave, by their command-line names (for the fronts)
 };
 
 struct ValidationRoute {
