@@ -54,17 +54,17 @@ using ImportRequest = itertime::query::ImportRequest;
 using ValidateRequest = itertime::query::ValidateRequest;
 
 // The options predict and plan share, and import's run (model, layout, recipe), set by member.
-#define ITERTIME_TEXT(Type, keyword, flag, help, member)                                 \
+#define ITERTIME_TEXT(Type, KEYWORD, FLAG, HELP, MEMBER)                                 \
   Keyword<Type> {                                                                        \
-    keyword, flag, Kind::kText, help, [](Type& r, const Value& v) { r.member = v.text; } \
+    KEYWORD, FLAG, Kind::kText, HELP, [](Type& r, const Value& v) { r.MEMBER = v.text; } \
   }
-#define ITERTIME_INT(Type, keyword, flag, help, member, low)                                                      \
+#define ITERTIME_INT(Type, KEYWORD, FLAG, HELP, MEMBER, LOW)                                                      \
   Keyword<Type> {                                                                                                 \
-    keyword, flag, Kind::kInt, help, [](Type& r, const Value& v) { r.member = static_cast<int>(v.integer); }, low \
+    KEYWORD, FLAG, Kind::kInt, HELP, [](Type& r, const Value& v) { r.MEMBER = static_cast<int>(v.integer); }, LOW \
   }
-#define ITERTIME_FLAG(Type, keyword, flag, help, member)                                 \
+#define ITERTIME_FLAG(Type, KEYWORD, FLAG, HELP, MEMBER)                                 \
   Keyword<Type> {                                                                        \
-    keyword, flag, Kind::kFlag, help, [](Type& r, const Value& v) { r.member = v.flag; } \
+    KEYWORD, FLAG, Kind::kFlag, HELP, [](Type& r, const Value& v) { r.MEMBER = v.flag; } \
   }
 
 const std::vector<Keyword<PredictRequest>>& predict_keywords() {
@@ -113,13 +113,13 @@ const std::vector<Keyword<PredictRequest>>& predict_keywords() {
   return table;
 }
 
-#define ITERTIME_INTS(Type, keyword, flag, help, member)                                                   \
+#define ITERTIME_INTS(Type, KEYWORD, FLAG, HELP, MEMBER)                                                   \
   Keyword<Type> {                                                                                          \
-    keyword, flag, Kind::kIntList, help, [](Type& r, const Value& v) { r.member = v.integers; }, kPositive \
+    KEYWORD, FLAG, Kind::kIntList, HELP, [](Type& r, const Value& v) { r.MEMBER = v.integers; }, kPositive \
   }
-#define ITERTIME_TEXTS(Type, keyword, flag, help, member)                                     \
+#define ITERTIME_TEXTS(Type, KEYWORD, FLAG, HELP, MEMBER)                                     \
   Keyword<Type> {                                                                             \
-    keyword, flag, Kind::kTextList, help, [](Type& r, const Value& v) { r.member = v.texts; } \
+    KEYWORD, FLAG, Kind::kTextList, HELP, [](Type& r, const Value& v) { r.MEMBER = v.texts; } \
   }
 
 const std::vector<Keyword<PlanRequest>>& plan_keywords() {

@@ -39,12 +39,6 @@ std::string recipe_of(const validate::PublishedRow& row) {
   return text;
 }
 
-std::string recipe_of(const validate::PublishedRow& row) {
-  std::string text = to_string(row.recipe.precision) + " " + recipe_label(row.recipe.techniques);
-  if (row.recipe.tp_comm_overlap) text += "+tpov";
-  return text;
-}
-
 // The row's GPUs: its description with the source's fabric where it differs, and that GPU's kernel figures.
 struct Targets {
   std::map<std::string, HardwareSpec> hardware;

@@ -20,7 +20,7 @@ import sys
 import tempfile
 import unittest
 
-ITERTIME, MODULE_DIR, SOURCE_DIR = sys.argv[1:4]
+ITERTIME, MODULE_DIR, SOURCE_DIR = (os.path.abspath(arg) for arg in sys.argv[1:4])
 sys.path.insert(0, MODULE_DIR)
 import itertime  # noqa: E402  (the built package, found through MODULE_DIR)
 
@@ -130,10 +130,14 @@ class ModuleAgainstCommand(unittest.TestCase):
             by_module, by_command = os.path.join(work, "module.h5"), os.path.join(work, "command.h5")
             nemo = dict(model=os.path.join(SOURCE_DIR, MODEL_8B), dp=8, tp=2, pp=4, gbs=512, seq=8192)
             for target in (by_module, by_command):
-                if target == by_module:
-                    imported = itertime.import_logs([os.path.join(logs_dir, "megatron_llama8b_tp2.log")], output=target)
+                if target == by_module:  # from the logs' folder, as the command: the logs' names are stored
+                    os.chdir(logs_dir)
+                    try:
+                        imported = itertime.import_logs(["megatron_llama8b_tp2.log"], output=target)
+                        itertime.import_logs("nemo_llama8b.log", output=target, **nemo)
+                    finally:
+                        os.chdir(SOURCE_DIR)
                     self.assertEqual(imported[0]["run"]["layout"], "dp4-tp2-pp1 mbs1 gbs128 seq8192")
-                    itertime.import_logs([os.path.join(logs_dir, "nemo_llama8b.log")], output=target, **nemo)
                 else:
                     command("import", "megatron_llama8b_tp2.log", "-o", target, cwd=logs_dir)
                     command("import", "nemo_llama8b.log", "-o", target, *flags(**nemo), cwd=logs_dir)
