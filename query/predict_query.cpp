@@ -205,9 +205,39 @@ validate::PredictionRecord framework_record(const PredictArgs& given, PredictArg
   return record;
 }
 
+// The measured range of itertime's own trainer's answer: a description's; none for --raw or --blind (the
+// validation measures neither); else the calibration's stored validation MAPE.
+predict::PredictionRange own_range(const PredictArgs& a, const predict::TargetDevice* target, const predict::Prediction& p) {
+  if (target != nullptr) return predict::described_range(target->hardware.name);
+  if (a.raw || a.blind) {
+    return {std::nullopt, "none: the validation measures the calibrated, precision-aware prediction (not --raw or --blind)"};
+  }
+  const std::optional<validate::StoredMape> stored = validate::read_validation_mape(a.source, a.precision, p.stages_built > 0);
+  return stored ? predict::calibrated_range(stored->mape_pct, stored->count, stored->group, stored->built)
+                : predict::calibrated_range(std::nullopt, 0, "", false);
+}
+
+// What the answer checks look at (calibration: the model on a calibration, nullptr on a description).
+predict::AnswerFacts own_facts(const PredictArgs& a, const predict::FittedModel* calibration, const LlamaSpec& spec,
+                               const predict::PredictRequest& request, const validate::PredictionRecord& record) {
+  const predict::Prediction& p = record.prediction;
+  predict::AnswerFacts facts;
+  facts.mfu = record.throughput.mfu;
+  facts.operators = p.built_operators;
+  facts.operators_without_time = p.built_operators_without_time;
+  facts.precision = a.precision;
+  facts.blind = a.blind;
+  if (calibration != nullptr) {
+    facts.calibrated_precisions = predict::calibrated_precisions(*calibration);
+    facts.largest_profiled_flops = predict::largest_profiled_flops(*calibration);
+  }
+  facts.extrapolated_fraction = p.extrapolated_fraction;
+  facts.largest_matmul_flops = predict::largest_matmul_flops(spec, record.config, request.techniques);
+  return facts;
+}
+
 // The configuration's record after the defaults: the framework model's, or itertime's own trainer's on a
-// calibration or a described device (a reason: one sequence of steps, each a field of the record; split
-// further it would hand a dozen locals between pieces).
+// calibration or a described device.
 void configuration_answer(const PredictArgs& given, const LlamaSpec& spec, PredictAnswer& answer) {
   PredictArgs a = given;
   if (!a.was_given("--gbs")) a.global_batch = smallest_global_batch(a);
@@ -276,29 +306,9 @@ void configuration_answer(const PredictArgs& given, const LlamaSpec& spec, Predi
   record.memory = predict::memory_split(peak);
   record.device_memory_bytes = memory_limit;
   record.defaults = defaulted(given, a, hardware);
-  if (target != nullptr) {
-    record.range = predict::described_range(target->hardware.name);
-  } else if (a.raw || a.blind) {
-    record.range = {std::nullopt,
-                    "none: the validation measures the calibrated, precision-aware prediction (not --raw or --blind)"};
-  } else {
-    const std::optional<validate::StoredMape> stored = validate::read_validation_mape(a.source, a.precision, p.stages_built > 0);
-    record.range = stored ? predict::calibrated_range(stored->mape_pct, stored->count, stored->group, stored->built)
-                          : predict::calibrated_range(std::nullopt, 0, "", false);
-  }
-  predict::AnswerFacts facts;
-  facts.mfu = record.throughput.mfu;
-  facts.operators = p.built_operators;
-  facts.operators_without_time = p.built_operators_without_time;
-  facts.precision = a.precision;
-  facts.blind = a.blind;
-  if (target == nullptr) {
-    facts.calibrated_precisions = predict::calibrated_precisions(model);
-    facts.largest_profiled_flops = predict::largest_profiled_flops(model);
-  }
-  facts.extrapolated_fraction = p.extrapolated_fraction;
-  facts.largest_matmul_flops = predict::largest_matmul_flops(spec, config, request.techniques);
-  refuse_or_flag(predict::check_answer(facts), a.allow_implausible, record);
+  record.range = own_range(a, target, p);
+  refuse_or_flag(predict::check_answer(own_facts(a, target != nullptr ? nullptr : &model, spec, request, record)),
+                 a.allow_implausible, record);
   answer.record = std::move(record);
   answer.ranks_per_node = target != nullptr ? -1 : ranks_per_node;
 }
