@@ -26,8 +26,7 @@ std::vector<OptionRow<PlanCommand>> plan_options() {
   return {
       {"SOURCE", "A model from `itertime fit`, or a calibration .h5; optional with --hardware",
        [](C& c) -> Field { return &c.request.source; }},
-      {"--model", "LLaMA config.json (required unless --from or --megatron-args)",
-       [](C& c) -> Field { return &c.request.model_file; }},
+      model_row<C>(),
       {"--from",
        "Your own configuration (a Megatron-LM arguments file or launch line, a NeMo 2 / Megatron-Bridge YAML dump, a "
        "torchtitan TOML; docs/formats.md): its model, GPUs, batch, sequence, precision, recipe and framework; the flags "
@@ -40,14 +39,11 @@ std::vector<OptionRow<PlanCommand>> plan_options() {
        "pretrain_gpt.py ARGS; JSON: \"megatron_args\"); --framework megatron-te only",
        [](C& c) -> Field { return &c.request.emit; }},
       {"--gpus", "Number of GPUs (ranks)", [](C& c) -> Field { return &c.request.gpus; }},
-      {"--ranks-per-node",
-       "On a calibration: world ranks per node, filled in rank order (TP inside a node, DP and PP across); default: the "
-       "calibration's own when its comm calibration spanned nodes, else one node",
-       [](C& c) -> Field { return &c.request.ranks_per_node; }},
+      ranks_per_node_row<C>(),
       {"--nodes", "Number of nodes of the --hardware description (GPUs: nodes x its GPUs per node)",
        [](C& c) -> Field { return &c.request.nodes; }},
       {"--gbs", "Global batch size (required unless --from gives it)", [](C& c) -> Field { return &c.request.global_batch; }},
-      {"--seq", "Sequence length (required unless --from or --megatron-args)", [](C& c) -> Field { return &c.request.seq_len; }},
+      seq_row<C>(),
       {"--mbs", "Micro-batch sizes to consider", [](C& c) -> Field { return &c.request.micro_batches; }, true},
       {"--cp", "Context-parallel degrees to consider (each dividing --gpus)",
        [](C& c) -> Field { return &c.request.context_parallel; }, true},
@@ -68,10 +64,7 @@ std::vector<OptionRow<PlanCommand>> plan_options() {
       {"--device-memory-gib", "Device memory; larger configurations are infeasible (default: the GPU description's memory)",
        [](C& c) -> Field { return &c.request.device_memory_gib; }},
       hardware_row<C>(),
-      {"--efficiency",
-       "Operator efficiencies to carry to --hardware (default on a GPU: a GPU calibration's, else its published kernel "
-       "figures; on a CPU node: the calibration's, or data/efficiency/default.json)",
-       [](C& c) -> Field { return &c.request.efficiency; }},
+      efficiency_row<C>(),
       {"--top", "How many to list", [](C& c) -> Field { return &c.request.top; }, true},
       {"--framework",
        "itertime (its own trainer) or megatron-te (Megatron-Core + Transformer Engine on --hardware, from published kernel "

@@ -30,8 +30,7 @@ std::vector<OptionRow<PredictCommand>> predict_options() {
   return {
       {"SOURCE", "A model from `itertime fit`, or a calibration .h5 (fitted on the fly); optional with --hardware",
        [](C& c) -> Field { return &c.request.source; }},
-      {"--model", "LLaMA config.json (the model that was traced); required unless --from or --megatron-args",
-       [](C& c) -> Field { return &c.request.model_file; }},
+      model_row<C>(),
       {"--from",
        "Your own configuration: a Megatron-LM arguments file or launch line, a NeMo 2 / Megatron-Bridge YAML dump, or a "
        "torchtitan TOML (docs/formats.md); flags given beside it override its values",
@@ -52,7 +51,7 @@ std::vector<OptionRow<PredictCommand>> predict_options() {
       {"--mbs", "Micro-batch size", [](C& c) -> Field { return &c.request.micro_batch; }, true},
       {"--gbs", "Global batch size (default: the smallest the layout allows, dp x mbs, x pp with --vp > 1)",
        [](C& c) -> Field { return &c.request.global_batch; }},
-      {"--seq", "Sequence length (required unless --from or --megatron-args)", [](C& c) -> Field { return &c.request.seq_len; }},
+      seq_row<C>(),
       {"--precision", std::string(query::kPrecisionsHelp) + " (default: amp-bf16 on a GPU description, else fp32)",
        [](C& c) -> Field { return &c.request.precision; }},
       {"--recipe", std::string("Training techniques: plain, or ") + query::kRecipeTokensHelp + " (e.g. sp+vocab+dopt+ovl+opg)",
@@ -67,16 +66,10 @@ std::vector<OptionRow<PredictCommand>> predict_options() {
       {"--device-memory-gib", "Flag configurations whose peak memory exceeds this (default: the GPU description's memory)",
        [](C& c) -> Field { return &c.request.device_memory_gib; }},
       hardware_row<C>(),
-      {"--efficiency",
-       "Operator efficiencies to carry to --hardware (a file from `itertime fit --efficiency-out`; default on a GPU: a GPU "
-       "calibration's, else its published kernel figures; on a CPU node: the calibration's, or data/efficiency/default.json)",
-       [](C& c) -> Field { return &c.request.efficiency; }},
+      efficiency_row<C>(),
       {"--nodes", "With --hardware: the nodes the layout fills (checked against its ranks)",
        [](C& c) -> Field { return &c.request.nodes; }},
-      {"--ranks-per-node",
-       "On a calibration: world ranks per node, filled node by node (TP inside a node, DP and PP across); default: the "
-       "calibration's own when its comm calibration spanned nodes, else one node",
-       [](C& c) -> Field { return &c.request.ranks_per_node; }},
+      ranks_per_node_row<C>(),
       {"--framework",
        "itertime (its own LibTorch trainer, as calibrated) or megatron-te (Megatron-Core with Transformer Engine on "
        "--hardware, from published kernel figures)",

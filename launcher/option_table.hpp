@@ -84,6 +84,31 @@ OptionRow<Command> hardware_row() {
           [](Command& c) -> OptionField { return &c.request.hardware; }};
 }
 template <class Command>
+OptionRow<Command> model_row() {
+  return {"--model", "LLaMA config.json (the model that was traced); required unless --from or --megatron-args",
+          [](Command& c) -> OptionField { return &c.request.model_file; }};
+}
+template <class Command>
+OptionRow<Command> seq_row() {
+  return {"--seq", "Sequence length (required unless --from or --megatron-args)",
+          [](Command& c) -> OptionField { return &c.request.seq_len; }};
+}
+template <class Command>
+OptionRow<Command> efficiency_row() {
+  return {"--efficiency",
+          "Operator efficiencies to carry to --hardware (a file from `itertime fit --efficiency-out`; default on a GPU: a "
+          "GPU calibration's, else its published kernel figures; on a CPU node: the calibration's, or "
+          "data/efficiency/default.json)",
+          [](Command& c) -> OptionField { return &c.request.efficiency; }};
+}
+template <class Command>
+OptionRow<Command> ranks_per_node_row() {
+  return {"--ranks-per-node",
+          "On a calibration: world ranks per node, filled in rank order (TP inside a node, then CP, DP, PP across); "
+          "default: the calibration's own when its comm calibration spanned nodes, else one node",
+          [](Command& c) -> OptionField { return &c.request.ranks_per_node; }};
+}
+template <class Command>
 OptionRow<Command> json_row(const char* help) {
   return {"--json", help, [](Command& c) -> OptionField { return &c.json; }};
 }

@@ -67,49 +67,68 @@ using ValidateRequest = itertime::query::ValidateRequest;
     KEYWORD, FLAG, Kind::kFlag, HELP, [](Type& r, const Value& v) { r.MEMBER = v.flag; } \
   }
 
-const std::vector<Keyword<PredictRequest>>& predict_keywords() {
-  static const std::vector<Keyword<PredictRequest>> table = {
-      ITERTIME_TEXT(PredictRequest, "source", "", "a model from `itertime fit`, or a calibration .h5", source),
-      ITERTIME_TEXT(PredictRequest, "model", "--model", "LLaMA config.json (unless from_ or megatron_args)", model_file),
-      ITERTIME_TEXT(PredictRequest, "from_", "--from",
+// The keywords predict and plan share (both requests have these fields): what is asked of which model,
+// on which device.
+template <class Request>
+std::vector<Keyword<Request>> shared_keywords() {
+  return {
+      ITERTIME_TEXT(Request, "source", "", "a model from `itertime fit`, or a calibration .h5", source),
+      ITERTIME_TEXT(Request, "model", "--model", "LLaMA config.json (unless from_ or megatron_args)", model_file),
+      ITERTIME_TEXT(Request, "from_", "--from",
                     "your own configuration: Megatron-LM arguments, NeMo 2 / Bridge YAML, torchtitan TOML", from.file),
-      ITERTIME_TEXT(PredictRequest, "from_format", "--from-format", "megatron-args, nemo or torchtitan (default: auto)",
-                    from.format),
-      ITERTIME_TEXT(PredictRequest, "megatron_args", "--megatron-args", "a Megatron-LM command line, read as from_ reads a file",
+      ITERTIME_TEXT(Request, "from_format", "--from-format", "megatron-args, nemo or torchtitan (default: auto)", from.format),
+      ITERTIME_TEXT(Request, "megatron_args", "--megatron-args", "a Megatron-LM command line, read as from_ reads a file",
                     from.megatron_args),
-      ITERTIME_INT(PredictRequest, "gpus", "--gpus", "GPUs: dp = gpus / (tp x pp x cp) when dp is not given", gpus, kPositive),
-      ITERTIME_INT(PredictRequest, "dp", "--dp", "data-parallel degree (default 1)", dp, kPositive),
-      ITERTIME_INT(PredictRequest, "tp", "--tp", "tensor-parallel degree (default 1)", tp, kPositive),
-      ITERTIME_INT(PredictRequest, "pp", "--pp", "pipeline-parallel degree (default 1)", pp, kPositive),
-      ITERTIME_INT(PredictRequest, "cp", "--cp", "context-parallel degree (default 1)", cp, kPositive),
-      ITERTIME_INT(PredictRequest, "vp", "--vp", "virtual pipeline stages per pipeline rank (default 1)", vp, kPositive),
-      ITERTIME_INT(PredictRequest, "mbs", "--mbs", "micro-batch size (default 1)", micro_batch, kPositive),
-      ITERTIME_INT(PredictRequest, "gbs", "--gbs", "global batch size (default: the smallest the layout allows)", global_batch,
-                   kPositive),
-      ITERTIME_INT(PredictRequest, "seq", "--seq", "sequence length (unless from_ or megatron_args)", seq_len, kPositive),
-      ITERTIME_TEXT(PredictRequest, "precision", "--precision", "default: amp-bf16 on a GPU description, else fp32", precision),
-      ITERTIME_TEXT(PredictRequest, "recipe", "--recipe", "plain (default), or tokens joined by '+' (sp+vocab+dopt+ovl+opg)",
-                    recipe),
-      ITERTIME_FLAG(PredictRequest, "blind", "--blind", "precision-blind baseline", blind),
-      ITERTIME_FLAG(PredictRequest, "raw", "--raw", "without the calibration factor fitted on ground truth", raw),
-      ITERTIME_FLAG(PredictRequest, "allow_implausible", "--allow-implausible",
-                    "return an answer the checks refuse, with its flags", allow_implausible),
-      Keyword<PredictRequest>{"device_memory_gib", "--device-memory-gib", Kind::kFloat,
-                              "device memory (default: the GPU description's)",
-                              [](PredictRequest& r, const Value& v) { r.device_memory_gib = v.number; }, 0, INT_MAX},
-      ITERTIME_TEXT(PredictRequest, "hardware", "--hardware", "a data/hardware description", hardware),
-      ITERTIME_TEXT(PredictRequest, "efficiency", "--efficiency", "operator efficiencies to carry to hardware", efficiency),
-      ITERTIME_INT(PredictRequest, "nodes", "--nodes", "with hardware: the nodes the layout fills", nodes, kPositive),
-      Keyword<PredictRequest>{"ranks_per_node", "--ranks-per-node", Kind::kInt64,
-                              "on a calibration: world ranks per node (default: its own)",
-                              [](PredictRequest& r, const Value& v) { r.ranks_per_node = v.integer; }, kPositive, INT_MAX},
-      ITERTIME_TEXT(PredictRequest, "framework", "--framework", "itertime (default) or megatron-te", framework),
-      ITERTIME_TEXT(PredictRequest, "fp8_recipe", "--fp8-recipe", "megatron-te, fp8: delayed (default) or current", fp8_recipe),
-      ITERTIME_FLAG(PredictRequest, "fp8_param_gather", "--fp8-param-gather", "megatron-te, fp8: parameters gathered in fp8",
-                    fp8_param_gather),
-      ITERTIME_FLAG(PredictRequest, "tp_comm_overlap", "--tp-comm-overlap", "megatron-te: TP collectives overlapped",
-                    tp_comm_overlap),
+      ITERTIME_TEXT(Request, "hardware", "--hardware", "a data/hardware description", hardware),
+      ITERTIME_TEXT(Request, "efficiency", "--efficiency", "operator efficiencies to carry to hardware", efficiency),
+      ITERTIME_TEXT(Request, "framework", "--framework", "itertime (default) or megatron-te", framework),
   };
+}
+
+// `shared` then `own`.
+template <class Request>
+std::vector<Keyword<Request>> joined(std::vector<Keyword<Request>> shared, const std::vector<Keyword<Request>>& own) {
+  shared.insert(shared.end(), own.begin(), own.end());
+  return shared;
+}
+
+const std::vector<Keyword<PredictRequest>>& predict_keywords() {
+  static const std::vector<Keyword<PredictRequest>> table = joined<PredictRequest>(
+      shared_keywords<PredictRequest>(),
+      {
+          ITERTIME_INT(PredictRequest, "gpus", "--gpus", "GPUs: dp = gpus / (tp x pp x cp) when dp is not given", gpus,
+                       kPositive),
+          ITERTIME_INT(PredictRequest, "dp", "--dp", "data-parallel degree (default 1)", dp, kPositive),
+          ITERTIME_INT(PredictRequest, "tp", "--tp", "tensor-parallel degree (default 1)", tp, kPositive),
+          ITERTIME_INT(PredictRequest, "pp", "--pp", "pipeline-parallel degree (default 1)", pp, kPositive),
+          ITERTIME_INT(PredictRequest, "cp", "--cp", "context-parallel degree (default 1)", cp, kPositive),
+          ITERTIME_INT(PredictRequest, "vp", "--vp", "virtual pipeline stages per pipeline rank (default 1)", vp, kPositive),
+          ITERTIME_INT(PredictRequest, "mbs", "--mbs", "micro-batch size (default 1)", micro_batch, kPositive),
+          ITERTIME_INT(PredictRequest, "gbs", "--gbs", "global batch size (default: the smallest the layout allows)",
+                       global_batch, kPositive),
+          ITERTIME_INT(PredictRequest, "seq", "--seq", "sequence length (unless from_ or megatron_args)", seq_len, kPositive),
+          ITERTIME_TEXT(PredictRequest, "precision", "--precision", "default: amp-bf16 on a GPU description, else fp32",
+                        precision),
+          ITERTIME_TEXT(PredictRequest, "recipe", "--recipe", "plain (default), or tokens joined by '+' (sp+vocab+dopt+ovl+opg)",
+                        recipe),
+          ITERTIME_FLAG(PredictRequest, "blind", "--blind", "precision-blind baseline", blind),
+          ITERTIME_FLAG(PredictRequest, "raw", "--raw", "without the calibration factor fitted on ground truth", raw),
+          ITERTIME_FLAG(PredictRequest, "allow_implausible", "--allow-implausible",
+                        "return an answer the checks refuse, with its flags", allow_implausible),
+          Keyword<PredictRequest>{"device_memory_gib", "--device-memory-gib", Kind::kFloat,
+                                  "device memory (default: the GPU description's)",
+                                  [](PredictRequest& r, const Value& v) { r.device_memory_gib = v.number; }, 0, INT_MAX},
+          ITERTIME_INT(PredictRequest, "nodes", "--nodes", "with hardware: the nodes the layout fills", nodes, kPositive),
+          Keyword<PredictRequest>{"ranks_per_node", "--ranks-per-node", Kind::kInt64,
+                                  "on a calibration: world ranks per node (default: its own)",
+                                  [](PredictRequest& r, const Value& v) { r.ranks_per_node = v.integer; }, kPositive, INT_MAX},
+          ITERTIME_TEXT(PredictRequest, "fp8_recipe", "--fp8-recipe", "megatron-te, fp8: delayed (default) or current",
+                        fp8_recipe),
+          ITERTIME_FLAG(PredictRequest, "fp8_param_gather", "--fp8-param-gather", "megatron-te, fp8: parameters gathered in fp8",
+                        fp8_param_gather),
+          ITERTIME_FLAG(PredictRequest, "tp_comm_overlap", "--tp-comm-overlap", "megatron-te: TP collectives overlapped",
+                        tp_comm_overlap),
+      });
   return table;
 }
 
@@ -123,36 +142,31 @@ const std::vector<Keyword<PredictRequest>>& predict_keywords() {
   }
 
 const std::vector<Keyword<PlanRequest>>& plan_keywords() {
-  static const std::vector<Keyword<PlanRequest>> table = {
-      ITERTIME_TEXT(PlanRequest, "source", "", "a model from `itertime fit`, or a calibration .h5", source),
-      ITERTIME_TEXT(PlanRequest, "model", "--model", "LLaMA config.json (unless from_ or megatron_args)", model_file),
-      ITERTIME_TEXT(PlanRequest, "from_", "--from", "your own configuration (its model, GPUs, batch, ...)", from.file),
-      ITERTIME_TEXT(PlanRequest, "from_format", "--from-format", "megatron-args, nemo or torchtitan (default: auto)",
-                    from.format),
-      ITERTIME_TEXT(PlanRequest, "megatron_args", "--megatron-args", "a Megatron-LM command line", from.megatron_args),
-      ITERTIME_TEXT(PlanRequest, "emit", "--emit", "megatron-args: each candidate's launch line (megatron-te)", emit),
-      ITERTIME_INT(PlanRequest, "gpus", "--gpus", "number of GPUs", gpus, kPositive),
-      Keyword<PlanRequest>{"ranks_per_node", "--ranks-per-node", Kind::kInt64, "on a calibration: world ranks per node",
-                           [](PlanRequest& r, const Value& v) { r.ranks_per_node = v.integer; }, kPositive, INT_MAX},
-      ITERTIME_INT(PlanRequest, "nodes", "--nodes", "nodes of the hardware description", nodes, kPositive),
-      ITERTIME_INT(PlanRequest, "gbs", "--gbs", "global batch size", global_batch, kPositive),
-      ITERTIME_INT(PlanRequest, "seq", "--seq", "sequence length", seq_len, kPositive),
-      ITERTIME_INTS(PlanRequest, "mbs", "--mbs", "micro-batch sizes to consider (default [1, 2, 4, 8])", micro_batches),
-      ITERTIME_INTS(PlanRequest, "cp", "--cp", "context-parallel degrees to consider (default [1])", context_parallel),
-      ITERTIME_INTS(PlanRequest, "vp", "--vp", "virtual pipeline stages to consider (default [1])", virtual_stages),
-      ITERTIME_TEXTS(PlanRequest, "precisions", "--precisions", "precisions to consider (default ['amp-bf16'])", precisions),
-      ITERTIME_TEXTS(PlanRequest, "recipes", "--recipes", "recipes to consider (default: plain; megatron-te: NeMo's)", recipes),
-      ITERTIME_FLAG(PlanRequest, "all_recipes", "--all-recipes", "every recipe the predictor models", all_recipes),
-      Keyword<PlanRequest>{"device_memory_gib", "--device-memory-gib", Kind::kFloat, "device memory",
-                           [](PlanRequest& r, const Value& v) { r.device_memory_gib = v.number; }, 0, INT_MAX},
-      ITERTIME_TEXT(PlanRequest, "hardware", "--hardware", "a data/hardware description", hardware),
-      ITERTIME_TEXT(PlanRequest, "efficiency", "--efficiency", "operator efficiencies to carry to hardware", efficiency),
-      ITERTIME_INT(PlanRequest, "top", "--top", "how many candidates to return (default 10)", top, 0),
-      ITERTIME_TEXT(PlanRequest, "framework", "--framework", "itertime (default) or megatron-te", framework),
-      ITERTIME_TEXTS(PlanRequest, "fp8_recipes", "--fp8-recipes", "megatron-te: fp8 recipes (default ['delayed'])", fp8_recipes),
-      Keyword<PlanRequest>{"tie_pct", "--tie-pct", Kind::kFloat, "ties within this many percent (default: the model's)",
-                           [](PlanRequest& r, const Value& v) { r.tie_pct = v.number; }, 0, 100},
-  };
+  static const std::vector<Keyword<PlanRequest>> table = joined<PlanRequest>(
+      shared_keywords<PlanRequest>(),
+      {
+          ITERTIME_TEXT(PlanRequest, "emit", "--emit", "megatron-args: each candidate's launch line (megatron-te)", emit),
+          ITERTIME_INT(PlanRequest, "gpus", "--gpus", "number of GPUs", gpus, kPositive),
+          Keyword<PlanRequest>{"ranks_per_node", "--ranks-per-node", Kind::kInt64, "on a calibration: world ranks per node",
+                               [](PlanRequest& r, const Value& v) { r.ranks_per_node = v.integer; }, kPositive, INT_MAX},
+          ITERTIME_INT(PlanRequest, "nodes", "--nodes", "nodes of the hardware description", nodes, kPositive),
+          ITERTIME_INT(PlanRequest, "gbs", "--gbs", "global batch size", global_batch, kPositive),
+          ITERTIME_INT(PlanRequest, "seq", "--seq", "sequence length", seq_len, kPositive),
+          ITERTIME_INTS(PlanRequest, "mbs", "--mbs", "micro-batch sizes to consider (default [1, 2, 4, 8])", micro_batches),
+          ITERTIME_INTS(PlanRequest, "cp", "--cp", "context-parallel degrees to consider (default [1])", context_parallel),
+          ITERTIME_INTS(PlanRequest, "vp", "--vp", "virtual pipeline stages to consider (default [1])", virtual_stages),
+          ITERTIME_TEXTS(PlanRequest, "precisions", "--precisions", "precisions to consider (default ['amp-bf16'])", precisions),
+          ITERTIME_TEXTS(PlanRequest, "recipes", "--recipes", "recipes to consider (default: plain; megatron-te: NeMo's)",
+                         recipes),
+          ITERTIME_FLAG(PlanRequest, "all_recipes", "--all-recipes", "every recipe the predictor models", all_recipes),
+          Keyword<PlanRequest>{"device_memory_gib", "--device-memory-gib", Kind::kFloat, "device memory",
+                               [](PlanRequest& r, const Value& v) { r.device_memory_gib = v.number; }, 0, INT_MAX},
+          ITERTIME_INT(PlanRequest, "top", "--top", "how many candidates to return (default 10)", top, 0),
+          ITERTIME_TEXTS(PlanRequest, "fp8_recipes", "--fp8-recipes", "megatron-te: fp8 recipes (default ['delayed'])",
+                         fp8_recipes),
+          Keyword<PlanRequest>{"tie_pct", "--tie-pct", Kind::kFloat, "ties within this many percent (default: the model's)",
+                               [](PlanRequest& r, const Value& v) { r.tie_pct = v.number; }, 0, 100},
+      });
   return table;
 }
 
