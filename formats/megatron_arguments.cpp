@@ -119,16 +119,8 @@ int to_int(int64_t n, Reader& r, const std::string& key) {
   return static_cast<int>(n);
 }
 
-}  // namespace
-
-static UserRun user_run_from_megatron_checked(const MegatronArguments& arguments) {
-  UserRun run;
-  run.source = arguments.source;
-  run.format = "megatron-args";
-  run.framework = predict::framework::Framework::kMegatronTe;
-  Reader r(arguments, run);
-
-  // Refused first: what the framework model cannot represent.
+// Refused first: what the framework model cannot represent.
+void refuse_unmodelled(Reader& r, const MegatronArguments& arguments) {
   if (const auto experts = r.text("num_experts"); experts && lower(*experts) != "none")
     r.fail("num_experts", "a mixture of experts; itertime models dense LLaMA models only");
   const std::string norm = r.text("normalization").value_or("LayerNorm");
@@ -150,8 +142,36 @@ static UserRun user_run_from_megatron_checked(const MegatronArguments& arguments
     r.fail("transformer_impl", "the framework model is Megatron-Core with Transformer Engine (transformer_engine)");
   if (const auto divisible = r.integer("make_vocab_size_divisible_by"); divisible && *divisible != 128)
     r.fail("make_vocab_size_divisible_by", "the framework model pads the vocabulary to 128 x tp, Megatron-LM's default");
+}
 
-  // The model.
+// The vocabulary: --vocab-size, else a LLaMA 2 or 3 tokenizer named.
+void read_vocabulary(Reader& r, const MegatronArguments& arguments, UserRun& run) {
+  LlamaSpec& m = run.model;
+  if (const auto vocab = r.integer("vocab_size")) {
+    m.vocab_size = *vocab;
+  } else {
+    const std::string type = r.text("tokenizer_type").value_or("");
+    const std::string model = lower(r.text("tokenizer_model").value_or(""));
+    const auto names = [&](std::initializer_list<const char*> marks) {
+      return std::any_of(marks.begin(), marks.end(), [&](const char* mark) { return model.find(mark) != std::string::npos; });
+    };
+    if (type == "HuggingFaceTokenizer" && names({"llama-3", "llama3", "llama_3"})) {
+      m.vocab_size = 128256;
+      run.assumed.push_back(
+          "vocabulary 128256 (LLaMA 3's tokenizer, named by --tokenizer-model; the arguments give no --vocab-size)");
+    } else if ((type == "HuggingFaceTokenizer" && names({"llama-2", "llama2", "llama_2"})) || type == "Llama2Tokenizer") {
+      m.vocab_size = 32000;
+      run.assumed.push_back("vocabulary 32000 (LLaMA 2's tokenizer; the arguments give no --vocab-size)");
+    } else {
+      throw UserError(arguments.source +
+                      ": no vocabulary size: give --vocab-size, or --tokenizer-type HuggingFaceTokenizer "
+                      "with a LLaMA 2 or 3 --tokenizer-model");
+    }
+  }
+}
+
+// The model: its sizes, attention heads and groups, norms, rotary base, embeddings, vocabulary.
+void read_model(Reader& r, const MegatronArguments& arguments, UserRun& run) {
   LlamaSpec& m = run.model;
   m.num_layers = r.required("num_layers", "the model's layers");
   m.hidden_size = r.required("hidden_size", "the model's hidden size");
@@ -191,30 +211,13 @@ static UserRun user_run_from_megatron_checked(const MegatronArguments& arguments
   if (const auto base = r.number("rotary_base")) m.rope_theta = *base;
   m.tie_word_embeddings = r.has("share_embeddings_and_output_weights") ? r.flag("share_embeddings_and_output_weights")
                                                                        : !r.flag("untie_embeddings_and_output_weights");
-  if (const auto vocab = r.integer("vocab_size")) {
-    m.vocab_size = *vocab;
-  } else {
-    const std::string type = r.text("tokenizer_type").value_or("");
-    const std::string model = lower(r.text("tokenizer_model").value_or(""));
-    const auto names = [&](std::initializer_list<const char*> marks) {
-      return std::any_of(marks.begin(), marks.end(), [&](const char* mark) { return model.find(mark) != std::string::npos; });
-    };
-    if (type == "HuggingFaceTokenizer" && names({"llama-3", "llama3", "llama_3"})) {
-      m.vocab_size = 128256;
-      run.assumed.push_back(
-          "vocabulary 128256 (LLaMA 3's tokenizer, named by --tokenizer-model; the arguments give no --vocab-size)");
-    } else if ((type == "HuggingFaceTokenizer" && names({"llama-2", "llama2", "llama_2"})) || type == "Llama2Tokenizer") {
-      m.vocab_size = 32000;
-      run.assumed.push_back("vocabulary 32000 (LLaMA 2's tokenizer; the arguments give no --vocab-size)");
-    } else {
-      throw UserError(arguments.source +
-                      ": no vocabulary size: give --vocab-size, or --tokenizer-type HuggingFaceTokenizer "
-                      "with a LLaMA 2 or 3 --tokenizer-model");
-    }
-  }
+  read_vocabulary(r, arguments, run);
   m.name = arguments.source == "--megatron-args" ? "Megatron-LM arguments" : arguments.source;
+}
 
-  // The layout.
+// The layout: tp, pp, cp, virtual stages, batch, sequence; dp from the world size when it is known.
+void read_layout(Reader& r, const MegatronArguments& arguments, UserRun& run) {
+  const LlamaSpec& m = run.model;
   ParallelConfig& c = run.config;
   c.tp = to_int(r.integer("tensor_model_parallel_size").value_or(1), r, "tensor_model_parallel_size");
   c.pp = to_int(r.integer("pipeline_model_parallel_size").value_or(1), r, "pipeline_model_parallel_size");
@@ -262,8 +265,10 @@ static UserRun user_run_from_megatron_checked(const MegatronArguments& arguments
   const std::optional<int64_t> gbs = r.integer("global_batch_size");
   run.global_batch_given = gbs.has_value();
   c.global_batch = gbs ? to_int(*gbs, r, "global_batch_size") : c.micro_batch * c.dp;
+}
 
-  // Precision.
+// Precision: bf16 / fp16, fp8 and its scaling, fp8 parameter gather, TP overlap.
+void read_precision(Reader& r, const MegatronArguments& arguments, UserRun& run) {
   using predict::framework::Fp8Recipe;
   auto& recipe = run.recipe;
   const bool bf16 = r.flag("bf16"), fp16 = r.flag("fp16");
@@ -292,8 +297,13 @@ static UserRun user_run_from_megatron_checked(const MegatronArguments& arguments
   if (recipe.fp8_param_gather && recipe.precision != PrecisionName::kFp8) r.fail("fp8_param_gather", "needs --fp8-format");
   recipe.tp_comm_overlap = r.flag("tp_comm_overlap");
   recipe.gradient_accumulation_fusion = r.flag("gradient_accumulation_fusion", true);
+}
 
-  // Techniques.
+// Techniques: sequence parallelism, distributed optimizer, overlaps, recompute.
+void read_techniques(Reader& r, UserRun& run) {
+  const LlamaSpec& m = run.model;
+  const ParallelConfig& c = run.config;
+  auto& recipe = run.recipe;
   TrainingTechniques& t = recipe.techniques;
   t.sequence_parallel = r.flag("sequence_parallel") && c.tp > 1;  // Megatron-LM turns it off at tp 1
   t.vocab_parallel = c.tp > 1;  // Megatron-LM's embedding and output layer are vocabulary-parallel (no switch)
@@ -327,6 +337,21 @@ static UserRun user_run_from_megatron_checked(const MegatronArguments& arguments
   } else if (granularity != "none") {
     r.fail("recompute_granularity", "not selective or full");
   }
+}
+
+}  // namespace
+
+static UserRun user_run_from_megatron_checked(const MegatronArguments& arguments) {
+  UserRun run;
+  run.source = arguments.source;
+  run.format = "megatron-args";
+  run.framework = predict::framework::Framework::kMegatronTe;
+  Reader r(arguments, run);
+  refuse_unmodelled(r, arguments);
+  read_model(r, arguments, run);
+  read_layout(r, arguments, run);
+  read_precision(r, arguments, run);
+  read_techniques(r, run);
   // Read without effect: the framework model's attention is Transformer Engine's fused kernel, and it is Megatron-Core.
   r.text("use_mcore_models");
   r.text("use_flash_attn");
@@ -336,7 +361,7 @@ static UserRun user_run_from_megatron_checked(const MegatronArguments& arguments
   r.list_unused();
   if (run.data_parallel_given) {
     try {
-      c.require_valid(m, 0);
+      run.config.require_valid(run.model, 0);
     } catch (const UserError& error) {
       throw UserError(arguments.source + ": " + error.what());
     }
