@@ -47,6 +47,7 @@ SKIP_CODE=77
 if [[ "${1:-}" != --inside ]]; then
   # ---- outside the cluster: install what is missing, then start the cluster with this script inside --
   source "$(dirname "${BASH_SOURCE[0]}")/../e2e/lib.sh"
+  source "$(dirname "${BASH_SOURCE[0]}")/../slurm/slurm_lib.sh"
   take_args "ITERTIME SOURCE_DIR H5CHECK LINK_DELAY" "$@"
   HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
   STARTED=$SECONDS
@@ -60,24 +61,7 @@ if [[ "${1:-}" != --inside ]]; then
     exit "$SKIP_CODE"
   }
   [[ "$(id -u)" -eq 0 ]] || skip "the emulated cluster and the Slurm daemons need root"
-  missing=()
-  for tool in slurmctld slurmd sbatch squeue scontrol sinfo srun munged munge; do
-    command -v "$tool" >/dev/null 2>&1 || missing+=("$tool")
-  done
-  if [[ ${#missing[@]} -gt 0 ]]; then
-    say "installing slurm-wlm and munge from Debian (missing: ${missing[*]})"
-    export DEBIAN_FRONTEND=noninteractive
-    if ! apt-get -o DPkg::Lock::Timeout=300 update -q >/tmp/itertime-slurm-apt.log 2>&1 ||
-       ! apt-get -o DPkg::Lock::Timeout=300 install -y -q --no-install-recommends slurm-wlm munge \
-         >>/tmp/itertime-slurm-apt.log 2>&1; then
-      tail -n 20 /tmp/itertime-slurm-apt.log
-      skip "apt-get could not install slurm-wlm and munge (see above)"
-    fi
-    for tool in "${missing[@]}"; do
-      command -v "$tool" >/dev/null 2>&1 || skip "$tool is still missing after installing slurm-wlm and munge"
-    done
-    rm -f /tmp/itertime-slurm-apt.log
-  fi
+  ensure_slurm_installed
   say "starting a 2-node emulated cluster (1 Gbit/s, 100 us)"
   "$HERE/emulated_cluster.sh" --nodes 2 --slots 2 --bandwidth 1gbit --latency-us 100 --link-delay "$LINK_DELAY" \
     -- bash "${BASH_SOURCE[0]}" --inside "$ITERTIME" "$SOURCE_DIR" "$H5CHECK"

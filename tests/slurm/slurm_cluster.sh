@@ -99,24 +99,7 @@ if [[ "$(id -u)" -ne 0 ]]; then
   skip "the one-node cluster runs munged, slurmctld and slurmd as root; run this test as root"
 fi
 
-missing=()
-for tool in slurmctld slurmd sbatch squeue scontrol sinfo srun munged munge; do
-  command -v "$tool" >/dev/null 2>&1 || missing+=("$tool")
-done
-if [[ ${#missing[@]} -gt 0 ]]; then
-  say "installing slurm-wlm and munge from Debian (missing: ${missing[*]})"
-  export DEBIAN_FRONTEND=noninteractive
-  if ! apt-get -o DPkg::Lock::Timeout=300 update -q >/tmp/itertime-slurm-apt.log 2>&1 ||
-     ! apt-get -o DPkg::Lock::Timeout=300 install -y -q --no-install-recommends slurm-wlm munge \
-       >>/tmp/itertime-slurm-apt.log 2>&1; then
-    tail -n 20 /tmp/itertime-slurm-apt.log
-    skip "apt-get could not install slurm-wlm and munge (see above)"
-  fi
-  for tool in "${missing[@]}"; do
-    command -v "$tool" >/dev/null 2>&1 || skip "$tool is still missing after installing slurm-wlm and munge"
-  done
-  rm -f /tmp/itertime-slurm-apt.log
-fi
+ensure_slurm_installed
 command -v mpirun >/dev/null 2>&1 || fail "mpirun is missing (openmpi-bin; launcher/scripts/setup-debian.sh installs it)"
 
 # The munge socket's folder must be reachable by everyone (munged checks), hence 755 on the top folder.

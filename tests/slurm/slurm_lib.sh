@@ -2,7 +2,7 @@
 # tests/cluster/slurm_nodes.sh across emulated nodes): stopping a daemon, a job's fields and its end, and the
 # requeue phase of a comm calibration job.
 # Invariants: the sourcing script defines `slurm_cmd CMD...`, which runs a Slurm client command where
-# slurmctld is reachable (on this machine; or inside a node of the emulated cluster), and `say` and `fail`;
+# slurmctld is reachable (on this machine; or inside a node of the emulated cluster), and `say`, `fail` and `skip`;
 # these functions touch no variable of the script (requeue_comm_phase: only the array it is named).
 
 # stop_pid PID: stops a process the test started: TERM, then KILL after 10 s; reaps it.
@@ -100,3 +100,24 @@ requeue_comm_phase() {
 
 # sweep_points LOG: the comm sweep's progress rows in a job's log so far (0 before it starts).
 sweep_points() { grep -cE '^  [0-9]+/[0-9]+ ' "$1" 2>/dev/null || true; }
+
+# ensure_slurm_installed: slurm-wlm and munge from Debian when any of their commands is missing; the
+# script's `skip` (which exits) when apt-get cannot install them.
+ensure_slurm_installed() {
+  local missing=() tool
+  for tool in slurmctld slurmd sbatch squeue scontrol sinfo srun munged munge; do
+    command -v "$tool" >/dev/null 2>&1 || missing+=("$tool")
+  done
+  [[ ${#missing[@]} -gt 0 ]] || return 0
+  say "installing slurm-wlm and munge from Debian (missing: ${missing[*]})"
+  if ! DEBIAN_FRONTEND=noninteractive apt-get -o DPkg::Lock::Timeout=300 update -q >/tmp/itertime-slurm-apt.log 2>&1 ||
+     ! DEBIAN_FRONTEND=noninteractive apt-get -o DPkg::Lock::Timeout=300 install -y -q --no-install-recommends \
+       slurm-wlm munge >>/tmp/itertime-slurm-apt.log 2>&1; then
+    tail -n 20 /tmp/itertime-slurm-apt.log
+    skip "apt-get could not install slurm-wlm and munge (see above)"
+  fi
+  for tool in "${missing[@]}"; do
+    command -v "$tool" >/dev/null 2>&1 || skip "$tool is still missing after installing slurm-wlm and munge"
+  done
+  rm -f /tmp/itertime-slurm-apt.log
+}
