@@ -10,6 +10,8 @@
 //    the range's choice, the placement. A front parses its own syntax and prints or converts the answer.
 //  - A user error is a UserError with one line, raised before anything is printed or written.
 //  - Options are named by their command-line names in `given` ("--dp", "--gbs") and in messages.
+//  - A new rule of both fronts (a default framework on a GPU description, a refusal of an answer over the
+//    device's memory) goes here (configuration_answer, refuse_or_flag in the .cpp), never into a front.
 #pragma once
 
 #include <cstdint>

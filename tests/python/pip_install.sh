@@ -19,8 +19,10 @@ trap 'rm -rf "$WORK"' EXIT
 [[ -x "$WORK/venv/bin/pip" ]] || { echo "skipped: the venv has no pip (apt-get install python3-pip)"; exit 77; }
 # A copy of the tracked sources (pip builds in place: the checkout gets no build-pip/ of this test's).
 mkdir "$WORK/src"
-(cd "$SOURCE_DIR" && git ls-files -z --cached --others --exclude-standard | xargs -0 cp --parents -t "$WORK/src" 2>/dev/null) ||
-  cp -r "$SOURCE_DIR/." "$WORK/src"
+if ! (cd "$SOURCE_DIR" && git ls-files -z --cached --others --exclude-standard | xargs -0 cp --parents -t "$WORK/src") 2>/dev/null; then
+  # Not a git checkout: everything but build folders.
+  tar -C "$SOURCE_DIR" --exclude='./build' --exclude='./build-*' -cf - . | tar -C "$WORK/src" -xf -
+fi
 ITERTIME_BUILD_DIR="$BUILD_DIR" "$WORK/venv/bin/pip" install --no-build-isolation --no-index --quiet "$WORK/src" \
   >"$WORK/pip.log" 2>&1 || { cat "$WORK/pip.log"; echo "FAIL: pip install --no-build-isolation ."; exit 1; }
 cd "$WORK"
