@@ -11,6 +11,7 @@
 #include "launcher/commands.hpp"
 #include "launcher/option_table.hpp"
 #include "predict/fit_model.hpp"
+#include "predict/framework/framework_types.hpp"
 #include "predict/resolver/target_device.hpp"
 #include "query/predict_query.hpp"
 #include "query/query_options.hpp"
@@ -101,16 +102,34 @@ void register_predict(CLI::App& app, std::vector<std::pair<CLI::App*, Action>>& 
   // fit
   CLI::App* fit =
       app.add_subcommand("fit", "Fit the precision-aware model from a calibration file and save it (Boost.Serialization)");
-  auto fit_in = std::make_shared<std::string>();
+  auto fit_files = std::make_shared<std::vector<std::string>>();
   auto fit_out = std::make_shared<std::string>();
   auto fit_force = std::make_shared<bool>(false);
-  fit->add_option("CAL", *fit_in, "Calibration HDF5 file (with /comm and /ops)")->required();
-  fit->add_option("-o,--output", *fit_out, "Where to save the fitted model")->required();
+  auto fit_framework = std::make_shared<std::string>("itertime");
+  auto fit_hardware = std::make_shared<std::string>();
+  fit->add_option("CAL", *fit_files,
+                  "Calibration HDF5 file (with /comm and /ops); with --framework megatron-te: imported logs (.h5 of "
+                  "`itertime import`) and published-figure files (.json), all of one GPU")
+      ->required();
+  fit->add_option("-o,--output", *fit_out, "Where to save the fitted model (the terms file with --framework megatron-te)")
+      ->required();
   fit->add_flag("--force", *fit_force, "Overwrite an existing model file");
+  fit->add_option("--framework", *fit_framework,
+                  "itertime (this trainer's calibration) or megatron-te (the framework model's terms, fitted on logs)")
+      ->capture_default_str();
+  fit->add_option("--hardware", *fit_hardware, "With --framework megatron-te: the GPU the logs ran on (data/hardware)");
   auto efficiency_out = std::make_shared<std::string>();
   fit->add_option("--efficiency-out", *efficiency_out,
                   "Also write the operator efficiencies (JSON) that `predict --hardware` carries to other devices");
-  actions.emplace_back(fit, [fit_in, fit_out, fit_force, efficiency_out](Context&) {
+  actions.emplace_back(fit, [fit_files, fit_out, fit_force, fit_framework, fit_hardware, efficiency_out](Context&) {
+    if (predict::framework::parse_framework(*fit_framework) == predict::framework::Framework::kMegatronTe) {
+      if (!efficiency_out->empty()) throw UserError("--efficiency-out is for --framework itertime (a calibration's fit)");
+      return run_framework_fit(*fit_files, *fit_hardware, *fit_out, *fit_force);
+    }
+    if (fit_files->size() != 1)
+      throw UserError("fit: one calibration file (CAL); several files are for --framework megatron-te (logs)");
+    if (!fit_hardware->empty()) throw UserError("--hardware is for --framework megatron-te (the GPU the logs ran on)");
+    const std::string* fit_in = &fit_files->front();
     const predict::FittedModel model = predict::fit_model(*fit_in);
     if (!efficiency_out->empty() && model.roofline.empty()) {
       throw UserError("--efficiency-out " + *efficiency_out + ": " + *fit_in +

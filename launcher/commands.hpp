@@ -43,5 +43,7 @@ void register_run(CLI::App& app, std::vector<std::pair<CLI::App*, Action>>& acti
 void register_inspect(CLI::App& app, std::vector<std::pair<CLI::App*, Action>>& actions);
 void register_slurm(CLI::App& app, std::vector<std::pair<CLI::App*, Action>>& actions);
 void register_published(CLI::App& app, std::vector<std::pair<CLI::App*, Action>>& actions);
+// `itertime fit --framework megatron-te FILE... -o TERMS.json` (cmd_framework_fit.cpp).
+int run_framework_fit(const std::vector<std::string>& files, const std::string& hardware, const std::string& output, bool force);
 
 }  // namespace itertime::launcher

@@ -19,6 +19,7 @@ framework::FrameworkTarget framework_target(const std::string& hardware_name, co
     throw UserError("--framework megatron-te: --hardware " + hardware_name + " is not a GPU description");
   }
   target.kernels = framework::load_gpu_kernel_figures(target.hardware);
+  target.conditions = framework::load_training_conditions(target.hardware);
   return target;
 }
 

@@ -54,6 +54,13 @@ Scored score_row(const validate::PublishedSource& source, const validate::Publis
   s.layout = row.config.to_string();
   s.recipe = recipe_of(row);
   const HardwareSpec& described = targets.hardware.at(row.hardware);
+  const ComputeDType math = row.recipe.precision == PrecisionName::kFp8       ? ComputeDType::kFp8
+                            : row.recipe.precision == PrecisionName::kAmpFp16 ? ComputeDType::kFp16
+                                                                              : ComputeDType::kBf16;
+  if (const std::optional<double> peak = described.peak(math)) {
+    const double flops = row.shape.training_flops_per_token(row.config.seq_len) * row.config.global_batch * row.config.seq_len;
+    s.ideal_s = flops / (*peak * row.gpus);
+  }
   if (!targets.kernels.count(row.hardware)) {
     try {
       targets.kernels[row.hardware] = fw::load_gpu_kernel_figures(described);
@@ -72,6 +79,8 @@ Scored score_row(const validate::PublishedSource& source, const validate::Publis
   if (row.fabric.nics_per_node) target.hardware.nics_per_node = row.fabric.nics_per_node;
   if (row.fabric.nic_bandwidth_bytes_per_s) target.hardware.nic_bandwidth_bytes_per_s = row.fabric.nic_bandwidth_bytes_per_s;
   target.kernels = *kernels;
+  target.conditions = fw::load_training_conditions(described);
+  s.target = target;
   target.tuning.amd_host_cpu = row.amd_host_cpu;
   fw::FrameworkRequest request;
   request.shape = row.shape;
@@ -116,14 +125,36 @@ std::unique_ptr<PublishedScores> score_published(const std::vector<std::string>&
     }
   }
   std::vector<Scored>& scored = scores->scored;
+  for (const auto& source : sources) {
+    for (const auto& row : source.rows) scored.push_back(score_row(source, row, targets));
+  }
+  // The constant-MFU baseline over every row with a peak; the fitted column per GPU (and fabric).
+  std::vector<double> ideal, measured;
+  std::vector<size_t> with_peak;
+  std::map<std::string, validate::GpuRows> by_gpu;
+  for (size_t i = 0; i < scored.size(); ++i) {
+    Scored& s = scored[i];
+    if (std::isfinite(s.ideal_s)) ideal.push_back(s.ideal_s), measured.push_back(s.measured_s), with_peak.push_back(i);
+    if (!s.predicted) continue;
+    const validate::PublishedRow& row = *s.row;
+    std::string key = row.hardware;
+    if (row.fabric.nics_per_node || row.fabric.nic_bandwidth_bytes_per_s) key += " (" + s.source->id + " fabric)";
+    validate::GpuRows& group = by_gpu[key];
+    group.target = s.target;
+    group.rows.push_back(fw::FrameworkObservation{s.source->id + "/" + row.id, row.shape.name,
+                                                  fw::FrameworkRequest{row.shape, row.config, row.recipe}, s.measured_s * 1e6,
+                                                  row.amd_host_cpu});
+    group.index.push_back(i);
+  }
+  const std::vector<double> constant = validate::constant_mfu_leave_one_out(ideal, measured);
+  for (size_t k = 0; k < with_peak.size(); ++k) scored[with_peak[k]].constant_s = constant[k];
+  const std::vector<double> fitted = validate::fitted_leave_one_model_out(by_gpu, scored.size());
+  for (size_t i = 0; i < scored.size(); ++i) scored[i].fitted_s = fitted[i];
   std::map<std::string, Summary>& per_source = scores->per_source;
   Summary& overall = scores->overall;
-  for (const auto& source : sources) {
-    for (const auto& row : source.rows) {
-      scored.push_back(score_row(source, row, targets));
-      per_source[source.id].add(scored.back());
-      overall.add(scored.back());
-    }
+  for (const Scored& s : scored) {
+    per_source[s.source->id].add(s);
+    overall.add(s);
   }
   return scores;
 }
@@ -160,6 +191,11 @@ nlohmann::json published_json(const PublishedScores& scores) {
                           {"pp_comm", p.pp_comm_us * 1e-6},
                           {"bubble", p.bubble_us * 1e-6},
                           {"dp_comm", p.dp_comm_us * 1e-6},
+                          {"clock", p.clock_us * 1e-6},
+                          {"contention", p.contention_us * 1e-6},
+                          {"sync", p.sync_us * 1e-6},
+                          {"host", p.host_us * 1e-6},
+                          {"straggler", p.straggler_us * 1e-6},
                           {"optimizer", p.optimizer_us * 1e-6},
                           {"stage_forward", p.stage_forward_us * 1e-6},
                           {"stage_backward", p.stage_backward_us * 1e-6}};
@@ -169,6 +205,8 @@ nlohmann::json published_json(const PublishedScores& scores) {
     } else {
       r["reason"] = s.reason;
     }
+    if (std::isfinite(s.constant_s)) r["constant_mfu_s_per_iteration"] = s.constant_s;
+    if (std::isfinite(s.fitted_s)) r["fitted_lomo_s_per_iteration"] = s.fitted_s;
     rows.push_back(r);
   }
   auto summary_json = [](const Summary& summary) {
@@ -177,6 +215,13 @@ nlohmann::json published_json(const PublishedScores& scores) {
       out["mape_percent"] = summary.mape();
       out["mean_error_percent"] = summary.bias();
     }
+    auto part = [](const validate::ErrorSummary& e) {
+      json p{{"predicted", e.predicted}};
+      if (e.predicted > 0) p["mape_percent"] = e.mape(), p["mean_error_percent"] = e.bias();
+      return p;
+    };
+    out["constant_mfu"] = part(summary.constant);
+    out["fitted_leave_one_model_out"] = part(summary.fitted);
     return out;
   };
   json sources = json::object();

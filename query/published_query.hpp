@@ -1,15 +1,19 @@
 // published_query.hpp: `itertime score-published [FILE...]` as a typed request and answer for both front
 // ends: every row of public, measured training figures (data/published/*.json,
 // validate/published_figures.hpp) predicted with the framework model (predict::framework::predict_framework)
-// on its GPU description and that GPU's kernel figures; the MAPE per source and overall.
+// on its GPU description and that GPU's kernel figures; beside it the constant-MFU baseline (leave-one-out)
+// and the framework model fitted on the other models' rows of its GPU (leave-one-model-out); the MAPE per
+// source and overall.
 // Invariants:
-//  - Nothing is fitted or calibrated: each row is predicted from its description alone.
+//  - Nothing is calibrated: each row is predicted from its description alone (the fitted column is
+//    fitted on the other models' rows only).
 //  - A bad file (missing, malformed, a row refused, an unknown hardware name) is one UserError, before
 //    anything is scored. A row the framework model refuses (or a GPU without kernel figures) is scored
 //    not predicted, with the reason, and left out of the MAPE.
 //  - error % = (predicted - measured) / measured x 100; MAPE = the mean of |error %| over predicted rows.
 #pragma once
 
+#include <cmath>
 #include <map>
 #include <memory>
 #include <optional>
@@ -20,6 +24,7 @@
 
 #include "predict/framework/framework_predictor.hpp"
 #include "validate/published_figures.hpp"
+#include "validate/published_score.hpp"
 
 namespace itertime::query {
 
@@ -35,19 +40,24 @@ struct Scored {
   double peak_memory_gib = 0;  // the prediction's (megatron_memory's busiest rank)
   std::string layout;
   std::string recipe;
+  double ideal_s = NAN;     // model FLOPs at the dense peak of the precision's GEMM math (the constant-MFU baseline's unit)
+  double constant_s = NAN;  // the constant-MFU baseline, fitted leave-one-out on the other rows
+  double fitted_s = NAN;    // the framework model fitted on the other models' rows of its GPU (leave-one-model-out)
+  predict::framework::FrameworkTarget target;  // the described target it was predicted on
 };
 
+// Per predictor: the described framework model, the constant-MFU baseline, the fitted model (leave-one-model-out).
 struct Summary {
+  validate::ErrorSummary described, constant, fitted;
   int rows = 0, predicted = 0;
-  double sum_abs = 0, sum_signed = 0;
-  double mape() const { return predicted > 0 ? sum_abs / predicted : 0; }
-  double bias() const { return predicted > 0 ? sum_signed / predicted : 0; }
+  double mape() const { return described.mape(); }
+  double bias() const { return described.bias(); }
   void add(const Scored& s) {
     ++rows;
-    if (!s.predicted) return;
-    ++predicted;
-    sum_abs += std::fabs(s.error_percent);
-    sum_signed += s.error_percent;
+    if (s.predicted) ++predicted;
+    described.add(s.measured_s, s.predicted ? s.predicted_s : NAN);
+    constant.add(s.measured_s, s.constant_s);
+    fitted.add(s.measured_s, s.fitted_s);
   }
 };
 

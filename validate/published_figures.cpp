@@ -110,7 +110,8 @@ fw::TransformerShape read_model(const Reader& r, const json& row) {
   s.kv_heads = r.count(m, "kv_heads", "model.kv_heads");
   s.head_dim = r.count(m, "head_dim", "model.head_dim");
   s.vocab = r.count(m, "vocab", "model.vocab");
-  s.mlp = r.choice(m, "mlp", "model.mlp", {"gelu", "swiglu"}) == "gelu" ? fw::MlpKind::kGelu : fw::MlpKind::kSwiGlu;
+  const std::string mlp = r.choice(m, "mlp", "model.mlp", {"gelu", "swiglu", "squared-relu"});
+  s.mlp = mlp == "gelu" ? fw::MlpKind::kGelu : mlp == "squared-relu" ? fw::MlpKind::kSquaredRelu : fw::MlpKind::kSwiGlu;
   s.norm = r.choice(m, "norm", "model.norm", {"layernorm", "rmsnorm"}) == "layernorm" ? fw::NormKind::kLayerNorm
                                                                                       : fw::NormKind::kRmsNorm;
   // "none": no position embedding in the stack's input (ALiBi adds a bias to the attention scores instead).

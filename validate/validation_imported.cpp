@@ -29,6 +29,39 @@ std::string describe(const ImportedSource& source) {
   return "";
 }
 
+predict::framework::FrameworkRequest framework_request_of(const store::GroundTruthRecord& row, const store::ImportRecord& log) {
+  LlamaSpec spec = log.model;
+  spec.name = row.model;
+  predict::framework::FrameworkRequest request;
+  request.shape = predict::framework::shape_of(spec);
+  request.config = row.config;
+  request.recipe.precision = row.precision;
+  request.recipe.techniques = at_dp(row.techniques, row.config.reduction_ranks());
+  request.recipe.fp8_recipe = predict::framework::parse_fp8_recipe(log.fp8_recipe.empty() ? "delayed" : log.fp8_recipe);
+  request.recipe.tp_comm_overlap = log.tp_comm_overlap;
+  request.recipe.fp8_param_gather = log.fp8_param_gather;
+  return request;
+}
+
+std::vector<predict::framework::FrameworkObservation> imported_observations(const std::string& file) {
+  h5::Store store = h5::Store::open(file, false);
+  const std::vector<store::GroundTruthRecord> rows = store::read_imported_groundtruth_records(store);
+  std::map<std::string, store::ImportRecord> logs;
+  for (store::ImportRecord& log : store::read_import_records(store)) logs[log.key] = std::move(log);
+  std::vector<predict::framework::FrameworkObservation> out;
+  for (const store::GroundTruthRecord& row : rows) {
+    const auto log = logs.find(row.key);
+    if (log == logs.end()) continue;
+    predict::framework::FrameworkObservation o;
+    o.id = file + ":" + row.key;
+    o.model = row.model;
+    o.request = framework_request_of(row, log->second);
+    o.measured_us = row.time_us_median;
+    out.push_back(std::move(o));
+  }
+  return out;
+}
+
 namespace {
 
 // One source's predictions, built once for the whole report.
@@ -55,15 +88,8 @@ class Predictor {
     LlamaSpec spec = log.model;
     spec.name = row.model;
     if (source_.kind == ImportedSource::Kind::kFramework) {
-      predict::framework::FrameworkRequest request;
-      request.shape = predict::framework::shape_of(spec);
-      request.config = row.config;
-      request.recipe.precision = row.precision;
-      request.recipe.techniques = at_dp(row.techniques, row.config.reduction_ranks());
-      request.recipe.fp8_recipe = predict::framework::parse_fp8_recipe(log.fp8_recipe.empty() ? "delayed" : log.fp8_recipe);
-      request.recipe.tp_comm_overlap = log.tp_comm_overlap;
-      request.recipe.fp8_param_gather = log.fp8_param_gather;
-      const predict::framework::FrameworkOutcome outcome = predict::framework::predict_framework(*framework_, request);
+      const predict::framework::FrameworkOutcome outcome =
+          predict::framework::predict_framework(*framework_, framework_request_of(row, log));
       if (!outcome.ok()) {
         reason = outcome.reason;
         return std::nullopt;

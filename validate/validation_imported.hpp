@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "common/calibration_records.hpp"
+#include "predict/framework/framework_fit.hpp"
 #include "validate/validation.hpp"
 
 namespace itertime::validate {
@@ -39,6 +40,12 @@ struct ImportedValidation {
 };
 
 ImportedValidation validate_imported(const std::string& calibration_file, const ImportedSource& source);
+
+// The framework request an imported log's row states (its model, layout, precision, recipe and switches).
+predict::framework::FrameworkRequest framework_request_of(const store::GroundTruthRecord& row, const store::ImportRecord& log);
+// A file's imported rows as observations for the framework fit (predict/framework/framework_fit.hpp);
+// UserError for a file that cannot be opened.
+std::vector<predict::framework::FrameworkObservation> imported_observations(const std::string& file);
 void print_imported_report(const ImportedValidation& report);
 
 }  // namespace itertime::validate

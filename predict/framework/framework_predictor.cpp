@@ -4,21 +4,42 @@
 // Invariants:
 //  - A GEMM takes the longer of its time at the measured throughput and its bytes (A, B, C) at the
 //    achieved bandwidth (the unfused attention's score GEMMs are memory-bound).
-//  - A pass's time = its kernels' times + each collective's exposed part: the whole collective, or,
-//    beside a kernel, max(0, collective - kernel); beside a GEMM under TP comm overlap, the pipelined
-//    form max(c, k) - k + min(c, k) / tp (the first of tp chunks cannot overlap). Overlap is taken to
-//    cost the kernel nothing (no SM or memory contention term).
+//  - A kernel's time: GEMM and attention at their figures' throughput over the sustained clock fraction
+//    (the difference is the clock line), memory-bound kernels at the achieved bandwidth; each scaled by
+//    the fitted terms (1 unless fitted).
+//  - A pass's time = its kernels' times + each collective's exposed part + the contention it causes. A
+//    collective of time c beside a kernel of time k (NCCL, its own SMs): the kernel runs f = 1 + slowdown
+//    times slower while they overlap, so the pair ends at c when c >= k f (exposed c - k f, contention
+//    k (f - 1)), else at k + c (1 - 1/f) (contention c (1 - 1/f), nothing exposed). Beside a GEMM under
+//    TP comm overlap (TE userbuffers, tp_overlap_sms of the SMs for the whole GEMM): the GEMM takes
+//    k' = k (1 + u), u = sm / (sm - tp_overlap_sms) - 1 (contention k u), and the pipelined form
+//    max(c, k') - k' + min(c, k') / tp is exposed (the first of tp chunks cannot overlap). With neutral
+//    conditions both reduce to max(0, c - k) and max(c, k) - k + min(c, k) / tp.
 //  - Groups as Megatron-Core orders ranks (tp fastest, then cp, dp, pp: parallel_state's default order
 //    "tp-cp-ep-dp-pp"): TP consecutive, CP stride tp, DP stride tp*cp (gradients over dp*cp, stride tp),
 //    PP stride tp*cp*dp; placements by device/described_comm.hpp place_group.
-//  - The pipeline is the schedule simulation (schedule/schedule.hpp) with non-blocking transfers of
-//    [s/(cp*tp) with SP, b, h] activations; with vp > 1 the interleaved schedule.
+//  - The pipeline is the schedule simulation (schedule/schedule.hpp) with transfers of [s/(cp*tp) with SP,
+//    b, h] activations: blocking on the sender with vp 1 (Megatron's 1F1B without interleaving waits for
+//    its batched send/recv: schedules.py forward_backward_pipelining_without_interleaving,
+//    send_forward_recv_backward; NeMo sets batch_p2p_comm there), overlapped with vp > 1 (the interleaved
+//    schedule with overlap_p2p_comm, NeMo's MegatronCommOverlapCallback). Blocking sends are the pp line.
 //  - Per pipeline rank after its timeline: the exposed part of the DP gradient reduction (bucketed, each
 //    bucket started when the backward that finishes it ends: the rank's last backward with vp 1, each
 //    chunk's own last backward with vp > 1, one bucket after another on one communicator; without
 //    overlap one reduction of everything after the timeline), the optimizer's kernels, and the parameter
 //    all-gather of the distributed optimizer (exposed, or with overlapped gather the wait of the next
-//    step's first forward, schedule.hpp exposed_parameter_gather_us). The iteration is the latest rank.
+//    step's first forward, schedule.hpp exposed_parameter_gather_us). The compute beside the overlapped
+//    part of the reduction and the gather is slowed as above (contention).
+//  - Every rank then meets the others at the gradient-norm all-reduce before the optimizer step
+//    (megatron/core/optimizer/clip_grads.py get_grad_norm_fp32, over all model-parallel and data-parallel
+//    ranks, and its .item() on the host): the step resumes at the latest rank's arrival + one small
+//    all-reduce over every GPU (the sync line: that wait and the all-reduce). After it, each rank's tail.
+//  - Host: a rank's host issues kernels_on_rank x host_us_per_kernel of CPU time per iteration; where that
+//    exceeds the rank's timeline the GPU waits for the difference, and after each host synchronization
+//    (the gradient norm, the loss) the GPU waits for the first kernel to be issued again (the host line).
+//  - The step waits for the slowest of its GPUs: the critical rank's kernels (compute, clock, contention)
+//    times TrainingConditions::straggler_slowdown(GPUs of the job) (the straggler line).
+//  - The iteration is the latest rank's end, plus the straggler line.
 #include "predict/framework/framework_predictor.hpp"
 
 #include <algorithm>
@@ -78,7 +99,7 @@ class CommTimer {
         throw UserError("the description " + target_.hardware.name + " cannot time " + to_string(collective) + " of " +
                         std::to_string(bytes) + " bytes over " + std::to_string(placement.group_size) + " GPUs");
       }
-      time = described->time_us;
+      time = described->time_us * target_.terms.comm_time_scale;
     }
     cache_.emplace(key, time);
     return time;
@@ -110,31 +131,77 @@ class CommTimer {
 };
 
 struct PassTime {
-  double compute_us = 0, tp_us = 0, cp_us = 0, other_us = 0;
+  double compute_us = 0, clock_us = 0, contention_us = 0, tp_us = 0, cp_us = 0, other_us = 0;
   int64_t kernels = 0;
-  double total_us() const { return compute_us + tp_us + cp_us + other_us; }
+  double total_us() const { return compute_us + clock_us + contention_us + tp_us + cp_us + other_us; }
+  double kernels_us() const { return compute_us + clock_us + contention_us; }  // what a slower GPU stretches
   PassTime& operator+=(const PassTime& o) {
-    compute_us += o.compute_us, tp_us += o.tp_us, cp_us += o.cp_us, other_us += o.other_us, kernels += o.kernels;
+    compute_us += o.compute_us, clock_us += o.clock_us, contention_us += o.contention_us;
+    tp_us += o.tp_us, cp_us += o.cp_us, other_us += o.other_us, kernels += o.kernels;
     return *this;
   }
   PassTime scaled(double k) const {
     PassTime out = *this;
-    out.compute_us *= k, out.tp_us *= k, out.cp_us *= k, out.other_us *= k;
+    out.compute_us *= k, out.clock_us *= k, out.contention_us *= k, out.tp_us *= k, out.cp_us *= k, out.other_us *= k;
     out.kernels = static_cast<int64_t>(std::llround(static_cast<double>(kernels) * k));
     return out;
   }
 };
 
-double kernel_time_us(const GpuKernelFigures& figures, const Kernel& kernel) {
+// One kernel's time: at the figures' own conditions (`ideal_us`) and under training (`actual_us` >=
+// ideal when the clock fraction <= 1), both scaled by the fitted terms.
+struct KernelTime {
+  double ideal_us = 0, actual_us = 0;
+};
+
+KernelTime kernel_time(const FrameworkTarget& target, const Kernel& kernel) {
+  const GpuKernelFigures& figures = target.kernels;
+  const FrameworkTerms& terms = target.terms;
+  const double clock = target.conditions.sustained_clock_fraction;
   switch (kernel.kind) {
-    case KernelKind::kGemm:  // the measured throughput, or its bytes at the achieved bandwidth if longer
-      return std::max(figures.gemm_time_us(kernel.dtype, kernel.gemm), figures.memory_bound_time_us(kernel.gemm_bytes));
-    case KernelKind::kAttention:
-      return figures.attention_time_us(ComputeDType::kBf16, kernel.attention, kernel.attention_backward);
-    case KernelKind::kMemoryBound: return figures.memory_bound_time_us(kernel.bytes);
+    case KernelKind::kGemm: {  // the measured throughput, or its bytes at the achieved bandwidth if longer
+      const double scale = kernel.dtype == ComputeDType::kFp8 ? terms.gemm8_time_scale : terms.gemm16_time_scale;
+      const double math = figures.gemm_time_us(kernel.dtype, kernel.gemm) * scale;
+      const double bytes = figures.memory_bound_time_us(kernel.gemm_bytes) * terms.memory_time_scale;
+      return {std::max(math, bytes), std::max(math / clock, bytes)};
+    }
+    case KernelKind::kAttention: {
+      const double t = figures.attention_time_us(ComputeDType::kBf16, kernel.attention, kernel.attention_backward) *
+                       terms.attention_time_scale;
+      return {t, t / clock};
+    }
+    case KernelKind::kMemoryBound: {
+      const double t = figures.memory_bound_time_us(kernel.bytes) * terms.memory_time_scale;
+      return {t, t};
+    }
   }
-  return 0.0;
+  return {};
 }
+
+double overlap_slowdown(const FrameworkTarget& target) {
+  return target.terms.overlap_compute_slowdown >= 0 ? target.terms.overlap_compute_slowdown
+                                                    : target.conditions.overlap_compute_slowdown;
+}
+
+double host_us_per_kernel(const FrameworkTarget& target) {
+  return target.terms.host_us_per_kernel >= 0 ? target.terms.host_us_per_kernel : target.conditions.host_us_per_kernel;
+}
+
+// A collective of `comm_us` beside compute of `kernel_us` on its own SMs (NCCL): its exposed part and the
+// compute's contention (see the invariants above).
+struct Overlapped {
+  double exposed_us = 0, contention_us = 0;
+};
+
+Overlapped beside_compute(double comm_us, double kernel_us, double slowdown) {
+  const double f = 1.0 + slowdown;
+  if (comm_us >= kernel_us * f) return {comm_us - kernel_us * f, kernel_us * (f - 1.0)};
+  return {0.0, comm_us * (1.0 - 1.0 / f)};
+}
+
+// The contention of `overlapped_us` of communication that ran entirely beside compute (the DP reduction
+// and the parameter gather beside the passes): the compute's loss over that time, c (1 - 1/f).
+double contention_beside(double overlapped_us, double slowdown) { return overlapped_us * (1.0 - 1.0 / (1.0 + slowdown)); }
 
 PassTime time_pass(const PassWork& pass, const FrameworkTarget& target, CommTimer& comms, const ParallelConfig& config,
                    bool tp_comm_overlap) {
@@ -142,18 +209,28 @@ PassTime time_pass(const PassWork& pass, const FrameworkTarget& target, CommTime
   std::vector<double> kernel_us;
   kernel_us.reserve(pass.kernels.size());
   for (const Kernel& kernel : pass.kernels) {
-    kernel_us.push_back(kernel_time_us(target.kernels, kernel));
-    out.compute_us += kernel_us.back();
+    const KernelTime time = kernel_time(target, kernel);
+    kernel_us.push_back(time.actual_us);
+    out.compute_us += time.ideal_us;
+    out.clock_us += time.actual_us - time.ideal_us;
   }
   out.kernels = static_cast<int64_t>(pass.kernels.size());
+  const double slowdown = overlap_slowdown(target);
+  const double userbuffers = target.conditions.userbuffers_slowdown();
   for (const Comm& comm : pass.comms) {
     const double comm_us = comms.time_us(comm.collective, comm.group, comm.bytes) * static_cast<double>(comm.repeats);
     double exposed = comm_us;
     if (comm.hidden_behind >= 0 && (!comm.needs_tp_comm_overlap || tp_comm_overlap)) {
       const double beside = kernel_us.at(static_cast<size_t>(comm.hidden_behind));
-      exposed = comm.needs_tp_comm_overlap
-                    ? std::max(comm_us, beside) - beside + std::min(comm_us, beside) / static_cast<double>(config.tp)
-                    : std::max(0.0, comm_us - beside);
+      if (comm.needs_tp_comm_overlap) {
+        const double slowed = beside * (1.0 + userbuffers);
+        out.contention_us += slowed - beside;
+        exposed = std::max(comm_us, slowed) - slowed + std::min(comm_us, slowed) / static_cast<double>(config.tp);
+      } else {
+        const Overlapped pair = beside_compute(comm_us, beside, slowdown);
+        out.contention_us += pair.contention_us;
+        exposed = pair.exposed_us;
+      }
     }
     if (comm.group == CommGroup::kContext) {
       out.cp_us += exposed;
@@ -300,7 +377,7 @@ FrameworkOutcome predict_framework(const FrameworkTarget& target, const Framewor
     ScheduleInput input;
     input.num_micro_batches = m;
     input.virtual_stages = v;
-    input.blocking_send = false;
+    input.blocking_send = v == 1;  // see the invariants: 1F1B waits for its sends, the interleaved schedule overlaps them
     for (int j = 0; j < virtual_count; ++j) {
       VirtualStage& vs = stages[static_cast<size_t>(j)];
       vs.layers = static_cast<int>(layers[static_cast<size_t>(j)].num_layers);
@@ -326,11 +403,17 @@ FrameworkOutcome predict_framework(const FrameworkTarget& target, const Framewor
     const int reduction_ranks = config.reduction_ranks();
     const int64_t bucket_params = megatron_bucket_params(reduction_ranks);
     const bool dopt = techniques.distributed_optimizer;
-    double iteration_us = 0.0;
-    int busiest = 0;
-    std::vector<double> rank_dp_us(static_cast<size_t>(pp)), rank_opt_us(static_cast<size_t>(pp));
-    std::vector<PassTime> rank_tail(static_cast<size_t>(pp));
+    const double slowdown = overlap_slowdown(target);
+    // Per pipeline rank: its arrival at the gradient-norm synchronization, and what follows it.
+    struct RankEnd {
+      double arrival_us = 0;  // timeline end + exposed reduction + contention beside the reduction
+      double dp_exposed_us = 0, gather_exposed_us = 0, contention_us = 0;
+      PassTime tail;
+      int64_t kernels = 0;
+    };
+    std::vector<RankEnd> ranks(static_cast<size_t>(pp));
     for (int r = 0; r < pp; ++r) {
+      RankEnd& rank = ranks[static_cast<size_t>(r)];
       // This rank's chunks: virtual stages c*pp + r.
       std::vector<std::pair<double, double>> reductions;  // (ready instant, time)
       std::vector<BucketGather> gathers;
@@ -338,7 +421,8 @@ FrameworkOutcome predict_framework(const FrameworkTarget& target, const Framewor
       int rank_layers = 0;
       for (int c = 0; c < v; ++c) rank_params += stages[static_cast<size_t>(c * pp + r)].params;
       for (int c = 0; c < v; ++c) rank_layers += stages[static_cast<size_t>(c * pp + r)].layers;
-      double dp_exposed = 0.0;
+      const double timeline_end = schedule.end_us[static_cast<size_t>(r)];
+      double reduction_total = 0.0;
       if (reduction_ranks > 1) {
         const Collective reduce = dopt ? Collective::kReduceScatter : Collective::kAllReduce;
         double params_before = 0.0;
@@ -354,8 +438,9 @@ FrameworkOutcome predict_framework(const FrameworkTarget& target, const Framewor
             const double time = comms.time_us(reduce, CommGroup::kData, params * 4);
             const double ready = techniques.overlap_gradient_reduction
                                      ? start + (end - start) * static_cast<double>(b + 1) / static_cast<double>(buckets)
-                                     : schedule.end_us[static_cast<size_t>(r)];
+                                     : timeline_end;
             reductions.emplace_back(ready, time);
+            reduction_total += time;
             if (dopt) {
               const double bytes_per_param = vs.gathered_bytes / static_cast<double>(std::max<int64_t>(1, vs.params));
               const double gather = comms.time_us(Collective::kAllGather, CommGroup::kData,
@@ -365,28 +450,58 @@ FrameworkOutcome predict_framework(const FrameworkTarget& target, const Framewor
             params_before += static_cast<double>(params);
           }
         }
-        dp_exposed = exposed_after(reductions, schedule.end_us[static_cast<size_t>(r)]);
+        rank.dp_exposed_us = exposed_after(reductions, timeline_end);
       }
-      PassTime tail = time_pass(optimizer_step_work(rank_params, config, recipe), target, comms, config, overlap);
-      tail += weight_casts.scaled(rank_layers);
-      double gather_exposed = 0.0;
+      // The part of the reduction that ran beside the backward slowed it (contention), by how much of it overlapped.
+      const double reduction_overlapped = std::max(0.0, reduction_total - rank.dp_exposed_us);
+      rank.contention_us = contention_beside(reduction_overlapped, slowdown);
+      rank.arrival_us = timeline_end + rank.dp_exposed_us + rank.contention_us;
+      rank.tail = time_pass(optimizer_step_work(rank_params, config, recipe), target, comms, config, overlap);
+      rank.tail += weight_casts.scaled(rank_layers);
       if (!gathers.empty()) {
+        double gather_total = 0.0;
+        for (const BucketGather& g : gathers) gather_total += g.time_us;
         if (techniques.overlap_parameter_gather) {
           std::sort(gathers.begin(), gathers.end(),
                     [](const BucketGather& a, const BucketGather& b) { return a.before_fraction < b.before_fraction; });
-          gather_exposed = exposed_parameter_gather_us(gathers, 0.0, 0.0, stages[static_cast<size_t>(r)].forward.total_us());
+          rank.gather_exposed_us =
+              exposed_parameter_gather_us(gathers, 0.0, 0.0, stages[static_cast<size_t>(r)].forward.total_us());
+          const double gather_overlapped = std::max(0.0, gather_total - rank.gather_exposed_us);
+          rank.contention_us += contention_beside(gather_overlapped, slowdown);
         } else {
-          for (const BucketGather& g : gathers) gather_exposed += g.time_us;
+          rank.gather_exposed_us = gather_total;
         }
       }
-      const double end = schedule.end_us[static_cast<size_t>(r)] + dp_exposed + tail.total_us() + gather_exposed;
-      rank_dp_us[static_cast<size_t>(r)] = dp_exposed + gather_exposed;
-      rank_tail[static_cast<size_t>(r)] = tail;
+      PassTime passes_of_rank;
+      for (int c = 0; c < v; ++c) {
+        const VirtualStage& vs = stages[static_cast<size_t>(c * pp + r)];
+        passes_of_rank += vs.forward.scaled(m);
+        passes_of_rank += vs.backward.scaled(m);
+      }
+      rank.kernels = passes_of_rank.kernels + rank.tail.kernels;
+    }
+    // The gradient-norm synchronization: every rank waits for the latest, then one small all-reduce over
+    // every GPU (dp*cp*tp in one group, then across pp), then each rank's tail.
+    double latest_arrival = 0.0;
+    for (const RankEnd& rank : ranks) latest_arrival = std::max(latest_arrival, rank.arrival_us);
+    const double norm_allreduce_us = comms.time_us(Collective::kAllReduce, CommGroup::kModel, 8) +
+                                     comms.time_us(Collective::kAllReduce, CommGroup::kPipeline, pp > 1 ? 8 : 0);
+    const double per_kernel_host_us = host_us_per_kernel(target);
+    constexpr int kHostSyncs = 2;  // the gradient norm's and the loss's .item(): the GPU waits for the next kernel's issue
+    double iteration_us = 0.0;
+    int busiest = 0;
+    std::vector<double> rank_host_us(static_cast<size_t>(pp));
+    for (int r = 0; r < pp; ++r) {
+      const RankEnd& rank = ranks[static_cast<size_t>(r)];
+      const double device_end = latest_arrival + norm_allreduce_us + rank.tail.total_us() + rank.gather_exposed_us;
+      const double host_issue_us = static_cast<double>(rank.kernels) * per_kernel_host_us;
+      const double host_us = std::max(0.0, host_issue_us - device_end) + kHostSyncs * per_kernel_host_us;
+      rank_host_us[static_cast<size_t>(r)] = host_us;
+      const double end = device_end + host_us;
       if (end > iteration_us) iteration_us = end, busiest = r;
     }
 
     FrameworkPrediction p;
-    p.total_us = iteration_us;
     p.peak_memory_bytes = megatron_te_peak_memory_bytes(shape, config, recipe);
     PassTime passes;
     for (int c = 0; c < v; ++c) {
@@ -394,18 +509,28 @@ FrameworkOutcome predict_framework(const FrameworkTarget& target, const Framewor
       passes += vs.forward.scaled(m);
       passes += vs.backward.scaled(m);
     }
-    const PassTime& tail = rank_tail[static_cast<size_t>(busiest)];
-    // The parts of the rank that ends last, adding up to total_us: its passes (their kernels, exposed
-    // TP / CP and other communication), its idle time up to its timeline's end, its exposed DP
-    // reduction and gather, its tail (optimizer step and weight casts, with their own collectives).
+    const RankEnd& critical = ranks[static_cast<size_t>(busiest)];
+    const PassTime& tail = critical.tail;
+    // The parts of the rank that ends last, adding up to total_us: its passes (their kernels at the
+    // figures' clock, the clock and contention lines, exposed TP / CP and other communication), its blocking
+    // sends, its idle time up to its timeline's end, its exposed DP reduction and gather (and the contention
+    // beside them), its wait at the synchronization, its host wait, its tail, and the straggler line.
     p.critical_rank = busiest;
     p.compute_us = passes.compute_us;
+    p.clock_us = passes.clock_us + tail.clock_us;
+    p.contention_us = passes.contention_us + tail.contention_us + critical.contention_us;
     p.tp_comm_us = passes.tp_us;
     p.cp_comm_us = passes.cp_us;
-    p.pp_comm_us = 0.0;
-    p.bubble_us = schedule.end_us[static_cast<size_t>(busiest)] - passes.total_us();
-    p.dp_comm_us = rank_dp_us[static_cast<size_t>(busiest)] + passes.other_us;
-    p.optimizer_us = tail.total_us();
+    p.pp_comm_us = schedule.send_us.empty() ? 0.0 : schedule.send_us[static_cast<size_t>(busiest)];
+    p.bubble_us = schedule.end_us[static_cast<size_t>(busiest)] - passes.total_us() - p.pp_comm_us;
+    p.dp_comm_us = critical.dp_exposed_us + critical.gather_exposed_us + passes.other_us;
+    p.sync_us = latest_arrival - critical.arrival_us + norm_allreduce_us;
+    p.host_us = rank_host_us[static_cast<size_t>(busiest)];
+    p.optimizer_us = tail.total_us() - tail.clock_us - tail.contention_us;
+    // The slowest GPU: the critical rank's kernels stretched by the expected speed of the slowest of the job's GPUs.
+    const int64_t gpus = static_cast<int64_t>(config.dp) * config.tp * config.pp * config.cp;
+    p.straggler_us = (passes.kernels_us() + tail.kernels_us()) * target.conditions.straggler_slowdown(gpus);
+    p.total_us = iteration_us + p.straggler_us;
     size_t slowest = 0;
     for (size_t j = 0; j < stages.size(); ++j) {
       if (stages[j].forward.total_us() + stages[j].backward.total_us() >
@@ -415,12 +540,17 @@ FrameworkOutcome predict_framework(const FrameworkTarget& target, const Framewor
     }
     p.stage_forward_us = stages[slowest].forward.total_us();
     p.stage_backward_us = stages[slowest].backward.total_us();
-    p.kernel_launches = passes.kernels + tail.kernels;
+    p.kernel_launches = critical.kernels;
     p.model_flops_per_iteration =
         shape.training_flops_per_token(config.seq_len) * static_cast<double>(config.global_batch) * config.seq_len;
     p.notes.push_back("framework megatron-te: kernels from " + target.kernels.summary());
-    p.notes.push_back("communication from the description " + target.hardware.name +
-                      " (NCCL cost model); overlap assumed free of contention; pipeline transfers are inside the bubble");
+    p.notes.push_back(target.conditions.summary());
+    if (!target.terms_source.empty()) p.notes.push_back("fitted terms from " + target.terms_source);
+    p.notes.push_back("communication from the description " + target.hardware.name + " (NCCL cost model); " +
+                      (target.conditions.is_neutral() ? std::string("overlap assumed free of contention")
+                                                      : "compute beside overlapped communication slowed (contention)") +
+                      (v == 1 && pp > 1 ? "; 1F1B's pipeline sends block the sender (pp line)"
+                                        : "; pipeline transfers overlapped (inside the bubble)"));
     outcome.prediction = p;
   } catch (const UserError& error) {
     outcome.reason = error.what();

@@ -28,7 +28,9 @@ enum class Framework { kItertime, kMegatronTe };
 std::string to_string(Framework framework);  // "itertime", "megatron-te"
 Framework parse_framework(std::string_view text);
 
-enum class MlpKind { kSwiGlu, kGelu };  // gated SiLU (LLaMA, 3 GEMMs) or GeLU (GPT, 2 GEMMs)
+// gated SiLU (LLaMA, 3 GEMMs), GeLU (GPT, 2 GEMMs) or squared ReLU (Nemotron-4, 2 GEMMs; Megatron-Core runs it
+// unfused: torch.pow(F.relu(x), 2), megatron/core/activations.py)
+enum class MlpKind { kSwiGlu, kGelu, kSquaredRelu };
 enum class NormKind { kRmsNorm, kLayerNorm };
 
 struct TransformerShape {

@@ -244,6 +244,10 @@ void layer_forward(PassBuilder& pass, const TransformerShape& shape, const Layer
   const double ffn_elements = static_cast<double>(t * dims.ffn);
   if (shape.mlp == MlpKind::kSwiGlu) {
     pass.memory("fused_swiglu", ffn_elements * 3.0 * dims.act_bytes);  // reads both halves, writes one
+  } else if (shape.mlp == MlpKind::kSquaredRelu) {
+    // Unfused (megatron/core/transformer/mlp.py: no bias-activation fusion for it): relu, then pow.
+    pass.memory("relu", ffn_elements * 2.0 * dims.act_bytes);
+    pass.memory("pow_2", ffn_elements * 2.0 * dims.act_bytes);
   } else {
     pass.memory("fused_bias_gelu", ffn_elements * 2.0 * dims.act_bytes);
   }
@@ -293,8 +297,13 @@ void layer_backward(PassBuilder& pass, const TransformerShape& shape, const Laye
   pass.residual_add("residual_grad_mlp");
   row_parallel_backward(pass, dims, "fc2", dims.ffn);
   const double ffn_elements = static_cast<double>(t * dims.ffn);
-  pass.memory(shape.mlp == MlpKind::kSwiGlu ? "fused_swiglu_backward" : "fused_bias_gelu_backward",
-              ffn_elements * (shape.mlp == MlpKind::kSwiGlu ? 5.0 : 3.0) * dims.act_bytes);
+  if (shape.mlp == MlpKind::kSquaredRelu) {  // autograd of pow (grad x 2 relu(x)), then of relu (threshold)
+    pass.memory("pow_2_backward", ffn_elements * 3.0 * dims.act_bytes);
+    pass.memory("relu_backward", ffn_elements * 3.0 * dims.act_bytes);
+  } else {
+    pass.memory(shape.mlp == MlpKind::kSwiGlu ? "fused_swiglu_backward" : "fused_bias_gelu_backward",
+                ffn_elements * (shape.mlp == MlpKind::kSwiGlu ? 5.0 : 3.0) * dims.act_bytes);
+  }
   column_parallel_backward(pass, dims, "fc1", dims.fc1_out, true);
   pass.norm_backward("pre_mlp_norm_backward");
   pass.residual_add("residual_grad_attention");
