@@ -6,10 +6,13 @@
 #include <cctype>
 #include <cmath>
 #include <optional>
+#include <initializer_list>
 #include <set>
+#include <utility>
 
 #include "common/errors.hpp"
 #include "formats/megatron_arguments.hpp"
+#include "predict/framework/megatron_layout_rules.hpp"
 
 namespace itertime::formats {
 
@@ -103,7 +106,10 @@ class Reader {
   void list_unused() {
     for (const std::string& word : a_.stray) run_.not_understood.push_back(word);
     for (const auto& [key, value] : a_.values) {
-      if (used_.count(key) || lower(value) == "false") continue;
+      // A configuration's false is written by the user (listed); a log's false flag is an option not given.
+      const auto shown_it = a_.shown_as.find(key);
+      const bool configuration_key = shown_it != a_.shown_as.end() && shown_it->second.rfind("--", 0) != 0;
+      if (used_.count(key) || (lower(value) == "false" && !configuration_key)) continue;
       run_.not_understood.push_back(shown(key));
     }
   }
@@ -119,8 +125,16 @@ int to_int(int64_t n, Reader& r, const std::string& key) {
   return static_cast<int>(n);
 }
 
-// Refused first: what the framework model cannot represent.
-void refuse_unmodelled(Reader& r, const MegatronArguments& arguments) {
+}  // namespace
+
+static UserRun user_run_from_megatron_checked(const MegatronArguments& arguments) {
+  UserRun run;
+  run.source = arguments.source;
+  run.format = "megatron-args";
+  run.framework = predict::framework::Framework::kMegatronTe;
+  Reader r(arguments, run);
+
+  // Refused first: what the framework model cannot represent.
   if (const auto experts = r.text("num_experts"); experts && lower(*experts) != "none")
     r.fail("num_experts", "a mixture of experts; itertime models dense LLaMA models only");
   const std::string norm = r.text("normalization").value_or("LayerNorm");
@@ -142,36 +156,8 @@ void refuse_unmodelled(Reader& r, const MegatronArguments& arguments) {
     r.fail("transformer_impl", "the framework model is Megatron-Core with Transformer Engine (transformer_engine)");
   if (const auto divisible = r.integer("make_vocab_size_divisible_by"); divisible && *divisible != 128)
     r.fail("make_vocab_size_divisible_by", "the framework model pads the vocabulary to 128 x tp, Megatron-LM's default");
-}
 
-// The vocabulary: --vocab-size, else a LLaMA 2 or 3 tokenizer named.
-void read_vocabulary(Reader& r, const MegatronArguments& arguments, UserRun& run) {
-  LlamaSpec& m = run.model;
-  if (const auto vocab = r.integer("vocab_size")) {
-    m.vocab_size = *vocab;
-  } else {
-    const std::string type = r.text("tokenizer_type").value_or("");
-    const std::string model = lower(r.text("tokenizer_model").value_or(""));
-    const auto names = [&](std::initializer_list<const char*> marks) {
-      return std::any_of(marks.begin(), marks.end(), [&](const char* mark) { return model.find(mark) != std::string::npos; });
-    };
-    if (type == "HuggingFaceTokenizer" && names({"llama-3", "llama3", "llama_3"})) {
-      m.vocab_size = 128256;
-      run.assumed.push_back(
-          "vocabulary 128256 (LLaMA 3's tokenizer, named by --tokenizer-model; the arguments give no --vocab-size)");
-    } else if ((type == "HuggingFaceTokenizer" && names({"llama-2", "llama2", "llama_2"})) || type == "Llama2Tokenizer") {
-      m.vocab_size = 32000;
-      run.assumed.push_back("vocabulary 32000 (LLaMA 2's tokenizer; the arguments give no --vocab-size)");
-    } else {
-      throw UserError(arguments.source +
-                      ": no vocabulary size: give --vocab-size, or --tokenizer-type HuggingFaceTokenizer "
-                      "with a LLaMA 2 or 3 --tokenizer-model");
-    }
-  }
-}
-
-// The model: its sizes, attention heads and groups, norms, rotary base, embeddings, vocabulary.
-void read_model(Reader& r, const MegatronArguments& arguments, UserRun& run) {
+  // The model.
   LlamaSpec& m = run.model;
   m.num_layers = r.required("num_layers", "the model's layers");
   m.hidden_size = r.required("hidden_size", "the model's hidden size");
@@ -211,26 +197,72 @@ void read_model(Reader& r, const MegatronArguments& arguments, UserRun& run) {
   if (const auto base = r.number("rotary_base")) m.rope_theta = *base;
   m.tie_word_embeddings = r.has("share_embeddings_and_output_weights") ? r.flag("share_embeddings_and_output_weights")
                                                                        : !r.flag("untie_embeddings_and_output_weights");
-  read_vocabulary(r, arguments, run);
+  // A log's block prints padded_vocab_size (the tokenizer's vocabulary padded to 128 x tp, which the
+  // framework model pads the same way): used when the size itself is not given.
+  const std::optional<int64_t> padded_vocab = r.integer("padded_vocab_size");
+  if (const auto vocab = r.integer("vocab_size")) {
+    m.vocab_size = *vocab;
+  } else if (padded_vocab) {
+    m.vocab_size = *padded_vocab;
+    run.assumed.push_back("vocabulary " + std::to_string(*padded_vocab) +
+                          " (the log's padded_vocab_size; the tokenizer's own size is not printed, and padding it again "
+                          "to 128 x tp leaves it as it is)");
+  } else {
+    const std::string type = r.text("tokenizer_type").value_or("");
+    const std::string model = lower(r.text("tokenizer_model").value_or(""));
+    const auto names = [&](std::initializer_list<const char*> marks) {
+      return std::any_of(marks.begin(), marks.end(), [&](const char* mark) { return model.find(mark) != std::string::npos; });
+    };
+    if (type == "HuggingFaceTokenizer" && names({"llama-3", "llama3", "llama_3"})) {
+      m.vocab_size = 128256;
+      run.assumed.push_back(
+          "vocabulary 128256 (LLaMA 3's tokenizer, named by --tokenizer-model; the arguments give no --vocab-size)");
+    } else if ((type == "HuggingFaceTokenizer" && names({"llama-2", "llama2", "llama_2"})) || type == "Llama2Tokenizer") {
+      m.vocab_size = 32000;
+      run.assumed.push_back("vocabulary 32000 (LLaMA 2's tokenizer; the arguments give no --vocab-size)");
+    } else {
+      // In the words of what the user wrote: a configuration file's keys, or Megatron-LM's options.
+      const bool configuration = std::any_of(arguments.shown_as.begin(), arguments.shown_as.end(),
+                                             [](const auto& shown) { return shown.second.rfind("--", 0) != 0; });
+      throw UserError(arguments.source +
+                      (configuration ? ": no vocabulary size: add model.vocab_size (or a LLaMA 2 or 3 tokenizer's "
+                                       "name, tokenizer.tokenizer_model) to the file"
+                                     : ": no vocabulary size: give --vocab-size, or --tokenizer-type HuggingFaceTokenizer "
+                                       "with a LLaMA 2 or 3 --tokenizer-model"));
+    }
+  }
   m.name = arguments.source == "--megatron-args" ? "Megatron-LM arguments" : arguments.source;
-}
 
-// The layout: tp, pp, cp, virtual stages, batch, sequence; dp from the world size when it is known.
-void read_layout(Reader& r, const MegatronArguments& arguments, UserRun& run) {
-  const LlamaSpec& m = run.model;
+  // The layout.
   ParallelConfig& c = run.config;
   c.tp = to_int(r.integer("tensor_model_parallel_size").value_or(1), r, "tensor_model_parallel_size");
   c.pp = to_int(r.integer("pipeline_model_parallel_size").value_or(1), r, "pipeline_model_parallel_size");
   c.cp = to_int(r.integer("context_parallel_size").value_or(1), r, "context_parallel_size");
   c.seq_len = to_int(r.required("seq_length", "the sequence length"), r, "seq_length");
   c.micro_batch = to_int(r.required("micro_batch_size", "the micro-batch size"), r, "micro_batch_size");
+  // The pipeline split as Megatron-LM takes it (predict/framework/megatron_layout_rules.hpp checks it):
+  // the embedding / loss counted as layers, or the first / last rank's own layer count.
+  predict::framework::PipelineSplit& split = run.recipe.pipeline_split;
+  split.given = true;
+  split.account_for_embedding = r.flag("account_for_embedding_in_pipeline_split");
+  split.account_for_loss = r.flag("account_for_loss_in_pipeline_split");
+  split.first_stage_layers = r.integer("decoder_first_pipeline_num_layers").value_or(0);
+  split.last_stage_layers = r.integer("decoder_last_pipeline_num_layers").value_or(0);
   const std::optional<int64_t> per_stage = r.integer("num_layers_per_virtual_pipeline_stage");
   const std::optional<int64_t> chunks = r.integer("num_virtual_stages_per_pipeline_rank");
   if (per_stage) {
-    if (m.num_layers % (int64_t{c.pp} * *per_stage) != 0)
+    // arguments.py validate_args: vp = ((layers + accounted embedding and loss) / pp) / per_stage, and
+    // the uneven first / last ranks need --num-virtual-stages-per-pipeline-rank instead.
+    if (split.first_stage_layers > 0 || split.last_stage_layers > 0)
       r.fail("num_layers_per_virtual_pipeline_stage",
-             "does not divide the " + std::to_string(m.num_layers) + " layers over pp " + std::to_string(c.pp));
-    c.vp = static_cast<int>(m.num_layers / (int64_t{c.pp} * *per_stage));
+             "with --decoder-first/last-pipeline-num-layers Megatron-LM takes --num-virtual-stages-per-pipeline-rank");
+    const int64_t accounted = m.num_layers + (split.account_for_embedding ? 1 : 0) + (split.account_for_loss ? 1 : 0);
+    if (accounted % c.pp != 0 || (accounted / c.pp) % *per_stage != 0)
+      r.fail("num_layers_per_virtual_pipeline_stage",
+             "does not divide the " + std::to_string(accounted) + " layers" +
+                 (accounted != m.num_layers ? " (with the accounted embedding / loss)" : "") + " over pp " +
+                 std::to_string(c.pp));
+    c.vp = static_cast<int>(accounted / (int64_t{c.pp} * *per_stage));
   }
   // A log's arguments block prints the derived virtual_pipeline_model_parallel_size too.
   if (const auto derived = r.integer("virtual_pipeline_model_parallel_size")) {
@@ -265,10 +297,8 @@ void read_layout(Reader& r, const MegatronArguments& arguments, UserRun& run) {
   const std::optional<int64_t> gbs = r.integer("global_batch_size");
   run.global_batch_given = gbs.has_value();
   c.global_batch = gbs ? to_int(*gbs, r, "global_batch_size") : c.micro_batch * c.dp;
-}
 
-// Precision: bf16 / fp16, fp8 and its scaling, fp8 parameter gather, TP overlap.
-void read_precision(Reader& r, const MegatronArguments& arguments, UserRun& run) {
+  // Precision.
   using predict::framework::Fp8Recipe;
   auto& recipe = run.recipe;
   const bool bf16 = r.flag("bf16"), fp16 = r.flag("fp16");
@@ -297,13 +327,8 @@ void read_precision(Reader& r, const MegatronArguments& arguments, UserRun& run)
   if (recipe.fp8_param_gather && recipe.precision != PrecisionName::kFp8) r.fail("fp8_param_gather", "needs --fp8-format");
   recipe.tp_comm_overlap = r.flag("tp_comm_overlap");
   recipe.gradient_accumulation_fusion = r.flag("gradient_accumulation_fusion", true);
-}
 
-// Techniques: sequence parallelism, distributed optimizer, overlaps, recompute.
-void read_techniques(Reader& r, UserRun& run) {
-  const LlamaSpec& m = run.model;
-  const ParallelConfig& c = run.config;
-  auto& recipe = run.recipe;
+  // Techniques.
   TrainingTechniques& t = recipe.techniques;
   t.sequence_parallel = r.flag("sequence_parallel") && c.tp > 1;  // Megatron-LM turns it off at tp 1
   t.vocab_parallel = c.tp > 1;  // Megatron-LM's embedding and output layer are vocabulary-parallel (no switch)
@@ -312,7 +337,12 @@ void read_techniques(Reader& r, UserRun& run) {
   t.overlap_parameter_gather = r.flag("overlap_param_gather");
   if (t.overlap_parameter_gather && !(t.distributed_optimizer && t.overlap_gradient_reduction))
     r.fail("overlap_param_gather", "needs --use-distributed-optimizer and --overlap-grad-reduce");
-  const std::string granularity = r.text("recompute_granularity").value_or("none");
+  // --recompute-activations: arguments.py validate_args sets recompute_granularity 'selective'.
+  const bool recompute_activations = r.flag("recompute_activations");
+  const std::optional<std::string> granularity_given = r.text("recompute_granularity");
+  if (recompute_activations && granularity_given && *granularity_given != "selective")
+    r.fail("recompute_granularity", "contradicts --recompute-activations (selective recompute)");
+  const std::string granularity = granularity_given.value_or(recompute_activations ? "selective" : "none");
   const std::optional<std::string> method = r.text("recompute_method");
   const std::optional<int64_t> recompute_layers = r.integer("recompute_num_layers");
   if (granularity == "selective") {
@@ -337,34 +367,60 @@ void read_techniques(Reader& r, UserRun& run) {
   } else if (granularity != "none") {
     r.fail("recompute_granularity", "not selective or full");
   }
-}
-
-}  // namespace
-
-static UserRun user_run_from_megatron_checked(const MegatronArguments& arguments) {
-  UserRun run;
-  run.source = arguments.source;
-  run.format = "megatron-args";
-  run.framework = predict::framework::Framework::kMegatronTe;
-  Reader r(arguments, run);
-  refuse_unmodelled(r, arguments);
-  read_model(r, arguments, run);
-  read_layout(r, arguments, run);
-  read_precision(r, arguments, run);
-  read_techniques(r, run);
+  // Dropout (transformer_config.py: hidden_dropout and attention_dropout default 0.1): its masks and kernels.
+  const auto dropout_of = [&](const char* key) {
+    const std::optional<std::string> value = r.text(key);
+    if (!value) return 0.1;
+    std::size_t used = 0;
+    double p = -1;
+    try {
+      p = std::stod(*value, &used);
+    } catch (const std::exception&) {
+      used = 0;
+    }
+    if (used == 0 || used != value->size() || !(p >= 0 && p < 1)) r.fail(key, "not a probability in [0, 1)");
+    return p;
+  };
+  const double hidden_dropout = dropout_of("hidden_dropout"), attention_dropout = dropout_of("attention_dropout");
+  recipe.dropout = hidden_dropout > 0 || attention_dropout > 0;
+  if (recipe.dropout && (!r.has("hidden_dropout") || !r.has("attention_dropout")))
+    run.assumed.push_back(
+        "dropout 0.1 where not given (Megatron-LM's default; LLaMA trains with --hidden-dropout 0 "
+        "--attention-dropout 0): predicted with dropout masks");
+  // What changes the time or the memory and the framework model does not represent: refused in one line.
+  for (const auto& [key, what] : std::initializer_list<std::pair<const char*, const char*>>{
+           {"use_torch_fsdp2", "PyTorch FSDP2 (parameters sharded and gathered per layer)"},
+           {"use_megatron_fsdp", "Megatron FSDP (parameters sharded and gathered per layer)"},
+           {"use_custom_fsdp", "Megatron's custom FSDP"},
+           {"cpu_offloading", "activations / weights offloaded to the CPU"},
+           {"optimizer_cpu_offload", "the optimizer offloaded to the CPU"},
+           {"enable_cuda_graph", "CUDA graphs"},
+           {"external_cuda_graph", "CUDA graphs"}}) {
+    if (r.flag(key))
+      r.fail(key, std::string(what) +
+                      " changes the time and the memory, which the framework model does not represent; "
+                      "predict the run without it");
+  }
+  if (const auto graphs = r.text("cuda_graph_impl"); graphs && lower(*graphs) != "none")
+    r.fail("cuda_graph_impl", "CUDA graphs change the time, which the framework model does not represent");
   // Read without effect: the framework model's attention is Transformer Engine's fused kernel, and it is Megatron-Core.
   r.text("use_mcore_models");
   r.text("use_flash_attn");
   r.text("attention_backend");
   r.text("tokenizer_type");
   r.text("tokenizer_model");
+  for (const std::string& also : arguments.also_read) run.read.push_back(also);
   r.list_unused();
   if (run.data_parallel_given) {
     try {
-      run.config.require_valid(run.model, 0);
+      c.require_valid(m, 0);
     } catch (const UserError& error) {
       throw UserError(arguments.source + ": " + error.what());
     }
+    // The one rule set: what Megatron-LM itself would refuse at start.
+    const std::vector<std::string> broken =
+        predict::framework::framework_violations(predict::framework::shape_of(m), c, run.recipe);
+    if (!broken.empty()) throw UserError(arguments.source + ": Megatron-LM would refuse this run: " + broken.front());
   }
   return run;
 }

@@ -28,6 +28,9 @@ struct MegatronArguments {
   std::map<std::string, std::string> shown_as;
   // Words of a command line that are neither an option nor its value, verbatim (listed as not understood).
   std::vector<std::string> stray;
+  // Keys a configuration states twice under different names, as "key: value (why)": the second of two
+  // that agree, a tokenizer's vocabulary beside the model's (issue 44: listed as read, not dropped).
+  std::vector<std::string> also_read;
   // The world size when the source states it (a torchrun line's --nproc-per-node x --nnodes, a log's
   // world_size): 0 when unknown; the key world_size, when present, wins.
   int world_size = 0;

@@ -4,6 +4,8 @@
 #include <cstdio>
 #include <cstdlib>
 
+#include "predict/framework/megatron_layout_rules.hpp"
+
 namespace itertime::formats {
 
 std::string megatron_command_line(const LlamaSpec& m, const ParallelConfig& c, const predict::framework::FrameworkRecipe& recipe,
@@ -37,6 +39,11 @@ std::string megatron_command_line(const LlamaSpec& m, const ParallelConfig& c, c
   add("--position-embedding-type", "rope");
   add("--rotary-base", num(m.rope_theta));
   add("--swiglu");
+  // LLaMA trains without dropout (Megatron-LM's default is 0.1: the reader predicts masks without these).
+  if (!recipe.dropout) {
+    add("--attention-dropout", "0.0");
+    add("--hidden-dropout", "0.0");
+  }
   add("--disable-bias-linear");
   if (!m.tie_word_embeddings) add("--untie-embeddings-and-output-weights");
   if (m.vocab_size == 128256) {
@@ -55,7 +62,20 @@ std::string megatron_command_line(const LlamaSpec& m, const ParallelConfig& c, c
   add("--tensor-model-parallel-size", std::to_string(c.tp));
   add("--pipeline-model-parallel-size", std::to_string(c.pp));
   if (c.cp > 1) add("--context-parallel-size", std::to_string(c.cp));
-  if (c.vp > 1) add("--num-layers-per-virtual-pipeline-stage", std::to_string(m.num_layers / (int64_t{c.pp} * c.vp)));
+  // The split of the one rule set (predict/framework/megatron_layout_rules.hpp), stated so that Megatron-LM
+  // builds the layers the prediction assumed; vp as arguments.py derives it: --num-layers-per-virtual-
+  // pipeline-stage counts the accounted embedding and loss as layers, and the uneven first / last ranks
+  // need --num-virtual-stages-per-pipeline-rank.
+  const predict::framework::PipelineSplit split =
+      predict::framework::resolve_pipeline_split(m.num_layers, c.pp, c.vp, recipe.pipeline_split);
+  const std::string split_options = predict::framework::pipeline_split_options(split);
+  if (!split_options.empty()) out += " " + split_options;
+  if (c.vp > 1 && (split.first_stage_layers > 0 || split.last_stage_layers > 0)) {
+    add("--num-virtual-stages-per-pipeline-rank", std::to_string(c.vp));
+  } else if (c.vp > 1) {
+    const int64_t accounted = m.num_layers + (split.account_for_embedding ? 1 : 0) + (split.account_for_loss ? 1 : 0);
+    add("--num-layers-per-virtual-pipeline-stage", std::to_string(accounted / (int64_t{c.pp} * c.vp)));
+  }
   add(recipe.precision == PrecisionName::kAmpFp16 ? "--fp16" : "--bf16");
   if (recipe.precision == PrecisionName::kFp8) {
     add("--fp8-format", "hybrid");

@@ -36,7 +36,7 @@ bool is_megatron_log(const LogText& log) {
   return false;
 }
 
-MegatronLog parse_megatron_log(const LogText& log, bool arguments_required) {
+MegatronLog parse_megatron_log(const LogText& log, bool arguments_required, bool timings_required) {
   MegatronLog out;
   out.arguments.source = log.source;
   const std::string& file = log.source;
@@ -89,6 +89,7 @@ MegatronLog parse_megatron_log(const LogText& log, bool arguments_required) {
       out.arguments.values[name] = value;
       continue;
     }
+    if (!timings_required) continue;  // the arguments block only (--from a log)
     const std::size_t elapsed = raw.find(kElapsed);
     const std::size_t iteration_at = raw.find(kIteration);
     if (elapsed == std::string::npos) {
@@ -149,6 +150,7 @@ MegatronLog parse_megatron_log(const LogText& log, bool arguments_required) {
   if (!block_done && arguments_required) {
     throw log_error(file, log.lines.size(), "no Megatron-LM arguments block ('" + std::string(kHeader) + "')");
   }
+  if (!timings_required) return out;
   if (out.intervals.empty()) {
     throw log_error(file, log.lines.size(), "no timing line ('iteration N/TOTAL | ... | elapsed time per iteration (ms): T')");
   }

@@ -37,7 +37,9 @@ struct MegatronLog {
 // `arguments_required` false: a log without an arguments block is read for its timing lines only (a
 // Megatron-Bridge log: NVIDIA-NeMo/Megatron-Bridge 067f987, src/megatron/bridge/training/utils/train_utils.py
 // prints the same timing line and saves its configuration to a YAML file instead of printing arguments).
-MegatronLog parse_megatron_log(const LogText& log, bool arguments_required = true);
+// `timings_required` false (--from a log: its arguments only): the timing lines are not read, and a log
+// without any is accepted; the arguments block is then required.
+MegatronLog parse_megatron_log(const LogText& log, bool arguments_required = true, bool timings_required = true);
 
 // Whether `log` looks like a Megatron-LM log (a timing line's label or the arguments header in it).
 bool is_megatron_log(const LogText& log);

@@ -53,44 +53,18 @@ std::string lower(std::string text) {
 
 // The dest names these config classes share with Megatron-LM's arguments.
 const std::vector<std::string>& same_names() {
-  static const std::vector<std::string> names = {"num_layers",
-                                                 "hidden_size",
-                                                 "ffn_hidden_size",
-                                                 "num_attention_heads",
-                                                 "num_query_groups",
-                                                 "kv_channels",
-                                                 "seq_length",
-                                                 "max_position_embeddings",
-                                                 "micro_batch_size",
-                                                 "global_batch_size",
-                                                 "tensor_model_parallel_size",
-                                                 "pipeline_model_parallel_size",
-                                                 "context_parallel_size",
-                                                 "sequence_parallel",
-                                                 "use_distributed_optimizer",
-                                                 "overlap_grad_reduce",
-                                                 "overlap_param_gather",
-                                                 "recompute_granularity",
-                                                 "recompute_method",
-                                                 "recompute_num_layers",
-                                                 "bf16",
-                                                 "fp16",
-                                                 "fp8",
-                                                 "fp8_recipe",
-                                                 "fp8_param_gather",
-                                                 "tp_comm_overlap",
-                                                 "vocab_size",
-                                                 "normalization",
-                                                 "position_embedding_type",
-                                                 "rotary_base",
-                                                 "make_vocab_size_divisible_by",
-                                                 "transformer_impl",
-                                                 "add_bias_linear",
-                                                 "tokenizer_type",
-                                                 "tokenizer_model",
-                                                 "num_experts",
-                                                 "gradient_accumulation_fusion",
-                                                 "group_query_attention"};
+  static const std::vector<std::string> names = {
+      "num_layers", "hidden_size", "ffn_hidden_size", "num_attention_heads", "num_query_groups", "kv_channels", "seq_length",
+      "max_position_embeddings", "micro_batch_size", "global_batch_size", "tensor_model_parallel_size",
+      "pipeline_model_parallel_size", "context_parallel_size", "sequence_parallel", "use_distributed_optimizer",
+      "overlap_grad_reduce", "overlap_param_gather", "recompute_granularity", "recompute_method", "recompute_num_layers", "bf16",
+      "fp16", "fp8", "fp8_recipe", "fp8_param_gather", "tp_comm_overlap", "vocab_size", "normalization",
+      "position_embedding_type", "rotary_base", "make_vocab_size_divisible_by", "transformer_impl", "add_bias_linear",
+      "tokenizer_type", "tokenizer_model", "num_experts", "gradient_accumulation_fusion", "group_query_attention",
+      // issue 44: what changes the split, the time or the memory
+      "account_for_embedding_in_pipeline_split", "account_for_loss_in_pipeline_split", "hidden_dropout", "attention_dropout",
+      "cpu_offloading", "enable_cuda_graph", "external_cuda_graph", "cuda_graph_impl", "use_megatron_fsdp", "use_custom_fsdp",
+      "use_torch_fsdp2", "optimizer_cpu_offload"};
   return names;
 }
 
@@ -115,9 +89,17 @@ static MegatronArguments nemo_arguments_checked(const std::string& yaml_text, co
   int devices = 0, nodes = 0;
   const auto set = [&](const std::string& dest, const std::string& value, const Leaf& leaf) {
     const auto previous = out.values.find(dest);
-    if (previous != out.values.end() && lower(previous->second) != lower(value)) {
+    if (previous != out.values.end() && lower(previous->second) == lower(value)) {
+      out.also_read.push_back(leaf.key + ": " + leaf.value + " (agrees with " + out.shown_as[dest] + ")");
+      return;
+    }
+    if (previous != out.values.end()) {
       if (dest == "vocab_size") {  // the model's vocabulary wins over a tokenizer's
-        if (leaf.key.rfind("model.", 0) != 0) return;
+        if (leaf.key.rfind("model.", 0) != 0) {
+          out.also_read.push_back(leaf.key + ": " + value + " (a tokenizer's; " + out.shown_as[dest] + " wins)");
+          return;
+        }
+        out.also_read.push_back(out.shown_as[dest] + ": " + previous->second + " (a tokenizer's; " + leaf.key + " wins)");
       } else {
         throw UserError(source + ":" + std::to_string(leaf.line) + ": " + leaf.key + ": " + value + " contradicts " +
                         out.shown_as[dest] + ": " + previous->second + " (line " + std::to_string(out.line_of[dest]) + ")");
@@ -144,8 +126,13 @@ static MegatronArguments nemo_arguments_checked(const std::string& yaml_text, co
     const std::string name = leaf_name(leaf.key);
     if (std::find(same_names().begin(), same_names().end(), name) != same_names().end()) {
       if (name == "vocab_size" && leaf.key.rfind("model.", 0) != 0 && out.values.count("vocab_size") &&
-          out.shown_as["vocab_size"].rfind("model.", 0) == 0)
+          out.shown_as["vocab_size"].rfind("model.", 0) == 0) {
+        if (lower(out.values["vocab_size"]) != lower(leaf.value))  // (an equal one: set() lists it as agreeing)
+          out.also_read.push_back(leaf.key + ": " + leaf.value + " (a tokenizer's; " + out.shown_as["vocab_size"] + " wins)");
+        else
+          out.also_read.push_back(leaf.key + ": " + leaf.value + " (agrees with " + out.shown_as["vocab_size"] + ")");
         continue;  // a tokenizer's vocabulary after the model's
+      }
       set(name, leaf.value, leaf);
     } else if (name == "gated_linear_unit") {
       set("swiglu", leaf.value, leaf);
@@ -155,6 +142,10 @@ static MegatronArguments nemo_arguments_checked(const std::string& yaml_text, co
       set("norm_epsilon", leaf.value, leaf);
     } else if (name == "virtual_pipeline_model_parallel_size") {
       set("num_virtual_stages_per_pipeline_rank", leaf.value, leaf);
+    } else if (name == "num_layers_in_first_pipeline_stage") {  // TransformerConfig's name of the option
+      set("decoder_first_pipeline_num_layers", leaf.value, leaf);
+    } else if (name == "num_layers_in_last_pipeline_stage") {
+      set("decoder_last_pipeline_num_layers", leaf.value, leaf);
     } else if (name == "num_moe_experts") {
       set("num_experts", leaf.value, leaf);
     } else if (name == "fp8_param") {
@@ -187,6 +178,13 @@ static MegatronArguments nemo_arguments_checked(const std::string& yaml_text, co
     }
   }
   if (devices > 0) out.world_size = devices * (nodes > 0 ? nodes : 1);
+  // NeMo's and Megatron-Bridge's LLaMA providers train without dropout (hidden_dropout and attention_dropout
+  // 0.0, where Megatron-LM's own default is 0.1): a dump without the keys is read as theirs, and says so.
+  for (const char* key : {"hidden_dropout", "attention_dropout"}) {
+    if (out.values.count(key) != 0) continue;
+    out.values[key] = "0";
+    out.shown_as[key] = std::string("model.") + key + " (absent: the LLaMA providers' default)";
+  }
   return out;
 }
 

@@ -168,6 +168,9 @@ static UserRun read_torchtitan_toml_text_checked(const std::string& toml_text, c
   set("swiglu", "true", "model.flavor");
   set("add_bias_linear", "false", "model.flavor");
   set("untie_embeddings_and_output_weights", "true", "model.flavor");
+  // torchtitan's llama3 has no dropout layer (Megatron-LM's default would be 0.1: issue 44).
+  set("hidden_dropout", "0", "model.flavor");
+  set("attention_dropout", "0", "model.flavor");
 
   const auto seq = t.integer("training.seq_len");
   if (!seq) throw UserError(source + ": no training.seq_len (the sequence length); give it");

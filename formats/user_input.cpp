@@ -6,6 +6,7 @@
 #include "common/errors.hpp"
 #include "common/input_file.hpp"
 #include "formats/megatron_args.hpp"
+#include "formats/megatron_log.hpp"
 #include "formats/nemo_config.hpp"
 #include "formats/torchtitan_toml.hpp"
 
@@ -61,6 +62,15 @@ InputFormat detect_format(const std::string& path, const std::string& text) {
 
 UserRun read_user_run(const std::string& path, InputFormat format) {
   const std::string text = read_input_file(path, {"no such file", "is a directory; pass a configuration file", "cannot be read"});
+  // A Megatron-LM training log (issue 44): its arguments block, as Megatron-LM printed what it ran.
+  if (format == InputFormat::kAuto || format == InputFormat::kMegatronArgs) {
+    const LogText log = log_from_text(path, text);
+    if (is_megatron_log(log)) {
+      UserRun from_log = user_run_from_megatron(parse_megatron_log(log, true, false).arguments);
+      from_log.format = "megatron-log";
+      return from_log;
+    }
+  }
   if (format == InputFormat::kAuto) format = detect_format(path, text);
   UserRun run;
   switch (format) {

@@ -4,6 +4,8 @@
 //    (.yaml/.yml: nemo; .toml: torchtitan; .sh/.args/.txt: megatron-args), else the content's: a TOML
 //    table header of torchtitan ([model], [training], [parallelism]) is torchtitan, a line starting "--" or a
 //    launcher line (.py) is megatron-args, a YAML mapping is nemo. Undecided is a UserError naming the choices.
+//  - A Megatron-LM training log (its arguments block's header or a timing line in it) is read for its
+//    arguments block (megatron_log.hpp), whatever the extension or --from-format megatron-args.
 //  - Every reader's errors name the file (and the line where there is one).
 #pragma once
 

@@ -2,6 +2,7 @@
 #include "formats/user_run.hpp"
 
 #include "common/errors.hpp"
+#include "predict/framework/megatron_layout_rules.hpp"
 
 namespace itertime::formats {
 
@@ -33,6 +34,11 @@ UserRun with_data_parallel(UserRun run, int dp, const std::string& why) {
     run.config.require_valid(run.model, 0);
   } catch (const UserError& error) {
     throw UserError(run.source + " with " + why + ": " + error.what());
+  }
+  if (run.framework == predict::framework::Framework::kMegatronTe) {  // the one rule set (megatron_layout_rules.hpp)
+    const std::vector<std::string> broken =
+        predict::framework::framework_violations(predict::framework::shape_of(run.model), run.config, run.recipe);
+    if (!broken.empty()) throw UserError(run.source + " with " + why + ": Megatron-LM would refuse this run: " + broken.front());
   }
   return run;
 }

@@ -63,8 +63,16 @@ std::vector<OptionRow<PlanCommand>> plan_options() {
        [](C& c) -> Field { return &c.request.all_recipes; }},
       {"--device-memory-gib", "Device memory; larger configurations are infeasible (default: the GPU description's memory)",
        [](C& c) -> Field { return &c.request.device_memory_gib; }},
+      {"--memory-margin-gib",
+       "megatron-te: headroom kept beside the peak and the runtime reserve (CUDA context, NCCL buffers) for the allocator's "
+       "fragmentation (default 1)",
+       [](C& c) -> Field { return &c.request.memory_margin_gib; }},
       hardware_row<C>(),
       efficiency_row<C>(),
+      {"--fitted",
+       "With --framework megatron-te: terms fitted on your cluster's logs (`itertime fit --framework megatron-te`); ties "
+       "then within the fit's leave-one-model-out MAPE",
+       [](C& c) -> Field { return &c.request.fitted; }},
       {"--top", "How many to list", [](C& c) -> Field { return &c.request.top; }, true},
       {"--framework",
        "itertime (its own trainer) or megatron-te (Megatron-Core + Transformer Engine on --hardware, from published kernel "

@@ -67,6 +67,10 @@ std::vector<OptionRow<PredictCommand>> predict_options() {
       {"--device-memory-gib", "Flag configurations whose peak memory exceeds this (default: the GPU description's memory)",
        [](C& c) -> Field { return &c.request.device_memory_gib; }},
       hardware_row<C>(),
+      {"--fitted",
+       "With --framework megatron-te: terms fitted on your cluster's logs (`itertime fit --framework megatron-te`), quoted "
+       "with the fit's leave-one-model-out range",
+       [](C& c) -> Field { return &c.request.fitted; }},
       efficiency_row<C>(),
       {"--nodes", "With --hardware: the nodes the layout fills (checked against its ranks)",
        [](C& c) -> Field { return &c.request.nodes; }},

@@ -64,6 +64,18 @@ std::vector<Finding> check_answer(const AnswerFacts& f) {
          "the figures it rests on do not hold for this configuration: predict one nearer the calibration, "
          "or calibrate the device it is for"});
   }
+  const double needed = static_cast<double>(f.peak_memory_bytes + f.memory_reserve_bytes);
+  if (f.device_memory_bytes > 0 && f.peak_memory_bytes > 0 && needed > f.device_memory_bytes) {
+    const double gib = 1024.0 * 1024.0 * 1024.0;
+    out.push_back({"exceeds_device_memory", true,
+                   "the layout needs " + fixed(needed / gib, 2) + " GiB per GPU (peak " +
+                       fixed(static_cast<double>(f.peak_memory_bytes) / gib, 2) + " GiB + " +
+                       fixed(static_cast<double>(f.memory_reserve_bytes) / gib, 2) +
+                       " GiB of CUDA context, workspaces and NCCL buffers), more than the device's " +
+                       fixed(f.device_memory_bytes / gib, 2) + " GiB: the run would stop out of memory",
+                   "lower the memory: raise --tp, --pp or --cp, use a recipe with dopt (the distributed optimizer) or "
+                   "rc-sel / rc-full (recompute), or a smaller --mbs; itertime plan lists the layouts that fit"});
+  }
   return out;
 }
 

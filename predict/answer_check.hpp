@@ -20,6 +20,10 @@
 //    of profiled-like sizes (a new sequence length, a new layout), is what the builder is for.
 //  - faster_than_peak: the model FLOPs per second exceed the device's dense peak for the precision's math
 //    (MFU > kMaxPlausibleMfu): no run can be that fast, so the figures it rests on are wrong for it.
+//  - exceeds_device_memory (issue 44): the layout's peak memory plus what the process holds beside it
+//    (memory_reserve_bytes: the CUDA context, workspaces, NCCL's buffers) is more than the device has:
+//    the run would stop with an out-of-memory error, so its time is no answer. The hint names what lowers
+//    the memory.
 // Inputs that are unknown are left at their defaults and their checks pass (no MFU without a peak, no
 // precision check without a calibration, no reach when either FLOP count is 0).
 #pragma once
@@ -54,10 +58,14 @@ struct AnswerFacts {
   double extrapolated_fraction = 0;   // share of compute time from the operator regression
   double largest_matmul_flops = 0;    // the configuration's largest matrix product, FLOPs per call
   double largest_profiled_flops = 0;  // the calibration's largest profiled operator, FLOPs per call
+  int64_t peak_memory_bytes = 0;      // the layout's peak (allocated) memory per GPU; 0: unknown
+  int64_t memory_reserve_bytes = 0;   // beside it: CUDA context, workspaces, NCCL buffers
+  double device_memory_bytes = 0;     // the device's memory (GiB as the driver reports it); 0: no limit known
 };
 
 struct Finding {
-  std::string code;     // precision_not_calibrated | operators_without_time | far_extrapolation | faster_than_peak
+  std::string code;     // precision_not_calibrated | operators_without_time | far_extrapolation | faster_than_peak |
+                        // exceeds_device_memory
   bool refuse = true;   // false: shown (a FLAG line), the answer still printed
   std::string message;  // what is wrong, with its figures (one line, no trailing period)
   std::string hint;     // what to do about it (one line)

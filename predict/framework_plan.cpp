@@ -5,6 +5,7 @@
 
 #include "common/errors.hpp"
 #include "common/training_techniques.hpp"
+#include "predict/framework/megatron_layout_rules.hpp"
 #include "predict/framework/megatron_memory.hpp"
 #include "predict/throughput.hpp"
 
@@ -23,6 +24,20 @@ framework::FrameworkTarget framework_target(const std::string& hardware_name, co
   return target;
 }
 
+framework::Framework default_framework(const std::string& hardware_name, bool calibration_given, const std::string& dir) {
+  if (hardware_name.empty() || calibration_given) return framework::Framework::kItertime;
+  try {
+    return load_hardware_spec(dir + "/" + hardware_name + ".json").kind == DeviceKind::kGpu ? framework::Framework::kMegatronTe
+                                                                                            : framework::Framework::kItertime;
+  } catch (const UserError&) {
+    return framework::Framework::kItertime;  // the caller names the missing description
+  }
+}
+
+framework::RuntimeReserve runtime_reserve(const framework::FrameworkTarget& target, const ParallelConfig& config) {
+  return framework::megatron_runtime_reserve(config, infer_nccl_generation(target.hardware) != NcclGeneration::kAmpere);
+}
+
 Prediction to_prediction(const framework::FrameworkPrediction& f) {
   Prediction p;
   p.total_us = f.total_us;
@@ -34,6 +49,11 @@ Prediction to_prediction(const framework::FrameworkPrediction& f) {
   p.bubble_us = f.bubble_us;
   p.dp_comm_us = f.dp_comm_us;
   p.optimizer_us = f.optimizer_us;
+  p.training_costs_us = {{"clock", f.clock_us},
+                         {"contention", f.contention_us},
+                         {"sync", f.sync_us},
+                         {"host", f.host_us},
+                         {"straggler", f.straggler_us}};
   p.op_calls = f.kernel_launches;
   p.stage_forward_us = {f.stage_forward_us};
   p.stage_backward_us = {f.stage_backward_us};
@@ -61,17 +81,26 @@ namespace {
 
 PlanEntry framework_entry(const PlanOptions& options, const framework::FrameworkTarget& target,
                           const framework::TransformerShape& shape, const ParallelConfig& config,
-                          const framework::FrameworkRecipe& recipe, framework::FrameworkPassCache& cache) {
+                          const framework::FrameworkRecipe& recipe, framework::FrameworkPassCache& cache, double margin_bytes) {
   PlanEntry entry;
   entry.config = config;
   entry.precision = recipe.precision;
   entry.techniques = recipe.techniques;
   entry.framework_switches = framework_switches(recipe);
   entry.framework_recipe = recipe;
+  const std::vector<std::string> broken = framework::framework_violations(shape, config, recipe);
+  if (!broken.empty()) {
+    entry.reason = "Megatron-LM refuses it: " + broken.front();
+    return entry;
+  }
   const double peak = static_cast<double>(framework::megatron_te_peak_memory_bytes(shape, config, recipe));
   entry.peak_memory_bytes = peak;
-  if (options.device_memory_bytes > 0 && peak > options.device_memory_bytes) {
-    entry.reason = "exceeds the device memory (not predicted)";
+  const double needed = peak + static_cast<double>(runtime_reserve(target, config).total_bytes()) + margin_bytes;
+  if (options.device_memory_bytes > 0 && needed > options.device_memory_bytes) {
+    entry.reason = peak > options.device_memory_bytes
+                       ? "exceeds the device memory (not predicted)"
+                       : "exceeds the device memory with the runtime reserve (CUDA context, NCCL buffers) and the plan's "
+                         "margin (not predicted)";
     entry.over_memory = true;
     return entry;
   }
@@ -91,7 +120,8 @@ PlanEntry framework_entry(const PlanOptions& options, const framework::Framework
 // recipe and fp8 parameters on and off with fp8, TP comm overlap on and off where sequence parallelism is
 // on, in that nesting order.
 std::vector<framework::FrameworkRecipe> framework_variants(PrecisionName precision, const TrainingTechniques& techniques,
-                                                           const ParallelConfig& config, const FrameworkPlanSpace& space) {
+                                                           const ParallelConfig& config, const FrameworkPlanSpace& space,
+                                                           const framework::PipelineSplit& split) {
   const bool fp8 = precision == PrecisionName::kFp8;
   const std::vector<framework::Fp8Recipe> scalings =
       fp8 ? space.fp8_recipes : std::vector<framework::Fp8Recipe>{framework::Fp8Recipe::kDelayed};
@@ -107,6 +137,7 @@ std::vector<framework::FrameworkRecipe> framework_variants(PrecisionName precisi
         recipe.fp8_param_gather = fp8_params;
         recipe.techniques = techniques;
         recipe.tp_comm_overlap = overlap;
+        recipe.pipeline_split = split;
         out.push_back(recipe);
       }
     }
@@ -150,6 +181,10 @@ PlanResult plan_framework_search(const PlanOptions& options, const framework::Fr
   for (const ParallelConfig& config : layouts) {
     if (!framework::layout_violations(shape, config).empty()) continue;  // illegal layouts are not listed
     ++result.counts.legal_layouts;
+    // The split Megatron-LM runs at this layout (the plain one, else NeMo's embedding + loss accounting),
+    // fixed so that the launch line states it (formats/megatron_emit.hpp) and reads back to it.
+    framework::PipelineSplit split = framework::resolve_pipeline_split(shape.layers, config.pp, config.vp, {});
+    split.given = true;
     for (PrecisionName precision : runnable) {
       std::vector<std::string> seen;  // recipes that collapse to one at this layout are listed once
       for (TrainingTechniques techniques : options.recipes) {
@@ -161,8 +196,8 @@ PlanResult plan_framework_search(const PlanOptions& options, const framework::Fr
         const std::string text = recipe_text(techniques);
         if (std::find(seen.begin(), seen.end(), text) != seen.end()) continue;
         seen.push_back(text);
-        for (const framework::FrameworkRecipe& recipe : framework_variants(precision, techniques, config, space)) {
-          entries.push_back(framework_entry(options, target, shape, config, recipe, cache));
+        for (const framework::FrameworkRecipe& recipe : framework_variants(precision, techniques, config, space, split)) {
+          entries.push_back(framework_entry(options, target, shape, config, recipe, cache, space.memory_margin_bytes));
         }
       }
     }
@@ -177,7 +212,12 @@ PlanResult plan_framework_search(const PlanOptions& options, const framework::Fr
     recipe.precision = v.precision;
     recipe.techniques = at_dp(v.techniques, v.config.reduction_ranks());
     if (recipe.tp_comm_overlap && !(recipe.techniques.sequence_parallel && v.config.tp > 1)) recipe.tp_comm_overlap = false;
-    return static_cast<double>(framework::megatron_te_peak_memory_bytes(shape, v.config, recipe));
+    recipe.pipeline_split = framework::resolve_pipeline_split(shape.layers, v.config.pp, v.config.vp, {});
+    recipe.pipeline_split.given = true;
+    if (!framework::framework_violations(shape, v.config, recipe).empty()) return std::nullopt;
+    // What must fit: the allocated peak, the runtime reserve and the plan's margin.
+    return static_cast<double>(framework::megatron_te_peak_memory_bytes(shape, v.config, recipe)) +
+           static_cast<double>(runtime_reserve(target, v.config).total_bytes()) + space.memory_margin_bytes;
   };
   finish_plan(result, options, memory_of, framework_precision_refusal(target, PrecisionName::kFp8).empty());
   if (entries.empty()) {

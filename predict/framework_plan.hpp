@@ -8,8 +8,11 @@
 //    and vp given (vp > 1 only where pp > 1), precision given the GPU has the math for (fp8: an fp8 peak),
 //    each recipe given (sequence parallelism on only where tp > 1, as Megatron needs; overlap only where
 //    dp*cp > 1), each fp8 scaling recipe with fp8, TP comm overlap on and off where sequence parallelism
-//    is on, fp8 parameters (--fp8-param-gather) on and off with fp8. Each candidate's memory (framework/megatron_memory.hpp) is
-//    checked before it is predicted; the layouts the framework refuses come back infeasible with the reason.
+//    is on, fp8 parameters (--fp8-param-gather) on and off with fp8; the layer split the one rule set
+//    (framework/megatron_layout_rules.hpp) resolves, fixed in the recipe so that --emit states it. Each
+//    candidate's memory (framework/megatron_memory.hpp) plus the runtime reserve plus
+//    FrameworkPlanSpace::memory_margin_bytes is checked against the device before it is predicted; the
+//    layouts and recipes Megatron-LM refuses come back infeasible with the reason.
 //  - Entries: feasible ones fastest first, then infeasible in candidate order (as plan()), ranked with ties
 //    (PlanOptions::tie_fraction), counted, explained when empty, with memory guidance when none fits.
 #pragma once
@@ -19,6 +22,7 @@
 
 #include "common/hardware_spec.hpp"
 #include "predict/framework/framework_predictor.hpp"
+#include "predict/framework/megatron_memory.hpp"
 #include "predict/plan.hpp"
 #include "predict/predictor.hpp"
 
@@ -26,6 +30,14 @@ namespace itertime::predict {
 
 // The target for --hardware NAME: the description (from `dir`) and its kernel figures.
 framework::FrameworkTarget framework_target(const std::string& hardware_name, const std::string& dir = hardware_dir());
+
+// The framework a question that names none gets (issue 44): megatron-te on a GPU description
+// (`hardware_name`, a data/hardware file of kind gpu) when no calibration of itertime's own trainer is
+// given (`calibration_given`: a calibration or model file, --efficiency, --blind); itertime otherwise
+// (no --hardware, a CPU node, or a calibration). A name with no description is left to the caller's own
+// error (itertime: it names the descriptions).
+framework::Framework default_framework(const std::string& hardware_name, bool calibration_given,
+                                       const std::string& dir = hardware_dir());
 
 // The reporters' record of a framework prediction (no calibration factor, no extrapolation).
 Prediction to_prediction(const framework::FrameworkPrediction& prediction);
@@ -38,11 +50,20 @@ std::string framework_switches(const framework::FrameworkRecipe& recipe);
 // overlapped gradient reduction and parameter gather, with recompute none, selective and full.
 std::vector<TrainingTechniques> megatron_recipes();
 
+// The headroom plan keeps beside the runtime reserve (framework/megatron_memory.hpp RuntimeReserve) for
+// the caching allocator's fragmentation, which no public figure bounds: a stated policy, 1 GiB.
+inline constexpr double kDefaultPlanMemoryMarginBytes = 1024.0 * 1024.0 * 1024.0;
+
 struct FrameworkPlanSpace {
   std::vector<framework::Fp8Recipe> fp8_recipes = {framework::Fp8Recipe::kDelayed};
   std::vector<bool> tp_comm_overlap = {false, true};
   std::vector<bool> fp8_param_gather = {false, true};  // with fp8 only
+  // A candidate fits when its allocated peak + the runtime reserve + this margin <= the device memory.
+  double memory_margin_bytes = kDefaultPlanMemoryMarginBytes;
 };
+
+// The runtime reserve of a layout on the target (CUDA context, cuBLAS workspace, NCCL buffers).
+framework::RuntimeReserve runtime_reserve(const framework::FrameworkTarget& target, const ParallelConfig& config);
 
 std::vector<PlanEntry> plan_framework(const PlanOptions& options, const framework::FrameworkTarget& target,
                                       const FrameworkPlanSpace& space = {});  // plan_framework_search(...).entries

@@ -120,6 +120,9 @@ struct Prediction {
   // reduction and (opg) the exposed parameter gather (the largest wait over the ranks):
   double compute_us = 0, tp_comm_us = 0, pp_comm_us = 0, bubble_us = 0, dp_comm_us = 0, optimizer_us = 0;
   double cp_comm_us = 0;  // context parallelism's key/value all-gathers and their gradients' reduce-scatters
+  // The framework model's training-condition lines (clock, contention, sync, host, straggler), each a
+  // part of the sum too (empty for itertime's own trainer).
+  std::vector<std::pair<std::string, double>> training_costs_us;
   int critical_rank = 0;
   double split_raw_us = 0;  // the raw step the parts sum to (raw_total_us's simulated form)
   // total_us == split_raw_us + overhead_total_us + calibration_adjust_us (up to rounding):

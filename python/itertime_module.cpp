@@ -81,7 +81,10 @@ std::vector<Keyword<Request>> shared_keywords() {
                     from.megatron_args),
       ITERTIME_TEXT(Request, "hardware", "--hardware", "a data/hardware description", hardware),
       ITERTIME_TEXT(Request, "efficiency", "--efficiency", "operator efficiencies to carry to hardware", efficiency),
-      ITERTIME_TEXT(Request, "framework", "--framework", "itertime (default) or megatron-te", framework),
+      ITERTIME_TEXT(Request, "framework", "--framework",
+                    "itertime or megatron-te (default: megatron-te on a GPU description without a calibration)", framework),
+      ITERTIME_TEXT(Request, "fitted", "--fitted", "megatron-te: terms fitted on logs (`itertime fit --framework megatron-te`)",
+                    fitted),
   };
 }
 
@@ -161,6 +164,9 @@ const std::vector<Keyword<PlanRequest>>& plan_keywords() {
           ITERTIME_FLAG(PlanRequest, "all_recipes", "--all-recipes", "every recipe the predictor models", all_recipes),
           Keyword<PlanRequest>{"device_memory_gib", "--device-memory-gib", Kind::kFloat, "device memory",
                                [](PlanRequest& r, const Value& v) { r.device_memory_gib = v.number; }, 0, INT_MAX},
+          Keyword<PlanRequest>{"memory_margin_gib", "--memory-margin-gib", Kind::kFloat,
+                               "megatron-te: headroom beside the peak and the runtime reserve (default 1)",
+                               [](PlanRequest& r, const Value& v) { r.memory_margin_gib = v.number; }, 0, INT_MAX},
           ITERTIME_INT(PlanRequest, "top", "--top", "how many candidates to return (default 10)", top, 0),
           ITERTIME_TEXTS(PlanRequest, "fp8_recipes", "--fp8-recipes", "megatron-te: fp8 recipes (default ['delayed'])",
                          fp8_recipes),

@@ -1,6 +1,7 @@
 // plan_query.cpp: see the header.
 #include "query/plan_query.hpp"
 
+#include <cmath>
 #include <string>
 #include <vector>
 
@@ -8,6 +9,7 @@
 #include "common/model_spec.hpp"
 #include "common/training_techniques.hpp"
 #include "formats/megatron_emit.hpp"
+#include "predict/framework/framework_fit.hpp"
 #include "predict/framework_plan.hpp"
 #include "predict/prediction_range.hpp"
 #include "validate/validation_mape.hpp"
@@ -85,9 +87,16 @@ void choose_tie(const PlanRequest& a, bool megatron, predict::PlanOptions& optio
       throw UserError("--tie-pct " + std::to_string(a.tie_pct) + ": give a percentage within 0 and 100");
     options.tie_fraction = a.tie_pct / 100.0;
     options.tie_source = "--tie-pct";
+  } else if (megatron && !a.fitted.empty()) {
+    const predict::framework::FrameworkFit fit = predict::framework::read_fitted_terms(a.fitted);
+    options.tie_fraction = (std::isfinite(fit.lomo_mape_pct) ? fit.lomo_mape_pct : predict::kFrameworkPublishedMapePct) / 100.0;
+    options.tie_source = std::isfinite(fit.lomo_mape_pct)
+                             ? "the fit's leave-one-model-out MAPE, " + a.fitted
+                             : "every published run's MAPE (the fit in " + a.fitted + " saw one model only)";
   } else if (megatron) {
-    options.tie_fraction = predict::kFrameworkPublishedMapePct / 100.0;
-    options.tie_source = "the framework model's MAPE on published figures, itertime score-published";
+    options.tie_fraction = predict::framework_tie_fraction(a.hardware);
+    options.tie_source =
+        "the described framework model's MAPE on published runs of this GPU generation, itertime score-published";
   } else if (const auto stored = a.source.empty() ? std::nullopt : validate::read_validation_mape(a.source, "", false)) {
     options.tie_fraction = stored->mape_pct / 100.0;
     options.tie_source = "the calibration's MAPE over its " + std::to_string(stored->count) +
@@ -122,7 +131,8 @@ void set_launch_line(const PlanRequest& a, PlanAnswer& answer) {
 void plan_framework(const PlanRequest& a, bool recipes_fixed, predict::FrameworkPlanSpace& space, PlanAnswer& answer) {
   predict::PlanOptions& options = answer.options;
   if (!a.source.empty()) throw UserError("plan --framework megatron-te takes no calibration or model file (" + a.source + ")");
-  const predict::framework::FrameworkTarget target = predict::framework_target(a.hardware);
+  predict::framework::FrameworkTarget target = predict::framework_target(a.hardware);
+  if (!a.fitted.empty()) predict::framework::apply_fitted_terms(target, a.fitted);
   if (!recipes_fixed) options.recipes = predict::megatron_recipes();
   space.fp8_recipes.clear();
   for (const auto& r : a.fp8_recipes) space.fp8_recipes.push_back(predict::framework::parse_fp8_recipe(r));
@@ -185,11 +195,16 @@ std::unique_ptr<PlanAnswer> answer_plan(const PlanRequest& request) {
   options.recipes.clear();
   for (const auto& r : a.recipes) options.recipes.push_back(parse_recipe_option(r, "--recipes"));
   if (a.all_recipes) options.recipes = predict::modelled_recipes();
+  if (!a.was_given("--framework") && !answer->from_run)  // issue 44: a GPU question gets the GPU's framework
+    a.framework =
+        predict::framework::to_string(predict::default_framework(a.hardware, !a.source.empty() || !a.efficiency.empty()));
+  if (a.memory_margin_gib >= 0) space.memory_margin_bytes = a.memory_margin_gib * 1024.0 * 1024.0 * 1024.0;
   answer->question.source = a.source;
   set_launch_line(a, *answer);
   answer->question.nodes = a.nodes;
   const bool megatron = predict::framework::parse_framework(a.framework) == predict::framework::Framework::kMegatronTe;
   answer->question.framework = predict::framework::to_string(predict::framework::parse_framework(a.framework));
+  if (!megatron && !a.fitted.empty()) throw UserError("--fitted needs --framework megatron-te (terms fitted on logs)");
   choose_tie(a, megatron, options);
   answer->top = a.top;
   if (megatron) {

@@ -38,10 +38,12 @@ struct PlanRequest {
   std::vector<std::string> recipes = {"plain"};  // not given: plain (megatron-te: NeMo's recipes)
   bool all_recipes = false;
   double device_memory_gib = 0;
+  double memory_margin_gib = -1;  // -1: FrameworkPlanSpace's default (issue 44)
   std::string hardware, efficiency;
+  std::string fitted;  // the framework model's terms fitted on logs (megatron-te)
   int nodes = 0;
-  int64_t ranks_per_node = -1;  // on a calibration (-1: not given, its own)
-  std::string framework = "itertime";
+  int64_t ranks_per_node = -1;         // on a calibration (-1: not given, its own)
+  std::string framework = "itertime";  // not given (nor by --from): default_framework's, by the device
   std::vector<std::string> fp8_recipes = {"delayed"};
   double tie_pct = 10;  // used when given (--tie-pct); else the default of the framework (above)
   // The options the user gave, by their command-line names ("--gbs", "--recipes", ...).

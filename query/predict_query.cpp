@@ -14,6 +14,7 @@
 #include "common/training_techniques.hpp"
 #include "predict/answer_check.hpp"
 #include "predict/fit_model.hpp"
+#include "predict/framework/framework_fit.hpp"
 #include "predict/framework/megatron_memory.hpp"
 #include "predict/framework_plan.hpp"
 #include "predict/memory/memory_model.hpp"
@@ -148,14 +149,16 @@ void refuse_or_flag(std::vector<predict::Finding> findings, bool allow, validate
 // --framework megatron-te: the stage Megatron-Core with Transformer Engine runs, on a GPU description's
 // published kernel figures; no calibration.
 validate::PredictionRecord framework_record(const PredictArgs& given, PredictArgs a, const LlamaSpec& spec,
-                                            const ParallelConfig& config) {
+                                            const ParallelConfig& config, const std::optional<formats::UserRun>& from_run) {
   if (!a.source.empty()) {
     throw UserError(
         "--framework megatron-te predicts from the GPU's published kernel figures: give no calibration or model file (" +
         a.source + ")");
   }
   if (a.blind || !a.efficiency.empty()) throw UserError("--framework megatron-te takes neither --blind nor --efficiency");
-  const predict::framework::FrameworkTarget target = predict::framework_target(a.hardware);
+  predict::framework::FrameworkTarget target = predict::framework_target(a.hardware);
+  std::optional<predict::framework::FrameworkFit> fitted;
+  if (!a.fitted.empty()) fitted = predict::framework::apply_fitted_terms(target, a.fitted);
   check_nodes(a.nodes, config.world_size(), target.hardware);
   if (!a.was_given("--precision")) a.precision = "amp-bf16";  // the framework trains in mixed precision on GPUs
   predict::framework::FrameworkRequest request;
@@ -169,12 +172,15 @@ validate::PredictionRecord framework_record(const PredictArgs& given, PredictArg
   if (a.fp8_param_gather && request.recipe.precision != PrecisionName::kFp8) {
     throw UserError("--fp8-param-gather needs --precision fp8");
   }
+  // issue 44: the layer split a --from file states (its --account-for-* / --decoder-*-pipeline-num-layers).
+  if (from_run && a.pp == from_run->config.pp && a.vp == from_run->config.vp)
+    request.recipe.pipeline_split = from_run->recipe.pipeline_split;
   const predict::framework::FrameworkOutcome outcome = predict::framework::predict_framework(target, request);
   if (!outcome.ok()) throw UserError(outcome.reason);
   const int64_t peak_bytes = outcome.prediction->peak_memory_bytes;  // megatron_memory's, in the prediction
   const double memory_limit = device_memory_bytes(a.device_memory_gib, target.hardware);
   validate::PredictionRecord record;
-  record.source = "described " + target.hardware.name + ", framework megatron-te";
+  record.source = (fitted ? "fitted (" + a.fitted + ") " : "described ") + target.hardware.name + ", framework megatron-te";
   record.described =
       "Megatron-Core + Transformer Engine stage (fused attention, norms, RoPE, SwiGLU, cross-entropy); kernels from " +
       target.kernels.shown_path() +
@@ -196,11 +202,15 @@ validate::PredictionRecord framework_record(const PredictArgs& given, PredictArg
   record.throughput = predict::throughput(spec, config, request.recipe.precision, record.prediction.total_us, &target.hardware);
   record.hardware = target.hardware.name;
   record.framework = true;
-  record.range = predict::framework_range();
+  record.range = fitted ? predict::framework_fitted_range(fitted->lomo_mape_pct, fitted->lomo_rows, fitted->models, a.fitted)
+                        : predict::framework_range(target.hardware.name);
   record.defaults = defaulted(given, a, target.hardware);
   predict::AnswerFacts facts;
   facts.mfu = record.throughput.mfu;
   facts.precision = a.precision;
+  facts.peak_memory_bytes = peak_bytes;  // issue 44: an answer that does not fit is refused (exceeds_device_memory)
+  facts.memory_reserve_bytes = predict::runtime_reserve(target, config).total_bytes();
+  facts.device_memory_bytes = memory_limit;
   refuse_or_flag(predict::check_answer(facts), a.allow_implausible, record);
   return record;
 }
@@ -233,6 +243,10 @@ predict::AnswerFacts own_facts(const PredictArgs& a, const predict::FittedModel*
   }
   facts.extrapolated_fraction = p.extrapolated_fraction;
   facts.largest_matmul_flops = predict::largest_matmul_flops(spec, record.config, request.techniques);
+  if (calibration == nullptr) {  // issue 44: on a described GPU an answer that does not fit is refused too
+    facts.peak_memory_bytes = record.peak_memory_bytes;
+    facts.device_memory_bytes = record.device_memory_bytes;
+  }
   return facts;
 }
 
@@ -246,11 +260,11 @@ void configuration_answer(const PredictArgs& given, const LlamaSpec& spec, Predi
   config.vp = a.vp;
   config.require_valid(spec, 0);
   if (predict::framework::parse_framework(a.framework) == predict::framework::Framework::kMegatronTe) {
-    answer.record = framework_record(given, a, spec, config);
+    answer.record = framework_record(given, a, spec, config, answer.from_run);
     return;
   }
-  if (a.tp_comm_overlap || a.fp8_param_gather || a.fp8_recipe != "delayed") {
-    throw UserError("--tp-comm-overlap, --fp8-recipe and --fp8-param-gather need --framework megatron-te");
+  if (a.tp_comm_overlap || a.fp8_param_gather || a.fp8_recipe != "delayed" || !a.fitted.empty()) {
+    throw UserError("--tp-comm-overlap, --fp8-recipe, --fp8-param-gather and --fitted need --framework megatron-te");
   }
   if (a.was_given("--precision"))
     parse_precision(a.precision);  // a precision that does not exist: refused before any file is read
@@ -283,7 +297,7 @@ void configuration_answer(const PredictArgs& given, const LlamaSpec& spec, Predi
   const double memory_limit = device_memory_bytes(a.device_memory_gib, hardware);
   const bool too_big = memory_limit > 0 && static_cast<double>(peak_bytes) > memory_limit;
   validate::PredictionRecord record;
-  record.source = target != nullptr ? "described " + target->hardware.name : a.source;
+  record.source = (target != nullptr ? "described " + target->hardware.name : a.source) + ", framework itertime";  // issue 44
   if (target != nullptr) {
     const std::string& from = target->operators.fitted_from;
     const bool figures = from.rfind("published kernel figures", 0) == 0;
@@ -319,6 +333,9 @@ PredictAnswer answer_predict(const PredictRequest& request) {
   PredictAnswer answer;
   PredictArgs a = request;
   answer.from_run = read_from(a.from);
+  if (!a.was_given("--framework") && !answer.from_run)  // issue 44: a GPU question gets the GPU's framework
+    a.framework = predict::framework::to_string(
+        predict::default_framework(a.hardware, !a.source.empty() || !a.efficiency.empty() || a.blind));
   LlamaSpec spec;
   if (answer.from_run) {
     apply_user_run(*answer.from_run, a, answer, spec);

@@ -38,9 +38,10 @@ struct PredictRequest {
   double device_memory_gib = 0;        // 0: the GPU description's memory
   std::string hardware;                // a data/hardware description (another than the calibration's: described)
   std::string efficiency;              // operator efficiencies carried to a described device
+  std::string fitted;                  // the framework model's terms fitted on logs (megatron-te)
   int nodes = 0;                       // must agree with the layout on the described device (0: unchecked)
   int64_t ranks_per_node = -1;         // on a calibration (-1: not given, its own)
-  std::string framework = "itertime";  // itertime | megatron-te
+  std::string framework = "itertime";  // itertime | megatron-te (not given: default_framework's, by the device)
   std::string fp8_recipe = "delayed";
   bool tp_comm_overlap = false, fp8_param_gather = false;
   int gpus = 0;  // dp = gpus / (tp x pp x cp) when --dp is not given

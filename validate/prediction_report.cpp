@@ -13,6 +13,26 @@ namespace {
 
 std::string libtorch_shown(const std::string& version) { return version.empty() ? "1.13 (not recorded)" : version; }
 
+// What each training-condition line of the framework model is (docs/framework.md "Training conditions").
+std::string training_cost_meaning(const std::string& name) {
+  if (name == "clock") return "(the sustained training clock below the kernel figures')";
+  if (name == "contention") return "(compute slowed beside overlapped communication)";
+  if (name == "sync") return "(waiting for the latest rank at the gradient-norm all-reduce, and that all-reduce)";
+  if (name == "host") return "(the GPU waiting for the host to issue kernels)";
+  if (name == "straggler") return "(waiting for the slowest of the job's GPUs)";
+  return "";
+}
+
+// The lines that add up to the iteration (with the adjustments): the framework model's training-condition
+// lines (clock, contention, sync, host, straggler) among them.
+nlohmann::json breakdown_json(const predict::Prediction& p) {
+  nlohmann::json out{{"compute", p.compute_us},    {"tp_comm", p.tp_comm_us}, {"cp_comm", p.cp_comm_us},
+                     {"pp_comm", p.pp_comm_us},    {"bubble", p.bubble_us},   {"dp_comm", p.dp_comm_us},
+                     {"optimizer", p.optimizer_us}};
+  for (const auto& [name, us] : p.training_costs_us) out[name] = us;
+  return out;
+}
+
 std::string percent(double fraction, int decimals = 0) {
   char text[32];
   std::snprintf(text, sizeof(text), "%.*f %%", decimals, 100.0 * fraction);
@@ -125,14 +145,7 @@ std::string prediction_json(const PredictionRecord& r) {
       {"op_overhead_us", p.op_overhead_us},
       {"op_calls", p.op_calls},
       {"critical_rank", p.critical_rank},
-      {"breakdown_us",
-       {{"compute", p.compute_us},
-        {"tp_comm", p.tp_comm_us},
-        {"cp_comm", p.cp_comm_us},
-        {"pp_comm", p.pp_comm_us},
-        {"bubble", p.bubble_us},
-        {"dp_comm", p.dp_comm_us},
-        {"optimizer", p.optimizer_us}}},
+      {"breakdown_us", breakdown_json(p)},
       {"adjustments_us", {{"per_call_overhead", p.overhead_total_us}, {"calibration_factor", p.calibration_adjust_us}}},
       {"hidden_us", {{"dp_reduction", p.hidden_reduction_us}, {"parameter_gather", p.hidden_gather_us}}},
       {"stage_forward_us", p.stage_forward_us},
@@ -191,6 +204,7 @@ void print_prediction(const PredictionRecord& r) {
   line("bubble", duration_text(p.bubble_us));
   line("DP comm + buffer", duration_text(p.dp_comm_us));
   line("optimizer", duration_text(p.optimizer_us));
+  for (const auto& [name, us] : p.training_costs_us) line(name.c_str(), duration_text(us), training_cost_meaning(name));
   if (p.overhead_total_us != 0.0) {
     char text[160];
     std::snprintf(text, sizeof(text), "(%.1f \u00b5s x %lld calls on the busiest rank, fitted on ground truth)", p.op_overhead_us,

@@ -12,6 +12,7 @@
 #include "common/json_fields.hpp"
 #include "common/precision.hpp"
 #include "common/training_techniques.hpp"
+#include "predict/framework/megatron_layout_rules.hpp"
 
 #ifndef ITERTIME_DEFAULT_PUBLISHED_DIR
 #define ITERTIME_DEFAULT_PUBLISHED_DIR "data/published"
@@ -144,19 +145,10 @@ ParallelConfig read_layout(const Reader& r, const json& row, const fw::Transform
   if (int64_t{c.dp} * c.tp * c.pp * c.cp != gpus)
     r.fail("layout", "dp x tp x pp x cp = " + std::to_string(int64_t{c.dp} * c.tp * c.pp * c.cp) + " ranks, but gpus is " +
                          std::to_string(gpus));
-  if (c.global_batch % (c.dp * c.micro_batch) != 0)
-    r.fail("layout.global_batch",
-           std::to_string(c.global_batch) + " is not divisible by dp x micro_batch = " + std::to_string(c.dp * c.micro_batch));
-  if (shape.heads % c.tp != 0 || shape.kv_heads % c.tp != 0)
-    r.fail("layout.tp", std::to_string(c.tp) + " does not divide the heads (" + std::to_string(shape.heads) + ") and KV heads (" +
-                            std::to_string(shape.kv_heads) + ")");
-  if (shape.layers % (int64_t{c.pp} * c.vp) != 0 && c.vp > 1)
-    r.fail("layout.vp", "interleaving needs the " + std::to_string(shape.layers) +
-                            " layers divisible by pp x vp = " + std::to_string(c.pp * c.vp));
-  if (shape.layers < int64_t{c.pp} * c.vp)
-    r.fail("layout.pp", "pp x vp = " + std::to_string(c.pp * c.vp) + " chunks for " + std::to_string(shape.layers) + " layers");
-  if (c.vp > 1 && c.pp == 1) r.fail("layout.vp", "interleaving (vp > 1) needs pp > 1");
-  if (c.seq_len % c.cp != 0) r.fail("layout.cp", std::to_string(c.cp) + " does not divide seq_len " + std::to_string(c.seq_len));
+  // The one rule set (predict/framework/megatron_layout_rules.hpp): what Megatron-LM runs, with the split
+  // it would take (the plain one, else the embedding and loss counted as layers).
+  const std::vector<fw::LayoutRuleBreak> broken = fw::layout_rule_breaks(shape, c);
+  if (!broken.empty()) r.fail("layout." + broken.front().field, broken.front().text);
   return c;
 }
 

@@ -13,6 +13,7 @@
 #include "predict/framework_plan.hpp"
 #include "predict/predictor.hpp"
 #include "predict/resolver/stage_resolver.hpp"
+#include "validate/published_score.hpp"
 #include "predict/resolver/target_device.hpp"
 #include "validate/duration_text.hpp"
 
@@ -54,8 +55,8 @@ std::vector<predict::framework::FrameworkObservation> imported_observations(cons
     if (log == logs.end()) continue;
     predict::framework::FrameworkObservation o;
     o.id = file + ":" + row.key;
-    o.model = row.model;
     o.request = framework_request_of(row, log->second);
+    o.model = predict::framework::model_key(o.request.shape);
     o.measured_us = row.time_us_median;
     out.push_back(std::move(o));
   }
@@ -147,6 +148,81 @@ std::string floor_text(double pct) {
 
 }  // namespace
 
+namespace {
+
+// The comparison's MAPE entries over the rows it predicted (a copy of each row with its prediction).
+void summarize_comparison(const ImportedValidation& report, ImportedComparison& c) {
+  std::vector<ValidationRow> rows;
+  for (size_t i = 0; i < report.rows.size(); ++i) {
+    ValidationRow row = report.rows[i];
+    if (row.status != "ok" || !std::isfinite(c.predicted_us[i])) {
+      row.status = "unpredicted";
+    } else {
+      row.predicted_us = row.raw_predicted_us = c.predicted_us[i];
+      row.ape_pct = 100.0 * std::abs(row.predicted_us - row.measured_us) / row.measured_us;
+    }
+    rows.push_back(row);
+  }
+  c.per_tuple = grouped(rows, [](const ValidationRow& r) { return r.tuple; });
+  c.per_precision = grouped(rows, [](const ValidationRow& r) { return r.precision; });
+  std::vector<const ValidationRow*> scored;
+  for (const ValidationRow& row : rows)
+    if (row.status == "ok") scored.push_back(&row);
+  c.overall = summarize("overall", scored);
+}
+
+void add_comparisons(ImportedValidation& report, const ImportedSource& source, const std::vector<store::GroundTruthRecord>& rows,
+                     const std::map<std::string, store::ImportRecord>& logs) {
+  namespace fw = predict::framework;
+  const fw::FrameworkTarget target = predict::framework_target(source.hardware);
+  const size_t n = rows.size();
+  std::vector<fw::FrameworkObservation> observations(n);
+  std::vector<size_t> ok;
+  std::vector<double> ideal, measured;
+  for (size_t i = 0; i < n; ++i) {
+    if (report.rows[i].status != "ok") continue;
+    fw::FrameworkObservation& o = observations[i];
+    o.id = rows[i].key;
+    o.request = framework_request_of(rows[i], logs.at(rows[i].key));
+    o.model = fw::model_key(o.request.shape);
+    o.measured_us = rows[i].time_us_median;
+    const ComputeDType math = o.request.recipe.precision == PrecisionName::kFp8       ? ComputeDType::kFp8
+                              : o.request.recipe.precision == PrecisionName::kAmpFp16 ? ComputeDType::kFp16
+                                                                                      : ComputeDType::kBf16;
+    const double flops = o.request.shape.training_flops_per_token(o.request.config.seq_len) * o.request.config.global_batch *
+                         o.request.config.seq_len;
+    ideal.push_back(flops / (target.hardware.peak(math).value_or(0) * o.request.config.world_size()) * 1e6);
+    measured.push_back(o.measured_us);
+    ok.push_back(i);
+  }
+  ImportedComparison constant{"constant MFU (leave-one-out)", std::vector<double>(n, NAN), {}, {}, {}};
+  const std::vector<double> c = constant_mfu_leave_one_out(ideal, measured);
+  for (size_t k = 0; k < ok.size(); ++k) constant.predicted_us[ok[k]] = c[k];
+  ImportedComparison lolo{"fitted, leave-one-log-out", std::vector<double>(n, NAN), {}, {}, {}};
+  ImportedComparison lomo{"fitted, leave-one-model-out", std::vector<double>(n, NAN), {}, {}, {}};
+  for (size_t k = 0; k < ok.size() && ok.size() >= 2; ++k) {
+    std::vector<fw::FrameworkObservation> training, other_models;
+    for (size_t j : ok) {
+      if (j == ok[k]) continue;
+      training.push_back(observations[j]);
+      if (observations[j].model != observations[ok[k]].model) other_models.push_back(observations[j]);
+    }
+    fw::FrameworkTarget fitted = target;
+    fitted.terms = fw::fit_framework_terms(target, training).terms;
+    lolo.predicted_us[ok[k]] = fw::predict_observation(fitted, observations[ok[k]]);
+    if (!other_models.empty()) {
+      fitted.terms = fw::fit_framework_terms(target, other_models).terms;
+      lomo.predicted_us[ok[k]] = fw::predict_observation(fitted, observations[ok[k]]);
+    }
+  }
+  for (ImportedComparison* comparison : {&constant, &lolo, &lomo}) {
+    summarize_comparison(report, *comparison);
+    report.comparisons.push_back(std::move(*comparison));
+  }
+}
+
+}  // namespace
+
 ImportedValidation validate_imported(const std::string& calibration_file, const ImportedSource& source) {
   std::vector<store::GroundTruthRecord> rows;
   std::map<std::string, store::ImportRecord> logs;
@@ -197,6 +273,7 @@ ImportedValidation validate_imported(const std::string& calibration_file, const 
     if (row.status == "ok") scored.push_back(&row);
   }
   report.overall = summarize("overall", scored);
+  if (source.kind == ImportedSource::Kind::kFramework) add_comparisons(report, source, rows, logs);
   return report;
 }
 
@@ -230,6 +307,17 @@ void print_imported_report(const ImportedValidation& report) {
                 floor_text(report.overall.floor_pct).c_str());
   } else {
     std::printf("  overall: no configuration predicted\n");
+  }
+  for (const ImportedComparison& c : report.comparisons) {
+    std::printf("beside it, on the same rows: %s\n", c.name.c_str());
+    print_entries("tuple", c.per_tuple);
+    print_entries("precision", c.per_precision);
+    if (c.overall.count > 0) {
+      std::printf("  %-10s %-16s MAPE %6.1f%% over %d\n", "overall", "", c.overall.mape_pct, c.overall.count);
+    } else {
+      std::printf("  overall: none (it needs other logs%s)\n",
+                  c.name.find("model") != std::string::npos ? " of other models" : "");
+    }
   }
 }
 

@@ -31,12 +31,23 @@ struct ImportedSource {
 };
 std::string describe(const ImportedSource& source);  // "framework megatron-te on h100-sxm (published kernel figures)"
 
+// Another predictor on the same rows (framework source only, issue 46): a constant MFU fitted
+// leave-one-out on the other logs, and the framework model fitted on the other logs (leave-one-log-out)
+// or on the other models' logs (leave-one-model-out). NaN where it has no prediction.
+struct ImportedComparison {
+  std::string name;
+  std::vector<double> predicted_us;  // per row of ImportedValidation::rows
+  std::vector<MapeEntry> per_tuple, per_precision;
+  MapeEntry overall;
+};
+
 struct ImportedValidation {
   std::string calibration_file, source;
   std::vector<ValidationRow> rows;  // key, tuple, precision, recipe, measured, predicted, ape, floor
   std::vector<std::string> logs;    // per row: the log it was imported from
   std::vector<MapeEntry> per_tuple, per_precision;
   MapeEntry overall;
+  std::vector<ImportedComparison> comparisons;  // framework source: constant MFU, fitted LOLO, fitted LOMO
 };
 
 ImportedValidation validate_imported(const std::string& calibration_file, const ImportedSource& source);

@@ -80,6 +80,11 @@ double rms(const std::vector<double>& v) {
 
 }  // namespace
 
+std::string model_key(const TransformerShape& s) {
+  return "h" + std::to_string(s.hidden) + " l" + std::to_string(s.layers) + " ffn" + std::to_string(s.ffn) + " heads" +
+         std::to_string(s.heads) + "/" + std::to_string(s.kv_heads) + " v" + std::to_string(s.vocab);
+}
+
 double predict_observation(const FrameworkTarget& target, const FrameworkObservation& row) {
   FrameworkTarget own = target;
   own.tuning.amd_host_cpu = row.amd_host_cpu;
@@ -150,6 +155,13 @@ std::string write_fitted_terms_json(const FrameworkFit& fit) {
   if (std::isfinite(fit.lomo_mape_pct))
     doc["leave_one_model_out"] = {{"mape_percent", fit.lomo_mape_pct}, {"rows", fit.lomo_rows}};
   return doc.dump(1) + "\n";
+}
+
+FrameworkFit apply_fitted_terms(FrameworkTarget& target, const std::string& path) {
+  FrameworkFit fit = read_fitted_terms(path, target.hardware.name);
+  target.terms = fit.terms;
+  target.terms_source = path;
+  return fit;
 }
 
 FrameworkFit read_fitted_terms(const std::string& path, const std::string& hardware_name) {

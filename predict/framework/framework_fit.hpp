@@ -53,6 +53,10 @@ struct FrameworkFit {
   int lomo_rows = 0, models = 0;
 };
 
+// A model's identity for leave-one-model-out: its sizes (logs name one model differently: "llama3.1-8b",
+// "llama3_8b"), e.g. "h4096 l32 ffn14336 heads32/8 v128256".
+std::string model_key(const TransformerShape& shape);
+
 // The prediction of one observation on `target` (its own NCCL tuning), in microseconds; UserError with
 // the row named when the model refuses it.
 double predict_observation(const FrameworkTarget& target, const FrameworkObservation& row);
@@ -64,5 +68,7 @@ FrameworkFit fit_framework_terms(const FrameworkTarget& described, const std::ve
 // a file for another GPU than `hardware_name` when that is not empty).
 std::string write_fitted_terms_json(const FrameworkFit& fit);
 FrameworkFit read_fitted_terms(const std::string& path, const std::string& hardware_name = "");
+// Reads the terms file for target's GPU into target.terms (and terms_source); returns the fit (its range).
+FrameworkFit apply_fitted_terms(FrameworkTarget& target, const std::string& path);
 
 }  // namespace itertime::predict::framework

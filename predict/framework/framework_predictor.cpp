@@ -48,32 +48,16 @@
 #include <tuple>
 
 #include "common/errors.hpp"
+#include "predict/framework/megatron_layout_rules.hpp"
 #include "predict/framework/megatron_memory.hpp"
 #include "predict/framework/megatron_te_stage.hpp"
 #include "predict/schedule/schedule.hpp"
 
 namespace itertime::predict::framework {
-std::vector<std::string> layout_violations(const TransformerShape& shape, const ParallelConfig& config) {
-  std::vector<std::string> out;
-  auto require = [&out](bool ok, const std::string& why) {
-    if (!ok) out.push_back(why);
-  };
-  require(config.dp >= 1 && config.tp >= 1 && config.pp >= 1 && config.cp >= 1 && config.vp >= 1, "every degree >= 1");
-  if (!out.empty()) return out;
-  require(shape.heads % config.tp == 0, "tp must divide the attention heads");
-  require(shape.kv_heads % config.tp == 0, "tp must divide the key/value heads (Megatron's num_query_groups)");
-  require(shape.ffn % config.tp == 0, "tp must divide the FFN size");
-  require(config.pp * config.vp <= shape.layers, "pp * vp must not exceed the layers");
-  require(config.micro_batch >= 1 && config.global_batch % (config.dp * config.micro_batch) == 0,
-          "the global batch must be a multiple of dp * micro-batch");
-  require(config.seq_len % (2 * config.cp) == 0 || config.cp == 1,
-          "the sequence must split into 2 * cp chunks (Megatron's load-balanced causal context parallelism)");
-  require(config.seq_len % (config.cp * config.tp) == 0, "the sequence must split over cp * tp");
-  if (config.vp > 1 && config.global_batch % (config.dp * config.micro_batch) == 0) {
-    require(config.pp > 1, "vp > 1 needs pp > 1");
-    require(config.num_micro_batches() % config.pp == 0, "interleaving needs the micro-batches a multiple of pp");
-  }
-  return out;
+OverlapCost overlap_beside_compute(double comm_us, double kernel_us, double slowdown) {
+  const double f = 1.0 + slowdown;
+  if (comm_us >= kernel_us * f) return {comm_us - kernel_us * f, kernel_us * (f - 1.0)};
+  return {0.0, comm_us * (1.0 - 1.0 / f)};
 }
 
 namespace {
@@ -187,18 +171,6 @@ double host_us_per_kernel(const FrameworkTarget& target) {
   return target.terms.host_us_per_kernel >= 0 ? target.terms.host_us_per_kernel : target.conditions.host_us_per_kernel;
 }
 
-// A collective of `comm_us` beside compute of `kernel_us` on its own SMs (NCCL): its exposed part and the
-// compute's contention (see the invariants above).
-struct Overlapped {
-  double exposed_us = 0, contention_us = 0;
-};
-
-Overlapped beside_compute(double comm_us, double kernel_us, double slowdown) {
-  const double f = 1.0 + slowdown;
-  if (comm_us >= kernel_us * f) return {comm_us - kernel_us * f, kernel_us * (f - 1.0)};
-  return {0.0, comm_us * (1.0 - 1.0 / f)};
-}
-
 // The contention of `overlapped_us` of communication that ran entirely beside compute (the DP reduction
 // and the parameter gather beside the passes): the compute's loss over that time, c (1 - 1/f).
 double contention_beside(double overlapped_us, double slowdown) { return overlapped_us * (1.0 - 1.0 / (1.0 + slowdown)); }
@@ -227,7 +199,7 @@ PassTime time_pass(const PassWork& pass, const FrameworkTarget& target, CommTime
         out.contention_us += slowed - beside;
         exposed = std::max(comm_us, slowed) - slowed + std::min(comm_us, slowed) / static_cast<double>(config.tp);
       } else {
-        const Overlapped pair = beside_compute(comm_us, beside, slowdown);
+        const OverlapCost pair = overlap_beside_compute(comm_us, beside, slowdown);
         out.contention_us += pair.contention_us;
         exposed = pair.exposed_us;
       }
@@ -349,7 +321,7 @@ FrameworkOutcome predict_framework(const FrameworkTarget& target, const Framewor
   const ParallelConfig& config = request.config;
   const FrameworkRecipe& recipe = request.recipe;
   FrameworkOutcome outcome;
-  const std::vector<std::string> violations = layout_violations(shape, config);
+  const std::vector<std::string> violations = framework_violations(shape, config, recipe);  // megatron_layout_rules.hpp
   if (!violations.empty()) {
     outcome.reason = "illegal layout " + config.to_string() + " for " + shape.name + ": " + violations.front();
     return outcome;
@@ -370,9 +342,9 @@ FrameworkOutcome predict_framework(const FrameworkTarget& target, const Framewor
 
     const int pp = config.pp, v = config.vp, m = config.num_micro_batches();
     const int virtual_count = pp * v;
-    // Megatron's split (with NeMo's embedding/loss accounting where it evens the stages out), as the
-    // memory model splits them.
-    const std::vector<VirtualStageLayers> layers = megatron_virtual_stage_layers(shape.layers, pp, v);
+    // Megatron's split of the one rule set (the recipe's pipeline_split resolved: the stage that holds an
+    // accounted embedding or loss builds one layer fewer), as the memory model splits them.
+    const std::vector<VirtualStageLayers> layers = megatron_virtual_stage_layers(shape.layers, pp, v, recipe.pipeline_split);
     std::vector<VirtualStage> stages(static_cast<size_t>(virtual_count));
     ScheduleInput input;
     input.num_micro_batches = m;
@@ -407,7 +379,9 @@ FrameworkOutcome predict_framework(const FrameworkTarget& target, const Framewor
     // Per pipeline rank: its arrival at the gradient-norm synchronization, and what follows it.
     struct RankEnd {
       double arrival_us = 0;  // timeline end + exposed reduction + contention beside the reduction
-      double dp_exposed_us = 0, gather_exposed_us = 0, contention_us = 0;
+      double dp_exposed_us = 0, gather_exposed_us = 0;
+      double contention_us = 0;         // beside the reduction (before the arrival)
+      double gather_contention_us = 0;  // beside the overlapped parameter gather (the next step's first forwards)
       PassTime tail;
       int64_t kernels = 0;
     };
@@ -467,7 +441,7 @@ FrameworkOutcome predict_framework(const FrameworkTarget& target, const Framewor
           rank.gather_exposed_us =
               exposed_parameter_gather_us(gathers, 0.0, 0.0, stages[static_cast<size_t>(r)].forward.total_us());
           const double gather_overlapped = std::max(0.0, gather_total - rank.gather_exposed_us);
-          rank.contention_us += contention_beside(gather_overlapped, slowdown);
+          rank.gather_contention_us = contention_beside(gather_overlapped, slowdown);
         } else {
           rank.gather_exposed_us = gather_total;
         }
@@ -493,7 +467,8 @@ FrameworkOutcome predict_framework(const FrameworkTarget& target, const Framewor
     std::vector<double> rank_host_us(static_cast<size_t>(pp));
     for (int r = 0; r < pp; ++r) {
       const RankEnd& rank = ranks[static_cast<size_t>(r)];
-      const double device_end = latest_arrival + norm_allreduce_us + rank.tail.total_us() + rank.gather_exposed_us;
+      const double device_end =
+          latest_arrival + norm_allreduce_us + rank.tail.total_us() + rank.gather_exposed_us + rank.gather_contention_us;
       const double host_issue_us = static_cast<double>(rank.kernels) * per_kernel_host_us;
       const double host_us = std::max(0.0, host_issue_us - device_end) + kHostSyncs * per_kernel_host_us;
       rank_host_us[static_cast<size_t>(r)] = host_us;
@@ -518,7 +493,7 @@ FrameworkOutcome predict_framework(const FrameworkTarget& target, const Framewor
     p.critical_rank = busiest;
     p.compute_us = passes.compute_us;
     p.clock_us = passes.clock_us + tail.clock_us;
-    p.contention_us = passes.contention_us + tail.contention_us + critical.contention_us;
+    p.contention_us = passes.contention_us + tail.contention_us + critical.contention_us + critical.gather_contention_us;
     p.tp_comm_us = passes.tp_us;
     p.cp_comm_us = passes.cp_us;
     p.pp_comm_us = schedule.send_us.empty() ? 0.0 : schedule.send_us[static_cast<size_t>(busiest)];
@@ -544,13 +519,19 @@ FrameworkOutcome predict_framework(const FrameworkTarget& target, const Framewor
     p.model_flops_per_iteration =
         shape.training_flops_per_token(config.seq_len) * static_cast<double>(config.global_batch) * config.seq_len;
     p.notes.push_back("framework megatron-te: kernels from " + target.kernels.summary());
+    const PipelineSplit split = resolve_pipeline_split(shape.layers, pp, v, recipe.pipeline_split);
+    if (split.uneven()) {
+      p.notes.push_back("layers split as Megatron-LM's " + pipeline_split_options(split) +
+                        " (the first / last virtual stage builds fewer layers)");
+    }
     p.notes.push_back(target.conditions.summary());
     if (!target.terms_source.empty()) p.notes.push_back("fitted terms from " + target.terms_source);
     p.notes.push_back("communication from the description " + target.hardware.name + " (NCCL cost model); " +
                       (target.conditions.is_neutral() ? std::string("overlap assumed free of contention")
                                                       : "compute beside overlapped communication slowed (contention)") +
-                      (v == 1 && pp > 1 ? "; 1F1B's pipeline sends block the sender (pp line)"
-                                        : "; pipeline transfers overlapped (inside the bubble)"));
+                      (pp == 1  ? ""
+                       : v == 1 ? "; 1F1B's pipeline sends block the sender (pp line)"
+                                : "; pipeline transfers overlapped (inside the bubble)"));
     outcome.prediction = p;
   } catch (const UserError& error) {
     outcome.reason = error.what();

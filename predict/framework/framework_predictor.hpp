@@ -27,6 +27,7 @@
 #include "predict/framework/framework_types.hpp"
 #include "predict/framework/gpu_kernels.hpp"
 #include "predict/framework/training_conditions.hpp"
+#include "predict/framework/megatron_layout_rules.hpp"  // layout_violations: the one rule set
 
 namespace itertime::predict::framework {
 
@@ -106,8 +107,13 @@ class FrameworkPassCache {
   std::map<std::string, std::unique_ptr<Entry>> entries_;
 };
 
-// Every rule of Megatron-LM's the layout breaks for the shape, each as one phrase (empty: legal).
-std::vector<std::string> layout_violations(const TransformerShape& shape, const ParallelConfig& config);
+// A collective of `comm_us` beside a kernel of `kernel_us` that it slows by `slowdown` while they overlap
+// (NCCL on SMs of its own): the collective's exposed part and the kernel's contention; the pair ends at
+// kernel_us + exposed + contention (framework_predictor.cpp's invariants). slowdown 0: max(0, c - k), 0.
+struct OverlapCost {
+  double exposed_us = 0, contention_us = 0;
+};
+OverlapCost overlap_beside_compute(double comm_us, double kernel_us, double slowdown);
 
 FrameworkOutcome predict_framework(const FrameworkTarget& target, const FrameworkRequest& request,
                                    FrameworkPassCache* cache = nullptr);

@@ -69,6 +69,26 @@ enum class Fp8Recipe { kDelayed, kCurrent };
 std::string to_string(Fp8Recipe recipe);  // "delayed", "current"
 Fp8Recipe parse_fp8_recipe(std::string_view text);
 
+// How Megatron-LM splits the decoder layers over the pipeline (megatron/training/arguments.py and
+// megatron/core/transformer/transformer_block.py get_num_layers_to_build): the embedding and / or the
+// loss counted as one layer each (--account-for-embedding-in-pipeline-split,
+// --account-for-loss-in-pipeline-split), or the first / last pipeline rank given its own layer count
+// (--decoder-first-pipeline-num-layers, --decoder-last-pipeline-num-layers; 0: not given). `given`
+// false: the options are not fixed by a user's input, and the rule set (megatron_layout_rules.hpp)
+// takes the first of Megatron's plain split and NeMo's embedding + loss accounting that is legal.
+struct PipelineSplit {
+  bool given = false;
+  bool account_for_embedding = false;
+  bool account_for_loss = false;
+  int64_t first_stage_layers = 0;
+  int64_t last_stage_layers = 0;
+  bool uneven() const { return account_for_embedding || account_for_loss || first_stage_layers > 0 || last_stage_layers > 0; }
+  bool operator==(const PipelineSplit& o) const {
+    return given == o.given && account_for_embedding == o.account_for_embedding && account_for_loss == o.account_for_loss &&
+           first_stage_layers == o.first_stage_layers && last_stage_layers == o.last_stage_layers;
+  }
+};
+
 struct FrameworkRecipe {
   // kAmpBf16 (Megatron --bf16), kAmpFp16 (--fp16), or kFp8 (--bf16 --fp8-format hybrid): parameters in
   // bf16/fp16 with fp32 main gradients; other policies are refused by the framework model.
@@ -86,6 +106,7 @@ struct FrameworkRecipe {
   bool unfused_attention = false;
   // Hidden and attention-probability dropout (GPT runs; LLaMA trains without): a mask per element.
   bool dropout = false;
+  PipelineSplit pipeline_split;  // the layers over the pipeline ranks (megatron_layout_rules.hpp)
 };
 
 }  // namespace itertime::predict::framework

@@ -8,6 +8,7 @@
 #include <sstream>
 
 #include "common/errors.hpp"
+#include "predict/framework/megatron_layout_rules.hpp"
 
 namespace itertime::predict::framework {
 
@@ -21,24 +22,12 @@ int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
 
 double gib(int64_t bytes) { return static_cast<double>(bytes) / (1024.0 * 1024.0 * 1024.0); }
 
-// Decoder layers of virtual stage j of S = pp * vp (see megatron_virtual_stage_layers).
-int64_t virtual_stage_layer_count(int64_t layers, int64_t stages, int64_t j) {
-  if (layers % stages == 0) return layers / stages;
-  if (stages > 1 && (layers + 2) % stages == 0) {
-    // megatron/core/transformer/transformer_block.py (get_num_layers_to_build) with
-    // account_for_embedding_in_pipeline_split and account_for_loss_in_pipeline_split: the embedding and the
-    // loss each take one layer's place in the first and the last virtual stage (NeMo's 405B recipe).
-    const int64_t per = (layers + 2) / stages;
-    return (j == 0 || j == stages - 1) ? per - 1 : per;
-  }
-  return layers / stages + (j < layers % stages ? 1 : 0);
-}
-
 // Everything that does not depend on the pipeline rank, computed once per call.
 struct Terms {
   int pp = 1, vp = 1;
   int64_t layers = 0;
   int64_t stages = 1;
+  std::vector<int64_t> stage_layers;  // per virtual stage (megatron_layout_rules.hpp megatron_stage_layer_counts)
   // Parameters on one GPU.
   int64_t layer_params = 0;       // one decoder layer's (TP-sharded GEMMs and column biases, replicated norms, row biases)
   int64_t layer_gemm_params = 0;  // its GEMM weights (what TE casts to fp8)
@@ -68,31 +57,18 @@ Terms make_terms(const TransformerShape& shape, const ParallelConfig& c, const F
     refuse("precision " + itertime::to_string(recipe.precision) +
            " is not one Megatron-Core runs with TE here (use amp-bf16, amp-fp16 or fp8)");
   }
-  if (c.dp < 1 || c.tp < 1 || c.pp < 1 || c.cp < 1 || c.vp < 1 || c.micro_batch < 1 || c.seq_len < 1 || c.global_batch < 1) {
-    refuse("every parallel degree, the micro-batch, the global batch and the sequence must be >= 1 (" + c.to_string() + ")");
-  }
-  if (shape.heads % c.tp != 0 || shape.kv_heads % c.tp != 0 || shape.ffn % c.tp != 0) {
-    refuse("tp " + std::to_string(c.tp) + " must divide the heads, the KV heads and the MLP size of " + shape.name);
-  }
+  // The one rule set (megatron_layout_rules.hpp): Megatron-LM's layout and recipe rules, the model's limits.
+  const std::vector<std::string> broken = framework_violations(shape, c, recipe);
+  if (!broken.empty()) refuse("illegal layout " + c.to_string() + " for " + shape.name + ": " + broken.front());
   const bool sp = recipe.techniques.sequence_parallel && c.tp > 1;
-  if (c.seq_len % c.cp != 0 || (sp && (c.seq_len / c.cp) % c.tp != 0)) {
-    refuse("the sequence " + std::to_string(c.seq_len) + " must split over cp" +
-           (sp ? " and then over tp (sequence parallelism)" : ""));
-  }
-  if (c.vp > 1 && c.pp == 1) refuse("virtual pipeline stages need pp > 1");
   Terms x;
   x.pp = c.pp;
   x.vp = c.vp;
   x.layers = shape.layers;
   x.stages = int64_t{c.pp} * c.vp;
-  if (shape.layers < x.stages) {
-    refuse(std::to_string(shape.layers) + " layers cannot fill " + std::to_string(x.stages) + " virtual pipeline stages");
-  }
-  if (c.global_batch % (int64_t{c.dp} * c.micro_batch) != 0) refuse("the global batch must split into dp x micro-batch");
+  x.stage_layers = megatron_stage_layer_counts(shape.layers, c.pp, c.vp,
+                                               resolve_pipeline_split(shape.layers, c.pp, c.vp, recipe.pipeline_split));
   x.micro_batches = c.num_micro_batches();
-  if (c.vp > 1 && x.micro_batches % c.pp != 0) {
-    refuse("the interleaved schedule needs the micro-batches (" + std::to_string(x.micro_batches) + ") a multiple of pp");
-  }
 
   const int64_t t = c.tp;
   const int64_t h = shape.hidden, q = shape.q_size(), kv = shape.kv_size();
@@ -227,7 +203,7 @@ FrameworkMemory rank_memory(const Terms& x, int r) {
   int64_t params = 0, gemm_params = 0, layers_here = 0, transient = 0;
   for (int chunk = 0; chunk < x.vp; ++chunk) {
     const int64_t j = int64_t{chunk} * x.pp + r;
-    const int64_t n = virtual_stage_layer_count(x.layers, x.stages, j);
+    const int64_t n = x.stage_layers[static_cast<std::size_t>(j)];
     const bool first = j == 0, last = j == x.stages - 1;
     params += n * x.layer_params + (first ? x.embedding_params : 0) + (last ? x.head_params : 0);
     gemm_params += n * x.layer_gemm_params;
@@ -271,17 +247,44 @@ std::string FrameworkMemory::to_string() const {
   return out.str();
 }
 
+std::string RuntimeReserve::to_string() const {
+  std::ostringstream out;
+  out << std::fixed << std::setprecision(2) << gib(total_bytes()) << " GiB (CUDA context " << gib(cuda_context_bytes)
+      << ", cuBLAS workspace " << gib(cublas_workspace_bytes) << ", NCCL " << gib(nccl_bytes) << " over " << communicators
+      << " communicator" << (communicators == 1 ? "" : "s") << ")";
+  return out.str();
+}
+
+RuntimeReserve megatron_runtime_reserve(const ParallelConfig& c, bool hopper_or_later) {
+  RuntimeReserve r;
+  r.cuda_context_bytes = kCudaContextBytes;
+  r.cublas_workspace_bytes = hopper_or_later ? int64_t{32} << 20 : int64_t{4} << 20;
+  for (const int64_t ranks : {int64_t{c.tp}, int64_t{c.cp}, int64_t{c.dp} * c.cp, int64_t{c.pp}})
+    if (ranks > 1) ++r.communicators;
+  r.nccl_bytes = int64_t{r.communicators} * kNcclChannels * 2 * kNcclBuffSizeBytes;
+  return r;
+}
+
 int64_t megatron_padded_vocab(int64_t vocab, int tp) {
   const int64_t multiple = kVocabDivisor * tp;
   return ceil_div(vocab, multiple) * multiple;
 }
 
-std::vector<VirtualStageLayers> megatron_virtual_stage_layers(int64_t num_layers, int pp, int vp) {
+std::vector<VirtualStageLayers> megatron_virtual_stage_layers(int64_t num_layers, int pp, int vp, const PipelineSplit& split) {
+  const PipelineSplit resolved = resolve_pipeline_split(num_layers, pp, vp, split);
+  TransformerShape layers_only;
+  layers_only.name = std::to_string(num_layers) + " layers";
+  layers_only.layers = num_layers;
+  layers_only.heads = layers_only.kv_heads = layers_only.ffn = 1;
+  const std::vector<std::string> broken = layout_violations(layers_only, ParallelConfig{1, 1, pp, 1, pp, 1, 1, vp}, resolved);
+  if (!broken.empty())
+    refuse("no Megatron-LM split of " + layers_only.name + " over pp " + std::to_string(pp) + " vp " + std::to_string(vp) + ": " +
+           broken.front());
+  const std::vector<int64_t> counts = megatron_stage_layer_counts(num_layers, pp, vp, resolved);
   const int64_t stages = int64_t{pp} * vp;
   std::vector<VirtualStageLayers> out(static_cast<std::size_t>(stages));
-  for (int64_t j = 0; j < stages; ++j) {
-    out[static_cast<std::size_t>(j)] = {virtual_stage_layer_count(num_layers, stages, j), j == 0, j == stages - 1};
-  }
+  for (int64_t j = 0; j < stages; ++j)
+    out[static_cast<std::size_t>(j)] = {counts[static_cast<std::size_t>(j)], j == 0, j == stages - 1};
   return out;
 }
 

@@ -13,18 +13,16 @@
 //    under 1F1B, interleaved with vp > 1); other = the largest transient of a backward on that rank (a
 //    recomputed layer, the bf16 logits or their gradient). With vp > 1 the activations are the most bytes
 //    held at once along Megatron's interleaved order (chunks differ in bytes: embedding, head, splits).
-//  - Layers over virtual stages: megatron_virtual_stage_layers (Megatron's even split; its
-//    account_for_embedding/loss_in_pipeline_split when L + 2 splits evenly and L does not; otherwise the
-//    first L mod (pp*vp) virtual stages one layer more).
+//  - Layers over virtual stages: megatron_virtual_stage_layers, the split of the one rule set
+//    (megatron_layout_rules.hpp: the recipe's pipeline_split, resolved; an illegal split is refused).
 //  - megatron_te_peak_memory_bytes(...) == max over ranks of megatron_te_memory(...).total_bytes, in
-//    O(pp * pp * vp) arithmetic without allocation.
+//    O(pp * pp * vp) arithmetic with one allocation (the per-stage layer counts).
 //  - FrameworkRecipe::fp8_param_gather (Megatron's --fp8-param-gather, which NeMo's fp8 recipe sets;
 //    only with kFp8): the decoder GEMM weights are TE fp8 parameters, 1 B each in weights_bytes, and only
 //    their cached transpose (1 B) and the scaling state in fp8_bytes; no bf16 copy of them is kept.
-//  - Refused with a UserError (one line): a precision other than amp-bf16, amp-fp16 or fp8; a layout
-//    Megatron refuses (a degree < 1, heads, KV heads or the MLP not divisible by tp, the sequence not
-//    divisible by cp (by tp too with sequence parallelism), fewer layers than virtual stages, vp > 1
-//    with pp == 1 or with micro-batches not a multiple of pp); a pipeline rank outside [0, pp).
+//  - Refused with a UserError (one line): a precision other than amp-bf16, amp-fp16 or fp8; whatever
+//    framework_violations (megatron_layout_rules.hpp, the one rule set) lists for the layout and recipe,
+//    its first phrase; a pipeline rank outside [0, pp).
 #pragma once
 
 #include <cstdint>
@@ -58,7 +56,10 @@ struct VirtualStageLayers {
   bool has_embedding = false;  // virtual stage 0
   bool has_head = false;       // the last virtual stage: final norm, output layer, loss
 };
-std::vector<VirtualStageLayers> megatron_virtual_stage_layers(int64_t num_layers, int pp, int vp);
+// Megatron's split (megatron_layout_rules.hpp resolve_pipeline_split of `split`); a UserError when
+// Megatron-LM refuses it.
+std::vector<VirtualStageLayers> megatron_virtual_stage_layers(int64_t num_layers, int pp, int vp,
+                                                              const PipelineSplit& split = {});
 
 // Micro-batches of chunk c (c = 0..vp-1) pipeline rank `rank` holds when it holds the most of them:
 // min(pp - rank, m) with vp == 1; with vp > 1 those among the first min(warm-up + 1, m * vp) forwards of
@@ -70,6 +71,31 @@ void megatron_chunk_micro_batches_in_flight(const ParallelConfig& config, int ra
 // Switches of a Megatron launch the memory depends on that FrameworkRecipe does not carry.
 FrameworkMemory megatron_te_memory(const TransformerShape& shape, const ParallelConfig& config, const FrameworkRecipe& recipe,
                                    int pipeline_rank);
+
+// What a Megatron-LM process holds on the GPU outside PyTorch's allocations (issue 44), each term from a
+// documented figure (docs/framework.md "Memory headroom" lists the sources):
+//  - the CUDA context with lazy module loading (CUDA >= 11.7, PyTorch's default): 400 MiB
+//    (pytorch/pytorch#109888, a PyTorch CUDA maintainer's figure);
+//  - Transformer Engine's cuBLASLt workspace: 32 MiB on Hopper and later (transformer_engine/pytorch/
+//    module/base.py get_cublas_workspace_size_bytes), 4 MiB before;
+//  - NCCL's buffers: for each communicator of more than one rank the step uses (tp, cp, dp x cp, pp),
+//    kNcclChannels channels x 2 connections (send, receive) x NCCL_BUFFSIZE (4 MiB, NCCL's documented
+//    default, the Simple protocol's buffer); LL / LL128 buffers and proxy state are left out (a lower bound).
+// The caching allocator's fragmentation has no public figure: plan keeps a stated margin for it
+// (framework_plan.hpp FrameworkPlanSpace::memory_margin_bytes).
+struct RuntimeReserve {
+  int64_t cuda_context_bytes = 0;
+  int64_t cublas_workspace_bytes = 0;
+  int64_t nccl_bytes = 0;
+  int communicators = 0;
+  int64_t total_bytes() const { return cuda_context_bytes + cublas_workspace_bytes + nccl_bytes; }
+  std::string to_string() const;  // "0.93 GiB (CUDA context 0.39, cuBLAS workspace 0.03, NCCL 0.50 over 4 communicators)"
+};
+inline constexpr int64_t kCudaContextBytes = int64_t{400} << 20;
+inline constexpr int64_t kNcclBuffSizeBytes = int64_t{4} << 20;
+inline constexpr int kNcclChannels = 16;
+// hopper_or_later: compute capability >= 9 (the description's GPU).
+RuntimeReserve megatron_runtime_reserve(const ParallelConfig& config, bool hopper_or_later);
 
 // The largest total_bytes over the pipeline ranks (fast: no allocation, O(pp * pp * vp)).
 int64_t megatron_te_peak_memory_bytes(const TransformerShape& shape, const ParallelConfig& config, const FrameworkRecipe& recipe);

@@ -207,7 +207,8 @@ case_did_you_mean() {
 # is refused. The GPU description needs no calibration, so these run in milliseconds.
 case_layout_errors() {
   local model="$MODELS/llama3.1-8b.json"
-  local base=(predict --hardware h100-sxm --model "$model" --seq 4096)
+  # itertime's own trainer described on the GPU (without --framework a GPU question gets megatron-te: issue 44)
+  local base=(predict --framework itertime --hardware h100-sxm --model "$model" --seq 4096)
   expect_user_error "tp=3 must divide the 32 attention heads, the 8 KV heads and the FFN size 14336: legal tp: 1, 2, 4, 8" \
     "${base[@]}" --tp 3
   expect_user_error "pp=40 exceeds the 32 layers: legal pp: 1..32" "${base[@]}" --pp 40
@@ -215,7 +216,8 @@ case_layout_errors() {
     "${base[@]}" --dp 2 --gbs 7
   expect_user_error "nearest seq_len for cp=3: 4092 or 4098" "${base[@]}" --cp 3
   expect_user_error "'sp' given twice" "${base[@]}" --recipe sp+dopt+sp
-  run "${base[@]}" --dp 2 --gbs 8 --recipe dopt+sp
+  # 8B on dp 2 does not fit an H100 (refused since issue 44): shown anyway, the header is what is checked
+  run "${base[@]}" --dp 2 --gbs 8 --recipe dopt+sp --allow-implausible
   expect_status 0
   expect_stdout "amp-bf16 sp+dopt on described h100-sxm"
 }

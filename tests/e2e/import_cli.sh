@@ -75,6 +75,49 @@ case_nemo_torchtitan() {
   expect_stdout "nemo_llama8b.log"
   expect_stdout "torchtitan_llama8b.log"
   expect_stdout "MAPE"
+  # Beside the described model, on the same rows: a constant MFU and the model fitted on the other logs
+  # (three logs of one model: leave-one-log-out only, no other model to leave out).
+  expect_stdout "beside it, on the same rows: constant MFU (leave-one-out)"
+  expect_stdout "beside it, on the same rows: fitted, leave-one-log-out"
+  expect_stdout "overall: none (it needs other logs of other models)"
+}
+
+# itertime fit --framework megatron-te on imported logs and on published figures (issue 46), and predict
+# --fitted quoting the fit's range.
+case_framework_fit() {
+  run import nemo_llama8b.log nemo_delta_timing.log --model "$MODELS/llama3.1-8b.json" --dp 8 --tp 2 --pp 4 --gbs 512 \
+    --seq 8192 --recipe sp+dopt+ovl+opg -o "$WORK/cal.h5"
+  expect_status 0
+  run fit --framework megatron-te "$WORK/cal.h5" -o "$WORK/terms.json"
+  expect_refused "imported logs do not name their GPU; pass --hardware NAME"
+  [[ ! -e "$WORK/terms.json" ]] || fail "a refused fit wrote its file"
+  run fit --framework megatron-te "$WORK/cal.h5" --hardware h100-sxm -o "$WORK/terms.json"
+  expect_status 0
+  expect_stdout "framework megatron-te on h100-sxm, 2 rows of 1 model(s)"
+  expect_stdout "gemm16_efficiency"
+  expect_stdout "leave-one-model-out: not measured (rows of one model only)"
+  run predict --framework megatron-te --hardware h100-sxm --model "$MODELS/llama3.1-8b.json" --dp 8 --tp 2 --pp 4 \
+    --gbs 512 --seq 8192 --recipe sp+dopt+ovl+opg --fitted "$WORK/terms.json"
+  expect_status 0
+  expect_stdout "on fitted ($WORK/terms.json) h100-sxm, framework megatron-te"
+  expect_stdout "range: none: the fit in $WORK/terms.json saw one model only"
+  run fit --framework megatron-te "$WORK/cal.h5" --hardware h100-sxm -o "$WORK/terms.json"
+  expect_refused "terms.json"
+  # Published figures of two models: a leave-one-model-out range, quoted by predict.
+  run fit --framework megatron-te "$SOURCE_DIR/data/published/nemotron4-dgxc-h100.json" -o "$WORK/nemotron.json"
+  expect_status 0
+  expect_stdout "26 rows of 2 model(s)"
+  expect_stdout "leave-one-model-out: MAPE"
+  run predict --framework megatron-te --hardware h100-sxm --model "$MODELS/llama3.1-8b.json" --dp 8 --tp 2 --pp 4 \
+    --gbs 512 --seq 8192 --recipe sp+dopt+ovl+opg --fitted "$WORK/nemotron.json"
+  expect_status 0
+  expect_stdout "the fit's leave-one-model-out MAPE on 26 logged runs of 2 models"
+  # A fit of another GPU, and --fitted without the framework model: one line each.
+  run predict --framework megatron-te --hardware b200 --model "$MODELS/llama3.1-8b.json" --dp 8 --gbs 512 --seq 8192 \
+    --fitted "$WORK/nemotron.json"
+  expect_refused "fitted on h100-sxm, not b200"
+  run predict --hardware h100-sxm --model "$MODELS/llama3.1-8b.json" --tp 8 --gbs 8 --seq 8192 --fitted "$WORK/nemotron.json"
+  expect_refused "--fitted need --framework megatron-te"
 }
 
 case_hostile() {
@@ -124,6 +167,6 @@ case_calibrated_unchanged() {
   diff -r "$WORK/before" "$WORK/after" >/dev/null || fail "the validation reports changed after an import"
 }
 
-ALL_CASES=(megatron_validated nemo_torchtitan hostile calibrated_unchanged)
+ALL_CASES=(megatron_validated nemo_torchtitan framework_fit hostile calibrated_unchanged)
 
 run_cases

@@ -17,7 +17,7 @@ run() {
 # LLaMA 3.1-405B on 128 DGX H100 nodes, plain training: nothing fits 80 GiB; the summary says so, the table
 # of '-' rows is replaced by the closest candidates and what would make them fit, with a hint.
 case_nothing_fits() {
-  run plan --hardware h100-sxm --nodes 128 --model "$MODELS/llama3.1-405b.json" --gbs 512 --seq 8192
+  run plan --framework itertime --hardware h100-sxm --nodes 128 --model "$MODELS/llama3.1-405b.json" --gbs 512 --seq 8192
   expect_status 0
   expect_stdout "summary: layouts 264 considered, 92 legal; candidates 92, 0 fit in 79.65 GiB, 0 predicted"
   expect_stdout "none of the 92 candidates fits in 79.65 GiB"
@@ -38,7 +38,8 @@ case_empty_space() {
 
 # One notation (ParallelConfig::layout_text) in every row, cp and vp included; both MFU columns; ties.
 case_table() {
-  run plan --hardware h100-sxm --gpus 4 --model "$MODELS/tiny-llama-gqa.json" --gbs 8 --seq 32 --vp 1,2 --top 40
+  run plan --framework itertime --hardware h100-sxm --gpus 4 --model "$MODELS/tiny-llama-gqa.json" --gbs 8 --seq 32 --vp 1,2 \
+    --top 40
   expect_status 0
   grep -qE "dp2-tp1-pp2(-cp1)?-vp2 " "$OUT" || fail "no vp2 layout in layout_text's notation"
   expect_stdout "dp4-tp1-pp1 "

@@ -98,11 +98,11 @@ case "$CASE" in
     "$ITERTIME" predict "$CAL" --model "$TINY" --seq 32 --dp 2 --json >"$WORK/d.json" || fail "--dp 2 alone exited $?"
     jq -e '.global_batch == 2 and .precision == "fp32" and (.defaults | length) == 2' "$WORK/d.json" >/dev/null ||
       fail "defaults: $(jq -c '{global_batch, precision, defaults}' "$WORK/d.json")"
-    "$ITERTIME" predict --hardware h100-sxm --model "$TINY" --seq 32 --tp 2 --pp 2 --vp 2 --json >"$WORK/h.json" ||
+    "$ITERTIME" predict --framework itertime --hardware h100-sxm --model "$TINY" --seq 32 --tp 2 --pp 2 --vp 2 --json >"$WORK/h.json" ||
       fail "--hardware h100-sxm without --precision exited $?"
     jq -e '.precision == "amp-bf16" and .global_batch == 2' "$WORK/h.json" >/dev/null ||
       fail "h100 defaults: $(jq -c '{global_batch, precision, defaults}' "$WORK/h.json")"
-    "$ITERTIME" predict --hardware h100-sxm --model "$TINY" --seq 32 --precision bf16 --gbs 4 --json >"$WORK/g.json" ||
+    "$ITERTIME" predict --framework itertime --hardware h100-sxm --model "$TINY" --seq 32 --precision bf16 --gbs 4 --json >"$WORK/g.json" ||
       fail "given options exited $?"
     jq -e '.defaults == []' "$WORK/g.json" >/dev/null || fail "given options reported as defaults"
     # Only options left out are defaulted: a given bad value is refused.
@@ -121,7 +121,12 @@ case "$CASE" in
       --seq 4096 --json >"$WORK/f.json" || fail "framework predict exited $?"
     jq -e '.range_pct > 0 and (.range_basis | test("published"))' "$WORK/f.json" >/dev/null ||
       fail "framework range: $(jq -c '{range_pct, range_basis}' "$WORK/f.json")"
-    "$ITERTIME" predict --hardware h100-sxm --model "$TINY" --seq 32 --tp 2 --json >"$WORK/h.json" || fail "described exited $?"
+    "$ITERTIME" predict --framework itertime --hardware h100-sxm --model "$TINY" --seq 32 --tp 2 --json >"$WORK/h.json" ||
+      fail "described exited $?"
+    # Without --framework a GPU question gets the GPU's framework (issue 44): Megatron-Core + TE, a published range.
+    "$ITERTIME" predict --hardware h100-sxm --model "$SRC/data/models/llama3.1-8b.json" --tp 8 --seq 4096 --json \
+      >"$WORK/g.json" || fail "default-framework predict exited $?"
+    jq -e '(.range_basis | test("published"))' "$WORK/g.json" >/dev/null || fail "a GPU question did not get megatron-te"
     jq -e '.range_pct == null' "$WORK/h.json" >/dev/null || fail "a described device quotes a range"
     ;;
   *)

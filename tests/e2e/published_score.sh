@@ -7,7 +7,12 @@
 # CASE score: the scorer exits 0 with nothing on stderr, predicts every row (no "not predicted" line), its
 # --json agrees on the row count, and its overall MAPE is at most MAX_MAPE percent ("none": no bound, only
 # every row predicted). CASE bad_file: a missing file and a file with a bad row are each refused with exit
-# status 2 and one stderr line naming the file (and the row and field), nothing on stdout.
+# status 2 and one stderr line naming the file (and the row and field), nothing on stdout. CASE baselines
+# (issue 46; MAX_MAPE ignored): on every shipped row the described model beats the constant-MFU baseline
+# (fitted leave-one-out on the same rows); the fitted model's leave-one-model-out MAPE on the Nemotron-4
+# H100 rows beats the described model's there; and each GPU generation's quoted range
+# (predict/prediction_range.hpp kFrameworkChecks) is its rows' measured described MAPE, rounded (to 0.1),
+# over the stated number of rows: a change either way fails until the quoted range follows.
 set -uo pipefail
 if [[ $# -ne 4 ]]; then
   echo "usage: $0 ITERTIME SOURCE_DIR CASE MAX_MAPE" >&2
@@ -72,8 +77,36 @@ case_bad_file() {
   echo "ok: bad files refused"
 }
 
+case_baselines() {
+  "$ITERTIME" score-published --json >"$WORK/json" 2>"$WORK/err" || fail "score-published --json failed: $(cat "$WORK/err")"
+  local described constant fitted nemotron
+  described="$(jq '.overall.mape_percent' "$WORK/json")"
+  constant="$(jq '.overall.constant_mfu.mape_percent' "$WORK/json")"
+  fitted="$(jq '.sources["nemotron4-dgxc-h100"].fitted_leave_one_model_out.mape_percent' "$WORK/json")"
+  nemotron="$(jq '.sources["nemotron4-dgxc-h100"].mape_percent' "$WORK/json")"
+  echo "described MAPE $described%, constant-MFU $constant%; Nemotron-4: described $nemotron%, fitted (leave-one-model-out) $fitted%"
+  awk -v d="$described" -v c="$constant" 'BEGIN { exit !(d < c) }' || fail "the described model ($described%) does not beat a constant MFU ($constant%)"
+  awk -v f="$fitted" -v d="$nemotron" 'BEGIN { exit !(f < d) }' || fail "the fitted model ($fitted%) does not beat the described one ($nemotron%) on Nemotron-4"
+  # {"Hopper", "h100-sxm h200-sxm", 11.1, 26, "..."},
+  local checks=0 generation gpus quoted runs
+  while IFS='|' read -r generation gpus quoted runs; do
+    checks=$((checks + 1))
+    local measured count
+    read -r measured count < <(jq -r --arg gpus " $gpus " '[.rows[] | select(.hardware as $h | .predicted and ($gpus | contains(" " + $h + " ")))
+      | (.error_percent | fabs)] | "\(add / length) \(length)"' "$WORK/json")
+    echo "$generation ($gpus): quoted ±$quoted% over $runs runs; measured $measured% over $count"
+    [[ "$count" == "$runs" ]] || fail "$generation: $count rows predicted, prediction_range.hpp says $runs"
+    awk -v m="$measured" -v q="$quoted" 'BEGIN { exit !(m - q <= 0.05 && q - m <= 0.05) }' ||
+      fail "$generation: measured MAPE $measured% is not the quoted $quoted% (update predict/prediction_range.hpp)"
+  done < <(sed -n 's/^ *{"\([A-Za-z]*\)", "\([a-z0-9 -]*\)", \([0-9.]*\), \([0-9]*\), .*/\1|\2|\3|\4/p' \
+    "$SOURCE_DIR/predict/prediction_range.hpp")
+  [[ $checks -gt 0 ]] || fail "no kFrameworkChecks line read from predict/prediction_range.hpp"
+  echo "ok: baselines beaten, $checks quoted ranges match their checks"
+}
+
 case "$CASE" in
   score) case_score ;;
+  baselines) case_baselines ;;
   bad_file) case_bad_file ;;
   *) fail "unknown case $CASE" ;;
 esac

@@ -21,6 +21,7 @@
 #include "common/pipeline_order.hpp"
 #include "predict/framework/framework_types.hpp"
 #include "predict/framework/megatron_formula.hpp"
+#include "predict/framework/megatron_layout_rules.hpp"
 #include "predict/framework/megatron_memory.hpp"
 
 namespace itertime::predict::framework {
@@ -235,6 +236,10 @@ TEST(MegatronMemory, InterleavedActivationsAreTheWalkedPeak) {
           shape.layers = layers;
           const int m = pp * mult;
           const ParallelConfig c = layout(2, 2, pp, 1, vp, 1, 2 * m, 32);
+          if (!layout_violations(shape, c).empty()) {  // a split Megatron-LM refuses (megatron_layout_rules.hpp)
+            EXPECT_THROW(megatron_te_memory(shape, c, base_recipe(), 0), UserError) << "layers " << layers;
+            continue;
+          }
           const std::vector<VirtualStageLayers> stages = megatron_virtual_stage_layers(layers, pp, vp);
           for (int rank = 0; rank < pp; ++rank) {
             int64_t now = 0, peak = 0;
@@ -254,8 +259,36 @@ TEST(MegatronMemory, InterleavedActivationsAreTheWalkedPeak) {
   }
 }
 
+// The same walk with Megatron's uneven first / last ranks (--decoder-first/last-pipeline-num-layers 2 of 8
+// layers over pp 3 vp 2: chunks of 1, 2 and 1 layers), where the chunks differ in bytes.
+TEST(MegatronMemory, InterleavedActivationsWithFirstAndLastRankLayers) {
+  TransformerShape shape = toy();
+  shape.layers = 8;
+  FrameworkRecipe r = base_recipe();
+  r.pipeline_split.given = true;
+  r.pipeline_split.first_stage_layers = 2;
+  r.pipeline_split.last_stage_layers = 2;
+  for (int m : {3, 6}) {
+    const ParallelConfig c = layout(2, 2, 3, 1, 2, 1, 2 * m, 32);
+    const std::vector<VirtualStageLayers> stages = megatron_virtual_stage_layers(8, 3, 2, r.pipeline_split);
+    ASSERT_EQ(stages[0].num_layers, 1);
+    ASSERT_EQ(stages[1].num_layers, 2);
+    ASSERT_EQ(stages[2].num_layers, 1);
+    for (int rank = 0; rank < 3; ++rank) {
+      int64_t now = 0, peak = 0;
+      for (const PipelinePass& pass : interleaved_passes(3, rank, m, 2)) {
+        const VirtualStageLayers& v = stages[static_cast<std::size_t>(pass.chunk * 3 + rank)];
+        const int64_t bytes = v.num_layers * kLayerSelective + (v.has_embedding ? kEmbedding : 0) + (v.has_head ? kHead : 0);
+        now += pass.kind == PipelinePassKind::kForward ? bytes : -bytes;
+        peak = std::max(peak, now);
+      }
+      EXPECT_EQ(megatron_te_memory(shape, c, r, rank).activations_bytes, peak) << "m " << m << " rank " << rank;
+    }
+  }
+}
+
 TEST(MegatronMemory, VirtualStageLayers) {
-  // Even; Megatron's account_for_embedding/loss split (NeMo 405B: 126 + 2 = 128 over 16); else first ones +1.
+  // Even; Megatron's account_for_embedding/loss split (NeMo 405B: 126 + 2 = 128 over 16); else refused.
   auto v = megatron_virtual_stage_layers(126, 8, 2);
   ASSERT_EQ(v.size(), 16u);
   EXPECT_EQ(v[0].num_layers, 7);
@@ -265,9 +298,8 @@ TEST(MegatronMemory, VirtualStageLayers) {
   EXPECT_TRUE(v[15].has_head);
   v = megatron_virtual_stage_layers(80, 4, 5);
   for (const auto& s : v) EXPECT_EQ(s.num_layers, 4);
-  v = megatron_virtual_stage_layers(7, 2, 1);
-  EXPECT_EQ(v[0].num_layers, 4);
-  EXPECT_EQ(v[1].num_layers, 3);
+  // 7 layers over pp 2: neither 7 nor 9 splits; Megatron-LM refuses it, so does the split (issue 44).
+  EXPECT_THROW(megatron_virtual_stage_layers(7, 2, 1), UserError);
 }
 
 TEST(MegatronMemory, RefusesWhatMegatronRefuses) {

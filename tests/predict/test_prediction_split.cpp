@@ -25,7 +25,9 @@ namespace itertime::predict {
 namespace {
 
 double parts(const Prediction& p) {
-  return p.compute_us + p.tp_comm_us + p.cp_comm_us + p.pp_comm_us + p.bubble_us + p.dp_comm_us + p.optimizer_us;
+  double sum = p.compute_us + p.tp_comm_us + p.cp_comm_us + p.pp_comm_us + p.bubble_us + p.dp_comm_us + p.optimizer_us;
+  for (const auto& [name, us] : p.training_costs_us) sum += us;  // the framework model's training-condition lines
+  return sum;
 }
 
 struct Layout {

@@ -71,7 +71,7 @@ def digest(path):
 CASES = [
     ("predict megatron-te on a description", "predict",
      dict(model=MODEL_8B, hardware="h100-sxm", framework="megatron-te", dp=4, cp=2, mbs=1, gbs=128, seq=8192,
-          precision="amp-bf16", recipe="sp+dopt+ovl+opg")),
+          precision="amp-bf16", recipe="sp+dopt+ovl+opg", allow_implausible=True)),  # over the memory: flagged
     ("predict on a calibration", "predict", dict(source=CAL, model=TINY, dp=2, gbs=8, seq=32, precision="fp32")),
     ("predict, the command's defaults (gbs, precision)", "predict", dict(source=CAL, model=TINY, dp=2, seq=32)),
     ("predict a described device from a calibration", "predict",
@@ -80,7 +80,7 @@ CASES = [
     ("predict --from with an override", "predict", dict(from_=MEGATRON_FILE, hardware="h100-sxm", tp=4, gbs=256)),
     ("predict --from a NeMo YAML", "predict", dict(from_=NEMO_FILE, hardware="h100-sxm", gpus=8)),
     ("predict --megatron-args", "predict", dict(megatron_args=MEGATRON_LINE, hardware="h100-sxm", framework="megatron-te",
-                                               gpus=8)),
+                                               gpus=8, allow_implausible=True)),
     ("plan megatron-te on one node", "plan",
      dict(model=MODEL_8B, hardware="h100-sxm", framework="megatron-te", nodes=1, gbs=128, seq=8192, top=3)),
     ("plan --from", "plan", dict(from_=MEGATRON_FILE, hardware="h100-sxm", top=4)),

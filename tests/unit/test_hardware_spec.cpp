@@ -104,7 +104,7 @@ TEST(HardwareSpec, H100FiguresAreTheWhitepapersDenseOnes) {
 TEST(HardwareSpec, H200DiffersFromH100InMemoryOnly) {
   const HardwareSpec h200 = shipped("h200-sxm");
   const HardwareSpec h100 = shipped("h100-sxm");
-  EXPECT_EQ(h200.memory_bytes, 141'000'000'000);
+  EXPECT_EQ(h200.memory_bytes, int64_t{143771} << 20);  // the driver's total, 143771 MiB (docs/hardware.md)
   EXPECT_DOUBLE_EQ(h200.memory_bandwidth_bytes_per_s, 4.8e12);
   EXPECT_EQ(h200.sm_count, h100.sm_count);
   EXPECT_EQ(h200.nvlink_bandwidth_bytes_per_s, h100.nvlink_bandwidth_bytes_per_s);

@@ -1,0 +1,65 @@
+// test_regularized_fit.cpp: the bounded, regularized least-squares core (common/regularized_fit.hpp) on
+// problems whose optimum is known by hand: a linear system, a prior against one residual, bounds, and a
+// nonlinear model with known coefficients.
+#include <gtest/gtest.h>
+
+#include <cmath>
+
+#include "common/regularized_fit.hpp"
+
+namespace itertime {
+namespace {
+
+TEST(RegularizedFit, CholeskySolvesASymmetricPositiveSystem) {
+  // [[4, 2], [2, 3]] x = [10, 8]: x = (1.75, 1.5) (4*1.75 + 2*1.5 = 10, 2*1.75 + 3*1.5 = 8).
+  std::vector<double> x;
+  ASSERT_TRUE(solve_symmetric_positive({4, 2, 2, 3}, {10, 8}, x));
+  EXPECT_NEAR(x[0], 1.75, 1e-12);
+  EXPECT_NEAR(x[1], 1.5, 1e-12);
+  EXPECT_FALSE(solve_symmetric_positive({1, 2, 2, 1}, {1, 1}, x));  // indefinite
+}
+
+TEST(RegularizedFit, NoResidualsGivesThePriorClampedIntoItsBounds) {
+  const auto none = [](const std::vector<double>&) { return std::vector<double>{}; };
+  const RegularizedFit fit = fit_regularized({{"a", 0.3, 1.0, 0.0, 1.0}, {"b", 5.0, 1.0, 0.0, 2.0}}, none);
+  EXPECT_DOUBLE_EQ(fit.values[0], 0.3);
+  EXPECT_DOUBLE_EQ(fit.values[1], 2.0);  // the prior 5 lies above the bound
+}
+
+TEST(RegularizedFit, OneResidualAgainstThePriorMeetsHalfway) {
+  // S = (x - 1)^2 + (x / 1)^2 is least at x = 0.5; with prior_sigma 0.5, S = (x - 1)^2 + 4 x^2: x = 0.2.
+  const auto r = [](const std::vector<double>& x) { return std::vector<double>{x[0] - 1.0}; };
+  EXPECT_NEAR(fit_regularized({{"x", 0.0, 1.0}}, r).values[0], 0.5, 1e-6);
+  EXPECT_NEAR(fit_regularized({{"x", 0.0, 0.5}}, r).values[0], 0.2, 1e-6);
+}
+
+TEST(RegularizedFit, TheOptimumStaysWithinTheBounds) {
+  const auto r = [](const std::vector<double>& x) { return std::vector<double>{10.0 * (x[0] - 3.0)}; };
+  const RegularizedFit fit = fit_regularized({{"x", 0.0, 10.0, -1.0, 1.0}}, r);
+  EXPECT_NEAR(fit.values[0], 1.0, 1e-12);
+  EXPECT_TRUE(fit.converged);
+}
+
+TEST(RegularizedFit, RecoversKnownCoefficientsOfANonlinearModel) {
+  // y = a exp(b t) on 8 exact points, a = 2, b = -0.3; weak priors (sigma 100) barely pull.
+  std::vector<double> t, y;
+  for (int i = 0; i < 8; ++i) t.push_back(i * 0.5), y.push_back(2.0 * std::exp(-0.3 * i * 0.5));
+  const auto r = [&](const std::vector<double>& x) {
+    std::vector<double> out;
+    for (size_t i = 0; i < t.size(); ++i) out.push_back(x[0] * std::exp(x[1] * t[i]) - y[i]);
+    return out;
+  };
+  const RegularizedFit fit = fit_regularized({{"a", 1.0, 100.0}, {"b", 0.0, 100.0}}, r, 100, 1e-7);
+  EXPECT_NEAR(fit.values[0], 2.0, 1e-3);
+  EXPECT_NEAR(fit.values[1], -0.3, 1e-3);
+  EXPECT_LT(fit.residual_sum_squares, 1e-8);
+}
+
+TEST(RegularizedFit, RefusesABadParameter) {
+  const auto none = [](const std::vector<double>&) { return std::vector<double>{}; };
+  EXPECT_THROW(fit_regularized({{"x", 0.0, 0.0}}, none), std::invalid_argument);
+  EXPECT_THROW(fit_regularized({{"x", 0.0, 1.0, 2.0, 1.0}}, none), std::invalid_argument);
+}
+
+}  // namespace
+}  // namespace itertime
