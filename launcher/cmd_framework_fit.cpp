@@ -114,6 +114,9 @@ int run_framework_fit(const std::vector<std::string>& files, const std::string& 
   std::printf("  rms log error: described %.4f, fitted %.4f (in-sample); described MAPE %.1f%% (mean error %+.1f%%) on %d rows\n",
               fit.rms_log_error_described, fit.rms_log_error_fitted, described_error.mape(), described_error.bias(),
               described_error.predicted);
+  std::printf("  each row trusted to %.1f%% (%s)\n", 100.0 * fit.step_time_sigma,
+              fit.step_time_sigma > 0.0301 ? "the rows' own scatter: they disagree beyond a step time's 3%"
+                                           : "a step time's repeatability");
   if (std::isfinite(fit.lomo_mape_pct)) {
     std::printf("  leave-one-model-out: MAPE %.1f%% (mean error %+.1f%%) on %d rows: the range fitted predictions quote\n",
                 fit.lomo_mape_pct, lomo.bias(), fit.lomo_rows);

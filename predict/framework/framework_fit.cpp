@@ -102,20 +102,32 @@ FrameworkFit fit_framework_terms(const FrameworkTarget& described, const std::ve
   for (size_t k = 0; k < kTermCount; ++k) {
     parameters.push_back(FitParameter{kTerms[k].name, prior[k], kTerms[k].prior_sigma, kTerms[k].lower, kTerms[k].upper});
   }
+  double step_sigma = kStepTimeSigma;
   auto residuals = [&](const std::vector<double>& x) {
     FrameworkTarget target = base;
     target.terms = terms_at(x);
     std::vector<double> r = log_errors(target, rows);
-    for (double& e : r) e /= kStepTimeSigma;
+    for (double& e : r) e /= step_sigma;
     return r;
   };
   FrameworkFit fit;
   fit.hardware = described.hardware.name;
   for (const FrameworkObservation& row : rows) fit.rows.push_back(row.id);
-  fit.rms_log_error_described = rms(residuals(prior)) * kStepTimeSigma;
-  const RegularizedFit result = fit_regularized(parameters, residuals, 40, 1e-3);
+  fit.rms_log_error_described = rms(residuals(prior)) * step_sigma;
+  RegularizedFit result = fit_regularized(parameters, residuals, 40, 1e-3);
+  // Rows that the terms cannot bring within 3 % of each other (another framework's log, a disturbed run)
+  // are trusted less: once, the fit again with the rows' own scatter, rms x sqrt(n / (n - p)), when larger.
+  const double n = static_cast<double>(rows.size()), p = static_cast<double>(kTermCount);
+  if (n > p) {
+    const double scatter = rms(residuals(result.values)) * step_sigma * std::sqrt(n / (n - p));
+    if (scatter > step_sigma) {
+      step_sigma = scatter;
+      result = fit_regularized(parameters, residuals, 40, 1e-3);
+    }
+  }
+  fit.step_time_sigma = step_sigma;
   fit.terms = terms_at(result.values);
-  fit.rms_log_error_fitted = rms(residuals(result.values)) * kStepTimeSigma;
+  fit.rms_log_error_fitted = rms(residuals(result.values)) * step_sigma;
   fit.iterations = result.iterations;
   for (size_t k = 0; k < kTermCount; ++k) {
     const TermSpec& spec = kTerms[k];
@@ -152,6 +164,7 @@ std::string write_fitted_terms_json(const FrameworkFit& fit) {
   doc["rows"] = fit.rows;
   doc["rms_log_error"] = {{"described", fit.rms_log_error_described}, {"fitted", fit.rms_log_error_fitted}};
   doc["models"] = fit.models;
+  doc["step_time_sigma"] = fit.step_time_sigma;
   if (std::isfinite(fit.lomo_mape_pct))
     doc["leave_one_model_out"] = {{"mape_percent", fit.lomo_mape_pct}, {"rows", fit.lomo_rows}};
   return doc.dump(1) + "\n";
@@ -170,8 +183,9 @@ FrameworkFit read_fitted_terms(const std::string& path, const std::string& hardw
   JsonFieldReader reader(path);
   if (!doc.is_object() || doc.value("kind", "") != "itertime framework-terms")
     throw UserError(path + ": not a framework terms file (written by `itertime fit --framework megatron-te`)");
-  reader.only_known(doc, "",
-                    {"kind", "framework", "hardware", "terms", "rows", "rms_log_error", "models", "leave_one_model_out"});
+  reader.only_known(
+      doc, "",
+      {"kind", "framework", "hardware", "terms", "rows", "rms_log_error", "models", "leave_one_model_out", "step_time_sigma"});
   FrameworkFit fit;
   if (!doc.contains("hardware") || !doc.at("hardware").is_string()) reader.fail("hardware", "missing");
   fit.hardware = doc.at("hardware").get<std::string>();
@@ -217,6 +231,7 @@ FrameworkFit read_fitted_terms(const std::string& path, const std::string& hardw
     fit.rms_log_error_fitted = doc.at("rms_log_error").value("fitted", 0.0);
   }
   fit.models = doc.value("models", 0);
+  fit.step_time_sigma = doc.value("step_time_sigma", kStepTimeSigma);
   if (doc.contains("leave_one_model_out") && doc.at("leave_one_model_out").is_object()) {
     fit.lomo_mape_pct = doc.at("leave_one_model_out").value("mape_percent", NAN);
     fit.lomo_rows = doc.at("leave_one_model_out").value("rows", 0);

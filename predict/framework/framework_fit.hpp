@@ -5,7 +5,8 @@
 // bounded and pulled toward its described value (common/regularized_fit.hpp), and are written to a file
 // that predict and plan take (--fitted FILE).
 // Invariants:
-//  - Residuals are ln(predicted / measured) per row; every term's prior is its described value (the
+//  - Residuals are ln(predicted / measured) per row over the step times' sigma (3 %, or the rows' own
+//    scatter after a first fit when larger: rows that disagree are trusted less); every term's prior is its described value (the
 //    scales 1 in log space, the slowdown the training conditions'), so with no rows the fit is the
 //    described model, and with few rows it moves only as far as the rows pull against the prior.
 //  - Every row must be on the target's GPU (one fit = one cluster); a row the model refuses is a
@@ -46,6 +47,7 @@ struct FrameworkFit {
   std::vector<FittedTerm> table;
   std::vector<std::string> rows;  // the observations' ids
   double rms_log_error_described = 0, rms_log_error_fitted = 0;
+  double step_time_sigma = 0.03;  // how far a row was trusted (3 %, or the rows' own scatter when larger)
   int iterations = 0;
   // How the fit does on models it did not see (leave-one-model-out over `rows`; set by the caller, e.g.
   // `itertime fit --framework`): the range a fitted prediction quotes. NaN: not measured (one model only).

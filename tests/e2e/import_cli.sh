@@ -116,7 +116,8 @@ case_framework_fit() {
   run predict --framework megatron-te --hardware b200 --model "$MODELS/llama3.1-8b.json" --dp 8 --gbs 512 --seq 8192 \
     --fitted "$WORK/nemotron.json"
   expect_refused "fitted on h100-sxm, not b200"
-  run predict --hardware h100-sxm --model "$MODELS/llama3.1-8b.json" --tp 8 --gbs 8 --seq 8192 --fitted "$WORK/nemotron.json"
+  run predict --framework itertime --hardware h100-sxm --model "$MODELS/llama3.1-8b.json" --tp 8 --gbs 8 --seq 8192 \
+    --fitted "$WORK/nemotron.json"
   expect_refused "--fitted need --framework megatron-te"
 }
 
