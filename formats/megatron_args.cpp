@@ -149,11 +149,9 @@ static std::vector<Word> split_words_checked(const std::string& text, const std:
   return words;
 }
 
-static MegatronArguments megatron_arguments_from_words_checked(const std::vector<Word>& all, const std::string& source) {
-  MegatronArguments out;
-  out.source = source;
-  std::size_t start = 0;
-  // A launcher line: the script's arguments follow the first word ending in .py; torchrun's sizes before it.
+// A launcher line: the script's arguments follow the first word ending in .py; torchrun's sizes before it
+// give the world size (out.world_size). Returns the index of the first argument (0 without a launcher line).
+static std::size_t arguments_start(const std::vector<Word>& all, const std::string& source, MegatronArguments& out) {
   for (std::size_t i = 0; i < all.size(); ++i) {
     if (!ends_with(all[i].text, ".py")) continue;
     int nproc = 0, nnodes = 1;
@@ -168,9 +166,15 @@ static MegatronArguments megatron_arguments_from_words_checked(const std::vector
       if (name == "--nnodes") nnodes = positive_int({value, all[j].line}, name, source);
     }
     if (nproc > 0) out.world_size = nproc * nnodes;
-    start = i + 1;
-    break;
+    return i + 1;
   }
+  return 0;
+}
+
+static MegatronArguments megatron_arguments_from_words_checked(const std::vector<Word>& all, const std::string& source) {
+  MegatronArguments out;
+  out.source = source;
+  const std::size_t start = arguments_start(all, source, out);
   std::map<std::string, std::string> first_option;  // dest -> the option text that set it
   for (std::size_t i = start; i < all.size();) {
     const Word& word = all[i];

@@ -16,7 +16,7 @@
 
 #include "common/errors.hpp"
 #include "launcher/commands.hpp"
-#include "launcher/predict_options.hpp"
+#include "query/query_options.hpp"
 #include "predict/framework/framework_fit.hpp"
 #include "predict/framework_plan.hpp"
 #include "validate/published_figures.hpp"
@@ -33,14 +33,11 @@ bool ends_with(const std::string& text, const std::string& tail) {
   return text.size() >= tail.size() && text.compare(text.size() - tail.size(), tail.size(), tail) == 0;
 }
 
-}  // namespace
-
-int run_framework_fit(const std::vector<std::string>& files, const std::string& hardware_option, const std::string& output,
-                      bool force) {
-  refuse_existing(output, force, "-o");
-  // Rows per GPU: published rows name theirs; imported logs run on --hardware.
+// The rows of the files, each with its GPU: published rows name theirs (those of another fabric left out,
+// said); imported logs run on --hardware.
+std::vector<std::pair<std::string, fw::FrameworkObservation>> rows_of_files(const std::vector<std::string>& files,
+                                                                            const std::string& hardware_option) {
   std::vector<std::pair<std::string, fw::FrameworkObservation>> rows;  // (gpu, row)
-  std::optional<fw::FrameworkTarget> published_target;
   for (const std::string& file : files) {
     if (ends_with(file, ".json")) {
       const validate::PublishedSource source = validate::load_published_figures(file);
@@ -58,6 +55,15 @@ int run_framework_fit(const std::vector<std::string>& files, const std::string& 
       for (fw::FrameworkObservation& o : validate::imported_observations(file)) rows.emplace_back(hardware_option, std::move(o));
     }
   }
+  return rows;
+}
+
+}  // namespace
+
+int run_framework_fit(const std::vector<std::string>& files, const std::string& hardware_option, const std::string& output,
+                      bool force) {
+  query::refuse_existing(output, force, "-o");
+  std::vector<std::pair<std::string, fw::FrameworkObservation>> rows = rows_of_files(files, hardware_option);
   std::set<std::string> gpus;
   for (const auto& [gpu, row] : rows) gpus.insert(gpu);
   if (gpus.empty())
@@ -96,7 +102,7 @@ int run_framework_fit(const std::vector<std::string>& files, const std::string& 
   validate::ErrorSummary lomo;
   for (size_t i = 0; i < usable.size(); ++i) lomo.add(usable[i].measured_us, held_out[i] * 1e6);
   if (lomo.predicted > 0) fit.lomo_mape_pct = lomo.mape(), fit.lomo_rows = lomo.predicted;
-  write_text_file(output, fw::write_fitted_terms_json(fit));
+  query::write_text_file(output, fw::write_fitted_terms_json(fit));
 
   std::printf("itertime fit: framework megatron-te on %s, %zu rows of %d model(s), written to %s\n", gpu.c_str(), usable.size(),
               fit.models, output.c_str());

@@ -1,26 +1,15 @@
 // calibration_view.cpp: see the header.
 #include "python/calibration_view.hpp"
 
-#include <stdlib.h>
-#include <unistd.h>
-
 #include <cmath>
 #include <filesystem>
-#include <fstream>
 #include <optional>
-#include <sstream>
 #include <vector>
 
 #include "common/calibration_records.hpp"
 #include "common/errors.hpp"
 #include "common/h5store.hpp"
-#include "common/model_spec.hpp"
 #include "common/store_meta.hpp"
-#include "predict/fit_model.hpp"
-#include "common/reference_store.hpp"
-#include "validate/validation.hpp"
-#include "validate/validation_drift.hpp"
-#include "validate/validation_report.hpp"
 
 namespace itertime::python {
 namespace {
@@ -106,46 +95,6 @@ nlohmann::json read_calibration(const std::string& path) {
   }
   out["groundtruth"] = groundtruth;
   return out;
-}
-
-nlohmann::json validate_calibration(const std::string& path, const std::string& holdout_text, const std::string& model_file) {
-  const validate::Holdout holdout = validate::parse_holdout(holdout_text);
-  std::optional<LlamaSpec> model_spec;
-  if (!model_file.empty()) model_spec = load_llama_config(model_file);
-  std::vector<store::GroundTruthRecord> rows;
-  validate::DriftSummary drift;
-  {
-    h5::Store store = open_existing(path);
-    if (!store.exists(store::kGroundTruthTable)) {
-      throw UserError(path + ": no /groundtruth table; run `itertime calibrate groundtruth --job JOB` first");
-    }
-    if (!model_spec) {  // the model /meta names, when readable here (as `itertime validate`)
-      const std::string recorded = store::read_store_meta(store).groundtruth_model;
-      std::error_code error;
-      if (!recorded.empty() && std::filesystem::is_regular_file(recorded, error)) model_spec = load_llama_config(recorded);
-    }
-    rows = store::read_groundtruth_records(store);
-    drift = validate::summarize_drift(store::read_reference_samples(store));
-  }
-  const predict::FittedModel model = predict::fit_model(path);
-  validate::ValidationReport report = validate::validate(model, rows, model_spec ? &*model_spec : nullptr, holdout);
-  // The machine's drift beside the floor, and the first profiles' MAPE where a re-measured pass was used
-  // (as `itertime validate`, validate/validation_run.cpp).
-  const std::optional<predict::FittedModel> first_profiles = validate::fit_first_profiles(path, drift);
-  validate::attach_drift(report, drift, first_profiles ? &*first_profiles : nullptr, rows);
-  // validation.json's object, from its one writer (a private temporary file, removed).
-  // mkstemp: a name no other call (another thread, the GIL released) or process holds.
-  std::string name = (std::filesystem::temp_directory_path() / "itertime-validation-XXXXXX").string();
-  const int fd = ::mkstemp(name.data());
-  if (fd < 0) throw UserError(name + ": cannot create a temporary file for the validation's JSON");
-  ::close(fd);
-  const std::filesystem::path temporary(name);
-  validate::write_json(report, temporary.string());
-  std::ostringstream text;
-  text << std::ifstream(temporary).rdbuf();
-  std::error_code ignored;
-  std::filesystem::remove(temporary, ignored);
-  return nlohmann::json::parse(text.str());
 }
 
 }  // namespace itertime::python

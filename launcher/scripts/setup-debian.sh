@@ -47,6 +47,7 @@ PACKAGES=(
   libyaml-cpp-dev libtomlplusplus-dev libssl-dev
   jq
   pybind11-dev python3-dev            # the Python module (docs/python.md): pybind11 2.10 / 2.13, Python 3.11 / 3.13
+  python3-venv python3-pip python3-setuptools python3-wheel  # `pip install --no-build-isolation .` (pyproject.toml)
   iproute2                            # the emulated cluster (docs/cluster.md): ip netns, veth, tc (HTB)
 )
 # Per-release differences, all of them here.

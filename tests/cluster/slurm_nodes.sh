@@ -47,6 +47,7 @@ SKIP_CODE=77
 if [[ "${1:-}" != --inside ]]; then
   # ---- outside the cluster: install what is missing, then start the cluster with this script inside --
   source "$(dirname "${BASH_SOURCE[0]}")/../e2e/lib.sh"
+  source "$(dirname "${BASH_SOURCE[0]}")/../slurm/slurm_lib.sh"
   take_args "ITERTIME SOURCE_DIR H5CHECK LINK_DELAY" "$@"
   HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
   STARTED=$SECONDS
@@ -60,24 +61,7 @@ if [[ "${1:-}" != --inside ]]; then
     exit "$SKIP_CODE"
   }
   [[ "$(id -u)" -eq 0 ]] || skip "the emulated cluster and the Slurm daemons need root"
-  missing=()
-  for tool in slurmctld slurmd sbatch squeue scontrol sinfo srun munged munge; do
-    command -v "$tool" >/dev/null 2>&1 || missing+=("$tool")
-  done
-  if [[ ${#missing[@]} -gt 0 ]]; then
-    say "installing slurm-wlm and munge from Debian (missing: ${missing[*]})"
-    export DEBIAN_FRONTEND=noninteractive
-    if ! apt-get -o DPkg::Lock::Timeout=300 update -q >/tmp/itertime-slurm-apt.log 2>&1 ||
-       ! apt-get -o DPkg::Lock::Timeout=300 install -y -q --no-install-recommends slurm-wlm munge \
-         >>/tmp/itertime-slurm-apt.log 2>&1; then
-      tail -n 20 /tmp/itertime-slurm-apt.log
-      skip "apt-get could not install slurm-wlm and munge (see above)"
-    fi
-    for tool in "${missing[@]}"; do
-      command -v "$tool" >/dev/null 2>&1 || skip "$tool is still missing after installing slurm-wlm and munge"
-    done
-    rm -f /tmp/itertime-slurm-apt.log
-  fi
+  ensure_slurm_installed
   say "starting a 2-node emulated cluster (1 Gbit/s, 100 us)"
   "$HERE/emulated_cluster.sh" --nodes 2 --slots 2 --bandwidth 1gbit --latency-us 100 --link-delay "$LINK_DELAY" \
     -- bash "${BASH_SOURCE[0]}" --inside "$ITERTIME" "$SOURCE_DIR" "$H5CHECK"
@@ -352,48 +336,9 @@ say "b: comm calibration over 2 nodes (mpirun inside the allocation) -> $H5B"
 ID_B="$(s0 "$ITERTIME" slurm submit "$JOB_B" --nodes 2 --ntasks-per-node 2 --partition ci --time 10:00 \
   --launcher mpirun --stages comm --output "$H5B" --parsable)" || fail "itertime slurm submit failed (b)"
 LOG_B="$H5B.slurm-$ID_B.log"
-progress_rows() { grep -cE '^  [0-9]+/[0-9]+ ' "$LOG_B" 2>/dev/null || true; }
-deadline=$((SECONDS + 180))
-while ((SECONDS < deadline)); do
-  state="$(job_field "$ID_B" JobState)"
-  [[ "$state" == RUNNING && "$(progress_rows)" -ge 40 ]] && break
-  case "$state" in COMPLETED | FAILED | CANCELLED | TIMEOUT) break ;; esac
-  sleep 0.5
-done
-state="$(job_field "$ID_B" JobState)"
-BEFORE="$(progress_rows)"
-[[ "$state" == RUNNING && "$BEFORE" -ge 40 ]] ||
-  { [[ -f "$LOG_B" ]] && tail -n 30 "$LOG_B"; fail "job $ID_B is $state with $BEFORE points measured; cannot requeue it mid-run"; }
-TOTAL="$(sed -n 's/^# itertime calibrate comm: .*, \([0-9][0-9]*\) points.*/\1/p' "$LOG_B" | head -n 1)"
-[[ "$TOTAL" =~ ^[0-9]+$ ]] || fail "no sweep size in the log of job $ID_B"
-[[ "$BEFORE" -lt "$TOTAL" ]] || fail "the sweep finished before the requeue; make it longer"
-say "b: requeueing job $ID_B (on $(job_field "$ID_B" NodeList)) after $BEFORE of $TOTAL points"
-s0 scontrol requeue "$ID_B" || fail "scontrol requeue $ID_B failed"
-for _ in $(seq 1 60); do
-  [[ "$(job_field "$ID_B" Restarts)" -ge 1 && "$(job_field "$ID_B" JobState)" == PENDING ]] && break
-  sleep 0.5
-done
-[[ "$(job_field "$ID_B" Restarts)" -ge 1 ]] || fail "job $ID_B shows no restart after scontrol requeue"
-# A requeued job waits for its BeginTime (about 2 minutes); release it once both nodes are idle again and
-# the second of the requeue has passed (slurmd refuses credentials issued up to then: "Job credential
-# revoked").
-for _ in $(seq 1 120); do
-  [[ "$(idle_nodes)" -eq ${#NODES[@]} ]] && break
-  sleep 0.5
-done
-sleep 2
-say "b: job $ID_B $(job_field "$ID_B" JobState) ($(job_field "$ID_B" Reason)), $(job_field "$ID_B" Restarts) restart(s); releasing it"
-s0 scontrol update JobId="$ID_B" StartTime=now || fail "cannot release the requeued job $ID_B"
-STATE_B="$(wait_job "$ID_B" 300)"
-say "b: job $ID_B ended $STATE_B after $(job_field "$ID_B" Restarts) restart(s)"
-if [[ "$STATE_B" != COMPLETED ]]; then
-  tail -n 40 "$LOG_B"
-  fail "job $ID_B ended $STATE_B after its requeue, expected COMPLETED"
-fi
-grep -q "DUE TO JOB REQUEUE" "$LOG_B" || fail "the log of job $ID_B does not show the requeue"
-grep -q "restart 1: calibrate comm" "$LOG_B" || fail "the log of job $ID_B does not show the restarted comm stage"
-RESUMED="$(sed -n 's/.*points (\([0-9][0-9]*\) already in .*, resuming).*/\1/p' "$LOG_B" | tail -n 1)"
-[[ "$RESUMED" =~ ^[0-9]+$ && "$RESUMED" -gt 0 ]] || fail "the restarted run did not resume (no 'already in ..., resuming' line)"
+all_idle() { [[ "$(idle_nodes)" -eq ${#NODES[@]} ]]; }
+requeue_comm_phase "$ID_B" "$LOG_B" 40 180 300 all_idle PHASE_B
+TOTAL="${PHASE_B[1]}" RESUMED="${PHASE_B[2]}"
 CHECK_B="$(check_tables "$H5B")"
 UNIQUE_B="$(check_line "$(grep '^/comm/points' <<<"$CHECK_B")" unique)"
 [[ "$UNIQUE_B" == "$TOTAL" ]] || fail "/comm/points has $UNIQUE_B distinct points, the sweep has $TOTAL: rows missing"

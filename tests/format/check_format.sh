@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The code follows .clang-format: every C++ source and header of the project (common, runtime, commbench,
-# calibrate, predict, validate, launcher, tests) is what clang-format makes of it. Checked with clang-format
+# calibrate, predict, validate, query, launcher, python, tests) is what clang-format makes of it. Checked with clang-format
 # 14 (Debian 12's, what formatted the tree): other majors format some constructs differently, so with
 # none or another one this test is skipped (exit 77, the reason printed), never passed.
 #   check_format.sh SOURCE_DIR
@@ -18,7 +18,7 @@ if [[ -z "$tool" ]]; then
   echo "SKIP: no clang-format 14 here (apt-get install clang-format-14); other versions format differently"
   exit 77
 fi
-mapfile -t files < <(cd "$SRC" && find common runtime commbench calibrate predict validate launcher tests \
+mapfile -t files < <(cd "$SRC" && find common runtime commbench calibrate predict validate query launcher python tests \
   -type f \( -name '*.cpp' -o -name '*.hpp' -o -name '*.cu' -o -name '*.c' -o -name '*.h' \) | sort)
 # One clang-format for all files; each file that differs is named in its diagnostics ("FILE:LINE:COL: error:").
 diagnostics="$(cd "$SRC" && "$tool" --dry-run --Werror "${files[@]}" 2>&1 >/dev/null)"

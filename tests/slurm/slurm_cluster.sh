@@ -99,24 +99,7 @@ if [[ "$(id -u)" -ne 0 ]]; then
   skip "the one-node cluster runs munged, slurmctld and slurmd as root; run this test as root"
 fi
 
-missing=()
-for tool in slurmctld slurmd sbatch squeue scontrol sinfo srun munged munge; do
-  command -v "$tool" >/dev/null 2>&1 || missing+=("$tool")
-done
-if [[ ${#missing[@]} -gt 0 ]]; then
-  say "installing slurm-wlm and munge from Debian (missing: ${missing[*]})"
-  export DEBIAN_FRONTEND=noninteractive
-  if ! apt-get -o DPkg::Lock::Timeout=300 update -q >/tmp/itertime-slurm-apt.log 2>&1 ||
-     ! apt-get -o DPkg::Lock::Timeout=300 install -y -q --no-install-recommends slurm-wlm munge \
-       >>/tmp/itertime-slurm-apt.log 2>&1; then
-    tail -n 20 /tmp/itertime-slurm-apt.log
-    skip "apt-get could not install slurm-wlm and munge (see above)"
-  fi
-  for tool in "${missing[@]}"; do
-    command -v "$tool" >/dev/null 2>&1 || skip "$tool is still missing after installing slurm-wlm and munge"
-  done
-  rm -f /tmp/itertime-slurm-apt.log
-fi
+ensure_slurm_installed
 command -v mpirun >/dev/null 2>&1 || fail "mpirun is missing (openmpi-bin; launcher/scripts/setup-debian.sh installs it)"
 
 # The munge socket's folder must be reachable by everyone (munged checks), hence 755 on the top folder.
@@ -267,47 +250,9 @@ say "b: comm calibration (mpirun inside the allocation) -> $H5B"
 ID_B="$("$ITERTIME" slurm submit "$JOB_B" --nodes 1 --ntasks-per-node 2 --partition ci --time 15:00 \
   --launcher mpirun --stages comm --output "$H5B" --parsable)" || fail "itertime slurm submit failed (b)"
 LOG_B="$T/requeue.h5.slurm-$ID_B.log"
-progress_rows() { grep -cE '^  [0-9]+/[0-9]+ ' "$LOG_B" 2>/dev/null || true; }
-deadline=$((SECONDS + 240))
-while ((SECONDS < deadline)); do
-  state="$(job_field "$ID_B" JobState)"
-  [[ "$state" == RUNNING && "$(progress_rows)" -ge 20 ]] && break
-  case "$state" in COMPLETED | FAILED | CANCELLED | TIMEOUT) break ;; esac
-  sleep 0.5
-done
-state="$(job_field "$ID_B" JobState)"
-BEFORE="$(progress_rows)"
-[[ "$state" == RUNNING && "$BEFORE" -ge 20 ]] || { [[ -f "$LOG_B" ]] && tail -n 30 "$LOG_B"; fail "job $ID_B is $state with $BEFORE points measured; cannot requeue it mid-run"; }
-TOTAL="$(sed -n 's/^# itertime calibrate comm: .*, \([0-9][0-9]*\) points.*/\1/p' "$LOG_B" | head -n 1)"
-[[ "$TOTAL" =~ ^[0-9]+$ ]] || fail "no sweep size in the log of job $ID_B"
-[[ "$BEFORE" -lt "$TOTAL" ]] || fail "the sweep finished before the requeue; make it longer"
-say "b: requeueing job $ID_B after $BEFORE of $TOTAL points"
-scontrol requeue "$ID_B" || fail "scontrol requeue $ID_B failed"
-# A requeued job waits for its BeginTime (about 2 minutes); release it now.
-for _ in $(seq 1 60); do
-  [[ "$(job_field "$ID_B" Restarts)" -ge 1 && "$(job_field "$ID_B" JobState)" == PENDING ]] && break
-  sleep 1
-done
-[[ "$(job_field "$ID_B" Restarts)" -ge 1 ]] || fail "job $ID_B shows no restart after scontrol requeue"
-# Released too soon, the job's new launch is refused ("Job credential revoked": slurmd revokes the job's
-# credentials issued up to the requeue, in whole seconds) and it fails: wait until the node is idle again
-# and the second of the requeue has passed.
-for _ in $(seq 1 120); do
-  [[ "$(sinfo -h -N -n "$NODE" -o '%T' 2>/dev/null | head -n 1)" == idle ]] && break
-  sleep 0.5
-done
-sleep 2
-scontrol update JobId="$ID_B" StartTime=now || fail "cannot release the requeued job $ID_B"
-STATE_B="$(wait_job "$ID_B" 420)"
-say "b: job $ID_B ended $STATE_B after $(job_field "$ID_B" Restarts) restart(s)"
-if [[ "$STATE_B" != COMPLETED ]]; then
-  tail -n 40 "$LOG_B"
-  fail "job $ID_B ended $STATE_B after its requeue, expected COMPLETED"
-fi
-grep -q "DUE TO JOB REQUEUE" "$LOG_B" || fail "the log of job $ID_B does not show the requeue"
-grep -q "restart 1: calibrate comm" "$LOG_B" || fail "the log of job $ID_B does not show the restarted comm stage"
-RESUMED="$(sed -n 's/.*points (\([0-9][0-9]*\) already in .*, resuming).*/\1/p' "$LOG_B" | tail -n 1)"
-[[ "$RESUMED" =~ ^[0-9]+$ && "$RESUMED" -gt 0 ]] || fail "the restarted run did not resume (no 'already in ..., resuming' line)"
+node_idle() { [[ "$(sinfo -h -N -n "$NODE" -o '%T' 2>/dev/null | head -n 1)" == idle ]]; }
+requeue_comm_phase "$ID_B" "$LOG_B" 20 240 420 node_idle PHASE_B
+TOTAL="${PHASE_B[1]}" RESUMED="${PHASE_B[2]}"
 CHECK_B="$("$H5CHECK" "$H5B")" || fail "itertime_slurm_h5check could not read $H5B"
 echo "$CHECK_B" | sed 's/^/    /'
 COMM_B="$(grep '^/comm/points' <<<"$CHECK_B")"

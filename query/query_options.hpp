@@ -1,6 +1,11 @@
-// predict_options.hpp: what the prediction verbs (fit, predict, validate, plan) share at the CLI
-// boundary: option checks that turn text into typed values or one-line UserErrors, and the one way they
-// write a text file (never half-written under its real name).
+// query_options.hpp: what the queries (predict, plan, validate, import; query/*.hpp) and the verbs of both
+// front ends share: option checks that turn text into typed values or one-line UserErrors, the `--from`
+// input's reading and its account, the placement of a calibration's groups, and the one way a text file
+// is written (never half-written under its real name).
+// Invariants:
+//  - A message names an option by its command-line spelling (`--nodes`); the Python front renames the
+//    options it knows to its keywords at its boundary (python/keywords.hpp), so one text serves both.
+//  - Nothing here prints.
 #pragma once
 
 #include <cstdint>
@@ -13,7 +18,7 @@
 #include "common/training_techniques.hpp"
 #include "formats/user_run.hpp"
 
-namespace itertime::launcher {
+namespace itertime::query {
 
 // --nodes N on a GPU description: the layout's ranks must fill exactly N nodes of gpus_per_node (0: unchecked).
 void check_nodes(int nodes, int64_t ranks, const std::optional<HardwareSpec>& hardware);
@@ -63,4 +68,4 @@ void refuse_existing(const std::string& path, bool force, const std::string& opt
 // Written to PATH.tmp and renamed: never a half-written file under the real name.
 void write_text_file(const std::string& path, const std::string& text);
 
-}  // namespace itertime::launcher
+}  // namespace itertime::query

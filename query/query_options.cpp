@@ -1,5 +1,5 @@
-// predict_options.cpp: the prediction verbs' shared option checks (predict_options.hpp).
-#include "launcher/predict_options.hpp"
+// query_options.cpp: the queries' shared option checks (query_options.hpp).
+#include "query/query_options.hpp"
 
 #include <filesystem>
 #include <fstream>
@@ -11,7 +11,7 @@
 #include "formats/user_input.hpp"
 #include "predict/node_placement.hpp"
 
-namespace itertime::launcher {
+namespace itertime::query {
 
 void check_nodes(int nodes, int64_t ranks, const std::optional<HardwareSpec>& hardware) {
   if (nodes == 0) return;
@@ -143,4 +143,4 @@ void write_text_file(const std::string& path, const std::string& text) {
   std::filesystem::rename(temporary, path);
 }
 
-}  // namespace itertime::launcher
+}  // namespace itertime::query
