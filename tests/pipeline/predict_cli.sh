@@ -93,10 +93,10 @@ expect_user_error "number of GPUs" plan "$WORK/model.itm" --model "$MODEL" --gpu
 expect_user_error "foreign.itm" fit "$WORK/foreign.itm" -o "$WORK/never.itm"
 test ! -e "$WORK/never.itm"
 test ! -e "$WORK/never.itm.tmp"
-# A described device (no calibration of it): every stage built and timed by the operator roofline of the
+# A described device (no calibration of it; --framework itertime, as megatron-te is a GPU's default): every stage built and timed by the operator roofline of the
 # description, its communication from NCCL's cost model, no ground-truth factor; MFU against its peak.
 EFF="$SRC/data/efficiency/default.json"
-"$ITERTIME" predict --hardware h100-sxm --model "$MODEL" --tp 2 --gbs 4 --seq 32 --precision amp-bf16 --json > "$WORK/d1.json"
+"$ITERTIME" predict --framework itertime --hardware h100-sxm --model "$MODEL" --tp 2 --gbs 4 --seq 32 --precision amp-bf16 --json > "$WORK/d1.json"
 jq -e '.iteration_us > 0 and .calibration_factor == 1 and .breakdown_us.tp_comm > 0 and .mfu > 0 and .hardware == "h100-sxm"' "$WORK/d1.json" >/dev/null
 jq -e '.described | test("published kernel figures")' "$WORK/d1.json" >/dev/null
 # A GPU takes its published kernel figures, also on top of this CPU calibration (issue 32: a CPU's
@@ -109,24 +109,24 @@ test "$(jq '.iteration_us' "$WORK/d0.json")" = "$(jq '.iteration_us' "$WORK/d1.j
 jq -e '.described | test("carried to h100-sxm") and test("cpu")' "$WORK/d2.json" >/dev/null
 test "$(jq '.iteration_us' "$WORK/d2.json")" = "$(jq '.iteration_us' "$WORK/d3.json")"
 # fp8 on a device with an fp8 peak; refused on the A100 (none) and on a calibration (nothing measures fp8).
-"$ITERTIME" predict --hardware h100-sxm --model "$MODEL" --tp 2 --gbs 4 --seq 32 --precision fp8 --nodes 1 --json > /dev/null 2>&1 && {
+"$ITERTIME" predict --framework itertime --hardware h100-sxm --model "$MODEL" --tp 2 --gbs 4 --seq 32 --precision fp8 --nodes 1 --json > /dev/null 2>&1 && {
   echo "FAIL: --nodes 1 accepted for 2 ranks of an 8-GPU node"; exit 1; } || true
-"$ITERTIME" predict --hardware h100-sxm --model "$MODEL" --tp 2 --gbs 4 --seq 32 --precision fp8 --json > "$WORK/d4.json"
+"$ITERTIME" predict --framework itertime --hardware h100-sxm --model "$MODEL" --tp 2 --gbs 4 --seq 32 --precision fp8 --json > "$WORK/d4.json"
 jq -e '.iteration_us > 0 and .precision == "fp8"' "$WORK/d4.json" >/dev/null
-expect_user_error "no matrix_product time for fp8 math" predict --hardware a100-sxm-80gb --model "$MODEL" --tp 2 --gbs 4 --seq 32 --precision fp8
+expect_user_error "no matrix_product time for fp8 math" predict --framework itertime --hardware a100-sxm-80gb --model "$MODEL" --tp 2 --gbs 4 --seq 32 --precision fp8
 expect_user_error "fp8 is predicted from a hardware description only" predict "$WORK/model.itm" --model "$MODEL" --gbs 4 --seq 32 --precision fp8
-expect_user_error "--nodes 1: 1 nodes of h100-sxm hold 8 GPUs, the layout has 2 ranks" predict --hardware h100-sxm --model "$MODEL" --tp 2 --gbs 4 --seq 32 --nodes 1
+expect_user_error "--nodes 1: 1 nodes of h100-sxm hold 8 GPUs, the layout has 2 ranks" predict --framework itertime --hardware h100-sxm --model "$MODEL" --tp 2 --gbs 4 --seq 32 --nodes 1
 expect_user_error "nothing to predict on" predict --model "$MODEL" --gbs 4 --seq 32
 expect_user_error "not an efficiency file" predict --hardware h100-sxm --efficiency "$WORK/foreign.itm" --model "$MODEL" --gbs 4 --seq 32
 expect_user_error "no-such-device" predict --hardware no-such-device --model "$MODEL" --gbs 4 --seq 32
 # plan on one described node: 8 GPUs, fp8 among the precisions, MFU per candidate.
-"$ITERTIME" plan --hardware h100-sxm --nodes 1 --model "$MODEL" --gbs 8 --seq 32 --precisions amp-bf16,fp8 | tee "$WORK/dplan.txt"
+"$ITERTIME" plan --framework itertime --hardware h100-sxm --nodes 1 --model "$MODEL" --gbs 8 --seq 32 --precisions amp-bf16,fp8 | tee "$WORK/dplan.txt"
 grep -q "on 8 GPUs" "$WORK/dplan.txt"
 grep -q " fp8 " "$WORK/dplan.txt"
 grep -q "MFU_bf16: against h100-sxm's dense bf16 peak" "$WORK/dplan.txt"
 # The table's columns stay aligned with long recipe names: every row's iteration figure ends where the
 # header's "iteration" ends (a duration: "2.2 ms", right-aligned; "-" when not predicted).
-"$ITERTIME" plan --hardware h100-sxm --nodes 1 --model "$MODEL" --gbs 8 --seq 32 --all-recipes --top 100000 > "$WORK/dplan-recipes.txt"
+"$ITERTIME" plan --framework itertime --hardware h100-sxm --nodes 1 --model "$MODEL" --gbs 8 --seq 32 --all-recipes --top 100000 > "$WORK/dplan-recipes.txt"
 grep -q "sp+vp+dopt+rc-full+ovl" "$WORK/dplan-recipes.txt"
 sed 's/\xc2\xb5/u/g' "$WORK/dplan-recipes.txt" |  # µ as one character, as a terminal shows it
   awk '/ iteration /{end = index($0, " iteration ") + length(" iteration") - 1; next}
