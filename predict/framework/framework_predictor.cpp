@@ -316,6 +316,161 @@ const FrameworkPassCache::Entry& stage_passes(const FrameworkTarget& target, con
 
 }  // namespace
 
+namespace {
+
+// The virtual stages of a layout: each one's passes of one micro-batch, parameters, layers and the bytes
+// its distributed optimizer gathers (bf16; fp8 GEMM weights with fp8_param_gather).
+std::vector<VirtualStage> virtual_stages(const FrameworkPassCache::Entry& stage, const PassTime& stage_fwd,
+                                         const std::vector<VirtualStageLayers>& layers, const FrameworkRecipe& recipe) {
+  const int virtual_count = static_cast<int>(layers.size());
+  std::vector<VirtualStage> stages(static_cast<size_t>(virtual_count));
+  for (int j = 0; j < virtual_count; ++j) {
+    VirtualStage& vs = stages[static_cast<size_t>(j)];
+    vs.layers = static_cast<int>(layers[static_cast<size_t>(j)].num_layers);
+    vs.forward = stage.layer_fwd.scaled(vs.layers);
+    vs.forward += stage_fwd;
+    vs.backward = stage.layer_bwd.scaled(vs.layers);
+    vs.params = stage.layer_params * vs.layers;
+    if (j == 0) vs.forward += stage.emb_fwd, vs.backward += stage.emb_bwd, vs.params += stage.embedding_params;
+    if (j == virtual_count - 1) vs.forward += stage.head_fwd, vs.backward += stage.head_bwd, vs.params += stage.head_params;
+    const bool fp8_weights = recipe.precision == PrecisionName::kFp8 && recipe.fp8_param_gather;
+    vs.gathered_bytes =
+        2.0 * static_cast<double>(vs.params) - (fp8_weights ? static_cast<double>(stage.layer_gemm_weights * vs.layers) : 0.0);
+  }
+  return stages;
+}
+
+// One pipeline rank after its timeline: its arrival at the gradient-norm synchronization, and what follows it.
+struct RankEnd {
+  double arrival_us = 0;  // timeline end + exposed reduction + contention beside the reduction
+  double dp_exposed_us = 0, gather_exposed_us = 0;
+  double contention_us = 0;         // beside the reduction (before the arrival)
+  double gather_contention_us = 0;  // beside the overlapped parameter gather (the next step's first forwards)
+  PassTime tail;
+  int64_t kernels = 0;
+};
+
+// What every rank's end is computed from.
+struct RankContext {
+  const FrameworkTarget& target;
+  const ParallelConfig& config;
+  const FrameworkRecipe& recipe;
+  const TrainingTechniques& techniques;
+  const std::vector<VirtualStage>& stages;
+  const ScheduleResult& schedule;
+  const PassTime& weight_casts;
+  CommTimer& comms;
+};
+
+// Rank r's exposed DP reduction (bucketed, each bucket ready when the backward that finishes it ends), the
+// contention beside the overlapped part, its tail, and its parameter gather (exposed, or waited for by the
+// next first forward with overlapped gather, and its contention).
+RankEnd rank_end(const RankContext& x, int r) {
+  const ParallelConfig& config = x.config;
+  const TrainingTechniques& techniques = x.techniques;
+  const std::vector<VirtualStage>& stages = x.stages;
+  const ScheduleResult& schedule = x.schedule;
+  CommTimer& comms = x.comms;
+  const int pp = config.pp, v = config.vp, m = config.num_micro_batches();
+  const int reduction_ranks = config.reduction_ranks();
+  const int64_t bucket_params = megatron_bucket_params(reduction_ranks);
+  const bool dopt = techniques.distributed_optimizer;
+  const double slowdown = overlap_slowdown(x.target);
+  RankEnd rank;
+  // This rank's chunks: virtual stages c*pp + r.
+  std::vector<std::pair<double, double>> reductions;  // (ready instant, time)
+  std::vector<BucketGather> gathers;
+  int64_t rank_params = 0;
+  int rank_layers = 0;
+  for (int c = 0; c < v; ++c) rank_params += stages[static_cast<size_t>(c * pp + r)].params;
+  for (int c = 0; c < v; ++c) rank_layers += stages[static_cast<size_t>(c * pp + r)].layers;
+  const double timeline_end = schedule.end_us[static_cast<size_t>(r)];
+  double reduction_total = 0.0;
+  if (reduction_ranks > 1) {
+    const Collective reduce = dopt ? Collective::kReduceScatter : Collective::kAllReduce;
+    double params_before = 0.0;
+    for (int c = 0; c < v; ++c) {
+      const VirtualStage& vs = stages[static_cast<size_t>(c * pp + r)];
+      const int64_t buckets =
+          techniques.overlap_gradient_reduction ? std::max<int64_t>(1, (vs.params + bucket_params - 1) / bucket_params) : 1;
+      // The chunk's last backward (micro-batch m-1): with vp 1 the rank's last backward.
+      const double start = schedule.chunk_last_backward_start_us[static_cast<size_t>(r)][static_cast<size_t>(c)];
+      const double end = schedule.chunk_last_backward_end_us[static_cast<size_t>(r)][static_cast<size_t>(c)];
+      for (int64_t b = 0; b < buckets; ++b) {
+        const int64_t params = (b + 1 < buckets) ? bucket_params : vs.params - bucket_params * (buckets - 1);
+        const double time = comms.time_us(reduce, CommGroup::kData, params * 4);
+        const double ready = techniques.overlap_gradient_reduction
+                                 ? start + (end - start) * static_cast<double>(b + 1) / static_cast<double>(buckets)
+                                 : timeline_end;
+        reductions.emplace_back(ready, time);
+        reduction_total += time;
+        if (dopt) {
+          const double bytes_per_param = vs.gathered_bytes / static_cast<double>(std::max<int64_t>(1, vs.params));
+          const double gather = comms.time_us(Collective::kAllGather, CommGroup::kData,
+                                              static_cast<int64_t>(static_cast<double>(params) * bytes_per_param));
+          gathers.push_back(BucketGather{params_before / static_cast<double>(std::max<int64_t>(1, rank_params)), gather});
+        }
+        params_before += static_cast<double>(params);
+      }
+    }
+    rank.dp_exposed_us = exposed_after(reductions, timeline_end);
+  }
+  // The part of the reduction that ran beside the backward slowed it (contention), by how much of it overlapped.
+  const double reduction_overlapped = std::max(0.0, reduction_total - rank.dp_exposed_us);
+  rank.contention_us = contention_beside(reduction_overlapped, slowdown);
+  rank.arrival_us = timeline_end + rank.dp_exposed_us + rank.contention_us;
+  rank.tail = time_pass(optimizer_step_work(rank_params, config, x.recipe), x.target, comms, config, x.recipe.tp_comm_overlap);
+  rank.tail += x.weight_casts.scaled(rank_layers);
+  if (!gathers.empty()) {
+    double gather_total = 0.0;
+    for (const BucketGather& g : gathers) gather_total += g.time_us;
+    if (techniques.overlap_parameter_gather) {
+      std::sort(gathers.begin(), gathers.end(),
+                [](const BucketGather& a, const BucketGather& b) { return a.before_fraction < b.before_fraction; });
+      rank.gather_exposed_us = exposed_parameter_gather_us(gathers, 0.0, 0.0, stages[static_cast<size_t>(r)].forward.total_us());
+      const double gather_overlapped = std::max(0.0, gather_total - rank.gather_exposed_us);
+      rank.gather_contention_us = contention_beside(gather_overlapped, slowdown);
+    } else {
+      rank.gather_exposed_us = gather_total;
+    }
+  }
+  PassTime passes_of_rank;
+  for (int c = 0; c < v; ++c) {
+    const VirtualStage& vs = stages[static_cast<size_t>(c * pp + r)];
+    passes_of_rank += vs.forward.scaled(m);
+    passes_of_rank += vs.backward.scaled(m);
+  }
+  rank.kernels = passes_of_rank.kernels + rank.tail.kernels;
+  return rank;
+}
+
+// Which figures a prediction used and what it assumes.
+std::vector<std::string> framework_notes(const FrameworkTarget& target, const TransformerShape& shape,
+                                         const ParallelConfig& config, const FrameworkRecipe& recipe) {
+  const int pp = config.pp, v = config.vp;
+  std::vector<std::string> notes;
+  notes.push_back("framework megatron-te: kernels from " + target.kernels.summary());
+  const PipelineSplit split = resolve_pipeline_split(shape.layers, pp, v, recipe.pipeline_split);
+  if (split.uneven()) {
+    notes.push_back("layers split as Megatron-LM's " + pipeline_split_options(split) +
+                    " (the first / last virtual stage builds fewer layers)");
+  }
+  notes.push_back(target.conditions.summary());
+  if (!target.terms_source.empty()) notes.push_back("fitted terms from " + target.terms_source);
+  notes.push_back("communication from the description " + target.hardware.name + " (NCCL cost model); " +
+                  (target.conditions.is_neutral() ? std::string("overlap assumed free of contention")
+                                                  : "compute beside overlapped communication slowed (contention)") +
+                  (pp == 1  ? ""
+                   : v == 1 ? "; 1F1B's pipeline sends block the sender (pp line)"
+                            : "; pipeline transfers overlapped (inside the bubble)"));
+  return notes;
+}
+
+}  // namespace
+
+// Over 80 lines, on purpose: one walk through the step in its order (the stages, the schedule, each rank's
+// end, the gradient-norm sync and the host, the critical rank's breakdown), whose parts are the functions
+// above; split further it would pass a dozen intermediate figures between pieces that mean nothing alone.
 FrameworkOutcome predict_framework(const FrameworkTarget& target, const FrameworkRequest& request, FrameworkPassCache* cache) {
   const TransformerShape& shape = request.shape;
   const ParallelConfig& config = request.config;
@@ -332,38 +487,19 @@ FrameworkOutcome predict_framework(const FrameworkTarget& target, const Framewor
     std::unique_ptr<FrameworkPassCache::Entry> owned;
     const FrameworkPassCache::Entry& stage = stage_passes(target, shape, config, recipe, comms, cache, owned);
     const PassTime stage_fwd = time_pass(stage.stage_forward, target, comms, config, overlap);
-    const PassTime& layer_fwd = stage.layer_fwd;
-    const PassTime& layer_bwd = stage.layer_bwd;
-    const PassTime& emb_fwd = stage.emb_fwd;
-    const PassTime& emb_bwd = stage.emb_bwd;
-    const PassTime& head_fwd = stage.head_fwd;
-    const PassTime& head_bwd = stage.head_bwd;
-    const PassTime& weight_casts = stage.weight_casts;
 
     const int pp = config.pp, v = config.vp, m = config.num_micro_batches();
     const int virtual_count = pp * v;
     // Megatron's split of the one rule set (the recipe's pipeline_split resolved: the stage that holds an
     // accounted embedding or loss builds one layer fewer), as the memory model splits them.
     const std::vector<VirtualStageLayers> layers = megatron_virtual_stage_layers(shape.layers, pp, v, recipe.pipeline_split);
-    std::vector<VirtualStage> stages(static_cast<size_t>(virtual_count));
+    const std::vector<VirtualStage> stages = virtual_stages(stage, stage_fwd, layers, recipe);
     ScheduleInput input;
     input.num_micro_batches = m;
     input.virtual_stages = v;
     input.blocking_send = v == 1;  // see the invariants: 1F1B waits for its sends, the interleaved schedule overlaps them
-    for (int j = 0; j < virtual_count; ++j) {
-      VirtualStage& vs = stages[static_cast<size_t>(j)];
-      vs.layers = static_cast<int>(layers[static_cast<size_t>(j)].num_layers);
-      vs.forward = layer_fwd.scaled(vs.layers);
-      vs.forward += stage_fwd;
-      vs.backward = layer_bwd.scaled(vs.layers);
-      vs.params = stage.layer_params * vs.layers;
-      if (j == 0) vs.forward += emb_fwd, vs.backward += emb_bwd, vs.params += stage.embedding_params;
-      if (j == virtual_count - 1) vs.forward += head_fwd, vs.backward += head_bwd, vs.params += stage.head_params;
-      const bool fp8_weights = recipe.precision == PrecisionName::kFp8 && recipe.fp8_param_gather;
-      vs.gathered_bytes =
-          2.0 * static_cast<double>(vs.params) - (fp8_weights ? static_cast<double>(stage.layer_gemm_weights * vs.layers) : 0.0);
+    for (const VirtualStage& vs : stages)
       input.stages.push_back(StageTimes{vs.forward.total_us(), vs.backward.total_us(), 0.0, 0.0});
-    }
     const double act_bytes = 2.0;
     const int64_t p2p_bytes = static_cast<int64_t>(static_cast<double>(stage.sequence_tokens * shape.hidden) * act_bytes);
     const double p2p_us = comms.time_us(Collective::kSendRecv, CommGroup::kPipeline, pp > 1 ? p2p_bytes : 0);
@@ -372,88 +508,9 @@ FrameworkOutcome predict_framework(const FrameworkTarget& target, const Framewor
     const TrainingTechniques techniques = at_dp(recipe.techniques, config.reduction_ranks());
     const ScheduleResult schedule = simulate_1f1b(input);
 
-    const int reduction_ranks = config.reduction_ranks();
-    const int64_t bucket_params = megatron_bucket_params(reduction_ranks);
-    const bool dopt = techniques.distributed_optimizer;
-    const double slowdown = overlap_slowdown(target);
-    // Per pipeline rank: its arrival at the gradient-norm synchronization, and what follows it.
-    struct RankEnd {
-      double arrival_us = 0;  // timeline end + exposed reduction + contention beside the reduction
-      double dp_exposed_us = 0, gather_exposed_us = 0;
-      double contention_us = 0;         // beside the reduction (before the arrival)
-      double gather_contention_us = 0;  // beside the overlapped parameter gather (the next step's first forwards)
-      PassTime tail;
-      int64_t kernels = 0;
-    };
-    std::vector<RankEnd> ranks(static_cast<size_t>(pp));
-    for (int r = 0; r < pp; ++r) {
-      RankEnd& rank = ranks[static_cast<size_t>(r)];
-      // This rank's chunks: virtual stages c*pp + r.
-      std::vector<std::pair<double, double>> reductions;  // (ready instant, time)
-      std::vector<BucketGather> gathers;
-      int64_t rank_params = 0;
-      int rank_layers = 0;
-      for (int c = 0; c < v; ++c) rank_params += stages[static_cast<size_t>(c * pp + r)].params;
-      for (int c = 0; c < v; ++c) rank_layers += stages[static_cast<size_t>(c * pp + r)].layers;
-      const double timeline_end = schedule.end_us[static_cast<size_t>(r)];
-      double reduction_total = 0.0;
-      if (reduction_ranks > 1) {
-        const Collective reduce = dopt ? Collective::kReduceScatter : Collective::kAllReduce;
-        double params_before = 0.0;
-        for (int c = 0; c < v; ++c) {
-          const VirtualStage& vs = stages[static_cast<size_t>(c * pp + r)];
-          const int64_t buckets =
-              techniques.overlap_gradient_reduction ? std::max<int64_t>(1, (vs.params + bucket_params - 1) / bucket_params) : 1;
-          // The chunk's last backward (micro-batch m-1): with vp 1 the rank's last backward.
-          const double start = schedule.chunk_last_backward_start_us[static_cast<size_t>(r)][static_cast<size_t>(c)];
-          const double end = schedule.chunk_last_backward_end_us[static_cast<size_t>(r)][static_cast<size_t>(c)];
-          for (int64_t b = 0; b < buckets; ++b) {
-            const int64_t params = (b + 1 < buckets) ? bucket_params : vs.params - bucket_params * (buckets - 1);
-            const double time = comms.time_us(reduce, CommGroup::kData, params * 4);
-            const double ready = techniques.overlap_gradient_reduction
-                                     ? start + (end - start) * static_cast<double>(b + 1) / static_cast<double>(buckets)
-                                     : timeline_end;
-            reductions.emplace_back(ready, time);
-            reduction_total += time;
-            if (dopt) {
-              const double bytes_per_param = vs.gathered_bytes / static_cast<double>(std::max<int64_t>(1, vs.params));
-              const double gather = comms.time_us(Collective::kAllGather, CommGroup::kData,
-                                                  static_cast<int64_t>(static_cast<double>(params) * bytes_per_param));
-              gathers.push_back(BucketGather{params_before / static_cast<double>(std::max<int64_t>(1, rank_params)), gather});
-            }
-            params_before += static_cast<double>(params);
-          }
-        }
-        rank.dp_exposed_us = exposed_after(reductions, timeline_end);
-      }
-      // The part of the reduction that ran beside the backward slowed it (contention), by how much of it overlapped.
-      const double reduction_overlapped = std::max(0.0, reduction_total - rank.dp_exposed_us);
-      rank.contention_us = contention_beside(reduction_overlapped, slowdown);
-      rank.arrival_us = timeline_end + rank.dp_exposed_us + rank.contention_us;
-      rank.tail = time_pass(optimizer_step_work(rank_params, config, recipe), target, comms, config, overlap);
-      rank.tail += weight_casts.scaled(rank_layers);
-      if (!gathers.empty()) {
-        double gather_total = 0.0;
-        for (const BucketGather& g : gathers) gather_total += g.time_us;
-        if (techniques.overlap_parameter_gather) {
-          std::sort(gathers.begin(), gathers.end(),
-                    [](const BucketGather& a, const BucketGather& b) { return a.before_fraction < b.before_fraction; });
-          rank.gather_exposed_us =
-              exposed_parameter_gather_us(gathers, 0.0, 0.0, stages[static_cast<size_t>(r)].forward.total_us());
-          const double gather_overlapped = std::max(0.0, gather_total - rank.gather_exposed_us);
-          rank.gather_contention_us = contention_beside(gather_overlapped, slowdown);
-        } else {
-          rank.gather_exposed_us = gather_total;
-        }
-      }
-      PassTime passes_of_rank;
-      for (int c = 0; c < v; ++c) {
-        const VirtualStage& vs = stages[static_cast<size_t>(c * pp + r)];
-        passes_of_rank += vs.forward.scaled(m);
-        passes_of_rank += vs.backward.scaled(m);
-      }
-      rank.kernels = passes_of_rank.kernels + rank.tail.kernels;
-    }
+    const RankContext context{target, config, recipe, techniques, stages, schedule, stage.weight_casts, comms};
+    std::vector<RankEnd> ranks;
+    for (int r = 0; r < pp; ++r) ranks.push_back(rank_end(context, r));
     // The gradient-norm synchronization: every rank waits for the latest, then one small all-reduce over
     // every GPU (dp*cp*tp in one group, then across pp), then each rank's tail.
     double latest_arrival = 0.0;
@@ -518,20 +575,7 @@ FrameworkOutcome predict_framework(const FrameworkTarget& target, const Framewor
     p.kernel_launches = critical.kernels;
     p.model_flops_per_iteration =
         shape.training_flops_per_token(config.seq_len) * static_cast<double>(config.global_batch) * config.seq_len;
-    p.notes.push_back("framework megatron-te: kernels from " + target.kernels.summary());
-    const PipelineSplit split = resolve_pipeline_split(shape.layers, pp, v, recipe.pipeline_split);
-    if (split.uneven()) {
-      p.notes.push_back("layers split as Megatron-LM's " + pipeline_split_options(split) +
-                        " (the first / last virtual stage builds fewer layers)");
-    }
-    p.notes.push_back(target.conditions.summary());
-    if (!target.terms_source.empty()) p.notes.push_back("fitted terms from " + target.terms_source);
-    p.notes.push_back("communication from the description " + target.hardware.name + " (NCCL cost model); " +
-                      (target.conditions.is_neutral() ? std::string("overlap assumed free of contention")
-                                                      : "compute beside overlapped communication slowed (contention)") +
-                      (pp == 1  ? ""
-                       : v == 1 ? "; 1F1B's pipeline sends block the sender (pp line)"
-                                : "; pipeline transfers overlapped (inside the bubble)"));
+    p.notes = framework_notes(target, shape, config, recipe);
     outcome.prediction = p;
   } catch (const UserError& error) {
     outcome.reason = error.what();
