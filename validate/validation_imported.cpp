@@ -196,20 +196,20 @@ void add_comparisons(ImportedValidation& report, const ImportedSource& source, c
   ImportedComparison lolo{"fitted, leave-one-log-out", std::vector<double>(n, NAN), {}, {}, {}};
   ImportedComparison lomo{"fitted, leave-one-model-out", std::vector<double>(n, NAN), {}, {}, {}};
   for (size_t k = 0; k < ok.size() && ok.size() >= 2; ++k) {
-    std::vector<fw::FrameworkObservation> training, other_models;
-    for (size_t j : ok) {
-      if (j == ok[k]) continue;
-      training.push_back(observations[j]);
-      if (observations[j].model != observations[ok[k]].model) other_models.push_back(observations[j]);
-    }
+    std::vector<fw::FrameworkObservation> training;
+    for (size_t j : ok)
+      if (j != ok[k]) training.push_back(observations[j]);
     fw::FrameworkTarget fitted = target;
     fitted.terms = fw::fit_framework_terms(target, training).terms;
     lolo.predicted_us[ok[k]] = fw::predict_observation(fitted, observations[ok[k]]);
-    if (!other_models.empty()) {
-      fitted.terms = fw::fit_framework_terms(target, other_models).terms;
-      lomo.predicted_us[ok[k]] = fw::predict_observation(fitted, observations[ok[k]]);
-    }
   }
+  // Leave-one-model-out as score-published does it: one fit per model left out, not one per row.
+  std::map<std::string, GpuRows> group;
+  GpuRows& rows_of_gpu = group[source.hardware];
+  rows_of_gpu.target = target;
+  for (size_t j : ok) rows_of_gpu.rows.push_back(observations[j]), rows_of_gpu.index.push_back(j);
+  const std::vector<double> held_out_s = fitted_leave_one_model_out(group, n);
+  for (size_t j : ok) lomo.predicted_us[j] = held_out_s[j] * 1e6;
   for (ImportedComparison* comparison : {&constant, &lolo, &lomo}) {
     summarize_comparison(report, *comparison);
     report.comparisons.push_back(std::move(*comparison));
