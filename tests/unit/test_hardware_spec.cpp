@@ -63,7 +63,7 @@ std::string gpu_json(const std::string& member = "", const std::string& json_tex
 
 TEST(HardwareSpec, EveryShippedDescriptionLoads) {
   const std::vector<std::string> names = list_hardware_specs(kHardwareDir);
-  for (const char* expected : {"a100-sxm-80gb", "b200", "cpu-node-local", "h100-sxm", "h200-sxm"}) {
+  for (const char* expected : {"a100-sxm-80gb", "b200", "cpu-node-local", "gb200-nvl72", "h100-sxm", "h200-sxm"}) {
     EXPECT_NE(std::find(names.begin(), names.end(), expected), names.end()) << expected;
   }
   for (const auto& name : names) {
