@@ -79,7 +79,8 @@ TEST(HardwareSpec, EveryShippedDescriptionLoads) {
     // Dense tensor peaks exceed the fp32 peak wherever a device has them (GPUs).
     if (spec.kind == DeviceKind::kGpu) {
       EXPECT_GT(*spec.peak(ComputeDType::kBf16), *spec.peak(ComputeDType::kFp32));
-      EXPECT_EQ(spec.gpus_per_node, 8);
+      // A node is an NVLink domain: an 8-GPU baseboard, or the GB200 NVL72's 72 GPUs.
+      EXPECT_EQ(spec.gpus_per_node, name == "gb200-nvl72" ? 72 : 8);
     }
   }
 }
