@@ -26,7 +26,7 @@ namespace {
 
 using fixtures::user_error_of;
 
-const std::vector<std::string> kGpus = {"h100-sxm", "h200-sxm", "a100-sxm-80gb", "b200"};
+const std::vector<std::string> kGpus = {"h100-sxm", "h200-sxm", "a100-sxm-80gb", "b200", "gb200-nvl72"};
 
 std::string kernels_dir() { return std::string(ITERTIME_SOURCE_DIR) + "/data/kernels"; }
 HardwareSpec hardware(const std::string& name) {
@@ -289,7 +289,7 @@ TEST_F(BadFile, AMissingFileNamesTheGpusThatHaveFigures) {
     load_gpu_kernel_figures(cpu, kernels_dir());
   });
   EXPECT_NE(shipped.find("cpu-node-local"), std::string::npos) << shipped;
-  EXPECT_NE(shipped.find("a100-sxm-80gb, b200, h100-sxm, h200-sxm"), std::string::npos) << shipped;
+  EXPECT_NE(shipped.find("a100-sxm-80gb, b200, gb200-nvl72, h100-sxm, h200-sxm"), std::string::npos) << shipped;
 }
 
 TEST(GpuKernels, FolderFromTheEnvironment) {

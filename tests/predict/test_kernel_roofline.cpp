@@ -125,7 +125,7 @@ TEST(KernelRoofline, EfficienciesAreCappedAtOne) {
 }
 
 TEST(KernelRoofline, TheShippedFiguresGiveEfficienciesBelowOne) {
-  for (const char* gpu : {"a100-sxm-80gb", "h100-sxm", "h200-sxm", "b200"}) {
+  for (const char* gpu : {"a100-sxm-80gb", "h100-sxm", "h200-sxm", "b200", "gb200-nvl72"}) {
     const HardwareSpec hw = find_hardware_spec(gpu);
     const OperatorRoofline r = roofline_from_kernel_figures(load_gpu_kernel_figures(hw), hw);
     ASSERT_TRUE(r.matrix.count(ComputeDType::kBf16)) << gpu;

@@ -73,7 +73,7 @@ TEST(TrainingCosts, ShippedH100Conditions) {
        {"sustained_clock", "overlap_compute_slowdown", "tp_overlap_sms", "host_us_per_kernel", "gpu_speed_sigma"})
     EXPECT_FALSE(c.sources.at(term).empty()) << term;
   // Every GPU with kernel figures has its training conditions.
-  for (const char* gpu : {"a100-sxm-80gb", "h200-sxm", "b200"})
+  for (const char* gpu : {"a100-sxm-80gb", "h200-sxm", "b200", "gb200-nvl72"})
     EXPECT_FALSE(framework_target(gpu).conditions.is_neutral()) << gpu;
 }
 

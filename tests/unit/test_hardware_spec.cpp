@@ -63,7 +63,7 @@ std::string gpu_json(const std::string& member = "", const std::string& json_tex
 
 TEST(HardwareSpec, EveryShippedDescriptionLoads) {
   const std::vector<std::string> names = list_hardware_specs(kHardwareDir);
-  for (const char* expected : {"a100-sxm-80gb", "b200", "cpu-node-local", "h100-sxm", "h200-sxm"}) {
+  for (const char* expected : {"a100-sxm-80gb", "b200", "cpu-node-local", "gb200-nvl72", "h100-sxm", "h200-sxm"}) {
     EXPECT_NE(std::find(names.begin(), names.end(), expected), names.end()) << expected;
   }
   for (const auto& name : names) {
@@ -79,7 +79,8 @@ TEST(HardwareSpec, EveryShippedDescriptionLoads) {
     // Dense tensor peaks exceed the fp32 peak wherever a device has them (GPUs).
     if (spec.kind == DeviceKind::kGpu) {
       EXPECT_GT(*spec.peak(ComputeDType::kBf16), *spec.peak(ComputeDType::kFp32));
-      EXPECT_EQ(spec.gpus_per_node, 8);
+      // A node is an NVLink domain: an 8-GPU baseboard, or the GB200 NVL72's 72 GPUs.
+      EXPECT_EQ(spec.gpus_per_node, name == "gb200-nvl72" ? 72 : 8);
     }
   }
 }
