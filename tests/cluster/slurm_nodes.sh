@@ -165,36 +165,8 @@ export SLURM_CONF="$T/slurm.conf"
   echo "# Two-node Slurm cluster on the emulated cluster (tests/cluster/slurm_nodes.sh); everything lives in $T."
   echo "ClusterName=itertimenodes"
   echo "SlurmctldHost=node0(10.77.0.2)"
-  cat <<EOF
-SlurmUser=root
-SlurmdUser=root
-SlurmctldPort=6817
-SlurmdPort=6818
-AuthType=auth/munge
-AuthInfo=socket=$MUNGE_SOCKET
-CredType=cred/munge
-StateSaveLocation=$T/state
-SlurmdSpoolDir=$T/spool/%n
-SlurmctldPidFile=$T/run/slurmctld.pid
-SlurmdPidFile=$T/run/slurmd.%n.pid
-SlurmctldLogFile=$T/log/slurmctld.log
-SlurmdLogFile=$T/log/slurmd.%n.log
-TmpFS=$T/tmp/%n
-SlurmctldDebug=info
-SlurmdDebug=info
-ProctrackType=proctrack/linuxproc
-TaskPlugin=task/none
-SelectType=select/cons_tres
-SelectTypeParameters=CR_CPU
-SchedulerType=sched/backfill
-MpiDefault=none
-ReturnToService=2
-AccountingStorageType=accounting_storage/none
-JobAcctGatherType=jobacct_gather/none
-JobCompType=jobcomp/none
-KillWait=5
-MinJobAge=3600
-EOF
+  slurm_conf_settings "$T" "$MUNGE_SOCKET" 6817 6818 5 %n
+  echo "TmpFS=$T/tmp/%n"
   for k in "${!NODES[@]}"; do
     echo "NodeName=${NODES[k]} NodeAddr=10.77.$k.2 CPUs=$ITERTIME_CLUSTER_SLOTS State=UNKNOWN"
   done

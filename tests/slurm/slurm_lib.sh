@@ -1,6 +1,7 @@
 # slurm_lib.sh: what the real Slurm tests share (tests/slurm/slurm_cluster.sh on one node,
-# tests/cluster/slurm_nodes.sh across emulated nodes): stopping a daemon, a job's fields and its end, and the
-# requeue phase of a comm calibration job.
+# tests/cluster/slurm_nodes.sh across emulated nodes): stopping a daemon, a job's fields and its end, the
+# settings of their slurm.conf but the cluster's names, nodes and partition, and the requeue phase of a comm
+# calibration job.
 # Invariants: the sourcing script defines `slurm_cmd CMD...`, which runs a Slurm client command where
 # slurmctld is reachable (on this machine; or inside a node of the emulated cluster), and `say`, `fail` and `skip`;
 # these functions touch no variable of the script (requeue_comm_phase: only the array it is named).
@@ -96,6 +97,45 @@ requeue_comm_phase() {
   resumed="$(sed -n 's/.*points (\([0-9][0-9]*\) already in .*, resuming).*/\1/p' "$log" | tail -n 1)"
   [[ "$resumed" =~ ^[0-9]+$ && "$resumed" -gt 0 ]] || fail "the restarted run did not resume (no 'already in ..., resuming' line)"
   requeue_result=("$before" "$total" "$resumed")
+}
+
+# slurm_conf_settings DIR MUNGE_SOCKET CTLD_PORT SLURMD_PORT KILL_WAIT [PER_NODE]: the slurm.conf lines both
+# Slurm tests write alike (printed): root daemons, munge through MUNGE_SOCKET, state, spool, pid and log files
+# under DIR, linuxproc tracking without task plugin, cons_tres by CPU, backfill, no accounting, jobs kept an
+# hour after their end (MinJobAge, for job_field). PER_NODE "%n" gives each slurmd its own spool, pid and log
+# file (several slurmd on one machine); empty (the default), one of each. The caller adds ClusterName,
+# SlurmctldHost, the nodes and the partition.
+slurm_conf_settings() {
+  local dir="$1" munge_socket="$2" ctld_port="$3" slurmd_port="$4" kill_wait="$5" per_node="${6:-}"
+  cat <<EOF
+SlurmUser=root
+SlurmdUser=root
+SlurmctldPort=$ctld_port
+SlurmdPort=$slurmd_port
+AuthType=auth/munge
+AuthInfo=socket=$munge_socket
+CredType=cred/munge
+StateSaveLocation=$dir/state
+SlurmdSpoolDir=$dir/spool${per_node:+/$per_node}
+SlurmctldPidFile=$dir/run/slurmctld.pid
+SlurmdPidFile=$dir/run/slurmd${per_node:+.$per_node}.pid
+SlurmctldLogFile=$dir/log/slurmctld.log
+SlurmdLogFile=$dir/log/slurmd${per_node:+.$per_node}.log
+SlurmctldDebug=info
+SlurmdDebug=info
+ProctrackType=proctrack/linuxproc
+TaskPlugin=task/none
+SelectType=select/cons_tres
+SelectTypeParameters=CR_CPU
+SchedulerType=sched/backfill
+MpiDefault=none
+ReturnToService=2
+AccountingStorageType=accounting_storage/none
+JobAcctGatherType=jobacct_gather/none
+JobCompType=jobcomp/none
+KillWait=$kill_wait
+MinJobAge=3600
+EOF
 }
 
 # sweep_points LOG: the comm sweep's progress rows in a job's log so far (0 before it starts).
