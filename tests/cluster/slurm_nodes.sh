@@ -54,11 +54,7 @@ if [[ "${1:-}" != --inside ]]; then
   say() { printf '[slurm-nodes %4ds] %s\n' $((SECONDS - STARTED)) "$*"; }
   skip() {
     say "SKIP: $*"
-    if [[ "${ITERTIME_SLURM_TEST_REQUIRE:-0}" == 1 ]]; then
-      say "ITERTIME_SLURM_TEST_REQUIRE=1: a skip counts as a failure"
-      exit 1
-    fi
-    exit "$SKIP_CODE"
+    exit_skipped
   }
   [[ "$(id -u)" -eq 0 ]] || skip "the emulated cluster and the Slurm daemons need root"
   ensure_slurm_installed
@@ -83,14 +79,7 @@ NODES=(node0 node1)
 DAEMONS=()  # "name pid" of every daemon started, stopped in reverse order
 
 say() { printf '[slurm-nodes %4ds] %s\n' $((SECONDS - STARTED)) "$*"; }
-dump_logs() {
-  local f
-  for f in "$T"/log/*.log; do
-    [[ -f "$f" ]] || continue
-    echo "----- tail of $f"
-    tail -n 25 "$f"
-  done
-}
+dump_logs() { log_tails "$T"; }
 skip() { say "SKIP: $*"; dump_logs; exit "$SKIP_CODE"; }
 fail() { say "FAIL: $*"; dump_logs; exit 1; }
 

@@ -24,7 +24,6 @@ source "$(dirname "${BASH_SOURCE[0]}")/../e2e/lib.sh"
 source "$(dirname "${BASH_SOURCE[0]}")/slurm_lib.sh"
 slurm_cmd() { "$@"; }  # Slurm's client commands, on this machine (slurm_lib.sh)
 take_args "ITERTIME SOURCE_DIR H5CHECK" "$@"
-SKIP_CODE=77
 STARTED=$SECONDS
 
 T=""
@@ -36,22 +35,13 @@ say() { printf '[slurm-test %4ds] %s\n' $((SECONDS - STARTED)) "$*"; }
 
 dump_logs() {
   [[ -n "$T" && -d "$T" ]] || return 0
-  local f
-  for f in "$T"/log/*.log; do
-    [[ -f "$f" ]] || continue
-    echo "----- tail of $f"
-    tail -n 25 "$f"
-  done
+  log_tails "$T"
 }
 
 skip() {
   say "SKIP: $*"
   dump_logs
-  if [[ "${ITERTIME_SLURM_TEST_REQUIRE:-0}" == 1 ]]; then
-    say "ITERTIME_SLURM_TEST_REQUIRE=1: a skip counts as a failure"
-    exit 1
-  fi
-  exit "$SKIP_CODE"
+  exit_skipped
 }
 
 fail() {

@@ -1,10 +1,29 @@
 # slurm_lib.sh: what the real Slurm tests share (tests/slurm/slurm_cluster.sh on one node,
 # tests/cluster/slurm_nodes.sh across emulated nodes): stopping a daemon, a job's fields and its end, the
 # settings of their slurm.conf but the cluster's names, nodes and partition, and the requeue phase of a comm
-# calibration job.
+# calibration job; a skip's exit and the logs' tails.
 # Invariants: the sourcing script defines `slurm_cmd CMD...`, which runs a Slurm client command where
 # slurmctld is reachable (on this machine; or inside a node of the emulated cluster), and `say`, `fail` and `skip`;
 # these functions touch no variable of the script (requeue_comm_phase: only the array it is named).
+
+# exit_skipped: ends a skipped test: status 77, or 1 (said) under ITERTIME_SLURM_TEST_REQUIRE=1.
+exit_skipped() {
+  if [[ "${ITERTIME_SLURM_TEST_REQUIRE:-0}" == 1 ]]; then
+    say "ITERTIME_SLURM_TEST_REQUIRE=1: a skip counts as a failure"
+    exit 1
+  fi
+  exit 77
+}
+
+# log_tails DIR: the last 25 lines of each log under DIR/log (the daemons' own and their stdout).
+log_tails() {
+  local f
+  for f in "$1"/log/*.log; do
+    [[ -f "$f" ]] || continue
+    echo "----- tail of $f"
+    tail -n 25 "$f"
+  done
+}
 
 # stop_pid PID: stops a process the test started: TERM, then KILL after 10 s; reaps it.
 stop_pid() {
