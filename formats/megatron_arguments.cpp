@@ -127,6 +127,9 @@ int to_int(int64_t n, Reader& r, const std::string& key) {
 
 }  // namespace
 
+// Long because it reads Megatron-LM's options section after section in one reader (refusals, model, layout,
+// precision, techniques, dropout, what is refused or read without effect) that all fill one run; one function
+// per section would be the better form (it had one before a merge kept main's longer version).
 static UserRun user_run_from_megatron_checked(const MegatronArguments& arguments) {
   UserRun run;
   run.source = arguments.source;

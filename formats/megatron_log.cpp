@@ -36,6 +36,8 @@ bool is_megatron_log(const LogText& log) {
   return false;
 }
 
+// Long because it is one pass over the log's lines whose state (inside the arguments block, its prefix,
+// the iteration lines' last step) every case reads; split, each piece would take that whole state.
 MegatronLog parse_megatron_log(const LogText& log, bool arguments_required, bool timings_required) {
   MegatronLog out;
   out.arguments.source = log.source;

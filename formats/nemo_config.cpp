@@ -70,6 +70,8 @@ const std::vector<std::string>& same_names() {
 
 }  // namespace
 
+// Long because it is one table-like walk from the YAML's keys (NeMo 2 / Megatron-Bridge layouts, Lightning's
+// precision plugin) to Megatron-LM's arguments, each key a line or two, refusing keys that contradict each other.
 static MegatronArguments nemo_arguments_checked(const std::string& yaml_text, const std::string& source) {
   YAML::Node root;
   try {

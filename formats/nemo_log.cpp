@@ -20,6 +20,8 @@ bool is_nemo_log(const LogText& log) {
   return false;
 }
 
+// Long because it is one pass over the log's lines that recognizes NeMo's two timing forms (the timing
+// printer, per-step deltas) and shares their state (the form seen, the previous step, the total).
 std::vector<LogInterval> parse_nemo_log(const LogText& log) {
   const std::string& file = log.source;
   std::vector<LogInterval> out;

@@ -122,6 +122,8 @@ class Toml {
 
 }  // namespace
 
+// Long because it maps torchtitan's TOML sections ([model], [parallelism], [training], the float8 converter,
+// activation checkpointing, FSDP2) into one run through one reader that refuses every key left unused.
 static UserRun read_torchtitan_toml_text_checked(const std::string& toml_text, const std::string& source) {
   toml::table root;
   try {

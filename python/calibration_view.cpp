@@ -9,6 +9,7 @@
 #include "common/calibration_records.hpp"
 #include "common/errors.hpp"
 #include "common/h5store.hpp"
+#include "common/parallel_config_json.hpp"
 #include "common/store_meta.hpp"
 
 namespace itertime::python {
@@ -73,25 +74,19 @@ nlohmann::json read_calibration(const std::string& path) {
   out["operators"] = {{"signatures", signatures}, {"timings", timings}, {"stages", stages}};
   nlohmann::json groundtruth = nlohmann::json::array();
   for (const store::GroundTruthRecord& r : store::read_groundtruth_records(store)) {
-    groundtruth.push_back({{"key", r.key},
-                           {"model", r.model},
-                           {"dp", r.config.dp},
-                           {"tp", r.config.tp},
-                           {"pp", r.config.pp},
-                           {"cp", r.config.cp},
-                           {"vp", r.config.vp},
-                           {"micro_batch", r.config.micro_batch},
-                           {"global_batch", r.config.global_batch},
-                           {"seq_len", r.config.seq_len},
-                           {"precision", to_string(r.precision)},
-                           {"recipe", recipe_label(r.techniques)},
-                           {"status", store::to_string(r.status)},
-                           {"reason", r.reason},
-                           {"num_micro_batches", r.num_micro_batches},
-                           {"time_us_median", r.time_us_median},
-                           {"round_spread_pct", number_or_null(r.round_spread_pct)},
-                           {"rounds_counted", r.rounds_counted},
-                           {"disturbance", r.disturbance}});
+    nlohmann::json row = parallel_config_json(r.config);
+    row.update({{"key", r.key},
+                {"model", r.model},
+                {"precision", to_string(r.precision)},
+                {"recipe", recipe_label(r.techniques)},
+                {"status", store::to_string(r.status)},
+                {"reason", r.reason},
+                {"num_micro_batches", r.num_micro_batches},
+                {"time_us_median", r.time_us_median},
+                {"round_spread_pct", number_or_null(r.round_spread_pct)},
+                {"rounds_counted", r.rounds_counted},
+                {"disturbance", r.disturbance}});
+    groundtruth.push_back(row);
   }
   out["groundtruth"] = groundtruth;
   return out;

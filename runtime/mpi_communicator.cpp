@@ -47,9 +47,7 @@ int checked_count(std::size_t count) {
 
 }  // namespace
 
-MpiCommunicator::MpiCommunicator(MPI_Comm comm) : comm_(comm) {
-  ITERTIME_MPI_CHECK(MPI_Comm_rank(comm_, &rank_));
-  ITERTIME_MPI_CHECK(MPI_Comm_size(comm_, &size_));
+MpiCommunicator::MpiCommunicator(MPI_Comm comm) : MpiGroupCommunicator(comm), comm_(comm) {
   ITERTIME_MPI_CHECK(MPI_Type_contiguous(2, MPI_BYTE, &half_type_));
   ITERTIME_MPI_CHECK(MPI_Type_commit(&half_type_));
   ITERTIME_MPI_CHECK(MPI_Type_dup(half_type_, &bf16_type_));

@@ -14,38 +14,24 @@
 
 #include <vector>
 
-#include "runtime/comm.hpp"
+#include "runtime/mpi_group_communicator.hpp"
 
 namespace itertime {
 
-class MpiCommunicator final : public Communicator {
+class MpiCommunicator final : public MpiGroupCommunicator {
  public:
   explicit MpiCommunicator(MPI_Comm comm);
   ~MpiCommunicator() override;
   MpiCommunicator(const MpiCommunicator&) = delete;
   MpiCommunicator& operator=(const MpiCommunicator&) = delete;
 
-  int rank() const override { return rank_; }
-  int size() const override { return size_; }
   Backend backend() const override { return Backend::kCpu; }
   std::string name() const override { return "mpi"; }
   MPI_Comm comm() const { return comm_; }
 
-  std::unique_ptr<CommBuffer> allocate(std::size_t bytes) override;
-  void copy_in(CommBuffer& buffer, const void* host, std::size_t bytes) override;
-  void copy_out(void* host, const CommBuffer& buffer, std::size_t bytes) override;
-
-  void all_reduce_sum(const void* send, void* recv, std::size_t count, DType dtype) override;
-  void all_gather(const void* send, void* recv, std::size_t count, DType dtype) override;
-  void reduce_scatter_sum(const void* send, void* recv, std::size_t count, DType dtype) override;
-  void broadcast(void* buffer, std::size_t count, DType dtype, int root) override;
-  void all_to_all(const void* send, void* recv, std::size_t count, DType dtype) override;
-  void send(const void* buffer, std::size_t count, DType dtype, int peer) override;
-  void recv(void* buffer, std::size_t count, DType dtype, int peer) override;
-  void send_recv(const void* send, int send_peer, void* recv, int recv_peer, std::size_t count, DType dtype) override;
+  ITERTIME_COMMUNICATOR_CALLS;
   void synchronize() override {}
   void barrier() override;
-  void set_abort(JobAbort* abort) override { abort_ = abort; }
   void start_all_reduce_sum(void* buffer, std::size_t count, DType dtype) override;
   void start_reduce_scatter_sum(const void* send, void* recv, std::size_t count, DType dtype) override;
   std::size_t start_all_gather(const void* send, void* recv, std::size_t count, DType dtype) override;
@@ -58,13 +44,10 @@ class MpiCommunicator final : public Communicator {
   MPI_Op sum_op(DType dtype) const;
 
   MPI_Comm comm_;
-  int rank_ = 0;
-  int size_ = 1;
   MPI_Datatype half_type_ = MPI_DATATYPE_NULL;  // 2-byte contiguous, shared by fp16 and bf16
   MPI_Datatype bf16_type_ = MPI_DATATYPE_NULL;  // a distinct duplicate so the op can tell them apart
   MPI_Op fp16_sum_ = MPI_OP_NULL;
   MPI_Op bf16_sum_ = MPI_OP_NULL;
-  JobAbort* abort_ = nullptr;         // when set, point-to-point calls are non-blocking and polled (comm.hpp)
   std::vector<MPI_Request> started_;  // the started reductions' requests, until finish_started()
   // The started all-gathers not yet waited for, by id (ids below next_gather_id_ and absent: done).
   struct StartedGather {

@@ -117,9 +117,8 @@ int bind_cuda_device(int local_rank) {
   return device;
 }
 
-NcclCommunicator::NcclCommunicator(MPI_Comm bootstrap) : state_(std::make_unique<State>()), bootstrap_(bootstrap) {
-  MPI_Comm_rank(bootstrap_, &rank_);
-  MPI_Comm_size(bootstrap_, &size_);
+NcclCommunicator::NcclCommunicator(MPI_Comm bootstrap)
+    : MpiGroupCommunicator(bootstrap), state_(std::make_unique<State>()), bootstrap_(bootstrap) {
   ncclUniqueId id{};
   if (rank_ == 0) ITERTIME_NCCL_CALL(ncclGetUniqueId(&id));
   MPI_Bcast(&id, sizeof(id), MPI_BYTE, 0, bootstrap_);

@@ -18,7 +18,7 @@
 
 #include <memory>
 
-#include "runtime/comm.hpp"
+#include "runtime/mpi_group_communicator.hpp"
 
 namespace itertime {
 
@@ -27,7 +27,7 @@ bool cuda_device_available();
 // Selects the device for this process: `local_rank` modulo the visible devices. Returns its index.
 int bind_cuda_device(int local_rank);
 
-class NcclCommunicator final : public Communicator {
+class NcclCommunicator final : public MpiGroupCommunicator {
  public:
   // Collective over `bootstrap`. The device must have been selected (bind_cuda_device) before.
   explicit NcclCommunicator(MPI_Comm bootstrap);
@@ -35,26 +35,12 @@ class NcclCommunicator final : public Communicator {
   NcclCommunicator(const NcclCommunicator&) = delete;
   NcclCommunicator& operator=(const NcclCommunicator&) = delete;
 
-  int rank() const override { return rank_; }
-  int size() const override { return size_; }
   Backend backend() const override { return Backend::kCuda; }
   std::string name() const override { return "nccl"; }
 
-  std::unique_ptr<CommBuffer> allocate(std::size_t bytes) override;
-  void copy_in(CommBuffer& buffer, const void* host, std::size_t bytes) override;
-  void copy_out(void* host, const CommBuffer& buffer, std::size_t bytes) override;
-
-  void all_reduce_sum(const void* send, void* recv, std::size_t count, DType dtype) override;
-  void all_gather(const void* send, void* recv, std::size_t count, DType dtype) override;
-  void reduce_scatter_sum(const void* send, void* recv, std::size_t count, DType dtype) override;
-  void broadcast(void* buffer, std::size_t count, DType dtype, int root) override;
-  void all_to_all(const void* send, void* recv, std::size_t count, DType dtype) override;
-  void send(const void* buffer, std::size_t count, DType dtype, int peer) override;
-  void recv(void* buffer, std::size_t count, DType dtype, int peer) override;
-  void send_recv(const void* send, int send_peer, void* recv, int recv_peer, std::size_t count, DType dtype) override;
+  ITERTIME_COMMUNICATOR_CALLS;
   void synchronize() override;
   void barrier() override;
-  void set_abort(JobAbort* abort) override { abort_ = abort; }
   void abandon() override;
   void start_all_reduce_sum(void* buffer, std::size_t count, DType dtype) override;
   std::size_t start_all_gather(const void* send, void* recv, std::size_t count, DType dtype) override;
@@ -65,9 +51,6 @@ class NcclCommunicator final : public Communicator {
   struct State;
   std::unique_ptr<State> state_;
   MPI_Comm bootstrap_;
-  JobAbort* abort_ = nullptr;  // when set, synchronize() polls the stream and gives way to a job abort
-  int rank_ = 0;
-  int size_ = 1;
 };
 
 }  // namespace itertime

@@ -12,7 +12,7 @@ int bind_cuda_device(int) {
 
 struct NcclCommunicator::State {};
 
-NcclCommunicator::NcclCommunicator(MPI_Comm bootstrap) : bootstrap_(bootstrap) {
+NcclCommunicator::NcclCommunicator(MPI_Comm bootstrap) : MpiGroupCommunicator(bootstrap), bootstrap_(bootstrap) {
   throw UserError("this itertime was built without CUDA/NCCL; rebuild with -DITERTIME_WITH_CUDA=ON, or use --backend cpu");
 }
 NcclCommunicator::~NcclCommunicator() = default;

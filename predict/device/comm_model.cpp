@@ -318,6 +318,8 @@ std::optional<CommPrediction> CommModel::find_us(Collective collective, DType dt
   return find_us(collective, dtype, GroupPlacement{group_size, std::max<int64_t>(1, group_size)}, layout, bytes);
 }
 
+// Long because the five placement rules (docs/comm.md) are read in their order and share two searches
+// (inside a node, across nodes) that close over the placement, the layout and the link share.
 std::optional<CommPrediction> CommModel::find_us(Collective collective, DType dtype, GroupPlacement placement, GroupLayout layout,
                                                  int64_t bytes, int64_t job_ranks_per_node) const {
   const int64_t group_size = placement.group_size;

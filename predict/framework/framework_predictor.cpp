@@ -468,7 +468,7 @@ std::vector<std::string> framework_notes(const FrameworkTarget& target, const Tr
 
 }  // namespace
 
-// Over 80 lines, on purpose: one walk through the step in its order (the stages, the schedule, each rank's
+// Long because it is one walk through the step in its order (the stages, the schedule, each rank's
 // end, the gradient-norm sync and the host, the critical rank's breakdown), whose parts are the functions
 // above; split further it would pass a dozen intermediate figures between pieces that mean nothing alone.
 FrameworkOutcome predict_framework(const FrameworkTarget& target, const FrameworkRequest& request, FrameworkPassCache* cache) {

@@ -51,6 +51,8 @@ struct Terms {
 
 void refuse(const std::string& what) { throw UserError("megatron-te memory: " + what); }
 
+// Long because each term is a Megatron-Core source line's figure, cited beside it, in the order of its code
+// (parameters, then what each layer, the embedding and the head keep and rebuild); they share the shapes.
 Terms make_terms(const TransformerShape& shape, const ParallelConfig& c, const FrameworkRecipe& recipe) {
   if (recipe.precision != PrecisionName::kAmpBf16 && recipe.precision != PrecisionName::kAmpFp16 &&
       recipe.precision != PrecisionName::kFp8) {

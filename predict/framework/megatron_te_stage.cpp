@@ -327,6 +327,8 @@ int64_t megatron_bucket_params(int reduction_ranks) {
   return std::max<int64_t>(40'000'000, int64_t{1'000'000} * reduction_ranks);
 }
 
+// Long because it lays out one stage's passes in Megatron-Core's order (embedding, layers, head and loss,
+// the fp8 casts and amax reductions), whose pieces are the pass builders above; they share the stage's dims.
 MegatronTeStage build_megatron_te_stage(const TransformerShape& shape, const ParallelConfig& config,
                                         const FrameworkRecipe& recipe) {
   const PrecisionName precision = recipe.precision;

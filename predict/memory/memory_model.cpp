@@ -352,6 +352,50 @@ ActivationBreakdown activation_memory(const LlamaSpec& model, const ParallelConf
   return a;
 }
 
+// The distributed optimizer's share of memory_per_gpu: with it, `m`'s optimizer, gradients, flat buffer and
+// distributed-optimizer bytes (and, with the overlapped parameter gather, its weights) are those of one shard
+// of the dp*cp (`reduction`) ranks; returns AdamW's largest tensor then, the largest chunk's shard.
+static int64_t distributed_optimizer_memory(MemoryBreakdown& m, const std::vector<std::vector<int64_t>>& chunk_elements,
+                                            const PrecisionPolicy& policy, const TrainingTechniques& techniques,
+                                            int64_t reduction) {
+  // calibrate/trainer.cpp make_shard(): AdamW updates one flat shard; the buffers exist at any dp.
+  // With overlapped reduction (dp > 1, make_bucketed_shard) every bucket is padded to a multiple of dp
+  // and the gradients are views of that padded buffer: no separate flat gradient copy. Each model chunk
+  // has its own buckets and shard (calibrate/gradient_sync.hpp, Megatron-Core's DDP per chunk): the
+  // padding is per chunk, and AdamW's largest tensor the largest chunk's shard.
+  const bool bucketed = techniques.overlap_gradient_reduction && reduction > 1;
+  int64_t padded = 0, largest_shard = 0;
+  if (bucketed) {
+    for (const std::vector<int64_t>& sizes : chunk_elements) {
+      const int64_t chunk_padded =
+          padded_bucket_elements(sizes, bytes_of(policy.param_dtype), techniques.gradient_bucket_bytes, reduction);
+      padded += chunk_padded;
+      largest_shard = std::max(largest_shard, chunk_padded / reduction);
+    }
+  } else {
+    padded = (m.local_params + reduction - 1) / reduction * reduction;
+    largest_shard = padded / reduction;
+  }
+  const int64_t shard = padded / reduction;
+  m.optimizer_bytes = 2 * shard * bytes_of(policy.optimizer_dtype);
+  if (bucketed) {
+    m.gradients_bytes = padded * bytes_of(policy.grad_dtype);
+    m.dp_flat_buffer_bytes = 0;
+  } else {
+    m.dp_flat_buffer_bytes = padded * bytes_of(policy.grad_dtype);
+  }
+  m.distributed_optimizer_bytes =
+      padded * bytes_of(policy.param_dtype) + shard * bytes_of(policy.param_dtype) + shard * bytes_of(policy.grad_dtype);
+  // Overlapped parameter gather (opg, bucketed only: at_dp drops it with ovl at one rank): the
+  // parameters are views of the padded parameter buffer (Megatron's param buffer), counted once, as
+  // weights, like the gradients above.
+  if (bucketed && techniques.overlap_parameter_gather) {
+    m.weights_bytes = padded * bytes_of(policy.param_dtype);
+    m.distributed_optimizer_bytes = shard * bytes_of(policy.param_dtype) + shard * bytes_of(policy.grad_dtype);
+  }
+  return largest_shard;
+}
+
 MemoryBreakdown memory_per_gpu(const LlamaSpec& model, const ParallelConfig& config, const PrecisionPolicy& policy, int stage,
                                AttentionKernel attention, const TrainingTechniques& techniques) {
   MemoryBreakdown m;
@@ -387,42 +431,7 @@ MemoryBreakdown memory_per_gpu(const LlamaSpec& model, const ParallelConfig& con
   int64_t largest_tensor = std::max({x.h * x.hl, x.h * x.kvl, x.h * x.fl, x.h});
   if (has_vocabulary) largest_tensor = std::max(largest_tensor, vocab * x.h);
   if (techniques.distributed_optimizer) {
-    // calibrate/trainer.cpp make_shard(): AdamW updates one flat shard; the buffers exist at any dp.
-    // With overlapped reduction (dp > 1, make_bucketed_shard) every bucket is padded to a multiple of dp
-    // and the gradients are views of that padded buffer: no separate flat gradient copy. Each model chunk
-    // has its own buckets and shard (calibrate/gradient_sync.hpp, Megatron-Core's DDP per chunk): the
-    // padding is per chunk, and AdamW's largest tensor the largest chunk's shard.
-    const bool bucketed = techniques.overlap_gradient_reduction && reduction > 1;
-    int64_t padded = 0, largest_shard = 0;
-    if (bucketed) {
-      for (const std::vector<int64_t>& sizes : chunk_elements) {
-        const int64_t chunk_padded =
-            padded_bucket_elements(sizes, bytes_of(policy.param_dtype), techniques.gradient_bucket_bytes, reduction);
-        padded += chunk_padded;
-        largest_shard = std::max(largest_shard, chunk_padded / reduction);
-      }
-    } else {
-      padded = (m.local_params + reduction - 1) / reduction * reduction;
-      largest_shard = padded / reduction;
-    }
-    const int64_t shard = padded / reduction;
-    m.optimizer_bytes = 2 * shard * bytes_of(policy.optimizer_dtype);
-    if (bucketed) {
-      m.gradients_bytes = padded * bytes_of(policy.grad_dtype);
-      m.dp_flat_buffer_bytes = 0;
-    } else {
-      m.dp_flat_buffer_bytes = padded * bytes_of(policy.grad_dtype);
-    }
-    m.distributed_optimizer_bytes =
-        padded * bytes_of(policy.param_dtype) + shard * bytes_of(policy.param_dtype) + shard * bytes_of(policy.grad_dtype);
-    // Overlapped parameter gather (opg, bucketed only: at_dp drops it with ovl at one rank): the
-    // parameters are views of the padded parameter buffer (Megatron's param buffer), counted once, as
-    // weights, like the gradients above.
-    if (bucketed && techniques.overlap_parameter_gather) {
-      m.weights_bytes = padded * bytes_of(policy.param_dtype);
-      m.distributed_optimizer_bytes = shard * bytes_of(policy.param_dtype) + shard * bytes_of(policy.grad_dtype);
-    }
-    largest_tensor = largest_shard;
+    largest_tensor = distributed_optimizer_memory(m, chunk_elements, policy, techniques, reduction);
   }
   m.buffers_bytes = m.rotary_tables_bytes + m.dp_flat_buffer_bytes + m.distributed_optimizer_bytes;
   m.optimizer_workspace_bytes = 2 * largest_tensor * bytes_of(policy.optimizer_dtype);

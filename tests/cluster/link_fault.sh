@@ -25,11 +25,8 @@
 # their watchdog ends them.
 # Prints the times (fault -> ranks gone, fault -> job gone, resume duration). Exit status: 0 passed,
 # 1 failed, 77 skipped (the machine cannot host the cluster).
-source "$(dirname "${BASH_SOURCE[0]}")/../e2e/lib.sh"
-take_args "ITERTIME LINK_DELAY READ_ROWS FAULT_ROWS" "$@"
-HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
-WORK="$(mktemp -d)"
-trap 'rm -rf "$WORK"' EXIT
+source "$(dirname "${BASH_SOURCE[0]}")/cluster_lib.sh"
+cluster_test_start "ITERTIME LINK_DELAY READ_ROWS FAULT_ROWS" "$@"
 
 WATCHDOG_S=5
 RANK_SLACK_S=3    # past the limit and its poll period (limit / 10): the exit of a loaded machine

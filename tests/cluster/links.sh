@@ -14,19 +14,14 @@
 # It also prints the cluster's own socket ping-pong check (emulated_cluster.sh): the probe's latency follows
 # it, and on a loaded machine that check itself lands well off the 100 us asked (docs/comm.md, Node-pair links).
 # Exit status: 0 passed, 1 failed, 77 skipped (the machine cannot host the cluster).
-source "$(dirname "${BASH_SOURCE[0]}")/../e2e/lib.sh"
-take_args "ITERTIME LINK_DELAY" "$@"
-HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
-WORK="$(mktemp -d)"
-trap 'rm -rf "$WORK"' EXIT
+source "$(dirname "${BASH_SOURCE[0]}")/cluster_lib.sh"
+cluster_test_start "ITERTIME LINK_DELAY" "$@"
 
 run_in_cluster() {
   local sweep=(--collectives send,all_reduce --dtypes fp32 -b 8 -e 64K -f 64 -n 20 --outside-load-cores 2)
-  "$ITERTIME_CLUSTER_DIR/mpirun" -n 2 --map-by node "$ITERTIME" calibrate comm -o "$WORK/links.h5" "${sweep[@]}" \
-    >"$WORK/out" 2>&1 || { cat "$WORK/out"; return 1; }
+  calibrate_comm_across_nodes 2 "$WORK/out" -o "$WORK/links.h5" "${sweep[@]}" || return 1
   cat "$WORK/out"
-  "$ITERTIME_CLUSTER_DIR/mpirun" -n 2 --map-by node "$ITERTIME" calibrate comm -o "$WORK/links.h5" --resume "${sweep[@]}" \
-    >"$WORK/resumed" 2>&1 || { cat "$WORK/resumed"; return 1; }
+  calibrate_comm_across_nodes 2 "$WORK/resumed" -o "$WORK/links.h5" --resume "${sweep[@]}" || return 1
   echo "socket ping-pong of the cluster (emulated_cluster.sh): $ITERTIME_CLUSTER_LATENCY_US_MEASURED us" >"$WORK/socket"
 }
 export -f run_in_cluster

@@ -14,11 +14,8 @@
 #    4 nodes costs more than dp2's across 2 (the 2-node table scaled by node count); the accuracy is
 #    printed, not judged (a benchmark's figure, not a test's: the machine is shared).
 # Exit status: 0 passed, 1 failed, 77 skipped (the machine cannot host the cluster).
-source "$(dirname "${BASH_SOURCE[0]}")/../e2e/lib.sh"
-take_args "ITERTIME LINK_DELAY SOURCE_DIR" "$@"
-HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
-WORK="$(mktemp -d)"
-trap 'rm -rf "$WORK"' EXIT
+source "$(dirname "${BASH_SOURCE[0]}")/cluster_lib.sh"
+cluster_test_start "ITERTIME LINK_DELAY SOURCE_DIR" "$@"
 cd "$SOURCE_DIR" || exit 1
 MODEL=data/models/tiny-llama-gqa.json
 failed=0

@@ -9,16 +9,12 @@
 # names node1 as the slow node (`slow: node1 (its 2 links ...)`), flags node1's two pairs and not
 # node0-node2, and `itertime inspect` judges the stored pairs the same way.
 # Exit status: 0 passed, 1 failed, 77 skipped (the machine cannot host the cluster).
-source "$(dirname "${BASH_SOURCE[0]}")/../e2e/lib.sh"
-take_args "ITERTIME LINK_DELAY" "$@"
-HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
-WORK="$(mktemp -d)"
-trap 'rm -rf "$WORK"' EXIT
+source "$(dirname "${BASH_SOURCE[0]}")/cluster_lib.sh"
+cluster_test_start "ITERTIME LINK_DELAY" "$@"
 
 run_in_cluster() {
-  "$ITERTIME_CLUSTER_DIR/mpirun" -n 3 --map-by node "$ITERTIME" calibrate comm -o "$WORK/slow.h5" \
-    --collectives all_reduce --dtypes fp32 -b 8 -e 1K -f 128 -n 10 --outside-load-cores 2 >"$WORK/out" 2>&1 ||
-    { cat "$WORK/out"; return 1; }
+  calibrate_comm_across_nodes 3 "$WORK/out" -o "$WORK/slow.h5" \
+    --collectives all_reduce --dtypes fp32 -b 8 -e 1K -f 128 -n 10 --outside-load-cores 2 || return 1
   cat "$WORK/out"
 }
 export -f run_in_cluster

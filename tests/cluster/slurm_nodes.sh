@@ -54,11 +54,7 @@ if [[ "${1:-}" != --inside ]]; then
   say() { printf '[slurm-nodes %4ds] %s\n' $((SECONDS - STARTED)) "$*"; }
   skip() {
     say "SKIP: $*"
-    if [[ "${ITERTIME_SLURM_TEST_REQUIRE:-0}" == 1 ]]; then
-      say "ITERTIME_SLURM_TEST_REQUIRE=1: a skip counts as a failure"
-      exit 1
-    fi
-    exit "$SKIP_CODE"
+    exit_skipped
   }
   [[ "$(id -u)" -eq 0 ]] || skip "the emulated cluster and the Slurm daemons need root"
   ensure_slurm_installed
@@ -83,14 +79,7 @@ NODES=(node0 node1)
 DAEMONS=()  # "name pid" of every daemon started, stopped in reverse order
 
 say() { printf '[slurm-nodes %4ds] %s\n' $((SECONDS - STARTED)) "$*"; }
-dump_logs() {
-  local f
-  for f in "$T"/log/*.log; do
-    [[ -f "$f" ]] || continue
-    echo "----- tail of $f"
-    tail -n 25 "$f"
-  done
-}
+dump_logs() { log_tails "$T"; }
 skip() { say "SKIP: $*"; dump_logs; exit "$SKIP_CODE"; }
 fail() { say "FAIL: $*"; dump_logs; exit 1; }
 
@@ -165,36 +154,8 @@ export SLURM_CONF="$T/slurm.conf"
   echo "# Two-node Slurm cluster on the emulated cluster (tests/cluster/slurm_nodes.sh); everything lives in $T."
   echo "ClusterName=itertimenodes"
   echo "SlurmctldHost=node0(10.77.0.2)"
-  cat <<EOF
-SlurmUser=root
-SlurmdUser=root
-SlurmctldPort=6817
-SlurmdPort=6818
-AuthType=auth/munge
-AuthInfo=socket=$MUNGE_SOCKET
-CredType=cred/munge
-StateSaveLocation=$T/state
-SlurmdSpoolDir=$T/spool/%n
-SlurmctldPidFile=$T/run/slurmctld.pid
-SlurmdPidFile=$T/run/slurmd.%n.pid
-SlurmctldLogFile=$T/log/slurmctld.log
-SlurmdLogFile=$T/log/slurmd.%n.log
-TmpFS=$T/tmp/%n
-SlurmctldDebug=info
-SlurmdDebug=info
-ProctrackType=proctrack/linuxproc
-TaskPlugin=task/none
-SelectType=select/cons_tres
-SelectTypeParameters=CR_CPU
-SchedulerType=sched/backfill
-MpiDefault=none
-ReturnToService=2
-AccountingStorageType=accounting_storage/none
-JobAcctGatherType=jobacct_gather/none
-JobCompType=jobcomp/none
-KillWait=5
-MinJobAge=3600
-EOF
+  slurm_conf_settings "$T" "$MUNGE_SOCKET" 6817 6818 5 %n
+  echo "TmpFS=$T/tmp/%n"
   for k in "${!NODES[@]}"; do
     echo "NodeName=${NODES[k]} NodeAddr=10.77.$k.2 CPUs=$ITERTIME_CLUSTER_SLOTS State=UNKNOWN"
   done

@@ -12,6 +12,7 @@
 #include "formats/nemo_config.hpp"
 #include "formats/torchtitan_toml.hpp"
 #include "formats/user_input.hpp"
+#include "tests/unit/user_error.hpp"
 
 namespace itertime::formats {
 namespace {
@@ -22,14 +23,7 @@ const std::string kLlama =
     "--num-query-groups 8 --seq-length 4096 --normalization RMSNorm --position-embedding-type rope --swiglu "
     "--disable-bias-linear --untie-embeddings-and-output-weights --vocab-size 128256 --micro-batch-size 1 --bf16 ";
 
-std::string error_of(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const UserError& e) {
-    return e.what();
-  }
-  return "(no error)";
-}
+using itertime::testing::user_error_of;
 
 TEST(MegatronArgs, SplitsLikeAShell) {
   const std::vector<Word> words = split_words("a \\\n  --b 'c d' # comment --e\n\"f\\\"g\" --h=1\n", "x", true);
@@ -40,7 +34,8 @@ TEST(MegatronArgs, SplitsLikeAShell) {
   EXPECT_EQ(words[3].text, "f\"g");
   EXPECT_EQ(words[3].line, 3);
   EXPECT_EQ(words[4].text, "--h=1");
-  EXPECT_NE(error_of([] { split_words("--a 'b\n", "f.sh"); }).find("f.sh:1: a quote (') is never closed"), std::string::npos);
+  EXPECT_NE(user_error_of([] { split_words("--a 'b\n", "f.sh"); }).find("f.sh:1: a quote (') is never closed"),
+            std::string::npos);
 }
 
 TEST(MegatronArgs, ReadsTheFixtureAsLlama31_8b) {
@@ -147,12 +142,12 @@ TEST(MegatronArgs, LogStyleArguments) {
   EXPECT_EQ(user_run_from_megatron(a).config.dp, 4);
   a.values["num_layers"] = "many";
   a.line_of["num_layers"] = 42;
-  EXPECT_EQ(error_of([&] { user_run_from_megatron(a); }), "train.log:42: --num-layers many: not a whole number");
+  EXPECT_EQ(user_error_of([&] { user_run_from_megatron(a); }), "train.log:42: --num-layers many: not a whole number");
 }
 
 TEST(MegatronArgs, Refusals) {
   const auto refusal = [](const std::string& args) {
-    return error_of([&] { user_run_from_megatron(megatron_arguments_from_command_line(args)); });
+    return user_error_of([&] { user_run_from_megatron(megatron_arguments_from_command_line(args)); });
   };
   EXPECT_EQ(refusal(kLlama + "--num-experts 8"),
             "--megatron-args: --num-experts 8: a mixture of experts; itertime models dense LLaMA models only");
@@ -169,7 +164,7 @@ TEST(MegatronArgs, Refusals) {
   EXPECT_FALSE(run.data_parallel_given);
   const UserRun at8 = with_data_parallel(run, 4, "--gpus 8");
   EXPECT_EQ(at8.config.global_batch, 4);  // Megatron's default: micro-batch x dp
-  EXPECT_NE(error_of([&] {
+  EXPECT_NE(user_error_of([&] {
               with_data_parallel(user_run_from_megatron(megatron_arguments_from_command_line(kLlama + "--global-batch-size 6")),
                                  4, "--dp 4");
             }).find("--megatron-args with --dp 4"),
@@ -218,8 +213,8 @@ TEST(NemoConfig, Nemo2Layout) {
   EXPECT_FALSE(run.model.tie_word_embeddings);
   EXPECT_EQ(recipe_text(run.recipe.techniques), "sp+vp+dopt+ovl");
   EXPECT_EQ(run.not_understood, std::vector<std::string>{"optim.config.lr: 0.0003"});
-  EXPECT_EQ(error_of([] { read_nemo_config_text("model: [1, 2\n", "bad.yaml"); }).rfind("bad.yaml:", 0), 0u);
-  EXPECT_EQ(error_of([] {
+  EXPECT_EQ(user_error_of([] { read_nemo_config_text("model: [1, 2\n", "bad.yaml"); }).rfind("bad.yaml:", 0), 0u);
+  EXPECT_EQ(user_error_of([] {
               read_nemo_config_text(
                   "model:\n  normalization: RMSNorm\n  position_embedding_type: rope\n  gated_linear_unit: "
                   "true\n  add_bias_linear: false\n  num_layers: 3x\n",
@@ -241,7 +236,7 @@ TEST(TorchtitanToml, ShardDegreeFromTheWorld) {
   const UserRun at = with_data_parallel(run, 4, "--gpus 128");
   EXPECT_EQ(at.config.to_string(), "dp4-tp8-pp4 mbs1 gbs8 seq8192");  // global = local_batch_size x dp
   EXPECT_EQ(recipe_text(at.recipe.techniques), "sp+vp+dopt+rc-full+ovl+opg");
-  EXPECT_NE(error_of([] {
+  EXPECT_NE(user_error_of([] {
               read_torchtitan_toml_text("[model]\nname = \"llama3\"\nflavor = \"9B\"\n", "t.toml");
             }).find("t.toml:3: model.flavor \"9B\""),
             std::string::npos);
@@ -251,7 +246,7 @@ TEST(TorchtitanToml, ShardDegreeFromTheWorld) {
 TEST(TorchtitanToml, IntegersOutOfRangeAreRefused) {
   const std::string toml =
       "[model]\nname = \"llama3\"\nflavor = \"8B\"\n[training]\nlocal_batch_size = 9223372036854775807\nseq_len = 8192\n";
-  EXPECT_EQ(error_of([&] { read_torchtitan_toml_text(toml, "t.toml"); }),
+  EXPECT_EQ(user_error_of([&] { read_torchtitan_toml_text(toml, "t.toml"); }),
             "t.toml:5: training.local_batch_size = 9223372036854775807: out of range (a size, batch or degree)");
 }
 
@@ -260,7 +255,7 @@ TEST(UserInput, DetectsTheFormat) {
   EXPECT_EQ(detect_format("x", "[model]\nname = \"llama3\"\n"), InputFormat::kTorchtitan);
   EXPECT_EQ(detect_format("x", "model:\n  num_layers: 2\n"), InputFormat::kNemo);
   EXPECT_EQ(detect_format("x.yaml", ""), InputFormat::kNemo);
-  EXPECT_NE(error_of([] { detect_format("x", "hello\n"); }).find("--from-format"), std::string::npos);
+  EXPECT_NE(user_error_of([] { detect_format("x", "hello\n"); }).find("--from-format"), std::string::npos);
 }
 
 }  // namespace

@@ -9,7 +9,6 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
-#include <functional>
 #include <map>
 #include <string>
 #include <vector>
@@ -19,6 +18,7 @@
 #include "formats/megatron_args.hpp"
 #include "formats/nemo_config.hpp"
 #include "formats/torchtitan_toml.hpp"
+#include "tests/unit/user_error.hpp"
 
 namespace itertime::formats {
 namespace {
@@ -30,14 +30,7 @@ const std::string kBase =
 
 UserRun run_of(const std::string& line) { return user_run_from_megatron(megatron_arguments_from_command_line(line)); }
 
-std::string error_of(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const UserError& e) {
-    return e.what();
-  }
-  return "(no error)";
-}
+using itertime::testing::user_error_of;
 
 bool assumed(const UserRun& run, const std::string& text) {
   return std::any_of(run.assumed.begin(), run.assumed.end(),
@@ -107,7 +100,7 @@ TEST(MegatronDefaults, GroupQueryAttentionWithoutGroupsIsOneGroup) {
   EXPECT_TRUE(assumed(ignored, "without --group-query-attention"));
   const UserRun mha = run_of(kBase + "--ffn-hidden-size 14336");
   EXPECT_EQ(mha.model.num_kv_heads, 32);
-  EXPECT_NE(error_of([] {
+  EXPECT_NE(user_error_of([] {
               run_of(kBase + "--ffn-hidden-size 14336 --group-query-attention --num-query-groups 5");
             }).find("num-query-groups"),
             std::string::npos);
@@ -129,7 +122,7 @@ TEST(MegatronDefaults, NormRotaryTyingAndTheTokenizersVocabulary) {
   EXPECT_TRUE(assumed(llama3, "vocabulary 128256"));
   EXPECT_EQ(run_of(no_vocab + "--tokenizer-type Llama2Tokenizer").model.vocab_size, 32000);
   EXPECT_EQ(run_of(no_vocab + "--tokenizer-type HuggingFaceTokenizer --tokenizer-model /x/Llama-2-7b").model.vocab_size, 32000);
-  EXPECT_NE(error_of([&] { run_of(no_vocab + "--tokenizer-type GPT2BPETokenizer"); }).find("no vocabulary size"),
+  EXPECT_NE(user_error_of([&] { run_of(no_vocab + "--tokenizer-type GPT2BPETokenizer"); }).find("no vocabulary size"),
             std::string::npos);
 }
 
@@ -149,9 +142,10 @@ TEST(MegatronDefaults, PrecisionsAndFp8FormatsAndRecipes) {
   EXPECT_EQ(run_of(base + "--fp8-format hybrid --fp8-recipe tensorwise").recipe.fp8_recipe,
             predict::framework::Fp8Recipe::kCurrent);
   EXPECT_TRUE(run_of(base + "--fp8-format hybrid --fp8-param-gather").recipe.fp8_param_gather);
-  EXPECT_NE(error_of([&] { run_of(base + "--fp8-format hybrid --fp8-recipe mxfp8"); }).find("fp8-recipe"), std::string::npos);
-  EXPECT_NE(error_of([&] { run_of(fp16 + "--fp8-format hybrid"); }).find("--bf16"), std::string::npos);
-  EXPECT_NE(error_of([&] { run_of(base + "--fp8-param-gather"); }).find("needs --fp8-format"), std::string::npos);
+  EXPECT_NE(user_error_of([&] { run_of(base + "--fp8-format hybrid --fp8-recipe mxfp8"); }).find("fp8-recipe"),
+            std::string::npos);
+  EXPECT_NE(user_error_of([&] { run_of(fp16 + "--fp8-format hybrid"); }).find("--bf16"), std::string::npos);
+  EXPECT_NE(user_error_of([&] { run_of(base + "--fp8-param-gather"); }).find("needs --fp8-format"), std::string::npos);
   EXPECT_TRUE(run_of(base).recipe.gradient_accumulation_fusion) << "Megatron-LM's default";
   EXPECT_FALSE(run_of(base).recipe.tp_comm_overlap);
 }
@@ -169,8 +163,9 @@ TEST(MegatronDefaults, TechniquesFollowTheLayout) {
   EXPECT_TRUE(assumed(full, "--recompute-method uniform"));
   EXPECT_EQ(run_of(base + "--recompute-granularity selective").recipe.techniques.recompute, Recompute::kSelective);
   EXPECT_EQ(run_of(base).recipe.techniques.recompute, Recompute::kNone);
-  EXPECT_NE(error_of([&] { run_of(base + "--overlap-param-gather --use-distributed-optimizer"); }).find("overlap-grad-reduce"),
-            std::string::npos);
+  EXPECT_NE(
+      user_error_of([&] { run_of(base + "--overlap-param-gather --use-distributed-optimizer"); }).find("overlap-grad-reduce"),
+      std::string::npos);
   const UserRun all = run_of(base + "--use-distributed-optimizer --overlap-grad-reduce --overlap-param-gather");
   EXPECT_EQ(recipe_text(all.recipe.techniques), "dopt+ovl+opg");
 }
@@ -271,7 +266,7 @@ TEST(TorchtitanDefaults, DegreesAndBatches) {
   EXPECT_EQ(pipe.config.vp, 2);
   EXPECT_EQ(pipe.config.dp, 1);
   EXPECT_FALSE(pipe.recipe.techniques.distributed_optimizer) << "dp x cp 1: nothing to shard";
-  EXPECT_NE(error_of([] {
+  EXPECT_NE(user_error_of([] {
               read_torchtitan_toml_text(kTitan + "[parallelism]\ndata_parallel_shard_degree = 0\n", "t.toml");
             }).find("-1 (the rest)"),
             std::string::npos);
@@ -321,7 +316,7 @@ TEST(LogWarmup, FirstIntervalAlwaysDroppedThenThoseBeyondFivePercent) {
   // At least two steady intervals remain: the warm-up stops dropping there, and 2 lines are too few.
   EXPECT_EQ(settle("x.log", intervals({900, 300, 100, 100})).intervals_warmup, 2u);
   EXPECT_EQ(settle("x.log", intervals({900, 300, 200, 100})).intervals_warmup, 2u);
-  EXPECT_NE(error_of([] { settle("x.log", intervals({900, 100})); }).find("at least 2"), std::string::npos);
+  EXPECT_NE(user_error_of([] { settle("x.log", intervals({900, 100})); }).find("at least 2"), std::string::npos);
 }
 
 }  // namespace

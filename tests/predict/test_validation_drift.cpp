@@ -18,41 +18,32 @@
 #include "validate/validation.hpp"
 #include "validate/validation_drift.hpp"
 #include "validate/validation_report.hpp"
+#include "tests/unit/reference_samples.hpp"
 
 namespace itertime::validate {
 namespace {
 
 constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
 
-ReferenceSample sample(ReferenceStage stage, int pass, int occupancy, double matmul_us, double elementwise_us,
-                       double allreduce_us = kNaN) {
-  ReferenceSample s;
-  s.stage = stage;
-  s.pass = pass;
-  s.occupancy = occupancy;
-  s.matmul_us = matmul_us;
-  s.elementwise_us = elementwise_us;
-  s.allreduce_us = allreduce_us;
-  return s;
-}
+using itertime::testing::reference_sample;
 
 // Occupancy 1 profiled once, its ground truth slower by `groundtruth_change_pct` (matrix product; the
 // element-wise pass moves by a fifth of it, so the compute drift, their mean, is 0.6 of it).
 std::vector<ReferenceSample> one_occupancy(double groundtruth_change_pct) {
-  return {sample(ReferenceStage::kOps, 0, 1, 100, 200), sample(ReferenceStage::kOps, 0, 1, 100, 200),
-          sample(ReferenceStage::kGroundTruth, 0, 1, 100 * (1 + groundtruth_change_pct / 100),
-                 200 * (1 + groundtruth_change_pct / 500)),
-          sample(ReferenceStage::kGroundTruth, 1, 1, 100 * (1 + groundtruth_change_pct / 100),
-                 200 * (1 + groundtruth_change_pct / 500))};
+  return {reference_sample(ReferenceStage::kOps, 0, 1, 100, 200), reference_sample(ReferenceStage::kOps, 0, 1, 100, 200),
+          reference_sample(ReferenceStage::kGroundTruth, 0, 1, 100 * (1 + groundtruth_change_pct / 100),
+                           200 * (1 + groundtruth_change_pct / 500)),
+          reference_sample(ReferenceStage::kGroundTruth, 1, 1, 100 * (1 + groundtruth_change_pct / 100),
+                           200 * (1 + groundtruth_change_pct / 500))};
 }
 
 // Occupancy 4 profiled twice: pass 0 at 100 us, pass 1 (calibrate drift) at 112 us; the ground truth at
 // 115 us (element-wise unchanged): pass 0's compute drift +7.5 %, pass 1's +1.3 %, so pass 1 is chosen.
 std::vector<ReferenceSample> remeasured_occupancy() {
   std::vector<ReferenceSample> samples = one_occupancy(0.5);
-  samples.push_back(sample(ReferenceStage::kOps, 0, 4, 100, 200, 50));
-  samples.push_back(sample(ReferenceStage::kOps, 1, 4, 112, 200, 50));
-  samples.push_back(sample(ReferenceStage::kGroundTruth, 0, 4, 115, 200, 51));
+  samples.push_back(reference_sample(ReferenceStage::kOps, 0, 4, 100, 200, 50));
+  samples.push_back(reference_sample(ReferenceStage::kOps, 1, 4, 112, 200, 50));
+  samples.push_back(reference_sample(ReferenceStage::kGroundTruth, 0, 4, 115, 200, 51));
   return samples;
 }
 
@@ -200,7 +191,7 @@ TEST(ValidationDrift, CalibrationWithoutReferenceSaysUnknown) {
   EXPECT_TRUE(json.at("drift").at("largest_compute_pct").is_null());
   EXPECT_FALSE(json.at("drift").at("above_floor").get<bool>());
   // Samples only of the profiles (no ground truth taken them): still unknown, said so.
-  const ValidationReport ops_only = report_with({sample(ReferenceStage::kOps, 0, 1, 100, 200)});
+  const ValidationReport ops_only = report_with({reference_sample(ReferenceStage::kOps, 0, 1, 100, 200)});
   EXPECT_TRUE(ops_only.drift.known);
   EXPECT_NE(printed(ops_only).find("# machine drift: unknown (no occupancy has speed-reference samples of both"),
             std::string::npos);
@@ -231,8 +222,8 @@ store::OpsRecords two_pass_ops() {
     return row;
   };
   ops.timings = {timing(1, 100, 0), timing(2, 40, 0), timing(1, 130, 1)};
-  ops.reference = {sample(ReferenceStage::kOps, 0, 1, 100, 100), sample(ReferenceStage::kOps, 1, 1, 130, 130),
-                   sample(ReferenceStage::kGroundTruth, 0, 1, 128, 128)};
+  ops.reference = {reference_sample(ReferenceStage::kOps, 0, 1, 100, 100), reference_sample(ReferenceStage::kOps, 1, 1, 130, 130),
+                   reference_sample(ReferenceStage::kGroundTruth, 0, 1, 128, 128)};
   return ops;
 }
 

@@ -20,6 +20,7 @@
 #include "predict/fit_model.hpp"
 #include "validate/validation.hpp"
 #include "validate/validation_drift.hpp"
+#include "tests/unit/reference_samples.hpp"
 
 namespace itertime::validate {
 namespace {
@@ -27,28 +28,19 @@ namespace {
 constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
 const std::string kCalibration = std::string(ITERTIME_SOURCE_DIR) + "/tests/data/accuracy-cpu.h5";
 
-ReferenceSample sample(ReferenceStage stage, int pass, int occupancy, double matmul_us, double elementwise_us) {
-  ReferenceSample s;
-  s.stage = stage;
-  s.pass = pass;
-  s.occupancy = occupancy;
-  s.matmul_us = matmul_us;
-  s.elementwise_us = elementwise_us;
-  s.allreduce_us = kNaN;
-  return s;
-}
+using itertime::testing::reference_sample;
 
 // Occupancy 1: profiles at 100 / 200 us, the ground truth's matrix product 10 % slower, element-wise
 // unchanged: compute drift = the mean of +10 % and 0 % = +5 %. Pass 0 only.
 std::vector<ReferenceSample> drifted_by_five() {
-  return {sample(ReferenceStage::kOps, 0, 1, 100, 200), sample(ReferenceStage::kGroundTruth, 0, 1, 110, 200)};
+  return {reference_sample(ReferenceStage::kOps, 0, 1, 100, 200), reference_sample(ReferenceStage::kGroundTruth, 0, 1, 110, 200)};
 }
 
 // Occupancy 2 re-measured: pass 0 at 100, pass 1 at 120, the ground truth at 121 (element-wise equal):
 // pass 1 is nearer, so the fit uses it.
 std::vector<ReferenceSample> remeasured() {
-  return {sample(ReferenceStage::kOps, 0, 2, 100, 200), sample(ReferenceStage::kOps, 1, 2, 120, 200),
-          sample(ReferenceStage::kGroundTruth, 0, 2, 121, 200)};
+  return {reference_sample(ReferenceStage::kOps, 0, 2, 100, 200), reference_sample(ReferenceStage::kOps, 1, 2, 120, 200),
+          reference_sample(ReferenceStage::kGroundTruth, 0, 2, 121, 200)};
 }
 
 // A report whose overall floor is `floor_pct` (two rows of that round spread).

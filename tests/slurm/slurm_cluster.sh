@@ -24,7 +24,6 @@ source "$(dirname "${BASH_SOURCE[0]}")/../e2e/lib.sh"
 source "$(dirname "${BASH_SOURCE[0]}")/slurm_lib.sh"
 slurm_cmd() { "$@"; }  # Slurm's client commands, on this machine (slurm_lib.sh)
 take_args "ITERTIME SOURCE_DIR H5CHECK" "$@"
-SKIP_CODE=77
 STARTED=$SECONDS
 
 T=""
@@ -36,22 +35,13 @@ say() { printf '[slurm-test %4ds] %s\n' $((SECONDS - STARTED)) "$*"; }
 
 dump_logs() {
   [[ -n "$T" && -d "$T" ]] || return 0
-  local f
-  for f in "$T"/log/*.log; do
-    [[ -f "$f" ]] || continue
-    echo "----- tail of $f"
-    tail -n 25 "$f"
-  done
+  log_tails "$T"
 }
 
 skip() {
   say "SKIP: $*"
   dump_logs
-  if [[ "${ITERTIME_SLURM_TEST_REQUIRE:-0}" == 1 ]]; then
-    say "ITERTIME_SLURM_TEST_REQUIRE=1: a skip counts as a failure"
-    exit 1
-  fi
-  exit "$SKIP_CODE"
+  exit_skipped
 }
 
 fail() {
@@ -137,40 +127,14 @@ done
 NODE="$(hostname -s)"
 CPUS="$(nproc)"
 export SLURM_CONF="$T/slurm.conf"
-cat >"$SLURM_CONF" <<EOF
-# One-node Slurm cluster for itertime's CI test (tests/slurm/slurm_cluster.sh); everything lives in $T.
-ClusterName=itertimeci
-SlurmctldHost=$NODE(127.0.0.1)
-SlurmUser=root
-SlurmdUser=root
-SlurmctldPort=${PORTS[0]}
-SlurmdPort=${PORTS[1]}
-AuthType=auth/munge
-AuthInfo=socket=$MUNGE_SOCKET
-CredType=cred/munge
-StateSaveLocation=$T/state
-SlurmdSpoolDir=$T/spool
-SlurmctldPidFile=$T/run/slurmctld.pid
-SlurmdPidFile=$T/run/slurmd.pid
-SlurmctldLogFile=$T/log/slurmctld.log
-SlurmdLogFile=$T/log/slurmd.log
-SlurmctldDebug=info
-SlurmdDebug=info
-ProctrackType=proctrack/linuxproc
-TaskPlugin=task/none
-SelectType=select/cons_tres
-SelectTypeParameters=CR_CPU
-SchedulerType=sched/backfill
-MpiDefault=none
-ReturnToService=2
-AccountingStorageType=accounting_storage/none
-JobAcctGatherType=jobacct_gather/none
-JobCompType=jobcomp/none
-KillWait=10
-MinJobAge=3600
-NodeName=$NODE NodeAddr=127.0.0.1 CPUs=$CPUS State=UNKNOWN
-PartitionName=ci Nodes=$NODE Default=YES MaxTime=INFINITE State=UP OverSubscribe=YES
-EOF
+{
+  echo "# One-node Slurm cluster for itertime's CI test (tests/slurm/slurm_cluster.sh); everything lives in $T."
+  echo "ClusterName=itertimeci"
+  echo "SlurmctldHost=$NODE(127.0.0.1)"
+  slurm_conf_settings "$T" "$MUNGE_SOCKET" "${PORTS[0]}" "${PORTS[1]}" 10
+  echo "NodeName=$NODE NodeAddr=127.0.0.1 CPUs=$CPUS State=UNKNOWN"
+  echo "PartitionName=ci Nodes=$NODE Default=YES MaxTime=INFINITE State=UP OverSubscribe=YES"
+} >"$SLURM_CONF"
 
 slurmctld -D -i -f "$SLURM_CONF" >>"$T/log/slurmctld.stdout.log" 2>&1 &
 SLURMCTLD_PID=$!

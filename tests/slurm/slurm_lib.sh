@@ -1,9 +1,29 @@
 # slurm_lib.sh: what the real Slurm tests share (tests/slurm/slurm_cluster.sh on one node,
-# tests/cluster/slurm_nodes.sh across emulated nodes): stopping a daemon, a job's fields and its end, and the
-# requeue phase of a comm calibration job.
+# tests/cluster/slurm_nodes.sh across emulated nodes): stopping a daemon, a job's fields and its end, the
+# settings of their slurm.conf but the cluster's names, nodes and partition, and the requeue phase of a comm
+# calibration job; a skip's exit and the logs' tails.
 # Invariants: the sourcing script defines `slurm_cmd CMD...`, which runs a Slurm client command where
 # slurmctld is reachable (on this machine; or inside a node of the emulated cluster), and `say`, `fail` and `skip`;
 # these functions touch no variable of the script (requeue_comm_phase: only the array it is named).
+
+# exit_skipped: ends a skipped test: status 77, or 1 (said) under ITERTIME_SLURM_TEST_REQUIRE=1.
+exit_skipped() {
+  if [[ "${ITERTIME_SLURM_TEST_REQUIRE:-0}" == 1 ]]; then
+    say "ITERTIME_SLURM_TEST_REQUIRE=1: a skip counts as a failure"
+    exit 1
+  fi
+  exit 77
+}
+
+# log_tails DIR: the last 25 lines of each log under DIR/log (the daemons' own and their stdout).
+log_tails() {
+  local f
+  for f in "$1"/log/*.log; do
+    [[ -f "$f" ]] || continue
+    echo "----- tail of $f"
+    tail -n 25 "$f"
+  done
+}
 
 # stop_pid PID: stops a process the test started: TERM, then KILL after 10 s; reaps it.
 stop_pid() {
@@ -96,6 +116,45 @@ requeue_comm_phase() {
   resumed="$(sed -n 's/.*points (\([0-9][0-9]*\) already in .*, resuming).*/\1/p' "$log" | tail -n 1)"
   [[ "$resumed" =~ ^[0-9]+$ && "$resumed" -gt 0 ]] || fail "the restarted run did not resume (no 'already in ..., resuming' line)"
   requeue_result=("$before" "$total" "$resumed")
+}
+
+# slurm_conf_settings DIR MUNGE_SOCKET CTLD_PORT SLURMD_PORT KILL_WAIT [PER_NODE]: the slurm.conf lines both
+# Slurm tests write alike (printed): root daemons, munge through MUNGE_SOCKET, state, spool, pid and log files
+# under DIR, linuxproc tracking without task plugin, cons_tres by CPU, backfill, no accounting, jobs kept an
+# hour after their end (MinJobAge, for job_field). PER_NODE "%n" gives each slurmd its own spool, pid and log
+# file (several slurmd on one machine); empty (the default), one of each. The caller adds ClusterName,
+# SlurmctldHost, the nodes and the partition.
+slurm_conf_settings() {
+  local dir="$1" munge_socket="$2" ctld_port="$3" slurmd_port="$4" kill_wait="$5" per_node="${6:-}"
+  cat <<EOF
+SlurmUser=root
+SlurmdUser=root
+SlurmctldPort=$ctld_port
+SlurmdPort=$slurmd_port
+AuthType=auth/munge
+AuthInfo=socket=$munge_socket
+CredType=cred/munge
+StateSaveLocation=$dir/state
+SlurmdSpoolDir=$dir/spool${per_node:+/$per_node}
+SlurmctldPidFile=$dir/run/slurmctld.pid
+SlurmdPidFile=$dir/run/slurmd${per_node:+.$per_node}.pid
+SlurmctldLogFile=$dir/log/slurmctld.log
+SlurmdLogFile=$dir/log/slurmd${per_node:+.$per_node}.log
+SlurmctldDebug=info
+SlurmdDebug=info
+ProctrackType=proctrack/linuxproc
+TaskPlugin=task/none
+SelectType=select/cons_tres
+SelectTypeParameters=CR_CPU
+SchedulerType=sched/backfill
+MpiDefault=none
+ReturnToService=2
+AccountingStorageType=accounting_storage/none
+JobAcctGatherType=jobacct_gather/none
+JobCompType=jobcomp/none
+KillWait=$kill_wait
+MinJobAge=3600
+EOF
 }
 
 # sweep_points LOG: the comm sweep's progress rows in a job's log so far (0 before it starts).

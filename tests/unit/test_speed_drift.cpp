@@ -10,23 +10,21 @@
 #include "common/reference_store.hpp"
 #include "common/speed_drift.hpp"
 #include "temp_dir.hpp"
+#include "reference_samples.hpp"
 
 namespace itertime {
 namespace {
 
 constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
 
-ReferenceSample sample(ReferenceStage stage, int pass, int occupancy, double matmul_us, double elementwise_us,
-                       double allreduce_us = kNaN) {
-  return ReferenceSample{stage, pass, occupancy, 0.0, matmul_us, elementwise_us, allreduce_us};
-}
+using itertime::testing::reference_sample;
 
 ReferenceSample ops(int pass, int occupancy, double matmul_us, double elementwise_us, double allreduce_us = kNaN) {
-  return sample(ReferenceStage::kOps, pass, occupancy, matmul_us, elementwise_us, allreduce_us);
+  return reference_sample(ReferenceStage::kOps, pass, occupancy, matmul_us, elementwise_us, allreduce_us);
 }
 
 ReferenceSample truth(int round, int occupancy, double matmul_us, double elementwise_us, double allreduce_us = kNaN) {
-  return sample(ReferenceStage::kGroundTruth, round, occupancy, matmul_us, elementwise_us, allreduce_us);
+  return reference_sample(ReferenceStage::kGroundTruth, round, occupancy, matmul_us, elementwise_us, allreduce_us);
 }
 
 TEST(SpeedDrift, MeansComparedPerPartAndOccupancy) {
@@ -36,7 +34,7 @@ TEST(SpeedDrift, MeansComparedPerPartAndOccupancy) {
       ops(0, 1, 90, 40), ops(0, 1, 100, 50), ops(0, 1, 110, 60), truth(0, 1, 100, 45), truth(1, 1, 120, 45),
       // a bimodal ops side at occupancy 2: mean 200, median 100
       ops(0, 2, 100, 100, 20), ops(0, 2, 100, 100, 20), ops(0, 2, 400, 100, 20), truth(0, 2, 300, 100, 30),
-      sample(ReferenceStage::kComm, 0, 2, 1000, 1000, 1000),  // the comm stage's samples are not compared
+      reference_sample(ReferenceStage::kComm, 0, 2, 1000, 1000, 1000),  // the comm stage's samples are not compared
   };
   const std::vector<OccupancyDrift> drifts = drift_by_occupancy(samples);
   ASSERT_EQ(drifts.size(), 2u);
