@@ -12,6 +12,8 @@
 
 #include <mpi.h>
 
+#include <cstddef>
+#include <memory>
 #include <vector>
 
 #include "runtime/mpi_group_communicator.hpp"
@@ -29,7 +31,18 @@ class MpiCommunicator final : public MpiGroupCommunicator {
   std::string name() const override { return "mpi"; }
   MPI_Comm comm() const { return comm_; }
 
-  ITERTIME_COMMUNICATOR_CALLS;
+  std::unique_ptr<CommBuffer> allocate(std::size_t bytes) override;
+  void copy_in(CommBuffer& buffer, const void* host, std::size_t bytes) override;
+  void copy_out(void* host, const CommBuffer& buffer, std::size_t bytes) override;
+
+  void all_reduce_sum(const void* send, void* recv, std::size_t count, DType dtype) override;
+  void all_gather(const void* send, void* recv, std::size_t count, DType dtype) override;
+  void reduce_scatter_sum(const void* send, void* recv, std::size_t count, DType dtype) override;
+  void broadcast(void* buffer, std::size_t count, DType dtype, int root) override;
+  void all_to_all(const void* send, void* recv, std::size_t count, DType dtype) override;
+  void send(const void* buffer, std::size_t count, DType dtype, int peer) override;
+  void recv(void* buffer, std::size_t count, DType dtype, int peer) override;
+  void send_recv(const void* send, int send_peer, void* recv, int recv_peer, std::size_t count, DType dtype) override;
   void synchronize() override {}
   void barrier() override;
   void start_all_reduce_sum(void* buffer, std::size_t count, DType dtype) override;

@@ -38,7 +38,18 @@ class NcclCommunicator final : public MpiGroupCommunicator {
   Backend backend() const override { return Backend::kCuda; }
   std::string name() const override { return "nccl"; }
 
-  ITERTIME_COMMUNICATOR_CALLS;
+  std::unique_ptr<CommBuffer> allocate(std::size_t bytes) override;
+  void copy_in(CommBuffer& buffer, const void* host, std::size_t bytes) override;
+  void copy_out(void* host, const CommBuffer& buffer, std::size_t bytes) override;
+
+  void all_reduce_sum(const void* send, void* recv, std::size_t count, DType dtype) override;
+  void all_gather(const void* send, void* recv, std::size_t count, DType dtype) override;
+  void reduce_scatter_sum(const void* send, void* recv, std::size_t count, DType dtype) override;
+  void broadcast(void* buffer, std::size_t count, DType dtype, int root) override;
+  void all_to_all(const void* send, void* recv, std::size_t count, DType dtype) override;
+  void send(const void* buffer, std::size_t count, DType dtype, int peer) override;
+  void recv(void* buffer, std::size_t count, DType dtype, int peer) override;
+  void send_recv(const void* send, int send_peer, void* recv, int recv_peer, std::size_t count, DType dtype) override;
   void synchronize() override;
   void barrier() override;
   void abandon() override;
