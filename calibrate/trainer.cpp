@@ -86,7 +86,6 @@ void check_trainable(const TrainerOptions& options, int world_size) {
   }
   const int v = options.config.vp;
   if (v > 1) {
-    const ParallelConfig& c = options.config;
     const std::string what = "vp " + std::to_string(v) + " (interleaved 1F1B)";
     if (options.backend == Backend::kCuda) {
       throw UserError(what +

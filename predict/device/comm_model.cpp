@@ -346,9 +346,15 @@ std::optional<CommPrediction> CommModel::find_us(Collective collective, DType dt
   // Rule 2 (and the one-node part of rule 5): one-node tables of the layout, then (when the calibration
   // spanned nodes) of any layout; scaled by group size.
   const auto inside = [&](Collective c, int64_t g, int64_t b) -> std::optional<CommPrediction> {
-    TableSearch search{
-        c,           dtype, g, b, [&](const CommKey& key) { return !key.spans_nodes() && key.layout == layout; }, group_size_of,
-        "group size"};
+    TableSearch search{c,
+                       dtype,
+                       g,
+                       b,
+                       [&](const CommKey& key) { return !key.spans_nodes() && key.layout == layout; },
+                       group_size_of,
+                       "group size",
+                       1.0,
+                       {}};
     std::optional<CommPrediction> found = search_tables(tables_, search);
     if (found || !across) return found;
     search.accept = [](const CommKey& key) { return !key.spans_nodes(); };
