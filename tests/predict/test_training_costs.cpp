@@ -92,6 +92,23 @@ TEST(TrainingCosts, ABadConditionsFileIsOneLineNamingTheField) {
   std::filesystem::remove_all(dir);
 }
 
+TEST(TrainingCosts, AConditionsFileOfAnotherGpuOrAClockBelowHalfIsRefused) {
+  const std::filesystem::path dir = std::filesystem::temp_directory_path() / "itertime_training_conditions_refused";
+  std::filesystem::create_directories(dir);
+  const HardwareSpec h100 = framework_target("h100-sxm").hardware;
+  std::ifstream shipped(std::string(ITERTIME_SOURCE_DIR) + "/data/training/h100-sxm.json");
+  const std::string text((std::istreambuf_iterator<char>(shipped)), std::istreambuf_iterator<char>());
+  // Another GPU's conditions under this GPU's name: refused, naming both.
+  std::ofstream(dir / "h100-sxm.json") << std::regex_replace(text, std::regex("\"name\": \"h100-sxm\""), "\"name\": \"h200-sxm\"");
+  std::string error = fixtures::user_error_of([&] { fw::load_training_conditions(h100, dir.string()); });
+  EXPECT_NE(error.find("'h200-sxm' differs from the hardware description's name 'h100-sxm'"), std::string::npos) << error;
+  // A sustained clock of 0.3 (below the 0.5 bound: no datacenter GPU trains at a third of its boost clock).
+  std::ofstream(dir / "h100-sxm.json") << std::regex_replace(text, std::regex("\"value\": 0.9924"), "\"value\": 0.3");
+  error = fixtures::user_error_of([&] { fw::load_training_conditions(h100, dir.string()); });
+  EXPECT_NE(error.find("sustained_clock.value"), std::string::npos) << error;
+  std::filesystem::remove_all(dir);
+}
+
 fw::FrameworkRequest request_of(const LlamaSpec& spec, int dp, int tp, int pp, int vp, int gbs, const char* recipe) {
   fw::FrameworkRequest request;
   request.shape = fw::shape_of(spec);
@@ -269,6 +286,55 @@ TEST(PublishedScore, ConstantMfuLeaveOneOutByHand) {
   EXPECT_EQ(e.predicted, 2);
   EXPECT_NEAR(e.mape(), 10.0, 1e-9);
   EXPECT_NEAR(e.bias(), 0.0, 1e-9);
+}
+
+TEST(FrameworkFit, AHandWrittenFileGivesEachTermAndTheFittedError) {
+  // Efficiencies e are read as time scales 1 / e, each into its own term; the slowdown as it is.
+  const std::filesystem::path file = std::filesystem::temp_directory_path() / "itertime_terms_by_hand.json";
+  std::ofstream(file) << R"({"kind": "itertime framework-terms", "framework": "megatron-te", "hardware": "h100-sxm",
+    "terms": [{"name": "gemm16_efficiency", "fitted": 0.8}, {"name": "gemm8_efficiency", "fitted": 0.9},
+              {"name": "attention_efficiency", "fitted": 0.75}, {"name": "memory_efficiency", "fitted": 1.25},
+              {"name": "comm_efficiency", "fitted": 0.5}, {"name": "overlap_compute_slowdown", "fitted": 0.3}],
+    "rms_log_error": {"described": 0.12, "fitted": 0.02}, "step_time_sigma": 0.05})";
+  const fw::FrameworkFit back = fw::read_fitted_terms(file.string(), "h100-sxm");
+  EXPECT_NEAR(back.terms.gemm16_time_scale, 1.25, 1e-12);
+  EXPECT_NEAR(back.terms.gemm8_time_scale, 1.0 / 0.9, 1e-12);
+  EXPECT_NEAR(back.terms.attention_time_scale, 4.0 / 3.0, 1e-12);
+  EXPECT_NEAR(back.terms.memory_time_scale, 0.8, 1e-12);
+  EXPECT_NEAR(back.terms.comm_time_scale, 2.0, 1e-12);
+  EXPECT_NEAR(back.terms.overlap_compute_slowdown, 0.3, 1e-12);
+  EXPECT_DOUBLE_EQ(back.rms_log_error_described, 0.12);
+  EXPECT_DOUBLE_EQ(back.rms_log_error_fitted, 0.02);
+  EXPECT_DOUBLE_EQ(back.step_time_sigma, 0.05);
+  std::filesystem::remove(file);
+}
+
+TEST(PublishedScore, IdealSecondsByHand) {
+  // ideal = training FLOPs of the iteration / (GPUs x the precision's dense peak): 2 x 2 x 2 = 8 GPUs,
+  // 16 sequences of 2048 tokens; bf16 1e15, fp16 0.5e15, fp8 2e15 FLOP/s.
+  const fw::TransformerShape shape = fw::shape_of(kSpec);
+  const ParallelConfig config{2, 2, 2, 1, 16, 2048};
+  HardwareSpec gpu;
+  gpu.peak_flops_per_s = {{ComputeDType::kBf16, 1e15}, {ComputeDType::kFp16, 0.5e15}, {ComputeDType::kFp8, 2e15}};
+  const double flops = shape.training_flops_per_token(2048) * 16.0 * 2048.0;
+  EXPECT_NEAR(validate::ideal_seconds(shape, config, PrecisionName::kAmpBf16, gpu), flops / 8e15, 1e-12 * flops / 8e15);
+  EXPECT_NEAR(validate::ideal_seconds(shape, config, PrecisionName::kAmpFp16, gpu), flops / 4e15, 1e-12 * flops / 4e15);
+  EXPECT_NEAR(validate::ideal_seconds(shape, config, PrecisionName::kFp8, gpu), flops / 16e15, 1e-12 * flops / 16e15);
+  gpu.peak_flops_per_s.erase(ComputeDType::kFp8);
+  EXPECT_TRUE(std::isnan(validate::ideal_seconds(shape, config, PrecisionName::kFp8, gpu)));
+}
+
+TEST(PublishedScore, OneModelOnAGpuHasNoFittedColumn) {
+  // A GPU with rows of a single model: nothing to fit on without that model's own rows, so NaN.
+  const fw::FrameworkTarget described = framework_target("h100-sxm");
+  std::map<std::string, validate::GpuRows> groups;
+  validate::GpuRows& group = groups["h100-sxm"];
+  group.target = described;
+  for (const fw::FrameworkObservation& row : synthetic_rows(described))
+    if (row.model == "m1") group.index.push_back(group.rows.size()), group.rows.push_back(row);
+  ASSERT_EQ(group.rows.size(), 2u);
+  const std::vector<double> held_out = validate::fitted_leave_one_model_out(groups, 2);
+  for (double s : held_out) EXPECT_TRUE(std::isnan(s)) << s;
 }
 
 }  // namespace
