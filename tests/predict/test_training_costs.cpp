@@ -268,6 +268,43 @@ TEST(FrameworkFit, NoRowsIsTheDescribedModelAndTheFileRoundTrips) {
   std::filesystem::remove(file);
 }
 
+TEST(FrameworkFit, ARowOnAmdHostsIsPredictedWithItsNodesTuning) {
+  // A row's own host CPU (the NCCL tuning of its nodes) decides its prediction, whatever the target says.
+  fw::FrameworkTarget intel = framework_target("h100-sxm");
+  intel.tuning.amd_host_cpu = false;
+  fw::FrameworkTarget amd = intel;
+  amd.tuning.amd_host_cpu = true;
+  fw::FrameworkObservation row;
+  row.id = "amd";
+  row.model = "m1";
+  row.request = request_of(kSpec, 16, 2, 1, 1, 16 * 8, "sp+dopt+ovl+opg");  // 32 GPUs: 4 nodes
+  row.amd_host_cpu = true;
+  const double on_amd = fw::predict_framework(amd, row.request).prediction->total_us;
+  const double on_intel = fw::predict_framework(intel, row.request).prediction->total_us;
+  ASSERT_NE(on_amd, on_intel);  // the tuning matters for this request
+  EXPECT_DOUBLE_EQ(fw::predict_observation(intel, row), on_amd);
+  row.amd_host_cpu = false;
+  EXPECT_DOUBLE_EQ(fw::predict_observation(amd, row), on_intel);
+}
+
+TEST(FrameworkFit, RowsThatDisagreeAreTrustedToTheirOwnScatter) {
+  // Each synthetic row twice, measured 10 % above and 10 % below (in ln): no terms bring them closer than
+  // ln(1.1) = 0.0953 each, so the first fit's rms is ln(1.1) (the rows' centre is reachable); over 3 %, the
+  // fit is redone with the rows' scatter, rms x sqrt(n / (n - p)) = 0.0953 x sqrt(12 / 6) = 0.1348.
+  const fw::FrameworkTarget described = framework_target("h100-sxm");
+  std::vector<fw::FrameworkObservation> rows;
+  for (const fw::FrameworkObservation& row : synthetic_rows(described)) {
+    fw::FrameworkObservation above = row, below = row;
+    above.id += "+", above.measured_us *= 1.1;
+    below.id += "-", below.measured_us /= 1.1;
+    rows.push_back(above);
+    rows.push_back(below);
+  }
+  const fw::FrameworkFit fit = fw::fit_framework_terms(described, rows);
+  EXPECT_NEAR(fit.step_time_sigma, std::log(1.1) * std::sqrt(2.0), 0.002);
+  EXPECT_GE(fit.rms_log_error_fitted, std::log(1.1) - 1e-6);
+}
+
 TEST(PublishedScore, ConstantMfuLeaveOneOutByHand) {
   // Every row at MFU 0.5: each is predicted exactly from the others.
   const std::vector<double> same = validate::constant_mfu_leave_one_out({1, 2, 4}, {2, 4, 8});
