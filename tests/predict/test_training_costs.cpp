@@ -205,6 +205,33 @@ TEST(TrainingCosts, OneFOneBSendsBlockAndInterleavedOnesOverlap) {
   EXPECT_EQ(interleaved.pp_comm_us, 0.0);
 }
 
+TEST(TrainingCosts, TheStragglerCountsEveryGpuOfTheJobNotOnlyTheDataParallelOnes) {
+  // dp 2 x tp 2 and dp 4 x tp 2, 8 micro-batches a rank, no overlap or sharded optimizer: the critical
+  // rank's kernels are the same, so the straggler lines differ only by E[max of N normals] over the job's
+  // 4 and 8 GPUs (not over its 2 and 4 data-parallel ranks).
+  const fw::FrameworkTarget target = framework_target("h100-sxm");
+  const fw::FrameworkPrediction four = *fw::predict_framework(target, request_of(kSpec, 2, 2, 1, 1, 16, "")).prediction;
+  const fw::FrameworkPrediction eight = *fw::predict_framework(target, request_of(kSpec, 4, 2, 1, 1, 32, "")).prediction;
+  ASSERT_GT(four.straggler_us, 0.0);
+  EXPECT_NEAR(eight.straggler_us / four.straggler_us,
+              fw::expected_max_standard_normal(8) / fw::expected_max_standard_normal(4), 1e-9);
+}
+
+TEST(TrainingCosts, ContentionBesideAnOverlappedReductionIsItsTimeTimesOneMinusOneOverF) {
+  // The DP reduction overlapped with the backward (ovl, no SP, no sharded optimizer): the compute loses
+  // overlapped x (1 - 1 / f), f = 1 + slowdown: 1/5 of it at slowdown 0.25, 1/2 at slowdown 1, a ratio of 2.5.
+  // The overlapped time itself does not depend on the slowdown (the passes' timeline does not).
+  fw::FrameworkTarget target = framework_target("h100-sxm");
+  target.conditions = fw::TrainingConditions::neutral();
+  const fw::FrameworkRequest request = request_of(kSpec, 4, 1, 1, 1, 32, "ovl");
+  target.conditions.overlap_compute_slowdown = 0.25;
+  const fw::FrameworkPrediction quarter = *fw::predict_framework(target, request).prediction;
+  target.conditions.overlap_compute_slowdown = 1.0;
+  const fw::FrameworkPrediction one = *fw::predict_framework(target, request).prediction;
+  ASSERT_GT(quarter.contention_us, 0.0);
+  EXPECT_NEAR(one.contention_us / quarter.contention_us, 2.5, 1e-9);
+}
+
 // Rows of three models whose "measured" times are the predictions with GEMMs 25 % slower (efficiency 0.8).
 std::vector<fw::FrameworkObservation> synthetic_rows(const fw::FrameworkTarget& described) {
   fw::FrameworkTarget truth = described;
