@@ -92,6 +92,23 @@ TEST(TrainingCosts, ABadConditionsFileIsOneLineNamingTheField) {
   std::filesystem::remove_all(dir);
 }
 
+TEST(TrainingCosts, AConditionsFileOfAnotherGpuOrAClockBelowHalfIsRefused) {
+  const std::filesystem::path dir = std::filesystem::temp_directory_path() / "itertime_training_conditions_refused";
+  std::filesystem::create_directories(dir);
+  const HardwareSpec h100 = framework_target("h100-sxm").hardware;
+  std::ifstream shipped(std::string(ITERTIME_SOURCE_DIR) + "/data/training/h100-sxm.json");
+  const std::string text((std::istreambuf_iterator<char>(shipped)), std::istreambuf_iterator<char>());
+  // Another GPU's conditions under this GPU's name: refused, naming both.
+  std::ofstream(dir / "h100-sxm.json") << std::regex_replace(text, std::regex("\"name\": \"h100-sxm\""), "\"name\": \"h200-sxm\"");
+  std::string error = fixtures::user_error_of([&] { fw::load_training_conditions(h100, dir.string()); });
+  EXPECT_NE(error.find("'h200-sxm' differs from the hardware description's name 'h100-sxm'"), std::string::npos) << error;
+  // A sustained clock of 0.3 (below the 0.5 bound: no datacenter GPU trains at a third of its boost clock).
+  std::ofstream(dir / "h100-sxm.json") << std::regex_replace(text, std::regex("\"value\": 0.9924"), "\"value\": 0.3");
+  error = fixtures::user_error_of([&] { fw::load_training_conditions(h100, dir.string()); });
+  EXPECT_NE(error.find("sustained_clock.value"), std::string::npos) << error;
+  std::filesystem::remove_all(dir);
+}
+
 fw::FrameworkRequest request_of(const LlamaSpec& spec, int dp, int tp, int pp, int vp, int gbs, const char* recipe) {
   fw::FrameworkRequest request;
   request.shape = fw::shape_of(spec);
@@ -188,6 +205,33 @@ TEST(TrainingCosts, OneFOneBSendsBlockAndInterleavedOnesOverlap) {
   EXPECT_EQ(interleaved.pp_comm_us, 0.0);
 }
 
+TEST(TrainingCosts, TheStragglerCountsEveryGpuOfTheJobNotOnlyTheDataParallelOnes) {
+  // dp 2 x tp 2 and dp 4 x tp 2, 8 micro-batches a rank, no overlap or sharded optimizer: the critical
+  // rank's kernels are the same, so the straggler lines differ only by E[max of N normals] over the job's
+  // 4 and 8 GPUs (not over its 2 and 4 data-parallel ranks).
+  const fw::FrameworkTarget target = framework_target("h100-sxm");
+  const fw::FrameworkPrediction four = *fw::predict_framework(target, request_of(kSpec, 2, 2, 1, 1, 16, "")).prediction;
+  const fw::FrameworkPrediction eight = *fw::predict_framework(target, request_of(kSpec, 4, 2, 1, 1, 32, "")).prediction;
+  ASSERT_GT(four.straggler_us, 0.0);
+  EXPECT_NEAR(eight.straggler_us / four.straggler_us,
+              fw::expected_max_standard_normal(8) / fw::expected_max_standard_normal(4), 1e-9);
+}
+
+TEST(TrainingCosts, ContentionBesideAnOverlappedReductionIsItsTimeTimesOneMinusOneOverF) {
+  // The DP reduction overlapped with the backward (ovl, no SP, no sharded optimizer): the compute loses
+  // overlapped x (1 - 1 / f), f = 1 + slowdown: 1/5 of it at slowdown 0.25, 1/2 at slowdown 1, a ratio of 2.5.
+  // The overlapped time itself does not depend on the slowdown (the passes' timeline does not).
+  fw::FrameworkTarget target = framework_target("h100-sxm");
+  target.conditions = fw::TrainingConditions::neutral();
+  const fw::FrameworkRequest request = request_of(kSpec, 4, 1, 1, 1, 32, "ovl");
+  target.conditions.overlap_compute_slowdown = 0.25;
+  const fw::FrameworkPrediction quarter = *fw::predict_framework(target, request).prediction;
+  target.conditions.overlap_compute_slowdown = 1.0;
+  const fw::FrameworkPrediction one = *fw::predict_framework(target, request).prediction;
+  ASSERT_GT(quarter.contention_us, 0.0);
+  EXPECT_NEAR(one.contention_us / quarter.contention_us, 2.5, 1e-9);
+}
+
 // Rows of three models whose "measured" times are the predictions with GEMMs 25 % slower (efficiency 0.8).
 std::vector<fw::FrameworkObservation> synthetic_rows(const fw::FrameworkTarget& described) {
   fw::FrameworkTarget truth = described;
@@ -251,6 +295,43 @@ TEST(FrameworkFit, NoRowsIsTheDescribedModelAndTheFileRoundTrips) {
   std::filesystem::remove(file);
 }
 
+TEST(FrameworkFit, ARowOnAmdHostsIsPredictedWithItsNodesTuning) {
+  // A row's own host CPU (the NCCL tuning of its nodes) decides its prediction, whatever the target says.
+  fw::FrameworkTarget intel = framework_target("h100-sxm");
+  intel.tuning.amd_host_cpu = false;
+  fw::FrameworkTarget amd = intel;
+  amd.tuning.amd_host_cpu = true;
+  fw::FrameworkObservation row;
+  row.id = "amd";
+  row.model = "m1";
+  row.request = request_of(kSpec, 16, 2, 1, 1, 16 * 8, "sp+dopt+ovl+opg");  // 32 GPUs: 4 nodes
+  row.amd_host_cpu = true;
+  const double on_amd = fw::predict_framework(amd, row.request).prediction->total_us;
+  const double on_intel = fw::predict_framework(intel, row.request).prediction->total_us;
+  ASSERT_NE(on_amd, on_intel);  // the tuning matters for this request
+  EXPECT_DOUBLE_EQ(fw::predict_observation(intel, row), on_amd);
+  row.amd_host_cpu = false;
+  EXPECT_DOUBLE_EQ(fw::predict_observation(amd, row), on_intel);
+}
+
+TEST(FrameworkFit, RowsThatDisagreeAreTrustedToTheirOwnScatter) {
+  // Each synthetic row twice, measured 10 % above and 10 % below (in ln): no terms bring them closer than
+  // ln(1.1) = 0.0953 each, so the first fit's rms is ln(1.1) (the rows' centre is reachable); over 3 %, the
+  // fit is redone with the rows' scatter, rms x sqrt(n / (n - p)) = 0.0953 x sqrt(12 / 6) = 0.1348.
+  const fw::FrameworkTarget described = framework_target("h100-sxm");
+  std::vector<fw::FrameworkObservation> rows;
+  for (const fw::FrameworkObservation& row : synthetic_rows(described)) {
+    fw::FrameworkObservation above = row, below = row;
+    above.id += "+", above.measured_us *= 1.1;
+    below.id += "-", below.measured_us /= 1.1;
+    rows.push_back(above);
+    rows.push_back(below);
+  }
+  const fw::FrameworkFit fit = fw::fit_framework_terms(described, rows);
+  EXPECT_NEAR(fit.step_time_sigma, std::log(1.1) * std::sqrt(2.0), 0.002);
+  EXPECT_GE(fit.rms_log_error_fitted, std::log(1.1) - 1e-6);
+}
+
 TEST(PublishedScore, ConstantMfuLeaveOneOutByHand) {
   // Every row at MFU 0.5: each is predicted exactly from the others.
   const std::vector<double> same = validate::constant_mfu_leave_one_out({1, 2, 4}, {2, 4, 8});
@@ -269,6 +350,55 @@ TEST(PublishedScore, ConstantMfuLeaveOneOutByHand) {
   EXPECT_EQ(e.predicted, 2);
   EXPECT_NEAR(e.mape(), 10.0, 1e-9);
   EXPECT_NEAR(e.bias(), 0.0, 1e-9);
+}
+
+TEST(FrameworkFit, AHandWrittenFileGivesEachTermAndTheFittedError) {
+  // Efficiencies e are read as time scales 1 / e, each into its own term; the slowdown as it is.
+  const std::filesystem::path file = std::filesystem::temp_directory_path() / "itertime_terms_by_hand.json";
+  std::ofstream(file) << R"({"kind": "itertime framework-terms", "framework": "megatron-te", "hardware": "h100-sxm",
+    "terms": [{"name": "gemm16_efficiency", "fitted": 0.8}, {"name": "gemm8_efficiency", "fitted": 0.9},
+              {"name": "attention_efficiency", "fitted": 0.75}, {"name": "memory_efficiency", "fitted": 1.25},
+              {"name": "comm_efficiency", "fitted": 0.5}, {"name": "overlap_compute_slowdown", "fitted": 0.3}],
+    "rms_log_error": {"described": 0.12, "fitted": 0.02}, "step_time_sigma": 0.05})";
+  const fw::FrameworkFit back = fw::read_fitted_terms(file.string(), "h100-sxm");
+  EXPECT_NEAR(back.terms.gemm16_time_scale, 1.25, 1e-12);
+  EXPECT_NEAR(back.terms.gemm8_time_scale, 1.0 / 0.9, 1e-12);
+  EXPECT_NEAR(back.terms.attention_time_scale, 4.0 / 3.0, 1e-12);
+  EXPECT_NEAR(back.terms.memory_time_scale, 0.8, 1e-12);
+  EXPECT_NEAR(back.terms.comm_time_scale, 2.0, 1e-12);
+  EXPECT_NEAR(back.terms.overlap_compute_slowdown, 0.3, 1e-12);
+  EXPECT_DOUBLE_EQ(back.rms_log_error_described, 0.12);
+  EXPECT_DOUBLE_EQ(back.rms_log_error_fitted, 0.02);
+  EXPECT_DOUBLE_EQ(back.step_time_sigma, 0.05);
+  std::filesystem::remove(file);
+}
+
+TEST(PublishedScore, IdealSecondsByHand) {
+  // ideal = training FLOPs of the iteration / (GPUs x the precision's dense peak): 2 x 2 x 2 = 8 GPUs,
+  // 16 sequences of 2048 tokens; bf16 1e15, fp16 0.5e15, fp8 2e15 FLOP/s.
+  const fw::TransformerShape shape = fw::shape_of(kSpec);
+  const ParallelConfig config{2, 2, 2, 1, 16, 2048};
+  HardwareSpec gpu;
+  gpu.peak_flops_per_s = {{ComputeDType::kBf16, 1e15}, {ComputeDType::kFp16, 0.5e15}, {ComputeDType::kFp8, 2e15}};
+  const double flops = shape.training_flops_per_token(2048) * 16.0 * 2048.0;
+  EXPECT_NEAR(validate::ideal_seconds(shape, config, PrecisionName::kAmpBf16, gpu), flops / 8e15, 1e-12 * flops / 8e15);
+  EXPECT_NEAR(validate::ideal_seconds(shape, config, PrecisionName::kAmpFp16, gpu), flops / 4e15, 1e-12 * flops / 4e15);
+  EXPECT_NEAR(validate::ideal_seconds(shape, config, PrecisionName::kFp8, gpu), flops / 16e15, 1e-12 * flops / 16e15);
+  gpu.peak_flops_per_s.erase(ComputeDType::kFp8);
+  EXPECT_TRUE(std::isnan(validate::ideal_seconds(shape, config, PrecisionName::kFp8, gpu)));
+}
+
+TEST(PublishedScore, OneModelOnAGpuHasNoFittedColumn) {
+  // A GPU with rows of a single model: nothing to fit on without that model's own rows, so NaN.
+  const fw::FrameworkTarget described = framework_target("h100-sxm");
+  std::map<std::string, validate::GpuRows> groups;
+  validate::GpuRows& group = groups["h100-sxm"];
+  group.target = described;
+  for (const fw::FrameworkObservation& row : synthetic_rows(described))
+    if (row.model == "m1") group.index.push_back(group.rows.size()), group.rows.push_back(row);
+  ASSERT_EQ(group.rows.size(), 2u);
+  const std::vector<double> held_out = validate::fitted_leave_one_model_out(groups, 2);
+  for (double s : held_out) EXPECT_TRUE(std::isnan(s)) << s;
 }
 
 }  // namespace

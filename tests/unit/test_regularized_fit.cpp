@@ -61,5 +61,28 @@ TEST(RegularizedFit, RefusesABadParameter) {
   EXPECT_THROW(fit_regularized({{"x", 0.0, 1.0, 2.0, 1.0}}, none), std::invalid_argument);
 }
 
+TEST(RegularizedFit, APriorAwayFromZeroPullsTowardItself) {
+  // S = (x - 1)^2 + ((x + 1) / 1)^2 is least at x = 0, where S = 1 + 1 = 2 (prior -1, sigma 1).
+  const auto r = [](const std::vector<double>& x) { return std::vector<double>{x[0] - 1.0}; };
+  const RegularizedFit fit = fit_regularized({{"x", -1.0, 1.0}}, r);
+  EXPECT_NEAR(fit.values[0], 0.0, 1e-6);
+  EXPECT_NEAR(fit.objective, 2.0, 1e-9);
+  EXPECT_NEAR(fit.residual_sum_squares, 1.0, 1e-6);
+  // With prior_sigma 0.5 the prior term is ((x - 0) / 0.5)^2: S = (x - 1)^2 + 4 x^2, least at x = 0.2,
+  // S = 0.64 + 0.16 = 0.8.
+  EXPECT_NEAR(fit_regularized({{"x", 0.0, 0.5}}, r).objective, 0.8, 1e-9);
+}
+
+TEST(RegularizedFit, SigmaOfAMeanByHand) {
+  // Residuals x - 1 and x - 3, prior 2 (sigma 0.5): x = 2, rss = 2, n - p = 1 degree of freedom: variance
+  // 2 / 1 = 2; J'J + 1 / 0.5^2 = 2 + 4 = 6; sigma = sqrt(2 / 6) = 0.57735.
+  const auto r = [](const std::vector<double>& x) { return std::vector<double>{x[0] - 1.0, x[0] - 3.0}; };
+  const RegularizedFit fit = fit_regularized({{"x", 2.0, 0.5}}, r);
+  EXPECT_NEAR(fit.values[0], 2.0, 1e-9);
+  EXPECT_NEAR(fit.residual_sum_squares, 2.0, 1e-9);
+  ASSERT_EQ(fit.sigma.size(), 1u);
+  EXPECT_NEAR(fit.sigma[0], std::sqrt(2.0 / 6.0), 1e-6);
+}
+
 }  // namespace
 }  // namespace itertime
