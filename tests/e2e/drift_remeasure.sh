@@ -5,7 +5,8 @@
 # occupancies), then `calibrate drift` profiles both occupancies again as pass 1, every signature, with its
 # reference timings, and stops there (max_extra_rounds 1: two passes at most); a second `calibrate drift`
 # measures nothing and leaves the file unchanged, and reports the pass the fit chose (common/speed_drift.hpp,
-# whose choice and rule the unit tests check by hand). Busy loops beside the ground truth were tried as a
+# whose choice and rule the unit tests check by hand); then `itertime validate` on the file prints the drift
+# table and writes validation.json's drift object, each naming that pass per occupancy. Busy loops beside the ground truth were tried as a
 # drift to induce: the probe, a median of short repeats, is built not to see time taken by other processes
 # (that is the outside-load probe's), and on this machine it did not move reliably.
 #
@@ -72,6 +73,31 @@ for occupancy in 1 2; do
     fail "the second calibrate drift does not report the chosen pass of 2 at occupancy $occupancy: $(grep '^# drift' "$OUT")"
 done
 [[ "$(passes)" == "$BEFORE" ]] || fail "a second calibrate drift changed the file"
+
+# `itertime validate` on this calibration (probes at both occupancies, a re-measured pass 1 chosen or not):
+# exit 0, the drift table on stdout with one line per occupancy naming the pass the fit used, and
+# validation.json's drift object saying the same (known, both occupancies, ops_pass = the chosen pass).
+"$ITERTIME" validate "$WORK/drift.h5" --out-dir "$WORK/val" >"$OUT" 2>"$ERR" ||
+  fail "validate exited $?: $(tail -n 3 "$ERR")"
+grep -q "^# machine drift (speed reference: ground truth against the operator profiles" "$OUT" ||
+  fail "validate printed no drift table: $(grep -i drift "$OUT" | head -n 3)"
+for occupancy in 1 2; do
+  chosen="$(count chosen "$occupancy")"
+  label="$occupancy rank"; [[ $occupancy -eq 1 ]] || label="$occupancy ranks"
+  if [[ $chosen -eq 0 ]]; then expect="(profiling pass 0"; else expect="(pass $chosen, re-measured; pass 0 was"; fi
+  grep -E "^#   $label *: matrix product" "$OUT" | grep -qF "$expect" ||
+    fail "validate's drift line at occupancy $occupancy does not name pass $chosen: $(grep -E "^#   $label" "$OUT")"
+  python3 - "$WORK/val/validation.json" "$occupancy" "$chosen" <<'PY' || fail "validation.json's drift at occupancy $occupancy"
+import json, sys
+drift = json.load(open(sys.argv[1]))["drift"]
+occupancy, chosen = int(sys.argv[2]), int(sys.argv[3])
+rows = [o for o in drift["occupancies"] if o["occupancy"] == occupancy]
+ok = drift["known"] and len(rows) == 1 and rows[0]["ops_pass"] == chosen and len(rows[0]["passes"]) == 2
+if not ok:
+    print(f"drift object: {json.dumps(drift)}", file=sys.stderr)
+sys.exit(0 if ok else 1)
+PY
+done
 
 [[ $failures -eq 0 ]] && echo "drift_remeasure: passed"
 exit $((failures > 0))
