@@ -99,7 +99,8 @@ TEST(TrainingCosts, AConditionsFileOfAnotherGpuOrAClockBelowHalfIsRefused) {
   std::ifstream shipped(std::string(ITERTIME_SOURCE_DIR) + "/data/training/h100-sxm.json");
   const std::string text((std::istreambuf_iterator<char>(shipped)), std::istreambuf_iterator<char>());
   // Another GPU's conditions under this GPU's name: refused, naming both.
-  std::ofstream(dir / "h100-sxm.json") << std::regex_replace(text, std::regex("\"name\": \"h100-sxm\""), "\"name\": \"h200-sxm\"");
+  std::ofstream(dir / "h100-sxm.json") << std::regex_replace(text, std::regex("\"name\": \"h100-sxm\""),
+                                                             "\"name\": \"h200-sxm\"");
   std::string error = fixtures::user_error_of([&] { fw::load_training_conditions(h100, dir.string()); });
   EXPECT_NE(error.find("'h200-sxm' differs from the hardware description's name 'h100-sxm'"), std::string::npos) << error;
   // A sustained clock of 0.3 (below the 0.5 bound: no datacenter GPU trains at a third of its boost clock).
@@ -213,8 +214,8 @@ TEST(TrainingCosts, TheStragglerCountsEveryGpuOfTheJobNotOnlyTheDataParallelOnes
   const fw::FrameworkPrediction four = *fw::predict_framework(target, request_of(kSpec, 2, 2, 1, 1, 16, "")).prediction;
   const fw::FrameworkPrediction eight = *fw::predict_framework(target, request_of(kSpec, 4, 2, 1, 1, 32, "")).prediction;
   ASSERT_GT(four.straggler_us, 0.0);
-  EXPECT_NEAR(eight.straggler_us / four.straggler_us,
-              fw::expected_max_standard_normal(8) / fw::expected_max_standard_normal(4), 1e-9);
+  EXPECT_NEAR(eight.straggler_us / four.straggler_us, fw::expected_max_standard_normal(8) / fw::expected_max_standard_normal(4),
+              1e-9);
 }
 
 TEST(TrainingCosts, ContentionBesideAnOverlappedReductionIsItsTimeTimesOneMinusOneOverF) {
