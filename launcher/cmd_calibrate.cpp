@@ -1,19 +1,26 @@
-// cmd_calibrate.cpp: `itertime calibrate comm|ops|groundtruth`. Run under mpirun/srun.
+// cmd_calibrate.cpp: `itertime calibrate comm|ops|groundtruth|drift|sustained`. Run under mpirun/srun.
+#include <algorithm>
 #include <cstdio>
+#include <filesystem>
+#include <optional>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "commbench/comm_bench.hpp"
 #ifdef ITERTIME_HAVE_TORCH
 #include "calibrate/groundtruth.hpp"
 #include "calibrate/ops_calibration.hpp"
+#include "calibrate/sustained_gemm.hpp"
 #endif
 #include "common/job.hpp"
 #include "common/errors.hpp"
 #include "runtime/mpi_session.hpp"
+#include "runtime/nccl_communicator.hpp"
 #include "runtime/watchdog.hpp"
 #include "launcher/commands.hpp"
 #include "launcher/provenance.hpp"
+#include "query/query_options.hpp"
 
 namespace itertime::launcher {
 namespace {
@@ -183,6 +190,74 @@ int run_ops(Context& context, const GroundTruthArgs& args) {
   });
 }
 
+struct SustainedArgs {
+  std::string output;
+  bool force = false;
+  std::string backend = "cpu";
+  std::string dtype;           // empty: bf16 on cuda, fp32 on cpu
+  std::vector<int64_t> shape;  // empty: 8192^3 on cuda, 1024^3 on cpu
+  double seconds = 180;
+  double window_s = 1;
+  int threads = 1;
+  std::string watchdog_s;
+};
+
+#ifdef ITERTIME_HAVE_TORCH
+// The probe's options from the arguments; throws UserError naming the option at fault.
+calibrate::SustainedGemmOptions sustained_options(const SustainedArgs& args) {
+  calibrate::SustainedGemmOptions options;
+  options.backend = parse_backend(args.backend);
+  const bool cuda = options.backend == Backend::kCuda;
+  options.dtype = args.dtype.empty() ? (cuda ? DType::kBFloat16 : DType::kFloat32) : parse_dtype(args.dtype);
+  if (options.dtype != DType::kBFloat16 && options.dtype != DType::kFloat16 && options.dtype != DType::kFloat32)
+    throw UserError("--dtype " + args.dtype + ": the probe multiplies bf16, fp16 or fp32 matrices; pick one of them");
+  const std::vector<int64_t> shape = args.shape.empty() ? std::vector<int64_t>(3, cuda ? 8192 : 1024) : args.shape;
+  if (shape.size() != 3 || *std::min_element(shape.begin(), shape.end()) < 1)
+    throw UserError("--shape: give three positive sizes M,N,K (e.g. 8192,8192,8192)");
+  options.m = shape[0];
+  options.n = shape[1];
+  options.k = shape[2];
+  if (!(args.seconds > 0 && args.seconds <= 86400)) throw UserError("--seconds must be above 0 and at most 86400");
+  if (!(args.window_s > 0 && args.window_s <= args.seconds)) throw UserError("--window-s must be above 0 and at most --seconds");
+  if (args.threads < 1) throw UserError("--threads must be at least 1");
+  if (cuda && !cuda_device_available())
+    throw UserError("--backend cuda: no CUDA device here (or a build without CUDA); use --backend cpu");
+  options.seconds = args.seconds;
+  options.window_s = args.window_s;
+  options.cpu_threads = args.threads;
+  return options;
+}
+
+int run_sustained(Context& context, const SustainedArgs& args) {
+  MpiSession mpi(&context.argc, &context.argv);
+  try {
+    calibrate::SustainedGemmOptions options;
+    try {
+      options = sustained_options(args);
+      mpi.start_watchdog(watchdog_seconds(args.watchdog_s));
+    } catch (const CollectiveUserError&) {
+      throw;
+    } catch (const UserError& error) {
+      throw CollectiveUserError(error.what());  // every rank parsed the same arguments
+    }
+    // Checked before minutes of measuring: the output's folder exists and the file is new (or --force).
+    on_root_collectively(mpi.world_rank(), [&] {
+      query::refuse_existing(args.output, args.force, "-o");
+      const std::filesystem::path parent = std::filesystem::absolute(args.output).parent_path();
+      if (!std::filesystem::is_directory(parent))
+        throw UserError("-o " + args.output + ": its folder does not exist; create it or pick another path");
+    });
+    const std::optional<SustainedProbe> probe = calibrate::run_sustained_gemm(options);
+    on_root_collectively(mpi.world_rank(), [&] { query::write_text_file(args.output, sustained_probe_json(*probe)); });
+    return kExitSuccess;
+  } catch (const CollectiveUserError& error) {
+    if (mpi.world_rank() == 0) std::fprintf(stderr, "itertime: error: %s\n", error.what());
+    return kExitUserError;
+  }
+}
+
+#endif
+
 // The output file and how an existing one is treated: the same three options on every calibrate verb.
 void add_output_options(CLI::App* verb, std::string& output, bool& force, bool& resume, const std::string& resume_help) {
   verb->add_option("-o,--output", output, "HDF5 file to write (refused if it exists, unless --force or --resume)")->required();
@@ -272,6 +347,42 @@ void register_calibrate(CLI::App& app, std::vector<std::pair<CLI::App*, Action>>
       *drift_args, "Continue an existing output file (the only way this stage is useful: it needs ops and ground truth)");
   add_watchdog_option(drift, drift_args->watchdog_s);
   actions.emplace_back(drift, [drift_args](Context& context) { return run_drift(context, *drift_args); });
+
+  auto sustained_args = std::make_shared<SustainedArgs>();
+  CLI::App* sustained = calibrate->add_subcommand(
+      "sustained",
+      "Multiply matrices back to back on every rank's device at once for minutes: throughput per window beside the "
+      "GPU's SM clock, power and temperature, and the training-condition figures they give (JSON; LibTorch)");
+  sustained->add_option("-o,--output", sustained_args->output, "JSON file to write (refused if it exists, unless --force)")
+      ->required();
+  sustained->add_flag("--force", sustained_args->force, "Overwrite an existing output file");
+  sustained->add_option("--backend", sustained_args->backend, "cpu (a core a rank) or cuda (a GPU a rank)")
+      ->capture_default_str();
+  sustained->add_option("--dtype", sustained_args->dtype, "bf16, fp16 or fp32 (default: bf16 on cuda, fp32 on cpu)");
+  sustained
+      ->add_option("--shape", sustained_args->shape,
+                   "M,N,K of the product (default: 8192,8192,8192 on cuda, "
+                   "1024,1024,1024 on cpu)")
+      ->delimiter(',');
+  sustained
+      ->add_option("--seconds", sustained_args->seconds,
+                   "How long every rank multiplies; 40 or more gives the sustained clock fraction (the last third "
+                   "against 30-40 s)")
+      ->capture_default_str();
+  sustained->add_option("--window-s", sustained_args->window_s, "Length of one throughput window")->capture_default_str();
+  sustained->add_option("--threads", sustained_args->threads, "CPU ranks: threads each rank's products use")
+      ->capture_default_str();
+  add_watchdog_option(sustained, sustained_args->watchdog_s);
+  actions.emplace_back(sustained, [sustained_args](Context& context) {
+#ifdef ITERTIME_HAVE_TORCH
+    return run_sustained(context, *sustained_args);
+#else
+    (void)context;
+    std::fprintf(stderr, "itertime: error: this itertime was built without LibTorch (ITERTIME_WITH_TORCH=OFF); the "
+                         "sustained probe needs it\n");
+    return kExitUserError;
+#endif
+  });
 }
 
 }  // namespace itertime::launcher

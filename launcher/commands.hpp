@@ -24,7 +24,7 @@ using Action = std::function<int(Context&)>;
 inline constexpr const char* kInfoSummary = "Print the build configuration, library versions, devices and MPI world";
 inline constexpr const char* kCalibrateSummary =
     "Measure a cluster: communication (comm), operators (ops), ground truth (groundtruth), operators again where the machine "
-    "drifted (drift); run under mpirun or srun";
+    "drifted (drift), GEMM throughput and clocks sustained for minutes (sustained); run under mpirun or srun";
 inline constexpr const char* kRunSummary =
     "Whole pipeline for a job: calibrate comm, ops, ground truth and drift, fit, validate (resumable; launches its own ranks)";
 

@@ -147,6 +147,21 @@ ITERTIME="$BUILD/launcher/itertime"
 # 3. What the machine is.
 step info "$ITERTIME" info
 
+# 3b. Training conditions: every GPU multiplies bf16 8192^3 matrices back to back at once for
+# $ITERTIME_SUSTAINED_S seconds (default 120; 0 skips it), throughput per second beside NVML's SM clock,
+# power and temperature: the sustained clock and the spread between GPUs of data/training
+# (docs/framework.md, "Measuring the training conditions yourself"). CPU mode: 3 s of small products.
+SUSTAINED_S="${ITERTIME_SUSTAINED_S:-120}"
+if [[ "$SUSTAINED_S" != 0 ]]; then
+  if [[ "$MODE" == gpu ]]; then
+    step sustained mpirun -np "$RANKS" "$ITERTIME" calibrate sustained --backend cuda --seconds "$SUSTAINED_S" \
+      -o "$OUT/sustained.json"
+  else
+    step sustained mpirun -np "$RANKS" "$ITERTIME" calibrate sustained --backend cpu --seconds 3 --window-s 0.5 \
+      --shape 256,256,256 -o "$OUT/sustained.json"
+  fi
+fi
+
 # 4. Communication: the NCCL communicator test and the comm sweep need two ranks or more.
 if [[ "$MODE" == gpu && "$RANKS" -ge 2 ]]; then
   step nccl-test mpirun -np 2 "$BUILD/tests/mpi/itertime_gpu_tests"
@@ -183,6 +198,20 @@ for name, label in (("validation.json", "leave-one-tuple-out"), ("validation-pre
     for g in v["mape_per_precision"] + [dict(v["mape_overall"], group="overall")]:
         print("  %-10s %3d %8s %8s %8s %10s" % (g["group"], g["count"], pct(g.get("floor_pct")), pct(g.get("mape_pct")),
                                                 pct(g.get("blind_mape_pct")), pct(g.get("blind_raw_mape_pct"))))
+path = os.path.join(out, "sustained.json")
+if os.path.exists(path):
+    p = json.load(open(path))
+    print("\n  sustained %s GEMM %dx%dx%d, %.0f s on %d rank(s) at once (TFLOP/s; SM clock MHz, power W)" % (
+        p["dtype"], p["shape"]["m"], p["shape"]["n"], p["shape"]["k"], p["seconds"], len(p["summary"]["ranks"])))
+    f = lambda v, fmt: "-" if v is None else fmt % v
+    for r in p["summary"]["ranks"]:
+        print("  rank %d %-24s first %s, 30-40 s %s, last third %s; clock %s -> %s, power %s, limit %s" % (
+            r["rank"], r["device"], f(r["first_tflops"], "%.1f"), f(r["warm_tflops"], "%.1f"), f(r["sustained_tflops"], "%.1f"),
+            f(r["first_sm_clock_mhz"], "%.0f"), f(r["sustained_sm_clock_mhz"], "%.0f"), f(r["sustained_power_w"], "%.0f"),
+            f(r["power_limit_w"], "%.0f")))
+    s = p["summary"]
+    print("  sustained / 30-40 s %s, sustained / first %s, rank sigma %s" % (
+        f(s["sustained_over_warm"], "%.4f"), f(s["sustained_over_first"], "%.4f"), f(s["rank_sigma"], "%.4f")))
 path = os.path.join(out, "cal-validation", "validation.json")
 if os.path.exists(path):
     print("\n  %-52s %12s %12s %7s" % ("configuration", "measured_ms", "predicted_ms", "APE(%)"))
