@@ -17,7 +17,7 @@ TpContext* context_of(AutogradContext* ctx) {
 }
 
 // Adds one collective's time (to the forward or backward bucket), call and bytes to the context's timer.
-void add_time(TpContext* context, bool backward, Clock::time_point start, const torch::Tensor& moved) {
+void add_time(GroupContext* context, bool backward, Clock::time_point start, const torch::Tensor& moved) {
   if (!context->timer) return;
   const double us = std::chrono::duration<double, std::micro>(Clock::now() - start).count();
   (backward ? context->timer->backward_us : context->timer->forward_us) += us;
@@ -135,13 +135,6 @@ struct CpAllGatherSequence : public torch::autograd::Function<CpAllGatherSequenc
   static CpContext* cp_of(AutogradContext* ctx) {
     return reinterpret_cast<CpContext*>(static_cast<intptr_t>(ctx->saved_data["cp"].toInt()));
   }
-  static void add_cp_time(CpContext* context, bool backward, Clock::time_point start, const torch::Tensor& moved) {
-    if (!context->timer) return;
-    const double us = std::chrono::duration<double, std::micro>(Clock::now() - start).count();
-    (backward ? context->timer->backward_us : context->timer->forward_us) += us;
-    context->timer->calls += 1;
-    context->timer->bytes += static_cast<int64_t>(moved.numel() * moved.element_size());
-  }
   // x: [batch, heads, seq/cp, head_dim]
   static torch::Tensor forward(AutogradContext* ctx, const torch::Tensor& x, int64_t context_address) {
     ctx->saved_data["cp"] = context_address;
@@ -155,7 +148,7 @@ struct CpAllGatherSequence : public torch::autograd::Function<CpAllGatherSequenc
     context->comm->all_gather(input.data_ptr(), gathered.data_ptr(), static_cast<std::size_t>(input.numel()),
                               from_torch(input.scalar_type()));
     context->comm->synchronize();
-    add_cp_time(context, false, start, gathered);
+    add_time(context, false, start, gathered);
     return gathered.permute({1, 2, 0, 3, 4}).reshape({x.size(0), x.size(1), context->size * x.size(2), x.size(3)});
   }
   static variable_list backward(AutogradContext* ctx, variable_list grads) {
@@ -169,7 +162,7 @@ struct CpAllGatherSequence : public torch::autograd::Function<CpAllGatherSequenc
     context->comm->reduce_scatter_sum(parts.data_ptr(), mine.data_ptr(), static_cast<std::size_t>(mine.numel()),
                                       from_torch(mine.scalar_type()));
     context->comm->synchronize();
-    add_cp_time(context, true, start, parts);
+    add_time(context, true, start, parts);
     return {mine, torch::Tensor()};
   }
 };

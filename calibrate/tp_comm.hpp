@@ -40,14 +40,19 @@ struct CommTimer {
   void reset() { *this = CommTimer{}; }
 };
 
-// What the model's TP layers need: the TP communicator (null when tp == 1), its size and rank, and where
-// to add communication time. Owned by the trainer; layers hold a plain pointer (it outlives them).
-struct TpContext {
+// One communication group of the model's layers (TP or CP): its communicator (null when size == 1), its
+// size and this rank's place in it, whether tensors are on CUDA, and where to add its communication time.
+struct GroupContext {
   Communicator* comm = nullptr;
   int size = 1;
   int rank = 0;
   bool cuda = false;
   CommTimer* timer = nullptr;
+};
+
+// What the model's TP layers need: the TP group, and which of its techniques are on. Owned by the
+// trainer; layers hold a plain pointer (it outlives them).
+struct TpContext : GroupContext {
   bool sequence_parallel = false;  // Megatron SP (see above); only meaningful with size > 1
   bool vocab_parallel = false;     // vocabulary-parallel embedding and LM head (llama_model.hpp)
   bool sp() const { return sequence_parallel && size > 1; }
@@ -72,14 +77,9 @@ torch::Tensor vocab_parallel_cross_entropy(const torch::Tensor& local_logits, co
 torch::Tensor enter_tp_region(const torch::Tensor& x, TpContext* context);
 torch::Tensor leave_tp_region(const torch::Tensor& x, TpContext* context);
 
-// Context parallelism (see above): the CP group's communicator (null when size == 1), size and rank, and
-// where to add its communication time. Owned by the trainer; attention layers hold a plain pointer.
-struct CpContext {
-  Communicator* comm = nullptr;
-  int size = 1;
-  int rank = 0;
-  bool cuda = false;
-  CommTimer* timer = nullptr;
+// Context parallelism (see above): the CP group. Owned by the trainer; attention layers hold a plain
+// pointer.
+struct CpContext : GroupContext {
   bool active() const { return size > 1 && comm != nullptr; }
 };
 

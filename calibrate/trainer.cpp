@@ -210,14 +210,10 @@ void Trainer::Impl::make_communicators() {
       at::globalContext().setAllowTF32CuDNN(true);
     }
   }
-  tp_context = TpContext{tp_comm.get(),
-                         c.tp,
-                         groups->coords().tp_idx,
-                         options.backend == Backend::kCuda,
-                         &tp_timer,
+  tp_context = TpContext{{tp_comm.get(), c.tp, groups->coords().tp_idx, options.backend == Backend::kCuda, &tp_timer},
                          options.techniques.sequence_parallel,
                          options.techniques.vocab_parallel};
-  cp_context = CpContext{cp_comm.get(), c.cp, groups->coords().cp_idx, false, &cp_timer};
+  cp_context = CpContext{{cp_comm.get(), c.cp, groups->coords().cp_idx, false, &cp_timer}};
 }
 
 // Chunk k of this rank is virtual stage k*pp + pp_idx of pp*v; its parameters follow chunk k-1's in

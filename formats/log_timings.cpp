@@ -46,6 +46,13 @@ UserError log_error(const std::string& file, std::size_t line, const std::string
   return UserError(file + ":" + std::to_string(line) + ": " + what);
 }
 
+void require_growing(const std::string& file, std::size_t line, const std::string& word, int64_t counter, int64_t previous) {
+  if (counter > previous) return;
+  throw log_error(file, line,
+                  word + " " + std::to_string(counter) + " after " + word + " " + std::to_string(previous) +
+                      ": two runs interleaved, or a restart in one log");
+}
+
 std::string strip_ansi(std::string_view line) {
   std::string out;
   out.reserve(line.size());

@@ -36,6 +36,9 @@ LogText read_log(const std::string& path);  // UserError when it cannot be read
 LogText log_from_text(std::string source, std::string bytes);
 
 UserError log_error(const std::string& file, std::size_t line, const std::string& what);
+// Throws log_error unless `counter` (the log's word for it: "iteration", "step") is past `previous`, the
+// counter of the line before: a counter that does not grow is two runs interleaved, or a restart.
+void require_growing(const std::string& file, std::size_t line, const std::string& word, int64_t counter, int64_t previous);
 
 // A line without ANSI colour escapes (torchtitan colours its metrics line on a terminal).
 std::string strip_ansi(std::string_view line);

@@ -6,6 +6,7 @@
 
 #include "common/errors.hpp"
 #include "common/input_file.hpp"
+#include "formats/whole_number.hpp"
 
 namespace itertime::formats {
 namespace {
@@ -83,16 +84,9 @@ bool ends_with(const std::string& text, const std::string& tail) {
 }
 
 int positive_int(const Word& word, const std::string& option, const std::string& source) {
-  std::size_t used = 0;
-  int value = 0;
-  try {
-    value = std::stoi(word.text, &used);
-  } catch (const std::exception&) {
-    used = 0;
-  }
-  if (used != word.text.size() || value < 1)
-    throw UserError(at(source, word.line) + option + " " + word.text + ": not a positive whole number");
-  return value;
+  const std::optional<int> value = positive_whole_number(word.text);
+  if (!value) throw UserError(at(source, word.line) + option + " " + word.text + ": not a positive whole number");
+  return *value;
 }
 
 }  // namespace

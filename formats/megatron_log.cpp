@@ -134,18 +134,10 @@ MegatronLog parse_megatron_log(const LogText& log, bool arguments_required, bool
                         "iteration " + std::to_string(iteration) + "/" + std::to_string(total) + " after one of /" +
                             std::to_string(out.train_iters) + ": two runs interleaved");
       }
-      if (iteration <= previous) {
-        throw log_error(file, number,
-                        "iteration " + std::to_string(iteration) + " after iteration " + std::to_string(previous) +
-                            ": two runs interleaved, or a restart in one log");
-      }
+      require_growing(file, number, "iteration", iteration, previous);
     }
-    LogInterval interval;
-    interval.line = number;
-    interval.last_iteration = iteration;
-    interval.iterations = out.intervals.empty() ? 0 : iteration - previous;  // the first: set below
-    interval.time_us = ms * 1000.0;
-    out.intervals.push_back(interval);
+    // LogInterval's fields in order: line, last_iteration, iterations (the first: set below), time_us.
+    out.intervals.push_back(LogInterval{number, iteration, out.intervals.empty() ? 0 : iteration - previous, ms * 1000.0});
     previous = iteration;
   }
   if (in_block) throw log_error(file, block_line, "the arguments block has no end ('end of arguments'): the log is truncated");

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "common/errors.hpp"
+#include "formats/whole_number.hpp"
 
 namespace itertime::formats {
 namespace {
@@ -112,17 +113,11 @@ static MegatronArguments nemo_arguments_checked(const std::string& yaml_text, co
     out.shown_as[dest] = leaf.key;
   };
   const auto whole = [&](const Leaf& leaf) {
-    std::size_t used = 0;
-    int n = 0;
-    try {
-      n = std::stoi(leaf.value, &used);
-    } catch (const std::exception&) {
-      used = 0;
-    }
-    if (used != leaf.value.size() || n < 1)
+    const std::optional<int> n = positive_whole_number(leaf.value);
+    if (!n)
       throw UserError(source + ":" + std::to_string(leaf.line) + ": " + leaf.key + ": " + leaf.value +
                       ": not a positive whole number");
-    return n;
+    return *n;
   };
   for (const Leaf& leaf : leaves) {
     const std::string name = leaf_name(leaf.key);

@@ -94,18 +94,10 @@ std::vector<LogInterval> parse_nemo_log(const LogText& log) {
                         "a run of " + std::to_string(line_total + 1) + " steps after one of " + std::to_string(total + 1) +
                             ": two runs interleaved");
       }
-      if (step <= previous) {
-        throw log_error(file, number,
-                        "step " + std::to_string(step) + " after step " + std::to_string(previous) +
-                            ": two runs interleaved, or a restart in one log");
-      }
+      require_growing(file, number, "step", step, previous);
     }
-    LogInterval interval;
-    interval.line = number;
-    interval.last_iteration = step;
-    interval.iterations = out.empty() ? 1 : step - previous;
-    interval.time_us = seconds * 1e6;
-    out.push_back(interval);
+    // LogInterval's fields in order: line, last_iteration, iterations, time_us.
+    out.push_back(LogInterval{number, step, out.empty() ? 1 : step - previous, seconds * 1e6});
     per_step_first = kind == Kind::kDelta;
     previous = step;
     total = line_total;

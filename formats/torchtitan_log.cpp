@@ -51,11 +51,7 @@ std::vector<TorchtitanStep> parse_torchtitan_log(const LogText& log) {
       throw log_error(file, number, "tps '" + field_text(tps_text) + "' is not a positive number");
     }
     if (!out.empty()) {
-      if (step.step <= out.back().step) {
-        throw log_error(file, number,
-                        "step " + std::to_string(step.step) + " after step " + std::to_string(out.back().step) +
-                            ": two runs interleaved, or a restart in one log");
-      }
+      require_growing(file, number, "step", step.step, out.back().step);
       step.steps = step.step - out.back().step;
     } else {
       step.steps = std::max<int64_t>(1, step.step);

@@ -35,6 +35,22 @@ std::string holdout_group(const store::GroundTruthRecord& row, Holdout holdout) 
   return holdout == Holdout::kTuple ? row.tuple() : to_string(row.precision);
 }
 
+ValidationRow unscored_row(const store::GroundTruthRecord& gt) {
+  ValidationRow row;
+  row.key = gt.key;
+  row.tuple = gt.tuple();
+  row.precision = to_string(gt.precision);
+  row.recipe = recipe_label(gt.techniques);
+  row.dp = gt.config.dp;
+  row.tp = gt.config.tp;
+  row.pp = gt.config.pp;
+  row.cp = gt.config.cp;
+  row.vp = gt.config.vp;
+  row.measured_us = gt.time_us_median;
+  row.round_spread_pct = gt.round_spread_pct;
+  return row;
+}
+
 MapeEntry summarize(const std::string& group, const std::vector<const ValidationRow*>& rows) {
   MapeEntry entry;
   entry.group = group;
@@ -145,18 +161,7 @@ class BuiltOnlyResolvers {
 // The traced aware and blind predictions of one configuration, with the tuple's calibrations.
 ValidationRow score_traced(predict::StageResolver& resolver, const store::GroundTruthRecord& gt,
                            const HeldOutCalibrations& calibrations, Holdout holdout) {
-  ValidationRow row;
-  row.key = gt.key;
-  row.tuple = gt.tuple();
-  row.precision = to_string(gt.precision);
-  row.recipe = recipe_label(gt.techniques);
-  row.dp = gt.config.dp;
-  row.tp = gt.config.tp;
-  row.pp = gt.config.pp;
-  row.cp = gt.config.cp;
-  row.vp = gt.config.vp;
-  row.measured_us = gt.time_us_median;
-  row.round_spread_pct = gt.round_spread_pct;
+  ValidationRow row = unscored_row(gt);
   row.disturbance = gt.disturbance;
   const int64_t occupancy = gt.occupancy();
   // Calibration fitted without this row's group: its own occupancy's when other groups share it, else

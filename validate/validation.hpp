@@ -79,6 +79,10 @@ struct ValidationRow {
   std::string span;
 };
 
+// A row naming `gt`'s configuration (key, tuple, precision, recipe, layout) and its measurement (median
+// and round spread), nothing predicted yet: what every scoring starts from. Pure.
+ValidationRow unscored_row(const store::GroundTruthRecord& gt);
+
 struct MapeEntry {
   std::string group;  // a tuple "(2,1,2)", a precision, a "tuple precision" pair, a recipe, or "overall"
   double mape_pct = 0, blind_mape_pct = 0, blind_raw_mape_pct = 0;

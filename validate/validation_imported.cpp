@@ -235,18 +235,7 @@ ImportedValidation validate_imported(const std::string& calibration_file, const 
   report.calibration_file = calibration_file;
   report.source = describe(source);
   for (const store::GroundTruthRecord& record : rows) {
-    ValidationRow row;
-    row.key = record.key;
-    row.tuple = record.tuple();
-    row.precision = to_string(record.precision);
-    row.recipe = recipe_label(record.techniques);
-    row.dp = record.config.dp;
-    row.tp = record.config.tp;
-    row.pp = record.config.pp;
-    row.cp = record.config.cp;
-    row.vp = record.config.vp;
-    row.measured_us = record.time_us_median;
-    row.round_spread_pct = record.round_spread_pct;
+    ValidationRow row = unscored_row(record);
     std::string reason;
     const std::optional<double> predicted = predictor.predict(record, logs.at(record.key), reason);
     if (predicted) {

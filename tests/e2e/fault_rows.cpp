@@ -119,6 +119,19 @@ void ops(h5::Store& store) {
   check_spans(store::kOpComms, comm_spans, comms.size());
 }
 
+// Each row of the child table `table` (`rows`) in the span a configuration points at, in order, to
+// `each`, after a damage line for one that carries another configuration's key; nothing when the span
+// leaves the table (check_spans reports that).
+template <class Row, class Each>
+void for_each_child(const std::string& table, const std::vector<Row>& rows, const Span& span, Each each) {
+  if (span.offset < 0 || span.count < 0 || static_cast<std::size_t>(span.offset + span.count) > rows.size()) return;
+  for (int64_t i = span.offset; i < span.offset + span.count; ++i) {
+    const Row& child = rows[static_cast<std::size_t>(i)];
+    if (h5::get_string(child.key) != span.key) damage(table + ": a row of " + span.key + " carries " + h5::get_string(child.key));
+    each(child);
+  }
+}
+
 void groundtruth(h5::Store& store) {
   if (!store.exists(store::kGroundTruthTable)) {
     check_spans(store::kGroundTruthSamples, {}, samples_in(store, store::kGroundTruthSamples));
@@ -137,23 +150,11 @@ void groundtruth(h5::Store& store) {
     sample_spans.push_back({row.samples_offset, row.samples_count, key});
     rank_spans.push_back({row.ranks_offset, row.ranks_count, key});
     round_spans.push_back({row.rounds_offset, row.rounds_count, key});
-    if (row.ranks_offset >= 0 && row.ranks_count >= 0 &&
-        static_cast<std::size_t>(row.ranks_offset + row.ranks_count) <= ranks.size()) {
-      for (int64_t i = row.ranks_offset; i < row.ranks_offset + row.ranks_count; ++i) {
-        const auto& rank = ranks[static_cast<std::size_t>(i)];
-        if (h5::get_string(rank.key) != key)
-          damage(std::string(store::kGroundTruthRanks) + ": a row of " + key + " carries " + h5::get_string(rank.key));
-        line(store::kGroundTruthRanks, key + "|" + std::to_string(rank.rank));
-      }
-    }
-    if (row.rounds_offset >= 0 && row.rounds_count >= 0 &&
-        static_cast<std::size_t>(row.rounds_offset + row.rounds_count) <= rounds.size()) {
-      for (int64_t i = row.rounds_offset; i < row.rounds_offset + row.rounds_count; ++i) {
-        const auto& round = rounds[static_cast<std::size_t>(i)];
-        if (h5::get_string(round.key) != key)
-          damage(std::string(store::kGroundTruthRounds) + ": a row of " + key + " carries " + h5::get_string(round.key));
-      }
-    }
+    for_each_child(
+        store::kGroundTruthRanks, ranks, {row.ranks_offset, row.ranks_count, key},
+        [&key](const store::GroundTruthRankRow& rank) { line(store::kGroundTruthRanks, key + "|" + std::to_string(rank.rank)); });
+    for_each_child(store::kGroundTruthRounds, rounds, {row.rounds_offset, row.rounds_count, key},
+                   [](const store::GroundTruthRoundRow&) {});
   }
   check_spans(store::kGroundTruthSamples, sample_spans, samples_in(store, store::kGroundTruthSamples));
   check_spans(store::kGroundTruthRanks, rank_spans, ranks.size());

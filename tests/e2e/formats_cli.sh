@@ -106,37 +106,35 @@ one_line_error() {
   [[ ! -s "$OUT" ]] || fail "stdout is not empty"
 }
 
+# refused_from NAME CONTENT EXPECTED -- `predict --from` the file NAME under $WORK, written with CONTENT
+# (its \n are line ends), on h100-sxm with 8 GPUs: refused with one line containing EXPECTED (one_line_error).
+refused_from() {
+  printf '%b' "$2" >"$WORK/$1"
+  run predict --from "$WORK/$1" --hardware h100-sxm --gpus 8
+  one_line_error "$3"
+}
+
 case_hostile() {
-  printf -- '--num-layers 32 --hidden-size 4096\n--num-attention-heads 32 --seq-length 4096\n--micro-batch-size one\n' >"$WORK/a.args"
-  run predict --from "$WORK/a.args" --hardware h100-sxm --gpus 8
-  one_line_error "a.args: normalization LayerNorm (Megatron-LM's default): itertime models LLaMA (RMSNorm)"
-  printf -- '--normalization RMSNorm --position-embedding-type rope --swiglu --disable-bias-linear --vocab-size 32000 --bf16\n--num-layers 32 --hidden-size 4096 --num-attention-heads 32 --seq-length 4096\n--micro-batch-size one\n' >"$WORK/b.args"
-  run predict --from "$WORK/b.args" --hardware h100-sxm --gpus 8
-  one_line_error "b.args:3: --micro-batch-size one: not a whole number"
-  printf -- '--normalization RMSNorm --position-embedding-type rope --swiglu --disable-bias-linear --vocab-size 32000 --bf16\n--num-layers 32 --num-attention-heads 32 --seq-length 4096 --micro-batch-size 1\n' >"$WORK/c.args"
-  run predict --from "$WORK/c.args" --hardware h100-sxm --gpus 8
-  one_line_error "c.args: no --hidden-size (the model's hidden size); give it"
-  printf -- '--num-layers 32\n--hidden-size 4096\n--num-layers 40\n' >"$WORK/d.args"
-  run predict --from "$WORK/d.args" --hardware h100-sxm --gpus 8
-  one_line_error "d.args:3: --num-layers 40 contradicts --num-layers 32 (line 1)"
-  printf -- '--normalization LayerNorm --num-layers 2\n' >"$WORK/e.args"
-  run predict --from "$WORK/e.args" --hardware h100-sxm --gpus 8
-  one_line_error "e.args:1: normalization LayerNorm: itertime models LLaMA (RMSNorm)"
-  printf -- '--normalization RMSNorm --num-experts 8\n' >"$WORK/f.args"
-  run predict --from "$WORK/f.args" --hardware h100-sxm --gpus 8
-  one_line_error "f.args:1: --num-experts 8: a mixture of experts"
-  printf 'model:\n  num_layers: 32\n  hidden_size: [4096\ntrain:\n' >"$WORK/g.yaml"
-  run predict --from "$WORK/g.yaml" --hardware h100-sxm --gpus 8
-  one_line_error "g.yaml:4: not valid YAML"
-  printf 'model:\n  seq_length: 4096\ndataset:\n  seq_length: 8192\n' >"$WORK/h.yaml"
-  run predict --from "$WORK/h.yaml" --hardware h100-sxm --gpus 8
-  one_line_error "h.yaml:4: dataset.seq_length: 8192 contradicts model.seq_length: 4096 (line 2)"
-  printf '[model]\nname = "llama3"\nflavor = "8B"\n[training]\nseq_len = "long"\n' >"$WORK/i.toml"
-  run predict --from "$WORK/i.toml" --hardware h100-sxm --gpus 8
-  one_line_error "i.toml:5: training.seq_len = long: not a whole number"
-  printf '[model]\nname = "llama3\n' >"$WORK/j.toml"
-  run predict --from "$WORK/j.toml" --hardware h100-sxm --gpus 8
-  one_line_error "j.toml:2: not valid TOML"
+  refused_from a.args '--num-layers 32 --hidden-size 4096\n--num-attention-heads 32 --seq-length 4096\n--micro-batch-size one\n' \
+    "a.args: normalization LayerNorm (Megatron-LM's default): itertime models LLaMA (RMSNorm)"
+  refused_from b.args '--normalization RMSNorm --position-embedding-type rope --swiglu --disable-bias-linear --vocab-size 32000 --bf16\n--num-layers 32 --hidden-size 4096 --num-attention-heads 32 --seq-length 4096\n--micro-batch-size one\n' \
+    "b.args:3: --micro-batch-size one: not a whole number"
+  refused_from c.args '--normalization RMSNorm --position-embedding-type rope --swiglu --disable-bias-linear --vocab-size 32000 --bf16\n--num-layers 32 --num-attention-heads 32 --seq-length 4096 --micro-batch-size 1\n' \
+    "c.args: no --hidden-size (the model's hidden size); give it"
+  refused_from d.args '--num-layers 32\n--hidden-size 4096\n--num-layers 40\n' \
+    "d.args:3: --num-layers 40 contradicts --num-layers 32 (line 1)"
+  refused_from e.args '--normalization LayerNorm --num-layers 2\n' \
+    "e.args:1: normalization LayerNorm: itertime models LLaMA (RMSNorm)"
+  refused_from f.args '--normalization RMSNorm --num-experts 8\n' \
+    "f.args:1: --num-experts 8: a mixture of experts"
+  refused_from g.yaml 'model:\n  num_layers: 32\n  hidden_size: [4096\ntrain:\n' \
+    "g.yaml:4: not valid YAML"
+  refused_from h.yaml 'model:\n  seq_length: 4096\ndataset:\n  seq_length: 8192\n' \
+    "h.yaml:4: dataset.seq_length: 8192 contradicts model.seq_length: 4096 (line 2)"
+  refused_from i.toml '[model]\nname = "llama3"\nflavor = "8B"\n[training]\nseq_len = "long"\n' \
+    "i.toml:5: training.seq_len = long: not a whole number"
+  refused_from j.toml '[model]\nname = "llama3\n' \
+    "j.toml:2: not valid TOML"
   run predict --from "$FIXTURES/llama3_8b_bridge.yaml" --hardware h100-sxm
   one_line_error "llama3_8b_bridge.yaml fixes no data-parallel size (no world size): give --gpus N or --dp N"
   run predict --megatron-args "--num-layers 32 --hidden-size 'unclosed" --hardware h100-sxm

@@ -82,6 +82,14 @@ case_nemo_torchtitan() {
   expect_stdout "overall: none (it needs other logs of other models)"
 }
 
+# predict_on_fitted TERMS -- predict the logged runs' layout (llama3.1-8b, dp 8 tp 2 pp 4, gbs 512, seq 8192,
+# sp+dopt+ovl+opg) on h100-sxm with the megatron-te terms in the file TERMS: it must succeed.
+predict_on_fitted() {
+  run predict --framework megatron-te --hardware h100-sxm --model "$MODELS/llama3.1-8b.json" --dp 8 --tp 2 --pp 4 \
+    --gbs 512 --seq 8192 --recipe sp+dopt+ovl+opg --fitted "$1"
+  expect_status 0
+}
+
 # itertime fit --framework megatron-te on imported logs and on published figures (issue 46), and predict
 # --fitted quoting the fit's range.
 case_framework_fit() {
@@ -96,9 +104,7 @@ case_framework_fit() {
   expect_stdout "framework megatron-te on h100-sxm, 2 rows of 1 model(s)"
   expect_stdout "gemm16_efficiency"
   expect_stdout "leave-one-model-out: not measured (rows of one model only)"
-  run predict --framework megatron-te --hardware h100-sxm --model "$MODELS/llama3.1-8b.json" --dp 8 --tp 2 --pp 4 \
-    --gbs 512 --seq 8192 --recipe sp+dopt+ovl+opg --fitted "$WORK/terms.json"
-  expect_status 0
+  predict_on_fitted "$WORK/terms.json"
   expect_stdout "on fitted ($WORK/terms.json) h100-sxm, framework megatron-te"
   expect_stdout "range: none: the fit in $WORK/terms.json saw one model only"
   run fit --framework megatron-te "$WORK/cal.h5" --hardware h100-sxm -o "$WORK/terms.json"
@@ -108,9 +114,7 @@ case_framework_fit() {
   expect_status 0
   expect_stdout "26 rows of 2 model(s)"
   expect_stdout "leave-one-model-out: MAPE"
-  run predict --framework megatron-te --hardware h100-sxm --model "$MODELS/llama3.1-8b.json" --dp 8 --tp 2 --pp 4 \
-    --gbs 512 --seq 8192 --recipe sp+dopt+ovl+opg --fitted "$WORK/nemotron.json"
-  expect_status 0
+  predict_on_fitted "$WORK/nemotron.json"
   expect_stdout "the fit's leave-one-model-out MAPE on 26 logged runs of 2 models"
   # A fit of another GPU, and --fitted without the framework model: one line each.
   run predict --framework megatron-te --hardware b200 --model "$MODELS/llama3.1-8b.json" --dp 8 --gbs 512 --seq 8192 \

@@ -18,15 +18,10 @@
 #                      published-check MAPE; a described device none
 set -uo pipefail
 command -v jq >/dev/null || { echo "SKIP: jq is not installed (apt-get install jq)"; exit 77; }
-if [[ $# -ne 3 ]]; then
-  echo "usage: $0 ITERTIME SOURCE_DIR CASE" >&2
-  exit 64
-fi
-ITERTIME="$1"
-SRC="$2"
-CASE="$3"
-CAL="$SRC/tests/data/accuracy-cpu.h5"
-TINY="$SRC/data/models/tiny-llama-gqa.json"
+source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
+take_args "ITERTIME SOURCE_DIR CASE" "$@"
+CAL="$SOURCE_DIR/tests/data/accuracy-cpu.h5"
+TINY="$SOURCE_DIR/data/models/tiny-llama-gqa.json"
 WORK="$(mktemp -d)"
 trap 'rm -rf "$WORK"' EXIT
 fail() {
@@ -64,7 +59,7 @@ case "$CASE" in
     expect_refused precision_not_calibrated predict "$CAL" --model "$TINY" --gbs 4 --seq 32 --precision bf16 --json
     ;;
   refuse_far)
-    expect_refused far_extrapolation predict "$CAL" --model "$SRC/data/models/llama3.1-70b.json" --tp 2 --gbs 8 --seq 4096
+    expect_refused far_extrapolation predict "$CAL" --model "$SOURCE_DIR/data/models/llama3.1-70b.json" --tp 2 --gbs 8 --seq 4096
     ;;
   allow_implausible)
     "$ITERTIME" predict "$CAL" --model "$TINY" --gbs 4 --seq 32 --precision fp16 --allow-implausible >"$WORK/t" ||
@@ -87,7 +82,7 @@ case "$CASE" in
       "$ITERTIME" predict "$CAL" --model "$TINY" --seq 32 $args --json >"$WORK/c$n.json" || fail "predict $args exited $?"
       sums "$WORK/c$n.json"
     done
-    "$ITERTIME" predict --framework megatron-te --hardware h100-sxm --model "$SRC/data/models/llama3.1-8b.json" --tp 2 --pp 2 \
+    "$ITERTIME" predict --framework megatron-te --hardware h100-sxm --model "$SOURCE_DIR/data/models/llama3.1-8b.json" --tp 2 --pp 2 \
       --vp 2 --dp 2 --gbs 16 --seq 4096 --recipe sp+dopt+ovl+opg --json >"$WORK/f.json" || fail "framework predict exited $?"
     sums "$WORK/f.json"
     "$ITERTIME" predict "$CAL" --model "$TINY" --seq 32 --dp 2 --gbs 4 >"$WORK/t" || fail "table exited $?"
@@ -117,14 +112,14 @@ case "$CASE" in
     "$ITERTIME" predict "$WORK/m.itm" --model "$TINY" --seq 32 --dp 2 --gbs 4 --json >"$WORK/m.json" || fail "predict .itm exited $?"
     jq -e '.range_pct == null and (.range_basis | test("itertime validate"))' "$WORK/m.json" >/dev/null ||
       fail "no-validation range: $(jq -c '{range_pct, range_basis}' "$WORK/m.json")"
-    "$ITERTIME" predict --framework megatron-te --hardware h100-sxm --model "$SRC/data/models/llama3.1-8b.json" --tp 8 \
+    "$ITERTIME" predict --framework megatron-te --hardware h100-sxm --model "$SOURCE_DIR/data/models/llama3.1-8b.json" --tp 8 \
       --seq 4096 --json >"$WORK/f.json" || fail "framework predict exited $?"
     jq -e '.range_pct > 0 and (.range_basis | test("published"))' "$WORK/f.json" >/dev/null ||
       fail "framework range: $(jq -c '{range_pct, range_basis}' "$WORK/f.json")"
     "$ITERTIME" predict --framework itertime --hardware h100-sxm --model "$TINY" --seq 32 --tp 2 --json >"$WORK/h.json" ||
       fail "described exited $?"
     # Without --framework a GPU question gets the GPU's framework (issue 44): Megatron-Core + TE, a published range.
-    "$ITERTIME" predict --hardware h100-sxm --model "$SRC/data/models/llama3.1-8b.json" --tp 8 --seq 4096 --json \
+    "$ITERTIME" predict --hardware h100-sxm --model "$SOURCE_DIR/data/models/llama3.1-8b.json" --tp 8 --seq 4096 --json \
       >"$WORK/g.json" || fail "default-framework predict exited $?"
     jq -e '(.range_basis | test("published"))' "$WORK/g.json" >/dev/null || fail "a GPU question did not get megatron-te"
     jq -e '.range_pct == null' "$WORK/h.json" >/dev/null || fail "a described device quotes a range"

@@ -223,6 +223,23 @@ OneRank one_rank(const Reference& ref, const MegatronTeStage& s, double layers, 
   return r;
 }
 
+// Two pipeline ranks (pp 2, vp 1, no TP overlap) of `layers` layers each, the first with the embedding and
+// the second with the head: forward and backward of one micro-batch on each.
+struct TwoRanks {
+  Terms f0, b0, f1, b1;
+};
+TwoRanks two_ranks(const Reference& ref, const MegatronTeStage& s, double layers) {
+  const Terms lf = ref.pass(s.layer_forward, false) * layers, lb = ref.pass(s.layer_backward, false) * layers;
+  return {lf + ref.pass(s.embedding_forward, false), lb + ref.pass(s.embedding_backward, false),
+          lf + ref.pass(s.head_forward, false), lb + ref.pass(s.head_backward, false)};
+}
+// Their 1F1B without interleaving over `micro_batches`, `p2p_us` a transfer either way: each send holds its
+// sender (Megatron's send_forward_recv_backward waits).
+ScheduleResult blocking_1f1b(const TwoRanks& t, double p2p_us, int micro_batches) {
+  return simulate_1f1b({StageTimes{t.f0.total(), t.b0.total(), 0, 0}, StageTimes{t.f1.total(), t.b1.total(), 0, 0}}, p2p_us,
+                       p2p_us, micro_batches, true);
+}
+
 // The gradient-norm all-reduce every rank meets at before the optimizer step (issue 46): 8 bytes over the
 // tp x cp x dp ranks (stride 1), then across the pp ranks (stride tp x cp x dp), on 8-GPU nodes.
 double norm_sync_us(const Reference& ref, const ParallelConfig& c) {
@@ -524,15 +541,12 @@ TEST(FrameworkPins, PipelineStagesRun1F1BWithTheirTransfersAndEachRankItsOwnStep
   ref.tp = 2;
   ref.at.tp = {2, 2};
   ref.at.pp_p2p = {2, 2};
-  const Terms lf = ref.pass(s.layer_forward, false) * 4, lb = ref.pass(s.layer_backward, false) * 4;
-  const Terms f0 = lf + ref.pass(s.embedding_forward, false), b0 = lb + ref.pass(s.embedding_backward, false);
-  const Terms f1 = lf + ref.pass(s.head_forward, false), b1 = lb + ref.pass(s.head_backward, false);
+  const TwoRanks ranks = two_ranks(ref, s, 4);
+  const auto& [f0, b0, f1, b1] = ranks;
   ASSERT_EQ(s.sequence_tokens * 1024 * 2, 2'097'152);
   const double p2p = ref.collective_us(Collective::kSendRecv, ref.at.pp_p2p, 2'097'152);
   ASSERT_GT(p2p, 0.0);
-  // 1F1B without interleaving: each send holds its sender (Megatron's send_forward_recv_backward waits).
-  const ScheduleResult sched =
-      simulate_1f1b({StageTimes{f0.total(), b0.total(), 0, 0}, StageTimes{f1.total(), b1.total(), 0, 0}}, p2p, p2p, 4, true);
+  const ScheduleResult sched = blocking_1f1b(ranks, p2p, 4);
   // Per GPU: layer 11,796,480 / 2 + 2048 = 5,900,288; 4 layers 23,601,152; vocabulary padded to 256 x 125
   // = 32,000, 16,000 rows: embedding 16,384,000; head 16,384,000 + 1,024.
   const double P0 = 23'601'152 + 16'384'000, P1 = 23'601'152 + 16'385'024;
@@ -578,14 +592,11 @@ TEST(FrameworkPins, PipelineNeighboursAreTpCpDpRanksApart) {
   ref.at.cp_p2p = {2, 2};
   ref.at.dp = {2, 2};
   ref.at.pp_p2p = {2, 1};
-  const Terms lf = ref.pass(s.layer_forward, false) * 4, lb = ref.pass(s.layer_backward, false) * 4;
-  const Terms f0 = lf + ref.pass(s.embedding_forward, false), b0 = lb + ref.pass(s.embedding_backward, false);
-  const Terms f1 = lf + ref.pass(s.head_forward, false), b1 = lb + ref.pass(s.head_backward, false);
+  const TwoRanks ranks = two_ranks(ref, s, 4);
   ASSERT_EQ(s.sequence_tokens * 1024 * 2, 524'288);
   const double p2p = ref.collective_us(Collective::kSendRecv, ref.at.pp_p2p, 524'288);
   ASSERT_NE(p2p, ref.collective_us(Collective::kSendRecv, GroupPlacement{2, 2}, 524'288)) << "NICs, not NVLink";
-  const ScheduleResult sched =
-      simulate_1f1b({StageTimes{f0.total(), b0.total(), 0, 0}, StageTimes{f1.total(), b1.total(), 0, 0}}, p2p, p2p, 4, true);
+  const ScheduleResult sched = blocking_1f1b(ranks, p2p, 4);
   const double P0 = 11'804'672 + 8'257'536, P1 = 11'804'672 + 8'258'560;
   // Each rank's reduction after its timeline, then the gradient-norm sync at the later arrival, then its step.
   const double arrival0 = sched.end_us[0] + ref.collective_us(Collective::kAllReduce, ref.at.dp, P0 * 4);

@@ -25,18 +25,8 @@ namespace itertime::predict::framework {
 namespace {
 
 // h 64, SwiGLU ffn 96, 8 layers, 8 heads of 8, 8 KV heads, vocabulary 1000.
-TransformerShape toy(int64_t layers = 8) {
-  TransformerShape s;
-  s.name = "toy";
-  s.hidden = 64;
-  s.ffn = 96;
-  s.layers = layers;
-  s.heads = 8;
-  s.kv_heads = 8;
-  s.head_dim = 8;
-  s.vocab = 1000;
-  return s;
-}
+// TransformerShape's leading fields in order: name, hidden, ffn, layers, heads, kv_heads, head_dim, vocab.
+TransformerShape toy(int64_t layers = 8) { return TransformerShape{"toy", 64, 96, layers, 8, 8, 8, 1000}; }
 
 // dp, tp, pp, micro_batch, global_batch, seq_len, cp, vp.
 ParallelConfig layout(int dp, int tp, int pp, int cp, int vp, int mbs, int gbs, int seq) {
@@ -55,14 +45,10 @@ std::string joined(const std::vector<std::string>& broken) {
   return out;
 }
 
+// PipelineSplit's fields in order: given, account_for_embedding, account_for_loss, first_stage_layers,
+// last_stage_layers.
 PipelineSplit given(bool embedding, bool loss, int64_t first = 0, int64_t last = 0) {
-  PipelineSplit s;
-  s.given = true;
-  s.account_for_embedding = embedding;
-  s.account_for_loss = loss;
-  s.first_stage_layers = first;
-  s.last_stage_layers = last;
-  return s;
+  return PipelineSplit{true, embedding, loss, first, last};
 }
 
 TEST(MegatronLayoutRules, BaseCaseIsLegal) {

@@ -29,18 +29,8 @@ namespace {
 
 // h 64, SwiGLU ffn 96, 4 layers, 4 heads of 16 (q 64), 2 KV heads (kv 32), vocabulary 1000 (padded to a
 // multiple of 128 * tp), untied, RMSNorm.
-TransformerShape toy() {
-  TransformerShape s;
-  s.name = "toy";
-  s.hidden = 64;
-  s.ffn = 96;
-  s.layers = 4;
-  s.heads = 4;
-  s.kv_heads = 2;
-  s.head_dim = 16;
-  s.vocab = 1000;
-  return s;
-}
+// TransformerShape's leading fields in order: name, hidden, ffn, layers, heads, kv_heads, head_dim, vocab.
+TransformerShape toy() { return TransformerShape{"toy", 64, 96, 4, 4, 2, 16, 1000}; }
 
 // ParallelConfig's fields in order: dp, tp, pp, micro_batch, global_batch, seq_len, cp, vp.
 ParallelConfig layout(int dp, int tp, int pp, int cp, int vp, int mbs, int gbs, int seq) {

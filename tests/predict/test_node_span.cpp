@@ -7,10 +7,7 @@ namespace itertime::validate {
 namespace {
 
 ParallelConfig layout(int dp, int tp, int pp, int cp = 1) {
-  ParallelConfig c;
-  c.dp = dp;
-  c.tp = tp;
-  c.pp = pp;
+  ParallelConfig c{dp, tp, pp};
   c.cp = cp;
   return c;
 }

@@ -8,6 +8,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <memory>
 
 #include "common/calibration_records.hpp"
 #include "predict/builder/op_builder.hpp"
@@ -30,6 +31,26 @@ double parts(const Prediction& p) {
   return sum;
 }
 
+// A request for `spec` at `config` in `precision`, plain recipe.
+PredictRequest request_of(const LlamaSpec& spec, const ParallelConfig& config, PrecisionName precision) {
+  PredictRequest request;
+  request.model_name = spec.name;
+  request.model = &spec;
+  request.config = config;
+  request.precision = precision;
+  return request;
+}
+
+// A described h100-sxm and a resolver on it without a calibration (stages built, every operator timed by
+// the operator roofline); resolver is null when the description is missing. Built in place: the resolver
+// points into it.
+struct DescribedH100 {
+  const HardwareChoice choice = choose_hardware(nullptr, "h100-sxm", "");
+  const FittedModel empty;
+  const std::unique_ptr<StageResolver> resolver =
+      choice.target ? std::make_unique<StageResolver>(empty, &*choice.target) : nullptr;
+};
+
 struct Layout {
   const char* name;
   int dp, tp, pp, cp, vp, gbs;
@@ -37,24 +58,18 @@ struct Layout {
 };
 
 TEST(PredictionSplit, BreakdownAddsUpToTheIterationOnADescribedGpu) {
-  const HardwareChoice choice = choose_hardware(nullptr, "h100-sxm", "");
-  ASSERT_TRUE(choice.target.has_value());
+  const DescribedH100 h100;
+  ASSERT_NE(h100.resolver, nullptr);
   const LlamaSpec spec = fixtures::llama_of("split", 256, 512, 8, 8, 4, 32, 1000);
-  FittedModel empty;
-  StageResolver resolver(empty, &*choice.target);
   for (const Layout& l : {Layout{"plain", 1, 1, 1, 1, 1, 4, ""}, Layout{"dp2-tp2", 2, 2, 1, 1, 1, 8, ""},
                           Layout{"ovl", 2, 1, 1, 1, 1, 8, "ovl"}, Layout{"opg", 2, 1, 2, 1, 1, 8, "dopt+ovl+opg"},
                           Layout{"vp2", 1, 1, 2, 1, 2, 4, ""}, Layout{"vp2-ovl", 2, 1, 2, 1, 2, 8, "ovl"},
                           Layout{"cp2", 1, 1, 1, 2, 1, 4, ""}, Layout{"cp2-tp2-pp2", 2, 2, 2, 2, 1, 8, "sp"}}) {
-    PredictRequest request;
-    request.model_name = spec.name;
-    request.model = &spec;
-    request.config = ParallelConfig{l.dp, l.tp, l.pp, 1, l.gbs, 256};
-    request.config.cp = l.cp;
-    request.config.vp = l.vp;
-    request.precision = PrecisionName::kAmpBf16;
+    // ParallelConfig's fields in order: dp, tp, pp, micro_batch, global_batch, seq_len, cp, vp.
+    PredictRequest request =
+        request_of(spec, ParallelConfig{l.dp, l.tp, l.pp, 1, l.gbs, 256, l.cp, l.vp}, PrecisionName::kAmpBf16);
     if (std::string(l.recipe) != "") request.techniques = parse_recipe_text(l.recipe);
-    const PredictOutcome outcome = predict(resolver, request);
+    const PredictOutcome outcome = predict(*h100.resolver, request);
     ASSERT_TRUE(outcome.ok()) << l.name << ": " << outcome.reason;
     const Prediction& p = *outcome.prediction;
     EXPECT_NEAR(parts(p), p.split_raw_us, 1e-9 * p.total_us) << l.name;
@@ -102,12 +117,7 @@ TEST(PredictionSplit, BreakdownAddsUpWithTheFittedOverheadAndFactor) {
   for (double slots : {0.0, 1.0}) {  // dedicated cores; two ranks sharing one core (processor sharing)
     const FittedModel model = calibrated_pipeline(spec, slots);
     StageResolver resolver(model, StagePolicy::kBuiltOnly);
-    PredictRequest request;
-    request.model_name = spec.name;
-    request.model = &spec;
-    request.config = ParallelConfig{1, 1, 2, 1, 4, 16};
-    request.precision = PrecisionName::kFp32;
-    const PredictOutcome outcome = predict(resolver, request);
+    const PredictOutcome outcome = predict(resolver, request_of(spec, ParallelConfig{1, 1, 2, 1, 4, 16}, PrecisionName::kFp32));
     ASSERT_TRUE(outcome.ok()) << outcome.reason;
     const Prediction& p = *outcome.prediction;
     EXPECT_NEAR(parts(p), p.split_raw_us, 1e-9 * p.total_us) << "slots " << slots;
@@ -175,18 +185,11 @@ TEST(PredictionSplit, MemorySplitAddsUpToTheUnchangedPeak) {
 // With published kernel figures (the default on a GPU) fp16 and bf16 run the same kernels at the same
 // peak: the same time. (Issue 33: CPU-fitted efficiencies once made fp16 faster on h100-sxm.)
 TEST(PredictionSplit, Fp16AndBf16CostTheSameOnAGpuWithOnePeakForBoth) {
-  const HardwareChoice choice = choose_hardware(nullptr, "h100-sxm", "");
-  ASSERT_TRUE(choice.target.has_value());
+  const DescribedH100 h100;
+  ASSERT_NE(h100.resolver, nullptr);
   const LlamaSpec spec = fixtures::llama_of("split", 1024, 4096, 4, 16, 8, 64, 32000);
-  FittedModel empty;
-  StageResolver resolver(empty, &*choice.target);
   const auto total = [&](PrecisionName precision) {
-    PredictRequest request;
-    request.model_name = spec.name;
-    request.model = &spec;
-    request.config = ParallelConfig{1, 2, 1, 1, 4, 1024};
-    request.precision = precision;
-    const PredictOutcome outcome = predict(resolver, request);
+    const PredictOutcome outcome = predict(*h100.resolver, request_of(spec, ParallelConfig{1, 2, 1, 1, 4, 1024}, precision));
     EXPECT_TRUE(outcome.ok()) << outcome.reason;
     return outcome.ok() ? outcome.prediction->total_us : 0.0;
   };

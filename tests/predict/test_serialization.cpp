@@ -39,18 +39,22 @@ CommModel fitted_model() {
   return CommModel(store::to_records(rows));
 }
 
+// `saved` through a text archive in memory, read back into `into` (which may hold a model already: the
+// archive replaces it).
+void text_round_trip(const CommModel& saved, CommModel& into) {
+  std::stringstream text;
+  {
+    boost::archive::text_oarchive out(text);
+    out << saved;
+  }
+  boost::archive::text_iarchive in(text);
+  in >> into;
+}
+
 TEST(Serialization, CommModelTextRoundTripGivesIdenticalPredictions) {
   const CommModel original = fitted_model();
-  std::stringstream stream;
-  {
-    boost::archive::text_oarchive out(stream);
-    out << original;
-  }
   CommModel loaded;
-  {
-    boost::archive::text_iarchive in(stream);
-    in >> loaded;
-  }
+  text_round_trip(original, loaded);
   ASSERT_EQ(loaded.tables().size(), original.tables().size());
   EXPECT_EQ(loaded.rows_used(), original.rows_used());
   EXPECT_EQ(loaded.rows_ignored(), original.rows_ignored());
@@ -95,17 +99,8 @@ TEST(Serialization, CommModelTextRoundTripGivesIdenticalPredictions) {
 }
 
 TEST(Serialization, EmptyCommModelRoundTrips) {
-  std::stringstream stream;
-  {
-    boost::archive::text_oarchive out(stream);
-    const CommModel empty;
-    out << empty;
-  }
   CommModel loaded = fitted_model();
-  {
-    boost::archive::text_iarchive in(stream);
-    in >> loaded;
-  }
+  text_round_trip(CommModel(), loaded);
   EXPECT_TRUE(loaded.empty());
 }
 
@@ -289,16 +284,8 @@ CommModel placed_model() {
 
 TEST(Serialization, ArchiveKeepsPlacementsAndReadsOldKeysAsOneNode) {
   const CommModel original = placed_model();
-  std::stringstream text;
-  {
-    boost::archive::text_oarchive archive(text);
-    archive << original;
-  }
   CommModel loaded;
-  {
-    boost::archive::text_iarchive archive(text);
-    archive >> loaded;
-  }
+  text_round_trip(original, loaded);
   EXPECT_EQ(loaded.node_of_rank(), (std::vector<int>{0, 0, 1, 1}));
   ASSERT_EQ(loaded.tables().size(), original.tables().size());
   for (const GroupPlacement placement :
