@@ -59,34 +59,25 @@ std::string probe_source(const SustainedProbe& probe) {
          " on random normal data back to back for " + format_double(probe.seconds, "%.0f") + " s, " + probe.date_utc;
 }
 
+// A data/training figure measured by the probe, or its absence with the reason.
+nlohmann::json figure_json(const std::optional<double>& value, const std::string& source, const char* rule,
+                           const char* why_absent) {
+  if (!value) return {{"value", nullptr}, {"why", why_absent}};
+  return {{"value", *value}, {"unit", "fraction"}, {"source", source}, {"derived", true}, {"rule", rule}};
+}
+
 nlohmann::json training_figures(const SustainedProbe& probe, const ProbeSummary& summary) {
-  nlohmann::json figures;
-  if (summary.sustained_over_warm) {
-    figures["sustained_clock"] = {
-        {"value", *summary.sustained_over_warm},
-        {"unit", "fraction"},
-        {"source", probe_source(probe)},
-        {"derived", true},
-        {"rule",
-         "throughput of the run's last third over that of 30-40 s (the kernel figures' GEMM ceiling is the "
-         "MAMF table, measured after a 30 s warm-up), median over the ranks"}};
-  } else {
-    figures["sustained_clock"] = {{"value", nullptr},
-                                  {"why",
-                                   "the run is shorter than 40 s: no interval at the kernel figures' "
-                                   "conditions (30-40 s) to compare the last third with"}};
-  }
-  if (summary.rank_sigma) {
-    figures["gpu_speed_sigma"] = {
-        {"value", *summary.rank_sigma},
-        {"unit", "fraction"},
-        {"source", probe_source(probe)},
-        {"derived", true},
-        {"rule", "sample standard deviation over mean of the ranks' sustained throughput (one GPU a rank)"}};
-  } else {
-    figures["gpu_speed_sigma"] = {{"value", nullptr}, {"why", "one rank: no spread between GPUs"}};
-  }
-  return figures;
+  const std::string source = probe_source(probe);
+  return {
+      {"sustained_clock",
+       figure_json(summary.sustained_over_warm, source,
+                   "throughput of the run's last third over that of 30-40 s (the kernel figures' GEMM ceiling is the "
+                   "MAMF table, measured after a 30 s warm-up), median over the ranks",
+                   "the run is shorter than 40 s: no interval at the kernel figures' conditions (30-40 s) to "
+                   "compare the last third with")},
+      {"gpu_speed_sigma", figure_json(summary.rank_sigma, source,
+                                      "sample standard deviation over mean of the ranks' sustained throughput (one GPU a rank)",
+                                      "one rank: no spread between GPUs")}};
 }
 
 }  // namespace
