@@ -9,7 +9,10 @@
 #include <atomic>
 
 namespace itertime::calibrate {
-namespace {
+// A named namespace, not an anonymous one: TensorMemoryProbe::Impl holds a Reporter, and in the unity
+// build (calibrate/CMakeLists.txt) a class defined in an included file may not hold a type of an anonymous
+// namespace (-Wsubobject-linkage).
+namespace tensor_memory_detail {
 
 // Receives LibTorch's allocation reports while installed as the profiler state.
 class Reporter final : public c10::MemoryReportingInfoBase {
@@ -51,9 +54,10 @@ class Reporter final : public c10::MemoryReportingInfoBase {
   std::atomic<int64_t> allocator_reserved_{0};
 };
 
-}  // namespace
+}  // namespace tensor_memory_detail
 
 struct TensorMemoryProbe::Impl {
+  using Reporter = tensor_memory_detail::Reporter;
   std::shared_ptr<Reporter> reporter = std::make_shared<Reporter>();
   c10::DebugInfoGuard guard{c10::DebugInfoKind::PROFILER_STATE, reporter};
 };

@@ -280,6 +280,45 @@ CLI::App* add_job_stage(CLI::App* calibrate, const std::string& name, const std:
   return verb;
 }
 
+// `calibrate sustained`: its options and action (run_sustained; refused in a build without LibTorch).
+void add_sustained_verb(CLI::App* calibrate, std::vector<std::pair<CLI::App*, Action>>& actions) {
+  auto sustained_args = std::make_shared<SustainedArgs>();
+  CLI::App* sustained = calibrate->add_subcommand(
+      "sustained",
+      "Multiply matrices back to back on every rank's device at once for minutes: throughput per window beside the "
+      "GPU's SM clock, power and temperature, and the training-condition figures they give (JSON; LibTorch)");
+  sustained->add_option("-o,--output", sustained_args->output, "JSON file to write (refused if it exists, unless --force)")
+      ->required();
+  sustained->add_flag("--force", sustained_args->force, "Overwrite an existing output file");
+  sustained->add_option("--backend", sustained_args->backend, "cpu (a core a rank) or cuda (a GPU a rank)")
+      ->capture_default_str();
+  sustained->add_option("--dtype", sustained_args->dtype, "bf16, fp16 or fp32 (default: bf16 on cuda, fp32 on cpu)");
+  sustained
+      ->add_option("--shape", sustained_args->shape,
+                   "M,N,K of the product (default: 8192,8192,8192 on cuda, "
+                   "1024,1024,1024 on cpu)")
+      ->delimiter(',');
+  sustained
+      ->add_option("--seconds", sustained_args->seconds,
+                   "How long every rank multiplies; 40 or more gives the sustained clock fraction (the last third "
+                   "against 30-40 s)")
+      ->capture_default_str();
+  sustained->add_option("--window-s", sustained_args->window_s, "Length of one throughput window")->capture_default_str();
+  sustained->add_option("--threads", sustained_args->threads, "CPU ranks: threads each rank's products use")
+      ->capture_default_str();
+  add_watchdog_option(sustained, sustained_args->watchdog_s);
+  actions.emplace_back(sustained, [sustained_args](Context& context) {
+#ifdef ITERTIME_HAVE_TORCH
+    return run_sustained(context, *sustained_args);
+#else
+    (void)context;
+    std::fprintf(stderr, "itertime: error: this itertime was built without LibTorch (ITERTIME_WITH_TORCH=OFF); the "
+                         "sustained probe needs it\n");
+    return kExitUserError;
+#endif
+  });
+}
+
 }  // namespace
 
 void register_calibrate(CLI::App& app, std::vector<std::pair<CLI::App*, Action>>& actions) {
@@ -347,42 +386,7 @@ void register_calibrate(CLI::App& app, std::vector<std::pair<CLI::App*, Action>>
       *drift_args, "Continue an existing output file (the only way this stage is useful: it needs ops and ground truth)");
   add_watchdog_option(drift, drift_args->watchdog_s);
   actions.emplace_back(drift, [drift_args](Context& context) { return run_drift(context, *drift_args); });
-
-  auto sustained_args = std::make_shared<SustainedArgs>();
-  CLI::App* sustained = calibrate->add_subcommand(
-      "sustained",
-      "Multiply matrices back to back on every rank's device at once for minutes: throughput per window beside the "
-      "GPU's SM clock, power and temperature, and the training-condition figures they give (JSON; LibTorch)");
-  sustained->add_option("-o,--output", sustained_args->output, "JSON file to write (refused if it exists, unless --force)")
-      ->required();
-  sustained->add_flag("--force", sustained_args->force, "Overwrite an existing output file");
-  sustained->add_option("--backend", sustained_args->backend, "cpu (a core a rank) or cuda (a GPU a rank)")
-      ->capture_default_str();
-  sustained->add_option("--dtype", sustained_args->dtype, "bf16, fp16 or fp32 (default: bf16 on cuda, fp32 on cpu)");
-  sustained
-      ->add_option("--shape", sustained_args->shape,
-                   "M,N,K of the product (default: 8192,8192,8192 on cuda, "
-                   "1024,1024,1024 on cpu)")
-      ->delimiter(',');
-  sustained
-      ->add_option("--seconds", sustained_args->seconds,
-                   "How long every rank multiplies; 40 or more gives the sustained clock fraction (the last third "
-                   "against 30-40 s)")
-      ->capture_default_str();
-  sustained->add_option("--window-s", sustained_args->window_s, "Length of one throughput window")->capture_default_str();
-  sustained->add_option("--threads", sustained_args->threads, "CPU ranks: threads each rank's products use")
-      ->capture_default_str();
-  add_watchdog_option(sustained, sustained_args->watchdog_s);
-  actions.emplace_back(sustained, [sustained_args](Context& context) {
-#ifdef ITERTIME_HAVE_TORCH
-    return run_sustained(context, *sustained_args);
-#else
-    (void)context;
-    std::fprintf(stderr, "itertime: error: this itertime was built without LibTorch (ITERTIME_WITH_TORCH=OFF); the "
-                         "sustained probe needs it\n");
-    return kExitUserError;
-#endif
-  });
+  add_sustained_verb(calibrate, actions);
 }
 
 }  // namespace itertime::launcher

@@ -5,8 +5,8 @@
 # that has only a compiler, cmake, ninja, python3 and Debian's CPU LibTorch (libtorch-dev) and none of
 # the packages the bundle carries, runs `gpu-run.sh --cpu`: prefix, build, info, comm, the CPU job,
 # validation and the memory report; then `predict-only-check.sh`: the prediction-only build (the bundle
-# without Open MPI; CMake's default MPI=AUTO finds none) and its whole ctest. As root. Prints the time of each step; exit status: the first
-# failing step's.
+# without Open MPI; CMake's default MPI=AUTO finds none) and its whole ctest. As root. Prints the time of
+# each step; exit status: the first failing step's.
 #
 #   launcher/scripts/gpu-bundle-check.sh [GPU_RUN_ARGS...]
 #

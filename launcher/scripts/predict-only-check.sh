@@ -7,13 +7,18 @@
 # builds everything, checks that `itertime` loads no MPI or LibTorch library and refuses `calibrate` in
 # one line, and runs the whole ctest of that build (the fuzzers at ITERTIME_FUZZ_INPUTS inputs per
 # target, default 2,000 here: the native leg runs them at full size).
-# gpu-bundle-check.sh runs it in its bare Debian 12 root, after gpu-run.sh --cpu.
+# gpu-bundle-check.sh runs it in its bare Debian 12 root, after gpu-run.sh --cpu; --sanitize runs the
+# prediction code under the sanitizers without MPI (docs/build.md, "Sanitizers"; not in CI: it lengthens
+# the leg: its build took 11m41s and its tests 5m21s in the bare root, 2026-12-07).
 #
-#   launcher/scripts/predict-only-check.sh [--bundle DIR] [--out DIR] [CTEST ARGS...]
+#   launcher/scripts/predict-only-check.sh [--bundle DIR] [--out DIR] [--sanitize] [CTEST ARGS...]
 #
 #   --bundle DIR   the bundle (default: out/gpu-bundle)
 #   --out DIR      the folder for the prefix and the build (default: out/predict-only; its build is kept,
 #                  so a second run only rebuilds what changed)
+#   --sanitize     build with AddressSanitizer and UndefinedBehaviorSanitizer (ITERTIME_SANITIZE=
+#                  address,undefined, -O1 -g1, as launcher/scripts/sanitize.sh) and run the tests under
+#                  them, leaks checked, halting at the first report
 #
 # Needs no root and no package access. Prints the time of each step; exit status: 2 for a wrong
 # argument or a missing bundle, else the first failing step's (ctest's for the tests).
@@ -21,11 +26,13 @@ set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
 BUNDLE="$ROOT/out/gpu-bundle"
 OUT="$ROOT/out/predict-only"
+SANITIZE=""
 die() { echo "predict-only-check: error: $*" >&2; exit 2; }
 while [[ $# -gt 0 ]]; do
   case "$1" in
     --bundle) BUNDLE="$2"; shift 2 ;;
     --out) OUT="$2"; shift 2 ;;
+    --sanitize) SANITIZE=address,undefined; shift ;;
     -h|--help) sed -n '2,20p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'; exit 0 ;;
     --) shift; break ;;
     *) break ;;
@@ -77,7 +84,14 @@ log "no mpicc, mpirun or mpi.h in sight"
 # builds and passes its tests without MPI or LibTorch, not its speed, and -O1 compiles faster than
 # Release's -O3 (it is a cold build inside CI's bare-root leg).
 t0=$(date +%s)
-cmake -S "$ROOT" -B "$BUILD" -G Ninja -DCMAKE_BUILD_TYPE=Release -DCMAKE_CXX_FLAGS_RELEASE="-O1 -DNDEBUG" -DITERTIME_BUILD_TESTS=ON \
+build_type=(-DCMAKE_BUILD_TYPE=Release -DCMAKE_CXX_FLAGS_RELEASE="-O1 -DNDEBUG")
+if [[ -n "$SANITIZE" ]]; then
+  # Line tables for the reports' stacks; these flags replace RelWithDebInfo's -O2 -g -DNDEBUG, so assertions
+  # are on (as in sanitize.sh).
+  build_type=(-DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_CXX_FLAGS_RELWITHDEBINFO="-O1 -g1"
+              -DCMAKE_C_FLAGS_RELWITHDEBINFO="-O1 -g1")
+fi
+cmake -S "$ROOT" -B "$BUILD" -G Ninja "${build_type[@]}" -DITERTIME_SANITIZE="$SANITIZE" -DITERTIME_BUILD_TESTS=ON \
   -DITERTIME_BUILD_BENCHMARKS=OFF -DCMAKE_PREFIX_PATH="$PREFIX/usr" \
   -DHDF5_C_COMPILER_EXECUTABLE="$PREFIX/usr/bin/h5cc" -DHDF5_CXX_COMPILER_EXECUTABLE="$PREFIX/usr/bin/h5c++" \
   >"$OUT/configure.log" 2>&1 || { tail -n 25 "$OUT/configure.log" >&2; fail "configure failed ($OUT/configure.log)"; }
@@ -103,6 +117,11 @@ log "itertime: $(ldd "$BUILD/launcher/itertime" | wc -l) shared libraries, no MP
 # 5. Every test of the build.
 t0=$(date +%s)
 set +e
+if [[ -n "$SANITIZE" ]]; then
+  export ASAN_OPTIONS="halt_on_error=1:verify_asan_link_order=0:detect_leaks=1"
+  export UBSAN_OPTIONS="halt_on_error=1:print_stacktrace=1"
+  export LSAN_OPTIONS="suppressions=$ROOT/tests/sanitizers/lsan.supp:print_suppressions=0"
+fi
 ITERTIME_FUZZ_INPUTS="${ITERTIME_FUZZ_INPUTS:-2000}" ctest --test-dir "$BUILD" --output-on-failure --timeout 600 -j "$(nproc)" "$@"
 rc=$?
 set -e
