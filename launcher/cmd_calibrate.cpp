@@ -12,6 +12,7 @@
 #include "calibrate/groundtruth.hpp"
 #include "calibrate/ops_calibration.hpp"
 #include "calibrate/sustained_gemm.hpp"
+#include "calibrate/torch_info.hpp"
 #endif
 #include "common/job.hpp"
 #include "common/errors.hpp"
@@ -220,6 +221,8 @@ calibrate::SustainedGemmOptions sustained_options(const SustainedArgs& args) {
   if (!(args.seconds > 0 && args.seconds <= 86400)) throw UserError("--seconds must be above 0 and at most 86400");
   if (!(args.window_s > 0 && args.window_s <= args.seconds)) throw UserError("--window-s must be above 0 and at most --seconds");
   if (args.threads < 1) throw UserError("--threads must be at least 1");
+  if (!cuda && options.dtype == DType::kFloat16 && !calibrate::query_torch().cpu_fp16_matmul)
+    throw UserError("--dtype fp16 with --backend cpu: this LibTorch cannot multiply fp16 matrices on a CPU; use fp32 or bf16");
   if (cuda && !cuda_device_available())
     throw UserError("--backend cuda: no CUDA device here (or a build without CUDA); use --backend cpu");
   options.seconds = args.seconds;

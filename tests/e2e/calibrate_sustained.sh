@@ -5,7 +5,8 @@
 #              the run, throughput is positive; no telemetry on CPU ranks and no sustained-clock figure
 #              for a run under 40 s, each saying why; the spread between the 2 ranks is given.
 #   mistakes   a user's mistake (an existing output, an unknown dtype, a window longer than the run, a
-#              missing folder, a bad shape) exits 2 with one line naming the option, and writes nothing
+#              missing folder, a bad shape; fp16 on a LibTorch without CPU fp16 products) exits 2 with one
+#              line naming the option, and writes nothing
 #              (on 2 ranks for the first, every rank stopping; the others as a singleton, to keep it short).
 #
 #   calibrate_sustained.sh MPIEXEC "MPIEXEC_FLAGS" ITERTIME [CASE...]
@@ -85,6 +86,10 @@ case_mistakes() {
   mistake 1 --seconds 1 -o no/such/folder/p.json -- "its folder does not exist"
   mistake 1 --seconds 1 --shape 128,128 -o new.json -- "--shape: give three positive sizes"
   mistake 1 --seconds 0 -o new.json -- "--seconds must be above 0"
+  # fp16 on CPU where LibTorch has no CPU fp16 product (1.13; `itertime info` says which).
+  if "$ITERTIME" info 2>/dev/null | grep -q '^  CPU fp16 matmul *no'; then
+    mistake 1 --seconds 1 --dtype fp16 -o new.json -- "--dtype fp16 with --backend cpu: this LibTorch cannot multiply fp16"
+  fi
 }
 
 run_cases
