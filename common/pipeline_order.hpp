@@ -12,7 +12,9 @@
 //    (forward, backward), then the remaining backwards. Needs m a multiple of pp (ITERTIME_CHECK).
 //  - Every rank enumerates the (chunk, micro-batch) pairs of each kind in the same k order, so the
 //    producer of a virtual-stage boundary emits its payloads in the order its consumer needs them.
-//  - Pure functions; 2*m*v entries per rank (interleaved_passes).
+//  - Pure functions; 2*m*v entries per rank (interleaved_passes). PipelineOrder::at gives any entry in
+//    O(1) without building the list (the predictor's simulation walks it that way); the lists are
+//    built from it, so both are one rule.
 //  - The steady state repeats: its (forward, backward) pairs k and k + pp*v run the same chunks, and any
 //    pp*v consecutive pairs run every chunk pp times forward and pp times backward. So the balance of
 //    forwards over backwards per chunk (what is in flight) after warm-up + j pairs equals the one after
@@ -31,6 +33,74 @@ struct PipelinePass {
   PipelinePassKind kind = PipelinePassKind::kForward;
   int micro_batch = 0;
   int chunk = 0;  // the model chunk (virtual stage chunk*pp + rank) with interleaving, else 0
+};
+
+// One pipeline rank's pass order as a rule: entry `position` (0 <= position < size()) in O(1).
+class PipelineOrder {
+ public:
+  // Rank `rank` (0-based) of `pp` with `m` micro-batches and v model chunks (v == 1: non-interleaved
+  // 1F1B; v > 1 needs m a multiple of pp, ITERTIME_CHECK).
+  PipelineOrder(int pp, int rank, int m, int virtual_stages);
+  int size() const { return 2 * total_; }  // 2*m*v
+  PipelinePass at(int position) const;     // ITERTIME_CHECK on a position outside [0, size())
+  int warmup_forwards() const { return warmup_; }
+
+ private:
+  PipelinePass numbered(PipelinePassKind kind, int k) const;  // the k-th pass of a kind
+  int pp_, v_, total_, warmup_;
+};
+
+// The same order walked from its start, one pass after another, without a division per step (what the
+// predictor's simulation needs: it visits every pass of every rank once). pass() is order.at(position()).
+class PipelineCursor {
+ public:
+  PipelineCursor(int pp, int rank, int m, int virtual_stages);
+  bool done() const { return position_ == size_; }
+  int position() const { return position_; }
+  const PipelinePass& pass() const { return pass_; }  // only while !done()
+  void advance() {  // only while !done(); inline: the simulation's inner loop calls it once per pass
+    step(pass_.kind == PipelinePassKind::kForward ? forward_ : backward_);
+    ++position_;
+    load();
+  }
+
+ private:
+  // The k-th pass of one kind, kept as k = (group_index * v + chunk_index) * pp + in_chunk.
+  struct Counter {
+    int group_index = 0, chunk_index = 0, in_chunk = 0;
+  };
+  // PipelineOrder's k-th pass of a kind: k mod pp*v is chunk_index * pp + in_chunk, so the chunk is
+  // chunk_index (forward; v-1 - chunk_index backward) and the micro-batch group_index * pp + in_chunk
+  // (with v 1, that is k).
+  void set_pass(PipelinePassKind kind, const Counter& counter) {
+    pass_.kind = kind;
+    pass_.micro_batch = counter.group_index * pp_ + counter.in_chunk;
+    pass_.chunk = kind == PipelinePassKind::kForward ? counter.chunk_index : v_ - 1 - counter.chunk_index;
+  }
+  void step(Counter& counter) const {
+    if (++counter.in_chunk < pp_) return;
+    counter.in_chunk = 0;
+    if (++counter.chunk_index < v_) return;
+    counter.chunk_index = 0;
+    ++counter.group_index;
+  }
+  // pass_ from position_, as PipelineOrder::at: warm-up forwards, (forward, backward) pairs, cool-down
+  // backwards.
+  void load() {
+    if (done()) return;
+    const int in_steady = position_ - warmup_;
+    const bool forward = in_steady < 0 || (in_steady < 2 * (size_ / 2 - warmup_) && in_steady % 2 == 0);
+    if (forward) {
+      set_pass(PipelinePassKind::kForward, forward_);
+    } else {
+      set_pass(PipelinePassKind::kBackward, backward_);
+    }
+  }
+
+  int pp_, v_, size_, warmup_;
+  int position_ = 0;
+  Counter forward_, backward_;  // the next forward's and the next backward's numbers
+  PipelinePass pass_;
 };
 
 // The pass order of stage `stage` (0-based) of `pp` with `m` micro-batches.

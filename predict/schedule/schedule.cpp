@@ -70,6 +70,30 @@ void require_valid(const ScheduleInput& input) {
   }
 }
 
+// The end times of one virtual stage's passes of one kind that a later pass still needs, in micro-batch
+// order. Every chunk runs its micro-batches in increasing order, forwards and backwards alike
+// (common/pipeline_order.hpp), so each end time is needed once, by one consumer, in the order it was
+// produced: a queue, holding only what is in flight (a few entries, not m).
+class EndTimeQueue {
+ public:
+  void push(double end_us) { times_us_.push_back(end_us); }
+  bool empty() const { return head_ == times_us_.size(); }
+  double front_us() const { return times_us_[head_]; }
+  int consumed() const { return consumed_; }  // the micro-batch whose end time front_us() is
+  void pop() {
+    ++consumed_;
+    if (++head_ == times_us_.size()) {
+      times_us_.clear();
+      head_ = 0;
+    }
+  }
+
+ private:
+  std::vector<double> times_us_;
+  std::size_t head_ = 0;
+  int consumed_ = 0;
+};
+
 // What both simulations share: each stage's pass order and position in it, when each (stage,
 // micro-batch) pass ended, the pipeline dependencies between passes, and the result being accumulated.
 // A forward of micro-batch i on stage s needs stage s-1's forward of i plus the forward transfer; a
@@ -81,12 +105,11 @@ class PipelineState {
         v_(input.virtual_stages),
         pp_(static_cast<int>(input.stages.size()) / input.virtual_stages),
         m_(input.num_micro_batches),
-        forward_end_us_(cells(), kNotDone),
-        backward_end_us_(cells(), kNotDone),
-        next_(static_cast<std::size_t>(pp_), 0) {
-    orders_.reserve(static_cast<std::size_t>(pp_));  // common/pipeline_order.hpp's passes, as the trainer runs them
-    for (int s = 0; s < pp_; ++s)
-      orders_.push_back(v_ == 1 ? one_f_one_b_passes(pp_, s, m_) : interleaved_passes(pp_, s, m_, v_));
+        forward_ends_(static_cast<std::size_t>(pp_ * v_)),
+        backward_ends_(static_cast<std::size_t>(pp_ * v_)),
+        forwards_done_(static_cast<std::size_t>(pp_ * v_), 0) {
+    cursors_.reserve(static_cast<std::size_t>(pp_));  // common/pipeline_order.hpp's orders, as the trainer runs them
+    for (int s = 0; s < pp_; ++s) cursors_.emplace_back(pp_, s, m_, v_);
     result_.busy_us.assign(static_cast<std::size_t>(pp_), 0.0);
     result_.send_us.assign(static_cast<std::size_t>(pp_), 0.0);
     result_.idle_us.assign(static_cast<std::size_t>(pp_), 0.0);
@@ -106,8 +129,15 @@ class PipelineState {
   int stages() const { return pp_; }  // pipeline ranks: one timeline each
   // One (virtual stage, micro-batch) cell per forward and per backward: 2 * cells() passes in all.
   std::size_t cells() const { return static_cast<std::size_t>(pp_ * v_) * static_cast<std::size_t>(m_); }
-  bool has_next(int s) const { return next_[index(s)] < orders_[index(s)].size(); }
-  const PipelinePass& next_pass(int s) const { return orders_[index(s)][next_[index(s)]]; }
+  bool has_next(int s) const { return !cursors_[index(s)].done(); }
+  const PipelinePass& next_pass(int s) const { return cursors_[index(s)].pass(); }
+  // The pipeline rank that a pass's result goes to (the consumer of its transfer), or -1 when it sends
+  // nothing on: the next virtual stage's for a forward, the previous one's for a backward.
+  int receiver(int s, const PipelinePass& pass) const {
+    if (!sends_after(s, pass)) return -1;
+    const int vs = virtual_stage(s, pass) + (pass.kind == PipelinePassKind::kForward ? 1 : -1);
+    return vs % pp_;
+  }
 
   // When the next pass of stage s may start by its dependencies (not the stage's own availability),
   // or kNotDone while one of them has not run.
@@ -117,13 +147,13 @@ class PipelineState {
     const int vs = virtual_stage(s, pass);
     if (pass.kind == PipelinePassKind::kForward) {
       if (vs == 0) return 0.0;
-      const double upstream_us = forward_end_us_[cell(vs - 1, i)];
-      return upstream_us == kNotDone ? kNotDone : upstream_us + input_.p2p_forward_us[index(vs) - 1];
+      const EndTimeQueue& upstream = forward_ends_[index(vs) - 1];
+      return waited_for(upstream, i) ? kNotDone : upstream.front_us() + input_.p2p_forward_us[index(vs) - 1];
     }
-    ITERTIME_CHECK(forward_end_us_[cell(vs, i)] != kNotDone, "1F1B order runs a backward before its forward");
-    if (vs == pp_ * v_ - 1) return forward_end_us_[cell(vs, i)];
-    const double downstream_us = backward_end_us_[cell(vs + 1, i)];
-    return downstream_us == kNotDone ? kNotDone : downstream_us + input_.p2p_backward_us[index(vs)];
+    ITERTIME_CHECK(forwards_done_[index(vs)] > i, "1F1B order runs a backward before its forward");
+    if (vs == pp_ * v_ - 1) return forward_ends_[index(vs)].front_us();
+    const EndTimeQueue& downstream = backward_ends_[index(vs) + 1];
+    return waited_for(downstream, i) ? kNotDone : downstream.front_us() + input_.p2p_backward_us[index(vs)];
   }
 
   double next_pass_us(int s) const {
@@ -146,7 +176,13 @@ class PipelineState {
     const PipelinePass pass = next_pass(s);
     const bool forward = pass.kind == PipelinePassKind::kForward;
     const int vs = virtual_stage(s, pass);
-    (forward ? forward_end_us_ : backward_end_us_)[cell(vs, pass.micro_batch)] = end_us;
+    consume_dependency(vs, pass.kind);
+    if (forward) {
+      ++forwards_done_[index(vs)];
+      forward_ends_[index(vs)].push(end_us);  // needed by the next virtual stage, or the last one's backward
+    } else if (vs > 0) {
+      backward_ends_[index(vs)].push(end_us);  // needed by the previous virtual stage's backward
+    }
     result_.busy_us[index(s)] += end_us - start_us;
     result_.end_us[index(s)] = std::max(result_.end_us[index(s)], end_us);
     if (forward && result_.first_forward_start_us[index(s)] == kNotDone) {  // the first one recorded
@@ -171,7 +207,7 @@ class PipelineState {
       result_.timeline[index(s)].push_back(
           {forward ? PassKind::kForward : PassKind::kBackward, pass.micro_batch, start_us, end_us, pass.chunk});
     }
-    ++next_[index(s)];
+    cursors_[index(s)].advance();
     if (!input_.blocking_send || !sends_after(s, pass)) return 0.0;
     const double transfer_us = forward ? input_.p2p_forward_us[index(vs)] : input_.p2p_backward_us[index(vs) - 1];
     result_.send_us[index(s)] += transfer_us;
@@ -205,39 +241,63 @@ class PipelineState {
  private:
   static std::size_t index(int s) { return static_cast<std::size_t>(s); }
   int virtual_stage(int rank, const PipelinePass& pass) const { return pass.chunk * pp_ + rank; }
-  std::size_t cell(int vs, int i) const { return index(vs) * static_cast<std::size_t>(m_) + static_cast<std::size_t>(i); }
+  // Whether micro-batch i's end time is still awaited in `queue` (its consumer takes them in order).
+  static bool waited_for(const EndTimeQueue& queue, int i) {
+    ITERTIME_CHECK(queue.consumed() == i, "1F1B order consumes a stage's results out of micro-batch order");
+    return queue.empty();
+  }
+  // A pass at virtual stage vs has run: the end time it waited for is no longer needed.
+  void consume_dependency(int vs, PipelinePassKind kind) {
+    if (kind == PipelinePassKind::kForward) {
+      if (vs > 0) forward_ends_[index(vs) - 1].pop();
+    } else if (vs == pp_ * v_ - 1) {
+      forward_ends_[index(vs)].pop();
+    } else {
+      backward_ends_[index(vs) + 1].pop();
+    }
+  }
 
   const ScheduleInput& input_;
   int v_, pp_, m_;
-  std::vector<std::vector<PipelinePass>> orders_;
-  std::vector<double> forward_end_us_, backward_end_us_;
-  std::vector<std::size_t> next_;  // per stage: index of its next pass in its order
+  std::vector<PipelineCursor> cursors_;                     // per stage: at its next pass
+  std::vector<EndTimeQueue> forward_ends_, backward_ends_;  // per virtual stage
+  std::vector<int> forwards_done_;                          // per virtual stage
   ScheduleResult result_;
 };
 
-// Dedicated cores: sweeps the stages in order, running each stage's next passes as soon as their
-// dependencies allow, until every pass has run.
+// Dedicated cores: list scheduling. Each pass starts at max(its stage free, its dependencies ready), a
+// value that does not depend on the order in which stages are visited, so a work list visits a stage
+// only when it may have become able to move: at the start, and when a pass of another stage produced the
+// payload it may be waiting for. Each pass is scheduled once and wakes at most one stage: O(pp*v*m).
 ScheduleResult simulate_dedicated(const ScheduleInput& input) {
   PipelineState pipeline(input);
-  std::vector<double> free_at_us(static_cast<std::size_t>(pipeline.stages()), 0.0);
+  const auto stages = static_cast<std::size_t>(pipeline.stages());
+  std::vector<double> free_at_us(stages, 0.0);
+  std::vector<int> to_visit;
+  std::vector<char> listed(stages, 1);
+  for (int s = pipeline.stages() - 1; s >= 0; --s) to_visit.push_back(s);
   std::size_t remaining = 2 * pipeline.cells();
-  while (remaining > 0) {
-    std::size_t scheduled = 0;
-    for (int s = 0; s < pipeline.stages(); ++s) {
-      double& free_us = free_at_us[static_cast<std::size_t>(s)];
-      while (pipeline.has_next(s)) {
-        const double dependencies_us = pipeline.dependencies_ready_us(s);
-        if (dependencies_us == kNotDone) break;
-        const double start_us = std::max(free_us, dependencies_us);
-        const double end_us = start_us + pipeline.next_pass_us(s);
-        free_us = end_us + pipeline.complete_next_pass(s, start_us, end_us);
-        pipeline.extend_makespan(free_us);
-        ++scheduled;
-        --remaining;
+  while (!to_visit.empty()) {
+    const int s = to_visit.back();
+    to_visit.pop_back();
+    listed[static_cast<std::size_t>(s)] = 0;
+    double& free_us = free_at_us[static_cast<std::size_t>(s)];
+    while (pipeline.has_next(s)) {
+      const double dependencies_us = pipeline.dependencies_ready_us(s);
+      if (dependencies_us == kNotDone) break;
+      const int receiver = pipeline.receiver(s, pipeline.next_pass(s));
+      const double start_us = std::max(free_us, dependencies_us);
+      const double end_us = start_us + pipeline.next_pass_us(s);
+      free_us = end_us + pipeline.complete_next_pass(s, start_us, end_us);
+      pipeline.extend_makespan(free_us);
+      --remaining;
+      if (receiver >= 0 && receiver != s && !listed[static_cast<std::size_t>(receiver)]) {
+        listed[static_cast<std::size_t>(receiver)] = 1;
+        to_visit.push_back(receiver);
       }
     }
-    ITERTIME_CHECK(scheduled > 0, "1F1B simulation made no progress (deadlock in the pass order)");
   }
+  ITERTIME_CHECK(remaining == 0, "1F1B simulation made no progress (deadlock in the pass order)");
   return pipeline.finish();
 }
 

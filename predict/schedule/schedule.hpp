@@ -53,7 +53,7 @@
 //  - Per model chunk c of rank r (v entries each; with v 1 the stage's own figures above):
 //    chunk_last_backward_start_us / _end_us[r][c] bound chunk c's last backward (micro-batch m-1),
 //    chunk_first_forward_start_us / _end_us[r][c] its first forward (micro-batch 0).
-//  - Pure: no state outside the call; O(pp * m) work unshared, O(pp^2 * m) shared.
+//  - Pure: no state outside the call; O(pp * v * m) work on dedicated cores, O(pp^2 * v * m) shared.
 #pragma once
 
 #include <string>

@@ -6,11 +6,15 @@
 #include <cstdio>
 #include <limits>
 #include <map>
+#include <random>
 #include <sstream>
 #include <string>
+#include <tuple>
+#include <utility>
 #include <vector>
 
 #include "common/errors.hpp"
+#include "common/pipeline_order.hpp"
 #include "predict/schedule/schedule.hpp"
 #include "tests/predict/fixtures.hpp"
 
@@ -104,6 +108,128 @@ TEST(Schedule, OrderIsMegatronNonInterleaved1F1B) {
   EXPECT_EQ(short_first[1].kind, Kind::kForward);
   EXPECT_EQ(short_first[2].kind, Kind::kBackward);
   EXPECT_EQ(short_first[3].kind, Kind::kBackward);
+}
+
+TEST(PipelineOrder, CursorWalksTheSameOrderAsTheRule) {
+  // PipelineCursor (counters, no division) and PipelineOrder::at (the closed rule the hand-written orders
+  // above pin) are two implementations of one order: they must agree pass by pass.
+  for (int pp = 1; pp <= 5; ++pp) {
+    for (int v = 1; v <= 3; ++v) {
+      for (int m : {1, 2, 3, 4, 5, 8, 10, 15, 20}) {
+        if (v > 1 && m % pp != 0) continue;
+        for (int rank = 0; rank < pp; ++rank) {
+          SCOPED_TRACE("pp " + std::to_string(pp) + " v " + std::to_string(v) + " m " + std::to_string(m) + " rank " +
+                       std::to_string(rank));
+          const PipelineOrder order(pp, rank, m, v);
+          PipelineCursor cursor(pp, rank, m, v);
+          ASSERT_EQ(order.size(), 2 * m * v);
+          for (int p = 0; p < order.size(); ++p, cursor.advance()) {
+            ASSERT_FALSE(cursor.done());
+            ASSERT_EQ(cursor.position(), p);
+            const PipelinePass expected = order.at(p);
+            ASSERT_EQ(cursor.pass().kind, expected.kind) << "position " << p;
+            ASSERT_EQ(cursor.pass().micro_batch, expected.micro_batch) << "position " << p;
+            ASSERT_EQ(cursor.pass().chunk, expected.chunk) << "position " << p;
+          }
+          EXPECT_TRUE(cursor.done());
+        }
+      }
+    }
+  }
+}
+
+// The dependency rule of schedule.hpp written from its invariants alone, as slowly as it reads: sweep
+// every rank's whole order (common/pipeline_order's lists) again and again, running a rank's next pass
+// once the pass it waits for has ended, until every pass has run. Per rank, (start, end) of each pass and
+// the makespan (blocking sends hold the sender).
+struct ReferenceSchedule {
+  std::vector<std::vector<std::pair<double, double>>> passes_us;
+  double makespan_us = 0.0;
+};
+
+ReferenceSchedule reference_schedule(const ScheduleInput& in) {
+  const int v = in.virtual_stages;
+  const int pp = static_cast<int>(in.stages.size()) / v;
+  const int last = pp * v - 1;
+  const int m = in.num_micro_batches;
+  std::map<std::tuple<int, int, int>, double> ended_us;  // (kind 0 forward / 1 backward, virtual stage, micro-batch)
+  std::vector<std::vector<PipelinePass>> orders;
+  for (int r = 0; r < pp; ++r) orders.push_back(interleaved_passes(pp, r, m, v));
+  std::vector<std::size_t> next(static_cast<std::size_t>(pp), 0);
+  std::vector<double> free_us(static_cast<std::size_t>(pp), 0.0);
+  ReferenceSchedule out;
+  out.passes_us.resize(static_cast<std::size_t>(pp));
+  for (bool moved = true; moved;) {
+    moved = false;
+    for (int r = 0; r < pp; ++r) {
+      const auto ru = static_cast<std::size_t>(r);
+      if (next[ru] == orders[ru].size()) continue;
+      const PipelinePass& pass = orders[ru][next[ru]];
+      const int vs = pass.chunk * pp + r;
+      const bool forward = pass.kind == PipelinePassKind::kForward;
+      // What it waits for: the previous virtual stage's forward, the next one's backward (the last
+      // virtual stage's backward: its own forward), plus the transfer between them.
+      std::tuple<int, int, int> needs{0, vs - 1, pass.micro_batch};
+      double transfer_us = 0.0;
+      if (forward && vs > 0) transfer_us = in.p2p_forward_us[static_cast<std::size_t>(vs - 1)];
+      if (!forward) needs = vs == last ? std::make_tuple(0, vs, pass.micro_batch) : std::make_tuple(1, vs + 1, pass.micro_batch);
+      if (!forward && vs < last) transfer_us = in.p2p_backward_us[static_cast<std::size_t>(vs)];
+      double ready_us = 0.0;
+      if (!(forward && vs == 0)) {
+        const auto it = ended_us.find(needs);
+        if (it == ended_us.end()) continue;
+        ready_us = it->second + transfer_us;
+      }
+      const StageTimes& t = in.stages[static_cast<std::size_t>(vs)];
+      const double start_us = std::max(free_us[ru], ready_us);
+      const double end_us = start_us + (forward ? t.forward_us : t.backward_us);
+      ended_us[{forward ? 0 : 1, vs, pass.micro_batch}] = end_us;
+      out.passes_us[ru].emplace_back(start_us, end_us);
+      free_us[ru] = end_us;
+      const bool sends = forward ? vs < last : vs > 0;
+      if (in.blocking_send && sends) {
+        free_us[ru] +=
+            forward ? in.p2p_forward_us[static_cast<std::size_t>(vs)] : in.p2p_backward_us[static_cast<std::size_t>(vs - 1)];
+      }
+      out.makespan_us = std::max(out.makespan_us, free_us[ru]);
+      ++next[ru];
+      moved = true;
+    }
+  }
+  for (int r = 0; r < pp; ++r)
+    EXPECT_EQ(next[static_cast<std::size_t>(r)], orders[static_cast<std::size_t>(r)].size()) << "reference deadlocked";
+  return out;
+}
+
+TEST(Schedule, ListSchedulingEqualsTheSlowReferenceOnRandomPipelines) {
+  // Random unbalanced stages and transfers (multiples of 1/8 us, so every sum is exact), interleaved or
+  // not, blocking or not: every pass's start and end, and the makespan, as the reference finds them.
+  std::mt19937 rng(20261207);
+  std::uniform_int_distribution<int> eighths(1, 64), transfer_eighths(0, 16);
+  for (int trial = 0; trial < 200; ++trial) {
+    const int pp = 1 + trial % 4;
+    const int v = 1 + (trial / 4) % 3;
+    const int m = v > 1 ? pp * (1 + (trial / 12) % 3) : 1 + (trial / 12) % 9;
+    std::vector<StageTimes> stages;
+    for (int s = 0; s < pp * v; ++s) stages.push_back({eighths(rng) / 8.0, eighths(rng) / 8.0});
+    ScheduleInput input = free_transfers(stages, m, v);
+    for (double& t : input.p2p_forward_us) t = transfer_eighths(rng) / 8.0;
+    for (double& t : input.p2p_backward_us) t = transfer_eighths(rng) / 8.0;
+    input.blocking_send = trial % 2 == 1;
+    input.record_timeline = true;
+    SCOPED_TRACE("trial " + std::to_string(trial) + ": pp " + std::to_string(pp) + " v " + std::to_string(v) + " m " +
+                 std::to_string(m) + (input.blocking_send ? " blocking" : ""));
+    const ReferenceSchedule expected = reference_schedule(input);
+    const ScheduleResult got = simulate_1f1b(input);
+    EXPECT_EQ(got.makespan_us, expected.makespan_us);
+    for (int r = 0; r < pp; ++r) {
+      std::vector<std::pair<double, double>> passes_us;
+      for (const TimelineEntry& e : got.timeline[static_cast<std::size_t>(r)]) {
+        if (e.kind == Kind::kForward || e.kind == Kind::kBackward) passes_us.emplace_back(e.start_us, e.end_us);
+      }
+      EXPECT_EQ(passes_us, expected.passes_us[static_cast<std::size_t>(r)]) << "rank " << r;
+    }
+  }
 }
 
 TEST(Schedule, SingleStageIsSumOfPasses) {
