@@ -2,6 +2,7 @@
 // printed (validate/plan_report's table or JSON). No MPI, no LibTorch.
 // Invariant: every rule of the plan (--from, recipes, the tie rule, --emit) is the query's; this file only
 // binds the options and prints.
+#include <chrono>
 #include <cstdio>
 #include <memory>
 #include <string>
@@ -17,8 +18,35 @@ namespace itertime::launcher {
 
 namespace {
 
-using PlanCommand = QueryCommand<query::PlanRequest>;
+struct PlanCommand : QueryCommand<query::PlanRequest> {
+  bool progress = false;  // --progress
+};
 using Field = OptionField;
+
+// A running plan's progress on stderr (docs/cli.md, plan): from about 2 s into the search (at once with
+// --progress), then at most about once a second, one line each (validate::plan_progress_line); the last
+// layout's line too once anything was shown, so that a shown progress ends with the final count.
+class ProgressPrinter {
+ public:
+  explicit ProgressPrinter(bool at_once) : start_(Clock::now()), next_(start_ + (at_once ? kNone : kQuietFor)) {}
+
+  void show(const predict::PlanProgress& progress) {
+    const Clock::time_point now = Clock::now();
+    const bool last = progress.layouts_done >= progress.layouts_total;
+    if (now < next_ && !(last && shown_)) return;
+    const double elapsed_s = std::chrono::duration<double>(now - start_).count();
+    std::fprintf(stderr, "%s\n", validate::plan_progress_line(progress, elapsed_s).c_str());
+    std::fflush(stderr);
+    shown_ = true;
+    next_ = now + kEvery;
+  }
+
+ private:
+  using Clock = std::chrono::steady_clock;
+  static constexpr std::chrono::seconds kNone{0}, kQuietFor{2}, kEvery{1};
+  Clock::time_point start_, next_;
+  bool shown_ = false;
+};
 
 // plan's options, in --help's order (a table, one row per option: its length is its rows').
 std::vector<OptionRow<PlanCommand>> plan_options() {
@@ -85,6 +113,10 @@ std::vector<OptionRow<PlanCommand>> plan_options() {
        "(megatron-te: its MAPE on published figures, 12.9%; itertime's trainer: 10%)",
        [](C& c) -> Field { return &c.request.tie_pct; }},
       json_row<C>("Print JSON (the first --top candidates, with the question and counts)"),
+      {"--progress",
+       "Show the search's progress on stderr from its start, also with --json (without it: only a plan that runs longer than "
+       "about 2 s shows it, and never with --json)",
+       [](C& c) -> Field { return &c.progress; }},
   };
 }
 
@@ -99,6 +131,10 @@ void register_plan(CLI::App& app, std::vector<std::pair<CLI::App*, Action>>& act
   actions.emplace_back(plan_cmd, [command, plan_cmd](Context&) {
     query::PlanRequest request = command->request;
     request.given = given_flags(*plan_cmd);
+    ProgressPrinter printer(command->progress);
+    if (command->progress || !command->json) {
+      request.on_progress = [&printer](const predict::PlanProgress& progress) { printer.show(progress); };
+    }
     const std::unique_ptr<query::PlanAnswer> answer = query::answer_plan(request);
     if (command->json) {
       std::printf("%s\n", query::plan_json(*answer).c_str());

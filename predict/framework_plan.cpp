@@ -153,6 +153,37 @@ std::string framework_precision_refusal(const framework::FrameworkTarget& target
   return "";
 }
 
+// Every candidate of one legal layout: each runnable precision x each recipe distinct at the layout x
+// framework_variants, appended to `entries` in that order.
+void add_layout_candidates(const PlanOptions& options, const framework::FrameworkTarget& target, const FrameworkPlanSpace& space,
+                           const framework::TransformerShape& shape, const ParallelConfig& config,
+                           const std::vector<PrecisionName>& runnable, framework::FrameworkPassCache& cache,
+                           std::vector<PlanEntry>& entries) {
+  // The split Megatron-LM runs at this layout (the plain one, else NeMo's embedding + loss accounting),
+  // fixed so that the launch line states it (formats/megatron_emit.hpp) and reads back to it.
+  framework::PipelineSplit split = framework::resolve_pipeline_split(shape.layers, config.pp, config.vp, {});
+  split.given = true;
+  for (PrecisionName precision : runnable) {
+    std::vector<std::string> seen;  // recipes that collapse to one at this layout are listed once
+    for (TrainingTechniques techniques : options.recipes) {
+      if (config.tp == 1 && (techniques.sequence_parallel || techniques.vocab_parallel)) {
+        if (techniques.sequence_parallel != techniques.vocab_parallel) continue;  // listed once, as plain TP
+        techniques.sequence_parallel = techniques.vocab_parallel = false;
+      }
+      // Megatron-LM's embedding and output layer are vocabulary-parallel wherever tp > 1 (no switch): a
+      // recipe without the token is the same run (kFoldedVocabParallel), listed once, with it.
+      if (config.tp > 1) techniques.vocab_parallel = true;
+      techniques = at_dp(techniques, config.reduction_ranks());
+      const std::string text = recipe_text(techniques);
+      if (std::find(seen.begin(), seen.end(), text) != seen.end()) continue;
+      seen.push_back(text);
+      for (const framework::FrameworkRecipe& recipe : framework_variants(precision, techniques, config, space, split)) {
+        entries.push_back(framework_entry(options, target, shape, config, recipe, cache, space.memory_margin_bytes));
+      }
+    }
+  }
+}
+
 }  // namespace
 
 std::vector<PlanEntry> plan_framework(const PlanOptions& options, const framework::FrameworkTarget& target,
@@ -178,29 +209,13 @@ PlanResult plan_framework_search(const PlanOptions& options, const framework::Fr
       refusals.emplace_back(precision, std::move(why));
     }
   }
+  PlanProgressReporter progress(options, result.counts.layouts);
   for (const ParallelConfig& config : layouts) {
-    if (!framework::layout_violations(shape, config).empty()) continue;  // illegal layouts are not listed
-    ++result.counts.legal_layouts;
-    // The split Megatron-LM runs at this layout (the plain one, else NeMo's embedding + loss accounting),
-    // fixed so that the launch line states it (formats/megatron_emit.hpp) and reads back to it.
-    framework::PipelineSplit split = framework::resolve_pipeline_split(shape.layers, config.pp, config.vp, {});
-    split.given = true;
-    for (PrecisionName precision : runnable) {
-      std::vector<std::string> seen;  // recipes that collapse to one at this layout are listed once
-      for (TrainingTechniques techniques : options.recipes) {
-        if (config.tp == 1 && (techniques.sequence_parallel || techniques.vocab_parallel)) {
-          if (techniques.sequence_parallel != techniques.vocab_parallel) continue;  // listed once, as plain TP
-          techniques.sequence_parallel = techniques.vocab_parallel = false;
-        }
-        techniques = at_dp(techniques, config.reduction_ranks());
-        const std::string text = recipe_text(techniques);
-        if (std::find(seen.begin(), seen.end(), text) != seen.end()) continue;
-        seen.push_back(text);
-        for (const framework::FrameworkRecipe& recipe : framework_variants(precision, techniques, config, space, split)) {
-          entries.push_back(framework_entry(options, target, shape, config, recipe, cache, space.memory_margin_bytes));
-        }
-      }
+    if (framework::layout_violations(shape, config).empty()) {  // illegal layouts are not listed
+      ++result.counts.legal_layouts;
+      add_layout_candidates(options, target, space, shape, config, runnable, cache, entries);
     }
+    progress.layout_done(entries);
   }
   const bool fp8_params =
       std::find(space.fp8_param_gather.begin(), space.fp8_param_gather.end(), true) != space.fp8_param_gather.end();
@@ -220,6 +235,9 @@ PlanResult plan_framework_search(const PlanOptions& options, const framework::Fr
            static_cast<double>(runtime_reserve(target, v.config).total_bytes()) + space.memory_margin_bytes;
   };
   finish_plan(result, options, memory_of, framework_precision_refusal(target, PrecisionName::kFp8).empty());
+  const bool vp_varies =
+      std::any_of(options.recipes.begin(), options.recipes.end(), [](const TrainingTechniques& t) { return !t.vocab_parallel; });
+  if (vp_varies) result.folded.push_back(kFoldedVocabParallel);
   if (entries.empty()) {
     result.empty_reason = empty_plan_reason(
         options, layouts, [&](const ParallelConfig& c) { return framework::layout_violations(shape, c); }, refusals);

@@ -248,6 +248,25 @@ std::vector<ParallelConfig> plan_layouts(const PlanOptions& options) {
   return layouts;
 }
 
+PlanProgressReporter::PlanProgressReporter(const PlanOptions& options, int64_t layouts_total) : options_(options) {
+  progress_.layouts_total = layouts_total;
+}
+
+void PlanProgressReporter::layout_done(const std::vector<PlanEntry>& entries) {
+  ++progress_.layouts_done;
+  if (!options_.on_progress) return;
+  for (; scanned_ < entries.size(); ++scanned_) {
+    const PlanEntry& e = entries[scanned_];
+    if (e.feasible && (!has_best_ || e.iteration_us < entries[best_index_].iteration_us)) {
+      best_index_ = scanned_;
+      has_best_ = true;
+    }
+  }
+  progress_.candidates = static_cast<int64_t>(entries.size());
+  progress_.best = has_best_ ? &entries[best_index_] : nullptr;
+  options_.on_progress(progress_);
+}
+
 void rank_plan_entries(std::vector<PlanEntry>& entries) {
   std::stable_sort(entries.begin(), entries.end(), [](const PlanEntry& a, const PlanEntry& b) {
     if (a.feasible != b.feasible) return a.feasible;
@@ -279,16 +298,19 @@ PlanResult plan_search(const FittedModel& model, const PlanOptions& options) {
   // Candidates share their built stages.
   StageResolver resolver =
       options.target != nullptr ? StageResolver(model, options.target) : StageResolver(model, StagePolicy::kTracedThenBuilt);
+  PlanProgressReporter progress(options, result.counts.layouts);
   for (const ParallelConfig& config : layouts) {
-    if (!config.violations(options.model, options.gpus).empty()) continue;
-    ++result.counts.legal_layouts;
-    for (PrecisionName precision : runnable) {
-      for (const TrainingTechniques& techniques : options.recipes) {
-        if (config.tp == 1 && (techniques.sequence_parallel || techniques.vocab_parallel)) continue;  // = without them
-        if (config.reduction_ranks() == 1 && techniques.overlap_gradient_reduction) continue;         // = without it (opg too)
-        result.entries.push_back(plan_entry(model, options, resolver, config, precision, techniques, calibration_facts));
+    if (config.violations(options.model, options.gpus).empty()) {
+      ++result.counts.legal_layouts;
+      for (PrecisionName precision : runnable) {
+        for (const TrainingTechniques& techniques : options.recipes) {
+          if (config.tp == 1 && (techniques.sequence_parallel || techniques.vocab_parallel)) continue;  // = without them
+          if (config.reduction_ranks() == 1 && techniques.overlap_gradient_reduction) continue;         // = without it (opg too)
+          result.entries.push_back(plan_entry(model, options, resolver, config, precision, techniques, calibration_facts));
+        }
       }
     }
+    progress.layout_done(result.entries);
   }
   const AttentionKernel attention = options.target != nullptr ? options.target->attention : model.attention;
   const MemoryOf memory_of = [&](const MemoryCandidate& v) -> std::optional<double> {

@@ -22,6 +22,9 @@
 //    the calibration never ran is not planned (skipped with the reason, as `predict` refuses it).
 //  - Ranks: feasible entries are ranked 1, 2, ... in order; those within options.tie_fraction of the best
 //    iteration time all rank 1 and are marked tie (when at least two are); infeasible ones rank 0.
+//  - Progress (options.on_progress, when set): plan_search() and plan_framework_search() call it once
+//    after each layout of plan_layouts(), in order (layouts_done 1..layouts_total), with the candidates
+//    listed so far and the fastest feasible one so far; the call changes nothing of the result.
 //  - plan_search() also counts the funnel (PlanCounts), says why when the space holds no candidate
 //    (empty_reason, one line), and when no candidate fits the memory, what would make the closest fit
 //    (plan_guidance.hpp, the memory model only).
@@ -48,6 +51,17 @@
 
 namespace itertime::predict {
 
+struct PlanEntry;
+
+// Where a plan's search stands (the invariant above). `best` points into the plan's entries and is valid
+// only during the call; null while no candidate so far is feasible.
+struct PlanProgress {
+  int64_t layouts_done = 0;
+  int64_t layouts_total = 0;  // plan_layouts(), legal or not
+  int64_t candidates = 0;     // listed so far
+  const PlanEntry* best = nullptr;
+};
+
 struct PlanOptions {
   LlamaSpec model;
   int gpus = 1;
@@ -70,6 +84,8 @@ struct PlanOptions {
   std::string tie_source;
   // On a calibration: world ranks per node, filled in rank order (PredictRequest::ranks_per_node); 0: one node.
   int64_t ranks_per_node = 0;
+  // Called after each layout (the invariant above); none: no report. A front end decides what to show.
+  std::function<void(const PlanProgress&)> on_progress;
 };
 
 struct PlanEntry {
@@ -115,7 +131,15 @@ struct PlanResult {
   // Precisions given that the device cannot run, each with why (listed nowhere else when others run).
   std::vector<std::pair<PrecisionName, std::string>> skipped_precisions;
   std::optional<MemoryGuidance> guidance;  // when candidates exist and none fits the device memory
+  // Recipe tokens that change nothing at some layouts and were folded there (each candidate listed once),
+  // each a sentence saying which and why (reports print them once).
+  std::vector<std::string> folded;
 };
+
+// plan_framework_search's fold of the vocabulary-parallel head (megatron-te).
+inline constexpr const char* kFoldedVocabParallel =
+    "vp (the vocabulary-parallel head) is always on at tp > 1 in Megatron-LM (no switch): recipes with and without it "
+    "are one candidate there, shown with vp";
 
 std::vector<PlanEntry> plan(const FittedModel& model, const PlanOptions& options);  // plan_search(...).entries
 PlanResult plan_search(const FittedModel& model, const PlanOptions& options);
@@ -125,6 +149,22 @@ PlanResult plan_search(const FittedModel& model, const PlanOptions& options);
 // where pp > 1); legal or not: plan() and plan_framework() (framework_plan.hpp) each apply their own rules.
 // Throws UserError where gpus, the global batch or the sequence length is not positive.
 std::vector<ParallelConfig> plan_layouts(const PlanOptions& options);
+
+// Tracks the fastest feasible entry of a plan's growing entry list and reports progress to
+// options.on_progress after each layout (the invariant above); does nothing without a callback.
+class PlanProgressReporter {
+ public:
+  PlanProgressReporter(const PlanOptions& options, int64_t layouts_total);
+  // The layout just considered is done; entries holds every candidate listed so far.
+  void layout_done(const std::vector<PlanEntry>& entries);
+
+ private:
+  const PlanOptions& options_;
+  PlanProgress progress_;
+  std::size_t scanned_ = 0;  // entries already looked at for the best
+  std::size_t best_index_ = 0;
+  bool has_best_ = false;
+};
 
 // Orders a plan's entries as plan() returns them (the invariant above): the feasible ones fastest first,
 // then the infeasible ones in candidate order (a stable sort). plan_framework (framework_plan.hpp) ranks

@@ -207,11 +207,13 @@ std::unique_ptr<PlanAnswer> answer_plan(const PlanRequest& request) {
   if (!megatron && !a.fitted.empty()) throw UserError("--fitted needs --framework megatron-te (terms fitted on logs)");
   choose_tie(a, megatron, options);
   answer->top = a.top;
+  options.on_progress = a.on_progress;
   if (megatron) {
     plan_framework(a, recipes_fixed, space, *answer);
   } else {
     plan_own_trainer(a, *answer);
   }
+  options.on_progress = nullptr;  // the answer keeps no hook of the front end's
   if (answer->result.entries.empty()) throw UserError("plan: no candidate to consider: " + answer->result.empty_reason);
   return answer;
 }

@@ -11,6 +11,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <set>
@@ -46,6 +47,9 @@ struct PlanRequest {
   std::string framework = "itertime";  // not given (nor by --from): default_framework's, by the device
   std::vector<std::string> fp8_recipes = {"delayed"};
   double tie_pct = 10;  // used when given (--tie-pct); else the default of the framework (above)
+  // The front end's progress hook (predict::PlanOptions::on_progress), used during the search only; none:
+  // no report.
+  std::function<void(const predict::PlanProgress&)> on_progress;
   // The options the user gave, by their command-line names ("--gbs", "--recipes", ...).
   std::set<std::string> given;
   bool was_given(const std::string& flag) const { return given.count(flag) != 0; }

@@ -2,6 +2,7 @@
 #include "validate/plan_report.hpp"
 
 #include <algorithm>
+#include <cmath>
 #include <cstdio>
 #include <cstring>
 #include <nlohmann/json.hpp>
@@ -128,7 +129,8 @@ std::string plan_json(const predict::PlanOptions& options, const PlanQuestion& q
   for (const auto& [precision, why] : result.skipped_precisions)
     skipped.push_back({{"precision", to_string(precision)}, {"reason", why}});
   out["summary"] = {{"layouts_considered", c.layouts}, {"layouts_legal", c.legal_layouts}, {"candidates", c.candidates},
-                    {"fit_memory", c.fitting},         {"predicted", c.predicted},         {"skipped_precisions", skipped}};
+                    {"fit_memory", c.fitting},         {"predicted", c.predicted},         {"skipped_precisions", skipped},
+                    {"folded", result.folded}};
   const std::optional<double> bf16 = options.hardware ? options.hardware->peak(ComputeDType::kBf16) : std::nullopt;
   out["mfu"] = {{"peak", "dense bf16 (the mixed-precision peak), for every precision: mfu_bf16_peak"},
                 {"peak_flops_per_s_per_device", bf16 ? nlohmann::ordered_json(*bf16) : nlohmann::ordered_json(nullptr)},
@@ -172,6 +174,27 @@ std::string plan_json(const predict::PlanOptions& options, const PlanQuestion& q
   return out.dump(2);
 }
 
+std::string plan_progress_line(const predict::PlanProgress& progress, double elapsed_s) {
+  std::string line = "plan: " + with_commas(progress.candidates);
+  if (progress.layouts_done >= progress.layouts_total) {
+    line += " candidates (all " + with_commas(progress.layouts_total) + " layouts)";
+  } else {
+    const double expected = progress.layouts_done > 0
+                                ? static_cast<double>(progress.candidates) * static_cast<double>(progress.layouts_total) /
+                                      static_cast<double>(progress.layouts_done)
+                                : 0.0;
+    line += " of about " + with_commas(static_cast<int64_t>(std::llround(expected))) + " candidates (layouts " +
+            with_commas(progress.layouts_done) + " of " + with_commas(progress.layouts_total) + ")";
+  }
+  char seconds[32];
+  std::snprintf(seconds, sizeof(seconds), ", %.1f s", elapsed_s);
+  line += seconds;
+  if (progress.best == nullptr) return line + "; none feasible so far";
+  const predict::PlanEntry& e = *progress.best;
+  return line + "; fastest so far: " + e.config.layout_text() + " mbs" + std::to_string(e.config.micro_batch) + " " +
+         to_string(e.precision) + " " + plan_recipe_label(e) + " " + duration_text(e.iteration_us);
+}
+
 void print_plan(const predict::PlanOptions& options, const PlanQuestion& question, const predict::PlanResult& result, int top) {
   const std::vector<predict::PlanEntry>& entries = result.entries;
   const predict::PlanCounts& c = result.counts;
@@ -200,6 +223,7 @@ void print_plan(const predict::PlanOptions& options, const PlanQuestion& questio
               memory.c_str(), with_commas(c.predicted).c_str());
   for (const auto& [precision, why] : result.skipped_precisions)
     std::printf("  skipped precision %s: %s\n", to_string(precision).c_str(), why.c_str());
+  for (const std::string& fold : result.folded) std::printf("  folded: %s\n", fold.c_str());
   if (options.hardware && c.predicted > 0) {
     const std::optional<double> bf16 = options.hardware->peak(ComputeDType::kBf16);
     if (bf16) {

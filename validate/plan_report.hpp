@@ -28,6 +28,12 @@ struct PlanQuestion {
   std::function<std::string(const predict::PlanEntry&)> launch_line;
 };
 
+// One line of a running plan's progress (no newline): "plan: 41,200 of about 112,500 candidates (layouts
+// 120 of 330), 2.1 s; fastest so far: dp64-tp8-pp4-cp1-vp2 mbs1 amp-bf16 sp+dopt+ovl+opg 3.21 s". The
+// expected total is the candidates so far scaled by layouts_total / layouts_done (layouts differ in how
+// many candidates they give, so "about"); exact once every layout is done.
+std::string plan_progress_line(const predict::PlanProgress& progress, double elapsed_s);
+
 void print_plan(const predict::PlanOptions& options, const PlanQuestion& question, const predict::PlanResult& result, int top);
 std::string plan_json(const predict::PlanOptions& options, const PlanQuestion& question, const predict::PlanResult& result,
                       int top);

@@ -66,6 +66,29 @@ case_json_top() {
     fail "the first candidate lacks its layout, rank or bf16-peak MFU"
 }
 
-ALL_CASES=(nothing_fits empty_space table json_top)
+# --progress (issue 47): the same stdout as without it; on stderr only progress lines, one per shown
+# moment, the first at once (after the first layout), the last with the final count and every layout; the
+# fastest so far named. Without --progress, --json keeps stderr empty (the search is well under 2 s).
+case_progress() {
+  local args=(plan --framework megatron-te --hardware h100-sxm --nodes 16 --model "$MODELS/llama3.1-8b.json" --gbs 128
+    --seq 8192 --json --top 3)
+  run "${args[@]}"
+  expect_status 0
+  [[ ! -s "$ERR" ]] || fail "--json without --progress wrote on stderr: $(cat "$ERR")"
+  cp "$OUT" "$WORK/quiet.json"
+  run "${args[@]}" --progress
+  expect_status 0
+  cmp -s "$OUT" "$WORK/quiet.json" || fail "--progress changed stdout"
+  local total
+  total="$(jq -r '.candidates_total' "$OUT" | sed -E ':a;s/([0-9])([0-9]{3})($|,)/\1,\2\3/;ta')"  # 12,720
+  [[ "$(lines_of "$ERR")" -ge 2 ]] || fail "--progress showed $(lines_of "$ERR") lines, expected the first and the last"
+  if grep -qv '^plan: ' "$ERR"; then fail "stderr holds other lines than progress: $(grep -v '^plan: ' "$ERR")"; fi
+  head -1 "$ERR" | grep -qE '^plan: [0-9,]+ of about [0-9,]+ candidates \(layouts 1 of [0-9,]+\), [0-9.]+ s; ' ||
+    fail "the first line is not the first layout's: $(head -1 "$ERR")"
+  tail -1 "$ERR" | grep -qE "^plan: ${total} candidates \(all [0-9,]+ layouts\), [0-9.]+ s; fastest so far: dp" ||
+    fail "the last line does not give the final count ${total} and the fastest: $(tail -1 "$ERR")"
+}
+
+ALL_CASES=(nothing_fits empty_space table json_top progress)
 
 run_cases

@@ -233,6 +233,128 @@ TEST(Plan, FrameworkGuidanceWhenNothingCanFit) {
   EXPECT_NE(result.guidance->hint.find("more GPUs"), std::string::npos);
 }
 
+// The progress hook: once per layout of the 24 (SearchCountsTheFunnel's space), in order; the candidates so
+// far never shrink and end at the plan's 40; the best so far is feasible, comes from a layout already done
+// (plan_layouts' order), only gets faster, and ends as the plan's fastest; the result is the one of a plan
+// without the hook.
+TEST(Plan, ProgressOncePerLayoutWithTheFastestSoFar) {
+  DescribedPlan p = described();
+  p.options.target = &*p.choice.target;
+  p.options.precisions = {PrecisionName::kAmpBf16, PrecisionName::kFp32};
+  const PlanResult quiet = plan_search(p.no_calibration, p.options);
+  const std::vector<ParallelConfig> layouts = plan_layouts(p.options);
+  std::vector<PlanProgress> calls;
+  std::vector<double> best_us;  // the best's time at each call, 0 when none
+  p.options.on_progress = [&](const PlanProgress& progress) {
+    calls.push_back(progress);
+    best_us.push_back(progress.best ? progress.best->iteration_us : 0.0);
+    if (progress.best == nullptr) return;
+    EXPECT_TRUE(progress.best->feasible);
+    bool done_layout = false;
+    for (int64_t i = 0; i < progress.layouts_done; ++i) {
+      const ParallelConfig& done = layouts[static_cast<std::size_t>(i)];
+      done_layout = done_layout || (done.to_string() == progress.best->config.to_string() &&
+                                    done.vp == progress.best->config.vp && done.cp == progress.best->config.cp);
+    }
+    EXPECT_TRUE(done_layout) << progress.best->config.to_string() << " after " << progress.layouts_done << " layouts";
+  };
+  const PlanResult reported = plan_search(p.no_calibration, p.options);
+  ASSERT_EQ(calls.size(), 24u);
+  int64_t previous = 0;
+  for (std::size_t i = 0; i < calls.size(); ++i) {
+    EXPECT_EQ(calls[i].layouts_done, static_cast<int64_t>(i) + 1);
+    EXPECT_EQ(calls[i].layouts_total, 24);
+    EXPECT_GE(calls[i].candidates, previous);
+    previous = calls[i].candidates;
+    if (i > 0 && best_us[i - 1] > 0) {
+      EXPECT_LE(best_us[i], best_us[i - 1]);  // the best so far only improves
+    }
+  }
+  EXPECT_EQ(calls.back().candidates, 40);
+  ASSERT_FALSE(reported.entries.empty());
+  EXPECT_EQ(best_us.back(), reported.entries.front().iteration_us);  // ranked: the fastest first
+  ASSERT_EQ(quiet.entries.size(), reported.entries.size());
+  for (std::size_t i = 0; i < quiet.entries.size(); ++i) {
+    EXPECT_EQ(quiet.entries[i].iteration_us, reported.entries[i].iteration_us);
+    EXPECT_EQ(quiet.entries[i].config.to_string(), reported.entries[i].config.to_string());
+  }
+}
+
+// The same for the framework planner: one call per layout, the final count its candidates, the final best
+// its fastest.
+TEST(Plan, FrameworkProgressOncePerLayout) {
+  PlanOptions options;
+  options.model = load_llama_config(std::string(ITERTIME_SOURCE_DIR) + "/data/models/llama3.1-8b.json");
+  const framework::FrameworkTarget target = framework_target("h100-sxm");
+  options.hardware = target.hardware;
+  options.gpus = 16;
+  options.global_batch = 64;
+  options.seq_len = 4096;
+  options.recipes = megatron_recipes();
+  options.device_memory_bytes = static_cast<double>(target.hardware.memory_bytes);
+  std::vector<PlanProgress> calls;
+  double last_best_us = 0;
+  options.on_progress = [&](const PlanProgress& progress) {
+    calls.push_back(progress);
+    if (progress.best) last_best_us = progress.best->iteration_us;
+  };
+  const PlanResult result = plan_framework_search(options, target);
+  ASSERT_EQ(static_cast<int64_t>(calls.size()), result.counts.layouts);
+  EXPECT_EQ(calls.back().layouts_done, result.counts.layouts);
+  EXPECT_EQ(calls.back().candidates, result.counts.candidates);
+  ASSERT_GT(result.counts.predicted, 0);
+  EXPECT_EQ(last_best_us, result.entries.front().iteration_us);
+}
+
+// The progress line, by hand: 41,200 candidates after 120 of 330 layouts -> about 41,200 x 330 / 120 =
+// 113,300; none feasible so far; all layouts done: the exact count; a best so far: its layout, micro-batch,
+// precision, recipe and time (duration_text: 3.21 s).
+TEST(Plan, ProgressLineByHand) {
+  PlanProgress progress;
+  progress.layouts_done = 120;
+  progress.layouts_total = 330;
+  progress.candidates = 41200;
+  EXPECT_EQ(validate::plan_progress_line(progress, 2.06),
+            "plan: 41,200 of about 113,300 candidates (layouts 120 of 330), 2.1 s; none feasible so far");
+  PlanEntry best;
+  best.config = ParallelConfig{64, 8, 4, 1, 2048, 8192};
+  best.precision = PrecisionName::kAmpBf16;
+  best.iteration_us = 3.21e6;
+  best.feasible = true;
+  progress.best = &best;
+  progress.layouts_done = 330;
+  progress.candidates = 112545;
+  const std::string line = validate::plan_progress_line(progress, 5.4);
+  EXPECT_EQ(line.rfind("plan: 112,545 candidates (all 330 layouts), 5.4 s; fastest so far: dp64-tp8-pp4 mbs1 amp-bf16 ", 0), 0u)
+      << line;
+  EXPECT_NE(line.find("3.21 s"), std::string::npos) << line;
+}
+
+// megatron-te's head is vocabulary-parallel at every tp > 1: "sp+dopt" and "sp+vp+dopt" are one candidate
+// there (shown with vp), the fold said once; at tp 1 the one candidate is plain TP's (neither token).
+TEST(Plan, FrameworkFoldsTheVocabularyParallelToken) {
+  PlanOptions options;
+  options.model = load_llama_config(std::string(ITERTIME_SOURCE_DIR) + "/data/models/llama3.1-8b.json");
+  const framework::FrameworkTarget target = framework_target("h100-sxm");
+  options.hardware = target.hardware;
+  options.gpus = 8;
+  options.global_batch = 32;
+  options.seq_len = 4096;
+  options.micro_batches = {1};
+  options.recipes = {parse_recipe_text("sp+dopt"), parse_recipe_text("sp+vp+dopt")};
+  const PlanResult both = plan_framework_search(options, target);
+  options.recipes = {parse_recipe_text("sp+vp+dopt")};
+  const PlanResult one = plan_framework_search(options, target);
+  EXPECT_EQ(both.counts.candidates, one.counts.candidates);
+  for (const PlanEntry& e : both.entries) {
+    EXPECT_EQ(e.techniques.vocab_parallel, e.config.tp > 1) << e.config.layout_text();
+    EXPECT_EQ(e.techniques.sequence_parallel, e.config.tp > 1) << e.config.layout_text();
+  }
+  ASSERT_EQ(both.folded.size(), 1u);
+  EXPECT_EQ(both.folded[0], kFoldedVocabParallel);
+  EXPECT_TRUE(one.folded.empty());  // every recipe given has the token: nothing was folded
+}
+
 TEST(Plan, TiesWithinTheFractionShareRankOne) {
   std::vector<PlanEntry> entries(5);
   const double times[] = {100, 101, 105, 120, 0};
