@@ -9,6 +9,9 @@
 # each step; exit status: the first failing step's.
 #
 #   launcher/scripts/gpu-bundle-check.sh [GPU_RUN_ARGS...]
+#   launcher/scripts/gpu-bundle-check.sh --prepare   only make the bare root and install its tools (what
+#                                                    the check does first; .ci/run does it in the background
+#                                                    while the native leg runs), then exit
 #
 # Output: out/gpu-bundle (the bundle), out/gpu-run-cpu (gpu-run.sh's folder, its build included),
 # out/predict-only (predict-only-check.sh's prefix and build).
@@ -18,6 +21,15 @@ export ITERTIME_DEB13_ROOT="${ITERTIME_DEB12_BARE_ROOT:-/var/tmp/itertime-deb12-
 export ITERTIME_DEB_SUITE=bookworm
 elapsed() { local s=$(( $(date +%s) - $1 )); printf '%dm%02ds' $((s / 60)) $((s % 60)); }
 
+# The tools the GPU machine is said to have, installed in the bare root (idempotent: quick when present).
+TOOLS='apt-get update -q >/dev/null
+apt-get install -y -q --no-install-recommends g++ cmake ninja-build python3 libtorch-dev libopenblas0 >/dev/null'
+if [ "${1:-}" = "--prepare" ]; then
+  t0=$(date +%s)
+  "$CHECKOUT/launcher/scripts/debian13.sh" -- bash -c "set -euo pipefail; $TOOLS"
+  echo "gpu-bundle-check: time preparing the bare root: $(elapsed "$t0")"
+  exit 0
+fi
 t0=$(date +%s)
 echo "gpu-bundle-check: bundle: launcher/scripts/gpu-bundle.sh"
 "$CHECKOUT/launcher/scripts/gpu-bundle.sh" "$CHECKOUT/out/gpu-bundle"
@@ -32,8 +44,7 @@ INSIDE='
 set -euo pipefail
 elapsed() { local s=$(( $(date +%s) - $1 )); printf "%dm%02ds" $((s / 60)) $((s % 60)); }
 t0=$(date +%s)
-apt-get update -q >/dev/null
-apt-get install -y -q --no-install-recommends g++ cmake ninja-build python3 libtorch-dev libopenblas0 >/dev/null
+'"$TOOLS"'
 echo "gpu-bundle-check: time tools and LibTorch: $(elapsed "$t0")"
 bundled="$(awk "!/^#/ { print \$1 }" out/gpu-bundle/MANIFEST)"
 present=""
