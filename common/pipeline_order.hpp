@@ -13,8 +13,8 @@
 //  - Every rank enumerates the (chunk, micro-batch) pairs of each kind in the same k order, so the
 //    producer of a virtual-stage boundary emits its payloads in the order its consumer needs them.
 //  - Pure functions; 2*m*v entries per rank (interleaved_passes). PipelineOrder::at gives any entry in
-//    O(1) without building the list (the predictor's simulation walks it that way); the lists are
-//    built from it, so both are one rule.
+//    O(1) without building the list, and the lists are built from it (one rule); PipelineCursor walks
+//    the same order with counters (the predictor's simulation), checked against `at` by a test.
 //  - The steady state repeats: its (forward, backward) pairs k and k + pp*v run the same chunks, and any
 //    pp*v consecutive pairs run every chunk pp times forward and pp times backward. So the balance of
 //    forwards over backwards per chunk (what is in flight) after warm-up + j pairs equals the one after

@@ -1,6 +1,6 @@
 // schedule.cpp: the 1F1B event simulation of schedule.hpp.
-// Invariants: every pass is scheduled exactly once, after all its dependencies; a sweep that schedules
-// nothing while passes remain is a deadlock, which 1F1B never has (ITERTIME_CHECK).
+// Invariants: every pass is scheduled exactly once, after all its dependencies; a work list (or an event
+// loop) that runs out while passes remain is a deadlock, which 1F1B never has (ITERTIME_CHECK).
 #include "predict/schedule/schedule.hpp"
 
 #include <algorithm>
