@@ -211,19 +211,29 @@ TEST(Plan, GuidanceWhenNothingFitsNamesFullRecompute) {
   EXPECT_NE(result.guidance->hint.find("--recipes rc-full"), std::string::npos) << result.guidance->hint;
 }
 
+// A megatron-te plan on DGX H100s (data/models/<model>.json, GPUs, global batch, sequence): NeMo's recipes,
+// the H100's memory.
+struct H100FrameworkPlan {
+  framework::FrameworkTarget target = framework_target("h100-sxm");
+  PlanOptions options;
+};
+H100FrameworkPlan h100_framework_plan(const std::string& model, int gpus, int global_batch, int seq_len) {
+  H100FrameworkPlan p;
+  p.options.model = load_llama_config(std::string(ITERTIME_SOURCE_DIR) + "/data/models/" + model + ".json");
+  p.options.hardware = p.target.hardware;
+  p.options.gpus = gpus;
+  p.options.global_batch = global_batch;
+  p.options.seq_len = seq_len;
+  p.options.recipes = megatron_recipes();
+  p.options.device_memory_bytes = static_cast<double>(p.target.hardware.memory_bytes);
+  return p;
+}
+
 // LLaMA 3.1-405B on 8 DGX H100 nodes with megatron-te's default recipes: nothing fits 80 GiB, and no
 // change tried fits either (memory only: nothing is predicted).
 TEST(Plan, FrameworkGuidanceWhenNothingCanFit) {
-  PlanOptions options;
-  options.model = load_llama_config(std::string(ITERTIME_SOURCE_DIR) + "/data/models/llama3.1-405b.json");
-  const framework::FrameworkTarget target = framework_target("h100-sxm");
-  options.hardware = target.hardware;
-  options.gpus = 64;
-  options.global_batch = 512;
-  options.seq_len = 8192;
-  options.recipes = megatron_recipes();
-  options.device_memory_bytes = static_cast<double>(target.hardware.memory_bytes);
-  const PlanResult result = plan_framework_search(options, target);
+  const H100FrameworkPlan p = h100_framework_plan("llama3.1-405b", 64, 512, 8192);
+  const PlanResult result = plan_framework_search(p.options, p.target);
   EXPECT_GT(result.counts.candidates, 0);
   EXPECT_EQ(result.counts.fitting, 0);
   EXPECT_EQ(result.counts.predicted, 0);
@@ -283,22 +293,14 @@ TEST(Plan, ProgressOncePerLayoutWithTheFastestSoFar) {
 // The same for the framework planner: one call per layout, the final count its candidates, the final best
 // its fastest.
 TEST(Plan, FrameworkProgressOncePerLayout) {
-  PlanOptions options;
-  options.model = load_llama_config(std::string(ITERTIME_SOURCE_DIR) + "/data/models/llama3.1-8b.json");
-  const framework::FrameworkTarget target = framework_target("h100-sxm");
-  options.hardware = target.hardware;
-  options.gpus = 16;
-  options.global_batch = 64;
-  options.seq_len = 4096;
-  options.recipes = megatron_recipes();
-  options.device_memory_bytes = static_cast<double>(target.hardware.memory_bytes);
+  H100FrameworkPlan p = h100_framework_plan("llama3.1-8b", 16, 64, 4096);
   std::vector<PlanProgress> calls;
   double last_best_us = 0;
-  options.on_progress = [&](const PlanProgress& progress) {
+  p.options.on_progress = [&](const PlanProgress& progress) {
     calls.push_back(progress);
     if (progress.best) last_best_us = progress.best->iteration_us;
   };
-  const PlanResult result = plan_framework_search(options, target);
+  const PlanResult result = plan_framework_search(p.options, p.target);
   ASSERT_EQ(static_cast<int64_t>(calls.size()), result.counts.layouts);
   EXPECT_EQ(calls.back().layouts_done, result.counts.layouts);
   EXPECT_EQ(calls.back().candidates, result.counts.candidates);
@@ -333,18 +335,12 @@ TEST(Plan, ProgressLineByHand) {
 // megatron-te's head is vocabulary-parallel at every tp > 1: "sp+dopt" and "sp+vp+dopt" are one candidate
 // there (shown with vp), the fold said once; at tp 1 the one candidate is plain TP's (neither token).
 TEST(Plan, FrameworkFoldsTheVocabularyParallelToken) {
-  PlanOptions options;
-  options.model = load_llama_config(std::string(ITERTIME_SOURCE_DIR) + "/data/models/llama3.1-8b.json");
-  const framework::FrameworkTarget target = framework_target("h100-sxm");
-  options.hardware = target.hardware;
-  options.gpus = 8;
-  options.global_batch = 32;
-  options.seq_len = 4096;
-  options.micro_batches = {1};
-  options.recipes = {parse_recipe_text("sp+dopt"), parse_recipe_text("sp+vp+dopt")};
-  const PlanResult both = plan_framework_search(options, target);
-  options.recipes = {parse_recipe_text("sp+vp+dopt")};
-  const PlanResult one = plan_framework_search(options, target);
+  H100FrameworkPlan p = h100_framework_plan("llama3.1-8b", 8, 32, 4096);
+  p.options.micro_batches = {1};
+  p.options.recipes = {parse_recipe_text("sp+dopt"), parse_recipe_text("sp+vp+dopt")};
+  const PlanResult both = plan_framework_search(p.options, p.target);
+  p.options.recipes = {parse_recipe_text("sp+vp+dopt")};
+  const PlanResult one = plan_framework_search(p.options, p.target);
   EXPECT_EQ(both.counts.candidates, one.counts.candidates);
   for (const PlanEntry& e : both.entries) {
     EXPECT_EQ(e.techniques.vocab_parallel, e.config.tp > 1) << e.config.layout_text();
