@@ -15,6 +15,10 @@
 //    (issue 32: at least 10,000 candidates in at most 1 s on one core): cp 1, 2 and 4, vp 1/2/3/4/6/8, micro-batches
 //    1/2/4/8, amp-bf16 and fp8 (delayed and current scaling, fp8 parameters or not), NeMo's recipes (sp+dopt+ovl+opg with each
 //    recompute) with and without TP comm overlap; global batch 2,048 sequences of 8,192 tokens.
+//  - BM_FrameworkPeakMemory: megatron-te's peak memory of one LLaMA 3.1-405B candidate on 2,048 nodes (sp, dopt,
+//    selective recompute; tp 1-8, pp 1-16, vp 1/2/3/7, cp 1/2, mbs 1/2; an illegal layout's refusal counted as an
+//    evaluation), the figure per evaluation: the framework plan evaluates it for every candidate, so 10,000
+//    candidates in 1 s leave it well under 100 us (was a timed test, MegatronMemory.PeakIsFastEnoughForPlan).
 // The first two need a fitted model: the calibration file in ITERTIME_BENCH_CAL (default out/local-cpu.h5,
 // written by the README's main job); the described plan needs none. Stages that were not traced are built from the model
 // (predict/op_builder) and their operators timed by the regression, as for any configuration of a model never traced.
@@ -24,9 +28,12 @@
 #include <cstdlib>
 #include <filesystem>
 #include <memory>
+#include <vector>
 
+#include "common/errors.hpp"
 #include "common/model_spec.hpp"
 #include "predict/fit_model.hpp"
+#include "predict/framework/megatron_memory.hpp"
 #include "predict/framework_plan.hpp"
 #include "predict/plan.hpp"
 #include "predict/predictor.hpp"
@@ -174,6 +181,38 @@ void BM_PlanLlama405BFramework(benchmark::State& state) {
   run_plans(state, [&] { return predict::plan_framework(options, target, space); });
 }
 BENCHMARK(BM_PlanLlama405BFramework)->Unit(benchmark::kMillisecond)->Iterations(3);
+
+void BM_FrameworkPeakMemory(benchmark::State& state) {
+  const predict::framework::TransformerShape shape =
+      predict::framework::shape_of(load_llama_config(source_dir() + "/data/models/llama3.1-405b.json"));
+  predict::framework::FrameworkRecipe recipe;
+  recipe.precision = PrecisionName::kAmpBf16;
+  recipe.techniques.sequence_parallel = true;
+  recipe.techniques.distributed_optimizer = true;
+  recipe.techniques.recompute = Recompute::kSelective;
+  std::vector<ParallelConfig> candidates;
+  for (int tp : {1, 2, 4, 8})
+    for (int pp : {1, 2, 4, 8, 16})
+      for (int vp : {1, 2, 3, 7})
+        for (int cp : {1, 2})
+          for (int mbs : {1, 2})
+            if (vp == 1 || pp > 1) {
+              const int dp = 2048 * 8 / (tp * pp * cp);
+              candidates.push_back(ParallelConfig{dp, tp, pp, mbs, dp * mbs * 16, 8192, cp, vp});
+            }
+  int64_t sum = 0;
+  for (auto _ : state) {
+    for (const ParallelConfig& c : candidates) {
+      try {
+        sum += predict::framework::megatron_te_peak_memory_bytes(shape, c, recipe) & 1;
+      } catch (const UserError&) {
+      }
+    }
+  }
+  benchmark::DoNotOptimize(sum);
+  state.SetItemsProcessed(state.iterations() * static_cast<int64_t>(candidates.size()));
+}
+BENCHMARK(BM_FrameworkPeakMemory)->Unit(benchmark::kMicrosecond);
 
 }  // namespace
 
