@@ -153,12 +153,11 @@ std::string framework_precision_refusal(const framework::FrameworkTarget& target
   return "";
 }
 
-// Every candidate of one legal layout: each runnable precision x each recipe distinct at the layout x
-// framework_variants, appended to `entries` in that order.
-void add_layout_candidates(const PlanOptions& options, const framework::FrameworkTarget& target, const FrameworkPlanSpace& space,
-                           const framework::TransformerShape& shape, const ParallelConfig& config,
-                           const std::vector<PrecisionName>& runnable, framework::FrameworkPassCache& cache,
-                           std::vector<PlanEntry>& entries) {
+// Every candidate recipe of one legal layout: each runnable precision x each recipe distinct at the
+// layout x framework_variants, in that order (appended to `out`).
+void add_layout_recipes(const PlanOptions& options, const FrameworkPlanSpace& space, const framework::TransformerShape& shape,
+                        const ParallelConfig& config, const std::vector<PrecisionName>& runnable,
+                        std::vector<framework::FrameworkRecipe>& out) {
   // The split Megatron-LM runs at this layout (the plain one, else NeMo's embedding + loss accounting),
   // fixed so that the launch line states it (formats/megatron_emit.hpp) and reads back to it.
   framework::PipelineSplit split = framework::resolve_pipeline_split(shape.layers, config.pp, config.vp, {});
@@ -178,11 +177,17 @@ void add_layout_candidates(const PlanOptions& options, const framework::Framewor
       if (std::find(seen.begin(), seen.end(), text) != seen.end()) continue;
       seen.push_back(text);
       for (const framework::FrameworkRecipe& recipe : framework_variants(precision, techniques, config, space, split)) {
-        entries.push_back(framework_entry(options, target, shape, config, recipe, cache, space.memory_margin_bytes));
+        out.push_back(recipe);
       }
     }
   }
 }
+
+// A legal layout and where its candidates' recipes start in the plan's list of recipes.
+struct LayoutRecipes {
+  const ParallelConfig* config = nullptr;
+  std::size_t first = 0, end = 0;
+};
 
 }  // namespace
 
@@ -209,11 +214,24 @@ PlanResult plan_framework_search(const PlanOptions& options, const framework::Fr
       refusals.emplace_back(precision, std::move(why));
     }
   }
-  PlanProgressReporter progress(options, result.counts.layouts);
+  // Listed first (cheap), so that the entries are made in place, once: a plan holds 100,000 of them.
+  std::vector<framework::FrameworkRecipe> recipes;
+  std::vector<LayoutRecipes> listed;  // one per layout, legal or not (illegal layouts are not listed: none)
+  listed.reserve(layouts.size());
   for (const ParallelConfig& config : layouts) {
-    if (framework::layout_violations(shape, config).empty()) {  // illegal layouts are not listed
+    LayoutRecipes layout{&config, recipes.size(), recipes.size()};
+    if (framework::layout_violations(shape, config).empty()) {
       ++result.counts.legal_layouts;
-      add_layout_candidates(options, target, space, shape, config, runnable, cache, entries);
+      add_layout_recipes(options, space, shape, config, runnable, recipes);
+      layout.end = recipes.size();
+    }
+    listed.push_back(layout);
+  }
+  entries.reserve(recipes.size());
+  PlanProgressReporter progress(options, result.counts.layouts);
+  for (const LayoutRecipes& layout : listed) {
+    for (std::size_t k = layout.first; k < layout.end; ++k) {
+      entries.push_back(framework_entry(options, target, shape, *layout.config, recipes[k], cache, space.memory_margin_bytes));
     }
     progress.layout_done(entries);
   }

@@ -195,18 +195,19 @@ void finish_plan(PlanResult& result, const PlanOptions& options, const MemoryOf&
   PlanCounts& counts = result.counts;
   counts.candidates = static_cast<int64_t>(entries.size());
   counts.fitting = counts.predicted = 0;
-  std::vector<MemoryCandidate> over_limit;
   for (const PlanEntry& e : entries) {
     if (e.fits_memory) ++counts.fitting;
     if (e.feasible) ++counts.predicted;
+  }
+  if (counts.fitting > 0) return;  // guidance only when nothing fits
+  std::vector<MemoryCandidate> over_limit;
+  for (const PlanEntry& e : entries) {
     if (e.over_memory) {
       over_limit.push_back(
           MemoryCandidate{e.config, e.precision, e.techniques, e.framework_switches, e.framework_recipe, e.peak_memory_bytes});
     }
   }
-  if (counts.fitting == 0 && !over_limit.empty()) {
-    result.guidance = memory_guidance(over_limit, options.device_memory_bytes, memory_of, fp8_available);
-  }
+  if (!over_limit.empty()) result.guidance = memory_guidance(over_limit, options.device_memory_bytes, memory_of, fp8_available);
 }
 
 std::vector<TrainingTechniques> modelled_recipes() {

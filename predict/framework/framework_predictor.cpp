@@ -396,24 +396,32 @@ RankEnd rank_end(const RankContext& x, int r) {
       // The chunk's last backward (micro-batch m-1): with vp 1 the rank's last backward.
       const double start = schedule.chunk_last_backward_start_us[static_cast<size_t>(r)][static_cast<size_t>(c)];
       const double end = schedule.chunk_last_backward_end_us[static_cast<size_t>(r)][static_cast<size_t>(c)];
+      const double bytes_per_param = vs.gathered_bytes / static_cast<double>(std::max<int64_t>(1, vs.params));
+      // Every bucket but the last holds bucket_params: their collectives' times are the same.
+      const auto reduce_us = [&](int64_t params) { return comms.time_us(reduce, CommGroup::kData, params * 4); };
+      const auto gather_us = [&](int64_t params) {
+        return comms.time_us(Collective::kAllGather, CommGroup::kData,
+                             static_cast<int64_t>(static_cast<double>(params) * bytes_per_param));
+      };
+      const double full_reduce_us = buckets > 1 ? reduce_us(bucket_params) : 0.0;
+      const double full_gather_us = buckets > 1 && dopt ? gather_us(bucket_params) : 0.0;
       for (int64_t b = 0; b < buckets; ++b) {
-        const int64_t params = (b + 1 < buckets) ? bucket_params : vs.params - bucket_params * (buckets - 1);
-        const double time = comms.time_us(reduce, CommGroup::kData, params * 4);
+        const bool last = b + 1 == buckets;
+        const int64_t params = last ? vs.params - bucket_params * (buckets - 1) : bucket_params;
+        const double time = last ? reduce_us(params) : full_reduce_us;
         const double ready = techniques.overlap_gradient_reduction
                                  ? start + (end - start) * static_cast<double>(b + 1) / static_cast<double>(buckets)
                                  : timeline_end;
         reductions.emplace_back(ready, time);
         reduction_total += time;
         if (dopt) {
-          const double bytes_per_param = vs.gathered_bytes / static_cast<double>(std::max<int64_t>(1, vs.params));
-          const double gather = comms.time_us(Collective::kAllGather, CommGroup::kData,
-                                              static_cast<int64_t>(static_cast<double>(params) * bytes_per_param));
+          const double gather = last ? gather_us(params) : full_gather_us;
           gathers.push_back(BucketGather{params_before / static_cast<double>(std::max<int64_t>(1, rank_params)), gather});
         }
         params_before += static_cast<double>(params);
       }
     }
-    rank.dp_exposed_us = exposed_after(reductions, timeline_end);
+    rank.dp_exposed_us = exposed_after(std::move(reductions), timeline_end);
   }
   // The part of the reduction that ran beside the backward slowed it (contention), by how much of it overlapped.
   const double reduction_overlapped = std::max(0.0, reduction_total - rank.dp_exposed_us);
@@ -506,7 +514,8 @@ FrameworkOutcome predict_framework(const FrameworkTarget& target, const Framewor
     input.p2p_forward_us.assign(static_cast<size_t>(virtual_count - 1), p2p_us);
     input.p2p_backward_us.assign(static_cast<size_t>(virtual_count - 1), p2p_us);
     const TrainingTechniques techniques = at_dp(recipe.techniques, config.reduction_ranks());
-    const ScheduleResult schedule = simulate_1f1b(input);
+    ScheduleResult uncached;
+    const ScheduleResult& schedule = cache != nullptr ? cache->schedules().simulate(input) : (uncached = simulate_1f1b(input));
 
     const RankContext context{target, config, recipe, techniques, stages, schedule, stage.weight_casts, comms};
     std::vector<RankEnd> ranks;

@@ -28,6 +28,7 @@
 #include "predict/framework/gpu_kernels.hpp"
 #include "predict/framework/training_conditions.hpp"
 #include "predict/framework/megatron_layout_rules.hpp"  // layout_violations: the one rule set
+#include "predict/schedule/schedule.hpp"
 
 namespace itertime::predict::framework {
 
@@ -91,8 +92,9 @@ struct FrameworkOutcome {
 };
 
 // Per-pass times that depend only on (tp, cp, micro-batch, sequence, recipe), shared by the candidates of
-// a plan that differ in dp, pp or vp (an optimisation: the same figures with or without it). Not
-// thread-safe; one per plan.
+// a plan that differ in dp, pp or vp, and the pipeline schedules of equal inputs, shared by candidates
+// that differ only in what follows the schedule (the distributed optimizer, overlapped reduction and
+// gather). An optimisation: the same figures with or without it. Not thread-safe; one per plan.
 class FrameworkPassCache {
  public:
   struct Entry;  // framework_predictor.cpp
@@ -102,9 +104,11 @@ class FrameworkPassCache {
   FrameworkPassCache& operator=(const FrameworkPassCache&) = delete;
   const Entry* find(const std::string& key) const;
   const Entry& put(const std::string& key, std::unique_ptr<Entry> entry);
+  ScheduleCache& schedules() { return schedules_; }
 
  private:
   std::map<std::string, std::unique_ptr<Entry>> entries_;
+  ScheduleCache schedules_;
 };
 
 // A collective of `comm_us` beside a kernel of `kernel_us` that it slows by `slowdown` while they overlap

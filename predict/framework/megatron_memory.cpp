@@ -183,18 +183,41 @@ Terms make_terms(const TransformerShape& shape, const ParallelConfig& c, const F
 // and one backward; forward k runs chunk (k mod pp*vp) / pp, backward k chunk vp-1 - (k mod pp*vp) / pp.
 // Chunks differ in bytes (the embedding, the head, uneven layer splits), so the peak is walked, not
 // counted; by that order's periodicity it lies within the warm-up and the first pp*vp pairs.
+// The chunk of the k-th pass of a kind in that order, (k mod pp*vp) / pp, walked k by k with counters
+// (the walk is on every candidate of a plan: no division per pass).
+class ChunkWalk {
+ public:
+  ChunkWalk(int64_t pp, int64_t vp, int64_t k) : pp_(pp), vp_(vp), chunk_((k % (pp * vp)) / pp), within_(k % pp) {}
+  int64_t chunk() const { return chunk_; }
+  void advance() {
+    if (++within_ < pp_) return;
+    within_ = 0;
+    if (++chunk_ == vp_) chunk_ = 0;
+  }
+
+ private:
+  int64_t pp_, vp_, chunk_, within_;
+};
+
 int64_t interleaved_peak_bytes(const Terms& x, int r, const int64_t* chunk_bytes) {
   const int64_t pp = x.pp, vp = x.vp, m = x.micro_batches;
   const int64_t total = m * vp, period = pp * vp;
   const int64_t warmup = m == pp ? total : std::min<int64_t>((pp - r - 1) * 2 + (vp - 1) * pp, total);
-  int64_t bytes = 0, peak = 0;
-  for (int64_t k = 0; k < warmup; ++k) bytes += chunk_bytes[(k % period) / pp];
-  peak = bytes;
+  // The warm-up's forwards: whole periods hold pp forwards of every chunk, then the part period's chunks.
+  int64_t period_bytes = 0;
+  for (int64_t c = 0; c < vp; ++c) period_bytes += chunk_bytes[c];
+  const int64_t part = warmup % period;
+  int64_t bytes = (warmup / period) * pp * period_bytes + (part % pp) * chunk_bytes[part / pp];
+  for (int64_t c = 0; c < part / pp; ++c) bytes += pp * chunk_bytes[c];
+  int64_t peak = bytes;
   const int64_t pairs = std::min(total - warmup, period);
+  ChunkWalk forward(pp, vp, warmup), backward(pp, vp, 0);
   for (int64_t i = 0; i < pairs; ++i) {
-    bytes += chunk_bytes[((warmup + i) % period) / pp];
+    bytes += chunk_bytes[forward.chunk()];
     peak = std::max(peak, bytes);
-    bytes -= chunk_bytes[vp - 1 - (i % period) / pp];
+    bytes -= chunk_bytes[vp - 1 - backward.chunk()];
+    forward.advance();
+    backward.advance();
   }
   return peak;
 }

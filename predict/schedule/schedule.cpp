@@ -16,9 +16,15 @@ namespace {
 
 constexpr double kNotDone = -1.0;
 
-void require_time(double value_us, const std::string& what) {
-  if (!std::isfinite(value_us) || value_us < 0.0) {
-    throw UserError("1F1B schedule: " + what + " is " + std::to_string(value_us) + " us; times must be finite and non-negative");
+bool valid_time(double value_us) { return std::isfinite(value_us) && value_us >= 0.0; }
+
+// Throws unless value_us is a valid time; what() names it, called only then (its text is not built for
+// every pass and bucket of a plan's thousands of schedules).
+template <typename What>
+void require_time(double value_us, const What& what) {
+  if (!valid_time(value_us)) {
+    throw UserError("1F1B schedule: " + std::string(what()) + " is " + std::to_string(value_us) +
+                    " us; times must be finite and non-negative");
   }
 }
 
@@ -52,10 +58,10 @@ void require_valid(const ScheduleInput& input) {
       "p2p transfer vectors need pp*v-1 = " + std::to_string(pp - 1) + " entries");
   for (int s = 0; s < pp; ++s) {
     const StageTimes& times = input.stages[static_cast<std::size_t>(s)];
-    require_time(times.forward_us, "stage " + std::to_string(s) + " forward");
-    require_time(times.backward_us, "stage " + std::to_string(s) + " backward");
-    require_time(times.forward_fixed_us, "stage " + std::to_string(s) + " forward fixed part");
-    require_time(times.backward_fixed_us, "stage " + std::to_string(s) + " backward fixed part");
+    require_time(times.forward_us, [&] { return "stage " + std::to_string(s) + " forward"; });
+    require_time(times.backward_us, [&] { return "stage " + std::to_string(s) + " backward"; });
+    require_time(times.forward_fixed_us, [&] { return "stage " + std::to_string(s) + " forward fixed part"; });
+    require_time(times.backward_fixed_us, [&] { return "stage " + std::to_string(s) + " backward fixed part"; });
     if (times.forward_fixed_us > times.forward_us || times.backward_fixed_us > times.backward_us) {
       throw UserError("1F1B schedule: stage " + std::to_string(s) + "'s fixed part exceeds its pass time");
     }
@@ -65,8 +71,10 @@ void require_valid(const ScheduleInput& input) {
     throw UserError("1F1B schedule: rank slots must be >= 0 and ranks per stage >= 1");
   }
   for (int j = 0; j + 1 < pp; ++j) {
-    require_time(input.p2p_forward_us[static_cast<std::size_t>(j)], "forward transfer at boundary " + std::to_string(j));
-    require_time(input.p2p_backward_us[static_cast<std::size_t>(j)], "backward transfer at boundary " + std::to_string(j));
+    require_time(input.p2p_forward_us[static_cast<std::size_t>(j)],
+                 [&] { return "forward transfer at boundary " + std::to_string(j); });
+    require_time(input.p2p_backward_us[static_cast<std::size_t>(j)],
+                 [&] { return "backward transfer at boundary " + std::to_string(j); });
   }
 }
 
@@ -453,6 +461,45 @@ ScheduleResult simulate_1f1b(const ScheduleInput& input) {
   return simulate_dedicated(input);
 }
 
+namespace {
+
+// Every field of a ScheduleInput as bytes: equal keys, equal inputs (times bit for bit).
+std::string schedule_key(const ScheduleInput& input) {
+  std::string key;
+  const auto append = [&key](const void* data, std::size_t bytes) { key.append(static_cast<const char*>(data), bytes); };
+  const int64_t counts[] = {input.num_micro_batches,
+                            input.virtual_stages,
+                            input.blocking_send,
+                            input.record_timeline,
+                            static_cast<int64_t>(input.stages.size()),
+                            static_cast<int64_t>(input.p2p_forward_us.size()),
+                            static_cast<int64_t>(input.p2p_backward_us.size())};
+  const double scalars[] = {input.rank_slots, input.ranks_per_stage};
+  key.reserve(sizeof(counts) + sizeof(scalars) + input.stages.size() * sizeof(StageTimes) +
+              (input.p2p_forward_us.size() + input.p2p_backward_us.size()) * sizeof(double));
+  append(counts, sizeof(counts));
+  append(scalars, sizeof(scalars));
+  for (const StageTimes& t : input.stages) {
+    const double times[] = {t.forward_us, t.backward_us, t.forward_fixed_us, t.backward_fixed_us};
+    append(times, sizeof(times));
+  }
+  append(input.p2p_forward_us.data(), input.p2p_forward_us.size() * sizeof(double));
+  append(input.p2p_backward_us.data(), input.p2p_backward_us.size() * sizeof(double));
+  return key;
+}
+
+}  // namespace
+
+const ScheduleResult& ScheduleCache::simulate(const ScheduleInput& input) {
+  ++lookups_;
+  std::string key = schedule_key(input);
+  const auto found = results_.find(key);
+  if (found != results_.end()) return found->second;
+  ScheduleResult result = simulate_1f1b(input);  // throws before anything is kept
+  ++simulations_;
+  return results_.emplace(std::move(key), std::move(result)).first->second;
+}
+
 ScheduleResult simulate_1f1b(const std::vector<StageTimes>& stages, double p2p_forward_us, double p2p_backward_us,
                              int num_micro_batches, bool blocking_send, bool record_timeline) {
   const std::size_t boundaries = stages.empty() ? 0 : stages.size() - 1;
@@ -481,7 +528,7 @@ double exposed_reduction_us(const std::vector<BucketReduction>& buckets, double 
 double exposed_reduction_us(const std::vector<ChunkReduction>& chunks, double timeline_free_us) {
   std::vector<std::pair<double, double>> ready;  // (when complete, all-reduce time), every chunk's buckets
   for (const ChunkReduction& chunk : chunks) {
-    require_time(chunk.backward_start_us, "the last backward's start");
+    require_time(chunk.backward_start_us, [] { return "the last backward's start"; });
     if (!std::isfinite(chunk.backward_end_us) || chunk.backward_end_us < chunk.backward_start_us) {
       throw UserError("overlapped reduction: the last backward ends before it starts");
     }
@@ -489,7 +536,7 @@ double exposed_reduction_us(const std::vector<ChunkReduction>& chunks, double ti
     for (std::size_t k = 0; k < chunk.buckets.size(); ++k) {
       const BucketReduction& bucket = chunk.buckets[k];
       require_fraction(bucket.ready_fraction, "overlapped reduction", k, " completes after", "the backward");
-      require_time(bucket.time_us, "bucket " + std::to_string(k) + "'s all-reduce");
+      require_time(bucket.time_us, [&] { return "bucket " + std::to_string(k) + "'s all-reduce"; });
       ready.emplace_back(chunk.backward_start_us + bucket.ready_fraction * backward_us, bucket.time_us);
     }
   }
@@ -515,12 +562,12 @@ double exposed_parameter_gather_us(const std::vector<ChunkGathers>& chunks, doub
     if (!std::isfinite(chunk.forward_start_us)) {
       throw UserError("overlapped parameter gather: the update's end and the next forward's start must be finite");
     }
-    require_time(chunk.forward_us, "the first forward");
+    require_time(chunk.forward_us, [] { return "the first forward"; });
     for (std::size_t k = 0; k < chunk.buckets.size(); ++k) {
       const BucketGather& bucket = chunk.buckets[k];
       require_fraction(bucket.before_fraction, "overlapped parameter gather", k, "'s first parameter lies after",
                        "the parameters");
-      require_time(bucket.time_us, "bucket " + std::to_string(k) + "'s all-gather");
+      require_time(bucket.time_us, [&] { return "bucket " + std::to_string(k) + "'s all-gather"; });
       chain_end_us += bucket.time_us;
       shift_us += std::max(0.0, chain_end_us - (chunk.forward_start_us + shift_us + chunk.forward_us * bucket.before_fraction));
     }

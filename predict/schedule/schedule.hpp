@@ -54,9 +54,13 @@
 //    chunk_last_backward_start_us / _end_us[r][c] bound chunk c's last backward (micro-batch m-1),
 //    chunk_first_forward_start_us / _end_us[r][c] its first forward (micro-batch 0).
 //  - Pure: no state outside the call; O(pp * v * m) work on dedicated cores, O(pp^2 * v * m) shared.
+//  - ScheduleCache::simulate returns what simulate_1f1b returns for an input equal to one it has
+//    simulated before (every field, times compared bit for bit), without simulating it again.
 #pragma once
 
+#include <cstdint>
 #include <string>
+#include <unordered_map>
 #include <vector>
 
 namespace itertime::predict {
@@ -129,6 +133,21 @@ ScheduleResult simulate_1f1b(const std::vector<StageTimes>& stages, double p2p_f
 ScheduleResult simulate_1f1b(const std::vector<StageTimes>& stages, const std::vector<double>& p2p_forward_us,
                              const std::vector<double>& p2p_backward_us, int num_micro_batches, bool blocking_send,
                              bool record_timeline = false);
+
+// Remembers simulate_1f1b's results by their whole input, for a plan whose candidates differ only in what
+// comes after the schedule (the distributed optimizer, overlapped reduction and gather change no pass
+// time): each distinct input is simulated once. Not thread-safe; one per plan.
+class ScheduleCache {
+ public:
+  // simulate_1f1b(input), from the cache when an equal input was simulated (throws as it does).
+  const ScheduleResult& simulate(const ScheduleInput& input);
+  int64_t simulations() const { return simulations_; }  // inputs simulated (the rest came from the cache)
+  int64_t lookups() const { return lookups_; }
+
+ private:
+  std::unordered_map<std::string, ScheduleResult> results_;
+  int64_t simulations_ = 0, lookups_ = 0;
+};
 
 // One bucket of overlapped gradient reduction: when it completes, as the fraction of the last backward
 // done (0..1), and how long its all-reduce takes.

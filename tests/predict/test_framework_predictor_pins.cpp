@@ -760,6 +760,27 @@ TEST(FrameworkPinsProperty, ThePassCacheGivesTheSameFigures) {
     EXPECT_DOUBLE_EQ(warm2.prediction->total_us, cold.prediction->total_us);
     EXPECT_DOUBLE_EQ(warm1.prediction->total_us, cold.prediction->total_us);
   }
+  // Recipes that differ only after the schedule (the distributed optimizer, overlapped reduction and
+  // gather) share its simulation, and their figures are still their own.
+  const int64_t simulations = cache.schedules().simulations();
+  for (const Case& k : kCases) {
+    for (int dp_switches = 0; dp_switches < 4; ++dp_switches) {
+      FrameworkRequest request{small_llama(), config_of(k), recipe(k.recipe)};
+      TrainingTechniques& t = request.recipe.techniques;
+      t.distributed_optimizer = dp_switches != 0;
+      t.overlap_gradient_reduction = dp_switches >= 2;
+      t.overlap_parameter_gather = dp_switches == 3;
+      const FrameworkOutcome cold = predict_framework(target, request);
+      const FrameworkOutcome warm = predict_framework(target, request, &cache);
+      ASSERT_EQ(cold.ok(), warm.ok()) << k.recipe << " " << dp_switches;
+      if (!cold.ok()) continue;
+      EXPECT_DOUBLE_EQ(warm.prediction->total_us, cold.prediction->total_us) << k.recipe << " " << dp_switches;
+      EXPECT_DOUBLE_EQ(warm.prediction->dp_comm_us, cold.prediction->dp_comm_us) << k.recipe << " " << dp_switches;
+      EXPECT_DOUBLE_EQ(warm.prediction->bubble_us, cold.prediction->bubble_us) << k.recipe << " " << dp_switches;
+    }
+  }
+  EXPECT_LT(cache.schedules().simulations() - simulations, static_cast<int64_t>(std::size(kCases)) * 4)
+      << "variants that change no pass time simulate their schedule once";
 }
 
 // --- the stage's bytes -------------------------------------------------------------------------------

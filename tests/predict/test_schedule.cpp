@@ -3,6 +3,7 @@
 // running the code under test; times are small binary fractions, so comparisons are exact.
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <cstdio>
 #include <limits>
 #include <map>
@@ -230,6 +231,55 @@ TEST(Schedule, ListSchedulingEqualsTheSlowReferenceOnRandomPipelines) {
       EXPECT_EQ(passes_us, expected.passes_us[static_cast<std::size_t>(r)]) << "rank " << r;
     }
   }
+}
+
+// Every figure of two results, field by field.
+void expect_same_result(const ScheduleResult& a, const ScheduleResult& b) {
+  EXPECT_EQ(a.makespan_us, b.makespan_us);
+  EXPECT_EQ(a.busy_us, b.busy_us);
+  EXPECT_EQ(a.send_us, b.send_us);
+  EXPECT_EQ(a.idle_us, b.idle_us);
+  EXPECT_EQ(a.bubble_us, b.bubble_us);
+  EXPECT_EQ(a.end_us, b.end_us);
+  EXPECT_EQ(a.last_backward_start_us, b.last_backward_start_us);
+  EXPECT_EQ(a.last_backward_end_us, b.last_backward_end_us);
+  EXPECT_EQ(a.first_forward_start_us, b.first_forward_start_us);
+  EXPECT_EQ(a.first_forward_end_us, b.first_forward_end_us);
+  EXPECT_EQ(a.chunk_last_backward_start_us, b.chunk_last_backward_start_us);
+  EXPECT_EQ(a.chunk_last_backward_end_us, b.chunk_last_backward_end_us);
+  EXPECT_EQ(a.chunk_first_forward_start_us, b.chunk_first_forward_start_us);
+  EXPECT_EQ(a.chunk_first_forward_end_us, b.chunk_first_forward_end_us);
+}
+
+TEST(Schedule, CacheSimulatesEachDistinctInputOnce) {
+  ScheduleInput input = free_transfers({{3.0, 5.0}, {2.0, 4.0}, {3.5, 6.0}, {1.0, 2.0}}, 8, 2);
+  input.p2p_forward_us = {0.5, 0.25, 0.75};
+  input.p2p_backward_us = {0.25, 0.5, 0.125};
+  ScheduleCache cache;
+  expect_same_result(cache.simulate(input), simulate_1f1b(input));
+  expect_same_result(cache.simulate(input), simulate_1f1b(input));  // from the cache
+  EXPECT_EQ(cache.simulations(), 1);
+  EXPECT_EQ(cache.lookups(), 2);
+  // Any field that differs is another input: one stage time, one transfer, m, v, blocking, the slots.
+  std::vector<ScheduleInput> others(7, input);
+  others[0].stages[2].backward_us = std::nextafter(6.0, 7.0);
+  others[1].p2p_backward_us[1] = 0.625;
+  others[2].num_micro_batches = 4;
+  others[3] = free_transfers(input.stages, 8, 1);
+  others[4].blocking_send = true;
+  others[5].rank_slots = 1;
+  others[6].stages[0].forward_fixed_us = 1.0;
+  for (std::size_t k = 0; k < others.size(); ++k) {
+    SCOPED_TRACE("variant " + std::to_string(k));
+    expect_same_result(cache.simulate(others[k]), simulate_1f1b(others[k]));
+    EXPECT_EQ(cache.simulations(), static_cast<int64_t>(2 + k));
+  }
+  // A refused input throws as simulate_1f1b does and is not kept.
+  ScheduleInput bad = input;
+  bad.stages[1].forward_us = -1.0;
+  EXPECT_THROW(cache.simulate(bad), UserError);
+  EXPECT_THROW(cache.simulate(bad), UserError);
+  EXPECT_EQ(cache.simulations(), 8);
 }
 
 TEST(Schedule, SingleStageIsSumOfPasses) {
