@@ -105,6 +105,7 @@ PlanEntry framework_entry(const PlanOptions& options, const framework::Framework
     return entry;
   }
   entry.fits_memory = true;
+  if (options.device_memory_bytes > 0) entry.headroom_bytes = options.device_memory_bytes - needed;
   const framework::FrameworkOutcome outcome = framework::predict_framework(target, {shape, config, recipe}, &cache);
   if (!outcome.ok()) {
     entry.reason = outcome.reason;

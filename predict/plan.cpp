@@ -7,6 +7,7 @@
 #include "common/errors.hpp"
 #include "common/job.hpp"
 #include "predict/memory/memory_model.hpp"
+#include "predict/plan_ranking.hpp"
 #include "predict/predictor.hpp"
 #include "predict/throughput.hpp"
 
@@ -43,6 +44,7 @@ PlanEntry plan_entry(const FittedModel& model, const PlanOptions& options, Stage
     return entry;
   }
   entry.fits_memory = true;
+  if (options.device_memory_bytes > 0) entry.headroom_bytes = options.device_memory_bytes - peak;
   PredictRequest request;
   request.model_name = options.model.name;
   request.model = &options.model;
@@ -173,25 +175,9 @@ std::string empty_plan_reason(const PlanOptions& options, const std::vector<Para
   return out;
 }
 
-void mark_ties(std::vector<PlanEntry>& entries, double tie_fraction) {
-  int tied = 0;
-  for (std::size_t i = 0; i < entries.size(); ++i) {
-    PlanEntry& e = entries[i];
-    e.tie = false;
-    e.rank = 0;
-    if (!e.feasible) continue;
-    const double best = entries.front().iteration_us;  // feasible entries come first, fastest first
-    e.rank = e.iteration_us <= best * (1.0 + tie_fraction) ? 1 : static_cast<int>(i) + 1;
-    if (e.rank == 1) ++tied;
-  }
-  if (tied < 2) return;
-  for (PlanEntry& e : entries) e.tie = e.rank == 1;
-}
-
 void finish_plan(PlanResult& result, const PlanOptions& options, const MemoryOf& memory_of, bool fp8_available) {
   std::vector<PlanEntry>& entries = result.entries;
-  rank_plan_entries(entries);
-  mark_ties(entries, options.tie_fraction);
+  rank_plan_entries(entries, options.tie_fraction, options.device_memory_bytes);
   PlanCounts& counts = result.counts;
   counts.candidates = static_cast<int64_t>(entries.size());
   counts.fitting = counts.predicted = 0;
@@ -266,13 +252,6 @@ void PlanProgressReporter::layout_done(const std::vector<PlanEntry>& entries) {
   progress_.candidates = static_cast<int64_t>(entries.size());
   progress_.best = has_best_ ? &entries[best_index_] : nullptr;
   options_.on_progress(progress_);
-}
-
-void rank_plan_entries(std::vector<PlanEntry>& entries) {
-  std::stable_sort(entries.begin(), entries.end(), [](const PlanEntry& a, const PlanEntry& b) {
-    if (a.feasible != b.feasible) return a.feasible;
-    return a.iteration_us < b.iteration_us;
-  });
 }
 
 std::vector<PlanEntry> plan(const FittedModel& model, const PlanOptions& options) { return plan_search(model, options).entries; }

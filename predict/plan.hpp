@@ -12,7 +12,6 @@
 //  - A recipe the trainer would refuse for the layout (sp with tp not dividing the sequence, vp with tp not
 //    dividing the vocabulary) and a candidate the predictor cannot predict (a technique it does not model,
 //    no trace and no way to build one) are infeasible with the reason.
-//  - Entries come back feasible ones fastest first, then the infeasible ones in candidate order.
 //  - With options.target, the model's traces, profiles and backend are not used (resolver/target_device.hpp).
 //  - A feasible entry carries its tokens per second per rank, and its MFU when the options name a
 //    hardware description (predict/throughput.hpp): against the description's dense bf16 peak (the
@@ -20,8 +19,10 @@
 //    math (mfu). A feasible entry carries answer_check.hpp's findings, flagged (not refused): faster than
 //    the device's peak; with a calibration also far extrapolation and operators priced at zero. A precision
 //    the calibration never ran is not planned (skipped with the reason, as `predict` refuses it).
-//  - Ranks: feasible entries are ranked 1, 2, ... in order; those within options.tie_fraction of the best
-//    iteration time all rank 1 and are marked tie (when at least two are); infeasible ones rank 0.
+//  - Entries come back as plan_ranking.hpp ranks them: distinct choices (layout, micro-batch, precision),
+//    each its fastest recipe followed by its other recipes (variants); those within options.tie_fraction
+//    of the best ordered by stated secondary criteria (memory headroom, fewer techniques, time), each
+//    with why it ranks where it does; infeasible entries last, in candidate order, rank 0.
 //  - Progress (options.on_progress, when set): plan_search() and plan_framework_search() call it once
 //    after each layout of plan_layouts(), in order (layouts_done 1..layouts_total), with the candidates
 //    listed so far and the fastest feasible one so far; the call changes nothing of the result.
@@ -105,9 +106,20 @@ struct PlanEntry {
   bool feasible = false;
   bool over_memory = false;  // its peak memory exceeds the device memory (not predicted)
   bool fits_memory = false;  // its peak memory was computed and is within the device memory
-  std::string reason;        // why infeasible
-  int rank = 0;              // 1-based among feasible entries (ties share 1), 0 when infeasible
-  bool tie = false;          // within tie_fraction of the best, with at least one other
+  // What is left of the device memory (after the peak, and for a framework plan the runtime reserve and
+  // the margin) where it fits; -1 when not computed (no device memory, or not within it).
+  double headroom_bytes = -1;
+  std::string reason;  // why infeasible
+  // plan_ranking.hpp: the rank of its choice (1-based; 0 when infeasible), in the tie band with at least
+  // one other choice, the index of its choice's representative (-1: it is one, or infeasible), the other
+  // recipes of its choice (on a representative), its techniques, tight memory, and why it ranks there.
+  int rank = 0;
+  bool tie = false;
+  int variant_of = -1;
+  int variants = 0;
+  int technique_count = 0;
+  bool tight_memory = false;
+  std::string why;
   // Framework-only switches of the recipe (--framework megatron-te), e.g. "fp8-current+tp-overlap"; "" otherwise.
   std::string framework_switches;
   std::optional<framework::FrameworkRecipe> framework_recipe;  // --framework megatron-te: the whole recipe
@@ -166,15 +178,7 @@ class PlanProgressReporter {
   bool has_best_ = false;
 };
 
-// Orders a plan's entries as plan() returns them (the invariant above): the feasible ones fastest first,
-// then the infeasible ones in candidate order (a stable sort). plan_framework (framework_plan.hpp) ranks
-// with it too.
-void rank_plan_entries(std::vector<PlanEntry>& entries);
-
-// Sets rank and tie of ranked entries (the invariant above; rank_plan_entries first).
-void mark_ties(std::vector<PlanEntry>& entries, double tie_fraction);
-
-// What plan_search and plan_framework_search do once the entries are listed: rank them, mark ties, count
+// What plan_search and plan_framework_search do once the entries are listed: rank them (plan_ranking.hpp), count
 // candidates, fitting and predicted ones, and when none fits, the guidance (memory_of: the planner's memory
 // model of a variant; fp8_available: whether the device plans fp8).
 void finish_plan(PlanResult& result, const PlanOptions& options, const MemoryOf& memory_of, bool fp8_available);

@@ -8,6 +8,7 @@
 #include <nlohmann/json.hpp>
 
 #include "common/training_techniques.hpp"
+#include "predict/plan_ranking.hpp"
 #include "validate/duration_text.hpp"
 
 namespace itertime::validate {
@@ -101,6 +102,46 @@ nlohmann::ordered_json guidance_json(const predict::MemoryGuidance& g) {
   return {{"device_memory_bytes", g.limit_bytes}, {"over_limit", g.over_limit}, {"closest", closest}, {"hint", g.hint}};
 }
 
+// The entries a report shows, at most `top`: the choices (each its representative, plan_ranking.hpp) in
+// rank order, then infeasible candidates; variants are shown under their choice, not as rows.
+std::vector<const predict::PlanEntry*> shown_entries(const std::vector<predict::PlanEntry>& entries, int top) {
+  std::vector<const predict::PlanEntry*> shown;
+  for (const predict::PlanEntry& e : entries) {
+    if (static_cast<int>(shown.size()) >= top) break;
+    if (e.variant_of < 0) shown.push_back(&e);
+  }
+  return shown;
+}
+
+// The other recipes of a representative's choice (they follow it in the ranked entries).
+std::vector<const predict::PlanEntry*> variants_of(const std::vector<predict::PlanEntry>& entries, const predict::PlanEntry& e) {
+  std::vector<const predict::PlanEntry*> out;
+  const auto index = static_cast<std::size_t>(&e - entries.data());
+  for (std::size_t i = index + 1; i < entries.size() && entries[i].variant_of == static_cast<int>(index); ++i)
+    out.push_back(&entries[i]);
+  return out;
+}
+
+// "4 other recipes of this choice, +0.6% to +9.9%" ("" without variants).
+std::string variants_text(const std::vector<predict::PlanEntry>& entries, const predict::PlanEntry& e) {
+  const std::vector<const predict::PlanEntry*> others = variants_of(entries, e);
+  if (others.empty()) return "";
+  const double low = others.front()->iteration_us / e.iteration_us - 1.0;
+  const double high = others.back()->iteration_us / e.iteration_us - 1.0;
+  const std::string range = others.size() == 1 ? "+" + percent(low) : "+" + percent(low) + " to +" + percent(high);
+  return std::to_string(others.size()) + " other recipe" + (others.size() == 1 ? "" : "s") + " of this choice, " + range;
+}
+
+int64_t count_choices(const std::vector<predict::PlanEntry>& entries, bool tied_only) {
+  int64_t n = 0;
+  for (const predict::PlanEntry& e : entries) n += e.feasible && e.variant_of < 0 && (!tied_only || e.tie) ? 1 : 0;
+  return n;
+}
+
+const char* const kTieRule =
+    "one row per choice (layout, micro-batch, precision), its fastest recipe; choices within best x (1 + fraction) "
+    "tie and are ordered by: memory headroom (at least 10% of the device left before less), fewer techniques, time";
+
 }  // namespace
 
 std::string plan_json(const predict::PlanOptions& options, const PlanQuestion& question, const predict::PlanResult& result,
@@ -137,11 +178,20 @@ std::string plan_json(const predict::PlanOptions& options, const PlanQuestion& q
                 {"own", "against the dense peak of the precision's own math (fp8: the fp8 peak): mfu"}};
   out["ties"] = {{"fraction", options.tie_fraction},
                  {"source", options.tie_source},
-                 {"rule", "feasible candidates within best x (1 + fraction) rank 1 and are marked tie"}};
+                 {"rule", kTieRule},
+                 {"tied_choices", count_choices(result.entries, true)}};
   out["candidates_total"] = result.entries.size();
+  out["choices_total"] = count_choices(result.entries, false);
   nlohmann::ordered_json list = nlohmann::ordered_json::array();
-  for (std::size_t i = 0; i < result.entries.size() && static_cast<int>(i) < top; ++i) {
-    const predict::PlanEntry& e = result.entries[i];
+  for (const predict::PlanEntry* shown : shown_entries(result.entries, top)) {
+    const predict::PlanEntry& e = *shown;
+    nlohmann::ordered_json variants = nlohmann::ordered_json::array();
+    for (const predict::PlanEntry* v : variants_of(result.entries, e)) {
+      variants.push_back({{"recipe", plan_recipe_label(*v)},
+                          {"iteration_us", v->iteration_us},
+                          {"peak_memory_bytes", v->peak_memory_bytes},
+                          {"technique_count", v->technique_count}});
+    }
     list.push_back(
         {{"rank", e.feasible ? nlohmann::ordered_json(e.rank) : nlohmann::ordered_json(nullptr)},
          {"tie", e.tie},
@@ -163,7 +213,12 @@ std::string plan_json(const predict::PlanOptions& options, const PlanQuestion& q
          {"mfu", e.mfu ? nlohmann::ordered_json(*e.mfu) : nlohmann::ordered_json(nullptr)},
          {"mfu_bf16_peak", e.mfu_bf16_peak ? nlohmann::ordered_json(*e.mfu_bf16_peak) : nlohmann::ordered_json(nullptr)},
          {"implausible", e.implausible},
-         {"flags", flags_json(e.findings)}});
+         {"flags", flags_json(e.findings)},
+         {"headroom_bytes", e.headroom_bytes >= 0 ? nlohmann::ordered_json(e.headroom_bytes) : nlohmann::ordered_json(nullptr)},
+         {"tight_memory", e.tight_memory},
+         {"technique_count", e.technique_count},
+         {"why", e.why},
+         {"variants", variants}});
     if (question.launch_line)
       list.back()["megatron_args"] =
           e.feasible ? nlohmann::ordered_json(question.launch_line(e)) : nlohmann::ordered_json(nullptr);
@@ -237,12 +292,15 @@ void print_plan(const predict::PlanOptions& options, const PlanQuestion& questio
           options.hardware->name.c_str());
     }
   }
-  int ties = 0;
-  for (const auto& e : entries) ties += e.tie ? 1 : 0;
-  if (c.predicted > 0)
-    std::printf("  ties: rank 1= for those within +%s of the best, the model's stated uncertainty (%s): %d tied\n",
-                percent(options.tie_fraction).c_str(), options.tie_source.empty() ? "none stated" : options.tie_source.c_str(),
-                ties);
+  if (c.predicted > 0) {
+    std::printf("  choices: %s (layout, micro-batch, precision), each shown with its fastest recipe and why it ranks there\n",
+                with_commas(count_choices(entries, false)).c_str());
+    std::printf(
+        "  ties: choices within +%s of the best, the model's stated uncertainty (%s): %s, marked n=, ordered by memory "
+        "headroom (at least %s of the device left first), then fewer techniques, then time\n",
+        percent(options.tie_fraction).c_str(), options.tie_source.empty() ? "none stated" : options.tie_source.c_str(),
+        with_commas(count_choices(entries, true)).c_str(), percent(predict::kTightMemoryFraction).c_str());
+  }
   if (result.guidance && c.predicted == 0) {
     const predict::MemoryGuidance& g = *result.guidance;
     std::printf("  none of the %s candidates fits in %s; the %zu closest, and what would make each fit (memory model only):\n",
@@ -252,18 +310,17 @@ void print_plan(const predict::PlanOptions& options, const PlanQuestion& questio
     return;
   }
   // The layout and recipe columns are as wide as their longest shown value, so the columns stay aligned.
+  const std::vector<const predict::PlanEntry*> shown = shown_entries(entries, top);
   int layout_width = 6, recipe_width = 14;
-  for (std::size_t i = 0; i < entries.size() && static_cast<int>(i) < top; ++i) {
-    layout_width = std::max(layout_width, static_cast<int>(entries[i].config.layout_text().size()));
-    recipe_width = std::max(recipe_width, static_cast<int>(plan_recipe_label(entries[i]).size()));
+  for (const predict::PlanEntry* e : shown) {
+    layout_width = std::max(layout_width, static_cast<int>(e->config.layout_text().size()));
+    recipe_width = std::max(recipe_width, static_cast<int>(plan_recipe_label(*e).size()));
   }
   std::printf("  %-4s %-*s %5s %-9s %-*s %10s %14s %10s %14s %12s %11s  %s\n", "rank", layout_width, "layout", "mbs", "precision",
               recipe_width, "recipe", "iteration", "memory_GiB", "extrap(%)", "tokens/s/rank", "MFU_bf16(%)", "MFU_own(%)",
               "note");
-  int shown = 0;
-  for (const auto& e : entries) {
-    if (shown >= top) break;
-    ++shown;
+  for (const predict::PlanEntry* shown_entry : shown) {
+    const predict::PlanEntry& e = *shown_entry;
     const std::string iteration = e.iteration_us > 0 ? duration_text(e.iteration_us) : "-";  // "-": not predicted
     char rate[32] = "-";
     if (e.feasible) std::snprintf(rate, sizeof(rate), "%.1f", e.tokens_per_s_per_rank);
@@ -278,6 +335,10 @@ void print_plan(const predict::PlanOptions& options, const PlanQuestion& questio
     std::string line = row + note_of(e);
     line.erase(line.find_last_not_of(' ') + 1);  // no trailing blanks when there is no note
     std::printf("%s\n", line.c_str());
+    if (e.feasible) {
+      const std::string others = variants_text(entries, e);
+      std::printf("       why: %s%s\n", e.why.c_str(), others.empty() ? "" : ("; " + others).c_str());
+    }
     if (question.launch_line && e.feasible) std::printf("       launch: %s\n", question.launch_line(e).c_str());
   }
 }

@@ -2,8 +2,10 @@
 // They present what predict/plan computed (entries, counts, ties, guidance); they compute nothing.
 // Invariants:
 //  - Both open with the question (model, GPUs, hardware, framework, batch, sequence, the spaces searched),
-//    the funnel counts, the peak MFU is against and the tie rule; both show the first `top` entries (JSON:
-//    "candidates", with "candidates_total" all of them).
+//    the funnel counts, the peak MFU is against and the tie rule; both show the first `top` choices
+//    (predict/plan_ranking.hpp: each its fastest recipe, with why it ranks there and its other recipes),
+//    then infeasible candidates up to `top` (JSON: "candidates", with "candidates_total" and
+//    "choices_total").
 //  - Layouts are written as ParallelConfig::layout_text() (as predict writes them).
 //  - With no candidate fitting the memory, the table is replaced by the guidance (JSON: "guidance").
 //  - With question.launch_line (plan --emit megatron-args), each shown feasible candidate is followed by

@@ -45,7 +45,8 @@ case_table() {
   expect_stdout "dp4-tp1-pp1 "
   expect_stdout "MFU_bf16(%)"
   expect_stdout "MFU_own(%)"
-  expect_stdout "ties: rank 1= for those within +10.0% of the best"
+  expect_stdout "ties: choices within +10.0% of the best"
+  expect_stdout "why: fastest"
   if grep -qE '\([0-9]+,[0-9]+,[0-9]+' "$OUT"; then fail "a tuple notation is still printed"; fi
 }
 

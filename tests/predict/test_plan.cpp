@@ -19,6 +19,7 @@
 #include "predict/framework_plan.hpp"
 #include "predict/model/fitted_model.hpp"
 #include "predict/plan.hpp"
+#include "predict/plan_ranking.hpp"
 #include "predict/resolver/target_device.hpp"
 #include "validate/plan_report.hpp"
 
@@ -351,27 +352,77 @@ TEST(Plan, FrameworkFoldsTheVocabularyParallelToken) {
   EXPECT_TRUE(one.folded.empty());  // every recipe given has the token: nothing was folded
 }
 
-TEST(Plan, TiesWithinTheFractionShareRankOne) {
-  std::vector<PlanEntry> entries(5);
-  const double times[] = {100, 101, 105, 120, 0};
-  for (int i = 0; i < 5; ++i) {
-    entries[i].iteration_us = times[i];
-    entries[i].feasible = i < 4;
-  }
-  mark_ties(entries, 0.05);
-  EXPECT_EQ(entries[0].rank, 1);
-  EXPECT_EQ(entries[1].rank, 1);
-  EXPECT_EQ(entries[2].rank, 1);
-  EXPECT_EQ(entries[3].rank, 4);
-  EXPECT_EQ(entries[4].rank, 0);
-  EXPECT_TRUE(entries[0].tie && entries[1].tie && entries[2].tie);
-  EXPECT_FALSE(entries[3].tie || entries[4].tie);
-  mark_ties(entries, 0.0);
-  EXPECT_EQ(entries[1].rank, 2);
-  for (const PlanEntry& e : entries) EXPECT_FALSE(e.tie);
-  mark_ties(entries, 0.015);  // only 101 is within 1.5% of 100
-  EXPECT_TRUE(entries[0].tie && entries[1].tie);
-  EXPECT_EQ(entries[2].rank, 3);
+// Hand-built entries on a device of 80 GiB (plan_ranking.hpp): three choices in a 10% tie band, one of
+// them tight on memory and with a slower variant, one choice outside the band, one infeasible candidate.
+std::vector<PlanEntry> ranking_entries() {
+  const double gib = static_cast<double>(1ull << 30);
+  auto entry = [&](int dp, int tp, int mbs, double time_us, double headroom_gib, const char* recipe) {
+    PlanEntry e;
+    e.config = ParallelConfig{dp, tp, 1, mbs, 8, 128};
+    e.precision = PrecisionName::kAmpBf16;
+    e.techniques = std::string(recipe).empty() ? TrainingTechniques{} : parse_recipe_text(recipe);
+    e.iteration_us = time_us;
+    e.headroom_bytes = headroom_gib * gib;
+    e.feasible = e.fits_memory = true;
+    return e;
+  };
+  std::vector<PlanEntry> entries;
+  entries.push_back(entry(2, 1, 1, 100, 1.0, "dopt"));          // A: fastest, tight (1 GiB < 8 GiB)
+  entries.push_back(entry(1, 2, 1, 104, 20.0, "sp+dopt+ovl"));  // B: 3 techniques
+  entries.push_back(entry(1, 2, 2, 105, 20.0, "dopt"));         // C: 1 technique
+  entries.push_back(entry(2, 1, 1, 103, 1.0, "dopt+ovl"));      // D: A's choice, another recipe
+  entries.push_back(entry(1, 2, 4, 130, 20.0, ""));             // E: outside the band
+  PlanEntry infeasible = entry(1, 2, 8, 0, -1, "");             // F
+  infeasible.feasible = infeasible.fits_memory = false;
+  infeasible.headroom_bytes = -1;
+  entries.push_back(infeasible);
+  return entries;
+}
+
+TEST(Plan, RankingBreaksTiesByHeadroomThenTechniquesThenTime) {
+  std::vector<PlanEntry> e = ranking_entries();
+  rank_plan_entries(e, 0.10, 80.0 * static_cast<double>(1ull << 30));
+  ASSERT_EQ(e.size(), 6u);
+  // C and B have room and C fewer techniques; A is tight; D follows A as its variant; E by time; F last.
+  const double order[] = {105, 104, 100, 103, 130, 0};
+  for (std::size_t i = 0; i < e.size(); ++i) EXPECT_EQ(e[i].iteration_us, order[i]) << i;
+  const int ranks[] = {1, 2, 3, 3, 4, 0};
+  for (std::size_t i = 0; i < e.size(); ++i) EXPECT_EQ(e[i].rank, ranks[i]) << i;
+  const int variant_of[] = {-1, -1, -1, 2, -1, -1};
+  for (std::size_t i = 0; i < e.size(); ++i) EXPECT_EQ(e[i].variant_of, variant_of[i]) << i;
+  EXPECT_EQ(e[2].variants, 1);
+  EXPECT_EQ(e[0].variants, 0);
+  for (std::size_t i = 0; i < 4; ++i) EXPECT_TRUE(e[i].tie) << i;
+  EXPECT_FALSE(e[4].tie || e[5].tie);
+  EXPECT_TRUE(e[2].tight_memory && e[3].tight_memory);
+  EXPECT_FALSE(e[0].tight_memory || e[1].tight_memory || e[4].tight_memory);
+  EXPECT_EQ(e[0].technique_count, 1);
+  EXPECT_EQ(e[1].technique_count, 3);
+  EXPECT_EQ(e[0].why, "+5.0% over the fastest; tie, ahead of #2 by fewer techniques (1 against 3)");
+  EXPECT_EQ(e[1].why, "+4.0% over the fastest; tie, after #1 by more techniques (3 against 1)");
+  EXPECT_EQ(e[2].why, "fastest; tie, after #2 by memory headroom (1.0 GiB left, under 10.0% of 80.0 GiB)");
+  EXPECT_EQ(e[3].why, "");  // a variant: shown under its choice
+  EXPECT_EQ(e[4].why, "+30.0% over the fastest, outside the tie band (+10.0%)");
+  EXPECT_EQ(e[5].why, "");
+}
+
+TEST(Plan, RankingWithoutATieBandIsByTime) {
+  std::vector<PlanEntry> e = ranking_entries();
+  rank_plan_entries(e, 0.0, 80.0 * static_cast<double>(1ull << 30));
+  const double order[] = {100, 103, 104, 105, 130, 0};
+  for (std::size_t i = 0; i < e.size(); ++i) EXPECT_EQ(e[i].iteration_us, order[i]) << i;
+  const int ranks[] = {1, 1, 2, 3, 4, 0};
+  for (std::size_t i = 0; i < e.size(); ++i) EXPECT_EQ(e[i].rank, ranks[i]) << i;
+  for (const PlanEntry& x : e) EXPECT_FALSE(x.tie);
+  EXPECT_EQ(e[0].why, "fastest; the next lies outside the tie band (+0.0%)");
+  EXPECT_EQ(e[2].why, "+4.0% over the fastest, outside the tie band (+0.0%)");
+  // No device memory: nothing is tight, and the band is ordered by techniques, then time.
+  std::vector<PlanEntry> f = ranking_entries();
+  rank_plan_entries(f, 0.10, 0.0);
+  EXPECT_EQ(f[0].iteration_us, 100);  // A (1 technique, faster than C)
+  EXPECT_EQ(f[2].iteration_us, 105);  // C
+  EXPECT_EQ(f[3].iteration_us, 104);  // B (3 techniques)
+  EXPECT_EQ(f[0].why, "fastest; tie, ahead of #2 by time");
 }
 
 TEST(Plan, JsonHasTheQuestionAndRespectsTop) {
