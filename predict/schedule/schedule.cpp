@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <optional>
 #include <utility>
 
 #include "common/errors.hpp"
@@ -277,8 +278,11 @@ class PipelineState {
 // value that does not depend on the order in which stages are visited, so a work list visits a stage
 // only when it may have become able to move: at the start, and when a pass of another stage produced the
 // payload it may be waiting for. Each pass is scheduled once and wakes at most one stage: O(pp*v*m).
-ScheduleResult simulate_dedicated(const ScheduleInput& input) {
+// free_after_us, when given, receives each rank's time free after each of its passes (the pass's end, and
+// a blocking send after it), in the rank's pass order.
+ScheduleResult simulate_dedicated(const ScheduleInput& input, std::vector<std::vector<double>>* free_after_us = nullptr) {
   PipelineState pipeline(input);
+  if (free_after_us != nullptr) free_after_us->assign(static_cast<std::size_t>(pipeline.stages()), {});
   const auto stages = static_cast<std::size_t>(pipeline.stages());
   std::vector<double> free_at_us(stages, 0.0);
   std::vector<int> to_visit;
@@ -297,6 +301,7 @@ ScheduleResult simulate_dedicated(const ScheduleInput& input) {
       const double start_us = std::max(free_us, dependencies_us);
       const double end_us = start_us + pipeline.next_pass_us(s);
       free_us = end_us + pipeline.complete_next_pass(s, start_us, end_us);
+      if (free_after_us != nullptr) (*free_after_us)[static_cast<std::size_t>(s)].push_back(free_us);
       pipeline.extend_makespan(free_us);
       --remaining;
       if (receiver >= 0 && receiver != s && !listed[static_cast<std::size_t>(receiver)]) {
@@ -306,7 +311,91 @@ ScheduleResult simulate_dedicated(const ScheduleInput& input) {
     }
   }
   ITERTIME_CHECK(remaining == 0, "1F1B simulation made no progress (deadlock in the pass order)");
-  return pipeline.finish();
+  ScheduleResult result = pipeline.finish();
+  result.simulated_micro_batches = input.num_micro_batches;
+  return result;
+}
+
+// The steady state in closed form (dedicated cores; schedule.hpp's invariant). A unit is the steady pairs
+// in which every micro-batch index moves on by unit_mb (1 without interleaving; pp with it, the period of
+// the interleaved order): unit_mb * v pairs on every rank, each with the same passes as the unit before.
+// Dependencies of a steady pass reach only a pair or two back on a neighbouring rank, so when every pass
+// of every rank in a window of at least kWindowUnits units (and kWindowPairs pairs) ends delta after the pass one unit before it,
+// every later steady pass does too (induction in the pass order), and a schedule with K more units is the
+// same schedule with its steady state K units longer: everything after it K * delta later, each rank
+// busy (and sending) K units' passes more. The window is checked on a shorter schedule (m' micro-batches,
+// m' = m mod unit_mb), after `transient` units; when it is not periodic there, the transient is doubled,
+// and when m' would exceed m / 2, m is simulated whole.
+constexpr int kWindowUnits = 3;
+constexpr int kWindowPairs = 8;               // and at least this many pairs (a unit is one pair without interleaving)
+constexpr int kMarginUnits = 1;               // steady units after the window, before the cool-down
+constexpr double kPeriodicTolerance = 1e-12;  // relative, of the times compared
+
+std::optional<ScheduleResult> simulate_periodic(const ScheduleInput& input) {
+  const int v = input.virtual_stages;
+  const int pp = static_cast<int>(input.stages.size()) / v;
+  const int m = input.num_micro_batches;
+  const int unit_mb = v == 1 ? 1 : pp;
+  const int unit_pairs = unit_mb * v;
+  // Rank 0 has the most warm-up forwards (the fewest steady pairs); the orders' own rule for m'.
+  const auto warmup = [&](int rank, int micro_batches) { return PipelineOrder(pp, rank, micro_batches, v).warmup_forwards(); };
+  const int window = std::max(kWindowUnits, (kWindowPairs + unit_pairs - 1) / unit_pairs);  // in units
+  for (int transient = std::max(1, (pp + unit_pairs - 1) / unit_pairs);; transient *= 2) {
+    const int needed_pairs = (transient + window + kMarginUnits) * unit_pairs;
+    int shorter = unit_mb;  // m' = m (mod unit_mb): the same orders, fewer units
+    while (shorter * v - warmup(0, shorter) < needed_pairs) shorter += unit_mb;
+    if (2 * shorter > m) return std::nullopt;  // too little to gain for the risk of simulating twice
+    ScheduleInput part = input;
+    part.num_micro_batches = shorter;
+    std::vector<std::vector<double>> free_after_us;
+    ScheduleResult result = simulate_dedicated(part, &free_after_us);
+    // The window: pairs [transient, transient + kWindowUnits) units of every rank's steady state, each
+    // pass against the same pass one unit before (2 passes a pair).
+    double delta = std::numeric_limits<double>::quiet_NaN();
+    bool periodic = true;
+    for (int r = 0; r < pp && periodic; ++r) {
+      const std::vector<double>& free_us = free_after_us[static_cast<std::size_t>(r)];
+      const int first = warmup(r, shorter) + 2 * transient * unit_pairs;
+      const int last = first + 2 * window * unit_pairs;
+      for (int k = first; k < last && periodic; ++k) {
+        const double later = free_us[static_cast<std::size_t>(k)];
+        const double step = later - free_us[static_cast<std::size_t>(k - 2 * unit_pairs)];
+        if (std::isnan(delta)) delta = step;
+        periodic = std::abs(step - delta) <= kPeriodicTolerance * later;
+      }
+    }
+    if (!periodic) continue;
+    // m = m' + units * unit_mb: the cool-down and the last passes come units * delta later; the first
+    // passes (the warm-up) are the same.
+    const double units = static_cast<double>((m - shorter) / unit_mb);
+    const double shift_us = units * delta;
+    result.makespan_us += shift_us;
+    for (int r = 0; r < pp; ++r) {
+      const auto rank = static_cast<std::size_t>(r);
+      double unit_busy_us = 0.0, unit_send_us = 0.0;
+      for (int c = 0; c < v; ++c) {
+        const int vs = c * pp + r;
+        const StageTimes& t = input.stages[static_cast<std::size_t>(vs)];
+        unit_busy_us += unit_mb * (t.forward_us + t.backward_us);
+        if (input.blocking_send && vs + 1 < pp * v) unit_send_us += unit_mb * input.p2p_forward_us[static_cast<std::size_t>(vs)];
+        if (input.blocking_send && vs > 0) unit_send_us += unit_mb * input.p2p_backward_us[static_cast<std::size_t>(vs - 1)];
+      }
+      result.busy_us[rank] += units * unit_busy_us;
+      result.send_us[rank] += units * unit_send_us;
+      result.end_us[rank] += shift_us;
+      result.last_backward_start_us[rank] += shift_us;
+      result.last_backward_end_us[rank] += shift_us;
+      for (double& t : result.chunk_last_backward_start_us[rank]) t += shift_us;
+      for (double& t : result.chunk_last_backward_end_us[rank]) t += shift_us;
+    }
+    double busiest_us = 0.0;
+    for (std::size_t r = 0; r < result.busy_us.size(); ++r) {
+      result.idle_us[r] = std::max(0.0, result.makespan_us - result.busy_us[r] - result.send_us[r]);
+      busiest_us = std::max(busiest_us, result.busy_us[r]);
+    }
+    result.bubble_us = result.makespan_us - busiest_us;
+    return result;
+  }
 }
 
 // Processor sharing (see schedule.hpp): a time-ordered event simulation. Each stage is idle, in the
@@ -337,7 +426,9 @@ class SharedCoreSimulation {
       }
       settle();
     }
-    return pipeline_.finish();
+    ScheduleResult result = pipeline_.finish();
+    result.simulated_micro_batches = input_.num_micro_batches;
+    return result;
   }
 
  private:
@@ -458,6 +549,9 @@ std::vector<TimelineEntry> interleaved_order(int pp, int rank, int m, int virtua
 ScheduleResult simulate_1f1b(const ScheduleInput& input) {
   require_valid(input);
   if (input.rank_slots > 0) return SharedCoreSimulation(input).run();
+  if (!input.record_timeline) {
+    if (std::optional<ScheduleResult> result = simulate_periodic(input)) return std::move(*result);
+  }
   return simulate_dedicated(input);
 }
 

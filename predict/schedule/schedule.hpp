@@ -53,7 +53,15 @@
 //  - Per model chunk c of rank r (v entries each; with v 1 the stage's own figures above):
 //    chunk_last_backward_start_us / _end_us[r][c] bound chunk c's last backward (micro-batch m-1),
 //    chunk_first_forward_start_us / _end_us[r][c] its first forward (micro-batch 0).
-//  - Pure: no state outside the call; O(pp * v * m) work on dedicated cores, O(pp^2 * v * m) shared.
+//  - Dedicated cores without a timeline: the steady state is simulated until it is periodic (every pass
+//    of every rank over a window of whole periods ending the same time after the pass one period before:
+//    one micro-batch without interleaving, pp micro-batches with it), and the remaining periods are added
+//    in closed form: the cool-down and every figure after it later by the period's time, busy and send
+//    times by the period's passes. The same figures as the pass-by-pass simulation (checked against it on
+//    random pipelines, to 1e-9 relative); simulated_micro_batches says how many micro-batches were
+//    simulated pass by pass.
+//  - Pure: no state outside the call; O(pp * v * m) work on dedicated cores (less once periodic),
+//    O(pp^2 * v * m) shared.
 //  - ScheduleCache::simulate returns what simulate_1f1b returns for an input equal to one it has
 //    simulated before (every field, times compared bit for bit), without simulating it again.
 #pragma once
@@ -111,6 +119,9 @@ struct ScheduleResult {
   std::vector<std::vector<double>> chunk_first_forward_start_us, chunk_first_forward_end_us;
   // Per stage, in execution order (empty unless record_timeline).
   std::vector<std::vector<TimelineEntry>> timeline;
+  // The micro-batches simulated pass by pass: m, or fewer when the steady state was found periodic and
+  // the rest of it was added in closed form (dedicated cores, no timeline; see the invariants).
+  int simulated_micro_batches = 0;
 };
 
 // common/pipeline_order.hpp's orders (the trainer runs the same ones) as timeline entries without times.

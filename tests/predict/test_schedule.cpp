@@ -282,6 +282,63 @@ TEST(Schedule, CacheSimulatesEachDistinctInputOnce) {
   EXPECT_EQ(cache.simulations(), 8);
 }
 
+// Relative closeness of two times (the closed-form steady state adds a period's time K times at once).
+void expect_close(double got, double expected, const std::string& what) {
+  EXPECT_NEAR(got, expected, 1e-9 * std::max(1.0, std::abs(expected))) << what;
+}
+
+void expect_close(const std::vector<double>& got, const std::vector<double>& expected, const std::string& what) {
+  ASSERT_EQ(got.size(), expected.size()) << what;
+  for (std::size_t i = 0; i < got.size(); ++i) expect_close(got[i], expected[i], what + "[" + std::to_string(i) + "]");
+}
+
+TEST(Schedule, PeriodicSteadyStateEqualsThePassByPassSimulation) {
+  // Random unbalanced stages and transfers over many micro-batches: every figure of the result (the
+  // timeline forces the pass-by-pass simulation) agrees, and most trials were shortened.
+  std::mt19937 rng(20261208);
+  std::uniform_real_distribution<double> pass_us(0.5, 8.0), transfer_us(0.0, 2.0);
+  int shortened = 0;
+  const int trials = 120;
+  for (int trial = 0; trial < trials; ++trial) {
+    const int v = 1 + trial % 3;
+    const int pp = v == 1 ? 1 + (trial / 3) % 6 : 2 + (trial / 3) % 4;
+    const int m = v == 1 ? 20 + static_cast<int>(rng() % 200) : pp * (6 + static_cast<int>(rng() % 24));
+    std::vector<StageTimes> stages;
+    for (int s = 0; s < pp * v; ++s) stages.push_back({pass_us(rng), pass_us(rng)});
+    if (trial % 5 == 0) stages.back().backward_us *= 3.0;  // a slow last stage (the loss)
+    ScheduleInput input = free_transfers(stages, m, v);
+    for (double& t : input.p2p_forward_us) t = transfer_us(rng);
+    for (double& t : input.p2p_backward_us) t = transfer_us(rng);
+    input.blocking_send = trial % 2 == 1;
+    SCOPED_TRACE("trial " + std::to_string(trial) + ": pp " + std::to_string(pp) + " v " + std::to_string(v) + " m " +
+                 std::to_string(m) + (input.blocking_send ? " blocking" : ""));
+    const ScheduleResult got = simulate_1f1b(input);
+    ScheduleInput whole = input;
+    whole.record_timeline = true;
+    const ScheduleResult expected = simulate_1f1b(whole);
+    EXPECT_EQ(expected.simulated_micro_batches, m);
+    shortened += got.simulated_micro_batches < m ? 1 : 0;
+    expect_close(got.makespan_us, expected.makespan_us, "makespan");
+    expect_close(got.bubble_us, expected.bubble_us, "bubble");
+    expect_close(got.busy_us, expected.busy_us, "busy");
+    expect_close(got.send_us, expected.send_us, "send");
+    expect_close(got.idle_us, expected.idle_us, "idle");
+    expect_close(got.end_us, expected.end_us, "end");
+    expect_close(got.last_backward_start_us, expected.last_backward_start_us, "last backward start");
+    expect_close(got.last_backward_end_us, expected.last_backward_end_us, "last backward end");
+    expect_close(got.first_forward_start_us, expected.first_forward_start_us, "first forward start");
+    expect_close(got.first_forward_end_us, expected.first_forward_end_us, "first forward end");
+    for (int r = 0; r < pp; ++r) {
+      const auto i = static_cast<std::size_t>(r);
+      expect_close(got.chunk_last_backward_start_us[i], expected.chunk_last_backward_start_us[i], "chunk last backward start");
+      expect_close(got.chunk_last_backward_end_us[i], expected.chunk_last_backward_end_us[i], "chunk last backward end");
+      expect_close(got.chunk_first_forward_start_us[i], expected.chunk_first_forward_start_us[i], "chunk first forward start");
+      expect_close(got.chunk_first_forward_end_us[i], expected.chunk_first_forward_end_us[i], "chunk first forward end");
+    }
+  }
+  EXPECT_GT(shortened, trials / 2) << "the closed form should take over on most long schedules";
+}
+
 TEST(Schedule, SingleStageIsSumOfPasses) {
   // pp=1: m * (f + b) = 4 * (3 + 5) = 32, no bubble.
   const ScheduleResult r = simulate_1f1b(uniform(1, 3.0, 5.0), 0.0, 0.0, 4, false);
