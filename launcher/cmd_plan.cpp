@@ -73,11 +73,13 @@ std::vector<OptionRow<PlanCommand>> plan_options() {
       {"--gbs", "Global batch size (required unless --from gives it)", [](C& c) -> Field { return &c.request.global_batch; }},
       seq_row<C>(),
       {"--mbs", "Micro-batch sizes to consider", [](C& c) -> Field { return &c.request.micro_batches; }, true},
-      {"--cp", "Context-parallel degrees to consider (each dividing --gpus)",
+      {"--cp",
+       "Context-parallel degrees to consider (each dividing --gpus); default 1, with megatron-te the powers of two "
+       "leaving each CP rank at least 4096 tokens",
        [](C& c) -> Field { return &c.request.context_parallel; }, true},
       {"--vp",
        "Virtual pipeline stages per pipeline rank to consider (interleaved 1F1B when > 1; only with pp > 1); not the "
-       "recipe's vocab token",
+       "recipe's vocab token; default 1, with megatron-te 1 to 8",
        [](C& c) -> Field { return &c.request.virtual_stages; }, true},
       {"--precisions", std::string("Precisions to consider: ") + query::kPrecisionsHelp,
        [](C& c) -> Field { return &c.request.precisions; }, true},

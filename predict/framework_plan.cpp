@@ -77,6 +77,18 @@ std::vector<TrainingTechniques> megatron_recipes() {
   return recipes;
 }
 
+std::vector<int> megatron_default_context_parallel(int seq_len) {
+  std::vector<int> out = {1};
+  for (int cp = 2; cp <= kMaxDefaultContextParallel && seq_len / cp >= kMinTokensPerContextRank; cp *= 2) out.push_back(cp);
+  return out;
+}
+
+std::vector<int> megatron_default_virtual_stages() {
+  std::vector<int> out;
+  for (int vp = 1; vp <= kMaxDefaultVirtualStages; ++vp) out.push_back(vp);
+  return out;
+}
+
 namespace {
 
 PlanEntry framework_entry(const PlanOptions& options, const framework::FrameworkTarget& target,

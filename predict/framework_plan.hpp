@@ -50,6 +50,18 @@ std::string framework_switches(const framework::FrameworkRecipe& recipe);
 // overlapped gradient reduction and parameter gather, with recompute none, selective and full.
 std::vector<TrainingTechniques> megatron_recipes();
 
+// megatron-te's default search axes (plan without --cp / --vp): what Megatron-LM runs and NeMo's LLaMA
+// recipes use. Context parallelism: the powers of two up to kMaxDefaultContextParallel that leave each CP
+// rank at least kMinTokensPerContextRank tokens of the sequence (cp 1 and 2 at 8,192 tokens, as NeMo's
+// 8B/70B/405B recipes at that length; more for longer sequences), a stated policy. Virtual stages 1 to
+// kMaxDefaultVirtualStages (NeMo's 70B uses 5, its 405B 8); the layout rules keep only the legal ones
+// (illegal layouts are not listed).
+inline constexpr int kMaxDefaultContextParallel = 32;
+inline constexpr int kMinTokensPerContextRank = 4096;
+inline constexpr int kMaxDefaultVirtualStages = 8;
+std::vector<int> megatron_default_context_parallel(int seq_len);
+std::vector<int> megatron_default_virtual_stages();
+
 // The headroom plan keeps beside the runtime reserve (framework/megatron_memory.hpp RuntimeReserve) for
 // the caching allocator's fragmentation, which no public figure bounds: a stated policy, 1 GiB.
 inline constexpr double kDefaultPlanMemoryMarginBytes = 1024.0 * 1024.0 * 1024.0;

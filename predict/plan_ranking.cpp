@@ -60,15 +60,13 @@ std::string band_reason(const PlanEntry& ahead, const PlanEntry& behind, bool fr
 
 int technique_count(const PlanEntry& e) {
   const TrainingTechniques& t = e.techniques;
-  const bool framework = e.framework_recipe.has_value();
-  int count = (t.sequence_parallel ? 1 : 0) + (t.vocab_parallel && !framework ? 1 : 0) + (t.distributed_optimizer ? 1 : 0) +
-              (t.recompute != Recompute::kNone ? 1 : 0) + (t.overlap_gradient_reduction ? 1 : 0) +
-              (t.overlap_parameter_gather ? 1 : 0);
-  if (framework) {
-    count += e.framework_recipe->tp_comm_overlap ? 1 : 0;
-    count += e.framework_recipe->precision == PrecisionName::kFp8 && e.framework_recipe->fp8_param_gather ? 1 : 0;
+  const int recompute = t.recompute != Recompute::kNone ? 1 : 0;
+  if (e.framework_recipe) {  // beyond NeMo's defaults (sp, dopt, ovl, opg; the vocabulary-parallel head always on)
+    return recompute + (e.framework_recipe->tp_comm_overlap ? 1 : 0) +
+           (e.framework_recipe->precision == PrecisionName::kFp8 && e.framework_recipe->fp8_param_gather ? 1 : 0);
   }
-  return count;
+  return recompute + (t.sequence_parallel ? 1 : 0) + (t.vocab_parallel ? 1 : 0) + (t.distributed_optimizer ? 1 : 0) +
+         (t.overlap_gradient_reduction ? 1 : 0) + (t.overlap_parameter_gather ? 1 : 0);
 }
 
 void rank_plan_entries(std::vector<PlanEntry>& entries, double tie_fraction, double device_memory_bytes) {

@@ -32,9 +32,12 @@ namespace itertime::predict {
 // version's own buffers, which no public figure bounds, can take that much. A stated policy.
 inline constexpr double kTightMemoryFraction = 0.10;
 
-// The techniques an entry turns on: sequence parallelism, the vocabulary-parallel head (where it is a
-// switch: not megatron-te, which always runs it at tp > 1), the distributed optimizer, recompute (selective
-// or full), overlapped reduction, overlapped parameter gather, TP comm overlap, fp8 parameters.
+// The techniques an entry turns on that a run of its framework would not have anyway. itertime's own
+// trainer: sequence parallelism, the vocabulary-parallel head, the distributed optimizer, recompute
+// (selective or full), overlapped reduction and overlapped parameter gather. megatron-te: what goes beyond
+// NeMo's default recipe (sequence parallelism, distributed optimizer, overlapped reduction and gather,
+// the vocabulary-parallel head always on): recompute, TP comm overlap, fp8 parameters. (A layout without
+// data parallelism has no overlapped reduction to turn on; it is not simpler for that.)
 int technique_count(const PlanEntry& entry);
 
 // Orders, groups and ranks a plan's entries (the invariants above). device_memory_bytes 0: no headroom

@@ -134,6 +134,10 @@ void plan_framework(const PlanRequest& a, bool recipes_fixed, predict::Framework
   predict::framework::FrameworkTarget target = predict::framework_target(a.hardware);
   if (!a.fitted.empty()) predict::framework::apply_fitted_terms(target, a.fitted);
   if (!recipes_fixed) options.recipes = predict::megatron_recipes();
+  // The axes Megatron-LM users search, unless given (or read from --from, which searches its own beside 1).
+  if (!a.was_given("--cp") && !answer.from_run)
+    options.context_parallel = predict::megatron_default_context_parallel(options.seq_len);
+  if (!a.was_given("--vp") && !answer.from_run) options.virtual_stages = predict::megatron_default_virtual_stages();
   space.fp8_recipes.clear();
   for (const auto& r : a.fp8_recipes) space.fp8_recipes.push_back(predict::framework::parse_fp8_recipe(r));
   for (const auto& r : space.fp8_recipes) answer.question.fp8_recipes.push_back(predict::framework::to_string(r));

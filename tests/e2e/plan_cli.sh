@@ -63,8 +63,18 @@ case_json_top() {
   jq -e '.summary.predicted > 0 and .summary.candidates == .candidates_total and .ties.fraction == 0.02 and
          .ties.source == "--tie-pct" and .mfu.peak_flops_per_s_per_device > 0' "$OUT" >/dev/null ||
     fail "the header lacks the counts, the tie rule or the peak"
-  jq -e '.candidates[0] | .layout == "dp4-tp8-pp32" and .rank == 1 and (.mfu_bf16_peak > 0)' "$OUT" >/dev/null ||
+  jq -e '.candidates[0] | .layout == "dp4-tp8-pp16-cp2-vp4" and .rank == 1 and (.mfu_bf16_peak > 0)' "$OUT" >/dev/null ||
     fail "the first candidate lacks its layout, rank or bf16-peak MFU"
+  # issue 47: megatron-te's default axes (cp 1 and 2 at 8,192 tokens, vp 1 to 8); distinct choices, each
+  # with why it ranks there and its other recipes.
+  jq -e '.question.space.context_parallel == [1,2] and .question.space.virtual_stages == [1,2,3,4,5,6,7,8]' "$OUT" \
+    >/dev/null || fail "the default space is not cp 1,2 and vp 1-8"
+  jq -e '[.candidates[] | [.layout, .micro_batch, .precision]] | unique | length == 3' "$OUT" >/dev/null ||
+    fail "the top 3 are not distinct choices"
+  jq -e '[.candidates[] | (.why | length > 0) and (.variants | length > 0)] | all' "$OUT" >/dev/null ||
+    fail "a shown choice lacks its why or its variants"
+  jq -e '.candidates[0].why | test("ahead of #2 by memory headroom")' "$OUT" >/dev/null ||
+    fail "rank 1 does not say why it is ahead of the faster #2"
 }
 
 # --progress (issue 47): the same stdout as without it; on stderr only progress lines, one per shown
