@@ -13,8 +13,10 @@
 //    candidate's memory (framework/megatron_memory.hpp) plus the runtime reserve plus
 //    FrameworkPlanSpace::memory_margin_bytes is checked against the device before it is predicted; the
 //    layouts and recipes Megatron-LM refuses come back infeasible with the reason.
-//  - Entries: feasible ones fastest first, then infeasible in candidate order (as plan()), ranked with ties
-//    (PlanOptions::tie_fraction), counted, explained when empty, with memory guidance when none fits.
+//  - Entries: ranked as plan() ranks them (plan_ranking.hpp: choices, ties by stated criteria, why),
+//    counted, explained when empty, with memory guidance when none fits.
+//  - Candidates that differ only in what follows the pipeline schedule share its simulation
+//    (FrameworkPassCache's ScheduleCache); each candidate's figures are its own.
 #pragma once
 
 #include <string>

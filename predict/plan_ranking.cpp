@@ -82,7 +82,7 @@ void rank_plan_entries(std::vector<PlanEntry>& entries, double tie_fraction, dou
   std::stable_sort(feasible.begin(), feasible.end(),
                    [&](std::size_t a, std::size_t b) { return entries[a].iteration_us < entries[b].iteration_us; });
   // Choices: the fastest candidate of each stands for it; the rest are its variants, fastest first.
-  std::map<ChoiceKey, std::size_t> choice_of;  // key -> position in `choices`
+  std::map<ChoiceKey, std::size_t> choice_of;  // key -> position in `representatives`
   std::vector<std::size_t> representatives;
   std::vector<std::vector<std::size_t>> variants;
   for (std::size_t i : feasible) {
@@ -95,33 +95,59 @@ void rank_plan_entries(std::vector<PlanEntry>& entries, double tie_fraction, dou
     }
   }
   // The tie band, ordered by the secondary criteria; the rest stays in time order.
-  std::vector<std::size_t> order(representatives.size());
-  std::iota(order.begin(), order.end(), 0);
+  std::vector<std::size_t> choices(representatives.size());  // positions in `representatives`, ranked
+  std::iota(choices.begin(), choices.end(), 0);
   std::size_t band = 0;
   if (!representatives.empty()) {
     const double limit = entries[representatives.front()].iteration_us * (1.0 + tie_fraction);
     while (band < representatives.size() && entries[representatives[band]].iteration_us <= limit) ++band;
   }
-  std::stable_sort(order.begin(), order.begin() + static_cast<std::ptrdiff_t>(band), [&](std::size_t a, std::size_t b) {
+  std::stable_sort(choices.begin(), choices.begin() + static_cast<std::ptrdiff_t>(band), [&](std::size_t a, std::size_t b) {
     return ahead_in_band(entries[representatives[a]], entries[representatives[b]]);
   });
-  std::vector<PlanEntry> ranked;
-  ranked.reserve(entries.size());
-  for (std::size_t k = 0; k < order.size(); ++k) {
-    const std::size_t choice = order[k];
+  // Where each entry goes (positions), with its rank, tie and representative, then moved there in place
+  // (a plan holds 100,000 entries: no second copy of them).
+  std::vector<std::size_t> order;
+  order.reserve(entries.size());
+  struct Place {
+    int rank = 0, variant_of = -1, variants = 0;
+    bool tie = false;
+  };
+  std::vector<Place> places;
+  places.reserve(entries.size());
+  for (std::size_t k = 0; k < choices.size(); ++k) {
+    const std::size_t choice = choices[k];
     const int rank = static_cast<int>(k) + 1;
     const bool tie = k < band && band >= 2;
-    const int representative = static_cast<int>(ranked.size());
-    ranked.push_back(std::move(entries[representatives[choice]]));
-    ranked.back().rank = rank, ranked.back().tie = tie;
-    ranked.back().variants = static_cast<int>(variants[choice].size());
+    const int representative = static_cast<int>(order.size());
+    order.push_back(representatives[choice]);
+    places.push_back({rank, -1, static_cast<int>(variants[choice].size()), tie});
     for (std::size_t i : variants[choice]) {
-      ranked.push_back(std::move(entries[i]));
-      ranked.back().rank = rank, ranked.back().tie = tie, ranked.back().variant_of = representative;
+      order.push_back(i);
+      places.push_back({rank, representative, 0, tie});
     }
   }
-  for (std::size_t i : infeasible) ranked.push_back(std::move(entries[i]));
-  entries = std::move(ranked);
+  for (std::size_t i : infeasible) {
+    order.push_back(i);
+    places.emplace_back();
+  }
+  for (std::size_t k = 0; k < order.size(); ++k) {  // each cycle of the permutation once
+    if (order[k] == k) continue;
+    PlanEntry held = std::move(entries[k]);
+    std::size_t j = k;
+    while (order[j] != k) {
+      const std::size_t next = order[j];
+      entries[j] = std::move(entries[next]);
+      order[j] = j;
+      j = next;
+    }
+    entries[j] = std::move(held);
+    order[j] = j;
+  }
+  for (std::size_t k = 0; k < entries.size(); ++k) {
+    PlanEntry& e = entries[k];
+    e.rank = places[k].rank, e.tie = places[k].tie, e.variant_of = places[k].variant_of, e.variants = places[k].variants;
+  }
   // Why each representative ranks where it does.
   std::vector<PlanEntry*> shown;
   for (PlanEntry& e : entries) {

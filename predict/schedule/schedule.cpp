@@ -326,7 +326,7 @@ ScheduleResult simulate_dedicated(const ScheduleInput& input, std::vector<std::v
 // busy (and sending) K units' passes more. The window is checked on a shorter schedule (m' micro-batches,
 // m' = m mod unit_mb), after `transient` units; when it is not periodic there, the transient is doubled,
 // and when m' would exceed m / 2, m is simulated whole.
-constexpr int kWindowUnits = 3;
+constexpr int kWindowUnits = 1;
 constexpr int kWindowPairs = 8;               // and at least this many pairs (a unit is one pair without interleaving)
 constexpr int kMarginUnits = 1;               // steady units after the window, before the cool-down
 constexpr double kPeriodicTolerance = 1e-12;  // relative, of the times compared

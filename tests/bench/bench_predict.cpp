@@ -15,6 +15,7 @@
 //    (issue 32: at least 10,000 candidates in at most 1 s on one core): cp 1, 2 and 4, vp 1/2/3/4/6/8, micro-batches
 //    1/2/4/8, amp-bf16 and fp8 (delayed and current scaling, fp8 parameters or not), NeMo's recipes (sp+dopt+ovl+opg with each
 //    recompute) with and without TP comm overlap; global batch 2,048 sequences of 8,192 tokens.
+//  - BM_PlanLlama405BFrameworkSpaces: issue 47's searches on 256 nodes (see below), target <= 1 s each.
 //  - BM_FrameworkPeakMemory: megatron-te's peak memory of one LLaMA 3.1-405B candidate on 2,048 nodes (sp, dopt,
 //    selective recompute; tp 1-8, pp 1-16, vp 1/2/3/7, cp 1/2, mbs 1/2; an illegal layout's refusal counted as an
 //    evaluation), the figure per evaluation: the framework plan evaluates it for every candidate, so 10,000
@@ -181,6 +182,40 @@ void BM_PlanLlama405BFramework(benchmark::State& state) {
   run_plans(state, [&] { return predict::plan_framework(options, target, space); });
 }
 BENCHMARK(BM_PlanLlama405BFramework)->Unit(benchmark::kMillisecond)->Iterations(3);
+
+// Issue 47's searches on 256 DGX H100 nodes (2,048 GPUs), gbs 2,048, seq 8,192, amp-bf16 and fp8 (delayed):
+// space:0 the issue's own (--all-recipes --vp 1,2,4,8 --cp 1,2: 112,545 candidates before the vp fold,
+// 58,140 after); space:1 megatron-te's default axes (cp 1,2; vp 1-8) with NeMo's recipes; space:2 the
+// default axes with --all-recipes (138,195 candidates).
+void BM_PlanLlama405BFrameworkSpaces(benchmark::State& state) {
+  const predict::framework::FrameworkTarget target = predict::framework_target("h100-sxm");
+  predict::PlanOptions options;
+  options.model = load_llama_config(source_dir() + "/data/models/llama3.1-405b.json");
+  options.gpus = 256 * target.hardware.gpus_per_node.value_or(8);
+  options.global_batch = 2048;
+  options.seq_len = 8192;
+  options.micro_batches = {1, 2, 4, 8};
+  options.precisions = {PrecisionName::kAmpBf16, PrecisionName::kFp8};
+  options.hardware = target.hardware;
+  options.device_memory_bytes = static_cast<double>(target.hardware.memory_bytes);
+  options.tie_fraction = 0.108;
+  if (state.range(0) == 0) {
+    options.virtual_stages = {1, 2, 4, 8};
+    options.context_parallel = {1, 2};
+  } else {
+    options.virtual_stages = predict::megatron_default_virtual_stages();
+    options.context_parallel = predict::megatron_default_context_parallel(options.seq_len);
+  }
+  options.recipes = state.range(0) == 1 ? predict::megatron_recipes() : predict::modelled_recipes();
+  run_plans(state, [&] { return predict::plan_framework(options, target); });
+}
+BENCHMARK(BM_PlanLlama405BFrameworkSpaces)
+    ->ArgName("space")
+    ->Arg(0)
+    ->Arg(1)
+    ->Arg(2)
+    ->Unit(benchmark::kMillisecond)
+    ->Iterations(3);
 
 void BM_FrameworkPeakMemory(benchmark::State& state) {
   const predict::framework::TransformerShape shape =

@@ -230,6 +230,27 @@ H100FrameworkPlan h100_framework_plan(const std::string& model, int gpus, int gl
   return p;
 }
 
+// What a framework plan's row has left of the device: the memory less the allocated peak, the runtime
+// reserve and the plan's margin (what the fit check added up); the tight ones have under 10% of it.
+TEST(Plan, FrameworkHeadroomIsWhatTheFitCheckLeaves) {
+  const H100FrameworkPlan p = h100_framework_plan("llama3.1-8b", 8, 128, 8192);
+  const FrameworkPlanSpace space;
+  const PlanResult result = plan_framework_search(p.options, p.target, space);
+  int feasible = 0, tight = 0;
+  for (const PlanEntry& e : result.entries) {
+    if (!e.feasible) continue;
+    ++feasible;
+    const double reserve = static_cast<double>(runtime_reserve(p.target, e.config).total_bytes());
+    const double left = p.options.device_memory_bytes - e.peak_memory_bytes - reserve - space.memory_margin_bytes;
+    EXPECT_NEAR(e.headroom_bytes, left, 1.0) << e.config.layout_text();
+    EXPECT_GE(e.headroom_bytes, 0.0);
+    EXPECT_EQ(e.tight_memory, left < kTightMemoryFraction * p.options.device_memory_bytes) << e.config.layout_text();
+    tight += e.tight_memory ? 1 : 0;
+  }
+  EXPECT_GT(feasible, 0);
+  EXPECT_GT(tight, 0) << "some 8B layouts on one node come within 10% of 80 GiB";
+}
+
 // LLaMA 3.1-405B on 8 DGX H100 nodes with megatron-te's default recipes: nothing fits 80 GiB, and no
 // change tried fits either (memory only: nothing is predicted).
 TEST(Plan, FrameworkGuidanceWhenNothingCanFit) {
@@ -404,6 +425,31 @@ TEST(Plan, RankingBreaksTiesByHeadroomThenTechniquesThenTime) {
   EXPECT_EQ(e[3].why, "");  // a variant: shown under its choice
   EXPECT_EQ(e[4].why, "+30.0% over the fastest, outside the tie band (+10.0%)");
   EXPECT_EQ(e[5].why, "");
+}
+
+TEST(Plan, TechniquesCountedBeyondTheFrameworksDefaults) {
+  PlanEntry own;
+  own.techniques = parse_recipe_text("sp+vp+dopt+rc-sel+ovl+opg");
+  EXPECT_EQ(technique_count(own), 6);  // itertime's own trainer: every switch
+  PlanEntry nemo = own;                // megatron-te: NeMo's sp, dopt, ovl, opg (vp always on) count nothing
+  nemo.framework_recipe = framework::FrameworkRecipe{};
+  nemo.framework_recipe->techniques = own.techniques;
+  EXPECT_EQ(technique_count(nemo), 1);  // the recompute
+  nemo.framework_recipe->tp_comm_overlap = true;
+  nemo.framework_recipe->fp8_param_gather = true;  // only with fp8
+  EXPECT_EQ(technique_count(nemo), 2);
+  nemo.framework_recipe->precision = PrecisionName::kFp8;
+  EXPECT_EQ(technique_count(nemo), 3);
+}
+
+TEST(Plan, MegatronDefaultAxes) {
+  EXPECT_EQ(megatron_default_context_parallel(8192), (std::vector<int>{1, 2}));
+  EXPECT_EQ(megatron_default_context_parallel(8191), (std::vector<int>{1}));
+  EXPECT_EQ(megatron_default_context_parallel(4096), (std::vector<int>{1}));
+  EXPECT_EQ(megatron_default_context_parallel(16384), (std::vector<int>{1, 2, 4}));
+  EXPECT_EQ(megatron_default_context_parallel(131072), (std::vector<int>{1, 2, 4, 8, 16, 32}));
+  EXPECT_EQ(megatron_default_context_parallel(1 << 20), (std::vector<int>{1, 2, 4, 8, 16, 32}));
+  EXPECT_EQ(megatron_default_virtual_stages(), (std::vector<int>{1, 2, 3, 4, 5, 6, 7, 8}));
 }
 
 TEST(Plan, RankingWithoutATieBandIsByTime) {
