@@ -266,9 +266,12 @@ PlanResult plan_framework_search(const PlanOptions& options, const framework::Fr
            static_cast<double>(runtime_reserve(target, v.config).total_bytes()) + space.memory_margin_bytes;
   };
   finish_plan(result, options, memory_of, framework_precision_refusal(target, PrecisionName::kFp8).empty());
+  // Said only where it folded something: a recipe without the token, and a listed layout with tp > 1.
   const bool vp_varies =
       std::any_of(options.recipes.begin(), options.recipes.end(), [](const TrainingTechniques& t) { return !t.vocab_parallel; });
-  if (vp_varies) result.folded.push_back(kFoldedVocabParallel);
+  const bool tp_listed =
+      std::any_of(listed.begin(), listed.end(), [](const LayoutRecipes& l) { return l.end > l.first && l.config->tp > 1; });
+  if (vp_varies && tp_listed) result.folded.push_back(kFoldedVocabParallel);
   if (entries.empty()) {
     result.empty_reason = empty_plan_reason(
         options, layouts, [&](const ParallelConfig& c) { return framework::layout_violations(shape, c); }, refusals);

@@ -371,6 +371,13 @@ TEST(Plan, FrameworkFoldsTheVocabularyParallelToken) {
   ASSERT_EQ(both.folded.size(), 1u);
   EXPECT_EQ(both.folded[0], kFoldedVocabParallel);
   EXPECT_TRUE(one.folded.empty());  // every recipe given has the token: nothing was folded
+  // On one GPU every layout has tp 1: the token was dropped there as plain TP, not folded.
+  p.options.gpus = 1;
+  p.options.global_batch = 8;
+  p.options.recipes = {parse_recipe_text("sp+dopt"), parse_recipe_text("sp+vp+dopt")};
+  const PlanResult tp1 = plan_framework_search(p.options, p.target);
+  EXPECT_GT(tp1.counts.candidates, 0);
+  EXPECT_TRUE(tp1.folded.empty());
 }
 
 // Hand-built entries on a device of 80 GiB (plan_ranking.hpp): three choices in a 10% tie band, one of
