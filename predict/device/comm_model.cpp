@@ -7,6 +7,7 @@
 #include <cmath>
 #include <cstdlib>
 #include <functional>
+#include <limits>
 #include <sstream>
 
 #include "common/calibration_records.hpp"
@@ -172,6 +173,7 @@ CommModel::CommModel(const std::vector<store::CommRecord>& records, const std::v
                    "comm fit of " + key.to_string() + " is degenerate");
     tables_.emplace(key, std::move(table));
   }
+  across_nodes_ = any_spans_nodes(tables_);
 }
 
 double evaluate_table_us(const CommTable& table, int64_t bytes, bool& extrapolated) {
@@ -220,13 +222,28 @@ std::optional<CommPrediction> search_tables(const std::map<CommKey, CommTable>& 
   const int64_t bytes = search.bytes;
   std::vector<int> tier;
   const std::vector<DType> dtypes = dtype_candidates(search.dtype, tier);
+  // The tables of (collective, dtype): one run of the map, which orders keys by them first (a prediction
+  // looks tables up for every collective of its stage: no scan of every table).
+  using Iterator = std::map<CommKey, CommTable>::const_iterator;
+  const auto run_of = [&](DType candidate) {
+    CommKey first;
+    first.collective = collective;
+    first.dtype = candidate;
+    first.group_size = std::numeric_limits<int64_t>::min();
+    const Iterator begin = tables.lower_bound(first);
+    Iterator end = begin;
+    while (end != tables.end() && end->first.collective == collective && end->first.dtype == candidate) ++end;
+    return std::make_pair(begin, end);
+  };
   const auto admitted = [&](const CommKey& key, DType candidate) {
     return key.collective == collective && key.dtype == candidate && search.accept(key);
   };
   // Nearest measured count >= 2 for (collective, dtype) among the admitted tables; 0 when none.
   const auto nearest_count = [&](DType candidate) -> int64_t {
     int64_t best = 0;
-    for (const auto& [key, table] : tables) {
+    const auto [begin, end] = run_of(candidate);
+    for (Iterator it = begin; it != end; ++it) {
+      const CommKey& key = it->first;
       const int64_t n = search.count_of(key);
       if (!admitted(key, candidate) || n < 2) continue;
       const int64_t distance = std::llabs(n - count);
@@ -244,10 +261,11 @@ std::optional<CommPrediction> search_tables(const std::map<CommKey, CommTable>& 
       const DType candidate = dtypes[c];
       const int64_t source_count = scaled ? nearest_count(candidate) : count;
       if (source_count == 0) continue;
-      const auto found = std::find_if(tables.begin(), tables.end(), [&](const auto& entry) {
+      const auto [begin, end] = run_of(candidate);
+      const auto found = std::find_if(begin, end, [&](const auto& entry) {
         return admitted(entry.first, candidate) && search.count_of(entry.first) == source_count;
       });
-      if (found == tables.end()) continue;
+      if (found == end) continue;
       const CommKey& key = found->first;
       const CommTable& table = found->second;
 
@@ -309,8 +327,8 @@ std::optional<CommPrediction> compose(const std::vector<std::pair<std::string, s
 
 }  // namespace
 
-bool CommModel::measured_across_nodes() const {
-  return std::any_of(tables_.begin(), tables_.end(), [](const auto& entry) { return entry.first.spans_nodes(); });
+bool CommModel::any_spans_nodes(const std::map<CommKey, CommTable>& tables) {
+  return std::any_of(tables.begin(), tables.end(), [](const auto& entry) { return entry.first.spans_nodes(); });
 }
 
 std::optional<CommPrediction> CommModel::find_us(Collective collective, DType dtype, int64_t group_size, GroupLayout layout,

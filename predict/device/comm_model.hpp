@@ -134,7 +134,11 @@ class CommModel {
   explicit CommModel(const std::vector<store::CommRecord>& records, const std::vector<int>& node_of_rank = {});
   // Restores a saved model's state (tables(), rows_used(), rows_ignored(), node_of_rank()), as the archive wrote it.
   CommModel(std::map<CommKey, CommTable> tables, int64_t rows_used, int64_t rows_ignored, std::vector<int> node_of_rank = {})
-      : tables_(std::move(tables)), rows_used_(rows_used), rows_ignored_(rows_ignored), node_of_rank_(std::move(node_of_rank)) {}
+      : tables_(std::move(tables)),
+        rows_used_(rows_used),
+        rows_ignored_(rows_ignored),
+        node_of_rank_(std::move(node_of_rank)),
+        across_nodes_(any_spans_nodes(tables_)) {}
 
   // The time of one call over a group of `group_size` ranks on one node, or nullopt when no measured
   // table can stand in for it.
@@ -153,7 +157,7 @@ class CommModel {
   CommPrediction predict_us(Collective collective, DType dtype, GroupPlacement placement, GroupLayout layout,
                             int64_t bytes) const;
   // Whether any table's groups spanned nodes (the calibration measured across nodes).
-  bool measured_across_nodes() const;
+  bool measured_across_nodes() const { return across_nodes_; }
   // The calibration's node index per world rank (empty: one node, or a model saved before it was kept).
   const std::vector<int>& node_of_rank() const { return node_of_rank_; }
   // Its ranks per node (common/rank_groups.hpp ranks_per_node_of): 0 when it ran on one node.
@@ -170,6 +174,8 @@ class CommModel {
   int64_t rows_used_ = 0;
   int64_t rows_ignored_ = 0;
   std::vector<int> node_of_rank_;
+  bool across_nodes_ = false;  // any table's groups spanned nodes (set with the tables: a lookup asks it each time)
+  static bool any_spans_nodes(const std::map<CommKey, CommTable>& tables);
 };
 
 // Evaluates one table at `bytes` (> 0): interpolation, clamp below, fit above. Sets `extrapolated`
