@@ -186,7 +186,7 @@ BENCHMARK(BM_PlanLlama405BFramework)->Unit(benchmark::kMillisecond)->Iterations(
 // Issue 47's searches on 256 DGX H100 nodes (2,048 GPUs), gbs 2,048, seq 8,192, amp-bf16 and fp8 (delayed):
 // space:0 the issue's own (--all-recipes --vp 1,2,4,8 --cp 1,2: 112,545 candidates before the vp fold,
 // 58,140 after); space:1 megatron-te's default axes (cp 1,2; vp 1-8) with NeMo's recipes; space:2 the
-// default axes with --all-recipes (138,195 candidates).
+// default axes with --all-recipes (63,810 candidates).
 void BM_PlanLlama405BFrameworkSpaces(benchmark::State& state) {
   const predict::framework::FrameworkTarget target = predict::framework_target("h100-sxm");
   predict::PlanOptions options;
