@@ -138,6 +138,39 @@ int64_t count_choices(const std::vector<predict::PlanEntry>& entries, bool tied_
   return n;
 }
 
+// One candidate as JSON (a shown choice, or one of its variants): everything the table shows and more.
+nlohmann::ordered_json candidate_json(const predict::PlanEntry& e, const PlanQuestion& question) {
+  nlohmann::ordered_json out = {
+      {"rank", e.feasible ? nlohmann::ordered_json(e.rank) : nlohmann::ordered_json(nullptr)},
+      {"tie", e.tie},
+      {"layout", e.config.layout_text()},
+      {"dp", e.config.dp},
+      {"tp", e.config.tp},
+      {"pp", e.config.pp},
+      {"cp", e.config.cp},
+      {"vp", e.config.vp},
+      {"micro_batch", e.config.micro_batch},
+      {"precision", to_string(e.precision)},
+      {"recipe", plan_recipe_label(e)},
+      {"iteration_us", e.iteration_us},
+      {"peak_memory_bytes", e.peak_memory_bytes},
+      {"feasible", e.feasible},
+      {"reason", e.reason},
+      {"extrapolated_fraction", e.extrapolated_fraction},
+      {"tokens_per_s_per_rank", e.tokens_per_s_per_rank},
+      {"mfu", e.mfu ? nlohmann::ordered_json(*e.mfu) : nlohmann::ordered_json(nullptr)},
+      {"mfu_bf16_peak", e.mfu_bf16_peak ? nlohmann::ordered_json(*e.mfu_bf16_peak) : nlohmann::ordered_json(nullptr)},
+      {"implausible", e.implausible},
+      {"flags", flags_json(e.findings)},
+      {"headroom_bytes", e.headroom_bytes >= 0 ? nlohmann::ordered_json(e.headroom_bytes) : nlohmann::ordered_json(nullptr)},
+      {"tight_memory", e.tight_memory},
+      {"technique_count", e.technique_count},
+      {"why", e.why}};
+  if (question.launch_line)
+    out["megatron_args"] = e.feasible ? nlohmann::ordered_json(question.launch_line(e)) : nlohmann::ordered_json(nullptr);
+  return out;
+}
+
 const char* const kTieRule =
     "one row per choice (layout, micro-batch, precision), its fastest recipe; choices within best x (1 + fraction) "
     "tie and are ordered by: memory headroom (at least 10% of the device left before less), fewer techniques, time";
@@ -185,43 +218,10 @@ std::string plan_json(const predict::PlanOptions& options, const PlanQuestion& q
   nlohmann::ordered_json list = nlohmann::ordered_json::array();
   for (const predict::PlanEntry* shown : shown_entries(result.entries, top)) {
     const predict::PlanEntry& e = *shown;
-    nlohmann::ordered_json variants = nlohmann::ordered_json::array();
-    for (const predict::PlanEntry* v : variants_of(result.entries, e)) {
-      variants.push_back({{"recipe", plan_recipe_label(*v)},
-                          {"iteration_us", v->iteration_us},
-                          {"peak_memory_bytes", v->peak_memory_bytes},
-                          {"technique_count", v->technique_count}});
-    }
-    list.push_back(
-        {{"rank", e.feasible ? nlohmann::ordered_json(e.rank) : nlohmann::ordered_json(nullptr)},
-         {"tie", e.tie},
-         {"layout", e.config.layout_text()},
-         {"dp", e.config.dp},
-         {"tp", e.config.tp},
-         {"pp", e.config.pp},
-         {"cp", e.config.cp},
-         {"vp", e.config.vp},
-         {"micro_batch", e.config.micro_batch},
-         {"precision", to_string(e.precision)},
-         {"recipe", plan_recipe_label(e)},
-         {"iteration_us", e.iteration_us},
-         {"peak_memory_bytes", e.peak_memory_bytes},
-         {"feasible", e.feasible},
-         {"reason", e.reason},
-         {"extrapolated_fraction", e.extrapolated_fraction},
-         {"tokens_per_s_per_rank", e.tokens_per_s_per_rank},
-         {"mfu", e.mfu ? nlohmann::ordered_json(*e.mfu) : nlohmann::ordered_json(nullptr)},
-         {"mfu_bf16_peak", e.mfu_bf16_peak ? nlohmann::ordered_json(*e.mfu_bf16_peak) : nlohmann::ordered_json(nullptr)},
-         {"implausible", e.implausible},
-         {"flags", flags_json(e.findings)},
-         {"headroom_bytes", e.headroom_bytes >= 0 ? nlohmann::ordered_json(e.headroom_bytes) : nlohmann::ordered_json(nullptr)},
-         {"tight_memory", e.tight_memory},
-         {"technique_count", e.technique_count},
-         {"why", e.why},
-         {"variants", variants}});
-    if (question.launch_line)
-      list.back()["megatron_args"] =
-          e.feasible ? nlohmann::ordered_json(question.launch_line(e)) : nlohmann::ordered_json(nullptr);
+    nlohmann::ordered_json row = candidate_json(e, question);
+    row["variants"] = nlohmann::ordered_json::array();
+    for (const predict::PlanEntry* v : variants_of(result.entries, e)) row["variants"].push_back(candidate_json(*v, question));
+    list.push_back(std::move(row));
   }
   out["candidates_shown"] = list.size();
   out["candidates"] = list;
