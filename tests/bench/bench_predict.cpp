@@ -163,20 +163,27 @@ BENCHMARK(BM_PlanLlama405BDescribed)
     ->Unit(benchmark::kMillisecond)
     ->Iterations(3);
 
-void BM_PlanLlama405BFramework(benchmark::State& state) {
-  const predict::framework::FrameworkTarget target = predict::framework_target("h100-sxm");
+// LLaMA 3.1-405B on `nodes` DGX H100 nodes, gbs 2,048, seq 8,192, mbs 1/2/4/8, amp-bf16 and fp8, against
+// the device memory: what the framework plans below share (their axes and recipes are their own).
+predict::PlanOptions framework_405b_options(const predict::framework::FrameworkTarget& target, int nodes) {
   predict::PlanOptions options;
   options.model = load_llama_config(source_dir() + "/data/models/llama3.1-405b.json");
-  options.gpus = 2048 * target.hardware.gpus_per_node.value_or(8);
+  options.gpus = nodes * target.hardware.gpus_per_node.value_or(8);
   options.global_batch = 2048;
   options.seq_len = 8192;
   options.micro_batches = {1, 2, 4, 8};
-  options.virtual_stages = {1, 2, 3, 4, 6, 8};
-  options.context_parallel = {1, 2, 4};
   options.precisions = {PrecisionName::kAmpBf16, PrecisionName::kFp8};
-  options.recipes = predict::megatron_recipes();
   options.hardware = target.hardware;
   options.device_memory_bytes = static_cast<double>(target.hardware.memory_bytes);
+  return options;
+}
+
+void BM_PlanLlama405BFramework(benchmark::State& state) {
+  const predict::framework::FrameworkTarget target = predict::framework_target("h100-sxm");
+  predict::PlanOptions options = framework_405b_options(target, 2048);
+  options.virtual_stages = {1, 2, 3, 4, 6, 8};
+  options.context_parallel = {1, 2, 4};
+  options.recipes = predict::megatron_recipes();
   predict::FrameworkPlanSpace space;
   space.fp8_recipes = {predict::framework::Fp8Recipe::kDelayed, predict::framework::Fp8Recipe::kCurrent};
   run_plans(state, [&] { return predict::plan_framework(options, target, space); });
@@ -189,15 +196,7 @@ BENCHMARK(BM_PlanLlama405BFramework)->Unit(benchmark::kMillisecond)->Iterations(
 // default axes with --all-recipes (63,810 candidates).
 void BM_PlanLlama405BFrameworkSpaces(benchmark::State& state) {
   const predict::framework::FrameworkTarget target = predict::framework_target("h100-sxm");
-  predict::PlanOptions options;
-  options.model = load_llama_config(source_dir() + "/data/models/llama3.1-405b.json");
-  options.gpus = 256 * target.hardware.gpus_per_node.value_or(8);
-  options.global_batch = 2048;
-  options.seq_len = 8192;
-  options.micro_batches = {1, 2, 4, 8};
-  options.precisions = {PrecisionName::kAmpBf16, PrecisionName::kFp8};
-  options.hardware = target.hardware;
-  options.device_memory_bytes = static_cast<double>(target.hardware.memory_bytes);
+  predict::PlanOptions options = framework_405b_options(target, 256);
   options.tie_fraction = 0.108;
   if (state.range(0) == 0) {
     options.virtual_stages = {1, 2, 4, 8};
