@@ -12,6 +12,7 @@
 #include <set>
 #include <sstream>
 
+#include "common/data_folder.hpp"
 #include "common/errors.hpp"
 #include "common/input_file.hpp"
 #include "common/json_excerpt.hpp"
@@ -301,11 +302,7 @@ HardwareSpec load_hardware_spec(const std::string& path) {
   return parse_hardware_spec(text, path);
 }
 
-std::string hardware_dir() {
-  const char* override_dir = std::getenv("ITERTIME_HARDWARE_DIR");
-  if (override_dir != nullptr && *override_dir != '\0') return override_dir;
-  return ITERTIME_DEFAULT_HARDWARE_DIR;
-}
+std::string hardware_dir() { return data_folder("ITERTIME_HARDWARE_DIR", ITERTIME_DEFAULT_HARDWARE_DIR); }
 
 std::vector<std::string> list_hardware_specs(const std::string& dir) {
   std::vector<std::string> names;
@@ -329,7 +326,7 @@ HardwareSpec find_hardware_spec(const std::string& name_or_path, const std::stri
     throw UserError("no hardware description '" + name_or_path + "' in " + dir + "; known: " +
                     (list.empty() ? "none (is ITERTIME_HARDWARE_DIR right?)" : list) + "; or pass the path of a .json file");
   }
-  return load_hardware_spec((std::filesystem::path(dir) / (name_or_path + ".json")).string());
+  return load_hardware_spec(device_file(dir, name_or_path));
 }
 
 std::string match_hardware_spec(const std::vector<std::string>& gpu_names, const std::string& cpu_model, int cores,
@@ -343,7 +340,7 @@ std::string match_hardware_spec(const std::vector<std::string>& gpu_names, const
   for (const std::string& name : list_hardware_specs(dir)) {
     HardwareSpec spec;
     try {
-      spec = load_hardware_spec((std::filesystem::path(dir) / (name + ".json")).string());
+      spec = load_hardware_spec(device_file(dir, name));
     } catch (const UserError&) {
       continue;
     }

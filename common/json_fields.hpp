@@ -13,6 +13,7 @@
 #include <utility>
 
 #include "common/errors.hpp"
+#include "common/input_file.hpp"
 
 namespace itertime {
 
@@ -22,6 +23,14 @@ inline nlohmann::json parse_json_text(const std::string& text, const std::string
   } catch (const nlohmann::json::exception& error) {  // parse_error, and out_of_range for numbers like 1e999
     throw UserError(source + ": not valid JSON (" + error.what() + ")" + hint);
   }
+}
+
+// The JSON object a data/ file holds: the file read as read_input_file reads it (its refusals in
+// `words`), parsed as above; UserError "<path>: must hold one JSON object" when it holds another value.
+inline nlohmann::json read_json_object_file(const std::string& path, const InputFileWords& words) {
+  nlohmann::json doc = parse_json_text(read_input_file(path, words), path);
+  if (!doc.is_object()) throw UserError(path + ": must hold one JSON object");
+  return doc;
 }
 
 class JsonFieldReader {

@@ -36,6 +36,7 @@
 #include <set>
 #include <tuple>
 
+#include "common/data_folder.hpp"
 #include "common/errors.hpp"
 #include "common/input_file.hpp"
 #include "common/json_excerpt.hpp"
@@ -512,32 +513,20 @@ double GpuKernelFigures::memory_bound_time_us(double bytes) const {
   return bytes / memory_bandwidth_bytes_per_s * 1e6 + launch_overhead_us;
 }
 
-std::string GpuKernelFigures::shown_path() const {
-  const std::filesystem::path file(path);
-  std::error_code error;
-  if (std::filesystem::equivalent(file.parent_path(), ITERTIME_DEFAULT_KERNELS_DIR, error))
-    return "data/kernels/" + file.filename().string();
-  return path;
-}
+std::string GpuKernelFigures::shown_path() const { return shown_data_path(path, ITERTIME_DEFAULT_KERNELS_DIR, "data/kernels"); }
 
 std::string GpuKernelFigures::summary() const { return "kernel figures " + shown_path() + " (" + summary_text + ")"; }
 
-std::string kernel_figures_dir() {
-  const char* override_dir = std::getenv("ITERTIME_KERNELS_DIR");
-  if (override_dir != nullptr && *override_dir != '\0') return override_dir;
-  return ITERTIME_DEFAULT_KERNELS_DIR;
-}
+std::string kernel_figures_dir() { return data_folder("ITERTIME_KERNELS_DIR", ITERTIME_DEFAULT_KERNELS_DIR); }
 
 GpuKernelFigures load_gpu_kernel_figures(const HardwareSpec& hardware, const std::string& dir) {
-  const std::string path = (std::filesystem::path(dir) / (hardware.name + ".json")).string();
+  const std::string path = device_file(dir, hardware.name);
   std::error_code error;
   if (!std::filesystem::exists(path, error)) {
     throw UserError("no published kernel figures for '" + hardware.name + "' in " + dir +
                     "; GPUs with figures: " + known_gpus(dir) + " (docs/kernels.md)");
   }
-  const std::string text = read_input_file(path, {"no such file", "is a directory, not kernel figures", "cannot be read"});
-  const json doc = parse_json_text(text, path);
-  if (!doc.is_object()) throw UserError(path + ": must hold one JSON object");
+  const json doc = read_json_object_file(path, {"no such file", "is a directory, not kernel figures", "cannot be read"});
   GpuKernelFigures figures;
   figures.path = path;
   Reader reader(path, figures);

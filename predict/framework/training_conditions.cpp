@@ -7,6 +7,7 @@
 #include <filesystem>
 #include <nlohmann/json.hpp>
 
+#include "common/data_folder.hpp"
 #include "common/errors.hpp"
 #include "common/input_file.hpp"
 #include "common/json_excerpt.hpp"
@@ -89,11 +90,8 @@ double TrainingConditions::straggler_slowdown(int64_t gpus) const { return gpu_s
 
 std::string TrainingConditions::summary() const {
   if (is_neutral()) return "training conditions: none described for this GPU (kernel figures' own conditions)";
-  std::string shown = path;
-  std::error_code error;
-  if (std::filesystem::equivalent(std::filesystem::path(path).parent_path(), ITERTIME_DEFAULT_TRAINING_DIR, error))
-    shown = "data/training/" + std::filesystem::path(path).filename().string();
-  return "training conditions " + shown + " (" + summary_text + ")";
+  return "training conditions " + shown_data_path(path, ITERTIME_DEFAULT_TRAINING_DIR, "data/training") + " (" + summary_text +
+         ")";
 }
 
 double expected_max_standard_normal(int64_t n) {
@@ -102,19 +100,13 @@ double expected_max_standard_normal(int64_t n) {
   return inverse_normal_cdf((count - 0.375) / (count + 0.25));
 }
 
-std::string training_conditions_dir() {
-  const char* override_dir = std::getenv("ITERTIME_TRAINING_DIR");
-  if (override_dir != nullptr && *override_dir != '\0') return override_dir;
-  return ITERTIME_DEFAULT_TRAINING_DIR;
-}
+std::string training_conditions_dir() { return data_folder("ITERTIME_TRAINING_DIR", ITERTIME_DEFAULT_TRAINING_DIR); }
 
 TrainingConditions load_training_conditions(const HardwareSpec& hardware, const std::string& dir) {
-  const std::string path = (std::filesystem::path(dir) / (hardware.name + ".json")).string();
+  const std::string path = device_file(dir, hardware.name);
   std::error_code error;
   if (!std::filesystem::exists(path, error)) return TrainingConditions::neutral();
-  const std::string text = read_input_file(path, {"no such file", "is a directory, not training conditions", "cannot be read"});
-  const json doc = parse_json_text(text, path);
-  if (!doc.is_object()) throw UserError(path + ": must hold one JSON object");
+  const json doc = read_json_object_file(path, {"no such file", "is a directory, not training conditions", "cannot be read"});
   TrainingConditions out;
   out.path = path;
   Reader reader(path, out);
