@@ -5,6 +5,7 @@
 #include <map>
 #include <utility>
 
+#include "common/enum_names.hpp"
 #include "common/errors.hpp"
 #include "common/reference_store.hpp"
 #include "common/store_meta.hpp"
@@ -105,23 +106,13 @@ OpsRecords read_ops_records(h5::Store& store) {
   return records;
 }
 
-std::string to_string(RunStatus status) {
-  switch (status) {
-    case RunStatus::kOk: return "ok";
-    case RunStatus::kSkipped: return "skipped";
-    case RunStatus::kFailed: return "failed";
-    case RunStatus::kOutOfMemory: return "oom";
-  }
-  throw InternalError("unknown run status", __FILE__, __LINE__);
-}
+constexpr EnumName<RunStatus> kRunStatusNames[] = {
+    {RunStatus::kOk, "ok"}, {RunStatus::kSkipped, "skipped"}, {RunStatus::kFailed, "failed"}, {RunStatus::kOutOfMemory, "oom"}};
+static_assert(enum_names_one_to_one(kRunStatusNames));
 
-RunStatus parse_run_status(std::string_view text) {
-  if (text == "ok") return RunStatus::kOk;
-  if (text == "skipped") return RunStatus::kSkipped;
-  if (text == "failed") return RunStatus::kFailed;
-  if (text == "oom") return RunStatus::kOutOfMemory;
-  throw UserError("unknown ground-truth status '" + std::string(text) + "': use ok, skipped, failed or oom");
-}
+std::string to_string(RunStatus status) { return name_of(kRunStatusNames, status, "run status"); }
+
+RunStatus parse_run_status(std::string_view text) { return parse_named(kRunStatusNames, text, "ground-truth status"); }
 
 GroundTruthRecord to_record(const GroundTruthRow& row) {
   GroundTruthRecord record;

@@ -1,37 +1,36 @@
 // collective.cpp: names, parsing and factors of the communication vocabulary (collective.hpp).
 #include "common/collective.hpp"
 
+#include "common/enum_names.hpp"
 #include "common/errors.hpp"
 
 namespace itertime {
 
-std::string to_string(Collective collective) {
-  switch (collective) {
-    case Collective::kAllReduce: return "all_reduce";
-    case Collective::kAllGather: return "all_gather";
-    case Collective::kReduceScatter: return "reduce_scatter";
-    case Collective::kBroadcast: return "broadcast";
-    case Collective::kAllToAll: return "all_to_all";
-    case Collective::kSend: return "send";
-    case Collective::kSendRecv: return "sendrecv";
-  }
-  throw InternalError("unknown collective", __FILE__, __LINE__);
-}
+constexpr EnumName<Collective> kCollectiveNames[] = {{Collective::kAllReduce, "all_reduce"},
+                                                     {Collective::kAllGather, "all_gather"},
+                                                     {Collective::kReduceScatter, "reduce_scatter"},
+                                                     {Collective::kBroadcast, "broadcast"},
+                                                     {Collective::kAllToAll, "all_to_all"},
+                                                     {Collective::kSend, "send"},
+                                                     {Collective::kSendRecv, "sendrecv"}};
+static_assert(enum_names_one_to_one(kCollectiveNames));
+
+constexpr EnumName<CommKind> kCommKindNames[] = {
+    {CommKind::kTpAllReduce, "tp_all_reduce"},         {CommKind::kPpSendForward, "pp_send_forward"},
+    {CommKind::kPpSendBackward, "pp_send_backward"},   {CommKind::kDpAllReduce, "dp_all_reduce"},
+    {CommKind::kTpAllGather, "tp_all_gather"},         {CommKind::kTpReduceScatter, "tp_reduce_scatter"},
+    {CommKind::kDpReduceScatter, "dp_reduce_scatter"}, {CommKind::kDpAllGather, "dp_all_gather"},
+    {CommKind::kCpAllGather, "cp_all_gather"},         {CommKind::kCpReduceScatter, "cp_reduce_scatter"}};
+static_assert(enum_names_one_to_one(kCommKindNames));
+
+std::string to_string(Collective collective) { return name_of(kCollectiveNames, collective, "collective"); }
 
 const std::vector<Collective>& all_collectives() {
-  static const std::vector<Collective> kAll = {Collective::kAllReduce, Collective::kAllGather, Collective::kReduceScatter,
-                                               Collective::kBroadcast, Collective::kAllToAll,  Collective::kSend,
-                                               Collective::kSendRecv};
+  static const std::vector<Collective> kAll = values_in(kCollectiveNames);
   return kAll;
 }
 
-Collective parse_collective(std::string_view text) {
-  for (Collective collective : all_collectives()) {
-    if (to_string(collective) == text) return collective;
-  }
-  throw UserError("unknown collective '" + std::string(text) +
-                  "': use all_reduce, all_gather, reduce_scatter, broadcast, all_to_all, send or sendrecv");
-}
+Collective parse_collective(std::string_view text) { return parse_named(kCollectiveNames, text, "collective"); }
 
 bool is_point_to_point(Collective collective) { return collective == Collective::kSend || collective == Collective::kSendRecv; }
 
@@ -79,38 +78,14 @@ TimingMode parse_timing_mode(std::string_view text) {
   throw UserError("unknown timing mode '" + std::string(text) + "': use latency or pipelined");
 }
 
-std::string to_string(CommKind kind) {
-  switch (kind) {
-    case CommKind::kTpAllReduce: return "tp_all_reduce";
-    case CommKind::kPpSendForward: return "pp_send_forward";
-    case CommKind::kPpSendBackward: return "pp_send_backward";
-    case CommKind::kDpAllReduce: return "dp_all_reduce";
-    case CommKind::kTpAllGather: return "tp_all_gather";
-    case CommKind::kTpReduceScatter: return "tp_reduce_scatter";
-    case CommKind::kDpReduceScatter: return "dp_reduce_scatter";
-    case CommKind::kDpAllGather: return "dp_all_gather";
-    case CommKind::kCpAllGather: return "cp_all_gather";
-    case CommKind::kCpReduceScatter: return "cp_reduce_scatter";
-  }
-  throw InternalError("unknown comm kind", __FILE__, __LINE__);
-}
+std::string to_string(CommKind kind) { return name_of(kCommKindNames, kind, "comm kind"); }
 
 const std::vector<CommKind>& all_comm_kinds() {
-  static const std::vector<CommKind> kAll = {CommKind::kTpAllReduce,     CommKind::kPpSendForward, CommKind::kPpSendBackward,
-                                             CommKind::kDpAllReduce,     CommKind::kTpAllGather,   CommKind::kTpReduceScatter,
-                                             CommKind::kDpReduceScatter, CommKind::kDpAllGather,   CommKind::kCpAllGather,
-                                             CommKind::kCpReduceScatter};
+  static const std::vector<CommKind> kAll = values_in(kCommKindNames);
   return kAll;
 }
 
-CommKind parse_comm_kind(std::string_view text) {
-  for (CommKind kind : all_comm_kinds()) {
-    if (to_string(kind) == text) return kind;
-  }
-  throw UserError("unknown communication kind '" + std::string(text) +
-                  "': use tp_all_reduce, pp_send_forward, pp_send_backward, dp_all_reduce, tp_all_gather, "
-                  "tp_reduce_scatter, dp_reduce_scatter or dp_all_gather");
-}
+CommKind parse_comm_kind(std::string_view text) { return parse_named(kCommKindNames, text, "communication kind"); }
 
 Collective collective_of(CommKind kind) {
   switch (kind) {

@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <cctype>
 
+#include "common/enum_names.hpp"
 #include "common/errors.hpp"
 
 namespace itertime {
@@ -14,6 +15,12 @@ std::string lower(std::string_view text) {
   std::transform(out.begin(), out.end(), out.begin(), [](unsigned char c) { return std::tolower(c); });
   return out;
 }
+
+// The short names (parse_dtype also takes the long ones and C's).
+constexpr EnumName<DType> kDTypeNames[] = {{DType::kFloat32, "fp32"}, {DType::kFloat16, "fp16"}, {DType::kBFloat16, "bf16"},
+                                           {DType::kFloat64, "fp64"}, {DType::kInt8, "int8"},    {DType::kInt32, "int32"},
+                                           {DType::kInt64, "int64"},  {DType::kBool, "bool"}};
+static_assert(enum_names_one_to_one(kDTypeNames));
 
 }  // namespace
 
@@ -31,23 +38,10 @@ std::size_t dtype_bytes(DType dtype) {
   throw InternalError("unknown DType", __FILE__, __LINE__);
 }
 
-std::string to_string(DType dtype) {
-  switch (dtype) {
-    case DType::kFloat32: return "fp32";
-    case DType::kFloat16: return "fp16";
-    case DType::kBFloat16: return "bf16";
-    case DType::kFloat64: return "fp64";
-    case DType::kInt8: return "int8";
-    case DType::kInt32: return "int32";
-    case DType::kInt64: return "int64";
-    case DType::kBool: return "bool";
-  }
-  throw InternalError("unknown DType", __FILE__, __LINE__);
-}
+std::string to_string(DType dtype) { return name_of(kDTypeNames, dtype, "DType"); }
 
 const std::vector<DType>& all_dtypes() {
-  static const std::vector<DType> kAll = {DType::kFloat32, DType::kFloat16, DType::kBFloat16, DType::kFloat64,
-                                          DType::kInt8,    DType::kInt32,   DType::kInt64,    DType::kBool};
+  static const std::vector<DType> kAll = values_in(kDTypeNames);
   return kAll;
 }
 

@@ -8,18 +8,16 @@
 #include <numeric>
 #include <random>
 
+#include "common/enum_names.hpp"
 #include "common/stats.hpp"
 
 namespace itertime {
 
-std::string to_string(RoundVerdict verdict) {
-  switch (verdict) {
-    case RoundVerdict::kCounted: return "counted";
-    case RoundVerdict::kLoad: return "load";
-    case RoundVerdict::kOutlier: return "outlier";
-  }
-  return "counted";
-}
+constexpr EnumName<RoundVerdict> kRoundVerdictNames[] = {
+    {RoundVerdict::kCounted, "counted"}, {RoundVerdict::kLoad, "load"}, {RoundVerdict::kOutlier, "outlier"}};
+static_assert(enum_names_one_to_one(kRoundVerdictNames));
+
+std::string to_string(RoundVerdict verdict) { return name_of(kRoundVerdictNames, verdict, "round verdict"); }
 
 namespace {
 

@@ -1,26 +1,23 @@
 // phase.cpp: names and parsing of the training phases (phase.hpp).
 #include "common/phase.hpp"
 
+#include <iterator>
+
+#include "common/enum_names.hpp"
 #include "common/errors.hpp"
 
 namespace itertime {
 
-std::string to_string(Phase phase) {
-  switch (phase) {
-    case Phase::kForward: return "forward";
-    case Phase::kBackward: return "backward";
-    case Phase::kSpGradients: return "sp_grads";
-    case Phase::kDpBuffer: return "dp_buffer";
-    case Phase::kOptimizer: return "optimizer";
-  }
-  throw InternalError("unknown phase", __FILE__, __LINE__);
-}
+constexpr EnumName<Phase> kPhaseNames[] = {{Phase::kForward, "forward"},
+                                           {Phase::kBackward, "backward"},
+                                           {Phase::kSpGradients, "sp_grads"},
+                                           {Phase::kDpBuffer, "dp_buffer"},
+                                           {Phase::kOptimizer, "optimizer"}};
+static_assert(enum_names_one_to_one(kPhaseNames));
+static_assert(std::size(kPhaseNames) == kAllPhases.size(), "every phase has a name");
 
-Phase parse_phase(std::string_view text) {
-  for (Phase phase : kAllPhases) {
-    if (to_string(phase) == text) return phase;
-  }
-  throw UserError("unknown phase '" + std::string(text) + "': use forward, backward, sp_grads, dp_buffer or optimizer");
-}
+std::string to_string(Phase phase) { return name_of(kPhaseNames, phase, "phase"); }
+
+Phase parse_phase(std::string_view text) { return parse_named(kPhaseNames, text, "phase"); }
 
 }  // namespace itertime

@@ -5,6 +5,7 @@
 #include <limits>
 #include <set>
 
+#include "common/enum_names.hpp"
 #include "common/errors.hpp"
 #include "common/stats.hpp"
 
@@ -56,21 +57,16 @@ std::set<int> occupancies_with(const std::vector<ReferenceSample>& samples, Refe
   return found;
 }
 
+constexpr EnumName<ReferenceStage> kReferenceStageNames[] = {
+    {ReferenceStage::kComm, "comm"}, {ReferenceStage::kOps, "ops"}, {ReferenceStage::kGroundTruth, "groundtruth"}};
+static_assert(enum_names_one_to_one(kReferenceStageNames));
+
 }  // namespace
 
-std::string to_string(ReferenceStage stage) {
-  switch (stage) {
-    case ReferenceStage::kComm: return "comm";
-    case ReferenceStage::kOps: return "ops";
-    case ReferenceStage::kGroundTruth: return "groundtruth";
-  }
-  throw InternalError("unknown reference stage", __FILE__, __LINE__);
-}
+std::string to_string(ReferenceStage stage) { return name_of(kReferenceStageNames, stage, "reference stage"); }
 
 ReferenceStage parse_reference_stage(const std::string& text) {
-  if (text == "comm") return ReferenceStage::kComm;
-  if (text == "ops") return ReferenceStage::kOps;
-  if (text == "groundtruth") return ReferenceStage::kGroundTruth;
+  if (const auto stage = value_named(kReferenceStageNames, text)) return *stage;
   throw InternalError("unknown reference stage '" + text + "'", __FILE__, __LINE__);
 }
 

@@ -4,6 +4,7 @@
 #include <vector>
 
 #include "common/byte_size.hpp"
+#include "common/enum_names.hpp"
 #include "common/errors.hpp"
 
 namespace itertime {
@@ -56,21 +57,13 @@ bool TrainingTechniques::operator==(const TrainingTechniques& other) const {
          overlap_parameter_gather == other.overlap_parameter_gather;
 }
 
-std::string to_string(Recompute recompute) {
-  switch (recompute) {
-    case Recompute::kNone: return "none";
-    case Recompute::kSelective: return "selective";
-    case Recompute::kFull: return "full";
-  }
-  return "none";
-}
+constexpr EnumName<Recompute> kRecomputeNames[] = {
+    {Recompute::kNone, "none"}, {Recompute::kSelective, "selective"}, {Recompute::kFull, "full"}};
+static_assert(enum_names_one_to_one(kRecomputeNames));
 
-Recompute parse_recompute(std::string_view text) {
-  if (text == "none") return Recompute::kNone;
-  if (text == "selective") return Recompute::kSelective;
-  if (text == "full") return Recompute::kFull;
-  throw UserError("recompute '" + std::string(text) + "': give none, selective or full");
-}
+std::string to_string(Recompute recompute) { return name_of(kRecomputeNames, recompute, "recompute"); }
+
+Recompute parse_recompute(std::string_view text) { return parse_named(kRecomputeNames, text, "recompute"); }
 
 std::string recipe_text(const TrainingTechniques& t) {
   std::vector<std::string> tokens;

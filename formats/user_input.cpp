@@ -3,6 +3,7 @@
 
 #include <sstream>
 
+#include "common/enum_names.hpp"
 #include "common/errors.hpp"
 #include "common/input_file.hpp"
 #include "formats/megatron_args.hpp"
@@ -12,23 +13,18 @@
 
 namespace itertime::formats {
 
+constexpr EnumName<InputFormat> kInputFormatNames[] = {{InputFormat::kAuto, "auto"},
+                                                       {InputFormat::kMegatronArgs, "megatron-args"},
+                                                       {InputFormat::kNemo, "nemo"},
+                                                       {InputFormat::kTorchtitan, "torchtitan"}};
+static_assert(enum_names_one_to_one(kInputFormatNames));
+
 InputFormat parse_input_format(std::string_view text) {
-  if (text == "auto") return InputFormat::kAuto;
-  if (text == "megatron-args") return InputFormat::kMegatronArgs;
-  if (text == "nemo") return InputFormat::kNemo;
-  if (text == "torchtitan") return InputFormat::kTorchtitan;
+  if (const auto format = value_named(kInputFormatNames, text)) return *format;
   throw UserError("--from-format " + std::string(text) + ": not a format itertime reads (megatron-args, nemo, torchtitan)");
 }
 
-std::string to_string(InputFormat format) {
-  switch (format) {
-    case InputFormat::kAuto: return "auto";
-    case InputFormat::kMegatronArgs: return "megatron-args";
-    case InputFormat::kNemo: return "nemo";
-    case InputFormat::kTorchtitan: return "torchtitan";
-  }
-  return "auto";
-}
+std::string to_string(InputFormat format) { return name_of(kInputFormatNames, format, "input format"); }
 
 namespace {
 

@@ -10,6 +10,7 @@
 #include <sstream>
 #include <vector>
 
+#include "common/enum_names.hpp"
 #include "common/errors.hpp"
 
 namespace itertime::predict {
@@ -429,35 +430,25 @@ DescribedCommTime zero_result() { return DescribedCommTime{}; }
 // send / sendrecv: a two-rank group, inside a node when ranks_per_node >= 2.
 GroupPlacement p2p_placement(const GroupPlacement& p) { return GroupPlacement{2, p.ranks_per_node >= 2 ? 2 : 1}; }
 
+// NCCL's own names (NCCL_ALGO, NCCL_PROTO); the generations as its tuning tables name them.
+constexpr EnumName<NcclAlgorithm> kAlgorithmNames[] = {{NcclAlgorithm::kRing, "ring"},
+                                                       {NcclAlgorithm::kTree, "tree"},
+                                                       {NcclAlgorithm::kNvls, "nvls"},
+                                                       {NcclAlgorithm::kNvlsTree, "nvls_tree"}};
+constexpr EnumName<NcclProtocol> kProtocolNames[] = {
+    {NcclProtocol::kLL, "LL"}, {NcclProtocol::kLL128, "LL128"}, {NcclProtocol::kSimple, "Simple"}};
+constexpr EnumName<NcclGeneration> kGenerationNames[] = {
+    {NcclGeneration::kAmpere, "ampere"}, {NcclGeneration::kHopper, "hopper"}, {NcclGeneration::kBlackwell, "blackwell"}};
+static_assert(enum_names_one_to_one(kAlgorithmNames) && enum_names_one_to_one(kProtocolNames) &&
+              enum_names_one_to_one(kGenerationNames));
+
 }  // namespace
 
-std::string to_string(NcclAlgorithm algorithm) {
-  switch (algorithm) {
-    case NcclAlgorithm::kRing: return "ring";
-    case NcclAlgorithm::kTree: return "tree";
-    case NcclAlgorithm::kNvls: return "nvls";
-    case NcclAlgorithm::kNvlsTree: return "nvls_tree";
-  }
-  throw InternalError("unknown NCCL algorithm", __FILE__, __LINE__);
-}
+std::string to_string(NcclAlgorithm algorithm) { return name_of(kAlgorithmNames, algorithm, "NCCL algorithm"); }
 
-std::string to_string(NcclProtocol protocol) {
-  switch (protocol) {
-    case NcclProtocol::kLL: return "LL";
-    case NcclProtocol::kLL128: return "LL128";
-    case NcclProtocol::kSimple: return "Simple";
-  }
-  throw InternalError("unknown NCCL protocol", __FILE__, __LINE__);
-}
+std::string to_string(NcclProtocol protocol) { return name_of(kProtocolNames, protocol, "NCCL protocol"); }
 
-std::string to_string(NcclGeneration generation) {
-  switch (generation) {
-    case NcclGeneration::kAmpere: return "ampere";
-    case NcclGeneration::kHopper: return "hopper";
-    case NcclGeneration::kBlackwell: return "blackwell";
-  }
-  throw InternalError("unknown NCCL generation", __FILE__, __LINE__);
-}
+std::string to_string(NcclGeneration generation) { return name_of(kGenerationNames, generation, "NCCL generation"); }
 
 NcclGeneration infer_nccl_generation(const HardwareSpec& hw) {
   if (!hw.peak(ComputeDType::kFp8)) return NcclGeneration::kAmpere;
