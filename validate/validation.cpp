@@ -23,6 +23,16 @@ bool ValidationReport::has_extended_layouts() const {
   return std::any_of(rows.begin(), rows.end(), [](const ValidationRow& row) { return row.cp != 1 || row.vp != 1; });
 }
 
+ParallelConfig ValidationRow::layout() const {
+  ParallelConfig config;
+  config.dp = dp;
+  config.tp = tp;
+  config.pp = pp;
+  config.cp = cp;
+  config.vp = vp;
+  return config;
+}
+
 std::string to_string(Holdout holdout) { return holdout == Holdout::kTuple ? "tuple" : "precision"; }
 
 Holdout parse_holdout(std::string_view text) {

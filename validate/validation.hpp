@@ -55,6 +55,7 @@ struct ValidationRow {
   std::string recipe = "plain";               // the training techniques (recipe_label, common/training_techniques.hpp)
   std::string reason;                         // why unpredicted
   int dp = 0, tp = 0, pp = 0, cp = 1, vp = 1;
+  ParallelConfig layout() const;  // dp, tp, pp, cp and vp as a layout (batch and sequence left at their defaults)
   double measured_us = 0;
   // The ground truth's agreement with itself (common/calibration_records.hpp GroundTruthRecord): the
   // counted rounds' spread in % (NaN below 2 rounds) and why it stayed disturbed ("" when steady).

@@ -40,15 +40,7 @@ void annotate_spans(ValidationReport& report, const store::StoreMeta& meta) {
   const int64_t ranks_per_node = store::job_ranks_per_node(meta);
   if (ranks_per_node <= 0) return;
   report.nodes_text = std::to_string(ranks_per_node) + " ranks per node";
-  for (ValidationRow& row : report.rows) {
-    ParallelConfig config;
-    config.dp = row.dp;
-    config.tp = row.tp;
-    config.pp = row.pp;
-    config.cp = row.cp;
-    config.vp = row.vp;
-    row.span = node_span_text(config, ranks_per_node);
-  }
+  for (ValidationRow& row : report.rows) row.span = node_span_text(row.layout(), ranks_per_node);
 }
 
 }  // namespace
