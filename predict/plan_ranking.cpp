@@ -69,6 +69,56 @@ int technique_count(const PlanEntry& e) {
          (t.overlap_gradient_reduction ? 1 : 0) + (t.overlap_parameter_gather ? 1 : 0);
 }
 
+namespace {
+
+// Moves entries[order[k]] to position k for every k (order a permutation), along each cycle once:
+// no second copy of the entries (a plan holds 100,000). Leaves order as the identity.
+void move_into_order(std::vector<PlanEntry>& entries, std::vector<std::size_t>& order) {
+  for (std::size_t k = 0; k < order.size(); ++k) {
+    if (order[k] == k) continue;
+    PlanEntry held = std::move(entries[k]);
+    std::size_t j = k;
+    while (order[j] != k) {
+      const std::size_t next = order[j];
+      entries[j] = std::move(entries[next]);
+      order[j] = j;
+      j = next;
+    }
+    entries[j] = std::move(held);
+    order[j] = j;
+  }
+}
+
+// Why each shown choice (a feasible representative, in rank order) ranks where it does.
+void write_why(std::vector<PlanEntry>& entries, double tie_fraction, double device_memory_bytes) {
+  std::vector<PlanEntry*> shown;
+  for (PlanEntry& e : entries) {
+    if (e.feasible && e.variant_of < 0) shown.push_back(&e);
+  }
+  if (shown.empty()) return;
+  double fastest_us = shown.front()->iteration_us;
+  for (const PlanEntry* e : shown) fastest_us = std::min(fastest_us, e->iteration_us);
+  const double band_limit_us = fastest_us * (1.0 + tie_fraction);
+  const std::string band_text = "the tie band (+" + percent_text(tie_fraction) + ")";
+  for (std::size_t k = 0; k < shown.size(); ++k) {
+    PlanEntry& e = *shown[k];
+    const std::string time = e.iteration_us <= fastest_us
+                                 ? std::string("fastest")
+                                 : "+" + percent_text(e.iteration_us / fastest_us - 1.0) + " over the fastest";
+    if (shown.size() == 1) {
+      e.why = "the only feasible choice";
+    } else if (!e.tie) {  // ranked by time: alone in the band, or outside it
+      e.why = time + (e.iteration_us <= band_limit_us ? "; the next lies outside " : ", outside ") + band_text;
+    } else if (k == 0) {
+      e.why = time + "; tie, " + band_reason(e, *shown[1], true, device_memory_bytes);
+    } else {
+      e.why = time + "; tie, " + band_reason(*shown[k - 1], e, false, device_memory_bytes);
+    }
+  }
+}
+
+}  // namespace
+
 void rank_plan_entries(std::vector<PlanEntry>& entries, double tie_fraction, double device_memory_bytes) {
   std::vector<std::size_t> feasible, infeasible;
   for (std::size_t i = 0; i < entries.size(); ++i) {
@@ -131,48 +181,12 @@ void rank_plan_entries(std::vector<PlanEntry>& entries, double tie_fraction, dou
     order.push_back(i);
     places.emplace_back();
   }
-  for (std::size_t k = 0; k < order.size(); ++k) {  // each cycle of the permutation once
-    if (order[k] == k) continue;
-    PlanEntry held = std::move(entries[k]);
-    std::size_t j = k;
-    while (order[j] != k) {
-      const std::size_t next = order[j];
-      entries[j] = std::move(entries[next]);
-      order[j] = j;
-      j = next;
-    }
-    entries[j] = std::move(held);
-    order[j] = j;
-  }
+  move_into_order(entries, order);
   for (std::size_t k = 0; k < entries.size(); ++k) {
     PlanEntry& e = entries[k];
     e.rank = places[k].rank, e.tie = places[k].tie, e.variant_of = places[k].variant_of, e.variants = places[k].variants;
   }
-  // Why each representative ranks where it does.
-  std::vector<PlanEntry*> shown;
-  for (PlanEntry& e : entries) {
-    if (e.feasible && e.variant_of < 0) shown.push_back(&e);
-  }
-  if (shown.empty()) return;
-  double fastest_us = shown.front()->iteration_us;
-  for (const PlanEntry* e : shown) fastest_us = std::min(fastest_us, e->iteration_us);
-  const double band_limit_us = fastest_us * (1.0 + tie_fraction);
-  const std::string band_text = "the tie band (+" + percent_text(tie_fraction) + ")";
-  for (std::size_t k = 0; k < shown.size(); ++k) {
-    PlanEntry& e = *shown[k];
-    const std::string time = e.iteration_us <= fastest_us
-                                 ? std::string("fastest")
-                                 : "+" + percent_text(e.iteration_us / fastest_us - 1.0) + " over the fastest";
-    if (shown.size() == 1) {
-      e.why = "the only feasible choice";
-    } else if (!e.tie) {  // ranked by time: alone in the band, or outside it
-      e.why = time + (e.iteration_us <= band_limit_us ? "; the next lies outside " : ", outside ") + band_text;
-    } else if (k == 0) {
-      e.why = time + "; tie, " + band_reason(e, *shown[1], true, device_memory_bytes);
-    } else {
-      e.why = time + "; tie, " + band_reason(*shown[k - 1], e, false, device_memory_bytes);
-    }
-  }
+  write_why(entries, tie_fraction, device_memory_bytes);
 }
 
 }  // namespace itertime::predict

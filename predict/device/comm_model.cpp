@@ -216,10 +216,49 @@ struct TableSearch {
   std::string link_share_text;  // "; link shared by R flows per node, not R_cal"
 };
 
-std::optional<CommPrediction> search_tables(const std::map<CommKey, CommTable>& tables, const TableSearch& search) {
+// The time of search's collective from the table found for it: `key` measured at source_count ranks
+// (or nodes) in dtype `candidate`, reached in the search's pass of dtype tier `tier` (0: the dtype asked).
+CommPrediction prediction_from_table(const CommKey& key, const CommTable& table, const TableSearch& search, int64_t source_count,
+                                     int tier, DType candidate) {
   const Collective collective = search.collective;
   const int64_t count = search.count;
   const int64_t bytes = search.bytes;
+  CommPrediction prediction;
+  bool outside = false;
+  const double table_us = evaluate_table_us(table, bytes, outside);
+  prediction.extrapolated = outside;
+  prediction.source = key.to_string() + (outside ? (bytes < table.bytes.front() ? ": below the measured sizes "
+                                                                                  "(smallest size's time)"
+                                                                                : ": above the measured sizes "
+                                                                                  "(alpha-beta fit)")
+                                                 : ": interpolated");
+  prediction.time_us = table_us;
+  const double share = key.spans_nodes() ? search.link_share : 1.0;
+  if (source_count != count || share != 1.0) {
+    const double bandwidth_us = std::clamp(static_cast<double>(bytes) * table.us_per_byte, 0.0, table_us);
+    const double latency_us = table_us - bandwidth_us;
+    prediction.time_us = latency_us * latency_steps(collective, count) / latency_steps(collective, source_count) +
+                         bandwidth_us * busbw_factor(collective, count) / busbw_factor(collective, source_count) * share;
+    prediction.extrapolated = true;
+    if (source_count != count) {
+      prediction.source += "; scaled from " + search.count_name + " " + std::to_string(source_count) + " to " +
+                           std::to_string(count) + " (ring steps and bus factor)";
+    }
+    if (share != 1.0) prediction.source += search.link_share_text;
+  }
+  if (tier != 0) {
+    prediction.dtype_fallback = true;
+    prediction.source += "; dtype fallback " + to_string(search.dtype) + " -> " + to_string(candidate) +
+                         (tier == 1 ? " (same element size)" : " (time as a function of bytes)");
+  }
+  ITERTIME_CHECK(std::isfinite(prediction.time_us) && prediction.time_us >= 0.0,
+                 "comm prediction " + format_us(prediction.time_us) + " us from " + key.to_string());
+  return prediction;
+}
+
+std::optional<CommPrediction> search_tables(const std::map<CommKey, CommTable>& tables, const TableSearch& search) {
+  const Collective collective = search.collective;
+  const int64_t count = search.count;
   std::vector<int> tier;
   const std::vector<DType> dtypes = dtype_candidates(search.dtype, tier);
   // The tables of (collective, dtype): one run of the map, which orders keys by them first (a prediction
@@ -266,40 +305,7 @@ std::optional<CommPrediction> search_tables(const std::map<CommKey, CommTable>& 
         return admitted(entry.first, candidate) && search.count_of(entry.first) == source_count;
       });
       if (found == end) continue;
-      const CommKey& key = found->first;
-      const CommTable& table = found->second;
-
-      CommPrediction prediction;
-      bool outside = false;
-      const double table_us = evaluate_table_us(table, bytes, outside);
-      prediction.extrapolated = outside;
-      prediction.source = key.to_string() + (outside ? (bytes < table.bytes.front() ? ": below the measured sizes "
-                                                                                      "(smallest size's time)"
-                                                                                    : ": above the measured sizes "
-                                                                                      "(alpha-beta fit)")
-                                                     : ": interpolated");
-      prediction.time_us = table_us;
-      const double share = key.spans_nodes() ? search.link_share : 1.0;
-      if (source_count != count || share != 1.0) {
-        const double bandwidth_us = std::clamp(static_cast<double>(bytes) * table.us_per_byte, 0.0, table_us);
-        const double latency_us = table_us - bandwidth_us;
-        prediction.time_us = latency_us * latency_steps(collective, count) / latency_steps(collective, source_count) +
-                             bandwidth_us * busbw_factor(collective, count) / busbw_factor(collective, source_count) * share;
-        prediction.extrapolated = true;
-        if (source_count != count) {
-          prediction.source += "; scaled from " + search.count_name + " " + std::to_string(source_count) + " to " +
-                               std::to_string(count) + " (ring steps and bus factor)";
-        }
-        if (share != 1.0) prediction.source += search.link_share_text;
-      }
-      if (wanted_tier != 0) {
-        prediction.dtype_fallback = true;
-        prediction.source += "; dtype fallback " + to_string(search.dtype) + " -> " + to_string(candidate) +
-                             (wanted_tier == 1 ? " (same element size)" : " (time as a function of bytes)");
-      }
-      ITERTIME_CHECK(std::isfinite(prediction.time_us) && prediction.time_us >= 0.0,
-                     "comm prediction " + format_us(prediction.time_us) + " us from " + key.to_string());
-      return prediction;
+      return prediction_from_table(found->first, found->second, search, source_count, wanted_tier, candidate);
     }
   }
   return std::nullopt;

@@ -362,6 +362,25 @@ struct RankContext {
   CommTimer& comms;
 };
 
+// The distributed optimizer's parameter gather on a rank, its buckets in `gathers`: all exposed, or with
+// overlapped gather what the next first forward (of first_forward_us) waits for, and the contention of
+// the part that ran beside it. Nothing without buckets.
+void gather_exposure(std::vector<BucketGather> gathers, bool overlapped, double first_forward_us, double slowdown,
+                     RankEnd& rank) {
+  if (gathers.empty()) return;
+  double gather_total = 0.0;
+  for (const BucketGather& g : gathers) gather_total += g.time_us;
+  if (!overlapped) {
+    rank.gather_exposed_us = gather_total;
+    return;
+  }
+  std::sort(gathers.begin(), gathers.end(),
+            [](const BucketGather& a, const BucketGather& b) { return a.before_fraction < b.before_fraction; });
+  rank.gather_exposed_us = exposed_parameter_gather_us(gathers, 0.0, 0.0, first_forward_us);
+  const double gather_overlapped = std::max(0.0, gather_total - rank.gather_exposed_us);
+  rank.gather_contention_us = contention_beside(gather_overlapped, slowdown);
+}
+
 // Rank r's exposed DP reduction (bucketed, each bucket ready when the backward that finishes it ends), the
 // contention beside the overlapped part, its tail, and its parameter gather (exposed, or waited for by the
 // next first forward with overlapped gather, and its contention).
@@ -429,19 +448,8 @@ RankEnd rank_end(const RankContext& x, int r) {
   rank.arrival_us = timeline_end + rank.dp_exposed_us + rank.contention_us;
   rank.tail = time_pass(optimizer_step_work(rank_params, config, x.recipe), x.target, comms, config, x.recipe.tp_comm_overlap);
   rank.tail += x.weight_casts.scaled(rank_layers);
-  if (!gathers.empty()) {
-    double gather_total = 0.0;
-    for (const BucketGather& g : gathers) gather_total += g.time_us;
-    if (techniques.overlap_parameter_gather) {
-      std::sort(gathers.begin(), gathers.end(),
-                [](const BucketGather& a, const BucketGather& b) { return a.before_fraction < b.before_fraction; });
-      rank.gather_exposed_us = exposed_parameter_gather_us(gathers, 0.0, 0.0, stages[static_cast<size_t>(r)].forward.total_us());
-      const double gather_overlapped = std::max(0.0, gather_total - rank.gather_exposed_us);
-      rank.gather_contention_us = contention_beside(gather_overlapped, slowdown);
-    } else {
-      rank.gather_exposed_us = gather_total;
-    }
-  }
+  gather_exposure(std::move(gathers), techniques.overlap_parameter_gather, stages[static_cast<size_t>(r)].forward.total_us(),
+                  slowdown, rank);
   PassTime passes_of_rank;
   for (int c = 0; c < v; ++c) {
     const VirtualStage& vs = stages[static_cast<size_t>(c * pp + r)];
