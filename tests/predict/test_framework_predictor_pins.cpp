@@ -240,6 +240,32 @@ ScheduleResult blocking_1f1b(const TwoRanks& t, double p2p_us, int micro_batches
                        p2p_us, micro_batches, true);
 }
 
+// A sequence-parallel pipeline of small_llama on `c` (pp 2, 4 layers a stage, m = 4) on the roofline GPU,
+// with the collectives placed as `at` says: the reference (at tp c.tp), the stage, its two ranks, the bytes
+// of one activation transfer ([s/(cp*tp), b, h] bf16), its time over at.pp_p2p, the ranks' blocking 1F1B,
+// and the predictor's answer.
+struct SpPipeline {
+  Reference ref;
+  MegatronTeStage s;
+  TwoRanks ranks;
+  int64_t transfer_bytes = 0;
+  double p2p = 0;
+  ScheduleResult sched;
+  FrameworkPrediction p;
+};
+SpPipeline sp_pipeline(const ParallelConfig& c, const Placements& at) {
+  SpPipeline out;
+  out.ref.tp = c.tp;
+  out.ref.at = at;
+  out.s = build_megatron_te_stage(small_llama(), c, recipe("sp"));
+  out.ranks = two_ranks(out.ref, out.s, 4);
+  out.transfer_bytes = out.s.sequence_tokens * 1024 * 2;
+  out.p2p = out.ref.collective_us(Collective::kSendRecv, at.pp_p2p, static_cast<double>(out.transfer_bytes));
+  out.sched = blocking_1f1b(out.ranks, out.p2p, 4);
+  out.p = predict_ok(roofline_target(), small_llama(), c, recipe("sp"));
+  return out;
+}
+
 // The gradient-norm all-reduce every rank meets at before the optimizer step (issue 46): 8 bytes over the
 // tp x cp x dp ranks (stride 1), then across the pp ranks (stride tp x cp x dp), on 8-GPU nodes.
 double norm_sync_us(const Reference& ref, const ParallelConfig& c) {
@@ -532,21 +558,15 @@ TEST(FrameworkPins, Fp8ParametersAreGatheredInOneByte) {
 // tokens, 1024 hidden] x 2 bytes = 2,097,152 bytes between ranks tp x cp x dp = 2 apart (one node:
 // {2, 2}), non-blocking, in the 1F1B simulation; each rank then runs its optimizer step.
 TEST(FrameworkPins, PipelineStagesRun1F1BWithTheirTransfersAndEachRankItsOwnStep) {
-  const FrameworkTarget target = roofline_target();
-  const TransformerShape shape = small_llama();
   const ParallelConfig c = layout(1, 2, 2, 1, 1, 4, 2048);
-  const FrameworkRecipe r = recipe("sp");
-  const MegatronTeStage s = build_megatron_te_stage(shape, c, r);
-  Reference ref;
-  ref.tp = 2;
-  ref.at.tp = {2, 2};
-  ref.at.pp_p2p = {2, 2};
-  const TwoRanks ranks = two_ranks(ref, s, 4);
+  Placements at;
+  at.tp = {2, 2};
+  at.pp_p2p = {2, 2};
+  const SpPipeline pipe = sp_pipeline(c, at);
+  const auto& [ref, s, ranks, transfer_bytes, p2p, sched, p] = pipe;
   const auto& [f0, b0, f1, b1] = ranks;
-  ASSERT_EQ(s.sequence_tokens * 1024 * 2, 2'097'152);
-  const double p2p = ref.collective_us(Collective::kSendRecv, ref.at.pp_p2p, 2'097'152);
+  ASSERT_EQ(transfer_bytes, 2'097'152);
   ASSERT_GT(p2p, 0.0);
-  const ScheduleResult sched = blocking_1f1b(ranks, p2p, 4);
   // Per GPU: layer 11,796,480 / 2 + 2048 = 5,900,288; 4 layers 23,601,152; vocabulary padded to 256 x 125
   // = 32,000, 16,000 rows: embedding 16,384,000; head 16,384,000 + 1,024.
   const double P0 = 23'601'152 + 16'384'000, P1 = 23'601'152 + 16'385'024;
@@ -555,7 +575,6 @@ TEST(FrameworkPins, PipelineStagesRun1F1BWithTheirTransfersAndEachRankItsOwnStep
   const double norm = norm_sync_us(ref, c);
   const double end0 = latest + norm + ref.optimizer_us(P0, P0);
   const double end1 = latest + norm + ref.optimizer_us(P1, P1);
-  const FrameworkPrediction p = predict_ok(target, shape, c, r);
   expect_near_rel(p.total_us, std::max(end0, end1), "the later rank's end");
   const int critical = end1 > end0 ? 1 : 0;  // rank 1's step is longer (the head's 1,024 more parameters)
   EXPECT_EQ(p.critical_rank, critical);
@@ -581,22 +600,17 @@ TEST(FrameworkPins, PipelineStagesRun1F1BWithTheirTransfersAndEachRankItsOwnStep
 // 524,288 bytes. Per GPU: layer 11,796,480 / 4 + 2048 = 2,951,168, 4 layers 11,804,672; embedding
 // 8,257,536, head 8,258,560 (above). Each rank: its 1F1B end, one all-reduce of its 4 P bytes, its step.
 TEST(FrameworkPins, PipelineNeighboursAreTpCpDpRanksApart) {
-  const FrameworkTarget target = roofline_target();
-  const TransformerShape shape = small_llama();
   const ParallelConfig c = layout(1, 4, 2, 2, 1, 4, 2048);
-  const FrameworkRecipe r = recipe("sp");
-  const MegatronTeStage s = build_megatron_te_stage(shape, c, r);
-  Reference ref;
-  ref.tp = 4;
-  ref.at.tp = {4, 4};
-  ref.at.cp_p2p = {2, 2};
-  ref.at.dp = {2, 2};
-  ref.at.pp_p2p = {2, 1};
-  const TwoRanks ranks = two_ranks(ref, s, 4);
-  ASSERT_EQ(s.sequence_tokens * 1024 * 2, 524'288);
-  const double p2p = ref.collective_us(Collective::kSendRecv, ref.at.pp_p2p, 524'288);
-  ASSERT_NE(p2p, ref.collective_us(Collective::kSendRecv, GroupPlacement{2, 2}, 524'288)) << "NICs, not NVLink";
-  const ScheduleResult sched = blocking_1f1b(ranks, p2p, 4);
+  Placements at;
+  at.tp = {4, 4};
+  at.cp_p2p = {2, 2};
+  at.dp = {2, 2};
+  at.pp_p2p = {2, 1};
+  const SpPipeline pipe = sp_pipeline(c, at);
+  const Reference& ref = pipe.ref;
+  const ScheduleResult& sched = pipe.sched;
+  ASSERT_EQ(pipe.transfer_bytes, 524'288);
+  ASSERT_NE(pipe.p2p, ref.collective_us(Collective::kSendRecv, GroupPlacement{2, 2}, 524'288)) << "NICs, not NVLink";
   const double P0 = 11'804'672 + 8'257'536, P1 = 11'804'672 + 8'258'560;
   // Each rank's reduction after its timeline, then the gradient-norm sync at the later arrival, then its step.
   const double arrival0 = sched.end_us[0] + ref.collective_us(Collective::kAllReduce, ref.at.dp, P0 * 4);
@@ -604,9 +618,8 @@ TEST(FrameworkPins, PipelineNeighboursAreTpCpDpRanksApart) {
   const double met = std::max(arrival0, arrival1) + norm_sync_us(ref, c);
   const double end0 = met + ref.optimizer_us(P0, P0);
   const double end1 = met + ref.optimizer_us(P1, P1);
-  const FrameworkPrediction p = predict_ok(target, shape, c, r);
-  expect_near_rel(p.total_us, std::max(end0, end1), "the later rank's end with transfers across nodes");
-  EXPECT_GT(p.cp_comm_us + p.tp_comm_us, 0.0);
+  expect_near_rel(pipe.p.total_us, std::max(end0, end1), "the later rank's end with transfers across nodes");
+  EXPECT_GT(pipe.p.cp_comm_us + pipe.p.tp_comm_us, 0.0);
 }
 
 // --- layout rules ----------------------------------------------------------------------------------
@@ -787,27 +800,28 @@ TEST(FrameworkPinsProperty, ThePassCacheGivesTheSameFigures) {
 
 // tp 2, mbs 2, seq 2048: T = 4096 tokens; per GPU q = 512, kv = max(64, 512 / 2) = 256, ffn 1408,
 // fc1 2816, hidden 1024; SP: norms on T / 2 = 2048 tokens.
-const Kernel* kernel_named(const PassWork& pass, const std::string& name) {
-  for (const Kernel& k : pass.kernels) {
-    if (k.name == name) return &k;
+// The kernel or comm of a pass named `name` (null where there is none), and its bytes (a failure naming it,
+// and -1, where there is none).
+template <typename Item>
+const Item* named(const std::vector<Item>& items, const std::string& name) {
+  for (const Item& item : items) {
+    if (item.name == name) return &item;
   }
   return nullptr;
 }
-const Comm* comm_named(const PassWork& pass, const std::string& name) {
-  for (const Comm& c : pass.comms) {
-    if (c.name == name) return &c;
-  }
-  return nullptr;
+template <typename Item>
+auto bytes_named(const std::vector<Item>& items, const std::string& name) -> decltype(Item::bytes) {
+  const Item* item = named(items, name);
+  EXPECT_NE(item, nullptr) << name;
+  return item ? item->bytes : -1;
 }
+const Kernel* kernel_named(const PassWork& pass, const std::string& name) { return named(pass.kernels, name); }
+const Comm* comm_named(const PassWork& pass, const std::string& name) { return named(pass.comms, name); }
 
 TEST(FrameworkPinsStage, Fp8CastsReadBf16AndWriteTheFp8TensorAndItsTranspose) {
   const ParallelConfig c = layout(1, 2, 1, 1, 2, 2, 2048);
   const MegatronTeStage s = build_megatron_te_stage(small_llama(), c, recipe("sp", PrecisionName::kFp8));
-  auto bytes = [](const PassWork& pass, const std::string& name) {
-    const Kernel* k = kernel_named(pass, name);
-    EXPECT_NE(k, nullptr) << name;
-    return k ? k->bytes : -1.0;
-  };
+  auto bytes = [](const PassWork& pass, const std::string& name) { return bytes_named(pass.kernels, name); };
   // A cast of E elements: E x (2 read + 1 + 1 written).
   EXPECT_DOUBLE_EQ(bytes(s.layer_forward, "proj_input_cast"), 4096.0 * 512 * 4);
   EXPECT_DOUBLE_EQ(bytes(s.layer_forward, "fc2_input_cast"), 4096.0 * 1408 * 4);
@@ -846,11 +860,7 @@ TEST(FrameworkPinsStage, Fp8CastsReadBf16AndWriteTheFp8TensorAndItsTranspose) {
 TEST(FrameworkPinsStage, SequenceParallelGathersAreFp8WhereTheGemmIsAndBf16Elsewhere) {
   const ParallelConfig c = layout(1, 2, 1, 1, 2, 2, 2048);
   const MegatronTeStage s = build_megatron_te_stage(small_llama(), c, recipe("sp", PrecisionName::kFp8));
-  auto bytes = [](const PassWork& pass, const std::string& name) {
-    const Comm* comm = comm_named(pass, name);
-    EXPECT_NE(comm, nullptr) << name;
-    return comm ? comm->bytes : -1;
-  };
+  auto bytes = [](const PassWork& pass, const std::string& name) { return bytes_named(pass.comms, name); };
   // [T = 4096, h = 1024]: 1 B under fp8 (the cast tensor gathered), 2 B in bf16.
   EXPECT_EQ(bytes(s.layer_forward, "sp_all_gather_qkv_input"), 4096 * 1024);
   EXPECT_EQ(bytes(s.layer_forward, "sp_all_gather_fc1_input"), 4096 * 1024);
