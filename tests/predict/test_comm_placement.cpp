@@ -7,6 +7,7 @@
 // measured size: latency part alpha, bandwidth part bytes * us_per_byte).
 #include <gtest/gtest.h>
 
+#include <optional>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -29,6 +30,14 @@ using test_rows::synthetic_rows;
 
 const std::vector<int> kTwoByTwo = {0, 0, 1, 1};  // 2 nodes x 2 ranks
 constexpr int64_t kBytes = 65536;                 // a measured size
+
+// What `model` predicts (fp32_at) or finds (fp32_found) for an fp32 collective of kBytes on placement `p`.
+CommPrediction fp32_at(const CommModel& model, Collective c, GroupPlacement p, GroupLayout layout) {
+  return model.predict_us(c, DType::kFloat32, p, layout, kBytes);
+}
+std::optional<CommPrediction> fp32_found(const CommModel& model, Collective c, GroupPlacement p, GroupLayout layout) {
+  return model.find_us(c, DType::kFloat32, p, layout, kBytes);
+}
 
 void add(std::vector<store::CommRow>& rows, const std::string& collective, int64_t group_size, const std::string& layout,
          double alpha_us, double us_per_byte) {
@@ -106,53 +115,39 @@ TEST(CommPlacement, TablesAreKeyedByWhereTheirGroupsSat) {
 TEST(CommPlacement, ExactPlacementThenOneNodeTables) {
   const CommModel model = two_node_model();
   // Rule 1: the g4 table sat on 2 nodes x 2: 300 + 65536 * 0.03 = 2266.08.
-  const CommPrediction exact =
-      model.predict_us(Collective::kAllReduce, DType::kFloat32, GroupPlacement{4, 2}, GroupLayout::kConsecutive, kBytes);
+  const CommPrediction exact = fp32_at(model, Collective::kAllReduce, {4, 2}, GroupLayout::kConsecutive);
   EXPECT_NEAR(exact.time_us, 2266.08, 1e-9);
   EXPECT_FALSE(exact.extrapolated);
   EXPECT_FALSE(exact.hierarchical);
   // One rank on each of 2 nodes: the strided table, exactly: 100 + 655.36.
-  const CommPrediction across =
-      model.predict_us(Collective::kAllReduce, DType::kFloat32, GroupPlacement{2, 1}, GroupLayout::kStrided, kBytes);
+  const CommPrediction across = fp32_at(model, Collective::kAllReduce, {2, 1}, GroupLayout::kStrided);
   EXPECT_NEAR(across.time_us, 755.36, 1e-9);
   // Rule 2: two ranks inside one node: 10 + 65.536, never the strided (across-nodes) table; a strided
   // group inside a node takes the one-node consecutive table (no one-node strided table was measured).
-  EXPECT_NEAR(
-      model.predict_us(Collective::kAllReduce, DType::kFloat32, GroupPlacement{2, 2}, GroupLayout::kConsecutive, kBytes).time_us,
-      75.536, 1e-9);
-  const CommPrediction strided_inside =
-      model.predict_us(Collective::kAllReduce, DType::kFloat32, GroupPlacement{2, 2}, GroupLayout::kStrided, kBytes);
+  EXPECT_NEAR(fp32_at(model, Collective::kAllReduce, {2, 2}, GroupLayout::kConsecutive).time_us, 75.536, 1e-9);
+  const CommPrediction strided_inside = fp32_at(model, Collective::kAllReduce, {2, 2}, GroupLayout::kStrided);
   EXPECT_NEAR(strided_inside.time_us, 75.536, 1e-9);
   EXPECT_NE(strided_inside.source.find("another layout"), std::string::npos) << strided_inside.source;
   // The one-node API asks the same: 2 ranks on one node.
   EXPECT_NEAR(model.predict_us(Collective::kAllReduce, DType::kFloat32, 2, GroupLayout::kStrided, kBytes).time_us, 75.536, 1e-9);
   // 4 ranks inside one node, scaled from the one-node g2 table: latency 10 * 6/2, bandwidth 65.536 * 1.5/1.
-  EXPECT_NEAR(
-      model.predict_us(Collective::kAllReduce, DType::kFloat32, GroupPlacement{4, 4}, GroupLayout::kConsecutive, kBytes).time_us,
-      30.0 + 98.304, 1e-9);
+  EXPECT_NEAR(fp32_at(model, Collective::kAllReduce, {4, 4}, GroupLayout::kConsecutive).time_us, 30.0 + 98.304, 1e-9);
 }
 
 TEST(CommPlacement, OneRankPerNodeScalesByNodeCount) {
   const CommModel model = two_node_model();
   // 4 nodes from the 2-node table: latency 100 * 2(4-1) / 2(2-1) = 300; bandwidth 655.36 * 1.5 / 1.0.
-  const CommPrediction four =
-      model.predict_us(Collective::kAllReduce, DType::kFloat32, GroupPlacement{4, 1}, GroupLayout::kStrided, kBytes);
+  const CommPrediction four = fp32_at(model, Collective::kAllReduce, {4, 1}, GroupLayout::kStrided);
   EXPECT_NEAR(four.time_us, 300.0 + 983.04, 1e-9);
   EXPECT_TRUE(four.extrapolated);
   EXPECT_NE(four.source.find("node count 2 to 4"), std::string::npos) << four.source;
   // 8 nodes: 100 * 14/2 + 655.36 * 1.75.
-  EXPECT_NEAR(
-      model.predict_us(Collective::kAllReduce, DType::kFloat32, GroupPlacement{8, 1}, GroupLayout::kStrided, kBytes).time_us,
-      700.0 + 1146.88, 1e-9);
+  EXPECT_NEAR(fp32_at(model, Collective::kAllReduce, {8, 1}, GroupLayout::kStrided).time_us, 700.0 + 1146.88, 1e-9);
   // A consecutive group with one rank per node takes the one-rank-per-node (strided) table too.
-  EXPECT_NEAR(
-      model.predict_us(Collective::kAllReduce, DType::kFloat32, GroupPlacement{2, 1}, GroupLayout::kConsecutive, kBytes).time_us,
-      755.36, 1e-9);
+  EXPECT_NEAR(fp32_at(model, Collective::kAllReduce, {2, 1}, GroupLayout::kConsecutive).time_us, 755.36, 1e-9);
   // A pipeline send to the next node: the strided send table (30 + 131.072), inside a node the consecutive one.
-  EXPECT_NEAR(model.predict_us(Collective::kSend, DType::kFloat32, GroupPlacement{2, 1}, GroupLayout::kStrided, kBytes).time_us,
-              161.072, 1e-9);
-  EXPECT_NEAR(model.predict_us(Collective::kSend, DType::kFloat32, GroupPlacement{2, 2}, GroupLayout::kStrided, kBytes).time_us,
-              3.0 + 13.1072, 1e-9);
+  EXPECT_NEAR(fp32_at(model, Collective::kSend, {2, 1}, GroupLayout::kStrided).time_us, 161.072, 1e-9);
+  EXPECT_NEAR(fp32_at(model, Collective::kSend, {2, 2}, GroupLayout::kStrided).time_us, 3.0 + 13.1072, 1e-9);
 }
 
 TEST(CommPlacement, GroupsOverSeveralRanksOnSeveralNodesAreHierarchical) {
@@ -160,8 +155,7 @@ TEST(CommPlacement, GroupsOverSeveralRanksOnSeveralNodesAreHierarchical) {
   // all_reduce over 4 nodes x 2 ranks (no table of 8): reduce_scatter inside (5 + 32.768) + all_reduce
   // across 4 nodes at 65536 / 2 = 32768 B (latency 100 * 3, bandwidth 327.68 * 1.5) + all_gather inside
   // (5 + 32.768).
-  const CommPrediction all_reduce =
-      model.predict_us(Collective::kAllReduce, DType::kFloat32, GroupPlacement{8, 2}, GroupLayout::kStrided, kBytes);
+  const CommPrediction all_reduce = fp32_at(model, Collective::kAllReduce, {8, 2}, GroupLayout::kStrided);
   EXPECT_NEAR(all_reduce.time_us, 37.768 + 300.0 + 491.52 + 37.768, 1e-9);
   EXPECT_TRUE(all_reduce.hierarchical);
   EXPECT_TRUE(all_reduce.extrapolated);
@@ -169,23 +163,20 @@ TEST(CommPlacement, GroupsOverSeveralRanksOnSeveralNodesAreHierarchical) {
   EXPECT_NE(all_reduce.source.find("hierarchical over 4 nodes x 2 ranks"), std::string::npos) << all_reduce.source;
   // all_gather over 2 nodes x 2 ranks (no g4 all_gather table): across 2 nodes at 32768 B (50 + 163.84)
   // + inside at 65536 B (5 + 32.768).
-  EXPECT_NEAR(
-      model.predict_us(Collective::kAllGather, DType::kFloat32, GroupPlacement{4, 2}, GroupLayout::kConsecutive, kBytes).time_us,
-      213.84 + 37.768, 1e-9);
+  EXPECT_NEAR(fp32_at(model, Collective::kAllGather, {4, 2}, GroupLayout::kConsecutive).time_us, 213.84 + 37.768, 1e-9);
   // reduce_scatter: inside (37.768) + across: no one-rank-per-node reduce_scatter table measured.
-  EXPECT_FALSE(
-      model.find_us(Collective::kReduceScatter, DType::kFloat32, GroupPlacement{4, 2}, GroupLayout::kConsecutive, kBytes));
+  EXPECT_FALSE(fp32_found(model, Collective::kReduceScatter, {4, 2}, GroupLayout::kConsecutive));
   const std::string reason = model.missing_reason(Collective::kReduceScatter, GroupPlacement{4, 2}, GroupLayout::kConsecutive);
   EXPECT_NE(reason.find("over 2 nodes x 2 ranks"), std::string::npos) << reason;
   // A calibration whose every table spans nodes has nothing for a group inside one node, and says so.
   std::vector<store::CommRow> rows;
   add(rows, "all_reduce", 2, "consecutive", 100.0, 1e-2);
   const CommModel spread(store::to_records(rows), {0, 1});
-  EXPECT_FALSE(spread.find_us(Collective::kAllReduce, DType::kFloat32, GroupPlacement{2, 2}, GroupLayout::kConsecutive, kBytes));
+  EXPECT_FALSE(fp32_found(spread, Collective::kAllReduce, {2, 2}, GroupLayout::kConsecutive));
   const std::string inside = spread.missing_reason(Collective::kAllReduce, GroupPlacement{2, 2}, GroupLayout::kConsecutive);
   EXPECT_NE(inside.find("inside one node"), std::string::npos) << inside;
   // No composition for a broadcast.
-  EXPECT_FALSE(model.find_us(Collective::kBroadcast, DType::kFloat32, GroupPlacement{4, 2}, GroupLayout::kConsecutive, kBytes));
+  EXPECT_FALSE(fp32_found(model, Collective::kBroadcast, {4, 2}, GroupLayout::kConsecutive));
 }
 
 TEST(CommPlacement, AOneNodeCalibrationAskedAcrossNodesSaysSo) {
@@ -193,15 +184,13 @@ TEST(CommPlacement, AOneNodeCalibrationAskedAcrossNodesSaysSo) {
   add(rows, "all_reduce", 2, "consecutive", 10.0, 1e-3);
   add(rows, "all_reduce", 2, "strided", 12.0, 1e-3);
   const CommModel model(store::to_records(rows));
-  const CommPrediction across =
-      model.predict_us(Collective::kAllReduce, DType::kFloat32, GroupPlacement{2, 1}, GroupLayout::kStrided, kBytes);
+  const CommPrediction across = fp32_at(model, Collective::kAllReduce, {2, 1}, GroupLayout::kStrided);
   EXPECT_NEAR(across.time_us, 12.0 + 65.536, 1e-9);  // the one-node strided figure
   EXPECT_TRUE(across.inter_node_from_intra);
   EXPECT_TRUE(across.extrapolated);
   EXPECT_NE(across.source.find("measured no group across nodes"), std::string::npos) << across.source;
   // Inside one node nothing is flagged.
-  const CommPrediction inside =
-      model.predict_us(Collective::kAllReduce, DType::kFloat32, GroupPlacement{2, 2}, GroupLayout::kStrided, kBytes);
+  const CommPrediction inside = fp32_at(model, Collective::kAllReduce, {2, 2}, GroupLayout::kStrided);
   EXPECT_FALSE(inside.inter_node_from_intra);
   EXPECT_FALSE(inside.extrapolated);
 }
