@@ -255,6 +255,19 @@ ParallelConfig interleaved(int dp, int pp, int vp, int mbs, int gbs, int seq) {
   return ParallelConfig{dp, 1, pp, mbs, gbs, seq, 1, vp};
 }
 
+// Both ranks of the tiny model at pp 2, vp 2 (one layer a chunk), dp 1, mbs 2, seq 64, fp32, global batch
+// `gbs` (m = gbs / 2): the model, the layout and each rank's activations.
+struct Pp2V2 {
+  LlamaSpec model;
+  ParallelConfig config;
+  ActivationBreakdown rank0, rank1;
+};
+Pp2V2 pp2_v2(int gbs) {
+  const LlamaSpec model = tiny();
+  const ParallelConfig c = interleaved(1, 2, 2, 2, gbs, 64);
+  return {model, c, activation_memory(model, c, fp32(), 0), activation_memory(model, c, fp32(), 1)};
+}
+
 TEST(MemoryModelInterleaved, ParametersAreTheSumOfTheChunks) {
   // One layer: q 128*128 = 16,384; k+v 2*128*64 = 16,384; o 16,384; gate+up+down 3*128*352 = 135,168;
   // norms 256 => 184,576. Embedding 512*128 = 65,536; final norm + LM head 128 + 65,536 = 65,664.
@@ -351,10 +364,7 @@ TEST(MemoryModelInterleaved, OverlappedBucketsAreCutPaddedAndShardedPerChunk) {
 constexpr int64_t kVs0 = 1'710'096, kVs1 = 1'709'056, kVs2 = 1'709'056, kVs3 = 2'103'824;
 
 TEST(MemoryModelInterleaved, ChunkBytesFollowTheVirtualStages) {
-  const LlamaSpec model = tiny();
-  const ParallelConfig c = interleaved(1, 2, 2, 2, 8, 64);
-  const ActivationBreakdown r0 = activation_memory(model, c, fp32(), 0);
-  const ActivationBreakdown r1 = activation_memory(model, c, fp32(), 1);
+  const auto [model, c, r0, r1] = pp2_v2(8);
   EXPECT_EQ(r0.chunks, 2);
   EXPECT_EQ(r0.layer_hidden_bytes, 394'240);
   EXPECT_EQ(r0.layer_sharded_bytes, 1'245'184);
@@ -382,10 +392,7 @@ TEST(MemoryModelInterleaved, InFlightPeakWalksTheOrderPp2V2M2) {
   // m = 2 = pp: warm-up is every forward (m*v = 4), so both ranks run F(c0,0) F(c0,1) F(c1,0) F(c1,1)
   // before any backward: 2 micro-batches of each chunk in flight.
   //   rank 0: 2*1,710,096 + 2*1,709,056 = 6,838,304; rank 1: 2*1,709,056 + 2*2,103,824 = 7,625,760.
-  const LlamaSpec model = tiny();
-  const ParallelConfig c = interleaved(1, 2, 2, 2, 4, 64);
-  const ActivationBreakdown r0 = activation_memory(model, c, fp32(), 0);
-  const ActivationBreakdown r1 = activation_memory(model, c, fp32(), 1);
+  const auto [model, c, r0, r1] = pp2_v2(4);
   EXPECT_EQ(r0.chunk_micro_batches_in_flight, (std::vector<int64_t>{2, 2}));
   EXPECT_EQ(r1.chunk_micro_batches_in_flight, (std::vector<int64_t>{2, 2}));
   EXPECT_EQ(r0.micro_batches_in_flight, 4);
@@ -408,10 +415,7 @@ TEST(MemoryModelInterleaved, InFlightPeakWalksTheOrderPp2V2M4) {
   //   B(c0,0)  F(c0,3) -> {3,0}  B(c0,1)  F(c1,2) -> {2,1}  B(c1,2)  F(c1,3) -> {2,1}, then 3 backwards.
   //   {2,1} = 2*1,709,056 + 2,103,824 = 5,521,936 beats {3,0} = 5,127,168 (chunk 1 holds the head's
   //   log-probabilities): 3 pairs, but not 3 of chunk 0.
-  const LlamaSpec model = tiny();
-  const ParallelConfig c = interleaved(1, 2, 2, 2, 8, 64);
-  const ActivationBreakdown r0 = activation_memory(model, c, fp32(), 0);
-  const ActivationBreakdown r1 = activation_memory(model, c, fp32(), 1);
+  const auto [model, c, r0, r1] = pp2_v2(8);
   EXPECT_EQ(r0.chunk_micro_batches_in_flight, (std::vector<int64_t>{4, 1}));
   EXPECT_EQ(r0.micro_batches_in_flight, 5);
   EXPECT_EQ(r0.total_bytes, 8'549'440);
