@@ -413,13 +413,19 @@ TEST(H5Store, SamplesArrayRoundTrip) {
   EXPECT_TRUE(infos[0].fields.empty());
 }
 
+// A new store at `path` whose table /t holds `n` rows: id i, time i * 1.5, label "r<i>".
+h5::Store store_with_rows(const std::string& path, int n) {
+  h5::Store store = h5::Store::create(path, false, {});
+  auto table = store.table<Row>("/t");
+  for (int i = 0; i < n; ++i) table.append(make_row(i, i * 1.5, "r" + std::to_string(i)));
+  return store;
+}
+
 TEST(H5Store, TrimShrinksOnlyLongerTablesAndArrays) {
   TempDir dir;
   const std::string path = dir.file("trim.h5");
   {
-    h5::Store store = h5::Store::create(path, false, {});
-    auto table = store.table<Row>("/t");
-    for (int i = 0; i < 6; ++i) table.append(make_row(i, i * 1.5, "r" + std::to_string(i)));
+    h5::Store store = store_with_rows(path, 6);
     store.samples("/s").append(std::vector<double>{1, 2, 3});
     store.trim("/t", 4);        // compound table: 6 -> 4
     store.trim("/s", 5);        // array not longer: unchanged
@@ -439,9 +445,8 @@ TEST(H5Store, Truncate) {
   TempDir dir;
   const std::string path = dir.file("truncate.h5");
   {
-    h5::Store store = h5::Store::create(path, false, {});
+    h5::Store store = store_with_rows(path, 10);
     auto table = store.table<Row>("/t");
-    for (int i = 0; i < 10; ++i) table.append(make_row(i, i * 1.5, "r" + std::to_string(i)));
     table.truncate(4);
     EXPECT_EQ(table.size(), 4u);
     EXPECT_THROW(table.truncate(5), InternalError) << "truncate cannot grow";
@@ -777,16 +782,40 @@ void expect_groundtruth_refused(h5::Store& store, int64_t version, const std::st
   EXPECT_EQ(store.samples(store::kGroundTruthSamples).size(), 2u) << "nothing was trimmed or appended";
 }
 
-TEST(H5StoreSchema4, GroundTruthReadsAsPlainRecipes) {
+// The path of the schema-`version` file `write_file` writes in `dir`.
+std::string old_file(const TempDir& dir, void (*write_file)(const std::string&), int64_t version) {
+  const std::string path = dir.file("v" + std::to_string(version) + ".h5");
+  write_file(path);
+  return path;
+}
+
+// The file `write_file` writes (schema `version`, two ground-truth configurations), opened read-only: its
+// version, its ground truth as rows and as records (two of each), handed to `check` with the store; the
+// current row type refused naming `refused_fields`; and the file unchanged by all that reading.
+using OldGroundTruthCheck =
+    std::function<void(h5::Store&, const std::vector<store::GroundTruthRow>&, const std::vector<store::GroundTruthRecord>&)>;
+void expect_old_groundtruth_read(void (*write_file)(const std::string&), int64_t version, const std::string& refused_fields,
+                                 const OldGroundTruthCheck& check) {
   TempDir dir;
-  const std::string path = dir.file("v4.h5");
-  write_schema4_file(path);
+  const std::string path = old_file(dir, write_file, version);
   const FileState before = file_state(path);
   {
     h5::Store store = h5::Store::open(path, /*writable=*/false);
-    EXPECT_EQ(store.schema_version(), 4);
+    EXPECT_EQ(store.schema_version(), version);
     const std::vector<store::GroundTruthRow> rows = store::read_groundtruth_rows(store);
     ASSERT_EQ(rows.size(), 2u);
+    const std::vector<store::GroundTruthRecord> records = store::read_groundtruth_records(store);
+    ASSERT_EQ(records.size(), 2u);
+    check(store, rows, records);
+    // The current row type does not match the stored fields: only read_groundtruth_rows reads them.
+    const std::string message = user_error_of([&] { store.table<store::GroundTruthRow>(store::kGroundTruthTable); });
+    EXPECT_NE(message.find(refused_fields), std::string::npos) << message;
+  }
+  EXPECT_TRUE(file_state(path) == before) << "reading a schema-" << version << " file changed it";
+}
+
+TEST(H5StoreSchema4, GroundTruthReadsAsPlainRecipes) {
+  expect_old_groundtruth_read(write_schema4_file, 4, "recipe", [](h5::Store& store, const auto& rows, const auto& records) {
     EXPECT_EQ(h5::get_string(rows[0].key), "tiny/dp2-tp1-pp1/mbs1/gbs8/seq64/fp32");
     EXPECT_EQ(h5::get_string(rows[0].precision), "fp32");
     EXPECT_EQ(h5::get_string(rows[0].recipe), "");
@@ -801,8 +830,6 @@ TEST(H5StoreSchema4, GroundTruthReadsAsPlainRecipes) {
     }
     EXPECT_EQ(rows[0].micro_batch, 1);  // the members after cp and vp land in place
     EXPECT_EQ(rows[0].num_micro_batches, 4);
-    const std::vector<store::GroundTruthRecord> records = store::read_groundtruth_records(store);
-    ASSERT_EQ(records.size(), 2u);
     for (const auto& record : records) EXPECT_FALSE(record.techniques.any()) << record.key;
     EXPECT_EQ(records[0].status, store::RunStatus::kOk);
     EXPECT_EQ(records[1].status, store::RunStatus::kSkipped);
@@ -815,18 +842,12 @@ TEST(H5StoreSchema4, GroundTruthReadsAsPlainRecipes) {
     // The tables schemas 5 and 6 left alone read as before.
     EXPECT_EQ(store.samples(store::kGroundTruthSamples).read_all(), (std::vector<double>{1400.0, 1600.5}));
     EXPECT_EQ(store.table<Row>("/comm/points").read_all().at(0).time_us, 2.5);
-    // The current row type does not match the stored fields: only read_groundtruth_rows reads them.
-    const std::string message = user_error_of([&] { store.table<store::GroundTruthRow>(store::kGroundTruthTable); });
-    EXPECT_NE(message.find("recipe"), std::string::npos) << message;
-  }
-  EXPECT_TRUE(file_state(path) == before) << "reading a schema-4 file changed it";
+  });
 }
 
 TEST(H5StoreSchema4, GroundTruthIsNeverAddedToIt) {
   TempDir dir;
-  const std::string path = dir.file("v4.h5");
-  write_schema4_file(path);
-  h5::Store store = h5::Store::create_or_resume(path, false, /*resume=*/true, kProvenance);
+  h5::Store store = h5::Store::create_or_resume(old_file(dir, write_schema4_file, 4), false, /*resume=*/true, kProvenance);
   expect_groundtruth_refused(store, 4, "no cp, vp or recipe columns");
   // The tables schemas 5 and 6 did not change are added to as before; the file stays schema 4.
   store.table<Row>("/comm/points").append(make_row(2, 3.5, "all_gather"));
@@ -885,49 +906,34 @@ void write_schema5_file(const std::string& path) {
 }
 
 TEST(H5StoreSchema5, GroundTruthKeepsRecipesAndReadsWithoutCpOrVp) {
-  TempDir dir;
-  const std::string path = dir.file("v5.h5");
-  write_schema5_file(path);
-  const FileState before = file_state(path);
-  {
-    h5::Store store = h5::Store::open(path, /*writable=*/false);
-    EXPECT_EQ(store.schema_version(), 5);
-    const std::vector<store::GroundTruthRow> rows = store::read_groundtruth_rows(store);
-    ASSERT_EQ(rows.size(), 2u);
-    EXPECT_EQ(h5::get_string(rows[0].recipe), "");
-    EXPECT_EQ(h5::get_string(rows[1].recipe), "dopt+rc-full");
-    for (const auto& row : rows) {
-      EXPECT_EQ(row.cp, 1) << h5::get_string(row.key);
-      EXPECT_EQ(row.vp, 1) << h5::get_string(row.key);
-      EXPECT_EQ(row.pp, 2);
-      EXPECT_EQ(row.micro_batch, 1);  // the members after cp and vp land in place
-      EXPECT_EQ(row.global_batch, 8);
-      EXPECT_EQ(h5::get_string(row.backend), "cpu");
-    }
-    EXPECT_EQ(rows[1].time_us_median, 2001.5);
-    EXPECT_EQ(h5::get_string(rows[1].measured_utc), "2026-06-01T00:00:00Z");
-    const std::vector<store::GroundTruthRecord> records = store::read_groundtruth_records(store);
-    ASSERT_EQ(records.size(), 2u);
-    EXPECT_FALSE(records[0].techniques.any());
-    EXPECT_TRUE(records[1].techniques.any());
-    for (const auto& record : records) {
-      EXPECT_EQ(record.config.cp, 1) << record.key;
-      EXPECT_EQ(record.config.vp, 1) << record.key;
-      EXPECT_EQ(record.tuple(), "(2,1,2)") << record.key;
-      EXPECT_EQ(record.occupancy(), 4) << record.key;
-    }
-    // The current row type does not match the stored fields: only read_groundtruth_rows reads them.
-    const std::string message = user_error_of([&] { store.table<store::GroundTruthRow>(store::kGroundTruthTable); });
-    EXPECT_NE(message.find("expects [key,model,dp,tp,pp,cp,vp,micro_batch"), std::string::npos) << message;
-  }
-  EXPECT_TRUE(file_state(path) == before) << "reading a schema-5 file changed it";
+  expect_old_groundtruth_read(write_schema5_file, 5, "expects [key,model,dp,tp,pp,cp,vp,micro_batch",
+                              [](h5::Store&, const auto& rows, const auto& records) {
+                                EXPECT_EQ(h5::get_string(rows[0].recipe), "");
+                                EXPECT_EQ(h5::get_string(rows[1].recipe), "dopt+rc-full");
+                                for (const auto& row : rows) {
+                                  EXPECT_EQ(row.cp, 1) << h5::get_string(row.key);
+                                  EXPECT_EQ(row.vp, 1) << h5::get_string(row.key);
+                                  EXPECT_EQ(row.pp, 2);
+                                  EXPECT_EQ(row.micro_batch, 1);  // the members after cp and vp land in place
+                                  EXPECT_EQ(row.global_batch, 8);
+                                  EXPECT_EQ(h5::get_string(row.backend), "cpu");
+                                }
+                                EXPECT_EQ(rows[1].time_us_median, 2001.5);
+                                EXPECT_EQ(h5::get_string(rows[1].measured_utc), "2026-06-01T00:00:00Z");
+                                EXPECT_FALSE(records[0].techniques.any());
+                                EXPECT_TRUE(records[1].techniques.any());
+                                for (const auto& record : records) {
+                                  EXPECT_EQ(record.config.cp, 1) << record.key;
+                                  EXPECT_EQ(record.config.vp, 1) << record.key;
+                                  EXPECT_EQ(record.tuple(), "(2,1,2)") << record.key;
+                                  EXPECT_EQ(record.occupancy(), 4) << record.key;
+                                }
+                              });
 }
 
 TEST(H5StoreSchema5, GroundTruthIsNeverAddedToIt) {
   TempDir dir;
-  const std::string path = dir.file("v5.h5");
-  write_schema5_file(path);
-  h5::Store store = h5::Store::create_or_resume(path, false, /*resume=*/true, kProvenance);
+  h5::Store store = h5::Store::create_or_resume(old_file(dir, write_schema5_file, 5), false, /*resume=*/true, kProvenance);
   expect_groundtruth_refused(store, 5, "no cp or vp columns");
   EXPECT_EQ(store.schema_version(), 5);
 }
