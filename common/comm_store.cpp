@@ -3,17 +3,13 @@
 
 #include "common/h5_parent_rows.hpp"
 
-namespace itertime::h5 {
+namespace itertime::store {
 
-RowType RowTraits<store::CommRow>::row_type() {
+h5::RowType row_type_of(h5::RowTag<CommRow>) {
   return ITERTIME_H5_ROW_TYPE(store::CommRow, collective, dtype, group_size, layout, span, mode, backend, bytes, count,
                               warmup_iters, iters, time_us_min, time_us_median, time_us_mean, time_us_p90, time_us_max, time_cv,
                               algbw_GBps, busbw_GBps, check_errors, samples_offset, samples_count, measured_utc);
 }
-
-}  // namespace itertime::h5
-
-namespace itertime::store {
 
 std::string comm_row_key(const CommRow& row) {
   return h5::get_string(row.collective) + "/" + h5::get_string(row.dtype) + "/g" + std::to_string(row.group_size) + "/" +

@@ -52,11 +52,7 @@ void append_comm_point(h5::Store& store, CommRow row, const std::vector<double>&
 // killed between the two writes) so that offsets stay consistent.
 std::set<std::string> existing_comm_keys(h5::Store& store);
 
-}  // namespace itertime::store
+// The rows' HDF5 types (h5store.hpp: found by argument-dependent lookup).
+h5::RowType row_type_of(h5::RowTag<CommRow>);
 
-namespace itertime::h5 {
-template <>
-struct RowTraits<store::CommRow> {
-  static RowType row_type();
-};
-}  // namespace itertime::h5
+}  // namespace itertime::store

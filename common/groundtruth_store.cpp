@@ -6,16 +6,16 @@
 #include "common/errors.hpp"
 #include "common/h5_parent_rows.hpp"
 
-namespace itertime::h5 {
+namespace itertime::store {
 
 namespace {
 // The configuration row's members in file order as schema `version` (4, 5 or 6) stored them: 5 added
 // `recipe` after `precision`, 6 added `cp` and `vp` after `pp`; the other names and their order are the
 // same in all three. An older type is laid over the current struct, so HDF5 leaves the members it lacks
 // as it finds them (read_groundtruth_rows sets them).
-RowType groundtruth_row_type(int64_t version) {
+h5::RowType groundtruth_row_type(int64_t version) {
   using R = store::GroundTruthRow;
-  RowType t(sizeof(R));
+  h5::RowType t(sizeof(R));
   ITERTIME_H5_FIELDS(t, R, key, model, dp, tp, pp);
   if (version >= 6) ITERTIME_H5_FIELDS(t, R, cp, vp);
   ITERTIME_H5_FIELDS(t, R, micro_batch, global_batch, seq_len, num_micro_batches, precision);
@@ -28,29 +28,25 @@ RowType groundtruth_row_type(int64_t version) {
 }
 }  // namespace
 
-RowType RowTraits<store::GroundTruthRow>::row_type() { return groundtruth_row_type(kSchemaVersion); }
+h5::RowType row_type_of(h5::RowTag<GroundTruthRow>) { return groundtruth_row_type(h5::kSchemaVersion); }
 
-RowType RowTraits<store::GroundTruthRankRow>::row_type() {
+h5::RowType row_type_of(h5::RowTag<GroundTruthRankRow>) {
   return ITERTIME_H5_ROW_TYPE(store::GroundTruthRankRow, key, rank, dp_idx, tp_idx, pp_idx, forward_us, backward_us, tp_comm_us,
                               pp_comm_us, dp_comm_us, optimizer_us, total_us, peak_rss_bytes, peak_tensor_bytes,
                               peak_allocated_bytes, peak_reserved_bytes, local_params);
 }
 
-RowType RowTraits<store::GroundTruthRoundRow>::row_type() {
+h5::RowType row_type_of(h5::RowTag<GroundTruthRoundRow>) {
   return ITERTIME_H5_ROW_TYPE(store::GroundTruthRoundRow, key, round, position, samples, time_us_median, outside_load_cores,
                               steal_cores, verdict);
 }
 
-RowType RowTraits<store::GroundTruthImportRow>::row_type() {
+h5::RowType row_type_of(h5::RowTag<GroundTruthImportRow>) {
   return ITERTIME_H5_ROW_TYPE(store::GroundTruthImportRow, key, log_name, log_sha256, format, framework, hidden_size,
                               intermediate_size, num_layers, num_heads, num_kv_heads, head_dim, vocab_size, tie_word_embeddings,
                               fp8_recipe, tp_comm_overlap, fp8_param_gather, intervals_total, intervals_warmup, first_steady_line,
                               last_line, imported_utc);
 }
-
-}  // namespace itertime::h5
-
-namespace itertime::store {
 
 GroundTruthRow configuration_row(const std::string& key, const std::string& model, const ParallelConfig& p,
                                  PrecisionName precision, const TrainingTechniques& techniques) {
@@ -140,7 +136,7 @@ std::vector<GroundTruthRow> read_every_groundtruth_row(h5::Store& store) {
   if (version == h5::kSchemaVersion) return store.table<GroundTruthRow>(kGroundTruthTable).read_all();
   // Schemas 4 and 5 measured (DP,TP,PP) layouts only, and schema 4 plain training only. The members the
   // stored type lacks are set here, not left to what HDF5's conversion does with their bytes.
-  std::vector<GroundTruthRow> rows = store.table<GroundTruthRow>(kGroundTruthTable, h5::groundtruth_row_type(version)).read_all();
+  std::vector<GroundTruthRow> rows = store.table<GroundTruthRow>(kGroundTruthTable, groundtruth_row_type(version)).read_all();
   for (GroundTruthRow& row : rows) {
     row.cp = 1;
     row.vp = 1;

@@ -134,23 +134,10 @@ std::vector<GroundTruthRow> newest_groundtruth_rows(const std::vector<GroundTrut
 // refuses a file of an older schema, as append_groundtruth does.
 std::set<std::string> existing_groundtruth_keys(h5::Store& store);
 
-}  // namespace itertime::store
+// The rows' HDF5 types (h5store.hpp: found by argument-dependent lookup).
+h5::RowType row_type_of(h5::RowTag<GroundTruthRow>);
+h5::RowType row_type_of(h5::RowTag<GroundTruthRankRow>);
+h5::RowType row_type_of(h5::RowTag<GroundTruthImportRow>);
+h5::RowType row_type_of(h5::RowTag<GroundTruthRoundRow>);
 
-namespace itertime::h5 {
-template <>
-struct RowTraits<store::GroundTruthRow> {
-  static RowType row_type();
-};
-template <>
-struct RowTraits<store::GroundTruthRankRow> {
-  static RowType row_type();
-};
-template <>
-struct RowTraits<store::GroundTruthImportRow> {
-  static RowType row_type();
-};
-template <>
-struct RowTraits<store::GroundTruthRoundRow> {
-  static RowType row_type();
-};
-}  // namespace itertime::h5
+}  // namespace itertime::store

@@ -119,7 +119,7 @@ class RowType {
   } while (false)
 
 // The row type of `Row` with exactly the listed members, as an expression: the usual body of
-// RowTraits<Row>::row_type(), `return ITERTIME_H5_ROW_TYPE(CommRow, collective, dtype, group_size);`.
+// row_type_of(RowTag<Row>), `return ITERTIME_H5_ROW_TYPE(CommRow, collective, dtype, group_size);`.
 #define ITERTIME_H5_ROW_TYPE(Row, ...)                             \
   [] {                                                             \
     ::itertime::h5::RowType itertime_h5_row_type_of(sizeof(Row));  \
@@ -152,9 +152,11 @@ class TableHandle {
   std::size_t row_bytes_;
 };
 
-// Rows of a plain struct. RowTraits<Row>::row_type() must describe Row (see ITERTIME_H5_FIELD).
+// Names a row type in an overload: a plain struct Row is stored as `row_type_of(RowTag<Row>{})`, a
+// function declared beside Row, in Row's namespace (where argument-dependent lookup finds it), whose
+// body describes Row (usually `return ITERTIME_H5_ROW_TYPE(Row, ...)`).
 template <typename Row>
-struct RowTraits;
+struct RowTag {};
 
 template <typename Row>
 class Table {
@@ -278,7 +280,7 @@ class Store {
   // Opens the table at `path`, creating it when missing (writable stores only).
   template <typename Row>
   Table<Row> table(const std::string& path, std::size_t chunk_rows = 256) {
-    return Table<Row>(open_table(path, RowTraits<Row>::row_type(), chunk_rows));
+    return Table<Row>(open_table(path, row_type_of(RowTag<Row>{}), chunk_rows));
   }
   // Opens the existing table at `path` as `row_type`, a type laid over Row's bytes (row_bytes() ==
   // sizeof(Row)) whose fields are the stored ones: an older layout read into the current Row. The

@@ -1,16 +1,12 @@
 // node_links_store.cpp: the /comm/node_links table: row type, key, append, read (node_links_store.hpp).
 #include "common/node_links_store.hpp"
 
-namespace itertime::h5 {
+namespace itertime::store {
 
-RowType RowTraits<store::NodeLinkRow>::row_type() {
+h5::RowType row_type_of(h5::RowTag<NodeLinkRow>) {
   return ITERTIME_H5_ROW_TYPE(store::NodeLinkRow, host_a, host_b, node_a, node_b, latency_us, bandwidth_GBps, samples,
                               measured_utc);
 }
-
-}  // namespace itertime::h5
-
-namespace itertime::store {
 
 std::string node_link_key(const std::string& host_a, const std::string& host_b) {
   return host_a < host_b ? host_a + "|" + host_b : host_b + "|" + host_a;

@@ -36,11 +36,7 @@ void append_node_link(h5::Store& store, const NodeLinkRow& row);
 // Every row of the table, in file order; none when the table does not exist.
 std::vector<NodeLinkRow> read_node_links(h5::Store& store);
 
-}  // namespace itertime::store
+// The rows' HDF5 types (h5store.hpp: found by argument-dependent lookup).
+h5::RowType row_type_of(h5::RowTag<NodeLinkRow>);
 
-namespace itertime::h5 {
-template <>
-struct RowTraits<store::NodeLinkRow> {
-  static RowType row_type();
-};
-}  // namespace itertime::h5
+}  // namespace itertime::store

@@ -4,38 +4,34 @@
 #include "common/errors.hpp"
 #include "common/h5_parent_rows.hpp"
 
-namespace itertime::h5 {
+namespace itertime::store {
 
-RowType RowTraits<store::OpSignatureRow>::row_type() {
+h5::RowType row_type_of(h5::RowTag<OpSignatureRow>) {
   return ITERTIME_H5_ROW_TYPE(store::OpSignatureRow, id, name, signature, input_dtypes, output_dtype, flops, bytes);
 }
 
-RowType RowTraits<store::OpTimingRow>::row_type() {
+h5::RowType row_type_of(h5::RowTag<OpTimingRow>) {
   return ITERTIME_H5_ROW_TYPE(store::OpTimingRow, signature_id, active_ranks, backend, time_us_median, time_us_min,
                               time_us_max_rank, time_cv, repeats, ok);
 }
 
-RowType RowTraits<store::OpRetimingRow>::row_type() {
+h5::RowType row_type_of(h5::RowTag<OpRetimingRow>) {
   return ITERTIME_H5_ROW_TYPE(store::OpRetimingRow, pass, signature_id, active_ranks, backend, time_us_median, time_us_min,
                               time_us_max_rank, time_cv, repeats, ok);
 }
 
-RowType RowTraits<store::OpSequenceRow>::row_type() {
+h5::RowType row_type_of(h5::RowTag<OpSequenceRow>) {
   return ITERTIME_H5_ROW_TYPE(store::OpSequenceRow, stage_key, phase, signature_id, count);
 }
 
-RowType RowTraits<store::OpCommRow>::row_type() {
+h5::RowType row_type_of(h5::RowTag<OpCommRow>) {
   return ITERTIME_H5_ROW_TYPE(store::OpCommRow, stage_key, phase, kind, dtype, bytes, count);
 }
 
-RowType RowTraits<store::OpStageRow>::row_type() {
+h5::RowType row_type_of(h5::RowTag<OpStageRow>) {
   return ITERTIME_H5_ROW_TYPE(store::OpStageRow, stage_key, model, tp, pp, stage, micro_batch, seq_len, precision, variant,
                               local_params, num_layers, sequence_offset, sequence_count, comm_offset, comm_count);
 }
-
-}  // namespace itertime::h5
-
-namespace itertime::store {
 
 std::string stage_key(const std::string& model, int tp, int pp, int stage, int micro_batch, int seq_len,
                       const std::string& precision, const std::string& variant, const TrainingTechniques& techniques, int dp,

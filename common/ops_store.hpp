@@ -119,31 +119,12 @@ void append_stage(h5::Store& store, OpStageRow stage, const std::vector<OpSequen
 // Stage keys present; trims sequence/comm rows written after the last complete stage.
 std::set<std::string> existing_stage_keys(h5::Store& store);
 
-}  // namespace itertime::store
+// The rows' HDF5 types (h5store.hpp: found by argument-dependent lookup).
+h5::RowType row_type_of(h5::RowTag<OpSignatureRow>);
+h5::RowType row_type_of(h5::RowTag<OpTimingRow>);
+h5::RowType row_type_of(h5::RowTag<OpRetimingRow>);
+h5::RowType row_type_of(h5::RowTag<OpSequenceRow>);
+h5::RowType row_type_of(h5::RowTag<OpCommRow>);
+h5::RowType row_type_of(h5::RowTag<OpStageRow>);
 
-namespace itertime::h5 {
-template <>
-struct RowTraits<store::OpSignatureRow> {
-  static RowType row_type();
-};
-template <>
-struct RowTraits<store::OpTimingRow> {
-  static RowType row_type();
-};
-template <>
-struct RowTraits<store::OpRetimingRow> {
-  static RowType row_type();
-};
-template <>
-struct RowTraits<store::OpSequenceRow> {
-  static RowType row_type();
-};
-template <>
-struct RowTraits<store::OpCommRow> {
-  static RowType row_type();
-};
-template <>
-struct RowTraits<store::OpStageRow> {
-  static RowType row_type();
-};
-}  // namespace itertime::h5
+}  // namespace itertime::store

@@ -1,16 +1,12 @@
 // reference_store.cpp: the /reference/probes table: row type, append, read (reference_store.hpp).
 #include "common/reference_store.hpp"
 
-namespace itertime::h5 {
+namespace itertime::store {
 
-RowType RowTraits<store::ReferenceProbeRow>::row_type() {
+h5::RowType row_type_of(h5::RowTag<ReferenceProbeRow>) {
   return ITERTIME_H5_ROW_TYPE(store::ReferenceProbeRow, stage, pass, occupancy, unix_time_s, matmul_us, elementwise_us,
                               allreduce_us);
 }
-
-}  // namespace itertime::h5
-
-namespace itertime::store {
 
 void append_reference_sample(h5::Store& store, const ReferenceSample& sample) {
   ReferenceProbeRow row{};

@@ -29,11 +29,7 @@ void append_reference_sample(h5::Store& store, const ReferenceSample& sample);
 // Every row, in file order; none when the table does not exist.
 std::vector<ReferenceSample> read_reference_samples(h5::Store& store);
 
-}  // namespace itertime::store
+// The rows' HDF5 types (h5store.hpp: found by argument-dependent lookup).
+h5::RowType row_type_of(h5::RowTag<ReferenceProbeRow>);
 
-namespace itertime::h5 {
-template <>
-struct RowTraits<store::ReferenceProbeRow> {
-  static RowType row_type();
-};
-}  // namespace itertime::h5
+}  // namespace itertime::store

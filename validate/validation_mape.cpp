@@ -18,7 +18,7 @@ std::optional<StoredMape> read_validation_mape(const std::string& path, const st
     if (H5Fis_hdf5(path.c_str()) <= 0) return std::nullopt;
     h5::Store store = h5::Store::open(path, /*writable=*/false);
     if (!store.exists("/validation/mape")) return std::nullopt;
-    rows = store.table<MapeStoreRow>("/validation/mape", h5::RowTraits<MapeStoreRow>::row_type()).read_all();
+    rows = store.table<MapeStoreRow>("/validation/mape", row_type_of(h5::RowTag<MapeStoreRow>{})).read_all();
   } catch (const std::exception&) {
     return std::nullopt;  // an older layout, a damaged table: no range rather than no prediction
   }

@@ -1,23 +1,19 @@
 // validation_store.cpp: the /validation tables (validation_store.hpp).
 #include "validate/validation_store.hpp"
 
-namespace itertime::h5 {
+namespace itertime::validate {
 
-RowType RowTraits<validate::ValidationStoreRow>::row_type() {
+h5::RowType row_type_of(h5::RowTag<ValidationStoreRow>) {
   return ITERTIME_H5_ROW_TYPE(validate::ValidationStoreRow, key, dp, tp, pp, precision, status, measured_us, predicted_us,
                               raw_predicted_us, calibration_factor, factor_fitted, ape_pct, blind_predicted_us, blind_ape_pct,
                               extrapolated_fraction, built_ok, built_predicted_us, built_ape_pct, blind_raw_predicted_us,
                               blind_raw_ape_pct, round_spread_pct, disturbance);
 }
 
-RowType RowTraits<validate::MapeStoreRow>::row_type() {
+h5::RowType row_type_of(h5::RowTag<MapeStoreRow>) {
   return ITERTIME_H5_ROW_TYPE(validate::MapeStoreRow, kind, group, count, mape_pct, blind_mape_pct, built_count, built_mape_pct,
                               blind_raw_mape_pct, floor_pct, disturbed_count);
 }
-
-}  // namespace itertime::h5
-
-namespace itertime::validate {
 
 void write_validation(h5::Store& store, const ValidationReport& report) {
   const h5::Store::Transaction whole(store);  // the old /validation is replaced in one commit

@@ -39,15 +39,8 @@ struct MapeStoreRow {
 
 void write_validation(h5::Store& store, const ValidationReport& report);
 
-}  // namespace itertime::validate
+// The rows' HDF5 types (h5store.hpp: found by argument-dependent lookup).
+h5::RowType row_type_of(h5::RowTag<ValidationStoreRow>);
+h5::RowType row_type_of(h5::RowTag<MapeStoreRow>);
 
-namespace itertime::h5 {
-template <>
-struct RowTraits<validate::ValidationStoreRow> {
-  static RowType row_type();
-};
-template <>
-struct RowTraits<validate::MapeStoreRow> {
-  static RowType row_type();
-};
-}  // namespace itertime::h5
+}  // namespace itertime::validate

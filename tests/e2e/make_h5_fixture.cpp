@@ -19,20 +19,15 @@ struct FixtureRow {
   char collective[16];
 };
 
-}  // namespace
+itertime::h5::RowType row_type_of(itertime::h5::RowTag<FixtureRow>) {
+  itertime::h5::RowType type(sizeof(FixtureRow));
+  ITERTIME_H5_FIELD(type, FixtureRow, bytes);
+  ITERTIME_H5_FIELD(type, FixtureRow, time_us);
+  ITERTIME_H5_FIELD(type, FixtureRow, collective);
+  return type;
+}
 
-namespace itertime::h5 {
-template <>
-struct RowTraits<FixtureRow> {
-  static RowType row_type() {
-    RowType type(sizeof(FixtureRow));
-    ITERTIME_H5_FIELD(type, FixtureRow, bytes);
-    ITERTIME_H5_FIELD(type, FixtureRow, time_us);
-    ITERTIME_H5_FIELD(type, FixtureRow, collective);
-    return type;
-  }
-};
-}  // namespace itertime::h5
+}  // namespace
 
 int main(int argc, char** argv) {
   const std::string mode = argc > 1 ? argv[1] : "";

@@ -83,30 +83,18 @@ struct GroundTruthRowSchema5 {
 // same types (its row type below leaves `recipe` out; its bytes are padding in the file's compound type).
 struct GroundTruthRowSchema4 : GroundTruthRowSchema5 {};
 
-}  // namespace itertime_test_rows
+using itertime::h5::RowTag;
+using itertime::h5::RowType;
 
-namespace itertime::h5 {
-template <>
-struct RowTraits<itertime_test_rows::Row> {
-  static RowType row_type() { return ITERTIME_H5_ROW_TYPE(itertime_test_rows::Row, id, time_us, label); }
-};
-template <>
-struct RowTraits<itertime_test_rows::RenamedRow> {
-  static RowType row_type() { return ITERTIME_H5_ROW_TYPE(itertime_test_rows::RenamedRow, id, latency_us, label); }
-};
-template <>
-struct RowTraits<itertime_test_rows::WideRow> {
-  static RowType row_type() { return ITERTIME_H5_ROW_TYPE(itertime_test_rows::WideRow, rank, ratio, ok, bytes); }
-};
-template <>
-struct RowTraits<itertime_test_rows::ParentRow> {
-  static RowType row_type() {
-    return ITERTIME_H5_ROW_TYPE(itertime_test_rows::ParentRow, key, samples_offset, samples_count, items_offset, items_count);
-  }
-};
+RowType row_type_of(RowTag<Row>) { return ITERTIME_H5_ROW_TYPE(Row, id, time_us, label); }
+RowType row_type_of(RowTag<RenamedRow>) { return ITERTIME_H5_ROW_TYPE(RenamedRow, id, latency_us, label); }
+RowType row_type_of(RowTag<WideRow>) { return ITERTIME_H5_ROW_TYPE(WideRow, rank, ratio, ok, bytes); }
+RowType row_type_of(RowTag<ParentRow>) {
+  return ITERTIME_H5_ROW_TYPE(ParentRow, key, samples_offset, samples_count, items_offset, items_count);
+}
 // The columns of /groundtruth/configs as schema 5 wrote them (`with_recipe`) or schema 4 (without it).
-inline RowType old_groundtruth_row_type(bool with_recipe) {
-  using R = itertime_test_rows::GroundTruthRowSchema5;
+RowType old_groundtruth_row_type(bool with_recipe) {
+  using R = GroundTruthRowSchema5;
   RowType type(sizeof(R));
   ITERTIME_H5_FIELDS(type, R, key, model, dp, tp, pp, micro_batch, global_batch, seq_len, num_micro_batches, precision);
   if (with_recipe) ITERTIME_H5_FIELDS(type, R, recipe);
@@ -116,15 +104,10 @@ inline RowType old_groundtruth_row_type(bool with_recipe) {
                      rounds_offset, rounds_count);
   return type;
 }
-template <>
-struct RowTraits<itertime_test_rows::GroundTruthRowSchema4> {
-  static RowType row_type() { return old_groundtruth_row_type(/*with_recipe=*/false); }
-};
-template <>
-struct RowTraits<itertime_test_rows::GroundTruthRowSchema5> {
-  static RowType row_type() { return old_groundtruth_row_type(/*with_recipe=*/true); }
-};
-}  // namespace itertime::h5
+RowType row_type_of(RowTag<GroundTruthRowSchema4>) { return old_groundtruth_row_type(/*with_recipe=*/false); }
+RowType row_type_of(RowTag<GroundTruthRowSchema5>) { return old_groundtruth_row_type(/*with_recipe=*/true); }
+
+}  // namespace itertime_test_rows
 
 namespace itertime {
 namespace {
@@ -326,7 +309,7 @@ TEST(H5Store, FieldListEqualsFieldByField) {
   ITERTIME_H5_FIELD(by_member, WideRow, ratio);
   ITERTIME_H5_FIELD(by_member, WideRow, ok);
   ITERTIME_H5_FIELD(by_member, WideRow, bytes);
-  const h5::RowType listed = h5::RowTraits<WideRow>::row_type();
+  const h5::RowType listed = row_type_of(h5::RowTag<WideRow>{});
   EXPECT_EQ(listed.field_names(), (std::vector<std::string>{"rank", "ratio", "ok", "bytes"}));
   EXPECT_EQ(listed.field_names(), by_member.field_names());
   EXPECT_EQ(listed.row_bytes(), sizeof(WideRow));

@@ -43,18 +43,12 @@ struct CrashParent {
   int64_t samples_offset, samples_count;
 };
 
-}  // namespace itertime_test_crash
+itertime::h5::RowType row_type_of(itertime::h5::RowTag<CrashRow>) { return ITERTIME_H5_ROW_TYPE(CrashRow, id, value, label); }
+itertime::h5::RowType row_type_of(itertime::h5::RowTag<CrashParent>) {
+  return ITERTIME_H5_ROW_TYPE(CrashParent, key, samples_offset, samples_count);
+}
 
-namespace itertime::h5 {
-template <>
-struct RowTraits<itertime_test_crash::CrashRow> {
-  static RowType row_type() { return ITERTIME_H5_ROW_TYPE(itertime_test_crash::CrashRow, id, value, label); }
-};
-template <>
-struct RowTraits<itertime_test_crash::CrashParent> {
-  static RowType row_type() { return ITERTIME_H5_ROW_TYPE(itertime_test_crash::CrashParent, key, samples_offset, samples_count); }
-};
-}  // namespace itertime::h5
+}  // namespace itertime_test_crash
 
 namespace itertime {
 namespace {
