@@ -34,17 +34,13 @@
 #include <map>
 #include <string>
 
+#include "calibrate/job_stage_options.hpp"
 #include "common/job.hpp"
 
 namespace itertime::calibrate {
 
-struct GroundTruthOptions {
-  Job job;
-  std::string output_path;
-  bool force = false;
-  bool resume = false;
+struct GroundTruthOptions : JobStageOptions {
   bool retry_failed = false;  // with resume: measure the configurations recorded failed again
-  std::map<std::string, std::string> provenance;
 };
 
 struct GroundTruthSummary {

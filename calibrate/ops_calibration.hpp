@@ -48,20 +48,16 @@
 #include <vector>
 
 #include "common/collective.hpp"
+#include "calibrate/job_stage_options.hpp"
 #include "common/job.hpp"
 #include "common/training_techniques.hpp"
 
 namespace itertime::calibrate {
 
-struct OpsCalibrationOptions {
-  Job job;
-  std::string output_path;
-  bool force = false;
-  bool resume = false;
+struct OpsCalibrationOptions : JobStageOptions {
   // calibrate drift: profile again, as passes 1.., the occupancies whose speed reference drifted from
   // the ground truth's (common/speed_drift.hpp), instead of profiling what is missing
   bool remeasure_drifted = false;
-  std::map<std::string, std::string> provenance;
   int warmup_repeats = 2;
   int min_repeats = 5;
   int max_repeats = 200;
