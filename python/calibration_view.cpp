@@ -12,6 +12,13 @@
 #include "common/parallel_config_json.hpp"
 #include "common/store_meta.hpp"
 
+namespace itertime::store {
+
+// An operator signature as the module shows it: its members by their names.
+NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE(OpSignatureRecord, id, name, signature, input_dtypes, output_dtype, flops, bytes)
+
+}  // namespace itertime::store
+
 namespace itertime::python {
 namespace {
 
@@ -43,16 +50,8 @@ nlohmann::json read_calibration(const std::string& path) {
   }
   out["comm"] = comm;
   const store::OpsRecords ops = store::read_ops_records(store);
-  nlohmann::json signatures = nlohmann::json::array(), timings = nlohmann::json::array(), stages = nlohmann::json::array();
-  for (const store::OpSignatureRecord& r : ops.signatures) {
-    signatures.push_back({{"id", r.id},
-                          {"name", r.name},
-                          {"signature", r.signature},
-                          {"input_dtypes", r.input_dtypes},
-                          {"output_dtype", r.output_dtype},
-                          {"flops", r.flops},
-                          {"bytes", r.bytes}});
-  }
+  const nlohmann::json signatures = ops.signatures;
+  nlohmann::json timings = nlohmann::json::array(), stages = nlohmann::json::array();
   for (const store::OpTimingRecord& r : ops.timings) {
     timings.push_back(
         {{"signature_id", r.signature_id}, {"active_ranks", r.active_ranks}, {"time_us_median", r.time_us_median}, {"ok", r.ok}});

@@ -20,6 +20,11 @@
 
 namespace itertime::validate {
 
+// A MAPE entry in the report's JSON: its members by their names (a NaN floor is written null, as
+// nlohmann writes every NaN).
+NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE(MapeEntry, group, count, mape_pct, blind_mape_pct, blind_raw_mape_pct, built_count,
+                                   built_mape_pct, floor_pct, disturbed_count)
+
 namespace {
 
 // "1.23", or "-" for NaN (no finite value).
@@ -297,25 +302,10 @@ void write_json(const ValidationReport& report, const std::string& path) {
                                       {"disturbance", r.disturbance},
                                       {"recipe", r.recipe}});
   }
-  auto entries = [](const std::vector<MapeEntry>& list) {
-    nlohmann::json out = nlohmann::json::array();
-    for (const MapeEntry& e : list) {
-      out.push_back({{"group", e.group},
-                     {"count", e.count},
-                     {"mape_pct", e.mape_pct},
-                     {"blind_mape_pct", e.blind_mape_pct},
-                     {"blind_raw_mape_pct", e.blind_raw_mape_pct},
-                     {"built_count", e.built_count},
-                     {"built_mape_pct", e.built_mape_pct},
-                     {"floor_pct", number_or_null(e.floor_pct)},
-                     {"disturbed_count", e.disturbed_count}});
-    }
-    return out;
-  };
-  root["mape_per_tuple"] = entries(report.per_tuple);
-  root["mape_per_precision"] = entries(report.per_precision);
-  root["mape_per_tuple_precision"] = entries(report.per_tuple_precision);
-  root["mape_per_recipe"] = entries(report.per_recipe);
+  root["mape_per_tuple"] = report.per_tuple;
+  root["mape_per_precision"] = report.per_precision;
+  root["mape_per_tuple_precision"] = report.per_tuple_precision;
+  root["mape_per_recipe"] = report.per_recipe;
   root["mape_overall"] = {{"count", report.overall.count},
                           {"mape_pct", report.overall.mape_pct},
                           {"blind_mape_pct", report.overall.blind_mape_pct},

@@ -11,6 +11,10 @@
 #include "common/regularized_fit.hpp"
 
 namespace itertime::predict::framework {
+
+// A term in the terms file: its members by their names (read back by read_framework_fit, which checks them).
+NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE(FittedTerm, name, meaning, unit, described, fitted, sigma, moved_sigmas)
+
 namespace {
 
 using nlohmann::json;
@@ -150,17 +154,7 @@ std::string write_fitted_terms_json(const FrameworkFit& fit) {
   doc["kind"] = "itertime framework-terms";
   doc["framework"] = "megatron-te";
   doc["hardware"] = fit.hardware;
-  json terms = json::array();
-  for (const FittedTerm& t : fit.table) {
-    terms.push_back({{"name", t.name},
-                     {"meaning", t.meaning},
-                     {"unit", t.unit},
-                     {"described", t.described},
-                     {"fitted", t.fitted},
-                     {"sigma", t.sigma},
-                     {"moved_sigmas", t.moved_sigmas}});
-  }
-  doc["terms"] = terms;
+  doc["terms"] = fit.table;
   doc["rows"] = fit.rows;
   doc["rms_log_error"] = {{"described", fit.rms_log_error_described}, {"fitted", fit.rms_log_error_fitted}};
   doc["models"] = fit.models;
