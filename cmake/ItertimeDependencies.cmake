@@ -1,10 +1,11 @@
 # Finds every dependency; all come from Debian 12 packages (see launcher/scripts/setup-debian.sh).
-# Prediction needs only HDF5, Boost.Serialization and the header libraries; MPI, and with it CUDA/NCCL
+# Prediction needs only HDF5, Boost.Serialization, NLopt (the fits' solver) and the header libraries; MPI, and with it CUDA/NCCL
 # and LibTorch, only the calibration parts (ITERTIME_HAVE_MPI; docs/build.md, "A prediction-only build").
 find_package(HDF5 REQUIRED COMPONENTS C CXX)
 find_package(Boost REQUIRED COMPONENTS serialization)
 find_package(nlohmann_json 3 REQUIRED)
 find_package(CLI11 REQUIRED)
+find_package(NLopt REQUIRED)  # libnlopt-dev: common/regularized_fit's bounded minimizer
 
 # HDF5 as an imported target (FindHDF5 of CMake 3.25 gives variables only for the C++ part).
 add_library(itertime_hdf5 INTERFACE)

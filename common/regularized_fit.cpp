@@ -1,9 +1,12 @@
-// regularized_fit.cpp: Levenberg-Marquardt with a Gaussian prior and box bounds (regularized_fit.hpp).
+// regularized_fit.cpp: a Gaussian prior and box bounds, minimized by NLopt (regularized_fit.hpp).
 #include "common/regularized_fit.hpp"
 
 #include <algorithm>
 #include <cmath>
+#include <memory>
+#include <nlopt.h>
 #include <stdexcept>
+#include <type_traits>
 
 namespace itertime {
 namespace {
@@ -76,6 +79,27 @@ bool solve_symmetric_positive(std::vector<double> a, std::vector<double> b, std:
   return true;
 }
 
+namespace {
+
+struct Objective {
+  const std::vector<FitParameter>& parameters;
+  const std::function<std::vector<double>(const std::vector<double>&)>& residuals;
+  int evaluations = 0;
+};
+
+// S(x) for NLopt (no gradient: a derivative-free method); a non-finite S counts as +infinity.
+double objective_for_nlopt(unsigned n, const double* x, double* gradient, void* data) {
+  (void)gradient;  // null: the methods used are derivative-free
+  Objective& o = *static_cast<Objective*>(data);
+  ++o.evaluations;
+  const double s = evaluate(o.parameters, o.residuals, std::vector<double>(x, x + n)).objective;
+  return std::isfinite(s) ? s : HUGE_VAL;
+}
+
+using NloptHandle = std::unique_ptr<std::remove_pointer_t<nlopt_opt>, decltype(&nlopt_destroy)>;
+
+}  // namespace
+
 RegularizedFit fit_regularized(const std::vector<FitParameter>& parameters,
                                const std::function<std::vector<double>(const std::vector<double>&)>& residuals,
                                int max_iterations, double step, double tolerance) {
@@ -86,50 +110,44 @@ RegularizedFit fit_regularized(const std::vector<FitParameter>& parameters,
   }
   std::vector<double> x(p);
   for (size_t k = 0; k < p; ++k) x[k] = clamp_to(parameters[k], parameters[k].prior);
-  Evaluated current = evaluate(parameters, residuals, x);
   RegularizedFit fit;
-  double lambda = 1e-3;
-  std::vector<double> jac;
-  for (fit.iterations = 0; fit.iterations < max_iterations; ++fit.iterations) {
-    const size_t n = current.r.size();
-    jac = jacobian(parameters, residuals, x, current.r, step);
-    // Normal equations of the augmented system: (J'J + P + lambda diag) dx = -(J'r + P (x - prior)).
-    std::vector<double> a(p * p, 0.0), g(p, 0.0);
-    for (size_t k = 0; k < p; ++k) {
-      for (size_t l = 0; l < p; ++l) {
-        double v = 0;
-        for (size_t i = 0; i < n; ++i) v += jac[i * p + k] * jac[i * p + l];
-        a[k * p + l] = v;
-      }
-      for (size_t i = 0; i < n; ++i) g[k] += jac[i * p + k] * current.r[i];
-      const double prec = 1.0 / (parameters[k].prior_sigma * parameters[k].prior_sigma);
-      a[k * p + k] += prec;
-      g[k] += prec * (x[k] - parameters[k].prior);
-    }
-    bool improved = false;
-    for (int attempt = 0; attempt < 12 && !improved; ++attempt) {
-      std::vector<double> damped = a, rhs(p), dx;
-      for (size_t k = 0; k < p; ++k) damped[k * p + k] *= 1.0 + lambda, rhs[k] = -g[k];
-      if (solve_symmetric_positive(damped, rhs, dx)) {
-        std::vector<double> trial(p);
-        for (size_t k = 0; k < p; ++k) trial[k] = clamp_to(parameters[k], x[k] + dx[k]);
-        const Evaluated next = evaluate(parameters, residuals, trial);
-        if (next.objective < current.objective) {
-          const double gain = current.objective - next.objective;
-          x = trial, current = next, improved = true;
-          lambda = std::max(1e-9, lambda / 3.0);
-          if (gain < tolerance * std::max(1.0, current.objective)) fit.converged = true;
-          break;
-        }
-      }
-      lambda *= 10.0;
-    }
-    if (!improved) fit.converged = true;  // no step lowers S: at a (bounded) minimum
-    if (fit.converged) break;
+  // NLopt's BOBYQA (Powell's bounded quadratic-model method; COBYLA for one parameter, which BOBYQA does
+  // not take): bounds kept exactly; first steps of a prior sigma at most, a quarter of the box, and a tenth of
+  // the start's size (at least 0.1): BOBYQA then widens or narrows its trust region itself.
+  std::vector<double> lower(p), upper(p), first_step(p);
+  bool movable = false;
+  for (size_t k = 0; k < p; ++k) {
+    lower[k] = parameters[k].lower, upper[k] = parameters[k].upper;
+    first_step[k] = std::min({parameters[k].prior_sigma, 0.25 * (upper[k] - lower[k]), std::max(0.1, 0.1 * std::fabs(x[k]))});
+    movable = movable || first_step[k] > 0;
+    if (!(first_step[k] > 0)) first_step[k] = std::max(1e-12, std::fabs(x[k]) * 1e-6);
   }
+  Objective objective{parameters, residuals};
+  if (p > 0 && movable) {
+    NloptHandle opt(nlopt_create(p >= 2 ? NLOPT_LN_BOBYQA : NLOPT_LN_COBYLA, static_cast<unsigned>(p)), &nlopt_destroy);
+    if (!opt) throw std::runtime_error("fit_regularized: NLopt could not create its optimizer");
+    nlopt_set_lower_bounds(opt.get(), lower.data());
+    nlopt_set_upper_bounds(opt.get(), upper.data());
+    nlopt_set_initial_step(opt.get(), first_step.data());
+    nlopt_set_min_objective(opt.get(), objective_for_nlopt, &objective);
+    nlopt_set_ftol_rel(opt.get(), tolerance);
+    nlopt_set_xtol_rel(opt.get(), std::max(tolerance, step * 1e-2));
+    nlopt_set_maxeval(opt.get(), std::max(1, max_iterations) * static_cast<int>(2 * p + 2));
+    double minimum = 0.0;
+    const nlopt_result result = nlopt_optimize(opt.get(), x.data(), &minimum);
+    fit.converged = result == NLOPT_FTOL_REACHED || result == NLOPT_XTOL_REACHED || result == NLOPT_SUCCESS;
+    if (result < 0) {  // NLopt failed (not a limit): start again from the prior, report not converged
+      for (size_t k = 0; k < p; ++k) x[k] = clamp_to(parameters[k], parameters[k].prior);
+      fit.converged = false;
+    }
+  } else {
+    fit.converged = true;  // nothing to move: the prior (clamped) is the answer
+  }
+  fit.iterations = objective.evaluations;
+  const Evaluated current = evaluate(parameters, residuals, x);
   // Uncertainty at the optimum.
   const size_t n = current.r.size();
-  jac = jacobian(parameters, residuals, x, current.r, step);
+  const std::vector<double> jac = jacobian(parameters, residuals, x, current.r, step);
   std::vector<double> a(p * p, 0.0);
   for (size_t k = 0; k < p; ++k) {
     for (size_t l = 0; l < p; ++l)

@@ -26,6 +26,7 @@ BUILD_PACKAGES=(
   libhdf5-dev hdf5-helpers libhdf5-103-1 libhdf5-cpp-103-1 libhdf5-hl-100 libhdf5-hl-cpp-100
   libboost1.74-dev libboost-serialization1.74-dev libboost-serialization1.74.0 libboost-serialization-dev
   libcli11-dev nlohmann-json3-dev libgtest-dev libgmock-dev
+  libnlopt-dev libnlopt0
   libyaml-cpp-dev libyaml-cpp0.7 libtomlplusplus-dev libtomlplusplus3 libssl-dev
 )
 RUNTIME_PACKAGES=(

@@ -42,6 +42,7 @@ PACKAGES=(
   "$TORCH_PACKAGE" libopenblas0 libopenblas-dev
   libhdf5-dev hdf5-tools
   libboost-serialization-dev
+  libnlopt-dev                        # the fits' bounded minimizer (common/regularized_fit.hpp)
   libgtest-dev libgmock-dev libbenchmark-dev
   libcli11-dev nlohmann-json3-dev
   libyaml-cpp-dev libtomlplusplus-dev libssl-dev

@@ -55,6 +55,22 @@ TEST(RegularizedFit, RecoversKnownCoefficientsOfANonlinearModel) {
   EXPECT_LT(fit.residual_sum_squares, 1e-8);
 }
 
+TEST(RegularizedFit, TheEvaluationLimitStopsItUnconvergedAndNoWorseThanThePrior) {
+  // Rosenbrock's valley as residuals (10 (b - a^2), 1 - a): one iteration's evaluations (2p + 2 = 6) cannot
+  // reach (1, 1) from (-1.2, 1); the result is still within the bounds and no worse than the start.
+  const auto r = [](const std::vector<double>& x) { return std::vector<double>{10.0 * (x[1] - x[0] * x[0]), 1.0 - x[0]}; };
+  const std::vector<FitParameter> parameters = {{"a", -1.2, 1e3, -2.0, 2.0}, {"b", 1.0, 1e3, -2.0, 2.0}};
+  const double start_objective = 4.4 * 4.4 + 2.2 * 2.2;  // S at the prior: residuals -4.4 and 2.2
+  const RegularizedFit stopped = fit_regularized(parameters, r, 1);
+  EXPECT_FALSE(stopped.converged);
+  EXPECT_LE(stopped.iterations, 6);
+  EXPECT_LE(stopped.objective, start_objective + 1e-12);
+  const RegularizedFit full = fit_regularized(parameters, r, 500);
+  EXPECT_TRUE(full.converged);
+  EXPECT_NEAR(full.values[0], 1.0, 1e-3);
+  EXPECT_NEAR(full.values[1], 1.0, 1e-3);
+}
+
 TEST(RegularizedFit, RefusesABadParameter) {
   const auto none = [](const std::vector<double>&) { return std::vector<double>{}; };
   EXPECT_THROW(fit_regularized({{"x", 0.0, 0.0}}, none), std::invalid_argument);
