@@ -7,6 +7,7 @@
 #include <cmath>
 
 #include "common/errors.hpp"
+#include "common/regularized_fit.hpp"
 #include "common/stats.hpp"
 #include "predict/device/described_comm.hpp"
 #include "predict/schedule/schedule.hpp"
@@ -702,42 +703,43 @@ PredictRequest request_for(const store::GroundTruthRecord& row, bool blind, cons
 
 namespace {
 
-struct Sample {
-  PredictRequest request;
-  double measured_us;
-  int64_t occupancy;
-};
+// The terms' described values and how far the rows may move them (the prior), in one place:
+//  - the per-call overhead: 0, the isolated operator timings being the whole step until rows say otherwise;
+//    10 us of pull (PyTorch's eager dispatch and autograd bookkeeping cost a few us a call on a CPU);
+//  - the shared factor: 1 (the timings as measured), ln-sigma 0.5;
+//  - each occupancy's contention: the shared factor (ln 0), ln-sigma 0.1: occupancies differ by what the busy
+//    ranks take from each other, not by a free factor each (the per-occupancy grid fit this replaces moved a
+//    one-rank prediction 24-36 % on 5 % of profile noise);
+//  - a row: trusted to 5 % (ln), this machine's cross-run noise.
+constexpr double kOverheadPriorUs = 0.0, kOverheadPriorSigmaUs = 10.0;
+constexpr double kLnFactorPriorSigma = 0.5;
+constexpr double kContentionSigma = 0.1;
+constexpr double kRowSigma = 0.05;
 
-// Per occupancy: the per-operator-call overhead by grid search and, for
-// each candidate, the factor = the median ratio measured / predicted; the candidate with the lowest
-// MAPE on those rows wins. Contention changes both terms with the number of busy ranks.
-Calibration fit_subset(StageResolver& resolver, const std::vector<const Sample*>& subset) {
-  Calibration best;
-  double best_mape = -1;
-  for (double overhead = 0.0; overhead <= 100.0; overhead += overhead < 10.0 ? 0.5 : 2.0) {
-    Calibration candidate;
-    candidate.op_overhead_us = overhead;
-    std::vector<double> predicted, ratios, measured;
-    for (const Sample* sample : subset) {
-      PredictRequest request = sample->request;
-      request.override_calibration = &candidate;
-      const PredictOutcome outcome = predict(resolver, request);
-      ITERTIME_CHECK(outcome.ok(), "a calibration sample predicted once failed later: " + outcome.reason);
-      const double p = outcome.prediction->total_us;
-      predicted.push_back(p);
-      ratios.push_back(p > 0 ? sample->measured_us / p : 1.0);
-      measured.push_back(sample->measured_us);
-    }
-    candidate.factor = stats::median(ratios);
-    for (double& p : predicted) p *= candidate.factor;
-    const double mape = stats::mape_pct(predicted, measured);
-    if (best_mape < 0 || mape < best_mape - 1e-9) {
-      best_mape = mape;
-      best = candidate;
-    }
-  }
-  best.rows = static_cast<int64_t>(subset.size());
-  return best;
+// The per-call overheads (us) at which each row is predicted once; between two knots its time is
+// interpolated linearly (a step's time is piecewise linear in the overhead: a pass adds it once per call,
+// the pipeline and the exposed communication take sums and maxima of passes), so the fit predicts no row
+// again. The last knot is the overhead's upper bound.
+constexpr std::array<double, 9> kOverheadKnotsUs = {0, 1, 2, 4, 8, 16, 32, 64, 128};
+
+// A row's raw time (factor 1) at overhead `overhead_us`, from its times at the knots.
+double raw_at(const std::array<double, kOverheadKnotsUs.size()>& at_knots, double overhead_us) {
+  std::size_t k = 1;
+  while (k + 1 < kOverheadKnotsUs.size() && kOverheadKnotsUs[k] < overhead_us) ++k;
+  const double x0 = kOverheadKnotsUs[k - 1], x1 = kOverheadKnotsUs[k];
+  const double w = std::clamp((overhead_us - x0) / (x1 - x0), 0.0, 1.0);
+  return at_knots[k - 1] + w * (at_knots[k] - at_knots[k - 1]);
+}
+
+// The terms for rows at `occupancies` (ascending): overhead, shared factor, then one contention each.
+std::vector<FitParameter> calibration_parameters(const std::vector<int64_t>& occupancies) {
+  std::vector<FitParameter> parameters = {
+      {"op_overhead_us", kOverheadPriorUs, kOverheadPriorSigmaUs, 0.0, kOverheadKnotsUs.back()},
+      {"ln_factor", 0.0, kLnFactorPriorSigma, std::log(0.1), std::log(10.0)},
+  };
+  for (int64_t occupancy : occupancies)
+    parameters.push_back({"ln_contention@" + std::to_string(occupancy), 0.0, kContentionSigma, -1.0, 1.0});
+  return parameters;
 }
 
 }  // namespace
@@ -745,25 +747,73 @@ Calibration fit_subset(StageResolver& resolver, const std::vector<const Sample*>
 CalibrationFit fit_calibration(StageResolver& resolver, const std::vector<store::GroundTruthRecord>& rows, bool blind,
                                const std::set<std::string>& exclude_tuples, const LlamaSpec* model_spec) {
   CalibrationFit fit;
-  std::vector<Sample> samples;
-  for (const store::GroundTruthRecord& row : rows) {
-    if (row.status != store::RunStatus::kOk || exclude_tuples.count(row.tuple())) continue;
-    Sample sample{request_for(row, blind, model_spec), row.time_us_median, row.occupancy()};
-    // Only configurations the model can predict contribute; the others are listed with their reason.
-    PredictRequest probe = sample.request;
-    const Calibration identity;
-    probe.override_calibration = &identity;
-    const PredictOutcome outcome = predict(resolver, probe);
-    if (outcome.ok()) {
-      samples.push_back(sample);
-    } else {
-      fit.unpredicted.push_back(UnpredictedRow{row.key, outcome.reason});
+  // Each predictable row's raw time at every knot; the others are listed with their reason.
+  struct Row {
+    std::array<double, kOverheadKnotsUs.size()> raw_us{};
+    double measured_us = 0;
+    std::size_t occupancy_index = 0;
+  };
+  std::vector<Row> fitted_rows;
+  std::vector<int64_t> occupancies;  // ascending, those with rows
+  std::vector<int64_t> row_occupancy;
+  for (const store::GroundTruthRecord& record : rows) {
+    if (record.status != store::RunStatus::kOk || exclude_tuples.count(record.tuple())) continue;
+    PredictRequest request = request_for(record, blind, model_spec);
+    Row row;
+    row.measured_us = record.time_us_median;
+    std::string failure;
+    for (std::size_t k = 0; k < kOverheadKnotsUs.size() && failure.empty(); ++k) {
+      Calibration at_knot;
+      at_knot.op_overhead_us = kOverheadKnotsUs[k];
+      request.override_calibration = &at_knot;
+      const PredictOutcome outcome = predict(resolver, request);
+      if (outcome.ok()) {
+        row.raw_us[k] = outcome.prediction->total_us;
+      } else {
+        ITERTIME_CHECK(k == 0, "a calibration row predicted without overhead failed with one: " + outcome.reason);
+        failure = outcome.reason;
+      }
     }
+    if (!failure.empty()) {
+      fit.unpredicted.push_back(UnpredictedRow{record.key, failure});
+      continue;
+    }
+    fitted_rows.push_back(row);
+    row_occupancy.push_back(record.occupancy());
+    if (std::find(occupancies.begin(), occupancies.end(), record.occupancy()) == occupancies.end())
+      occupancies.push_back(record.occupancy());
   }
-  if (samples.empty()) return fit;
-  std::map<int64_t, std::vector<const Sample*>> by_occupancy;
-  for (const Sample& sample : samples) by_occupancy[sample.occupancy].push_back(&sample);
-  for (const auto& [occupancy, subset] : by_occupancy) fit.calibration.per_occupancy[occupancy] = fit_subset(resolver, subset);
+  if (fitted_rows.empty()) return fit;
+  std::sort(occupancies.begin(), occupancies.end());
+  std::map<int64_t, int64_t> rows_at;
+  for (std::size_t i = 0; i < fitted_rows.size(); ++i) {
+    const auto at = std::lower_bound(occupancies.begin(), occupancies.end(), row_occupancy[i]);
+    fitted_rows[i].occupancy_index = static_cast<std::size_t>(at - occupancies.begin());
+    ++rows_at[row_occupancy[i]];
+  }
+  // Residual of row i: ln(predicted / measured) / kRowSigma, predicted = exp(ln_factor + ln_contention of
+  // its occupancy) x its raw time at the overhead.
+  const auto residuals = [&](const std::vector<double>& x) {
+    std::vector<double> r;
+    r.reserve(fitted_rows.size());
+    for (const Row& row : fitted_rows) {
+      const double raw = raw_at(row.raw_us, x[0]);
+      const double ln_scale = x[1] + x[2 + row.occupancy_index];
+      r.push_back(raw > 0 && row.measured_us > 0 ? (ln_scale + std::log(raw / row.measured_us)) / kRowSigma : 0.0);
+    }
+    return r;
+  };
+  const std::vector<FitParameter> parameters = calibration_parameters(occupancies);
+  const RegularizedFit result = fit_regularized(parameters, residuals, 200, 1e-4, 1e-12);
+  for (std::size_t j = 0; j < occupancies.size(); ++j) {
+    Calibration& c = fit.calibration.per_occupancy[occupancies[j]];
+    c.op_overhead_us = result.values[0];
+    c.factor = std::exp(result.values[1] + result.values[2 + j]);
+    c.rows = rows_at[occupancies[j]];
+  }
+  for (std::size_t k = 0; k < parameters.size(); ++k)
+    fit.terms.push_back(FittedCalibrationTerm{parameters[k].name, parameters[k].prior, result.values[k], result.sigma[k]});
+  fit.converged = result.converged;
   return fit;
 }
 

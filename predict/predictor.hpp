@@ -167,13 +167,19 @@ struct UnpredictedRow {
 
 struct CalibrationFit {
   CalibrationSet calibration;
-  std::vector<UnpredictedRow> unpredicted;  // rows with status ok that could not be predicted
+  std::vector<UnpredictedRow> unpredicted;   // rows with status ok that could not be predicted
+  std::vector<FittedCalibrationTerm> terms;  // empty when no row was fitted
+  bool converged = true;
 };
 
-// Fits, per occupancy, a per-operator-call overhead (grid search, 0..100 us, minimizing MAPE) and, with
-// it, the factor median(measured / prediction), from ground-truth rows
-// with status ok, leaving out every row whose (dp,tp,pp) tuple string is in `exclude_tuples`. Rows are
-// predicted with `resolver` (its policy) and `model_spec` (nullptr: traced stages only, as `fit` does).
+// The terms, fitted jointly on every row (common/regularized_fit.hpp, NLopt): one per-call overhead shared
+// by all occupancies, one shared factor, and per occupancy with rows a contention term (ln) pulled toward
+// the shared factor; each bounded and pulled toward its described value (predictor.cpp says which and
+// why). A row's residual is ln(factor x contention x raw / measured) / 5 %, raw being its prediction at
+// the overhead without factor. The result per occupancy: that overhead, factor x contention, its rows.
+// Rows: ground truth with status ok, leaving out every row whose (dp,tp,pp) tuple string is in
+// `exclude_tuples`, predicted with `resolver` (its policy) and `model_spec` (nullptr: traced stages only,
+// as `fit` does).
 CalibrationFit fit_calibration(StageResolver& resolver, const std::vector<store::GroundTruthRecord>& rows, bool blind,
                                const std::set<std::string>& exclude_tuples, const LlamaSpec* model_spec = nullptr);
 

@@ -203,6 +203,8 @@ ValidationRow score_traced(predict::StageResolver& resolver, const store::Ground
   row.blind_raw_predicted_us = blind.prediction->raw_total_us;  // no term fitted on ground truth
   row.blind_raw_ape_pct = stats::ape_pct(row.blind_raw_predicted_us, row.measured_us);
   row.extrapolated_fraction = aware.prediction->extrapolated_fraction;
+  row.overhead_total_us = aware.prediction->overhead_total_us;
+  row.compute_us = aware.prediction->compute_us;
   row.status = "ok";
   return row;
 }
@@ -267,6 +269,17 @@ ValidationReport validate(const predict::FittedModel& model, const std::vector<s
     report.rows.push_back(std::move(row));
   }
   summarize_groups(report);
+  const predict::CalibrationFit all_rows = predict::fit_calibration(resolver, groundtruth, false, {});
+  report.terms = all_rows.terms;
+  report.terms_converged = all_rows.converged;
+  for (const ValidationRow& row : report.rows) {
+    if (row.status == "ok" && row.overhead_total_us > row.compute_us) {
+      char text[64];
+      std::snprintf(text, sizeof(text), ": overhead %.1f ms, compute %.1f ms", row.overhead_total_us * 1e-3,
+                    row.compute_us * 1e-3);
+      report.overhead_findings.push_back(row.key + text);
+    }
+  }
   return report;
 }
 

@@ -66,7 +66,8 @@ struct ValidationRow {
   double blind_predicted_us = 0, blind_ape_pct = 0;          // blind, with its own held-out fitted terms
   double blind_raw_predicted_us = 0, blind_raw_ape_pct = 0;  // blind, no term fitted on ground truth
   double extrapolated_fraction = 0;
-  double op_overhead_us = 0;   // the fitted per-operator-call overhead applied
+  double op_overhead_us = 0;                     // the fitted per-operator-call overhead applied
+  double overhead_total_us = 0, compute_us = 0;  // what that overhead adds to the step; the step's compute
   int calibration_rows = 0;    // ground-truth configurations the applied calibration was fitted on (none of its holdout group)
   bool factor_fitted = false;  // false: no other group at this occupancy; calibration_occupancy's terms are used
   int64_t calibration_occupancy = -1;  // the occupancy whose fitted terms were applied (-1: none fitted)
@@ -125,6 +126,14 @@ struct ValidationReport {
   // The speed reference's drift between the operator profiles and the ground truth (known false when
   // the calibration has none), with the first profiles' overall MAPE when the fit used another pass.
   DriftSummary drift;
+  // The ground-truth terms fitted on every scored row (precision-aware), each with one standard deviation:
+  // what the held-out fits above are variations of (predict::fit_calibration); whether the fit converged.
+  std::vector<predict::FittedCalibrationTerm> terms;
+  bool terms_converged = true;
+  // A finding, not an answer: the scored rows whose aware prediction adds more per-call overhead than it
+  // has compute (the fit leaning on the overhead beyond what the measurements support), each
+  // "KEY: overhead X ms, compute Y ms".
+  std::vector<std::string> overhead_findings;
 };
 
 // Fills the report's per-tuple, per-precision, per-pair, per-recipe and overall entries from its scored rows

@@ -18,6 +18,13 @@
 #include "common/errors.hpp"
 #include "common/stats.hpp"
 
+namespace itertime::predict {
+
+// A fitted ground-truth term in the report's JSON: its members by their names.
+NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE(FittedCalibrationTerm, name, described, fitted, sigma)
+
+}  // namespace itertime::predict
+
 namespace itertime::validate {
 
 // A MAPE entry in the report's JSON: its members by their names (a NaN floor is written null, as
@@ -175,6 +182,35 @@ const char* holdout_text(Holdout holdout) {
   return holdout == Holdout::kTuple ? "leave-one-tuple-out" : "leave-one-precision-out (each precision unseen by the fit)";
 }
 
+// The terms fitted on every scored row, each with one standard deviation (ln terms shown as factors,
+// x exp(value) +- exp(value) sigma), then the overhead findings.
+void print_terms(const ValidationReport& report) {
+  if (report.terms.empty()) return;
+  std::printf("# terms fitted on every scored row (precision-aware), +- one standard deviation%s:\n",
+              report.terms_converged ? "" : " (the fit stopped on its evaluation limit, not converged)");
+  for (const predict::FittedCalibrationTerm& t : report.terms) {
+    if (t.name.rfind("ln_", 0) == 0) {
+      const double value = std::exp(t.fitted);
+      const std::string what =
+          t.name == "ln_factor" ? std::string("factor") : "contention at occupancy " + t.name.substr(t.name.find('@') + 1);
+      std::printf("#   %-30s x%.3f +- %.3f (described x%.3f)\n", what.c_str(), value, value * t.sigma, std::exp(t.described));
+    } else {
+      std::printf("#   %-30s %.2f +- %.2f us per operator call (described %.2f)\n", "per-call overhead", t.fitted, t.sigma,
+                  t.described);
+    }
+  }
+  if (report.overhead_findings.empty()) return;
+  std::printf(
+      "# finding: on %zu configurations the per-call overhead adds more than the compute, more than the\n"
+      "#   measurements support (the terms above lean on it):\n",
+      report.overhead_findings.size());
+  constexpr std::size_t kShown = 4;  // the rest are in validation.json's overhead_findings
+  for (std::size_t i = 0; i < report.overhead_findings.size() && i < kShown; ++i)
+    std::printf("#   %s\n", report.overhead_findings[i].c_str());
+  if (report.overhead_findings.size() > kShown)
+    std::printf("#   and %zu more (validation.json overhead_findings)\n", report.overhead_findings.size() - kShown);
+}
+
 }  // namespace
 
 void print_report(const ValidationReport& report) {
@@ -229,6 +265,7 @@ void print_report(const ValidationReport& report) {
         floor.c_str());
   }
   print_drift(report);
+  print_terms(report);
   if (report.overall.built_count > 0) {
     std::printf(
         "# builder-only MAPE: %.2f%% over %d configurations, floor %s%s (every stage built from the model, no trace\n"
@@ -306,6 +343,9 @@ void write_json(const ValidationReport& report, const std::string& path) {
   root["mape_per_precision"] = report.per_precision;
   root["mape_per_tuple_precision"] = report.per_tuple_precision;
   root["mape_per_recipe"] = report.per_recipe;
+  root["calibration_terms"] = report.terms;
+  root["calibration_terms_converged"] = report.terms_converged;
+  root["overhead_findings"] = report.overhead_findings;
   root["mape_overall"] = {{"count", report.overall.count},
                           {"mape_pct", report.overall.mape_pct},
                           {"blind_mape_pct", report.overall.blind_mape_pct},

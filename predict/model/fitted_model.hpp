@@ -61,6 +61,13 @@ struct Calibration {
   int64_t rows = 0;  // ground-truth configurations it was fitted on (0: identity)
 };
 
+// One fitted term of the ground-truth calibration: its name ("op_overhead_us", "ln_factor",
+// "ln_contention@OCCUPANCY"), its described value (the prior), the fitted value and one standard deviation.
+struct FittedCalibrationTerm {
+  std::string name;
+  double described = 0, fitted = 0, sigma = 0;
+};
+
 // The terms fitted on ground truth, per occupancy (busy ranks). A prediction at an occupancy nothing was
 // fitted at (leave-one-tuple-out of the only tuple at that occupancy, or a world larger than the
 // calibration's) takes the nearest fitted occupancy's terms, the lower one on a tie: contention grows

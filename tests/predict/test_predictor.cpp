@@ -218,6 +218,52 @@ TEST(Predictor, CalibrationFitRecordsTheRowsItCannotPredict) {
   EXPECT_EQ(none.for_occupancy(1).op_overhead_us, 0.0);
 }
 
+// Rows made from the model's own predictions at a known overhead (5 us a call, between two knots) times a
+// known factor (1.2): the joint fit finds both (the rows' different call counts per microsecond tell them apart), names
+// its terms with their described values, and gives each a standard deviation.
+TEST(Predictor, CalibrationFitRecoversAKnownOverheadAndFactor) {
+  const LlamaSpec spec = load("tiny-llama-gqa");
+  const FittedModel model = model_with_trace(spec);
+  StageResolver resolver(model);
+  std::vector<store::GroundTruthRecord> rows;
+  Calibration truth;
+  truth.op_overhead_us = 5.0;
+  for (const auto& [micro_batch, seq_len] : std::vector<std::pair<int, int>>{{1, 16}, {4, 16}, {4, 32}, {2, 64}}) {
+    store::GroundTruthRecord row;
+    row.key = "mbs" + std::to_string(micro_batch) + "-seq" + std::to_string(seq_len);
+    row.model = spec.name;
+    row.config = ParallelConfig{1, 1, 1, micro_batch, 4, seq_len};
+    row.precision = PrecisionName::kFp32;
+    PredictRequest request = request_for(row, /*blind=*/false, &spec);
+    request.override_calibration = &truth;
+    const PredictOutcome raw = predict(resolver, request);
+    ASSERT_TRUE(raw.ok()) << raw.reason;
+    row.time_us_median = 1.2 * raw.prediction->total_us;
+    rows.push_back(row);
+  }
+  const CalibrationFit fit = fit_calibration(resolver, rows, false, {}, &spec);
+  ASSERT_TRUE(fit.unpredicted.empty());
+  EXPECT_TRUE(fit.converged);
+  const Calibration& one = fit.calibration.for_occupancy(1);
+  EXPECT_EQ(one.rows, 4);
+  EXPECT_NEAR(one.op_overhead_us, 5.0, 0.1);
+  EXPECT_NEAR(one.factor, 1.2, 0.01);  // the priors pull a little along what the rows cannot tell apart
+  ASSERT_EQ(fit.terms.size(), 3u);     // overhead, shared factor, the one occupancy's contention
+  EXPECT_EQ(fit.terms[0].name, "op_overhead_us");
+  EXPECT_EQ(fit.terms[1].name, "ln_factor");
+  EXPECT_EQ(fit.terms[2].name, "ln_contention@1");
+  EXPECT_EQ(fit.terms[0].described, 0.0);
+  for (const FittedCalibrationTerm& t : fit.terms) EXPECT_GT(t.sigma, 0.0) << t.name;
+  // Every row then predicted within a fraction of a percent.
+  for (const store::GroundTruthRecord& row : rows) {
+    PredictRequest request = request_for(row, false, &spec);
+    request.override_calibration = &one;
+    const PredictOutcome p = predict(resolver, request);
+    ASSERT_TRUE(p.ok());
+    EXPECT_NEAR(p.prediction->total_us / row.time_us_median, 1.0, 0.01) << row.key;
+  }
+}
+
 // A recipe's stage is its own trace (its key carries recipe_text), never the plain one; a recipe without
 // a trace or a spec to build it fails with its key; overlap at dp 1 is the plain stage.
 TEST(Predictor, RecipeSelectsItsOwnTraceAndOverlapNeedsDataParallelism) {

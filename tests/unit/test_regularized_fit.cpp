@@ -24,6 +24,7 @@ TEST(RegularizedFit, NoResidualsGivesThePriorClampedIntoItsBounds) {
   const RegularizedFit fit = fit_regularized({{"a", 0.3, 1.0, 0.0, 1.0}, {"b", 5.0, 1.0, 0.0, 2.0}}, none);
   EXPECT_DOUBLE_EQ(fit.values[0], 0.3);
   EXPECT_DOUBLE_EQ(fit.values[1], 2.0);  // the prior 5 lies above the bound
+  EXPECT_TRUE(fit.converged);            // started from the clamped prior, where S is least
 }
 
 TEST(RegularizedFit, OneResidualAgainstThePriorMeetsHalfway) {
@@ -38,6 +39,9 @@ TEST(RegularizedFit, TheOptimumStaysWithinTheBounds) {
   const RegularizedFit fit = fit_regularized({{"x", 0.0, 10.0, -1.0, 1.0}}, r);
   EXPECT_NEAR(fit.values[0], 1.0, 1e-12);
   EXPECT_TRUE(fit.converged);
+  // The same below: the lower bound holds too.
+  const auto low = [](const std::vector<double>& x) { return std::vector<double>{10.0 * (x[0] + 3.0)}; };
+  EXPECT_NEAR(fit_regularized({{"x", 0.0, 10.0, -1.0, 1.0}}, low).values[0], -1.0, 1e-12);
 }
 
 TEST(RegularizedFit, RecoversKnownCoefficientsOfANonlinearModel) {
