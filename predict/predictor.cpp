@@ -751,16 +751,17 @@ CalibrationFit fit_calibration(StageResolver& resolver, const std::vector<store:
   struct Row {
     std::array<double, kOverheadKnotsUs.size()> raw_us{};
     double measured_us = 0;
-    std::size_t occupancy_index = 0;
+    int64_t occupancy = 0;
+    std::size_t occupancy_index = 0;  // in `occupancies`
   };
   std::vector<Row> fitted_rows;
-  std::vector<int64_t> occupancies;  // ascending, those with rows
-  std::vector<int64_t> row_occupancy;
+  std::map<int64_t, int64_t> rows_at;  // occupancy -> its fitted rows
   for (const store::GroundTruthRecord& record : rows) {
     if (record.status != store::RunStatus::kOk || exclude_tuples.count(record.tuple())) continue;
     PredictRequest request = request_for(record, blind, model_spec);
     Row row;
     row.measured_us = record.time_us_median;
+    row.occupancy = record.occupancy();
     std::string failure;
     for (std::size_t k = 0; k < kOverheadKnotsUs.size() && failure.empty(); ++k) {
       Calibration at_knot;
@@ -779,17 +780,14 @@ CalibrationFit fit_calibration(StageResolver& resolver, const std::vector<store:
       continue;
     }
     fitted_rows.push_back(row);
-    row_occupancy.push_back(record.occupancy());
-    if (std::find(occupancies.begin(), occupancies.end(), record.occupancy()) == occupancies.end())
-      occupancies.push_back(record.occupancy());
+    ++rows_at[row.occupancy];
   }
   if (fitted_rows.empty()) return fit;
-  std::sort(occupancies.begin(), occupancies.end());
-  std::map<int64_t, int64_t> rows_at;
-  for (std::size_t i = 0; i < fitted_rows.size(); ++i) {
-    const auto at = std::lower_bound(occupancies.begin(), occupancies.end(), row_occupancy[i]);
-    fitted_rows[i].occupancy_index = static_cast<std::size_t>(at - occupancies.begin());
-    ++rows_at[row_occupancy[i]];
+  std::vector<int64_t> occupancies;  // ascending, those with rows
+  for (const auto& [occupancy, count] : rows_at) occupancies.push_back(occupancy);
+  for (Row& row : fitted_rows) {
+    row.occupancy_index =
+        static_cast<std::size_t>(std::lower_bound(occupancies.begin(), occupancies.end(), row.occupancy) - occupancies.begin());
   }
   // Residual of row i: ln(predicted / measured) / kRowSigma, predicted = exp(ln_factor + ln_contention of
   // its occupancy) x its raw time at the overhead.
